@@ -1,0 +1,103 @@
+//! QEMU cache modes (QEMU docs, "-drive cache=", and qemu-options.hx):
+//!
+//! | mode         | cache.writeback | cache.direct | cache.no-flush |
+//! |--------------|-----------------|--------------|----------------|
+//! | writeback    | on              | off          | off            |
+//! | none         | on              | on           | off            |
+//! | writethrough | off             | off          | off            |
+//! | directsync   | off             | on           | off            |
+//! | unsafe       | on              | off          | on             |
+//!
+//! `cache.writeback=on` means the guest sees a volatile write cache (WCE=1) and must flush;
+//! `off` means QEMU flushes after every write (O_DSYNC semantics). `cache.direct=on` opens the
+//! image with O_DIRECT (bypassing the host page cache). `cache.no-flush=on` ignores guest
+//! flushes.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    Writeback,
+    None,
+    Writethrough,
+    Directsync,
+    Unsafe,
+}
+
+impl CacheMode {
+    pub const ACCEPTED: &'static str = "none, writeback, writethrough, directsync, unsafe";
+    pub const ALL: [CacheMode; 5] = [
+        CacheMode::None,
+        CacheMode::Writeback,
+        CacheMode::Writethrough,
+        CacheMode::Directsync,
+        CacheMode::Unsafe,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "writeback" => Some(Self::Writeback),
+            "none" => Some(Self::None),
+            "writethrough" => Some(Self::Writethrough),
+            "directsync" => Some(Self::Directsync),
+            "unsafe" => Some(Self::Unsafe),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Writeback => "writeback",
+            Self::None => "none",
+            Self::Writethrough => "writethrough",
+            Self::Directsync => "directsync",
+            Self::Unsafe => "unsafe",
+        }
+    }
+
+    /// `cache.writeback`: the guest sees a volatile write cache (WCE=1).
+    pub fn guest_write_cache(self) -> bool {
+        matches!(self, Self::Writeback | Self::None | Self::Unsafe)
+    }
+
+    /// `cache.direct`: the image is opened with O_DIRECT; the host page cache is not used.
+    pub fn direct(self) -> bool {
+        matches!(self, Self::None | Self::Directsync)
+    }
+
+    /// `cache.no-flush`: guest flushes are acknowledged without doing anything.
+    pub fn ignores_flush(self) -> bool {
+        matches!(self, Self::Unsafe)
+    }
+
+    /// Every write is made durable before it completes (QEMU flushes after each write
+    /// when the guest has no write cache).
+    pub fn write_through(self) -> bool {
+        !self.guest_write_cache()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_table_matches_qemu() {
+        use CacheMode::*;
+        let table = [
+            (Writeback, true, false, false),
+            (None, true, true, false),
+            (Writethrough, false, false, false),
+            (Directsync, false, true, false),
+            (Unsafe, true, false, true),
+        ];
+        for (m, wb, direct, noflush) in table {
+            assert_eq!(m.guest_write_cache(), wb, "{m:?}");
+            assert_eq!(m.direct(), direct, "{m:?}");
+            assert_eq!(m.ignores_flush(), noflush, "{m:?}");
+            assert_eq!(CacheMode::parse(m.name()), Some(m));
+        }
+        assert_eq!(CacheMode::parse("wb"), Option::None);
+    }
+}

@@ -1,0 +1,1140 @@
+//! fio job files: the INI dialect of fio's `HOWTO` ("Job file format"), parsed into one
+//! [`JobSpec`] per job section.
+//!
+//! Syntax: `[global]` and `[jobname]` section headers, `key=value` options (blanks around `=`
+//! allowed), bare boolean keys (`time_based`), full-line and trailing comments starting with `#`
+//! or `;` (a trailing comment must follow a blank, so `filename=a#b` keeps its `#`), blank
+//! lines, CRLF line ends. A `[global]` section's options are the defaults of every job section
+//! that follows it; several globals may appear and a later one overrides an earlier one, exactly
+//! like fio. fio's `include` directive and its `$VAR`/`${VAR}`/`$ncpus` substitutions are
+//! rejected as unsupported.
+//!
+//! Modelled options (fio's HOWTO names; aliases in parentheses):
+//! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
+//! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
+//! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
+//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `randseed`,
+//! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
+//! (recorded only) and `name` (overrides the section name). `description` is skipped
+//! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
+//! first line where it appeared, so callers can warn that vmio does not model it.
+//!
+//! fio semantics followed:
+//! - sizes use fio's default `kb_base=1024` (`4k` = 4096); a bare `runtime`/`ramp_time` is in
+//!   seconds; `runtime=0`, `io_size=0` and `number_ios=0` mean "not set", as in fio;
+//! - `bs=8k,32k` gives reads 8k and writes 32k (a third, trim, value is accepted and
+//!   dropped); an empty field keeps fio's default 4k (`bs=,8k`);
+//! - `bssplit=4k/10:64k/50:1m/` gives each size a percentage; blank percentages share the
+//!   remainder evenly, entries are sorted by size like fio does and any percentage still
+//!   missing (fio's integer division, or a list adding up to less than 100) goes to the
+//!   largest size, which is where fio's draw falls through to. `bssplit=reads,writes` splits
+//!   per direction; one list applies to both. When set, `bssplit` wins over `bs` for its
+//!   direction, as in fio;
+//! - a block size range (`bsrange=4k-64k` or `bs=4k-64k`) is modelled as equal weights over
+//!   the sizes `a, 2a, 4a, ...` up to `b` (for power-of-two bounds: every power of two between
+//!   them), not fio's uniform draw over every multiple of `a`;
+//! - `rwmixwrite=N` sets `rwmixread=100-N` (the later of the two wins);
+//! - `buffered=0` means `direct=1` and vice versa;
+//! - `group_id` follows fio's `groupid`: 0 for the first job, then +1 at every job with
+//!   `stonewall` or `new_group`;
+//! - percent sizes (`size=50%`, `offset=10%`) are rejected: vmio does not support them yet.
+
+use crate::units::{parse_duration_ns, parse_size};
+use crate::{Ns, SEC};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use thiserror::Error;
+
+/// The parsed job file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobFile {
+    pub path: String,
+    /// Job sections in file order (numjobs clones are not expanded).
+    pub jobs: Vec<JobSpec>,
+    /// Options vmio accepts but does not model, once per name, in order of first appearance.
+    pub ignored: Vec<IgnoredOption>,
+}
+
+/// An option vmio does not model; `line` is the first line where it appeared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IgnoredOption {
+    pub name: String,
+    pub line: usize,
+}
+
+/// fio's `rw`/`readwrite`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum RwMode {
+    #[serde(rename = "read")]
+    Read,
+    #[serde(rename = "write")]
+    Write,
+    #[serde(rename = "randread")]
+    RandRead,
+    #[serde(rename = "randwrite")]
+    RandWrite,
+    #[serde(rename = "rw")]
+    ReadWrite,
+    #[serde(rename = "randrw")]
+    RandRw,
+}
+
+impl RwMode {
+    /// The values `rw=` accepts.
+    pub const ACCEPTED: &'static str = "read, write, randread, randwrite, rw, readwrite, randrw";
+
+    /// fio's canonical spelling (`rw` for mixed sequential).
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+            RwMode::RandRead => "randread",
+            RwMode::RandWrite => "randwrite",
+            RwMode::ReadWrite => "rw",
+            RwMode::RandRw => "randrw",
+        }
+    }
+
+    pub fn is_random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+
+    /// Whether the mode issues reads.
+    pub fn reads(self) -> bool {
+        !matches!(self, RwMode::Write | RwMode::RandWrite)
+    }
+
+    /// Whether the mode issues writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, RwMode::Read | RwMode::RandRead)
+    }
+
+    /// Parse one of [`RwMode::ACCEPTED`] (case-insensitive).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "read" => Some(RwMode::Read),
+            "write" => Some(RwMode::Write),
+            "randread" => Some(RwMode::RandRead),
+            "randwrite" => Some(RwMode::RandWrite),
+            "rw" | "readwrite" => Some(RwMode::ReadWrite),
+            "randrw" => Some(RwMode::RandRw),
+            _ => None,
+        }
+    }
+}
+
+/// Block sizes per direction as `(bytes, weight percent)`; weights add up to 100 when parsed
+/// from a job file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BlockSizes {
+    pub read: Vec<(u64, u32)>,
+    pub write: Vec<(u64, u32)>,
+}
+
+impl BlockSizes {
+    /// fio's default block size.
+    pub const DEFAULT_BYTES: u64 = 4096;
+
+    /// One size for both directions.
+    pub fn uniform(bytes: u64) -> Self {
+        Self {
+            read: vec![(bytes, 100)],
+            write: vec![(bytes, 100)],
+        }
+    }
+}
+
+impl Default for BlockSizes {
+    fn default() -> Self {
+        Self::uniform(Self::DEFAULT_BYTES)
+    }
+}
+
+/// One job section with its `[global]` defaults applied. `Default` gives fio's defaults
+/// (with an empty name and line 0).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSpec {
+    pub name: String,
+    /// Line of the `[section]` header.
+    pub line: usize,
+    pub rw: RwMode,
+    /// Percent of reads in mixed modes.
+    pub rwmixread: u32,
+    pub bs: BlockSizes,
+    pub iodepth: u32,
+    pub numjobs: u32,
+    pub size_bytes: Option<u64>,
+    pub offset_bytes: u64,
+    pub filesize_bytes: Option<u64>,
+    pub runtime_ns: Option<Ns>,
+    pub time_based: bool,
+    pub ramp_time_ns: Ns,
+    /// `io_size` or `io_limit`.
+    pub io_size_bytes: Option<u64>,
+    pub number_ios: Option<u64>,
+    pub direct: bool,
+    /// Issue an fsync after every `fsync` writes (0: never).
+    pub fsync: u32,
+    pub randseed: Option<u64>,
+    pub norandommap: bool,
+    pub filename: Option<String>,
+    pub stonewall: bool,
+    pub new_group: bool,
+    /// fio's `groupid`.
+    pub group_id: u32,
+    /// Recorded only.
+    pub ioengine: String,
+}
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            line: 0,
+            rw: RwMode::Read,
+            rwmixread: 50,
+            bs: BlockSizes::default(),
+            iodepth: 1,
+            numjobs: 1,
+            size_bytes: None,
+            offset_bytes: 0,
+            filesize_bytes: None,
+            runtime_ns: None,
+            time_based: false,
+            ramp_time_ns: 0,
+            io_size_bytes: None,
+            number_ios: None,
+            direct: false,
+            fsync: 0,
+            randseed: None,
+            norandommap: false,
+            filename: None,
+            stonewall: false,
+            new_group: false,
+            group_id: 0,
+            ioengine: "psync".to_string(),
+        }
+    }
+}
+
+/// A job file that vmio cannot use. Every message names the file, the line (when there is
+/// one), the option, the offending text and what is accepted instead.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum FioError {
+    #[error("{file}:{line}: {option}: '{value}' is not valid; accepted: {accepted}")]
+    BadValue {
+        file: String,
+        line: usize,
+        option: String,
+        value: String,
+        accepted: String,
+    },
+    #[error("{file}:{line}: {option}: '{value}': {reason}; accepted: {accepted}")]
+    Unsupported {
+        file: String,
+        line: usize,
+        option: String,
+        value: String,
+        reason: &'static str,
+        accepted: &'static str,
+    },
+    #[error(
+        "{file}:{line}: option '{option}' appears before any section; accepted: options after a [global] or [jobname] header"
+    )]
+    OptionOutsideSection {
+        file: String,
+        line: usize,
+        option: String,
+    },
+    #[error(
+        "{file}:{line}: '{text}' is not a section header, an option or a comment; accepted: [jobname], [global], key=value, a bare boolean key, # comment, ; comment"
+    )]
+    BadLine {
+        file: String,
+        line: usize,
+        text: String,
+    },
+    #[error("{file}: no job section; accepted: at least one [jobname] section besides [global]")]
+    NoJobs { file: String },
+}
+
+const ACCEPT_BOOL: &str = "1, 0, true, false, or the bare option name for 1";
+const ACCEPT_SIZE: &str = "a size like 4k, 64KiB, 1g (fio kb_base=1024)";
+const ACCEPT_DURATION: &str =
+    "a duration like 30 (seconds), 500ms, 2m, 1h (suffixes ns, us, ms, s, m, h, d)";
+const ACCEPT_BS: &str = "a block size like 4k, a read,write pair like 4k,64k (an empty field keeps 4k), or a range like 4k-64k";
+const ACCEPT_BSSPLIT: &str = "size/percent entries joined by ':' like 4k/10:64k/50:1m/ (a blank percent shares the remainder), optionally reads,writes; percentages add up to at most 100";
+const ACCEPT_PERCENT: &str = "an integer from 0 to 100";
+const NO_PERCENT_SIZES: &str = "percent sizes are not supported by vmio yet";
+
+/// Longest offending text quoted in an error, in characters.
+const MAX_SHOWN: usize = 80;
+
+fn shown(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_SHOWN)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if text.chars().count() > MAX_SHOWN {
+        out.push_str("...");
+    }
+    out
+}
+
+/// Options as they accumulate for one section: the job spec plus what fio resolves only when
+/// the job is complete (the name override and `bssplit`, which wins over `bs`).
+#[derive(Clone, Debug, Default)]
+struct Settings {
+    spec: JobSpec,
+    name: Option<String>,
+    bssplit_read: Option<Vec<(u64, u32)>>,
+    bssplit_write: Option<Vec<(u64, u32)>>,
+}
+
+impl Settings {
+    fn finish(mut self, section: &str, line: usize) -> JobSpec {
+        self.spec.name = self.name.unwrap_or_else(|| section.to_string());
+        self.spec.line = line;
+        if let Some(r) = self.bssplit_read {
+            self.spec.bs.read = r;
+        }
+        if let Some(w) = self.bssplit_write {
+            self.spec.bs.write = w;
+        }
+        self.spec
+    }
+}
+
+enum Section {
+    Global,
+    Job {
+        name: String,
+        line: usize,
+        settings: Box<Settings>,
+    },
+}
+
+struct Parser<'a> {
+    path: &'a str,
+    ignored: Vec<IgnoredOption>,
+    ignored_names: BTreeSet<String>,
+}
+
+/// Parse the text of a fio job file; `path` is used in error messages and recorded in the result.
+pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
+    let mut p = Parser {
+        path,
+        ignored: Vec::new(),
+        ignored_names: BTreeSet::new(),
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut defaults = Settings::default();
+    let mut current: Option<Section> = None;
+    let mut jobs: Vec<JobSpec> = Vec::new();
+
+    for (index, raw) in text.lines().enumerate() {
+        let line_no = index + 1;
+        let line = strip_comment(raw).trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with('[') {
+            if let Some(Section::Job {
+                name,
+                line,
+                settings,
+            }) = current.take()
+            {
+                jobs.push(settings.finish(&name, line));
+            }
+            let name = line
+                .strip_prefix('[')
+                .and_then(|l| l.strip_suffix(']'))
+                .map(str::trim)
+                .filter(|n| !n.is_empty() && !n.contains(['[', ']']))
+                .ok_or_else(|| p.bad_line(line_no, line))?;
+            if name.contains('$') {
+                return Err(p.no_substitution(line_no, "section", name));
+            }
+            current = Some(if name == "global" {
+                Section::Global
+            } else {
+                Section::Job {
+                    name: name.to_string(),
+                    line: line_no,
+                    settings: Box::new(defaults.clone()),
+                }
+            });
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("include") {
+            if rest.is_empty() || rest.starts_with(char::is_whitespace) {
+                return Err(FioError::Unsupported {
+                    file: p.path.to_string(),
+                    line: line_no,
+                    option: "include".to_string(),
+                    value: shown(rest.trim()),
+                    reason: "include directives are not supported by vmio",
+                    accepted: "the included options written into this file",
+                });
+            }
+        }
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (line, None),
+        };
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(p.bad_line(line_no, line));
+        }
+        let key = key.to_ascii_lowercase();
+        if let Some(v) = value {
+            if v.contains('$') {
+                return Err(p.no_substitution(line_no, &key, v));
+            }
+        }
+        match current.as_mut() {
+            None => {
+                return Err(FioError::OptionOutsideSection {
+                    file: p.path.to_string(),
+                    line: line_no,
+                    option: shown(&key),
+                })
+            }
+            Some(Section::Global) => p.apply(&mut defaults, &key, value, line_no)?,
+            Some(Section::Job { settings, .. }) => p.apply(settings, &key, value, line_no)?,
+        }
+    }
+    if let Some(Section::Job {
+        name,
+        line,
+        settings,
+    }) = current
+    {
+        jobs.push(settings.finish(&name, line));
+    }
+    if jobs.is_empty() {
+        return Err(FioError::NoJobs {
+            file: path.to_string(),
+        });
+    }
+    let mut group = 0u32;
+    for (i, job) in jobs.iter_mut().enumerate() {
+        if i > 0 && (job.stonewall || job.new_group) {
+            group = group.saturating_add(1);
+        }
+        job.group_id = group;
+    }
+    Ok(JobFile {
+        path: path.to_string(),
+        jobs,
+        ignored: p.ignored,
+    })
+}
+
+/// Cut a trailing `#` or `;` comment: at the start of the line or after a blank.
+fn strip_comment(line: &str) -> &str {
+    let mut prev_blank = true;
+    for (i, c) in line.char_indices() {
+        if (c == '#' || c == ';') && prev_blank {
+            return &line[..i];
+        }
+        prev_blank = c.is_whitespace();
+    }
+    line
+}
+
+impl Parser<'_> {
+    fn bad_line(&self, line: usize, text: &str) -> FioError {
+        FioError::BadLine {
+            file: self.path.to_string(),
+            line,
+            text: shown(text),
+        }
+    }
+
+    fn no_substitution(&self, line: usize, option: &str, value: &str) -> FioError {
+        FioError::Unsupported {
+            file: self.path.to_string(),
+            line,
+            option: shown(option),
+            value: shown(value),
+            reason: "fio's $VAR, ${VAR} and $ncpus-style substitutions are not supported by vmio",
+            accepted: "a literal value",
+        }
+    }
+
+    fn bad(&self, line: usize, option: &str, value: Option<&str>, accepted: &str) -> FioError {
+        FioError::BadValue {
+            file: self.path.to_string(),
+            line,
+            option: shown(option),
+            value: shown(value.unwrap_or("")),
+            accepted: accepted.to_string(),
+        }
+    }
+
+    fn ignore(&mut self, name: &str, line: usize) {
+        if self.ignored_names.insert(name.to_string()) {
+            self.ignored.push(IgnoredOption {
+                name: name.to_string(),
+                line,
+            });
+        }
+    }
+
+    fn apply(
+        &mut self,
+        s: &mut Settings,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+    ) -> Result<(), FioError> {
+        let j = &mut s.spec;
+        match key {
+            "rw" | "readwrite" => {
+                let v = value.unwrap_or("");
+                let (mode, modifier) = match v.split_once(':') {
+                    Some((m, n)) => (m, Some(n)),
+                    None => (v, None),
+                };
+                j.rw = RwMode::parse(mode)
+                    .ok_or_else(|| self.bad(line, key, value, RwMode::ACCEPTED))?;
+                if modifier.is_some() {
+                    self.ignore(&format!("{key}:N"), line);
+                }
+            }
+            "rwmixread" => j.rwmixread = self.percent(key, value, line)?,
+            "rwmixwrite" => j.rwmixread = 100 - self.percent(key, value, line)?,
+            "bs" | "blocksize" | "bsrange" | "blocksize_range" => {
+                j.bs = parse_bs(value.unwrap_or(""))
+                    .map_err(|why| self.bad(line, key, value, &format!("{ACCEPT_BS} ({why})")))?;
+            }
+            "bssplit" => {
+                let (r, w) = parse_bssplit(value.unwrap_or("")).map_err(|why| {
+                    self.bad(line, key, value, &format!("{ACCEPT_BSSPLIT} ({why})"))
+                })?;
+                s.bssplit_read = r;
+                s.bssplit_write = w;
+            }
+            "iodepth" => j.iodepth = self.count(key, value, line)?,
+            "numjobs" => j.numjobs = self.count(key, value, line)?,
+            "size" => j.size_bytes = Some(self.size(key, value, line)?),
+            "offset" => j.offset_bytes = self.size(key, value, line)?,
+            "filesize" => j.filesize_bytes = Some(self.size(key, value, line)?),
+            "io_size" | "io_limit" => {
+                j.io_size_bytes = Some(self.size(key, value, line)?).filter(|&b| b > 0)
+            }
+            "number_ios" => j.number_ios = Some(self.int(key, value, line)?).filter(|&n| n > 0),
+            "runtime" | "timeout" => {
+                j.runtime_ns = Some(self.duration(key, value, line)?).filter(|&t| t > 0)
+            }
+            "ramp_time" => j.ramp_time_ns = self.duration(key, value, line)?,
+            "time_based" => j.time_based = self.boolean(key, value, line)?,
+            "direct" => j.direct = self.boolean(key, value, line)?,
+            "buffered" => j.direct = !self.boolean(key, value, line)?,
+            "fsync" => {
+                j.fsync = u32::try_from(self.int(key, value, line)?)
+                    .map_err(|_| self.bad(line, key, value, "an integer from 0 to 4294967295"))?
+            }
+            "randseed" => j.randseed = Some(self.int(key, value, line)?),
+            "norandommap" => j.norandommap = self.boolean(key, value, line)?,
+            "stonewall" | "wait_for_previous" => j.stonewall = self.boolean(key, value, line)?,
+            "new_group" => j.new_group = self.boolean(key, value, line)?,
+            "filename" => {
+                j.filename = Some(self.text(key, value, line, "a file or device path")?)
+            }
+            "ioengine" => j.ioengine = self.text(key, value, line, "an fio ioengine name")?,
+            "name" => s.name = Some(self.text(key, value, line, "a job name")?),
+            "description" => {}
+            _ => self.ignore(key, line),
+        }
+        Ok(())
+    }
+
+    fn boolean(&self, key: &str, value: Option<&str>, line: usize) -> Result<bool, FioError> {
+        match value.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("1") | Some("true") => Ok(true),
+            Some("0") | Some("false") => Ok(false),
+            _ => Err(self.bad(line, key, value, ACCEPT_BOOL)),
+        }
+    }
+
+    fn int(&self, key: &str, value: Option<&str>, line: usize) -> Result<u64, FioError> {
+        let v = value.unwrap_or("");
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(self.bad(line, key, value, "a non-negative integer"));
+        }
+        v.parse()
+            .map_err(|_| self.bad(line, key, value, "an integer from 0 to 2^64-1"))
+    }
+
+    fn count(&self, key: &str, value: Option<&str>, line: usize) -> Result<u32, FioError> {
+        let accepted = "an integer from 1 to 4294967295";
+        let v = value.unwrap_or("");
+        match v.parse::<u32>() {
+            Ok(n) if n >= 1 && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+            _ => Err(self.bad(line, key, value, accepted)),
+        }
+    }
+
+    fn percent(&self, key: &str, value: Option<&str>, line: usize) -> Result<u32, FioError> {
+        let v = value.unwrap_or("");
+        match v.parse::<u32>() {
+            Ok(n) if n <= 100 && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+            _ => Err(self.bad(line, key, value, ACCEPT_PERCENT)),
+        }
+    }
+
+    fn size(&self, key: &str, value: Option<&str>, line: usize) -> Result<u64, FioError> {
+        let v = value.unwrap_or("");
+        if v.ends_with('%') {
+            return Err(FioError::Unsupported {
+                file: self.path.to_string(),
+                line,
+                option: shown(key),
+                value: shown(v),
+                reason: NO_PERCENT_SIZES,
+                accepted: ACCEPT_SIZE,
+            });
+        }
+        parse_size(v).map_err(|_| self.bad(line, key, value, ACCEPT_SIZE))
+    }
+
+    fn duration(&self, key: &str, value: Option<&str>, line: usize) -> Result<Ns, FioError> {
+        parse_duration_ns(value.unwrap_or(""), SEC)
+            .map_err(|_| self.bad(line, key, value, ACCEPT_DURATION))
+    }
+
+    fn text(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+        accepted: &str,
+    ) -> Result<String, FioError> {
+        match value {
+            Some(v) if !v.is_empty() => Ok(v.to_string()),
+            _ => Err(self.bad(line, key, value, accepted)),
+        }
+    }
+}
+
+fn parse_block_size(text: &str) -> Result<u64, String> {
+    match parse_size(text) {
+        Ok(0) => Err("a block size must be > 0".to_string()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// One `bs`/`bsrange` field: `4k` or `4k-64k`.
+fn parse_bs_field(field: &str) -> Result<Vec<(u64, u32)>, String> {
+    let field = field.trim();
+    if field.is_empty() {
+        return Ok(vec![(BlockSizes::DEFAULT_BYTES, 100)]);
+    }
+    let Some((lo, hi)) = field.split_once('-') else {
+        return Ok(vec![(parse_block_size(field)?, 100)]);
+    };
+    let (lo, hi) = (parse_block_size(lo)?, parse_block_size(hi)?);
+    if lo > hi {
+        return Err(format!("range {lo}-{hi} runs backwards"));
+    }
+    let mut sizes = Vec::new();
+    let mut b = Some(lo);
+    while let Some(x) = b.filter(|&x| x <= hi) {
+        sizes.push(x);
+        b = x.checked_mul(2);
+    }
+    let n = sizes.len() as u32; // at most 64
+    Ok(sizes
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (s, 100 / n + u32::from((i as u32) < 100 % n)))
+        .collect())
+}
+
+fn parse_bs(value: &str) -> Result<BlockSizes, String> {
+    let fields: Vec<&str> = value.split(',').collect();
+    if value.trim().is_empty() {
+        return Err("empty value".to_string());
+    }
+    if fields.len() > 3 {
+        return Err("at most read,write,trim".to_string());
+    }
+    let read = parse_bs_field(fields[0])?;
+    let write = match fields.get(1) {
+        Some(f) => parse_bs_field(f)?,
+        None => read.clone(),
+    };
+    if let Some(f) = fields.get(2) {
+        parse_bs_field(f)?; // trim: validated, not modelled
+    }
+    Ok(BlockSizes { read, write })
+}
+
+type Split = Option<Vec<(u64, u32)>>;
+
+fn parse_bssplit(value: &str) -> Result<(Split, Split), String> {
+    if value.trim().is_empty() {
+        return Err("empty value".to_string());
+    }
+    let fields: Vec<&str> = value.split(',').collect();
+    if fields.len() > 3 {
+        return Err("at most reads,writes,trims".to_string());
+    }
+    let read = parse_split_list(fields[0])?;
+    let write = match fields.get(1) {
+        Some(f) => parse_split_list(f)?,
+        None => read.clone(),
+    };
+    if let Some(f) = fields.get(2) {
+        parse_split_list(f)?;
+    }
+    Ok((read, write))
+}
+
+/// One direction of `bssplit`; `None` for an empty field (that direction keeps `bs`).
+fn parse_split_list(list: &str) -> Result<Split, String> {
+    let mut entries: Vec<(u64, Option<u32>)> = Vec::new();
+    for entry in list.split(':').map(str::trim).filter(|e| !e.is_empty()) {
+        let (bs, pct) = match entry.split_once('/') {
+            Some((b, p)) => (b, p.trim()),
+            None => (entry, ""),
+        };
+        let bs = parse_block_size(bs)?;
+        let pct = if pct.is_empty() {
+            None
+        } else {
+            match pct.parse::<u32>() {
+                Ok(p) if p <= 100 && pct.bytes().all(|b| b.is_ascii_digit()) => Some(p),
+                _ => return Err(format!("'{}' is not a percentage 0..100", shown(pct))),
+            }
+        };
+        entries.push((bs, pct));
+    }
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let given: u32 = entries.iter().filter_map(|e| e.1).sum();
+    if given > 100 {
+        return Err(format!("percentages add up to {given}"));
+    }
+    let missing = entries.iter().filter(|e| e.1.is_none()).count() as u32;
+    let share = (100 - given).checked_div(missing).unwrap_or(0);
+    let mut out: Vec<(u64, u32)> = entries
+        .into_iter()
+        .map(|(b, p)| (b, p.unwrap_or(share)))
+        .collect();
+    out.sort_by_key(|e| e.0);
+    let total: u32 = out.iter().map(|e| e.1).sum();
+    if let Some(last) = out.last_mut() {
+        last.1 += 100 - total;
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> JobFile {
+        parse_job_file(text, "job.fio").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn err(text: &str) -> String {
+        parse_job_file(text, "job.fio").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_follow_fio() {
+        let f = parse("[a]\n");
+        let j = &f.jobs[0];
+        assert_eq!(j.name, "a");
+        assert_eq!(j.line, 1);
+        assert_eq!(j.rw, RwMode::Read);
+        assert_eq!(j.rwmixread, 50);
+        assert_eq!(j.bs, BlockSizes::uniform(4096));
+        assert_eq!((j.iodepth, j.numjobs), (1, 1));
+        assert_eq!(j.ioengine, "psync");
+        assert!(!j.direct && !j.time_based && !j.norandommap);
+        assert_eq!(f.path, "job.fio");
+        assert!(f.ignored.is_empty());
+    }
+
+    #[test]
+    fn global_options_apply_to_later_jobs() {
+        let f = parse(
+            "; a comment\n# another\n\n[global]\nbs=64k\niodepth=8\n\n[one]\nrw=randread\n\
+             [global]\niodepth=32\ndirect=1\n[two]\nbs=8k\n[three]\n",
+        );
+        let [one, two, three] = &f.jobs[..] else {
+            panic!("{:?}", f.jobs)
+        };
+        assert_eq!(
+            (one.bs.read[0].0, one.iodepth, one.direct),
+            (65536, 8, false)
+        );
+        assert_eq!(one.rw, RwMode::RandRead);
+        assert_eq!(
+            (two.bs.read[0].0, two.iodepth, two.direct),
+            (8192, 32, true)
+        );
+        assert_eq!((three.bs.read[0].0, three.iodepth), (65536, 32));
+        assert_eq!(
+            three.rw,
+            RwMode::Read,
+            "job options do not leak to later jobs"
+        );
+        assert_eq!((one.line, two.line, three.line), (8, 13, 15));
+    }
+
+    #[test]
+    fn every_modelled_option_is_parsed() {
+        let f = parse(
+            "[j]\nreadwrite=randrw\nrwmixread=70\nblocksize=16k\niodepth = 4\nnumjobs=3\n\
+             size=1g\noffset=1m\nfilesize=2g\nruntime=30\ntime_based\nramp_time=500ms\n\
+             io_limit=10m\nnumber_ios=1000\ndirect=true\nfsync=8\nrandseed=1234\n\
+             norandommap=1\nfilename=/dev/vdb\nstonewall\nnew_group=0\nioengine=libaio\n\
+             name=renamed\ndescription=hello world\n",
+        );
+        let j = &f.jobs[0];
+        assert_eq!(j.name, "renamed");
+        assert_eq!((j.rw, j.rwmixread), (RwMode::RandRw, 70));
+        assert_eq!(j.bs, BlockSizes::uniform(16384));
+        assert_eq!((j.iodepth, j.numjobs), (4, 3));
+        assert_eq!(j.size_bytes, Some(1 << 30));
+        assert_eq!(j.offset_bytes, 1 << 20);
+        assert_eq!(j.filesize_bytes, Some(2 << 30));
+        assert_eq!(j.runtime_ns, Some(30 * SEC));
+        assert!(j.time_based);
+        assert_eq!(j.ramp_time_ns, 500_000_000);
+        assert_eq!(j.io_size_bytes, Some(10 << 20));
+        assert_eq!(j.number_ios, Some(1000));
+        assert!(j.direct && j.norandommap && j.stonewall && !j.new_group);
+        assert_eq!(j.fsync, 8);
+        assert_eq!(j.randseed, Some(1234));
+        assert_eq!(j.filename.as_deref(), Some("/dev/vdb"));
+        assert_eq!(j.ioengine, "libaio");
+        assert!(f.ignored.is_empty(), "{:?}", f.ignored);
+    }
+
+    #[test]
+    fn aliases_and_inverse_options_work() {
+        let f = parse("[a]\nbuffered=0\ntimeout=2m\nio_size=4m\nwait_for_previous=1\n");
+        let j = &f.jobs[0];
+        assert!(j.direct && j.stonewall);
+        assert_eq!(j.runtime_ns, Some(120 * SEC));
+        assert_eq!(j.io_size_bytes, Some(4 << 20));
+        let f = parse("[a]\ndirect=1\nbuffered=1\nrw=readwrite\n");
+        assert!(!f.jobs[0].direct);
+        assert_eq!(f.jobs[0].rw, RwMode::ReadWrite);
+        assert_eq!(f.jobs[0].rw.fio_name(), "rw");
+    }
+
+    #[test]
+    fn zero_means_unset_for_runtime_io_size_and_number_ios() {
+        let j = &parse("[a]\nruntime=0\nio_size=0\nnumber_ios=0\n").jobs[0];
+        assert_eq!(
+            (j.runtime_ns, j.io_size_bytes, j.number_ios),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn rwmixwrite_sets_the_read_share() {
+        assert_eq!(
+            parse("[a]\nrw=randrw\nrwmixwrite=30\n").jobs[0].rwmixread,
+            70
+        );
+        assert_eq!(
+            parse("[a]\nrwmixwrite=30\nrwmixread=10\n").jobs[0].rwmixread,
+            10
+        );
+    }
+
+    #[test]
+    fn rw_offset_modifier_is_accepted_and_reported() {
+        let f = parse("[a]\nrw=randread:8\n[b]\nrw=write:4k\n");
+        assert_eq!(f.jobs[0].rw, RwMode::RandRead);
+        assert_eq!(f.jobs[1].rw, RwMode::Write);
+        assert_eq!(
+            f.ignored,
+            vec![IgnoredOption {
+                name: "rw:N".to_string(),
+                line: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn bs_pairs_give_reads_and_writes_their_sizes() {
+        let j = &parse("[a]\nbs=4k,64k\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 100)]);
+        assert_eq!(j.bs.write, vec![(65536, 100)]);
+        let j = &parse("[a]\nbs=,8k,\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 100)]);
+        assert_eq!(j.bs.write, vec![(8192, 100)]);
+    }
+
+    #[test]
+    fn bs_ranges_weigh_the_doublings_equally() {
+        let j = &parse("[a]\nbsrange=4k-16k\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 34), (8192, 33), (16384, 33)]);
+        assert_eq!(j.bs.write, j.bs.read);
+        let j = &parse("[a]\nbs=4k-4k,8k-16k\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 100)]);
+        assert_eq!(j.bs.write, vec![(8192, 50), (16384, 50)]);
+        assert!(err("[a]\nbs=16k-4k\n").contains("runs backwards"));
+    }
+
+    #[test]
+    fn bssplit_weights_fill_blanks_and_sort_like_fio() {
+        let j = &parse("[a]\nbssplit=4k/10:64k/50:1m/\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 10), (65536, 50), (1 << 20, 40)]);
+        assert_eq!(j.bs.write, j.bs.read);
+        // Two blanks share the remainder; integer division leftover goes to the largest size.
+        let j = &parse("[a]\nbssplit=64k/:4k/:8k/33\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 33), (8192, 33), (65536, 34)]);
+        // A list adding up to less than 100 leaves the rest to the largest size (fio's draw).
+        let j = &parse("[a]\nbssplit=4k/10:64k/50\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 10), (65536, 90)]);
+    }
+
+    #[test]
+    fn bssplit_can_differ_per_direction_and_wins_over_bs() {
+        let j = &parse("[a]\nbssplit=4k/50:8k/50,16k/100\nbs=128k\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(4096, 50), (8192, 50)]);
+        assert_eq!(j.bs.write, vec![(16384, 100)]);
+        let j = &parse("[a]\nbs=32k\nbssplit=,16k/100\n").jobs[0];
+        assert_eq!(j.bs.read, vec![(32768, 100)], "an empty field keeps bs");
+        assert_eq!(j.bs.write, vec![(16384, 100)]);
+    }
+
+    #[test]
+    fn bssplit_over_100_percent_is_rejected() {
+        let e = err("[a]\nbssplit=4k/60:8k/60\n");
+        assert!(
+            e.starts_with("job.fio:2: bssplit: '4k/60:8k/60' is not valid"),
+            "{e}"
+        );
+        assert!(e.contains("add up to 120"), "{e}");
+    }
+
+    #[test]
+    fn unmodelled_options_are_reported_once_with_their_first_line() {
+        let f = parse(
+            "[global]\ngroup_reporting\nthread\n[a]\nverify=crc32c\ngroup_reporting\n\
+             description=x\n[b]\nverify=md5\nlat_percentiles=1\n",
+        );
+        let names: Vec<(&str, usize)> = f
+            .ignored
+            .iter()
+            .map(|i| (i.name.as_str(), i.line))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("group_reporting", 2),
+                ("thread", 3),
+                ("verify", 5),
+                ("lat_percentiles", 10)
+            ]
+        );
+    }
+
+    #[test]
+    fn group_ids_follow_stonewall_and_new_group() {
+        let f = parse("[a]\nstonewall\n[b]\n[c]\nstonewall\n[d]\nnew_group\n[e]\n");
+        let ids: Vec<u32> = f.jobs.iter().map(|j| j.group_id).collect();
+        assert_eq!(ids, vec![0, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn comments_crlf_and_blanks_are_tolerated() {
+        let f = parse("\u{feff}[a] ; job a\r\nrw = randwrite # why\r\n\r\nfilename=/tmp/x#1\r\n");
+        assert_eq!(f.jobs[0].rw, RwMode::RandWrite);
+        assert_eq!(f.jobs[0].filename.as_deref(), Some("/tmp/x#1"));
+    }
+
+    #[test]
+    fn a_bad_rw_names_file_line_option_and_accepted_values() {
+        let e = err("[global]\nbs=4k\n\n\n\n[j]\nrw=randon\n");
+        assert_eq!(
+            e,
+            "job.fio:7: rw: 'randon' is not valid; accepted: read, write, randread, randwrite, rw, readwrite, randrw"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_file_line_and_accepted_values() {
+        let cases = [
+            (
+                "[a]\niodepth=0\n",
+                "job.fio:2: iodepth: '0' is not valid; accepted: an integer from 1",
+            ),
+            (
+                "[a]\nnumjobs=-1\n",
+                "job.fio:2: numjobs: '-1' is not valid; accepted: an integer from 1",
+            ),
+            (
+                "[a]\nrwmixread=101\n",
+                "job.fio:2: rwmixread: '101' is not valid; accepted: an integer from 0 to 100",
+            ),
+            (
+                "[a]\nrwmixwrite=x\n",
+                "job.fio:2: rwmixwrite: 'x' is not valid; accepted: an integer from 0 to 100",
+            ),
+            (
+                "[a]\ndirect=yes please\n",
+                "job.fio:2: direct: 'yes please' is not valid; accepted: 1, 0, true, false",
+            ),
+            (
+                "[a]\nsize=12q\n",
+                "job.fio:2: size: '12q' is not valid; accepted: a size like 4k",
+            ),
+            (
+                "[a]\nbs=0\n",
+                "job.fio:2: bs: '0' is not valid; accepted: a block size like 4k",
+            ),
+            (
+                "[a]\nbs\n",
+                "job.fio:2: bs: '' is not valid; accepted: a block size",
+            ),
+            (
+                "[a]\nruntime=3 weeks\n",
+                "job.fio:2: runtime: '3 weeks' is not valid; accepted: a duration",
+            ),
+            (
+                "[a]\nfsync=-2\n",
+                "job.fio:2: fsync: '-2' is not valid; accepted: a non-negative integer",
+            ),
+            (
+                "[a]\nrandseed=0x10\n",
+                "job.fio:2: randseed: '0x10' is not valid; accepted: a non-negative integer",
+            ),
+            (
+                "[a]\nfilename=\n",
+                "job.fio:2: filename: '' is not valid; accepted: a file or device path",
+            ),
+            (
+                "[a]\nrw\n",
+                "job.fio:2: rw: '' is not valid; accepted: read, write",
+            ),
+            (
+                "[a]\nbssplit=4k/x\n",
+                "job.fio:2: bssplit: '4k/x' is not valid; accepted: size/percent",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = err(text);
+            assert!(e.starts_with(want), "got  {e}\nwant {want}...");
+        }
+    }
+
+    #[test]
+    fn percent_sizes_are_rejected_as_unsupported() {
+        let e = err("[a]\nsize=50%\n");
+        assert!(e.starts_with("job.fio:2: size: '50%': percent sizes are not supported by vmio yet; accepted: a size like"), "{e}");
+        assert!(err("[a]\noffset=10%\n").contains("percent sizes are not supported by vmio yet"));
+    }
+
+    #[test]
+    fn include_and_substitutions_are_rejected_as_unsupported() {
+        let e = err("[a]\ninclude other.fio\n");
+        assert!(
+            e.starts_with("job.fio:2: include: 'other.fio': include directives are not supported"),
+            "{e}"
+        );
+        let e = err("[a]\nsize=${SIZE}\n");
+        assert!(e.starts_with("job.fio:2: size: '${SIZE}':"), "{e}");
+        assert!(e.contains("not supported"), "{e}");
+        assert!(err("[a]\nnumjobs=$ncpus\n").contains("not supported"));
+    }
+
+    #[test]
+    fn structural_errors_name_file_and_line() {
+        assert_eq!(
+            err("bs=4k\n[a]\n"),
+            "job.fio:1: option 'bs' appears before any section; accepted: options after a [global] or [jobname] header"
+        );
+        let e = err("[a]\nthis is not an option\n");
+        assert!(e.starts_with("job.fio:2: 'this is not an option' is not a section header, an option or a comment; accepted: [jobname]"), "{e}");
+        assert!(err("[a\n").starts_with("job.fio:1: '[a' is not a section header"));
+        assert!(err("[a]\n[]\n").starts_with("job.fio:2: '[]' is not a section header"));
+        assert!(err("[a]\n=4k\n").starts_with("job.fio:2: '=4k'"));
+    }
+
+    #[test]
+    fn a_file_without_jobs_is_an_error_naming_the_file() {
+        for text in ["", "\n# nothing\n", "[global]\nbs=4k\n"] {
+            assert_eq!(
+                err(text),
+                "job.fio: no job section; accepted: at least one [jobname] section besides [global]"
+            );
+        }
+    }
+
+    #[test]
+    fn long_offending_text_is_shortened_in_errors() {
+        let long = "x".repeat(10_000);
+        let e = err(&format!("[a]\nrw={long}\n"));
+        assert!(e.len() < 400, "{}", e.len());
+        assert!(e.contains("..."));
+    }
+
+    #[test]
+    fn garbage_input_never_panics() {
+        let mut rng = crate::rng::Rng::new(99);
+        let pieces = [
+            "[",
+            "]",
+            "=",
+            "global",
+            "rw",
+            "bs",
+            "bssplit",
+            "4k",
+            "/",
+            ":",
+            ",",
+            "-",
+            "%",
+            "$",
+            "#",
+            ";",
+            " ",
+            "\n",
+            "\r\n",
+            "1",
+            "0",
+            "99999999999999999999999",
+            "k",
+            "include",
+            "time_based",
+            "é",
+            "\u{feff}",
+            "size",
+            "rwmixread",
+            "randrw",
+            "\0",
+            "\t",
+            "1m/",
+            "16k-4k",
+        ];
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..rng.below(40) {
+                text.push_str(pieces[rng.below(pieces.len() as u64) as usize]);
+            }
+            let _ = parse_job_file(&text, "fuzz.fio");
+            let bytes: Vec<u8> = (0..rng.below(200)).map(|_| rng.next_u64() as u8).collect();
+            let _ = parse_job_file(&String::from_utf8_lossy(&bytes), "fuzz.fio");
+        }
+    }
+}

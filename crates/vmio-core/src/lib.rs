@@ -1,0 +1,28 @@
+//! vmio-core: the engine-agnostic heart of vmio.
+//!
+//! Everything here is pure: functions take the current time as an argument and never read a
+//! clock, sleep or perform I/O. The simulator (`vmio-sim`) drives these policies in virtual
+//! time; the real NBD server drives the same code with the monotonic clock.
+//!
+//! Layers, top to bottom (see DESIGN.md): [`workload`] (fio job files, [`fio`]) → vdisk →
+//! [`cache`] (QEMU cache modes over the host page cache) → [`sched`] (host I/O scheduler) →
+//! [`volume`] (single, linear, stripe, raid0) → device. [`stack`] is the TOML description of
+//! the whole stack.
+
+pub mod cache;
+pub mod fio;
+pub mod request;
+pub mod rng;
+pub mod sched;
+pub mod stack;
+pub mod units;
+pub mod volume;
+pub mod workload;
+
+/// Virtual or monotonic time in nanoseconds.
+pub type Ns = u64;
+
+/// Nanoseconds per microsecond, millisecond and second.
+pub const US: Ns = 1_000;
+pub const MS: Ns = 1_000_000;
+pub const SEC: Ns = 1_000_000_000;

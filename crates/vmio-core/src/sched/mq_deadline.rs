@@ -1,0 +1,276 @@
+//! mq-deadline (block/mq-deadline.c), without I/O priorities.
+//!
+//! ```text
+//! insert(rq): back-merge into a queued rq of the same direction ending at rq.start, or
+//!             front-merge into one starting at rq.end (merged size ≤ max_merge);
+//!             else add to sort list (by sector) and FIFO (deadline = now + expire[dir])
+//! dispatch():
+//!   if batch < fifo_batch and the next rq after the last dispatched sector in the current
+//!      direction exists: take it
+//!   else pick a direction: reads, unless writes exist and were starved writes_starved times
+//!      (or there are no reads); if that direction's FIFO head expired, or nothing lies after
+//!      the last position, restart from the FIFO head; else continue in sector order
+//! ```
+//! Defaults: read_expire 500 ms, write_expire 5 s, fifo_batch 16, writes_starved 2 (the
+//! kernel's). `max_merge` is the device's max_sectors_kb (1280 KiB by default).
+
+use super::IoScheduler;
+use crate::request::{DevIo, Op};
+use crate::Ns;
+use std::collections::{BTreeMap, VecDeque};
+
+const FIFO_BATCH: u32 = 16;
+const WRITES_STARVED: u32 = 2;
+
+#[derive(Default)]
+struct Dir {
+    sorted: BTreeMap<(u64, u64), DevIo>,
+    /// (deadline, offset, seq); entries whose key left `sorted` are skipped lazily.
+    fifo: VecDeque<(Ns, u64, u64)>,
+}
+
+impl Dir {
+    fn front_live(&mut self) -> Option<(Ns, u64, u64)> {
+        while let Some(&(d, off, seq)) = self.fifo.front() {
+            if self.sorted.contains_key(&(off, seq)) {
+                return Some((d, off, seq));
+            }
+            self.fifo.pop_front();
+        }
+        None
+    }
+}
+
+pub struct MqDeadline {
+    dirs: [Dir; 2],
+    expire: [Ns; 2],
+    max_merge: u64,
+    seq: u64,
+    last_end: u64,
+    cur_dir: usize,
+    batch: u32,
+    starved: u32,
+    count: usize,
+}
+
+fn dir_of(op: Op) -> usize {
+    usize::from(op != Op::Read)
+}
+
+impl MqDeadline {
+    pub fn new(read_expire_ns: Ns, write_expire_ns: Ns, max_merge_bytes: u64) -> Self {
+        Self {
+            dirs: [Dir::default(), Dir::default()],
+            expire: [read_expire_ns, write_expire_ns],
+            max_merge: max_merge_bytes,
+            seq: 0,
+            last_end: 0,
+            cur_dir: 0,
+            batch: 0,
+            starved: 0,
+            count: 0,
+        }
+    }
+
+    fn try_merge(&mut self, io: &mut Option<DevIo>) -> bool {
+        let new = io.as_ref().unwrap();
+        let d = &mut self.dirs[dir_of(new.op)];
+        // Back merge: a queued request ends where the new one starts.
+        if let Some((&k, q)) = d.sorted.range(..(new.offset_bytes, 0)).next_back() {
+            if q.end_bytes() == new.offset_bytes
+                && q.op == new.op
+                && q.fua == new.fua
+                && q.len_bytes + new.len_bytes <= self.max_merge
+            {
+                let new = io.take().unwrap();
+                let q = d.sorted.get_mut(&k).unwrap();
+                q.len_bytes += new.len_bytes;
+                q.sync |= new.sync;
+                q.merged.push(new.tag);
+                q.merged.extend(new.merged);
+                return true;
+            }
+        }
+        // Front merge: a queued request starts where the new one ends.
+        let end = new.end_bytes();
+        if let Some((&k, q)) = d.sorted.range((end, 0)..).next() {
+            if k.0 == end
+                && q.op == new.op
+                && q.fua == new.fua
+                && q.len_bytes + new.len_bytes <= self.max_merge
+            {
+                let mut new = io.take().unwrap();
+                let old = d.sorted.remove(&k).unwrap();
+                new.len_bytes += old.len_bytes;
+                new.sync |= old.sync;
+                new.merged.push(old.tag);
+                new.merged.extend(old.merged);
+                // Keep the older deadline: re-key the FIFO entry of the old request.
+                let seq = k.1;
+                for e in d.fifo.iter_mut() {
+                    if e.1 == k.0 && e.2 == seq {
+                        e.1 = new.offset_bytes;
+                    }
+                }
+                new.queued_ns = new.queued_ns.min(old.queued_ns);
+                d.sorted.insert((new.offset_bytes, seq), new);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn take(&mut self, dir: usize, key: (u64, u64)) -> DevIo {
+        let io = self.dirs[dir].sorted.remove(&key).unwrap();
+        self.count -= 1;
+        self.last_end = io.end_bytes();
+        io
+    }
+}
+
+impl IoScheduler for MqDeadline {
+    fn name(&self) -> &'static str {
+        "mq-deadline"
+    }
+
+    fn insert(&mut self, now: Ns, io: DevIo) {
+        let mut slot = Some(io);
+        if self.count > 0 && self.try_merge(&mut slot) {
+            return;
+        }
+        let io = slot.unwrap();
+        let dir = dir_of(io.op);
+        self.seq += 1;
+        let key = (io.offset_bytes, self.seq);
+        self.dirs[dir]
+            .fifo
+            .push_back((now + self.expire[dir], key.0, key.1));
+        self.dirs[dir].sorted.insert(key, io);
+        self.count += 1;
+    }
+
+    fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
+        if self.count == 0 {
+            return None;
+        }
+        if self.batch < FIFO_BATCH {
+            let d = &self.dirs[self.cur_dir];
+            if let Some((&k, _)) = d.sorted.range((self.last_end, 0)..).next() {
+                if k.0 == self.last_end {
+                    self.batch += 1;
+                    return Some(self.take(self.cur_dir, k));
+                }
+            }
+        }
+        let has_reads = !self.dirs[0].sorted.is_empty();
+        let has_writes = !self.dirs[1].sorted.is_empty();
+        let dir = if has_reads && (!has_writes || self.starved < WRITES_STARVED) {
+            if has_writes {
+                self.starved += 1;
+            }
+            0
+        } else {
+            self.starved = 0;
+            1
+        };
+        let fifo_head = self.dirs[dir].front_live();
+        let expired = fifo_head.is_some_and(|(d, _, _)| d <= now);
+        let next_in_order = self.dirs[dir]
+            .sorted
+            .range((self.last_end, 0)..)
+            .next()
+            .map(|(&k, _)| k);
+        let key = match (expired, next_in_order) {
+            (false, Some(k)) if dir == self.cur_dir => k,
+            _ => {
+                let (_, off, seq) = fifo_head.unwrap();
+                (off, seq)
+            }
+        };
+        self.cur_dir = dir;
+        self.batch = 1;
+        Some(self.take(dir, key))
+    }
+
+    fn queued(&self) -> usize {
+        self.count
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::io;
+
+    fn sched() -> MqDeadline {
+        MqDeadline::new(500_000_000, 5_000_000_000, 1280 << 10)
+    }
+
+    #[test]
+    fn adjacent_requests_are_merged_back_and_front() {
+        let mut s = sched();
+        s.insert(0, io(1, Op::Read, 8192, 4096));
+        s.insert(0, io(2, Op::Read, 12288, 4096)); // back merge
+        s.insert(0, io(3, Op::Read, 4096, 4096)); // front merge
+        assert_eq!(s.queued(), 1);
+        let d = s.dispatch(0).unwrap();
+        assert_eq!((d.offset_bytes, d.len_bytes), (4096, 12288));
+        let mut tags: Vec<u64> = d.tags().collect();
+        tags.sort();
+        assert_eq!(tags, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn merges_stop_at_the_maximum_request_size() {
+        let mut s = MqDeadline::new(1, 1, 8192);
+        s.insert(0, io(1, Op::Write, 0, 4096));
+        s.insert(0, io(2, Op::Write, 4096, 4096));
+        s.insert(0, io(3, Op::Write, 8192, 4096));
+        assert_eq!(s.queued(), 2);
+    }
+
+    #[test]
+    fn reads_and_writes_never_merge() {
+        let mut s = sched();
+        s.insert(0, io(1, Op::Read, 0, 4096));
+        s.insert(0, io(2, Op::Write, 4096, 4096));
+        assert_eq!(s.queued(), 2);
+    }
+
+    #[test]
+    fn a_batch_continues_in_ascending_sector_order() {
+        let mut s = sched();
+        for (t, off) in [(1, 40), (2, 10), (3, 30), (4, 20)] {
+            s.insert(0, io(t, Op::Read, off << 20, 4096));
+        }
+        let order: Vec<u64> = (0..4).map(|_| s.dispatch(0).unwrap().offset_bytes >> 20).collect();
+        // First from the FIFO head (oldest), then ascending from there, then wrap to the FIFO.
+        assert_eq!(order, vec![40, 10, 20, 30]);
+    }
+
+    #[test]
+    fn writes_are_not_starved_by_a_stream_of_reads() {
+        let mut s = sched();
+        s.insert(0, io(100, Op::Write, 0, 4096));
+        let mut got_write = false;
+        for i in 0..6u64 {
+            s.insert(0, io(i, Op::Read, (i + 10) << 30, 4096));
+            if s.dispatch(0).unwrap().op == Op::Write {
+                got_write = true;
+                break;
+            }
+        }
+        assert!(got_write);
+    }
+
+    #[test]
+    fn an_expired_request_goes_before_sector_order() {
+        let mut s = sched();
+        s.insert(0, io(1, Op::Read, 100 << 20, 4096));
+        s.insert(0, io(2, Op::Read, 5 << 20, 4096));
+        assert_eq!(s.dispatch(0).unwrap().tag, 1);
+        s.insert(1, io(3, Op::Read, 200 << 20, 4096));
+        // tag 2 (behind the head) expired by now: it goes first.
+        assert_eq!(s.dispatch(600_000_000).unwrap().tag, 2);
+    }
+}

@@ -1,0 +1,619 @@
+//! The stack file: one TOML description of a KVM host's storage path.
+//!
+//! ```toml
+//! [host]                      # cores, memory
+//! [[device]]                  # name, model = hdd|ssd|ram, profile, model parameter overrides
+//! [[volume]]                  # name, layout = single|linear|stripe|raid0, devices, stripe_size, chunk, read_ahead_kb
+//! [scheduler]                 # name = none|mq-deadline, read_expire, write_expire, max_merge
+//! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate
+//! [[vm]]                      # name, vcpus, memory, weight, workload
+//! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
+//! ```
+//!
+//! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
+//! `[[device]]`, whose extra keys are model parameters checked by the device model), then
+//! [`Stack::validate`] checks cross references and ranges. Every error names the file and the
+//! field (`stack.toml: volume[0].layout: ...`) and lists the accepted values.
+
+use crate::cache::CacheMode;
+use crate::units::{parse_duration_ns, parse_size};
+use crate::volume::LayoutKind;
+use crate::{Ns, SEC};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StackError {
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: {field}: {message}")]
+    Field {
+        file: String,
+        field: String,
+        message: String,
+    },
+}
+
+/// A size written as a string ("64k") or an integer (bytes).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Int(u64),
+    Text(String),
+}
+
+/// A duration written as a string ("30s") or a number (seconds).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Int(u64),
+    Float(f64),
+    Text(String),
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub cores: Option<u32>,
+    pub memory: Option<SizeValue>,
+    pub hypervisor: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct RawDevice {
+    pub name: String,
+    pub model: String,
+    pub profile: Option<String>,
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVolume {
+    pub name: String,
+    pub layout: String,
+    pub devices: Vec<String>,
+    pub stripe_size: Option<SizeValue>,
+    pub chunk: Option<SizeValue>,
+    pub read_ahead_kb: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScheduler {
+    pub name: Option<String>,
+    pub read_expire: Option<DurationValue>,
+    pub write_expire: Option<DurationValue>,
+    pub max_merge: Option<SizeValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPageCache {
+    pub memory: Option<SizeValue>,
+    pub dirty_ratio: Option<u32>,
+    pub dirty_background_ratio: Option<u32>,
+    pub dirty_expire: Option<DurationValue>,
+    pub writeback_interval: Option<DurationValue>,
+    pub copy_rate: Option<SizeValue>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDisk {
+    pub name: String,
+    pub volume: String,
+    pub offset: Option<SizeValue>,
+    pub size: Option<SizeValue>,
+    pub interface: Option<String>,
+    pub cache: Option<String>,
+    pub queue_depth: Option<u32>,
+    pub iothread: Option<bool>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVm {
+    pub name: String,
+    pub vcpus: Option<u32>,
+    pub memory: Option<SizeValue>,
+    pub weight: Option<u32>,
+    pub workload: Option<String>,
+    #[serde(default)]
+    pub disk: Vec<RawDisk>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStack {
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub host: RawHost,
+    #[serde(default)]
+    pub device: Vec<RawDevice>,
+    #[serde(default)]
+    pub volume: Vec<RawVolume>,
+    #[serde(default)]
+    pub scheduler: RawScheduler,
+    #[serde(default)]
+    pub page_cache: RawPageCache,
+    #[serde(default)]
+    pub vm: Vec<RawVm>,
+}
+
+/// Virtual disk interfaces (QEMU device models).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interface {
+    VirtioBlk,
+    VirtioScsi,
+    Ide,
+}
+
+impl Interface {
+    pub const ACCEPTED: &'static str = "virtio-blk, virtio-scsi, ide";
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "virtio-blk" | "virtio" => Some(Self::VirtioBlk),
+            "virtio-scsi" | "scsi" => Some(Self::VirtioScsi),
+            "ide" => Some(Self::Ide),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::VirtioBlk => "virtio-blk",
+            Self::VirtioScsi => "virtio-scsi",
+            Self::Ide => "ide",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Host {
+    pub cores: u32,
+    pub memory_bytes: u64,
+    pub hypervisor: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceSpec {
+    pub name: String,
+    pub model: String,
+    pub profile: Option<String>,
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VolumeSpec {
+    pub name: String,
+    pub layout: LayoutKind,
+    /// Indices into [`Stack::devices`].
+    pub devices: Vec<usize>,
+    pub stripe_size_bytes: u64,
+    pub chunk_bytes: u64,
+    pub read_ahead_kb: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SchedulerSpec {
+    pub name: String,
+    pub read_expire_ns: Ns,
+    pub write_expire_ns: Ns,
+    pub max_merge_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PageCacheSpec {
+    pub memory_bytes: u64,
+    pub dirty_ratio: u32,
+    pub dirty_background_ratio: u32,
+    pub dirty_expire_ns: Ns,
+    pub writeback_interval_ns: Ns,
+    /// Memory-copy rate for page-cache hits (bytes/s).
+    pub copy_rate_bps: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DiskSpec {
+    pub name: String,
+    /// Index into [`Stack::volumes`].
+    pub volume: usize,
+    pub offset_bytes: u64,
+    pub size_bytes: u64,
+    pub interface: Interface,
+    pub cache: CacheMode,
+    pub queue_depth: Option<u32>,
+    pub iothread: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VmSpec {
+    pub name: String,
+    pub vcpus: u32,
+    pub memory_bytes: u64,
+    pub weight: u32,
+    pub workload: Option<String>,
+    pub disks: Vec<DiskSpec>,
+}
+
+/// A validated stack.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stack {
+    pub file: String,
+    pub seed: Option<u64>,
+    pub host: Host,
+    pub devices: Vec<DeviceSpec>,
+    pub volumes: Vec<VolumeSpec>,
+    pub scheduler: SchedulerSpec,
+    pub page_cache: PageCacheSpec,
+    pub vms: Vec<VmSpec>,
+}
+
+pub const SCHEDULERS: &str = "none, mq-deadline";
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StackError {
+        StackError::Field {
+            file: self.file.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+    fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
+        match v {
+            SizeValue::Int(n) => Ok(*n),
+            SizeValue::Text(t) => parse_size(t).map_err(|e| self.err(field, e.to_string())),
+        }
+    }
+    fn duration(&self, field: &str, v: &DurationValue) -> Result<Ns, StackError> {
+        match v {
+            DurationValue::Int(n) => Ok(n.saturating_mul(SEC)),
+            DurationValue::Float(f) if *f >= 0.0 && f.is_finite() => Ok((f * SEC as f64) as Ns),
+            DurationValue::Float(f) => Err(self.err(field, format!("{f} is not a duration"))),
+            DurationValue::Text(t) => {
+                parse_duration_ns(t, SEC).map_err(|e| self.err(field, e.to_string()))
+            }
+        }
+    }
+}
+
+impl Stack {
+    /// Parse and validate stack-file text; `file` names it in errors.
+    pub fn from_toml(text: &str, file: &str) -> Result<Stack, StackError> {
+        let raw: RawStack = toml::from_str(text).map_err(|e| StackError::Parse {
+            file: file.to_string(),
+            message: e.to_string().trim_end().replace('\n', "\n  "),
+        })?;
+        Self::validate(&raw, file)
+    }
+
+    pub fn validate(raw: &RawStack, file: &str) -> Result<Stack, StackError> {
+        let c = Ctx { file };
+        let host = Host {
+            cores: raw.host.cores.unwrap_or(8),
+            memory_bytes: match &raw.host.memory {
+                Some(v) => c.size("host.memory", v)?,
+                None => 32 << 30,
+            },
+            hypervisor: raw.host.hypervisor.clone().unwrap_or_else(|| "kvm".into()),
+        };
+        if host.cores == 0 {
+            return Err(c.err("host.cores", "must be at least 1"));
+        }
+        if !["kvm", "xen", "native"].contains(&host.hypervisor.as_str()) {
+            return Err(c.err(
+                "host.hypervisor",
+                format!("'{}' is not valid; accepted: kvm, xen, native", host.hypervisor),
+            ));
+        }
+        if raw.device.is_empty() {
+            return Err(c.err("device", "at least one [[device]] is required"));
+        }
+        let mut devices = Vec::new();
+        let mut dev_index = BTreeMap::new();
+        for (i, d) in raw.device.iter().enumerate() {
+            if d.name.is_empty() {
+                return Err(c.err(format!("device[{i}].name"), "must not be empty"));
+            }
+            if dev_index.insert(d.name.clone(), i).is_some() {
+                return Err(c.err(
+                    format!("device[{i}].name"),
+                    format!("'{}' is defined twice", d.name),
+                ));
+            }
+            devices.push(DeviceSpec {
+                name: d.name.clone(),
+                model: d.model.clone(),
+                profile: d.profile.clone(),
+                params: d.params.clone(),
+            });
+        }
+        if raw.volume.is_empty() {
+            return Err(c.err("volume", "at least one [[volume]] is required"));
+        }
+        let mut volumes = Vec::new();
+        let mut vol_index = BTreeMap::new();
+        for (i, v) in raw.volume.iter().enumerate() {
+            let f = |k: &str| format!("volume[{i}].{k}");
+            let layout = LayoutKind::parse(&v.layout).ok_or_else(|| {
+                c.err(
+                    f("layout"),
+                    format!("'{}' is not valid; accepted: {}", v.layout, LayoutKind::ACCEPTED),
+                )
+            })?;
+            if vol_index.insert(v.name.clone(), i).is_some() {
+                return Err(c.err(f("name"), format!("'{}' is defined twice", v.name)));
+            }
+            let mut devs = Vec::new();
+            for (j, name) in v.devices.iter().enumerate() {
+                let idx = *dev_index.get(name).ok_or_else(|| {
+                    c.err(
+                        format!("volume[{i}].devices[{j}]"),
+                        format!(
+                            "no device named '{name}'; defined: {}",
+                            raw.device.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    )
+                })?;
+                if devs.contains(&idx) {
+                    return Err(c.err(
+                        format!("volume[{i}].devices[{j}]"),
+                        format!("device '{name}' is listed twice"),
+                    ));
+                }
+                devs.push(idx);
+            }
+            let need = match layout {
+                LayoutKind::Single => (1, Some(1)),
+                LayoutKind::Linear => (1, None),
+                LayoutKind::Stripe | LayoutKind::Raid0 => (2, None),
+            };
+            if devs.len() < need.0 || need.1.is_some_and(|m| devs.len() > m) {
+                let want = match need {
+                    (1, Some(1)) => "exactly 1 device".to_string(),
+                    (n, _) => format!("at least {n} devices"),
+                };
+                return Err(c.err(
+                    f("devices"),
+                    format!("layout '{}' needs {want}, got {}", layout.name(), devs.len()),
+                ));
+            }
+            let stripe = match &v.stripe_size {
+                Some(s) => c.size(&f("stripe_size"), s)?,
+                None => 64 << 10,
+            };
+            let chunk = match &v.chunk {
+                Some(s) => c.size(&f("chunk"), s)?,
+                None => 512 << 10,
+            };
+            for (k, val) in [("stripe_size", stripe), ("chunk", chunk)] {
+                if val < 4096 || !val.is_power_of_two() {
+                    return Err(c.err(
+                        f(k),
+                        format!("{val} bytes: must be a power of two of at least 4k"),
+                    ));
+                }
+            }
+            if v.stripe_size.is_some() && layout != LayoutKind::Stripe {
+                return Err(c.err(f("stripe_size"), "only valid with layout = \"stripe\""));
+            }
+            if v.chunk.is_some() && layout != LayoutKind::Raid0 {
+                return Err(c.err(f("chunk"), "only valid with layout = \"raid0\""));
+            }
+            volumes.push(VolumeSpec {
+                name: v.name.clone(),
+                layout,
+                devices: devs,
+                stripe_size_bytes: stripe,
+                chunk_bytes: chunk,
+                read_ahead_kb: v.read_ahead_kb,
+            });
+        }
+        let s = &raw.scheduler;
+        let sched_name = s.name.clone().unwrap_or_else(|| "mq-deadline".into());
+        if !SCHEDULERS.split(", ").any(|n| n == sched_name) {
+            return Err(c.err(
+                "scheduler.name",
+                format!("'{sched_name}' is not valid; accepted: {SCHEDULERS}"),
+            ));
+        }
+        let scheduler = SchedulerSpec {
+            name: sched_name,
+            read_expire_ns: match &s.read_expire {
+                Some(d) => c.duration("scheduler.read_expire", d)?,
+                None => 500 * crate::MS,
+            },
+            write_expire_ns: match &s.write_expire {
+                Some(d) => c.duration("scheduler.write_expire", d)?,
+                None => 5 * SEC,
+            },
+            max_merge_bytes: match &s.max_merge {
+                Some(v) => c.size("scheduler.max_merge", v)?,
+                None => 1280 << 10,
+            },
+        };
+        let p = &raw.page_cache;
+        let page_cache = PageCacheSpec {
+            memory_bytes: match &p.memory {
+                Some(v) => c.size("page_cache.memory", v)?,
+                None => host.memory_bytes / 2,
+            },
+            dirty_ratio: p.dirty_ratio.unwrap_or(20),
+            dirty_background_ratio: p.dirty_background_ratio.unwrap_or(10),
+            dirty_expire_ns: match &p.dirty_expire {
+                Some(d) => c.duration("page_cache.dirty_expire", d)?,
+                None => 30 * SEC,
+            },
+            writeback_interval_ns: match &p.writeback_interval {
+                Some(d) => c.duration("page_cache.writeback_interval", d)?,
+                None => 5 * SEC,
+            },
+            copy_rate_bps: match &p.copy_rate {
+                Some(v) => c.size("page_cache.copy_rate", v)?,
+                None => 10_000_000_000,
+            },
+        };
+        if page_cache.memory_bytes > host.memory_bytes {
+            return Err(c.err(
+                "page_cache.memory",
+                format!(
+                    "{} bytes exceeds host.memory ({} bytes)",
+                    page_cache.memory_bytes, host.memory_bytes
+                ),
+            ));
+        }
+        for (k, v) in [
+            ("dirty_ratio", page_cache.dirty_ratio),
+            ("dirty_background_ratio", page_cache.dirty_background_ratio),
+        ] {
+            if v > 100 {
+                return Err(c.err(format!("page_cache.{k}"), format!("{v}: must be 0..=100")));
+            }
+        }
+        if page_cache.dirty_background_ratio > page_cache.dirty_ratio {
+            return Err(c.err(
+                "page_cache.dirty_background_ratio",
+                "must not exceed page_cache.dirty_ratio",
+            ));
+        }
+        if page_cache.copy_rate_bps == 0 || page_cache.writeback_interval_ns == 0 {
+            return Err(c.err("page_cache", "copy_rate and writeback_interval must be positive"));
+        }
+        if raw.vm.is_empty() {
+            return Err(c.err("vm", "at least one [[vm]] is required"));
+        }
+        let mut vms: Vec<VmSpec> = Vec::new();
+        for (i, v) in raw.vm.iter().enumerate() {
+            if vms.iter().any(|o| o.name == v.name) {
+                return Err(c.err(format!("vm[{i}].name"), format!("'{}' is defined twice", v.name)));
+            }
+            let weight = v.weight.unwrap_or(500);
+            if !(10..=1000).contains(&weight) {
+                return Err(c.err(
+                    format!("vm[{i}].weight"),
+                    format!("{weight}: must be within 10..=1000 (blkio.weight)"),
+                ));
+            }
+            if v.disk.is_empty() {
+                return Err(c.err(format!("vm[{i}].disk"), "each VM needs at least one [[vm.disk]]"));
+            }
+            let mut disks: Vec<DiskSpec> = Vec::new();
+            for (j, d) in v.disk.iter().enumerate() {
+                let f = |k: &str| format!("vm[{i}].disk[{j}].{k}");
+                if disks.iter().any(|o| o.name == d.name) {
+                    return Err(c.err(f("name"), format!("'{}' is defined twice", d.name)));
+                }
+                let volume = *vol_index.get(&d.volume).ok_or_else(|| {
+                    c.err(
+                        f("volume"),
+                        format!(
+                            "no volume named '{}'; defined: {}",
+                            d.volume,
+                            raw.volume.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    )
+                })?;
+                let interface_name = d.interface.clone().unwrap_or_else(|| "virtio-blk".into());
+                let interface = Interface::parse(&interface_name).ok_or_else(|| {
+                    c.err(
+                        f("interface"),
+                        format!("'{interface_name}' is not valid; accepted: {}", Interface::ACCEPTED),
+                    )
+                })?;
+                let cache_name = d.cache.clone().unwrap_or_else(|| "writeback".into());
+                let cache = CacheMode::parse(&cache_name).ok_or_else(|| {
+                    c.err(
+                        f("cache"),
+                        format!("'{cache_name}' is not valid; accepted: {}", CacheMode::ACCEPTED),
+                    )
+                })?;
+                let offset = match &d.offset {
+                    Some(s) => c.size(&f("offset"), s)?,
+                    None => 0,
+                };
+                let size = match &d.size {
+                    Some(s) => c.size(&f("size"), s)?,
+                    None => 0,
+                };
+                if offset % 4096 != 0 || size % 4096 != 0 {
+                    return Err(c.err(f("offset"), "offset and size must be multiples of 4k"));
+                }
+                if d.queue_depth == Some(0) {
+                    return Err(c.err(f("queue_depth"), "must be at least 1"));
+                }
+                disks.push(DiskSpec {
+                    name: d.name.clone(),
+                    volume,
+                    offset_bytes: offset,
+                    size_bytes: size,
+                    interface,
+                    cache,
+                    queue_depth: d.queue_depth,
+                    iothread: d.iothread.unwrap_or(false),
+                });
+            }
+            vms.push(VmSpec {
+                name: v.name.clone(),
+                vcpus: v.vcpus.unwrap_or(1).max(1),
+                memory_bytes: match &v.memory {
+                    Some(m) => c.size(&format!("vm[{i}].memory"), m)?,
+                    None => 1 << 30,
+                },
+                weight,
+                workload: v.workload.clone(),
+                disks,
+            });
+        }
+        Ok(Stack {
+            file: file.to_string(),
+            seed: raw.seed,
+            host,
+            devices,
+            volumes,
+            scheduler,
+            page_cache,
+            vms,
+        })
+    }
+
+    /// Check that every disk fits in its volume once device capacities are known
+    /// (`volume_bytes[i]` = usable size of volume i). A disk of size 0 takes the rest.
+    pub fn resolve_disk_sizes(&mut self, volume_bytes: &[u64]) -> Result<(), StackError> {
+        let file = self.file.clone();
+        let c = Ctx { file: &file };
+        for (i, vm) in self.vms.iter_mut().enumerate() {
+            for (j, d) in vm.disks.iter_mut().enumerate() {
+                let cap = volume_bytes[d.volume];
+                if d.offset_bytes >= cap {
+                    return Err(c.err(
+                        format!("vm[{i}].disk[{j}].offset"),
+                        format!("{} is beyond the end of the volume ({cap} bytes)", d.offset_bytes),
+                    ));
+                }
+                if d.size_bytes == 0 {
+                    d.size_bytes = (cap - d.offset_bytes) / 4096 * 4096;
+                }
+                if d.offset_bytes + d.size_bytes > cap {
+                    return Err(c.err(
+                        format!("vm[{i}].disk[{j}].size"),
+                        format!(
+                            "offset {} + size {} exceeds the volume's {cap} bytes",
+                            d.offset_bytes, d.size_bytes
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+use super::*;
+
+const GOOD: &str = r#"
+[host]
+cores = 8
+memory = "32g"
+[[device]]
+name = "sda"
+model = "hdd"
+profile = "hdd-7200-2tb"
+[[device]]
+name = "sdb"
+model = "hdd"
+rpm = 5400
+[[volume]]
+name = "data"
+layout = "stripe"
+devices = ["sda", "sdb"]
+stripe_size = "128k"
+[scheduler]
+name = "none"
+[page_cache]
+memory = "16g"
+dirty_expire = "10s"
+[[vm]]
+name = "vm1"
+[[vm.disk]]
+name = "sdb"
+volume = "data"
+size = "100g"
+interface = "virtio-scsi"
+cache = "none"
+"#;
+
+fn err(text: &str) -> String {
+    Stack::from_toml(text, "s.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn a_complete_stack_parses_with_defaults_filled_in() {
+    let s = Stack::from_toml(GOOD, "s.toml").unwrap();
+    assert_eq!(s.volumes[0].layout, LayoutKind::Stripe);
+    assert_eq!(s.volumes[0].stripe_size_bytes, 128 << 10);
+    assert_eq!(s.volumes[0].devices, vec![0, 1]);
+    assert_eq!(s.page_cache.memory_bytes, 16 << 30);
+    assert_eq!(s.page_cache.dirty_expire_ns, 10 * SEC);
+    assert_eq!(s.page_cache.dirty_ratio, 20);
+    assert_eq!(s.vms[0].disks[0].cache, CacheMode::None);
+    assert_eq!(s.vms[0].disks[0].interface, Interface::VirtioScsi);
+    assert_eq!(s.devices[1].params["rpm"].as_integer(), Some(5400));
+    assert_eq!(s.scheduler.name, "none");
+}
+
+#[test]
+fn an_unknown_layout_names_the_field_and_the_accepted_values() {
+    let e = err(&GOOD.replace("layout = \"stripe\"", "layout = \"raid5\""));
+    assert!(e.starts_with("s.toml: volume[0].layout:"), "{e}");
+    assert!(e.contains("single, linear, stripe, raid0"), "{e}");
+}
+
+#[test]
+fn a_missing_device_reference_lists_the_defined_devices() {
+    let e = err(&GOOD.replace("devices = [\"sda\", \"sdb\"]", "devices = [\"sda\", \"sdc\"]"));
+    assert!(e.contains("volume[0].devices[1]"), "{e}");
+    assert!(e.contains("no device named 'sdc'; defined: sda, sdb"), "{e}");
+}
+
+#[test]
+fn a_bad_cache_mode_lists_the_five_qemu_modes() {
+    let e = err(&GOOD.replace("cache = \"none\"", "cache = \"fast\""));
+    assert!(e.contains("vm[0].disk[0].cache"), "{e}");
+    assert!(e.contains("none, writeback, writethrough, directsync, unsafe"), "{e}");
+}
+
+#[test]
+fn unknown_keys_and_syntax_errors_name_the_file_and_line() {
+    let e = err(&GOOD.replace("[scheduler]", "[scheduler]\nquantum = 3"));
+    assert!(e.starts_with("s.toml:"), "{e}");
+    assert!(e.contains("quantum"), "{e}");
+    let e = err("[host\ncores = 1");
+    assert!(e.contains("line 1"), "{e}");
+}
+
+#[test]
+fn stripe_options_on_other_layouts_are_refused() {
+    let e = err(&GOOD.replace("layout = \"stripe\"", "layout = \"linear\""));
+    assert!(e.contains("volume[0].stripe_size: only valid with layout = \"stripe\""), "{e}");
+}
+
+#[test]
+fn a_single_layout_with_two_devices_is_refused() {
+    let e = err(&GOOD
+        .replace("layout = \"stripe\"", "layout = \"single\"")
+        .replace("stripe_size = \"128k\"", ""));
+    assert!(e.contains("needs exactly 1 device, got 2"), "{e}");
+}
+
+#[test]
+fn weights_outside_blkio_range_are_refused() {
+    let e = err(&GOOD.replace("name = \"vm1\"", "name = \"vm1\"\nweight = 5"));
+    assert!(e.contains("vm[0].weight: 5: must be within 10..=1000"), "{e}");
+}
+
+#[test]
+fn disks_must_fit_their_volume() {
+    let mut s = Stack::from_toml(GOOD, "s.toml").unwrap();
+    let e = s.resolve_disk_sizes(&[50 << 30]).unwrap_err().to_string();
+    assert!(e.contains("vm[0].disk[0].size"), "{e}");
+    let mut s = Stack::from_toml(&GOOD.replace("size = \"100g\"", ""), "s.toml").unwrap();
+    s.resolve_disk_sizes(&[50 << 30]).unwrap();
+    assert_eq!(s.vms[0].disks[0].size_bytes, 50 << 30);
+}

@@ -1,0 +1,131 @@
+//! Sizes and durations written the way fio and QEMU users write them.
+//!
+//! Sizes follow fio's default `kb_base=1024`: `4k`, `4K`, `4KB`, `4KiB` are all 4096 bytes;
+//! suffixes k, m, g, t, p (optionally followed by `b`, `ib`, `iB`, `B`); a bare number is bytes.
+//! Durations follow fio's `runtime`: a bare number is in `default_unit`; suffixes `ns`, `us`,
+//! `ms`, `s`, `m`, `h`, `d`.
+
+use crate::Ns;
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UnitError {
+    #[error("'{0}' is not a size; expected a number with an optional suffix k, m, g, t or p (fio style: 4k, 64KiB, 1g)")]
+    BadSize(String),
+    #[error("'{0}' is not a duration; expected a number with an optional suffix ns, us, ms, s, m, h or d (fio style: 500ms, 30s, 2m)")]
+    BadDuration(String),
+    #[error("'{0}' is too large")]
+    Overflow(String),
+}
+
+fn split_number(text: &str) -> (&str, &str) {
+    let t = text.trim();
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    (&t[..end], t[end..].trim())
+}
+
+/// Parse a size in bytes (`4k`, `64KiB`, `1g`, `512`).
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    let bad = || UnitError::BadSize(text.to_string());
+    let (num, suffix) = split_number(text);
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        "p" | "pb" | "pib" => 1 << 50,
+        _ => return Err(bad()),
+    };
+    if num.contains('.') {
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let bytes = v * mult as f64;
+        if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+            return Err(UnitError::Overflow(text.to_string()));
+        }
+        return Ok(bytes.round() as u64);
+    }
+    let v: u64 = num.parse().map_err(|_| bad())?;
+    v.checked_mul(mult)
+        .ok_or_else(|| UnitError::Overflow(text.to_string()))
+}
+
+/// Parse a duration in nanoseconds; a bare number is in `default_unit_ns` (fio: seconds for
+/// `runtime`/`ramp_time`).
+pub fn parse_duration_ns(text: &str, default_unit_ns: Ns) -> Result<Ns, UnitError> {
+    let bad = || UnitError::BadDuration(text.to_string());
+    let (num, suffix) = split_number(text);
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" => default_unit_ns,
+        "ns" => 1,
+        "us" | "usec" => 1_000,
+        "ms" | "msec" => 1_000_000,
+        "s" | "sec" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        _ => return Err(bad()),
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let ns = v * mult as f64;
+    if !ns.is_finite() || ns >= u64::MAX as f64 {
+        return Err(UnitError::Overflow(text.to_string()));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// Time to move `bytes` at `bytes_per_sec`, in nanoseconds (rounded up, at least 0).
+#[inline]
+pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> Ns {
+    if bytes_per_sec == 0 {
+        return 0;
+    }
+    ((bytes as u128 * 1_000_000_000u128).div_ceil(bytes_per_sec as u128)) as Ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_fio_binary_base() {
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("8m").unwrap(), 8 << 20);
+        assert_eq!(parse_size("512").unwrap(), 512);
+        assert_eq!(parse_size("1.5k").unwrap(), 1536);
+    }
+
+    #[test]
+    fn malformed_sizes_are_rejected_with_the_text() {
+        let e = parse_size("12q").unwrap_err();
+        assert!(e.to_string().contains("'12q'"));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("k").is_err());
+        assert!(matches!(parse_size("99999999999p"), Err(UnitError::Overflow(_))));
+    }
+
+    #[test]
+    fn durations_default_to_the_given_unit() {
+        assert_eq!(parse_duration_ns("30", 1_000_000_000).unwrap(), 30_000_000_000);
+        assert_eq!(parse_duration_ns("500ms", 1_000_000_000).unwrap(), 500_000_000);
+        assert_eq!(parse_duration_ns("2m", 1_000_000_000).unwrap(), 120_000_000_000);
+        assert!(parse_duration_ns("3 weeks", 1).is_err());
+    }
+
+    #[test]
+    fn transfer_time_rounds_up() {
+        assert_eq!(transfer_ns(1_000_000, 1_000_000_000), 1_000_000);
+        assert_eq!(transfer_ns(1, 3), 333_333_334);
+    }
+}

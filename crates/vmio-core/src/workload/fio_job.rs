@@ -1,0 +1,631 @@
+//! The request stream of one fio job clone, following fio's semantics for `rw`, `rwmixread`,
+//! `bs`/`bssplit`, `size`/`offset`/`filesize`, `io_size`, `number_ios`, `time_based`,
+//! `norandommap`, `randseed` and `fsync` (fio HOWTO). Pure and deterministic: the same spec,
+//! clone, disk size and seed give the same sequence.
+//!
+//! ```text
+//! new:  region = [offset, offset + (size | filesize | disk - offset))
+//!       align  = smallest block size the mode uses             (fio's default blockalign)
+//!       limits = io_size | region size bytes, number_ios | none I/Os   (none if time_based)
+//!       base   = randseed ? derive(randseed, "randseed/<clone>")
+//!                         : derive(run_seed, "job/<name>/<clone>")
+//!       offset, size and mix streams are split off base, so one never shifts another
+//! next: if an fsync is pending: clear it, return Fsync
+//!       if bytes done >= byte limit or I/Os done >= I/O limit: return Done
+//!       op  = mixed mode ? (mix.below(100) < rwmixread ? Read : Write) : the mode's op
+//!       len = a block size drawn from op's (bytes, weight) table
+//!       off = sequential:  pos[op]                  (one position per direction, fio's last_pos)
+//!             random map:  start + perm.at(i++) * align, new permutation when a pass is done
+//!             norandommap: start + uniform(0 ..= (size - len) / align) * align
+//!       len = min(len, region end - off)            (never cross the region end)
+//!       sequential: pos[op] = off + len, back to start at the region end (a new pass)
+//!       count the I/O; after every fsync-th write mark an fsync pending
+//!       return Io(op, off, len)
+//! ```
+//!
+//! The random map is a keyed permutation of the region's `ceil(size / align)` blocks
+//! (`workload::perm`), so a pass visits every block start exactly once in O(1) memory. Unlike
+//! fio's bitmap it does not shrink an I/O that overlaps blocks already done, so with mixed
+//! block sizes (`bssplit`) a pass may touch some bytes twice. A pending fsync is returned even
+//! after the last I/O, so every group of `fsync` writes is followed by its fsync.
+
+use super::perm::Permutation;
+use super::{Next, WorkloadError};
+use crate::fio::JobSpec;
+use crate::request::{Extent, Op};
+use crate::rng::Rng;
+
+/// Block sizes of one direction, prepared for weighted draws.
+#[derive(Clone, Debug)]
+struct SizeTable {
+    sizes: Vec<u64>,
+    /// Cumulative weights.
+    cum: Vec<u64>,
+}
+
+impl SizeTable {
+    fn new(entries: &[(u64, u32)]) -> Option<Self> {
+        let mut sizes = Vec::new();
+        let mut cum = Vec::new();
+        let mut total = 0u64;
+        for &(bytes, weight) in entries {
+            if bytes > 0 && weight > 0 {
+                total += u64::from(weight);
+                sizes.push(bytes);
+                cum.push(total);
+            }
+        }
+        (!sizes.is_empty()).then_some(Self { sizes, cum })
+    }
+
+    fn min(&self) -> u64 {
+        self.sizes.iter().copied().min().unwrap_or(1)
+    }
+
+    #[inline]
+    fn draw(&self, rng: &mut Rng) -> u64 {
+        if self.sizes.len() == 1 {
+            return self.sizes[0];
+        }
+        let r = rng.below(self.cum[self.cum.len() - 1]);
+        let i = self.cum.iter().position(|&c| r < c).unwrap_or(0);
+        self.sizes[i]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dirs {
+    Read,
+    Write,
+    Mixed,
+}
+
+/// The request stream of one numjobs clone of a fio job. See the module doc.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    start: u64,
+    end: u64,
+    align: u64,
+    random: bool,
+    norandommap: bool,
+    dirs: Dirs,
+    rwmixread: u64,
+    read_sizes: SizeTable,
+    write_sizes: SizeTable,
+    /// Sequential positions, [read, write].
+    pos: [u64; 2],
+    perm: Permutation,
+    perm_next: u64,
+    blocks: u64,
+    offsets: Rng,
+    sizes_rng: Rng,
+    mix: Rng,
+    byte_limit: u64,
+    io_limit: u64,
+    bytes_done: u64,
+    ios_done: u64,
+    fsync_every: u32,
+    writes_since_fsync: u32,
+    fsync_pending: bool,
+}
+
+impl Generator {
+    /// One clone (0..numjobs) of a job against a disk of `disk_bytes`. The region is
+    /// `[offset, offset + size)`; size defaults to `filesize`, then to the rest of the disk.
+    pub fn new(
+        spec: &JobSpec,
+        clone_index: u32,
+        disk_bytes: u64,
+        run_seed: u64,
+    ) -> Result<Self, WorkloadError> {
+        let job = || spec.name.clone();
+        if clone_index >= spec.numjobs.max(1) {
+            return Err(WorkloadError::NoSuchClone {
+                job: job(),
+                line: spec.line,
+                clone_index,
+                numjobs: spec.numjobs,
+            });
+        }
+        let offset = spec.offset_bytes;
+        let size = spec
+            .size_bytes
+            .or(spec.filesize_bytes)
+            .unwrap_or(disk_bytes.saturating_sub(offset));
+        let region_err = |beyond: bool| {
+            let (job, line) = (job(), spec.line);
+            let (offset_bytes, size_bytes) = (offset, size);
+            if beyond {
+                WorkloadError::RegionBeyondDisk {
+                    job,
+                    line,
+                    offset_bytes,
+                    size_bytes,
+                    disk_bytes,
+                }
+            } else {
+                WorkloadError::EmptyRegion {
+                    job,
+                    line,
+                    offset_bytes,
+                    size_bytes,
+                    disk_bytes,
+                }
+            }
+        };
+        if size == 0 || offset >= disk_bytes {
+            return Err(region_err(false));
+        }
+        let end = match offset.checked_add(size) {
+            Some(end) if end <= disk_bytes => end,
+            _ => return Err(region_err(true)),
+        };
+
+        let dirs = match (spec.rw.reads(), spec.rw.writes()) {
+            (true, false) => Dirs::Read,
+            (false, true) => Dirs::Write,
+            _ => Dirs::Mixed,
+        };
+        let table = |direction: &'static str, entries: &[(u64, u32)], used: bool| {
+            match SizeTable::new(entries) {
+                Some(t) => Ok(t),
+                // An unused direction never draws; give it a harmless placeholder.
+                None if !used => Ok(SizeTable {
+                    sizes: vec![1],
+                    cum: vec![1],
+                }),
+                None => Err(WorkloadError::BadBlockSizes {
+                    job: job(),
+                    line: spec.line,
+                    direction,
+                    sizes: entries.to_vec(),
+                }),
+            }
+        };
+        let read_sizes = table("read", &spec.bs.read, dirs != Dirs::Write)?;
+        let write_sizes = table("write", &spec.bs.write, dirs != Dirs::Read)?;
+        let align = match dirs {
+            Dirs::Read => read_sizes.min(),
+            Dirs::Write => write_sizes.min(),
+            Dirs::Mixed => read_sizes.min().min(write_sizes.min()),
+        };
+
+        let mut base = match spec.randseed {
+            Some(seed) => Rng::derive(seed, &format!("randseed/{clone_index}")),
+            None => Rng::derive(run_seed, &format!("job/{}/{}", spec.name, clone_index)),
+        };
+        let mut offsets = Rng::new(base.next_u64());
+        let sizes_rng = Rng::new(base.next_u64());
+        let mix = Rng::new(base.next_u64());
+
+        let blocks = size.div_ceil(align);
+        let perm = Permutation::new(blocks, &mut offsets);
+        let (byte_limit, io_limit) = if spec.time_based {
+            (u64::MAX, u64::MAX)
+        } else {
+            (
+                spec.io_size_bytes.filter(|&b| b > 0).unwrap_or(size),
+                spec.number_ios.filter(|&n| n > 0).unwrap_or(u64::MAX),
+            )
+        };
+        Ok(Self {
+            start: offset,
+            end,
+            align,
+            random: spec.rw.is_random(),
+            norandommap: spec.norandommap,
+            dirs,
+            rwmixread: u64::from(spec.rwmixread.min(100)),
+            read_sizes,
+            write_sizes,
+            pos: [offset, offset],
+            perm,
+            perm_next: 0,
+            blocks,
+            offsets,
+            sizes_rng,
+            mix,
+            byte_limit,
+            io_limit,
+            bytes_done: 0,
+            ios_done: 0,
+            fsync_every: spec.fsync,
+            writes_since_fsync: 0,
+            fsync_pending: false,
+        })
+    }
+
+    /// Every clone of `spec` (numjobs of them, at least one), in clone order.
+    pub fn clones(
+        spec: &JobSpec,
+        disk_bytes: u64,
+        run_seed: u64,
+    ) -> Result<Vec<Self>, WorkloadError> {
+        (0..spec.numjobs.max(1))
+            .map(|c| Self::new(spec, c, disk_bytes, run_seed))
+            .collect()
+    }
+
+    /// The byte range this clone addresses.
+    pub fn region(&self) -> Extent {
+        Extent::new(self.start, self.end - self.start)
+    }
+
+    /// I/Os issued so far (fsyncs not counted).
+    pub fn ios_done(&self) -> u64 {
+        self.ios_done
+    }
+
+    /// Bytes of I/O issued so far.
+    pub fn bytes_done(&self) -> u64 {
+        self.bytes_done
+    }
+
+    /// The next request. See the module doc for the algorithm.
+    // Not an Iterator: `Done` is an answer the engine acts on, and the name is the API.
+    #[allow(clippy::should_implement_trait)]
+    #[inline]
+    pub fn next(&mut self) -> Next {
+        if self.fsync_pending {
+            self.fsync_pending = false;
+            return Next::Fsync;
+        }
+        if self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit {
+            return Next::Done;
+        }
+        let op = match self.dirs {
+            Dirs::Read => Op::Read,
+            Dirs::Write => Op::Write,
+            Dirs::Mixed => {
+                if self.mix.below(100) < self.rwmixread {
+                    Op::Read
+                } else {
+                    Op::Write
+                }
+            }
+        };
+        let (bs, dir) = if op == Op::Read {
+            (self.read_sizes.draw(&mut self.sizes_rng), 0)
+        } else {
+            (self.write_sizes.draw(&mut self.sizes_rng), 1)
+        };
+        let offset = if !self.random {
+            self.pos[dir]
+        } else if self.norandommap {
+            let room = (self.end - self.start).saturating_sub(bs) / self.align;
+            self.start + self.offsets.below(room + 1) * self.align
+        } else {
+            if self.perm_next == self.blocks {
+                self.perm = Permutation::new(self.blocks, &mut self.offsets);
+                self.perm_next = 0;
+            }
+            let block = self.perm.at(self.perm_next);
+            self.perm_next += 1;
+            self.start + block * self.align
+        };
+        let len = bs.min(self.end - offset);
+        if !self.random {
+            let next = offset + len;
+            self.pos[dir] = if next >= self.end { self.start } else { next };
+        }
+        self.ios_done += 1;
+        self.bytes_done = self.bytes_done.saturating_add(len);
+        if op == Op::Write && self.fsync_every > 0 {
+            self.writes_since_fsync += 1;
+            if self.writes_since_fsync == self.fsync_every {
+                self.writes_since_fsync = 0;
+                self.fsync_pending = true;
+            }
+        }
+        Next::Io {
+            op,
+            offset_bytes: offset,
+            len_bytes: len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fio::{parse_job_file, BlockSizes};
+
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    fn job(text: &str) -> JobSpec {
+        parse_job_file(&format!("[j]\n{text}"), "t.fio")
+            .unwrap()
+            .jobs
+            .remove(0)
+    }
+
+    fn ios(g: &mut Generator, max: usize) -> Vec<(Op, u64, u64)> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            match g.next() {
+                Next::Io {
+                    op,
+                    offset_bytes,
+                    len_bytes,
+                } => out.push((op, offset_bytes, len_bytes)),
+                Next::Fsync => {}
+                Next::Done => break,
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sequential_reads_advance_and_wrap_at_the_region_end() {
+        let spec = job("rw=read\nbs=4k\noffset=8k\nsize=16k\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, MIB, 1).unwrap();
+        assert_eq!(g.region(), Extent::new(8 * KIB, 16 * KIB));
+        let offs: Vec<u64> = ios(&mut g, 10).iter().map(|x| x.1 / KIB).collect();
+        assert_eq!(offs, vec![8, 12, 16, 20, 8, 12, 16, 20, 8, 12]);
+    }
+
+    #[test]
+    fn sequential_io_is_clipped_at_the_region_end() {
+        let spec = job("rw=write\nbs=8k\nsize=20k\n");
+        let mut g = Generator::new(&spec, 0, MIB, 1).unwrap();
+        let got = ios(&mut g, 100);
+        let want: Vec<(Op, u64, u64)> = vec![
+            (Op::Write, 0, 8 * KIB),
+            (Op::Write, 8 * KIB, 8 * KIB),
+            (Op::Write, 16 * KIB, 4 * KIB),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(g.next(), Next::Done);
+    }
+
+    #[test]
+    fn mixed_sequential_keeps_one_position_per_direction() {
+        let spec = job("rw=rw\nrwmixread=50\nbs=4k\nsize=1m\n");
+        let mut g = Generator::new(&spec, 0, GIB, 3).unwrap();
+        let got = ios(&mut g, 1000);
+        for op in [Op::Read, Op::Write] {
+            let offs: Vec<u64> = got.iter().filter(|x| x.0 == op).map(|x| x.1).collect();
+            assert!(offs.len() > 50);
+            for (i, o) in offs.iter().enumerate() {
+                assert_eq!(*o, (i as u64 * 4 * KIB) % MIB);
+            }
+        }
+    }
+
+    #[test]
+    fn random_map_covers_every_block_exactly_once_per_pass() {
+        // 1000 blocks (not a power of two), three passes.
+        let spec = job("rw=randwrite\nbs=4k\noffset=1m\nsize=4000k\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 11).unwrap();
+        let got = ios(&mut g, 3000);
+        let mut passes = Vec::new();
+        for pass in got.chunks(1000) {
+            let mut seen = vec![0u32; 1000];
+            for &(_, off, len) in pass {
+                assert_eq!(len, 4 * KIB);
+                assert_eq!((off - MIB) % (4 * KIB), 0);
+                seen[((off - MIB) / (4 * KIB)) as usize] += 1;
+            }
+            assert!(seen.iter().all(|&c| c == 1));
+            passes.push(pass.to_vec());
+        }
+        assert_ne!(passes[0], passes[1], "each pass gets a new order");
+    }
+
+    #[test]
+    fn random_io_stays_inside_the_region() {
+        for extra in ["", "norandommap\n"] {
+            let spec = job(&format!(
+                "rw=randrw\nbssplit=4k/40:64k/40:1m/\noffset=3m\nsize=10001k\ntime_based\n{extra}"
+            ));
+            let mut g = Generator::new(&spec, 0, GIB, 5).unwrap();
+            let r = g.region();
+            for (_, off, len) in ios(&mut g, 50_000) {
+                assert!(
+                    off >= r.offset_bytes && off + len <= r.end_bytes(),
+                    "{off}+{len}"
+                );
+                assert!(len > 0);
+                assert_eq!(off % (4 * KIB), 3 * MIB % (4 * KIB));
+            }
+        }
+    }
+
+    #[test]
+    fn norandommap_draws_independent_aligned_offsets() {
+        let spec = job("rw=randread\nbs=4k\nsize=40k\nnorandommap\nio_size=1g\nnumber_ios=10000\n");
+        let mut g = Generator::new(&spec, 0, GIB, 2).unwrap();
+        let got = ios(&mut g, 20_000);
+        assert_eq!(got.len(), 10_000);
+        let mut counts = [0u32; 10];
+        for (_, off, len) in &got {
+            assert_eq!((off % (4 * KIB), *len), (0, 4 * KIB));
+            counts[(off / (4 * KIB)) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (850..1150).contains(&c)),
+            "{counts:?}"
+        );
+    }
+
+    #[test]
+    fn rwmixread_ratio_holds_over_100k_draws() {
+        let spec = job("rw=randrw\nrwmixread=70\nbs=4k\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 9).unwrap();
+        let reads = ios(&mut g, 100_000)
+            .iter()
+            .filter(|x| x.0 == Op::Read)
+            .count();
+        assert!((69_300..70_700).contains(&reads), "{reads}");
+        let spec = job("rw=randrw\nrwmixwrite=100\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 9).unwrap();
+        assert!(ios(&mut g, 1000).iter().all(|x| x.0 == Op::Write));
+    }
+
+    #[test]
+    fn fsync_follows_every_nth_write() {
+        let spec = job("rw=randrw\nrwmixread=50\nfsync=3\nsize=400k\n");
+        let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
+        let mut writes_since = 0;
+        let (mut fsyncs, mut writes) = (0, 0);
+        loop {
+            match g.next() {
+                Next::Io { op: Op::Write, .. } => {
+                    writes += 1;
+                    writes_since += 1;
+                    assert!(writes_since <= 3);
+                }
+                Next::Io { .. } => {}
+                Next::Fsync => {
+                    assert_eq!(writes_since, 3);
+                    writes_since = 0;
+                    fsyncs += 1;
+                }
+                Next::Done => break,
+            }
+        }
+        assert_eq!(fsyncs, writes / 3);
+        assert_eq!(writes_since, writes % 3);
+        let spec = job("rw=write\nfsync=2\nsize=16k\n");
+        let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
+        let kinds: Vec<char> = std::iter::from_fn(|| match g.next() {
+            Next::Io { .. } => Some('W'),
+            Next::Fsync => Some('F'),
+            Next::Done => None,
+        })
+        .collect();
+        assert_eq!(kinds.iter().collect::<String>(), "WWFWWF");
+    }
+
+    #[test]
+    fn size_io_size_and_number_ios_decide_when_to_stop() {
+        let count = |text: &str| {
+            let mut g = Generator::new(&job(text), 0, GIB, 1).unwrap();
+            let n = ios(&mut g, 1 << 20).len();
+            assert_eq!(g.next(), Next::Done, "Done stays Done");
+            n
+        };
+        assert_eq!(count("bs=4k\nsize=1m\n"), 256);
+        assert_eq!(count("rw=randread\nbs=4k\nsize=1m\n"), 256);
+        assert_eq!(
+            count("bs=4k\nsize=1m\nio_size=3m\n"),
+            768,
+            "io_size wraps the region"
+        );
+        assert_eq!(count("bs=4k\nsize=1m\nnumber_ios=10\n"), 10);
+        assert_eq!(count("bs=4k\nsize=1m\nio_size=8k\nnumber_ios=10\n"), 2);
+        assert_eq!(
+            count("bs=4k\nsize=1m\nnumber_ios=1000\n"),
+            256,
+            "number_ios only caps"
+        );
+        assert_eq!(
+            count("bs=64k\nfilesize=1m\n"),
+            16,
+            "filesize stands in for size"
+        );
+        assert_eq!(
+            count("bs=1m\noffset=1020m\n"),
+            4,
+            "default size: rest of the disk"
+        );
+        let mut g = Generator::new(&job("size=1m\ntime_based\nnumber_ios=5\n"), 0, GIB, 1).unwrap();
+        assert_eq!(ios(&mut g, 10_000).len(), 10_000, "time_based never stops");
+    }
+
+    #[test]
+    fn same_inputs_give_the_same_sequence_and_clones_differ() {
+        let spec = job("rw=randrw\nbssplit=4k/50:16k/50\nnumjobs=2\nsize=64m\n");
+        let run = |clone, seed| {
+            let mut g = Generator::new(&spec, clone, GIB, seed).unwrap();
+            ios(&mut g, 2000)
+        };
+        assert_eq!(run(0, 42), run(0, 42));
+        assert_ne!(run(0, 42), run(1, 42));
+        assert_ne!(run(0, 42), run(0, 43));
+        assert_eq!(Generator::clones(&spec, GIB, 1).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn randseed_gives_the_same_offsets_to_different_jobs() {
+        let a = job("rw=randread\nrandseed=7\nsize=64m\n");
+        let mut b = job("rw=randread\nrandseed=7\nsize=64m\n");
+        b.name = "other".to_string();
+        let mut ga = Generator::new(&a, 0, GIB, 1).unwrap();
+        let mut gb = Generator::new(&b, 0, GIB, 2).unwrap();
+        assert_eq!(ios(&mut ga, 500), ios(&mut gb, 500));
+    }
+
+    #[test]
+    fn bssplit_proportions_hold() {
+        let spec = job("rw=randread\nbssplit=4k/10:64k/50:1m/\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 8).unwrap();
+        let got = ios(&mut g, 100_000);
+        for (bs, pct) in [(4 * KIB, 10.0), (64 * KIB, 50.0), (MIB, 40.0)] {
+            let share = got.iter().filter(|x| x.2 == bs).count() as f64 / 1000.0;
+            assert!((share - pct).abs() < 1.0, "{bs}: {share}% vs {pct}%");
+        }
+    }
+
+    #[test]
+    fn each_direction_draws_from_its_own_sizes() {
+        let spec = job("rw=randrw\nbs=4k,64k\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 8).unwrap();
+        for (op, off, len) in ios(&mut g, 1000) {
+            assert_eq!(len, if op == Op::Read { 4 * KIB } else { 64 * KIB });
+            assert_eq!(off % (4 * KIB), 0);
+        }
+    }
+
+    #[test]
+    fn bad_regions_and_block_sizes_are_errors_naming_the_job() {
+        let e = Generator::new(&job("offset=2g\n"), 0, GIB, 1).unwrap_err();
+        assert!(matches!(e, WorkloadError::EmptyRegion { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("job 'j' (line 1): region offset=2147483648"),
+            "{e}"
+        );
+        let e = Generator::new(&job("offset=512m\nsize=1g\n"), 0, GIB, 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "job 'j' (line 1): region offset=536870912 size=1073741824 ends beyond the disk of 1073741824 bytes; accepted: offset + size <= disk size"
+        );
+        let e = Generator::new(&job("size=0\n"), 0, GIB, 1).unwrap_err();
+        assert!(matches!(e, WorkloadError::EmptyRegion { .. }), "{e}");
+        let e = Generator::new(&job("numjobs=2\n"), 2, GIB, 1).unwrap_err();
+        assert!(e.to_string().contains("accepted: 0 to 1"), "{e}");
+        let mut spec = job("rw=write\n");
+        spec.bs = BlockSizes {
+            read: vec![],
+            write: vec![(4096, 0)],
+        };
+        let e = Generator::new(&spec, 0, GIB, 1).unwrap_err();
+        assert!(e.to_string().contains("write block sizes"), "{e}");
+        spec.bs.write = vec![(4096, 100)];
+        assert!(
+            Generator::new(&spec, 0, GIB, 1).is_ok(),
+            "unused reads may be empty"
+        );
+    }
+
+    #[test]
+    fn blocks_larger_than_the_region_are_clipped() {
+        let spec = job("rw=randread\nbs=1m\nsize=12k\n");
+        let mut g = Generator::new(&spec, 0, GIB, 1).unwrap();
+        assert_eq!(ios(&mut g, 10), vec![(Op::Read, 0, 12 * KIB)]);
+    }
+
+    #[test]
+    fn huge_disks_need_no_memory_per_block() {
+        let spec = job("rw=randwrite\nbs=4k\ntime_based\n");
+        let disk = 1u64 << 50;
+        let mut g = Generator::new(&spec, 0, disk, 1).unwrap();
+        for (_, off, len) in ios(&mut g, 10_000) {
+            assert!(off + len <= disk);
+        }
+        assert!(std::mem::size_of::<Generator>() < 512);
+    }
+}

@@ -1,0 +1,100 @@
+//! Python bindings of vmio (module `vmio._native`). The only crate that uses PyO3: it converts
+//! arguments, releases the GIL around the simulation, and turns every Rust error into one
+//! `VmioError` whose message is already user-facing. Docs, typing and the CLI live in Python.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use vmio_sim::run::{run_json, RunInput};
+
+create_exception!(_native, VmioError, PyException, "Bad input or a failed run; the message says what and where.");
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    VmioError::new_err(e.to_string())
+}
+
+/// Run one simulation; returns fio's JSON output as text.
+#[pyfunction]
+#[pyo3(signature = (stack_text, stack_path, job_text, job_path, seed=None, vm=None))]
+fn simulate(
+    py: Python<'_>,
+    stack_text: &str,
+    stack_path: &str,
+    job_text: &str,
+    job_path: &str,
+    seed: Option<u64>,
+    vm: Option<&str>,
+) -> PyResult<String> {
+    py.allow_threads(|| {
+        run_json(&RunInput {
+            stack_text,
+            stack_path,
+            job_text,
+            job_path,
+            seed,
+            vm,
+        })
+    })
+    .map_err(err)
+}
+
+/// Run one simulator benchmark case; returns a dict of its figures.
+#[pyfunction]
+#[pyo3(signature = (case, seconds=20))]
+fn bench<'py>(py: Python<'py>, case: &str, seconds: u64) -> PyResult<Bound<'py, PyDict>> {
+    let r = py.allow_threads(|| vmio_sim::bench::bench(case, seconds)).map_err(err)?;
+    let d = PyDict::new_bound(py);
+    d.set_item("case", r.case)?;
+    d.set_item("simulated_ios", r.simulated_ios)?;
+    d.set_item("wall_s", r.wall_s)?;
+    d.set_item("ios_per_s", r.simulated_ios as f64 / r.wall_s.max(1e-9))?;
+    d.set_item("peak_rss_bytes", peak_rss_bytes())?;
+    Ok(d)
+}
+
+/// Benchmark case names.
+#[pyfunction]
+fn bench_cases() -> Vec<&'static str> {
+    vmio_sim::bench::CASES.to_vec()
+}
+
+/// Peak resident set size of this process (VmHWM), in bytes; 0 where unknown.
+#[pyfunction]
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Built-in device profiles per model.
+#[pyfunction]
+fn profiles() -> Vec<(&'static str, Vec<&'static str>)> {
+    ["hdd", "ssd", "ram"]
+        .into_iter()
+        .map(|m| (m, vmio_sim::device::profile_names(m).to_vec()))
+        .collect()
+}
+
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("VmioError", m.py().get_type_bound::<VmioError>())?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(bench, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_cases, m)?)?;
+    m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

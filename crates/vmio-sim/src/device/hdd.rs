@@ -1,0 +1,1088 @@
+//! A 7200 rpm SATA hard disk: zoned geometry, seek curve, rotational position, NCQ with
+//! shortest-positioning-time-first, a segmented read-ahead cache and a write-back cache.
+//!
+//! **Sources.** Profile `hdd-7200-2tb` is a Seagate BarraCuda ST2000DM008 (Seagate, *BarraCuda
+//! 3.5 HDD data sheet*, DS1900): 2 TB (3,907,029,168 × 512-byte sectors = 2,000,398,934,016
+//! bytes), 7200 rpm (8.33 ms per rotation, 4.16 ms average latency), 220 MB/s maximum
+//! sustained (outer zone), 256 MB cache, SATA 6 Gb/s (600 MB/s after 8b/10b). The datasheet
+//! gives no seek times; track-to-track 0.8 ms, average 8.5 ms and full stroke 16 ms are the
+//! middle of the ranges for 7200 rpm desktop disks in `shared/reference/seeds.md` (hardware
+//! references). The inner-zone rate (about half the outer one) follows from constant linear
+//! density: track capacity is proportional to radius, and inner/outer radius is about 1/2 on
+//! 3.5-inch platters. The modelling follows Ruemmler & Wilkes, "An introduction to disk drive
+//! modeling", IEEE Computer 27(3), 1994: seek curve with a square-root (acceleration-limited)
+//! short-seek part and a linear (coasting) long-seek part, rotational position, controller
+//! overhead per command (50 µs is typical of DiskSim's validated parameter sets) and a
+//! segmented cache whose read-ahead fills the segment after a read until another command needs
+//! the head. The three-point seek fit through (one track, track-to-track), (1/3 stroke,
+//! average) and (full stroke, full-stroke time) is Lee & Katz's form (SIGMETRICS 1993), also
+//! DiskSim's "3-point curve".
+//!
+//! **Geometry.** Data is laid out as one spiral from the outer edge (offset 0) inwards;
+//! bytes per track fall linearly with the track index `t` (zoning approximated as continuous):
+//! `B(t) = B_o − k·t`, with `B_o = outer_rate·T_rot`, `B_i = inner_rate·T_rot`,
+//! `N = capacity / ((B_o + B_i)/2)` tracks and `k = (B_o − B_i)/N`. Bytes before track `t` are
+//! `S(t) = B_o·t − k·t²/2`, so an offset maps to `t = 2·o / (B_o + √(B_o² − 2·k·o))` (inverse of
+//! the quadratic) and its angle on the platter is `frac(t)`. A transfer of `[o1, o2)` takes
+//! `(t(o2) − t(o1))·T_rot`: the media rate is track bytes per rotation (220 MB/s outside,
+//! `inner_rate` inside) and a transfer continues across tracks without a gap, i.e. track skew
+//! is assumed to hide head and track switches (the sustained datasheet rates include them).
+//! A seek covers `|⌊t2⌋ − ⌊t1⌋|` tracks, normalised by `N`, so "one track" is `1/N` of the
+//! stroke; a same-track access has no seek. Head settling is part of the seek time.
+//!
+//! **Rotation.** The platter angle at time `τ` is `frac(τ / T_rot)`; a sector at angle `φ` can
+//! be accessed when the platter angle equals `φ` after the seek ends.
+//!
+//! **Algorithm** (all times in ns; one controller, one SATA link, one head):
+//!
+//! ```text
+//! submit:    controller busy for command_overhead (FIFO)          -> accept
+//! accept:    read:  p = cached prefix (segments, dirty data, live read-ahead stream)
+//!                   all cached            -> link transfer -> done            (hit)
+//!                   rest ahead on the live stream (within its read-ahead limit)
+//!                                         -> wait for the stream, no seek      (hit)
+//!                   otherwise             -> NCQ queue for [offset+p, end)     (miss)
+//!            write: write_cache and room in the write half of the cache
+//!                                         -> link -> done, data becomes dirty
+//!                   no room               -> wait for destaging
+//!                   FUA, !write_cache or larger than the write half
+//!                                         -> link -> NCQ queue -> done when on media
+//!            flush: done when every dirty extent written before it is on media
+//! head free: candidates = NCQ queue
+//!                       + dirty extents near the head, if no queued reads or a flush or
+//!                         a write is waiting for room
+//!            none and a read-ahead is running -> keep reading ahead (speculative)
+//!            a command older than 1 s         -> it goes first (starvation guard)
+//!            else pick min positioning time = seek(|Δtrack|) + rotational wait (SPTF);
+//!            abort the read-ahead at the point reached (kept in its segment)
+//!            read:  position, then stream from offset: done at end (-> link),
+//!                   keep reading up to end + readahead into an LRU segment
+//!            write: position, transfer (destage: at most 1 MiB of one merged extent)
+//! ```
+//!
+//! Simplifications, stated: the cache is split in a fixed read half (`cache_segments` LRU
+//! segments, one sequential stream each, sliding when a stream outgrows it) and a write half;
+//! read-ahead is limited to the segment size. The link is half duplex (reads and writes
+//! share it) and each command's data crosses it after the media phase (store and forward).
+//! Data written through (FUA, no write cache) leaves older dirty copies of the same range
+//! to be destaged later (harmless for timing). Commands beyond the capacity are served
+//! as if their out-of-range bytes were cached (the engine validates ranges); zero-length
+//! reads, writes and trims complete after the command overhead.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use vmio_core::request::Op;
+use vmio_core::units::transfer_ns;
+use vmio_core::{Ns, MS, SEC, US};
+
+use super::{fmt_ms, Busy, DevCmd, Device, DeviceError, DeviceStats, ParamReader};
+
+pub const PROFILES: &[&str] = &["hdd-7200-2tb"];
+
+/// Parameter names accepted in a `[[device]] model = "hdd"` table, in `params()` order.
+pub const PARAMS: &[&str] = &[
+    "capacity",
+    "rpm",
+    "outer_rate",
+    "inner_rate",
+    "track_to_track",
+    "avg_seek",
+    "full_stroke",
+    "ncq_depth",
+    "cache_size",
+    "cache_segments",
+    "readahead",
+    "write_cache",
+    "link_rate",
+    "command_overhead",
+];
+
+/// A command older than this is served before any SPTF choice.
+const STARVATION_NS: Ns = SEC;
+/// Largest piece of one dirty extent written by one destage operation.
+const DESTAGE_MAX_BYTES: u64 = 1 << 20;
+/// Dirty extents on each side of the head considered by one destage choice.
+const DESTAGE_CANDIDATES: usize = 16;
+/// A rotational wait within this fraction of a full turn counts as none (float rounding).
+const PHASE_EPS: f64 = 1e-5;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HddParams {
+    pub profile: String,
+    pub capacity_bytes: u64,
+    pub rpm: u64,
+    pub outer_rate_bps: u64,
+    pub inner_rate_bps: u64,
+    pub track_to_track_ns: Ns,
+    pub avg_seek_ns: Ns,
+    pub full_stroke_ns: Ns,
+    pub ncq_depth: u64,
+    pub cache_bytes: u64,
+    pub cache_segments: u64,
+    pub readahead_bytes: u64,
+    pub write_cache: bool,
+    pub link_rate_bps: u64,
+    pub command_overhead_ns: Ns,
+}
+
+impl HddParams {
+    /// The built-in profile's parameters.
+    pub fn profile(name: &str) -> Option<Self> {
+        match name {
+            "hdd-7200-2tb" => Some(Self {
+                profile: name.to_string(),
+                capacity_bytes: 2_000_398_934_016,
+                rpm: 7200,
+                outer_rate_bps: 220_000_000,
+                inner_rate_bps: 110_000_000,
+                track_to_track_ns: 800 * US,
+                avg_seek_ns: 8_500 * US,
+                full_stroke_ns: 16 * MS,
+                ncq_depth: 32,
+                cache_bytes: 256 << 20,
+                cache_segments: 16,
+                readahead_bytes: 2 << 20,
+                write_cache: true,
+                link_rate_bps: 600_000_000,
+                command_overhead_ns: 50 * US,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A profile with the table's overrides applied, validated.
+    pub fn from_params(profile: &str, r: &ParamReader) -> Result<Self, DeviceError> {
+        r.check_known(PARAMS)?;
+        let d = Self::profile(profile).expect("profile checked by build_device");
+        let p = Self {
+            profile: d.profile,
+            capacity_bytes: r.size("capacity", d.capacity_bytes)?,
+            rpm: r.positive("rpm", d.rpm)?,
+            outer_rate_bps: r.rate("outer_rate", d.outer_rate_bps)?,
+            inner_rate_bps: r.rate("inner_rate", d.inner_rate_bps)?,
+            track_to_track_ns: r.duration("track_to_track", d.track_to_track_ns)?,
+            avg_seek_ns: r.duration("avg_seek", d.avg_seek_ns)?,
+            full_stroke_ns: r.duration("full_stroke", d.full_stroke_ns)?,
+            ncq_depth: r.positive("ncq_depth", d.ncq_depth)?,
+            cache_bytes: r.size("cache_size", d.cache_bytes)?,
+            cache_segments: r.positive("cache_segments", d.cache_segments)?,
+            readahead_bytes: r.size("readahead", d.readahead_bytes)?,
+            write_cache: r.boolean("write_cache", d.write_cache)?,
+            link_rate_bps: r.rate("link_rate", d.link_rate_bps)?,
+            command_overhead_ns: r.duration("command_overhead", d.command_overhead_ns)?,
+        };
+        if p.capacity_bytes == 0 {
+            return Err(r.bad("capacity", 0, "must be a positive size"));
+        }
+        if p.rpm > 100_000 {
+            return Err(r.bad("rpm", p.rpm, "must be between 1 and 100000"));
+        }
+        if p.inner_rate_bps > p.outer_rate_bps {
+            return Err(r.bad(
+                "inner_rate",
+                p.inner_rate_bps,
+                &format!(
+                    "must be at most outer_rate ({}): inner tracks are shorter",
+                    p.outer_rate_bps
+                ),
+            ));
+        }
+        if p.ncq_depth > 1024 {
+            return Err(r.bad("ncq_depth", p.ncq_depth, "must be between 1 and 1024 (SATA NCQ: 32)"));
+        }
+        if p.cache_segments > 4096 {
+            return Err(r.bad("cache_segments", p.cache_segments, "must be between 1 and 4096"));
+        }
+        if !(p.track_to_track_ns <= p.avg_seek_ns && p.avg_seek_ns <= p.full_stroke_ns) {
+            return Err(r.bad(
+                "avg_seek",
+                fmt_ms(p.avg_seek_ns),
+                &format!(
+                    "must lie between track_to_track ({}) and full_stroke ({})",
+                    fmt_ms(p.track_to_track_ns),
+                    fmt_ms(p.full_stroke_ns)
+                ),
+            ));
+        }
+        let geo = Geometry::new(&p);
+        if !SeekCurve::fit(&p, geo.tracks).is_increasing() {
+            return Err(r.bad(
+                "avg_seek",
+                fmt_ms(p.avg_seek_ns),
+                &format!(
+                    "must be such that the seek curve a + b·√x + c·x through track_to_track ({}), \
+                     avg_seek at 1/3 stroke and full_stroke ({}) increases with distance; \
+                     move avg_seek towards (2·track_to_track + full_stroke)/3",
+                    fmt_ms(p.track_to_track_ns),
+                    fmt_ms(p.full_stroke_ns)
+                ),
+            ));
+        }
+        Ok(p)
+    }
+
+    fn rotation_ns(&self) -> f64 {
+        60e9 / self.rpm as f64
+    }
+    /// The write half of the cache (for the write-back cache).
+    fn write_part_bytes(&self) -> u64 {
+        self.cache_bytes / 2
+    }
+    /// The size of one read segment.
+    fn segment_bytes(&self) -> u64 {
+        (self.cache_bytes - self.write_part_bytes()) / self.cache_segments
+    }
+    /// Read-ahead as effectively used: at most one segment.
+    fn effective_readahead(&self) -> u64 {
+        self.readahead_bytes.min(self.segment_bytes())
+    }
+}
+
+/// Offset <-> track position on the zoned spiral (see the module doc).
+#[derive(Clone, Debug)]
+struct Geometry {
+    cap: u64,
+    tracks: f64,
+    bo: f64,
+    bo2: f64,
+    k: f64,
+    trot: f64,
+    inv_trot: f64,
+}
+
+impl Geometry {
+    fn new(p: &HddParams) -> Self {
+        let trot = p.rotation_ns();
+        let bo = p.outer_rate_bps as f64 * trot / 1e9;
+        let bi = p.inner_rate_bps as f64 * trot / 1e9;
+        let tracks = p.capacity_bytes as f64 / ((bo + bi) / 2.0);
+        Self {
+            cap: p.capacity_bytes,
+            tracks,
+            bo,
+            bo2: bo * bo,
+            k: (bo - bi) / tracks,
+            trot,
+            inv_trot: 1.0 / trot,
+        }
+    }
+    /// Track position (integer part: track index, fraction: angle) of a byte offset.
+    #[inline]
+    fn track_of(&self, off: u64) -> f64 {
+        let o = off.min(self.cap) as f64;
+        2.0 * o / (self.bo + (self.bo2 - 2.0 * self.k * o).max(0.0).sqrt())
+    }
+    /// Byte offset at a track position.
+    #[inline]
+    fn offset_of(&self, t: f64) -> f64 {
+        let t = t.clamp(0.0, self.tracks);
+        self.bo * t - 0.5 * self.k * t * t
+    }
+    /// Media rate (bytes/s) at an offset.
+    fn rate_at(&self, off: u64) -> f64 {
+        (self.bo - self.k * self.track_of(off)) * 1e9 / self.trot
+    }
+}
+
+/// t(x) = a + b·√x + c·x over normalised distance x ∈ (0, 1]; 0 for no movement.
+#[derive(Clone, Debug)]
+struct SeekCurve {
+    a: f64,
+    b: f64,
+    c: f64,
+    x1: f64,
+    inv_tracks: f64,
+}
+
+impl SeekCurve {
+    fn fit(p: &HddParams, tracks: f64) -> Self {
+        // A tiny capacity override gives few tracks; keep the anchors apart so the fit exists.
+        let x1 = (1.0 / tracks.max(1.0)).min(0.01);
+        let (t1, t2, t3) = (
+            p.track_to_track_ns as f64,
+            p.avg_seek_ns as f64,
+            p.full_stroke_ns as f64,
+        );
+        let (s1, s2) = (x1.sqrt(), (1.0f64 / 3.0).sqrt());
+        let x2 = 1.0 / 3.0;
+        // b·(s2−s1) + c·(x2−x1) = t2−t1 ;  b·(1−s1) + c·(1−x1) = t3−t1
+        let det = (s2 - s1) * (1.0 - x1) - (x2 - x1) * (1.0 - s1);
+        let b = ((t2 - t1) * (1.0 - x1) - (x2 - x1) * (t3 - t1)) / det;
+        let c = ((s2 - s1) * (t3 - t1) - (1.0 - s1) * (t2 - t1)) / det;
+        let a = t1 - b * s1 - c * x1;
+        Self {
+            a,
+            b,
+            c,
+            x1,
+            inv_tracks: 1.0 / tracks.max(1.0),
+        }
+    }
+    fn is_increasing(&self) -> bool {
+        // The derivative b/(2√x) + c is monotone in x: checking both ends suffices.
+        let d = |x: f64| self.b / (2.0 * x.sqrt()) + self.c;
+        d(self.x1) >= -1e-9 && d(1.0) >= -1e-9
+    }
+    #[inline]
+    fn at_x(&self, x: f64) -> f64 {
+        (self.a + self.b * x.sqrt() + self.c * x).max(0.0)
+    }
+    #[inline]
+    fn ns(&self, tracks: u64) -> f64 {
+        if tracks == 0 {
+            0.0
+        } else {
+            self.at_x((tracks as f64 * self.inv_tracks).clamp(self.x1, 1.0))
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cmd {
+    tag: u64,
+    op: Op,
+    off: u64,
+    len: u64,
+    fua: bool,
+    submit_ns: Ns,
+    /// First byte the head must access (after a cached prefix) and its track position.
+    media_off: u64,
+    trk: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterLink {
+    ReadDone,
+    WriteCached,
+    WriteMedia,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Head {
+    Idle,
+    /// Reading sequentially (see `Stream`).
+    Stream,
+    /// Writing to media until `end`; `cmd` is `NONE` for a destage.
+    Write { end: Ns, cmd: u32 },
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The head reading sequentially from `origin_off` (reached at `origin_ns`, after positioning)
+/// into segment `seg`, for the `waiters` (ready time, command) and then speculatively up to
+/// `limit_off`.
+#[derive(Clone, Debug)]
+struct Stream {
+    seg: usize,
+    origin_off: u64,
+    origin_trk: f64,
+    origin_ns: Ns,
+    limit_off: u64,
+    limit_ns: Ns,
+    waiters: Vec<(Ns, u32)>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seg {
+    start: u64,
+    end: u64,
+    used: u64,
+}
+
+/// A dirty extent: end offset and the epoch of its oldest data (see flushes).
+#[derive(Clone, Copy, Debug)]
+struct Dirty {
+    end: u64,
+    epoch: u64,
+}
+
+pub struct Hdd {
+    name: String,
+    p: HddParams,
+    geo: Geometry,
+    seek: SeekCurve,
+    seg_bytes: u64,
+    write_part: u64,
+    readahead: u64,
+    link_rate: u64,
+    overhead: Ns,
+
+    cmds: Vec<Cmd>,
+    free: Vec<u32>,
+    ctrl_free: Ns,
+    ctrl_q: VecDeque<(Ns, u32)>,
+    link_free: Ns,
+    link_q: VecDeque<(Ns, u32, AfterLink)>,
+    media_q: Vec<u32>,
+    write_wait: VecDeque<u32>,
+    flush_wait: VecDeque<(u64, u32)>,
+
+    head: Head,
+    head_off: u64,
+    head_trk: f64,
+    head_next: Ns,
+    stream: Stream,
+
+    segs: Vec<Seg>,
+    lru_clock: u64,
+    dirty: BTreeMap<u64, Dirty>,
+    /// Bytes of the write half in use: admitted writes, dirty data and the extent being destaged.
+    buf_used: u64,
+    destaging: Option<(u64, u64, u64)>,
+    epoch: u64,
+    epoch_counts: BTreeMap<u64, u64>,
+
+    stats: DeviceStats,
+    busy: Busy,
+}
+
+impl Hdd {
+    pub fn new(name: &str, p: HddParams) -> Self {
+        let geo = Geometry::new(&p);
+        let seek = SeekCurve::fit(&p, geo.tracks);
+        let qd = p.ncq_depth as usize;
+        Self {
+            name: name.to_string(),
+            seg_bytes: p.segment_bytes(),
+            write_part: p.write_part_bytes(),
+            readahead: p.effective_readahead(),
+            link_rate: p.link_rate_bps,
+            overhead: p.command_overhead_ns,
+            cmds: Vec::with_capacity(qd * 2),
+            free: Vec::with_capacity(qd * 2),
+            ctrl_free: 0,
+            ctrl_q: VecDeque::with_capacity(qd * 2),
+            link_free: 0,
+            link_q: VecDeque::with_capacity(qd * 2),
+            media_q: Vec::with_capacity(qd * 2),
+            write_wait: VecDeque::with_capacity(qd),
+            flush_wait: VecDeque::new(),
+            head: Head::Idle,
+            head_off: 0,
+            head_trk: 0.0,
+            head_next: Ns::MAX,
+            stream: Stream {
+                seg: 0,
+                origin_off: 0,
+                origin_trk: 0.0,
+                origin_ns: 0,
+                limit_off: 0,
+                limit_ns: 0,
+                waiters: Vec::with_capacity(qd * 2),
+            },
+            segs: vec![Seg::default(); p.cache_segments as usize],
+            lru_clock: 0,
+            dirty: BTreeMap::new(),
+            buf_used: 0,
+            destaging: None,
+            epoch: 0,
+            epoch_counts: BTreeMap::new(),
+            stats: DeviceStats::default(),
+            busy: Busy::default(),
+            geo,
+            seek,
+            p,
+        }
+    }
+
+    pub fn hdd_params(&self) -> &HddParams {
+        &self.p
+    }
+    /// Number of (logical) tracks: capacity / mean track size.
+    pub fn tracks(&self) -> f64 {
+        self.geo.tracks
+    }
+    /// Time of one rotation.
+    pub fn rotation_ns(&self) -> f64 {
+        self.geo.trot
+    }
+    /// Seek time over `tracks` tracks (0 for none).
+    pub fn seek_ns(&self, tracks: u64) -> f64 {
+        self.seek.ns(tracks)
+    }
+    /// Seek time over a fraction `x` of the full stroke.
+    pub fn seek_at_fraction_ns(&self, x: f64) -> f64 {
+        self.seek.at_x(x)
+    }
+    /// Coefficients (a, b, c) of t(x) = a + b·√x + c·x, in ns.
+    pub fn seek_coefficients(&self) -> (f64, f64, f64) {
+        (self.seek.a, self.seek.b, self.seek.c)
+    }
+    /// Media transfer rate at `offset`, bytes/s.
+    pub fn media_rate_at(&self, offset: u64) -> f64 {
+        self.geo.rate_at(offset)
+    }
+    /// Dirty bytes in the write cache (not yet on media), including the one being destaged.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty
+            .iter().map(|(s, d)| d.end - s).sum::<u64>()
+            + self.destaging.map_or(0, |(s, e, _)| e - s)
+    }
+
+    // ----- command slab -----
+
+    fn alloc(&mut self, c: Cmd) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.cmds[i as usize] = c;
+                i
+            }
+            None => {
+                self.cmds.push(c);
+                (self.cmds.len() - 1) as u32
+            }
+        }
+    }
+
+    fn complete(&mut self, t: Ns, idx: u32, done: &mut Vec<u64>) {
+        let c = self.cmds[idx as usize];
+        match c.op {
+            Op::Read => {
+                self.stats.read_ops += 1;
+                self.stats.read_bytes += c.len;
+            }
+            Op::Write => {
+                self.stats.write_ops += 1;
+                self.stats.write_bytes += c.len;
+            }
+            Op::Flush => self.stats.flush_ops += 1,
+            Op::Trim => {}
+        }
+        self.busy.end(t);
+        done.push(c.tag);
+        self.free.push(idx);
+    }
+
+    fn link(&mut self, t: Ns, idx: u32, after: AfterLink) {
+        let start = t.max(self.link_free);
+        let end = start + transfer_ns(self.cmds[idx as usize].len, self.link_rate);
+        self.link_free = end;
+        self.link_q.push_back((end, idx, after));
+    }
+
+    // ----- the read-ahead stream -----
+
+    /// First byte not yet read by the stream at `now`.
+    #[inline]
+    fn stream_reach(&self, now: Ns) -> u64 {
+        let s = &self.stream;
+        if now <= s.origin_ns {
+            return s.origin_off;
+        }
+        let t = s.origin_trk + (now - s.origin_ns) as f64 * self.geo.inv_trot;
+        (self.geo.offset_of(t) as u64).clamp(s.origin_off, s.limit_off)
+    }
+
+    /// When the stream will have read everything before `off`.
+    #[inline]
+    fn stream_time_to(&self, off: u64) -> Ns {
+        let s = &self.stream;
+        let dt = (self.geo.track_of(off) - s.origin_trk).max(0.0) * self.geo.trot;
+        s.origin_ns + dt.ceil() as Ns
+    }
+
+    fn set_stream_limit(&mut self, limit: u64) {
+        self.stream.limit_off = limit.min(self.geo.cap);
+        self.stream.limit_ns = self.stream_time_to(self.stream.limit_off);
+    }
+
+    fn refresh_head_next(&mut self) {
+        self.head_next = match self.head {
+            Head::Idle => Ns::MAX,
+            Head::Write { end, .. } => end,
+            Head::Stream => self
+                .stream
+                .waiters
+                .iter()
+                .map(|w| w.0)
+                .min()
+                .unwrap_or(self.stream.limit_ns),
+        };
+    }
+
+    /// Stop the stream at `now`: its segment keeps what was read, the head stays there.
+    fn stop_stream(&mut self, now: Ns) {
+        let reach = self.stream_reach(now);
+        let seg = &mut self.segs[self.stream.seg];
+        seg.end = reach;
+        seg.start = seg.start.max(reach.saturating_sub(self.seg_bytes));
+        self.head_off = reach;
+        self.head_trk = self.geo.track_of(reach);
+        self.head = Head::Idle;
+    }
+
+    // ----- cache lookups -----
+
+    /// Bytes of `[off, end)` available in the drive at `now`, from `off` on.
+    fn cached_prefix(&mut self, off: u64, end: u64, now: Ns) -> u64 {
+        let live = if self.head == Head::Stream {
+            let reach = self.stream_reach(now);
+            Some((
+                self.stream.seg,
+                self.segs[self.stream.seg]
+                    .start
+                    .max(reach.saturating_sub(self.seg_bytes)),
+                reach,
+            ))
+        } else {
+            None
+        };
+        let mut cur = off;
+        loop {
+            let before = cur;
+            for (i, seg) in self.segs.iter_mut().enumerate() {
+                let (s, e) = match live {
+                    Some((li, ls, le)) if li == i => (ls, le),
+                    _ => (seg.start, seg.end),
+                };
+                if s <= cur && cur < e {
+                    cur = e;
+                    self.lru_clock += 1;
+                    seg.used = self.lru_clock;
+                }
+            }
+            if !self.dirty.is_empty() {
+                if let Some((_, d)) = self.dirty.range(..=cur).next_back() {
+                    if d.end > cur {
+                        cur = d.end;
+                    }
+                }
+            }
+            if let Some((s, e, _)) = self.destaging {
+                if s <= cur && cur < e {
+                    cur = e;
+                }
+            }
+            if cur >= end || cur == before {
+                break;
+            }
+        }
+        cur.min(end) - off
+    }
+
+    fn alloc_segment(&mut self, start: u64) -> usize {
+        let mut best = 0;
+        for (i, s) in self.segs.iter().enumerate() {
+            if s.used < self.segs[best].used {
+                best = i;
+            }
+        }
+        self.lru_clock += 1;
+        self.segs[best] = Seg {
+            start,
+            end: start,
+            used: self.lru_clock,
+        };
+        best
+    }
+
+    // ----- write cache -----
+
+    fn insert_dirty(&mut self, s: u64, e: u64) {
+        let (mut ns, mut ne, mut ep) = (s, e, self.epoch);
+        let mut removed = 0;
+        while let Some((&ks, &d)) = self.dirty.range(..=ne).next_back() {
+            if d.end < ns {
+                break;
+            }
+            self.dirty.remove(&ks);
+            removed += d.end - ks;
+            ns = ns.min(ks);
+            ne = ne.max(d.end);
+            ep = ep.min(d.epoch);
+            self.dec_epoch(d.epoch);
+        }
+        self.dirty.insert(ns, Dirty { end: ne, epoch: ep });
+        *self.epoch_counts.entry(ep).or_insert(0) += 1;
+        let added = (ne - ns) - removed;
+        self.buf_used -= (e - s) - added;
+    }
+
+    fn dec_epoch(&mut self, ep: u64) {
+        if let Some(n) = self.epoch_counts.get_mut(&ep) {
+            *n -= 1;
+            if *n == 0 {
+                self.epoch_counts.remove(&ep);
+            }
+        }
+    }
+
+    /// Is any data written before flush epoch `ep` still only in the cache?
+    fn dirty_up_to(&self, ep: u64) -> bool {
+        self.epoch_counts.keys().next().is_some_and(|&k| k <= ep)
+    }
+
+    fn admit_waiting_writes(&mut self, t: Ns) {
+        while let Some(&idx) = self.write_wait.front() {
+            let len = self.cmds[idx as usize].len;
+            if self.buf_used + len > self.write_part {
+                break;
+            }
+            self.write_wait.pop_front();
+            self.buf_used += len;
+            self.link(t, idx, AfterLink::WriteCached);
+        }
+    }
+
+    fn complete_flushes(&mut self, t: Ns, done: &mut Vec<u64>) {
+        while let Some(&(ep, idx)) = self.flush_wait.front() {
+            if self.dirty_up_to(ep) {
+                break;
+            }
+            self.flush_wait.pop_front();
+            self.complete(t, idx, done);
+        }
+    }
+
+    // ----- event handlers -----
+
+    fn on_accept(&mut self, t: Ns, idx: u32, done: &mut Vec<u64>) {
+        let c = self.cmds[idx as usize];
+        match c.op {
+            Op::Read => self.accept_read(t, idx, done),
+            Op::Write if c.len == 0 => self.complete(t, idx, done),
+            Op::Write => {
+                if !self.p.write_cache || c.fua || c.len > self.write_part {
+                    self.link(t, idx, AfterLink::WriteMedia);
+                } else if self.write_wait.is_empty() && self.buf_used + c.len <= self.write_part {
+                    self.buf_used += c.len;
+                    self.link(t, idx, AfterLink::WriteCached);
+                } else {
+                    self.write_wait.push_back(idx);
+                    self.try_dispatch(t);
+                }
+            }
+            Op::Flush => {
+                if self.dirty_up_to(self.epoch) {
+                    self.flush_wait.push_back((self.epoch, idx));
+                    self.epoch += 1;
+                    self.try_dispatch(t);
+                } else {
+                    self.complete(t, idx, done);
+                }
+            }
+            Op::Trim => self.complete(t, idx, done),
+        }
+    }
+
+    fn accept_read(&mut self, t: Ns, idx: u32, done: &mut Vec<u64>) {
+        let c = self.cmds[idx as usize];
+        if c.len == 0 {
+            self.complete(t, idx, done);
+            return;
+        }
+        let end = c.off.saturating_add(c.len);
+        let media_end = end.min(self.geo.cap);
+        let p = self.cached_prefix(c.off, media_end, t);
+        let r = c.off + p;
+        if r >= media_end {
+            self.stats.cache_hits += 1;
+            self.link(t, idx, AfterLink::ReadDone);
+            return;
+        }
+        let s = &self.stream;
+        if self.head == Head::Stream
+            && r >= s.origin_off
+            && r <= s.limit_off
+            && (self.media_q.is_empty() || media_end <= s.limit_off)
+        {
+            // The rest is ahead of the running read-ahead: wait for it, no seek.
+            self.stats.cache_hits += 1;
+            let ready = self.stream_time_to(media_end);
+            self.stream.waiters.push((ready, idx));
+            let limit = self.stream.limit_off.max(media_end.saturating_add(self.readahead));
+            self.set_stream_limit(limit);
+            self.refresh_head_next();
+            return;
+        }
+        self.stats.cache_misses += 1;
+        let cm = &mut self.cmds[idx as usize];
+        cm.media_off = r;
+        cm.trk = self.geo.track_of(r);
+        self.media_q.push(idx);
+        self.try_dispatch(t);
+    }
+
+    fn on_link_done(&mut self, t: Ns, idx: u32, after: AfterLink, done: &mut Vec<u64>) {
+        match after {
+            AfterLink::ReadDone => self.complete(t, idx, done),
+            AfterLink::WriteCached => {
+                let c = self.cmds[idx as usize];
+                let end = c.off.saturating_add(c.len).min(self.geo.cap);
+                if c.off < end {
+                    self.insert_dirty(c.off, end);
+                } else {
+                    self.buf_used -= c.len;
+                }
+                self.complete(t, idx, done);
+                self.try_dispatch(t);
+            }
+            AfterLink::WriteMedia => {
+                let c = &mut self.cmds[idx as usize];
+                if c.off >= self.geo.cap {
+                    self.complete(t, idx, done);
+                    return;
+                }
+                c.media_off = c.off;
+                c.trk = self.geo.track_of(c.off);
+                self.media_q.push(idx);
+                self.try_dispatch(t);
+            }
+        }
+    }
+
+    fn on_head_event(&mut self, t: Ns, done: &mut Vec<u64>) {
+        match self.head {
+            Head::Idle => {}
+            Head::Write { cmd, .. } => {
+                self.head = Head::Idle;
+                if cmd != NONE {
+                    self.complete(t, cmd, done);
+                } else if let Some((s, e, ep)) = self.destaging.take() {
+                    self.buf_used -= e - s;
+                    self.dec_epoch(ep);
+                    self.complete_flushes(t, done);
+                    self.admit_waiting_writes(t);
+                }
+                self.try_dispatch(t);
+            }
+            Head::Stream => {
+                // Waiters whose data has been read go to the link, in ready order.
+                loop {
+                    let mut best: Option<usize> = None;
+                    for (i, w) in self.stream.waiters.iter().enumerate() {
+                        if w.0 <= t && best.map_or(true, |b| w < &self.stream.waiters[b]) {
+                            best = Some(i);
+                        }
+                    }
+                    let Some(i) = best else { break };
+                    let (_, idx) = self.stream.waiters.swap_remove(i);
+                    self.link(t, idx, AfterLink::ReadDone);
+                }
+                if self.stream.waiters.is_empty() && t >= self.stream.limit_ns {
+                    self.stop_stream(t);
+                }
+                self.refresh_head_next();
+                self.try_dispatch(t);
+            }
+        }
+    }
+
+    /// The rotational position of the platter at `now`, in turns.
+    #[inline]
+    fn phase(&self, now: Ns) -> f64 {
+        let x = now as f64 * self.geo.inv_trot;
+        x - x.floor()
+    }
+
+    /// Positioning time (seek + rotational wait) from the head's track to track position `trk`.
+    #[inline]
+    fn positioning(&self, now_phase: f64, head_i: i64, trk: f64) -> f64 {
+        let seek = self.seek.ns((trk as i64 - head_i).unsigned_abs());
+        let arrive = now_phase + seek * self.geo.inv_trot;
+        let w = trk - arrive;
+        let mut w = w - w.floor();
+        if w > 1.0 - PHASE_EPS {
+            w = 0.0;
+        }
+        seek + w * self.geo.trot
+    }
+
+    /// When the head is free, choose its next job (see the module doc).
+    fn try_dispatch(&mut self, now: Ns) {
+        let speculative = match self.head {
+            Head::Idle => false,
+            Head::Stream if self.stream.waiters.is_empty() => true,
+            _ => return,
+        };
+        let urgent = !self.write_wait.is_empty() || !self.flush_wait.is_empty();
+        let destage = !self.dirty.is_empty()
+            && (urgent
+                || !self
+                    .media_q
+                    .iter()
+                    .any(|&i| self.cmds[i as usize].op == Op::Read));
+        if self.media_q.is_empty() && (!destage || (speculative && !urgent)) {
+            return;
+        }
+        if speculative {
+            self.stop_stream(now);
+        }
+        let now_phase = self.phase(now);
+        let head_i = self.head_trk as i64;
+
+        // Candidate: (positioning ns, media_q index) or a destage extent.
+        let mut best_q: Option<(f64, usize)> = None;
+        let mut oldest: Option<(Ns, usize)> = None;
+        for (qi, &idx) in self.media_q.iter().enumerate() {
+            let c = &self.cmds[idx as usize];
+            if c.submit_ns + STARVATION_NS <= now && oldest.map_or(true, |o| c.submit_ns < o.0) {
+                oldest = Some((c.submit_ns, qi));
+            }
+            let pos = self.positioning(now_phase, head_i, c.trk);
+            if best_q.map_or(true, |b| pos < b.0) {
+                best_q = Some((pos, qi));
+            }
+        }
+        let mut best_d: Option<(f64, u64)> = None;
+        if destage && oldest.is_none() {
+            let after = self.dirty.range(self.head_off..).take(DESTAGE_CANDIDATES);
+            let before = self
+                .dirty
+                .range(..self.head_off)
+                .rev()
+                .take(DESTAGE_CANDIDATES);
+            for (&s, _) in after.chain(before) {
+                let pos = self.positioning(now_phase, head_i, self.geo.track_of(s));
+                if best_d.map_or(true, |b| pos < b.0) && best_q.map_or(true, |b| pos < b.0) {
+                    best_d = Some((pos, s));
+                }
+            }
+        }
+        if let Some((pos, s)) = best_d {
+            self.start_destage(now, pos, s);
+            return;
+        }
+        let (pos, qi) = match oldest {
+            Some((_, qi)) => {
+                let c = &self.cmds[self.media_q[qi] as usize];
+                (self.positioning(now_phase, head_i, c.trk), qi)
+            }
+            None => best_q.expect("media queue is not empty"),
+        };
+        let idx = self.media_q.swap_remove(qi);
+        let c = self.cmds[idx as usize];
+        let ready = now + pos.ceil() as Ns;
+        let end = c.off.saturating_add(c.len).min(self.geo.cap);
+        if c.op == Op::Read {
+            let seg = self.alloc_segment(c.media_off);
+            self.stream.seg = seg;
+            self.stream.origin_off = c.media_off;
+            self.stream.origin_trk = c.trk;
+            self.stream.origin_ns = ready;
+            self.stream.waiters.clear();
+            let rdy = self.stream_time_to(end);
+            self.stream.waiters.push((rdy, idx));
+            self.stream.limit_off = end;
+            self.set_stream_limit(end.saturating_add(self.readahead));
+            self.head = Head::Stream;
+        } else {
+            self.start_write(ready, c.trk, end, idx);
+        }
+        self.refresh_head_next();
+    }
+
+    fn start_write(&mut self, ready: Ns, s_trk: f64, e: u64, cmd: u32) {
+        let e_trk = self.geo.track_of(e);
+        let end = ready + ((e_trk - s_trk).max(0.0) * self.geo.trot).ceil() as Ns;
+        self.head_off = e;
+        self.head_trk = e_trk;
+        self.head = Head::Write { end, cmd };
+    }
+
+    fn start_destage(&mut self, now: Ns, pos: f64, s: u64) {
+        let d = self.dirty.remove(&s).expect("destage candidate exists");
+        let e = d.end.min(s + DESTAGE_MAX_BYTES);
+        if e < d.end {
+            self.dirty.insert(e, d);
+            *self.epoch_counts.entry(d.epoch).or_insert(0) += 1;
+        }
+        self.destaging = Some((s, e, d.epoch));
+        let trk = self.geo.track_of(s);
+        self.start_write(now + pos.ceil() as Ns, trk, e, NONE);
+        self.refresh_head_next();
+    }
+}
+
+impl Device for Hdd {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn model(&self) -> &'static str {
+        "hdd"
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.p.capacity_bytes
+    }
+    fn queue_depth(&self) -> usize {
+        self.p.ncq_depth as usize
+    }
+
+    fn submit(&mut self, now: Ns, cmd: DevCmd) {
+        self.busy.start(now);
+        let idx = self.alloc(Cmd {
+            tag: cmd.tag,
+            op: cmd.op,
+            off: cmd.offset_bytes,
+            len: cmd.len_bytes,
+            fua: cmd.fua,
+            submit_ns: now,
+            media_off: cmd.offset_bytes,
+            trk: 0.0,
+        });
+        let accept = now.max(self.ctrl_free) + self.overhead;
+        self.ctrl_free = accept;
+        self.ctrl_q.push_back((accept, idx));
+    }
+
+    fn next_event_ns(&self) -> Option<Ns> {
+        let mut t = self.head_next;
+        if let Some(&(c, _)) = self.ctrl_q.front() {
+            t = t.min(c);
+        }
+        if let Some(&(l, _, _)) = self.link_q.front() {
+            t = t.min(l);
+        }
+        (t != Ns::MAX).then_some(t)
+    }
+
+    fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
+        loop {
+            let link = self.link_q.front().map_or(Ns::MAX, |x| x.0);
+            let ctrl = self.ctrl_q.front().map_or(Ns::MAX, |x| x.0);
+            let head = self.head_next;
+            let t = link.min(ctrl).min(head);
+            if t > now {
+                break;
+            }
+            if link == t {
+                let (_, idx, after) = self.link_q.pop_front().unwrap();
+                self.on_link_done(t, idx, after, done);
+            } else if head == t {
+                self.on_head_event(t, done);
+            } else {
+                let (_, idx) = self.ctrl_q.pop_front().unwrap();
+                self.on_accept(t, idx, done);
+            }
+        }
+    }
+
+    fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            busy_ns: self.busy.busy_ns,
+            ..self.stats.clone()
+        }
+    }
+
+    fn params(&self) -> Vec<(String, String)> {
+        let p = &self.p;
+        let v = [
+            ("profile", p.profile.clone()),
+            ("capacity", p.capacity_bytes.to_string()),
+            ("rpm", p.rpm.to_string()),
+            ("outer_rate", p.outer_rate_bps.to_string()),
+            ("inner_rate", p.inner_rate_bps.to_string()),
+            ("track_to_track", fmt_ms(p.track_to_track_ns)),
+            ("avg_seek", fmt_ms(p.avg_seek_ns)),
+            ("full_stroke", fmt_ms(p.full_stroke_ns)),
+            ("ncq_depth", p.ncq_depth.to_string()),
+            ("cache_size", p.cache_bytes.to_string()),
+            ("cache_segments", p.cache_segments.to_string()),
+            ("readahead", self.readahead.to_string()),
+            ("write_cache", p.write_cache.to_string()),
+            ("link_rate", p.link_rate_bps.to_string()),
+            ("command_overhead", fmt_ms(p.command_overhead_ns)),
+        ];
+        v.into_iter().map(|(k, s)| (k.to_string(), s)).collect()
+    }
+}

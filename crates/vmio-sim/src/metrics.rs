@@ -1,0 +1,232 @@
+//! Latency and throughput accounting in fio's terms.
+//!
+//! Latencies go into a log-linear histogram with fio's layout (stat.h: FIO_IO_U_PLAT_BITS = 6,
+//! 64 buckets per power of two, values in ns): every value below 128 ns has its own bucket,
+//! above that the relative bucket width is at most 1/64 (≈1.6 %). Percentiles are read the
+//! way fio reads them: the first bucket whose cumulative count reaches p·N, reported at the
+//! bucket's midpoint. Mean and standard deviation are exact (Welford).
+
+use serde_json::{json, Map, Value};
+
+const PLAT_BITS: u32 = 6;
+const PLAT_VAL: u64 = 1 << PLAT_BITS;
+const PLAT_GROUP_NR: usize = 29;
+const PLAT_NR: usize = PLAT_GROUP_NR * PLAT_VAL as usize;
+
+/// fio's default `percentile_list`.
+pub const FIO_PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9,
+    99.95, 99.99,
+];
+
+#[inline]
+fn val_to_idx(v: u64) -> usize {
+    let msb = if v == 0 { 0 } else { 63 - v.leading_zeros() };
+    if msb <= PLAT_BITS {
+        return v as usize;
+    }
+    let error_bits = msb - PLAT_BITS;
+    let base = ((error_bits + 1) as usize) << PLAT_BITS;
+    let offset = ((PLAT_VAL - 1) & (v >> error_bits)) as usize;
+    (base + offset).min(PLAT_NR - 1)
+}
+
+fn idx_to_val(idx: usize) -> u64 {
+    if idx < (PLAT_VAL << 1) as usize {
+        return idx as u64;
+    }
+    let error_bits = (idx >> PLAT_BITS) as u32 - 1;
+    let base = 1u64 << (error_bits + PLAT_BITS);
+    let k = (idx as u64) % PLAT_VAL;
+    base + ((k as f64 + 0.5) * (1u64 << error_bits) as f64) as u64
+}
+
+#[derive(Clone)]
+pub struct LatencyStats {
+    buckets: Box<[u64]>,
+    n: u64,
+    min: u64,
+    max: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Default for LatencyStats {
+    fn default() -> Self {
+        Self {
+            buckets: vec![0; PLAT_NR].into_boxed_slice(),
+            n: 0,
+            min: u64::MAX,
+            max: 0,
+            mean: 0.0,
+            m2: 0.0,
+        }
+    }
+}
+
+impl LatencyStats {
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        self.buckets[val_to_idx(v)] += 1;
+        self.n += 1;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        let d = v as f64 - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (v as f64 - self.mean);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+    pub fn stddev(&self) -> f64 {
+        if self.n > 1 {
+            (self.m2 / (self.n - 1) as f64).sqrt()
+        } else {
+            0.0
+        }
+    }
+
+    pub fn percentile(&self, p: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let target = ((p / 100.0) * self.n as f64).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            acc += c;
+            if acc >= target {
+                return idx_to_val(i).clamp(self.min, self.max);
+            }
+        }
+        self.max
+    }
+
+    /// fio's JSON object for a latency (`clat_ns` etc.).
+    pub fn to_json(&self, with_percentiles: bool) -> Value {
+        let mut m = Map::new();
+        m.insert("min".into(), json!(if self.n == 0 { 0 } else { self.min }));
+        m.insert("max".into(), json!(self.max));
+        m.insert("mean".into(), json!(round6(self.mean)));
+        m.insert("stddev".into(), json!(round6(self.stddev())));
+        m.insert("N".into(), json!(self.n));
+        if with_percentiles && self.n > 0 {
+            let mut p = Map::new();
+            for q in FIO_PERCENTILES {
+                p.insert(format!("{q:.6}"), json!(self.percentile(q)));
+            }
+            m.insert("percentile".into(), Value::Object(p));
+        }
+        Value::Object(m)
+    }
+}
+
+pub fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// Per-direction counters of one job (fio's `read`/`write`/`trim`/`sync` objects).
+#[derive(Clone, Default)]
+pub struct DirStats {
+    pub io_bytes: u64,
+    pub total_ios: u64,
+    pub slat: LatencyStats,
+    pub clat: LatencyStats,
+    pub lat: LatencyStats,
+}
+
+impl DirStats {
+    #[inline]
+    pub fn record(&mut self, bytes: u64, slat_ns: u64, clat_ns: u64) {
+        self.io_bytes += bytes;
+        self.total_ios += 1;
+        self.slat.record(slat_ns);
+        self.clat.record(clat_ns);
+        self.lat.record(slat_ns + clat_ns);
+    }
+
+    pub fn bw_bytes(&self, runtime_ns: u64) -> u64 {
+        if runtime_ns == 0 {
+            0
+        } else {
+            (self.io_bytes as u128 * 1_000_000_000 / runtime_ns as u128) as u64
+        }
+    }
+
+    /// fio's JSON object for one direction.
+    pub fn to_json(&self, runtime_ns: u64) -> Value {
+        let bw_bytes = self.bw_bytes(runtime_ns);
+        let iops = if runtime_ns == 0 {
+            0.0
+        } else {
+            self.total_ios as f64 * 1e9 / runtime_ns as f64
+        };
+        json!({
+            "io_bytes": self.io_bytes,
+            "io_kbytes": self.io_bytes / 1024,
+            "bw_bytes": bw_bytes,
+            "bw": bw_bytes / 1024,
+            "iops": round6(iops),
+            "runtime": if self.total_ios > 0 { runtime_ns / 1_000_000 } else { 0 },
+            "total_ios": self.total_ios,
+            "short_ios": 0,
+            "drop_ios": 0,
+            "slat_ns": self.slat.to_json(false),
+            "clat_ns": self.clat.to_json(true),
+            "lat_ns": self.lat.to_json(false),
+            "bw_min": bw_bytes / 1024,
+            "bw_max": bw_bytes / 1024,
+            "bw_agg": if self.total_ios > 0 { 100.0 } else { 0.0 },
+            "bw_mean": (bw_bytes / 1024) as f64,
+            "bw_dev": 0.0,
+            "bw_samples": 0,
+            "iops_min": iops as u64,
+            "iops_max": iops as u64,
+            "iops_mean": round6(iops),
+            "iops_stddev": 0.0,
+            "iops_samples": 0
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_values_have_exact_buckets_and_large_ones_are_within_two_percent() {
+        for v in [0u64, 1, 63, 127] {
+            assert_eq!(idx_to_val(val_to_idx(v)), v);
+        }
+        for v in [1_000u64, 123_456, 8_333_333, 10_000_000_000] {
+            let back = idx_to_val(val_to_idx(v)) as f64;
+            assert!((back - v as f64).abs() / v as f64 <= 0.02, "{v} -> {back}");
+        }
+    }
+
+    #[test]
+    fn percentiles_of_a_uniform_ramp_are_where_expected() {
+        let mut s = LatencyStats::default();
+        for v in 1..=10_000u64 {
+            s.record(v * 1000);
+        }
+        let p50 = s.percentile(50.0) as f64;
+        let p99 = s.percentile(99.0) as f64;
+        assert!((p50 - 5_000_000.0).abs() / 5e6 < 0.02, "{p50}");
+        assert!((p99 - 9_900_000.0).abs() / 9.9e6 < 0.02, "{p99}");
+        assert!((s.mean() - 5_000_500.0).abs() < 1.0);
+        assert_eq!(s.percentile(100.0), 10_000_000);
+    }
+
+    #[test]
+    fn stddev_matches_the_closed_form() {
+        let mut s = LatencyStats::default();
+        for v in [2u64, 4, 4, 4, 5, 5, 7, 9] {
+            s.record(v);
+        }
+        assert!((s.stddev() - 2.13809).abs() < 1e-4);
+    }
+}

@@ -1,0 +1,145 @@
+//! fio's JSON output format (`--output-format=json`, fio 3.x) for a simulated run, so that
+//! fio-plot and existing scripts read it, plus a top-level `vmio` object with the seed, the
+//! effective stack, ignored options, device counters and engine figures.
+//!
+//! Fields follow fio's `show_thread_status_json`: per job `jobname`, `groupid`, `error`,
+//! `job options`, `read`/`write`/`trim` (io_bytes, io_kbytes, bw_bytes, bw, iops, runtime,
+//! total_ios, slat_ns/clat_ns/lat_ns with percentiles on clat), `sync`, `job_runtime`.
+//! `timestamp` is 0: results must be byte-identical for identical inputs.
+
+use crate::run::RunOutput;
+use crate::sim::JobReport;
+use serde_json::{json, Map, Value};
+
+fn job_options(j: &JobReport) -> Value {
+    let s = &j.spec;
+    let mut m = Map::new();
+    m.insert("name".into(), json!(s.name));
+    m.insert("rw".into(), json!(s.rw.fio_name()));
+    if s.rw.reads() {
+        if let [(b, _)] = s.bs.read.as_slice() {
+            m.insert("bs".into(), json!(b.to_string()));
+        }
+    } else if let [(b, _)] = s.bs.write.as_slice() {
+        m.insert("bs".into(), json!(b.to_string()));
+    }
+    if matches!(s.rw.fio_name(), "rw" | "randrw") {
+        m.insert("rwmixread".into(), json!(s.rwmixread.to_string()));
+    }
+    m.insert("iodepth".into(), json!(s.iodepth.to_string()));
+    m.insert("numjobs".into(), json!(s.numjobs.to_string()));
+    m.insert("ioengine".into(), json!(s.ioengine));
+    m.insert("direct".into(), json!(if s.direct { "1" } else { "0" }));
+    if let Some(v) = s.size_bytes {
+        m.insert("size".into(), json!(v.to_string()));
+    }
+    if s.offset_bytes > 0 {
+        m.insert("offset".into(), json!(s.offset_bytes.to_string()));
+    }
+    if let Some(r) = s.runtime_ns {
+        m.insert("runtime".into(), json!(format!("{}ms", r / 1_000_000)));
+    }
+    if s.time_based {
+        m.insert("time_based".into(), json!(""));
+    }
+    if s.ramp_time_ns > 0 {
+        m.insert("ramp_time".into(), json!(format!("{}ms", s.ramp_time_ns / 1_000_000)));
+    }
+    if s.fsync > 0 {
+        m.insert("fsync".into(), json!(s.fsync.to_string()));
+    }
+    if let Some(f) = &s.filename {
+        m.insert("filename".into(), json!(f));
+    }
+    Value::Object(m)
+}
+
+fn job_json(j: &JobReport) -> Value {
+    let rt = j.runtime_ns;
+    let sync = &j.stats[3];
+    json!({
+        "jobname": j.name,
+        "groupid": j.spec.group_id,
+        "error": 0,
+        "eta": 0,
+        "elapsed": rt / 1_000_000_000,
+        "job options": job_options(j),
+        "read": j.stats[0].to_json(rt),
+        "write": j.stats[1].to_json(rt),
+        "trim": j.stats[2].to_json(rt),
+        "sync": {
+            "total_ios": sync.total_ios,
+            "lat_ns": sync.lat.to_json(true),
+        },
+        "job_runtime": rt / 1_000_000,
+        "usr_cpu": 0.0,
+        "sys_cpu": 0.0,
+        "ctx": 0,
+        "majf": 0,
+        "minf": 0,
+        "vmio_clone": j.clone,
+        "vmio_vm": j.vm,
+    })
+}
+
+/// The whole fio JSON document for a run.
+pub fn fio_json(out: &RunOutput) -> Value {
+    let r = &out.report;
+    let jobs: Vec<Value> = r.jobs.iter().map(job_json).collect();
+    let total_ns = r.virtual_time_ns.max(1);
+    let disk_util: Vec<Value> = r
+        .devices
+        .iter()
+        .map(|d| {
+            let s = &d.stats;
+            json!({
+                "name": d.name,
+                "read_ios": s.read_ops,
+                "write_ios": s.write_ops,
+                "read_merges": 0,
+                "write_merges": 0,
+                "read_ticks": 0,
+                "write_ticks": 0,
+                "in_queue": 0,
+                "util": crate::metrics::round6(100.0 * s.busy_ns as f64 / total_ns as f64),
+            })
+        })
+        .collect();
+    let devices: Vec<Value> = r
+        .devices
+        .iter()
+        .map(|d| {
+            let params: Map<String, Value> =
+                d.params.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            json!({"name": d.name, "model": d.model, "stats": d.stats, "params": params})
+        })
+        .collect();
+    let pc = r.page_cache;
+    json!({
+        "fio version": format!("vmio-{}", env!("CARGO_PKG_VERSION")),
+        "timestamp": 0,
+        "timestamp_ms": 0,
+        "time": "virtual",
+        "global options": {},
+        "jobs": jobs,
+        "disk_util": disk_util,
+        "vmio": {
+            "seed": r.seed,
+            "stack_file": out.stack.file,
+            "job_file": out.job_file.path,
+            "stack": out.stack,
+            "ignored_options": out.job_file.ignored,
+            "notes": r.notes,
+            "devices": devices,
+            "volumes": r.volumes.iter().map(|(n, cap, ra)| json!({"name": n, "capacity_bytes": cap, "read_ahead_bytes": ra})).collect::<Vec<_>>(),
+            "page_cache": {
+                "hit_pages": pc.hit_pages,
+                "miss_pages": pc.miss_pages,
+                "evicted_pages": pc.evicted_pages,
+                "written_back_pages": pc.written_back_pages,
+            },
+            "virtual_time_ns": r.virtual_time_ns,
+            "events": r.events,
+        }
+    })
+}

@@ -1,0 +1,448 @@
+"""The `vmio` command line: `vmio sim`, `vmio study`, `vmio bench`.
+
+Every bad input (a stack or job file the simulator rejects, a missing file, a bad option
+value) ends as one `vmio: error: <message>` line on stderr and exit status 2, like argparse's
+own errors; never as a traceback. Files the user names as inputs are only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from vmio import __version__
+from vmio.sim import VmioError, native, read_text, simulate_text
+
+EXIT_USAGE = 2
+BENCH_CASES = ("hdd-raid0-randread-qd32", "pagecache-hit-randread-4k")
+DEFAULT_RESULTS = Path("vmio-results")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with vmio's error line: `vmio: error: …`, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"vmio: error: {message}\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid seed '{text}': give an integer from 0 to 2**64-1"
+        ) from None
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"seed {value} is out of range 0 to 2**64-1")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive integer")
+    return value
+
+
+MAIN_EPILOG = """\
+examples:
+  vmio sim --stack studies/volumes-cache/stack.toml job.fio
+  vmio sim --stack stack.toml job.fio --seed 7 --output-format json --output run.json
+  vmio study volumes-cache
+  vmio study volumes-cache --quick --out /tmp/vc
+  vmio bench sim
+
+Every command takes --help. Bad input ends with 'vmio: error: ...' and exit status 2.
+"""
+
+SIM_EPILOG = """\
+The job runs inside the VM (the stack's first VM unless --vm), on the virtual disk its
+filename= names (the VM's first disk when it names none). Output follows fio: 'normal' is
+fio's human-readable report, 'json' is fio's JSON output format with a top-level "vmio"
+object (seed, effective stack, ignored options, per-device statistics). fio options the
+simulator does not model are listed once on stderr and otherwise ignored.
+
+The same files and seed always give byte-identical output.
+
+examples:
+  vmio sim --stack studies/volumes-cache/stack.toml job.fio
+  vmio sim --stack stack.toml job.fio --vm vm2 --seed 42
+  vmio sim --stack stack.toml job.fio --output-format json --output run.json
+  vmio sim --stack stack.toml job.fio --output-format=json | jq '.jobs[0].read.bw_bytes'
+"""
+
+STUDY_EPILOG = """\
+A study sweeps the axes of an experiment file (experiment.toml: a stack file, a fio job and
+the values to sweep), simulates every point, and prints one table of bandwidths (MB/s,
+1 MB = 1e6 bytes) per table axis value plus a calibration table that compares the simulated
+values with the reference figures (PASS within the experiment's tolerance).
+
+Written to the output directory:
+  results.csv, results.parquet  tidy table, one row per point and I/O direction
+  calibration.csv               the calibration table
+  figure.png                    bandwidth vs block size per layout, reference figures marked
+  tables.txt                    what was printed on stdout
+  json/<point>.json             fio JSON output of every point
+
+Without --out, results go to vmio-results/<study>/, or to the first free
+vmio-results/<study>-2/, -3/... when it already holds results. With --out, a non-empty
+directory is refused unless --force (which replaces only the files listed above).
+
+built-in studies:
+  volumes-cache  S0: layout (LVM linear, LVM stripe, md RAID 0) x QEMU cache (none,
+                 writeback) x workload (read, randread, randrw 50:50) x block size
+                 (32k..8m) on two 7200 rpm SATA disks
+
+examples:
+  vmio study volumes-cache
+  vmio study volumes-cache --seed 7 --out results/vc --force
+  vmio study volumes-cache --quick
+  vmio study volumes-cache --jobs-from my-copy-of-studies/volumes-cache
+  vmio study path/to/experiment.toml
+"""
+
+BENCH_EPILOG = """\
+'vmio bench sim' measures the simulator (wall-clock numbers: they vary from run to run and
+machine to machine; tests never assert them):
+  each benchmark case of the native module: simulated I/Os, wall time, simulated I/Os per
+  second of wall time, peak resident memory;
+  the whole 'vmio study volumes-cache', run in this process with output to a temporary
+  directory.
+
+examples:
+  vmio bench sim
+  vmio bench sim --case pagecache-hit-randread-4k --no-study
+  vmio bench sim --quick
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="vmio",
+        description="vmio: a laboratory for the storage I/O of VMs on KVM hosts. Simulates the "
+        "virtualized I/O path (fio job -> virtual disk -> QEMU cache mode -> host scheduler "
+        "-> volume -> disks) from a stack file, deterministically.",
+        epilog=MAIN_EPILOG,
+        formatter_class=_Formatter,
+    )
+    p.add_argument("--version", action="version", version=f"vmio {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser(
+        "sim",
+        help="simulate one fio job on a stack",
+        description="Simulate fio job file JOB inside a VM of stack file STACK and print fio's "
+        "report.",
+        epilog=SIM_EPILOG,
+        formatter_class=_Formatter,
+    )
+    s.add_argument("job", metavar="JOB", help="fio job file (fio's INI format)")
+    s.add_argument(
+        "--stack",
+        required=True,
+        metavar="STACK",
+        help="stack file (TOML): host devices, volume, scheduler, page cache, VMs",
+    )
+    s.add_argument(
+        "--seed", type=_seed, default=1, metavar="N", help="seed of every random draw (default: 1)"
+    )
+    s.add_argument("--vm", metavar="NAME", help="VM that runs the job (default: the first)")
+    s.add_argument(
+        "--output-format",
+        choices=("normal", "json"),
+        default="normal",
+        help="fio's report format: normal (human) or json (default: normal)",
+    )
+    s.add_argument(
+        "--output",
+        metavar="FILE",
+        type=Path,
+        help="write the report to FILE instead of stdout (never overwrites "
+        "an existing file unless --force)",
+    )
+    s.add_argument("--force", action="store_true", help="let --output replace an existing file")
+    s.set_defaults(func=cmd_sim)
+
+    st = sub.add_parser(
+        "study",
+        help="run a built-in or custom study (a sweep with tables, figure, calibration)",
+        description="Run study STUDY: a built-in study's name, a study directory or an "
+        "experiment.toml path.",
+        epilog=STUDY_EPILOG,
+        formatter_class=_Formatter,
+    )
+    st.add_argument(
+        "study",
+        metavar="STUDY",
+        nargs="?",
+        help="built-in study name (volumes-cache), directory or experiment file",
+    )
+    st.add_argument(
+        "--seed",
+        type=_seed,
+        metavar="N",
+        help="seed of every point (default: the experiment file's seed)",
+    )
+    st.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output directory (default: vmio-results/<study>/, see below)",
+    )
+    st.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a non-empty --out directory, replacing earlier results",
+    )
+    st.add_argument(
+        "--quick",
+        action="store_true",
+        help="short runs on fewer points (the experiment's [quick] section)",
+    )
+    st.add_argument(
+        "--jobs-from",
+        type=Path,
+        metavar="DIR",
+        help="take experiment.toml, its stack and fio job from DIR (e.g. an "
+        "edited copy of studies/volumes-cache) instead of the built-in study",
+    )
+    st.add_argument(
+        "--parallel",
+        type=_positive,
+        metavar="N",
+        help="points simulated at once (default: number of CPUs)",
+    )
+    st.add_argument("--list", action="store_true", help="list the built-in studies and exit")
+    st.set_defaults(func=cmd_study)
+
+    b = sub.add_parser(
+        "bench",
+        help="measure vmio's own performance",
+        description="Benchmarks of vmio itself.",
+        epilog=BENCH_EPILOG,
+        formatter_class=_Formatter,
+    )
+    bsub = b.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
+    bs = bsub.add_parser(
+        "sim",
+        help="simulator throughput and memory, and the wall time of a study",
+        description="Measure the simulator: built-in benchmark cases and a whole study.",
+        epilog=BENCH_EPILOG,
+        formatter_class=_Formatter,
+    )
+    bs.add_argument(
+        "--case",
+        action="append",
+        choices=BENCH_CASES,
+        metavar="CASE",
+        help=f"run only this case (repeatable; cases: {', '.join(BENCH_CASES)})",
+    )
+    bs.add_argument(
+        "--no-study", action="store_true", help="skip timing 'vmio study volumes-cache'"
+    )
+    bs.add_argument("--quick", action="store_true", help="time the study with --quick")
+    bs.set_defaults(func=cmd_bench_sim)
+    b.set_defaults(func=lambda args: _missing_subcommand(b))
+    return p
+
+
+def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    raise VmioError("missing what to benchmark (vmio bench sim)")
+
+
+# --- vmio sim ----------------------------------------------------------------------------
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    if args.output is not None and args.output.exists() and not args.force:
+        raise VmioError(f"output file '{args.output}' exists; pass --force to overwrite it")
+    stack_text = read_text(args.stack, "stack file")
+    job_text = read_text(args.job, "fio job file")
+    text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
+    result = json.loads(text)
+    from vmio import report
+
+    for note in report.ignored_option_notes(result, args.job):
+        print(note, file=sys.stderr)
+    if args.output_format == "json":
+        out = text if text.endswith("\n") else text + "\n"
+    else:
+        out = report.fio_text(result)
+    if args.output is None:
+        sys.stdout.write(out)
+        return 0
+    try:
+        with args.output.open("w" if args.force else "x", encoding="utf-8") as f:
+            f.write(out)
+    except FileExistsError:
+        raise VmioError(
+            f"output file '{args.output}' exists; pass --force to overwrite it"
+        ) from None
+    except OSError as err:
+        raise VmioError(f"cannot write output file '{args.output}': {err.strerror}") from None
+    return 0
+
+
+# --- vmio study --------------------------------------------------------------------------
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from vmio import study
+
+    if args.list:
+        for name in study.builtin_studies():
+            exp = study.load_experiment(name)
+            print(f"{name:16} {exp.title} [{exp.reference}]")
+        return 0
+    if args.study is None and args.jobs_from is None:
+        raise VmioError(
+            "missing STUDY (built-in: "
+            f"{', '.join(study.builtin_studies())}); see 'vmio study --help'"
+        )
+    exp = study.load_experiment(args.jobs_from if args.jobs_from is not None else args.study)
+    res, out = run_study_to_dir(
+        exp,
+        seed=args.seed,
+        quick=args.quick,
+        out=args.out,
+        force=args.force,
+        parallel=args.parallel or study.default_parallelism(),
+    )
+    for note in res.notes:
+        print(note, file=sys.stderr)
+    sys.stdout.write(study.summary_text(res))
+    print(
+        f"\nResults in {out}/: results.csv, results.parquet, calibration.csv, figure.png, "
+        "tables.txt, json/"
+    )
+    return 0
+
+
+def run_study_to_dir(
+    exp,
+    *,
+    seed: int | None,
+    quick: bool,
+    out: Path | None,
+    force: bool,
+    parallel: int,
+    progress: TextIO | None = None,
+):
+    """Run a study and write its outputs; returns (StudyResult, output directory)."""
+    from vmio import study
+
+    if out is None:
+        out = study.next_free_dir(DEFAULT_RESULTS / exp.name)
+        out = study.prepare_output_dir(out, force=False)
+    else:
+        out = study.prepare_output_dir(out, force=force)
+    res = study.run_study(exp, seed=seed, quick=quick, parallel=parallel, progress=progress)
+    try:
+        study.write_outputs(res, out)
+    except OSError as err:
+        raise VmioError(f"cannot write results to '{out}': {err.strerror or err}") from None
+    return res, out
+
+
+# --- vmio bench sim ----------------------------------------------------------------------
+
+
+def cmd_bench_sim(args: argparse.Namespace) -> int:
+    from vmio import report, study
+
+    nat = native()
+    header = ["case", "simulated I/Os", "wall s", "I/Os per s", "peak RSS MiB"]
+    rows = []
+    for case in args.case or BENCH_CASES:
+        print(f"vmio: bench: {case} ...", file=sys.stderr, flush=True)
+        r = nat.bench(case)
+        rows.append(
+            [
+                str(r["case"]),
+                f"{int(r['simulated_ios']):,}",
+                f"{float(r['wall_s']):.3f}",
+                f"{float(r['ios_per_s']):,.0f}",
+                f"{int(r['peak_rss_bytes']) / 2**20:.1f}",
+            ]
+        )
+    if not args.no_study:
+        exp = study.load_experiment("volumes-cache")
+        name = f"study {exp.name}{' --quick' if args.quick else ''}"
+        print(f"vmio: bench: {name} ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="vmio-bench-") as tmp:
+            t0 = time.perf_counter()
+            res, _ = run_study_to_dir(
+                exp,
+                seed=None,
+                quick=args.quick,
+                out=Path(tmp) / "out",
+                force=False,
+                parallel=study.default_parallelism(),
+            )
+            wall = time.perf_counter() - t0
+        ios = sum(
+            int((job.get(d) or {}).get("total_ios", 0))
+            for pr in res.points
+            for job in pr.result["jobs"]
+            for d in ("read", "write", "trim")
+        )
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+        rows.append(
+            [
+                f"{name} ({len(res.points)} points)",
+                f"{ios:,}",
+                f"{wall:.3f}",
+                f"{ios / wall:,.0f}" if wall > 0 else "-",
+                f"{rss / 2**20:.1f}",
+            ]
+        )
+    print(report.text_table(header, rows, align="lrrrr"))
+    print(
+        "\nwall s and I/Os per s are wall-clock measurements; the study's peak RSS is that "
+        "of this whole process."
+    )
+    return 0
+
+
+# --- entry point -------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except VmioError as err:
+        print(f"vmio: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("vmio: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `vmio sim ... | head`: quiet, as the Python docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Figures of a study (matplotlib, Agg backend: no display needed).
+
+`study_figure` draws the S0-style grid: one row of panels per value of the experiment's
+`[figure].rows` axis (cache mode), one panel per value of `[figure].columns` (workload), one
+line per value of `series` (layout), bandwidth in MB/s against block size on a log2 axis.
+Each calibration figure with a MB/s reference is drawn in the panel it belongs to: a star at
+its block size when it names one, otherwise a dashed segment over the block sizes it covers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
+
+from vmio.results import quantity_mb_s  # noqa: E402
+from vmio.sim import parse_size  # noqa: E402
+
+if TYPE_CHECKING:
+    from vmio.study import StudyResult
+
+
+def _x_of(value: str) -> float:
+    try:
+        return float(parse_size(value))
+    except Exception:  # noqa: BLE001 - a non-size axis is plotted by position
+        return float("nan")
+
+
+def study_figure(res: StudyResult, path: Path) -> None:
+    """Write the study's figure to `path` (PNG)."""
+    exp = res.experiment
+    axes = {a.name: a for a in exp.axes_for(res.quick)}
+    names = [a.name for a in exp.axes]
+    cfg = exp.figure
+    row_axis = axes[cfg.get("rows", names[0])]
+    col_axis = axes[cfg.get("columns", names[-2])]
+    series_axis = axes[cfg.get("series", names[0])]
+    x_axis = axes[cfg.get("x", names[-1])]
+    others = [a for a in axes.values() if a not in (row_axis, col_axis, series_axis, x_axis)]
+
+    xs = [_x_of(v) for v in x_axis.values]
+    positional = any(x != x for x in xs)  # NaN: not sizes
+    if positional:
+        xs = [float(i) for i in range(len(x_axis.values))]
+    by_coords = {pr.point.coords: pr for pr in res.points}
+
+    def value(coords: dict[str, str]) -> float | None:
+        pr = by_coords.get(tuple((n, coords[n]) for n in names))
+        return None if pr is None else quantity_mb_s(pr.result, "total")
+
+    nrows, ncols = len(row_axis.values), len(col_axis.values)
+    fig, grid = plt.subplots(
+        nrows, ncols, figsize=(5.0 * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for (ri, rv), (ci, cv) in itertools.product(
+        enumerate(row_axis.values), enumerate(col_axis.values)
+    ):
+        ax = grid[ri][ci]
+        seen: list[float] = []
+        for si, sv in enumerate(series_axis.values):
+            for combo in itertools.product(*(a.values for a in others)):
+                coords = {row_axis.name: rv, col_axis.name: cv, series_axis.name: sv}
+                coords.update(zip([a.name for a in others], combo, strict=True))
+                ys = [value({**coords, x_axis.name: xv}) for xv in x_axis.values]
+                pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+                if not pts:
+                    continue
+                seen += [y for _, y in pts]
+                label = series_axis.label(sv) + (f" {'/'.join(combo)}" if combo else "")
+                ax.plot(
+                    *zip(*pts, strict=True),
+                    marker="o",
+                    ms=3.5,
+                    lw=1.5,
+                    color=colors[si % len(colors)],
+                    label=label,
+                )
+        _draw_references(
+            ax, res, row_axis.name, rv, col_axis.name, cv, series_axis, x_axis, xs, colors
+        )
+        if not positional:
+            ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(xs, list(x_axis.values), fontsize=8)
+        positive = [y for y in seen if y > 0]
+        if positive and max(positive) / min(positive) > 30:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_title(f"{col_axis.label(cv)}\n{row_axis.label(rv)}", fontsize=10)
+        if ci == 0:
+            ax.set_ylabel("bandwidth, MB/s")
+        if ri == nrows - 1:
+            ax.set_xlabel(f"{x_axis.name} (log2)" if not positional else x_axis.name)
+    handles, labels = grid[0][0].get_legend_handles_labels()
+    ref = plt.Line2D([], [], color="black", marker="*", ls="--", ms=9, label="reference (S0)")
+    fig.legend(
+        [*handles, ref],
+        [*labels, ref.get_label()],
+        loc="outside lower center",
+        ncols=len(handles) + 1,
+        fontsize=9,
+    )
+    title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
+    fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _draw_references(ax, res, row_name, rv, col_name, cv, series_axis, x_axis, xs, colors):
+    for c in res.experiment.calibrations:
+        if c.reference_mb_s is None:
+            continue
+        if c.where.get(row_name) != (rv,) or c.where.get(col_name) != (cv,):
+            continue
+        series = c.where.get(series_axis.name)
+        color = (
+            colors[series_axis.values.index(series[0]) % len(colors)]
+            if series and len(series) == 1 and series[0] in series_axis.values
+            else "black"
+        )
+        chosen = [
+            x
+            for x, xv in zip(xs, x_axis.values, strict=True)
+            if xv in c.where.get(x_axis.name, x_axis.values)
+            and xv not in c.exclude.get(x_axis.name, ())
+        ]
+        if not chosen:
+            continue
+        y = c.reference_mb_s
+        if len(chosen) == 1:
+            ax.plot(
+                [chosen[0]],
+                [y],
+                marker="*",
+                ms=13,
+                color=color,
+                mec="black",
+                mew=0.6,
+                ls="none",
+                zorder=5,
+            )
+        else:
+            ax.plot([min(chosen), max(chosen)], [y, y], ls="--", lw=1.2, color=color, zorder=4)
+            ax.plot(
+                [max(chosen)],
+                [y],
+                marker="*",
+                ms=11,
+                color=color,
+                mec="black",
+                mew=0.6,
+                ls="none",
+                zorder=5,
+            )
+        ax.annotate(
+            c.id,
+            (chosen[-1], y),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=7,
+            color="dimgray",
+        )

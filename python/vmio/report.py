@@ -1,0 +1,280 @@
+"""Human-readable reports: fio's "normal" text output and the study tables.
+
+`fio_text` renders a fio JSON result the way fio prints it (same line shapes, same unit
+choices: fio's `num2str` with 4 significant digits, latencies shown in nsec/usec/msec by
+fio's thresholds), so people who read fio output read vmio's without a key. Lines fio would
+fill from the live system (pid, date, CPU usage) are printed only when the JSON has them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vmio.results import DIRECTIONS, job_options
+from vmio.sim import VmioError, parse_size
+
+_SI = ("", "k", "M", "G", "T", "P")
+_IEC = ("", "Ki", "Mi", "Gi", "Ti", "Pi")
+
+
+def num2str(num: float, maxlen: int = 4, pow2: bool = False, unit: str = "") -> str:
+    """fio's `num2str`: at most `maxlen` digits, divided by 1000 (or 1024) until it fits,
+    then as many decimals as the remaining digits allow (`12345` -> `12.3k`)."""
+    num = int(num)
+    thousand = 1024 if pow2 else 1000
+    prefixes = _IEC if pow2 else _SI
+    index = 0
+    modulo = None
+    while index < len(prefixes) - 1 and len(str(num)) > maxlen:
+        modulo = num % thousand
+        num //= thousand
+        index += 1
+    if modulo is None:
+        return f"{num}{prefixes[index]}{unit}"
+    room = maxlen - len(str(num)) - 1
+    if room <= 0:
+        if modulo >= thousand / 2:
+            num += 1
+        return f"{num}{prefixes[index]}{unit}"
+    frac = round(modulo / thousand, room)
+    if frac >= 1.0:  # rounding carried into the integer part
+        return f"{num + 1}{prefixes[index]}{unit}"
+    return f"{num}.{f'{frac:.{room}f}'[2:]}{prefixes[index]}{unit}"
+
+
+def _lat_scale(
+    lo: float, hi: float, mean: float, dev: float
+) -> tuple[str, float, float, float, float]:
+    """fio's nsec -> usec -> msec choice for a latency line (`display_lat`)."""
+    if lo > 2_000_000 and hi > 99_999_999 and dev > 1_000_000.0:
+        return "msec", lo // 1_000_000, hi // 1_000_000, mean / 1e6, dev / 1e6
+    if lo > 2000 and hi > 99_999 and dev > 1000.0:
+        return "usec", lo // 1000, hi // 1000, mean / 1e3, dev / 1e3
+    return "nsec", lo, hi, mean, dev
+
+
+def _lat_line(name: str, stats: Mapping[str, Any]) -> str | None:
+    if not stats or not stats.get("N"):
+        return None
+    base, lo, hi, mean, dev = _lat_scale(
+        int(stats["min"]), int(stats["max"]), float(stats["mean"]), float(stats["stddev"])
+    )
+    return (
+        f"    {name} ({base}): min={num2str(lo, 6)}, max={num2str(hi, 6)}, "
+        f"avg={mean:5.2f}, stdev={dev:5.2f}"
+    )
+
+
+def _percentile_lines(name: str, stats: Mapping[str, Any]) -> list[str]:
+    pct = stats.get("percentile") or {}
+    if not pct:
+        return []
+    items = sorted((float(k), int(v)) for k, v in pct.items())
+    lo, hi = items[0][1], items[-1][1]
+    if lo > 2_000_000 and hi > 99_999_999:
+        base, steps = "msec", 2
+    elif lo > 2000 and hi > 99_999:
+        base, steps = "usec", 1
+    else:
+        base, steps = "nsec", 0
+    cells = []
+    for p, value in items:
+        for _ in range(steps):
+            value = (value + 999) // 1000
+        cells.append(f"{p:5.2f}th=[{value:5d}]")
+    lines = [f"    {name} percentiles ({base}):"]
+    for i in range(0, len(cells), 4):
+        last = i + 4 >= len(cells)
+        lines.append("     | " + ", ".join(cells[i : i + 4]) + ("" if last else ","))
+    return lines
+
+
+def _bs_text(opts: Mapping[str, str]) -> str:
+    parts = opts.get("bs", opts.get("blocksize", "4k")).split(",")
+    try:
+        sizes = [parse_size(p) if p else parse_size(parts[0]) for p in parts]
+    except VmioError:
+        return ", ".join(parts)
+    sizes += [sizes[-1]] * (3 - len(sizes))
+    return ", ".join(
+        f"({d}) {num2str(s, pow2=True, unit='B')}-{num2str(s, pow2=True, unit='B')}"
+        for d, s in zip("RWT", sizes, strict=False)
+    )
+
+
+def _percent_map(level: Mapping[str, Any], fmt: str = "{:.1f}") -> str:
+    return ", ".join(f"{k}={fmt.format(float(v))}%" for k, v in level.items())
+
+
+def _job_lines(result: Mapping[str, Any], index: int) -> list[str]:
+    job = result["jobs"][index]
+    seed = result.get("vmio", {}).get("seed")
+    jobs_in_job = int(job_options(result, index).get("numjobs", 1) or 1)
+    out = [
+        f"{job['jobname']}: (groupid={job.get('groupid', 0)}, jobs={jobs_in_job}): "
+        f"err={int(job.get('error', 0)):2d}: simulated by vmio, seed={seed}"
+    ]
+    for d in DIRECTIONS:
+        st = job.get(d) or {}
+        if not st.get("total_ios"):
+            continue
+        out.append(
+            f"  {d}: IOPS={num2str(st.get('iops', 0))}, "
+            f"BW={num2str(st['bw_bytes'], pow2=True, unit='B/s')} "
+            f"({num2str(st['bw_bytes'], unit='B/s')})"
+            f"({num2str(st['io_bytes'], pow2=True, unit='B')}/{int(st.get('runtime', 0))}msec)"
+        )
+        for name, key in (("slat", "slat_ns"), ("clat", "clat_ns"), (" lat", "lat_ns")):
+            line = _lat_line(name, st.get(key) or {})
+            if line:
+                out.append(line)
+        out += _percentile_lines("clat", st.get("clat_ns") or {})
+        if st.get("bw_samples"):
+            out.append(
+                f"   bw (  KiB/s): min={int(st['bw_min']):5d}, max={int(st['bw_max']):5d}, "
+                f"per={float(st.get('bw_agg', 100.0)):3.2f}%, avg={float(st['bw_mean']):5.2f}, "
+                f"stdev={float(st['bw_dev']):5.2f}, samples={int(st['bw_samples'])}"
+            )
+        if st.get("iops_samples"):
+            out.append(
+                f"   iops        : min={int(st['iops_min']):5d}, max={int(st['iops_max']):5d}, "
+                f"avg={float(st['iops_mean']):5.2f}, stdev={float(st['iops_stddev']):5.2f}, "
+                f"samples={int(st['iops_samples'])}"
+            )
+    for unit in ("nsec", "usec", "msec"):
+        dist = job.get(f"latency_{unit[0]}s") or {}
+        shown = {k: v for k, v in dist.items() if float(v) >= 0.01}
+        if shown:
+            out.append(f"  lat ({unit})   : " + _percent_map(shown, "{:.2f}"))
+    if "usr_cpu" in job:
+        out.append(
+            f"  cpu          : usr={float(job['usr_cpu']):.2f}%, sys={float(job['sys_cpu']):.2f}%, "
+            f"ctx={int(job.get('ctx', 0))}, majf={int(job.get('majf', 0))}, "
+            f"minf={int(job.get('minf', 0))}"
+        )
+    if job.get("iodepth_level"):
+        out.append("  IO depths    : " + _percent_map(job["iodepth_level"]))
+    if job.get("iodepth_submit"):
+        out.append("     submit    : " + _percent_map(job["iodepth_submit"]))
+    if job.get("iodepth_complete"):
+        out.append("     complete  : " + _percent_map(job["iodepth_complete"]))
+    totals = ",".join(str(int((job.get(d) or {}).get("total_ios", 0))) for d in DIRECTIONS)
+    out.append(f"     issued rwts: total={totals},0 short=0,0,0,0 dropped=0,0,0,0")
+    return out
+
+
+def _group_lines(result: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    groups = sorted({int(j.get("groupid", 0)) for j in result["jobs"]})
+    labels = {"read": "   READ", "write": "  WRITE", "trim": "   TRIM"}
+    for g in groups:
+        jobs = [j for j in result["jobs"] if int(j.get("groupid", 0)) == g]
+        out.append(f"Run status group {g} (all jobs):")
+        for d in DIRECTIONS:
+            stats = [j.get(d) or {} for j in jobs]
+            stats = [s for s in stats if s.get("total_ios")]
+            if not stats:
+                continue
+            bws = [int(s["bw_bytes"]) for s in stats]
+            io = sum(int(s["io_bytes"]) for s in stats)
+            runs = [int(s.get("runtime", 0)) for s in stats]
+            total = sum(bws)
+
+            def both(v: int) -> tuple[str, str]:
+                return num2str(v, pow2=True, unit="B/s"), num2str(v, unit="B/s")
+
+            p, palt = both(total)
+            lo, loalt = both(min(bws))
+            hi, hialt = both(max(bws))
+            out.append(
+                f"{labels[d]}: bw={p} ({palt}), {lo}-{hi} ({loalt}-{hialt}), "
+                f"io={num2str(io, pow2=True, unit='B')} ({num2str(io, unit='B')}), "
+                f"run={min(runs)}-{max(runs)}msec"
+            )
+    return out
+
+
+def fio_text(result: Mapping[str, Any]) -> str:
+    """fio's normal (human) output for a fio JSON result, as one string ending in a newline."""
+    lines: list[str] = []
+    for i, job in enumerate(result["jobs"]):
+        opts = job_options(result, i)
+        lines.append(
+            f"{job['jobname']}: (g={job.get('groupid', 0)}): rw={opts.get('rw', 'read')}, "
+            f"bs={_bs_text(opts)}, ioengine={opts.get('ioengine', 'psync')}, "
+            f"iodepth={opts.get('iodepth', '1')}"
+        )
+    lines.append(str(result.get("fio version", "vmio")))
+    n = len(result["jobs"])
+    lines.append(f"Starting {n} process{'es' if n != 1 else ''} (simulated)")
+    lines.append("")
+    for i in range(n):
+        lines += _job_lines(result, i)
+        lines.append("")
+    lines += _group_lines(result)
+    disks = result.get("disk_util") or []
+    if disks:
+        lines.append("")
+        lines.append("Disk stats (read/write):")
+        for d in disks:
+            lines.append(
+                f"  {d['name']}: ios={int(d.get('read_ios', 0))}/{int(d.get('write_ios', 0))}, "
+                f"merge={int(d.get('read_merges', 0))}/{int(d.get('write_merges', 0))}, "
+                f"ticks={int(d.get('read_ticks', 0))}/{int(d.get('write_ticks', 0))}, "
+                f"in_queue={int(d.get('in_queue', 0))}, util={float(d.get('util', 0.0)):.2f}%"
+            )
+    vmio = result.get("vmio") or {}
+    if vmio:
+        devices = ", ".join(
+            f"{d.get('name')} ({d.get('model')})" for d in vmio.get("devices") or []
+        )
+        lines.append("")
+        lines.append(
+            f"vmio: seed={vmio.get('seed')}, virtual time="
+            f"{int(vmio.get('virtual_time_ns', 0)) / 1e9:.3f}s, "
+            f"events={vmio.get('events')}, devices: {devices or '-'}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def ignored_option_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
+    """One `vmio: note:` line per fio option the simulator does not model."""
+    seen = []
+    for opt in (result.get("vmio") or {}).get("ignored_options") or []:
+        line = (
+            f"vmio: note: fio option '{opt['name']}' ({job_path}:{opt['line']}) "
+            "is not modelled; ignored"
+        )
+        if line not in seen:
+            seen.append(line)
+    return seen
+
+
+# --- plain-text tables -------------------------------------------------------------------
+
+
+def format_mb_s(value: float | None) -> str:
+    """A bandwidth in MB/s for a table cell: 1 decimal below 1000, none above, `-` if absent."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def text_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None
+) -> str:
+    """A plain table with a rule under the header; `align` per column: `l` or `r`."""
+    align = align or "l" + "r" * (len(header) - 1)
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: Sequence[str]) -> str:
+        cells = [
+            str(c).ljust(w) if a == "l" else str(c).rjust(w)
+            for c, w, a in zip(row, widths, align, strict=True)
+        ]
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(header), rule, *(fmt(r) for r in rows)])

@@ -1,0 +1,103 @@
+"""Python face of the simulator: run one stack + fio job, get fio's JSON back as a dict.
+
+The work is done by the Rust extension `vmio._native` (crates/vmio-py); this module only reads
+the user's files (never writes them), turns a missing native module into a clear error and
+parses sizes the way fio does. Every bad input raises `VmioError` with a user-facing message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+try:
+    from vmio import _native
+except ImportError as _err:  # not built yet: `pip install .` or `maturin develop`
+    _native = None
+    _NATIVE_IMPORT_ERROR: ImportError | None = _err
+
+    class VmioError(Exception):
+        """Bad input to vmio; the message is complete and meant for the user."""
+
+else:
+    _NATIVE_IMPORT_ERROR = None
+    VmioError = _native.VmioError
+
+
+def native() -> ModuleType:
+    """The compiled extension, or a `VmioError` that says how to build it."""
+    if _native is None:
+        raise VmioError(
+            "the native module vmio._native is not built "
+            f"({_NATIVE_IMPORT_ERROR}); install the package with `pip install .` "
+            "(or `maturin develop` in a checkout)"
+        )
+    return _native
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """Read a user file as UTF-8, turning OS errors into a `VmioError` naming the file."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VmioError(f"{what} '{path}' does not exist") from None
+    except IsADirectoryError:
+        raise VmioError(f"{what} '{path}' is a directory, not a file") from None
+    except UnicodeDecodeError as err:
+        raise VmioError(f"{what} '{path}' is not UTF-8 text ({err.reason})") from None
+    except OSError as err:
+        raise VmioError(f"cannot read {what} '{path}': {err.strerror}") from None
+
+
+def simulate_text(
+    stack_text: str,
+    stack_path: str,
+    job_text: str,
+    job_path: str,
+    seed: int = 1,
+    vm: str | None = None,
+) -> str:
+    """Run one simulation from file contents; returns fio's JSON output as text.
+
+    `stack_path` and `job_path` are only used to name the files in error messages and in
+    the result's `vmio.job_file`.
+    """
+    return native().simulate(stack_text, stack_path, job_text, job_path, seed, vm)
+
+
+def simulate(
+    stack: str | Path, job: str | Path, *, seed: int = 1, vm: str | None = None
+) -> dict[str, Any]:
+    """Simulate fio job file `job` inside a VM of stack file `stack`; returns the fio JSON dict.
+
+    >>> r = simulate("studies/volumes-cache/stack.toml", "job.fio", seed=7)  # doctest: +SKIP
+    >>> r["jobs"][0]["read"]["bw_bytes"]  # doctest: +SKIP
+    """
+    stack_text = read_text(stack, "stack file")
+    job_text = read_text(job, "fio job file")
+    return json.loads(simulate_text(stack_text, str(stack), job_text, str(job), seed, vm))
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of a fio-style size: `4k`, `64KiB`, `1m`, `512` (fio's default kb_base=1024)."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise VmioError(f"'{text}' is not a size (examples: 4k, 64KiB, 1m, 4g, 512)")
+    power = "kmgtp".find(m.group(2).lower()) + 1 if m.group(2) else 0
+    return int(float(m.group(1)) * 1024**power)
+
+
+def format_size(nbytes: int) -> str:
+    """The shortest fio-style spelling of a byte count: 32768 -> `32k`, 1048576 -> `1m`."""
+    for power, suffix in ((4, "t"), (3, "g"), (2, "m"), (1, "k")):
+        if nbytes >= 1024**power and nbytes % 1024**power == 0:
+            return f"{nbytes // 1024**power}{suffix}"
+    return str(nbytes)

@@ -1,0 +1,849 @@
+"""Studies: sweep a stack and a fio job over a grid of axes, simulate every point, report.
+
+An experiment file (TOML, see `studies/volumes-cache/experiment.toml` for the annotated
+format) names a stack file, a fio job file and a list of axes. Each axis has a *target*:
+
+- `stack:<path>` edits the stack: the file is parsed with tomllib, the key at `<path>` is set
+  (tables by key, arrays of tables by index: `vm.0.disk.0.cache`) and the dict is written back
+  with tomli_w;
+- `job:<option>` edits the fio job: the option is set in every section that has it, or added
+  to `[global]` when none does; other lines, comments and line numbers stay as they are.
+
+The grid is the product of the axes in file order, the last axis varying fastest. Every point
+is simulated with the same seed (the simulator derives its sub-seeds from it), which gives the
+layouts and cache modes common random numbers and makes the whole study deterministic: the
+same experiment and seed give byte-identical tables and files.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import shutil
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import tomli_w
+
+from vmio import report, results
+from vmio.progress import Progress
+from vmio.sim import VmioError, parse_size, read_text, simulate_text
+
+BUILTIN_STUDIES = Path(__file__).resolve().parent / "studies"
+"""Where the built-in studies live (shipped inside the package; `studies/` in a checkout)."""
+
+REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {
+    "mean": lambda xs: sum(xs) / len(xs),
+    "max": max,
+    "min": min,
+}
+QUANTITIES = ("total", "read", "write")
+
+# Files a study writes into its output directory (and may replace with --force).
+OUTPUT_FILES = (
+    "results.csv",
+    "results.parquet",
+    "calibration.csv",
+    "figure.png",
+    "tables.txt",
+)
+
+
+# --- the experiment file -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept parameter."""
+
+    name: str
+    target: str
+    values: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.target.split(":", 1)[0]
+
+    @property
+    def path(self) -> str:
+        return self.target.split(":", 1)[1]
+
+    def label(self, value: str) -> str:
+        return self.labels.get(value, value)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One reference figure and the simulated points it is compared with."""
+
+    id: str
+    description: str
+    where: Mapping[str, tuple[str, ...]]
+    exclude: Mapping[str, tuple[str, ...]]
+    reduce: str
+    quantity: str
+    reference_mb_s: float | None = None
+    ratio_to: Mapping[str, tuple[str, ...]] | None = None
+    at_least: float | None = None
+    at_most: float | None = None
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the grid: a value for every axis, in axis order."""
+
+    coords: tuple[tuple[str, str], ...]
+
+    def get(self, axis: str) -> str:
+        return dict(self.coords)[axis]
+
+    @property
+    def label(self) -> str:
+        """`stripe/none/randread bs=128k`: the values, the last axis as `name=value`."""
+        *head, (last_name, last_value) = self.coords
+        return "/".join(v for _, v in head) + f" {last_name}={last_value}"
+
+    @property
+    def slug(self) -> str:
+        """A file name for the point: `stripe-none-randread-128k`."""
+        return "-".join(v.replace("/", "_") for _, v in self.coords)
+
+    def matches(self, selection: Mapping[str, tuple[str, ...]]) -> bool:
+        values = dict(self.coords)
+        return all(values.get(k) in vs for k, vs in selection.items())
+
+
+@dataclass
+class Experiment:
+    """A parsed experiment file."""
+
+    path: Path
+    name: str
+    title: str
+    reference: str
+    stack_path: Path
+    job_path: Path
+    vm: str | None
+    seed: int
+    tolerance: float
+    axes: list[Axis]
+    quick_set: dict[str, str]
+    quick_values: dict[str, tuple[str, ...]]
+    report: dict[str, Any]
+    figure: dict[str, Any]
+    calibrations: list[Calibration]
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def axes_for(self, quick: bool) -> list[Axis]:
+        """The axes, with the `[quick]` value lists when `quick`."""
+        if not quick:
+            return list(self.axes)
+        return [
+            Axis(a.name, a.target, self.quick_values.get(a.name, a.values), a.labels)
+            for a in self.axes
+        ]
+
+    def points(self, quick: bool = False) -> list[Point]:
+        axes = self.axes_for(quick)
+        return [
+            Point(tuple(zip([a.name for a in axes], combo, strict=True)))
+            for combo in itertools.product(*(a.values for a in axes))
+        ]
+
+
+class _Checker:
+    """Validation helpers whose messages name the experiment file and the field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, message: str) -> VmioError:
+        return VmioError(f"{self.path}: {where}: {message}")
+
+    def table(self, data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.fail(where, f"'{key}' must be a table")
+        return value
+
+    def string(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...) -> str:
+        if key not in data:
+            if default is ...:
+                raise self.fail(where, f"missing key '{key}'")
+            return default
+        value = data[key]
+        if not isinstance(value, str) or not value:
+            raise self.fail(where, f"'{key}' must be a non-empty string, not {value!r}")
+        return value
+
+    def number(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any:
+        if key not in data:
+            if default is ...:
+                raise self.fail(where, f"missing key '{key}'")
+            return default
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(where, f"'{key}' must be a number, not {value!r}")
+        return value
+
+    def strings(self, value: Any, where: str) -> tuple[str, ...]:
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return (str(value),)
+        if (
+            isinstance(value, list)
+            and value
+            and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value)
+        ):
+            return tuple(str(v) for v in value)
+        raise self.fail(where, f"must be a value or a non-empty list of values, not {value!r}")
+
+    def selection(self, value: Any, where: str, axes: Sequence[Axis]) -> dict[str, tuple[str, ...]]:
+        if not isinstance(value, dict):
+            raise self.fail(where, "must be a table of axis = value(s)")
+        names = [a.name for a in axes]
+        out = {}
+        for k, v in value.items():
+            if k not in names:
+                raise self.fail(where, f"unknown axis '{k}'; axes: {', '.join(names)}")
+            vals = self.strings(v, f"{where}.{k}")
+            known = next(a for a in axes if a.name == k).values
+            for one in vals:
+                if one not in known:
+                    raise self.fail(
+                        f"{where}.{k}", f"'{one}' is not a value of axis '{k}' ({', '.join(known)})"
+                    )
+            out[k] = vals
+        return out
+
+
+def find_experiment(name_or_path: str | Path) -> Path:
+    """The experiment file for a built-in study name, a study directory or a file path."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        if (p / "experiment.toml").is_file():
+            return p / "experiment.toml"
+        raise VmioError(f"directory '{p}' has no experiment.toml")
+    builtin = BUILTIN_STUDIES / str(name_or_path) / "experiment.toml"
+    if builtin.is_file():
+        return builtin
+    raise VmioError(
+        f"unknown study '{name_or_path}'; built-in studies: {', '.join(builtin_studies()) or '-'}"
+        " (or give a directory or experiment.toml path)"
+    )
+
+
+def builtin_studies() -> list[str]:
+    """Names of the studies shipped with vmio."""
+    if not BUILTIN_STUDIES.is_dir():
+        return []
+    return sorted(p.parent.name for p in BUILTIN_STUDIES.glob("*/experiment.toml"))
+
+
+def load_experiment(name_or_path: str | Path) -> Experiment:
+    """Parse and check an experiment file (or the built-in study of that name)."""
+    path = find_experiment(name_or_path)
+    text = read_text(path, "experiment file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise VmioError(f"{path}: invalid TOML: {err}") from None
+    ck = _Checker(path)
+    known_top = {"experiment", "axis", "quick", "report", "figure", "calibration"}
+    for key in data:
+        if key not in known_top:
+            raise ck.fail(key, f"unknown key; accepted: {', '.join(sorted(known_top))}")
+    exp = ck.table(data, "experiment", "[experiment]")
+    base = path.parent
+
+    axes: list[Axis] = []
+    raw_axes = data.get("axis", [])
+    if not isinstance(raw_axes, list) or not raw_axes:
+        raise ck.fail("[[axis]]", "an experiment needs at least one [[axis]]")
+    for i, raw in enumerate(raw_axes):
+        where = f"axis[{i}]"
+        name = ck.string(raw, "name", where)
+        where = f"axis[{i}] '{name}'"
+        target = ck.string(raw, "target", where)
+        kind, _, tpath = target.partition(":")
+        if kind not in ("stack", "job") or not tpath:
+            raise ck.fail(
+                where, f"target '{target}' must be 'stack:<key.path>' or 'job:<fio option>'"
+            )
+        values = ck.strings(raw.get("values"), f"{where}.values")
+        labels = raw.get("labels", {})
+        if not isinstance(labels, dict):
+            raise ck.fail(where, "'labels' must be a table of value = label")
+        if name in [a.name for a in axes]:
+            raise ck.fail(where, f"axis '{name}' is defined twice")
+        axes.append(Axis(name, target, values, {str(k): str(v) for k, v in labels.items()}))
+
+    quick = ck.table(data, "quick", "[quick]")
+    quick_set_raw = ck.table(quick, "set", "[quick]")
+    quick_set = {}
+    for target, value in quick_set_raw.items():
+        if not target.startswith(("stack:", "job:")):
+            raise ck.fail("[quick].set", f"target '{target}' must start with stack: or job:")
+        quick_set[target] = value if target.startswith("stack:") else str(value)
+    quick_values = {}
+    for name, vals in ck.table(quick, "values", "[quick]").items():
+        if name not in [a.name for a in axes]:
+            raise ck.fail("[quick].values", f"unknown axis '{name}'")
+        quick_values[name] = ck.strings(vals, f"[quick].values.{name}")
+
+    names = [a.name for a in axes]
+    rep = ck.table(data, "report", "[report]")
+    rep = {
+        "tables": rep.get("tables"),
+        "rows": rep.get("rows", names[:-1]),
+        "columns": rep.get("columns", names[-1]),
+    }
+    fig = ck.table(data, "figure", "[figure]")
+    for section, cfg in (("[report]", rep), ("[figure]", fig)):
+        for key, value in cfg.items():
+            for n in value if isinstance(value, list) else [value]:
+                if n is not None and n not in names:
+                    raise ck.fail(
+                        f"{section}.{key}", f"unknown axis '{n}'; axes: {', '.join(names)}"
+                    )
+
+    calibrations = []
+    for i, raw in enumerate(data.get("calibration", [])):
+        where = f"calibration[{i}]"
+        cid = ck.string(raw, "id", where, default=f"#{i + 1}")
+        where = f"calibration '{cid}'"
+        reduce = ck.string(raw, "reduce", where, default="mean")
+        if reduce not in REDUCERS:
+            raise ck.fail(f"{where}.reduce", f"'{reduce}' is not one of {', '.join(REDUCERS)}")
+        quantity = ck.string(raw, "quantity", where, default="total")
+        if quantity not in QUANTITIES:
+            raise ck.fail(
+                f"{where}.quantity", f"'{quantity}' is not one of {', '.join(QUANTITIES)}"
+            )
+        ref = ck.number(raw, "reference_mb_s", where, default=None)
+        ratio_to = raw.get("ratio_to")
+        if (ref is None) == (ratio_to is None):
+            raise ck.fail(where, "give exactly one of 'reference_mb_s' and 'ratio_to'")
+        at_least = ck.number(raw, "at_least", where, default=None)
+        at_most = ck.number(raw, "at_most", where, default=None)
+        if ratio_to is not None and at_least is None and at_most is None:
+            raise ck.fail(where, "a 'ratio_to' entry needs 'at_least' and/or 'at_most'")
+        calibrations.append(
+            Calibration(
+                id=cid,
+                description=ck.string(raw, "description", where),
+                where=ck.selection(raw.get("where", {}), f"{where}.where", axes),
+                exclude=ck.selection(raw.get("exclude", {}), f"{where}.exclude", axes),
+                reduce=reduce,
+                quantity=quantity,
+                reference_mb_s=None if ref is None else float(ref),
+                ratio_to=None
+                if ratio_to is None
+                else ck.selection(ratio_to, f"{where}.ratio_to", axes),
+                at_least=at_least,
+                at_most=at_most,
+            )
+        )
+
+    vm = exp.get("vm")
+    return Experiment(
+        path=path,
+        name=ck.string(exp, "name", "[experiment]"),
+        title=ck.string(exp, "title", "[experiment]", default=""),
+        reference=ck.string(exp, "reference", "[experiment]", default=""),
+        stack_path=base / ck.string(exp, "stack", "[experiment]"),
+        job_path=base / ck.string(exp, "job", "[experiment]"),
+        vm=str(vm) if vm is not None else None,
+        seed=int(ck.number(exp, "seed", "[experiment]", default=1)),
+        tolerance=float(ck.number(exp, "tolerance", "[experiment]", default=0.15)),
+        axes=axes,
+        quick_set=quick_set,
+        quick_values=quick_values,
+        report=rep,
+        figure=fig,
+        calibrations=calibrations,
+    )
+
+
+# --- editing the stack and the job -------------------------------------------------------
+
+
+def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -> None:
+    """Set `path` (`volume.0.layout`) in a parsed stack; the parent must exist."""
+    keys = path.split(".")
+    node: Any = stack
+    for depth, key in enumerate(keys[:-1]):
+        here = ".".join(keys[: depth + 1])
+        if isinstance(node, list):
+            if not key.isdigit() or int(key) >= len(node):
+                raise VmioError(
+                    f"{source}: stack target '{path}': '{here}' is not an index of a "
+                    f"{len(node)}-element array"
+                )
+            node = node[int(key)]
+        elif isinstance(node, dict):
+            if key not in node:
+                raise VmioError(f"{source}: stack target '{path}': the stack has no '{here}'")
+            node = node[key]
+        else:
+            raise VmioError(f"{source}: stack target '{path}': '{here}' is a value, not a table")
+    last = keys[-1]
+    if isinstance(node, list):
+        if not last.isdigit() or int(last) >= len(node):
+            raise VmioError(f"{source}: stack target '{path}': no element '{last}'")
+        node[int(last)] = value
+    elif isinstance(node, dict):
+        node[last] = value
+    else:
+        raise VmioError(f"{source}: stack target '{path}': parent is a value, not a table")
+
+
+def set_job_option(text: str, option: str, value: str) -> str:
+    """Set fio option `option=value` in every section of a job file that has it.
+
+    When no section has it, it is added as the first line of `[global]` (a `[global]` section
+    is created at the top if there is none). Comments, other options and, unless a line is
+    added, line numbers are kept.
+    """
+    lines = text.splitlines()
+    found = False
+    global_at = None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            if stripped[1:-1].strip() == "global" and global_at is None:
+                global_at = i
+            continue
+        if not stripped or stripped[0] in ";#":
+            continue
+        key = stripped.split("=", 1)[0].strip()
+        if key == option:
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[i] = f"{indent}{option}={value}"
+            found = True
+    if not found:
+        if global_at is None:
+            lines[0:0] = ["[global]", f"{option}={value}", ""]
+        else:
+            lines.insert(global_at + 1, f"{option}={value}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class PointInput:
+    """The files one point is simulated from."""
+
+    point: Point
+    stack_text: str
+    stack_path: str
+    job_text: str
+    job_path: str
+    stack_settings: tuple[tuple[str, Any], ...]
+
+
+def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
+    """The edited stack and job text of every point of the grid, in grid order."""
+    stack_source = read_text(exp.stack_path, "stack file")
+    try:
+        base_stack = tomllib.loads(stack_source)
+    except tomllib.TOMLDecodeError as err:
+        raise VmioError(f"{exp.stack_path}: invalid TOML: {err}") from None
+    base_job = read_text(exp.job_path, "fio job file")
+    fixed = dict(exp.quick_set) if quick else {}
+    axes = {a.name: a for a in exp.axes}
+    out = []
+    for point in exp.points(quick):
+        settings = dict(fixed)
+        for name, value in point.coords:
+            settings[axes[name].target] = value
+        stack = copy.deepcopy(base_stack)
+        job = base_job
+        stack_settings = []
+        for target, value in settings.items():
+            kind, _, tpath = target.partition(":")
+            if kind == "stack":
+                set_stack_value(stack, tpath, value, str(exp.path))
+                stack_settings.append((tpath, value))
+            else:
+                job = set_job_option(job, tpath, str(value))
+        edited = ", ".join(f"{k}={v}" for k, v in stack_settings)
+        out.append(
+            PointInput(
+                point=point,
+                stack_text=tomli_w.dumps(stack),
+                stack_path=f"{exp.stack_path} (as set by the study: {edited})"
+                if edited
+                else str(exp.stack_path),
+                job_text=job,
+                job_path=str(exp.job_path),
+                stack_settings=tuple(stack_settings),
+            )
+        )
+    return out
+
+
+# --- running -----------------------------------------------------------------------------
+
+
+@dataclass
+class PointResult:
+    point: Point
+    json_text: str
+    result: dict[str, Any]
+
+
+@dataclass
+class CalibrationRow:
+    calibration: Calibration
+    simulated: float | None
+    n_points: int
+    rel_error_pct: float | None
+    status: str
+
+    @property
+    def is_ratio(self) -> bool:
+        return self.calibration.ratio_to is not None
+
+    def reference_text(self) -> str:
+        c = self.calibration
+        if c.reference_mb_s is not None:
+            return report.format_mb_s(c.reference_mb_s)
+        bounds = []
+        if c.at_least is not None:
+            bounds.append(f">= {c.at_least:g}x")
+        if c.at_most is not None:
+            bounds.append(f"<= {c.at_most:g}x")
+        return " and ".join(bounds)
+
+    def simulated_text(self) -> str:
+        if self.simulated is None:
+            return "-"
+        return f"{self.simulated:.1f}x" if self.is_ratio else report.format_mb_s(self.simulated)
+
+
+@dataclass
+class StudyResult:
+    experiment: Experiment
+    seed: int
+    quick: bool
+    points: list[PointResult]
+    calibration: list[CalibrationRow]
+    notes: list[str]
+
+    def value_mb_s(self, point: Point, quantity: str = "total") -> float:
+        """The bandwidth of a point in MB/s (read + write for `total`)."""
+        for pr in self.points:
+            if pr.point == point:
+                return results.quantity_mb_s(pr.result, quantity)
+        raise KeyError(point)
+
+    def tidy_table(self):  # -> pyarrow.Table
+        rows = []
+        for pr in self.points:
+            rows += results.tidy_rows(pr.result, dict(pr.point.coords), self.experiment.name)
+        return results.tidy_table(rows, [a.name for a in self.experiment.axes])
+
+
+def _reduce(
+    points: Sequence[PointResult],
+    where: Mapping[str, tuple[str, ...]],
+    exclude: Mapping[str, tuple[str, ...]],
+    reduce: str,
+    quantity: str,
+) -> tuple[float | None, int]:
+    chosen = [
+        results.quantity_mb_s(p.result, quantity)
+        for p in points
+        if p.point.matches(where) and not (exclude and _matches_any(p.point, exclude))
+    ]
+    if not chosen:
+        return None, 0
+    return REDUCERS[reduce](chosen), len(chosen)
+
+
+def _matches_any(point: Point, selection: Mapping[str, tuple[str, ...]]) -> bool:
+    values = dict(point.coords)
+    return any(values.get(k) in vs for k, vs in selection.items())
+
+
+def evaluate_calibration(exp: Experiment, points: Sequence[PointResult]) -> list[CalibrationRow]:
+    """Compare the simulated points with every `[[calibration]]` entry."""
+    rows = []
+    for c in exp.calibrations:
+        value, n = _reduce(points, c.where, c.exclude, c.reduce, c.quantity)
+        if c.ratio_to is not None:
+            base, n_base = _reduce(points, c.ratio_to, c.exclude, c.reduce, c.quantity)
+            n += n_base
+            value = value / base if value is not None and base else None
+            ok = value is not None
+            ok = ok and (c.at_least is None or value >= c.at_least)
+            ok = ok and (c.at_most is None or value <= c.at_most)
+            status = "N/A" if value is None else ("PASS" if ok else "MISS")
+            rows.append(CalibrationRow(c, value, n, None, status))
+            continue
+        assert c.reference_mb_s is not None
+        if value is None:
+            rows.append(CalibrationRow(c, None, 0, None, "N/A"))
+            continue
+        err = (value - c.reference_mb_s) / c.reference_mb_s * 100.0
+        status = "PASS" if abs(err) <= exp.tolerance * 100.0 + 1e-9 else "MISS"
+        rows.append(CalibrationRow(c, value, n, err, status))
+    return rows
+
+
+def run_study(
+    exp: Experiment,
+    *,
+    seed: int | None = None,
+    quick: bool = False,
+    parallel: int = 1,
+    progress: TextIO | None = None,
+    progress_tty: bool | None = None,
+) -> StudyResult:
+    """Simulate every point of the experiment's grid; results come back in grid order.
+
+    `parallel` points run at once in threads (the native simulator releases the GIL); the
+    order of completion never reaches the results. Progress goes to `progress` (stderr by
+    default).
+    """
+    seed = exp.seed if seed is None else seed
+    inputs = point_inputs(exp, quick)
+    bar = Progress(len(inputs), title=f"study {exp.name}", stream=progress, tty=progress_tty)
+
+    def one(inp: PointInput) -> PointResult:
+        text = simulate_text(
+            inp.stack_text, inp.stack_path, inp.job_text, inp.job_path, seed, exp.vm
+        )
+        return PointResult(inp.point, text, json.loads(text))
+
+    done: list[PointResult] = []
+    if parallel <= 1:
+        for inp in inputs:
+            done.append(one(inp))
+            bar.advance(inp.point.label)
+    else:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            futures = [pool.submit(one, inp) for inp in inputs]
+            try:
+                for inp, fut in zip(inputs, futures, strict=True):
+                    done.append(fut.result())
+                    bar.advance(inp.point.label)
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    bar.close()
+
+    notes: list[str] = []
+    for pr in done:
+        for line in report.ignored_option_notes(pr.result, str(exp.job_path)):
+            if line not in notes:
+                notes.append(line)
+    return StudyResult(
+        experiment=exp,
+        seed=seed,
+        quick=quick,
+        points=done,
+        calibration=evaluate_calibration(exp, done),
+        notes=notes,
+    )
+
+
+# --- reporting ---------------------------------------------------------------------------
+
+
+def grid_tables(res: StudyResult) -> str:
+    """The result tables: MB/s per point, one table per value of `[report].tables`."""
+    exp = res.experiment
+    axes = {a.name: a for a in exp.axes_for(res.quick)}
+    rows_axes = [axes[n] for n in exp.report["rows"]]
+    col_axis = axes[exp.report["columns"]]
+    table_axis = axes[exp.report["tables"]] if exp.report["tables"] else None
+    by_coords = {pr.point.coords: pr for pr in res.points}
+    order = [a.name for a in exp.axes]
+    chunks = []
+    for tvalue in table_axis.values if table_axis else [None]:
+        header = ["/".join(a.name for a in rows_axes), *col_axis.values]
+        body = []
+        for combo in itertools.product(*(a.values for a in rows_axes)):
+            cells = ["/".join(combo)]
+            for cvalue in col_axis.values:
+                coords = dict(zip([a.name for a in rows_axes], combo, strict=True))
+                coords[col_axis.name] = cvalue
+                if table_axis:
+                    coords[table_axis.name] = tvalue
+                key = tuple((n, coords[n]) for n in order if n in coords)
+                pr = by_coords.get(key)
+                cells.append(
+                    report.format_mb_s(results.quantity_mb_s(pr.result, "total")) if pr else "-"
+                )
+            body.append(cells)
+        title = ""
+        if table_axis:
+            label = table_axis.label(tvalue)
+            title = label if label != tvalue else f"{table_axis.name}={tvalue}"
+        chunks.append(
+            f"{title}{' - ' if title else ''}bandwidth, MB/s (read + write; 1 MB = 1e6 bytes)\n"
+            + report.text_table(header, body)
+        )
+    return "\n\n".join(chunks)
+
+
+def calibration_table(res: StudyResult) -> str:
+    """The calibration figures next to the simulated values, with PASS/MISS."""
+    tol = res.experiment.tolerance * 100
+    header = ["figure", "reference MB/s", "simulated", "error %", "status", "description"]
+    body = []
+    for row in res.calibration:
+        body.append(
+            [
+                row.calibration.id,
+                row.reference_text(),
+                row.simulated_text(),
+                "-" if row.rel_error_pct is None else f"{row.rel_error_pct:+.1f}",
+                row.status,
+                row.calibration.description,
+            ]
+        )
+    passed = sum(r.status == "PASS" for r in res.calibration)
+    return (
+        f"Calibration against {res.experiment.reference or 'the reference'} "
+        f"(PASS within +-{tol:g} %)\n"
+        + report.text_table(header, body, align="lrrrll")
+        + f"\n{passed} of {len(res.calibration)} figures PASS"
+    )
+
+
+def summary_text(res: StudyResult) -> str:
+    """Everything `vmio study` prints on stdout."""
+    exp = res.experiment
+    head = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
+    lines = [
+        head,
+        f"seed={res.seed}, {len(res.points)} points{' (--quick)' if res.quick else ''}, "
+        f"experiment {exp.path.name}, stack {exp.stack_path.name}, job {exp.job_path.name}",
+    ]
+    return "\n".join(lines) + "\n\n" + grid_tables(res) + "\n\n" + calibration_table(res) + "\n"
+
+
+def calibration_records(res: StudyResult) -> list[dict[str, Any]]:
+    """Rows of calibration.csv."""
+    out = []
+    for row in res.calibration:
+        c = row.calibration
+        out.append(
+            {
+                "id": c.id,
+                "description": c.description,
+                "kind": "ratio" if row.is_ratio else "mb_s",
+                "reference_mb_s": "" if c.reference_mb_s is None else c.reference_mb_s,
+                "at_least": "" if c.at_least is None else c.at_least,
+                "at_most": "" if c.at_most is None else c.at_most,
+                "simulated": "" if row.simulated is None else round(row.simulated, 6),
+                "rel_error_pct": "" if row.rel_error_pct is None else round(row.rel_error_pct, 3),
+                "tolerance_pct": round(res.experiment.tolerance * 100, 6),
+                "status": row.status,
+                "n_points": row.n_points,
+                "where": json.dumps({k: list(v) for k, v in c.where.items()}),
+                "exclude": json.dumps({k: list(v) for k, v in c.exclude.items()}),
+                "ratio_to": ""
+                if c.ratio_to is None
+                else json.dumps({k: list(v) for k, v in c.ratio_to.items()}),
+                "reduce": c.reduce,
+                "quantity": c.quantity,
+            }
+        )
+    return out
+
+
+CALIBRATION_COLUMNS = (
+    "id",
+    "description",
+    "kind",
+    "reference_mb_s",
+    "at_least",
+    "at_most",
+    "simulated",
+    "rel_error_pct",
+    "tolerance_pct",
+    "status",
+    "n_points",
+    "where",
+    "exclude",
+    "ratio_to",
+    "reduce",
+    "quantity",
+)
+
+
+def prepare_output_dir(out: Path, force: bool) -> Path:
+    """Create `out`, refusing a non-empty directory unless `force`.
+
+    With `force`, only the files a study writes (and its `json/` directory) are replaced;
+    anything else in the directory is left alone.
+    """
+    if out.exists() and not out.is_dir():
+        raise VmioError(f"output directory '{out}' exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise VmioError(
+                f"output directory '{out}' is not empty; pass --force to replace the "
+                "results in it, or --out DIR to write elsewhere"
+            )
+        for name in OUTPUT_FILES:
+            (out / name).unlink(missing_ok=True)
+        if (out / "json").is_dir():
+            shutil.rmtree(out / "json")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def next_free_dir(base: Path) -> Path:
+    """`base` if it is absent or empty, else the first absent-or-empty `base-2`, `base-3`…"""
+    candidate = base
+    n = 1
+    while candidate.exists() and (not candidate.is_dir() or any(candidate.iterdir())):
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def write_outputs(res: StudyResult, out: Path) -> None:
+    """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png and json/."""
+    from vmio import plot  # matplotlib is slow to import; only needed here
+
+    results.write_tidy(out, res.tidy_table())
+    results.write_csv(out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS)
+    (out / "tables.txt").write_text(summary_text(res), encoding="utf-8")
+    jdir = out / "json"
+    jdir.mkdir(exist_ok=True)
+    for pr in res.points:
+        text = pr.json_text if pr.json_text.endswith("\n") else pr.json_text + "\n"
+        (jdir / f"{pr.point.slug}.json").write_text(text, encoding="utf-8")
+    plot.study_figure(res, out / "figure.png")
+
+
+def default_parallelism() -> int:
+    """Points simulated at once by default: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def bs_bytes(value: str) -> int:
+    """Bytes of a block-size axis value (for the log2 axis of the figure)."""
+    return parse_size(value)

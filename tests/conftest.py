@@ -1,0 +1,98 @@
+"""Shared helpers: run the installed `vmio` command and write small stack and job files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+STACK = """\
+[host]
+cores = 4
+memory = "16g"
+
+[[device]]
+name = "sdb"
+model = "hdd"
+profile = "hdd-7200-2tb"
+
+[[device]]
+name = "sdc"
+model = "hdd"
+profile = "hdd-7200-2tb"
+
+[[volume]]
+name = "data"
+layout = "{layout}"
+devices = {devices}
+
+[scheduler]
+name = "mq-deadline"
+
+[page_cache]
+memory = "8g"
+
+[[vm]]
+name = "vm1"
+vcpus = 2
+memory = "4g"
+
+[[vm.disk]]
+name = "sda"
+volume = "data"
+size = "100g"
+interface = "virtio-scsi"
+cache = "none"
+"""
+
+JOB = """\
+[global]
+ioengine=libaio
+direct=1
+size=1g
+runtime=1
+time_based
+
+[job1]
+rw={rw}
+bs={bs}
+"""
+
+
+def run_vmio(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m vmio ARGS` (the installed package) and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "vmio", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
+
+
+@pytest.fixture
+def write_stack(tmp_path: Path) -> Callable[..., Path]:
+    """Write a two-HDD stack file; `layout` and `devices` can be spoilt on purpose."""
+
+    def write(name: str = "stack.toml", layout: str = "raid0", devices: str = '["sdb", "sdc"]'):
+        path = tmp_path / name
+        path.write_text(STACK.format(layout=layout, devices=devices), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def write_job(tmp_path: Path) -> Callable[..., Path]:
+    """Write a one-job fio file; line 9 is `rw=`."""
+
+    def write(name: str = "job.fio", rw: str = "randread", bs: str = "32k") -> Path:
+        path = tmp_path / name
+        path.write_text(JOB.format(rw=rw, bs=bs), encoding="utf-8")
+        return path
+
+    return write

@@ -1,0 +1,152 @@
+"""fio-style text: number formatting, the normal report, progress lines."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from vmio.progress import Progress, format_duration
+from vmio.report import fio_text, num2str, text_table
+from vmio.sim import VmioError, format_size, parse_size
+
+
+@pytest.mark.parametrize(
+    ("num", "kwargs", "text"),
+    [
+        (1612, {}, "1612"),
+        (12345, {}, "12.3k"),
+        (211_000_000, {"unit": "B/s"}, "211MB/s"),
+        (211_812_352, {"pow2": True, "unit": "B/s"}, "202MiB/s"),
+        (32768, {"pow2": True, "unit": "B"}, "32.0KiB"),
+        (131072, {"pow2": True, "unit": "B"}, "128KiB"),
+        (17_700_000_000, {"unit": "B/s"}, "17.7GB/s"),
+        (999, {}, "999"),
+    ],
+)
+def test_num2str_formats_like_fio(num, kwargs, text):
+    assert num2str(num, **kwargs) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "nbytes"),
+    [
+        ("4k", 4096),
+        ("64KiB", 65536),
+        ("1m", 1 << 20),
+        ("8M", 8 << 20),
+        ("512", 512),
+        ("1g", 1 << 30),
+        ("2kb", 2048),
+    ],
+)
+def test_sizes_parse_like_fio(text, nbytes):
+    assert parse_size(text) == nbytes
+
+
+def test_a_bad_size_is_an_error_with_examples():
+    with pytest.raises(VmioError, match="not a size"):
+        parse_size("lots")
+
+
+def test_format_size_is_the_inverse_for_round_sizes():
+    assert [format_size(parse_size(s)) for s in ("32k", "1m", "4g", "100")] == [
+        "32k",
+        "1m",
+        "4g",
+        "100",
+    ]
+
+
+def _stats(bw: int, bs: int, clat_ns: int) -> dict:
+    ios = bw // bs
+    return {
+        "io_bytes": ios * bs,
+        "bw_bytes": bw,
+        "iops": bw / bs,
+        "runtime": 1000,
+        "total_ios": ios,
+        "slat_ns": {"min": 900, "max": 3000, "mean": 1200.0, "stddev": 100.0, "N": ios},
+        "clat_ns": {
+            "min": clat_ns // 2,
+            "max": clat_ns * 50,
+            "mean": float(clat_ns),
+            "stddev": clat_ns / 3,
+            "N": ios,
+            "percentile": {
+                "1.000000": clat_ns // 2,
+                "50.000000": clat_ns,
+                "99.000000": clat_ns * 3,
+                "99.990000": clat_ns * 40,
+            },
+        },
+        "lat_ns": {
+            "min": clat_ns,
+            "max": clat_ns * 51,
+            "mean": clat_ns + 1200.0,
+            "stddev": clat_ns / 3,
+            "N": ios,
+        },
+    }
+
+
+def test_fio_text_has_fios_lines_for_a_mixed_job():
+    result = {
+        "fio version": "vmio-0.1.0",
+        "global options": {"ioengine": "libaio", "iodepth": "1"},
+        "jobs": [
+            {
+                "jobname": "mix",
+                "groupid": 0,
+                "error": 0,
+                "job options": {"rw": "randrw", "bs": "32k"},
+                "read": _stats(34_000_000, 32768, 900_000),
+                "write": _stats(33_000_000, 32768, 800_000),
+                "trim": {"total_ios": 0},
+            }
+        ],
+        "disk_util": [{"name": "sdb", "read_ios": 5, "write_ios": 6, "util": 97.5}],
+        "vmio": {"seed": 3, "virtual_time_ns": 1_000_000_000, "events": 10, "devices": []},
+    }
+    text = fio_text(result)
+    assert text.startswith(
+        "mix: (g=0): rw=randrw, bs=(R) 32.0KiB-32.0KiB, (W) 32.0KiB-32.0KiB, "
+        "(T) 32.0KiB-32.0KiB, ioengine=libaio, iodepth=1\n"
+    )
+    assert "  read: IOPS=1037, BW=32.4MiB/s (34.0MB/s)(32.4MiB/1000msec)\n" in text
+    assert "    clat (usec): min=450, max=45000, avg=900.00, stdev=300.00\n" in text
+    assert "    clat percentiles (usec):\n     |  1.00th=[  450], 50.00th=[  900]," in text
+    assert "   READ: bw=32.4MiB/s (34.0MB/s), 32.4MiB/s-32.4MiB/s (34.0MB/s-34.0MB/s)" in text
+    assert "  WRITE: bw=" in text
+    assert "  sdb: ios=5/6, merge=0/0, ticks=0/0, in_queue=0, util=97.50%" in text
+    assert "vmio: seed=3" in text
+
+
+def test_progress_off_a_terminal_prints_a_line_per_ten_percent():
+    out = io.StringIO()
+    ticks = iter(range(100))
+    p = Progress(20, title="t", stream=out, tty=False, clock=lambda: float(next(ticks)))
+    for i in range(20):
+        p.advance(f"step {i}")
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 11
+    assert lines[0].startswith("vmio: t: 10% (2/20) step 1, ETA ")
+    assert lines[9] == "vmio: t: 100% (20/20) step 19"
+    assert lines[10].startswith("vmio: t: 20 of 20 done in ")
+
+
+def test_progress_on_a_terminal_redraws_one_bar():
+    out = io.StringIO()
+    ticks = iter([0.0, 10.0, 20.0, 30.0])
+    p = Progress(4, stream=out, tty=True, width=8, clock=lambda: next(ticks))
+    p.advance("linear/none/read bs=32k")
+    assert out.getvalue() == "\r[##......] 1/4 linear/none/read bs=32k ETA 30s\x1b[K"
+
+
+def test_durations_read_naturally():
+    assert [format_duration(s) for s in (7, 65, 3720)] == ["7s", "1m05s", "1h02m"]
+
+
+def test_text_table_aligns_columns():
+    assert text_table(["a", "bb"], [["x", "1"], ["yy", "22"]]) == "a   bb\n--  --\nx    1\nyy  22"
