@@ -41,8 +41,8 @@ fn simulate(
 
 /// Run one simulator benchmark case; returns a dict of its figures.
 #[pyfunction]
-#[pyo3(signature = (case, seconds=20))]
-fn bench<'py>(py: Python<'py>, case: &str, seconds: u64) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(name = "bench", signature = (case, seconds=20))]
+fn run_bench<'py>(py: Python<'py>, case: &str, seconds: u64) -> PyResult<Bound<'py, PyDict>> {
     let r = py.allow_threads(|| vmio_sim::bench::bench(case, seconds)).map_err(err)?;
     let d = PyDict::new_bound(py);
     d.set_item("case", r.case)?;
@@ -91,7 +91,7 @@ fn version() -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VmioError", m.py().get_type_bound::<VmioError>())?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
-    m.add_function(wrap_pyfunction!(bench, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(bench_cases, m)?)?;
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;

@@ -47,8 +47,8 @@ pub struct LatencyStats {
     n: u64,
     min: u64,
     max: u64,
-    mean: f64,
-    m2: f64,
+    sum: u128,
+    sum_sq: u128,
 }
 
 impl Default for LatencyStats {
@@ -58,8 +58,8 @@ impl Default for LatencyStats {
             n: 0,
             min: u64::MAX,
             max: 0,
-            mean: 0.0,
-            m2: 0.0,
+            sum: 0,
+            sum_sq: 0,
         }
     }
 }
@@ -71,23 +71,28 @@ impl LatencyStats {
         self.n += 1;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
-        let d = v as f64 - self.mean;
-        self.mean += d / self.n as f64;
-        self.m2 += d * (v as f64 - self.mean);
+        self.sum += v as u128;
+        self.sum_sq += v as u128 * v as u128;
     }
 
     pub fn count(&self) -> u64 {
         self.n
     }
     pub fn mean(&self) -> f64 {
-        self.mean
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64
+        }
     }
     pub fn stddev(&self) -> f64 {
-        if self.n > 1 {
-            (self.m2 / (self.n - 1) as f64).sqrt()
-        } else {
-            0.0
+        if self.n < 2 {
+            return 0.0;
         }
+        // Exact integer sums: n·Σv² − (Σv)² ≥ 0.
+        let n = self.n as u128;
+        let num = n * self.sum_sq - self.sum * self.sum;
+        ((num as f64) / (n as f64 * (n - 1) as f64)).sqrt()
     }
 
     pub fn percentile(&self, p: f64) -> u64 {
@@ -110,7 +115,7 @@ impl LatencyStats {
         let mut m = Map::new();
         m.insert("min".into(), json!(if self.n == 0 { 0 } else { self.min }));
         m.insert("max".into(), json!(self.max));
-        m.insert("mean".into(), json!(round6(self.mean)));
+        m.insert("mean".into(), json!(round6(self.mean())));
         m.insert("stddev".into(), json!(round6(self.stddev())));
         m.insert("N".into(), json!(self.n));
         if with_percentiles && self.n > 0 {

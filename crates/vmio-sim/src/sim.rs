@@ -846,7 +846,7 @@ impl Sim {
         let mut lookup = std::mem::take(&mut self.lookup);
         self.pc.read(file, first, n, &mut lookup);
         let missing = !lookup.missing.is_empty();
-        let plan = self.disks[disk].ra.on_read(file, first, n, missing);
+        let plan = self.disks[disk].ra.on_read(first, n, missing);
         let mut fetched = false;
         if let Some((s, k)) = plan.sync {
             fetched |= self.fetch(now, disk, s, k.min(disk_pages.saturating_sub(s)));

@@ -5,11 +5,11 @@
 //!             front-merge into one starting at rq.end (merged size ≤ max_merge);
 //!             else add to sort list (by sector) and FIFO (deadline = now + expire[dir])
 //! dispatch():
-//!   if batch < fifo_batch and the next rq after the last dispatched sector in the current
-//!      direction exists: take it
+//!   if batch < fifo_batch and next_rq[cur_dir] exists: take it
 //!   else pick a direction: reads, unless writes exist and were starved writes_starved times
-//!      (or there are no reads); if that direction's FIFO head expired, or nothing lies after
-//!      the last position, restart from the FIFO head; else continue in sector order
+//!      (or there are no reads); if that direction's FIFO head expired, or it has no next_rq,
+//!      start from the FIFO head; else from next_rq; batch = 0
+//!   next_rq[dir] = the request after the one taken, in sector order
 //! ```
 //! Defaults: read_expire 500 ms, write_expire 5 s, fifo_batch 16, writes_starved 2 (the
 //! kernel's). `max_merge` is the device's max_sectors_kb (1280 KiB by default).
@@ -46,7 +46,7 @@ pub struct MqDeadline {
     expire: [Ns; 2],
     max_merge: u64,
     seq: u64,
-    last_end: u64,
+    next_rq: [Option<(u64, u64)>; 2],
     cur_dir: usize,
     batch: u32,
     starved: u32,
@@ -64,7 +64,7 @@ impl MqDeadline {
             expire: [read_expire_ns, write_expire_ns],
             max_merge: max_merge_bytes,
             seq: 0,
-            last_end: 0,
+            next_rq: [None, None],
             cur_dir: 0,
             batch: 0,
             starved: 0,
@@ -123,8 +123,15 @@ impl MqDeadline {
     fn take(&mut self, dir: usize, key: (u64, u64)) -> DevIo {
         let io = self.dirs[dir].sorted.remove(&key).unwrap();
         self.count -= 1;
-        self.last_end = io.end_bytes();
+        self.batch += 1;
+        self.cur_dir = dir;
+        self.next_rq[dir] = self.dirs[dir].sorted.range(key..).next().map(|(&k, _)| k);
         io
+    }
+
+    /// `next_rq[dir]` if it is still queued (it may have been merged away).
+    fn live_next(&self, dir: usize) -> Option<(u64, u64)> {
+        self.next_rq[dir].filter(|k| self.dirs[dir].sorted.contains_key(k))
     }
 }
 
@@ -154,12 +161,8 @@ impl IoScheduler for MqDeadline {
             return None;
         }
         if self.batch < FIFO_BATCH {
-            let d = &self.dirs[self.cur_dir];
-            if let Some((&k, _)) = d.sorted.range((self.last_end, 0)..).next() {
-                if k.0 == self.last_end {
-                    self.batch += 1;
-                    return Some(self.take(self.cur_dir, k));
-                }
+            if let Some(k) = self.live_next(self.cur_dir) {
+                return Some(self.take(self.cur_dir, k));
             }
         }
         let has_reads = !self.dirs[0].sorted.is_empty();
@@ -175,20 +178,14 @@ impl IoScheduler for MqDeadline {
         };
         let fifo_head = self.dirs[dir].front_live();
         let expired = fifo_head.is_some_and(|(d, _, _)| d <= now);
-        let next_in_order = self.dirs[dir]
-            .sorted
-            .range((self.last_end, 0)..)
-            .next()
-            .map(|(&k, _)| k);
-        let key = match (expired, next_in_order) {
-            (false, Some(k)) if dir == self.cur_dir => k,
+        let key = match (expired, self.live_next(dir)) {
+            (false, Some(k)) => k,
             _ => {
-                let (_, off, seq) = fifo_head.unwrap();
+                let (_, off, seq) = fifo_head.expect("a non-empty direction has a FIFO head");
                 (off, seq)
             }
         };
-        self.cur_dir = dir;
-        self.batch = 1;
+        self.batch = 0;
         Some(self.take(dir, key))
     }
 
