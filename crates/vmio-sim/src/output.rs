@@ -137,6 +137,8 @@ pub fn fio_json(out: &RunOutput) -> Value {
                 "miss_pages": pc.miss_pages,
                 "evicted_pages": pc.evicted_pages,
                 "written_back_pages": pc.written_back_pages,
+                "cached_pages_at_end": r.cached_pages,
+                "dirty_pages_at_end": r.dirty_pages,
             },
             "virtual_time_ns": r.virtual_time_ns,
             "events": r.events,

@@ -290,6 +290,9 @@ pub struct SimReport {
     pub virtual_time_ns: Ns,
     pub events: u64,
     pub page_cache: vmio_core::cache::pagecache::PageCacheStats,
+    /// Pages in the host page cache at the end of the run, and how many were dirty.
+    pub cached_pages: u64,
+    pub dirty_pages: u64,
     pub volumes: Vec<(String, u64, u64)>,
     pub notes: Vec<String>,
 }
@@ -558,6 +561,8 @@ impl Sim {
             virtual_time_ns: now,
             events: self.q.processed(),
             page_cache: self.pc.stats(),
+            cached_pages: self.pc.cached_pages(),
+            dirty_pages: self.pc.dirty_pages(),
             volumes: self
                 .vols
                 .iter()
@@ -1134,3 +1139,6 @@ pub fn rw_has(rw: RwMode) -> (bool, bool) {
         RwMode::ReadWrite | RwMode::RandRw => (true, true),
     }
 }
+
+#[cfg(test)]
+mod tests;

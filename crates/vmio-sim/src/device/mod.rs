@@ -536,7 +536,7 @@ mod tests {
             ("outer_rate = 0", "outer_rate = 0: must be a positive rate"),
             ("write_cache = 1", "write_cache = 1: must be true or false"),
             ("inner_rate = \"300m\"", "inner_rate = 314572800: must be"),
-            ("avg_seek = 20", "avg_seek = 20ms: must be"),
+            ("avg_seek = 20", "avg_seek = 20ms: must lie between track_to_track (0.8ms)"),
         ];
         for (src, want) in cases {
             let e = build_device("sda", "hdd", None, &table(src))

@@ -1,0 +1,168 @@
+//! Whole-stack behaviour of the simulator: cache-mode semantics, layouts, determinism.
+
+use crate::run::{run, run_json, RunInput, RunOutput};
+
+fn stack(layout: &str, cache: &str) -> String {
+    format!(
+        r#"
+[host]
+memory = "32g"
+[[device]]
+name = "sda"
+model = "hdd"
+profile = "hdd-7200-2tb"
+[[device]]
+name = "sdb"
+model = "hdd"
+profile = "hdd-7200-2tb"
+[[volume]]
+name = "vol"
+layout = "{layout}"
+devices = ["sda", "sdb"]
+[page_cache]
+memory = "8g"
+[[vm]]
+name = "vm1"
+[[vm.disk]]
+name = "sdb"
+volume = "vol"
+size = "64g"
+interface = "virtio-scsi"
+cache = "{cache}"
+"#
+    )
+}
+
+fn sim(layout: &str, cache: &str, job: &str, seed: u64) -> RunOutput {
+    let s = stack(layout, cache);
+    run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: job,
+        job_path: "job.fio",
+        seed: Some(seed),
+        vm: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn json(layout: &str, cache: &str, job: &str, seed: u64) -> String {
+    let s = stack(layout, cache);
+    run_json(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: job,
+        job_path: "job.fio",
+        seed: Some(seed),
+        vm: None,
+    })
+    .unwrap()
+}
+
+const RANDRW: &str = "[j]\nrw=randrw\nbs=16k\nioengine=libaio\ndirect=1\niodepth=8\nsize=2g\nruntime=2\ntime_based\n";
+
+#[test]
+fn the_same_seed_gives_byte_identical_json_and_another_seed_does_not() {
+    let a = json("raid0", "writeback", RANDRW, 7);
+    let b = json("raid0", "writeback", RANDRW, 7);
+    let c = json("raid0", "writeback", RANDRW, 8);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn cache_none_never_touches_the_page_cache() {
+    let o = sim("linear", "none", RANDRW, 1);
+    let pc = o.report.page_cache;
+    assert_eq!(pc.hit_pages + pc.miss_pages + pc.written_back_pages, 0);
+    assert_eq!(o.report.cached_pages, 0);
+    assert!(o.report.jobs[0].stats[0].total_ios > 0);
+}
+
+#[test]
+fn writeback_serves_a_reread_from_host_memory() {
+    let job = "[first]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\nsize=512m\n\
+               [again]\nstonewall\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\nsize=512m\n";
+    let o = sim("linear", "writeback", job, 1);
+    let first = o.report.jobs[0].stats[0].bw_bytes(o.report.jobs[0].runtime_ns);
+    let again = o.report.jobs[1].stats[0].bw_bytes(o.report.jobs[1].runtime_ns);
+    assert!(first < 250_000_000, "first pass comes from the disk: {first}");
+    assert!(again > 10 * first, "second pass from the page cache: {again} vs {first}");
+    assert!(o.report.page_cache.hit_pages >= 512 * 256);
+    // The same under cache=none is disk-bound both times.
+    let o = sim("linear", "none", job, 1);
+    let again = o.report.jobs[1].stats[0].bw_bytes(o.report.jobs[1].runtime_ns);
+    assert!(again < 250_000_000, "{again}");
+}
+
+fn flushes(o: &RunOutput) -> u64 {
+    o.report.devices.iter().map(|d| d.stats.flush_ops).sum()
+}
+
+const FSYNC_WRITES: &str = "[w]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\nsize=1g\nnumber_ios=200\nfsync=1\n";
+
+#[test]
+fn unsafe_acknowledges_guest_flushes_without_flushing() {
+    let o = sim("linear", "unsafe", FSYNC_WRITES, 1);
+    assert_eq!(o.report.jobs[0].stats[3].total_ios, 200, "fio's sync count");
+    assert_eq!(flushes(&o), 0);
+    let o = sim("linear", "writeback", FSYNC_WRITES, 1);
+    assert!(flushes(&o) >= 200, "writeback passes guest flushes down");
+}
+
+#[test]
+fn writeback_fsync_writes_the_dirty_pages_before_completing() {
+    let o = sim("linear", "writeback", FSYNC_WRITES, 1);
+    let dev_writes: u64 = o.report.devices.iter().map(|d| d.stats.write_bytes).sum();
+    assert!(dev_writes >= 200 * 4096, "{dev_writes}");
+    assert_eq!(o.report.dirty_pages, 0);
+    let unsafe_run = sim("linear", "unsafe", FSYNC_WRITES, 1);
+    assert!(unsafe_run.report.dirty_pages > 0, "unsafe leaves them dirty");
+}
+
+#[test]
+fn writethrough_and_directsync_make_every_write_durable_before_it_completes() {
+    let job = "[w]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\nsize=1g\nnumber_ios=100\n";
+    for mode in ["writethrough", "directsync"] {
+        let o = sim("linear", mode, job, 1);
+        assert!(flushes(&o) >= 100, "{mode}: one flush per write");
+        let dev_writes: u64 = o.report.devices.iter().map(|d| d.stats.write_bytes).sum();
+        assert!(dev_writes >= 100 * 4096, "{mode}");
+        assert_eq!(o.report.dirty_pages, 0, "{mode}");
+    }
+    let o = sim("linear", "writethrough", job, 1);
+    assert!(o.report.cached_pages > 0, "writethrough keeps written pages cached");
+    let o = sim("linear", "directsync", job, 1);
+    assert_eq!(o.report.cached_pages, 0, "directsync bypasses the page cache");
+}
+
+#[test]
+fn a_striped_volume_spreads_a_sequential_read_over_both_disks() {
+    let job = "[r]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\nsize=256m\n";
+    for layout in ["stripe", "raid0"] {
+        let o = sim(layout, "none", job, 1);
+        let a = o.report.devices[0].stats.read_bytes;
+        let b = o.report.devices[1].stats.read_bytes;
+        assert_eq!(a + b, 256 << 20, "{layout}");
+        assert_eq!(a, b, "{layout}");
+    }
+    let o = sim("linear", "none", job, 1);
+    assert_eq!(o.report.devices[1].stats.read_bytes, 0, "linear: the start lies on the first disk");
+}
+
+#[test]
+fn a_filename_that_is_not_a_vm_disk_is_an_error_naming_the_line() {
+    let s = stack("linear", "none");
+    let e = run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: "[j]\nrw=read\nfilename=/dev/vdz\n",
+        job_path: "job.fio",
+        seed: None,
+        vm: None,
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("job.fio:1: filename: '/dev/vdz' is not a disk of VM 'vm1'; accepted: /dev/sdb"), "{e}");
+}
