@@ -1,43 +1,59 @@
 //! The host page cache: 4 KiB pages of each open image (a "file": one VM disk's backing
-//! volume range), kept in LRU order, with dirty tracking and in-flight reads.
+//! volume range), replaced by CLOCK (second chance), with dirty tracking and in-flight reads.
 //!
 //! ```text
-//! read(pages)     : cached → hit (move to MRU); being fetched → wait on that fetch;
+//! read(pages)     : cached → hit (set its referenced bit); being fetched → wait on that fetch;
 //!                   absent → reported missing (the engine fetches it: begin_fetch/complete_fetch)
 //! write(pages)    : page becomes dirty (inserted if absent), dirty list keeps first-dirtied order
 //! take_dirty(...) : oldest dirty pages first (optionally of one file, optionally only those
 //!                   dirtied before a time), marked clean, returned as contiguous ranges
-//! insert          : when full, evict clean pages from the LRU end; dirty and in-flight pages
-//!                   are never evicted (the engine throttles writers at dirty_ratio)
+//! insert          : when full, the clock hand sweeps the slots: a referenced page loses its
+//!                   bit and is passed over, the first clean unreferenced page is evicted and
+//!                   the new page takes its slot; dirty and in-flight pages are never evicted
+//!                   (the engine throttles writers at dirty_ratio)
 //! ```
 //!
-//! Assumptions: one LRU list (Linux keeps active/inactive lists; a single LRU is the classic
-//! approximation); whole-page writes (sub-page writes would need read-modify-write, which
-//! guests with 4 KiB blocks do not issue). Memory: one hash entry and one 40-byte node per
-//! cached page.
+//! Assumptions: CLOCK approximates Linux's active/inactive lists, which also promote on a
+//! second reference (mark_page_accessed sets PG_referenced) rather than keeping an exact
+//! LRU; whole-page writes (sub-page writes would need read-modify-write, which guests with
+//! 4 KiB blocks do not issue). Index: like the kernel's per-inode xarray, a two-level radix tree per file (leaves of 1024
+//! page entries, allocated on first use), so a lookup is one dependent load into a leaf; each
+//! entry packs the page's state, referenced bit and slot. Memory: 4 bytes of index per page of
+//! a touched 4 MiB region and one 32-byte slot per cached page.
 
 use crate::Ns;
-use rustc_hash::FxHashMap;
 
 const NIL: u32 = u32::MAX;
+const LEAF_BITS: u32 = 10;
+const LEAF: usize = 1 << LEAF_BITS;
+/// Entry layout: bits 0..28 slot, bit 28 referenced, bits 29..31 state (0 = absent).
+const SLOT_MASK: u32 = (1 << 28) - 1;
+const REF_BIT: u32 = 1 << 28;
+const STATE_SHIFT: u32 = 29;
+const CLEAN: u32 = 1;
+const DIRTY: u32 = 2;
+const PENDING: u32 = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Clean,
-    Dirty,
-    Pending,
+#[inline]
+fn state_of(e: u32) -> u32 {
+    e >> STATE_SHIFT
 }
 
+#[inline]
+fn entry(state: u32, slot: u32) -> u32 {
+    (state << STATE_SHIFT) | slot
+}
+
+/// Per-slot data of a cached page.
 #[derive(Clone, Copy, Debug)]
 struct Node {
-    key: u64,
-    prev: u32,
-    next: u32,
+    file: u32,
+    page: u64,
+    dirtied_ns: Ns,
     dprev: u32,
     dnext: u32,
-    dirtied_ns: Ns,
     fetch: u32,
-    state: State,
+    live: bool,
 }
 
 /// Pages `[first, first + n)` of `file`.
@@ -66,12 +82,17 @@ pub struct PageCacheStats {
     pub written_back_pages: u64,
 }
 
+/// A file's radix index: leaves of LEAF entries, indexed by page >> LEAF_BITS.
+#[derive(Default)]
+struct FileIndex {
+    leaves: Vec<Option<Box<[u32]>>>,
+}
+
 pub struct PageCache {
-    map: FxHashMap<u64, u32>,
+    files: Vec<FileIndex>,
     nodes: Vec<Node>,
     free: Vec<u32>,
-    head: u32,
-    tail: u32,
+    hand: usize,
     dhead: u32,
     dtail: u32,
     capacity_pages: u64,
@@ -80,22 +101,17 @@ pub struct PageCache {
     stats: PageCacheStats,
 }
 
-#[inline]
-fn key(file: u32, page: u64) -> u64 {
-    ((file as u64) << 44) | (page & ((1u64 << 44) - 1))
-}
-
 impl PageCache {
+    /// A cache of at most `capacity_pages` pages (at most 2^28 pages, 1 TiB).
     pub fn new(capacity_pages: u64) -> Self {
         Self {
-            map: FxHashMap::default(),
+            files: Vec::new(),
             nodes: Vec::new(),
             free: Vec::new(),
-            head: NIL,
-            tail: NIL,
+            hand: 0,
             dhead: NIL,
             dtail: NIL,
-            capacity_pages: capacity_pages.max(1),
+            capacity_pages: capacity_pages.clamp(1, SLOT_MASK as u64),
             len: 0,
             dirty: 0,
             stats: PageCacheStats::default(),
@@ -115,50 +131,45 @@ impl PageCache {
         self.stats
     }
     pub fn contains(&self, file: u32, page: u64) -> bool {
-        self.map
-            .get(&key(file, page))
-            .is_some_and(|&i| self.nodes[i as usize].state != State::Pending)
+        matches!(state_of(self.get(file, page)), CLEAN | DIRTY)
     }
     pub fn is_dirty(&self, file: u32, page: u64) -> bool {
-        self.map
-            .get(&key(file, page))
-            .is_some_and(|&i| self.nodes[i as usize].state == State::Dirty)
+        state_of(self.get(file, page)) == DIRTY
     }
 
-    // --- intrusive lists -------------------------------------------------------------
+    // --- index -----------------------------------------------------------------------
 
-    fn lru_unlink(&mut self, i: u32) {
-        let (p, n) = (self.nodes[i as usize].prev, self.nodes[i as usize].next);
-        if p != NIL {
-            self.nodes[p as usize].next = n;
-        } else {
-            self.head = n;
+    #[inline]
+    fn get(&self, file: u32, page: u64) -> u32 {
+        let leaf = (page >> LEAF_BITS) as usize;
+        match self.files.get(file as usize).and_then(|f| f.leaves.get(leaf)) {
+            Some(Some(l)) => l[(page as usize) & (LEAF - 1)],
+            _ => 0,
         }
-        if n != NIL {
-            self.nodes[n as usize].prev = p;
-        } else {
-            self.tail = p;
-        }
-    }
-
-    fn lru_push_front(&mut self, i: u32) {
-        self.nodes[i as usize].prev = NIL;
-        self.nodes[i as usize].next = self.head;
-        if self.head != NIL {
-            self.nodes[self.head as usize].prev = i;
-        } else {
-            self.tail = i;
-        }
-        self.head = i;
     }
 
     #[inline]
-    fn touch(&mut self, i: u32) {
-        if self.head != i {
-            self.lru_unlink(i);
-            self.lru_push_front(i);
+    fn slot_mut(&mut self, file: u32, page: u64) -> &mut u32 {
+        let f = file as usize;
+        if self.files.len() <= f {
+            self.files.resize_with(f + 1, FileIndex::default);
         }
+        let leaves = &mut self.files[f].leaves;
+        let leaf = (page >> LEAF_BITS) as usize;
+        if leaves.len() <= leaf {
+            leaves.resize_with(leaf + 1, || None);
+        }
+        let l = leaves[leaf].get_or_insert_with(|| vec![0u32; LEAF].into_boxed_slice());
+        &mut l[(page as usize) & (LEAF - 1)]
     }
+
+    #[inline]
+    fn set_state(&mut self, file: u32, page: u64, state: u32) {
+        let e = self.slot_mut(file, page);
+        *e = (*e & !(0b111 << STATE_SHIFT)) | (state << STATE_SHIFT);
+    }
+
+    // --- dirty list ------------------------------------------------------------------
 
     fn dirty_unlink(&mut self, i: u32) {
         let (p, n) = (self.nodes[i as usize].dprev, self.nodes[i as usize].dnext);
@@ -185,19 +196,25 @@ impl PageCache {
         self.dtail = i;
     }
 
-    fn alloc(&mut self, k: u64, state: State) -> u32 {
-        self.make_room();
+    // --- slots -----------------------------------------------------------------------
+
+    /// Insert an absent page in `state`; returns its slot.
+    fn alloc(&mut self, file: u32, page: u64, state: u32) -> u32 {
         let node = Node {
-            key: k,
-            prev: NIL,
-            next: NIL,
+            file,
+            page,
+            dirtied_ns: 0,
             dprev: NIL,
             dnext: NIL,
-            dirtied_ns: 0,
             fetch: 0,
-            state,
+            live: true,
         };
-        let i = match self.free.pop() {
+        let reused = if self.len >= self.capacity_pages {
+            self.evict_one()
+        } else {
+            None
+        };
+        let i = match reused.or_else(|| self.free.pop()) {
             Some(i) => {
                 self.nodes[i as usize] = node;
                 i
@@ -207,71 +224,91 @@ impl PageCache {
                 (self.nodes.len() - 1) as u32
             }
         };
-        self.map.insert(k, i);
-        self.lru_push_front(i);
+        *self.slot_mut(file, page) = entry(state, i);
         self.len += 1;
         i
     }
 
-    fn remove(&mut self, i: u32) {
-        let n = self.nodes[i as usize];
-        if n.state == State::Dirty {
+    fn remove(&mut self, file: u32, page: u64) {
+        let e = self.get(file, page);
+        if state_of(e) == 0 {
+            return;
+        }
+        let i = e & SLOT_MASK;
+        if state_of(e) == DIRTY {
             self.dirty_unlink(i);
             self.dirty -= 1;
         }
-        self.lru_unlink(i);
-        self.map.remove(&n.key);
+        self.nodes[i as usize].live = false;
+        *self.slot_mut(file, page) = 0;
         self.free.push(i);
         self.len -= 1;
     }
 
-    /// Evict clean pages from the LRU end until there is room for one more page.
-    fn make_room(&mut self) {
-        let mut cur = self.tail;
-        while self.len >= self.capacity_pages && cur != NIL {
-            let prev = self.nodes[cur as usize].prev;
-            if self.nodes[cur as usize].state == State::Clean {
-                self.remove(cur);
-                self.stats.evicted_pages += 1;
+    /// Sweep the clock hand to a clean, unreferenced page and evict it; returns its slot
+    /// (None when every page is dirty or in flight: the cache overflows until writeback).
+    fn evict_one(&mut self) -> Option<u32> {
+        let slots = self.nodes.len();
+        for _ in 0..2 * slots + 1 {
+            let i = self.hand;
+            self.hand = (self.hand + 1) % slots.max(1);
+            let node = self.nodes[i];
+            if !node.live {
+                continue;
             }
-            cur = prev;
+            let e = self.slot_mut(node.file, node.page);
+            if state_of(*e) != CLEAN {
+                continue;
+            }
+            if *e & REF_BIT != 0 {
+                *e &= !REF_BIT;
+                continue;
+            }
+            *e = 0;
+            self.nodes[i].live = false;
+            self.len -= 1;
+            self.stats.evicted_pages += 1;
+            return Some(i as u32);
         }
+        None
     }
 
     // --- operations ------------------------------------------------------------------
 
-    /// Look up pages for a read; touches hits, reports absent pages and pending fetches.
+    /// Look up pages for a read; references hits, reports absent pages and pending fetches.
     pub fn read(&mut self, file: u32, first: u64, n: u64, out: &mut ReadLookup) {
         out.hit_pages = 0;
         out.missing.clear();
         out.waits.clear();
         for p in first..first + n {
-            match self.map.get(&key(file, p)).copied() {
-                Some(i) => {
-                    let node = self.nodes[i as usize];
-                    if node.state == State::Pending {
-                        if !out.waits.contains(&node.fetch) {
-                            out.waits.push(node.fetch);
-                        }
-                    } else {
-                        out.hit_pages += 1;
-                    }
-                    self.touch(i);
-                }
-                None => match out.missing.last_mut() {
+            let e = self.get(file, p);
+            match state_of(e) {
+                0 => match out.missing.last_mut() {
                     Some(r) if r.first + r.n == p => r.n += 1,
                     _ => out.missing.push(PageRange { file, first: p, n: 1 }),
                 },
+                PENDING => {
+                    let f = self.nodes[(e & SLOT_MASK) as usize].fetch;
+                    if !out.waits.contains(&f) {
+                        out.waits.push(f);
+                    }
+                }
+                _ => {
+                    out.hit_pages += 1;
+                    if e & REF_BIT == 0 {
+                        *self.slot_mut(file, p) = e | REF_BIT;
+                    }
+                }
             }
         }
         self.stats.hit_pages += out.hit_pages;
         self.stats.miss_pages += n - out.hit_pages;
     }
 
-    /// Absent pages of a range (no LRU effect), appended coalesced to `out`.
+    /// Absent pages of a range (no effect on the cache), appended coalesced to `out`.
     pub fn absent(&self, file: u32, first: u64, n: u64, out: &mut Vec<PageRange>) {
         for p in first..first + n {
-            if !self.map.contains_key(&key(file, p)) {
+            if state_of(self.get(file, p)) == 0 {
                 match out.last_mut() {
                     Some(r) if r.file == file && r.first + r.n == p => r.n += 1,
                     _ => out.push(PageRange { file, first: p, n: 1 }),
@@ -283,9 +320,8 @@ impl PageCache {
     /// Mark absent pages of a range as being fetched by `fetch`.
     pub fn begin_fetch(&mut self, file: u32, first: u64, n: u64, fetch: u32) {
         for p in first..first + n {
-            let k = key(file, p);
-            if !self.map.contains_key(&k) {
-                let i = self.alloc(k, State::Pending);
+            if state_of(self.get(file, p)) == 0 {
+                let i = self.alloc(file, p, PENDING);
                 self.nodes[i as usize].fetch = fetch;
             }
         }
@@ -294,11 +330,9 @@ impl PageCache {
     /// A fetch finished: its pending pages become clean (pages dirtied meanwhile stay dirty).
     pub fn complete_fetch(&mut self, file: u32, first: u64, n: u64, fetch: u32) {
         for p in first..first + n {
-            if let Some(&i) = self.map.get(&key(file, p)) {
-                let node = &mut self.nodes[i as usize];
-                if node.state == State::Pending && node.fetch == fetch {
-                    node.state = State::Clean;
-                }
+            let e = self.get(file, p);
+            if state_of(e) == PENDING && self.nodes[(e & SLOT_MASK) as usize].fetch == fetch {
+                self.set_state(file, p, CLEAN);
             }
         }
     }
@@ -306,12 +340,11 @@ impl PageCache {
     /// Insert clean pages (data just read from the device outside a fetch).
     pub fn fill(&mut self, file: u32, first: u64, n: u64) {
         for p in first..first + n {
-            let k = key(file, p);
-            match self.map.get(&k).copied() {
-                Some(i) => self.touch(i),
-                None => {
-                    self.alloc(k, State::Clean);
-                }
+            let e = self.get(file, p);
+            if state_of(e) == 0 {
+                self.alloc(file, p, CLEAN);
+            } else {
+                *self.slot_mut(file, p) = e | REF_BIT;
             }
         }
     }
@@ -320,16 +353,14 @@ impl PageCache {
     pub fn write(&mut self, now: Ns, file: u32, first: u64, n: u64) -> u64 {
         let mut newly = 0;
         for p in first..first + n {
-            let k = key(file, p);
-            let i = match self.map.get(&k).copied() {
-                Some(i) => {
-                    self.touch(i);
-                    i
-                }
-                None => self.alloc(k, State::Clean),
+            let e = self.get(file, p);
+            let i = if state_of(e) == 0 {
+                self.alloc(file, p, CLEAN)
+            } else {
+                e & SLOT_MASK
             };
-            if self.nodes[i as usize].state != State::Dirty {
-                self.nodes[i as usize].state = State::Dirty;
+            if state_of(e) != DIRTY {
+                *self.slot_mut(file, p) = entry(DIRTY, i) | REF_BIT;
                 self.nodes[i as usize].dirtied_ns = now;
                 self.dirty_push_back(i);
                 self.dirty += 1;
@@ -345,9 +376,7 @@ impl PageCache {
             return;
         }
         for p in first..first + n {
-            if let Some(&i) = self.map.get(&key(file, p)) {
-                self.remove(i);
-            }
+            self.remove(file, p);
         }
     }
 
@@ -361,42 +390,41 @@ impl PageCache {
         max_pages: u64,
         out: &mut Vec<PageRange>,
     ) -> u64 {
-        let mut keys = Vec::new();
+        let mut pages = Vec::new();
         let mut cur = self.dhead;
-        while cur != NIL && (keys.len() as u64) < max_pages {
+        while cur != NIL && (pages.len() as u64) < max_pages {
             let node = self.nodes[cur as usize];
             if dirtied_before.is_some_and(|t| node.dirtied_ns > t) {
                 break;
             }
-            let next = node.dnext;
-            if file.is_none_or(|f| (node.key >> 44) as u32 == f) {
+            if file.is_none_or(|f| node.file == f) {
                 self.dirty_unlink(cur);
                 self.dirty -= 1;
-                self.nodes[cur as usize].state = State::Clean;
-                keys.push(node.key);
+                self.set_state(node.file, node.page, CLEAN);
+                pages.push((node.file, node.page));
             }
-            cur = next;
+            cur = node.dnext;
         }
-        keys.sort_unstable();
-        for &k in &keys {
-            let (f, p) = ((k >> 44) as u32, k & ((1u64 << 44) - 1));
+        pages.sort_unstable();
+        for &(f, p) in &pages {
             match out.last_mut() {
                 Some(r) if r.file == f && r.first + r.n == p => r.n += 1,
                 _ => out.push(PageRange { file: f, first: p, n: 1 }),
             }
         }
-        self.stats.written_back_pages += keys.len() as u64;
-        keys.len() as u64
+        self.stats.written_back_pages += pages.len() as u64;
+        pages.len() as u64
     }
 
     /// Fetches a range is waiting for (pages in flight), deduplicated, appended to `out`;
-    /// no LRU or statistics effect.
+    /// no effect on the cache.
     pub fn pending_fetches(&self, file: u32, first: u64, n: u64, out: &mut Vec<u32>) {
         for p in first..first + n {
-            if let Some(&i) = self.map.get(&key(file, p)) {
-                let node = &self.nodes[i as usize];
-                if node.state == State::Pending && !out.contains(&node.fetch) {
-                    out.push(node.fetch);
+            let e = self.get(file, p);
+            if state_of(e) == PENDING {
+                let f = self.nodes[(e & SLOT_MASK) as usize].fetch;
+                if !out.contains(&f) {
+                    out.push(f);
                 }
             }
         }
@@ -407,13 +435,12 @@ impl PageCache {
     pub fn clean_range(&mut self, file: u32, first: u64, n: u64) -> u64 {
         let mut cleaned = 0;
         for p in first..first + n {
-            if let Some(&i) = self.map.get(&key(file, p)) {
-                if self.nodes[i as usize].state == State::Dirty {
-                    self.dirty_unlink(i);
-                    self.dirty -= 1;
-                    self.nodes[i as usize].state = State::Clean;
-                    cleaned += 1;
-                }
+            let e = self.get(file, p);
+            if state_of(e) == DIRTY {
+                self.dirty_unlink(e & SLOT_MASK);
+                self.dirty -= 1;
+                self.set_state(file, p, CLEAN);
+                cleaned += 1;
             }
         }
         self.stats.written_back_pages += cleaned;
@@ -430,7 +457,7 @@ impl PageCache {
         let mut n = 0;
         let mut cur = self.dhead;
         while cur != NIL {
-            if (self.nodes[cur as usize].key >> 44) as u32 == file {
+            if self.nodes[cur as usize].file == file {
                 n += 1;
             }
             cur = self.nodes[cur as usize].dnext;
@@ -457,17 +484,31 @@ mod tests {
     }
 
     #[test]
-    fn the_least_recently_used_clean_page_is_evicted_first() {
+    fn a_referenced_page_gets_a_second_chance_over_an_unreferenced_one() {
         let mut c = PageCache::new(3);
         c.fill(0, 1, 3);
         let mut l = ReadLookup::default();
-        c.read(0, 1, 1, &mut l); // page 1 becomes MRU, page 2 is LRU
+        c.read(0, 1, 1, &mut l); // page 1 is referenced, page 2 is not
         c.fill(0, 9, 1);
         assert!(c.contains(0, 1));
         assert!(!c.contains(0, 2));
         assert!(c.contains(0, 3));
         assert_eq!(c.cached_pages(), 3);
         assert_eq!(c.stats().evicted_pages, 1);
+    }
+
+    #[test]
+    fn a_working_set_that_fits_stays_cached_under_a_streaming_scan() {
+        // Pages re-read between scan pages are referenced and survive; scan pages go.
+        let mut c = PageCache::new(64);
+        let mut l = ReadLookup::default();
+        c.fill(0, 0, 16);
+        for p in 1000..1400 {
+            c.read(0, 0, 16, &mut l);
+            c.fill(0, p, 1);
+        }
+        c.read(0, 0, 16, &mut l);
+        assert_eq!(l.hit_pages, 16);
     }
 
     #[test]

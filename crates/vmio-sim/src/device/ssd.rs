@@ -235,7 +235,7 @@ impl Ssd {
         let end = off.saturating_add(len);
         while pos < end {
             let lpn = pos / page;
-            let piece = ((lpn + 1) * page).min(end) - pos;
+            let piece = (page - pos % page).min(end - pos);
             let die = self.read_die(lpn);
             let ch = self.channel_of(die);
             let sensed = accept.max(self.die_free[die]) + self.p.read_latency_ns;
@@ -404,5 +404,123 @@ impl Device for Ssd {
             ("queue_depth", p.queue_depth.to_string()),
         ];
         v.into_iter().map(|(k, s)| (k.to_string(), s)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{closed_loop, one};
+    use super::*;
+    use std::collections::BTreeMap;
+    use vmio_core::rng::Rng;
+
+    fn ssd() -> Ssd {
+        let map = BTreeMap::new();
+        let r = ParamReader::new("sdb", "ssd", &map);
+        Ssd::new(
+            "sdb",
+            SsdParams::from_params("samsung-840pro-256g", &r).unwrap(),
+        )
+    }
+
+    fn random_iops(op: Op, qd: usize) -> f64 {
+        let mut d = ssd();
+        let mut rng = Rng::new(2);
+        let n = 50_000;
+        let pages = d.capacity_bytes() / 4096;
+        let offs: Vec<u64> = (0..n).map(|_| rng.below(pages) * 4096).collect();
+        closed_loop(&mut d, 0, qd, n, |i| (op, offs[i], 4096)).iops()
+    }
+
+    fn seq_bps(op: Op, qd: usize, bs: u64) -> f64 {
+        let mut d = ssd();
+        let n = 4000;
+        let run = closed_loop(&mut d, 0, qd, n, |i| (op, i as u64 * bs, bs));
+        (n as u64 * bs) as f64 / (run.elapsed_ns as f64 / 1e9)
+    }
+
+    #[test]
+    fn random_4k_reads_at_qd32_reach_the_datasheet_iops() {
+        let iops = random_iops(Op::Read, 32);
+        eprintln!("ssd random 4k read QD32: {iops:.0} IOPS");
+        assert!((85_000.0..=115_000.0).contains(&iops), "{iops}");
+    }
+
+    #[test]
+    fn random_4k_writes_at_qd32_reach_the_datasheet_iops() {
+        let iops = random_iops(Op::Write, 32);
+        eprintln!("ssd random 4k write QD32: {iops:.0} IOPS");
+        assert!((76_500.0..=103_500.0).contains(&iops), "{iops}");
+    }
+
+    #[test]
+    fn a_4k_read_at_qd1_takes_command_flash_channel_and_link_time() {
+        let mut d = ssd();
+        let t = one(&mut d, 0, 1, Op::Read, 1 << 30, 4096, false);
+        let want = 10 * US + 60 * US + transfer_ns(4096, 400_000_000) + transfer_ns(4096, 540_000_000);
+        assert_eq!(t, want);
+        let qd1 = random_iops(Op::Read, 1);
+        eprintln!("ssd random 4k read QD1: {qd1:.0} IOPS");
+        assert!(qd1 < 15_000.0);
+    }
+
+    #[test]
+    fn sequential_reads_and_writes_are_capped_at_the_datasheet_bandwidth() {
+        let r = seq_bps(Op::Read, 32, 128 << 10);
+        let w = seq_bps(Op::Write, 32, 128 << 10);
+        let r1 = seq_bps(Op::Read, 1, 128 << 10);
+        eprintln!("ssd seq 128k QD32: read {r:.3e} B/s, write {w:.3e} B/s; read QD1 {r1:.3e} B/s");
+        assert!((r / 540e6 - 1.0).abs() < 0.03, "{r}");
+        assert!((w / 520e6 - 1.0).abs() < 0.03, "{w}");
+        assert!(r1 < r);
+    }
+
+    #[test]
+    fn a_flush_waits_for_buffered_writes_to_be_programmed() {
+        let mut d = ssd();
+        let w = one(&mut d, 0, 1, Op::Write, 0, 4096, false);
+        assert!(w < 50 * US, "{w}");
+        let f = one(&mut d, w, 2, Op::Flush, 0, 0, false);
+        assert!(f - w >= 250 * US, "{}", f - w);
+        // FUA: the write itself waits for its page program.
+        let fua = one(&mut d, f, 3, Op::Write, 8192, 4096, true);
+        assert!(fua - f >= 250 * US, "{}", fua - f);
+        assert_eq!(d.stats().flush_ops, 1);
+    }
+
+    #[test]
+    fn sustained_writes_beyond_the_buffer_are_paced_by_programming() {
+        // With 1 channel x 1 die, programming (8 KiB per ~270 us ≈ 30 MB/s) is the bottleneck.
+        let map: BTreeMap<String, toml::Value> =
+            toml::from_str("channels = 1\ndies_per_channel = 1\nwrite_buffer = \"1m\"").unwrap();
+        let r = ParamReader::new("sdb", "ssd", &map);
+        let mut d = Ssd::new("sdb", SsdParams::from_params("samsung-840pro-256g", &r).unwrap());
+        let n = 2000;
+        let run = closed_loop(&mut d, 0, 8, n, |i| (Op::Write, i as u64 * 65536, 65536));
+        let bps = (n as u64 * 65536) as f64 / (run.elapsed_ns as f64 / 1e9);
+        let prog = 8192.0 / ((250e3 + transfer_ns(8192, 400_000_000) as f64) / 1e9);
+        assert!((bps / prog - 1.0).abs() < 0.05, "{bps} vs {prog}");
+    }
+
+    #[test]
+    fn zero_length_and_out_of_range_commands_complete_without_panicking() {
+        let mut d = ssd();
+        let cap = d.capacity_bytes();
+        let mut t = 0;
+        for (i, (op, off, len)) in [
+            (Op::Read, 0, 0),
+            (Op::Write, 0, 0),
+            (Op::Trim, 0, 1 << 30),
+            (Op::Read, cap + 4096, 4096),
+            (Op::Write, u64::MAX - 10, 4096),
+            (Op::Read, u64::MAX - 10, 4096),
+            (Op::Flush, 0, 0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            t = one(&mut d, t, i as u64, op, off, len, false);
+        }
+        assert!(d.next_event_ns().is_none());
     }
 }
