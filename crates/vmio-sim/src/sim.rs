@@ -309,6 +309,7 @@ pub struct Sim {
     barriers: Slab<Barrier>,
     pc: PageCache,
     copy_rate: u64,
+    copy_busy: Ns,
     dirty_limit: u64,
     dirty_bg: u64,
     dirty_expire: Ns,
@@ -473,6 +474,7 @@ impl Sim {
             barriers: Slab::new(),
             pc: PageCache::new(cap_pages),
             copy_rate: pcs.copy_rate_bps,
+            copy_busy: 0,
             dirty_limit: cap_pages * pcs.dirty_ratio as u64 / 100,
             dirty_bg: cap_pages * pcs.dirty_background_ratio as u64 / 100,
             dirty_expire: pcs.dirty_expire_ns,
@@ -758,7 +760,7 @@ impl Sim {
                 let (off, len) = (self.vreqs.get(r).offset, self.vreqs.get(r).len);
                 let (first, n) = page_span(off, len);
                 self.pc.write(now, disk as u32, first, n);
-                let t = now + transfer_ns(len, self.copy_rate);
+                let t = self.copy_done(now, len);
                 self.q.push(t, ev(K_HOST_DONE, r));
             }
             Op::Read | Op::Write | Op::Trim => {
@@ -882,7 +884,7 @@ impl Sim {
                 return;
             }
         }
-        let t = now + transfer_ns(len, self.copy_rate);
+        let t = self.copy_done(now, len);
         self.q.push(t, ev(K_HOST_DONE, r));
     }
 
@@ -951,6 +953,14 @@ impl Sim {
             });
             self.pump(now, dev);
         }
+    }
+
+    /// A copy between the page cache and guest memory: the host's memory bus moves
+    /// `copy_rate` bytes/s in all, so concurrent copies queue behind each other.
+    fn copy_done(&mut self, now: Ns, len: u64) -> Ns {
+        let t = now.max(self.copy_busy) + transfer_ns(len, self.copy_rate);
+        self.copy_busy = t;
+        t
     }
 
     // ---- writeback ------------------------------------------------------------------------
@@ -1092,7 +1102,8 @@ impl Sim {
                     let v = self.vreqs.get(r);
                     v.waits -= 1;
                     if v.waits == 0 {
-                        let t = now + transfer_ns(v.len, self.copy_rate);
+                        let len = v.len;
+                        let t = self.copy_done(now, len);
                         self.q.push(t, ev(K_HOST_DONE, r));
                     }
                 }

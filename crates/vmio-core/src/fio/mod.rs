@@ -13,7 +13,7 @@
 //! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
-//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `randseed`,
+//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `end_fsync`, `randseed`,
 //! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
 //! (recorded only) and `name` (overrides the section name). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
@@ -175,6 +175,9 @@ pub struct JobSpec {
     pub direct: bool,
     /// Issue an fsync after every `fsync` writes (0: never).
     pub fsync: u32,
+    /// fsync once when the job has issued everything (fio's `end_fsync`; fio's file layout
+    /// does the same through `create_fsync`, on by default).
+    pub end_fsync: bool,
     pub randseed: Option<u64>,
     pub norandommap: bool,
     pub filename: Option<String>,
@@ -206,6 +209,7 @@ impl Default for JobSpec {
             number_ios: None,
             direct: false,
             fsync: 0,
+            end_fsync: false,
             randseed: None,
             norandommap: false,
             filename: None,
@@ -541,6 +545,7 @@ impl Parser<'_> {
                 j.fsync = u32::try_from(self.int(key, value, line)?)
                     .map_err(|_| self.bad(line, key, value, "an integer from 0 to 4294967295"))?
             }
+            "end_fsync" => j.end_fsync = self.boolean(key, value, line)?,
             "randseed" => j.randseed = Some(self.int(key, value, line)?),
             "norandommap" => j.norandommap = self.boolean(key, value, line)?,
             "stonewall" | "wait_for_previous" => j.stonewall = self.boolean(key, value, line)?,

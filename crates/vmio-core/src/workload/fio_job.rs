@@ -11,7 +11,8 @@
 //!                         : derive(run_seed, "job/<name>/<clone>")
 //!       offset, size and mix streams are split off base, so one never shifts another
 //! next: if an fsync is pending: clear it, return Fsync
-//!       if bytes done >= byte limit or I/Os done >= I/O limit: return Done
+//!       if bytes done >= byte limit or I/Os done >= I/O limit:
+//!           return Fsync once if end_fsync, then Done
 //!       op  = mixed mode ? (mix.below(100) < rwmixread ? Read : Write) : the mode's op
 //!       len = a block size drawn from op's (bytes, weight) table
 //!       off = sequential:  pos[op]                  (one position per direction, fio's last_pos)
@@ -107,6 +108,7 @@ pub struct Generator {
     fsync_every: u32,
     writes_since_fsync: u32,
     fsync_pending: bool,
+    end_fsync: bool,
 }
 
 impl Generator {
@@ -232,6 +234,7 @@ impl Generator {
             fsync_every: spec.fsync,
             writes_since_fsync: 0,
             fsync_pending: false,
+            end_fsync: spec.end_fsync,
         })
     }
 
@@ -271,6 +274,10 @@ impl Generator {
             return Next::Fsync;
         }
         if self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit {
+            if self.end_fsync {
+                self.end_fsync = false;
+                return Next::Fsync;
+            }
             return Next::Done;
         }
         let op = match self.dirs {
@@ -462,6 +469,16 @@ mod tests {
         let spec = job("rw=randrw\nrwmixwrite=100\ntime_based\n");
         let mut g = Generator::new(&spec, 0, GIB, 9).unwrap();
         assert!(ios(&mut g, 1000).iter().all(|x| x.0 == Op::Write));
+    }
+
+    #[test]
+    fn end_fsync_comes_once_after_the_last_io() {
+        let spec = job("rw=write\nbs=4k\nsize=16k\nend_fsync=1\n");
+        let mut g = Generator::new(&spec, 0, 1 << 20, 1).unwrap();
+        let seq: Vec<Next> = std::iter::from_fn(|| Some(g.next())).take(6).collect();
+        assert!(matches!(seq[3], Next::Io { .. }));
+        assert_eq!(seq[4], Next::Fsync);
+        assert_eq!(seq[5], Next::Done);
     }
 
     #[test]

@@ -51,9 +51,12 @@
 //! head free: candidates = NCQ queue
 //!                       + dirty extents near the head, if no queued reads or a flush or
 //!                         a write is waiting for room
-//!            none and a read-ahead is running -> keep reading ahead (speculative)
+//!            none queued and a read-ahead is running, destaging not urgent
+//!                                             -> keep reading ahead (speculative), then destage
 //!            a command older than 1 s         -> it goes first (starvation guard)
-//!            else pick min positioning time = seek(|Δtrack|) + rotational wait (SPTF);
+//!            else pick min positioning time = seek(|Δtrack|) + rotational wait (SPTF;
+//!            the queue is kept sorted by track and scanned outwards from the head until
+//!            the seek alone exceeds the best time found: exact, and cheap at QD32);
 //!            abort the read-ahead at the point reached (kept in its segment)
 //!            read:  position, then stream from offset: done at end (-> link),
 //!                   keep reading up to end + readahead into an LRU segment
@@ -188,10 +191,18 @@ impl HddParams {
             ));
         }
         if p.ncq_depth > 1024 {
-            return Err(r.bad("ncq_depth", p.ncq_depth, "must be between 1 and 1024 (SATA NCQ: 32)"));
+            return Err(r.bad(
+                "ncq_depth",
+                p.ncq_depth,
+                "must be between 1 and 1024 (SATA NCQ: 32)",
+            ));
         }
         if p.cache_segments > 4096 {
-            return Err(r.bad("cache_segments", p.cache_segments, "must be between 1 and 4096"));
+            return Err(r.bad(
+                "cache_segments",
+                p.cache_segments,
+                "must be between 1 and 4096",
+            ));
         }
         if !(p.track_to_track_ns <= p.avg_seek_ns && p.avg_seek_ns <= p.full_stroke_ns) {
             return Err(r.bad(
@@ -323,6 +334,24 @@ impl SeekCurve {
         let d = |x: f64| self.b / (2.0 * x.sqrt()) + self.c;
         d(self.x1) >= -1e-9 && d(1.0) >= -1e-9
     }
+    /// A distance in tracks from which every seek takes at least `t` ns (conservative:
+    /// never larger than the exact one).
+    fn tracks_at_least(&self, t: f64) -> u64 {
+        if t >= self.at_x(1.0) {
+            return u64::MAX;
+        }
+        // Solve c·s² + b·s + (a − t) = 0 for s = √x.
+        let s = if self.c.abs() < 1e-12 {
+            (t - self.a) / self.b
+        } else {
+            let disc = self.b * self.b - 4.0 * self.c * (self.a - t);
+            (-self.b + disc.max(0.0).sqrt()) / (2.0 * self.c)
+        };
+        if s.is_nan() || s <= 0.0 {
+            return 1;
+        }
+        ceil_ns(s * s / self.inv_tracks) + 1
+    }
     #[inline]
     fn at_x(&self, x: f64) -> f64 {
         (self.a + self.b * x.sqrt() + self.c * x).max(0.0)
@@ -334,6 +363,17 @@ impl SeekCurve {
         } else {
             self.at_x((tracks as f64 * self.inv_tracks).clamp(self.x1, 1.0))
         }
+    }
+}
+
+/// `x.ceil() as Ns` for x ≥ 0 without the libm call.
+#[inline]
+fn ceil_ns(x: f64) -> Ns {
+    let i = x as Ns;
+    if (i as f64) < x {
+        i + 1
+    } else {
+        i
     }
 }
 
@@ -361,6 +401,17 @@ struct Cmd {
     trk: f64,
 }
 
+/// An NCQ queue entry: track position of the first media byte, its track index, submission
+/// time, the command.
+#[derive(Clone, Copy, Debug)]
+struct QEnt {
+    trk: f64,
+    trk_i: i64,
+    submit_ns: Ns,
+    idx: u32,
+    read: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AfterLink {
     ReadDone,
@@ -374,7 +425,10 @@ enum Head {
     /// Reading sequentially (see `Stream`).
     Stream,
     /// Writing to media until `end`; `cmd` is `NONE` for a destage.
-    Write { end: Ns, cmd: u32 },
+    Write {
+        end: Ns,
+        cmd: u32,
+    },
 }
 
 const NONE: u32 = u32::MAX;
@@ -424,7 +478,8 @@ pub struct Hdd {
     ctrl_q: VecDeque<(Ns, u32)>,
     link_free: Ns,
     link_q: VecDeque<(Ns, u32, AfterLink)>,
-    media_q: Vec<u32>,
+    /// Commands waiting for the head, with what SPTF needs kept contiguous.
+    media_q: Vec<QEnt>,
     write_wait: VecDeque<u32>,
     flush_wait: VecDeque<(u64, u32)>,
 
@@ -525,8 +580,7 @@ impl Hdd {
     }
     /// Dirty bytes in the write cache (not yet on media), including the one being destaged.
     pub fn dirty_bytes(&self) -> u64 {
-        self.dirty
-            .iter().map(|(s, d)| d.end - s).sum::<u64>()
+        self.dirty.iter().map(|(s, d)| d.end - s).sum::<u64>()
             + self.destaging.map_or(0, |(s, e, _)| e - s)
     }
 
@@ -589,7 +643,7 @@ impl Hdd {
     fn stream_time_to(&self, off: u64) -> Ns {
         let s = &self.stream;
         let dt = (self.geo.track_of(off) - s.origin_trk).max(0.0) * self.geo.trot;
-        s.origin_ns + dt.ceil() as Ns
+        s.origin_ns + ceil_ns(dt)
     }
 
     fn set_stream_limit(&mut self, limit: u64) {
@@ -804,16 +858,17 @@ impl Hdd {
             self.stats.cache_hits += 1;
             let ready = self.stream_time_to(media_end);
             self.stream.waiters.push((ready, idx));
-            let limit = self.stream.limit_off.max(media_end.saturating_add(self.readahead));
+            let limit = self
+                .stream
+                .limit_off
+                .max(media_end.saturating_add(self.readahead));
             self.set_stream_limit(limit);
             self.refresh_head_next();
             return;
         }
         self.stats.cache_misses += 1;
-        let cm = &mut self.cmds[idx as usize];
-        cm.media_off = r;
-        cm.trk = self.geo.track_of(r);
-        self.media_q.push(idx);
+        self.cmds[idx as usize].media_off = r;
+        self.enqueue_media(idx, true);
         self.try_dispatch(t);
     }
 
@@ -838,8 +893,7 @@ impl Hdd {
                     return;
                 }
                 c.media_off = c.off;
-                c.trk = self.geo.track_of(c.off);
-                self.media_q.push(idx);
+                self.enqueue_media(idx, false);
                 self.try_dispatch(t);
             }
         }
@@ -863,14 +917,14 @@ impl Hdd {
             }
             Head::Stream => {
                 // Waiters whose data has been read go to the link, in ready order.
-                loop {
-                    let mut best: Option<usize> = None;
-                    for (i, w) in self.stream.waiters.iter().enumerate() {
-                        if w.0 <= t && best.map_or(true, |b| w < &self.stream.waiters[b]) {
-                            best = Some(i);
-                        }
-                    }
-                    let Some(i) = best else { break };
+                while let Some((i, _)) = self
+                    .stream
+                    .waiters
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.0 <= t)
+                    .min_by_key(|(_, w)| **w)
+                {
                     let (_, idx) = self.stream.waiters.swap_remove(i);
                     self.link(t, idx, AfterLink::ReadDone);
                 }
@@ -881,6 +935,24 @@ impl Hdd {
                 self.try_dispatch(t);
             }
         }
+    }
+
+    fn enqueue_media(&mut self, idx: u32, read: bool) {
+        let c = &mut self.cmds[idx as usize];
+        let trk = self.geo.track_of(c.media_off);
+        c.trk = trk;
+        let trk_i = trk as i64;
+        let at = self.media_q.partition_point(|q| q.trk_i <= trk_i);
+        self.media_q.insert(
+            at,
+            QEnt {
+                trk,
+                trk_i,
+                submit_ns: c.submit_ns,
+                idx,
+                read,
+            },
+        );
     }
 
     /// The rotational position of the platter at `now`, in turns.
@@ -909,12 +981,7 @@ impl Hdd {
             _ => return,
         };
         let urgent = !self.write_wait.is_empty() || !self.flush_wait.is_empty();
-        let destage = !self.dirty.is_empty()
-            && (urgent
-                || !self
-                    .media_q
-                    .iter()
-                    .any(|&i| self.cmds[i as usize].op == Op::Read));
+        let destage = !self.dirty.is_empty() && (urgent || !self.media_q.iter().any(|q| q.read));
         if self.media_q.is_empty() && (!destage || (speculative && !urgent)) {
             return;
         }
@@ -924,21 +991,55 @@ impl Hdd {
         let now_phase = self.phase(now);
         let head_i = self.head_trk as i64;
 
-        // Candidate: (positioning ns, media_q index) or a destage extent.
-        let mut best_q: Option<(f64, usize)> = None;
-        let mut oldest: Option<(Ns, usize)> = None;
-        for (qi, &idx) in self.media_q.iter().enumerate() {
-            let c = &self.cmds[idx as usize];
-            if c.submit_ns + STARVATION_NS <= now && oldest.map_or(true, |o| c.submit_ns < o.0) {
-                oldest = Some((c.submit_ns, qi));
-            }
-            let pos = self.positioning(now_phase, head_i, c.trk);
-            if best_q.map_or(true, |b| pos < b.0) {
-                best_q = Some((pos, qi));
+        // SPTF. A candidate `d` tracks away needs at least seek(d): once the best positioning
+        // time is known, candidates at `d_lim` tracks or more are skipped without computing it.
+        let mut best_pos = f64::INFINITY;
+        let mut d_lim = u64::MAX;
+        let mut best_q = usize::MAX;
+        let mut oldest = (Ns::MAX, usize::MAX);
+        for (qi, q) in self.media_q.iter().enumerate() {
+            if q.submit_ns < oldest.0 {
+                oldest = (q.submit_ns, qi);
             }
         }
+        // The queue is sorted by track: visit candidates in order of seek distance, outwards
+        // from the head, until the distance alone exceeds the best positioning time.
+        let q = &self.media_q;
+        let mut hi = q.partition_point(|e| e.trk_i < head_i);
+        let mut lo = hi;
+        loop {
+            let dl = if lo > 0 {
+                (head_i - q[lo - 1].trk_i).unsigned_abs()
+            } else {
+                u64::MAX
+            };
+            let dh = if hi < q.len() {
+                (q[hi].trk_i - head_i).unsigned_abs()
+            } else {
+                u64::MAX
+            };
+            let qi = if dl < dh {
+                lo -= 1;
+                lo
+            } else if dh != u64::MAX {
+                hi += 1;
+                hi - 1
+            } else {
+                break;
+            };
+            if dl.min(dh) >= d_lim {
+                break;
+            }
+            let pos = self.positioning(now_phase, head_i, q[qi].trk);
+            if pos < best_pos {
+                best_pos = pos;
+                best_q = qi;
+                d_lim = self.seek.tracks_at_least(pos);
+            }
+        }
+        let starving = oldest.0.saturating_add(STARVATION_NS) <= now;
         let mut best_d: Option<(f64, u64)> = None;
-        if destage && oldest.is_none() {
+        if destage && !starving {
             let after = self.dirty.range(self.head_off..).take(DESTAGE_CANDIDATES);
             let before = self
                 .dirty
@@ -946,9 +1047,15 @@ impl Hdd {
                 .rev()
                 .take(DESTAGE_CANDIDATES);
             for (&s, _) in after.chain(before) {
-                let pos = self.positioning(now_phase, head_i, self.geo.track_of(s));
-                if best_d.map_or(true, |b| pos < b.0) && best_q.map_or(true, |b| pos < b.0) {
+                let trk = self.geo.track_of(s);
+                if (trk as i64 - head_i).unsigned_abs() >= d_lim {
+                    continue;
+                }
+                let pos = self.positioning(now_phase, head_i, trk);
+                if pos < best_pos {
+                    best_pos = pos;
                     best_d = Some((pos, s));
+                    d_lim = self.seek.tracks_at_least(pos);
                 }
             }
         }
@@ -956,16 +1063,18 @@ impl Hdd {
             self.start_destage(now, pos, s);
             return;
         }
-        let (pos, qi) = match oldest {
-            Some((_, qi)) => {
-                let c = &self.cmds[self.media_q[qi] as usize];
-                (self.positioning(now_phase, head_i, c.trk), qi)
-            }
-            None => best_q.expect("media queue is not empty"),
+        let (pos, qi) = if starving {
+            let q = &self.media_q[oldest.1];
+            (self.positioning(now_phase, head_i, q.trk), oldest.1)
+        } else if best_q < self.media_q.len() {
+            (best_pos, best_q)
+        } else {
+            self.refresh_head_next();
+            return;
         };
-        let idx = self.media_q.swap_remove(qi);
+        let idx = self.media_q.remove(qi).idx;
         let c = self.cmds[idx as usize];
-        let ready = now + pos.ceil() as Ns;
+        let ready = now + ceil_ns(pos);
         let end = c.off.saturating_add(c.len).min(self.geo.cap);
         if c.op == Op::Read {
             let seg = self.alloc_segment(c.media_off);
@@ -987,7 +1096,7 @@ impl Hdd {
 
     fn start_write(&mut self, ready: Ns, s_trk: f64, e: u64, cmd: u32) {
         let e_trk = self.geo.track_of(e);
-        let end = ready + ((e_trk - s_trk).max(0.0) * self.geo.trot).ceil() as Ns;
+        let end = ready + ceil_ns((e_trk - s_trk).max(0.0) * self.geo.trot);
         self.head_off = e;
         self.head_trk = e_trk;
         self.head = Head::Write { end, cmd };
@@ -1002,7 +1111,7 @@ impl Hdd {
         }
         self.destaging = Some((s, e, d.epoch));
         let trk = self.geo.track_of(s);
-        self.start_write(now + pos.ceil() as Ns, trk, e, NONE);
+        self.start_write(now + ceil_ns(pos), trk, e, NONE);
         self.refresh_head_next();
     }
 }
@@ -1302,7 +1411,9 @@ mod tests {
     fn sequential_cached_writes_destage_at_the_media_rate() {
         let mut d = hdd();
         let n = 2048; // 128 MiB in 64 KiB writes: fills and drains the write half.
-        let run = closed_loop(&mut d, 0, 4, n, |i| (Op::Write, i as u64 * 64 * KIB, 64 * KIB));
+        let run = closed_loop(&mut d, 0, 4, n, |i| {
+            (Op::Write, i as u64 * 64 * KIB, 64 * KIB)
+        });
         let f = one(&mut d, run.elapsed_ns, n as u64, Op::Flush, 0, 0, false);
         let rate = (n as u64 * 64 * KIB) as f64 / (f as f64 / 1e9);
         eprintln!("seq 64 KiB writes + flush: {rate:.3e} B/s");
@@ -1317,7 +1428,11 @@ mod tests {
         let n = 2000;
         let cmds: Vec<(Op, u64)> = (0..n)
             .map(|_| {
-                let op = if rng.below(2) == 0 { Op::Read } else { Op::Write };
+                let op = if rng.below(2) == 0 {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
                 (op, rng.below(cap / 32768) * 32768)
             })
             .collect();
@@ -1338,11 +1453,17 @@ mod tests {
         let mut rng = Rng::new(5);
         let n = 3000;
         let offs: Vec<u64> = (0..n)
-            .map(|i| if i == 100 { far } else { rng.below(64 * MIB / 4096) * 4096 + 64 * MIB })
+            .map(|i| {
+                if i == 100 {
+                    far
+                } else {
+                    rng.below(64 * MIB / 4096) * 4096 + 64 * MIB
+                }
+            })
             .collect();
         let run = closed_loop(&mut d, 0, 32, n, |i| (Op::Read, offs[i], 4096));
         let l = run.latencies_ns[100];
-        assert!(l >= SEC && l < SEC + 50 * MS, "far read waited {l} ns");
+        assert!((SEC..SEC + 50 * MS).contains(&l), "far read waited {l} ns");
         assert!(run.elapsed_ns > 2 * SEC);
     }
 
@@ -1377,7 +1498,11 @@ mod tests {
             let mut rng = Rng::new(42);
             let cmds: Vec<(Op, u64)> = (0..1000)
                 .map(|_| {
-                    let op = if rng.below(3) == 0 { Op::Write } else { Op::Read };
+                    let op = if rng.below(3) == 0 {
+                        Op::Write
+                    } else {
+                        Op::Read
+                    };
                     (op, rng.below(1 << 20) * 4096)
                 })
                 .collect();
@@ -1409,7 +1534,7 @@ mod tests {
         let mut done = Vec::with_capacity(64);
         for d in disks.iter_mut() {
             let (mut now, mut issued, mut completed) = (0, 0, 0);
-            let mut submit = |d: &mut Hdd, now: Ns, issued: &mut usize| {
+            let submit = |d: &mut Hdd, now: Ns, issued: &mut usize| {
                 let cmd = DevCmd {
                     tag: *issued as u64,
                     op: Op::Read,
@@ -1437,6 +1562,9 @@ mod tests {
             total += completed;
         }
         let s = wall.elapsed().as_secs_f64();
-        eprintln!("{total} I/Os in {s:.3} s wall: {:.0} I/Os per second", total as f64 / s);
+        eprintln!(
+            "{total} I/Os in {s:.3} s wall: {:.0} I/Os per second",
+            total as f64 / s
+        );
     }
 }

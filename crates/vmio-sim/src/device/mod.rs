@@ -20,6 +20,10 @@
 //!     device.submit(t, cmd)             // any time >= the last advance
 //! }
 //! ```
+//!
+//! A model accepts more than `queue_depth()` commands (they wait inside the device) but the
+//! engine should not rely on it: real hosts never exceed the NCQ depth. Commands beyond the
+//! capacity complete (each model documents how); the engine validates ranges.
 
 pub mod hdd;
 pub mod ram;
@@ -73,34 +77,36 @@ pub trait Device {
 /// Device models accepted in a stack file's `[[device]] model = ...`.
 pub const MODELS: &[&str] = &["hdd", "ssd", "ram"];
 
+/// A bad `[[device]]` table. Messages name the device, the parameter or value at fault and
+/// what is accepted. (Fields are boxed strings to keep the error small.)
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    #[error("device '{device}': unknown model '{model}'; accepted: {accepted}")]
+    #[error("device '{device}': unknown model '{model}'; accepted: {}", .accepted.join(", "))]
     UnknownModel {
-        device: String,
-        model: String,
-        accepted: String,
+        device: Box<str>,
+        model: Box<str>,
+        accepted: &'static [&'static str],
     },
-    #[error("device '{device}': unknown profile '{profile}' for model '{model}'; accepted: {accepted}")]
+    #[error("device '{device}': unknown profile '{profile}' for model '{model}'; accepted: {}", .accepted.join(", "))]
     UnknownProfile {
-        device: String,
-        model: String,
-        profile: String,
-        accepted: String,
+        device: Box<str>,
+        model: &'static str,
+        profile: Box<str>,
+        accepted: &'static [&'static str],
     },
-    #[error("device '{device}': unknown parameter '{param}' for model '{model}'; accepted: {accepted}")]
+    #[error("device '{device}': unknown parameter '{param}' for model '{model}'; accepted: {}", .accepted.join(", "))]
     UnknownParam {
-        device: String,
-        model: String,
-        param: String,
-        accepted: String,
+        device: Box<str>,
+        model: &'static str,
+        param: Box<str>,
+        accepted: &'static [&'static str],
     },
     #[error("device '{device}': {param} = {value}: {expected}")]
     BadValue {
-        device: String,
-        param: String,
-        value: String,
-        expected: String,
+        device: Box<str>,
+        param: &'static str,
+        value: Box<str>,
+        expected: Box<str>,
     },
 }
 
@@ -111,21 +117,21 @@ pub fn build_device(
     profile: Option<&str>,
     params: &BTreeMap<String, toml::Value>,
 ) -> Result<Box<dyn Device>, DeviceError> {
-    let profiles = profile_names(model);
-    if profiles.is_empty() {
+    let Some(&model) = MODELS.iter().find(|&&m| m == model) else {
         return Err(DeviceError::UnknownModel {
-            device: name.to_string(),
-            model: model.to_string(),
-            accepted: MODELS.join(", "),
+            device: name.into(),
+            model: model.into(),
+            accepted: MODELS,
         });
-    }
+    };
+    let profiles = profile_names(model);
     let profile = profile.unwrap_or(profiles[0]);
     if !profiles.contains(&profile) {
         return Err(DeviceError::UnknownProfile {
-            device: name.to_string(),
-            model: model.to_string(),
-            profile: profile.to_string(),
-            accepted: profiles.join(", "),
+            device: name.into(),
+            model,
+            profile: profile.into(),
+            accepted: profiles,
         });
     }
     let reader = ParamReader::new(name, model, params);
@@ -159,7 +165,7 @@ pub fn profile_names(model: &str) -> &'static [&'static str] {
 /// the device, the parameter, the value and what is accepted.
 pub struct ParamReader<'a> {
     device: &'a str,
-    model: &'a str,
+    model: &'static str,
     map: &'a BTreeMap<String, toml::Value>,
 }
 
@@ -167,40 +173,52 @@ pub struct ParamReader<'a> {
 const TABLE_KEYS: &[&str] = &["name", "model", "profile"];
 
 impl<'a> ParamReader<'a> {
-    pub fn new(device: &'a str, model: &'a str, map: &'a BTreeMap<String, toml::Value>) -> Self {
+    pub fn new(
+        device: &'a str,
+        model: &'static str,
+        map: &'a BTreeMap<String, toml::Value>,
+    ) -> Self {
         Self { device, model, map }
     }
 
     /// Reject any key that is not in `accepted` (checked in key order, so deterministic).
-    pub fn check_known(&self, accepted: &[&str]) -> Result<(), DeviceError> {
+    pub fn check_known(&self, accepted: &'static [&'static str]) -> Result<(), DeviceError> {
         for key in self.map.keys() {
             if !accepted.contains(&key.as_str()) && !TABLE_KEYS.contains(&key.as_str()) {
                 return Err(DeviceError::UnknownParam {
-                    device: self.device.to_string(),
-                    model: self.model.to_string(),
-                    param: key.clone(),
-                    accepted: accepted.join(", "),
+                    device: self.device.into(),
+                    model: self.model,
+                    param: key.as_str().into(),
+                    accepted,
                 });
             }
         }
         Ok(())
     }
 
-    pub fn bad(&self, param: &str, value: impl std::fmt::Display, expected: &str) -> DeviceError {
+    pub fn bad(
+        &self,
+        param: &'static str,
+        value: impl std::fmt::Display,
+        expected: &str,
+    ) -> DeviceError {
         DeviceError::BadValue {
-            device: self.device.to_string(),
-            param: param.to_string(),
-            value: value.to_string(),
-            expected: expected.to_string(),
+            device: self.device.into(),
+            param,
+            value: value.to_string().into(),
+            expected: expected.into(),
         }
     }
 
     /// A size in bytes: `"2t"`, `"256m"` (fio units, base 1024) or a non-negative integer.
-    pub fn size(&self, param: &str, default: u64) -> Result<u64, DeviceError> {
+    pub fn size(&self, param: &'static str, default: u64) -> Result<u64, DeviceError> {
         const EXP: &str = "must be a size in bytes (an integer, or a string like \"256m\", \"2t\")";
         match self.map.get(param) {
             None => Ok(default),
             Some(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as u64),
+            Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 && *f < 1.8e19 => {
+                Ok(f.round() as u64)
+            }
             Some(toml::Value::String(s)) => parse_size(s).map_err(|_| self.bad(param, v(s), EXP)),
             Some(other) => Err(self.bad(param, other, EXP)),
         }
@@ -208,7 +226,7 @@ impl<'a> ParamReader<'a> {
 
     /// A rate in bytes per second: `"220m"` (parsed as a size, base 1024, optional `/s`) or a
     /// positive number (bytes/s).
-    pub fn rate(&self, param: &str, default: u64) -> Result<u64, DeviceError> {
+    pub fn rate(&self, param: &'static str, default: u64) -> Result<u64, DeviceError> {
         const EXP: &str = "must be a positive rate in bytes/s (a number, or a string like \"220m\" or \"220m/s\")";
         let r = match self.map.get(param) {
             None => return Ok(default),
@@ -230,7 +248,7 @@ impl<'a> ParamReader<'a> {
     }
 
     /// A duration in ns: `"8.5ms"`, `"50us"` or a non-negative number of milliseconds.
-    pub fn duration(&self, param: &str, default: Ns) -> Result<Ns, DeviceError> {
+    pub fn duration(&self, param: &'static str, default: Ns) -> Result<Ns, DeviceError> {
         const EXP: &str =
             "must be a duration (a number of milliseconds, or a string like \"8.5ms\", \"50us\")";
         match self.map.get(param) {
@@ -249,7 +267,7 @@ impl<'a> ParamReader<'a> {
     }
 
     /// A positive integer.
-    pub fn positive(&self, param: &str, default: u64) -> Result<u64, DeviceError> {
+    pub fn positive(&self, param: &'static str, default: u64) -> Result<u64, DeviceError> {
         match self.map.get(param) {
             None => Ok(default),
             Some(toml::Value::Integer(i)) if *i > 0 => Ok(*i as u64),
@@ -257,7 +275,7 @@ impl<'a> ParamReader<'a> {
         }
     }
 
-    pub fn boolean(&self, param: &str, default: bool) -> Result<bool, DeviceError> {
+    pub fn boolean(&self, param: &'static str, default: bool) -> Result<bool, DeviceError> {
         match self.map.get(param) {
             None => Ok(default),
             Some(toml::Value::Boolean(b)) => Ok(*b),
@@ -285,12 +303,15 @@ pub fn fmt_ms(ns: Ns) -> String {
     s
 }
 
+/// (time, submission order, tag, op, length).
+type Completion = (Ns, u64, u64, Op, u64);
+
 /// Time-ordered completions for models that can compute a command's completion time when it
 /// is submitted (FIFO resources, no reordering): a binary heap keyed by (time, submission
 /// order), carrying the tag and the op and length for the statistics.
 #[derive(Debug, Default)]
 pub(crate) struct Completions {
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Ns, u64, u64, Op, u64)>>,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<Completion>>,
     seq: u64,
 }
 
@@ -303,8 +324,13 @@ impl Completions {
     }
     pub(crate) fn push(&mut self, at: Ns, cmd: &DevCmd) {
         self.seq += 1;
-        self.heap
-            .push(std::cmp::Reverse((at, self.seq, cmd.tag, cmd.op, cmd.len_bytes)));
+        self.heap.push(std::cmp::Reverse((
+            at,
+            self.seq,
+            cmd.tag,
+            cmd.op,
+            cmd.len_bytes,
+        )));
     }
     pub(crate) fn next(&self) -> Option<Ns> {
         self.heap.peek().map(|r| r.0 .0)
@@ -449,7 +475,15 @@ pub(crate) mod testkit {
 
     /// Submit one command at `now` and run the device until it completes; returns the
     /// completion time.
-    pub fn one(dev: &mut dyn Device, now: Ns, tag: u64, op: Op, off: u64, len: u64, fua: bool) -> Ns {
+    pub fn one(
+        dev: &mut dyn Device,
+        now: Ns,
+        tag: u64,
+        op: Op,
+        off: u64,
+        len: u64,
+        fua: bool,
+    ) -> Ns {
         dev.submit(
             now,
             DevCmd {
@@ -500,7 +534,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("'sda'") && e.contains("'tape'") && e.contains("hdd, ssd, ram"), "{e}");
+        assert!(
+            e.contains("'sda'") && e.contains("'tape'") && e.contains("hdd, ssd, ram"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -509,7 +546,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("'sda'") && e.contains("'hdd-9000'") && e.contains("hdd-7200-2tb"), "{e}");
+        assert!(
+            e.contains("'sda'") && e.contains("'hdd-9000'") && e.contains("hdd-7200-2tb"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -518,25 +558,40 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("'sda'") && e.contains("'rmp'") && e.contains("rpm"), "{e}");
+        assert!(
+            e.contains("'sda'") && e.contains("'rmp'") && e.contains("rpm"),
+            "{e}"
+        );
         let e = build_device("nv0", "ssd", None, &table("rpm = 7200"))
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("'nv0'") && e.contains("'rpm'") && e.contains("channels"), "{e}");
+        assert!(
+            e.contains("'nv0'") && e.contains("'rpm'") && e.contains("channels"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bad_values_name_the_parameter_the_value_and_the_expectation() {
         let cases = [
             ("rpm = -5", "rpm = -5: must be a positive integer"),
-            ("rpm = \"fast\"", "rpm = \"fast\": must be a positive integer"),
+            (
+                "rpm = \"fast\"",
+                "rpm = \"fast\": must be a positive integer",
+            ),
             ("capacity = \"2x\"", "capacity = \"2x\": must be a size"),
-            ("avg_seek = \"slow\"", "avg_seek = \"slow\": must be a duration"),
+            (
+                "avg_seek = \"slow\"",
+                "avg_seek = \"slow\": must be a duration",
+            ),
             ("outer_rate = 0", "outer_rate = 0: must be a positive rate"),
             ("write_cache = 1", "write_cache = 1: must be true or false"),
             ("inner_rate = \"300m\"", "inner_rate = 314572800: must be"),
-            ("avg_seek = 20", "avg_seek = 20ms: must lie between track_to_track (0.8ms)"),
+            (
+                "avg_seek = 20",
+                "avg_seek = 20ms: must lie between track_to_track (0.8ms)",
+            ),
         ];
         for (src, want) in cases {
             let e = build_device("sda", "hdd", None, &table(src))

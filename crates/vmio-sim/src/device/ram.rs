@@ -161,7 +161,9 @@ mod tests {
     #[test]
     fn large_transfers_run_at_the_bandwidth() {
         let mut d = ram();
-        let run = closed_loop(&mut d, 0, 8, 1000, |i| (Op::Write, i as u64 * (1 << 20), 1 << 20));
+        let run = closed_loop(&mut d, 0, 8, 1000, |i| {
+            (Op::Write, i as u64 * (1 << 20), 1 << 20)
+        });
         let bps = 1000.0 * (1u64 << 20) as f64 / (run.elapsed_ns as f64 / 1e9);
         assert!((bps / 1e10 - 1.0).abs() < 0.01, "{bps}");
         assert_eq!(d.stats().write_bytes, 1000 << 20);
@@ -171,7 +173,10 @@ mod tests {
     fn flushes_and_empty_commands_complete_after_the_latency() {
         let mut d = ram();
         assert_eq!(one(&mut d, 0, 1, Op::Flush, 0, 0, false), US);
-        assert_eq!(one(&mut d, 10 * US, 2, Op::Read, u64::MAX - 5, 0, false), 11 * US);
+        assert_eq!(
+            one(&mut d, 10 * US, 2, Op::Read, u64::MAX - 5, 0, false),
+            11 * US
+        );
         assert_eq!(d.stats().flush_ops, 1);
     }
 }

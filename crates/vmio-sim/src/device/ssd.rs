@@ -128,10 +128,18 @@ impl SsdParams {
             return Err(r.bad("channels", p.channels, "must be between 1 and 256"));
         }
         if p.dies_per_channel > 256 {
-            return Err(r.bad("dies_per_channel", p.dies_per_channel, "must be between 1 and 256"));
+            return Err(r.bad(
+                "dies_per_channel",
+                p.dies_per_channel,
+                "must be between 1 and 256",
+            ));
         }
         if !(512..=(1 << 20)).contains(&p.page_bytes) {
-            return Err(r.bad("page_size", p.page_bytes, "must be between 512 and 1048576 bytes"));
+            return Err(r.bad(
+                "page_size",
+                p.page_bytes,
+                "must be between 512 and 1048576 bytes",
+            ));
         }
         if p.read_iops > 1_000_000_000 || p.write_iops > 1_000_000_000 {
             let (k, v) = if p.read_iops > p.write_iops {
@@ -262,7 +270,10 @@ impl Ssd {
         let bytes = self.open_fill;
         let die = self.write_die();
         let ch = self.channel_of(die);
-        let start = self.open_ready.max(self.chan_free[ch]).max(self.die_free[die]);
+        let start = self
+            .open_ready
+            .max(self.chan_free[ch])
+            .max(self.die_free[die]);
         let xfer_end = start + transfer_ns(self.p.page_bytes, self.p.channel_rate_bps);
         self.chan_free[ch] = xfer_end;
         let done = xfer_end + self.p.program_latency_ns;
@@ -304,14 +315,14 @@ impl Ssd {
             self.open_ready = in_buffer;
             left -= take;
             if self.open_fill == self.p.page_bytes {
-                last_program = self.program_open_page();
+                last_program = last_program.max(self.program_open_page());
             }
         }
         if fua {
             if self.open_fill > 0 {
-                last_program = self.program_open_page();
+                last_program = last_program.max(self.program_open_page());
             }
-            last_program.max(in_buffer)
+            last_program
         } else {
             in_buffer
         }
@@ -457,7 +468,8 @@ mod tests {
     fn a_4k_read_at_qd1_takes_command_flash_channel_and_link_time() {
         let mut d = ssd();
         let t = one(&mut d, 0, 1, Op::Read, 1 << 30, 4096, false);
-        let want = 10 * US + 60 * US + transfer_ns(4096, 400_000_000) + transfer_ns(4096, 540_000_000);
+        let want =
+            10 * US + 60 * US + transfer_ns(4096, 400_000_000) + transfer_ns(4096, 540_000_000);
         assert_eq!(t, want);
         let qd1 = random_iops(Op::Read, 1);
         eprintln!("ssd random 4k read QD1: {qd1:.0} IOPS");
@@ -494,7 +506,10 @@ mod tests {
         let map: BTreeMap<String, toml::Value> =
             toml::from_str("channels = 1\ndies_per_channel = 1\nwrite_buffer = \"1m\"").unwrap();
         let r = ParamReader::new("sdb", "ssd", &map);
-        let mut d = Ssd::new("sdb", SsdParams::from_params("samsung-840pro-256g", &r).unwrap());
+        let mut d = Ssd::new(
+            "sdb",
+            SsdParams::from_params("samsung-840pro-256g", &r).unwrap(),
+        );
         let n = 2000;
         let run = closed_loop(&mut d, 0, 8, n, |i| (Op::Write, i as u64 * 65536, 65536));
         let bps = (n as u64 * 65536) as f64 / (run.elapsed_ns as f64 / 1e9);
