@@ -31,7 +31,10 @@ pub struct Extent {
 
 impl Extent {
     pub fn new(offset_bytes: u64, len_bytes: u64) -> Self {
-        Self { offset_bytes, len_bytes }
+        Self {
+            offset_bytes,
+            len_bytes,
+        }
     }
     pub fn end_bytes(&self) -> u64 {
         self.offset_bytes + self.len_bytes

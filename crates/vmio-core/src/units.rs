@@ -112,14 +112,26 @@ mod tests {
         assert!(e.to_string().contains("'12q'"));
         assert!(parse_size("").is_err());
         assert!(parse_size("k").is_err());
-        assert!(matches!(parse_size("99999999999p"), Err(UnitError::Overflow(_))));
+        assert!(matches!(
+            parse_size("99999999999p"),
+            Err(UnitError::Overflow(_))
+        ));
     }
 
     #[test]
     fn durations_default_to_the_given_unit() {
-        assert_eq!(parse_duration_ns("30", 1_000_000_000).unwrap(), 30_000_000_000);
-        assert_eq!(parse_duration_ns("500ms", 1_000_000_000).unwrap(), 500_000_000);
-        assert_eq!(parse_duration_ns("2m", 1_000_000_000).unwrap(), 120_000_000_000);
+        assert_eq!(
+            parse_duration_ns("30", 1_000_000_000).unwrap(),
+            30_000_000_000
+        );
+        assert_eq!(
+            parse_duration_ns("500ms", 1_000_000_000).unwrap(),
+            500_000_000
+        );
+        assert_eq!(
+            parse_duration_ns("2m", 1_000_000_000).unwrap(),
+            120_000_000_000
+        );
         assert!(parse_duration_ns("3 weeks", 1).is_err());
     }
 

@@ -8,7 +8,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use vmio_sim::run::{run_json, RunInput};
 
-create_exception!(_native, VmioError, PyException, "Bad input or a failed run; the message says what and where.");
+create_exception!(
+    _native,
+    VmioError,
+    PyException,
+    "Bad input or a failed run; the message says what and where."
+);
 
 fn err(e: impl std::fmt::Display) -> PyErr {
     VmioError::new_err(e.to_string())
@@ -43,7 +48,9 @@ fn simulate(
 #[pyfunction]
 #[pyo3(name = "bench", signature = (case, seconds=20))]
 fn run_bench<'py>(py: Python<'py>, case: &str, seconds: u64) -> PyResult<Bound<'py, PyDict>> {
-    let r = py.allow_threads(|| vmio_sim::bench::bench(case, seconds)).map_err(err)?;
+    let r = py
+        .allow_threads(|| vmio_sim::bench::bench(case, seconds))
+        .map_err(err)?;
     let d = PyDict::new_bound(py);
     d.set_item("case", r.case)?;
     d.set_item("simulated_ios", r.simulated_ios)?;

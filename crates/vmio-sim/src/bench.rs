@@ -6,7 +6,7 @@
 //!   (cache=writeback, a 256 MiB region read once to warm the cache, then measured).
 //! Wall time is measured here, never asserted in tests.
 
-use crate::run::{run, RunInput, RunError};
+use crate::run::{run, RunError, RunInput};
 use std::time::Instant;
 
 pub struct BenchResult {

@@ -43,7 +43,10 @@ fn job_options(j: &JobReport) -> Value {
         m.insert("time_based".into(), json!(""));
     }
     if s.ramp_time_ns > 0 {
-        m.insert("ramp_time".into(), json!(format!("{}ms", s.ramp_time_ns / 1_000_000)));
+        m.insert(
+            "ramp_time".into(),
+            json!(format!("{}ms", s.ramp_time_ns / 1_000_000)),
+        );
     }
     if s.fsync > 0 {
         m.insert("fsync".into(), json!(s.fsync.to_string()));
@@ -109,8 +112,11 @@ pub fn fio_json(out: &RunOutput) -> Value {
         .devices
         .iter()
         .map(|d| {
-            let params: Map<String, Value> =
-                d.params.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            let params: Map<String, Value> = d
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
             json!({"name": d.name, "model": d.model, "stats": d.stats, "params": params})
         })
         .collect();

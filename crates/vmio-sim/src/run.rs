@@ -46,13 +46,20 @@ pub fn run(input: &RunInput) -> Result<RunOutput, RunError> {
     let job_file = parse_job_file(input.job_text, input.job_path)?;
     let vm = match input.vm {
         None => 0,
-        Some(name) => stack.vms.iter().position(|v| v.name == name).ok_or_else(|| {
-            RunError::NoSuchVm {
+        Some(name) => stack
+            .vms
+            .iter()
+            .position(|v| v.name == name)
+            .ok_or_else(|| RunError::NoSuchVm {
                 file: input.stack_path.to_string(),
                 vm: name.to_string(),
-                defined: stack.vms.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "),
-            }
-        })?,
+                defined: stack
+                    .vms
+                    .iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?,
     };
     let seed = input.seed.or(stack.seed).unwrap_or(1);
     let jobs = bind_jobs(&stack, &job_file.jobs, vm, input.job_path)?;

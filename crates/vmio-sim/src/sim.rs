@@ -21,7 +21,9 @@ use crate::metrics::DirStats;
 use crate::vdisk::{InterfaceModel, VirtualDisk};
 use std::collections::VecDeque;
 use thiserror::Error;
-use vmio_core::cache::{page_span, CacheMode, PageCache, PageRange, ReadLookup, Readahead, PAGE_BYTES};
+use vmio_core::cache::{
+    page_span, CacheMode, PageCache, PageRange, ReadLookup, Readahead, PAGE_BYTES,
+};
 use vmio_core::fio::{JobSpec, RwMode};
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched::{self, IoScheduler};
@@ -337,11 +339,12 @@ impl Sim {
         let file = stack.file.clone();
         let mut devs = Vec::new();
         for d in &stack.devices {
-            let model = build_device(&d.name, &d.model, d.profile.as_deref(), &d.params)
-                .map_err(|source| SimError::Device {
+            let model = build_device(&d.name, &d.model, d.profile.as_deref(), &d.params).map_err(
+                |source| SimError::Device {
                     file: file.clone(),
                     source,
-                })?;
+                },
+            )?;
             let qd = model.queue_depth().max(1);
             devs.push(DevState {
                 model,
@@ -356,12 +359,17 @@ impl Sim {
         }
         let mut vols = Vec::new();
         for v in &stack.volumes {
-            let caps: Vec<u64> = v.devices.iter().map(|&i| devs[i].model.capacity_bytes()).collect();
-            let layout = volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)
-                .map_err(|source| SimError::Volume {
-                    file: file.clone(),
-                    source,
-                })?;
+            let caps: Vec<u64> = v
+                .devices
+                .iter()
+                .map(|&i| devs[i].model.capacity_bytes())
+                .collect();
+            let layout =
+                volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)
+                    .map_err(|source| SimError::Volume {
+                        file: file.clone(),
+                        source,
+                    })?;
             let ra = v
                 .read_ahead_kb
                 .map(|kb| kb * 1024)
@@ -416,17 +424,26 @@ impl Sim {
                     notes.push(n);
                 }
             }
-            let sync_engine = matches!(b.spec.ioengine.as_str(), "psync" | "sync" | "pvsync" | "pvsync2" | "vsync");
-            let iodepth = if sync_engine { 1 } else { b.spec.iodepth.max(1) };
+            let sync_engine = matches!(
+                b.spec.ioengine.as_str(),
+                "psync" | "sync" | "pvsync" | "pvsync2" | "vsync"
+            );
+            let iodepth = if sync_engine {
+                1
+            } else {
+                b.spec.iodepth.max(1)
+            };
             if sync_engine && b.spec.iodepth > 1 {
                 notes.push(format!(
                     "job '{}': ioengine={} is synchronous; iodepth={} behaves as 1 (as in fio)",
                     b.spec.name, b.spec.ioengine, b.spec.iodepth
                 ));
             }
-            let gens = Generator::clones(&b.spec, d.size_bytes, seed).map_err(|source| SimError::Workload {
-                file: b.spec.name.clone(),
-                source,
+            let gens = Generator::clones(&b.spec, d.size_bytes, seed).map_err(|source| {
+                SimError::Workload {
+                    file: b.spec.name.clone(),
+                    source,
+                }
             })?;
             for (c, gen) in gens.into_iter().enumerate() {
                 phases = phases.max(b.spec.group_id + 1);
@@ -568,7 +585,13 @@ impl Sim {
             volumes: self
                 .vols
                 .iter()
-                .map(|v| (v.name.clone(), v.layout.capacity_bytes(), v.read_ahead_bytes))
+                .map(|v| {
+                    (
+                        v.name.clone(),
+                        v.layout.capacity_bytes(),
+                        v.read_ahead_bytes,
+                    )
+                })
                 .collect(),
             notes: self.notes,
         }
@@ -609,7 +632,12 @@ impl Sim {
             job.finished = true;
             job.finish_ns = now;
             let phase = job.phase;
-            if self.jobs.iter().filter(|o| o.phase == phase).all(|o| o.finished) {
+            if self
+                .jobs
+                .iter()
+                .filter(|o| o.phase == phase)
+                .all(|o| o.finished)
+            {
                 let mut next = phase + 1;
                 while next < self.phases && !self.jobs.iter().any(|o| o.phase == next) {
                     next += 1;
@@ -655,7 +683,11 @@ impl Sim {
         let disk = self.jobs[j].disk;
         self.jobs[j].inflight += 1;
         let max = self.disks[disk].vdisk.max_request_bytes();
-        let parts = if len == 0 { 1 } else { len.div_ceil(max) as u32 };
+        let parts = if len == 0 {
+            1
+        } else {
+            len.div_ceil(max) as u32
+        };
         let g = self.gios.insert(GIo {
             job: j,
             op,
@@ -781,7 +813,16 @@ impl Sim {
     /// Map `[off, off+len)` of a disk through its volume and queue one device request per
     /// piece, all completing barrier `b`.
     #[allow(clippy::too_many_arguments)]
-    fn submit_range(&mut self, now: Ns, disk: usize, op: Op, off: u64, len: u64, b: usize, sync: bool) {
+    fn submit_range(
+        &mut self,
+        now: Ns,
+        disk: usize,
+        op: Op,
+        off: u64,
+        len: u64,
+        b: usize,
+        sync: bool,
+    ) {
         let d = &self.disks[disk];
         let owner = d.owner;
         let vol = &self.vols[d.volume];
@@ -831,7 +872,15 @@ impl Sim {
                 remaining: 0,
                 cont: Cont::WriteThrough(r),
             });
-            self.submit_range(now, disk, Op::Write, first * PAGE_BYTES, n * PAGE_BYTES, b, true);
+            self.submit_range(
+                now,
+                disk,
+                Op::Write,
+                first * PAGE_BYTES,
+                n * PAGE_BYTES,
+                b,
+                true,
+            );
             return;
         }
         self.kick_writeback(now);
@@ -910,7 +959,15 @@ impl Sim {
                 },
             });
             self.pc.begin_fetch(file, rg.first, rg.n, b as u32);
-            self.submit_range(now, disk, Op::Read, rg.first * PAGE_BYTES, rg.n * PAGE_BYTES, b, true);
+            self.submit_range(
+                now,
+                disk,
+                Op::Read,
+                rg.first * PAGE_BYTES,
+                rg.n * PAGE_BYTES,
+                b,
+                true,
+            );
         }
         self.ranges = ranges;
         any
@@ -919,13 +976,22 @@ impl Sim {
     fn fsync_file(&mut self, now: Ns, r: usize) {
         let disk = self.vreqs.get(r).disk;
         let mut ranges = Vec::new();
-        self.pc.take_dirty(Some(disk as u32), None, u64::MAX, &mut ranges);
+        self.pc
+            .take_dirty(Some(disk as u32), None, u64::MAX, &mut ranges);
         let b = self.barriers.insert(Barrier {
             remaining: 1,
             cont: Cont::FsyncWrites(r),
         });
         for rg in &ranges {
-            self.submit_range(now, disk, Op::Write, rg.first * PAGE_BYTES, rg.n * PAGE_BYTES, b, true);
+            self.submit_range(
+                now,
+                disk,
+                Op::Write,
+                rg.first * PAGE_BYTES,
+                rg.n * PAGE_BYTES,
+                b,
+                true,
+            );
         }
         self.barrier_done(now, b);
     }
@@ -971,7 +1037,9 @@ impl Sim {
             self.q.push(now + self.wb_interval, ev(K_WB_TIMER, 0));
         }
         while self.wb_inflight_pages < WB_MAX_INFLIGHT_PAGES {
-            let expired = self.wb_expired_before.filter(|&t| self.pc.oldest_dirty_ns().is_some_and(|o| o <= t));
+            let expired = self
+                .wb_expired_before
+                .filter(|&t| self.pc.oldest_dirty_ns().is_some_and(|o| o <= t));
             let background = self.pc.dirty_pages() > self.dirty_bg;
             if expired.is_none() && !background {
                 self.wb_expired_before = None;
@@ -979,7 +1047,9 @@ impl Sim {
             }
             let mut ranges = std::mem::take(&mut self.ranges);
             ranges.clear();
-            let taken = self.pc.take_dirty(None, expired, WB_CHUNK_PAGES, &mut ranges);
+            let taken = self
+                .pc
+                .take_dirty(None, expired, WB_CHUNK_PAGES, &mut ranges);
             if taken == 0 {
                 self.ranges = ranges;
                 break;
@@ -992,7 +1062,15 @@ impl Sim {
                     remaining: 0,
                     cont: Cont::Writeback { disk, pages: rg.n },
                 });
-                self.submit_range(now, disk, Op::Write, rg.first * PAGE_BYTES, rg.n * PAGE_BYTES, b, false);
+                self.submit_range(
+                    now,
+                    disk,
+                    Op::Write,
+                    rg.first * PAGE_BYTES,
+                    rg.n * PAGE_BYTES,
+                    b,
+                    false,
+                );
             }
             self.ranges = ranges;
         }
@@ -1032,7 +1110,13 @@ impl Sim {
                 fua: io.fua,
             };
             let slot = d.cmds.insert(io);
-            d.model.submit(now, DevCmd { tag: slot as u64, ..cmd });
+            d.model.submit(
+                now,
+                DevCmd {
+                    tag: slot as u64,
+                    ..cmd
+                },
+            );
             d.inflight += 1;
         }
         if let Some(t) = d.model.next_event_ns() {
@@ -1117,7 +1201,9 @@ impl Sim {
                         self.flush_volume(now, r);
                     }
                 }
-                while !self.throttled.is_empty() && self.pc.dirty_pages() + self.wb_inflight_pages <= self.dirty_limit {
+                while !self.throttled.is_empty()
+                    && self.pc.dirty_pages() + self.wb_inflight_pages <= self.dirty_limit
+                {
                     let r = self.throttled.pop_front().unwrap();
                     self.host_finish(now, r);
                 }

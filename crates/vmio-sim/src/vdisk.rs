@@ -51,7 +51,13 @@ impl InterfaceModel {
         };
         Self {
             interface,
-            queue_depth: queue_depth.unwrap_or(qd).min(if interface == Interface::Ide { 1 } else { u32::MAX }),
+            queue_depth: queue_depth
+                .unwrap_or(qd)
+                .min(if interface == Interface::Ide {
+                    1
+                } else {
+                    u32::MAX
+                }),
             max_request_bytes: max,
             guest_submit_ns: g,
             vmm_submit_ns: s,
@@ -90,7 +96,10 @@ mod tests {
         let ide = InterfaceModel::new(Interface::Ide, Some(32));
         let blk = InterfaceModel::new(Interface::VirtioBlk, None);
         assert_eq!(ide.queue_depth(), 1);
-        assert!(ide.guest_submit_ns() + ide.vmm_submit_ns(4096) > 3 * (blk.guest_submit_ns() + blk.vmm_submit_ns(4096)));
+        assert!(
+            ide.guest_submit_ns() + ide.vmm_submit_ns(4096)
+                > 3 * (blk.guest_submit_ns() + blk.vmm_submit_ns(4096))
+        );
         assert_eq!(blk.queue_depth(), 256);
     }
 }

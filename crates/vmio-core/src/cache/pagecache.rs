@@ -142,7 +142,11 @@ impl PageCache {
     #[inline]
     fn get(&self, file: u32, page: u64) -> u32 {
         let leaf = (page >> LEAF_BITS) as usize;
-        match self.files.get(file as usize).and_then(|f| f.leaves.get(leaf)) {
+        match self
+            .files
+            .get(file as usize)
+            .and_then(|f| f.leaves.get(leaf))
+        {
             Some(Some(l)) => l[(page as usize) & (LEAF - 1)],
             _ => 0,
         }
@@ -285,7 +289,11 @@ impl PageCache {
             match state_of(e) {
                 0 => match out.missing.last_mut() {
                     Some(r) if r.first + r.n == p => r.n += 1,
-                    _ => out.missing.push(PageRange { file, first: p, n: 1 }),
+                    _ => out.missing.push(PageRange {
+                        file,
+                        first: p,
+                        n: 1,
+                    }),
                 },
                 PENDING => {
                     let f = self.nodes[(e & SLOT_MASK) as usize].fetch;
@@ -311,7 +319,11 @@ impl PageCache {
             if state_of(self.get(file, p)) == 0 {
                 match out.last_mut() {
                     Some(r) if r.file == file && r.first + r.n == p => r.n += 1,
-                    _ => out.push(PageRange { file, first: p, n: 1 }),
+                    _ => out.push(PageRange {
+                        file,
+                        first: p,
+                        n: 1,
+                    }),
                 }
             }
         }
@@ -409,7 +421,11 @@ impl PageCache {
         for &(f, p) in &pages {
             match out.last_mut() {
                 Some(r) if r.file == f && r.first + r.n == p => r.n += 1,
-                _ => out.push(PageRange { file: f, first: p, n: 1 }),
+                _ => out.push(PageRange {
+                    file: f,
+                    first: p,
+                    n: 1,
+                }),
             }
         }
         self.stats.written_back_pages += pages.len() as u64;
@@ -476,7 +492,14 @@ mod tests {
         let mut l = ReadLookup::default();
         c.read(0, 10, 4, &mut l);
         assert_eq!(l.hit_pages, 0);
-        assert_eq!(l.missing, vec![PageRange { file: 0, first: 10, n: 4 }]);
+        assert_eq!(
+            l.missing,
+            vec![PageRange {
+                file: 0,
+                first: 10,
+                n: 4
+            }]
+        );
         c.fill(0, 10, 4);
         c.read(0, 10, 4, &mut l);
         assert_eq!(l.hit_pages, 4);
@@ -530,7 +553,18 @@ mod tests {
         assert_eq!(c.take_dirty(None, Some(20), 100, &mut out), 5);
         assert_eq!(
             out,
-            vec![PageRange { file: 0, first: 5, n: 3 }, PageRange { file: 0, first: 20, n: 2 }]
+            vec![
+                PageRange {
+                    file: 0,
+                    first: 5,
+                    n: 3
+                },
+                PageRange {
+                    file: 0,
+                    first: 20,
+                    n: 2
+                }
+            ]
         );
         assert_eq!(c.dirty_pages(), 1);
         out.clear();
@@ -546,7 +580,14 @@ mod tests {
         let mut l = ReadLookup::default();
         c.read(0, 4, 8, &mut l);
         assert_eq!(l.waits, vec![7]);
-        assert_eq!(l.missing, vec![PageRange { file: 0, first: 8, n: 4 }]);
+        assert_eq!(
+            l.missing,
+            vec![PageRange {
+                file: 0,
+                first: 8,
+                n: 4
+            }]
+        );
         c.complete_fetch(0, 0, 8, 7);
         c.read(0, 0, 8, &mut l);
         assert_eq!(l.hit_pages, 8);

@@ -240,7 +240,9 @@ mod tests {
         for (t, off) in [(1, 40), (2, 10), (3, 30), (4, 20)] {
             s.insert(0, io(t, Op::Read, off << 20, 4096));
         }
-        let order: Vec<u64> = (0..4).map(|_| s.dispatch(0).unwrap().offset_bytes >> 20).collect();
+        let order: Vec<u64> = (0..4)
+            .map(|_| s.dispatch(0).unwrap().offset_bytes >> 20)
+            .collect();
         // First from the FIFO head (oldest), then ascending from there, then wrap to the FIFO.
         assert_eq!(order, vec![40, 10, 20, 30]);
     }

@@ -312,7 +312,10 @@ impl Stack {
         if !["kvm", "xen", "native"].contains(&host.hypervisor.as_str()) {
             return Err(c.err(
                 "host.hypervisor",
-                format!("'{}' is not valid; accepted: kvm, xen, native", host.hypervisor),
+                format!(
+                    "'{}' is not valid; accepted: kvm, xen, native",
+                    host.hypervisor
+                ),
             ));
         }
         if raw.device.is_empty() {
@@ -347,7 +350,11 @@ impl Stack {
             let layout = LayoutKind::parse(&v.layout).ok_or_else(|| {
                 c.err(
                     f("layout"),
-                    format!("'{}' is not valid; accepted: {}", v.layout, LayoutKind::ACCEPTED),
+                    format!(
+                        "'{}' is not valid; accepted: {}",
+                        v.layout,
+                        LayoutKind::ACCEPTED
+                    ),
                 )
             })?;
             if vol_index.insert(v.name.clone(), i).is_some() {
@@ -360,7 +367,11 @@ impl Stack {
                         format!("volume[{i}].devices[{j}]"),
                         format!(
                             "no device named '{name}'; defined: {}",
-                            raw.device.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                            raw.device
+                                .iter()
+                                .map(|d| d.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     )
                 })?;
@@ -384,7 +395,11 @@ impl Stack {
                 };
                 return Err(c.err(
                     f("devices"),
-                    format!("layout '{}' needs {want}, got {}", layout.name(), devs.len()),
+                    format!(
+                        "layout '{}' needs {want}, got {}",
+                        layout.name(),
+                        devs.len()
+                    ),
                 ));
             }
             let stripe = match &v.stripe_size {
@@ -486,7 +501,10 @@ impl Stack {
             ));
         }
         if page_cache.copy_rate_bps == 0 || page_cache.writeback_interval_ns == 0 {
-            return Err(c.err("page_cache", "copy_rate and writeback_interval must be positive"));
+            return Err(c.err(
+                "page_cache",
+                "copy_rate and writeback_interval must be positive",
+            ));
         }
         if raw.vm.is_empty() {
             return Err(c.err("vm", "at least one [[vm]] is required"));
@@ -494,7 +512,10 @@ impl Stack {
         let mut vms: Vec<VmSpec> = Vec::new();
         for (i, v) in raw.vm.iter().enumerate() {
             if vms.iter().any(|o| o.name == v.name) {
-                return Err(c.err(format!("vm[{i}].name"), format!("'{}' is defined twice", v.name)));
+                return Err(c.err(
+                    format!("vm[{i}].name"),
+                    format!("'{}' is defined twice", v.name),
+                ));
             }
             let weight = v.weight.unwrap_or(500);
             if !(10..=1000).contains(&weight) {
@@ -504,7 +525,10 @@ impl Stack {
                 ));
             }
             if v.disk.is_empty() {
-                return Err(c.err(format!("vm[{i}].disk"), "each VM needs at least one [[vm.disk]]"));
+                return Err(c.err(
+                    format!("vm[{i}].disk"),
+                    "each VM needs at least one [[vm.disk]]",
+                ));
             }
             let mut disks: Vec<DiskSpec> = Vec::new();
             for (j, d) in v.disk.iter().enumerate() {
@@ -518,7 +542,11 @@ impl Stack {
                         format!(
                             "no volume named '{}'; defined: {}",
                             d.volume,
-                            raw.volume.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+                            raw.volume
+                                .iter()
+                                .map(|v| v.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     )
                 })?;
@@ -526,14 +554,20 @@ impl Stack {
                 let interface = Interface::parse(&interface_name).ok_or_else(|| {
                     c.err(
                         f("interface"),
-                        format!("'{interface_name}' is not valid; accepted: {}", Interface::ACCEPTED),
+                        format!(
+                            "'{interface_name}' is not valid; accepted: {}",
+                            Interface::ACCEPTED
+                        ),
                     )
                 })?;
                 let cache_name = d.cache.clone().unwrap_or_else(|| "writeback".into());
                 let cache = CacheMode::parse(&cache_name).ok_or_else(|| {
                     c.err(
                         f("cache"),
-                        format!("'{cache_name}' is not valid; accepted: {}", CacheMode::ACCEPTED),
+                        format!(
+                            "'{cache_name}' is not valid; accepted: {}",
+                            CacheMode::ACCEPTED
+                        ),
                     )
                 })?;
                 let offset = match &d.offset {
@@ -596,7 +630,10 @@ impl Stack {
                 if d.offset_bytes >= cap {
                     return Err(c.err(
                         format!("vm[{i}].disk[{j}].offset"),
-                        format!("{} is beyond the end of the volume ({cap} bytes)", d.offset_bytes),
+                        format!(
+                            "{} is beyond the end of the volume ({cap} bytes)",
+                            d.offset_bytes
+                        ),
                     ));
                 }
                 if d.size_bytes == 0 {

@@ -60,16 +60,25 @@ fn an_unknown_layout_names_the_field_and_the_accepted_values() {
 
 #[test]
 fn a_missing_device_reference_lists_the_defined_devices() {
-    let e = err(&GOOD.replace("devices = [\"sda\", \"sdb\"]", "devices = [\"sda\", \"sdc\"]"));
+    let e = err(&GOOD.replace(
+        "devices = [\"sda\", \"sdb\"]",
+        "devices = [\"sda\", \"sdc\"]",
+    ));
     assert!(e.contains("volume[0].devices[1]"), "{e}");
-    assert!(e.contains("no device named 'sdc'; defined: sda, sdb"), "{e}");
+    assert!(
+        e.contains("no device named 'sdc'; defined: sda, sdb"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_bad_cache_mode_lists_the_five_qemu_modes() {
     let e = err(&GOOD.replace("cache = \"none\"", "cache = \"fast\""));
     assert!(e.contains("vm[0].disk[0].cache"), "{e}");
-    assert!(e.contains("none, writeback, writethrough, directsync, unsafe"), "{e}");
+    assert!(
+        e.contains("none, writeback, writethrough, directsync, unsafe"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -84,7 +93,10 @@ fn unknown_keys_and_syntax_errors_name_the_file_and_line() {
 #[test]
 fn stripe_options_on_other_layouts_are_refused() {
     let e = err(&GOOD.replace("layout = \"stripe\"", "layout = \"linear\""));
-    assert!(e.contains("volume[0].stripe_size: only valid with layout = \"stripe\""), "{e}");
+    assert!(
+        e.contains("volume[0].stripe_size: only valid with layout = \"stripe\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -98,7 +110,10 @@ fn a_single_layout_with_two_devices_is_refused() {
 #[test]
 fn weights_outside_blkio_range_are_refused() {
     let e = err(&GOOD.replace("name = \"vm1\"", "name = \"vm1\"\nweight = 5"));
-    assert!(e.contains("vm[0].weight: 5: must be within 10..=1000"), "{e}");
+    assert!(
+        e.contains("vm[0].weight: 5: must be within 10..=1000"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -67,8 +67,16 @@ mod tests {
         assert_eq!(
             v,
             vec![
-                Piece { device: 0, offset_bytes: (1 << 20) - 4096, len_bytes: 4096 },
-                Piece { device: 1, offset_bytes: 0, len_bytes: 4096 },
+                Piece {
+                    device: 0,
+                    offset_bytes: (1 << 20) - 4096,
+                    len_bytes: 4096
+                },
+                Piece {
+                    device: 1,
+                    offset_bytes: 0,
+                    len_bytes: 4096
+                },
             ]
         );
     }

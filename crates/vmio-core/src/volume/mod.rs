@@ -113,9 +113,9 @@ pub fn build(
             Box::new(single::Single::new(device_bytes[0]))
         }
         LayoutKind::Linear => Box::new(linear::Linear::new(device_bytes)),
-        LayoutKind::Stripe => Box::new(
-            stripe::Stripe::new(device_bytes, stripe_size_bytes).map_err(invalid)?,
-        ),
+        LayoutKind::Stripe => {
+            Box::new(stripe::Stripe::new(device_bytes, stripe_size_bytes).map_err(invalid)?)
+        }
         LayoutKind::Raid0 => {
             Box::new(raid0::Raid0::new(device_bytes, chunk_bytes).map_err(invalid)?)
         }

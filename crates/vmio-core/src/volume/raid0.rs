@@ -35,14 +35,19 @@ impl Raid0 {
         if chunk_bytes == 0 || !chunk_bytes.is_power_of_two() {
             return Err(format!("chunk {chunk_bytes} must be a power of two"));
         }
-        let sizes: Vec<u64> = device_bytes.iter().map(|c| c / chunk_bytes * chunk_bytes).collect();
+        let sizes: Vec<u64> = device_bytes
+            .iter()
+            .map(|c| c / chunk_bytes * chunk_bytes)
+            .collect();
         let mut levels: Vec<u64> = sizes.clone();
         levels.sort_unstable();
         levels.dedup();
         let mut zones = Vec::new();
         let (mut vol, mut dev_start) = (0u64, 0u64);
         for level in levels {
-            let devices: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] >= level && level > dev_start).collect();
+            let devices: Vec<usize> = (0..sizes.len())
+                .filter(|&i| sizes[i] >= level && level > dev_start)
+                .collect();
             if devices.is_empty() || level == dev_start {
                 continue;
             }
@@ -85,7 +90,15 @@ impl VolumeLayout for Raid0 {
             let take = len_bytes.min(z.vol_end - offset_bytes);
             let start = out.len();
             let n = z.devices.len() as u64;
-            map_striped(n, self.chunk, 0, z.dev_start, offset_bytes - z.vol_start, take, out);
+            map_striped(
+                n,
+                self.chunk,
+                0,
+                z.dev_start,
+                offset_bytes - z.vol_start,
+                take,
+                out,
+            );
             for p in &mut out[start..] {
                 p.device = z.devices[p.device];
             }

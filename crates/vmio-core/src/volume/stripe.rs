@@ -25,7 +25,9 @@ impl Stripe {
             return Err("layout 'stripe' needs at least two devices".into());
         }
         if stripe_size_bytes == 0 || !stripe_size_bytes.is_power_of_two() {
-            return Err(format!("stripe_size {stripe_size_bytes} must be a power of two"));
+            return Err(format!(
+                "stripe_size {stripe_size_bytes} must be a power of two"
+            ));
         }
         let min = *device_bytes.iter().min().unwrap();
         let per_dev = min / stripe_size_bytes * stripe_size_bytes;
@@ -95,9 +97,21 @@ mod tests {
         assert_eq!(
             v,
             vec![
-                Piece { device: 0, offset_bytes: 32 << 10, len_bytes: 32 << 10 },
-                Piece { device: 1, offset_bytes: 0, len_bytes: 64 << 10 },
-                Piece { device: 0, offset_bytes: 64 << 10, len_bytes: 32 << 10 },
+                Piece {
+                    device: 0,
+                    offset_bytes: 32 << 10,
+                    len_bytes: 32 << 10
+                },
+                Piece {
+                    device: 1,
+                    offset_bytes: 0,
+                    len_bytes: 64 << 10
+                },
+                Piece {
+                    device: 0,
+                    offset_bytes: 64 << 10,
+                    len_bytes: 32 << 10
+                },
             ]
         );
     }

@@ -845,6 +845,14 @@ impl Hdd {
         };
         if r >= media_end {
             self.stats.cache_hits += 1;
+            // A sequential hit inside the running read-ahead keeps it going: drives extend
+            // their prefetch while the host keeps reading the stream.
+            let s = &self.stream;
+            if self.head == Head::Stream && c.off >= s.origin_off && c.off <= s.limit_off {
+                let limit = s.limit_off.max(media_end.saturating_add(self.readahead));
+                self.set_stream_limit(limit);
+                self.refresh_head_next();
+            }
             self.link(t, idx, AfterLink::ReadDone);
             return;
         }

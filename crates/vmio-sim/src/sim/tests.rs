@@ -86,8 +86,14 @@ fn writeback_serves_a_reread_from_host_memory() {
     let o = sim("linear", "writeback", job, 1);
     let first = o.report.jobs[0].stats[0].bw_bytes(o.report.jobs[0].runtime_ns);
     let again = o.report.jobs[1].stats[0].bw_bytes(o.report.jobs[1].runtime_ns);
-    assert!(first < 250_000_000, "first pass comes from the disk: {first}");
-    assert!(again > 10 * first, "second pass from the page cache: {again} vs {first}");
+    assert!(
+        first < 250_000_000,
+        "first pass comes from the disk: {first}"
+    );
+    assert!(
+        again > 10 * first,
+        "second pass from the page cache: {again} vs {first}"
+    );
     assert!(o.report.page_cache.hit_pages >= 512 * 256);
     // The same under cache=none is disk-bound both times.
     let o = sim("linear", "none", job, 1);
@@ -99,7 +105,8 @@ fn flushes(o: &RunOutput) -> u64 {
     o.report.devices.iter().map(|d| d.stats.flush_ops).sum()
 }
 
-const FSYNC_WRITES: &str = "[w]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\nsize=1g\nnumber_ios=200\nfsync=1\n";
+const FSYNC_WRITES: &str =
+    "[w]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\nsize=1g\nnumber_ios=200\nfsync=1\n";
 
 #[test]
 fn unsafe_acknowledges_guest_flushes_without_flushing() {
@@ -117,7 +124,10 @@ fn writeback_fsync_writes_the_dirty_pages_before_completing() {
     assert!(dev_writes >= 200 * 4096, "{dev_writes}");
     assert_eq!(o.report.dirty_pages, 0);
     let unsafe_run = sim("linear", "unsafe", FSYNC_WRITES, 1);
-    assert!(unsafe_run.report.dirty_pages > 0, "unsafe leaves them dirty");
+    assert!(
+        unsafe_run.report.dirty_pages > 0,
+        "unsafe leaves them dirty"
+    );
 }
 
 #[test]
@@ -131,9 +141,15 @@ fn writethrough_and_directsync_make_every_write_durable_before_it_completes() {
         assert_eq!(o.report.dirty_pages, 0, "{mode}");
     }
     let o = sim("linear", "writethrough", job, 1);
-    assert!(o.report.cached_pages > 0, "writethrough keeps written pages cached");
+    assert!(
+        o.report.cached_pages > 0,
+        "writethrough keeps written pages cached"
+    );
     let o = sim("linear", "directsync", job, 1);
-    assert_eq!(o.report.cached_pages, 0, "directsync bypasses the page cache");
+    assert_eq!(
+        o.report.cached_pages, 0,
+        "directsync bypasses the page cache"
+    );
 }
 
 #[test]
@@ -147,7 +163,10 @@ fn a_striped_volume_spreads_a_sequential_read_over_both_disks() {
         assert_eq!(a, b, "{layout}");
     }
     let o = sim("linear", "none", job, 1);
-    assert_eq!(o.report.devices[1].stats.read_bytes, 0, "linear: the start lies on the first disk");
+    assert_eq!(
+        o.report.devices[1].stats.read_bytes, 0,
+        "linear: the start lies on the first disk"
+    );
 }
 
 #[test]
@@ -164,5 +183,8 @@ fn a_filename_that_is_not_a_vm_disk_is_an_error_naming_the_line() {
     .err()
     .unwrap()
     .to_string();
-    assert!(e.contains("job.fio:1: filename: '/dev/vdz' is not a disk of VM 'vm1'; accepted: /dev/sdb"), "{e}");
+    assert!(
+        e.contains("job.fio:1: filename: '/dev/vdz' is not a disk of VM 'vm1'; accepted: /dev/sdb"),
+        "{e}"
+    );
 }
