@@ -2,6 +2,9 @@
 //! arguments, releases the GIL around the simulation, and turns every Rust error into one
 //! `VmioError` whose message is already user-facing. Docs, typing and the CLI live in Python.
 
+// pyo3 0.22's #[pyfunction] expansion trips this lint on every PyResult return.
+#![allow(clippy::useless_conversion)]
+
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;

@@ -4,6 +4,7 @@
 //! - `hdd-raid0-randread-qd32`: 4 KiB random reads at QD32, cache=none, RAID 0 of two HDDs;
 //! - `pagecache-hit-randread-4k`: 4 KiB random reads all served by the host page cache
 //!   (cache=writeback, a 256 MiB region read once to warm the cache, then measured).
+//!
 //! Wall time is measured here, never asserted in tests.
 
 use crate::run::{run, RunError, RunInput};
