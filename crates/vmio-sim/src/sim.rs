@@ -845,15 +845,15 @@ impl Sim {
             };
             self.devs[dev].sched.insert(now, io);
         }
-        let mut touched: Vec<usize> = pieces
-            .iter()
-            .map(|p| self.vols[self.disks[disk].volume].devices[p.device])
-            .collect();
-        touched.dedup();
-        self.pieces = pieces;
-        for dev in touched {
-            self.pump(now, dev);
+        let vol = self.disks[disk].volume;
+        // Pump each touched device once (pieces of one request are few; no allocation).
+        for (i, p) in pieces.iter().enumerate() {
+            if pieces[..i].iter().all(|q| q.device != p.device) {
+                let dev = self.vols[vol].devices[p.device];
+                self.pump(now, dev);
+            }
         }
+        self.pieces = pieces;
     }
 
     fn after_copy(&mut self, now: Ns, r: usize) {
