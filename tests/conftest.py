@@ -70,7 +70,7 @@ def run_vmio(*args: str | Path, cwd: Path | None = None) -> subprocess.Completed
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        timeout=900,
+        timeout=300,
     )
 
 

@@ -33,10 +33,22 @@ def test_points_set_the_stack_and_job_as_the_axes_say():
     p = next(i for i in inputs if i.point.label == "stripe/writeback/randrw bs=1m")
     stack = tomllib.loads(p.stack_text)
     assert stack["volume"][0]["layout"] == "stripe"
+    assert stack["volume"][0]["stripe_size"] == "64k" and "chunk" not in stack["volume"][0]
     assert stack["vm"][0]["disk"][0]["cache"] == "writeback"
     assert "rw=randrw\n" in p.job_text and "bs=1m\n" in p.job_text
     assert "runtime=2\n" in p.job_text  # [quick].set
     assert "volume.0.layout=stripe" in p.stack_path
+
+
+def test_an_axis_value_brings_its_also_settings():
+    exp = study.load_experiment("volumes-cache")
+    by_layout = {
+        i.point.get("layout"): tomllib.loads(i.stack_text) for i in study.point_inputs(exp)
+    }
+    assert by_layout["raid0"]["volume"][0]["chunk"] == "512k"
+    assert "stripe_size" not in by_layout["raid0"]["volume"][0]
+    assert "chunk" not in by_layout["linear"]["volume"][0]
+    assert "stripe_size" not in by_layout["linear"]["volume"][0]
 
 
 def test_set_job_option_replaces_in_every_section_and_keeps_line_numbers():

@@ -161,7 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="stack file (TOML): host devices, volume, scheduler, page cache, VMs",
     )
     s.add_argument(
-        "--seed", type=_seed, default=1, metavar="N", help="seed of every random draw (default: 1)"
+        "--seed",
+        type=_seed,
+        metavar="N",
+        help="seed of every random draw (default: the stack file's seed, else 1)",
     )
     s.add_argument("--vm", metavar="NAME", help="VM that runs the job (default: the first)")
     s.add_argument(
@@ -250,7 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument(
         "--case",
         action="append",
-        choices=BENCH_CASES,
         metavar="CASE",
         help=f"run only this case (repeatable; cases: {', '.join(BENCH_CASES)})",
     )
@@ -280,7 +282,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     result = json.loads(text)
     from vmio import report
 
-    for note in report.ignored_option_notes(result, args.job):
+    for note in report.result_notes(result, args.job):
         print(note, file=sys.stderr)
     if args.output_format == "json":
         out = text if text.endswith("\n") else text + "\n"
@@ -369,9 +371,10 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
     from vmio import report, study
 
     nat = native()
+    cases = args.case or (nat.bench_cases() if hasattr(nat, "bench_cases") else BENCH_CASES)
     header = ["case", "simulated I/Os", "wall s", "I/Os per s", "peak RSS MiB"]
     rows = []
-    for case in args.case or BENCH_CASES:
+    for case in cases:
         print(f"vmio: bench: {case} ...", file=sys.stderr, flush=True)
         r = nat.bench(case)
         rows.append(

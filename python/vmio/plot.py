@@ -61,6 +61,7 @@ def study_figure(res: StudyResult, path: Path) -> None:
         nrows, ncols, figsize=(5.0 * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = ("o", "s", "^", "D", "v", "P", "X")
     for (ri, rv), (ci, cv) in itertools.product(
         enumerate(row_axis.values), enumerate(col_axis.values)
     ):
@@ -76,15 +77,17 @@ def study_figure(res: StudyResult, path: Path) -> None:
                     continue
                 seen += [y for _, y in pts]
                 label = series_axis.label(sv) + (f" {'/'.join(combo)}" if combo else "")
+                # distinct markers and shrinking sizes keep equal series visible
                 ax.plot(
                     *zip(*pts, strict=True),
-                    marker="o",
-                    ms=3.5,
-                    lw=1.5,
+                    marker=markers[si % len(markers)],
+                    ms=max(7.0 - 1.5 * si, 3.0),
+                    lw=max(2.2 - 0.5 * si, 1.0),
                     color=colors[si % len(colors)],
                     label=label,
+                    zorder=3 + si,
                 )
-        _draw_references(
+        seen += _draw_references(
             ax, res, row_axis.name, rv, col_axis.name, cv, series_axis, x_axis, xs, colors
         )
         if not positional:
@@ -118,7 +121,11 @@ def study_figure(res: StudyResult, path: Path) -> None:
     plt.close(fig)
 
 
-def _draw_references(ax, res, row_name, rv, col_name, cv, series_axis, x_axis, xs, colors):
+def _draw_references(
+    ax, res, row_name, rv, col_name, cv, series_axis, x_axis, xs, colors
+) -> list[float]:
+    """Draw the panel's reference figures; returns their values (for the y scale)."""
+    drawn: list[float] = []
     for c in res.experiment.calibrations:
         if c.reference_mb_s is None:
             continue
@@ -139,6 +146,7 @@ def _draw_references(ax, res, row_name, rv, col_name, cv, series_axis, x_axis, x
         if not chosen:
             continue
         y = c.reference_mb_s
+        drawn.append(y)
         if len(chosen) == 1:
             ax.plot(
                 [chosen[0]],
@@ -149,10 +157,10 @@ def _draw_references(ax, res, row_name, rv, col_name, cv, series_axis, x_axis, x
                 mec="black",
                 mew=0.6,
                 ls="none",
-                zorder=5,
+                zorder=10,
             )
         else:
-            ax.plot([min(chosen), max(chosen)], [y, y], ls="--", lw=1.2, color=color, zorder=4)
+            ax.plot([min(chosen), max(chosen)], [y, y], ls="--", lw=1.2, color=color, zorder=2)
             ax.plot(
                 [max(chosen)],
                 [y],
@@ -162,7 +170,7 @@ def _draw_references(ax, res, row_name, rv, col_name, cv, series_axis, x_axis, x
                 mec="black",
                 mew=0.6,
                 ls="none",
-                zorder=5,
+                zorder=10,
             )
         ax.annotate(
             c.id,
@@ -172,3 +180,4 @@ def _draw_references(ax, res, row_name, rv, col_name, cv, series_axis, x_axis, x
             fontsize=7,
             color="dimgray",
         )
+    return drawn

@@ -239,17 +239,17 @@ def fio_text(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ignored_option_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
-    """One `vmio: note:` line per fio option the simulator does not model."""
-    seen = []
-    for opt in (result.get("vmio") or {}).get("ignored_options") or []:
-        line = (
-            f"vmio: note: fio option '{opt['name']}' ({job_path}:{opt['line']}) "
-            "is not modelled; ignored"
-        )
-        if line not in seen:
-            seen.append(line)
-    return seen
+def result_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
+    """The `vmio: note:` lines of a result: each fio option the simulator does not model,
+    then the simulator's own notes (what it approximated), each once."""
+    vmio = result.get("vmio") or {}
+    lines = [
+        f"vmio: note: fio option '{opt['name']}' ({job_path}:{opt['line']}) "
+        "is not modelled; ignored"
+        for opt in vmio.get("ignored_options") or []
+    ]
+    lines += [f"vmio: note: {note}" for note in vmio.get("notes") or []]
+    return list(dict.fromkeys(lines))
 
 
 # --- plain-text tables -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 try:
-    from vmio import _native
+    import vmio._native as _native
 except ImportError as _err:  # not built yet: `pip install .` or `maturin develop`
     _native = None
     _NATIVE_IMPORT_ERROR: ImportError | None = _err
@@ -30,10 +30,12 @@ else:
 def native() -> ModuleType:
     """The compiled extension, or a `VmioError` that says how to build it."""
     if _native is None:
+        err = _NATIVE_IMPORT_ERROR
+        missing = isinstance(err, ModuleNotFoundError) and err.name == "vmio._native"
         raise VmioError(
-            "the native module vmio._native is not built "
-            f"({_NATIVE_IMPORT_ERROR}); install the package with `pip install .` "
-            "(or `maturin develop` in a checkout)"
+            "the native module vmio._native is "
+            + ("not built" if missing else f"broken ({err})")
+            + "; install the package with `pip install .` (or `maturin develop` in a checkout)"
         )
     return _native
 
@@ -57,19 +59,19 @@ def simulate_text(
     stack_path: str,
     job_text: str,
     job_path: str,
-    seed: int = 1,
+    seed: int | None = None,
     vm: str | None = None,
 ) -> str:
     """Run one simulation from file contents; returns fio's JSON output as text.
 
     `stack_path` and `job_path` are only used to name the files in error messages and in
-    the result's `vmio.job_file`.
+    the result's `vmio.job_file`. `seed=None` takes the stack file's `seed`, else 1.
     """
     return native().simulate(stack_text, stack_path, job_text, job_path, seed, vm)
 
 
 def simulate(
-    stack: str | Path, job: str | Path, *, seed: int = 1, vm: str | None = None
+    stack: str | Path, job: str | Path, *, seed: int | None = None, vm: str | None = None
 ) -> dict[str, Any]:
     """Simulate fio job file `job` inside a VM of stack file `stack`; returns the fio JSON dict.
 

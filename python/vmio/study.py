@@ -66,6 +66,8 @@ class Axis:
     target: str
     values: tuple[str, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    also: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Further settings (target -> value) that come with a value of this axis."""
 
     @property
     def kind(self) -> str:
@@ -151,7 +153,7 @@ class Experiment:
         if not quick:
             return list(self.axes)
         return [
-            Axis(a.name, a.target, self.quick_values.get(a.name, a.values), a.labels)
+            Axis(a.name, a.target, self.quick_values.get(a.name, a.values), a.labels, a.also)
             for a in self.axes
         ]
 
@@ -208,6 +210,18 @@ class _Checker:
         ):
             return tuple(str(v) for v in value)
         raise self.fail(where, f"must be a value or a non-empty list of values, not {value!r}")
+
+    def targets(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """`target = value` settings; job option values become strings."""
+        out = {}
+        for target, value in settings.items():
+            kind, _, tpath = target.partition(":")
+            if kind not in ("stack", "job") or not tpath:
+                raise self.fail(
+                    where, f"target '{target}' must be 'stack:<key.path>' or 'job:<fio option>'"
+                )
+            out[target] = value if kind == "stack" else str(value)
+        return out
 
     def selection(self, value: Any, where: str, axes: Sequence[Axis]) -> dict[str, tuple[str, ...]]:
         if not isinstance(value, dict):
@@ -289,15 +303,19 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
             raise ck.fail(where, "'labels' must be a table of value = label")
         if name in [a.name for a in axes]:
             raise ck.fail(where, f"axis '{name}' is defined twice")
-        axes.append(Axis(name, target, values, {str(k): str(v) for k, v in labels.items()}))
+        also = {}
+        for value, settings in ck.table(raw, "also", where).items():
+            if value not in values:
+                raise ck.fail(f"{where}.also", f"'{value}' is not one of the axis's values")
+            if not isinstance(settings, dict):
+                raise ck.fail(f"{where}.also.{value}", "must be a table of target = value")
+            also[value] = ck.targets(settings, f"{where}.also.{value}")
+        labels = {str(k): str(v) for k, v in labels.items()}
+        axes.append(Axis(name, target, values, labels, also))
 
     quick = ck.table(data, "quick", "[quick]")
     quick_set_raw = ck.table(quick, "set", "[quick]")
-    quick_set = {}
-    for target, value in quick_set_raw.items():
-        if not target.startswith(("stack:", "job:")):
-            raise ck.fail("[quick].set", f"target '{target}' must start with stack: or job:")
-        quick_set[target] = value if target.startswith("stack:") else str(value)
+    quick_set = ck.targets(quick_set_raw, "[quick].set")
     quick_values = {}
     for name, vals in ck.table(quick, "values", "[quick]").items():
         if name not in [a.name for a in axes]:
@@ -469,6 +487,7 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
         settings = dict(fixed)
         for name, value in point.coords:
             settings[axes[name].target] = value
+            settings.update(axes[name].also.get(value, {}))
         stack = copy.deepcopy(base_stack)
         job = base_job
         stack_settings = []
@@ -649,7 +668,7 @@ def run_study(
 
     notes: list[str] = []
     for pr in done:
-        for line in report.ignored_option_notes(pr.result, str(exp.job_path)):
+        for line in report.result_notes(pr.result, str(exp.job_path)):
             if line not in notes:
                 notes.append(line)
     return StudyResult(
