@@ -7,7 +7,8 @@ format) names a stack file, a fio job file and a list of axes. Each axis has a *
   (tables by key, arrays of tables by index: `vm.0.disk.0.cache`) and the dict is written back
   with tomli_w;
 - `job:<option>` edits the fio job: the option is set in every section that has it, or added
-  to `[global]` when none does; other lines, comments and line numbers stay as they are.
+  to `[global]` when none does (`job:<section>.<option>`: in that section only); other
+  lines, comments and line numbers stay as they are.
 
 The grid is the product of the axes in file order, the last axis varying fastest. Every point
 is simulated with the same seed (the simulator derives its sub-seeds from it), which gives the
@@ -133,6 +134,7 @@ class Experiment:
     stack_path: Path
     job_path: Path
     vm: str | None
+    measure: str | None
     seed: int
     tolerance: float
     axes: list[Axis]
@@ -385,6 +387,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         stack_path=base / ck.string(exp, "stack", "[experiment]"),
         job_path=base / ck.string(exp, "job", "[experiment]"),
         vm=str(vm) if vm is not None else None,
+        measure=ck.string(exp, "measure", "[experiment]", default=None),
         seed=int(ck.number(exp, "seed", "[experiment]", default=1)),
         tolerance=float(ck.number(exp, "tolerance", "[experiment]", default=0.15)),
         axes=axes,
@@ -430,22 +433,33 @@ def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -
 
 
 def set_job_option(text: str, option: str, value: str) -> str:
-    """Set fio option `option=value` in every section of a job file that has it.
+    """Set fio option `option=value` in a job file.
 
-    When no section has it, it is added as the first line of `[global]` (a `[global]` section
-    is created at the top if there is none). Comments, other options and, unless a line is
-    added, line numbers are kept.
+    `option` alone sets it in every section that has it; when no section has it, it is added
+    as the first line of `[global]` (created at the top if there is none). `section.option`
+    sets it in that section only (added after its header when missing). Comments, other
+    options and, unless a line is added, line numbers are kept.
     """
+    section = None
+    if "." in option:
+        section, option = option.split(".", 1)
     lines = text.splitlines()
     found = False
     global_at = None
+    section_at = None
+    current = None
     for i, line in enumerate(lines):
         stripped = line.strip()
         if stripped.startswith("[") and stripped.endswith("]"):
-            if stripped[1:-1].strip() == "global" and global_at is None:
+            current = stripped[1:-1].strip()
+            if current == "global" and global_at is None:
                 global_at = i
+            if current == section and section_at is None:
+                section_at = i
             continue
         if not stripped or stripped[0] in ";#":
+            continue
+        if section is not None and current != section:
             continue
         key = stripped.split("=", 1)[0].strip()
         if key == option:
@@ -453,7 +467,11 @@ def set_job_option(text: str, option: str, value: str) -> str:
             lines[i] = f"{indent}{option}={value}"
             found = True
     if not found:
-        if global_at is None:
+        if section is not None:
+            if section_at is None:
+                raise VmioError(f"job target '{section}.{option}': the job file has no [{section}]")
+            lines.insert(section_at + 1, f"{option}={value}")
+        elif global_at is None:
             lines[0:0] = ["[global]", f"{option}={value}", ""]
         else:
             lines.insert(global_at + 1, f"{option}={value}")
@@ -646,7 +664,17 @@ def run_study(
         text = simulate_text(
             inp.stack_text, inp.stack_path, inp.job_text, inp.job_path, seed, exp.vm
         )
-        return PointResult(inp.point, text, json.loads(text))
+        result = json.loads(text)
+        if exp.measure is not None:
+            # Only the measured job counts (others, like fio's file layout, prepare it); the
+            # point's JSON file keeps every job.
+            measured = [j for j in result["jobs"] if j.get("jobname") == exp.measure]
+            if not measured:
+                raise VmioError(
+                    f"{exp.path}: [experiment] measure: the job file has no job '{exp.measure}'"
+                )
+            result = {**result, "jobs": measured}
+        return PointResult(inp.point, text, result)
 
     done: list[PointResult] = []
     if parallel <= 1:
