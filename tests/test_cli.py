@@ -154,4 +154,6 @@ def test_the_study_stack_and_job_simulate_as_they_are():
     d = BUILTIN_STUDIES / "volumes-cache"
     r = run_vmio("sim", "--stack", d / "stack.toml", d / "job.fio", "--output-format", "json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["jobs"][0]["read"]["bw_bytes"] > 0
+    jobs = {j["jobname"]: j for j in json.loads(r.stdout)["jobs"]}
+    assert jobs["layout"]["write"]["io_bytes"] == 4 << 30  # fio lays out the whole file
+    assert jobs["s0"]["read"]["bw_bytes"] > 0

@@ -120,7 +120,7 @@ def test_a_bad_experiment_file_is_an_error_naming_the_file_and_field(tmp_path, b
 def _fake_result(bw_by_direction: dict[str, int], rw: str, seed: int) -> str:
     jobs = [
         {
-            "jobname": "j",
+            "jobname": "s0",  # the measured job of the built-in study
             "groupid": 0,
             "error": 0,
             "job options": {"rw": rw, "bs": "32k"},
