@@ -188,3 +188,18 @@ fn a_filename_that_is_not_a_vm_disk_is_an_error_naming_the_line() {
         "{e}"
     );
 }
+
+#[test]
+fn mixed_and_write_workloads_at_queue_depth_one_run_to_completion() {
+    // Regression: these once spun forever inside the HDD model (a stream wait that never
+    // advanced virtual time).
+    for rw in ["write", "rw", "randrw"] {
+        for layout in ["raid0", "stripe"] {
+            let job = format!(
+                "[j]\nrw={rw}\nbs=32k\nioengine=libaio\ndirect=1\nsize=1g\nruntime=1\ntime_based\n"
+            );
+            let o = sim(layout, "none", &job, 1);
+            assert!(o.report.jobs[0].stats[1].total_ios > 0, "{rw} {layout}");
+        }
+    }
+}
