@@ -18,7 +18,9 @@ pub struct BenchResult {
 
 pub const CASES: [&str; 2] = ["hdd-raid0-randread-qd32", "pagecache-hit-randread-4k"];
 
-fn stack(layout: &str, cache: &str) -> String {
+/// Two `hdd-7200-2tb` disks as one volume of `layout`, one VM with a 100 GiB virtio-scsi disk
+/// in QEMU cache mode `cache` (also the stack of the whole-stack tests).
+pub(crate) fn two_hdd_stack(layout: &str, cache: &str) -> String {
     format!(
         r#"
 [host]
@@ -57,12 +59,12 @@ pub fn bench(case: &str, seconds: u64) -> Result<BenchResult, RunError> {
     let (case, stack_text, job) = match case {
         "hdd-raid0-randread-qd32" => (
             CASES[0],
-            stack("raid0", "none"),
+            two_hdd_stack("raid0", "none"),
             format!("[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nsize=100g\ntime_based\nruntime={}\n", seconds * 30),
         ),
         "pagecache-hit-randread-4k" => (
             CASES[1],
-            stack("raid0", "writeback"),
+            two_hdd_stack("raid0", "writeback"),
             format!("[warm]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\niodepth=4\nsize=256m\n[r]\nstonewall\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nsize=256m\ntime_based\nruntime={seconds}\n"),
         ),
         other => {

@@ -2,36 +2,7 @@
 
 use crate::run::{run, run_json, RunInput, RunOutput};
 
-fn stack(layout: &str, cache: &str) -> String {
-    format!(
-        r#"
-[host]
-memory = "32g"
-[[device]]
-name = "sda"
-model = "hdd"
-profile = "hdd-7200-2tb"
-[[device]]
-name = "sdb"
-model = "hdd"
-profile = "hdd-7200-2tb"
-[[volume]]
-name = "vol"
-layout = "{layout}"
-devices = ["sda", "sdb"]
-[page_cache]
-memory = "8g"
-[[vm]]
-name = "vm1"
-[[vm.disk]]
-name = "sdb"
-volume = "vol"
-size = "64g"
-interface = "virtio-scsi"
-cache = "{cache}"
-"#
-    )
-}
+use crate::bench::two_hdd_stack as stack;
 
 fn sim(layout: &str, cache: &str, job: &str, seed: u64) -> RunOutput {
     let s = stack(layout, cache);
