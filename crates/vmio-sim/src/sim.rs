@@ -856,6 +856,21 @@ impl Sim {
         self.pieces = pieces;
     }
 
+    /// [`Self::submit_range`] for whole pages `[first, first + n)` of a disk.
+    #[allow(clippy::too_many_arguments)]
+    fn submit_pages(
+        &mut self,
+        now: Ns,
+        disk: usize,
+        op: Op,
+        first: u64,
+        n: u64,
+        b: usize,
+        sync: bool,
+    ) {
+        self.submit_range(now, disk, op, first * PAGE_BYTES, n * PAGE_BYTES, b, sync);
+    }
+
     fn after_copy(&mut self, now: Ns, r: usize) {
         let (disk, op, off, len) = {
             let v = self.vreqs.get(r);
@@ -872,15 +887,7 @@ impl Sim {
                 remaining: 0,
                 cont: Cont::WriteThrough(r),
             });
-            self.submit_range(
-                now,
-                disk,
-                Op::Write,
-                first * PAGE_BYTES,
-                n * PAGE_BYTES,
-                b,
-                true,
-            );
+            self.submit_pages(now, disk, Op::Write, first, n, b, true);
             return;
         }
         self.kick_writeback(now);
@@ -959,15 +966,7 @@ impl Sim {
                 },
             });
             self.pc.begin_fetch(file, rg.first, rg.n, b as u32);
-            self.submit_range(
-                now,
-                disk,
-                Op::Read,
-                rg.first * PAGE_BYTES,
-                rg.n * PAGE_BYTES,
-                b,
-                true,
-            );
+            self.submit_pages(now, disk, Op::Read, rg.first, rg.n, b, true);
         }
         self.ranges = ranges;
         any
@@ -983,15 +982,7 @@ impl Sim {
             cont: Cont::FsyncWrites(r),
         });
         for rg in &ranges {
-            self.submit_range(
-                now,
-                disk,
-                Op::Write,
-                rg.first * PAGE_BYTES,
-                rg.n * PAGE_BYTES,
-                b,
-                true,
-            );
+            self.submit_pages(now, disk, Op::Write, rg.first, rg.n, b, true);
         }
         self.barrier_done(now, b);
     }
@@ -1062,15 +1053,7 @@ impl Sim {
                     remaining: 0,
                     cont: Cont::Writeback { disk, pages: rg.n },
                 });
-                self.submit_range(
-                    now,
-                    disk,
-                    Op::Write,
-                    rg.first * PAGE_BYTES,
-                    rg.n * PAGE_BYTES,
-                    b,
-                    false,
-                );
+                self.submit_pages(now, disk, Op::Write, rg.first, rg.n, b, false);
             }
             self.ranges = ranges;
         }
