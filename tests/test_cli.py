@@ -157,3 +157,30 @@ def test_the_study_stack_and_job_simulate_as_they_are():
     jobs = {j["jobname"]: j for j in json.loads(r.stdout)["jobs"]}
     assert jobs["layout"]["write"]["io_bytes"] == 4 << 30  # fio lays out the whole file
     assert jobs["s0"]["read"]["bw_bytes"] > 0
+
+
+def test_without_a_job_file_every_vm_runs_its_own_workload(write_stack, write_job, tmp_path):
+    stack = write_stack()
+    write_job("a.fio", rw="read", bs="1m")
+    write_job("b.fio", rw="randwrite", bs="4k")
+    text = stack.read_text(encoding="utf-8").replace(
+        'name = "vm1"\nvcpus = 2',
+        'name = "vm1"\nworkload = "a.fio"\nvcpus = 2',
+    )
+    text += (
+        '\n[[vm]]\nname = "vm2"\nworkload = "b.fio"\n[[vm.disk]]\nname = "vdb"\n'
+        'volume = "data"\noffset = "100g"\nsize = "100g"\ncache = "none"\n'
+    )
+    stack.write_text(text, encoding="utf-8")
+    r = run_vmio("sim", "--stack", stack, "--output-format", "json")
+    assert r.returncode == 0, r.stderr
+    jobs = json.loads(r.stdout)["jobs"]
+    assert [j["vmio_vm"] for j in jobs] == ["vm1", "vm2"]
+    assert jobs[0]["read"]["bw_bytes"] > 0 and jobs[1]["write"]["bw_bytes"] > 0
+
+
+def test_without_a_job_file_a_stack_with_no_workload_is_an_error(write_stack):
+    r = run_vmio("sim", "--stack", write_stack())
+    assert r.returncode == 2
+    assert "no job file given and no [[vm]] has a workload" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from vmio import __version__
-from vmio.sim import VmioError, native, read_text, simulate_text
+from vmio.sim import VmioError, native, read_text, simulate_text, simulate_workloads_text
 
 EXIT_USAGE = 2
 BENCH_CASES = ("hdd-raid0-randread-qd32", "pagecache-hit-randread-4k")
@@ -153,7 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=SIM_EPILOG,
         formatter_class=_Formatter,
     )
-    s.add_argument("job", metavar="JOB", help="fio job file (fio's INI format)")
+    s.add_argument(
+        "job",
+        metavar="JOB",
+        nargs="?",
+        help="fio job file (fio's INI format); without it, every VM of the stack that has a "
+        "`workload` runs its own job file, all at once",
+    )
     s.add_argument(
         "--stack",
         required=True,
@@ -277,12 +283,17 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.exists() and not args.force:
         raise VmioError(f"output file '{args.output}' exists; pass --force to overwrite it")
     stack_text = read_text(args.stack, "stack file")
-    job_text = read_text(args.job, "fio job file")
-    text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
+    if args.job is None:
+        if args.vm is not None:
+            raise VmioError("--vm needs a JOB file (without one, each VM runs its own workload)")
+        text = simulate_workloads_text(stack_text, args.stack, args.seed)
+    else:
+        job_text = read_text(args.job, "fio job file")
+        text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
     result = json.loads(text)
     from vmio import report
 
-    for note in report.result_notes(result, args.job):
+    for note in report.result_notes(result, args.job or args.stack):
         print(note, file=sys.stderr)
     if args.output_format == "json":
         out = text if text.endswith("\n") else text + "\n"

@@ -244,7 +244,7 @@ def result_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
     then the simulator's own notes (what it approximated), each once."""
     vmio = result.get("vmio") or {}
     lines = [
-        f"vmio: note: fio option '{opt['name']}' ({job_path}:{opt['line']}) "
+        f"vmio: note: fio option '{opt['name']}' ({opt.get('file', job_path)}:{opt['line']}) "
         "is not modelled; ignored"
         for opt in vmio.get("ignored_options") or []
     ]

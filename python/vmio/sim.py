@@ -70,6 +70,42 @@ def simulate_text(
     return native().simulate(stack_text, stack_path, job_text, job_path, seed, vm)
 
 
+def stack_workloads(stack_text: str, stack_path: str | Path) -> list[tuple[str, str, str]]:
+    """The `(vm, job_text, job_path)` of every `[[vm]]` with a `workload` (a fio job file,
+    relative to the stack file's directory)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(stack_text)
+    except tomllib.TOMLDecodeError:
+        # The native parser reports the syntax error with its line and column.
+        native().simulate(stack_text, str(stack_path), "", "", None, None)
+        raise
+    out = []
+    for i, vm in enumerate(data.get("vm") or []):
+        wl = vm.get("workload") if isinstance(vm, dict) else None
+        if wl is None:
+            continue
+        if not isinstance(wl, str) or not wl:
+            raise VmioError(f"{stack_path}: vm[{i}].workload: must be a fio job file path")
+        path = Path(stack_path).parent / wl
+        out.append((str(vm.get("name")), read_text(path, f"vm[{i}].workload job file"), str(path)))
+    return out
+
+
+def simulate_workloads_text(
+    stack_text: str, stack_path: str | Path, seed: int | None = None
+) -> str:
+    """Run every VM's own `workload` of a stack file at once; fio's JSON output as text."""
+    jobs = stack_workloads(stack_text, stack_path)
+    if not jobs:
+        raise VmioError(
+            f"{stack_path}: no job file given and no [[vm]] has a workload; pass JOB.fio or "
+            'set `workload = "job.fio"` in a [[vm]]'
+        )
+    return native().simulate_many(stack_text, str(stack_path), jobs, seed)
+
+
 def simulate(
     stack: str | Path, job: str | Path, *, seed: int | None = None, vm: str | None = None
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use vmio_sim::run::{run_json, RunInput};
+use vmio_sim::run::{run_json, run_many_json, RunInput, VmJob};
 
 create_exception!(
     _native,
@@ -43,6 +43,31 @@ fn simulate(
             seed,
             vm,
         })
+    })
+    .map_err(err)
+}
+
+/// Run several VMs at once, each with its own fio job file: `jobs` is a list of
+/// `(vm_name_or_None, job_text, job_path)`. Returns fio's JSON output as text.
+#[pyfunction]
+#[pyo3(signature = (stack_text, stack_path, jobs, seed=None))]
+fn simulate_many(
+    py: Python<'_>,
+    stack_text: &str,
+    stack_path: &str,
+    jobs: Vec<(Option<String>, String, String)>,
+    seed: Option<u64>,
+) -> PyResult<String> {
+    py.allow_threads(|| {
+        let vm_jobs: Vec<VmJob> = jobs
+            .iter()
+            .map(|(vm, text, path)| VmJob {
+                vm: vm.as_deref(),
+                job_text: text,
+                job_path: path,
+            })
+            .collect();
+        run_many_json(stack_text, stack_path, &vm_jobs, seed)
     })
     .map_err(err)
 }
@@ -101,6 +126,7 @@ fn version() -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VmioError", m.py().get_type_bound::<VmioError>())?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_many, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(bench_cases, m)?)?;
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;

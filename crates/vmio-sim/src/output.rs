@@ -132,9 +132,14 @@ pub fn fio_json(out: &RunOutput) -> Value {
         "vmio": {
             "seed": r.seed,
             "stack_file": out.stack.file,
-            "job_file": out.job_file.path,
+            "job_file": out.job_files.first().map(|f| f.path.as_str()),
+            "job_files": out.job_files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
             "stack": out.stack,
-            "ignored_options": out.job_file.ignored,
+            "ignored_options": out
+                .job_files
+                .iter()
+                .flat_map(|f| f.ignored.iter().map(move |i| json!({"name": i.name, "line": i.line, "file": f.path})))
+                .collect::<Vec<_>>(),
             "notes": r.notes,
             "devices": devices,
             "volumes": r.volumes.iter().map(|(n, cap, ra)| json!({"name": n, "capacity_bytes": cap, "read_ahead_bytes": ra})).collect::<Vec<_>>(),

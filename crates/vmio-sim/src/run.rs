@@ -38,37 +38,81 @@ pub struct RunInput<'a> {
 pub struct RunOutput {
     pub report: SimReport,
     pub stack: Stack,
-    pub job_file: JobFile,
+    /// The job files run, one per VM that runs one, in run order.
+    pub job_files: Vec<JobFile>,
+}
+
+/// One VM's workload: a fio job file run inside `vm` (None: the first VM).
+pub struct VmJob<'a> {
+    pub vm: Option<&'a str>,
+    pub job_text: &'a str,
+    pub job_path: &'a str,
 }
 
 pub fn run(input: &RunInput) -> Result<RunOutput, RunError> {
-    let stack = Stack::from_toml(input.stack_text, input.stack_path)?;
-    let job_file = parse_job_file(input.job_text, input.job_path)?;
-    let vm = match input.vm {
-        None => 0,
-        Some(name) => stack
-            .vms
-            .iter()
-            .position(|v| v.name == name)
-            .ok_or_else(|| RunError::NoSuchVm {
-                file: input.stack_path.to_string(),
-                vm: name.to_string(),
-                defined: stack
-                    .vms
-                    .iter()
-                    .map(|v| v.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?,
-    };
-    let seed = input.seed.or(stack.seed).unwrap_or(1);
-    let jobs = bind_jobs(&stack, &job_file.jobs, vm, input.job_path)?;
-    let report = simulate(stack.clone(), jobs, seed)?;
+    run_many(
+        input.stack_text,
+        input.stack_path,
+        &[VmJob {
+            vm: input.vm,
+            job_text: input.job_text,
+            job_path: input.job_path,
+        }],
+        input.seed,
+    )
+}
+
+/// Several VMs at once, each running its own job file (the stack's `[[vm]] workload`s).
+/// All job files start together; fio groups (`stonewall`) of every file share one sequence.
+pub fn run_many(
+    stack_text: &str,
+    stack_path: &str,
+    vm_jobs: &[VmJob],
+    seed: Option<u64>,
+) -> Result<RunOutput, RunError> {
+    let stack = Stack::from_toml(stack_text, stack_path)?;
+    let mut job_files = Vec::new();
+    let mut bindings = Vec::new();
+    for vj in vm_jobs {
+        let job_file = parse_job_file(vj.job_text, vj.job_path)?;
+        let vm = match vj.vm {
+            None => 0,
+            Some(name) => stack
+                .vms
+                .iter()
+                .position(|v| v.name == name)
+                .ok_or_else(|| RunError::NoSuchVm {
+                    file: stack_path.to_string(),
+                    vm: name.to_string(),
+                    defined: stack
+                        .vms
+                        .iter()
+                        .map(|v| v.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?,
+        };
+        bindings.extend(bind_jobs(&stack, &job_file.jobs, vm, vj.job_path)?);
+        job_files.push(job_file);
+    }
+    let seed = seed.or(stack.seed).unwrap_or(1);
+    let report = simulate(stack.clone(), bindings, seed)?;
     Ok(RunOutput {
         report,
         stack,
-        job_file,
+        job_files,
     })
+}
+
+/// [`run_many`] rendered as fio's JSON output (pretty-printed, deterministic).
+pub fn run_many_json(
+    stack_text: &str,
+    stack_path: &str,
+    vm_jobs: &[VmJob],
+    seed: Option<u64>,
+) -> Result<String, RunError> {
+    let out = run_many(stack_text, stack_path, vm_jobs, seed)?;
+    Ok(serde_json::to_string_pretty(&fio_json(&out)).expect("JSON values always serialize") + "\n")
 }
 
 /// Run and render fio's JSON output (pretty-printed, deterministic).

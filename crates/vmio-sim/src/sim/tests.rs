@@ -174,3 +174,47 @@ fn mixed_and_write_workloads_at_queue_depth_one_run_to_completion() {
         }
     }
 }
+
+#[test]
+fn two_vms_run_their_own_job_files_at_the_same_time() {
+    let s = stack("raid0", "none").replace(
+        "[[vm]]\nname = \"vm1\"",
+        "[[vm]]\nname = \"vm2\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"100g\"\nsize = \"100g\"\ncache = \"none\"\n\n[[vm]]\nname = \"vm1\"",
+    );
+    let job = "[r]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\nsize=1g\nruntime=2\ntime_based\n";
+    let out = crate::run::run_many(
+        &s,
+        "stack.toml",
+        &[
+            crate::run::VmJob {
+                vm: Some("vm1"),
+                job_text: job,
+                job_path: "a.fio",
+            },
+            crate::run::VmJob {
+                vm: Some("vm2"),
+                job_text: job,
+                job_path: "b.fio",
+            },
+        ],
+        Some(1),
+    )
+    .unwrap();
+    let r = &out.report;
+    assert_eq!(r.jobs.len(), 2);
+    assert_eq!(
+        (r.jobs[0].vm.as_str(), r.jobs[1].vm.as_str()),
+        ("vm1", "vm2")
+    );
+    let alone = sim("raid0", "none", job, 1).report.jobs[0].stats[0].bw_bytes(2_000_000_000);
+    let shared: Vec<u64> = r
+        .jobs
+        .iter()
+        .map(|j| j.stats[0].bw_bytes(j.runtime_ns))
+        .collect();
+    // Two sequential streams on the same two disks interfere: each gets less than alone.
+    assert!(
+        shared.iter().all(|&b| b > 0 && b < alone),
+        "{shared:?} vs {alone}"
+    );
+}
