@@ -65,6 +65,8 @@ pub struct JobBinding {
     pub spec: JobSpec,
     pub vm: usize,
     pub disk: usize,
+    /// The job file it comes from (for error messages).
+    pub job_file: String,
 }
 
 /// Resolve a job's `filename` to one of the VM's disks (`/dev/sdb`, `sdb`, or none = first).
@@ -99,6 +101,7 @@ pub fn bind_jobs(
                 spec: spec.clone(),
                 vm,
                 disk,
+                job_file: job_file.to_string(),
             })
         })
         .collect()
@@ -441,7 +444,7 @@ impl Sim {
             }
             let gens = Generator::clones(&b.spec, d.size_bytes, seed).map_err(|source| {
                 SimError::Workload {
-                    file: b.spec.name.clone(),
+                    file: b.job_file.clone(),
                     source,
                 }
             })?;

@@ -218,3 +218,21 @@ fn two_vms_run_their_own_job_files_at_the_same_time() {
         "{shared:?} vs {alone}"
     );
 }
+
+#[test]
+fn a_job_larger_than_its_disk_is_an_error_naming_the_job_file() {
+    let s = stack("linear", "none");
+    let e = run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: "[j]\nrw=read\nsize=200g\n",
+        job_path: "job.fio",
+        seed: None,
+        vm: None,
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.starts_with("job.fio: job 'j' (line 1)"), "{e}");
+    assert!(e.contains("ends beyond the disk"), "{e}");
+}
