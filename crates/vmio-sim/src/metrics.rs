@@ -235,3 +235,66 @@ mod tests {
         assert!((s.stddev() - 2.13809).abs() < 1e-4);
     }
 }
+
+/// S1's error rate of a bandwidth distribution, in percent.
+///
+/// The VM with the smallest weight is the reference (TVM). For every other VM i, the ideal
+/// ratio is `w_i / w_tvm` and the measured one `bw_i / bw_tvm`; the error rate is the mean of
+/// `|measured − ideal| / ideal` over those VMs, × 100. Example: weights 10:7:4:1 measured as
+/// 10.3:7.6:4.4:1 give (3 % + 8.6 % + 10 %) / 3 = 7.2 %. `None` when there are fewer than two
+/// VMs or the reference VM moved no data.
+pub fn s1_error_rate_pct(weights: &[u32], bw: &[f64]) -> Option<f64> {
+    if weights.len() < 2 || weights.len() != bw.len() {
+        return None;
+    }
+    let tvm = (0..weights.len()).min_by_key(|&i| (weights[i], i))?;
+    if bw[tvm] <= 0.0 {
+        return None;
+    }
+    let others: Vec<usize> = (0..weights.len()).filter(|&i| i != tvm).collect();
+    let sum: f64 = others
+        .iter()
+        .map(|&i| {
+            let ideal = weights[i] as f64 / weights[tvm] as f64;
+            let measured = bw[i] / bw[tvm];
+            (measured - ideal).abs() / ideal
+        })
+        .sum();
+    Some(100.0 * sum / others.len() as f64)
+}
+
+/// Jain's fairness index of weight-normalized bandwidth `x_i = bw_i / w_i`:
+/// `(Σx)² / (n·Σx²)`, 1 when every VM gets exactly its weight's share, 1/n at worst.
+pub fn jain_index(weights: &[u32], bw: &[f64]) -> Option<f64> {
+    if weights.is_empty() || weights.len() != bw.len() {
+        return None;
+    }
+    let x: Vec<f64> = weights
+        .iter()
+        .zip(bw)
+        .map(|(&w, &b)| b / w.max(1) as f64)
+        .collect();
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    (s2 > 0.0).then(|| s * s / (x.len() as f64 * s2))
+}
+
+#[cfg(test)]
+mod share_tests {
+    use super::*;
+
+    #[test]
+    fn the_error_rate_of_the_mcfq_paper_ratio_is_as_computed_by_hand() {
+        let e = s1_error_rate_pct(&[10, 7, 4, 1], &[10.3, 7.6, 4.4, 1.0]).unwrap();
+        assert!((e - (3.0 + 60.0 / 7.0 + 10.0) / 3.0).abs() < 1e-9, "{e}");
+        assert_eq!(s1_error_rate_pct(&[5, 5], &[3.0, 3.0]), Some(0.0));
+        assert_eq!(s1_error_rate_pct(&[5, 1], &[3.0, 0.0]), None);
+    }
+
+    #[test]
+    fn jain_is_one_for_weight_proportional_shares_and_one_over_n_at_worst() {
+        assert!((jain_index(&[10, 7, 4, 1], &[10.0, 7.0, 4.0, 1.0]).unwrap() - 1.0).abs() < 1e-12);
+        let worst = jain_index(&[1, 1, 1, 1], &[1.0, 0.0, 0.0, 0.0]).unwrap();
+        assert!((worst - 0.25).abs() < 1e-12);
+    }
+}

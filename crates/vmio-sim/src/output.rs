@@ -121,6 +121,31 @@ pub fn fio_json(out: &RunOutput) -> Value {
         })
         .collect();
     let pc = r.page_cache;
+    // Per-VM shares: bandwidth over each VM's measured jobs, S1's error rate, Jain's index.
+    let mut vm_bw = Vec::new();
+    for (name, weight, timeline) in &r.vm_timeline {
+        let jobs: Vec<&JobReport> = r.jobs.iter().filter(|j| &j.vm == name).collect();
+        if jobs.is_empty() {
+            continue;
+        }
+        let bytes: u64 = jobs
+            .iter()
+            .map(|j| j.stats.iter().map(|s| s.io_bytes).sum::<u64>())
+            .sum();
+        let runtime = jobs.iter().map(|j| j.runtime_ns).max().unwrap_or(0);
+        let bw = if runtime == 0 {
+            0.0
+        } else {
+            bytes as f64 * 1e9 / runtime as f64
+        };
+        vm_bw.push((name.clone(), *weight, bw, timeline.clone()));
+    }
+    let weights: Vec<u32> = vm_bw.iter().map(|v| v.1).collect();
+    let bws: Vec<f64> = vm_bw.iter().map(|v| v.2).collect();
+    let vms_json: Vec<Value> = vm_bw
+        .iter()
+        .map(|(n, w, bw, t)| json!({"name": n, "weight": w, "bw_bytes": bw.round() as u64, "bytes_per_s": t}))
+        .collect();
     json!({
         "fio version": format!("vmio-{}", env!("CARGO_PKG_VERSION")),
         "timestamp": 0,
@@ -150,6 +175,11 @@ pub fn fio_json(out: &RunOutput) -> Value {
                 "written_back_pages": pc.written_back_pages,
                 "cached_pages_at_end": r.cached_pages,
                 "dirty_pages_at_end": r.dirty_pages,
+            },
+            "vms": vms_json,
+            "share": {
+                "error_rate_pct": crate::metrics::s1_error_rate_pct(&weights, &bws).map(crate::metrics::round6),
+                "jain_index": if bws.len() > 1 { crate::metrics::jain_index(&weights, &bws).map(crate::metrics::round6) } else { None },
             },
             "virtual_time_ns": r.virtual_time_ns,
             "events": r.events,

@@ -300,6 +300,8 @@ pub struct SimReport {
     pub dirty_pages: u64,
     pub volumes: Vec<(String, u64, u64)>,
     pub notes: Vec<String>,
+    /// Per VM: name, weight, bytes completed in each second of virtual time.
+    pub vm_timeline: Vec<(String, u32, Vec<u64>)>,
 }
 
 pub struct Sim {
@@ -333,6 +335,9 @@ pub struct Sim {
     waits: Vec<u32>,
     notes: Vec<String>,
     vm_names: Vec<String>,
+    vm_weights: Vec<u32>,
+    /// Bytes completed per VM per second of virtual time (measured windows only).
+    timeline: Vec<Vec<u64>>,
     disk_names: Vec<String>,
 }
 
@@ -481,7 +486,8 @@ impl Sim {
         }
         let pcs = &stack.page_cache;
         let cap_pages = pcs.memory_bytes / PAGE_BYTES;
-        let vm_names = stack.vms.iter().map(|v| v.name.clone()).collect();
+        let vm_names: Vec<String> = stack.vms.iter().map(|v| v.name.clone()).collect();
+        let vm_weights = stack.vms.iter().map(|v| v.weight).collect();
         Ok(Sim {
             q: EventQueue::new(),
             devs,
@@ -512,7 +518,9 @@ impl Sim {
             done: Vec::new(),
             waits: Vec::new(),
             notes,
+            timeline: vec![Vec::new(); vm_names.len()],
             vm_names,
+            vm_weights,
             disk_names,
         })
     }
@@ -597,6 +605,14 @@ impl Sim {
                 })
                 .collect(),
             notes: self.notes,
+            vm_timeline: self
+                .vm_names
+                .iter()
+                .cloned()
+                .zip(self.vm_weights.iter().copied())
+                .zip(self.timeline)
+                .map(|((n, w), t)| (n, w, t))
+                .collect(),
         }
     }
 
@@ -763,6 +779,15 @@ impl Sim {
         if now >= job.start_ns + job.ramp_ns && now <= job.end_ns {
             let clat = now.saturating_sub(g.issue_ns + slat);
             job.stats[dir_index(g.op)].record(g.len, slat, clat);
+            if g.len > 0 {
+                let vm = self.disks[v.disk].owner as usize;
+                let sec = (now / vmio_core::SEC) as usize;
+                let tl = &mut self.timeline[vm];
+                if tl.len() <= sec {
+                    tl.resize(sec + 1, 0);
+                }
+                tl[sec] += g.len;
+            }
         }
         if job.fsync_waiting && job.inflight == 0 {
             job.fsync_waiting = false;

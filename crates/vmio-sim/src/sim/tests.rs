@@ -236,3 +236,44 @@ fn a_job_larger_than_its_disk_is_an_error_naming_the_job_file() {
     assert!(e.starts_with("job.fio: job 'j' (line 1)"), "{e}");
     assert!(e.contains("ends beyond the disk"), "{e}");
 }
+
+#[test]
+fn the_json_reports_each_vms_bandwidth_timeline_and_the_share_metrics() {
+    let s = stack("raid0", "none").replace(
+        "[[vm]]\nname = \"vm1\"",
+        "[[vm]]\nname = \"vm2\"\nweight = 100\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"100g\"\nsize = \"100g\"\ncache = \"none\"\n\n[[vm]]\nname = \"vm1\"\nweight = 1000",
+    );
+    let job = "[r]\nrw=randread\nbs=64k\nioengine=libaio\ndirect=1\niodepth=4\nsize=1g\nruntime=3\ntime_based\n";
+    let text = crate::run::run_many_json(
+        &s,
+        "stack.toml",
+        &[
+            crate::run::VmJob {
+                vm: Some("vm1"),
+                job_text: job,
+                job_path: "a.fio",
+            },
+            crate::run::VmJob {
+                vm: Some("vm2"),
+                job_text: job,
+                job_path: "b.fio",
+            },
+        ],
+        Some(1),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let vms = v["vmio"]["vms"].as_array().unwrap();
+    assert_eq!(vms.len(), 2);
+    for vm in vms {
+        let per_s = vm["bytes_per_s"].as_array().unwrap();
+        assert!(per_s.len() >= 3, "{vm}");
+        let sum: u64 = per_s.iter().map(|b| b.as_u64().unwrap()).sum();
+        assert!(sum > 0);
+    }
+    // mq-deadline ignores weights: both VMs get about the same, far from 10:1.
+    let err = v["vmio"]["share"]["error_rate_pct"].as_f64().unwrap();
+    assert!(err > 50.0, "{err}");
+    let jain = v["vmio"]["share"]["jain_index"].as_f64().unwrap();
+    assert!(jain > 0.5 && jain < 0.8, "{jain}");
+}
