@@ -432,6 +432,12 @@ impl Sim {
                     notes.push(n);
                 }
             }
+            if b.spec.read_iolog.is_some() || b.spec.filebench.is_some() {
+                return Err(SimError::Job(format!(
+                    "{}:{}: job '{}': read_iolog and filebench workloads are not run by the simulator yet",
+                    b.job_file, b.spec.line, b.spec.name
+                )));
+            }
             let sync_engine = matches!(
                 b.spec.ioengine.as_str(),
                 "psync" | "sync" | "pvsync" | "pvsync2" | "vsync"

@@ -15,7 +15,9 @@
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
 //! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `end_fsync`, `randseed`,
 //! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
-//! (recorded only) and `name` (overrides the section name). `description` is skipped
+//! (recorded only) and `name` (overrides the section name); trace replay with fio's
+//! `read_iolog`, `replay_time_scale` and `loops`, plus vmio's `iolog_format` (msr, spc,
+//! blkparse, fio) and `filebench` (a FileBench personality run at block level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
 //! first line where it appeared, so callers can warn that vmio does not model it.
 //!
@@ -187,6 +189,17 @@ pub struct JobSpec {
     pub group_id: u32,
     /// Recorded only.
     pub ioengine: String,
+    /// fio's `read_iolog`: replay this trace instead of generating I/O (fio iolog, or —
+    /// vmio's extension — MSR-Cambridge, SPC/UMass or blkparse text; see `iolog_format`).
+    pub read_iolog: Option<String>,
+    /// vmio's `iolog_format` (msr, spc, blkparse, fio); None: detect from the first lines.
+    pub iolog_format: Option<String>,
+    /// fio's `replay_time_scale`: percentage applied to trace timestamps (100 = as recorded).
+    pub replay_time_scale: u32,
+    /// fio's `loops`: how many times the workload runs (traces: replay count).
+    pub loops: u32,
+    /// vmio's `filebench`: a FileBench personality (fileserver, varmail) at block level.
+    pub filebench: Option<String>,
 }
 
 impl Default for JobSpec {
@@ -217,6 +230,11 @@ impl Default for JobSpec {
             new_group: false,
             group_id: 0,
             ioengine: "psync".to_string(),
+            read_iolog: None,
+            iolog_format: None,
+            replay_time_scale: 100,
+            loops: 1,
+            filebench: None,
         }
     }
 }
@@ -554,6 +572,35 @@ impl Parser<'_> {
                 j.filename = Some(self.text(key, value, line, "a file or device path")?)
             }
             "ioengine" => j.ioengine = self.text(key, value, line, "an fio ioengine name")?,
+            "read_iolog" => {
+                j.read_iolog = Some(self.text(key, value, line, "a trace file path")?)
+            }
+            "iolog_format" => {
+                let v = self.text(key, value, line, "msr, spc, blkparse or fio")?;
+                if !["msr", "spc", "blkparse", "fio"].contains(&v.as_str()) {
+                    return Err(self.bad(line, key, Some(v.as_str()), "msr, spc, blkparse, fio"));
+                }
+                j.iolog_format = Some(v);
+            }
+            "replay_time_scale" => {
+                j.replay_time_scale = u32::try_from(self.int(key, value, line)?)
+                    .ok()
+                    .filter(|&p| p > 0)
+                    .ok_or_else(|| self.bad(line, key, value, "a percentage > 0"))?
+            }
+            "loops" => {
+                j.loops = u32::try_from(self.int(key, value, line)?)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| self.bad(line, key, value, "an integer >= 1"))?
+            }
+            "filebench" => {
+                let v = self.text(key, value, line, "fileserver or varmail")?;
+                if !["fileserver", "varmail"].contains(&v.as_str()) {
+                    return Err(self.bad(line, key, Some(v.as_str()), "fileserver, varmail"));
+                }
+                j.filebench = Some(v);
+            }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}
             _ => self.ignore(key, line),
@@ -1141,5 +1188,36 @@ mod tests {
             let bytes: Vec<u8> = (0..rng.below(200)).map(|_| rng.next_u64() as u8).collect();
             let _ = parse_job_file(&String::from_utf8_lossy(&bytes), "fuzz.fio");
         }
+    }
+
+    #[test]
+    fn trace_replay_and_filebench_options_are_parsed_and_checked() {
+        let f = parse(
+            "[t]\nread_iolog=msn.csv\niolog_format=spc\nreplay_time_scale=200\nloops=3\n\
+             [fb]\nfilebench=varmail\n",
+        );
+        let t = &f.jobs[0];
+        assert_eq!(t.read_iolog.as_deref(), Some("msn.csv"));
+        assert_eq!(t.iolog_format.as_deref(), Some("spc"));
+        assert_eq!((t.replay_time_scale, t.loops), (200, 3));
+        assert_eq!(f.jobs[1].filebench.as_deref(), Some("varmail"));
+        let e = parse_job_file("[t]\niolog_format=csv\n", "j.fio")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("j.fio:2") && e.contains("msr, spc, blkparse, fio"),
+            "{e}"
+        );
+        let e = parse_job_file("[t]\nloops=0\n", "j.fio")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("j.fio:2") && e.contains("an integer >= 1"),
+            "{e}"
+        );
+        let e = parse_job_file("[t]\nfilebench=oltp\n", "j.fio")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fileserver, varmail"), "{e}");
     }
 }

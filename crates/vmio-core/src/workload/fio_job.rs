@@ -205,9 +205,16 @@ impl Generator {
         let (byte_limit, io_limit) = if spec.time_based {
             (u64::MAX, u64::MAX)
         } else {
+            // fio's `loops` runs the whole job that many times.
+            let loops = u64::from(spec.loops.max(1));
             (
-                spec.io_size_bytes.filter(|&b| b > 0).unwrap_or(size),
-                spec.number_ios.filter(|&n| n > 0).unwrap_or(u64::MAX),
+                spec.io_size_bytes
+                    .filter(|&b| b > 0)
+                    .unwrap_or(size)
+                    .saturating_mul(loops),
+                spec.number_ios
+                    .filter(|&n| n > 0)
+                    .map_or(u64::MAX, |n| n.saturating_mul(loops)),
             )
         };
         Ok(Self {
@@ -469,6 +476,18 @@ mod tests {
         let spec = job("rw=randrw\nrwmixwrite=100\ntime_based\n");
         let mut g = Generator::new(&spec, 0, GIB, 9).unwrap();
         assert!(ios(&mut g, 1000).iter().all(|x| x.0 == Op::Write));
+    }
+
+    #[test]
+    fn loops_repeat_the_whole_job() {
+        let spec = job("rw=read\nbs=4k\nsize=16k\nloops=3\n");
+        let mut g = Generator::new(&spec, 0, 1 << 20, 1).unwrap();
+        let n = std::iter::from_fn(|| match g.next() {
+            Next::Done => None,
+            x => Some(x),
+        })
+        .count();
+        assert_eq!(n, 12);
     }
 
     #[test]
