@@ -6,6 +6,7 @@ use crate::sim::{bind_jobs, simulate, SimError, SimReport};
 use thiserror::Error;
 use vmio_core::fio::{parse_job_file, FioError, JobFile};
 use vmio_core::stack::{Stack, StackError};
+use vmio_core::workload::{parse_trace, TimedIo, TraceFormat};
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -15,6 +16,8 @@ pub enum RunError {
     Fio(#[from] FioError),
     #[error(transparent)]
     Sim(#[from] SimError),
+    #[error("{0}")]
+    Trace(String),
     #[error("{file}: no VM named '{vm}'; defined: {defined}")]
     NoSuchVm {
         file: String,
@@ -92,7 +95,18 @@ pub fn run_many(
                         .join(", "),
                 })?,
         };
-        bindings.extend(bind_jobs(&stack, &job_file.jobs, vm, vj.job_path)?);
+        let mut bound = bind_jobs(&stack, &job_file.jobs, vm, vj.job_path)?;
+        for b in &mut bound {
+            if let Some(trace) = &b.spec.read_iolog {
+                b.trace = Some(load_trace(
+                    vj.job_path,
+                    b.spec.line,
+                    trace,
+                    b.spec.iolog_format.as_deref(),
+                )?);
+            }
+        }
+        bindings.extend(bound);
         job_files.push(job_file);
     }
     let seed = seed.or(stack.seed).unwrap_or(1);
@@ -102,6 +116,36 @@ pub fn run_many(
         stack,
         job_files,
     })
+}
+
+/// Read and parse a job's `read_iolog` trace; a relative path is taken from the job file's
+/// directory (as fio does from its working directory, which is usually the job's).
+fn load_trace(
+    job_path: &str,
+    line: usize,
+    trace: &str,
+    format: Option<&str>,
+) -> Result<Vec<TimedIo>, RunError> {
+    let path = std::path::Path::new(job_path)
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(trace);
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        RunError::Trace(format!(
+            "{job_path}:{line}: read_iolog: cannot read '{shown}': {e}"
+        ))
+    })?;
+    let fmt = match format {
+        Some(f) => TraceFormat::parse(f)
+            .map_err(|e| RunError::Trace(format!("{job_path}:{line}: iolog_format: {e}")))?,
+        None => TraceFormat::detect(&text).ok_or_else(|| {
+            RunError::Trace(format!(
+                "{job_path}:{line}: read_iolog: cannot tell the format of '{shown}'; set iolog_format = msr, spc, blkparse or fio"
+            ))
+        })?,
+    };
+    parse_trace(&text, &shown, fmt).map_err(|e| RunError::Trace(e.to_string()))
 }
 
 /// [`run_many`] rendered as fio's JSON output (pretty-printed, deterministic).

@@ -30,7 +30,10 @@ use vmio_core::sched::{self, IoScheduler};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::transfer_ns;
 use vmio_core::volume::{self, Piece, VolumeError, VolumeLayout};
-use vmio_core::workload::{Generator, Next, WorkloadError};
+use vmio_core::workload::filebench::FilebenchError;
+use vmio_core::workload::{
+    FilebenchGen, Generator, Next, Personality, Replay, TimedIo, WorkloadError,
+};
 use vmio_core::Ns;
 
 #[derive(Debug, Error)]
@@ -55,6 +58,12 @@ pub enum SimError {
         #[source]
         source: WorkloadError,
     },
+    #[error("{file}: {source}")]
+    Filebench {
+        file: String,
+        #[source]
+        source: FilebenchError,
+    },
     #[error("{0}")]
     Job(String),
 }
@@ -67,6 +76,8 @@ pub struct JobBinding {
     pub disk: usize,
     /// The job file it comes from (for error messages).
     pub job_file: String,
+    /// The parsed trace of a `read_iolog` job (read by the caller, which does the file I/O).
+    pub trace: Option<Vec<TimedIo>>,
 }
 
 /// Resolve a job's `filename` to one of the VM's disks (`/dev/sdb`, `sdb`, or none = first).
@@ -102,6 +113,7 @@ pub fn bind_jobs(
                 vm,
                 disk,
                 job_file: job_file.to_string(),
+                trace: None,
             })
         })
         .collect()
@@ -117,6 +129,7 @@ const K_DEV_WAKE: u64 = 5;
 const K_SCHED_WAKE: u64 = 6;
 const K_WB_TIMER: u64 = 7;
 const K_JOB_END: u64 = 8;
+const K_ARRIVAL: u64 = 9;
 
 #[inline]
 fn ev(kind: u64, id: usize) -> u64 {
@@ -201,9 +214,24 @@ struct DiskState {
     fsync_waiters: Vec<usize>,
 }
 
+/// Where a job's requests come from.
+enum Source {
+    /// A fio job: closed loop, `iodepth` outstanding.
+    Fio(Generator),
+    /// A FileBench personality: closed loop, one outstanding request per FileBench thread.
+    Filebench(FilebenchGen),
+    /// A trace: open loop, each request issued at its (scaled) time; `pending` is the next.
+    Replay {
+        replay: Replay,
+        pending: Option<TimedIo>,
+    },
+}
+
 struct JobState {
     name: String,
-    gen: Generator,
+    src: Source,
+    /// Start of the job's region on its disk (trace and FileBench offsets are relative).
+    base_bytes: u64,
     disk: usize,
     iodepth: u32,
     phase: u32,
@@ -432,17 +460,11 @@ impl Sim {
                     notes.push(n);
                 }
             }
-            if b.spec.read_iolog.is_some() || b.spec.filebench.is_some() {
-                return Err(SimError::Job(format!(
-                    "{}:{}: job '{}': read_iolog and filebench workloads are not run by the simulator yet",
-                    b.job_file, b.spec.line, b.spec.name
-                )));
-            }
             let sync_engine = matches!(
                 b.spec.ioengine.as_str(),
                 "psync" | "sync" | "pvsync" | "pvsync2" | "vsync"
             );
-            let iodepth = if sync_engine {
+            let mut iodepth = if sync_engine {
                 1
             } else {
                 b.spec.iodepth.max(1)
@@ -453,17 +475,73 @@ impl Sim {
                     b.spec.name, b.spec.ioengine, b.spec.iodepth
                 ));
             }
-            let gens = Generator::clones(&b.spec, d.size_bytes, seed).map_err(|source| {
-                SimError::Workload {
+            let base = b.spec.offset_bytes.min(d.size_bytes);
+            let region = b
+                .spec
+                .size_bytes
+                .unwrap_or(d.size_bytes - base)
+                .min(d.size_bytes - base);
+            if b.spec.filebench.is_some() && b.spec.runtime_ns.is_none() {
+                return Err(SimError::Job(format!(
+                    "{}:{}: job '{}': a filebench workload runs until stopped; give it a runtime",
+                    b.job_file, b.spec.line, b.spec.name
+                )));
+            }
+            let sources: Vec<Source> = if let Some(name) = &b.spec.filebench {
+                let p = Personality::parse(name).map_err(|source| SimError::Filebench {
                     file: b.job_file.clone(),
                     source,
+                })?;
+                let mut v = Vec::new();
+                for c in 0..b.spec.numjobs.max(1) {
+                    let g = FilebenchGen::new(
+                        p,
+                        region,
+                        vmio_core::rng::Rng::derive(
+                            seed,
+                            &format!("filebench/{}/{c}", b.spec.name),
+                        )
+                        .next_u64(),
+                    )
+                    .map_err(|source| SimError::Filebench {
+                        file: b.job_file.clone(),
+                        source,
+                    })?;
+                    iodepth = g.threads();
+                    v.push(Source::Filebench(g));
                 }
-            })?;
-            for (c, gen) in gens.into_iter().enumerate() {
+                v
+            } else if let Some(ios) = &b.trace {
+                let scale = b.spec.replay_time_scale as f64 / 100.0;
+                (0..b.spec.numjobs.max(1))
+                    .map(|_| {
+                        let mut replay =
+                            Replay::new(ios.clone(), region, scale, b.spec.loops.max(1));
+                        let pending = replay.next();
+                        Source::Replay { replay, pending }
+                    })
+                    .collect()
+            } else {
+                Generator::clones(&b.spec, d.size_bytes, seed)
+                    .map_err(|source| SimError::Workload {
+                        file: b.job_file.clone(),
+                        source,
+                    })?
+                    .into_iter()
+                    .map(Source::Fio)
+                    .collect()
+            };
+            for (c, src) in sources.into_iter().enumerate() {
                 phases = phases.max(b.spec.group_id + 1);
+                let base_bytes = if matches!(src, Source::Fio(_)) {
+                    0
+                } else {
+                    base
+                };
                 job_states.push(JobState {
                     name: b.spec.name.clone(),
-                    gen,
+                    src,
+                    base_bytes,
                     disk: gd,
                     iodepth,
                     phase: b.spec.group_id,
@@ -484,11 +562,6 @@ impl Sim {
         }
         if job_states.is_empty() {
             return Err(SimError::Job("the job file defines no job to run".into()));
-        }
-        for j in &job_states {
-            if j.runtime_ns.is_none() && matches!(j.gen.region().len_bytes, 0) {
-                return Err(SimError::Job(format!("job '{}' has nothing to do", j.name)));
-            }
         }
         let pcs = &stack.page_cache;
         let cap_pages = pcs.memory_bytes / PAGE_BYTES;
@@ -550,6 +623,7 @@ impl Sim {
                 }
                 K_WB_TIMER => self.wb_timer(now),
                 K_JOB_END => self.job_end(now, id),
+                K_ARRIVAL => self.arrival(now, id),
                 _ => unreachable!("unknown event kind"),
             }
             if self.phase >= self.phases && self.jobs.iter().all(|j| j.finished) {
@@ -643,7 +717,40 @@ impl Sim {
             let end = job.end_ns;
             self.q.push(end, ev(K_JOB_END, j));
         }
+        if let Source::Replay { pending, .. } = &self.jobs[j].src {
+            match pending {
+                Some(io) => self.q.push(now + io.at_ns, ev(K_ARRIVAL, j)),
+                None => {
+                    self.jobs[j].stopping = true;
+                    self.maybe_finish(now, j);
+                }
+            }
+            return;
+        }
         self.try_issue(now, j);
+    }
+
+    /// The next request of a trace is due: issue it whatever is outstanding (open loop).
+    fn arrival(&mut self, now: Ns, j: usize) {
+        if self.jobs[j].stopping {
+            return;
+        }
+        let base = self.jobs[j].base_bytes;
+        let start = self.jobs[j].start_ns;
+        let Source::Replay { replay, pending } = &mut self.jobs[j].src else {
+            return;
+        };
+        let Some(io) = pending.take() else { return };
+        *pending = replay.next();
+        let next_at = pending.map(|p| start + p.at_ns);
+        self.issue(now, j, io.op, base + io.offset_bytes, io.len_bytes);
+        match next_at {
+            Some(t) => self.q.push(t, ev(K_ARRIVAL, j)),
+            None => {
+                self.jobs[j].stopping = true;
+                self.maybe_finish(now, j);
+            }
+        }
     }
 
     fn job_end(&mut self, now: Ns, j: usize) {
@@ -682,13 +789,32 @@ impl Sim {
             if job.stopping || job.fsync_waiting || job.inflight >= job.iodepth {
                 break;
             }
-            match job.gen.next() {
+            let base = job.base_bytes;
+            let next = match &mut job.src {
+                Source::Fio(g) => g.next(),
+                Source::Filebench(g) => {
+                    let io = g.next();
+                    if io.op == Op::Flush {
+                        // A FileBench thread's fsync does not wait for the other threads.
+                        self.issue(now, j, Op::Flush, 0, 0);
+                        continue;
+                    }
+                    Next::Io {
+                        op: io.op,
+                        offset_bytes: base + io.offset_bytes,
+                        len_bytes: io.len_bytes,
+                    }
+                }
+                Source::Replay { .. } => break,
+            };
+            match next {
                 Next::Io {
                     op,
                     offset_bytes,
                     len_bytes,
                 } => self.issue(now, j, op, offset_bytes, len_bytes),
                 Next::Fsync => {
+                    let job = &mut self.jobs[j];
                     if job.inflight == 0 {
                         self.issue(now, j, Op::Flush, 0, 0);
                     } else {
@@ -696,7 +822,7 @@ impl Sim {
                     }
                 }
                 Next::Done => {
-                    job.stopping = true;
+                    self.jobs[j].stopping = true;
                     self.maybe_finish(now, j);
                     break;
                 }

@@ -5,12 +5,23 @@
 //!
 //! - [`fio_job`]: a fio job ([`crate::fio::JobSpec`]) following fio's offset, block size and
 //!   read/write-mix semantics; one [`Generator`] per numjobs clone.
+//! - [`filebench`]: FileBench's `fileserver` and `varmail` personalities at block level
+//!   (closed loop, one outstanding request per FileBench thread);
+//! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
+//!   and their open-loop [`Replay`] (time scaling, address folding, loops);
+//! - [`synth`]: synthetic traces shaped like S1's MSN, Exchange and Financial traces;
 //! - `perm` (internal): the O(1)-memory random permutation behind fio's random map.
 
+pub mod filebench;
 pub mod fio_job;
 mod perm;
+pub mod synth;
+pub mod trace;
 
+pub use filebench::{FilebenchGen, Personality};
 pub use fio_job::Generator;
+pub use synth::{SynthGen, SynthProfile};
+pub use trace::{parse_trace, Replay, TimedIo, TraceError, TraceFormat};
 
 use crate::request::Op;
 use thiserror::Error;

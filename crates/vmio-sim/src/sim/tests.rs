@@ -277,3 +277,68 @@ fn the_json_reports_each_vms_bandwidth_timeline_and_the_share_metrics() {
     let jain = v["vmio"]["share"]["jain_index"].as_f64().unwrap();
     assert!(jain > 0.5 && jain < 0.8, "{jain}");
 }
+
+#[test]
+fn a_trace_is_replayed_open_loop_at_its_own_timestamps() {
+    let dir = std::env::temp_dir().join(format!("vmio-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // SPC: ASU,LBA,Size,Opcode,Timestamp — 100 reads of 8 KiB, one every 10 ms.
+    let mut trace = String::new();
+    for i in 0..100u64 {
+        trace += &format!("0,{},8192,r,{:.6}\n", i * 1000, i as f64 * 0.010);
+    }
+    std::fs::write(dir.join("t.spc"), trace).unwrap();
+    let job_path = dir.join("job.fio");
+    let job = "[t]\nread_iolog=t.spc\niolog_format=spc\nreplay_time_scale=200\n";
+    let s = stack("linear", "none");
+    let o = run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: job,
+        job_path: job_path.to_str().unwrap(),
+        seed: Some(1),
+        vm: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let j = &o.report.jobs[0];
+    assert_eq!(j.stats[0].total_ios, 100);
+    // Timestamps doubled: the last request is issued at 1.98 s, so the job lasts about 2 s
+    // (an HDD serves one 8 KiB read in ~10 ms, so it keeps up with the trace).
+    assert!(
+        j.runtime_ns > 1_980_000_000 && j.runtime_ns < 2_100_000_000,
+        "{}",
+        j.runtime_ns
+    );
+    let e = run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: "[t]\nread_iolog=missing.csv\n",
+        job_path: job_path.to_str().unwrap(),
+        seed: Some(1),
+        vm: None,
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("job.fio:1: read_iolog: cannot read") && e.contains("missing.csv"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_filebench_personality_runs_closed_loop_with_its_fsyncs() {
+    let job = "[vm]\nfilebench=varmail\nsize=4g\nruntime=2\ntime_based\n";
+    let o = sim("linear", "writeback", job, 1);
+    let j = &o.report.jobs[0];
+    assert!(
+        j.stats[0].total_ios > 0 && j.stats[1].total_ios > 0,
+        "reads and writes"
+    );
+    assert!(j.stats[3].total_ios > 0, "varmail fsyncs");
+    assert!(
+        flushes(&o) > 0,
+        "writeback passes the fsyncs down as cache flushes"
+    );
+}
