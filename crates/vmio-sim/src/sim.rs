@@ -15,7 +15,7 @@
 //! from the workload generators seeded from the run seed, and no hash-map order reaches
 //! the output. Page-cache "files" are the VM disks (QEMU opens one image per disk).
 
-use crate::device::{build_device, DevCmd, Device, DeviceError};
+use crate::device::{build_device_seeded, DevCmd, Device, DeviceError};
 use crate::engine::EventQueue;
 use crate::metrics::DirStats;
 use crate::vdisk::{InterfaceModel, VirtualDisk};
@@ -375,12 +375,14 @@ impl Sim {
         let file = stack.file.clone();
         let mut devs = Vec::new();
         for d in &stack.devices {
-            let model = build_device(&d.name, &d.model, d.profile.as_deref(), &d.params).map_err(
-                |source| SimError::Device {
+            let dev_seed =
+                vmio_core::rng::Rng::derive(seed, &format!("device/{}", d.name)).next_u64();
+            let model =
+                build_device_seeded(&d.name, &d.model, d.profile.as_deref(), &d.params, dev_seed)
+                    .map_err(|source| SimError::Device {
                     file: file.clone(),
                     source,
-                },
-            )?;
+                })?;
             let qd = model.queue_depth().max(1);
             devs.push(DevState {
                 model,

@@ -7,7 +7,7 @@
 //!
 //! Models, one file each: [`hdd`] (zoned disk with seek curve, rotational position, NCQ/SPTF,
 //! segmented read-ahead cache and write-back cache), [`ssd`] (channel/die parallelism with
-//! bandwidth caps; the FTL comes later) and [`ram`] (fixed latency plus bandwidth).
+//! bandwidth caps, a page-mapped FTL with garbage collection in [`ftl`], clean or aged) and [`ram`] (fixed latency plus bandwidth).
 //! Built-in profiles give datasheet parameters; every parameter can be overridden from a stack
 //! file's `[[device]]` table. All models are deterministic and use no randomness.
 //!
@@ -25,6 +25,7 @@
 //! engine should not rely on it: real hosts never exceed the NCQ depth. Commands beyond the
 //! capacity complete (each model documents how); the engine validates ranges.
 
+pub mod ftl;
 pub mod hdd;
 pub mod ram;
 pub mod ssd;
@@ -57,6 +58,11 @@ pub struct DeviceStats {
     pub busy_ns: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// Bytes programmed to flash, host and GC (SSD with FTL; 0 for other models).
+    pub flash_write_bytes: u64,
+    /// Garbage-collection victims cleaned, and die time spent on GC.
+    pub gc_count: u64,
+    pub gc_ns: u64,
 }
 
 /// A host block device model. The engine submits commands (at most `queue_depth()` outstanding) and
@@ -111,11 +117,23 @@ pub enum DeviceError {
 }
 
 /// Build a device from a stack-file `[[device]]` entry: `model` ("hdd"|"ssd"|"ram"), an optional built-in `profile`, and override parameters (everything else in the table).
+/// Random state (an aged SSD's layout) comes from a fixed seed; see [`build_device_seeded`].
 pub fn build_device(
     name: &str,
     model: &str,
     profile: Option<&str>,
     params: &BTreeMap<String, toml::Value>,
+) -> Result<Box<dyn Device>, DeviceError> {
+    build_device_seeded(name, model, profile, params, 0x840_0256)
+}
+
+/// [`build_device`] with the seed of the device's random state (derive it from the run seed).
+pub fn build_device_seeded(
+    name: &str,
+    model: &str,
+    profile: Option<&str>,
+    params: &BTreeMap<String, toml::Value>,
+    seed: u64,
 ) -> Result<Box<dyn Device>, DeviceError> {
     let Some(&model) = MODELS.iter().find(|&&m| m == model) else {
         return Err(DeviceError::UnknownModel {
@@ -140,9 +158,10 @@ pub fn build_device(
             name,
             hdd::HddParams::from_params(profile, &reader)?,
         )),
-        "ssd" => Box::new(ssd::Ssd::new(
+        "ssd" => Box::new(ssd::Ssd::new_seeded(
             name,
             ssd::SsdParams::from_params(profile, &reader)?,
+            seed,
         )),
         _ => Box::new(ram::Ram::new(
             name,

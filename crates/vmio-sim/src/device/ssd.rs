@@ -1,5 +1,6 @@
-//! A SATA SSD without FTL effects yet: controller command rate, flash channel/die
-//! parallelism, a DRAM write buffer, a shared SATA link and the controller's bandwidth caps.
+//! A SATA SSD: controller command rate, flash channel/die parallelism, a DRAM write buffer, a
+//! shared SATA link, the controller's bandwidth caps, and a page-mapped FTL with garbage
+//! collection ([`super::ftl`]) that decides where data lives and charges GC time to the dies.
 //!
 //! **Sources.** Profile `samsung-840pro-256g` (Samsung SSD 840 PRO data sheet, 2012, and
 //! `shared/reference/seeds.md`, hardware references): 256 GB (500,118,192 × 512-byte sectors =
@@ -11,32 +12,49 @@
 //! figures are the controller's command rate (its firmware, not the flash, limits them: 32
 //! dies could read ~450k pages/s), so they enter as parameters (`read_iops`, `write_iops`)
 //! and the model reproduces them only where the controller is the bottleneck.
+//! FTL figures: 256 pages of 8 KiB per block (2 MiB blocks, typical of 2x-nm MLC); raw flash
+//! 32 × 64 Gbit = 256 GiB for 256,060,514,304 user bytes, i.e. `over_provisioning` = 0.0735
+//! (seeds.md: "256 GB raw flash for 238 GiB user space", ~7 %); block erase 3 ms (typical
+//! t_BERS of MLC NAND of that generation, data sheets give ~1.5–5 ms typical, 10 ms max);
+//! `gc_threshold` = 4 free blocks per die (an assumption: "a few blocks"; 0.1 % of the 4096
+//! blocks of a die); greedy victim selection; `precondition` = clean (fresh) or aged (GC
+//! steady state of uniform random writes, built analytically, see [`super::ftl`]). The aged
+//! layout uses a fixed seed: device constructors receive no run seed.
 //!
 //! **Algorithm.** Every resource is FIFO, so a command's completion time is computed when it is
 //! submitted (eager reservation; no reordering):
 //!
 //! ```text
 //! accept  = max(now, controller free) + 1/read_iops (or 1/write_iops)
-//! read:   for each page piece: die = page % dies, channel = die % channels
+//! read:   pieces = runs of 4 KiB units held by one flash page (FTL lookup; unmapped units
+//!             are striped statically: page % dies); channel = die % channels
 //!             die busy t_R from max(accept, die free); then the channel moves the piece
 //!         link: starts when the first piece is ready, at min(link, seq_read) rate; ends no
 //!               earlier than the last piece + its transfer (cut-through)        -> done
 //! write:  wait for room in the write buffer; link in at min(link, seq_write) -> done
-//!         (FUA: done when programmed); bytes fill the open page; a full page goes to the
-//!         next die round-robin: channel transfer, then t_PROG; its bytes leave the buffer
+//!         (FUA: done when programmed); 4 KiB units fill the open page; a full page goes to
+//!         the next die round-robin: FTL allocation (if it ran GC on that die, the die is
+//!         busy read_pages·t_R + program_pages·t_PROG + erases·t_BERS first), channel
+//!         transfer, then t_PROG; its bytes leave the buffer
 //! flush:  program the open (partial) page; done when every page is programmed
+//! trim:   unmap the whole 4 KiB units in the range; done after the command time
 //! ```
 //!
-//! Hooks for the FTL (a later issue): `read_die` (logical page -> die) and `write_die`
-//! (allocation of the next physical page) are the only places that know where data lives;
-//! garbage collection will add die/channel work there. Trim completes after the command
-//! time. Out-of-range commands are served like in-range ones (the engine validates ranges).
+//! Channel bandwidth is booked in arrival order, and a transfer to a die that is busy (GC)
+//! happens once the die is free without holding the channel for the other dies. GC copies are
+//! copyback (no channel transfer). Out-of-range commands are served like in-range ones (the
+//! engine validates ranges); the FTL ignores their units.
 
 use vmio_core::request::Op;
 use vmio_core::units::transfer_ns;
-use vmio_core::{Ns, US};
+use vmio_core::{Ns, MS, US};
 
+use super::ftl::{Ftl, FtlGeometry, FtlStats, GcPolicy, Precondition, UNIT_BYTES};
 use super::{fmt_ms, Busy, Completions, DevCmd, Device, DeviceError, DeviceStats, ParamReader};
+
+/// Seed of the aged layout (device constructors take no run seed; the layout is a property of
+/// the device's history, the same in every run).
+const AGED_SEED: u64 = 0x840_0256;
 
 pub const PROFILES: &[&str] = &["samsung-840pro-256g"];
 
@@ -56,6 +74,12 @@ pub const PARAMS: &[&str] = &[
     "link_rate",
     "write_buffer",
     "queue_depth",
+    "pages_per_block",
+    "over_provisioning",
+    "erase_latency",
+    "gc_threshold",
+    "gc_policy",
+    "precondition",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -75,9 +99,40 @@ pub struct SsdParams {
     pub link_rate_bps: u64,
     pub write_buffer_bytes: u64,
     pub queue_depth: u64,
+    pub pages_per_block: u64,
+    /// Raw flash beyond the user capacity, as a fraction of it (0.0735 = 7.35 %).
+    pub over_provisioning: f64,
+    pub erase_latency_ns: Ns,
+    /// GC keeps at least this many free blocks per die.
+    pub gc_threshold: u64,
+    pub gc_policy: GcPolicy,
+    pub precondition: Precondition,
 }
 
 impl SsdParams {
+    /// Mapping unit: 4 KiB, or the page if pages are smaller.
+    pub fn unit_bytes(&self) -> u64 {
+        UNIT_BYTES.min(self.page_bytes)
+    }
+
+    /// Flash geometry: raw flash = capacity × (1 + over_provisioning), in whole blocks per die.
+    pub fn ftl_geometry(&self) -> FtlGeometry {
+        let unit = self.unit_bytes();
+        let dies = self.channels * self.dies_per_channel;
+        let block_bytes = self.page_bytes * self.pages_per_block;
+        let raw = self.capacity_bytes as f64 * (1.0 + self.over_provisioning);
+        let bpd = (raw / (dies as f64 * block_bytes as f64)).ceil();
+        FtlGeometry {
+            dies: dies as usize,
+            blocks_per_die: bpd.min(u32::MAX as f64) as u32,
+            pages_per_block: self.pages_per_block as u32,
+            units_per_page: (self.page_bytes / unit) as u32,
+            logical_units: self.capacity_bytes.div_ceil(unit),
+            gc_threshold: self.gc_threshold as u32,
+            policy: self.gc_policy,
+        }
+    }
+
     pub fn profile(name: &str) -> Option<Self> {
         match name {
             "samsung-840pro-256g" => Some(Self {
@@ -96,6 +151,13 @@ impl SsdParams {
                 link_rate_bps: 600_000_000,
                 write_buffer_bytes: 32 << 20,
                 queue_depth: 32,
+                pages_per_block: 256,
+                // 256 GiB of raw flash (32 × 64 Gbit) for 256,060,514,304 user bytes.
+                over_provisioning: 0.0735,
+                erase_latency_ns: 3 * MS,
+                gc_threshold: 4,
+                gc_policy: GcPolicy::Greedy,
+                precondition: Precondition::Clean,
             }),
             _ => None,
         }
@@ -120,6 +182,24 @@ impl SsdParams {
             link_rate_bps: r.rate("link_rate", d.link_rate_bps)?,
             write_buffer_bytes: r.size("write_buffer", d.write_buffer_bytes)?,
             queue_depth: r.positive("queue_depth", d.queue_depth)?,
+            pages_per_block: r.positive("pages_per_block", d.pages_per_block)?,
+            over_provisioning: fraction(r, "over_provisioning", d.over_provisioning)?,
+            erase_latency_ns: r.duration("erase_latency", d.erase_latency_ns)?,
+            gc_threshold: r.positive("gc_threshold", d.gc_threshold)?,
+            gc_policy: choice(
+                r,
+                "gc_policy",
+                GcPolicy::NAMES,
+                d.gc_policy,
+                GcPolicy::parse,
+            )?,
+            precondition: choice(
+                r,
+                "precondition",
+                Precondition::NAMES,
+                d.precondition,
+                Precondition::parse,
+            )?,
         };
         if p.capacity_bytes == 0 {
             return Err(r.bad("capacity", 0, "must be a positive size"));
@@ -152,13 +232,89 @@ impl SsdParams {
         if p.queue_depth > 65_536 {
             return Err(r.bad("queue_depth", p.queue_depth, "must be between 1 and 65536"));
         }
+        if p.page_bytes > UNIT_BYTES && !p.page_bytes.is_multiple_of(UNIT_BYTES) {
+            return Err(r.bad(
+                "page_size",
+                p.page_bytes,
+                "must be a multiple of 4096 bytes when larger than 4096 (the FTL maps 4 KiB units)",
+            ));
+        }
+        if p.pages_per_block > 65_536 {
+            return Err(r.bad(
+                "pages_per_block",
+                p.pages_per_block,
+                "must be between 1 and 65536",
+            ));
+        }
+        if p.gc_threshold > u32::MAX as u64 {
+            return Err(r.bad(
+                "gc_threshold",
+                p.gc_threshold,
+                "must be a few free blocks per die (at least 2)",
+            ));
+        }
+        if let Err((param, why)) = p.ftl_geometry().check() {
+            let value = match param {
+                "capacity" => p.capacity_bytes.to_string(),
+                "gc_threshold" => p.gc_threshold.to_string(),
+                _ => p.over_provisioning.to_string(),
+            };
+            return Err(r.bad(param, value, &why));
+        }
         Ok(p)
+    }
+}
+
+/// A number that is a fraction (`0.07`) or a percentage string (`"7%"`).
+fn fraction(r: &ParamReader, param: &'static str, default: f64) -> Result<f64, DeviceError> {
+    const EXP: &str = concat!(
+        "must be a fraction of the capacity between 0.001 and 10 (e.g. 0.07) ",
+        "or a percentage (e.g. \"7%\")"
+    );
+    let v = match r.map.get(param) {
+        None => return Ok(default),
+        Some(toml::Value::Float(f)) => *f,
+        Some(toml::Value::Integer(i)) => *i as f64,
+        Some(toml::Value::String(s)) => s
+            .trim()
+            .strip_suffix('%')
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .map(|p| p / 100.0)
+            .ok_or_else(|| r.bad(param, format!("{s:?}"), EXP))?,
+        Some(other) => return Err(r.bad(param, other, EXP)),
+    };
+    if !(v.is_finite() && (0.001..=10.0).contains(&v)) {
+        return Err(r.bad(param, r.map[param].clone(), EXP));
+    }
+    Ok(v)
+}
+
+/// One of a fixed set of names.
+fn choice<T: Copy>(
+    r: &ParamReader,
+    param: &'static str,
+    names: &'static [&'static str],
+    default: T,
+    parse: fn(&str) -> Option<T>,
+) -> Result<T, DeviceError> {
+    let exp = || format!("must be one of {}", names.join(", "));
+    match r.map.get(param) {
+        None => Ok(default),
+        Some(toml::Value::String(s)) => {
+            parse(s).ok_or_else(|| r.bad(param, format!("{s:?}"), &exp()))
+        }
+        Some(other) => Err(r.bad(param, other, &exp())),
     }
 }
 
 pub struct Ssd {
     name: String,
     p: SsdParams,
+    ftl: Ftl,
+    unit: u64,
+    /// Logical units of the open (buffered, not yet programmed) page.
+    open_lpns: Vec<u64>,
+    gc_ns: u64,
     dies: usize,
     read_cmd_ns: Ns,
     write_cmd_ns: Ns,
@@ -188,9 +344,22 @@ pub struct Ssd {
 
 impl Ssd {
     pub fn new(name: &str, p: SsdParams) -> Self {
+        Self::new_seeded(name, p, AGED_SEED)
+    }
+
+    /// An SSD whose aged layout (if `precondition = "aged"`) is drawn from `seed`.
+    pub fn new_seeded(name: &str, p: SsdParams, seed: u64) -> Self {
         let dies = (p.channels * p.dies_per_channel) as usize;
+        let mut ftl = Ftl::new(p.ftl_geometry());
+        if p.precondition == Precondition::Aged {
+            ftl.precondition_aged(seed);
+        }
         Self {
             name: name.to_string(),
+            ftl,
+            unit: p.unit_bytes(),
+            open_lpns: Vec::with_capacity((p.page_bytes / p.unit_bytes()) as usize),
+            gc_ns: 0,
             dies,
             read_cmd_ns: (1e9 / p.read_iops as f64).round() as Ns,
             write_cmd_ns: (1e9 / p.write_iops as f64).round() as Ns,
@@ -214,16 +383,50 @@ impl Ssd {
         }
     }
 
-    /// Die holding logical page `lpn` (FTL hook: static striping while there is no FTL).
-    fn read_die(&self, lpn: u64) -> usize {
-        (lpn % self.dies as u64) as usize
+    /// FTL counters, with the GC die time the timing model charged.
+    pub fn ftl_stats(&self) -> Option<FtlStats> {
+        let mut s = self.ftl.stats();
+        s.gc_ns = self.gc_ns;
+        s.host_write_bytes = s.host_write_units * self.unit;
+        Some(s)
     }
 
-    /// Die receiving the next programmed page (FTL hook: round-robin log-structured writes).
+    /// The flash geometry derived from the parameters.
+    pub fn ftl_geometry(&self) -> &FtlGeometry {
+        self.ftl.geometry()
+    }
+
+    /// (die, physical page) holding the unit at byte `pos`. Unmapped units (never written,
+    /// trimmed, or beyond the capacity) are read like data striped statically over the dies
+    /// by flash page, as the model did before the FTL (datasheet read figures are measured
+    /// on written data); their "page" keys are distinct from physical ones.
+    fn read_die(&self, pos: u64) -> (usize, u64) {
+        match self.ftl.locate(pos / self.unit) {
+            Some(dp) => dp,
+            None => {
+                let vpage = pos / self.p.page_bytes;
+                ((vpage % self.dies as u64) as usize, u64::MAX - vpage)
+            }
+        }
+    }
+
+    /// Die preferred for the next programmed page (round-robin; the FTL may pick another when
+    /// that die has no room).
     fn write_die(&mut self) -> usize {
         let d = self.next_die;
         self.next_die = (self.next_die + 1) % self.dies;
         d
+    }
+
+    /// Move `bytes` over channel `ch` for a die that can start at `die_ready`; returns the end.
+    /// Channel bandwidth is booked in arrival order from `arrival` (when the data could move
+    /// had the die been idle), so a die stalled by GC does not hold the channel for the
+    /// others: its transfer happens after its die is free, overlapping later bookings.
+    fn channel(&mut self, ch: usize, arrival: Ns, die_ready: Ns, bytes: u64) -> Ns {
+        let x = transfer_ns(bytes, self.p.channel_rate_bps);
+        let booked = arrival.max(self.chan_free[ch]) + x;
+        self.chan_free[ch] = booked;
+        booked.max(die_ready + x)
     }
 
     fn channel_of(&self, die: usize) -> usize {
@@ -237,26 +440,30 @@ impl Ssd {
     }
 
     fn read(&mut self, accept: Ns, off: u64, len: u64) -> Ns {
-        let page = self.p.page_bytes;
         let (mut first, mut last, mut last_piece) = (Ns::MAX, 0, 0);
         let mut pos = off;
         let end = off.saturating_add(len);
         while pos < end {
-            let lpn = pos / page;
-            let piece = (page - pos % page).min(end - pos);
-            let die = self.read_die(lpn);
+            // One piece = the consecutive units of the request held by one flash page.
+            let (die, key) = self.read_die(pos);
+            let mut piece = 0;
+            while pos < end {
+                if piece > 0 && self.read_die(pos) != (die, key) {
+                    break;
+                }
+                let take = (self.unit - pos % self.unit).min(end - pos);
+                piece += take;
+                pos += take;
+            }
             let ch = self.channel_of(die);
             let sensed = accept.max(self.die_free[die]) + self.p.read_latency_ns;
-            let xfer_start = sensed.max(self.chan_free[ch]);
-            let xfer_end = xfer_start + transfer_ns(piece, self.p.channel_rate_bps);
-            self.chan_free[ch] = xfer_end;
+            let xfer_end = self.channel(ch, accept + self.p.read_latency_ns, sensed, piece);
             self.die_free[die] = xfer_end;
             first = first.min(xfer_end);
             if xfer_end >= last {
                 last = xfer_end;
                 last_piece = piece;
             }
-            pos += piece;
         }
         let start = first.max(self.link_free);
         let end = (start + transfer_ns(len, self.read_rate))
@@ -268,14 +475,24 @@ impl Ssd {
     /// Program the open page (full or, when forced, partial); returns when it is on flash.
     fn program_open_page(&mut self) -> Ns {
         let bytes = self.open_fill;
-        let die = self.write_die();
+        let preferred = self.write_die();
+        let (die, gc) = self.ftl.write_page(preferred, &self.open_lpns);
+        self.open_lpns.clear();
+        if !gc.is_empty() {
+            // The die collects before it can take the page: host I/O to it waits.
+            let t = gc.read_pages * self.p.read_latency_ns
+                + gc.program_pages * self.p.program_latency_ns
+                + gc.erases * self.p.erase_latency_ns;
+            self.die_free[die] = self.die_free[die].max(self.open_ready) + t;
+            self.gc_ns += t;
+        }
         let ch = self.channel_of(die);
-        let start = self
-            .open_ready
-            .max(self.chan_free[ch])
-            .max(self.die_free[die]);
-        let xfer_end = start + transfer_ns(self.p.page_bytes, self.p.channel_rate_bps);
-        self.chan_free[ch] = xfer_end;
+        let xfer_end = self.channel(
+            ch,
+            self.open_ready,
+            self.open_ready.max(self.die_free[die]),
+            self.p.page_bytes,
+        );
         let done = xfer_end + self.p.program_latency_ns;
         self.die_free[die] = done;
         self.releases.push(std::cmp::Reverse((done, bytes)));
@@ -302,19 +519,25 @@ impl Ssd {
         t
     }
 
-    fn write(&mut self, accept: Ns, len: u64, fua: bool) -> Ns {
+    fn write(&mut self, accept: Ns, off: u64, len: u64, fua: bool) -> Ns {
         let admitted = self.admit(accept, len);
         let start = admitted.max(self.link_free);
         let in_buffer = start + transfer_ns(len, self.write_rate);
         self.link_free = in_buffer;
-        let mut left = len;
         let mut last_program = in_buffer;
-        while left > 0 {
-            let take = left.min(self.p.page_bytes - self.open_fill);
+        let units_per_page = (self.p.page_bytes / self.unit) as usize;
+        let mut pos = off;
+        let end = off.saturating_add(len);
+        while pos < end {
+            let u = pos / self.unit;
+            let take = (self.unit - pos % self.unit).min(end - pos);
+            if self.open_lpns.last() != Some(&u) {
+                self.open_lpns.push(u);
+            }
             self.open_fill += take;
             self.open_ready = in_buffer;
-            left -= take;
-            if self.open_fill == self.p.page_bytes {
+            pos += take;
+            if self.open_lpns.len() == units_per_page {
                 last_program = last_program.max(self.program_open_page());
             }
         }
@@ -367,14 +590,23 @@ impl Device for Ssd {
                 if cmd.len_bytes == 0 {
                     a
                 } else {
-                    self.write(a, cmd.len_bytes, cmd.fua)
+                    self.write(a, cmd.offset_bytes, cmd.len_bytes, cmd.fua)
                 }
             }
             Op::Flush => {
                 let a = self.accept(now, self.write_cmd_ns);
                 self.flush(a)
             }
-            Op::Trim => self.accept(now, self.write_cmd_ns),
+            Op::Trim => {
+                // Whole units inside the range are unmapped (a partial unit keeps its data).
+                let first = cmd.offset_bytes.div_ceil(self.unit);
+                let last = cmd.offset_bytes.saturating_add(cmd.len_bytes) / self.unit;
+                let last = last.min(self.ftl.geometry().logical_units);
+                for u in first..last {
+                    self.ftl.trim(u);
+                }
+                self.accept(now, self.write_cmd_ns)
+            }
         };
         self.done.push(done_at, &cmd);
     }
@@ -389,8 +621,12 @@ impl Device for Ssd {
     }
 
     fn stats(&self) -> DeviceStats {
+        let f = self.ftl.stats();
         DeviceStats {
             busy_ns: self.busy.busy_ns,
+            flash_write_bytes: f.flash_write_pages * self.p.page_bytes,
+            gc_count: f.gc_count,
+            gc_ns: self.gc_ns,
             ..self.stats.clone()
         }
     }
@@ -413,6 +649,12 @@ impl Device for Ssd {
             ("link_rate", p.link_rate_bps.to_string()),
             ("write_buffer", p.write_buffer_bytes.to_string()),
             ("queue_depth", p.queue_depth.to_string()),
+            ("pages_per_block", p.pages_per_block.to_string()),
+            ("over_provisioning", p.over_provisioning.to_string()),
+            ("erase_latency", fmt_ms(p.erase_latency_ns)),
+            ("gc_threshold", p.gc_threshold.to_string()),
+            ("gc_policy", p.gc_policy.name().to_string()),
+            ("precondition", p.precondition.name().to_string()),
         ];
         v.into_iter().map(|(k, s)| (k.to_string(), s)).collect()
     }
@@ -515,6 +757,246 @@ mod tests {
         let bps = (n as u64 * 65536) as f64 / (run.elapsed_ns as f64 / 1e9);
         let prog = 8192.0 / ((250e3 + transfer_ns(8192, 400_000_000) as f64) / 1e9);
         assert!((bps / prog - 1.0).abs() < 0.05, "{bps} vs {prog}");
+    }
+
+    fn ssd_with(src: &str) -> Result<Ssd, DeviceError> {
+        let map: BTreeMap<String, toml::Value> = toml::from_str(src).unwrap();
+        let r = ParamReader::new("sdb", "ssd", &map);
+        Ok(Ssd::new(
+            "sdb",
+            SsdParams::from_params("samsung-840pro-256g", &r)?,
+        ))
+    }
+
+    /// A 4 GiB device with the profile's dies, timings and over-provisioning (smaller blocks
+    /// so that each die still has hundreds of them).
+    fn small(precondition: &str) -> Ssd {
+        ssd_with(&format!(
+            "capacity = \"4g\"\npages_per_block = 64\ngc_threshold = 2\nprecondition = \"{precondition}\""
+        ))
+        .unwrap()
+    }
+
+    /// Stream A writes sequentially with 512 KiB requests, stream B randomly with `bs_b`
+    /// (aligned), each keeping `qd` commands outstanding, until A has written `a_bytes`.
+    /// Returns the bandwidth of A and of B (bytes/s) over that time.
+    fn two_writers(d: &mut Ssd, bs_b: u64, qd: usize, a_bytes: u64) -> (f64, f64) {
+        const BS_A: u64 = 512 << 10;
+        let cap = d.capacity_bytes();
+        let mut rng = Rng::new(9);
+        let (mut a_off, mut a_done, mut b_done) = (0u64, 0u64, 0u64);
+        let mut tag = 0u64;
+        let mut now = 0;
+        let mut kind: BTreeMap<u64, bool> = BTreeMap::new();
+        let mut issue = |d: &mut Ssd, now: Ns, is_a: bool, kind: &mut BTreeMap<u64, bool>| {
+            let (off, len) = if is_a {
+                let o = a_off % (cap / 2);
+                a_off += BS_A;
+                (o, BS_A)
+            } else {
+                (rng.below(cap / bs_b) * bs_b, bs_b)
+            };
+            tag += 1;
+            kind.insert(tag, is_a);
+            d.submit(
+                now,
+                DevCmd {
+                    tag,
+                    op: Op::Write,
+                    offset_bytes: off,
+                    len_bytes: len,
+                    fua: false,
+                },
+            );
+        };
+        for _ in 0..qd {
+            issue(d, now, true, &mut kind);
+            issue(d, now, false, &mut kind);
+        }
+        let mut done = Vec::new();
+        while a_done < a_bytes {
+            now = d.next_event_ns().unwrap();
+            done.clear();
+            d.advance(now, &mut done);
+            for t in &done {
+                let is_a = kind.remove(t).unwrap();
+                if is_a {
+                    a_done += BS_A;
+                } else {
+                    b_done += bs_b;
+                }
+                issue(d, now, is_a, &mut kind);
+            }
+        }
+        let secs = now as f64 / 1e9;
+        (a_done as f64 / secs, b_done as f64 / secs)
+    }
+
+    #[test]
+    fn sequential_writes_beside_a_random_writer_are_far_slower_on_an_aged_device_than_on_a_clean_one(
+    ) {
+        let mut ratios = Vec::new();
+        for bs_b in [4u64 << 10, 64 << 10, 512 << 10] {
+            let mut clean = small("clean");
+            let mut aged = small("aged");
+            let (ca, cb) = two_writers(&mut clean, bs_b, 4, 384 << 20);
+            let (aa, ab) = two_writers(&mut aged, bs_b, 4, 384 << 20);
+            let (cs, ast) = (clean.ftl_stats().unwrap(), aged.ftl_stats().unwrap());
+            eprintln!(
+                "B bs {:>3} KiB: clean A {:6.1} MB/s B {:6.1} MB/s WA {:.2} | aged A {:6.1} MB/s B {:6.1} MB/s WA {:.2} gc {} ({:.0} ms)",
+                bs_b >> 10,
+                ca / 1e6,
+                cb / 1e6,
+                cs.write_amplification,
+                aa / 1e6,
+                ab / 1e6,
+                ast.write_amplification,
+                ast.gc_count,
+                ast.gc_ns as f64 / 1e6
+            );
+            assert_eq!(cs.gc_count, 0);
+            assert!(ast.gc_count > 0 && ast.write_amplification > 2.0);
+            ratios.push(aa / ca);
+        }
+        for r in &ratios {
+            assert!(*r < 0.5, "aged/clean sequential bandwidth {ratios:?}");
+        }
+    }
+
+    #[test]
+    fn an_aged_device_sustains_far_less_random_write_throughput_than_a_clean_one() {
+        let iops = |mut d: Ssd| {
+            let mut rng = Rng::new(4);
+            let n = 60_000;
+            let cap = d.capacity_bytes() / 4096;
+            let offs: Vec<u64> = (0..n).map(|_| rng.below(cap) * 4096).collect();
+            let run = closed_loop(&mut d, 0, 32, n, |i| (Op::Write, offs[i], 4096));
+            // Past the write buffer: the second half of the run.
+            let half = run.latencies_ns.len() / 2;
+            let t_half: Ns = run.latencies_ns[half..].iter().sum::<u64>() / 32;
+            (half as f64 / (t_half as f64 / 1e9), d.stats())
+        };
+        let (clean, cs) = iops(small("clean"));
+        let (aged, st) = iops(small("aged"));
+        eprintln!(
+            "random 4k write QD32: clean {clean:.0} IOPS, aged {aged:.0} IOPS (gc {} victims, {:.0} ms, flash {} MiB for host {} MiB)",
+            st.gc_count,
+            st.gc_ns as f64 / 1e6,
+            st.flash_write_bytes >> 20,
+            st.write_bytes >> 20
+        );
+        assert_eq!(cs.gc_count, 0);
+        assert!(st.gc_count > 0 && st.flash_write_bytes > 2 * st.write_bytes);
+        assert!(aged < 0.5 * clean, "{aged} vs {clean}");
+    }
+
+    #[test]
+    fn a_bad_gc_policy_is_named_with_the_accepted_policies() {
+        let e = ssd_with("gc_policy = \"lru\"").err().unwrap().to_string();
+        assert_eq!(
+            e,
+            "device 'sdb': gc_policy = \"lru\": must be one of greedy, fifo, cost-benefit"
+        );
+        let cases = [
+            (
+                "precondition = \"used\"",
+                "precondition = \"used\": must be one of clean, aged",
+            ),
+            ("gc_policy = 3", "gc_policy = 3: must be one of greedy"),
+            (
+                "over_provisioning = \"lots\"",
+                "over_provisioning = \"lots\": must be a fraction",
+            ),
+            (
+                "over_provisioning = 0.0",
+                "over_provisioning = 0.0: must be a fraction",
+            ),
+            (
+                "over_provisioning = 0.001",
+                "over_provisioning = 0.001: leaves",
+            ),
+            (
+                "gc_threshold = 1",
+                "gc_threshold = 1: must be between 2 and",
+            ),
+            (
+                "page_size = 6144",
+                "page_size = 6144: must be a multiple of 4096",
+            ),
+            ("capacity = \"64t\"", "capacity = 70368744177664: gives"),
+        ];
+        for (src, want) in cases {
+            let e = ssd_with(src)
+                .err()
+                .unwrap_or_else(|| panic!("{src} accepted"))
+                .to_string();
+            assert!(
+                e.starts_with("device 'sdb': ") && e.contains(want),
+                "{src}: got {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn ftl_parameters_show_in_the_effective_parameters_and_shape_the_flash() {
+        let d = ssd_with(
+            "over_provisioning = \"28%\"\ngc_policy = \"cost-benefit\"\nerase_latency = \"2.5ms\"",
+        )
+        .unwrap();
+        let p: BTreeMap<String, String> = d.params().into_iter().collect();
+        assert_eq!(p["over_provisioning"], "0.28");
+        assert_eq!(p["gc_policy"], "cost-benefit");
+        assert_eq!(p["erase_latency"], "2.5ms");
+        assert_eq!(p["precondition"], "clean");
+        assert_eq!(p["pages_per_block"], "256");
+        // The profile: 32 dies of 2 MiB blocks, 256 GiB raw for 256 GB user.
+        let g = ssd().ftl_geometry().clone();
+        assert_eq!((g.dies, g.pages_per_block, g.units_per_page), (32, 256, 2));
+        let raw = g.blocks() * 2 * 1024 * 1024;
+        assert!(
+            (raw as f64 / (256u64 << 30) as f64 - 1.0).abs() < 0.001,
+            "{raw}"
+        );
+        assert_eq!(d.ftl_stats().unwrap().host_write_units, 0);
+    }
+
+    #[test]
+    fn trim_unmaps_whole_units_only() {
+        let mut d = small("clean");
+        let t = one(&mut d, 0, 1, Op::Write, 0, 64 << 10, true);
+        assert!(d.ftl.locate(0).is_some() && d.ftl.locate(15).is_some());
+        let t = one(&mut d, t, 2, Op::Trim, 2048, 16 << 10, false);
+        assert!(d.ftl.locate(0).is_some(), "a partial unit keeps its data");
+        assert!((1..4).all(|u| d.ftl.locate(u).is_none()));
+        assert!(d.ftl.locate(4).is_some());
+        one(&mut d, t, 3, Op::Trim, 0, u64::MAX, false);
+        assert!((0..16).all(|u| d.ftl.locate(u).is_none()));
+    }
+
+    /// Release-build check of the aging cost and of the simulator's speed on an aged 256 GB
+    /// device: `cargo test --release -p vmio-sim --lib aging -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn aging_the_256g_profile_is_fast() {
+        let t0 = std::time::Instant::now();
+        let mut d = ssd_with("precondition = \"aged\"").unwrap();
+        let aging = t0.elapsed();
+        let mut rng = Rng::new(1);
+        let n = 2_000_000;
+        let pages = d.capacity_bytes() / 4096;
+        let t1 = std::time::Instant::now();
+        let run = closed_loop(&mut d, 0, 32, n, |_| {
+            (Op::Write, rng.below(pages) * 4096, 4096)
+        });
+        let wall = t1.elapsed().as_secs_f64();
+        let f = d.ftl_stats().unwrap();
+        eprintln!(
+            "aging 256 GB: {:.2} s; then {n} random 4k writes: {:.0} simulated IOPS, WA {:.2}, {:.2} M simulated I/Os per wall second",
+            aging.as_secs_f64(),
+            run.iops(),
+            f.write_amplification,
+            n as f64 / wall / 1e6
+        );
     }
 
     #[test]
