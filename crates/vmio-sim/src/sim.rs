@@ -373,6 +373,7 @@ impl Sim {
     /// Build a simulation of `stack` running `jobs` with `seed`.
     pub fn new(mut stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
         let file = stack.file.clone();
+        let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
         let mut devs = Vec::new();
         for d in &stack.devices {
             let dev_seed =
@@ -386,7 +387,7 @@ impl Sim {
             let qd = model.queue_depth().max(1);
             devs.push(DevState {
                 model,
-                sched: sched::build(&stack.scheduler),
+                sched: sched::build(&stack.scheduler, &weights),
                 flushq: VecDeque::new(),
                 inflight: 0,
                 qd,
@@ -1270,7 +1271,7 @@ impl Sim {
                 self.q.push(t, ev(K_DEV_WAKE, dev));
             }
         }
-        if let Some(t) = d.sched.next_wakeup_ns() {
+        if let Some(t) = d.sched.next_wakeup_ns().filter(|&t| t > now) {
             if d.sched_wake_at.is_none_or(|w| t < w || w < now) {
                 d.sched_wake_at = Some(t);
                 self.q.push(t, ev(K_SCHED_WAKE, dev));

@@ -3,12 +3,17 @@
 //! One file per scheduler, one trait ([`IoScheduler`]), like the kernel's elevators:
 //! - [`none`]: blk-mq `none` — first in, first out;
 //! - [`mq_deadline`]: `mq-deadline` — sector-sorted batches, per-direction FIFO deadlines,
-//!   reads preferred, adjacent requests merged.
+//!   reads preferred, adjacent requests merged;
+//! - [`cfq`]: CFQ as KVM VMs see it — one queue per VM, weighted time slices, idling;
+//! - [`mcfq`]: CFQ plus [`mots`], the MCFQ paper's feedback controller of the slices.
 //!
 //! Flushes do not pass through the scheduler (blk-flush sends them straight to the device).
 //! Proportional-share schedulers (CFQ, MCFQ) implement the same trait and may idle:
 //! [`IoScheduler::next_wakeup_ns`] tells the engine when to ask again.
 
+pub mod cfq;
+pub mod mcfq;
+pub mod mots;
 pub mod mq_deadline;
 pub mod none;
 
@@ -33,14 +38,23 @@ pub trait IoScheduler: Send {
     fn queued(&self) -> usize;
 }
 
-/// Build the scheduler a stack file names (validated by the stack parser).
-pub fn build(spec: &SchedulerSpec) -> Box<dyn IoScheduler> {
+/// Build the scheduler a stack file names (validated by the stack parser); `weights` are the
+/// VMs' blkio weights, indexed by owner.
+pub fn build(spec: &SchedulerSpec, weights: &[u32]) -> Box<dyn IoScheduler> {
+    let cfq_params = || cfq::CfqParams {
+        slice_sync_ns: spec.slice_sync_ns,
+        slice_idle_ns: spec.slice_idle_ns,
+        quantum: spec.quantum,
+        ..cfq::CfqParams::with_weights(weights.to_vec())
+    };
     match spec.name.as_str() {
         "mq-deadline" => Box::new(mq_deadline::MqDeadline::new(
             spec.read_expire_ns,
             spec.write_expire_ns,
             spec.max_merge_bytes,
         )),
+        "cfq" => Box::new(cfq::Cfq::new(cfq_params())),
+        "mcfq" => Box::new(mcfq::Mcfq::new(cfq_params(), spec.bw_window_s)),
         _ => Box::new(none::Fifo::default()),
     }
 }

@@ -87,6 +87,10 @@ pub struct RawScheduler {
     pub read_expire: Option<DurationValue>,
     pub write_expire: Option<DurationValue>,
     pub max_merge: Option<SizeValue>,
+    pub slice_sync: Option<DurationValue>,
+    pub slice_idle: Option<DurationValue>,
+    pub quantum: Option<u32>,
+    pub bw_window: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -203,6 +207,14 @@ pub struct SchedulerSpec {
     pub read_expire_ns: Ns,
     pub write_expire_ns: Ns,
     pub max_merge_bytes: u64,
+    /// cfq/mcfq: base sync time slice (CFQ's slice_sync, 100 ms).
+    pub slice_sync_ns: Ns,
+    /// cfq/mcfq: idle wait for a sync queue's next request (slice_idle, 8 ms).
+    pub slice_idle_ns: Ns,
+    /// cfq/mcfq: requests of the active queue in flight at once (quantum, 8).
+    pub quantum: u32,
+    /// mcfq: MoTS bandwidth window in seconds (10).
+    pub bw_window_s: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -254,7 +266,7 @@ pub struct Stack {
     pub vms: Vec<VmSpec>,
 }
 
-pub const SCHEDULERS: &str = "none, mq-deadline";
+pub const SCHEDULERS: &str = "none, mq-deadline, cfq, mcfq";
 
 struct Ctx<'a> {
     file: &'a str,
@@ -455,7 +467,42 @@ impl Stack {
                 Some(v) => c.size("scheduler.max_merge", v)?,
                 None => 1280 << 10,
             },
+            slice_sync_ns: match &s.slice_sync {
+                Some(d) => c.duration("scheduler.slice_sync", d)?,
+                None => 100 * crate::MS,
+            },
+            slice_idle_ns: match &s.slice_idle {
+                Some(d) => c.duration("scheduler.slice_idle", d)?,
+                None => 8 * crate::MS,
+            },
+            quantum: s.quantum.unwrap_or(8),
+            bw_window_s: s.bw_window.unwrap_or(10),
         };
+        if scheduler.quantum == 0 {
+            return Err(c.err("scheduler.quantum", "must be at least 1"));
+        }
+        if scheduler.bw_window_s == 0 {
+            return Err(c.err("scheduler.bw_window", "must be at least 1 (seconds)"));
+        }
+        if scheduler.slice_sync_ns == 0 {
+            return Err(c.err("scheduler.slice_sync", "must be positive"));
+        }
+        let cfq_only = [
+            ("slice_sync", s.slice_sync.is_some()),
+            ("slice_idle", s.slice_idle.is_some()),
+            ("quantum", s.quantum.is_some()),
+        ];
+        for (k, set) in cfq_only {
+            if set && !matches!(scheduler.name.as_str(), "cfq" | "mcfq") {
+                return Err(c.err(
+                    format!("scheduler.{k}"),
+                    "only valid with name = \"cfq\" or \"mcfq\"",
+                ));
+            }
+        }
+        if s.bw_window.is_some() && scheduler.name != "mcfq" {
+            return Err(c.err("scheduler.bw_window", "only valid with name = \"mcfq\""));
+        }
         let p = &raw.page_cache;
         let page_cache = PageCacheSpec {
             memory_bytes: match &p.memory {

@@ -125,3 +125,34 @@ fn disks_must_fit_their_volume() {
     s.resolve_disk_sizes(&[50 << 30]).unwrap();
     assert_eq!(s.vms[0].disks[0].size_bytes, 50 << 30);
 }
+
+#[test]
+fn cfq_options_are_read_and_refused_on_other_schedulers() {
+    let s = Stack::from_toml(
+        &GOOD.replace(
+            "[scheduler]\nname = \"none\"",
+            "[scheduler]\nname = \"mcfq\"\nslice_idle = \"4ms\"\nquantum = 4\nbw_window = 5",
+        ),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(s.scheduler.name, "mcfq");
+    assert_eq!(s.scheduler.slice_idle_ns, 4 * crate::MS);
+    assert_eq!(s.scheduler.slice_sync_ns, 100 * crate::MS);
+    assert_eq!((s.scheduler.quantum, s.scheduler.bw_window_s), (4, 5));
+    let e = err(&GOOD.replace(
+        "[scheduler]\nname = \"none\"",
+        "[scheduler]\nname = \"cfq\"\nbw_window = 5",
+    ));
+    assert!(
+        e.contains("scheduler.bw_window: only valid with name = \"mcfq\""),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("[scheduler]\nname = \"none\"", "[scheduler]\nquantum = 4"));
+    assert!(
+        e.contains("scheduler.quantum: only valid with name = \"cfq\" or \"mcfq\""),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("name = \"none\"", "name = \"bfq\""));
+    assert!(e.contains("none, mq-deadline, cfq, mcfq"), "{e}");
+}

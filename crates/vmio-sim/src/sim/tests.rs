@@ -342,3 +342,59 @@ fn a_filebench_personality_runs_closed_loop_with_its_fsyncs() {
         "writeback passes the fsyncs down as cache flushes"
     );
 }
+
+/// Four VMs with weights 1000/700/400/100 on one SSD, each writing randomly to its own
+/// 30 GiB partition (S1's setup), under `sched`.
+pub(crate) fn four_vm_ssd_stack(sched: &str, precondition: &str) -> String {
+    let mut s = format!(
+        "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\nprecondition = \"{precondition}\"\n\
+         [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n\
+         [scheduler]\nname = \"{sched}\"\n"
+    );
+    for (i, w) in [1000, 700, 400, 100].iter().enumerate() {
+        s += &format!(
+            "[[vm]]\nname = \"vm{}\"\nweight = {w}\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"{}g\"\nsize = \"30g\"\ncache = \"none\"\n",
+            i + 1,
+            i * 30
+        );
+    }
+    s
+}
+
+fn share_run(sched: &str, precondition: &str, job: &str) -> serde_json::Value {
+    let s = four_vm_ssd_stack(sched, precondition);
+    let vms = ["vm1", "vm2", "vm3", "vm4"];
+    let jobs: Vec<crate::run::VmJob> = vms
+        .iter()
+        .map(|v| crate::run::VmJob {
+            vm: Some(v),
+            job_text: job,
+            job_path: "job.fio",
+        })
+        .collect();
+    serde_json::from_str(&crate::run::run_many_json(&s, "stack.toml", &jobs, Some(1)).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn cfq_gives_the_heavier_vms_more_bandwidth_than_mq_deadline_does() {
+    let job =
+        "[w]\nrw=randwrite\nbs=64k\nioengine=libaio\ndirect=1\niodepth=8\nruntime=3\ntime_based\n";
+    let bw = |v: &serde_json::Value| -> Vec<f64> {
+        v["vmio"]["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["bw_bytes"].as_f64().unwrap())
+            .collect()
+    };
+    let dl = share_run("mq-deadline", "clean", job);
+    let cfq = share_run("cfq", "clean", job);
+    let (d, c) = (bw(&dl), bw(&cfq));
+    assert!(c[0] / c[3] > 3.0, "cfq: {c:?}");
+    assert!(d[0] / d[3] < 1.5, "mq-deadline ignores weights: {d:?}");
+    assert!(
+        cfq["vmio"]["share"]["error_rate_pct"].as_f64().unwrap()
+            < dl["vmio"]["share"]["error_rate_pct"].as_f64().unwrap()
+    );
+}
