@@ -83,6 +83,7 @@ fn run_bench<'py>(py: Python<'py>, case: &str, seconds: u64) -> PyResult<Bound<'
     d.set_item("case", r.case)?;
     d.set_item("simulated_ios", r.simulated_ios)?;
     d.set_item("wall_s", r.wall_s)?;
+    d.set_item("setup_s", r.setup_s)?;
     d.set_item("ios_per_s", r.simulated_ios as f64 / r.wall_s.max(1e-9))?;
     d.set_item("peak_rss_bytes", peak_rss_bytes())?;
     Ok(d)

@@ -343,23 +343,7 @@ fn a_filebench_personality_runs_closed_loop_with_its_fsyncs() {
     );
 }
 
-/// Four VMs with weights 1000/700/400/100 on one SSD, each writing randomly to its own
-/// 30 GiB partition (S1's setup), under `sched`.
-pub(crate) fn four_vm_ssd_stack(sched: &str, precondition: &str) -> String {
-    let mut s = format!(
-        "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\nprecondition = \"{precondition}\"\n\
-         [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n\
-         [scheduler]\nname = \"{sched}\"\n"
-    );
-    for (i, w) in [1000, 700, 400, 100].iter().enumerate() {
-        s += &format!(
-            "[[vm]]\nname = \"vm{}\"\nweight = {w}\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"{}g\"\nsize = \"30g\"\ncache = \"none\"\n",
-            i + 1,
-            i * 30
-        );
-    }
-    s
-}
+use crate::bench::four_vm_ssd_stack;
 
 fn share_run(sched: &str, precondition: &str, job: &str) -> serde_json::Value {
     let s = four_vm_ssd_stack(sched, precondition);
