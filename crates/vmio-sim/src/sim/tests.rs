@@ -175,31 +175,35 @@ fn mixed_and_write_workloads_at_queue_depth_one_run_to_completion() {
     }
 }
 
+/// The two-disk RAID 0 stack with a second VM (`vm2`, its disk after vm1's) and weights.
+fn two_vm_stack(w1: u32, w2: u32) -> String {
+    stack("raid0", "none").replace(
+        "[[vm]]\nname = \"vm1\"",
+        &format!("[[vm]]\nname = \"vm2\"\nweight = {w2}\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"100g\"\nsize = \"100g\"\ncache = \"none\"\n\n[[vm]]\nname = \"vm1\"\nweight = {w1}"),
+    )
+}
+
+/// The same job file in vm1 and vm2.
+fn in_both_vms(job: &str) -> [crate::run::VmJob<'_>; 2] {
+    [
+        crate::run::VmJob {
+            vm: Some("vm1"),
+            job_text: job,
+            job_path: "a.fio",
+        },
+        crate::run::VmJob {
+            vm: Some("vm2"),
+            job_text: job,
+            job_path: "b.fio",
+        },
+    ]
+}
+
 #[test]
 fn two_vms_run_their_own_job_files_at_the_same_time() {
-    let s = stack("raid0", "none").replace(
-        "[[vm]]\nname = \"vm1\"",
-        "[[vm]]\nname = \"vm2\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"100g\"\nsize = \"100g\"\ncache = \"none\"\n\n[[vm]]\nname = \"vm1\"",
-    );
+    let s = two_vm_stack(500, 500);
     let job = "[r]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\nsize=1g\nruntime=2\ntime_based\n";
-    let out = crate::run::run_many(
-        &s,
-        "stack.toml",
-        &[
-            crate::run::VmJob {
-                vm: Some("vm1"),
-                job_text: job,
-                job_path: "a.fio",
-            },
-            crate::run::VmJob {
-                vm: Some("vm2"),
-                job_text: job,
-                job_path: "b.fio",
-            },
-        ],
-        Some(1),
-    )
-    .unwrap();
+    let out = crate::run::run_many(&s, "stack.toml", &in_both_vms(job), Some(1)).unwrap();
     let r = &out.report;
     assert_eq!(r.jobs.len(), 2);
     assert_eq!(
@@ -239,29 +243,9 @@ fn a_job_larger_than_its_disk_is_an_error_naming_the_job_file() {
 
 #[test]
 fn the_json_reports_each_vms_bandwidth_timeline_and_the_share_metrics() {
-    let s = stack("raid0", "none").replace(
-        "[[vm]]\nname = \"vm1\"",
-        "[[vm]]\nname = \"vm2\"\nweight = 100\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\noffset = \"100g\"\nsize = \"100g\"\ncache = \"none\"\n\n[[vm]]\nname = \"vm1\"\nweight = 1000",
-    );
+    let s = two_vm_stack(1000, 100);
     let job = "[r]\nrw=randread\nbs=64k\nioengine=libaio\ndirect=1\niodepth=4\nsize=1g\nruntime=3\ntime_based\n";
-    let text = crate::run::run_many_json(
-        &s,
-        "stack.toml",
-        &[
-            crate::run::VmJob {
-                vm: Some("vm1"),
-                job_text: job,
-                job_path: "a.fio",
-            },
-            crate::run::VmJob {
-                vm: Some("vm2"),
-                job_text: job,
-                job_path: "b.fio",
-            },
-        ],
-        Some(1),
-    )
-    .unwrap();
+    let text = crate::run::run_many_json(&s, "stack.toml", &in_both_vms(job), Some(1)).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let vms = v["vmio"]["vms"].as_array().unwrap();
     assert_eq!(vms.len(), 2);
