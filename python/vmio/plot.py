@@ -181,3 +181,56 @@ def _draw_references(
             color="dimgray",
         )
     return drawn
+
+
+def study_bars(res: StudyResult, path: Path) -> None:
+    """`[figure] kind = "bars"`: one panel per value of `columns` (one row of panels per value
+    of `rows`, when given), groups of bars along `x`, one bar per value of `series`; the bar is
+    the mean of `quantity` over the points of any further axis."""
+    from vmio.study import quantity_unit, quantity_value
+
+    exp = res.experiment
+    axes = {a.name: a for a in exp.axes_for(res.quick)}
+    cfg = exp.figure
+    quantity = cfg.get("quantity", "total")
+    row_axis = axes[cfg["rows"]] if cfg.get("rows") else None
+    col_axis = axes[cfg["columns"]]
+    series_axis = axes[cfg["series"]]
+    x_axis = axes[cfg["x"]]
+    rvalues = row_axis.values if row_axis else (None,)
+    nrows, ncols = len(rvalues), len(col_axis.values)
+    fig, grid = plt.subplots(
+        nrows, ncols, figsize=(5.0 * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    width = 0.8 / len(series_axis.values)
+    unit = quantity_unit(quantity)
+    for (ri, rv), (ci, cv) in itertools.product(enumerate(rvalues), enumerate(col_axis.values)):
+        ax = grid[ri][ci]
+        for si, sv in enumerate(series_axis.values):
+            ys = []
+            for xv in x_axis.values:
+                sel = {col_axis.name: cv, series_axis.name: sv, x_axis.name: xv}
+                if row_axis:
+                    sel[row_axis.name] = rv
+                vals = [
+                    quantity_value(pr.result, quantity)
+                    for pr in res.points
+                    if all(pr.point.get(k) == v for k, v in sel.items())
+                ]
+                ys.append(sum(vals) / len(vals) if vals else 0.0)
+            xs = [i + (si - (len(series_axis.values) - 1) / 2) * width for i in range(len(ys))]
+            ax.bar(xs, ys, width, color=colors[si % len(colors)], label=series_axis.label(sv))
+        ax.set_xticks(range(len(x_axis.values)), [x_axis.label(v) for v in x_axis.values])
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.set_title(
+            col_axis.label(cv) + (f"\n{row_axis.label(rv)}" if row_axis else ""), fontsize=10
+        )
+        if ci == 0:
+            ax.set_ylabel(f"{quantity}{f', {unit}' if unit else ''}")
+    handles, labels = grid[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(handles), fontsize=9)
+    title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
+    fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)

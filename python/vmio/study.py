@@ -1,14 +1,21 @@
 """Studies: sweep a stack and a fio job over a grid of axes, simulate every point, report.
 
 An experiment file (TOML, see `studies/volumes-cache/experiment.toml` for the annotated
-format) names a stack file, a fio job file and a list of axes. Each axis has a *target*:
+format) names a stack file, a fio job file and a list of axes. Without a job file (no `job`,
+or `job = ""`) every point runs the stack's own per-VM `workload` files at once (see
+`vmio.sim.simulate_workloads_text`). Each axis has a *target*:
 
 - `stack:<path>` edits the stack: the file is parsed with tomllib, the key at `<path>` is set
-  (tables by key, arrays of tables by index: `vm.0.disk.0.cache`) and the dict is written back
-  with tomli_w;
+  (tables by key, arrays of tables by index: `vm.0.disk.0.cache`, `*` for every element:
+  `vm.*.workload`) and the dict is written back with tomli_w;
 - `job:<option>` edits the fio job: the option is set in every section that has it, or added
   to `[global]` when none does (`job:<section>.<option>`: in that section only); other
-  lines, comments and line numbers stay as they are.
+  lines, comments and line numbers stay as they are. Without a job file, it edits every
+  VM's workload file the same way.
+
+A point's *quantity* (calibration, tables) is its bandwidth in MB/s (`total`, `read`,
+`write`) or, from the result's `vmio.share` / `vmio.vms` (several VMs), `error_rate_pct`,
+`jain` or `ratio:<vm>` (that VM's bandwidth over the lightest-weight VM's).
 
 The grid is the product of the axes in file order, the last axis varying fastest. Every point
 is simulated with the same seed (the simulator derives its sub-seeds from it), which gives the
@@ -34,7 +41,7 @@ import tomli_w
 
 from vmio import report, results
 from vmio.progress import Progress
-from vmio.sim import VmioError, parse_size, read_text, simulate_text
+from vmio.sim import VmioError, native, parse_size, read_text, simulate_text, stack_workloads
 
 BUILTIN_STUDIES = Path(__file__).resolve().parent / "studies"
 """Where the built-in studies live (shipped inside the package; `studies/` in a checkout)."""
@@ -45,6 +52,62 @@ REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {
     "min": min,
 }
 QUANTITIES = ("total", "read", "write")
+"""Bandwidth quantities, MB/s."""
+SHARE_QUANTITIES = ("error_rate_pct", "jain")
+"""Quantities of the bandwidth shares of several VMs (`vmio.share`); also `ratio:<vm>`."""
+
+
+def check_quantity(quantity: str) -> str | None:
+    """None when `quantity` is known, else why not."""
+    if quantity in QUANTITIES or quantity in SHARE_QUANTITIES:
+        return None
+    if quantity.startswith("ratio:") and quantity[len("ratio:") :]:
+        return None
+    return f"'{quantity}' is not one of {', '.join((*QUANTITIES, *SHARE_QUANTITIES))}, ratio:<vm>"
+
+
+def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
+    """A point's quantity: MB/s for total/read/write; `error_rate_pct` and `jain` from
+    `vmio.share`; `ratio:<vm>`: bw of that VM / bw of the lightest-weight VM (`vmio.vms`)."""
+    if quantity in QUANTITIES:
+        return results.quantity_mb_s(result, quantity)
+    vmio = result.get("vmio", {})
+    if quantity in SHARE_QUANTITIES:
+        share = vmio.get("share") or {}
+        key = "jain_index" if quantity == "jain" else quantity
+        if share.get(key) is None:
+            raise VmioError(f"quantity '{quantity}': the result has no vmio.share.{key}")
+        return float(share[key])
+    if quantity.startswith("ratio:"):
+        name = quantity[len("ratio:") :]
+        vms = vmio.get("vms") or []
+        vm = next((v for v in vms if v.get("name") == name), None)
+        if vm is None:
+            names = ", ".join(str(v.get("name")) for v in vms) or "none"
+            raise VmioError(f"quantity '{quantity}': no VM '{name}' in the result ({names})")
+        lightest = min(vms, key=lambda v: v["weight"])
+        if not lightest["bw_bytes"]:
+            return float("inf")
+        return vm["bw_bytes"] / lightest["bw_bytes"]
+    raise VmioError(f"quantity {check_quantity(quantity)}")
+
+
+def quantity_unit(quantity: str) -> str:
+    """How a quantity reads in tables: `MB/s`, `%`, `` (an index or a ratio)."""
+    if quantity in QUANTITIES:
+        return "MB/s"
+    return "%" if quantity == "error_rate_pct" else ""
+
+
+def format_quantity(value: float, quantity: str) -> str:
+    if quantity in QUANTITIES:
+        return report.format_mb_s(value)
+    if quantity == "error_rate_pct":
+        return f"{value:.1f} %"
+    if quantity == "jain":
+        return f"{value:.3f}"
+    return f"{value:.2f}"
+
 
 # Files a study writes into its output directory (and may replace with --force).
 OUTPUT_FILES = (
@@ -93,9 +156,12 @@ class Calibration:
     reduce: str
     quantity: str
     reference_mb_s: float | None = None
+    """The reference value (MB/s for bandwidth quantities; in the quantity's unit else)."""
     ratio_to: Mapping[str, tuple[str, ...]] | None = None
     at_least: float | None = None
     at_most: float | None = None
+    tolerance: float | None = None
+    """This entry's relative band around `reference` (default: the experiment's)."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +198,8 @@ class Experiment:
     title: str
     reference: str
     stack_path: Path
-    job_path: Path
+    job_path: Path | None
+    """None: every point runs the stack's own per-VM `workload` files."""
     vm: str | None
     measure: str | None
     seed: int
@@ -330,10 +397,22 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         "tables": rep.get("tables"),
         "rows": rep.get("rows", names[:-1]),
         "columns": rep.get("columns", names[-1]),
+        "quantity": ck.string(rep, "quantity", "[report]", default="total"),
     }
+    if (why := check_quantity(rep["quantity"])) is not None:
+        raise ck.fail("[report].quantity", why)
     fig = ck.table(data, "figure", "[figure]")
+    fig_quantity = ck.string(fig, "quantity", "[figure]", default="total")
+    if fig.get("kind", "lines") not in ("lines", "bars"):
+        raise ck.fail("[figure].kind", f"'{fig.get('kind')}' is not one of lines, bars")
+    if fig.get("kind") == "bars" and not all(fig.get(k) for k in ("columns", "series", "x")):
+        raise ck.fail("[figure]", "kind = \"bars\" needs 'columns', 'series' and 'x'")
+    if (why := check_quantity(fig_quantity)) is not None:
+        raise ck.fail("[figure].quantity", why)
     for section, cfg in (("[report]", rep), ("[figure]", fig)):
         for key, value in cfg.items():
+            if key in ("quantity", "kind"):
+                continue
             for n in value if isinstance(value, list) else [value]:
                 if n is not None and n not in names:
                     raise ck.fail(
@@ -349,18 +428,31 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         if reduce not in REDUCERS:
             raise ck.fail(f"{where}.reduce", f"'{reduce}' is not one of {', '.join(REDUCERS)}")
         quantity = ck.string(raw, "quantity", where, default="total")
-        if quantity not in QUANTITIES:
-            raise ck.fail(
-                f"{where}.quantity", f"'{quantity}' is not one of {', '.join(QUANTITIES)}"
-            )
+        if (why := check_quantity(quantity)) is not None:
+            raise ck.fail(f"{where}.quantity", why)
         ref = ck.number(raw, "reference_mb_s", where, default=None)
+        ref_any = ck.number(raw, "reference", where, default=None)
+        if ref is not None and ref_any is not None:
+            raise ck.fail(where, "give 'reference' or 'reference_mb_s', not both")
+        ref = ref if ref is not None else ref_any
         ratio_to = raw.get("ratio_to")
-        if (ref is None) == (ratio_to is None):
-            raise ck.fail(where, "give exactly one of 'reference_mb_s' and 'ratio_to'")
         at_least = ck.number(raw, "at_least", where, default=None)
         at_most = ck.number(raw, "at_most", where, default=None)
-        if ratio_to is not None and at_least is None and at_most is None:
-            raise ck.fail(where, "a 'ratio_to' entry needs 'at_least' and/or 'at_most'")
+        if ref is not None and ratio_to is not None:
+            raise ck.fail(
+                where, "give at most one of 'reference' ('reference_mb_s') and 'ratio_to'"
+            )
+        if ref is None and at_least is None and at_most is None:
+            raise ck.fail(
+                where,
+                "give 'reference' ('reference_mb_s'), or 'at_least' and/or 'at_most' "
+                "(bounds on the value, or on its ratio to a 'ratio_to' selection)",
+            )
+        if ref is not None and (at_least is not None or at_most is not None):
+            raise ck.fail(
+                where, "'at_least'/'at_most' go with 'ratio_to' or alone, not with a reference"
+            )
+        cal_tol = ck.number(raw, "tolerance", where, default=None)
         calibrations.append(
             Calibration(
                 id=cid,
@@ -375,19 +467,28 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
                 else ck.selection(ratio_to, f"{where}.ratio_to", axes),
                 at_least=at_least,
                 at_most=at_most,
+                tolerance=None if cal_tol is None else float(cal_tol),
             )
         )
 
     vm = exp.get("vm")
+    if exp.get("job") not in (None, "") and not isinstance(exp.get("job"), str):
+        raise ck.fail("[experiment]", f"'job' must be a fio job file path, not {exp['job']!r}")
+    measure = ck.string(exp, "measure", "[experiment]", default=None)
+    if not exp.get("job") and (measure is not None or vm is not None):
+        raise ck.fail(
+            "[experiment]",
+            "'measure' and 'vm' need a 'job'; without one every VM runs its own workload",
+        )
     return Experiment(
         path=path,
         name=ck.string(exp, "name", "[experiment]"),
         title=ck.string(exp, "title", "[experiment]", default=""),
         reference=ck.string(exp, "reference", "[experiment]", default=""),
         stack_path=base / ck.string(exp, "stack", "[experiment]"),
-        job_path=base / ck.string(exp, "job", "[experiment]"),
+        job_path=base / exp["job"] if exp.get("job") else None,
         vm=str(vm) if vm is not None else None,
-        measure=ck.string(exp, "measure", "[experiment]", default=None),
+        measure=measure,
         seed=int(ck.number(exp, "seed", "[experiment]", default=1)),
         tolerance=float(ck.number(exp, "tolerance", "[experiment]", default=0.15)),
         axes=axes,
@@ -403,8 +504,28 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
 
 
 def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -> None:
-    """Set `path` (`volume.0.layout`) in a parsed stack; the parent must exist."""
+    """Set `path` (`volume.0.layout`) in a parsed stack; the parent must exist.
+
+    A `*` in place of an index sets the key in every element of that array (`vm.*.workload`).
+    """
     keys = path.split(".")
+    if "*" in keys:
+        star = keys.index("*")
+        head, tail = ".".join(keys[:star]), ".".join(keys[star + 1 :])
+        arr: Any = stack
+        for key in keys[:star]:
+            if isinstance(arr, dict) and key in arr:
+                arr = arr[key]
+            elif isinstance(arr, list) and key.isdigit() and int(key) < len(arr):
+                arr = arr[int(key)]
+            else:
+                arr = None
+                break
+        if not isinstance(arr, list) or not tail:
+            raise VmioError(f"{source}: stack target '{path}': '{head}' is not an array of tables")
+        for i in range(len(arr)):
+            set_stack_value(stack, f"{head}.{i}.{tail}", value, source)
+        return
     node: Any = stack
     for depth, key in enumerate(keys[:-1]):
         here = ".".join(keys[: depth + 1])
@@ -485,9 +606,11 @@ class PointInput:
     point: Point
     stack_text: str
     stack_path: str
-    job_text: str
-    job_path: str
+    job_text: str | None
+    """None: the stack's per-VM workloads, edited by `job_settings`."""
+    job_path: str | None
     stack_settings: tuple[tuple[str, Any], ...]
+    job_settings: tuple[tuple[str, str], ...] = ()
 
 
 def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
@@ -497,7 +620,7 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
         base_stack = tomllib.loads(stack_source)
     except tomllib.TOMLDecodeError as err:
         raise VmioError(f"{exp.stack_path}: invalid TOML: {err}") from None
-    base_job = read_text(exp.job_path, "fio job file")
+    base_job = None if exp.job_path is None else read_text(exp.job_path, "fio job file")
     fixed = dict(exp.quick_set) if quick else {}
     axes = {a.name: a for a in exp.axes}
     out = []
@@ -509,13 +632,16 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
         stack = copy.deepcopy(base_stack)
         job = base_job
         stack_settings = []
+        job_settings = []
         for target, value in settings.items():
             kind, _, tpath = target.partition(":")
             if kind == "stack":
                 set_stack_value(stack, tpath, value, str(exp.path))
                 stack_settings.append((tpath, value))
-            else:
+            elif job is not None:
                 job = set_job_option(job, tpath, str(value))
+            else:
+                job_settings.append((tpath, str(value)))
         edited = ", ".join(f"{k}={v}" for k, v in stack_settings)
         out.append(
             PointInput(
@@ -525,8 +651,9 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
                 if edited
                 else str(exp.stack_path),
                 job_text=job,
-                job_path=str(exp.job_path),
+                job_path=None if exp.job_path is None else str(exp.job_path),
                 stack_settings=tuple(stack_settings),
+                job_settings=tuple(job_settings),
             )
         )
     return out
@@ -554,21 +681,38 @@ class CalibrationRow:
     def is_ratio(self) -> bool:
         return self.calibration.ratio_to is not None
 
+    @property
+    def kind(self) -> str:
+        """`ratio`, `mb_s` (a MB/s reference), `value` (another reference) or `bounds`."""
+        c = self.calibration
+        if self.is_ratio:
+            return "ratio"
+        if c.reference_mb_s is None:
+            return "bounds"
+        return "mb_s" if c.quantity in QUANTITIES else "value"
+
     def reference_text(self) -> str:
         c = self.calibration
         if c.reference_mb_s is not None:
-            return report.format_mb_s(c.reference_mb_s)
+            return format_quantity(c.reference_mb_s, c.quantity)
+        x = "x" if self.is_ratio else ""
         bounds = []
         if c.at_least is not None:
-            bounds.append(f">= {c.at_least:g}x")
+            bounds.append(f">= {c.at_least:g}{x}")
         if c.at_most is not None:
-            bounds.append(f"<= {c.at_most:g}x")
+            bounds.append(f"<= {c.at_most:g}{x}")
         return " and ".join(bounds)
 
     def simulated_text(self) -> str:
         if self.simulated is None:
             return "-"
-        return f"{self.simulated:.1f}x" if self.is_ratio else report.format_mb_s(self.simulated)
+        if self.is_ratio:
+            return (
+                f"{self.simulated:.1f}x"
+                if self.calibration.quantity in QUANTITIES
+                else f"{self.simulated:.2f}x"
+            )
+        return format_quantity(self.simulated, self.calibration.quantity)
 
 
 @dataclass
@@ -584,7 +728,7 @@ class StudyResult:
         """The bandwidth of a point in MB/s (read + write for `total`)."""
         for pr in self.points:
             if pr.point == point:
-                return results.quantity_mb_s(pr.result, quantity)
+                return quantity_value(pr.result, quantity)
         raise KeyError(point)
 
     def tidy_table(self):  # -> pyarrow.Table
@@ -602,7 +746,7 @@ def _reduce(
     quantity: str,
 ) -> tuple[float | None, int]:
     chosen = [
-        results.quantity_mb_s(p.result, quantity)
+        quantity_value(p.result, quantity)
         for p in points
         if p.point.matches(where) and not (exclude and _matches_any(p.point, exclude))
     ]
@@ -631,12 +775,18 @@ def evaluate_calibration(exp: Experiment, points: Sequence[PointResult]) -> list
             status = "N/A" if value is None else ("PASS" if ok else "MISS")
             rows.append(CalibrationRow(c, value, n, None, status))
             continue
-        assert c.reference_mb_s is not None
         if value is None:
             rows.append(CalibrationRow(c, None, 0, None, "N/A"))
             continue
+        if c.reference_mb_s is None:  # bounds on the value itself
+            ok = (c.at_least is None or value >= c.at_least) and (
+                c.at_most is None or value <= c.at_most
+            )
+            rows.append(CalibrationRow(c, value, n, None, "PASS" if ok else "MISS"))
+            continue
+        tol = exp.tolerance if c.tolerance is None else c.tolerance
         err = (value - c.reference_mb_s) / c.reference_mb_s * 100.0
-        status = "PASS" if abs(err) <= exp.tolerance * 100.0 + 1e-9 else "MISS"
+        status = "PASS" if abs(err) <= tol * 100.0 + 1e-9 else "MISS"
         rows.append(CalibrationRow(c, value, n, err, status))
     return rows
 
@@ -661,8 +811,22 @@ def run_study(
     bar = Progress(len(inputs), title=f"study {exp.name}", stream=progress, tty=progress_tty)
 
     def one(inp: PointInput) -> PointResult:
+        if inp.job_text is None:
+            # Workload files are found next to the stack file, not its display name.
+            jobs = stack_workloads(inp.stack_text, exp.stack_path)
+            if not jobs:
+                raise VmioError(
+                    f"{exp.path}: [experiment] has no 'job' and no [[vm]] of the stack has a "
+                    "workload"
+                )
+            for i, (vm, text, path) in enumerate(jobs):
+                for option, value in inp.job_settings:
+                    text = set_job_option(text, option, value)
+                jobs[i] = (vm, text, path)
+            text = native().simulate_many(inp.stack_text, inp.stack_path, jobs, seed)
+            return PointResult(inp.point, text, json.loads(text))
         text = simulate_text(
-            inp.stack_text, inp.stack_path, inp.job_text, inp.job_path, seed, exp.vm
+            inp.stack_text, inp.stack_path, inp.job_text, inp.job_path or "", seed, exp.vm
         )
         result = json.loads(text)
         if exp.measure is not None:
@@ -696,7 +860,7 @@ def run_study(
 
     notes: list[str] = []
     for pr in done:
-        for line in report.result_notes(pr.result, str(exp.job_path)):
+        for line in report.result_notes(pr.result, str(exp.job_path or exp.stack_path)):
             if line not in notes:
                 notes.append(line)
     return StudyResult(
@@ -721,6 +885,17 @@ def grid_tables(res: StudyResult) -> str:
     table_axis = axes[exp.report["tables"]] if exp.report["tables"] else None
     by_coords = {pr.point.coords: pr for pr in res.points}
     order = [a.name for a in exp.axes]
+    quantity = exp.report.get("quantity", "total")
+    if quantity == "total":
+        what = "bandwidth, MB/s (read + write; 1 MB = 1e6 bytes)"
+    elif quantity in QUANTITIES:
+        what = f"{quantity} bandwidth, MB/s (1 MB = 1e6 bytes)"
+    elif quantity == "error_rate_pct":
+        what = "error rate of the bandwidth shares, % (vmio.share.error_rate_pct)"
+    elif quantity == "jain":
+        what = "Jain's fairness index of the bandwidth shares"
+    else:
+        what = f"bandwidth of {quantity[len('ratio:') :]} / bandwidth of the lightest-weight VM"
     chunks = []
     for tvalue in table_axis.values if table_axis else [None]:
         header = ["/".join(a.name for a in rows_axes), *col_axis.values]
@@ -735,24 +910,23 @@ def grid_tables(res: StudyResult) -> str:
                 key = tuple((n, coords[n]) for n in order if n in coords)
                 pr = by_coords.get(key)
                 cells.append(
-                    report.format_mb_s(results.quantity_mb_s(pr.result, "total")) if pr else "-"
+                    format_quantity(quantity_value(pr.result, quantity), quantity) if pr else "-"
                 )
             body.append(cells)
         title = ""
         if table_axis:
             label = table_axis.label(tvalue)
             title = label if label != tvalue else f"{table_axis.name}={tvalue}"
-        chunks.append(
-            f"{title}{' - ' if title else ''}bandwidth, MB/s (read + write; 1 MB = 1e6 bytes)\n"
-            + report.text_table(header, body)
-        )
+        chunks.append(f"{title}{' - ' if title else ''}{what}\n" + report.text_table(header, body))
     return "\n\n".join(chunks)
 
 
 def calibration_table(res: StudyResult) -> str:
     """The calibration figures next to the simulated values, with PASS/MISS."""
     tol = res.experiment.tolerance * 100
-    header = ["figure", "reference MB/s", "simulated", "error %", "status", "description"]
+    units = {quantity_unit(c.quantity) for c in res.experiment.calibrations} or {"MB/s"}
+    ref_head = "reference MB/s" if units == {"MB/s"} else "reference"
+    header = ["figure", ref_head, "simulated", "error %", "status", "description"]
     body = []
     for row in res.calibration:
         body.append(
@@ -781,7 +955,8 @@ def summary_text(res: StudyResult) -> str:
     lines = [
         head,
         f"seed={res.seed}, {len(res.points)} points{' (--quick)' if res.quick else ''}, "
-        f"experiment {exp.path.name}, stack {exp.stack_path.name}, job {exp.job_path.name}",
+        f"experiment {exp.path.name}, stack {exp.stack_path.name}, "
+        + (f"job {exp.job_path.name}" if exp.job_path else "every VM's own workload"),
     ]
     return "\n".join(lines) + "\n\n" + grid_tables(res) + "\n\n" + calibration_table(res) + "\n"
 
@@ -795,13 +970,17 @@ def calibration_records(res: StudyResult) -> list[dict[str, Any]]:
             {
                 "id": c.id,
                 "description": c.description,
-                "kind": "ratio" if row.is_ratio else "mb_s",
-                "reference_mb_s": "" if c.reference_mb_s is None else c.reference_mb_s,
+                "kind": row.kind,
+                "reference_mb_s": ""
+                if c.reference_mb_s is None or c.quantity not in QUANTITIES
+                else c.reference_mb_s,
                 "at_least": "" if c.at_least is None else c.at_least,
                 "at_most": "" if c.at_most is None else c.at_most,
                 "simulated": "" if row.simulated is None else round(row.simulated, 6),
                 "rel_error_pct": "" if row.rel_error_pct is None else round(row.rel_error_pct, 3),
-                "tolerance_pct": round(res.experiment.tolerance * 100, 6),
+                "tolerance_pct": round(
+                    (res.experiment.tolerance if c.tolerance is None else c.tolerance) * 100, 6
+                ),
                 "status": row.status,
                 "n_points": row.n_points,
                 "where": json.dumps({k: list(v) for k, v in c.where.items()}),
@@ -811,6 +990,7 @@ def calibration_records(res: StudyResult) -> list[dict[str, Any]]:
                 else json.dumps({k: list(v) for k, v in c.ratio_to.items()}),
                 "reduce": c.reduce,
                 "quantity": c.quantity,
+                "reference": "" if c.reference_mb_s is None else c.reference_mb_s,
             }
         )
     return out
@@ -833,6 +1013,7 @@ CALIBRATION_COLUMNS = (
     "ratio_to",
     "reduce",
     "quantity",
+    "reference",
 )
 
 
@@ -880,7 +1061,10 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     for pr in res.points:
         text = pr.json_text if pr.json_text.endswith("\n") else pr.json_text + "\n"
         (jdir / f"{pr.point.slug}.json").write_text(text, encoding="utf-8")
-    plot.study_figure(res, out / "figure.png")
+    if res.experiment.figure.get("kind") == "bars":
+        plot.study_bars(res, out / "figure.png")
+    else:
+        plot.study_figure(res, out / "figure.png")
 
 
 def default_parallelism() -> int:
