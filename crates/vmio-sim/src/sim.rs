@@ -24,7 +24,7 @@ use thiserror::Error;
 use vmio_core::cache::{
     page_span, CacheMode, PageCache, PageRange, ReadLookup, Readahead, PAGE_BYTES,
 };
-use vmio_core::fio::{JobSpec, RwMode};
+use vmio_core::fio::JobSpec;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched::{self, IoScheduler};
 use vmio_core::stack::{Stack, StackError};
@@ -366,7 +366,6 @@ pub struct Sim {
     vm_weights: Vec<u32>,
     /// Bytes completed per VM per second of virtual time (measured windows only).
     timeline: Vec<Vec<u64>>,
-    disk_names: Vec<String>,
 }
 
 impl Sim {
@@ -425,11 +424,9 @@ impl Sim {
 
         let mut disks = Vec::new();
         let mut disk_base = Vec::new();
-        let mut disk_names = Vec::new();
         for (vi, vm) in stack.vms.iter().enumerate() {
             disk_base.push(disks.len());
             for d in &vm.disks {
-                disk_names.push(format!("{}/{}", vm.name, d.name));
                 disks.push(DiskState {
                     volume: d.volume,
                     offset_bytes: d.offset_bytes,
@@ -603,7 +600,6 @@ impl Sim {
             timeline: vec![Vec::new(); vm_names.len()],
             vm_names,
             vm_weights,
-            disk_names,
         })
     }
 
@@ -666,7 +662,6 @@ impl Sim {
                 params: d.model.params(),
             })
             .collect();
-        let _ = &self.disk_names;
         SimReport {
             seed: self.seed,
             jobs,
@@ -1077,7 +1072,7 @@ impl Sim {
         if let Some((s, k)) = plan.sync {
             fetched |= self.fetch(now, disk, s, k.min(disk_pages.saturating_sub(s)));
         }
-        for m in lookup.missing.clone() {
+        for m in &lookup.missing {
             fetched |= self.fetch(now, disk, m.first, m.n);
         }
         if let Some((s, k)) = plan.background {
@@ -1209,7 +1204,7 @@ impl Sim {
                 break;
             }
             self.wb_inflight_pages += taken;
-            for rg in ranges.clone() {
+            for rg in &ranges {
                 let disk = rg.file as usize;
                 self.disks[disk].wb_inflight += 1;
                 let b = self.barriers.insert(Barrier {
@@ -1372,15 +1367,6 @@ impl Sim {
 /// Convenience: parse nothing, just run a stack and bound jobs.
 pub fn simulate(stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<SimReport, SimError> {
     Ok(Sim::new(stack, jobs, seed)?.run())
-}
-
-/// Whether a job's workload reads, writes or both (for output).
-pub fn rw_has(rw: RwMode) -> (bool, bool) {
-    match rw {
-        RwMode::Read | RwMode::RandRead => (true, false),
-        RwMode::Write | RwMode::RandWrite => (false, true),
-        RwMode::ReadWrite | RwMode::RandRw => (true, true),
-    }
 }
 
 #[cfg(test)]

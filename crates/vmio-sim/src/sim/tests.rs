@@ -140,20 +140,25 @@ fn a_striped_volume_spreads_a_sequential_read_over_both_disks() {
     );
 }
 
-#[test]
-fn a_filename_that_is_not_a_vm_disk_is_an_error_naming_the_line() {
+/// The error of running `job_text` (from `job_path`) on the linear two-disk stack.
+fn run_err(job_text: &str, job_path: &str) -> String {
     let s = stack("linear", "none");
-    let e = run(&RunInput {
+    run(&RunInput {
         stack_text: &s,
         stack_path: "stack.toml",
-        job_text: "[j]\nrw=read\nfilename=/dev/vdz\n",
-        job_path: "job.fio",
-        seed: None,
+        job_text,
+        job_path,
+        seed: Some(1),
         vm: None,
     })
     .err()
-    .unwrap()
-    .to_string();
+    .expect("the run should fail")
+    .to_string()
+}
+
+#[test]
+fn a_filename_that_is_not_a_vm_disk_is_an_error_naming_the_line() {
+    let e = run_err("[j]\nrw=read\nfilename=/dev/vdz\n", "job.fio");
     assert!(
         e.contains("job.fio:1: filename: '/dev/vdz' is not a disk of VM 'vm1'; accepted: /dev/sdb"),
         "{e}"
@@ -225,18 +230,7 @@ fn two_vms_run_their_own_job_files_at_the_same_time() {
 
 #[test]
 fn a_job_larger_than_its_disk_is_an_error_naming_the_job_file() {
-    let s = stack("linear", "none");
-    let e = run(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: "[j]\nrw=read\nsize=200g\n",
-        job_path: "job.fio",
-        seed: None,
-        vm: None,
-    })
-    .err()
-    .unwrap()
-    .to_string();
+    let e = run_err("[j]\nrw=read\nsize=200g\n", "job.fio");
     assert!(e.starts_with("job.fio: job 'j' (line 1)"), "{e}");
     assert!(e.contains("ends beyond the disk"), "{e}");
 }
@@ -293,17 +287,7 @@ fn a_trace_is_replayed_open_loop_at_its_own_timestamps() {
         "{}",
         j.runtime_ns
     );
-    let e = run(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: "[t]\nread_iolog=missing.csv\n",
-        job_path: job_path.to_str().unwrap(),
-        seed: Some(1),
-        vm: None,
-    })
-    .err()
-    .unwrap()
-    .to_string();
+    let e = run_err("[t]\nread_iolog=missing.csv\n", job_path.to_str().unwrap());
     assert!(
         e.contains("job.fio:1: read_iolog: cannot read") && e.contains("missing.csv"),
         "{e}"
