@@ -53,11 +53,18 @@
 //! `α = (sealed blocks × S) / U` and `v` (the victim's valid fraction) solves
 //! `v = exp(-α(1-v))`.
 //! [`Ftl::precondition_aged`] builds exactly that occupancy per die (every logical unit mapped
-//! once, `gc_threshold` free blocks and an empty active block per die), spreads each block's
-//! valid units evenly over its slots and assigns logical units to valid slots through a seeded
+//! once, `gc_threshold` free blocks per die), spreads each block's valid units evenly over its
+//! slots and assigns logical units to valid slots through a seeded
 //! pseudo-random permutation (an invertible integer mixer with cycle walking), so logically
-//! sequential data is scattered as after random writes. Cost: one streaming pass, O(logical
-//! units), 2.5-4 s for 256 GB in a release build (one random L2P store per unit dominates).
+//! sequential data is scattered as after random writes. Each die also gets its own *phase*
+//! in the GC cycle: its active block is part-written, holding the `v·S` units the last GC
+//! copied into it plus a uniformly random fraction `φ` of the `(1-v)·S` host units it takes
+//! before the next GC (φ seeded per die). After long random writes the dies' cycles are
+//! independent (each GC frees a different amount), so a die's position in its cycle is
+//! uniform; giving every die the same phase would make all of them collect at once, every
+//! `(1-v)·S·dies` host units, and turn GC into device-wide stalls in lockstep with the
+//! round-robin page allocation. Cost: one streaming pass, O(logical units), 2.5-4 s for
+//! 256 GB in a release build (one random L2P store per unit dominates).
 //!
 //! **Closed form.** The steady-state write amplification is then
 //! `A = 1/(1-v) = α / (α + W0(-α e^-α))`, α = physical/logical units in circulation (Desnoyers'
@@ -334,6 +341,12 @@ impl Ftl {
         self.state[(base + first) as usize] = ACTIVE;
     }
 
+    /// Pages of `die`'s active block still free for host data: the host pages until the die
+    /// opens a new block (and collects again, once it is short of free blocks).
+    pub fn host_pages_left(&self, die: usize) -> u32 {
+        self.g.pages_per_block - self.active[die].1
+    }
+
     pub fn geometry(&self) -> &FtlGeometry {
         &self.g
     }
@@ -584,24 +597,46 @@ impl Ftl {
     pub fn precondition_aged(&mut self, seed: u64) {
         let g = self.g.clone();
         let upb = self.units_per_block;
+        let upp = g.units_per_page;
         let bpd = g.blocks_per_die;
         let data_blocks = bpd - g.gc_threshold - 1;
         *self = Self::new(g.clone());
-        // Valid units per block, per die (oldest block first).
+        // Per die: the active block's valid units (its phase in the GC cycle) and the valid
+        // units per sealed block (oldest first).
+        let mut phase_rng = Rng::derive(seed, "ssd/ftl/phase");
+        let mut active_units: Vec<u32> = Vec::with_capacity(g.dies);
         let mut counts: Vec<Vec<u32>> = Vec::with_capacity(g.dies);
         for die in 0..g.dies {
             let share = g.logical_units / g.dies as u64
                 + u64::from((die as u64) < g.logical_units % g.dies as u64);
-            counts.push(steady_state_counts(data_blocks, upb, share));
+            let alpha = data_blocks as f64 * upb as f64 / share.max(1) as f64;
+            let v = steady_state_victim_fraction(alpha);
+            let phase = phase_rng.unit();
+            let a = ((upb as f64 * (v + phase * (1.0 - v))).floor() as u64)
+                .min(upb as u64)
+                .min(share) as u32;
+            active_units.push(a);
+            counts.push(steady_state_counts(data_blocks, upb, share - a as u64));
         }
         // Random assignment of logical units to valid slots, one streaming pass: the j-th
         // valid slot holds unit perm(j), perm a seeded pseudo-random bijection of 0..U.
         let perm = Bijection::new(g.logical_units, seed);
         let mut j = 0u64;
         for (die, c) in counts.iter().enumerate() {
-            for (k, &v) in c.iter().enumerate() {
-                let b = die as u32 * bpd + k as u32;
-                for i in spread(v, upb) {
+            let active = (die as u32 * bpd + data_blocks, active_units[die]);
+            let blocks = c
+                .iter()
+                .enumerate()
+                .map(|(k, &v)| (die as u32 * bpd + k as u32, v));
+            for (b, v) in blocks.chain(std::iter::once(active)) {
+                // Sealed blocks: valid units spread over the block; the active block: its
+                // first `v` slots (written in order, nothing overwritten yet).
+                let slots: Box<dyn Iterator<Item = u32>> = if b == active.0 {
+                    Box::new(0..v)
+                } else {
+                    Box::new(spread(v, upb))
+                };
+                for i in slots {
                     let s = b * upb + i;
                     let u = perm.get(j);
                     self.p2l.set(s as u64, u);
@@ -626,6 +661,8 @@ impl Ftl {
                 self.victim.sealed(b, v, t);
             }
             self.reset_die_free(die, data_blocks);
+            let (blk, _) = self.active[die];
+            self.active[die] = (blk, active_units[die].div_ceil(upp));
         }
     }
 }
