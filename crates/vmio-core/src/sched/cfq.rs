@@ -70,7 +70,7 @@ pub const WEIGHT_DEFAULT: u32 = 500;
 /// unscaled to a `vdisktime` kept in units shifted left by CFQ_SERVICE_SHIFT (12), so a
 /// re-added group goes 200 ms / 4096 ≈ 49 µs of charge behind the last one
 /// (`cfq_group_notify_queue_add`; the same in 3.x and 4.x).
-const IDLE_DELAY_NS: Ns = 200 * MS >> 12;
+const IDLE_DELAY_NS: Ns = (200 * MS) >> 12;
 const FIFO_EXPIRE_NS: [Ns; 2] = [250 * MS, 125 * MS]; // [async, sync]
 
 #[derive(Clone, Debug, PartialEq)]
