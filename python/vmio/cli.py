@@ -105,6 +105,9 @@ Written to the output directory:
   tables.txt                    what was printed on stdout
   json/<point>.json             fio JSON output of every point
 
+A study of several parts (a study.toml listing experiment files) runs each part in turn
+and writes each into its own subdirectory, <out>/<part>/.
+
 Without --out, results go to vmio-results/<study>/, or to the first free
 vmio-results/<study>-2/, -3/... when it already holds results. With --out, a non-empty
 directory is refused unless --force (which replaces only the files listed above).
@@ -113,12 +116,17 @@ built-in studies:
   volumes-cache  S0: layout (LVM linear, LVM stripe, md RAID 0) x QEMU cache (none,
                  writeback) x workload (read, randread, randrw 50:50) x block size
                  (32k..8m) on two 7200 rpm SATA disks
+  mcfq           S1: four VMs with weights 10:7:4:1 on one Samsung 840 Pro, clean or
+                 aged; parts gc (VM1 sequential vs VM2 random writes), bw-window
+                 (MCFQ's BW = 5, 10, 20 s: ratio timelines), error-rates (CFQ vs MCFQ on
+                 fileserver, varmail, MSN, Exchange, Financial)
 
 examples:
   vmio study volumes-cache
   vmio study volumes-cache --seed 7 --out results/vc --force
   vmio study volumes-cache --quick
   vmio study volumes-cache --jobs-from my-copy-of-studies/volumes-cache
+  vmio study mcfq --part error-rates --quick
   vmio study path/to/experiment.toml
 """
 
@@ -242,8 +250,64 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="points simulated at once (default: number of CPUs)",
     )
+    st.add_argument(
+        "--part",
+        action="append",
+        metavar="PART",
+        help="run only this part of a study of several parts (repeatable; see --list)",
+    )
     st.add_argument("--list", action="store_true", help="list the built-in studies and exit")
     st.set_defaults(func=cmd_study)
+
+    t = sub.add_parser(
+        "trace",
+        help="block traces: synthetic traces shaped like S1's MSN, Exchange, Financial",
+        description="Block-trace tools.",
+        formatter_class=_Formatter,
+    )
+    tsub = t.add_subparsers(dest="trace", metavar="WHAT", parser_class=_Parser)
+    ts = tsub.add_parser(
+        "synth",
+        help="write a synthetic trace in UMass/SPC CSV",
+        description="Write a synthetic block trace shaped like one of S1's traces (write/read "
+        "ratio and mean request size from shared/reference/seeds.md; burstiness and locality "
+        "as documented in vmio-core's workload/synth.rs) as UMass/SPC CSV "
+        "(ASU,LBA,Size,Opcode,Timestamp), ready for fio-style replay with "
+        "read_iolog=FILE and iolog_format=spc.",
+        epilog="examples:\n  vmio trace synth msn --requests 20000 --region 30g -o msn.spc\n"
+        "  vmio trace synth financial --seed 7 | head",
+        formatter_class=_Formatter,
+    )
+    ts.add_argument(
+        "profile",
+        metavar="PROFILE",
+        choices=("msn", "exchange", "financial"),
+        help="msn, exchange or financial",
+    )
+    ts.add_argument(
+        "--requests",
+        type=int,
+        default=10000,
+        metavar="N",
+        help="number of requests (default: 10000)",
+    )
+    ts.add_argument(
+        "--region",
+        default="30g",
+        metavar="SIZE",
+        help="size of the addressed region, fio-style (default: 30g)",
+    )
+    ts.add_argument("--seed", type=_seed, default=1, metavar="N", help="seed (default: 1)")
+    ts.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write to FILE instead of stdout (never overwrites an existing file unless --force)",
+    )
+    ts.add_argument("--force", action="store_true", help="let --output replace an existing file")
+    ts.set_defaults(func=cmd_trace_synth)
+    t.set_defaults(func=lambda args: _missing(t, "what to do with traces (vmio trace synth)"))
 
     b = sub.add_parser(
         "bench",
@@ -273,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     bs.set_defaults(func=cmd_bench_sim)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
     return p
+
+
+def _missing(parser: argparse.ArgumentParser, what: str) -> int:
+    parser.print_help(sys.stderr)
+    raise VmioError(f"missing {what}")
 
 
 def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
@@ -306,15 +375,40 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(out)
         return 0
+    write_new_file(args.output, out, args.force)
+    return 0
+
+
+def write_new_file(path: Path, text: str, force: bool) -> None:
+    """Write `text` to `path`, refusing to replace an existing file unless `force`."""
     try:
-        with args.output.open("w" if args.force else "x", encoding="utf-8") as f:
-            f.write(out)
+        with path.open("w" if force else "x", encoding="utf-8") as f:
+            f.write(text)
     except FileExistsError:
-        raise VmioError(
-            f"output file '{args.output}' exists; pass --force to overwrite it"
-        ) from None
+        raise VmioError(f"output file '{path}' exists; pass --force to overwrite it") from None
     except OSError as err:
-        raise VmioError(f"cannot write output file '{args.output}': {err.strerror}") from None
+        raise VmioError(f"cannot write output file '{path}': {err.strerror}") from None
+
+
+# --- vmio trace synth --------------------------------------------------------------------
+
+
+def cmd_trace_synth(args: argparse.Namespace) -> int:
+    from vmio.sim import parse_size
+
+    if args.requests < 1:
+        raise VmioError(f"--requests: {args.requests} is not a number of requests >= 1")
+    try:
+        region = parse_size(args.region)
+    except VmioError as err:
+        raise VmioError(f"--region: {err}") from None
+    if region < 4096:
+        raise VmioError(f"--region: '{args.region}' is smaller than 4k")
+    text = native().synth_trace(args.profile, region, args.requests, args.seed)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    write_new_file(args.output, text, args.force)
     return 0
 
 
@@ -326,30 +420,53 @@ def cmd_study(args: argparse.Namespace) -> int:
 
     if args.list:
         for name in study.builtin_studies():
-            exp = study.load_experiment(name)
-            print(f"{name:16} {exp.title} [{exp.reference}]")
+            st = study.load_study(name)
+            ref = st.parts[0].reference
+            print(f"{name:16} {st.title} [{ref}]")
+            if st.multipart:
+                for exp in st.parts:
+                    print(f"  --part {exp.path.stem:12} {exp.title}")
         return 0
     if args.study is None and args.jobs_from is None:
         raise VmioError(
             "missing STUDY (built-in: "
             f"{', '.join(study.builtin_studies())}); see 'vmio study --help'"
         )
-    exp = study.load_experiment(args.jobs_from if args.jobs_from is not None else args.study)
-    res, out = run_study_to_dir(
-        exp,
-        seed=args.seed,
-        quick=args.quick,
-        out=args.out,
-        force=args.force,
-        parallel=args.parallel or study.default_parallelism(),
-    )
-    for note in res.notes:
-        print(note, file=sys.stderr)
-    sys.stdout.write(study.summary_text(res))
-    print(
-        f"\nResults in {out}/: results.csv, results.parquet, calibration.csv, figure.png, "
-        "tables.txt, json/"
-    )
+    st = study.load_study(args.jobs_from if args.jobs_from is not None else args.study)
+    parts = [st.part(p) for p in args.part] if args.part else st.parts
+    if st.multipart:
+        base = args.out
+        if base is None:
+            base = study.next_free_dir(DEFAULT_RESULTS / st.name)
+            study.prepare_output_dir(base, force=True)
+        elif base.exists() and any(base.iterdir()) and not args.force:
+            raise VmioError(
+                f"output directory '{base}' is not empty; pass --force to replace the "
+                "results in it, or --out DIR to write elsewhere"
+            )
+    for i, exp in enumerate(parts):
+        if st.multipart:
+            print(
+                f"{'' if i == 0 else chr(10)}=== study {st.name}, part {i + 1}/{len(parts)}: "
+                f"{exp.path.stem} ({exp.title}) ===",
+                flush=True,
+            )
+        res, out = run_study_to_dir(
+            exp,
+            seed=args.seed,
+            quick=args.quick,
+            out=base / exp.path.stem if st.multipart else args.out,
+            force=args.force,
+            parallel=args.parallel or study.default_parallelism(),
+        )
+        for note in res.notes:
+            print(note, file=sys.stderr)
+        sys.stdout.write(study.summary_text(res))
+        print(
+            f"\nResults in {out}/: results.csv, results.parquet, calibration.csv, figure.png, "
+            "tables.txt, json/",
+            flush=True,
+        )
     return 0
 
 

@@ -20,7 +20,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-from vmio.results import quantity_mb_s  # noqa: E402
 from vmio.sim import parse_size  # noqa: E402
 
 if TYPE_CHECKING:
@@ -36,12 +35,23 @@ def _x_of(value: str) -> float:
 
 def study_figure(res: StudyResult, path: Path) -> None:
     """Write the study's figure to `path` (PNG)."""
+    from vmio.study import Axis, quantity_unit, quantity_value
+
     exp = res.experiment
     axes = {a.name: a for a in exp.axes_for(res.quick)}
     names = [a.name for a in exp.axes]
     cfg = exp.figure
-    row_axis = axes[cfg.get("rows", names[0])]
-    col_axis = axes[cfg.get("columns", names[-2])]
+    quantity = cfg.get("quantity", "total")
+    # rows/columns default to the first and the last-but-one axis when there are three or
+    # more axes; with fewer (or when set to ""), one row / one column of panels.
+    one = Axis("", "", ("",))
+
+    def panel_axis(key: str, default: str) -> Axis:
+        name = cfg.get(key, default if len(names) >= 3 else "")
+        return axes[name] if name else one
+
+    row_axis = panel_axis("rows", names[0])
+    col_axis = panel_axis("columns", names[-2])
     series_axis = axes[cfg.get("series", names[0])]
     x_axis = axes[cfg.get("x", names[-1])]
     others = [a for a in axes.values() if a not in (row_axis, col_axis, series_axis, x_axis)]
@@ -54,7 +64,7 @@ def study_figure(res: StudyResult, path: Path) -> None:
 
     def value(coords: dict[str, str]) -> float | None:
         pr = by_coords.get(tuple((n, coords[n]) for n in names))
-        return None if pr is None else quantity_mb_s(pr.result, "total")
+        return None if pr is None else quantity_value(pr.result, quantity)
 
     nrows, ncols = len(row_axis.values), len(col_axis.values)
     fig, grid = plt.subplots(
@@ -87,9 +97,10 @@ def study_figure(res: StudyResult, path: Path) -> None:
                     label=label,
                     zorder=3 + si,
                 )
-        seen += _draw_references(
-            ax, res, row_axis.name, rv, col_axis.name, cv, series_axis, x_axis, xs, colors
-        )
+        if quantity == "total":
+            seen += _draw_references(
+                ax, res, row_axis.name, rv, col_axis.name, cv, series_axis, x_axis, xs, colors
+            )
         if not positional:
             ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(xs))
@@ -101,20 +112,23 @@ def study_figure(res: StudyResult, path: Path) -> None:
         else:
             ax.set_ylim(bottom=0)
         ax.grid(True, which="major", alpha=0.3)
-        ax.set_title(f"{col_axis.label(cv)}\n{row_axis.label(rv)}", fontsize=10)
+        title = "\n".join(t for t in (col_axis.label(cv), row_axis.label(rv)) if t)
+        if title:
+            ax.set_title(title, fontsize=10)
         if ci == 0:
-            ax.set_ylabel("bandwidth, MB/s")
+            unit = quantity_unit(quantity)
+            ax.set_ylabel(
+                "bandwidth, MB/s"
+                if quantity == "total"
+                else f"{quantity}{f', {unit}' if unit else ''}"
+            )
         if ri == nrows - 1:
             ax.set_xlabel(f"{x_axis.name} (log2)" if not positional else x_axis.name)
     handles, labels = grid[0][0].get_legend_handles_labels()
-    ref = plt.Line2D([], [], color="black", marker="*", ls="--", ms=9, label="reference (S0)")
-    fig.legend(
-        [*handles, ref],
-        [*labels, ref.get_label()],
-        loc="outside lower center",
-        ncols=len(handles) + 1,
-        fontsize=9,
-    )
+    if quantity == "total":
+        ref = plt.Line2D([], [], color="black", marker="*", ls="--", ms=9, label="reference")
+        handles, labels = [*handles, ref], [*labels, ref.get_label()]
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(handles), fontsize=9)
     title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
     fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
     fig.savefig(path, dpi=100, metadata={"Software": None})
@@ -127,7 +141,7 @@ def _draw_references(
     """Draw the panel's reference figures; returns their values (for the y scale)."""
     drawn: list[float] = []
     for c in res.experiment.calibrations:
-        if c.reference_mb_s is None:
+        if c.reference_mb_s is None or c.quantity != "total":
             continue
         if c.where.get(row_name) != (rv,) or c.where.get(col_name) != (cv,):
             continue
@@ -234,3 +248,77 @@ def study_bars(res: StudyResult, path: Path) -> None:
     fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
+
+
+def study_timeline(res: StudyResult, path: Path) -> None:
+    """`[figure] kind = "timeline"`: one panel per point (a row of panels per value of `rows`,
+    a column per value of `columns`; further axes: one panel each, in grid order), one line
+    per VM but the lightest-weight one: its bandwidth over the lightest VM's, second by
+    second, both summed over a sliding `window_s` seconds (default 5) so that a second in
+    which the lightest VM moves little does not spike; dotted lines at the weight ratios."""
+    exp = res.experiment
+    cfg = exp.figure
+    window = int(cfg.get("window_s", 5))
+    axes = {a.name: a for a in exp.axes_for(res.quick)}
+    row_axis = axes[cfg["rows"]] if cfg.get("rows") else None
+    col_axis = axes[cfg["columns"]] if cfg.get("columns") else None
+    rvalues = row_axis.values if row_axis else (None,)
+    cvalues = col_axis.values if col_axis else (None,)
+    panels: dict[tuple[str | None, str | None], list] = {}
+    for pr in res.points:
+        key = (
+            pr.point.get(row_axis.name) if row_axis else None,
+            pr.point.get(col_axis.name) if col_axis else None,
+        )
+        panels.setdefault(key, []).append(pr)
+    nrows = len(rvalues) * max(len(v) for v in panels.values())
+    ncols = len(cvalues)
+    fig, grid = plt.subplots(
+        nrows, ncols, figsize=(5.0 * ncols, 3.2 * nrows), squeeze=False, constrained_layout=True
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    depth = nrows // len(rvalues)
+    for (ri, rv), (ci, cv) in itertools.product(enumerate(rvalues), enumerate(cvalues)):
+        for k, pr in enumerate(panels.get((rv, cv), [])):
+            ax = grid[ri * depth + k][ci]
+            vms = pr.result.get("vmio", {}).get("vms") or []
+            if len(vms) < 2:
+                continue
+            tvm = min(vms, key=lambda v: v["weight"])
+            base = _windowed(tvm["bytes_per_s"], window)
+            top = 0.0
+            for i, vm in enumerate(v for v in vms if v is not tvm):
+                mine = _windowed(vm["bytes_per_s"], window)
+                ts = [t + 1 for t in range(min(len(base), len(mine))) if base[t] > 0]
+                ys = [mine[t - 1] / base[t - 1] for t in ts]
+                ideal = vm["weight"] / tvm["weight"]
+                color = colors[i % len(colors)]
+                ax.plot(ts, ys, color=color, lw=1.4, label=f"{vm['name']} (ideal {ideal:g})")
+                ax.axhline(ideal, color=color, ls=":", lw=1.0)
+                top = max([top, ideal, *ys])
+            ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+            ax.grid(True, alpha=0.3)
+            ax.set_title(pr.point.label.replace("/", " / "), fontsize=9)
+            ax.set_xlabel("time, s")
+            if ci == 0:
+                ax.set_ylabel(f"bw / bw({tvm['name']})")
+            if ri == 0 and ci == 0 and k == 0:
+                ax.legend(fontsize=8, loc="lower right")
+    title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
+    fig.suptitle(
+        f"{title}  (seed {res.seed}{', quick' if res.quick else ''}; {window} s sliding sums)",
+        fontsize=11,
+    )
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _windowed(per_s: list[float], window: int) -> list[float]:
+    """Sums over the last `window` seconds (fewer at the start)."""
+    out, acc = [], 0.0
+    for t, b in enumerate(per_s):
+        acc += b
+        if t >= window:
+            acc -= per_s[t - window]
+        out.append(acc)
+    return out

@@ -11,11 +11,17 @@ or `job = ""`) every point runs the stack's own per-VM `workload` files at once 
 - `job:<option>` edits the fio job: the option is set in every section that has it, or added
   to `[global]` when none does (`job:<section>.<option>`: in that section only); other
   lines, comments and line numbers stay as they are. Without a job file, it edits every
-  VM's workload file the same way.
+  VM's workload file the same way, and `job[<vm>]:<option>` edits that VM's only.
 
 A point's *quantity* (calibration, tables) is its bandwidth in MB/s (`total`, `read`,
 `write`) or, from the result's `vmio.share` / `vmio.vms` (several VMs), `error_rate_pct`,
-`jain` or `ratio:<vm>` (that VM's bandwidth over the lightest-weight VM's).
+`jain`, `ratio:<vm>` (that VM's bandwidth over the lightest-weight VM's) or `bw:<vm>` (that
+VM's bandwidth, MB/s).
+
+A *study* is one experiment file (`experiment.toml`) or several parts: a `study.toml` in the
+study directory lists them (`[study] name, title, parts = ["a.toml", ...]`); each part is an
+experiment with its own grid, tables, figure and calibration, written to its own
+subdirectory.
 
 The grid is the product of the axes in file order, the last axis varying fastest. Every point
 is simulated with the same seed (the simulator derives its sub-seeds from it), which gives the
@@ -55,15 +61,30 @@ QUANTITIES = ("total", "read", "write")
 """Bandwidth quantities, MB/s."""
 SHARE_QUANTITIES = ("error_rate_pct", "jain")
 """Quantities of the bandwidth shares of several VMs (`vmio.share`); also `ratio:<vm>`."""
+VM_QUANTITIES = ("ratio:", "bw:")
+"""Per-VM quantities: `ratio:<vm>` (its bandwidth / the lightest-weight VM's) and `bw:<vm>`
+(its bandwidth, MB/s)."""
 
 
 def check_quantity(quantity: str) -> str | None:
     """None when `quantity` is known, else why not."""
     if quantity in QUANTITIES or quantity in SHARE_QUANTITIES:
         return None
-    if quantity.startswith("ratio:") and quantity[len("ratio:") :]:
+    if any(quantity.startswith(p) and quantity[len(p) :] for p in VM_QUANTITIES):
         return None
-    return f"'{quantity}' is not one of {', '.join((*QUANTITIES, *SHARE_QUANTITIES))}, ratio:<vm>"
+    return (
+        f"'{quantity}' is not one of {', '.join((*QUANTITIES, *SHARE_QUANTITIES))}, "
+        "ratio:<vm>, bw:<vm>"
+    )
+
+
+def _vm_of(result: Mapping[str, Any], quantity: str, name: str) -> dict[str, Any]:
+    vms = result.get("vmio", {}).get("vms") or []
+    vm = next((v for v in vms if v.get("name") == name), None)
+    if vm is None:
+        names = ", ".join(str(v.get("name")) for v in vms) or "none"
+        raise VmioError(f"quantity '{quantity}': no VM '{name}' in the result ({names})")
+    return vm
 
 
 def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
@@ -78,14 +99,11 @@ def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
         if share.get(key) is None:
             raise VmioError(f"quantity '{quantity}': the result has no vmio.share.{key}")
         return float(share[key])
+    if quantity.startswith("bw:"):
+        return _vm_of(result, quantity, quantity[len("bw:") :])["bw_bytes"] / 1e6
     if quantity.startswith("ratio:"):
-        name = quantity[len("ratio:") :]
-        vms = vmio.get("vms") or []
-        vm = next((v for v in vms if v.get("name") == name), None)
-        if vm is None:
-            names = ", ".join(str(v.get("name")) for v in vms) or "none"
-            raise VmioError(f"quantity '{quantity}': no VM '{name}' in the result ({names})")
-        lightest = min(vms, key=lambda v: v["weight"])
+        vm = _vm_of(result, quantity, quantity[len("ratio:") :])
+        lightest = min(vmio["vms"], key=lambda v: v["weight"])
         if not lightest["bw_bytes"]:
             return float("inf")
         return vm["bw_bytes"] / lightest["bw_bytes"]
@@ -94,13 +112,13 @@ def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
 
 def quantity_unit(quantity: str) -> str:
     """How a quantity reads in tables: `MB/s`, `%`, `` (an index or a ratio)."""
-    if quantity in QUANTITIES:
+    if quantity in QUANTITIES or quantity.startswith("bw:"):
         return "MB/s"
     return "%" if quantity == "error_rate_pct" else ""
 
 
 def format_quantity(value: float, quantity: str) -> str:
-    if quantity in QUANTITIES:
+    if quantity in QUANTITIES or quantity.startswith("bw:"):
         return report.format_mb_s(value)
     if quantity == "error_rate_pct":
         return f"{value:.1f} %"
@@ -132,6 +150,8 @@ class Axis:
     labels: Mapping[str, str] = field(default_factory=dict)
     also: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Further settings (target -> value) that come with a value of this axis."""
+    typed: Mapping[str, Any] = field(default_factory=dict)
+    """The values as written in the file (`10`, not `"10"`), for stack targets."""
 
     @property
     def kind(self) -> str:
@@ -222,7 +242,14 @@ class Experiment:
         if not quick:
             return list(self.axes)
         return [
-            Axis(a.name, a.target, self.quick_values.get(a.name, a.values), a.labels, a.also)
+            Axis(
+                a.name,
+                a.target,
+                self.quick_values.get(a.name, a.values),
+                a.labels,
+                a.also,
+                a.typed,
+            )
             for a in self.axes
         ]
 
@@ -232,6 +259,13 @@ class Experiment:
             Point(tuple(zip([a.name for a in axes], combo, strict=True)))
             for combo in itertools.product(*(a.values for a in axes))
         ]
+
+
+def _job_vm(kind: str) -> str | None:
+    """The VM of a `job[<vm>]` target kind, else None."""
+    if kind.startswith("job[") and kind.endswith("]") and len(kind) > 5:
+        return kind[4:-1]
+    return None
 
 
 class _Checker:
@@ -285,9 +319,11 @@ class _Checker:
         out = {}
         for target, value in settings.items():
             kind, _, tpath = target.partition(":")
-            if kind not in ("stack", "job") or not tpath:
+            if not (kind in ("stack", "job") or _job_vm(kind)) or not tpath:
                 raise self.fail(
-                    where, f"target '{target}' must be 'stack:<key.path>' or 'job:<fio option>'"
+                    where,
+                    f"target '{target}' must be 'stack:<key.path>', 'job:<fio option>' or "
+                    "'job[<vm>]:<fio option>'",
                 )
             out[target] = value if kind == "stack" else str(value)
         return out
@@ -311,21 +347,29 @@ class _Checker:
         return out
 
 
+STUDY_FILES = ("study.toml", "experiment.toml")
+"""What makes a directory a study: a list of parts, or a single experiment."""
+
+
 def find_experiment(name_or_path: str | Path) -> Path:
-    """The experiment file for a built-in study name, a study directory or a file path."""
+    """The study file (study.toml or experiment.toml) for a built-in study name, a study
+    directory or a file path."""
     p = Path(name_or_path)
     if p.is_file():
         return p
-    if p.is_dir():
-        if (p / "experiment.toml").is_file():
-            return p / "experiment.toml"
-        raise VmioError(f"directory '{p}' has no experiment.toml")
-    builtin = BUILTIN_STUDIES / str(name_or_path) / "experiment.toml"
-    if builtin.is_file():
-        return builtin
+    for base in (
+        (p, BUILTIN_STUDIES / str(name_or_path))
+        if p.is_dir()
+        else (BUILTIN_STUDIES / str(name_or_path),)
+    ):
+        for name in STUDY_FILES:
+            if (base / name).is_file():
+                return base / name
+        if base == p:
+            raise VmioError(f"directory '{p}' has no {' or '.join(STUDY_FILES)}")
     raise VmioError(
         f"unknown study '{name_or_path}'; built-in studies: {', '.join(builtin_studies()) or '-'}"
-        " (or give a directory or experiment.toml path)"
+        " (or give a directory, a study.toml or an experiment.toml path)"
     )
 
 
@@ -333,12 +377,76 @@ def builtin_studies() -> list[str]:
     """Names of the studies shipped with vmio."""
     if not BUILTIN_STUDIES.is_dir():
         return []
-    return sorted(p.parent.name for p in BUILTIN_STUDIES.glob("*/experiment.toml"))
+    return sorted(
+        p.name for p in BUILTIN_STUDIES.iterdir() if any((p / n).is_file() for n in STUDY_FILES)
+    )
+
+
+@dataclass
+class Study:
+    """A study: one experiment, or several parts listed by a study.toml."""
+
+    name: str
+    title: str
+    path: Path
+    parts: list[Experiment]
+
+    @property
+    def multipart(self) -> bool:
+        return self.path.name == "study.toml"
+
+    def part(self, name: str) -> Experiment:
+        for e in self.parts:
+            if e.name == name or e.path.stem == name:
+                return e
+        names = ", ".join(e.path.stem for e in self.parts)
+        raise VmioError(f"study '{self.name}' has no part '{name}'; parts: {names}")
+
+
+def load_study(name_or_path: str | Path) -> Study:
+    """Parse a study: a study.toml and its parts, or a single experiment file."""
+    path = find_experiment(name_or_path)
+    if path.name != "study.toml":
+        exp = load_experiment(path)
+        return Study(exp.name, exp.title, path, [exp])
+    text = read_text(path, "study file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise VmioError(f"{path}: invalid TOML: {err}") from None
+    ck = _Checker(path)
+    for key in data:
+        if key != "study":
+            raise ck.fail(key, "unknown key; accepted: study")
+    st = ck.table(data, "study", "[study]")
+    for key in st:
+        if key not in ("name", "title", "parts"):
+            raise ck.fail(f"[study].{key}", "unknown key; accepted: name, title, parts")
+    parts = ck.strings(st.get("parts"), "[study].parts")
+    exps = []
+    for part in parts:
+        ppath = path.parent / part
+        if not ppath.is_file():
+            raise ck.fail("[study].parts", f"no experiment file '{part}' next to the study file")
+        exps.append(load_experiment(ppath))
+    names = [e.name for e in exps]
+    if len(set(names)) != len(names):
+        raise ck.fail("[study].parts", f"two parts have the same [experiment] name: {names}")
+    return Study(
+        ck.string(st, "name", "[study]"), ck.string(st, "title", "[study]", default=""), path, exps
+    )
 
 
 def load_experiment(name_or_path: str | Path) -> Experiment:
-    """Parse and check an experiment file (or the built-in study of that name)."""
+    """Parse and check an experiment file (or the built-in single-experiment study of that
+    name; a multi-part study's parts come from `load_study`)."""
     path = find_experiment(name_or_path)
+    if path.name == "study.toml":
+        st = load_study(path)
+        raise VmioError(
+            f"'{name_or_path}' is a study of {len(st.parts)} parts "
+            f"({', '.join(e.path.stem for e in st.parts)}); load it with load_study"
+        )
     text = read_text(path, "experiment file")
     try:
         data = tomllib.loads(text)
@@ -362,9 +470,11 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         where = f"axis[{i}] '{name}'"
         target = ck.string(raw, "target", where)
         kind, _, tpath = target.partition(":")
-        if kind not in ("stack", "job") or not tpath:
+        if not (kind in ("stack", "job") or _job_vm(kind)) or not tpath:
             raise ck.fail(
-                where, f"target '{target}' must be 'stack:<key.path>' or 'job:<fio option>'"
+                where,
+                f"target '{target}' must be 'stack:<key.path>', 'job:<fio option>' or "
+                "'job[<vm>]:<fio option>'",
             )
         values = ck.strings(raw.get("values"), f"{where}.values")
         labels = raw.get("labels", {})
@@ -380,7 +490,9 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
                 raise ck.fail(f"{where}.also.{value}", "must be a table of target = value")
             also[value] = ck.targets(settings, f"{where}.also.{value}")
         labels = {str(k): str(v) for k, v in labels.items()}
-        axes.append(Axis(name, target, values, labels, also))
+        raw_values = raw["values"] if isinstance(raw["values"], list) else [raw["values"]]
+        typed = {str(v): v for v in raw_values}
+        axes.append(Axis(name, target, values, labels, also, typed))
 
     quick = ck.table(data, "quick", "[quick]")
     quick_set_raw = ck.table(quick, "set", "[quick]")
@@ -397,24 +509,25 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         "tables": rep.get("tables"),
         "rows": rep.get("rows", names[:-1]),
         "columns": rep.get("columns", names[-1]),
-        "quantity": ck.string(rep, "quantity", "[report]", default="total"),
+        "quantity": ck.strings(rep.get("quantity", "total"), "[report].quantity"),
     }
-    if (why := check_quantity(rep["quantity"])) is not None:
-        raise ck.fail("[report].quantity", why)
+    for q in rep["quantity"]:
+        if (why := check_quantity(q)) is not None:
+            raise ck.fail("[report].quantity", why)
     fig = ck.table(data, "figure", "[figure]")
     fig_quantity = ck.string(fig, "quantity", "[figure]", default="total")
-    if fig.get("kind", "lines") not in ("lines", "bars"):
-        raise ck.fail("[figure].kind", f"'{fig.get('kind')}' is not one of lines, bars")
+    if fig.get("kind", "lines") not in ("lines", "bars", "timeline"):
+        raise ck.fail("[figure].kind", f"'{fig.get('kind')}' is not one of lines, bars, timeline")
     if fig.get("kind") == "bars" and not all(fig.get(k) for k in ("columns", "series", "x")):
         raise ck.fail("[figure]", "kind = \"bars\" needs 'columns', 'series' and 'x'")
     if (why := check_quantity(fig_quantity)) is not None:
         raise ck.fail("[figure].quantity", why)
     for section, cfg in (("[report]", rep), ("[figure]", fig)):
         for key, value in cfg.items():
-            if key in ("quantity", "kind"):
+            if key in ("quantity", "kind", "window_s"):
                 continue
             for n in value if isinstance(value, list) else [value]:
-                if n is not None and n not in names:
+                if n and n not in names:
                     raise ck.fail(
                         f"{section}.{key}", f"unknown axis '{n}'; axes: {', '.join(names)}"
                     )
@@ -610,7 +723,8 @@ class PointInput:
     """None: the stack's per-VM workloads, edited by `job_settings`."""
     job_path: str | None
     stack_settings: tuple[tuple[str, Any], ...]
-    job_settings: tuple[tuple[str, str], ...] = ()
+    job_settings: tuple[tuple[str | None, str, str], ...] = ()
+    """(VM or None for every VM, option, value) edits of the per-VM workload files."""
 
 
 def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
@@ -625,10 +739,12 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
     axes = {a.name: a for a in exp.axes}
     out = []
     for point in exp.points(quick):
-        settings = dict(fixed)
+        settings = {}
         for name, value in point.coords:
-            settings[axes[name].target] = value
+            axis = axes[name]
+            settings[axis.target] = axis.typed.get(value, value) if axis.kind == "stack" else value
             settings.update(axes[name].also.get(value, {}))
+        settings.update(fixed)  # --quick's settings win
         stack = copy.deepcopy(base_stack)
         job = base_job
         stack_settings = []
@@ -639,9 +755,14 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
                 set_stack_value(stack, tpath, value, str(exp.path))
                 stack_settings.append((tpath, value))
             elif job is not None:
+                if _job_vm(kind):
+                    raise VmioError(
+                        f"{exp.path}: target '{target}': 'job[<vm>]:' needs an experiment "
+                        "without 'job' (each VM running its own workload); use 'job:'"
+                    )
                 job = set_job_option(job, tpath, str(value))
             else:
-                job_settings.append((tpath, str(value)))
+                job_settings.append((_job_vm(kind), tpath, str(value)))
         edited = ", ".join(f"{k}={v}" for k, v in stack_settings)
         out.append(
             PointInput(
@@ -819,9 +940,17 @@ def run_study(
                     f"{exp.path}: [experiment] has no 'job' and no [[vm]] of the stack has a "
                     "workload"
                 )
+            names = {vm for vm, _, _ in jobs}
+            for target_vm, _, _ in inp.job_settings:
+                if target_vm is not None and target_vm not in names:
+                    raise VmioError(
+                        f"{exp.path}: target 'job[{target_vm}]:': no VM '{target_vm}' with a "
+                        f"workload in the stack (VMs: {', '.join(sorted(map(str, names)))})"
+                    )
             for i, (vm, text, path) in enumerate(jobs):
-                for option, value in inp.job_settings:
-                    text = set_job_option(text, option, value)
+                for target_vm, option, value in inp.job_settings:
+                    if target_vm is None or target_vm == vm:
+                        text = set_job_option(text, option, value)
                 jobs[i] = (vm, text, path)
             text = native().simulate_many(inp.stack_text, inp.stack_path, jobs, seed)
             return PointResult(inp.point, text, json.loads(text))
@@ -885,7 +1014,13 @@ def grid_tables(res: StudyResult) -> str:
     table_axis = axes[exp.report["tables"]] if exp.report["tables"] else None
     by_coords = {pr.point.coords: pr for pr in res.points}
     order = [a.name for a in exp.axes]
-    quantity = exp.report.get("quantity", "total")
+    chunks = []
+    for quantity in exp.report.get("quantity", ("total",)):
+        chunks += _grid_tables(res, quantity, rows_axes, col_axis, table_axis, by_coords, order)
+    return "\n\n".join(chunks)
+
+
+def _grid_tables(res, quantity, rows_axes, col_axis, table_axis, by_coords, order) -> list[str]:
     if quantity == "total":
         what = "bandwidth, MB/s (read + write; 1 MB = 1e6 bytes)"
     elif quantity in QUANTITIES:
@@ -894,9 +1029,11 @@ def grid_tables(res: StudyResult) -> str:
         what = "error rate of the bandwidth shares, % (vmio.share.error_rate_pct)"
     elif quantity == "jain":
         what = "Jain's fairness index of the bandwidth shares"
+    elif quantity.startswith("bw:"):
+        what = f"bandwidth of {quantity[len('bw:') :]}, MB/s (1 MB = 1e6 bytes)"
     else:
         what = f"bandwidth of {quantity[len('ratio:') :]} / bandwidth of the lightest-weight VM"
-    chunks = []
+    chunks: list[str] = []
     for tvalue in table_axis.values if table_axis else [None]:
         header = ["/".join(a.name for a in rows_axes), *col_axis.values]
         body = []
@@ -918,7 +1055,7 @@ def grid_tables(res: StudyResult) -> str:
             label = table_axis.label(tvalue)
             title = label if label != tvalue else f"{table_axis.name}={tvalue}"
         chunks.append(f"{title}{' - ' if title else ''}{what}\n" + report.text_table(header, body))
-    return "\n\n".join(chunks)
+    return chunks
 
 
 def calibration_table(res: StudyResult) -> str:
@@ -1061,8 +1198,11 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     for pr in res.points:
         text = pr.json_text if pr.json_text.endswith("\n") else pr.json_text + "\n"
         (jdir / f"{pr.point.slug}.json").write_text(text, encoding="utf-8")
-    if res.experiment.figure.get("kind") == "bars":
+    kind = res.experiment.figure.get("kind")
+    if kind == "bars":
         plot.study_bars(res, out / "figure.png")
+    elif kind == "timeline":
+        plot.study_timeline(res, out / "figure.png")
     else:
         plot.study_figure(res, out / "figure.png")
 

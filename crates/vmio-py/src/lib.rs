@@ -118,6 +118,27 @@ fn profiles() -> Vec<(&'static str, Vec<&'static str>)> {
         .collect()
 }
 
+/// A synthetic trace (profile msn, exchange or financial) of `requests` requests over a
+/// region of `region_bytes`, as UMass/SPC CSV text.
+#[pyfunction]
+fn synth_trace(
+    py: Python<'_>,
+    profile: &str,
+    region_bytes: u64,
+    requests: usize,
+    seed: u64,
+) -> PyResult<String> {
+    use vmio_core::workload::synth::{write_spc_csv, SynthGen, SynthProfile};
+    py.allow_threads(|| {
+        let p = SynthProfile::parse(profile)?;
+        let mut g = SynthGen::profile(p, region_bytes, seed)?;
+        let mut out = String::with_capacity(requests * 32);
+        write_spc_csv(&g.take(requests), &mut out);
+        Ok::<_, vmio_core::workload::synth::SynthError>(out)
+    })
+    .map_err(err)
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -132,6 +153,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_cases, m)?)?;
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

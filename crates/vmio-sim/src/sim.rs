@@ -223,6 +223,8 @@ enum Source {
     /// A trace: open loop, each request issued at its (scaled) time; `pending` is the next.
     Replay {
         replay: Replay,
+        /// fio's `replay_no_stall`: closed loop at the job's iodepth, timestamps ignored.
+        no_stall: bool,
         pending: Option<TimedIo>,
     },
 }
@@ -518,7 +520,11 @@ impl Sim {
                         let mut replay =
                             Replay::new(ios.clone(), region, scale, b.spec.loops.max(1));
                         let pending = replay.next();
-                        Source::Replay { replay, pending }
+                        Source::Replay {
+                            replay,
+                            no_stall: b.spec.replay_no_stall,
+                            pending,
+                        }
                     })
                     .collect()
             } else {
@@ -715,7 +721,12 @@ impl Sim {
             let end = job.end_ns;
             self.q.push(end, ev(K_JOB_END, j));
         }
-        if let Source::Replay { pending, .. } = &self.jobs[j].src {
+        if let Source::Replay {
+            pending,
+            no_stall: false,
+            ..
+        } = &self.jobs[j].src
+        {
             match pending {
                 Some(io) => self.q.push(now + io.at_ns, ev(K_ARRIVAL, j)),
                 None => {
@@ -735,7 +746,10 @@ impl Sim {
         }
         let base = self.jobs[j].base_bytes;
         let start = self.jobs[j].start_ns;
-        let Source::Replay { replay, pending } = &mut self.jobs[j].src else {
+        let Source::Replay {
+            replay, pending, ..
+        } = &mut self.jobs[j].src
+        else {
             return;
         };
         let Some(io) = pending.take() else { return };
@@ -803,7 +817,22 @@ impl Sim {
                         len_bytes: io.len_bytes,
                     }
                 }
-                Source::Replay { .. } => break,
+                Source::Replay {
+                    no_stall: false, ..
+                } => break,
+                Source::Replay {
+                    replay, pending, ..
+                } => match pending.take() {
+                    Some(io) => {
+                        *pending = replay.next();
+                        Next::Io {
+                            op: io.op,
+                            offset_bytes: base + io.offset_bytes,
+                            len_bytes: io.len_bytes,
+                        }
+                    }
+                    None => Next::Done,
+                },
             };
             match next {
                 Next::Io {

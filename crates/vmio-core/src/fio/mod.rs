@@ -16,7 +16,7 @@
 //! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `end_fsync`, `randseed`,
 //! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
 //! (recorded only) and `name` (overrides the section name); trace replay with fio's
-//! `read_iolog`, `replay_time_scale` and `loops`, plus vmio's `iolog_format` (msr, spc,
+//! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
 //! blkparse, fio) and `filebench` (a FileBench personality run at block level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
 //! first line where it appeared, so callers can warn that vmio does not model it.
@@ -196,6 +196,9 @@ pub struct JobSpec {
     pub iolog_format: Option<String>,
     /// fio's `replay_time_scale`: percentage applied to trace timestamps (100 = as recorded).
     pub replay_time_scale: u32,
+    /// fio's `replay_no_stall`: replay the trace as fast as `iodepth` allows, in order,
+    /// ignoring its timestamps (closed loop) instead of at its recorded times (open loop).
+    pub replay_no_stall: bool,
     /// fio's `loops`: how many times the workload runs (traces: replay count).
     pub loops: u32,
     /// vmio's `filebench`: a FileBench personality (fileserver, varmail) at block level.
@@ -233,6 +236,7 @@ impl Default for JobSpec {
             read_iolog: None,
             iolog_format: None,
             replay_time_scale: 100,
+            replay_no_stall: false,
             loops: 1,
             filebench: None,
         }
@@ -588,6 +592,7 @@ impl Parser<'_> {
                     .filter(|&p| p > 0)
                     .ok_or_else(|| self.bad(line, key, value, "a percentage > 0"))?
             }
+            "replay_no_stall" => j.replay_no_stall = self.boolean(key, value, line)?,
             "loops" => {
                 j.loops = u32::try_from(self.int(key, value, line)?)
                     .ok()
@@ -1193,13 +1198,16 @@ mod tests {
     #[test]
     fn trace_replay_and_filebench_options_are_parsed_and_checked() {
         let f = parse(
-            "[t]\nread_iolog=msn.csv\niolog_format=spc\nreplay_time_scale=200\nloops=3\n\
+            "[t]\nread_iolog=msn.csv\niolog_format=spc\nreplay_time_scale=200\nloops=3\nreplay_no_stall=1\n\
              [fb]\nfilebench=varmail\n",
         );
         let t = &f.jobs[0];
         assert_eq!(t.read_iolog.as_deref(), Some("msn.csv"));
         assert_eq!(t.iolog_format.as_deref(), Some("spc"));
-        assert_eq!((t.replay_time_scale, t.loops), (200, 3));
+        assert_eq!(
+            (t.replay_time_scale, t.loops, t.replay_no_stall),
+            (200, 3, true)
+        );
         assert_eq!(f.jobs[1].filebench.as_deref(), Some("varmail"));
         let e = parse_job_file("[t]\niolog_format=csv\n", "j.fio")
             .unwrap_err()

@@ -257,7 +257,7 @@ fn the_json_reports_each_vms_bandwidth_timeline_and_the_share_metrics() {
 }
 
 #[test]
-fn a_trace_is_replayed_open_loop_at_its_own_timestamps() {
+fn a_trace_is_replayed_open_loop_at_its_own_timestamps_or_closed_loop_with_replay_no_stall() {
     let dir = std::env::temp_dir().join(format!("vmio-trace-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // SPC: ASU,LBA,Size,Opcode,Timestamp — 100 reads of 8 KiB, one every 10 ms.
@@ -287,6 +287,24 @@ fn a_trace_is_replayed_open_loop_at_its_own_timestamps() {
         "{}",
         j.runtime_ns
     );
+    // replay_no_stall: the same trace, in order, as fast as iodepth=1 allows — 100 reads of
+    // ~10 ms each on the HDD take about 1 s, not the trace's 1.98 s.
+    let o = run(&RunInput {
+        job_text:
+            "[t]\nread_iolog=t.spc\niolog_format=spc\nreplay_time_scale=200\nreplay_no_stall=1\n",
+        ..RunInput {
+            stack_text: &s,
+            stack_path: "stack.toml",
+            job_text: "",
+            job_path: job_path.to_str().unwrap(),
+            seed: Some(1),
+            vm: None,
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let j = &o.report.jobs[0];
+    assert_eq!(j.stats[0].total_ios, 100);
+    assert!(j.runtime_ns < 1_500_000_000, "{}", j.runtime_ns);
     let e = run_err("[t]\nread_iolog=missing.csv\n", job_path.to_str().unwrap());
     assert!(
         e.contains("job.fio:1: read_iolog: cannot read") && e.contains("missing.csv"),
@@ -348,5 +366,72 @@ fn cfq_gives_the_heavier_vms_more_bandwidth_than_mq_deadline_does() {
     assert!(
         cfq["vmio"]["share"]["error_rate_pct"].as_f64().unwrap()
             < dl["vmio"]["share"]["error_rate_pct"].as_f64().unwrap()
+    );
+}
+
+/// Four VMs with weights 10 : 7 : 4 : 1 on one aged SSD (16 GB, the 840 Pro's flash
+/// parameters), each on its own 3 GB partition, 64 KiB random writes at QD4.
+fn four_vms_on_an_aged_ssd(scheduler: &str) -> serde_json::Value {
+    let mut s = format!(
+        "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\n\
+         capacity = \"16g\"\nprecondition = \"aged\"\n\n[[volume]]\nname = \"vol\"\n\
+         layout = \"single\"\ndevices = [\"ssd\"]\n\n[scheduler]\nname = \"{scheduler}\"\n"
+    );
+    for (i, w) in [1000, 700, 400, 100].iter().enumerate() {
+        s += &format!(
+            "\n[[vm]]\nname = \"vm{}\"\nweight = {w}\n[[vm.disk]]\nname = \"vda\"\n\
+             volume = \"vol\"\noffset = \"{}g\"\nsize = \"3g\"\ncache = \"none\"\n",
+            i + 1,
+            3 * i
+        );
+    }
+    let job = "[w]\nrw=randwrite\nbs=64k\nioengine=libaio\ndirect=1\niodepth=4\nsize=3g\n\
+               runtime=30\ntime_based\n";
+    let jobs: Vec<crate::run::VmJob> = ["vm1", "vm2", "vm3", "vm4"]
+        .iter()
+        .map(|vm| crate::run::VmJob {
+            vm: Some(vm),
+            job_text: job,
+            job_path: "w.fio",
+        })
+        .collect();
+    let text = crate::run::run_many_json(&s, "stack.toml", &jobs, Some(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn mcfq_brings_four_vms_on_an_aged_ssd_to_their_weights_where_cfq_misses_them() {
+    let cfq = four_vms_on_an_aged_ssd("cfq");
+    let mcfq = four_vms_on_an_aged_ssd("mcfq");
+    let err = |v: &serde_json::Value| v["vmio"]["share"]["error_rate_pct"].as_f64().unwrap();
+    let ratios = |v: &serde_json::Value| -> Vec<f64> {
+        let vms = v["vmio"]["vms"].as_array().unwrap();
+        let bw: Vec<f64> = vms
+            .iter()
+            .map(|m| m["bw_bytes"].as_f64().unwrap())
+            .collect();
+        bw.iter().map(|b| b / bw[3]).collect()
+    };
+    eprintln!(
+        "aged SSD, 4 VMs: CFQ {:.1} % {:.2?}, MCFQ {:.1} % {:.2?}",
+        err(&cfq),
+        ratios(&cfq),
+        err(&mcfq),
+        ratios(&mcfq)
+    );
+    // The device is GC-bound: write amplification far above 1.
+    let dev = &mcfq["vmio"]["devices"][0]["stats"];
+    let waf = dev["flash_write_bytes"].as_f64().unwrap() / dev["write_bytes"].as_f64().unwrap();
+    assert!(waf > 3.0, "WAF {waf}");
+    // MoTS converges: every ratio within 20 % of its weight ratio, error far below CFQ's.
+    for (got, want) in ratios(&mcfq).iter().zip([10.0, 7.0, 4.0, 1.0]) {
+        assert!((got / want - 1.0).abs() < 0.20, "{:?}", ratios(&mcfq));
+    }
+    assert!(
+        err(&mcfq) < 0.5 * err(&cfq),
+        "{} vs {}",
+        err(&mcfq),
+        err(&cfq)
     );
 }
