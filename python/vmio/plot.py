@@ -68,7 +68,11 @@ def study_figure(res: StudyResult, path: Path) -> None:
 
     nrows, ncols = len(row_axis.values), len(col_axis.values)
     fig, grid = plt.subplots(
-        nrows, ncols, figsize=(5.0 * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
+        nrows,
+        ncols,
+        figsize=(max(5.0 * ncols, 9.0), 3.8 * nrows + (1.0 if nrows == 1 else 0.0)),
+        squeeze=False,
+        constrained_layout=True,
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = ("o", "s", "^", "D", "v", "P", "X")
@@ -117,11 +121,13 @@ def study_figure(res: StudyResult, path: Path) -> None:
             ax.set_title(title, fontsize=10)
         if ci == 0:
             unit = quantity_unit(quantity)
-            ax.set_ylabel(
-                "bandwidth, MB/s"
-                if quantity == "total"
-                else f"{quantity}{f', {unit}' if unit else ''}"
-            )
+            if quantity == "total":
+                ylabel = "bandwidth, MB/s"
+            elif quantity.startswith("bw:"):
+                ylabel = f"bandwidth of {quantity[3:]}, MB/s"
+            else:
+                ylabel = f"{quantity}{f', {unit}' if unit else ''}"
+            ax.set_ylabel(ylabel)
         if ri == nrows - 1:
             ax.set_xlabel(f"{x_axis.name} (log2)" if not positional else x_axis.name)
     handles, labels = grid[0][0].get_legend_handles_labels()
