@@ -10,7 +10,9 @@
 //! dispatch(now):
 //!   loop:
 //!     no active queue: active = the non-empty queue of smallest (vdisktime, owner); or None
-//!     slice started and now >= slice_end: expire(active); continue
+//!     waiting busy and a request is queued: expire(active) (still on the tree); continue
+//!     slice started and now >= slice_end: if empty, sync and requests in flight: None
+//!                                          else expire(active); continue
 //!     active not empty: if other queues are busy and active.dispatched >= quantum: None
 //!                       else take (once per slice the FIFO head if it waited longer than
 //!                       fifo_expire[sync|async], else the next in C-LOOK sector order)
@@ -20,6 +22,8 @@
 //! completed(rq):  q.dispatched -= 1
 //!   if q is active: first completion of its turn starts the slice:  (cfq_set_prio_slice)
 //!                      slice_end = now + slice(q)
+//!                   q empty, sync, now >= slice_end - 1 ms: wait busy:  (cfq_should_wait_busy)
+//!                      slice_end = now + slice_idle   (so the group stays backlogged)
 //!                   slice used -> expire; else q empty, sync, nothing in flight -> idle
 //!                   until min(now + slice_idle, slice_end) (with slice_idle 0 or async: expire)
 //! expire(q):   used = min(now - slice_start, allocated), or max(now - dispatch_start, 1 ms)
@@ -47,6 +51,14 @@
 //! (`group_idle` = 8 ms) still applies to a VM's last queue, so a VM keeps the device for up
 //! to `slice_idle` after its queue empties. This model idles only when the queue's last
 //! request was sync (async writeback is not waited for).
+//!
+//! Waiting busy (`cfq_should_wait_busy`, "blkio: Wait for cfq queue to get backlogged if
+//! group is empty", 2.6.33): a group whose slice ends while its only queue is empty would
+//! leave the service tree and come back behind every other group, losing its weight. So when
+//! the slice is used (or has a jiffy left) at a completion and the queue is empty, CFQ extends
+//! the slice by `slice_idle` and waits; as soon as the VM queues a request the queue is
+//! expired *with* that request and keeps its vdisktime. The group think-time test
+//! (`cfq_io_thinktime_big`) is not modelled: a VM is assumed to think less than `group_idle`.
 //!
 //! Simplifications (stated): one queue per VM holds sync and async requests (CFQ keeps a
 //! separate async queue per group; here `sync` only decides idling and the FIFO expiry);
@@ -152,6 +164,9 @@ struct Active {
     allocated: Ns,
     idle_end: Option<Ns>,
     fifo_checked: bool,
+    /// The slice is used up and the queue was empty: waiting up to `slice_idle` for the VM's
+    /// next request so that its group leaves the tree backlogged (`cfq_should_wait_busy`).
+    wait_busy: bool,
 }
 
 pub struct Cfq {
@@ -274,6 +289,7 @@ impl Cfq {
             allocated: 0,
             idle_end: None,
             fifo_checked: false,
+            wait_busy: false,
         });
         true
     }
@@ -351,11 +367,23 @@ impl IoScheduler for Cfq {
                 continue;
             };
             let owner = a.owner;
-            if a.slice_start.is_some() && now >= a.slice_end {
+            let q = &self.qs[owner];
+            let idling = q.last_sync && self.p.slice_idle_ns > 0;
+            if a.wait_busy && !q.sorted.is_empty() {
+                // The group is backlogged again: expire it while it still has a request, so
+                // it keeps its place in the service tree.
                 self.expire(now);
                 continue;
             }
-            let q = &self.qs[owner];
+            if a.slice_start.is_some() && now >= a.slice_end {
+                if q.sorted.is_empty() && q.dispatched > 0 && idling {
+                    // Slice used, requests in flight: let the group get backlogged (the
+                    // completion decides whether to wait busy).
+                    return None;
+                }
+                self.expire(now);
+                continue;
+            }
             if !q.sorted.is_empty() {
                 if q.dispatched >= self.p.quantum.max(1) && self.busy_others(owner) {
                     return None;
@@ -391,8 +419,17 @@ impl IoScheduler for Cfq {
             a.slice_end = now + slice;
             a.allocated = slice;
         }
-        let a = self.active.as_ref().unwrap();
+        let slice_idle = self.p.slice_idle_ns;
+        let a = self.active.as_mut().unwrap();
         let q = &self.qs[owner];
+        // cfq_should_wait_busy: the group's only queue is empty and its slice is used (or
+        // has at most a jiffy left): extend the slice by slice_idle and wait for the next
+        // request instead of letting the group fall off the tree.
+        if q.sorted.is_empty() && q.last_sync && slice_idle > 0 && now + MS >= a.slice_end {
+            a.slice_end = now + slice_idle;
+            a.wait_busy = true;
+        }
+        let a = self.active.as_ref().unwrap();
         if now >= a.slice_end {
             self.expire(now);
         } else if q.sorted.is_empty() && q.dispatched == 0 {
@@ -590,23 +627,15 @@ mod tests {
         for (got, want) in r.iter().zip([10.0, 7.0, 4.0, 1.0]) {
             assert!((got / want - 1.0).abs() < 0.10, "{r:?}");
         }
-        // Each VM's requests all in flight (queue empty at each slice end): the queue leaves
-        // the tree and comes back just behind the last one (CFQ_IDLE_DELAY, unshifted, is
-        // 49 µs of charge), so CFQ serves the VMs round-robin, each for its slice
-        // (100 : 95.5 : 54.5 : 16 ms) — CFQ's known miss for groups that are not
-        // continuously backlogged.
+        // Each VM's requests all in flight at each slice end (queue empty): CFQ waits busy
+        // for the next request, so the groups stay backlogged and keep their weights.
+        // (Without waiting busy the queue would leave the tree at each slice end and come
+        // back behind the last one: round-robin by slice, 6.25 : 5.97 : 3.41 : 1.)
         let mut s = Cfq::new(CfqParams::with_weights(vec![1000, 700, 400, 100]));
         let r = ratios(&bench(4).run(&mut s, 2 * SEC, 32 * SEC, |_, _| {}).bytes);
         eprintln!("CFQ 10:7:4:1, equal per-byte cost, not backlogged: {r:.2?}");
-        let slices: Vec<f64> = [100.0, 300.0 * 700.0 / 2200.0, 300.0 * 400.0 / 2200.0, 16.0]
-            .iter()
-            .map(|ms| ms / 16.0)
-            .collect();
-        for (got, want) in r.iter().zip(&slices) {
-            assert!(
-                (got / want - 1.0).abs() < 0.10,
-                "{r:?} vs slices {slices:?}"
-            );
+        for (got, want) in r.iter().zip([10.0, 7.0, 4.0, 1.0]) {
+            assert!((got / want - 1.0).abs() < 0.10, "{r:?}");
         }
     }
 
