@@ -120,6 +120,34 @@ def test_fio_text_has_fios_lines_for_a_mixed_job():
     assert "  WRITE: bw=" in text
     assert "  sdb: ios=5/6, merge=0/0, ticks=0/0, in_queue=0, util=97.50%" in text
     assert "vmio: seed=3" in text
+    assert "WAF" not in text and "shares" not in text  # one VM, no SSD
+
+    result["vmio"]["devices"] = [
+        {
+            "name": "ssd",
+            "model": "ssd",
+            "stats": {
+                "write_bytes": 2 << 30,
+                "flash_write_bytes": 15 << 30,
+                "gc_count": 7197,
+                "gc_ns": 531_400_000_000,
+            },
+        }
+    ]
+    result["vmio"]["vms"] = [
+        {"name": "vm1", "weight": 1000, "bw_bytes": 52_500_000},
+        {"name": "vm2", "weight": 100, "bw_bytes": 9_600_000},
+    ]
+    result["vmio"]["share"] = {"error_rate_pct": 45.3, "jain_index": 0.9312}
+    text = fio_text(result)
+    assert (
+        "vmio: ssd: flash writes 15360 MiB for host writes 2048 MiB (WAF 7.50), GC 7197 "
+        "collections, 531.4 s of die time\n" in text
+    )
+    assert (
+        "vmio: shares: vm1 (weight 1000) 52.5 MB/s, vm2 (weight 100) 9.6 MB/s; error rate "
+        "45.3 %, Jain's index 0.931\n" in text
+    )
 
 
 def test_progress_off_a_terminal_prints_a_line_per_ten_percent():

@@ -236,6 +236,29 @@ def fio_text(result: Mapping[str, Any]) -> str:
             f"{int(vmio.get('virtual_time_ns', 0)) / 1e9:.3f}s, "
             f"events={vmio.get('events')}, devices: {devices or '-'}"
         )
+        for d in vmio.get("devices") or []:
+            st = d.get("stats") or {}
+            if st.get("flash_write_bytes"):
+                host = int(st.get("write_bytes", 0))
+                flash = int(st["flash_write_bytes"])
+                waf = f"{flash / host:.2f}" if host else "-"
+                lines.append(
+                    f"vmio: {d.get('name')}: flash writes {flash / 2**20:.0f} MiB for host "
+                    f"writes {host / 2**20:.0f} MiB (WAF {waf}), GC {int(st.get('gc_count', 0))} "
+                    f"collections, {int(st.get('gc_ns', 0)) / 1e9:.1f} s of die time"
+                )
+        vms = vmio.get("vms") or []
+        if len(vms) > 1:
+            share = vmio.get("share") or {}
+            parts = ", ".join(
+                f"{v['name']} (weight {v['weight']}) {v['bw_bytes'] / 1e6:.1f} MB/s" for v in vms
+            )
+            err, jain = share.get("error_rate_pct"), share.get("jain_index")
+            lines.append(
+                f"vmio: shares: {parts}; error rate "
+                f"{'-' if err is None else f'{err:.1f} %'}, Jain's index "
+                f"{'-' if jain is None else f'{jain:.3f}'}"
+            )
     return "\n".join(lines) + "\n"
 
 
