@@ -292,6 +292,10 @@ pub struct Ftl {
     active: Vec<(u32, u32)>,
     free: Vec<Vec<u32>>,
     victim: Box<dyn victim::Victim>,
+    /// When blocks start on a bitmap word and pages never straddle one (units per block a
+    /// multiple of 64, units per page a power of two up to 64): a mask with the bit of each page's
+    /// first slot in a word, for GC's word-at-a-time scan.
+    word_page_mask: Option<u64>,
     clock: u64,
     stats: FtlStats,
     scratch: Vec<u32>,
@@ -314,6 +318,14 @@ impl Ftl {
             active: vec![(0, 0); g.dies],
             free: vec![Vec::new(); g.dies],
             victim: victim::build(g.policy, g.dies, g.blocks_per_die, upb),
+            word_page_mask: (upb % 64 == 0
+                && g.units_per_page <= 64
+                && g.units_per_page.is_power_of_two())
+            .then(|| {
+                (0..64)
+                    .step_by(g.units_per_page as usize)
+                    .fold(0u64, |m, i| m | 1 << i)
+            }),
             clock: 0,
             stats: FtlStats::default(),
             scratch: Vec::with_capacity(upb as usize),
@@ -403,6 +415,23 @@ impl Ftl {
         self.live[(slot / 64) as usize] |= 1 << (slot % 64);
     }
 
+    /// Mark slots `first..first + n` valid.
+    #[inline]
+    fn set_live_range(&mut self, first: u32, n: u32) {
+        let (mut s, end) = (first, first + n);
+        while s < end {
+            let o = s % 64;
+            let k = (64 - o).min(end - s);
+            let mask = if k == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << k) - 1) << o
+            };
+            self.live[(s / 64) as usize] |= mask;
+            s += k;
+        }
+    }
+
     #[inline]
     fn is_live(&self, slot: u32) -> bool {
         self.live[(slot / 64) as usize] >> (slot % 64) & 1 != 0
@@ -489,17 +518,26 @@ impl Ftl {
                 collected = true;
                 continue;
             }
-            let nb = self.free[die].pop()?;
-            self.state[blk as usize] = SEALED;
-            self.victim
-                .sealed(blk, self.valid[blk as usize], self.clock);
-            self.state[nb as usize] = ACTIVE;
-            self.active[die] = (nb, 0);
+            self.open_block(die)?;
             if host && !collected {
                 self.collect(die, work);
                 collected = true;
             }
         }
+    }
+
+    /// Seal the (full) active block of `die` and open its next free block; `None` if the die
+    /// has no free block.
+    #[inline]
+    fn open_block(&mut self, die: usize) -> Option<()> {
+        let blk = self.active[die].0;
+        let nb = self.free[die].pop()?;
+        self.state[blk as usize] = SEALED;
+        self.victim
+            .sealed(blk, self.valid[blk as usize], self.clock);
+        self.state[nb as usize] = ACTIVE;
+        self.active[die] = (nb, 0);
+        Some(())
     }
 
     /// GC on `die` until it has `gc_threshold` free blocks or no victim frees anything.
@@ -531,39 +569,74 @@ impl Ftl {
         let mut units = std::mem::take(&mut self.scratch);
         units.clear();
         let first = b * upb;
-        let mut read_pages = 0;
-        for page in 0..self.g.pages_per_block {
-            let before = units.len();
-            for i in 0..upp {
-                let s = first + page * upp + i;
-                if self.is_live(s) {
-                    units.push(self.p2l.get(s as u64) as u32);
+        // Collect the valid units in slot order (clearing their validity bits) and count
+        // the pages holding at least one of them (the pages GC reads).
+        let read_pages = if let Some(page_mask) = self.word_page_mask {
+            // Block aligned on bitmap words and pages never straddling a word: one word
+            // (64 slots) at a time.
+            let mut read_pages = 0;
+            for w in (first / 64) as usize..((first + upb) / 64) as usize {
+                let mut bits = std::mem::take(&mut self.live[w]);
+                let mut any = bits;
+                let mut shift = 1;
+                while shift < upp {
+                    any |= any >> shift;
+                    shift <<= 1;
+                }
+                read_pages += (any & page_mask).count_ones() as u64;
+                let base = w as u64 * 64;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as u64;
+                    units.push(self.p2l.get(base + i) as u32);
+                    bits &= bits - 1;
                 }
             }
-            read_pages += (units.len() > before) as u64;
-        }
-        // The victim leaves the candidates; its units move to the active block.
+            read_pages
+        } else {
+            let mut read_pages = 0;
+            for page in 0..self.g.pages_per_block {
+                let before = units.len();
+                for i in 0..upp {
+                    let s = first + page * upp + i;
+                    if self.is_live(s) {
+                        units.push(self.p2l.get(s as u64) as u32);
+                    }
+                }
+                read_pages += (units.len() > before) as u64;
+            }
+            for s in first..first + upb {
+                self.live[(s / 64) as usize] &= !(1 << (s % 64));
+            }
+            read_pages
+        };
+        // The victim leaves the candidates; its units move to the active block, one page
+        // per `upp` units (the last page possibly partial), whole runs of pages at a time.
         self.valid[b as usize] = 0;
-        for s in first..first + upb {
-            self.live[(s / 64) as usize] &= !(1 << (s % 64));
-        }
         self.state[b as usize] = FREE;
+        let ppb = self.g.pages_per_block;
         let mut programs = 0;
-        for chunk in units.chunks(upp as usize) {
-            let mut w = GcWork::default();
-            let page = self
-                .alloc_page(die, false, &mut w)
-                .expect("a free block is reserved for GC copies");
-            let base = page * upp;
-            for (i, &u) in chunk.iter().enumerate() {
+        let mut k = 0;
+        while k < units.len() {
+            let (blk, next) = self.active[die];
+            if next >= ppb {
+                self.open_block(die)
+                    .expect("a free block is reserved for GC copies");
+                continue;
+            }
+            let left = units.len() - k;
+            let pages = (ppb - next).min(left.div_ceil(upp as usize) as u32);
+            let n = left.min((pages * upp) as usize);
+            let base = (blk * ppb + next) * upp;
+            for (i, &u) in units[k..k + n].iter().enumerate() {
                 let slot = base + i as u32;
                 self.l2p[u as usize] = slot + 1;
                 self.p2l.set(slot as u64, u as u64);
-                self.set_live(slot);
-                let b = self.block_of_slot(slot) as usize;
-                self.valid[b] += 1;
             }
-            programs += 1;
+            self.set_live_range(base, n as u32);
+            self.valid[blk as usize] += n as u32;
+            self.active[die] = (blk, next + pages);
+            programs += pages as u64;
+            k += n;
         }
         self.free[die].push(b);
         let copied = units.len() as u64;

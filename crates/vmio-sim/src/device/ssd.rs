@@ -329,7 +329,7 @@ pub struct Ssd {
     /// Write buffer: bytes held, pending releases (time programmed, bytes), the earliest time
     /// the next write may be admitted.
     buf_used: u64,
-    releases: std::collections::BinaryHeap<std::cmp::Reverse<(Ns, u64)>>,
+    releases: crate::engine::MinHeap<()>,
     admit_floor: Ns,
     open_fill: u64,
     /// When the bytes in the open page became available (the latest write into it).
@@ -370,7 +370,7 @@ impl Ssd {
             die_free: vec![0; dies],
             chan_free: vec![0; p.channels as usize],
             buf_used: 0,
-            releases: std::collections::BinaryHeap::with_capacity(1024),
+            releases: crate::engine::MinHeap::with_capacity(1024),
             admit_floor: 0,
             open_fill: 0,
             open_ready: 0,
@@ -495,7 +495,7 @@ impl Ssd {
         );
         let done = xfer_end + self.p.program_latency_ns;
         self.die_free[die] = done;
-        self.releases.push(std::cmp::Reverse((done, bytes)));
+        self.releases.push((done, bytes), ());
         self.durable_ns = self.durable_ns.max(done);
         self.open_fill = 0;
         done
@@ -504,7 +504,7 @@ impl Ssd {
     /// Admit `len` bytes into the write buffer no earlier than `t`; returns the admission time.
     fn admit(&mut self, t: Ns, len: u64) -> Ns {
         let mut t = t.max(self.admit_floor);
-        while let Some(std::cmp::Reverse((rt, bytes))) = self.releases.peek().copied() {
+        while let Some((rt, bytes)) = self.releases.peek_key() {
             let needed = self.buf_used + len > self.p.write_buffer_bytes;
             if rt > t && !needed {
                 break;
