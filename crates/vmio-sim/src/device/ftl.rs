@@ -225,18 +225,26 @@ impl GcWork {
     }
 }
 
-/// Fixed-width unsigned integers packed into `u64` words.
+/// Fixed-width unsigned integers packed into `u64` words (one spare word at the end, so that
+/// every value can be read and written as one 128-bit window of two words, without a branch).
 #[derive(Clone, Debug)]
 struct Packed {
     bits: u32,
+    mask: u64,
     words: Vec<u64>,
 }
 
 impl Packed {
     fn zeroed(len: u64, bits: u32) -> Self {
+        debug_assert!((1..=64).contains(&bits));
         let words = (len * bits as u64).div_ceil(64) as usize + 1;
         Self {
             bits,
+            mask: if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            },
             words: vec![0; words],
         }
     }
@@ -245,28 +253,21 @@ impl Packed {
     fn get(&self, i: u64) -> u64 {
         let bit = i * self.bits as u64;
         let (w, o) = ((bit / 64) as usize, (bit % 64) as u32);
-        let mask = (1u64 << self.bits) - 1;
-        let lo = self.words[w] >> o;
-        let v = if o + self.bits > 64 {
-            lo | (self.words[w + 1] << (64 - o))
-        } else {
-            lo
-        };
-        v & mask
+        let pair = &self.words[w..w + 2];
+        let window = pair[0] as u128 | (pair[1] as u128) << 64;
+        (window >> o) as u64 & self.mask
     }
 
     #[inline]
     fn set(&mut self, i: u64, v: u64) {
         let bit = i * self.bits as u64;
         let (w, o) = ((bit / 64) as usize, (bit % 64) as u32);
-        let mask = (1u64 << self.bits) - 1;
-        let v = v & mask;
-        self.words[w] = (self.words[w] & !(mask << o)) | (v << o);
-        if o + self.bits > 64 {
-            let hi_bits = o + self.bits - 64;
-            let hi_mask = (1u64 << hi_bits) - 1;
-            self.words[w + 1] = (self.words[w + 1] & !hi_mask) | (v >> (64 - o));
-        }
+        let pair = &mut self.words[w..w + 2];
+        let window = pair[0] as u128 | (pair[1] as u128) << 64;
+        let m = (self.mask as u128) << o;
+        let window = (window & !m) | ((v & self.mask) as u128) << o;
+        pair[0] = window as u64;
+        pair[1] = (window >> 64) as u64;
     }
 
     fn heap_bytes(&self) -> usize {
@@ -298,7 +299,6 @@ pub struct Ftl {
     word_page_mask: Option<u64>,
     clock: u64,
     stats: FtlStats,
-    scratch: Vec<u32>,
 }
 
 impl Ftl {
@@ -328,7 +328,6 @@ impl Ftl {
             }),
             clock: 0,
             stats: FtlStats::default(),
-            scratch: Vec::with_capacity(upb as usize),
             g,
         };
         for die in 0..f.g.dies {
@@ -373,8 +372,7 @@ impl Ftl {
             + self.state.capacity()
             + self.free.iter().map(|f| f.capacity() * 4).sum::<usize>()
             + self.active.capacity() * 8
-            + self.g.blocks() as usize * 16 // victim policy: list links, change time
-            + self.scratch.capacity() * 4;
+            + self.g.blocks() as usize * 16; // victim policy: list links, change time
         heap as f64 / self.g.logical_units as f64
     }
 
@@ -566,14 +564,24 @@ impl Ftl {
             return false;
         }
         let upp = self.g.units_per_page;
-        let mut units = std::mem::take(&mut self.scratch);
-        units.clear();
         let first = b * upb;
-        // Collect the valid units in slot order (clearing their validity bits) and count
-        // the pages holding at least one of them (the pages GC reads).
+        // The victim leaves the candidates. Its valid units, in slot order, move to the
+        // active block (one page per `upp` units, the last page possibly partial; a full
+        // active block is sealed and the next free one opened), each copied as soon as it is
+        // found. `read_pages` counts the victim's pages holding at least one valid unit.
+        self.valid[b as usize] = 0;
+        self.state[b as usize] = FREE;
+        let (blk, next) = self.active[die];
+        let mut cur = CopyCursor {
+            blk,
+            dst: blk * upb + next * upp,
+            end: (blk + 1) * upb,
+            start: blk * upb + next * upp,
+            copied: 0,
+        };
         let read_pages = if let Some(page_mask) = self.word_page_mask {
             // Block aligned on bitmap words and pages never straddling a word: one word
-            // (64 slots) at a time.
+            // (64 slots) at a time, clearing the victim's validity bits as it goes.
             let mut read_pages = 0;
             for w in (first / 64) as usize..((first + upb) / 64) as usize {
                 let mut bits = std::mem::take(&mut self.live[w]);
@@ -587,7 +595,8 @@ impl Ftl {
                 let base = w as u64 * 64;
                 while bits != 0 {
                     let i = bits.trailing_zeros() as u64;
-                    units.push(self.p2l.get(base + i) as u32);
+                    let u = self.p2l.get(base + i) as u32;
+                    self.gc_copy(die, &mut cur, u);
                     bits &= bits - 1;
                 }
             }
@@ -595,52 +604,24 @@ impl Ftl {
         } else {
             let mut read_pages = 0;
             for page in 0..self.g.pages_per_block {
-                let before = units.len();
+                let mut any = false;
                 for i in 0..upp {
                     let s = first + page * upp + i;
                     if self.is_live(s) {
-                        units.push(self.p2l.get(s as u64) as u32);
+                        self.live[(s / 64) as usize] &= !(1 << (s % 64));
+                        let u = self.p2l.get(s as u64) as u32;
+                        self.gc_copy(die, &mut cur, u);
+                        any = true;
                     }
                 }
-                read_pages += (units.len() > before) as u64;
-            }
-            for s in first..first + upb {
-                self.live[(s / 64) as usize] &= !(1 << (s % 64));
+                read_pages += any as u64;
             }
             read_pages
         };
-        // The victim leaves the candidates; its units move to the active block, one page
-        // per `upp` units (the last page possibly partial), whole runs of pages at a time.
-        self.valid[b as usize] = 0;
-        self.state[b as usize] = FREE;
-        let ppb = self.g.pages_per_block;
-        let mut programs = 0;
-        let mut k = 0;
-        while k < units.len() {
-            let (blk, next) = self.active[die];
-            if next >= ppb {
-                self.open_block(die)
-                    .expect("a free block is reserved for GC copies");
-                continue;
-            }
-            let left = units.len() - k;
-            let pages = (ppb - next).min(left.div_ceil(upp as usize) as u32);
-            let n = left.min((pages * upp) as usize);
-            let base = (blk * ppb + next) * upp;
-            for (i, &u) in units[k..k + n].iter().enumerate() {
-                let slot = base + i as u32;
-                self.l2p[u as usize] = slot + 1;
-                self.p2l.set(slot as u64, u as u64);
-            }
-            self.set_live_range(base, n as u32);
-            self.valid[blk as usize] += n as u32;
-            self.active[die] = (blk, next + pages);
-            programs += pages as u64;
-            k += n;
-        }
+        self.gc_close_run(die, &cur);
+        let copied = cur.copied;
+        let programs = copied.div_ceil(upp as u64);
         self.free[die].push(b);
-        let copied = units.len() as u64;
-        self.scratch = units;
         work.read_pages += read_pages;
         work.program_pages += programs;
         work.erases += 1;
@@ -650,6 +631,43 @@ impl Ftl {
         self.stats.flash_write_units += copied;
         self.stats.flash_write_pages += programs;
         true
+    }
+
+    /// GC: copy logical unit `u` to the next slot of `die`'s active block (see `gc_once`).
+    #[inline(always)]
+    fn gc_copy(&mut self, die: usize, cur: &mut CopyCursor, u: u32) {
+        if cur.dst == cur.end {
+            self.gc_next_block(die, cur);
+        }
+        self.l2p[u as usize] = cur.dst + 1;
+        self.p2l.set(cur.dst as u64, u as u64);
+        cur.dst += 1;
+        cur.copied += 1;
+    }
+
+    /// GC: the active block is full; seal it and continue in the next free block.
+    #[cold]
+    #[inline(never)]
+    fn gc_next_block(&mut self, die: usize, cur: &mut CopyCursor) {
+        self.gc_close_run(die, cur);
+        self.open_block(die)
+            .expect("a free block is reserved for GC copies");
+        let blk = self.active[die].0;
+        cur.blk = blk;
+        cur.dst = blk * self.units_per_block;
+        cur.start = cur.dst;
+        cur.end = cur.dst + self.units_per_block;
+    }
+
+    /// GC: account the slots `cur.start..cur.dst` copied into block `cur.blk` (validity bits,
+    /// valid count, the active block's next page).
+    #[inline]
+    fn gc_close_run(&mut self, die: usize, cur: &CopyCursor) {
+        let n = cur.dst - cur.start;
+        self.set_live_range(cur.start, n);
+        self.valid[cur.blk as usize] += n;
+        let used = cur.dst - cur.blk * self.units_per_block;
+        self.active[die] = (cur.blk, used.div_ceil(self.g.units_per_page));
     }
 
     /// Map every logical unit once, in the GC steady state of uniform random overwrites (see
@@ -701,6 +719,16 @@ impl Ftl {
             self.reset_die_free(die, data_blocks);
         }
     }
+}
+
+/// Where GC copies go: slots `start..dst` of block `blk` written so far in this run, `end` the
+/// block's end; `copied` units in the whole collection.
+struct CopyCursor {
+    blk: u32,
+    dst: u32,
+    end: u32,
+    start: u32,
+    copied: u64,
 }
 
 /// A seeded pseudo-random permutation of `0..n` in O(1) memory: an invertible mixer on
