@@ -318,7 +318,7 @@ impl Ftl {
             active: vec![(0, 0); g.dies],
             free: vec![Vec::new(); g.dies],
             victim: victim::build(g.policy, g.dies, g.blocks_per_die, upb),
-            word_page_mask: (upb % 64 == 0
+            word_page_mask: (upb.is_multiple_of(64)
                 && g.units_per_page <= 64
                 && g.units_per_page.is_power_of_two())
             .then(|| {
@@ -391,6 +391,15 @@ impl Ftl {
         let page = (s - 1) as u64 / self.g.units_per_page as u64;
         let die = page / (self.g.pages_per_block as u64 * self.g.blocks_per_die as u64);
         Some((die as usize, page))
+    }
+
+    /// Hint: logical unit `lpn` is about to be written (or read); start loading its mapping
+    /// entry into the cache. No effect on the state.
+    #[inline]
+    pub fn prefetch(&self, lpn: u64) {
+        if let Some(e) = self.l2p.get(lpn as usize) {
+            prefetch(e);
+        }
     }
 
     /// Invalidate logical unit `lpn` (TRIM). Out-of-range units are ignored.
@@ -719,6 +728,21 @@ impl Ftl {
             self.reset_die_free(die, data_blocks);
         }
     }
+}
+
+/// Start loading the cache line holding `*r` (a hint; no-op where unsupported).
+#[inline(always)]
+fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` only hints the cache, never faults and has no architectural
+    // effect; SSE is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            r as *const T as *const i8,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
 }
 
 /// Where GC copies go: slots `start..dst` of block `blk` written so far in this run, `end` the

@@ -78,6 +78,10 @@ pub trait Device {
     fn stats(&self) -> DeviceStats;
     /// Effective parameters (for result records), as (name, value-as-string) in a stable order.
     fn params(&self) -> Vec<(String, String)>;
+    /// Performance hint, no effect on results: a command `op` on `[offset, offset + len)` is
+    /// queued and will be submitted later, so the model may start loading the state it will
+    /// need into the CPU cache (the SSD prefetches the FTL mapping entries).
+    fn prefetch(&self, _op: Op, _offset_bytes: u64, _len_bytes: u64) {}
 }
 
 /// Device models accepted in a stack file's `[[device]] model = ...`.

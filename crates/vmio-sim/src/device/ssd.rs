@@ -615,6 +615,19 @@ impl Device for Ssd {
         self.done.next()
     }
 
+    fn prefetch(&self, op: Op, offset_bytes: u64, len_bytes: u64) {
+        if !matches!(op, Op::Read | Op::Write) || len_bytes == 0 {
+            return;
+        }
+        // One hint per cache line of mapping entries (16 units), at most 64 lines.
+        let first = offset_bytes / self.unit;
+        let last = (offset_bytes.saturating_add(len_bytes) - 1) / self.unit;
+        for u in (first..=last).step_by(16).take(64) {
+            self.ftl.prefetch(u);
+        }
+        self.ftl.prefetch(last);
+    }
+
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
         self.done
             .drain_due(now, done, &mut self.stats, &mut self.busy);
