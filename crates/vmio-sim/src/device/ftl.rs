@@ -402,6 +402,24 @@ impl Ftl {
         }
     }
 
+    /// Hint: logical unit `lpn` is about to be overwritten; start loading the state that
+    /// invalidating its current copy touches (validity word, block counters, victim links).
+    /// Reads the mapping entry (best prefetched first, see [`Self::prefetch`]). No effect on
+    /// the state.
+    #[inline]
+    pub fn prefetch_old_copy(&self, lpn: u64) {
+        if let Some(&s) = self.l2p.get(lpn as usize) {
+            if s != 0 {
+                let slot = s - 1;
+                let b = self.block_of_slot(slot) as usize;
+                prefetch(&self.live[(slot / 64) as usize]);
+                prefetch(&self.valid[b]);
+                prefetch(&self.state[b]);
+                self.victim.prefetch(b as u32);
+            }
+        }
+    }
+
     /// Invalidate logical unit `lpn` (TRIM). Out-of-range units are ignored.
     pub fn trim(&mut self, lpn: u64) {
         if let Some(s) = self.l2p.get(lpn as usize).copied() {
@@ -732,7 +750,7 @@ impl Ftl {
 
 /// Start loading the cache line holding `*r` (a hint; no-op where unsupported).
 #[inline(always)]
-fn prefetch<T>(r: &T) {
+pub(crate) fn prefetch<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `prefetcht0` only hints the cache, never faults and has no architectural
     // effect; SSE is part of the x86_64 baseline.

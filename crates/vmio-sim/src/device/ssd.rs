@@ -533,6 +533,9 @@ impl Ssd {
             let take = (self.unit - pos % self.unit).min(end - pos);
             if self.open_lpns.last() != Some(&u) {
                 self.open_lpns.push(u);
+                // Its old copy is invalidated when the page is programmed (now or at a later
+                // write): start loading what that touches.
+                self.ftl.prefetch_old_copy(u);
             }
             self.open_fill += take;
             self.open_ready = in_buffer;
@@ -622,10 +625,13 @@ impl Device for Ssd {
         // One hint per cache line of mapping entries (16 units), at most 64 lines.
         let first = offset_bytes / self.unit;
         let last = (offset_bytes.saturating_add(len_bytes) - 1) / self.unit;
-        for u in (first..=last).step_by(16).take(64) {
-            self.ftl.prefetch(u);
+        self.ftl.prefetch(first);
+        if last / 16 != first / 16 {
+            for u in (first + 16..=last).step_by(16).take(63) {
+                self.ftl.prefetch(u);
+            }
+            self.ftl.prefetch(last);
         }
-        self.ftl.prefetch(last);
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {

@@ -34,6 +34,9 @@ pub trait Victim {
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64);
     /// Remove and return the next victim among the sealed blocks of `die`.
     fn pick(&mut self, die: usize, now: u64) -> Option<u32>;
+    /// Performance hint: `block` may soon be `invalidated`; start loading its state into the
+    /// CPU cache. No effect on the choices.
+    fn prefetch(&self, _block: u32) {}
 }
 
 /// Build the policy named `name` (one of [`super::GcPolicy`]'s names).
@@ -175,6 +178,9 @@ impl Victim for Greedy {
     fn sealed(&mut self, block: u32, valid: u32, now: u64) {
         self.0.sealed(block, valid, now);
     }
+    fn prefetch(&self, block: u32) {
+        super::prefetch(&self.0.links[block as usize]);
+    }
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64) {
         self.0.invalidated(block, valid_before, now);
     }
@@ -212,6 +218,9 @@ impl Victim for CostBenefit {
     }
     fn sealed(&mut self, block: u32, valid: u32, now: u64) {
         self.0.sealed(block, valid, now);
+    }
+    fn prefetch(&self, block: u32) {
+        super::prefetch(&self.0.links[block as usize]);
     }
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64) {
         self.0.invalidated(block, valid_before, now);
