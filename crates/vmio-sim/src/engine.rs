@@ -4,14 +4,128 @@
 //! sequence number being the order of scheduling, so two runs with the same inputs process
 //! events in exactly the same order. An event is a small integer payload (kind and index
 //! packed by the caller) to keep the heap compact.
+//!
+//! The queue is a [`MinHeap`] keyed by (time, seq) packed in one `u128`. Keys here are
+//! unique (the sequence number), so the pop order is exactly the (time, seq) order whatever
+//! the heap's internal layout. The device models use the same heap for their pending
+//! completions and write-buffer releases.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use vmio_core::Ns;
+
+/// A min-heap of `(key, value)` pairs ordered by `key` (lexicographic on the two words).
+/// Entries with equal keys come out in an unspecified order: give them distinct keys (a
+/// sequence number) when the order matters.
+///
+/// A binary implicit heap like `std`'s `BinaryHeap` (pop moves the hole to the bottom, then
+/// sifts the last entry up), with the key stored as one `u128` so that each comparison is a
+/// single wide compare.
+#[derive(Clone, Debug)]
+pub struct MinHeap<T> {
+    v: Vec<(u128, T)>,
+}
+
+impl<T> Default for MinHeap<T> {
+    fn default() -> Self {
+        Self { v: Vec::new() }
+    }
+}
+
+#[inline]
+fn wide(key: (u64, u64)) -> u128 {
+    (key.0 as u128) << 64 | key.1 as u128
+}
+
+#[inline]
+fn split(k: u128) -> (u64, u64) {
+    ((k >> 64) as u64, k as u64)
+}
+
+impl<T: Copy> MinHeap<T> {
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            v: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.v.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.v.is_empty()
+    }
+
+    /// The smallest key.
+    #[inline]
+    pub fn peek_key(&self) -> Option<(u64, u64)> {
+        self.v.first().map(|e| split(e.0))
+    }
+
+    /// The smallest entry.
+    #[inline]
+    pub fn peek(&self) -> Option<((u64, u64), T)> {
+        self.v.first().map(|e| (split(e.0), e.1))
+    }
+
+    #[inline]
+    pub fn push(&mut self, key: (u64, u64), val: T) {
+        let k = wide(key);
+        let mut i = self.v.len();
+        self.v.push((k, val));
+        let v = &mut self.v[..];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if v[parent].0 <= k {
+                break;
+            }
+            v[i] = v[parent];
+            i = parent;
+        }
+        v[i] = (k, val);
+    }
+
+    /// Remove and return the smallest entry.
+    #[inline]
+    pub fn pop(&mut self) -> Option<((u64, u64), T)> {
+        let last = self.v.pop()?;
+        let v = &mut self.v[..];
+        let n = v.len();
+        if n == 0 {
+            return Some((split(last.0), last.1));
+        }
+        let top = v[0];
+        // Move the hole from the root down to a leaf along the smaller children, then sift
+        // the last entry up from there (it usually belongs near the bottom).
+        let mut i = 0;
+        let mut c = 1;
+        while c + 1 < n {
+            c += (v[c + 1].0 < v[c].0) as usize;
+            v[i] = v[c];
+            i = c;
+            c = 2 * i + 1;
+        }
+        if c + 1 == n {
+            v[i] = v[c];
+            i = c;
+        }
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if v[parent].0 <= last.0 {
+                break;
+            }
+            v[i] = v[parent];
+            i = parent;
+        }
+        v[i] = last;
+        Some((split(top.0), top.1))
+    }
+}
 
 #[derive(Default)]
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(Ns, u64, u64)>>,
+    heap: MinHeap<u64>,
     seq: u64,
     now: Ns,
     processed: u64,
@@ -33,13 +147,13 @@ impl EventQueue {
     pub fn push(&mut self, at: Ns, payload: u64) {
         let at = at.max(self.now);
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, payload)));
+        self.heap.push((at, self.seq), payload);
     }
 
     /// The next event, advancing virtual time to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, u64)> {
-        let Reverse((t, _, p)) = self.heap.pop()?;
+        let ((t, _), p) = self.heap.pop()?;
         self.now = t;
         self.processed += 1;
         Some((t, p))
@@ -73,6 +187,31 @@ mod tests {
         let order: Vec<u64> = std::iter::from_fn(|| q.pop().map(|(_, p)| p)).collect();
         assert_eq!(order, vec![2, 3, 4, 1]);
         assert_eq!(q.now(), 30);
+    }
+
+    #[test]
+    fn the_heap_pops_in_key_order() {
+        let mut h = MinHeap::default();
+        let mut x = 12345u64;
+        let mut keys = Vec::new();
+        for i in 0..2000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = (x >> 58, i);
+            keys.push(k);
+            h.push(k, i);
+            if i % 3 == 0 {
+                keys.sort();
+                let (k, v) = h.pop().unwrap();
+                assert_eq!(k, keys.remove(0));
+                assert_eq!(v, k.1);
+            }
+        }
+        keys.sort();
+        let rest: Vec<_> = std::iter::from_fn(|| h.pop().map(|(k, _)| k)).collect();
+        assert_eq!(rest, keys);
+        assert!(h.is_empty());
     }
 
     #[test]

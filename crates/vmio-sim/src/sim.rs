@@ -1030,7 +1030,9 @@ impl Sim {
                 queued_ns: now,
                 merged: Vec::new(),
             };
-            self.devs[dev].sched.insert(now, io);
+            let d = &mut self.devs[dev];
+            d.model.prefetch(op, p.offset_bytes, p.len_bytes);
+            d.sched.insert(now, io);
         }
         let vol = self.disks[disk].volume;
         // Pump each touched device once (pieces of one request are few; no allocation).

@@ -78,6 +78,10 @@ pub trait Device {
     fn stats(&self) -> DeviceStats;
     /// Effective parameters (for result records), as (name, value-as-string) in a stable order.
     fn params(&self) -> Vec<(String, String)>;
+    /// Performance hint, no effect on results: a command `op` on `[offset, offset + len)` is
+    /// queued and will be submitted later, so the model may start loading the state it will
+    /// need into the CPU cache (the SSD prefetches the FTL mapping entries).
+    fn prefetch(&self, _op: Op, _offset_bytes: u64, _len_bytes: u64) {}
 }
 
 /// Device models accepted in a stack file's `[[device]] model = ...`.
@@ -322,37 +326,33 @@ pub fn fmt_ms(ns: Ns) -> String {
     s
 }
 
-/// (time, submission order, tag, op, length).
-type Completion = (Ns, u64, u64, Op, u64);
-
 /// Time-ordered completions for models that can compute a command's completion time when it
-/// is submitted (FIFO resources, no reordering): a binary heap keyed by (time, submission
-/// order), carrying the tag and the op and length for the statistics.
+/// is submitted (FIFO resources, no reordering): a min-heap ([`crate::engine::MinHeap`])
+/// keyed by (time, submission order), carrying the tag and the op and length for the
+/// statistics.
 #[derive(Debug, Default)]
 pub(crate) struct Completions {
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<Completion>>,
+    /// Key (completion time, submission sequence); value (tag, op, bytes).
+    heap: crate::engine::MinHeap<(u64, Op, u64)>,
     seq: u64,
 }
 
 impl Completions {
     pub(crate) fn with_capacity(n: usize) -> Self {
         Self {
-            heap: std::collections::BinaryHeap::with_capacity(n),
+            heap: crate::engine::MinHeap::with_capacity(n),
             seq: 0,
         }
     }
+    #[inline]
     pub(crate) fn push(&mut self, at: Ns, cmd: &DevCmd) {
         self.seq += 1;
-        self.heap.push(std::cmp::Reverse((
-            at,
-            self.seq,
-            cmd.tag,
-            cmd.op,
-            cmd.len_bytes,
-        )));
+        self.heap
+            .push((at, self.seq), (cmd.tag, cmd.op, cmd.len_bytes));
     }
+    #[inline]
     pub(crate) fn next(&self) -> Option<Ns> {
-        self.heap.peek().map(|r| r.0 .0)
+        self.heap.peek_key().map(|k| k.0)
     }
     /// Pop every completion at or before `now` into `done`, updating `stats` and `busy`.
     pub(crate) fn drain_due(
@@ -362,11 +362,11 @@ impl Completions {
         stats: &mut DeviceStats,
         busy: &mut Busy,
     ) {
-        while let Some(r) = self.heap.peek() {
-            if r.0 .0 > now {
+        while let Some((at, _)) = self.heap.peek_key() {
+            if at > now {
                 break;
             }
-            let std::cmp::Reverse((t, _, tag, op, len)) = self.heap.pop().unwrap();
+            let ((t, _), (tag, op, len)) = self.heap.pop().unwrap();
             match op {
                 Op::Read => {
                     stats.read_ops += 1;

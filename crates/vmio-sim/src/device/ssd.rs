@@ -344,7 +344,7 @@ pub struct Ssd {
     /// Write buffer: bytes held, pending releases (time programmed, bytes), the earliest time
     /// the next write may be admitted.
     buf_used: u64,
-    releases: std::collections::BinaryHeap<std::cmp::Reverse<(Ns, u64)>>,
+    releases: crate::engine::MinHeap<()>,
     admit_floor: Ns,
     open_fill: u64,
     /// When the bytes in the open page became available (the latest write into it).
@@ -386,7 +386,7 @@ impl Ssd {
             gc_debt: vec![0; dies],
             chan_free: vec![0; p.channels as usize],
             buf_used: 0,
-            releases: std::collections::BinaryHeap::with_capacity(1024),
+            releases: crate::engine::MinHeap::with_capacity(1024),
             admit_floor: 0,
             open_fill: 0,
             open_ready: 0,
@@ -519,7 +519,7 @@ impl Ssd {
         );
         let done = xfer_end + self.p.program_latency_ns;
         self.die_free[die] = done;
-        self.releases.push(std::cmp::Reverse((done, bytes)));
+        self.releases.push((done, bytes), ());
         self.durable_ns = self.durable_ns.max(done);
         self.open_fill = 0;
         done
@@ -528,7 +528,7 @@ impl Ssd {
     /// Admit `len` bytes into the write buffer no earlier than `t`; returns the admission time.
     fn admit(&mut self, t: Ns, len: u64) -> Ns {
         let mut t = t.max(self.admit_floor);
-        while let Some(std::cmp::Reverse((rt, bytes))) = self.releases.peek().copied() {
+        while let Some((rt, bytes)) = self.releases.peek_key() {
             let needed = self.buf_used + len > self.p.write_buffer_bytes;
             if rt > t && !needed {
                 break;
@@ -557,6 +557,9 @@ impl Ssd {
             let take = (self.unit - pos % self.unit).min(end - pos);
             if self.open_lpns.last() != Some(&u) {
                 self.open_lpns.push(u);
+                // Its old copy is invalidated when the page is programmed (now or at a later
+                // write): start loading what that touches.
+                self.ftl.prefetch_old_copy(u);
             }
             self.open_fill += take;
             self.open_ready = in_buffer;
@@ -637,6 +640,22 @@ impl Device for Ssd {
 
     fn next_event_ns(&self) -> Option<Ns> {
         self.done.next()
+    }
+
+    fn prefetch(&self, op: Op, offset_bytes: u64, len_bytes: u64) {
+        if !matches!(op, Op::Read | Op::Write) || len_bytes == 0 {
+            return;
+        }
+        // One hint per cache line of mapping entries (16 units), at most 64 lines.
+        let first = offset_bytes / self.unit;
+        let last = (offset_bytes.saturating_add(len_bytes) - 1) / self.unit;
+        self.ftl.prefetch(first);
+        if last / 16 != first / 16 {
+            for u in (first + 16..=last).step_by(16).take(63) {
+                self.ftl.prefetch(u);
+            }
+            self.ftl.prefetch(last);
+        }
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {

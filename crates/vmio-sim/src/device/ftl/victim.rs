@@ -34,6 +34,9 @@ pub trait Victim {
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64);
     /// Remove and return the next victim among the sealed blocks of `die`.
     fn pick(&mut self, die: usize, now: u64) -> Option<u32>;
+    /// Performance hint: `block` may soon be `invalidated`; start loading its state into the
+    /// CPU cache. No effect on the choices.
+    fn prefetch(&self, _block: u32) {}
 }
 
 /// Build the policy named `name` (one of [`super::GcPolicy`]'s names).
@@ -67,10 +70,10 @@ pub fn build(
 struct Buckets {
     levels: u32,
     bpd: u32,
-    head: Vec<u32>,
-    tail: Vec<u32>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// Per (die, level) list: first and last block.
+    ends: Vec<(u32, u32)>,
+    /// Per block: previous and next block in its list (one cache line for both).
+    links: Vec<(u32, u32)>,
     /// Lowest level of each die that may be non-empty.
     min: Vec<u32>,
     /// Write clock of each block's last change (cost-benefit only; empty otherwise).
@@ -84,10 +87,8 @@ impl Buckets {
         Self {
             levels,
             bpd,
-            head: vec![NIL; dies * levels as usize],
-            tail: vec![NIL; dies * levels as usize],
-            prev: vec![NIL; blocks],
-            next: vec![NIL; blocks],
+            ends: vec![(NIL, NIL); dies * levels as usize],
+            links: vec![(NIL, NIL); blocks],
             min: vec![levels; dies],
             changed: if track_age {
                 vec![0; blocks]
@@ -97,56 +98,70 @@ impl Buckets {
         }
     }
 
+    #[inline]
     fn die(&self, block: u32) -> usize {
         (block / self.bpd) as usize
     }
 
+    #[inline]
     fn list(&self, die: usize, level: u32) -> usize {
         die * self.levels as usize + level as usize
     }
 
-    fn push_back(&mut self, block: u32, level: u32, now: u64) {
-        let die = self.die(block);
+    #[inline]
+    fn head(&self, die: usize, level: u32) -> u32 {
+        self.ends[self.list(die, level)].0
+    }
+
+    #[inline]
+    fn push_back(&mut self, die: usize, block: u32, level: u32, now: u64) {
         let l = self.list(die, level);
-        let t = self.tail[l];
-        self.prev[block as usize] = t;
-        self.next[block as usize] = NIL;
+        let t = self.ends[l].1;
+        self.links[block as usize] = (t, NIL);
         if t == NIL {
-            self.head[l] = block;
+            self.ends[l].0 = block;
         } else {
-            self.next[t as usize] = block;
+            self.links[t as usize].1 = block;
         }
-        self.tail[l] = block;
+        self.ends[l].1 = block;
         self.min[die] = self.min[die].min(level);
         if !self.changed.is_empty() {
             self.changed[block as usize] = now;
         }
     }
 
-    fn unlink(&mut self, block: u32, level: u32) {
-        let l = self.list(self.die(block), level);
-        let (p, n) = (self.prev[block as usize], self.next[block as usize]);
+    #[inline]
+    fn unlink(&mut self, die: usize, block: u32, level: u32) {
+        let l = self.list(die, level);
+        let (p, n) = self.links[block as usize];
         if p == NIL {
-            self.head[l] = n;
+            self.ends[l].0 = n;
         } else {
-            self.next[p as usize] = n;
+            self.links[p as usize].1 = n;
         }
         if n == NIL {
-            self.tail[l] = p;
+            self.ends[l].1 = p;
         } else {
-            self.prev[n as usize] = p;
+            self.links[n as usize].0 = p;
         }
     }
 
+    #[inline]
+    fn sealed(&mut self, block: u32, valid: u32, now: u64) {
+        self.push_back(self.die(block), block, valid, now);
+    }
+
+    #[inline]
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64) {
-        self.unlink(block, valid_before);
-        self.push_back(block, valid_before - 1, now);
+        let die = self.die(block);
+        self.unlink(die, block, valid_before);
+        self.push_back(die, block, valid_before - 1, now);
     }
 
     /// Lowest non-empty level of `die` (updating the hint), if any.
     fn lowest(&mut self, die: usize) -> Option<u32> {
         let mut lv = self.min[die];
-        while lv < self.levels && self.head[self.list(die, lv)] == NIL {
+        while lv < self.levels && self.head(die, lv) == NIL {
             lv += 1;
         }
         self.min[die] = lv;
@@ -161,15 +176,18 @@ impl Victim for Greedy {
         "greedy"
     }
     fn sealed(&mut self, block: u32, valid: u32, now: u64) {
-        self.0.push_back(block, valid, now);
+        self.0.sealed(block, valid, now);
+    }
+    fn prefetch(&self, block: u32) {
+        super::prefetch(&self.0.links[block as usize]);
     }
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64) {
         self.0.invalidated(block, valid_before, now);
     }
     fn pick(&mut self, die: usize, _now: u64) -> Option<u32> {
         let lv = self.0.lowest(die)?;
-        let b = self.0.head[self.0.list(die, lv)];
-        self.0.unlink(b, lv);
+        let b = self.0.head(die, lv);
+        self.0.unlink(die, b, lv);
         Some(b)
     }
 }
@@ -199,7 +217,10 @@ impl Victim for CostBenefit {
         "cost-benefit"
     }
     fn sealed(&mut self, block: u32, valid: u32, now: u64) {
-        self.0.push_back(block, valid, now);
+        self.0.sealed(block, valid, now);
+    }
+    fn prefetch(&self, block: u32) {
+        super::prefetch(&self.0.links[block as usize]);
     }
     fn invalidated(&mut self, block: u32, valid_before: u32, now: u64) {
         self.0.invalidated(block, valid_before, now);
@@ -210,7 +231,7 @@ impl Victim for CostBenefit {
         let units = (b.levels - 1) as f64;
         let mut best: Option<(f64, u32, u32)> = None;
         for lv in lowest..b.levels {
-            let h = b.head[b.list(die, lv)];
+            let h = b.head(die, lv);
             if h == NIL {
                 continue;
             }
@@ -226,7 +247,7 @@ impl Victim for CostBenefit {
             }
         }
         let (_, h, lv) = best?;
-        b.unlink(h, lv);
+        b.unlink(die, h, lv);
         Some(h)
     }
 }
