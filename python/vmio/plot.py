@@ -35,7 +35,7 @@ def _x_of(value: str) -> float:
 
 def study_figure(res: StudyResult, path: Path) -> None:
     """Write the study's figure to `path` (PNG)."""
-    from vmio.study import Axis, quantity_unit, quantity_value
+    from vmio.study import Axis, quantity_title, quantity_value
 
     exp = res.experiment
     axes = {a.name: a for a in exp.axes_for(res.quick)}
@@ -120,14 +120,7 @@ def study_figure(res: StudyResult, path: Path) -> None:
         if title:
             ax.set_title(title, fontsize=10)
         if ci == 0:
-            unit = quantity_unit(quantity)
-            if quantity == "total":
-                ylabel = "bandwidth, MB/s"
-            elif quantity.startswith("bw:"):
-                ylabel = f"bandwidth of {quantity[3:]}, MB/s"
-            else:
-                ylabel = f"{quantity}{f', {unit}' if unit else ''}"
-            ax.set_ylabel(ylabel)
+            ax.set_ylabel(quantity_title(quantity, short=True))
         if ri == nrows - 1:
             ax.set_xlabel(f"{x_axis.name} (log2)" if not positional else x_axis.name)
     handles, labels = grid[0][0].get_legend_handles_labels()

@@ -117,6 +117,31 @@ def quantity_unit(quantity: str) -> str:
     return "%" if quantity == "error_rate_pct" else ""
 
 
+def quantity_title(quantity: str, short: bool = False) -> str:
+    """What a quantity is, for a table title (or, `short`, an axis label)."""
+    unit = "" if short else " (1 MB = 1e6 bytes)"
+    if quantity == "total":
+        return "bandwidth, MB/s" + ("" if short else " (read + write; 1 MB = 1e6 bytes)")
+    if quantity in QUANTITIES:
+        return f"{quantity} bandwidth, MB/s{unit}"
+    if quantity == "error_rate_pct":
+        return (
+            "error rate, %"
+            if short
+            else ("error rate of the bandwidth shares, % (vmio.share.error_rate_pct)")
+        )
+    if quantity == "jain":
+        return "Jain's index" if short else "Jain's fairness index of the bandwidth shares"
+    if quantity.startswith("bw:"):
+        return f"bandwidth of {quantity[len('bw:') :]}, MB/s{unit}"
+    vm = quantity[len("ratio:") :]
+    return (
+        f"bw({vm}) / bw(lightest)"
+        if short
+        else (f"bandwidth of {vm} / bandwidth of the lightest-weight VM")
+    )
+
+
 def format_quantity(value: float, quantity: str) -> str:
     if quantity in QUANTITIES or quantity.startswith("bw:"):
         return report.format_mb_s(value)
@@ -1021,18 +1046,7 @@ def grid_tables(res: StudyResult) -> str:
 
 
 def _grid_tables(res, quantity, rows_axes, col_axis, table_axis, by_coords, order) -> list[str]:
-    if quantity == "total":
-        what = "bandwidth, MB/s (read + write; 1 MB = 1e6 bytes)"
-    elif quantity in QUANTITIES:
-        what = f"{quantity} bandwidth, MB/s (1 MB = 1e6 bytes)"
-    elif quantity == "error_rate_pct":
-        what = "error rate of the bandwidth shares, % (vmio.share.error_rate_pct)"
-    elif quantity == "jain":
-        what = "Jain's fairness index of the bandwidth shares"
-    elif quantity.startswith("bw:"):
-        what = f"bandwidth of {quantity[len('bw:') :]}, MB/s (1 MB = 1e6 bytes)"
-    else:
-        what = f"bandwidth of {quantity[len('ratio:') :]} / bandwidth of the lightest-weight VM"
+    what = quantity_title(quantity)
     chunks: list[str] = []
     for tvalue in table_axis.values if table_axis else [None]:
         header = ["/".join(a.name for a in rows_axes), *col_axis.values]
