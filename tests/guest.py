@@ -90,6 +90,7 @@ def build_initramfs(script: str, path: Path) -> Path:
     init += "sync\npoweroff -f\n"
     d, f = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o755
     entries = [("bin", d, b""), ("lib", d, b""), ("proc", d, b""), ("sys", d, b"")]
+    entries += [("tmp", stat.S_IFDIR | 0o1777, b"")]
     entries += [("dev", d, b""), ("init", f, init.encode())]
     entries.append(("bin/busybox", f, BUSYBOX.read_bytes()))
     entries += [(f"lib/{m.name}", stat.S_IFREG | 0o644, m.read_bytes()) for m in modules]
@@ -135,10 +136,11 @@ def run_guest(drive: str, script: str, workdir: Path, timeout: float = 300.0) ->
 
 def between_markers(console: str) -> list[str]:
     """The lines the script printed (between the guest's begin and end markers)."""
+    # The firmware's terminal escapes may share the marker's line.
     lines = console.replace("\r", "").splitlines()
     try:
-        start = lines.index("VMIO-GUEST-BEGIN")
-        end = lines.index("VMIO-GUEST-END")
-    except ValueError:
+        start = next(i for i, line in enumerate(lines) if line.endswith("VMIO-GUEST-BEGIN"))
+        end = next(i for i, line in enumerate(lines) if line.endswith("VMIO-GUEST-END"))
+    except StopIteration:
         raise AssertionError(f"the guest did not run its script; console:\n{console}") from None
     return lines[start + 1 : end]
