@@ -31,10 +31,9 @@ use vmio_core::sched::IoScheduler;
 use vmio_core::stack::Stack;
 use vmio_core::volume::Piece;
 
-/// Where a finished request's reply goes (a connection's writer).
+/// Where a finished request goes for its reply (a connection's writer).
 pub trait ReplySink: Send + Sync {
-    /// Send a reply; `payload` is the read data (only on success of a READ).
-    fn reply(&self, error: u32, cookie: u64, payload: Option<&[u8]>);
+    fn complete(&self, req: Arc<Request>);
 }
 
 /// One NBD request in flight.
@@ -81,6 +80,20 @@ impl Request {
             remaining: AtomicUsize::new(0),
             error: AtomicU32::new(0),
             touched: Default::default(),
+        }
+    }
+
+    /// The NBD error value of the reply (0: success).
+    pub fn error(&self) -> u32 {
+        self.error.load(Ordering::Relaxed)
+    }
+
+    /// The reply's payload: the data of a successful READ.
+    pub fn payload(&self) -> &[u8] {
+        if self.command == Command::Read && self.error() == 0 {
+            self.buf.as_slice()
+        } else {
+            &[]
         }
     }
 }
@@ -389,6 +402,5 @@ fn finish(req: &Arc<Request>) {
         Command::WriteZeroes { .. } => drop(s.zero_ops.fetch_add(1, r)),
         Command::Disc => {}
     }
-    let payload = (req.command == Command::Read && error == 0).then(|| req.buf.as_slice());
-    req.sink.reply(error, req.cookie, payload);
+    req.sink.complete(req.clone());
 }

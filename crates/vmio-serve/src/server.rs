@@ -3,9 +3,10 @@
 //! One thread accepts on a Unix socket (the default) or on TCP bound to 127.0.0.1. Each
 //! connection gets a reader thread that runs the handshake and then reads requests and
 //! submits them to the [`Dispatcher`] without waiting for their completion (up to
-//! [`MAX_INFLIGHT`] in flight per connection); the I/O worker that finishes a request writes
-//! its reply under the connection's writer lock (header and payload in one `writev`). A
-//! protocol violation closes only that connection.
+//! [`MAX_INFLIGHT`] in flight per connection), and a writer thread that sends the replies of
+//! finished requests, batching the ready ones (headers and payloads) into one `writev`. A
+//! protocol violation closes only that connection; a client that stops reading its replies
+//! only stalls itself.
 //!
 //! SIGINT/SIGTERM: stop accepting, stop reading requests (`shutdown(SHUT_RD)` on every
 //! connection), let the requests in flight complete and reply, flush every export (its cache
@@ -139,33 +140,22 @@ impl Write for Stream {
     }
 }
 
-/// A connection's writer, shared by the I/O workers that reply on it.
+/// A reply for the connection's writer thread.
+enum Out {
+    Done(Arc<Request>),
+    Error { errno: u32, cookie: u64 },
+    Stop,
+}
+
+/// The reply side of a connection: I/O workers hand finished requests to the connection's
+/// writer thread, so that a client that does not read its replies never blocks a worker.
 struct ConnOut {
-    stream: Mutex<Stream>,
-    broken: AtomicBool,
+    tx: crossbeam_channel::Sender<Out>,
     inflight: Mutex<usize>,
     drained: Condvar,
 }
 
 impl ConnOut {
-    fn send(&self, header: &[u8], payload: &[u8]) {
-        if self.broken.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut s = self.stream.lock().unwrap();
-        let mut bufs = [IoSlice::new(header), IoSlice::new(payload)];
-        let mut bufs: &mut [IoSlice] = &mut bufs;
-        while !bufs.is_empty() {
-            match s.write_vectored(bufs) {
-                Ok(0) | Err(_) => {
-                    self.broken.store(true, Ordering::Relaxed);
-                    s.shutdown(std::net::Shutdown::Both);
-                    return;
-                }
-                Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            }
-        }
-    }
     fn acquire(&self) {
         let mut n = self.inflight.lock().unwrap();
         while *n >= MAX_INFLIGHT {
@@ -173,8 +163,8 @@ impl ConnOut {
         }
         *n += 1;
     }
-    fn release(&self) {
-        *self.inflight.lock().unwrap() -= 1;
+    fn release(&self, k: usize) {
+        *self.inflight.lock().unwrap() -= k;
         self.drained.notify_all();
     }
     fn drain(&self) {
@@ -183,12 +173,78 @@ impl ConnOut {
             n = self.drained.wait(n).unwrap();
         }
     }
+    fn error(&self, errno: u32, cookie: u64) {
+        self.acquire();
+        let _ = self.tx.send(Out::Error { errno, cookie });
+    }
 }
 
 impl ReplySink for ConnOut {
-    fn reply(&self, error: u32, cookie: u64, payload: Option<&[u8]>) {
-        self.send(&tx::simple_reply(error, cookie), payload.unwrap_or(&[]));
-        self.release();
+    fn complete(&self, req: Arc<Request>) {
+        let _ = self.tx.send(Out::Done(req));
+    }
+}
+
+/// Write replies as they come, batching whatever is ready into one `writev`.
+fn writer(mut s: Stream, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>) {
+    const BATCH: usize = 64;
+    let mut broken = false;
+    let mut batch: Vec<Out> = Vec::with_capacity(BATCH);
+    let mut headers: Vec<[u8; 16]> = Vec::with_capacity(BATCH);
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(o) => batch.push(o),
+                Err(_) => break,
+            }
+        }
+        let stop = batch.iter().any(|o| matches!(o, Out::Stop));
+        headers.clear();
+        for o in &batch {
+            match o {
+                Out::Done(r) => headers.push(tx::simple_reply(r.error(), r.cookie)),
+                Out::Error { errno, cookie } => headers.push(tx::simple_reply(*errno, *cookie)),
+                Out::Stop => {}
+            }
+        }
+        if !broken {
+            let mut slices = Vec::with_capacity(2 * BATCH);
+            let mut h = headers.iter();
+            for o in &batch {
+                match o {
+                    Out::Done(r) => {
+                        slices.push(IoSlice::new(h.next().expect("one header per reply")));
+                        if !r.payload().is_empty() {
+                            slices.push(IoSlice::new(r.payload()));
+                        }
+                    }
+                    Out::Error { .. } => {
+                        slices.push(IoSlice::new(h.next().expect("one header per reply")))
+                    }
+                    Out::Stop => {}
+                }
+            }
+            let mut bufs: &mut [IoSlice] = &mut slices;
+            while !bufs.is_empty() {
+                match s.write_vectored(bufs) {
+                    Ok(n) if n > 0 => IoSlice::advance_slices(&mut bufs, n),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    _ => {
+                        // The client is gone: keep consuming replies so the reader drains.
+                        broken = true;
+                        s.shutdown(std::net::Shutdown::Both);
+                        break;
+                    }
+                }
+            }
+        }
+        let n = batch.iter().filter(|o| !matches!(o, Out::Stop)).count();
+        batch.clear();
+        out.release(n);
+        if stop {
+            break;
+        }
     }
 }
 
@@ -539,19 +595,23 @@ fn connection(mut s: Stream, sh: &Arc<Shared>) -> io::Result<()> {
     let Some(export) = handshake(&mut s, sh)? else {
         return Ok(());
     };
+    let (txc, rx) = crossbeam_channel::unbounded();
     let out = Arc::new(ConnOut {
-        stream: Mutex::new(s.try_clone()?),
-        broken: AtomicBool::new(false),
+        tx: txc,
         inflight: Mutex::new(0),
         drained: Condvar::new(),
     });
+    let ws = s.try_clone()?;
+    let out2 = out.clone();
+    let w = std::thread::Builder::new()
+        .name("vmio-writer".into())
+        .spawn(move || writer(ws, rx, out2))?;
     let mut rd = BufReader::with_capacity(64 << 10, s);
     let r = transmission(&mut rd, &export, &out, sh);
     out.drain();
-    out.stream
-        .lock()
-        .unwrap()
-        .shutdown(std::net::Shutdown::Both);
+    let _ = out.tx.send(Out::Stop);
+    let _ = w.join();
+    rd.get_ref().shutdown(std::net::Shutdown::Both);
     r
 }
 
@@ -578,8 +638,7 @@ fn transmission(
                     return Ok(());
                 }
                 export.stats.errors.fetch_add(1, Ordering::Relaxed);
-                out.acquire();
-                out.reply(errno, h.cookie, None);
+                out.error(errno, h.cookie);
                 continue;
             }
         };
@@ -600,8 +659,7 @@ fn transmission(
             }
         }
         if sh.shutdown.load(Ordering::Relaxed) {
-            out.acquire();
-            out.reply(proto::ESHUTDOWN, h.cookie, None);
+            out.error(proto::ESHUTDOWN, h.cookie);
             continue;
         }
         out.acquire();
