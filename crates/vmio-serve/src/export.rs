@@ -347,7 +347,7 @@ pub fn open_exports(
 }
 
 /// Find an export by NBD name: `VM/DISK`, `VM` (its first disk) or "" (the first export).
-pub fn find<'a>(exports: &'a [std::sync::Arc<Export>], name: &str) -> Option<usize> {
+pub fn find(exports: &[std::sync::Arc<Export>], name: &str) -> Option<usize> {
     if name.is_empty() {
         return (!exports.is_empty()).then_some(0);
     }
@@ -359,7 +359,9 @@ pub fn find<'a>(exports: &'a [std::sync::Arc<Export>], name: &str) -> Option<usi
 }
 
 fn aligned(off: u64, len: usize, ptr: *const u8) -> bool {
-    off % ALIGN_BYTES as u64 == 0 && len % ALIGN_BYTES == 0 && ptr as usize % ALIGN_BYTES == 0
+    off.is_multiple_of(ALIGN_BYTES as u64)
+        && len.is_multiple_of(ALIGN_BYTES)
+        && (ptr as usize).is_multiple_of(ALIGN_BYTES)
 }
 
 impl Export {

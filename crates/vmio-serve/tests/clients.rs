@@ -14,11 +14,17 @@ fn nbdinfo_lists_every_vm_disk_as_an_export() {
         return;
     }
     let dir = tempdir("nbdinfo");
-    let srv = Server::start(&dir, &stack("linear", "16m", 8 << 20, &["none", "writeback"]));
+    let srv = Server::start(
+        &dir,
+        &stack("linear", "16m", 8 << 20, &["none", "writeback"]),
+    );
     let out = run(Command::new("nbdinfo").arg("--list").arg(srv.uri("")));
     assert!(out.contains("export=\"vm1/disk0\""), "{out}");
     assert!(out.contains("export=\"vm2/disk0\""), "{out}");
-    assert!(out.contains("can_multi_conn: true") && out.contains("can_fua: true"), "{out}");
+    assert!(
+        out.contains("can_multi_conn: true") && out.contains("can_fua: true"),
+        "{out}"
+    );
     let size = run(Command::new("nbdinfo").arg("--size").arg(srv.uri("vm2")));
     assert_eq!(size.trim(), (8u64 << 20).to_string());
 }
@@ -52,13 +58,18 @@ fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged() {
         return;
     }
     let dir = tempdir("copy");
-    let srv = Server::start(&dir, &stack("raid0", "16m", 4 << 20, &["none", "writeback"]));
+    let srv = Server::start(
+        &dir,
+        &stack("raid0", "16m", 4 << 20, &["none", "writeback"]),
+    );
     let src = dir.join("src.raw");
     let data: Vec<u8> = (0..4u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(&src, &data).unwrap();
-    let info = run(Command::new("qemu-img").arg("info").arg(srv.uri("vm1/disk0")));
+    let info = run(Command::new("qemu-img")
+        .arg("info")
+        .arg(srv.uri("vm1/disk0")));
     assert!(info.contains("4 MiB"), "{info}");
     run(Command::new("qemu-img")
         .args(["convert", "-n", "-f", "raw", "-O", "raw"])
@@ -69,11 +80,19 @@ fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged() {
         .args(["convert", "-f", "raw", "-O", "raw"])
         .arg(srv.uri("vm1/disk0"))
         .arg(&back));
-    assert!(std::fs::read(&back).unwrap() == data, "qemu-img round trip differs");
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "qemu-img round trip differs"
+    );
     run(Command::new("nbdcopy").arg(&src).arg(srv.uri("vm2/disk0")));
     let back2 = dir.join("back2.raw");
-    run(Command::new("nbdcopy").arg(srv.uri("vm2/disk0")).arg(&back2));
-    assert!(std::fs::read(&back2).unwrap() == data, "nbdcopy round trip differs");
+    run(Command::new("nbdcopy")
+        .arg(srv.uri("vm2/disk0"))
+        .arg(&back2));
+    assert!(
+        std::fs::read(&back2).unwrap() == data,
+        "nbdcopy round trip differs"
+    );
 }
 
 /// fio verify=crc32c with random 4k..64k writes at queue depth 16 on every cache mode.

@@ -8,7 +8,10 @@ use vmio_serve::proto::{self, *};
 
 fn server(tag: &str) -> (Server, std::path::PathBuf) {
     let dir = tempdir(tag);
-    let srv = Server::start(&dir, &stack("stripe", "8m", 4 << 20, &["none", "writeback"]));
+    let srv = Server::start(
+        &dir,
+        &stack("stripe", "8m", 4 << 20, &["none", "writeback"]),
+    );
     let sock = srv.socket.clone();
     (srv, sock)
 }

@@ -106,7 +106,10 @@ impl Server {
                     .unwrap();
                 panic!("server exited with {st}: {err}");
             }
-            assert!(t.elapsed() < Duration::from_secs(20), "server did not start");
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "server did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         s
@@ -212,7 +215,10 @@ impl Raw {
     pub fn option_reply(&mut self) -> (u32, Vec<u8>) {
         let mut h = [0u8; 20];
         self.s.read_exact(&mut h).unwrap();
-        assert_eq!(u64::from_be_bytes(h[0..8].try_into().unwrap()), proto::REPLY_MAGIC);
+        assert_eq!(
+            u64::from_be_bytes(h[0..8].try_into().unwrap()),
+            proto::REPLY_MAGIC
+        );
         let ty = u32::from_be_bytes(h[12..16].try_into().unwrap());
         let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
         let mut d = vec![0u8; len as usize];
