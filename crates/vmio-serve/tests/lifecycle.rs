@@ -101,12 +101,11 @@ fn flushed_data_survives_kill_9_in_every_mode_but_unsafe() {
     srv.signal(libc::SIGKILL);
     drop(srv);
     let a = backing(&dir, 0);
-    for i in 0..modes.len() {
+    for (i, mode) in modes.iter().enumerate() {
         let base = i * (2 << 20);
         assert!(
             a[base..base + 65536].iter().all(|&b| b == 0x5a + i as u8),
-            "{}",
-            modes[i]
+            "{mode}"
         );
         assert!(a[base + 65536..base + 69632].iter().all(|&b| b == 0xa5));
     }
