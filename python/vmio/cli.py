@@ -166,8 +166,9 @@ Runs fio's nbd engine (4k randread QD32, 1M sequential read QD4, 4k randwrite QD
 vmio serve (cache=none), qemu-nbd --cache=none --aio=threads and nbdkit file cache=none, all
 on Unix sockets over the same IMAGE (created with random data when missing), and prints IOPS,
 MB/s, p99 completion latency and vmio's IOPS ratio to each. Then four fio jobs read four
-exports with weights 1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq and the bandwidth
-ratios are printed. IMAGE must be on a file system with O_DIRECT.
+exports with weights 1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq
+(bw_window = 2 s), and the bandwidth ratios are printed. IMAGE must be on a file system
+with O_DIRECT.
 
 examples:
   vmio bench serve /var/tmp/bench.img
@@ -358,6 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
     bsv.add_argument(
         "--runtime", type=_positive, default=10, metavar="S", help="seconds per fio run"
     )
+    bsv.add_argument(
+        "--share-runtime",
+        type=_positive,
+        default=30,
+        metavar="S",
+        help="seconds of each weighted-sharing run (default 30)",
+    )
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
     return p
@@ -497,12 +505,13 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         args.size,
         args.runtime,
         lambda m: print(f"vmio: bench serve: {m}", file=sys.stderr, flush=True),
+        share_s=args.share_runtime,
     )
     header = ["workload", "server", "IOPS", "MB/s", "p99 us", "vmio/qemu-nbd", "vmio/nbdkit"]
     print(report.text_table(header, rows, align="llrrrrr"))
     print()
-    header = ["export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
-    print(report.text_table(header, share, align="lrrrr"))
+    header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
+    print(report.text_table(header, share, align="llrrrr"))
     print(
         "\nIOPS, MB/s (1 MB = 1e6 bytes) and p99 completion latency are fio's (nbd engine, "
         "Unix sockets); ratios are of IOPS. Ratios are to the lightest export (weight 100)."

@@ -174,7 +174,7 @@ def _stack(image: Path, disks: int, scheduler: str, weights: tuple[int, ...]) ->
     text = (
         f'[[device]]\nname = "img"\nmodel = "ssd"\npath = "{image}"\n'
         f'[[volume]]\nname = "data"\nlayout = "single"\ndevices = ["img"]\n'
-        f'[scheduler]\nname = "{scheduler}"\n'
+        f'[scheduler]\nname = "{scheduler}"\n' + ("bw_window = 2\n" if scheduler == "mcfq" else "")
     )
     for i in range(disks):
         text += (
@@ -201,6 +201,7 @@ def bench_serve(
     runtime_s: int,
     log: Callable[[str], None],
     servers: tuple[str, ...] = ("vmio", "qemu-nbd", "nbdkit"),
+    share_s: int = 30,
 ) -> tuple[list[list[str]], list[list[str]]]:
     """Run the comparison and the weighted-sharing measurement; returns two tables' rows."""
     for tool in ("fio", *[s for s in servers if s != "vmio"]):
@@ -261,24 +262,26 @@ def bench_serve(
                         *ratios,
                     ]
                 )
-        log(f"vmio cfq weighted sharing: 4 exports, weights {WEIGHTS}")
-        proc, sock = _vmio_server(tmp, _stack(image, 4, "cfq", WEIGHTS), "cfq")
-        try:
-            jobs = [(f"vm{i + 1}", f"nbd+unix:///vm{i + 1}?socket={sock}") for i in range(4)]
-            case = Case("4k randread QD32", "randread", "4k", 32)
-            res = _fio(jobs, case, runtime_s, size // 4)
-        finally:
-            _stop(proc)
-        bws = [float(j["read"]["bw_bytes"]) for j in res]
         share = []
-        for i, (w, bw) in enumerate(zip(WEIGHTS, bws, strict=True)):
-            share.append(
-                [
-                    f"vm{i + 1}",
-                    str(w),
-                    f"{bw / 1e6:.2f}",
-                    f"{w / WEIGHTS[-1]:.1f}",
-                    f"{bw / bws[-1]:.2f}" if bws[-1] > 0 else "-",
-                ]
-            )
+        for sched in ("cfq", "mcfq"):
+            log(f"vmio {sched} weighted sharing: 4 exports, weights {WEIGHTS} ({share_s} s)")
+            proc, sock = _vmio_server(tmp, _stack(image, 4, sched, WEIGHTS), sched)
+            try:
+                jobs = [(f"vm{i + 1}", f"nbd+unix:///vm{i + 1}?socket={sock}") for i in range(4)]
+                case = Case("4k randread QD32", "randread", "4k", 32)
+                res = _fio(jobs, case, share_s, size // 4)
+            finally:
+                _stop(proc)
+            bws = [float(j["read"]["bw_bytes"]) for j in res]
+            for i, (w, bw) in enumerate(zip(WEIGHTS, bws, strict=True)):
+                share.append(
+                    [
+                        sched,
+                        f"vm{i + 1}",
+                        str(w),
+                        f"{bw / 1e6:.2f}",
+                        f"{w / WEIGHTS[-1]:.1f}",
+                        f"{bw / bws[-1]:.2f}" if bws[-1] > 0 else "-",
+                    ]
+                )
     return rows, share

@@ -36,6 +36,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use thiserror::Error;
 use vmio_core::cache::CacheMode;
 use vmio_core::stack::{Stack, StackError};
@@ -79,30 +80,83 @@ pub enum ExportError {
 pub struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
+    /// Bytes allocated (a multiple of [`ALIGN_BYTES`]).
+    cap: usize,
+    /// Return the allocation to [`POOL`] when dropped.
+    pooled: bool,
 }
 
 // The buffer is plain memory owned by this value.
 unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
+/// Size classes of recycled payload buffers: 4 KiB, 8 KiB, ... 32 MiB.
+const POOL_CLASSES: usize = 14;
+/// Free buffers (addresses) per size class, so that the hot path neither allocates nor
+/// zeroes: a recycled buffer is always overwritten in full (by the payload of a WRITE, or by
+/// the pieces of a READ) before any byte of it is sent.
+static POOL: [Mutex<Vec<usize>>; POOL_CLASSES] = [const { Mutex::new(Vec::new()) }; POOL_CLASSES];
+
+fn pool_keep(class: usize) -> usize {
+    // At most 1 MiB of 4 KiB buffers... and 64 MiB of the largest: about 8 MiB per class
+    // on average, enough for the buffers of a few connections at queue depth 32.
+    if class <= 4 {
+        256
+    } else {
+        (64usize << 20 >> (class + 12)).max(2)
+    }
+}
+
 impl AlignedBuf {
     pub fn zeroed(len: usize) -> Self {
-        if len == 0 {
+        let cap = len.div_ceil(ALIGN_BYTES) * ALIGN_BYTES;
+        Self::alloc(len, cap, false)
+    }
+
+    /// A buffer of `len` bytes from the pool of recycled buffers; its content is
+    /// unspecified (zeros or an earlier payload) until the caller writes it.
+    pub fn pooled(len: usize) -> Self {
+        let cap = len.max(ALIGN_BYTES).next_power_of_two();
+        let class = (cap.trailing_zeros() - ALIGN_BYTES.trailing_zeros()) as usize;
+        if class >= POOL_CLASSES {
+            return Self::zeroed(len);
+        }
+        if let Some(addr) = POOL[class].lock().unwrap().pop() {
+            return Self {
+                ptr: addr as *mut u8,
+                len,
+                cap,
+                pooled: true,
+            };
+        }
+        Self::alloc(len, cap, true)
+    }
+
+    fn alloc(len: usize, cap: usize, pooled: bool) -> Self {
+        if cap == 0 {
             return Self {
                 ptr: ALIGN_BYTES as *mut u8,
                 len: 0,
+                cap: 0,
+                pooled: false,
             };
         }
-        let layout = Self::layout(len);
+        let layout = Self::layout(cap);
         // SAFETY: layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        Self { ptr, len }
+        Self {
+            ptr,
+            len,
+            cap,
+            pooled,
+        }
     }
-    fn layout(len: usize) -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(len.div_ceil(ALIGN_BYTES) * ALIGN_BYTES, ALIGN_BYTES)
+
+    fn layout(cap: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(cap, ALIGN_BYTES)
             .expect("payloads are capped at 32 MiB")
     }
     pub fn len(&self) -> usize {
@@ -134,10 +188,19 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.len > 0 {
-            // SAFETY: allocated in `zeroed` with the same layout.
-            unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.len)) }
+        if self.cap == 0 {
+            return;
         }
+        if self.pooled {
+            let class = (self.cap.trailing_zeros() - ALIGN_BYTES.trailing_zeros()) as usize;
+            let mut free = POOL[class].lock().unwrap();
+            if free.len() < pool_keep(class) {
+                free.push(self.ptr as usize);
+                return;
+            }
+        }
+        // SAFETY: allocated in `alloc` with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.cap)) }
     }
 }
 
@@ -491,6 +554,23 @@ mod tests {
         assert_eq!(b.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
         assert!(b.as_slice().iter().all(|&x| x == 0));
         assert!(AlignedBuf::zeroed(0).is_empty());
+    }
+
+    #[test]
+    fn pooled_buffers_are_aligned_recycled_and_sized_as_asked() {
+        let a = AlignedBuf::pooled(5000);
+        assert_eq!(a.len(), 5000);
+        assert_eq!(a.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
+        let addr = a.as_slice().as_ptr() as usize;
+        drop(a);
+        let b = AlignedBuf::pooled(8192);
+        assert_eq!(
+            b.as_slice().as_ptr() as usize,
+            addr,
+            "the 8 KiB class is reused"
+        );
+        assert_eq!(AlignedBuf::pooled(0).len(), 0);
+        assert_eq!(AlignedBuf::pooled(33 << 20).len(), 33 << 20);
     }
 
     #[test]

@@ -649,7 +649,7 @@ fn transmission(
             Command::Read | Command::Write => h.len as usize,
             _ => 0,
         };
-        let mut buf = AlignedBuf::zeroed(buf_len);
+        let mut buf = AlignedBuf::pooled(buf_len);
         if checked.command == Command::Write {
             match rd.read_exact(buf.as_mut_slice()) {
                 Ok(()) => {}

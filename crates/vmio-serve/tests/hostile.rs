@@ -174,3 +174,31 @@ fn many_requests_in_flight_on_one_connection_all_get_their_own_reply() {
     }
     sender.join().unwrap();
 }
+
+#[test]
+fn a_client_that_never_reads_its_replies_does_not_stall_the_others() {
+    let (_srv, sock) = server("stall");
+    let (mut greedy, _) = Raw::go(&sock, "vm1/disk0");
+    greedy
+        .s
+        .set_write_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    // Ask for far more reply data than the socket buffers hold, and never read it.
+    for k in 0..200 {
+        let h = vmio_serve::proto::transmission::RequestHeader {
+            flags: 0,
+            cmd: CMD_READ,
+            cookie: k,
+            offset: 0,
+            len: 1 << 20,
+        };
+        if greedy.s.write_all(&h.encode()).is_err() {
+            break;
+        }
+    }
+    for _ in 0..3 {
+        still_serves(&sock);
+    }
+    drop(greedy);
+    still_serves(&sock);
+}
