@@ -105,7 +105,7 @@ fn fio_verify(layout: &str) {
     let srv = Server::start(&dir, &stack(layout, dev, 8 << 20, &MODES));
     let mut job = String::from(
         "[global]\nioengine=nbd\nrw=randwrite\nbsrange=4k-64k\niodepth=16\nsize=8m\n\
-         verify=crc32c\nverify_fatal=1\ndo_verify=1\nrandrepeat=1\n",
+         verify=crc32c\nverify_fatal=1\ndo_verify=1\nrandrepeat=1\nverify_state_save=0\n",
     );
     for i in 1..=MODES.len() {
         job += &format!("[vm{i}]\nuri={}\n", srv.uri(&format!("vm{i}/disk0")));
