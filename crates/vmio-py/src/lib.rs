@@ -1,5 +1,5 @@
 //! Python bindings of vmio (module `vmio._native`). The only crate that uses PyO3: it converts
-//! arguments, releases the GIL around the simulation, and turns every Rust error into one
+//! arguments, releases the GIL around the simulation and the NBD server, and turns every Rust error into one
 //! `VmioError` whose message is already user-facing. Docs, typing and the CLI live in Python.
 
 // pyo3 0.22's #[pyfunction] expansion trips this lint on every PyResult return.
@@ -109,6 +109,46 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Serve the stack's VM disks over NBD until SIGINT/SIGTERM (the GIL is released meanwhile).
+/// Prints `vmio: serving EXPORTS on ADDRESS` on stderr once listening; returns the final
+/// per-export statistics as JSON text.
+#[pyfunction]
+#[pyo3(signature = (stack_path, socket=None, tcp=None, create=false, stats_file=None, queue_depth=32, workers=32))]
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    py: Python<'_>,
+    stack_path: &str,
+    socket: Option<&str>,
+    tcp: Option<u16>,
+    create: bool,
+    stats_file: Option<&str>,
+    queue_depth: usize,
+    workers: usize,
+) -> PyResult<String> {
+    use vmio_serve::{Config, Listen};
+    let listen = match (socket, tcp) {
+        (Some(_), Some(_)) => return Err(err("give only one of socket and tcp")),
+        (_, Some(port)) => Listen::Tcp(port),
+        (s, None) => Listen::Unix(s.unwrap_or("vmio.sock").into()),
+    };
+    let mut cfg = Config::new(stack_path, listen);
+    cfg.create = create;
+    cfg.stats_file = stats_file.map(Into::into);
+    cfg.queue_depth = queue_depth.max(1);
+    cfg.workers = workers.max(1);
+    py.allow_threads(|| {
+        let server = vmio_serve::start(&cfg)?;
+        eprintln!(
+            "vmio: serving {} on {}",
+            server.export_names().join(", "),
+            server.address
+        );
+        let snaps = server.wait();
+        Ok::<_, vmio_serve::ServeError>(serde_json::to_string(&snaps).unwrap_or_default())
+    })
+    .map_err(err)
+}
+
 /// Built-in device profiles per model.
 #[pyfunction]
 fn profiles() -> Vec<(&'static str, Vec<&'static str>)> {
@@ -155,5 +195,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(serve, m)?)?;
     Ok(())
 }

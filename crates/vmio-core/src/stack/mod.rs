@@ -2,7 +2,8 @@
 //!
 //! ```toml
 //! [host]                      # cores, memory
-//! [[device]]                  # name, model = hdd|ssd|ram, profile, model parameter overrides
+//! [[device]]                  # name, model = hdd|ssd|ram, profile, model parameter overrides,
+//!                             # path, size (the real engine, `vmio serve`: backing file or block device)
 //! [[volume]]                  # name, layout = single|linear|stripe|raid0, devices, stripe_size, chunk, read_ahead_kb
 //! [scheduler]                 # name = none|mq-deadline, read_expire, write_expire, max_merge
 //! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate
@@ -65,6 +66,11 @@ pub struct RawDevice {
     pub name: String,
     pub model: String,
     pub profile: Option<String>,
+    /// Backing file or block device of the real engine (`vmio serve`); the simulator
+    /// ignores it. Relative paths are relative to the stack file's directory.
+    pub path: Option<String>,
+    /// Size of the backing file (created sparse at this size when missing).
+    pub size: Option<SizeValue>,
     #[serde(flatten)]
     pub params: BTreeMap<String, toml::Value>,
 }
@@ -187,6 +193,10 @@ pub struct DeviceSpec {
     pub name: String,
     pub model: String,
     pub profile: Option<String>,
+    /// Backing file or block device for `vmio serve`, as written in the stack file.
+    pub path: Option<String>,
+    /// Size of the backing file for `vmio serve` (a multiple of 4k).
+    pub size_bytes: Option<u64>,
     pub params: BTreeMap<String, toml::Value>,
 }
 
@@ -345,10 +355,33 @@ impl Stack {
                     format!("'{}' is defined twice", d.name),
                 ));
             }
+            if d.path
+                .as_deref()
+                .is_some_and(|p| p.is_empty() || p.contains('\0'))
+            {
+                return Err(c.err(
+                    format!("device[{i}].path"),
+                    "must be a non-empty file or block-device path",
+                ));
+            }
+            let size_bytes = match &d.size {
+                Some(v) => Some(c.size(&format!("device[{i}].size"), v)?),
+                None => None,
+            };
+            if let Some(b) = size_bytes {
+                if b == 0 || b % 4096 != 0 {
+                    return Err(c.err(
+                        format!("device[{i}].size"),
+                        format!("{b} bytes: must be a positive multiple of 4k"),
+                    ));
+                }
+            }
             devices.push(DeviceSpec {
                 name: d.name.clone(),
                 model: d.model.clone(),
                 profile: d.profile.clone(),
+                path: d.path.clone(),
+                size_bytes,
                 params: d.params.clone(),
             });
         }

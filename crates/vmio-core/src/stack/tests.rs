@@ -156,3 +156,23 @@ fn cfq_options_are_read_and_refused_on_other_schedulers() {
     let e = err(&GOOD.replace("name = \"none\"", "name = \"bfq\""));
     assert!(e.contains("none, mq-deadline, cfq, mcfq"), "{e}");
 }
+
+#[test]
+fn device_path_and_size_for_the_real_engine_are_read_and_checked() {
+    let text = GOOD.replace(
+        "rpm = 5400",
+        "rpm = 5400\npath = \"disks/b.img\"\nsize = \"64m\"",
+    );
+    let s = Stack::from_toml(&text, "s.toml").unwrap();
+    assert_eq!(s.devices[1].path.as_deref(), Some("disks/b.img"));
+    assert_eq!(s.devices[1].size_bytes, Some(64 << 20));
+    assert!(!s.devices[1].params.contains_key("path"));
+    assert_eq!(s.devices[0].path, None);
+    let e = err(&GOOD.replace("rpm = 5400", "size = 1000"));
+    assert!(
+        e.contains("device[1].size: 1000 bytes: must be a positive multiple of 4k"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("rpm = 5400", "path = \"\""));
+    assert!(e.contains("device[1].path"), "{e}");
+}

@@ -73,7 +73,7 @@ pub struct Piece {
 /// Linux's default block-device read-ahead (VM_READAHEAD_PAGES = 128 KiB, mm/readahead.c).
 pub const DEFAULT_READ_AHEAD_BYTES: u64 = 128 << 10;
 
-pub trait VolumeLayout: Send {
+pub trait VolumeLayout: Send + Sync {
     fn kind(&self) -> LayoutKind;
     fn capacity_bytes(&self) -> u64;
     fn device_count(&self) -> usize;

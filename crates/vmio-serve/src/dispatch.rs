@@ -1,0 +1,406 @@
+//! The scheduler driver: every device (backing file) has one vmio-core scheduler
+//! ([`vmio_core::sched::build`], the same policy objects the simulator drives) shared by
+//! every export and connection that reaches it, a bounded queue depth, and a pool of worker
+//! threads doing the blocking pread/pwrite/fallocate.
+//!
+//! ```text
+//! submit(request):  pieces = export.map(offset, len)            # volume policy
+//!                   for each piece: sched[device].insert(now, DevIo{owner = VM}); pump(device)
+//! pump(device):     while inflight < depth and (io = sched.dispatch(now)): inflight++, send io to workers
+//!                   if sched.next_wakeup_ns(): arm the timer          # CFQ idling, slices
+//! worker:           do the I/O of every tag of io; sched.completed(now, io); inflight--; pump(device)
+//!                   last piece of a request: FUA sync, stats, reply
+//! timer thread:     at the earliest armed wake-up, pump every device
+//! ```
+//!
+//! `now` is the monotonic clock in nanoseconds since the server started. FLUSH does not pass
+//! through the scheduler (as in Linux, where blk-flush sends flushes straight to the
+//! device): a worker runs it at once. Requests merged by a scheduler (mq-deadline) keep
+//! their own buffers: a merged `DevIo` is executed tag by tag.
+
+use crate::export::{nbd_errno, AlignedBuf, Export};
+use crate::proto::transmission::Command;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use vmio_core::request::{DevIo, Op};
+use vmio_core::sched::IoScheduler;
+use vmio_core::stack::Stack;
+use vmio_core::volume::Piece;
+
+/// Where a finished request goes for its reply (a connection's writer).
+pub trait ReplySink: Send + Sync {
+    fn complete(&self, req: Arc<Request>);
+}
+
+/// One NBD request in flight.
+pub struct Request {
+    pub sink: Arc<dyn ReplySink>,
+    pub export: Arc<Export>,
+    pub cookie: u64,
+    pub command: Command,
+    pub fua: bool,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    /// READ target or WRITE payload.
+    pub buf: AlignedBuf,
+    pub arrived: Instant,
+    remaining: AtomicUsize,
+    error: AtomicU32,
+    /// Bit i: the request touched backing i of its export (FUA syncs only those).
+    touched: std::sync::atomic::AtomicU64,
+}
+
+impl Request {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sink: Arc<dyn ReplySink>,
+        export: Arc<Export>,
+        cookie: u64,
+        command: Command,
+        fua: bool,
+        offset_bytes: u64,
+        len_bytes: u64,
+        buf: AlignedBuf,
+        arrived: Instant,
+    ) -> Self {
+        Self {
+            sink,
+            export,
+            cookie,
+            command,
+            fua,
+            offset_bytes,
+            len_bytes,
+            buf,
+            arrived,
+            remaining: AtomicUsize::new(0),
+            error: AtomicU32::new(0),
+            touched: Default::default(),
+        }
+    }
+
+    /// The NBD error value of the reply (0: success).
+    pub fn error(&self) -> u32 {
+        self.error.load(Ordering::Relaxed)
+    }
+
+    /// The reply's payload: the data of a successful READ.
+    pub fn payload(&self) -> &[u8] {
+        if self.command == Command::Read && self.error() == 0 {
+            self.buf.as_slice()
+        } else {
+            &[]
+        }
+    }
+}
+
+struct PieceJob {
+    req: Arc<Request>,
+    /// Index of the backing within the request's export.
+    backing: usize,
+    dev_offset_bytes: u64,
+    len_bytes: u64,
+    /// Where the piece's bytes are in the request's buffer.
+    buf_offset: usize,
+}
+
+enum Work {
+    Device {
+        device: usize,
+        io: DevIo,
+        jobs: Vec<PieceJob>,
+    },
+    Flush(Arc<Request>),
+    Stop,
+}
+
+struct DevQueue {
+    sched: Box<dyn IoScheduler>,
+    jobs: HashMap<u64, PieceJob>,
+    inflight: usize,
+    next_tag: u64,
+}
+
+pub struct Dispatcher {
+    devices: Vec<Mutex<DevQueue>>,
+    depth: usize,
+    work_tx: Sender<Work>,
+    epoch: Instant,
+    /// Earliest wake-up a scheduler asked for.
+    timer: Mutex<Option<u64>>,
+    timer_cv: Condvar,
+    stopping: AtomicBool,
+    workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Dispatcher {
+    /// One scheduler per device of the stack, with the VMs' weights; `workers` I/O threads.
+    pub fn start(stack: &Stack, depth: usize, workers: usize) -> Arc<Self> {
+        let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let d = Arc::new(Self {
+            devices: stack
+                .devices
+                .iter()
+                .map(|_| {
+                    Mutex::new(DevQueue {
+                        sched: vmio_core::sched::build(&stack.scheduler, &weights),
+                        jobs: HashMap::new(),
+                        inflight: 0,
+                        next_tag: 1,
+                    })
+                })
+                .collect(),
+            depth: depth.max(1),
+            work_tx: tx,
+            epoch: Instant::now(),
+            timer: Mutex::new(None),
+            timer_cv: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            workers: Mutex::new(Vec::new()),
+        });
+        let mut hs = Vec::new();
+        for i in 0..workers.max(1) {
+            let (d2, rx2): (Arc<Self>, Receiver<Work>) = (d.clone(), rx.clone());
+            hs.push(
+                std::thread::Builder::new()
+                    .name(format!("vmio-io-{i}"))
+                    .spawn(move || d2.worker(rx2))
+                    .expect("spawn I/O worker"),
+            );
+        }
+        let d2 = d.clone();
+        hs.push(
+            std::thread::Builder::new()
+                .name("vmio-timer".into())
+                .spawn(move || d2.timer_loop())
+                .expect("spawn timer"),
+        );
+        *d.workers.lock().unwrap() = hs;
+        d
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Queue a request: FLUSH goes to a worker at once, DISC is not submitted, everything
+    /// else is mapped onto its devices' schedulers.
+    pub fn submit(&self, req: Request) {
+        let req = Arc::new(req);
+        if req.command == Command::Flush {
+            req.remaining.store(1, Ordering::Relaxed);
+            let _ = self.work_tx.send(Work::Flush(req));
+            return;
+        }
+        let mut pieces: Vec<Piece> = Vec::new();
+        req.export.map(req.offset_bytes, req.len_bytes, &mut pieces);
+        if pieces.is_empty() {
+            finish(&req);
+            return;
+        }
+        req.remaining.store(pieces.len(), Ordering::Relaxed);
+        let op = match req.command {
+            Command::Read => Op::Read,
+            Command::Trim => Op::Trim,
+            _ => Op::Write,
+        };
+        let mut buf_offset = 0usize;
+        for p in pieces {
+            let device = req.export.backings[p.device].device;
+            let job = PieceJob {
+                req: req.clone(),
+                backing: p.device,
+                dev_offset_bytes: p.offset_bytes,
+                len_bytes: p.len_bytes,
+                buf_offset,
+            };
+            buf_offset += p.len_bytes as usize;
+            let now = self.now_ns();
+            let mut q = self.devices[device].lock().unwrap();
+            let tag = q.next_tag;
+            q.next_tag += 1;
+            q.jobs.insert(tag, job);
+            q.sched.insert(
+                now,
+                DevIo {
+                    tag,
+                    op,
+                    offset_bytes: p.offset_bytes,
+                    len_bytes: p.len_bytes,
+                    fua: req.fua,
+                    sync: true,
+                    owner: req.export.vm as u32,
+                    queued_ns: now,
+                    merged: Vec::new(),
+                },
+            );
+            self.pump(device, &mut q);
+        }
+    }
+
+    fn pump(&self, device: usize, q: &mut DevQueue) {
+        let now = self.now_ns();
+        while q.inflight < self.depth {
+            let Some(io) = q.sched.dispatch(now) else {
+                break;
+            };
+            q.inflight += 1;
+            let jobs = io.tags().filter_map(|t| q.jobs.remove(&t)).collect();
+            let _ = self.work_tx.send(Work::Device { device, io, jobs });
+        }
+        if let Some(t) = q.sched.next_wakeup_ns() {
+            let mut w = self.timer.lock().unwrap();
+            if w.is_none_or(|old| t < old) {
+                *w = Some(t);
+                self.timer_cv.notify_one();
+            }
+        }
+    }
+
+    fn timer_loop(&self) {
+        let mut w = self.timer.lock().unwrap();
+        while !self.stopping.load(Ordering::Relaxed) {
+            let now = self.now_ns();
+            match *w {
+                Some(t) if t <= now => {
+                    *w = None;
+                    drop(w);
+                    for (i, dev) in self.devices.iter().enumerate() {
+                        let mut q = dev.lock().unwrap();
+                        self.pump(i, &mut q);
+                    }
+                    w = self.timer.lock().unwrap();
+                }
+                Some(t) => {
+                    w = self
+                        .timer_cv
+                        .wait_timeout(w, Duration::from_nanos(t - now))
+                        .unwrap()
+                        .0;
+                }
+                None => w = self.timer_cv.wait(w).unwrap(),
+            }
+        }
+    }
+
+    fn worker(&self, rx: Receiver<Work>) {
+        while let Ok(w) = rx.recv() {
+            match w {
+                Work::Stop => break,
+                Work::Flush(req) => {
+                    if let Err(e) = req.export.flush() {
+                        req.error.store(nbd_errno(&e), Ordering::Relaxed);
+                    }
+                    piece_done(&req);
+                }
+                Work::Device { device, io, jobs } => {
+                    for j in &jobs {
+                        if let Err(e) = execute(j) {
+                            j.req.error.store(nbd_errno(&e), Ordering::Relaxed);
+                        }
+                    }
+                    {
+                        let mut q = self.devices[device].lock().unwrap();
+                        q.sched.completed(self.now_ns(), &io);
+                        q.inflight -= 1;
+                        self.pump(device, &mut q);
+                    }
+                    for j in jobs {
+                        piece_done(&j.req);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stop the workers and the timer once every queued request has been served.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        let hs = std::mem::take(&mut *self.workers.lock().unwrap());
+        for _ in 0..hs.len() {
+            let _ = self.work_tx.send(Work::Stop);
+        }
+        {
+            let _w = self.timer.lock().unwrap();
+            self.timer_cv.notify_all();
+        }
+        for h in hs {
+            let _ = h.join();
+        }
+    }
+}
+
+fn execute(j: &PieceJob) -> io::Result<()> {
+    let r = &j.req;
+    let (b, off, len) = (j.backing, j.dev_offset_bytes, j.len_bytes);
+    if j.backing < 64 {
+        r.touched.fetch_or(1 << j.backing, Ordering::Relaxed);
+    }
+    match r.command {
+        Command::Read => {
+            // SAFETY: each piece owns a disjoint range of the buffer, and the buffer is
+            // read (for the reply) only after the last piece completed.
+            let dst = unsafe { r.buf.range_mut(j.buf_offset, len as usize) };
+            r.export.read_piece(b, off, dst)
+        }
+        Command::Write => {
+            let src = &r.buf.as_slice()[j.buf_offset..j.buf_offset + len as usize];
+            r.export.write_piece(b, off, src)
+        }
+        Command::Trim => r.export.trim_piece(b, off, len),
+        Command::WriteZeroes { no_hole } => r.export.zero_piece(b, off, len, no_hole),
+        Command::Flush | Command::Disc => Ok(()),
+    }
+}
+
+fn piece_done(req: &Arc<Request>) {
+    if req.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+        finish(req);
+    }
+}
+
+/// The last piece completed: FUA sync, statistics, reply.
+fn finish(req: &Arc<Request>) {
+    let e = &req.export;
+    let writes = matches!(
+        req.command,
+        Command::Write | Command::Trim | Command::WriteZeroes { .. }
+    );
+    if req.fua && writes && req.error.load(Ordering::Relaxed) == 0 {
+        let mask = req.touched.load(Ordering::Relaxed);
+        let n = e.backings.len();
+        let devs = (0..n).filter(|&i| i >= 64 || mask & (1 << i) != 0);
+        if let Err(err) = e.sync_for_fua(devs) {
+            req.error.store(nbd_errno(&err), Ordering::Relaxed);
+        }
+    }
+    let error = req.error.load(Ordering::Relaxed);
+    let lat = req.arrived.elapsed().as_nanos() as u64;
+    let s = &e.stats;
+    let r = Ordering::Relaxed;
+    if error != 0 {
+        s.errors.fetch_add(1, r);
+    }
+    match req.command {
+        Command::Read => {
+            s.read_ops.fetch_add(1, r);
+            s.read_bytes.fetch_add(req.len_bytes, r);
+            s.read_lat.record(lat);
+        }
+        Command::Write => {
+            s.write_ops.fetch_add(1, r);
+            s.write_bytes.fetch_add(req.len_bytes, r);
+            s.write_lat.record(lat);
+        }
+        Command::Flush => drop(s.flush_ops.fetch_add(1, r)),
+        Command::Trim => drop(s.trim_ops.fetch_add(1, r)),
+        Command::WriteZeroes { .. } => drop(s.zero_ops.fetch_add(1, r)),
+        Command::Disc => {}
+    }
+    req.sink.complete(req.clone());
+}

@@ -1,0 +1,583 @@
+//! Exports: one per VM disk of the stack file, a byte range of a volume whose devices are
+//! backing files or block devices, opened with the disk's QEMU cache mode.
+//!
+//! Export names are `VM/DISK` (`vm1/disk0`); `VM` alone names the VM's first disk and the
+//! empty (default) name the first VM's first disk. `NBD_OPT_LIST` lists the `VM/DISK` names.
+//!
+//! Every request is mapped with vmio-core's volume layout (the same policy the simulator
+//! uses: [`vmio_core::volume::VolumeLayout::map`]) into per-device pieces.
+//!
+//! Cache modes, as QEMU implements them (`-drive cache=`, see [`vmio_core::cache::mode`]):
+//!
+//! | mode         | open flags          | FLUSH     | FUA write            |
+//! |--------------|---------------------|-----------|----------------------|
+//! | none         | O_DIRECT            | fdatasync | fdatasync            |
+//! | writeback    | (page cache)        | fdatasync | fdatasync            |
+//! | writethrough | O_DSYNC             | fdatasync | already durable      |
+//! | directsync   | O_DIRECT \| O_DSYNC | fdatasync | already durable      |
+//! | unsafe       | (page cache)        | ignored   | ignored (UNSAFE: acknowledged data may be lost on a crash) |
+//!
+//! O_DIRECT needs buffers, offsets and lengths aligned to the logical block size: payload
+//! buffers are allocated 4096-aligned ([`AlignedBuf`]), and pieces that are not 4096-aligned
+//! in offset or length go through a second, buffered descriptor of the same file (Linux keeps
+//! direct and buffered I/O of one file coherent: a direct read first writes back dirty
+//! cached pages of its range, a direct write invalidates them). File systems without O_DIRECT
+//! (tmpfs before Linux 6.6) fail the open with EINVAL; vmio reports that with the file name
+//! and the cache modes that work there, and does not fall back silently.
+//!
+//! Backing files: a missing file is created sparse at the device's `size`; an existing
+//! regular file shorter than `size` is an error, unless `--create`, which sets every
+//! backing file to exactly its `size` (extending or truncating it). Without `size`, the
+//! file or block device must exist and its size is used.
+
+use crate::stats::ExportStats;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use thiserror::Error;
+use vmio_core::cache::CacheMode;
+use vmio_core::stack::{Stack, StackError};
+use vmio_core::volume::{self, Piece, VolumeError, VolumeLayout};
+
+/// Alignment of payload buffers and of the pieces that may use O_DIRECT.
+pub const ALIGN_BYTES: usize = 4096;
+
+#[derive(Debug, Error)]
+pub enum ExportError {
+    #[error("{file}: device[{index}] '{name}': needs path = \"...\" (a backing file or block device) to be served")]
+    NoPath {
+        file: String,
+        index: usize,
+        name: String,
+    },
+    #[error("{path}: does not exist and device '{name}' has no size to create it with (add size = \"...\")")]
+    MissingNoSize { path: String, name: String },
+    #[error("{path}: is {actual} bytes, smaller than device '{name}' size = {wanted} bytes; pass --create to extend it (or fix size)")]
+    TooSmall {
+        path: String,
+        name: String,
+        actual: u64,
+        wanted: u64,
+    },
+    #[error("{path}: O_DIRECT is not supported by this file system (tmpfs?), which cache = \"{cache}\" needs; put the file on a disk file system or use cache = writeback, writethrough or unsafe")]
+    DirectUnsupported { path: String, cache: &'static str },
+    #[error("{path}: {op}: {source}")]
+    Io {
+        path: String,
+        op: &'static str,
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+}
+
+/// A payload buffer aligned for O_DIRECT.
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+    /// Bytes allocated (a multiple of [`ALIGN_BYTES`]).
+    cap: usize,
+    /// Return the allocation to [`POOL`] when dropped.
+    pooled: bool,
+}
+
+// The buffer is plain memory owned by this value.
+unsafe impl Send for AlignedBuf {}
+unsafe impl Sync for AlignedBuf {}
+
+/// Size classes of recycled payload buffers: 4 KiB, 8 KiB, ... 32 MiB.
+const POOL_CLASSES: usize = 14;
+/// Free buffers (addresses) per size class, so that the hot path neither allocates nor
+/// zeroes: a recycled buffer is always overwritten in full (by the payload of a WRITE, or by
+/// the pieces of a READ) before any byte of it is sent.
+static POOL: [Mutex<Vec<usize>>; POOL_CLASSES] = [const { Mutex::new(Vec::new()) }; POOL_CLASSES];
+
+fn pool_keep(class: usize) -> usize {
+    // At most 1 MiB of 4 KiB buffers... and 64 MiB of the largest: about 8 MiB per class
+    // on average, enough for the buffers of a few connections at queue depth 32.
+    if class <= 4 {
+        256
+    } else {
+        (64usize << 20 >> (class + 12)).max(2)
+    }
+}
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> Self {
+        let cap = len.div_ceil(ALIGN_BYTES) * ALIGN_BYTES;
+        Self::alloc(len, cap, false)
+    }
+
+    /// A buffer of `len` bytes from the pool of recycled buffers; its content is
+    /// unspecified (zeros or an earlier payload) until the caller writes it.
+    pub fn pooled(len: usize) -> Self {
+        let cap = len.max(ALIGN_BYTES).next_power_of_two();
+        let class = (cap.trailing_zeros() - ALIGN_BYTES.trailing_zeros()) as usize;
+        if class >= POOL_CLASSES {
+            return Self::zeroed(len);
+        }
+        if let Some(addr) = POOL[class].lock().unwrap().pop() {
+            return Self {
+                ptr: addr as *mut u8,
+                len,
+                cap,
+                pooled: true,
+            };
+        }
+        Self::alloc(len, cap, true)
+    }
+
+    fn alloc(len: usize, cap: usize, pooled: bool) -> Self {
+        if cap == 0 {
+            return Self {
+                ptr: ALIGN_BYTES as *mut u8,
+                len: 0,
+                cap: 0,
+                pooled: false,
+            };
+        }
+        let layout = Self::layout(cap);
+        // SAFETY: layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Self {
+            ptr,
+            len,
+            cap,
+            pooled,
+        }
+    }
+
+    fn layout(cap: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(cap, ALIGN_BYTES)
+            .expect("payloads are capped at 32 MiB")
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes (or dangling and aligned with len 0).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+    /// A mutable view of `[at, at + len)` through a shared reference.
+    ///
+    /// # Safety
+    /// Callers must not create overlapping views that are used at the same time, nor use
+    /// `as_slice` while a view is written. The engine gives each piece of a request its own
+    /// disjoint range and reads the whole buffer only after every piece completed.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn range_mut(&self, at: usize, len: usize) -> &mut [u8] {
+        assert!(at + len <= self.len);
+        std::slice::from_raw_parts_mut(self.ptr.add(at), len)
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.pooled {
+            let class = (self.cap.trailing_zeros() - ALIGN_BYTES.trailing_zeros()) as usize;
+            let mut free = POOL[class].lock().unwrap();
+            if free.len() < pool_keep(class) {
+                free.push(self.ptr as usize);
+                return;
+            }
+        }
+        // SAFETY: allocated in `alloc` with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.cap)) }
+    }
+}
+
+/// One device of an export's volume, opened with the export's cache mode.
+pub struct Backing {
+    pub path: PathBuf,
+    /// Index of the device in the stack's `[[device]]` list (its scheduler queue).
+    pub device: usize,
+    file: File,
+    /// Buffered descriptor for unaligned pieces when `file` has O_DIRECT.
+    unaligned: Option<File>,
+}
+
+pub struct Export {
+    pub name: String,
+    /// Index of the VM in the stack (the scheduler's owner; its weight).
+    pub vm: usize,
+    pub cache: CacheMode,
+    pub volume: String,
+    layout: Box<dyn VolumeLayout>,
+    /// Where the disk starts in its volume.
+    pub offset_bytes: u64,
+    pub size_bytes: u64,
+    pub backings: Vec<Backing>,
+    pub stats: ExportStats,
+}
+
+fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> ExportError + 'a {
+    move |source| ExportError::Io {
+        path: path.display().to_string(),
+        op,
+        source,
+    }
+}
+
+/// Size a device's backing file (creating it when missing) and return its usable bytes.
+fn prepare_device(
+    path: &Path,
+    name: &str,
+    size: Option<u64>,
+    create: bool,
+) -> Result<u64, ExportError> {
+    let shown = path.display().to_string();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(path, "stat")(e)),
+    };
+    let Some(meta) = meta else {
+        let wanted = size.ok_or_else(|| ExportError::MissingNoSize {
+            path: shown.clone(),
+            name: name.to_string(),
+        })?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+        }
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_err(path, "create"))?;
+        f.set_len(wanted).map_err(io_err(path, "set size"))?;
+        return Ok(wanted);
+    };
+    if meta.file_type().is_block_device() {
+        let mut f = File::open(path).map_err(io_err(path, "open"))?;
+        let bytes = io::Seek::seek(&mut f, io::SeekFrom::End(0)).map_err(io_err(path, "size"))?;
+        return Ok(size.map_or(bytes, |s| s.min(bytes)) / 4096 * 4096);
+    }
+    let actual = meta.len();
+    match size {
+        None => Ok(actual / 4096 * 4096),
+        Some(wanted) if create && actual != wanted => {
+            let f = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io_err(path, "open"))?;
+            f.set_len(wanted).map_err(io_err(path, "set size"))?;
+            Ok(wanted)
+        }
+        Some(wanted) if actual < wanted => Err(ExportError::TooSmall {
+            path: shown,
+            name: name.to_string(),
+            actual,
+            wanted,
+        }),
+        Some(wanted) => Ok(wanted),
+    }
+}
+
+fn open_backing(path: &Path, cache: CacheMode) -> Result<(File, Option<File>), ExportError> {
+    let mut flags = 0;
+    if cache.direct() {
+        flags |= libc::O_DIRECT;
+    }
+    if cache.write_through() {
+        flags |= libc::O_DSYNC;
+    }
+    let open = |flags| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(flags)
+            .open(path)
+    };
+    let file = open(flags).map_err(|e| {
+        if cache.direct() && e.raw_os_error() == Some(libc::EINVAL) {
+            ExportError::DirectUnsupported {
+                path: path.display().to_string(),
+                cache: cache.name(),
+            }
+        } else {
+            io_err(path, "open")(e)
+        }
+    })?;
+    let unaligned = if cache.direct() {
+        Some(open(flags & !libc::O_DIRECT).map_err(io_err(path, "open"))?)
+    } else {
+        None
+    };
+    Ok((file, unaligned))
+}
+
+/// Resolve a stack's device paths against the stack file's directory.
+pub fn device_path(stack_dir: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        stack_dir.join(p)
+    }
+}
+
+/// Open every VM disk of the stack as an export. `stack` must come from
+/// [`Stack::from_toml`]; its disk sizes are resolved here from the devices' sizes.
+pub fn open_exports(
+    stack: &mut Stack,
+    stack_dir: &Path,
+    create: bool,
+) -> Result<Vec<Export>, ExportError> {
+    let used: Vec<usize> = {
+        let mut v: Vec<usize> = stack
+            .vms
+            .iter()
+            .flat_map(|vm| vm.disks.iter())
+            .flat_map(|d| stack.volumes[d.volume].devices.iter().copied())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let mut dev_bytes = vec![0u64; stack.devices.len()];
+    let mut dev_path = vec![PathBuf::new(); stack.devices.len()];
+    for i in used {
+        let d = &stack.devices[i];
+        let p = d.path.as_deref().ok_or_else(|| ExportError::NoPath {
+            file: stack.file.clone(),
+            index: i,
+            name: d.name.clone(),
+        })?;
+        dev_path[i] = device_path(stack_dir, p);
+        dev_bytes[i] = prepare_device(&dev_path[i], &d.name, d.size_bytes, create)?;
+    }
+    // Volumes no disk uses keep an unbounded size (their devices were not opened).
+    let mut vol_bytes = Vec::new();
+    for v in &stack.volumes {
+        let caps: Vec<u64> = v.devices.iter().map(|&d| dev_bytes[d]).collect();
+        vol_bytes.push(if caps.iter().all(|&c| c > 0) {
+            volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)?
+                .capacity_bytes()
+        } else {
+            u64::MAX
+        });
+    }
+    stack.resolve_disk_sizes(&vol_bytes)?;
+    let mut out = Vec::new();
+    for (vi, vm) in stack.vms.iter().enumerate() {
+        for d in &vm.disks {
+            let v = &stack.volumes[d.volume];
+            let caps: Vec<u64> = v.devices.iter().map(|&i| dev_bytes[i]).collect();
+            let layout =
+                volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)?;
+            let mut backings = Vec::new();
+            for &i in &v.devices {
+                let (file, unaligned) = open_backing(&dev_path[i], d.cache)?;
+                backings.push(Backing {
+                    path: dev_path[i].clone(),
+                    device: i,
+                    file,
+                    unaligned,
+                });
+            }
+            out.push(Export {
+                name: format!("{}/{}", vm.name, d.name),
+                vm: vi,
+                cache: d.cache,
+                volume: v.name.clone(),
+                layout,
+                offset_bytes: d.offset_bytes,
+                size_bytes: d.size_bytes,
+                backings,
+                stats: ExportStats::default(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Find an export by NBD name: `VM/DISK`, `VM` (its first disk) or "" (the first export).
+pub fn find(exports: &[std::sync::Arc<Export>], name: &str) -> Option<usize> {
+    if name.is_empty() {
+        return (!exports.is_empty()).then_some(0);
+    }
+    exports.iter().position(|e| e.name == name).or_else(|| {
+        exports
+            .iter()
+            .position(|e| e.name.split_once('/').is_some_and(|(vm, _)| vm == name))
+    })
+}
+
+fn aligned(off: u64, len: usize, ptr: *const u8) -> bool {
+    off.is_multiple_of(ALIGN_BYTES as u64)
+        && len.is_multiple_of(ALIGN_BYTES)
+        && (ptr as usize).is_multiple_of(ALIGN_BYTES)
+}
+
+impl Export {
+    /// The per-device pieces of `[offset, offset + len)` of this export (already checked
+    /// against the export size).
+    pub fn map(&self, offset_bytes: u64, len_bytes: u64, out: &mut Vec<Piece>) {
+        self.layout
+            .map(self.offset_bytes + offset_bytes, len_bytes, out)
+    }
+
+    fn fd_for(&self, dev: usize, off: u64, len: usize, ptr: *const u8) -> &File {
+        let b = &self.backings[dev];
+        match &b.unaligned {
+            Some(u) if !aligned(off, len, ptr) => u,
+            _ => &b.file,
+        }
+    }
+
+    /// Read a piece; bytes past the end of a backing file read as zeros.
+    pub fn read_piece(&self, dev: usize, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        let f = self.fd_for(dev, off, buf.len(), buf.as_ptr());
+        let mut done = 0;
+        while done < buf.len() {
+            match f.read_at(&mut buf[done..], off + done as u64) {
+                Ok(0) => {
+                    buf[done..].fill(0);
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn write_piece(&self, dev: usize, off: u64, buf: &[u8]) -> io::Result<()> {
+        self.fd_for(dev, off, buf.len(), buf.as_ptr())
+            .write_all_at(buf, off)
+    }
+
+    /// TRIM: punch a hole (advisory; file systems without hole punching ignore it).
+    pub fn trim_piece(&self, dev: usize, off: u64, len: u64) -> io::Result<()> {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        match fallocate(&self.backings[dev].file, mode, off, len) {
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(()),
+            r => r,
+        }
+    }
+
+    /// WRITE_ZEROES: punch a hole (or, with NO_HOLE, zero the range in place), falling back
+    /// to writing zeros.
+    pub fn zero_piece(&self, dev: usize, off: u64, len: u64, no_hole: bool) -> io::Result<()> {
+        let f = &self.backings[dev].file;
+        let mode = if no_hole {
+            libc::FALLOC_FL_ZERO_RANGE
+        } else {
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+        };
+        match fallocate(f, mode, off, len) {
+            Ok(()) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {}
+            Err(e) => return Err(e),
+        }
+        let zeros = AlignedBuf::zeroed(1 << 20);
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(zeros.len() as u64) as usize;
+            self.write_piece(dev, off + at, &zeros.as_slice()[..n])?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Make completed writes durable (FLUSH), as the cache mode defines.
+    pub fn flush(&self) -> io::Result<()> {
+        if self.cache.ignores_flush() {
+            return Ok(());
+        }
+        for b in &self.backings {
+            b.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Make one write durable before its reply (FUA): a no-op when every write already is
+    /// (O_DSYNC) or when the mode ignores flushes.
+    pub fn sync_for_fua(&self, devices: impl Iterator<Item = usize>) -> io::Result<()> {
+        if self.cache.ignores_flush() || self.cache.write_through() {
+            return Ok(());
+        }
+        for d in devices {
+            self.backings[d].file.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+fn fallocate(f: &File, mode: libc::c_int, off: u64, len: u64) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid descriptor.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, off as i64, len as i64) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Map an I/O error to the NBD error value of a reply (proto.md, "Error values").
+pub fn nbd_errno(e: &io::Error) -> u32 {
+    use crate::proto::{EINVAL, EIO, ENOSPC, EPERM};
+    match e.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => ENOSPC,
+        Some(libc::EPERM | libc::EACCES | libc::EROFS) => EPERM,
+        Some(libc::EINVAL) => EINVAL,
+        _ => EIO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buffers_are_page_aligned_and_zeroed() {
+        let b = AlignedBuf::zeroed(8192 + 5);
+        assert_eq!(b.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+        assert!(AlignedBuf::zeroed(0).is_empty());
+    }
+
+    #[test]
+    fn pooled_buffers_are_aligned_recycled_and_sized_as_asked() {
+        let a = AlignedBuf::pooled(5000);
+        assert_eq!(a.len(), 5000);
+        assert_eq!(a.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
+        let addr = a.as_slice().as_ptr() as usize;
+        drop(a);
+        let b = AlignedBuf::pooled(8192);
+        assert_eq!(
+            b.as_slice().as_ptr() as usize,
+            addr,
+            "the 8 KiB class is reused"
+        );
+        assert_eq!(AlignedBuf::pooled(0).len(), 0);
+        assert_eq!(AlignedBuf::pooled(33 << 20).len(), 33 << 20);
+    }
+
+    #[test]
+    fn unaligned_pieces_are_recognized() {
+        let b = AlignedBuf::zeroed(4096);
+        assert!(aligned(8192, 4096, b.as_slice().as_ptr()));
+        assert!(!aligned(512, 4096, b.as_slice().as_ptr()));
+        assert!(!aligned(0, 512, b.as_slice().as_ptr()));
+    }
+}

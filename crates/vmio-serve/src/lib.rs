@@ -1,0 +1,23 @@
+//! vmio-serve: vmio's real engine, an NBD server exporting the VM disks of a stack file.
+//!
+//! Each `[[vm.disk]]` of the stack becomes an NBD export (`VM/DISK`) over its volume's
+//! backing files or block devices. The policies are vmio-core's, the same the simulator
+//! drives: the volume layout maps every request onto the devices
+//! ([`vmio_core::volume`]), the disk's QEMU cache mode decides open flags and what FLUSH and
+//! FUA do ([`vmio_core::cache::CacheMode`]), and the stack's host scheduler (none,
+//! mq-deadline, cfq, mcfq with the VMs' weights, [`vmio_core::sched`]) orders the requests
+//! of every export and connection on each device, driven here by the monotonic clock.
+//!
+//! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
+//! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
+//! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
+//! shutdown), [`stats`] (per-export counters). `vmio-serve` is the command-line binary;
+//! `vmio serve` (Python) runs the same [`server::start`] in process.
+
+pub mod dispatch;
+pub mod export;
+pub mod proto;
+pub mod server;
+pub mod stats;
+
+pub use server::{start, Config, Listen, ServeError, Server};

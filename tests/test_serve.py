@@ -1,0 +1,132 @@
+"""`vmio serve` as a subprocess, exercised with real NBD clients (nbdinfo, qemu-img, qemu-io)."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_vmio
+
+STACK = """\
+[[device]]
+name = "a"
+model = "ssd"
+path = "a.img"
+size = "16m"
+
+[[device]]
+name = "b"
+model = "ssd"
+path = "b.img"
+size = "16m"
+
+[[volume]]
+name = "data"
+layout = "stripe"
+devices = ["a", "b"]
+
+[scheduler]
+name = "cfq"
+
+[[vm]]
+name = "vm1"
+weight = 1000
+
+[[vm.disk]]
+name = "disk0"
+volume = "data"
+size = "8m"
+cache = "writeback"
+
+[[vm]]
+name = "vm2"
+weight = 100
+
+[[vm.disk]]
+name = "disk0"
+volume = "data"
+offset = "8m"
+size = "8m"
+cache = "writethrough"
+"""
+
+
+def need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"'{tool}' is not installed (apt-get install libnbd-bin qemu-utils)")
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    """A running `vmio serve` on a Unix socket in tmp_path: (process, socket path)."""
+    stack = tmp_path / "stack.toml"
+    stack.write_text(STACK, encoding="utf-8")
+    sock = tmp_path / "nbd.sock"
+    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while True:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(sock))
+            break
+        except OSError:
+            assert time.monotonic() - t0 < 30, "vmio serve did not start"
+            time.sleep(0.05)
+    yield proc, sock
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_nbdinfo_lists_the_vm_disks_and_qemu_tools_read_back_what_they_wrote(server):
+    need("nbdinfo")
+    need("qemu-io")
+    proc, sock = server
+    out = subprocess.run(
+        ["nbdinfo", "--list", f"nbd+unix:///?socket={sock}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert 'export="vm1/disk0"' in out and 'export="vm2/disk0"' in out
+    info = subprocess.run(
+        ["qemu-img", "info", f"nbd+unix:///vm2?socket={sock}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "8 MiB" in info
+    io = subprocess.run(
+        ["qemu-io", "-f", "raw", "-c", "write -P 0xab 0 64k", "-c", "read -P 0xab 0 64k"]
+        + [f"nbd+unix:///vm1/disk0?socket={sock}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Pattern verification failed" not in io
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "vmio: shut down" in err and "vm1/disk0" in err
+    assert not sock.exists()
+
+
+def test_a_bad_stack_is_one_error_line_and_exit_status_2(tmp_path: Path):
+    stack = tmp_path / "stack.toml"
+    stack.write_text(STACK.replace('cache = "writeback"', 'cache = "fast"'), encoding="utf-8")
+    r = run_vmio("serve", "--stack", stack, "--socket", tmp_path / "s.sock")
+    assert r.returncode == 2
+    assert r.stderr.startswith("vmio: error: ")
+    assert "vm[0].disk[0].cache: 'fast' is not valid" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_vmio("serve", "--stack", tmp_path / "missing.toml")
+    assert r.returncode == 2 and "does not exist" in r.stderr
