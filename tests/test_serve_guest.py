@@ -1,0 +1,114 @@
+"""A real QEMU guest (TCG) whose virtio disk is a `vmio serve` export over NBD: it reads
+what the host put on the backing files and writes through a RAID 0 layout, and the bytes land
+where md's layout puts them."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import guest
+
+CHUNK = 64 << 10
+DEVICE_BYTES = 16 << 20
+
+STACK = f"""\
+[[device]]
+name = "a"
+model = "ssd"
+path = "a.img"
+size = "{DEVICE_BYTES}"
+
+[[device]]
+name = "b"
+model = "ssd"
+path = "b.img"
+size = "{DEVICE_BYTES}"
+
+[[volume]]
+name = "md0"
+layout = "raid0"
+chunk = "{CHUNK}"
+devices = ["a", "b"]
+
+[scheduler]
+name = "cfq"
+
+[[vm]]
+name = "vm1"
+
+[[vm.disk]]
+name = "vda"
+volume = "md0"
+cache = "none"
+"""
+
+PATTERN = b"VMIO-GUEST-DATA\n" * (2 * CHUNK // 16)  # two chunks: one on each backing file
+OFFSET = 1 << 20  # chunk 16 -> device a, chunk 17 -> device b (both at 512 KiB)
+
+
+def start_server(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    (tmp_path / "stack.toml").write_text(STACK, encoding="utf-8")
+    sock = tmp_path / "nbd.sock"
+    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml", "--socket", str(sock)]
+    cmd.append("--create")
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    t0 = time.monotonic()
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"vmio serve exited: {proc.stderr.read()}")
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(sock))
+            return proc, sock
+        except OSError:
+            if time.monotonic() - t0 > 30:
+                proc.kill()
+                raise AssertionError("vmio serve did not listen within 30 s") from None
+            time.sleep(0.05)
+
+
+def test_a_qemu_guest_reads_and_writes_its_disk_through_vmio_serve(tmp_path):
+    if (why := guest.missing()) is not None:
+        pytest.skip(why)
+    # What the host left on the disk: the first chunk of the array is device a's first 64 KiB.
+    a = tmp_path / "a.img"
+    with open(a, "wb") as f:
+        f.write(b"HOST-WROTE-THIS\n")
+        f.truncate(DEVICE_BYTES)
+    proc, sock = start_server(tmp_path)
+    try:
+        script = "\n".join(
+            [
+                "dd if=/dev/vda bs=16 count=1 2>/dev/null",
+                f"yes VMIO-GUEST-DATA | head -c {len(PATTERN)} > /tmp/p",
+                f"dd if=/tmp/p of=/dev/vda bs=65536 seek={OFFSET // 65536} conv=fsync 2>/dev/null",
+                "echo 3 > /proc/sys/vm/drop_caches",
+                f"dd if=/dev/vda bs=65536 skip={OFFSET // 65536} count=2 2>/dev/null | md5sum",
+                "md5sum < /tmp/p",
+                "cat /sys/block/vda/size",
+            ]
+        )
+        console = guest.run_guest(f"nbd+unix:///vm1?socket={sock}", script, tmp_path)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    lines = guest.between_markers(console)
+    assert lines[0] == "HOST-WROTE-THIS", console
+    read_back, written = lines[1].split()[0], lines[2].split()[0]
+    assert read_back == written == hashlib.md5(PATTERN).hexdigest(), console
+    assert int(lines[3]) * 512 == 2 * DEVICE_BYTES  # the whole array, in 512-byte sectors
+    assert proc.returncode == 0, err
+    # md RAID 0: chunk 16 on device a, chunk 17 on device b, both at chunk 8 of the device.
+    at = (OFFSET // CHUNK // 2) * CHUNK
+    assert a.read_bytes()[at : at + CHUNK] == PATTERN[:CHUNK]
+    assert (tmp_path / "b.img").read_bytes()[at : at + CHUNK] == PATTERN[CHUNK:]
