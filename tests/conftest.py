@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,6 +62,31 @@ time_based
 rw={rw}
 bs={bs}
 """
+
+
+def start_vmio_serve(
+    workdir: Path, stack_text: str, *extra: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """Write `stack_text` to workdir/stack.toml and start `vmio serve` on workdir/nbd.sock (in
+    workdir); returns once the socket accepts connections: (process, socket path)."""
+    (workdir / "stack.toml").write_text(stack_text, encoding="utf-8")
+    sock = workdir / "nbd.sock"
+    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml", "--socket", str(sock)]
+    proc = subprocess.Popen(
+        [*cmd, *extra], cwd=workdir, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    t0 = time.monotonic()
+    while True:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(sock))
+            return proc, sock
+        except OSError:
+            if time.monotonic() - t0 > 30:
+                proc.kill()
+                raise AssertionError("vmio serve did not listen within 30 s") from None
+            time.sleep(0.05)
 
 
 def run_vmio(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

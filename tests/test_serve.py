@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import run_vmio
+from conftest import run_vmio, start_vmio_serve
 
 STACK = """\
 [[device]]
@@ -66,21 +63,7 @@ def need(tool: str) -> None:
 @pytest.fixture
 def server(tmp_path: Path):
     """A running `vmio serve` on a Unix socket in tmp_path: (process, socket path)."""
-    stack = tmp_path / "stack.toml"
-    stack.write_text(STACK, encoding="utf-8")
-    sock = tmp_path / "nbd.sock"
-    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    t0 = time.monotonic()
-    while True:
-        assert proc.poll() is None, proc.stderr.read()
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(str(sock))
-            break
-        except OSError:
-            assert time.monotonic() - t0 < 30, "vmio serve did not start"
-            time.sleep(0.05)
+    proc, sock = start_vmio_serve(tmp_path, STACK)
     yield proc, sock
     if proc.poll() is None:
         proc.kill()

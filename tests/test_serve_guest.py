@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 import guest
+from conftest import start_vmio_serve
 
 CHUNK = 64 << 10
 DEVICE_BYTES = 16 << 20
@@ -54,29 +50,6 @@ PATTERN = b"VMIO-GUEST-DATA\n" * (2 * CHUNK // 16)  # two chunks: one on each ba
 OFFSET = 1 << 20  # chunk 16 -> device a, chunk 17 -> device b (both at 512 KiB)
 
 
-def start_server(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    (tmp_path / "stack.toml").write_text(STACK, encoding="utf-8")
-    sock = tmp_path / "nbd.sock"
-    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml", "--socket", str(sock)]
-    cmd.append("--create")
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
-    )
-    t0 = time.monotonic()
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"vmio serve exited: {proc.stderr.read()}")
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(str(sock))
-            return proc, sock
-        except OSError:
-            if time.monotonic() - t0 > 30:
-                proc.kill()
-                raise AssertionError("vmio serve did not listen within 30 s") from None
-            time.sleep(0.05)
-
-
 def test_a_qemu_guest_reads_and_writes_its_disk_through_vmio_serve(tmp_path):
     if (why := guest.missing()) is not None:
         pytest.skip(why)
@@ -85,7 +58,7 @@ def test_a_qemu_guest_reads_and_writes_its_disk_through_vmio_serve(tmp_path):
     with open(a, "wb") as f:
         f.write(b"HOST-WROTE-THIS\n")
         f.truncate(DEVICE_BYTES)
-    proc, sock = start_server(tmp_path)
+    proc, sock = start_vmio_serve(tmp_path, STACK, "--create")
     try:
         script = "\n".join(
             [

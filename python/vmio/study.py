@@ -339,17 +339,22 @@ class _Checker:
             return tuple(str(v) for v in value)
         raise self.fail(where, f"must be a value or a non-empty list of values, not {value!r}")
 
+    def target(self, target: str, where: str) -> str:
+        """Check an axis or setting target; returns its kind (`stack`, `job`, `job[<vm>]`)."""
+        kind, _, tpath = target.partition(":")
+        if not (kind in ("stack", "job") or _job_vm(kind)) or not tpath:
+            raise self.fail(
+                where,
+                f"target '{target}' must be 'stack:<key.path>', 'job:<fio option>' or "
+                "'job[<vm>]:<fio option>'",
+            )
+        return kind
+
     def targets(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         """`target = value` settings; job option values become strings."""
         out = {}
         for target, value in settings.items():
-            kind, _, tpath = target.partition(":")
-            if not (kind in ("stack", "job") or _job_vm(kind)) or not tpath:
-                raise self.fail(
-                    where,
-                    f"target '{target}' must be 'stack:<key.path>', 'job:<fio option>' or "
-                    "'job[<vm>]:<fio option>'",
-                )
+            kind = self.target(target, where)
             out[target] = value if kind == "stack" else str(value)
         return out
 
@@ -372,6 +377,13 @@ class _Checker:
         return out
 
 
+def _read_toml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(read_text(path, what))
+    except tomllib.TOMLDecodeError as err:
+        raise VmioError(f"{path}: invalid TOML: {err}") from None
+
+
 STUDY_FILES = ("study.toml", "experiment.toml")
 """What makes a directory a study: a list of parts, or a single experiment."""
 
@@ -382,16 +394,12 @@ def find_experiment(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.is_file():
         return p
-    for base in (
-        (p, BUILTIN_STUDIES / str(name_or_path))
-        if p.is_dir()
-        else (BUILTIN_STUDIES / str(name_or_path),)
-    ):
-        for name in STUDY_FILES:
-            if (base / name).is_file():
-                return base / name
-        if base == p:
-            raise VmioError(f"directory '{p}' has no {' or '.join(STUDY_FILES)}")
+    base = p if p.is_dir() else BUILTIN_STUDIES / str(name_or_path)
+    for name in STUDY_FILES:
+        if (base / name).is_file():
+            return base / name
+    if p.is_dir():
+        raise VmioError(f"directory '{p}' has no {' or '.join(STUDY_FILES)}")
     raise VmioError(
         f"unknown study '{name_or_path}'; built-in studies: {', '.join(builtin_studies()) or '-'}"
         " (or give a directory, a study.toml or an experiment.toml path)"
@@ -434,11 +442,7 @@ def load_study(name_or_path: str | Path) -> Study:
     if path.name != "study.toml":
         exp = load_experiment(path)
         return Study(exp.name, exp.title, path, [exp])
-    text = read_text(path, "study file")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise VmioError(f"{path}: invalid TOML: {err}") from None
+    data = _read_toml(path, "study file")
     ck = _Checker(path)
     for key in data:
         if key != "study":
@@ -472,11 +476,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
             f"'{name_or_path}' is a study of {len(st.parts)} parts "
             f"({', '.join(e.path.stem for e in st.parts)}); load it with load_study"
         )
-    text = read_text(path, "experiment file")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise VmioError(f"{path}: invalid TOML: {err}") from None
+    data = _read_toml(path, "experiment file")
     ck = _Checker(path)
     known_top = {"experiment", "axis", "quick", "report", "figure", "calibration"}
     for key in data:
@@ -494,13 +494,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         name = ck.string(raw, "name", where)
         where = f"axis[{i}] '{name}'"
         target = ck.string(raw, "target", where)
-        kind, _, tpath = target.partition(":")
-        if not (kind in ("stack", "job") or _job_vm(kind)) or not tpath:
-            raise ck.fail(
-                where,
-                f"target '{target}' must be 'stack:<key.path>', 'job:<fio option>' or "
-                "'job[<vm>]:<fio option>'",
-            )
+        ck.target(target, where)
         values = ck.strings(raw.get("values"), f"{where}.values")
         labels = raw.get("labels", {})
         if not isinstance(labels, dict):

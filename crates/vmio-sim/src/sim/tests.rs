@@ -269,15 +269,15 @@ fn a_trace_is_replayed_open_loop_at_its_own_timestamps_or_closed_loop_with_repla
     let job_path = dir.join("job.fio");
     let job = "[t]\nread_iolog=t.spc\niolog_format=spc\nreplay_time_scale=200\n";
     let s = stack("linear", "none");
-    let o = run(&RunInput {
+    let input = RunInput {
         stack_text: &s,
         stack_path: "stack.toml",
         job_text: job,
         job_path: job_path.to_str().unwrap(),
         seed: Some(1),
         vm: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    };
+    let o = run(&input).unwrap_or_else(|e| panic!("{e}"));
     let j = &o.report.jobs[0];
     assert_eq!(j.stats[0].total_ios, 100);
     // Timestamps doubled: the last request is issued at 1.98 s, so the job lasts about 2 s
@@ -289,17 +289,10 @@ fn a_trace_is_replayed_open_loop_at_its_own_timestamps_or_closed_loop_with_repla
     );
     // replay_no_stall: the same trace, in order, as fast as iodepth=1 allows — 100 reads of
     // ~10 ms each on the HDD take about 1 s, not the trace's 1.98 s.
+    let no_stall = format!("{job}replay_no_stall=1\n");
     let o = run(&RunInput {
-        job_text:
-            "[t]\nread_iolog=t.spc\niolog_format=spc\nreplay_time_scale=200\nreplay_no_stall=1\n",
-        ..RunInput {
-            stack_text: &s,
-            stack_path: "stack.toml",
-            job_text: "",
-            job_path: job_path.to_str().unwrap(),
-            seed: Some(1),
-            vm: None,
-        }
+        job_text: &no_stall,
+        ..input
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let j = &o.report.jobs[0];
