@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,6 +64,26 @@ time_based
 rw={rw}
 bs={bs}
 """
+
+
+def strict_tools() -> bool:
+    """Under CI or the README's test command (scripts/test-all.sh sets VMIO_REQUIRE_TOOLS=1),
+    a test whose real tool is missing fails; elsewhere it is skipped, and pytest reports it as
+    skipped (never as passed)."""
+    return bool(os.environ.get("VMIO_REQUIRE_TOOLS") or os.environ.get("CI"))
+
+
+def missing_tool(why: str) -> None:
+    """Fail (CI, the test command) or skip (a developer's run) a test that cannot test."""
+    if strict_tools():
+        pytest.fail(f"{why}; the test command (scripts/test-all.sh) installs it", pytrace=False)
+    pytest.skip(why)
+
+
+def require_tool(tool: str, package: str) -> None:
+    """The test needs `tool` on PATH (from the Debian package `package`)."""
+    if shutil.which(tool) is None:
+        missing_tool(f"'{tool}' is not installed (apt-get install {package})")
 
 
 def start_vmio_serve(

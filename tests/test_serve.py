@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import run_vmio, start_vmio_serve
+from conftest import require_tool, run_vmio, start_vmio_serve
 
 STACK = """\
 [[device]]
@@ -55,11 +54,6 @@ cache = "writethrough"
 """
 
 
-def need(tool: str) -> None:
-    if shutil.which(tool) is None:
-        pytest.skip(f"'{tool}' is not installed (apt-get install libnbd-bin qemu-utils)")
-
-
 @pytest.fixture
 def server(tmp_path: Path):
     """A running `vmio serve` on a Unix socket in tmp_path: (process, socket path)."""
@@ -71,8 +65,8 @@ def server(tmp_path: Path):
 
 
 def test_nbdinfo_lists_the_vm_disks_and_qemu_tools_read_back_what_they_wrote(server):
-    need("nbdinfo")
-    need("qemu-io")
+    require_tool("nbdinfo", "libnbd-bin")
+    require_tool("qemu-io", "qemu-utils")
     proc, sock = server
     out = subprocess.run(
         ["nbdinfo", "--list", f"nbd+unix:///?socket={sock}"],

@@ -7,10 +7,8 @@ from __future__ import annotations
 import hashlib
 import signal
 
-import pytest
-
 import guest
-from conftest import start_vmio_serve
+from conftest import missing_tool, start_vmio_serve
 
 CHUNK = 64 << 10
 DEVICE_BYTES = 16 << 20
@@ -52,7 +50,7 @@ OFFSET = 1 << 20  # chunk 16 -> device a, chunk 17 -> device b (both at 512 KiB)
 
 def test_a_qemu_guest_reads_and_writes_its_disk_through_vmio_serve(tmp_path):
     if (why := guest.missing()) is not None:
-        pytest.skip(why)
+        missing_tool(why)
     # What the host left on the disk: the first chunk of the array is device a's first 64 KiB.
     a = tmp_path / "a.img"
     with open(a, "wb") as f:

@@ -1,6 +1,7 @@
 //! Real NBD clients against the `vmio-serve` binary on a Unix socket: nbdinfo, qemu-io,
 //! qemu-img, nbdcopy and fio's nbd engine (with crc32c verification over every layout and
-//! cache mode). Each test skips, saying so, when its client is not installed.
+//! cache mode). A test whose client is not installed fails, naming the Debian package
+//! (see `common::need`): a real-client test never passes without its client.
 
 mod common;
 use common::*;
@@ -10,9 +11,7 @@ const MODES: [&str; 5] = ["none", "writeback", "writethrough", "directsync", "un
 
 #[test]
 fn nbdinfo_lists_every_vm_disk_as_an_export() {
-    if !have("nbdinfo") {
-        return;
-    }
+    need("nbdinfo", "libnbd-bin");
     let dir = tempdir("nbdinfo");
     let srv = Server::start(
         &dir,
@@ -31,9 +30,7 @@ fn nbdinfo_lists_every_vm_disk_as_an_export() {
 
 #[test]
 fn qemu_io_reads_back_the_pattern_it_wrote_in_every_cache_mode() {
-    if !have("qemu-io") {
-        return;
-    }
+    need("qemu-io", "qemu-utils");
     let dir = tempdir("qemu-io");
     let srv = Server::start(&dir, &stack("stripe", "32m", 8 << 20, &MODES));
     for i in 1..=MODES.len() {
@@ -54,9 +51,8 @@ fn qemu_io_reads_back_the_pattern_it_wrote_in_every_cache_mode() {
 
 #[test]
 fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged() {
-    if !have("qemu-img") || !have("nbdcopy") {
-        return;
-    }
+    need("qemu-img", "qemu-utils");
+    need("nbdcopy", "libnbd-bin");
     let dir = tempdir("copy");
     let srv = Server::start(
         &dir,
@@ -97,9 +93,7 @@ fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged() {
 
 /// fio verify=crc32c with random 4k..64k writes at queue depth 16 on every cache mode.
 fn fio_verify(layout: &str) {
-    if !have("fio") {
-        return;
-    }
+    need("fio", "fio");
     let dir = tempdir(&format!("fio-{layout}"));
     let dev = if layout == "single" { "64m" } else { "32m" };
     let srv = Server::start(&dir, &stack(layout, dev, 8 << 20, &MODES));

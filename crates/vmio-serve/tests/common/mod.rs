@@ -25,18 +25,22 @@ pub fn tempdir(tag: &str) -> PathBuf {
     d
 }
 
-/// Is a client program installed? Prints why a test is skipped when not.
-pub fn have(tool: &str) -> bool {
+/// Fail the calling test, naming the Debian package, when a client program is missing. A
+/// Rust test cannot report itself as skipped, and one that returned early would be reported
+/// as passed without testing anything: so a real-client test never skips. The README's test
+/// command (`scripts/test-all.sh`) installs every package these tests need.
+pub fn need(tool: &str, package: &str) {
     let ok = Command::new("sh")
         .arg("-c")
         .arg(format!("command -v {tool}"))
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: '{tool}' is not installed (apt-get install it to run this test)");
-    }
-    ok
+    assert!(
+        ok,
+        "'{tool}' is not installed: this test needs it (apt-get install {package}, or run the \
+         README's test command, scripts/test-all.sh, which installs it)"
+    );
 }
 
 /// A stack whose devices `a`, `b` (backing files a.img, b.img of `dev_size`) form one volume
