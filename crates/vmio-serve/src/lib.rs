@@ -11,8 +11,9 @@
 //! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
 //! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
-//! bounds, shutdown), [`limits`] (payload budget, rate-limited logging), [`stats`] (per-export counters). `vmio-serve` is the command-line binary;
-//! `vmio serve` (Python) runs the same [`server::start`] in process.
+//! bounds, shutdown), [`limits`] (payload budget, rate-limited logging), [`stats`]
+//! (per-export counters). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
+//! the same [`server::start`] in process.
 
 pub mod dispatch;
 pub mod export;
