@@ -14,7 +14,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -159,8 +159,13 @@ cache mode:
   writethrough  O_DSYNC
   directsync    O_DIRECT + O_DSYNC
   unsafe        page cache, FLUSH and FUA ignored: UNSAFE, a host crash loses acknowledged data
-SIGINT/SIGTERM: finish the requests in flight, flush, remove the socket, print statistics.
+SIGINT/SIGTERM: finish the requests in flight, flush, remove the socket, print statistics;
+connections still open after --shutdown-grace are closed (a second signal: at once).
 SIGUSR1: write the statistics file and print the statistics.
+Bounds: at most --max-connections clients (more are refused with NBD_REP_ERR_POLICY), at most
+--max-conn-payload / --max-total-payload bytes of payload in flight (past them a connection is
+not read until its replies drain), --handshake-timeout and --idle-timeout. Backing files are
+locked as QEMU locks images: a file another vmio serve or QEMU has open for writing is refused.
 
 examples:
   vmio serve --stack stack.toml --socket /tmp/vmio.sock
@@ -194,6 +199,55 @@ def _size(text: str) -> int:
     if value < 1 << 20:
         raise argparse.ArgumentTypeError(f"'{text}' is not a size of at least 1m")
     return value
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """argparse type: an integer in lo..=hi (vmio serve's bounds)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"'{text}' is not an integer in {lo}..{hi}")
+        return value
+
+    return parse
+
+
+def _size_in(lo: int, hi: int, shown: str) -> Callable[[str], int]:
+    """argparse type: a size (k, m, g, t) in lo..=hi bytes (vmio serve's budgets)."""
+
+    def parse(text: str) -> int:
+        units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+        t = text.strip().lower().removesuffix("ib").removesuffix("b")
+        try:
+            value = int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+        except (ValueError, IndexError):
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a size in {shown}")
+        return value
+
+    return parse
+
+
+def _seconds_in(lo: float, hi: float) -> Callable[[str], float]:
+    """argparse type: a number of seconds in lo..=hi."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(
+                f"'{text}' is not a number of seconds in {lo:g}..{hi:g}"
+            )
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -381,8 +435,60 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument(
         "--stats-file", type=Path, metavar="PATH", help="write statistics (JSON) every second"
     )
-    sv.add_argument("--queue-depth", type=_positive, default=32, metavar="N")
-    sv.add_argument("--workers", type=_positive, default=32, metavar="N")
+    sv.add_argument(
+        "--queue-depth",
+        type=_int_in(1, 1024),
+        default=32,
+        metavar="N",
+        help="requests each backing file's scheduler may have outstanding (1..1024, default 32)",
+    )
+    sv.add_argument(
+        "--workers", type=_int_in(1, 1024), default=32, metavar="N", help="I/O threads (1..1024)"
+    )
+    sv.add_argument(
+        "--max-connections",
+        type=_int_in(1, 4096),
+        default=256,
+        metavar="N",
+        help="connections at once; more are refused with NBD_REP_ERR_POLICY (default 256)",
+    )
+    sv.add_argument(
+        "--max-conn-payload",
+        type=_size_in(32 << 20, 1 << 40, "32m..1t"),
+        default=64 << 20,
+        metavar="SIZE",
+        help="payload bytes in flight per connection; past it that connection is not read "
+        "until its replies drain (default 64m)",
+    )
+    sv.add_argument(
+        "--max-total-payload",
+        type=_size_in(32 << 20, 1 << 40, "32m..1t"),
+        default=1 << 30,
+        metavar="SIZE",
+        help="payload bytes in flight in all connections (default 1g)",
+    )
+    sv.add_argument(
+        "--handshake-timeout",
+        type=_seconds_in(0.001, 3600),
+        default=10.0,
+        metavar="S",
+        help="seconds a client has to finish the handshake (default 10)",
+    )
+    sv.add_argument(
+        "--idle-timeout",
+        type=_seconds_in(0, 86400),
+        default=300.0,
+        metavar="S",
+        help="close a connection that moves no byte for S seconds while the server waits on "
+        "it (0: never; default 300)",
+    )
+    sv.add_argument(
+        "--shutdown-grace",
+        type=_seconds_in(0, 3600),
+        default=10.0,
+        metavar="S",
+        help="on SIGINT/SIGTERM, seconds to wait for connections before closing them (default 10)",
+    )
     sv.set_defaults(func=cmd_serve)
 
     b = sub.add_parser(
@@ -608,6 +714,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stats_file=args.stats_file,
         queue_depth=args.queue_depth,
         workers=args.workers,
+        max_connections=args.max_connections,
+        max_conn_payload=args.max_conn_payload,
+        max_total_payload=args.max_total_payload,
+        handshake_timeout=args.handshake_timeout,
+        idle_timeout=args.idle_timeout,
+        shutdown_grace=args.shutdown_grace,
     )
     print("vmio: shut down", file=sys.stderr)
     print(serve.stats_table(snaps), file=sys.stderr)

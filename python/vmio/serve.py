@@ -35,8 +35,26 @@ def serve(
     stats_file: str | Path | None = None,
     queue_depth: int = 32,
     workers: int = 32,
+    max_connections: int = 256,
+    max_conn_payload: int = 64 << 20,
+    max_total_payload: int = 1 << 30,
+    handshake_timeout: float = 10.0,
+    idle_timeout: float = 300.0,
+    shutdown_grace: float = 10.0,
 ) -> list[dict]:
-    """Serve until SIGINT/SIGTERM; returns the final per-export statistics."""
+    """Serve until SIGINT/SIGTERM; returns the final per-export statistics.
+
+    Bounds (see README.md, "vmio serve"): connections at once, payload bytes in flight per
+    connection and in total, handshake and idle timeouts (seconds; idle 0: never), and the grace
+    a shutdown gives connections before closing them. Out-of-range values, a backing file locked
+    by another process and an internal failure of the server raise VmioError."""
+    for name, value, lo, hi in (
+        ("--workers", workers, 1, 1024),
+        ("--queue-depth", queue_depth, 1, 1024),
+        ("--max-connections", max_connections, 1, 4096),
+    ):
+        if not isinstance(value, int) or not lo <= value <= hi:
+            raise VmioError(f"{name} {value}: must be an integer in {lo}..{hi}")
     nat = native()
     if not hasattr(nat, "serve"):
         raise VmioError("this build of vmio has no NBD server; reinstall vmio (pip install .)")
@@ -53,6 +71,12 @@ def serve(
             stats_file=None if stats_file is None else str(stats_file),
             queue_depth=queue_depth,
             workers=workers,
+            max_connections=max_connections,
+            max_conn_payload=max_conn_payload,
+            max_total_payload=max_total_payload,
+            handshake_timeout=handshake_timeout,
+            idle_timeout=idle_timeout,
+            shutdown_grace=shutdown_grace,
         )
     finally:
         for s, h in old.items():

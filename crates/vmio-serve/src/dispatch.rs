@@ -19,6 +19,7 @@
 //! their own buffers: a merged `DevIo` is executed tag by tag.
 
 use crate::export::{nbd_errno, AlignedBuf, Export};
+use crate::limits::lock;
 use crate::proto::transmission::Command;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
@@ -139,7 +140,8 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// One scheduler per device of the stack, with the VMs' weights; `workers` I/O threads.
-    pub fn start(stack: &Stack, depth: usize, workers: usize) -> Arc<Self> {
+    /// An error when a thread cannot be started (the threads already started are stopped).
+    pub fn start(stack: &Stack, depth: usize, workers: usize) -> io::Result<Arc<Self>> {
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
         let (tx, rx) = crossbeam_channel::unbounded();
         let d = Arc::new(Self {
@@ -163,25 +165,28 @@ impl Dispatcher {
             stopping: AtomicBool::new(false),
             workers: Mutex::new(Vec::new()),
         });
-        let mut hs = Vec::new();
-        for i in 0..workers.max(1) {
-            let (d2, rx2): (Arc<Self>, Receiver<Work>) = (d.clone(), rx.clone());
-            hs.push(
-                std::thread::Builder::new()
+        let spawned = (|| {
+            for i in 0..workers.max(1) {
+                let (d2, rx2): (Arc<Self>, Receiver<Work>) = (d.clone(), rx.clone());
+                let h = std::thread::Builder::new()
                     .name(format!("vmio-io-{i}"))
-                    .spawn(move || d2.worker(rx2))
-                    .expect("spawn I/O worker"),
-            );
-        }
-        let d2 = d.clone();
-        hs.push(
-            std::thread::Builder::new()
+                    .spawn(move || d2.worker(rx2))?;
+                lock(&d.workers).push(h);
+            }
+            let d2 = d.clone();
+            let h = std::thread::Builder::new()
                 .name("vmio-timer".into())
-                .spawn(move || d2.timer_loop())
-                .expect("spawn timer"),
-        );
-        *d.workers.lock().unwrap() = hs;
-        d
+                .spawn(move || d2.timer_loop())?;
+            lock(&d.workers).push(h);
+            Ok(())
+        })();
+        match spawned {
+            Ok(()) => Ok(d),
+            Err(e) => {
+                d.stop();
+                Err(e)
+            }
+        }
     }
 
     fn now_ns(&self) -> u64 {
@@ -221,7 +226,7 @@ impl Dispatcher {
             };
             buf_offset += p.len_bytes as usize;
             let now = self.now_ns();
-            let mut q = self.devices[device].lock().unwrap();
+            let mut q = lock(&self.devices[device]);
             let tag = q.next_tag;
             q.next_tag += 1;
             q.jobs.insert(tag, job);
@@ -254,7 +259,7 @@ impl Dispatcher {
             let _ = self.work_tx.send(Work::Device { device, io, jobs });
         }
         if let Some(t) = q.sched.next_wakeup_ns() {
-            let mut w = self.timer.lock().unwrap();
+            let mut w = lock(&self.timer);
             if w.is_none_or(|old| t < old) {
                 *w = Some(t);
                 self.timer_cv.notify_one();
@@ -263,7 +268,7 @@ impl Dispatcher {
     }
 
     fn timer_loop(&self) {
-        let mut w = self.timer.lock().unwrap();
+        let mut w = lock(&self.timer);
         while !self.stopping.load(Ordering::Relaxed) {
             let now = self.now_ns();
             match *w {
@@ -271,19 +276,19 @@ impl Dispatcher {
                     *w = None;
                     drop(w);
                     for (i, dev) in self.devices.iter().enumerate() {
-                        let mut q = dev.lock().unwrap();
+                        let mut q = lock(dev);
                         self.pump(i, &mut q);
                     }
-                    w = self.timer.lock().unwrap();
+                    w = lock(&self.timer);
                 }
                 Some(t) => {
                     w = self
                         .timer_cv
                         .wait_timeout(w, Duration::from_nanos(t - now))
-                        .unwrap()
+                        .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }
-                None => w = self.timer_cv.wait(w).unwrap(),
+                None => w = self.timer_cv.wait(w).unwrap_or_else(|e| e.into_inner()),
             }
         }
     }
@@ -305,7 +310,7 @@ impl Dispatcher {
                         }
                     }
                     {
-                        let mut q = self.devices[device].lock().unwrap();
+                        let mut q = lock(&self.devices[device]);
                         q.sched.completed(self.now_ns(), &io);
                         q.inflight -= 1;
                         self.pump(device, &mut q);
@@ -321,12 +326,12 @@ impl Dispatcher {
     /// Stop the workers and the timer once every queued request has been served.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Relaxed);
-        let hs = std::mem::take(&mut *self.workers.lock().unwrap());
+        let hs = std::mem::take(&mut *lock(&self.workers));
         for _ in 0..hs.len() {
             let _ = self.work_tx.send(Work::Stop);
         }
         {
-            let _w = self.timer.lock().unwrap();
+            let _w = lock(&self.timer);
             self.timer_cv.notify_all();
         }
         for h in hs {
@@ -383,8 +388,11 @@ fn finish(req: &Arc<Request>) {
     let lat = req.arrived.elapsed().as_nanos() as u64;
     let s = &e.stats;
     let r = Ordering::Relaxed;
+    // A failed request counts as an error only: its bytes were not read or written.
     if error != 0 {
         s.errors.fetch_add(1, r);
+        req.sink.complete(req.clone());
+        return;
     }
     match req.command {
         Command::Read => {

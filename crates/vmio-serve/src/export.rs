@@ -29,6 +29,21 @@
 //! regular file shorter than `size` is an error, unless `--create`, which sets every
 //! backing file to exactly its `size` (extending or truncating it). Without `size`, the
 //! file or block device must exist and its size is used.
+//!
+//! Locking, as QEMU locks images (`raw_apply_lock_bytes` and `raw_check_lock_bytes` in
+//! QEMU's `block/file-posix.c`; the byte layout is described in its comment "Lock bytes"):
+//! every served file (or block device) is opened once more, read-only, for an open-file-
+//! description lock (`fcntl(F_OFD_SETLK)`, Linux >= 3.15; OFD locks conflict between any two
+//! opens, also within one process, and go away with the descriptor). vmio takes shared
+//! (`F_RDLCK`) locks on byte 100 + p for each permission p it uses (consistent read = 0,
+//! write = 1) and on byte 200 + 1 (it does not share write), then tests with
+//! `F_OFD_GETLK` that nobody else holds byte 101 (a writer), 201 (someone who does not share
+//! write) or 200 (someone who does not share consistent reads). So a second vmio serve, a
+//! qemu-nbd or a QEMU with the file open for writing refuses this one and vice versa
+//! ([`ExportError::Locked`]), before anything is resized (`--create` runs after the lock).
+//! The same file reached through two devices of the stack (`same.img` and `./same.img`, a
+//! hard link, a symlink) is recognized by the (st_dev, st_ino) of the opened file and refused
+//! ([`ExportError::SameFile`]): two devices on one file would overwrite each other.
 
 use crate::stats::ExportStats;
 use std::fs::{File, OpenOptions};
@@ -70,6 +85,17 @@ pub enum ExportError {
         op: &'static str,
         source: io::Error,
     },
+    #[error("{path}: is locked by another process (another vmio serve or QEMU?)")]
+    Locked { path: String },
+    #[error("device[{first}] '{first_name}' ({first_path}) and device[{second}] '{second_name}' ({second_path}) are the same file; each device needs its own file")]
+    SameFile {
+        first: usize,
+        first_name: String,
+        first_path: String,
+        second: usize,
+        second_name: String,
+        second_path: String,
+    },
     #[error(transparent)]
     Stack(#[from] StackError),
     #[error(transparent)]
@@ -96,10 +122,18 @@ const POOL_CLASSES: usize = 14;
 /// zeroes: a recycled buffer is always overwritten in full (by the payload of a WRITE, or by
 /// the pieces of a READ) before any byte of it is sent.
 static POOL: [Mutex<Vec<usize>>; POOL_CLASSES] = [const { Mutex::new(Vec::new()) }; POOL_CLASSES];
+/// Bytes of free buffers kept in [`POOL`] (all classes), at most [`POOL_MAX_BYTES`]: the
+/// memory the server keeps beyond its payload budget.
+static POOL_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub const POOL_MAX_BYTES: usize = 64 << 20;
+
+fn pool_lock(class: usize) -> std::sync::MutexGuard<'static, Vec<usize>> {
+    POOL[class].lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn pool_keep(class: usize) -> usize {
-    // At most 1 MiB of 4 KiB buffers... and 64 MiB of the largest: about 8 MiB per class
-    // on average, enough for the buffers of a few connections at queue depth 32.
+    // At most 1 MiB of 4 KiB buffers... and 2 of the largest, and POOL_MAX_BYTES in all:
+    // enough for the buffers of a few connections at queue depth 32.
     if class <= 4 {
         256
     } else {
@@ -108,56 +142,58 @@ fn pool_keep(class: usize) -> usize {
 }
 
 impl AlignedBuf {
-    pub fn zeroed(len: usize) -> Self {
-        let cap = len.div_ceil(ALIGN_BYTES) * ALIGN_BYTES;
+    /// A zeroed buffer; None when the memory cannot be allocated.
+    pub fn zeroed(len: usize) -> Option<Self> {
+        let cap = len.checked_next_multiple_of(ALIGN_BYTES)?;
         Self::alloc(len, cap, false)
     }
 
     /// A buffer of `len` bytes from the pool of recycled buffers; its content is
-    /// unspecified (zeros or an earlier payload) until the caller writes it.
-    pub fn pooled(len: usize) -> Self {
-        let cap = len.max(ALIGN_BYTES).next_power_of_two();
+    /// unspecified (zeros or an earlier payload) until the caller writes it. None when the
+    /// memory cannot be allocated (the request is refused, the server goes on).
+    pub fn pooled(len: usize) -> Option<Self> {
+        let cap = len.max(ALIGN_BYTES).checked_next_power_of_two()?;
         let class = (cap.trailing_zeros() - ALIGN_BYTES.trailing_zeros()) as usize;
         if class >= POOL_CLASSES {
             return Self::zeroed(len);
         }
-        if let Some(addr) = POOL[class].lock().unwrap().pop() {
-            return Self {
+        if let Some(addr) = pool_lock(class).pop() {
+            POOL_BYTES.fetch_sub(cap, std::sync::atomic::Ordering::Relaxed);
+            return Some(Self {
                 ptr: addr as *mut u8,
                 len,
                 cap,
                 pooled: true,
-            };
+            });
         }
         Self::alloc(len, cap, true)
     }
 
-    fn alloc(len: usize, cap: usize, pooled: bool) -> Self {
+    fn alloc(len: usize, cap: usize, pooled: bool) -> Option<Self> {
         if cap == 0 {
-            return Self {
+            return Some(Self {
                 ptr: ALIGN_BYTES as *mut u8,
                 len: 0,
                 cap: 0,
                 pooled: false,
-            };
+            });
         }
-        let layout = Self::layout(cap);
+        let layout = Self::layout(cap)?;
         // SAFETY: layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return None;
         }
-        Self {
+        Some(Self {
             ptr,
             len,
             cap,
             pooled,
-        }
+        })
     }
 
-    fn layout(cap: usize) -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(cap, ALIGN_BYTES)
-            .expect("payloads are capped at 32 MiB")
+    fn layout(cap: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::from_size_align(cap, ALIGN_BYTES).ok()
     }
     pub fn len(&self) -> usize {
         self.len
@@ -191,16 +227,24 @@ impl Drop for AlignedBuf {
         if self.cap == 0 {
             return;
         }
+        use std::sync::atomic::Ordering::Relaxed;
         if self.pooled {
             let class = (self.cap.trailing_zeros() - ALIGN_BYTES.trailing_zeros()) as usize;
-            let mut free = POOL[class].lock().unwrap();
-            if free.len() < pool_keep(class) {
+            let mut free = pool_lock(class);
+            if free.len() < pool_keep(class)
+                && POOL_BYTES.fetch_add(self.cap, Relaxed) + self.cap <= POOL_MAX_BYTES
+            {
                 free.push(self.ptr as usize);
                 return;
             }
+            if free.len() < pool_keep(class) {
+                POOL_BYTES.fetch_sub(self.cap, Relaxed);
+            }
         }
-        // SAFETY: allocated in `alloc` with the same layout.
-        unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.cap)) }
+        if let Some(layout) = Self::layout(self.cap) {
+            // SAFETY: allocated in `alloc` with the same layout.
+            unsafe { std::alloc::dealloc(self.ptr, layout) }
+        }
     }
 }
 
@@ -212,6 +256,8 @@ pub struct Backing {
     file: File,
     /// Buffered descriptor for unaligned pieces when `file` has O_DIRECT.
     unaligned: Option<File>,
+    /// The descriptor holding the file's OFD locks (shared by every export on the file).
+    _lock: std::sync::Arc<File>,
 }
 
 pub struct Export {
@@ -236,7 +282,29 @@ fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> Exp
     }
 }
 
-/// Size a device's backing file (creating it when missing) and return its usable bytes.
+/// Create a device's missing backing file, sparse at its `size`.
+fn create_missing(path: &Path, name: &str, size: Option<u64>) -> Result<(), ExportError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(path, "stat")(e)),
+    }
+    let wanted = size.ok_or_else(|| ExportError::MissingNoSize {
+        path: path.display().to_string(),
+        name: name.to_string(),
+    })?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+    }
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io_err(path, "create"))?;
+    f.set_len(wanted).map_err(io_err(path, "set size"))
+}
+
+/// Size a device's (existing, locked) backing file and return its usable bytes.
 fn prepare_device(
     path: &Path,
     name: &str,
@@ -244,27 +312,7 @@ fn prepare_device(
     create: bool,
 ) -> Result<u64, ExportError> {
     let shown = path.display().to_string();
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io_err(path, "stat")(e)),
-    };
-    let Some(meta) = meta else {
-        let wanted = size.ok_or_else(|| ExportError::MissingNoSize {
-            path: shown.clone(),
-            name: name.to_string(),
-        })?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
-        }
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io_err(path, "create"))?;
-        f.set_len(wanted).map_err(io_err(path, "set size"))?;
-        return Ok(wanted);
-    };
+    let meta = std::fs::metadata(path).map_err(io_err(path, "stat"))?;
     if meta.file_type().is_block_device() {
         let mut f = File::open(path).map_err(io_err(path, "open"))?;
         let bytes = io::Seek::seek(&mut f, io::SeekFrom::End(0)).map_err(io_err(path, "size"))?;
@@ -289,6 +337,60 @@ fn prepare_device(
         }),
         Some(wanted) => Ok(wanted),
     }
+}
+
+/// QEMU's lock-byte layout (`block/file-posix.c`): permission bytes from 100, "not shared"
+/// bytes from 200; permission bits: consistent read 0, write 1.
+const LOCK_PERM_BASE: i64 = 100;
+const LOCK_SHARED_BASE: i64 = 200;
+const PERM_CONSISTENT_READ: i64 = 0;
+const PERM_WRITE: i64 = 1;
+
+fn ofd_lock(f: &File, cmd: libc::c_int, ty: libc::c_short, byte: i64) -> io::Result<libc::c_short> {
+    // SAFETY: flock is plain data; zeroed is a valid value (l_pid must be 0 for OFD locks).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = ty;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = byte;
+    fl.l_len = 1;
+    // SAFETY: fcntl on a valid descriptor with a valid struct flock.
+    if unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fl.l_type)
+}
+
+/// Open `path` for its locks: shared locks on the bytes of the permissions vmio uses and of
+/// the one it does not share (write), then a check that nobody else conflicts.
+fn lock_file(f: File, path: &Path) -> Result<File, ExportError> {
+    let locked = || ExportError::Locked {
+        path: path.display().to_string(),
+    };
+    for byte in [
+        LOCK_PERM_BASE + PERM_CONSISTENT_READ,
+        LOCK_PERM_BASE + PERM_WRITE,
+        LOCK_SHARED_BASE + PERM_WRITE,
+    ] {
+        match ofd_lock(&f, libc::F_OFD_SETLK, libc::F_RDLCK as libc::c_short, byte) {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
+                return Err(locked())
+            }
+            Err(e) => return Err(io_err(path, "lock (fcntl F_OFD_SETLK)")(e)),
+        }
+    }
+    for byte in [
+        LOCK_PERM_BASE + PERM_WRITE,
+        LOCK_SHARED_BASE + PERM_WRITE,
+        LOCK_SHARED_BASE + PERM_CONSISTENT_READ,
+    ] {
+        let held = ofd_lock(&f, libc::F_OFD_GETLK, libc::F_WRLCK as libc::c_short, byte)
+            .map_err(io_err(path, "lock (fcntl F_OFD_GETLK)"))?;
+        if held != libc::F_UNLCK as libc::c_short {
+            return Err(locked());
+        }
+    }
+    Ok(f)
 }
 
 fn open_backing(path: &Path, cache: CacheMode) -> Result<(File, Option<File>), ExportError> {
@@ -354,6 +456,9 @@ pub fn open_exports(
     };
     let mut dev_bytes = vec![0u64; stack.devices.len()];
     let mut dev_path = vec![PathBuf::new(); stack.devices.len()];
+    let mut dev_lock: Vec<Option<std::sync::Arc<File>>> = vec![None; stack.devices.len()];
+    // (st_dev, st_ino) of each opened file -> its device index.
+    let mut seen: std::collections::HashMap<(u64, u64), usize> = Default::default();
     for i in used {
         let d = &stack.devices[i];
         let p = d.path.as_deref().ok_or_else(|| ExportError::NoPath {
@@ -362,6 +467,29 @@ pub fn open_exports(
             name: d.name.clone(),
         })?;
         dev_path[i] = device_path(stack_dir, p);
+        create_missing(&dev_path[i], &d.name, d.size_bytes)?;
+        let lock = {
+            let f = File::open(&dev_path[i]).map_err(io_err(&dev_path[i], "open"))?;
+            // The file is opened once for its identity and its locks.
+            let m = f.metadata().map_err(io_err(&dev_path[i], "stat"))?;
+            let id = (
+                std::os::unix::fs::MetadataExt::dev(&m),
+                std::os::unix::fs::MetadataExt::ino(&m),
+            );
+            if let Some(&j) = seen.get(&id) {
+                return Err(ExportError::SameFile {
+                    first: j,
+                    first_name: stack.devices[j].name.clone(),
+                    first_path: dev_path[j].display().to_string(),
+                    second: i,
+                    second_name: d.name.clone(),
+                    second_path: dev_path[i].display().to_string(),
+                });
+            }
+            seen.insert(id, i);
+            lock_file(f, &dev_path[i])?
+        };
+        dev_lock[i] = Some(std::sync::Arc::new(lock));
         dev_bytes[i] = prepare_device(&dev_path[i], &d.name, d.size_bytes, create)?;
     }
     // Volumes no disk uses keep an unbounded size (their devices were not opened).
@@ -386,11 +514,15 @@ pub fn open_exports(
             let mut backings = Vec::new();
             for &i in &v.devices {
                 let (file, unaligned) = open_backing(&dev_path[i], d.cache)?;
+                let Some(lock) = dev_lock[i].clone() else {
+                    continue;
+                };
                 backings.push(Backing {
                     path: dev_path[i].clone(),
                     device: i,
                     file,
                     unaligned,
+                    _lock: lock,
                 });
             }
             out.push(Export {
@@ -489,7 +621,8 @@ impl Export {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {}
             Err(e) => return Err(e),
         }
-        let zeros = AlignedBuf::zeroed(1 << 20);
+        let zeros = AlignedBuf::zeroed(1 << 20)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         let mut at = 0;
         while at < len {
             let n = (len - at).min(zeros.len() as u64) as usize;
@@ -550,32 +683,33 @@ mod tests {
 
     #[test]
     fn aligned_buffers_are_page_aligned_and_zeroed() {
-        let b = AlignedBuf::zeroed(8192 + 5);
+        let b = AlignedBuf::zeroed(8192 + 5).unwrap();
         assert_eq!(b.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
         assert!(b.as_slice().iter().all(|&x| x == 0));
-        assert!(AlignedBuf::zeroed(0).is_empty());
+        assert!(AlignedBuf::zeroed(0).unwrap().is_empty());
+        assert!(AlignedBuf::zeroed(usize::MAX - 10).is_none());
     }
 
     #[test]
     fn pooled_buffers_are_aligned_recycled_and_sized_as_asked() {
-        let a = AlignedBuf::pooled(5000);
+        let a = AlignedBuf::pooled(5000).unwrap();
         assert_eq!(a.len(), 5000);
         assert_eq!(a.as_slice().as_ptr() as usize % ALIGN_BYTES, 0);
         let addr = a.as_slice().as_ptr() as usize;
         drop(a);
-        let b = AlignedBuf::pooled(8192);
+        let b = AlignedBuf::pooled(8192).unwrap();
         assert_eq!(
             b.as_slice().as_ptr() as usize,
             addr,
             "the 8 KiB class is reused"
         );
-        assert_eq!(AlignedBuf::pooled(0).len(), 0);
-        assert_eq!(AlignedBuf::pooled(33 << 20).len(), 33 << 20);
+        assert_eq!(AlignedBuf::pooled(0).unwrap().len(), 0);
+        assert_eq!(AlignedBuf::pooled(33 << 20).unwrap().len(), 33 << 20);
     }
 
     #[test]
     fn unaligned_pieces_are_recognized() {
-        let b = AlignedBuf::zeroed(4096);
+        let b = AlignedBuf::zeroed(4096).unwrap();
         assert!(aligned(8192, 4096, b.as_slice().as_ptr()));
         assert!(!aligned(512, 4096, b.as_slice().as_ptr()));
         assert!(!aligned(0, 512, b.as_slice().as_ptr()));

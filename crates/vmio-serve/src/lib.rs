@@ -11,13 +11,15 @@
 //! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
 //! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
-//! shutdown), [`stats`] (per-export counters). `vmio-serve` is the command-line binary;
-//! `vmio serve` (Python) runs the same [`server::start`] in process.
+//! bounds, shutdown), [`limits`] (payload budget, rate-limited logging), [`stats`]
+//! (per-export counters). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
+//! the same [`server::start`] in process.
 
 pub mod dispatch;
 pub mod export;
+pub mod limits;
 pub mod proto;
 pub mod server;
 pub mod stats;
 
-pub use server::{start, Config, Listen, ServeError, Server};
+pub use server::{start, Config, Listen, ServeError, Server, Usage};

@@ -2,18 +2,60 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+use vmio_serve::server::{MAX_CONNECTIONS_RANGE, QUEUE_DEPTH_RANGE, WORKERS_RANGE};
 use vmio_serve::{stats, Config, Listen};
 
 const USAGE: &str = "usage: vmio-serve --stack STACK.toml [--socket PATH | --tcp PORT] [--create]
                   [--stats-file PATH] [--queue-depth N] [--workers N]
+                  [--max-connections N] [--max-conn-payload SIZE] [--max-total-payload SIZE]
+                  [--handshake-timeout S] [--idle-timeout S] [--shutdown-grace S]
 
 Serves every [[vm.disk]] of the stack as an NBD export named VM/DISK (VM alone: its first
 disk) on a Unix socket (default ./vmio.sock) or on TCP at 127.0.0.1:PORT.
   --create          set every backing file to its device's size, extending or TRUNCATING it
                     (missing files are always created, sparse)
   --stats-file P    write per-export statistics (JSON) every second, on SIGUSR1 and at exit
-  --queue-depth N   requests each device's scheduler may have outstanding (default 32)
-  --workers N       I/O threads (default 32)";
+  --queue-depth N   requests each device's scheduler may have outstanding (1..=1024, default 32)
+  --workers N       I/O threads (1..=1024, default 32)
+Bounds on what clients can make the server hold (SIZE: bytes, or with k, m, g, t):
+  --max-connections N       connections at once; more get NBD_REP_ERR_POLICY (1..=4096,
+                            default 256)
+  --max-conn-payload SIZE   payload bytes in flight per connection; past it the server stops
+                            reading that connection until replies drain (32m..=1t, default 64m)
+  --max-total-payload SIZE  payload bytes in flight in all (>= --max-conn-payload, default 1g)
+  --handshake-timeout S     seconds to finish the handshake (default 10)
+  --idle-timeout S          close a connection that moves no byte for S seconds while the
+                            server waits on it (0: never; default 300)
+  --shutdown-grace S        on SIGINT/SIGTERM, seconds to wait for connections before closing
+                            them (a second signal: at once; default 10)
+Backing files are locked as QEMU locks images: a file another vmio serve or QEMU has open for
+writing is refused. Exit status: 0 after a shutdown by signal, 2 on bad arguments or stack,
+1 on an internal error.";
+
+fn size(flag: &str, v: &str) -> Result<u64, String> {
+    let t = v.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        Some('t') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{flag} '{v}': must be a size (bytes, or with k, m, g, t)"))
+}
+
+fn seconds(flag: &str, v: &str) -> Result<Duration, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 1e9)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{flag} '{v}': must be a number of seconds >= 0"))
+}
 
 fn parse(args: &[String]) -> Result<Config, String> {
     let mut stack = None;
@@ -26,11 +68,11 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 .cloned()
                 .ok_or_else(|| format!("{name} needs a value"))
         };
-        let num = |name: &str, v: String| {
+        let num = |name: &str, v: String, (lo, hi): (usize, usize)| {
             v.parse::<usize>()
                 .ok()
-                .filter(|&n| n >= 1)
-                .ok_or_else(|| format!("{name} '{v}': must be an integer >= 1"))
+                .filter(|n| (lo..=hi).contains(n))
+                .ok_or_else(|| format!("{name} '{v}': must be an integer in {lo}..={hi}"))
         };
         match a.as_str() {
             "--stack" => stack = Some(PathBuf::from(val("--stack")?)),
@@ -47,8 +89,16 @@ fn parse(args: &[String]) -> Result<Config, String> {
             }
             "--create" => cfg.create = true,
             "--stats-file" => cfg.stats_file = Some(PathBuf::from(val("--stats-file")?)),
-            "--queue-depth" => cfg.queue_depth = num("--queue-depth", val("--queue-depth")?)?,
-            "--workers" => cfg.workers = num("--workers", val("--workers")?)?,
+            f @ "--queue-depth" => cfg.queue_depth = num(f, val(f)?, QUEUE_DEPTH_RANGE)?,
+            f @ "--workers" => cfg.workers = num(f, val(f)?, WORKERS_RANGE)?,
+            f @ "--max-connections" => {
+                cfg.max_connections = num(f, val(f)?, MAX_CONNECTIONS_RANGE)?
+            }
+            f @ "--max-conn-payload" => cfg.max_conn_payload_bytes = size(f, &val(f)?)?,
+            f @ "--max-total-payload" => cfg.max_total_payload_bytes = size(f, &val(f)?)?,
+            f @ "--handshake-timeout" => cfg.handshake_timeout = seconds(f, &val(f)?)?,
+            f @ "--idle-timeout" => cfg.idle_timeout = seconds(f, &val(f)?)?,
+            f @ "--shutdown-grace" => cfg.shutdown_grace = seconds(f, &val(f)?)?,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -56,6 +106,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
     if let Some(l) = listen {
         cfg.listen = l;
     }
+    cfg.check().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
 
@@ -84,7 +135,14 @@ fn main() -> ExitCode {
         server.export_names().join(", "),
         server.address
     );
-    let snaps = server.wait();
-    eprint!("vmio-serve: shut down\n{}", stats::text(&snaps));
-    ExitCode::SUCCESS
+    match server.wait() {
+        Ok(snaps) => {
+            eprint!("vmio-serve: shut down\n{}", stats::text(&snaps));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("vmio-serve: error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -1,24 +1,75 @@
-//! Listeners, connections and shutdown.
+//! Listeners, connections, bounds and shutdown.
+//!
+//! # Design
 //!
 //! One thread accepts on a Unix socket (the default) or on TCP bound to 127.0.0.1. Each
-//! connection gets a reader thread that runs the handshake and then reads requests and
-//! submits them to the [`Dispatcher`] without waiting for their completion (up to
-//! [`MAX_INFLIGHT`] in flight per connection), and a writer thread that sends the replies of
-//! finished requests, batching the ready ones (headers and payloads) into one `writev`. A
-//! protocol violation closes only that connection; a client that stops reading its replies
-//! only stalls itself.
+//! admitted connection gets a reader thread that runs the handshake and then reads requests
+//! and submits them to the [`Dispatcher`] without waiting for their completion, and (after
+//! the handshake) a writer thread that sends the replies of finished requests, batching the
+//! ready ones (headers and payloads) into one `writev`. I/O workers never touch a socket, so
+//! a client that stops reading its replies only stalls its own writer.
 //!
-//! SIGINT/SIGTERM: stop accepting, stop reading requests (`shutdown(SHUT_RD)` on every
-//! connection), let the requests in flight complete and reply, flush every export (its cache
-//! mode decides what a flush does), remove the socket, write and return the statistics.
-//! SIGUSR1 writes the statistics file and prints the statistics on stderr.
+//! Two threads per connection stay, because every resource they cost is bounded and the
+//! blocking `read`/`writev` path is what keeps vmio ahead of qemu-nbd in `vmio bench serve`:
+//! at most `max_connections` connections are admitted (default 256, so at most 2 x 256
+//! connection threads with 256 KiB stacks, plus the I/O workers, the accept, refuser, timer,
+//! signal and statistics threads), each holds one descriptor (reader, writer and the
+//! registry share it), and what a connection may make the server hold is bounded by:
+//!
+//! - requests in flight: [`MAX_INFLIGHT`] per connection;
+//! - payload bytes in flight ([`crate::limits::Budget`]): `max_conn_payload_bytes` per
+//!   connection (default 64 MiB) and `max_total_payload_bytes` in all (default 1 GiB).
+//!   Budget is taken *before* a READ or WRITE buffer is allocated and given back when its
+//!   reply has been sent; a reader without budget stops reading its connection
+//!   (backpressure). A WRITE that declares 32 MiB and sends one byte holds its budget, no
+//!   more, until the idle timeout. Recycled free buffers are capped
+//!   ([`crate::export::POOL_MAX_BYTES`]). So the payload memory of the process stays below
+//!   the total budget plus the pool cap, whatever the clients do.
+//! - time: the handshake must finish within `handshake_timeout` (default 10 s, as qemu-nbd's
+//!   `--handshake-limit`), or the connection is closed; in transmission, a connection that
+//!   moves no byte in either direction for `idle_timeout` (default 300 s; 0: never) while
+//!   the server waits on the client — for a request header with nothing in flight, for the
+//!   rest of a request or its payload, or for the client to take its replies — is closed and
+//!   its budget given back. Sockets carry 1 s `SO_RCVTIMEO`/`SO_SNDTIMEO` ticks so that
+//!   blocked reads and writes notice these deadlines.
+//!
+//! A connection past `max_connections` is refused politely without a thread of its own: a
+//! single refuser thread polls up to [`REFUSING_MAX`] refused sockets at once (more are
+//! closed at once), sends the greeting, answers each option with `NBD_REP_ERR_POLICY` and
+//! "too many connections (limit N; --max-connections)" (`NBD_OPT_ABORT` with an ACK,
+//! `NBD_OPT_EXPORT_NAME`, which cannot carry an error, by closing) and closes it after
+//! [`REFUSE_WITHIN`] at the latest. (NBD protocol, "Option reply types": `NBD_REP_ERR_POLICY`
+//! "the server is configured to not allow this option, or the number of connections has
+//! reached a limit".)
+//!
+//! Nothing a client does stops the server: a protocol violation closes only that connection;
+//! failing to start a connection's thread or to allocate a request's buffer refuses that
+//! connection (closed) or request (`NBD_ENOMEM`) and the server goes on; client misbehaviour
+//! is logged through a [`RateLog`] (<= 10 lines/s) with client strings truncated and escaped
+//! ([`crate::limits::shown`]). Only an internal failure (the accept thread dying) ends the
+//! server with an error: [`Server::wait`] returns it, after the same orderly shutdown.
+//!
+//! Shutdown (SIGINT/SIGTERM or [`Server::shutdown`]): stop accepting, stop reading requests
+//! (`shutdown(SHUT_RD)` on every connection), let the requests in flight complete against
+//! the files and reply. Connections still open after `shutdown_grace` (default 10 s; a
+//! second signal: at once) are closed with `shutdown(SHUT_RDWR)`, so that writers blocked on
+//! clients that do not read fail; their requests still complete. Then every export is
+//! flushed (its cache mode decides what a flush does), the socket removed, and the
+//! statistics written and returned. SIGUSR1 writes the statistics file and prints the
+//! statistics on stderr.
+//!
+//! Sources: the NBD protocol specification (`doc/proto.md` of NetworkBlockDevice/nbd:
+//! "Option reply types", "Terminating the transmission phase"), qemu-nbd(8)
+//! (`--handshake-limit`, default 10 s).
 
 use crate::dispatch::{Dispatcher, ReplySink, Request};
 use crate::export::{self, AlignedBuf, Export, ExportError};
+use crate::limits::{lock, shown, Budget, RateLog};
 use crate::proto::handshake::{self as hs, ClientOption};
 use crate::proto::transmission::{self as tx, Command, REQUEST_BYTES};
 use crate::proto::{self, ProtoError};
 use crate::stats::{self, Snapshot};
+use std::collections::HashMap;
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
@@ -32,6 +83,24 @@ use vmio_core::stack::{Stack, StackError};
 
 /// Requests one connection may have in flight before its reader waits.
 pub const MAX_INFLIGHT: usize = 256;
+/// Accepted ranges of the configuration (command-line flags).
+pub const WORKERS_RANGE: (usize, usize) = (1, 1024);
+pub const QUEUE_DEPTH_RANGE: (usize, usize) = (1, 1024);
+pub const MAX_CONNECTIONS_RANGE: (usize, usize) = (1, 4096);
+/// Payload budgets: at least one largest request, at most 1 TiB.
+pub const PAYLOAD_BUDGET_RANGE: (u64, u64) = (proto::MAX_PAYLOAD_BYTES as u64, 1 << 40);
+/// Timeouts in seconds (idle: 0 = never; grace: 0 = close at once).
+pub const HANDSHAKE_TIMEOUT_RANGE_S: (f64, f64) = (0.001, 3600.0);
+pub const IDLE_TIMEOUT_RANGE_S: (f64, f64) = (0.0, 86400.0);
+pub const SHUTDOWN_GRACE_RANGE_S: (f64, f64) = (0.0, 3600.0);
+/// Refused connections handled at once by the refuser thread; more are closed at once.
+pub const REFUSING_MAX: usize = 64;
+/// A refused connection is closed after this long at the latest.
+pub const REFUSE_WITHIN: Duration = Duration::from_secs(2);
+/// Stack size of connection threads.
+const CONN_STACK_BYTES: usize = 256 << 10;
+/// Period at which blocked socket reads and writes wake up to check deadlines.
+const TICK: Duration = Duration::from_secs(1);
 
 /// Transmission flags of every export.
 pub const TRANSMISSION_FLAGS: u16 = proto::FLAG_HAS_FLAGS
@@ -55,6 +124,13 @@ pub enum ServeError {
     SocketInUse(String),
     #[error("{0}")]
     Usage(String),
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        what: &'static str,
+        source: io::Error,
+    },
+    #[error("the server stopped on an internal error: {0}")]
+    Fatal(String),
 }
 
 /// Where to listen.
@@ -77,6 +153,18 @@ pub struct Config {
     pub workers: usize,
     /// Install SIGINT/SIGTERM/SIGUSR1 handlers (the binary and `vmio serve` do).
     pub signals: bool,
+    /// Connections served at once (handshaking or transmitting); more are refused.
+    pub max_connections: usize,
+    /// Payload bytes (READ buffers awaiting their reply, WRITE payloads) one connection may
+    /// hold.
+    pub max_conn_payload_bytes: u64,
+    /// Payload bytes all connections together may hold.
+    pub max_total_payload_bytes: u64,
+    pub handshake_timeout: Duration,
+    /// Zero: never.
+    pub idle_timeout: Duration,
+    /// How long a shutdown waits for connections before closing them.
+    pub shutdown_grace: Duration,
 }
 
 impl Config {
@@ -89,8 +177,83 @@ impl Config {
             queue_depth: 32,
             workers: 32,
             signals: true,
+            max_connections: 256,
+            max_conn_payload_bytes: 64 << 20,
+            max_total_payload_bytes: 1 << 30,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
+
+    /// Every value within its range; the error names the command-line flag.
+    pub fn check(&self) -> Result<(), ServeError> {
+        fn int(flag: &str, v: usize, (lo, hi): (usize, usize)) -> Result<(), ServeError> {
+            if (lo..=hi).contains(&v) {
+                return Ok(());
+            }
+            Err(ServeError::Usage(format!(
+                "{flag} {v}: must be an integer in {lo}..={hi}"
+            )))
+        }
+        fn secs(flag: &str, v: Duration, (lo, hi): (f64, f64)) -> Result<(), ServeError> {
+            let s = v.as_secs_f64();
+            if (lo..=hi).contains(&s) {
+                return Ok(());
+            }
+            Err(ServeError::Usage(format!(
+                "{flag} {s}: must be a number of seconds in {lo}..={hi}"
+            )))
+        }
+        int("--workers", self.workers, WORKERS_RANGE)?;
+        int("--queue-depth", self.queue_depth, QUEUE_DEPTH_RANGE)?;
+        int(
+            "--max-connections",
+            self.max_connections,
+            MAX_CONNECTIONS_RANGE,
+        )?;
+        let (lo, hi) = PAYLOAD_BUDGET_RANGE;
+        for (flag, v) in [
+            ("--max-conn-payload", self.max_conn_payload_bytes),
+            ("--max-total-payload", self.max_total_payload_bytes),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err(ServeError::Usage(format!(
+                    "{flag} {v}: must be in {}..={} bytes (32m..1t; one request may carry 32 MiB)",
+                    lo, hi
+                )));
+            }
+        }
+        if self.max_conn_payload_bytes > self.max_total_payload_bytes {
+            return Err(ServeError::Usage(format!(
+                "--max-conn-payload {} exceeds --max-total-payload {}",
+                self.max_conn_payload_bytes, self.max_total_payload_bytes
+            )));
+        }
+        secs(
+            "--handshake-timeout",
+            self.handshake_timeout,
+            HANDSHAKE_TIMEOUT_RANGE_S,
+        )?;
+        secs("--idle-timeout", self.idle_timeout, IDLE_TIMEOUT_RANGE_S)?;
+        secs(
+            "--shutdown-grace",
+            self.shutdown_grace,
+            SHUTDOWN_GRACE_RANGE_S,
+        )
+    }
+}
+
+/// What the clients make the server hold now ([`Server::usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Connections admitted and not yet closed.
+    pub connections: usize,
+    /// Connections refused (limit reached or no thread) since the start.
+    pub refused: u64,
+    /// Payload bytes held now, and the most ever held.
+    pub payload_bytes: u64,
+    pub payload_peak_bytes: u64,
 }
 
 enum Stream {
@@ -99,41 +262,145 @@ enum Stream {
 }
 
 impl Stream {
-    fn try_clone(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-        })
-    }
     fn shutdown(&self, how: std::net::Shutdown) {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(how),
             Stream::Tcp(s) => s.shutdown(how),
         };
     }
-}
-
-impl Read for Stream {
-    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
-            Stream::Unix(s) => s.read(b),
-            Stream::Tcp(s) => s.read(b),
+            Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tcp(s) => s.set_read_timeout(t),
+        }
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tcp(s) => s.set_write_timeout(t),
+        }
+    }
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tcp(s) => s.set_nonblocking(on),
+        }
+    }
+    fn raw_fd(&self) -> i32 {
+        match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
         }
     }
 }
 
-impl Write for Stream {
+impl Read for &Stream {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => (&*s).read(b),
+            Stream::Tcp(s) => (&*s).read(b),
+        }
+    }
+}
+
+impl Write for &Stream {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         match self {
-            Stream::Unix(s) => s.write(b),
-            Stream::Tcp(s) => s.write(b),
+            Stream::Unix(s) => (&*s).write(b),
+            Stream::Tcp(s) => (&*s).write(b),
         }
     }
     fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
-            Stream::Unix(s) => s.write_vectored(b),
-            Stream::Tcp(s) => s.write_vectored(b),
+            Stream::Unix(s) => (&*s).write_vectored(b),
+            Stream::Tcp(s) => (&*s).write_vectored(b),
         }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// One admitted connection: its socket (shared by its reader, its writer and the registry)
+/// and when it last moved a byte.
+struct Conn {
+    id: u64,
+    stream: Stream,
+    epoch: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Conn {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+    fn touch(&self) {
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+    fn idle_for(&self) -> Duration {
+        Duration::from_millis(
+            self.now_ms()
+                .saturating_sub(self.last_ms.load(Ordering::Relaxed)),
+        )
+    }
+}
+
+/// The reader's view of a connection, noting activity.
+struct ConnRead(Arc<Conn>);
+
+impl Read for ConnRead {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        let n = (&self.0.stream).read(b)?;
+        if n > 0 {
+            self.0.touch();
+        }
+        Ok(n)
+    }
+}
+
+/// The handshake's view of a connection: every read and write must finish by `deadline`.
+struct Timed<'a> {
+    s: &'a Stream,
+    deadline: Instant,
+}
+
+impl Timed<'_> {
+    fn left(&self) -> io::Result<Duration> {
+        let d = self.deadline.saturating_duration_since(Instant::now());
+        if d.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake timeout"));
+        }
+        Ok(d)
+    }
+    fn map(e: io::Error) -> io::Error {
+        if timed_out(&e) {
+            io::Error::new(io::ErrorKind::TimedOut, "handshake timeout")
+        } else {
+            e
+        }
+    }
+}
+
+impl Read for Timed<'_> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        self.s.set_read_timeout(Some(self.left()?))?;
+        let mut s = self.s;
+        s.read(b).map_err(Self::map)
+    }
+}
+
+impl Write for Timed<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.s.set_write_timeout(Some(self.left()?))?;
+        let mut s = self.s;
+        s.write(b).map_err(Self::map)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -147,34 +414,91 @@ enum Out {
     Stop,
 }
 
+/// What a connection holds: requests in flight, payload bytes, and how much of those bytes
+/// was drawn from the shared pool of the [`Budget`].
+#[derive(Default)]
+struct Held {
+    requests: usize,
+    bytes: u64,
+    charged: u64,
+}
+
 /// The reply side of a connection: I/O workers hand finished requests to the connection's
 /// writer thread, so that a client that does not read its replies never blocks a worker.
 struct ConnOut {
     tx: crossbeam_channel::Sender<Out>,
-    inflight: Mutex<usize>,
+    held: Mutex<Held>,
     drained: Condvar,
+    sh: Arc<Shared>,
+    /// The writer gave up on the client (gone, or idle): replies are dropped.
+    broken: AtomicBool,
 }
 
 impl ConnOut {
-    fn acquire(&self) {
-        let mut n = self.inflight.lock().unwrap();
-        while *n >= MAX_INFLIGHT {
-            n = self.drained.wait(n).unwrap();
-        }
-        *n += 1;
+    fn aborted(&self) -> bool {
+        self.broken.load(Ordering::Relaxed) || self.sh.shutdown.load(Ordering::Relaxed)
     }
-    fn release(&self, k: usize) {
-        *self.inflight.lock().unwrap() -= k;
+
+    /// Take a request slot and `bytes` of payload budget, waiting while the connection holds
+    /// too much (its own replies must drain) or the shared pool is exhausted. False (nothing
+    /// taken) when the connection or the server is going away.
+    fn acquire(&self, bytes: u64) -> bool {
+        let budget = &self.sh.budget;
+        let need = {
+            let mut h = lock(&self.held);
+            while h.requests >= MAX_INFLIGHT || h.bytes + bytes > budget.conn_max {
+                if bytes > 0 && self.aborted() {
+                    return false;
+                }
+                h = self
+                    .drained
+                    .wait_timeout(h, Duration::from_millis(100))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            h.requests += 1;
+            budget.over(h.bytes + bytes).saturating_sub(h.charged)
+        };
+        let abort = || self.aborted();
+        if bytes > 0 && !budget.take_shared(need, &abort) {
+            self.release(1, 0);
+            return false;
+        }
+        let mut h = lock(&self.held);
+        h.bytes += bytes;
+        h.charged += need;
+        budget.note_held(bytes, true);
+        true
+    }
+
+    /// `k` replies sent (or dropped) that held `bytes` of payload.
+    fn release(&self, k: usize, bytes: u64) {
+        let budget = &self.sh.budget;
+        let give = {
+            let mut h = lock(&self.held);
+            h.requests -= k.min(h.requests);
+            let bytes = bytes.min(h.bytes);
+            h.bytes -= bytes;
+            budget.note_held(bytes, false);
+            let keep = budget.over(h.bytes);
+            let give = h.charged.saturating_sub(keep);
+            h.charged -= give;
+            give
+        };
+        budget.give_shared(give);
         self.drained.notify_all();
     }
+
+    /// Wait until every request in flight has been replied to (or dropped).
     fn drain(&self) {
-        let mut n = self.inflight.lock().unwrap();
-        while *n > 0 {
-            n = self.drained.wait(n).unwrap();
+        let mut h = lock(&self.held);
+        while h.requests > 0 {
+            h = self.drained.wait(h).unwrap_or_else(|e| e.into_inner());
         }
     }
+
     fn error(&self, errno: u32, cookie: u64) {
-        self.acquire();
+        self.acquire(0);
         let _ = self.tx.send(Out::Error { errno, cookie });
     }
 }
@@ -186,9 +510,9 @@ impl ReplySink for ConnOut {
 }
 
 /// Write replies as they come, batching whatever is ready into one `writev`.
-fn writer(mut s: Stream, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>) {
+fn writer(conn: Arc<Conn>, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>) {
     const BATCH: usize = 64;
-    let mut broken = false;
+    let idle = out.sh.idle_timeout;
     let mut batch: Vec<Out> = Vec::with_capacity(BATCH);
     let mut headers: Vec<[u8; 16]> = Vec::with_capacity(BATCH);
     while let Ok(first) = rx.recv() {
@@ -201,39 +525,61 @@ fn writer(mut s: Stream, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>
         }
         let stop = batch.iter().any(|o| matches!(o, Out::Stop));
         headers.clear();
+        let mut held = 0u64;
         for o in &batch {
             match o {
-                Out::Done(r) => headers.push(tx::simple_reply(r.error(), r.cookie)),
+                Out::Done(r) => {
+                    headers.push(tx::simple_reply(r.error(), r.cookie));
+                    held += r.buf.len() as u64;
+                }
                 Out::Error { errno, cookie } => headers.push(tx::simple_reply(*errno, *cookie)),
                 Out::Stop => {}
             }
         }
-        if !broken {
+        if !out.broken.load(Ordering::Relaxed) {
             let mut slices = Vec::with_capacity(2 * BATCH);
             let mut h = headers.iter();
             for o in &batch {
-                match o {
-                    Out::Done(r) => {
-                        slices.push(IoSlice::new(h.next().expect("one header per reply")));
-                        if !r.payload().is_empty() {
-                            slices.push(IoSlice::new(r.payload()));
-                        }
-                    }
-                    Out::Error { .. } => {
-                        slices.push(IoSlice::new(h.next().expect("one header per reply")))
-                    }
-                    Out::Stop => {}
+                let payload = match o {
+                    Out::Done(r) => r.payload(),
+                    Out::Error { .. } => &[],
+                    Out::Stop => continue,
+                };
+                if let Some(h) = h.next() {
+                    slices.push(IoSlice::new(h));
+                }
+                if !payload.is_empty() {
+                    slices.push(IoSlice::new(payload));
                 }
             }
             let mut bufs: &mut [IoSlice] = &mut slices;
             while !bufs.is_empty() {
+                let mut s = &conn.stream;
                 match s.write_vectored(bufs) {
-                    Ok(n) if n > 0 => IoSlice::advance_slices(&mut bufs, n),
+                    Ok(n) if n > 0 => {
+                        conn.touch();
+                        IoSlice::advance_slices(&mut bufs, n);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    _ => {
-                        // The client is gone: keep consuming replies so the reader drains.
-                        broken = true;
-                        s.shutdown(std::net::Shutdown::Both);
+                    Err(e) if timed_out(&e) && (idle.is_zero() || conn.idle_for() < idle) => {}
+                    Err(e) => {
+                        if timed_out(&e) {
+                            out.sh.log.log(|| {
+                                format!(
+                                    "connection {}: did not read its replies for {:?}; closed",
+                                    conn.id, idle
+                                )
+                            });
+                        }
+                        // The client is gone or idle: keep consuming replies so the reader
+                        // drains, and wake the reader.
+                        out.broken.store(true, Ordering::Relaxed);
+                        conn.stream.shutdown(std::net::Shutdown::Both);
+                        break;
+                    }
+                    Ok(_) => {
+                        out.broken.store(true, Ordering::Relaxed);
+                        conn.stream.shutdown(std::net::Shutdown::Both);
                         break;
                     }
                 }
@@ -241,7 +587,7 @@ fn writer(mut s: Stream, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>
         }
         let n = batch.iter().filter(|o| !matches!(o, Out::Stop)).count();
         batch.clear();
-        out.release(n);
+        out.release(n, held);
         if stop {
             break;
         }
@@ -251,9 +597,19 @@ fn writer(mut s: Stream, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>
 struct Shared {
     exports: Vec<Arc<Export>>,
     dispatcher: Arc<Dispatcher>,
+    budget: Budget,
+    log: RateLog,
+    max_connections: usize,
+    handshake_timeout: Duration,
+    idle_timeout: Duration,
+    shutdown_grace: Duration,
     shutdown: AtomicBool,
-    conns: Mutex<Vec<(u64, Stream)>>,
+    shutdown_at: Mutex<Option<Instant>>,
+    forced: AtomicBool,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
     next_conn: AtomicU64,
+    refused: AtomicU64,
+    epoch: Instant,
 }
 
 /// Parse the stack file and open its exports (also used to check a stack without serving).
@@ -322,24 +678,62 @@ pub struct Server {
     listener_fd: i32,
     /// Where it listens: a socket path or `127.0.0.1:PORT`.
     pub address: String,
-    accept: Option<std::thread::JoinHandle<Vec<std::thread::JoinHandle<()>>>>,
+    accept: Option<std::thread::JoinHandle<Accepted>>,
+    refuser: Option<std::thread::JoinHandle<()>>,
     socket_path: Option<PathBuf>,
     stats_file: Option<PathBuf>,
     stats_thread: Option<std::thread::JoinHandle<()>>,
     signals: Option<signal_hook::iterator::Handle>,
 }
 
+/// What the accept thread leaves: the connection threads, and why it ended early.
+struct Accepted {
+    threads: Vec<std::thread::JoinHandle<()>>,
+    fatal: Option<String>,
+}
+
+fn spawn<T: Send + 'static>(
+    what: &'static str,
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<std::thread::JoinHandle<T>, ServeError> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|source| ServeError::Thread { what, source })
+}
+
 /// Open the exports, listen, and serve in background threads.
 pub fn start(cfg: &Config) -> Result<Server, ServeError> {
+    cfg.check()?;
     let (stack, exports) = load(&cfg.stack, cfg.create)?;
     let listener = bind(&cfg.listen)?;
-    let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers);
+    let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers).map_err(|source| {
+        ServeError::Thread {
+            what: "I/O worker",
+            source,
+        }
+    })?;
     let shared = Arc::new(Shared {
         exports,
         dispatcher,
+        budget: Budget::new(
+            cfg.max_conn_payload_bytes,
+            cfg.max_total_payload_bytes,
+            cfg.max_connections,
+        ),
+        log: RateLog::new("vmio-serve"),
+        max_connections: cfg.max_connections,
+        handshake_timeout: cfg.handshake_timeout,
+        idle_timeout: cfg.idle_timeout,
+        shutdown_grace: cfg.shutdown_grace,
         shutdown: AtomicBool::new(false),
-        conns: Mutex::new(Vec::new()),
+        shutdown_at: Mutex::new(None),
+        forced: AtomicBool::new(false),
+        conns: Mutex::new(HashMap::new()),
         next_conn: AtomicU64::new(0),
+        refused: AtomicU64::new(0),
+        epoch: Instant::now(),
     });
     let (listener_fd, address, socket_path) = match &listener {
         Listener::Unix(l, p) => (l.as_raw_fd(), p.display().to_string(), Some(p.clone())),
@@ -351,16 +745,33 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
             None,
         ),
     };
+    let fail = |e: ServeError, sh: &Arc<Shared>| {
+        sh.dispatcher.stop();
+        if let Some(p) = &socket_path {
+            let _ = std::fs::remove_file(p);
+        }
+        e
+    };
+    let (refuse_tx, refuse_rx) = crossbeam_channel::bounded(REFUSING_MAX);
+    let msg = format!(
+        "too many connections (limit {}; --max-connections)",
+        cfg.max_connections
+    );
+    let refuser = spawn("refuser", "vmio-refuser".into(), move || {
+        refuser(refuse_rx, msg)
+    })
+    .map_err(|e| fail(e, &shared))?;
     let sh = shared.clone();
-    let accept = std::thread::Builder::new()
-        .name("vmio-accept".into())
-        .spawn(move || accept_loop(listener, sh))
-        .expect("spawn accept thread");
+    let accept = spawn("accept", "vmio-accept".into(), move || {
+        accept_loop(listener, sh, refuse_tx)
+    })
+    .map_err(|e| fail(e, &shared))?;
     let mut server = Server {
         shared,
         listener_fd,
         address,
         accept: Some(accept),
+        refuser: Some(refuser),
         socket_path,
         stats_file: cfg.stats_file.clone(),
         stats_thread: None,
@@ -368,7 +779,7 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
     };
     if let Some(path) = cfg.stats_file.clone() {
         let sh = server.shared.clone();
-        server.stats_thread = Some(std::thread::spawn(move || {
+        let t = spawn("statistics", "vmio-stats".into(), move || {
             while !sh.shutdown.load(Ordering::Relaxed) {
                 write_stats(&path, &sh.exports);
                 for _ in 0..10 {
@@ -378,29 +789,54 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
-        }));
+        });
+        match t {
+            Ok(t) => server.stats_thread = Some(t),
+            Err(e) => {
+                server.shutdown();
+                let _ = server.wait();
+                return Err(e);
+            }
+        }
     }
     if cfg.signals {
         use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
-        let mut sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
-            .map_err(|e| ServeError::Usage(format!("cannot install signal handlers: {e}")))?;
-        server.signals = Some(sigs.handle());
+        let sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]);
+        let mut sigs = match sigs {
+            Ok(s) => s,
+            Err(e) => {
+                server.shutdown();
+                let _ = server.wait();
+                return Err(ServeError::Usage(format!(
+                    "cannot install signal handlers: {e}"
+                )));
+            }
+        };
+        let handle = sigs.handle();
         let sh = server.shared.clone();
         let fd = server.listener_fd;
         let stats_file = cfg.stats_file.clone();
-        std::thread::spawn(move || {
+        let t = spawn("signal", "vmio-signals".into(), move || {
             for s in sigs.forever() {
                 if s == SIGUSR1 {
                     if let Some(p) = &stats_file {
                         write_stats(p, &sh.exports);
                     }
                     eprint!("{}", stats::text(&snapshots(&sh.exports)));
+                } else if sh.shutdown.load(Ordering::SeqCst) {
+                    // A second SIGINT/SIGTERM: no more grace.
+                    force_close(&sh);
                 } else {
                     begin_shutdown(&sh, fd);
-                    break;
                 }
             }
         });
+        if let Err(e) = t {
+            server.shutdown();
+            let _ = server.wait();
+            return Err(e);
+        }
+        server.signals = Some(handle);
     }
     Ok(server)
 }
@@ -409,12 +845,33 @@ fn begin_shutdown(sh: &Shared, listener_fd: i32) {
     if sh.shutdown.swap(true, Ordering::SeqCst) {
         return;
     }
+    *lock(&sh.shutdown_at) = Some(Instant::now());
     // SAFETY: shutting down our own listening socket wakes the blocked accept().
     unsafe {
         libc::shutdown(listener_fd, libc::SHUT_RDWR);
     }
-    for (_, s) in sh.conns.lock().unwrap().iter() {
-        s.shutdown(std::net::Shutdown::Read);
+    for c in lock(&sh.conns).values() {
+        c.stream.shutdown(std::net::Shutdown::Read);
+    }
+    sh.budget.wake_all();
+}
+
+/// Close every connection's socket in both directions: blocked writers fail, readers see
+/// the end; requests in flight still complete against the files.
+fn force_close(sh: &Shared) {
+    if sh.forced.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let conns = lock(&sh.conns);
+    if !conns.is_empty() {
+        eprintln!(
+            "vmio-serve: closing {} connection(s) still open after the shutdown grace ({:?})",
+            conns.len(),
+            sh.shutdown_grace
+        );
+    }
+    for c in conns.values() {
+        c.stream.shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -424,19 +881,54 @@ impl Server {
         begin_shutdown(&self.shared, self.listener_fd);
     }
 
-    /// Serve until shut down; then finish in-flight requests, flush every export, remove
-    /// the socket, and return the final statistics.
-    pub fn wait(mut self) -> Vec<Snapshot> {
-        let conns = self
-            .accept
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default();
-        for c in conns {
-            let _ = c.join();
+    /// What the clients make the server hold now.
+    pub fn usage(&self) -> Usage {
+        let (payload_bytes, payload_peak_bytes) = self.shared.budget.usage();
+        Usage {
+            connections: lock(&self.shared.conns).len(),
+            refused: self.shared.refused.load(Ordering::Relaxed),
+            payload_bytes,
+            payload_peak_bytes,
         }
-        self.shared.dispatcher.stop();
-        for e in &self.shared.exports {
+    }
+
+    /// Serve until shut down; then finish in-flight requests (closing connections still open
+    /// after the grace period), flush every export, remove the socket, and return the final
+    /// statistics. An internal failure (the accept thread died) is returned as an error, after
+    /// the same shutdown.
+    pub fn wait(mut self) -> Result<Vec<Snapshot>, ServeError> {
+        let accepted = match self.accept.take().map(|h| h.join()) {
+            Some(Ok(a)) => a,
+            Some(Err(_)) => Accepted {
+                threads: Vec::new(),
+                fatal: Some("the accept thread panicked".into()),
+            },
+            None => Accepted {
+                threads: Vec::new(),
+                fatal: None,
+            },
+        };
+        let sh = self.shared.clone();
+        if let Some(e) = &accepted.fatal {
+            eprintln!("vmio-serve: error: {e}; shutting down");
+        }
+        begin_shutdown(&sh, self.listener_fd);
+        let since = (*lock(&sh.shutdown_at)).unwrap_or_else(Instant::now);
+        // Connections unregister when their thread ends (even by a panic).
+        while !lock(&sh.conns).is_empty() || accepted.threads.iter().any(|t| !t.is_finished()) {
+            if since.elapsed() >= sh.shutdown_grace {
+                force_close(&sh);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for t in accepted.threads {
+            let _ = t.join();
+        }
+        if let Some(h) = self.refuser.take() {
+            let _ = h.join();
+        }
+        sh.dispatcher.stop();
+        for e in &sh.exports {
             if let Err(err) = e.flush() {
                 eprintln!("vmio-serve: warning: flushing export '{}': {err}", e.name);
             }
@@ -448,22 +940,78 @@ impl Server {
             let _ = h.join();
         }
         if let Some(p) = &self.stats_file {
-            write_stats(p, &self.shared.exports);
+            write_stats(p, &sh.exports);
         }
         if let Some(h) = self.signals.take() {
             h.close();
         }
-        snapshots(&self.shared.exports)
+        sh.log.flush();
+        match accepted.fatal {
+            Some(e) => Err(ServeError::Fatal(e)),
+            None => Ok(snapshots(&sh.exports)),
+        }
     }
 
     pub fn export_names(&self) -> Vec<String> {
         self.shared.exports.iter().map(|e| e.name.clone()).collect()
     }
+
+    /// Test hook: break the listening socket behind the accept thread's back, as an internal
+    /// failure would (the server must then shut down and [`Server::wait`] report an error).
+    #[doc(hidden)]
+    pub fn break_listener_for_tests(&self) {
+        // SAFETY: shutdown(2) of our own listening socket; the descriptor stays open.
+        unsafe {
+            libc::shutdown(self.listener_fd, libc::SHUT_RDWR);
+        }
+    }
 }
 
-fn accept_loop(listener: Listener, sh: Arc<Shared>) -> Vec<std::thread::JoinHandle<()>> {
+/// Errors of accept(2) that concern one connection or a passing shortage: log, go on.
+fn accept_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EINTR
+                | libc::EAGAIN
+                | libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EPERM
+                | libc::ETIMEDOUT
+                | libc::ENETDOWN
+                | libc::ENOPROTOOPT
+                | libc::EHOSTDOWN
+                | libc::ENONET
+                | libc::EHOSTUNREACH
+                | libc::EOPNOTSUPP
+                | libc::ENETUNREACH
+        )
+    )
+}
+
+/// Unregisters a connection when its thread ends, however it ends.
+struct Registered {
+    sh: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.sh.conns).remove(&self.id);
+    }
+}
+
+fn accept_loop(
+    listener: Listener,
+    sh: Arc<Shared>,
+    refuse: crossbeam_channel::Sender<Stream>,
+) -> Accepted {
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
-    loop {
+    let fatal = loop {
         let stream = match &listener {
             Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
             Listener::Tcp(l) => l.accept().map(|(s, _)| {
@@ -472,42 +1020,256 @@ fn accept_loop(listener: Listener, sh: Arc<Shared>) -> Vec<std::thread::JoinHand
             }),
         };
         if sh.shutdown.load(Ordering::SeqCst) {
-            break;
+            break None;
         }
         let stream = match stream {
             Ok(s) => s,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                eprintln!("vmio-serve: accept: {e}");
-                std::thread::sleep(Duration::from_millis(50));
+            Err(e) if accept_transient(&e) => {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    sh.log.log(|| format!("accept: {e}; retrying"));
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 continue;
             }
+            Err(e) => break Some(format!("accept: {e}")),
         };
+        threads.retain(|t| !t.is_finished());
         let id = sh.next_conn.fetch_add(1, Ordering::Relaxed);
-        if let Ok(c) = stream.try_clone() {
-            sh.conns.lock().unwrap().push((id, c));
+        // Only this thread adds connections, so the count cannot grow past the check.
+        if lock(&sh.conns).len() >= sh.max_connections {
+            sh.refused.fetch_add(1, Ordering::Relaxed);
+            sh.log.log(|| {
+                format!(
+                    "connection {id}: refused: too many connections (limit {})",
+                    sh.max_connections
+                )
+            });
+            // A full refuser drops (closes) the connection at once.
+            let _ = refuse.try_send(stream);
+            continue;
         }
+        let conn = Arc::new(Conn {
+            id,
+            stream,
+            epoch: sh.epoch,
+            last_ms: AtomicU64::new(0),
+        });
+        conn.touch();
+        lock(&sh.conns).insert(id, conn.clone());
         // A shutdown that began while this connection was registered must still reach it.
         if sh.shutdown.load(Ordering::SeqCst) {
-            stream.shutdown(std::net::Shutdown::Read);
+            conn.stream.shutdown(std::net::Shutdown::Read);
         }
         let sh2 = sh.clone();
-        threads.retain(|t| !t.is_finished());
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("vmio-conn-{id}"))
-                .spawn(move || {
-                    if let Err(e) = connection(stream, &sh2) {
-                        if e.kind() != io::ErrorKind::UnexpectedEof {
-                            eprintln!("vmio-serve: connection {id}: {e}");
-                        }
+        let c2 = conn.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("vmio-conn-{id}"))
+            .stack_size(CONN_STACK_BYTES)
+            .spawn(move || {
+                let _reg = Registered {
+                    sh: sh2.clone(),
+                    id,
+                };
+                if let Err(e) = connection(c2.clone(), &sh2) {
+                    if !matches!(
+                        e.kind(),
+                        io::ErrorKind::UnexpectedEof
+                            | io::ErrorKind::BrokenPipe
+                            | io::ErrorKind::ConnectionReset
+                    ) {
+                        sh2.log.log(|| format!("connection {id}: {e}"));
                     }
-                    sh2.conns.lock().unwrap().retain(|(i, _)| *i != id);
-                })
-                .expect("spawn connection thread"),
-        );
+                }
+                c2.stream.shutdown(std::net::Shutdown::Both);
+            });
+        match t {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                lock(&sh.conns).remove(&id);
+                sh.refused.fetch_add(1, Ordering::Relaxed);
+                sh.log
+                    .log(|| format!("connection {id}: cannot start its thread ({e}); closed"));
+            }
+        }
+    };
+    if fatal.is_some() {
+        let fd = match &listener {
+            Listener::Unix(l, _) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        };
+        begin_shutdown(&sh, fd);
     }
-    threads
+    Accepted { threads, fatal }
+}
+
+/// A refused connection being told so.
+struct Refusing {
+    s: Stream,
+    deadline: Instant,
+    /// Bytes of the current item (client flags, then option headers).
+    got: Vec<u8>,
+    flags_read: bool,
+    /// Option whose data is being skipped, and how much is left.
+    skipping: Option<(u32, u32)>,
+    out: Vec<u8>,
+    close_after_out: bool,
+}
+
+impl Refusing {
+    /// Consume what the client sent; false: close now.
+    fn feed(&mut self, mut b: &[u8], msg: &str) -> bool {
+        loop {
+            if let Some((opt, left)) = self.skipping {
+                let n = (left as usize).min(b.len());
+                b = &b[n..];
+                let left = left - n as u32;
+                if left > 0 {
+                    self.skipping = Some((opt, left));
+                    return true;
+                }
+                self.skipping = None;
+                if !self.answer(opt, msg) {
+                    return false;
+                }
+                if self.close_after_out {
+                    return true;
+                }
+                continue;
+            }
+            if b.is_empty() {
+                return true;
+            }
+            let want = if self.flags_read { 16 } else { 4 };
+            let n = (want - self.got.len()).min(b.len());
+            self.got.extend_from_slice(&b[..n]);
+            b = &b[n..];
+            if self.got.len() < want {
+                return true;
+            }
+            if self.flags_read {
+                let mut h = [0u8; 16];
+                h.copy_from_slice(&self.got);
+                match hs::parse_option_header(&h) {
+                    Ok(h) => self.skipping = Some((h.option, h.len)),
+                    Err(_) => return false,
+                }
+            }
+            self.flags_read = true;
+            self.got.clear();
+        }
+    }
+
+    /// Answer one option; false: close now.
+    fn answer(&mut self, opt: u32, msg: &str) -> bool {
+        match opt {
+            // It cannot carry an error: the only refusal is closing.
+            proto::OPT_EXPORT_NAME => false,
+            proto::OPT_ABORT => {
+                hs::option_reply(&mut self.out, opt, proto::REP_ACK, &[]);
+                self.close_after_out = true;
+                true
+            }
+            _ => {
+                hs::option_reply(&mut self.out, opt, proto::REP_ERR_POLICY, msg.as_bytes());
+                // A client that sends options without reading the answers is closed.
+                self.out.len() <= 64 << 10
+            }
+        }
+    }
+
+    /// Read and write what can be without blocking; false: close now.
+    fn progress(&mut self, msg: &str) -> bool {
+        if Instant::now() >= self.deadline {
+            return false;
+        }
+        let mut b = [0u8; 4096];
+        loop {
+            match (&self.s).read(&mut b) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    if !self.feed(&b[..n], msg) {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return false,
+            }
+            if self.close_after_out {
+                break;
+            }
+        }
+        while !self.out.is_empty() {
+            match (&self.s).write(&self.out) {
+                Ok(0) => return false,
+                Ok(n) => drop(self.out.drain(..n)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return false,
+            }
+        }
+        !(self.close_after_out && self.out.is_empty())
+    }
+}
+
+/// Tell refused connections so, [`REFUSING_MAX`] at a time, each for [`REFUSE_WITHIN`] at
+/// most, from one thread: greeting, then `NBD_REP_ERR_POLICY` to every option.
+fn refuser(rx: crossbeam_channel::Receiver<Stream>, msg: String) {
+    let mut set: Vec<Refusing> = Vec::new();
+    let add = |set: &mut Vec<Refusing>, s: Stream| {
+        if s.set_nonblocking(true).is_err() {
+            return;
+        }
+        let mut r = Refusing {
+            s,
+            deadline: Instant::now() + REFUSE_WITHIN,
+            got: Vec::new(),
+            flags_read: false,
+            skipping: None,
+            out: hs::greeting().to_vec(),
+            close_after_out: false,
+        };
+        if r.progress(&msg) {
+            set.push(r);
+        }
+    };
+    loop {
+        if set.is_empty() {
+            match rx.recv() {
+                Ok(s) => add(&mut set, s),
+                Err(_) => return,
+            }
+        }
+        while set.len() < REFUSING_MAX {
+            match rx.try_recv() {
+                Ok(s) => add(&mut set, s),
+                Err(_) => break,
+            }
+        }
+        let mut fds: Vec<libc::pollfd> = set
+            .iter()
+            .map(|r| libc::pollfd {
+                fd: r.s.raw_fd(),
+                events: libc::POLLIN | if r.out.is_empty() { 0 } else { libc::POLLOUT },
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of pollfd for the duration of the call.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20);
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        set.retain_mut(|r| {
+            let ready = fds.get(i).is_some_and(|f| f.revents != 0);
+            i += 1;
+            if ready {
+                r.progress(&msg)
+            } else {
+                now < r.deadline
+            }
+        });
+    }
 }
 
 fn proto_err(e: ProtoError) -> io::Error {
@@ -515,7 +1277,7 @@ fn proto_err(e: ProtoError) -> io::Error {
 }
 
 /// Negotiate; the export chosen, or None when the client ended the session.
-fn handshake(s: &mut Stream, sh: &Shared) -> io::Result<Option<Arc<Export>>> {
+fn handshake(s: &mut Timed<'_>, sh: &Shared) -> io::Result<Option<Arc<Export>>> {
     s.write_all(&hs::greeting())?;
     let mut f = [0u8; 4];
     s.read_exact(&mut f)?;
@@ -542,7 +1304,7 @@ fn handshake(s: &mut Stream, sh: &Shared) -> io::Result<Option<Arc<Export>>> {
         match opt {
             ClientOption::ExportName(name) => {
                 let Some(i) = export::find(&sh.exports, &name) else {
-                    return Err(proto_err(ProtoError::UnknownExport(name)));
+                    return Err(proto_err(ProtoError::UnknownExport(shown(&name))));
                 };
                 let e = sh.exports[i].clone();
                 hs::export_name_reply(&mut out, e.size_bytes, TRANSMISSION_FLAGS, flags.no_zeroes);
@@ -564,7 +1326,7 @@ fn handshake(s: &mut Stream, sh: &Shared) -> io::Result<Option<Arc<Export>>> {
             ClientOption::Info(r) | ClientOption::Go(r) => {
                 let go = h.option == proto::OPT_GO;
                 let Some(i) = export::find(&sh.exports, &r.name) else {
-                    let msg = format!("no export '{}'", r.name);
+                    let msg = format!("no export '{}'", shown(&r.name));
                     hs::option_reply(&mut out, h.option, proto::REP_ERR_UNKNOWN, msg.as_bytes());
                     s.write_all(&out)?;
                     continue;
@@ -591,50 +1353,128 @@ fn handshake(s: &mut Stream, sh: &Shared) -> io::Result<Option<Arc<Export>>> {
     }
 }
 
-fn connection(mut s: Stream, sh: &Arc<Shared>) -> io::Result<()> {
-    let Some(export) = handshake(&mut s, sh)? else {
-        return Ok(());
+fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
+    let export = {
+        let mut t = Timed {
+            s: &conn.stream,
+            deadline: Instant::now() + sh.handshake_timeout,
+        };
+        match handshake(&mut t, sh) {
+            Ok(Some(e)) => e,
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "handshake not finished within {:?} (--handshake-timeout); closed",
+                        sh.handshake_timeout
+                    ),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
     };
+    conn.stream.set_read_timeout(Some(TICK))?;
+    conn.stream.set_write_timeout(Some(TICK))?;
+    conn.touch();
     let (txc, rx) = crossbeam_channel::unbounded();
     let out = Arc::new(ConnOut {
         tx: txc,
-        inflight: Mutex::new(0),
+        held: Mutex::new(Held::default()),
         drained: Condvar::new(),
+        sh: sh.clone(),
+        broken: AtomicBool::new(false),
     });
-    let ws = s.try_clone()?;
-    let out2 = out.clone();
+    let (c2, out2) = (conn.clone(), out.clone());
     let w = std::thread::Builder::new()
-        .name("vmio-writer".into())
-        .spawn(move || writer(ws, rx, out2))?;
-    let mut rd = BufReader::with_capacity(64 << 10, s);
-    let r = transmission(&mut rd, &export, &out, sh);
+        .name(format!("vmio-writer-{}", conn.id))
+        .stack_size(CONN_STACK_BYTES)
+        .spawn(move || writer(c2, rx, out2))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot start its writer thread ({e}); closed"),
+            )
+        })?;
+    let mut rd = BufReader::with_capacity(64 << 10, ConnRead(conn.clone()));
+    let r = transmission(&mut rd, &conn, &export, &out, sh);
     out.drain();
     let _ = out.tx.send(Out::Stop);
     let _ = w.join();
-    rd.get_ref().shutdown(std::net::Shutdown::Both);
+    conn.stream.shutdown(std::net::Shutdown::Both);
     r
 }
 
+/// Fill `buf` from the connection. Ok(false): the client closed the connection before the
+/// first byte. Waiting longer than the idle timeout for the client (mid-request, or with
+/// nothing in flight) is an error.
+fn read_full(
+    rd: &mut BufReader<ConnRead>,
+    buf: &mut [u8],
+    mid_request: bool,
+    conn: &Conn,
+    out: &ConnOut,
+) -> io::Result<bool> {
+    let idle = out.sh.idle_timeout;
+    let mut done = 0;
+    while done < buf.len() {
+        match rd.read(&mut buf[done..]) {
+            Ok(0) if done == 0 && !mid_request => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => {
+                let waiting_on_client = mid_request || done > 0 || lock(&out.held).requests == 0;
+                if !idle.is_zero() && waiting_on_client && conn.idle_for() >= idle {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("idle for {idle:?} (--idle-timeout); closed"),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Read and drop `n` payload bytes of a refused request; false: the client went away.
+fn discard(
+    rd: &mut BufReader<ConnRead>,
+    mut n: u64,
+    conn: &Conn,
+    out: &ConnOut,
+) -> io::Result<bool> {
+    let mut b = [0u8; 8192];
+    while n > 0 {
+        let k = n.min(b.len() as u64) as usize;
+        match read_full(rd, &mut b[..k], true, conn, out) {
+            Ok(_) => n -= k as u64,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
 fn transmission(
-    rd: &mut BufReader<Stream>,
+    rd: &mut BufReader<ConnRead>,
+    conn: &Arc<Conn>,
     export: &Arc<Export>,
     out: &Arc<ConnOut>,
     sh: &Arc<Shared>,
 ) -> io::Result<()> {
     let mut h = [0u8; REQUEST_BYTES];
     loop {
-        match rd.read_exact(&mut h) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e),
+        if !read_full(rd, &mut h, false, conn, out)? {
+            return Ok(());
         }
         let arrived = Instant::now();
         let h = tx::parse_request(&h).map_err(proto_err)?;
         let checked = match tx::check_request(&h, export.size_bytes) {
             Ok(c) => c,
             Err(errno) => {
-                let n = h.payload_bytes() as u64;
-                if io::copy(&mut rd.by_ref().take(n), &mut io::sink())? < n {
+                if !discard(rd, h.payload_bytes() as u64, conn, out)? {
                     return Ok(());
                 }
                 export.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -649,20 +1489,46 @@ fn transmission(
             Command::Read | Command::Write => h.len as usize,
             _ => 0,
         };
-        let mut buf = AlignedBuf::pooled(buf_len);
+        // Budget first, then the buffer: a payload that never arrives holds only budget.
+        if !out.acquire(buf_len as u64) {
+            return Ok(());
+        }
+        let Some(mut buf) = AlignedBuf::pooled(buf_len) else {
+            out.release(1, buf_len as u64);
+            sh.log.log(|| {
+                format!(
+                    "connection {}: cannot allocate {buf_len} bytes; request refused (ENOMEM)",
+                    conn.id
+                )
+            });
+            if !discard(rd, h.payload_bytes() as u64, conn, out)? {
+                return Ok(());
+            }
+            export.stats.errors.fetch_add(1, Ordering::Relaxed);
+            out.error(proto::ENOMEM, h.cookie);
+            continue;
+        };
         if checked.command == Command::Write {
-            match rd.read_exact(buf.as_mut_slice()) {
-                Ok(()) => {}
+            match read_full(rd, buf.as_mut_slice(), true, conn, out) {
+                Ok(_) => {}
                 // The client went away in the middle of a write: nothing to execute.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    drop(buf);
+                    out.release(1, buf_len as u64);
+                    return if e.kind() == io::ErrorKind::UnexpectedEof {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    };
+                }
             }
         }
         if sh.shutdown.load(Ordering::Relaxed) {
+            drop(buf);
+            out.release(1, buf_len as u64);
             out.error(proto::ESHUTDOWN, h.cookie);
             continue;
         }
-        out.acquire();
         let sink: Arc<dyn ReplySink> = out.clone();
         sh.dispatcher.submit(Request::new(
             sink,

@@ -119,12 +119,18 @@ pub enum ProtoError {
     PayloadTooLarge { len: u32, max: u32 },
 }
 
+// Big-endian fields at `at`; callers check lengths first (the proptests of the parsers
+// cover them), and a short buffer reads as 0 rather than panicking.
 pub(crate) fn be_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    b.get(at..at + 2)
+        .map_or(0, |s| u16::from_be_bytes([s[0], s[1]]))
 }
 pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+    b.get(at..at + 4)
+        .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 pub(crate) fn be_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+    b.get(at..at + 8).map_or(0, |s| {
+        u64::from_be_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]])
+    })
 }

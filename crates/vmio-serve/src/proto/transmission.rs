@@ -216,7 +216,27 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(5000))]
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn every_request_header_round_trips_through_the_wire_format(
+            flags in any::<u16>(), cmd in any::<u16>(), cookie in any::<u64>(),
+            offset in any::<u64>(), len in any::<u32>()
+        ) {
+            let h = RequestHeader { flags, cmd, cookie, offset, len };
+            prop_assert_eq!(parse_request(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn arbitrary_bytes_parse_as_a_request_only_with_the_magic(
+            b in proptest::array::uniform28(any::<u8>())
+        ) {
+            let magic_ok = b[0..4] == REQUEST_MAGIC.to_be_bytes();
+            prop_assert_eq!(parse_request(&b).is_ok(), magic_ok);
+            if let Ok(h) = parse_request(&b) {
+                prop_assert_eq!(h.encode(), b);
+            }
+        }
+
         #[test]
         fn the_request_parser_and_checker_never_panic(
             b in proptest::collection::vec(any::<u8>(), REQUEST_BYTES), size in any::<u64>()
