@@ -480,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=300.0,
         metavar="S",
         help="close a connection that moves no byte for S seconds while the server waits on "
-        "it (0: never; default 300)",
+        "it mid-request or to take its replies; an idle guest with nothing in flight is kept "
+        "(0: never; default 300)",
     )
     sv.add_argument(
         "--shutdown-grace",

@@ -26,7 +26,8 @@ Bounds on what clients can make the server hold (SIZE: bytes, or with k, m, g, t
   --max-total-payload SIZE  payload bytes in flight in all (>= --max-conn-payload, default 1g)
   --handshake-timeout S     seconds to finish the handshake (default 10)
   --idle-timeout S          close a connection that moves no byte for S seconds while the
-                            server waits on it (0: never; default 300)
+                            server waits on it mid-request or to take its replies (an idle
+                            guest with nothing in flight is kept; 0: never; default 300)
   --shutdown-grace S        on SIGINT/SIGTERM, seconds to wait for connections before closing
                             them (a second signal: at once; default 10)
 Backing files are locked as QEMU locks images: a file another vmio serve or QEMU has open for

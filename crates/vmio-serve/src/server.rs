@@ -28,9 +28,10 @@
 //! - time: the handshake must finish within `handshake_timeout` (default 10 s, as qemu-nbd's
 //!   `--handshake-limit`), or the connection is closed; in transmission, a connection that
 //!   moves no byte in either direction for `idle_timeout` (default 300 s; 0: never) while
-//!   the server waits on the client — for a request header with nothing in flight, for the
-//!   rest of a request or its payload, or for the client to take its replies — is closed and
-//!   its budget given back. Sockets carry 1 s `SO_RCVTIMEO`/`SO_SNDTIMEO` ticks so that
+//!   the server waits on the client — for the rest of a request or its payload, or for the
+//!   client to take its replies — is closed and its budget given back. A connection with
+//!   nothing in flight and no request begun is never closed for idleness: it is a guest whose
+//!   disk is idle (QEMU's NBD client does not reconnect by default), and holds no budget. Sockets carry 1 s `SO_RCVTIMEO`/`SO_SNDTIMEO` ticks so that
 //!   blocked reads and writes notice these deadlines.
 //!
 //! A connection past `max_connections` is refused politely without a thread of its own: a
@@ -1406,8 +1407,8 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
 }
 
 /// Fill `buf` from the connection. Ok(false): the client closed the connection before the
-/// first byte. Waiting longer than the idle timeout for the client (mid-request, or with
-/// nothing in flight) is an error.
+/// first byte. Waiting longer than the idle timeout for the rest of a request the client
+/// began is an error; waiting for a new request is not.
 fn read_full(
     rd: &mut BufReader<ConnRead>,
     buf: &mut [u8],
@@ -1424,7 +1425,11 @@ fn read_full(
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if timed_out(&e) => {
-                let waiting_on_client = mid_request || done > 0 || lock(&out.held).requests == 0;
+                // Only a request the client started and did not finish counts: a connection
+                // with nothing in flight is a guest whose disk is idle, and stays (as with
+                // qemu-nbd); it holds two threads and a descriptor, bounded by
+                // --max-connections.
+                let waiting_on_client = mid_request || done > 0;
                 if !idle.is_zero() && waiting_on_client && conn.idle_for() >= idle {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,

@@ -204,6 +204,28 @@ fn a_declared_but_unsent_32_mib_write_holds_only_budget_and_is_dropped_at_the_id
 }
 
 #[test]
+fn an_idle_guest_with_nothing_in_flight_outlives_the_idle_timeout() {
+    let dir = tempdir("idle-guest");
+    let (srv, sock) = in_process(
+        &dir,
+        &stack("single", "64m", 32 << 20, &["writeback"]),
+        |c| c.idle_timeout = Duration::from_secs(1),
+    );
+    let (mut guest, _) = Raw::go(&sock, "vm1");
+    write_and_verify(&mut guest, 1, 0, 0x11);
+    // Three idle timeouts with nothing in flight: a VM whose disk is idle keeps its disk.
+    std::thread::sleep(Duration::from_millis(3200));
+    assert_eq!(
+        srv.usage().connections,
+        1,
+        "the idle guest is still connected"
+    );
+    write_and_verify(&mut guest, 3, 4096, 0x22);
+    srv.shutdown();
+    srv.wait().unwrap();
+}
+
+#[test]
 fn pipelined_unread_32_mib_reads_stop_at_the_per_connection_budget() {
     let dir = tempdir("unread");
     let (srv, sock) = in_process(
@@ -329,7 +351,8 @@ fn a_second_server_on_the_same_files_is_refused_naming_the_file() {
     );
     assert_eq!(e.lines().count(), 1, "{e}");
     // QEMU honours the same locks (and vmio honours QEMU's).
-    if have("qemu-io") {
+    need("qemu-io", "qemu-utils");
+    {
         let out = Command::new("qemu-io")
             .args(["-f", "raw", "-c", "write 0 4k"])
             .arg(dir.join("b.img"))
@@ -340,7 +363,8 @@ fn a_second_server_on_the_same_files_is_refused_naming_the_file() {
         assert!(text.contains("lock"), "qemu-io must be refused: {text}");
     }
     drop(first);
-    if have("qemu-nbd") {
+    need("qemu-nbd", "qemu-utils");
+    {
         let qsock = dir.join("q.sock");
         let mut q = Command::new("qemu-nbd")
             .args(["--format=raw", "--persistent", "--socket"])
