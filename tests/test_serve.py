@@ -107,3 +107,22 @@ def test_a_bad_stack_is_one_error_line_and_exit_status_2(tmp_path: Path):
     assert "Traceback" not in r.stderr
     r = run_vmio("serve", "--stack", tmp_path / "missing.toml")
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--workers", "5000"),
+        ("--workers", "9" * 5000),
+        ("--queue-depth", "0"),
+        ("--max-connections", "-1"),
+        ("--idle-timeout", "1e400"),
+    ],
+)
+def test_an_out_of_range_serve_flag_is_one_line_naming_the_flag(tmp_path: Path, flag, value):
+    (tmp_path / "stack.toml").write_text(STACK, encoding="utf-8")
+    r = run_vmio("serve", "--stack", tmp_path / "stack.toml", flag, value)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("vmio: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert flag in r.stderr and len(r.stderr) < 400, r.stderr
+    assert "Traceback" not in r.stderr

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from vmio import __version__
-from vmio.sim import VmioError, native, read_text, simulate_text, simulate_workloads_text
+from vmio.sim import (
+    VmioError,
+    native,
+    parse_size,
+    read_text,
+    simulate_text,
+    simulate_workloads_text,
+)
 
 EXIT_USAGE = 2
 BENCH_CASES = (
@@ -31,11 +38,11 @@ DEFAULT_RESULTS = Path("vmio-results")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with vmio's error line: `vmio: error: …`, exit status 2."""
+    """argparse with vmio's error line: one line `vmio: error: …` (no usage block; `--help`
+    has it), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"vmio: error: {message}\n")
+        self.exit(EXIT_USAGE, f"vmio: error: {message} (see '{self.prog} --help')\n")
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -201,16 +208,25 @@ def _size(text: str) -> int:
     return value
 
 
+def _shown(text: str, limit: int = 40) -> str:
+    """A command-line value as an error line quotes it: at most `limit` characters, with
+    non-printables escaped, and its length when cut."""
+    shown = text[:limit].encode("unicode_escape").decode("ascii")
+    if len(text) > limit:
+        return f"'{shown}…' ({len(text)} characters)"
+    return f"'{shown}'"
+
+
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     """argparse type: an integer in lo..=hi (vmio serve's bounds)."""
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 30 else lo - 1
         except ValueError:
             value = lo - 1
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"'{text}' is not an integer in {lo}..{hi}")
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer in {lo}..{hi}")
         return value
 
     return parse
@@ -220,14 +236,12 @@ def _size_in(lo: int, hi: int, shown: str) -> Callable[[str], int]:
     """argparse type: a size (k, m, g, t) in lo..=hi bytes (vmio serve's budgets)."""
 
     def parse(text: str) -> int:
-        units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-        t = text.strip().lower().removesuffix("ib").removesuffix("b")
         try:
-            value = int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
-        except (ValueError, IndexError):
+            value = parse_size(text) if len(text) <= 30 else lo - 1
+        except (VmioError, ValueError, OverflowError):
             value = lo - 1
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a size in {shown}")
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a size in {shown}")
         return value
 
     return parse
@@ -238,12 +252,12 @@ def _seconds_in(lo: float, hi: float) -> Callable[[str], float]:
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(text) if len(text) <= 30 else lo - 1
         except ValueError:
             value = lo - 1
-        if not lo <= value <= hi:
+        if not lo <= value <= hi:  # also refuses nan
             raise argparse.ArgumentTypeError(
-                f"'{text}' is not a number of seconds in {lo:g}..{hi:g}"
+                f"{_shown(text)} is not a number of seconds in {lo:g}..{hi:g}"
             )
         return value
 
