@@ -5,6 +5,7 @@ The simulator is replaced by a fake where a test is about the Python side only.
 
 from __future__ import annotations
 
+import io
 import json
 import tomllib
 from pathlib import Path
@@ -213,3 +214,45 @@ def test_the_default_output_directory_is_numbered_when_taken(tmp_path):
     assert study.next_free_dir(base) == base  # empty: reuse
     (base / "results.csv").write_text("x", encoding="utf-8")
     assert study.next_free_dir(base) == tmp_path / "volumes-cache-2"
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_a_study_killed_after_some_points_resumes_to_byte_identical_files(
+    fake_simulator, tmp_path, capsys
+):
+    from vmio import cli
+
+    exp = study.load_experiment("volumes-cache")
+    run = dict(seed=None, quick=True, force=False, parallel=2, progress=io.StringIO())
+    cli.run_study_to_dir(exp, out=tmp_path / "a", **run)
+
+    def stop_after(k):
+        seen = []
+
+        def hook(point):
+            seen.append(point)
+            if len(seen) == k:
+                raise KeyboardInterrupt
+
+        return hook
+
+    b = tmp_path / "b"
+    with pytest.raises(KeyboardInterrupt):
+        cli.run_study_to_dir(exp, out=b, on_point=stop_after(5), **{**run, "parallel": 1})
+    assert not (b / "results.csv").exists()  # summaries only once every point is done
+    # a point whose inputs changed since is recomputed, never mixed in
+    first = exp.points(quick=True)[0].slug
+    (b / study.PARTIAL_DIR / f"{first}.key").write_text("stale", encoding="utf-8")
+    (b / "json" / f"{first}.json").write_text("{}", encoding="utf-8")
+    (b / "json" / ".tmp-1-x.json").write_text("half", encoding="utf-8")  # killed mid-write
+    progress = io.StringIO()
+    cli.run_study_to_dir(exp, out=b, **{**run, "progress": progress})
+    n = len(exp.points(quick=True))
+    assert f"vmio: study volumes-cache: resuming: 4 of {n} points done" in progress.getvalue()
+    assert _files(tmp_path / "a") == _files(b)
+    # a finished directory is left alone without --force
+    with pytest.raises(VmioError, match="not empty"):
+        cli.run_study_to_dir(exp, out=b, **run)

@@ -651,16 +651,11 @@ def cmd_study(args: argparse.Namespace) -> int:
         )
     st = study.load_study(args.jobs_from if args.jobs_from is not None else args.study)
     parts = [st.part(p) for p in args.part] if args.part else st.parts
+    base = args.out
     if st.multipart:
-        base = args.out
         if base is None:
-            base = study.next_free_dir(DEFAULT_RESULTS / st.name)
-            study.prepare_output_dir(base, force=True)
-        elif base.exists() and any(base.iterdir()) and not args.force:
-            raise VmioError(
-                f"output directory '{base}' is not empty; pass --force to replace the "
-                "results in it, or --out DIR to write elsewhere"
-            )
+            base = study.next_free_dir(DEFAULT_RESULTS / st.name, st.name)
+        study.prepare_output_dir(base, force=args.force, name=st.name)
     for i, exp in enumerate(parts):
         if st.multipart:
             print(
@@ -675,6 +670,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             out=base / exp.path.stem if st.multipart else args.out,
             force=args.force,
             parallel=args.parallel or study.default_parallelism(),
+            finish=not st.multipart,
         )
         for note in res.notes:
             print(note, file=sys.stderr)
@@ -684,6 +680,10 @@ def cmd_study(args: argparse.Namespace) -> int:
             "tables.txt, json/",
             flush=True,
         )
+    if st.multipart:  # every part is written: the study is finished
+        for exp in parts:
+            study.finish_output_dir(base / exp.path.stem)
+        study.finish_output_dir(base)
     return 0
 
 
@@ -696,18 +696,35 @@ def run_study_to_dir(
     force: bool,
     parallel: int,
     progress: TextIO | None = None,
+    finish: bool = True,
+    on_point: Callable | None = None,
 ):
-    """Run a study and write its outputs; returns (StudyResult, output directory)."""
+    """Run a study and write its outputs; returns (StudyResult, output directory).
+
+    Each finished point is saved in `out` as soon as it is done; an unfinished run of the
+    same experiment in `out` (killed, interrupted) is resumed: its points are reused when
+    their inputs are the same (see `study.point_key`). The summary files are written once
+    every point is done; then, with `finish`, the directory is marked finished (a later
+    run refuses it unless `force`).
+    """
     from vmio import study
 
     if out is None:
-        out = study.next_free_dir(DEFAULT_RESULTS / exp.name)
-        out = study.prepare_output_dir(out, force=False)
-    else:
-        out = study.prepare_output_dir(out, force=force)
-    res = study.run_study(exp, seed=seed, quick=quick, parallel=parallel, progress=progress)
+        out = study.next_free_dir(DEFAULT_RESULTS / exp.name, exp.name)
     try:
+        out = study.prepare_output_dir(out, force=force, name=exp.name)
+        res = study.run_study(
+            exp,
+            seed=seed,
+            quick=quick,
+            parallel=parallel,
+            progress=progress,
+            store=out,
+            on_point=on_point,
+        )
         study.write_outputs(res, out)
+        if finish:
+            study.finish_output_dir(out)
     except OSError as err:
         raise VmioError(f"cannot write results to '{out}': {err.strerror or err}") from None
     return res, out
@@ -842,7 +859,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vmio: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("vmio: interrupted", file=sys.stderr)
+        again = " (run the same command again to resume)" if args.command == "study" else ""
+        print(f"vmio: interrupted{again}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `vmio sim ... | head`: quiet, as the Python docs advise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -9,7 +9,9 @@ reshaping. Bandwidths are bytes per second (`bw_bytes`); reports convert them to
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -159,17 +161,43 @@ def tidy_table(rows: Iterable[Mapping[str, Any]], axis_names: Sequence[str]) -> 
     return pa.Table.from_pydict({f.name: [r[f.name] for r in rows] for f in schema}, schema=schema)
 
 
+TMP_PREFIX = ".tmp-"
+"""Temporary files of `atomic_path` start with this (a killed run may leave some behind)."""
+
+
+def temp_path(path: Path) -> Path:
+    """A temporary name for `path` in the same directory, with the same suffix (matplotlib
+    picks the format from it)."""
+    return path.with_name(f"{TMP_PREFIX}{os.getpid()}-{path.name}")
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Write `data` to `path` atomically: a temporary file in the same directory, renamed
+    over `path` (a reader, or a run killed midway, sees the old file or the new one)."""
+    tmp = temp_path(path)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
-    """Write rows as CSV with a header, `\\n` line ends, floats in Python's shortest repr."""
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({c: row[c] for c in columns})
+    """Write rows as CSV with a header, `\\n` line ends, floats in Python's shortest repr
+    (atomically)."""
+    f = io.StringIO(newline="")
+    writer = csv.DictWriter(f, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row[c] for c in columns})
+    atomic_write(path, f.getvalue())
 
 
 def write_tidy(directory: Path, table: pa.Table) -> None:
-    """Write `results.csv` and `results.parquet` into `directory`."""
+    """Write `results.csv` and `results.parquet` into `directory` (each atomically)."""
     rows = table.to_pylist()
     write_csv(directory / "results.csv", rows, table.column_names)
-    pq.write_table(table, directory / "results.parquet")
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    atomic_write(directory / "results.parquet", buf.getvalue())

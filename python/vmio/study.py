@@ -36,6 +36,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -931,6 +932,97 @@ def evaluate_calibration(exp: Experiment, points: Sequence[PointResult]) -> list
     return rows
 
 
+PARTIAL_DIR = ".vmio-partial"
+"""In an output directory, the state of a run not finished yet: `study` (the experiment's
+name) and one `<point>.key` per finished point (the hash of its effective inputs, see
+`point_key`); removed when every output file is written."""
+
+
+def _workload_jobs(exp: Experiment, inp: PointInput) -> list[tuple[str, str, str]]:
+    """The `(vm, job_text, job_path)` a point without a job file runs: the stack's per-VM
+    workloads, edited by the point's job settings."""
+    # Workload files are found next to the stack file, not its display name.
+    jobs = stack_workloads(inp.stack_text, exp.stack_path)
+    if not jobs:
+        raise VmioError(
+            f"{exp.path}: [experiment] has no 'job' and no [[vm]] of the stack has a workload"
+        )
+    names = {vm for vm, _, _ in jobs}
+    for target_vm, _, _ in inp.job_settings:
+        if target_vm is not None and target_vm not in names:
+            raise VmioError(
+                f"{exp.path}: target 'job[{target_vm}]:': no VM '{target_vm}' with a "
+                f"workload in the stack (VMs: {', '.join(sorted(map(str, names)))})"
+            )
+    for i, (vm, text, path) in enumerate(jobs):
+        for target_vm, option, value in inp.job_settings:
+            if target_vm is None or target_vm == vm:
+                text = set_job_option(text, option, value)
+        jobs[i] = (vm, text, path)
+    return jobs
+
+
+def point_key(
+    exp: Experiment, inp: PointInput, seed: int, jobs: Sequence[tuple[str, str, str]] | None
+) -> str:
+    """A hash of everything a point's result depends on: the effective stack and job (or
+    per-VM workload) texts, the seed, the VM, the measured job, the axis values and vmio's
+    version. A stored point is reused only when its key is the same."""
+    import hashlib
+
+    from vmio import __version__
+
+    doc = {
+        "vmio": __version__,
+        "coords": [list(c) for c in inp.point.coords],
+        "stack": inp.stack_text,
+        "stack_path": inp.stack_path,
+        "job": inp.job_text,
+        "job_path": inp.job_path,
+        "workloads": [list(j) for j in jobs] if jobs is not None else None,
+        "seed": seed,
+        "vm": exp.vm,
+        "measure": exp.measure,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _measured(exp: Experiment, result: dict[str, Any]) -> dict[str, Any]:
+    if exp.measure is None:
+        return result
+    # Only the measured job counts (others, like fio's file layout, prepare it); the point's
+    # JSON file keeps every job.
+    measured = [j for j in result["jobs"] if j.get("jobname") == exp.measure]
+    if not measured:
+        raise VmioError(
+            f"{exp.path}: [experiment] measure: the job file has no job '{exp.measure}'"
+        )
+    return {**result, "jobs": measured}
+
+
+def _json_text(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _stored(store: Path, slug: str, key: str) -> str | None:
+    """A finished point's JSON text from `store`, when its key is `key`."""
+    try:
+        if (store / PARTIAL_DIR / f"{slug}.key").read_text(encoding="utf-8") != key:
+            return None
+        return (store / "json" / f"{slug}.json").read_text(encoding="utf-8")
+    except (OSError, UnicodeError):
+        return None
+
+
+def _store(store: Path, slug: str, key: str, text: str) -> None:
+    """Save a finished point: its JSON, then its key (each written to a temporary name and
+    renamed; a key never names a JSON file it was not written with)."""
+    keyfile = store / PARTIAL_DIR / f"{slug}.key"
+    keyfile.unlink(missing_ok=True)
+    results.atomic_write(store / "json" / f"{slug}.json", text)
+    results.atomic_write(keyfile, key)
+
+
 def run_study(
     exp: Experiment,
     *,
@@ -939,67 +1031,72 @@ def run_study(
     parallel: int = 1,
     progress: TextIO | None = None,
     progress_tty: bool | None = None,
+    store: Path | None = None,
+    on_point: Callable[[Point], None] | None = None,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
     `parallel` points run at once in threads (the native simulator releases the GIL); the
     order of completion never reaches the results. Progress goes to `progress` (stderr by
-    default).
+    default). With `store` (an output directory prepared by `prepare_output_dir`), each
+    finished point is saved there at once (`json/<point>.json` and its key), and points
+    saved by an earlier, interrupted run with the same key are reused instead of simulated.
+    `on_point` is called (in grid order) after each point is done.
     """
     seed = exp.seed if seed is None else seed
     inputs = point_inputs(exp, quick)
-    bar = Progress(len(inputs), title=f"study {exp.name}", stream=progress, tty=progress_tty)
-
-    def one(inp: PointInput) -> PointResult:
-        if inp.job_text is None:
-            # Workload files are found next to the stack file, not its display name.
-            jobs = stack_workloads(inp.stack_text, exp.stack_path)
-            if not jobs:
-                raise VmioError(
-                    f"{exp.path}: [experiment] has no 'job' and no [[vm]] of the stack has a "
-                    "workload"
-                )
-            names = {vm for vm, _, _ in jobs}
-            for target_vm, _, _ in inp.job_settings:
-                if target_vm is not None and target_vm not in names:
-                    raise VmioError(
-                        f"{exp.path}: target 'job[{target_vm}]:': no VM '{target_vm}' with a "
-                        f"workload in the stack (VMs: {', '.join(sorted(map(str, names)))})"
-                    )
-            for i, (vm, text, path) in enumerate(jobs):
-                for target_vm, option, value in inp.job_settings:
-                    if target_vm is None or target_vm == vm:
-                        text = set_job_option(text, option, value)
-                jobs[i] = (vm, text, path)
-            text = native().simulate_many(inp.stack_text, inp.stack_path, jobs, seed)
-            return PointResult(inp.point, text, json.loads(text))
-        text = simulate_text(
-            inp.stack_text, inp.stack_path, inp.job_text, inp.job_path or "", seed, exp.vm
+    jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
+    keys = [point_key(exp, inp, seed, j) for inp, j in zip(inputs, jobs, strict=True)]
+    reused: dict[int, str] = {}
+    if store is not None:
+        for i, (inp, key) in enumerate(zip(inputs, keys, strict=True)):
+            if (text := _stored(store, inp.point.slug, key)) is not None:
+                reused[i] = text
+    stream = progress if progress is not None else sys.stderr
+    if reused:
+        print(
+            f"vmio: study {exp.name}: resuming: {len(reused)} of {len(inputs)} points done",
+            file=stream,
+            flush=True,
         )
-        result = json.loads(text)
-        if exp.measure is not None:
-            # Only the measured job counts (others, like fio's file layout, prepare it); the
-            # point's JSON file keeps every job.
-            measured = [j for j in result["jobs"] if j.get("jobname") == exp.measure]
-            if not measured:
-                raise VmioError(
-                    f"{exp.path}: [experiment] measure: the job file has no job '{exp.measure}'"
-                )
-            result = {**result, "jobs": measured}
+    bar = Progress(
+        len(inputs) - len(reused), title=f"study {exp.name}", stream=progress, tty=progress_tty
+    )
+
+    def one(i: int) -> PointResult:
+        inp = inputs[i]
+        if i in reused:
+            text = reused[i]
+        elif inp.job_text is None:
+            text = native().simulate_many(inp.stack_text, inp.stack_path, jobs[i], seed)
+        else:
+            text = simulate_text(
+                inp.stack_text, inp.stack_path, inp.job_text, inp.job_path or "", seed, exp.vm
+            )
+        result = _measured(exp, json.loads(text))
+        if store is not None and i not in reused:
+            text = _json_text(text)
+            _store(store, inp.point.slug, keys[i], text)
         return PointResult(inp.point, text, result)
+
+    def finished(i: int) -> None:
+        if i not in reused:
+            bar.advance(inputs[i].point.label)
+        if on_point is not None:
+            on_point(inputs[i].point)
 
     done: list[PointResult] = []
     if parallel <= 1:
-        for inp in inputs:
-            done.append(one(inp))
-            bar.advance(inp.point.label)
+        for i in range(len(inputs)):
+            done.append(one(i))
+            finished(i)
     else:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [pool.submit(one, inp) for inp in inputs]
+            futures = [pool.submit(one, i) for i in range(len(inputs))]
             try:
-                for inp, fut in zip(inputs, futures, strict=True):
+                for i, fut in enumerate(futures):
                     done.append(fut.result())
-                    bar.advance(inp.point.label)
+                    finished(i)
             except BaseException:
                 for f in futures:
                     f.cancel()
@@ -1162,57 +1259,107 @@ CALIBRATION_COLUMNS = (
 )
 
 
-def prepare_output_dir(out: Path, force: bool) -> Path:
+def unfinished_run(out: Path, name: str) -> bool:
+    """Whether `out` holds an unfinished run (killed, interrupted) of study/experiment `name`."""
+    try:
+        return (out / PARTIAL_DIR / "study").read_text(encoding="utf-8") == name
+    except (OSError, UnicodeError):
+        return False
+
+
+def _remove_temp_files(out: Path) -> None:
+    for d in (out, out / "json", out / PARTIAL_DIR):
+        if d.is_dir():
+            for p in d.glob(f"{results.TMP_PREFIX}*"):
+                p.unlink(missing_ok=True)
+
+
+def prepare_output_dir(out: Path, force: bool, name: str | None = None) -> Path:
     """Create `out`, refusing a non-empty directory unless `force`.
 
     With `force`, only the files a study writes (and its `json/` directory) are replaced;
-    anything else in the directory is left alone.
+    anything else in the directory is left alone. With `name`, the directory is marked as
+    an unfinished run of that study until `finish_output_dir`, and an unfinished run of the
+    same study is accepted without `force`: its finished points are reused (`run_study`
+    with `store`).
     """
     if out.exists() and not out.is_dir():
         raise VmioError(f"output directory '{out}' exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
+    resume = name is not None and not force and unfinished_run(out, name)
+    if out.is_dir() and any(out.iterdir()) and not resume:
         if not force:
             raise VmioError(
                 f"output directory '{out}' is not empty; pass --force to replace the "
                 "results in it, or --out DIR to write elsewhere"
             )
-        for name in OUTPUT_FILES:
-            (out / name).unlink(missing_ok=True)
-        if (out / "json").is_dir():
-            shutil.rmtree(out / "json")
+        for fname in OUTPUT_FILES:
+            (out / fname).unlink(missing_ok=True)
+        for dname in ("json", PARTIAL_DIR):
+            if (out / dname).is_dir():
+                shutil.rmtree(out / dname)
     out.mkdir(parents=True, exist_ok=True)
+    _remove_temp_files(out)
+    if name is not None:
+        (out / "json").mkdir(exist_ok=True)
+        (out / PARTIAL_DIR).mkdir(exist_ok=True)
+        results.atomic_write(out / PARTIAL_DIR / "study", name)
     return out
 
 
-def next_free_dir(base: Path) -> Path:
-    """`base` if it is absent or empty, else the first absent-or-empty `base-2`, `base-3`…"""
+def finish_output_dir(out: Path) -> None:
+    """Mark `out` finished: its unfinished-run state goes."""
+    shutil.rmtree(out / PARTIAL_DIR, ignore_errors=True)
+
+
+def next_free_dir(base: Path, name: str | None = None) -> Path:
+    """`base` if it is absent or empty (or an unfinished run of study `name`), else the first
+    such `base-2`, `base-3`…"""
     candidate = base
     n = 1
     while candidate.exists() and (not candidate.is_dir() or any(candidate.iterdir())):
+        if name is not None and unfinished_run(candidate, name):
+            break
         n += 1
         candidate = base.with_name(f"{base.name}-{n}")
     return candidate
 
 
 def write_outputs(res: StudyResult, out: Path) -> None:
-    """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png and json/."""
+    """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png and json/, each
+    file atomically (a temporary name in the same directory, renamed)."""
     from vmio import plot  # matplotlib is slow to import; only needed here
 
-    results.write_tidy(out, res.tidy_table())
-    results.write_csv(out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS)
-    (out / "tables.txt").write_text(summary_text(res), encoding="utf-8")
     jdir = out / "json"
     jdir.mkdir(exist_ok=True)
+    slugs = set()
     for pr in res.points:
-        text = pr.json_text if pr.json_text.endswith("\n") else pr.json_text + "\n"
-        (jdir / f"{pr.point.slug}.json").write_text(text, encoding="utf-8")
+        text = _json_text(pr.json_text)
+        path = jdir / f"{pr.point.slug}.json"
+        slugs.add(path.name)
+        try:
+            same = path.read_text(encoding="utf-8") == text
+        except (OSError, UnicodeError):
+            same = False
+        if not same:
+            results.atomic_write(path, text)
+    for path in jdir.glob("*.json"):  # points of an earlier grid of a resumed run
+        if path.name not in slugs:
+            path.unlink()
+    results.write_tidy(out, res.tidy_table())
+    results.write_csv(out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS)
+    results.atomic_write(out / "tables.txt", summary_text(res))
     kind = res.experiment.figure.get("kind")
-    if kind == "bars":
-        plot.study_bars(res, out / "figure.png")
-    elif kind == "timeline":
-        plot.study_timeline(res, out / "figure.png")
-    else:
-        plot.study_figure(res, out / "figure.png")
+    tmp = results.temp_path(out / "figure.png")
+    try:
+        if kind == "bars":
+            plot.study_bars(res, tmp)
+        elif kind == "timeline":
+            plot.study_timeline(res, tmp)
+        else:
+            plot.study_figure(res, tmp)
+        os.replace(tmp, out / "figure.png")
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def default_parallelism() -> int:
