@@ -8,7 +8,9 @@ parses sizes the way fio does. Every bad input raises `VmioError` with a user-fa
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,18 +42,65 @@ def native() -> ModuleType:
     return _native
 
 
+MAX_INPUT_BYTES = 16 << 20
+"""The largest file vmio reads as input text (stack, job, experiment, study files): 16 MiB."""
+
+
+def _where(text: str, offset: int) -> str:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"line {line}, column {col}"
+
+
 def read_text(path: str | Path, what: str) -> str:
-    """Read a user file as UTF-8, turning OS errors into a `VmioError` naming the file."""
+    """Read a user file as UTF-8 text; every problem is a `VmioError` naming the file.
+
+    Refused: a NUL in the path; anything but a regular file (a directory, a FIFO — never
+    waited on —, a device like /dev/zero); a file over `MAX_INPUT_BYTES`; bytes that are not
+    UTF-8 (the message gives the byte offset and line) and NUL characters in the text.
+    """
+    name = str(path)
+    if "\0" in name:
+        raise VmioError(f"{what} path {name[:80]!r} contains a NUL character")
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO with no writer must not hang; checked below.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise VmioError(f"{what} '{path}' does not exist") from None
     except IsADirectoryError:
         raise VmioError(f"{what} '{path}' is a directory, not a file") from None
-    except UnicodeDecodeError as err:
-        raise VmioError(f"{what} '{path}' is not UTF-8 text ({err.reason})") from None
     except OSError as err:
         raise VmioError(f"cannot read {what} '{path}': {err.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise VmioError(f"{what} '{path}' is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise VmioError(f"{what} '{path}' is not a regular file (a device, FIFO or socket)")
+        if st.st_size > MAX_INPUT_BYTES:
+            raise VmioError(
+                f"{what} '{path}' is {st.st_size} bytes; the limit is {MAX_INPUT_BYTES} (16 MiB)"
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as err:
+        raise VmioError(f"cannot read {what} '{path}': {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_INPUT_BYTES:  # grew while read
+        raise VmioError(f"{what} '{path}' is over the limit of {MAX_INPUT_BYTES} bytes (16 MiB)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        good = data[: err.start].decode("utf-8")
+        raise VmioError(
+            f"{what} '{path}' is not UTF-8 text: byte 0x{data[err.start]:02x} at offset "
+            f"{err.start} ({_where(good, len(good))}): {err.reason}"
+        ) from None
+    if (nul := text.find("\0")) >= 0:
+        raise VmioError(f"{what} '{path}' contains a NUL character at {_where(text, nul)}")
+    return text
 
 
 def simulate_text(
