@@ -63,3 +63,43 @@ def test_every_input_file_that_is_not_small_regular_text_is_one_error_naming_it(
 def test_a_nul_in_a_path_is_an_error():
     with pytest.raises(sim.VmioError, match="NUL"):
         sim.read_text("a\0b", "stack file")
+
+
+EXP = '[experiment]\nname = "t"\nstack = "stack.toml"\njob = "job.fio"\n'
+AXIS = '[[axis]]\nname = "bs"\ntarget = "job:bs"\nvalues = ["4k"]\n'
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("[experiment\n", "experiment.toml:1:12: invalid TOML"),
+        (EXP + "x = [1,\n", "invalid TOML: Invalid value at the end of the file"),
+        (EXP + f"seed = {HUGE}\n", "experiment.toml:5:8: invalid TOML: an integer of more than"),
+        (EXP + "seed = 18446744073709551616\n" + AXIS, "'seed' must be an integer in 0..2**64-1"),
+        ("axis = 5\n" + EXP, "'axis' must be [[axis]] tables, not 5"),
+        ("axis = ['a']\n" + EXP, "'axis' must be [[axis]] tables"),
+        ("calibration = 'x'\n" + EXP + AXIS, "'calibration' must be [[calibration]] tables"),
+        (
+            EXP + AXIS + f'[[calibration]]\nid = "c"\ndescription = "d"\nat_least = 1{"0" * 400}\n',
+            "'at_least' must be a finite number",
+        ),
+        (EXP + AXIS + '[[calibration]]\nid = "c"\ndescription = "d"\nat_most = nan\n', "finite"),
+        (EXP + "tolerance = -1\n" + AXIS, "'tolerance' must be >= 0"),
+        (EXP + "vm = 5\n" + AXIS, "'vm' must be a VM name"),
+    ],
+)
+def test_a_toml_surprise_in_an_experiment_file_is_one_line_naming_file_and_field(
+    capsys, tmp_path, body, message
+):
+    path = tmp_path / "experiment.toml"
+    path.write_text(body, encoding="utf-8")
+    err = one_error_line(*vmio(capsys, "study", path, "--out", tmp_path / "out"))
+    assert str(path) in err and message in err
+
+
+def test_vm_as_a_value_instead_of_tables_in_a_stack_is_one_line(capsys, tmp_path):
+    stack = tmp_path / "stack.toml"
+    stack.write_text("vm = 5\n", encoding="utf-8")
+    err = one_error_line(*vmio(capsys, "sim", "--stack", stack))
+    assert f"{stack}: vm: must be [[vm]] tables, not 5" in err

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -119,27 +120,64 @@ def simulate_text(
     return native().simulate(stack_text, stack_path, job_text, job_path, seed, vm)
 
 
-def stack_workloads(stack_text: str, stack_path: str | Path) -> list[tuple[str, str, str]]:
-    """The `(vm, job_text, job_path)` of every `[[vm]]` with a `workload` (a fio job file,
-    relative to the stack file's directory)."""
+_TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def parse_toml(text: str, path: str | Path) -> dict[str, Any]:
+    """Parse TOML text; a syntax error is a `VmioError` `path:line:column: message`."""
     import tomllib
 
     try:
-        data = tomllib.loads(stack_text)
-    except tomllib.TOMLDecodeError:
-        # The native parser reports the syntax error with its line and column.
-        native().simulate(stack_text, str(stack_path), "", "", None, None)
-        raise
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        msg = str(err)
+        if m := _TOML_AT.search(msg):
+            line, col = m.group(1), m.group(2)
+            msg = msg[: m.start()]
+        else:  # "(at end of document)"
+            msg = msg.replace(" (at end of document)", " at the end of the file")
+            line = str(text.count("\n") + 1)
+            col = str(len(text) - text.rfind("\n"))
+        raise VmioError(f"{path}:{line}:{col}: invalid TOML: {msg}") from None
+    except ValueError:  # an integer of more digits than Python converts
+        m = re.search(rf"\d{{{sys.get_int_max_str_digits() or 4300},}}", text)
+        where = _where(text, m.start()).replace("line ", "").replace(", column ", ":") if m else ""
+        raise VmioError(
+            f"{path}:{where}: invalid TOML: an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits"
+        ) from None
+    except RecursionError:
+        raise VmioError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
+
+
+def stack_workloads(stack_text: str, stack_path: str | Path) -> list[tuple[str, str, str]]:
+    """The `(vm, job_text, job_path)` of every `[[vm]]` with a `workload` (a fio job file,
+    relative to the stack file's directory)."""
+    data = parse_toml(stack_text, stack_path)
+    vms = data.get("vm") or []
+    if not isinstance(vms, list) or not all(isinstance(vm, dict) for vm in vms):
+        raise VmioError(f"{stack_path}: vm: must be [[vm]] tables, not {short_repr(vms)}")
     out = []
-    for i, vm in enumerate(data.get("vm") or []):
-        wl = vm.get("workload") if isinstance(vm, dict) else None
+    for i, vm in enumerate(vms):
+        wl = vm.get("workload")
         if wl is None:
             continue
         if not isinstance(wl, str) or not wl:
             raise VmioError(f"{stack_path}: vm[{i}].workload: must be a fio job file path")
+        name = vm.get("name")
+        name = name if isinstance(name, str) else short_repr(name)
         path = Path(stack_path).parent / wl
-        out.append((str(vm.get("name")), read_text(path, f"vm[{i}].workload job file"), str(path)))
+        out.append((name, read_text(path, f"vm[{i}].workload job file"), str(path)))
     return out
+
+
+def short_repr(value: Any, limit: int = 40) -> str:
+    """A value as an error message shows it: its repr, cut to `limit` characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def simulate_workloads_text(

@@ -34,10 +34,10 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 import os
 import shutil
 import sys
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,7 +48,16 @@ import tomli_w
 
 from vmio import report, results
 from vmio.progress import Progress
-from vmio.sim import VmioError, native, parse_size, read_text, simulate_text, stack_workloads
+from vmio.sim import (
+    VmioError,
+    native,
+    parse_size,
+    parse_toml,
+    read_text,
+    short_repr,
+    simulate_text,
+    stack_workloads,
+)
 
 BUILTIN_STUDIES = Path(__file__).resolve().parent / "studies"
 """Where the built-in studies live (shipped inside the package; `studies/` in a checkout)."""
@@ -316,7 +325,7 @@ class _Checker:
             return default
         value = data[key]
         if not isinstance(value, str) or not value:
-            raise self.fail(where, f"'{key}' must be a non-empty string, not {value!r}")
+            raise self.fail(where, f"'{key}' must be a non-empty string, not {short_repr(value)}")
         return value
 
     def number(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any:
@@ -326,7 +335,32 @@ class _Checker:
             return default
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(where, f"'{key}' must be a number, not {value!r}")
+            raise self.fail(where, f"'{key}' must be a number, not {short_repr(value)}")
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise self.fail(where, f"'{key}' must be a finite number, not {short_repr(value)}")
+        return value
+
+    def integer(
+        self, data: Mapping[str, Any], key: str, where: str, lo: int, hi: int, default: int
+    ) -> int:
+        """An integer in lo..=hi (`hi` written as a power of two when it is one less)."""
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            shown = f"2**{(hi + 1).bit_length() - 1}-1" if hi > 2**32 else str(hi)
+            raise self.fail(
+                where, f"'{key}' must be an integer in {lo}..{shown}, not {short_repr(value)}"
+            )
+        return value
+
+    def tables(self, data: Mapping[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+        """`[[key]]` tables (an array of tables), [] when absent."""
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.fail(where, f"'{key}' must be [[{key}]] tables, not {short_repr(value)}")
         return value
 
     def strings(self, value: Any, where: str) -> tuple[str, ...]:
@@ -338,7 +372,9 @@ class _Checker:
             and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value)
         ):
             return tuple(str(v) for v in value)
-        raise self.fail(where, f"must be a value or a non-empty list of values, not {value!r}")
+        raise self.fail(
+            where, f"must be a value or a non-empty list of values, not {short_repr(value)}"
+        )
 
     def target(self, target: str, where: str) -> str:
         """Check an axis or setting target; returns its kind (`stack`, `job`, `job[<vm>]`)."""
@@ -379,10 +415,7 @@ class _Checker:
 
 
 def _read_toml(path: Path, what: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(read_text(path, what))
-    except tomllib.TOMLDecodeError as err:
-        raise VmioError(f"{path}: invalid TOML: {err}") from None
+    return parse_toml(read_text(path, what), path)
 
 
 STUDY_FILES = ("study.toml", "experiment.toml")
@@ -487,8 +520,8 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
     base = path.parent
 
     axes: list[Axis] = []
-    raw_axes = data.get("axis", [])
-    if not isinstance(raw_axes, list) or not raw_axes:
+    raw_axes = ck.tables(data, "axis", "[[axis]]")
+    if not raw_axes:
         raise ck.fail("[[axis]]", "an experiment needs at least one [[axis]]")
     for i, raw in enumerate(raw_axes):
         where = f"axis[{i}]"
@@ -553,7 +586,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
                     )
 
     calibrations = []
-    for i, raw in enumerate(data.get("calibration", [])):
+    for i, raw in enumerate(ck.tables(data, "calibration", "[[calibration]]")):
         where = f"calibration[{i}]"
         cid = ck.string(raw, "id", where, default=f"#{i + 1}")
         where = f"calibration '{cid}'"
@@ -606,8 +639,15 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
 
     vm = exp.get("vm")
     if exp.get("job") not in (None, "") and not isinstance(exp.get("job"), str):
-        raise ck.fail("[experiment]", f"'job' must be a fio job file path, not {exp['job']!r}")
+        raise ck.fail(
+            "[experiment]", f"'job' must be a fio job file path, not {short_repr(exp['job'])}"
+        )
+    if vm is not None and not isinstance(vm, str):
+        raise ck.fail("[experiment]", f"'vm' must be a VM name, not {short_repr(vm)}")
     measure = ck.string(exp, "measure", "[experiment]", default=None)
+    tolerance = float(ck.number(exp, "tolerance", "[experiment]", default=0.15))
+    if tolerance < 0:
+        raise ck.fail("[experiment]", f"'tolerance' must be >= 0, not {tolerance}")
     if not exp.get("job") and (measure is not None or vm is not None):
         raise ck.fail(
             "[experiment]",
@@ -622,8 +662,8 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         job_path=base / exp["job"] if exp.get("job") else None,
         vm=str(vm) if vm is not None else None,
         measure=measure,
-        seed=int(ck.number(exp, "seed", "[experiment]", default=1)),
-        tolerance=float(ck.number(exp, "tolerance", "[experiment]", default=0.15)),
+        seed=ck.integer(exp, "seed", "[experiment]", 0, 2**64 - 1, default=1),
+        tolerance=tolerance,
         axes=axes,
         quick_set=quick_set,
         quick_values=quick_values,
@@ -750,10 +790,7 @@ class PointInput:
 def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
     """The edited stack and job text of every point of the grid, in grid order."""
     stack_source = read_text(exp.stack_path, "stack file")
-    try:
-        base_stack = tomllib.loads(stack_source)
-    except tomllib.TOMLDecodeError as err:
-        raise VmioError(f"{exp.stack_path}: invalid TOML: {err}") from None
+    base_stack = parse_toml(stack_source, exp.stack_path)
     base_job = None if exp.job_path is None else read_text(exp.job_path, "fio job file")
     fixed = dict(exp.quick_set) if quick else {}
     axes = {a.name: a for a in exp.axes}
