@@ -103,3 +103,46 @@ def test_vm_as_a_value_instead_of_tables_in_a_stack_is_one_line(capsys, tmp_path
     stack.write_text("vm = 5\n", encoding="utf-8")
     err = one_error_line(*vmio(capsys, "sim", "--stack", stack))
     assert f"{stack}: vm: must be [[vm]] tables, not 5" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["sim", "--stack", "s.toml", "--seed", "-1"],
+            "--seed: '-1' is not an integer in 0..2**64-1",
+        ),
+        (["sim", "--stack", "s.toml", "--seed", "1" * 5000], "(5000 characters)"),
+        (["study", "x", "--seed", "2**64"], "--seed"),
+        (["study", "x", "--parallel", "0"], "--parallel: '0' is not an integer in 1..1024"),
+        (["study", "x", "--parallel", "99999"], "1..1024"),
+        (["trace", "synth", "msn", "--requests", "0"], "--requests: '0' is not an integer in"),
+        (["trace", "synth", "msn", "--requests", "1e99"], "1..10000000"),
+        (["trace", "synth", "msn", "--region", "1k"], "--region: '1k' is not a size in 4k..1p"),
+        (["trace", "synth", "msn", "--region", "9" * 400 + "p"], "--region"),
+        (["trace", "synth", "msn", "--seed", "x\x01y"], "'x\\x01y'"),
+        (["bench", "serve", "img", "--size", "1k"], "--size: '1k' is not a size in 1m..1t"),
+        (["bench", "serve", "img", "--runtime", "0"], "--runtime"),
+        (["bench", "serve", "img", "--share-runtime", "99999"], "--share-runtime"),
+    ],
+)
+def test_every_numeric_option_out_of_its_range_is_one_line_naming_the_flag(capsys, args, message):
+    err = one_error_line(*vmio(capsys, *args))
+    assert message in err
+
+
+def test_parse_size_refuses_a_number_of_huge_digits():
+    with pytest.raises(sim.VmioError, match="is not a size"):
+        sim.parse_size("9" * 400 + ".5k")
+    assert sim.parse_size("1.5k") == 1536 and sim.parse_size("2p") == 2 << 50
+
+
+def test_an_unexpected_error_from_input_is_one_escaped_line_of_at_most_300_characters(
+    capsys, monkeypatch
+):
+    def boom(args):
+        raise OverflowError("out of range: " + "\x1b[31m" * 200)
+
+    monkeypatch.setattr(cli, "cmd_sim", boom)
+    err = one_error_line(*vmio(capsys, "sim", "--stack", "s.toml"))
+    assert "\\x1b[31m" in err and "\x1b" not in err and err.endswith("…\n")

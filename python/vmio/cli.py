@@ -42,7 +42,22 @@ class _Parser(argparse.ArgumentParser):
     has it), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"vmio: error: {message} (see '{self.prog} --help')\n")
+        self.exit(EXIT_USAGE, error_line(f"{message} (see '{self.prog} --help')") + "\n")
+
+
+MAX_ERROR = 300
+"""The longest error message (characters after `vmio: error: `)."""
+
+
+def error_line(message: str) -> str:
+    """`vmio: error: <message>`: one line, non-printable characters escaped, at most
+    `MAX_ERROR` characters of message."""
+    shown = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
+    )
+    if len(shown) > MAX_ERROR:
+        shown = shown[: MAX_ERROR - 1] + "…"
+    return f"vmio: error: {shown}"
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -51,24 +66,13 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def _seed(text: str) -> int:
+    """argparse type: a seed, 0..2**64-1 (decimal, or 0x/0o/0b)."""
     try:
-        value = int(text, 0)
+        value = int(text, 0) if len(text) <= 30 else -1
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid seed '{text}': give an integer from 0 to 2**64-1"
-        ) from None
+        value = -1
     if not 0 <= value < 2**64:
-        raise argparse.ArgumentTypeError(f"seed {value} is out of range 0 to 2**64-1")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a positive integer")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer in 0..2**64-1")
     return value
 
 
@@ -194,18 +198,6 @@ examples:
   vmio bench serve /var/tmp/bench.img
   vmio bench serve /var/tmp/bench.img --size 2g --runtime 20
 """
-
-
-def _size(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    try:
-        value = int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
-    except ValueError:
-        value = 0
-    if value < 1 << 20:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size of at least 1m")
-    return value
 
 
 def _shown(text: str, limit: int = 40) -> str:
@@ -365,9 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument(
         "--parallel",
-        type=_positive,
+        type=_int_in(1, 1024),
         metavar="N",
-        help="points simulated at once (default: number of CPUs)",
+        help="points simulated at once, 1..1024 (default: number of CPUs)",
     )
     st.add_argument(
         "--part",
@@ -405,16 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ts.add_argument(
         "--requests",
-        type=int,
+        type=_int_in(1, 10_000_000),
         default=10000,
         metavar="N",
-        help="number of requests (default: 10000)",
+        help="number of requests, 1..10000000 (default: 10000)",
     )
     ts.add_argument(
         "--region",
-        default="30g",
+        type=_size_in(4096, 1 << 50, "4k..1p"),
+        default=30 << 30,
         metavar="SIZE",
-        help="size of the addressed region, fio-style (default: 30g)",
+        help="size of the addressed region, fio-style, 4k..1p (default: 30g)",
     )
     ts.add_argument("--seed", type=_seed, default=1, metavar="N", help="seed (default: 1)")
     ts.add_argument(
@@ -540,16 +533,25 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     bsv.add_argument("image", type=Path, metavar="IMAGE")
-    bsv.add_argument("--size", type=_size, default=1 << 30, help="size of a new IMAGE (default 1g)")
     bsv.add_argument(
-        "--runtime", type=_positive, default=10, metavar="S", help="seconds per fio run"
+        "--size",
+        type=_size_in(1 << 20, 1 << 40, "1m..1t"),
+        default=1 << 30,
+        help="size of a new IMAGE, 1m..1t (default 1g)",
+    )
+    bsv.add_argument(
+        "--runtime",
+        type=_int_in(1, 3600),
+        default=10,
+        metavar="S",
+        help="seconds per fio run, 1..3600 (default 10)",
     )
     bsv.add_argument(
         "--share-runtime",
-        type=_positive,
+        type=_int_in(1, 3600),
         default=30,
         metavar="S",
-        help="seconds of each weighted-sharing run (default 30)",
+        help="seconds of each weighted-sharing run, 1..3600 (default 30)",
     )
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
@@ -611,17 +613,7 @@ def write_new_file(path: Path, text: str, force: bool) -> None:
 
 
 def cmd_trace_synth(args: argparse.Namespace) -> int:
-    from vmio.sim import parse_size
-
-    if args.requests < 1:
-        raise VmioError(f"--requests: {args.requests} is not a number of requests >= 1")
-    try:
-        region = parse_size(args.region)
-    except VmioError as err:
-        raise VmioError(f"--region: {err}") from None
-    if region < 4096:
-        raise VmioError(f"--region: '{args.region}' is smaller than 4k")
-    text = native().synth_trace(args.profile, region, args.requests, args.seed)
+    text = native().synth_trace(args.profile, args.region, args.requests, args.seed)
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -855,16 +847,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return args.func(args)
-    except VmioError as err:
-        print(f"vmio: error: {err}", file=sys.stderr)
+    except BrokenPipeError:  # e.g. `vmio sim ... | head`: quiet, as the Python docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (VmioError, ValueError, OverflowError, OSError, UnicodeError) as err:
+        # VmioError is bad input; the others can only come from input that slipped past a
+        # check (a value out of the native module's range, a file that went away...).
+        message = str(err)
+        if not isinstance(err, VmioError):
+            message = f"{message or type(err).__name__}"
+            if isinstance(err, OSError) and err.filename is not None:
+                message = f"'{err.filename}': {err.strerror or message}"
+        print(error_line(message), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         again = " (run the same command again to resume)" if args.command == "study" else ""
         print(f"vmio: interrupted{again}", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # e.g. `vmio sim ... | head`: quiet, as the Python docs advise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -213,11 +213,18 @@ def parse_size(text: str | int) -> int:
     """Bytes of a fio-style size: `4k`, `64KiB`, `1m`, `512` (fio's default kb_base=1024)."""
     if isinstance(text, int):
         return text
-    m = _SIZE_RE.match(str(text))
+    text = str(text)
+    m = _SIZE_RE.match(text) if len(text) <= 40 else None
     if not m:
-        raise VmioError(f"'{text}' is not a size (examples: 4k, 64KiB, 1m, 4g, 512)")
+        raise VmioError(
+            f"{short_repr(text)} is not a size (examples: 4k, 64KiB, 1m, 4g, 512; at most "
+            "40 characters)"
+        )
     power = "kmgtp".find(m.group(2).lower()) + 1 if m.group(2) else 0
-    return int(float(m.group(1)) * 1024**power)
+    number = m.group(1)
+    if "." in number:
+        return int(float(number) * 1024**power)  # < 1e40: finite
+    return int(number) * 1024**power
 
 
 def format_size(nbytes: int) -> str:

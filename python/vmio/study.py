@@ -676,6 +676,11 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
 # --- editing the stack and the job -------------------------------------------------------
 
 
+def _is_index(key: str) -> bool:
+    """An array index in a stack target: ASCII digits, short enough to be an int."""
+    return key.isascii() and key.isdigit() and len(key) <= 9
+
+
 def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -> None:
     """Set `path` (`volume.0.layout`) in a parsed stack; the parent must exist.
 
@@ -689,7 +694,7 @@ def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -
         for key in keys[:star]:
             if isinstance(arr, dict) and key in arr:
                 arr = arr[key]
-            elif isinstance(arr, list) and key.isdigit() and int(key) < len(arr):
+            elif isinstance(arr, list) and _is_index(key) and int(key) < len(arr):
                 arr = arr[int(key)]
             else:
                 arr = None
@@ -703,7 +708,7 @@ def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -
     for depth, key in enumerate(keys[:-1]):
         here = ".".join(keys[: depth + 1])
         if isinstance(node, list):
-            if not key.isdigit() or int(key) >= len(node):
+            if not _is_index(key) or int(key) >= len(node):
                 raise VmioError(
                     f"{source}: stack target '{path}': '{here}' is not an index of a "
                     f"{len(node)}-element array"
@@ -717,7 +722,7 @@ def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -
             raise VmioError(f"{source}: stack target '{path}': '{here}' is a value, not a table")
     last = keys[-1]
     if isinstance(node, list):
-        if not last.isdigit() or int(last) >= len(node):
+        if not _is_index(last) or int(last) >= len(node):
             raise VmioError(f"{source}: stack target '{path}': no element '{last}'")
         node[int(last)] = value
     elif isinstance(node, dict):
