@@ -36,7 +36,7 @@ def test_every_subcommand_help_exits_0_and_mentions_its_options(args, options):
 def test_a_bad_option_value_is_a_one_line_error_with_exit_status_2(write_stack, write_job):
     r = run_vmio("sim", "--stack", write_stack(), write_job(), "--seed", "many")
     assert r.returncode == 2
-    assert "vmio: error: argument --seed: invalid seed 'many'" in r.stderr
+    assert "vmio: error: argument --seed: 'many' is not an integer in 0..2**64-1" in r.stderr
     assert "Traceback" not in r.stderr
 
 

@@ -124,6 +124,8 @@ and writes each into its own subdirectory, <out>/<part>/.
 Without --out, results go to vmio-results/<study>/, or to the first free
 vmio-results/<study>-2/, -3/... when it already holds results. With --out, a non-empty
 directory is refused unless --force (which replaces only the files listed above).
+Each point is saved as soon as it is done: a study killed or interrupted resumes when run
+again with the same --out (or none), reusing the points whose inputs are unchanged.
 
 built-in studies:
   volumes-cache  S0: layout (LVM linear, LVM stripe, md RAID 0) x QEMU cache (none,
