@@ -24,11 +24,11 @@ use thiserror::Error;
 use vmio_core::cache::{
     page_span, CacheMode, PageCache, PageRange, ReadLookup, Readahead, PAGE_BYTES,
 };
-use vmio_core::fio::JobSpec;
+use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched::{self, IoScheduler};
 use vmio_core::stack::{Stack, StackError};
-use vmio_core::units::transfer_ns;
+use vmio_core::units::{quote, transfer_ns};
 use vmio_core::volume::{self, Piece, VolumeError, VolumeLayout};
 use vmio_core::workload::filebench::FilebenchError;
 use vmio_core::workload::{
@@ -374,6 +374,20 @@ impl Sim {
     /// Build a simulation of `stack` running `jobs` with `seed`.
     pub fn new(mut stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
         let file = stack.file.clone();
+        let mut total_jobs = 0u64;
+        for b in &jobs {
+            total_jobs += u64::from(b.spec.numjobs.max(1));
+            if total_jobs > u64::from(FIO_MAX_JOBS) {
+                return Err(SimError::Job(format!(
+                    "{}:{}: job '{}' (vm[{}]): numjobs={} brings the run (all VMs together) to {total_jobs} jobs, above fio's limit of {FIO_MAX_JOBS} jobs (FIO_MAX_JOBS); accepted: at most {FIO_MAX_JOBS} jobs in one run",
+                    b.job_file,
+                    b.spec.line,
+                    quote(&b.spec.name),
+                    b.vm,
+                    b.spec.numjobs
+                )));
+            }
+        }
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
         let mut devs = Vec::new();
         for d in &stack.devices {
@@ -483,6 +497,24 @@ impl Sim {
                 .size_bytes
                 .unwrap_or(d.size_bytes - base)
                 .min(d.size_bytes - base);
+            vmio_core::workload::fio_job::check_ends(&b.spec).map_err(|source| {
+                SimError::Workload {
+                    file: b.job_file.clone(),
+                    source,
+                }
+            })?;
+            if region == 0 && (b.spec.filebench.is_some() || b.trace.is_some()) {
+                return Err(SimError::Workload {
+                    file: b.job_file.clone(),
+                    source: WorkloadError::EmptyRegion {
+                        job: quote(&b.spec.name),
+                        line: b.spec.line,
+                        offset_bytes: b.spec.offset_bytes,
+                        size_bytes: region,
+                        disk_bytes: d.size_bytes,
+                    },
+                });
+            }
             if b.spec.filebench.is_some() && b.spec.runtime_ns.is_none() {
                 return Err(SimError::Job(format!(
                     "{}:{}: job '{}': a filebench workload runs until stopped; give it a runtime",

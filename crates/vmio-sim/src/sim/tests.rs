@@ -229,6 +229,40 @@ fn two_vms_run_their_own_job_files_at_the_same_time() {
 }
 
 #[test]
+fn more_jobs_than_fios_limit_in_one_run_all_vms_together_is_refused() {
+    let s = two_vm_stack(500, 500);
+    let job =
+        "[r]\nrw=read\nioengine=libaio\ndirect=1\nsize=1g\nnumjobs=2048\n[s]\nrw=read\nsize=1g\n";
+    let e = crate::run::run_many(&s, "stack.toml", &in_both_vms(job), Some(1))
+        .err()
+        .expect("4098 jobs are too many")
+        .to_string();
+    assert_eq!(
+        e,
+        "b.fio:1: job 'r' (vm[0]): numjobs=2048 brings the run (all VMs together) to 4097 jobs, above fio's limit of 4096 jobs (FIO_MAX_JOBS); accepted: at most 4096 jobs in one run"
+    );
+}
+
+#[test]
+fn time_based_without_runtime_and_degenerate_regions_are_errors_naming_the_job() {
+    let e = run_err("[j]\nrw=read\ntime_based\n", "job.fio");
+    assert!(
+        e.starts_with("job.fio: job 'j' (line 1): time_based without a runtime would never end"),
+        "{e}"
+    );
+    let e = run_err("[j]\nrw=read\nbs=1m\nsize=4k\n", "job.fio");
+    assert!(
+        e.contains("bs=1048576 is larger than the job's region of 4096 bytes"),
+        "{e}"
+    );
+    let e = run_err(
+        "[j]\nfilebench=varmail\nruntime=1\noffset=300g\n",
+        "job.fio",
+    );
+    assert!(e.contains("is empty on a disk of"), "{e}");
+}
+
+#[test]
 fn a_job_larger_than_its_disk_is_an_error_naming_the_job_file() {
     let e = run_err("[j]\nrw=read\nsize=200g\n", "job.fio");
     assert!(e.starts_with("job.fio: job 'j' (line 1)"), "{e}");
