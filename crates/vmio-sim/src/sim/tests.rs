@@ -462,3 +462,23 @@ fn mcfq_brings_four_vms_on_an_aged_ssd_to_their_weights_where_cfq_misses_them() 
         err(&cfq)
     );
 }
+
+#[test]
+fn a_stack_whose_ftl_tables_exceed_the_available_memory_is_refused_in_one_line() {
+    let text = "[[device]]\nname = \"ssd0\"\nmodel = \"ssd\"\ncapacity = \"14t\"\n\
+                [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd0\"]\n\
+                [[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\ncache = \"none\"\n";
+    let stack = vmio_core::stack::Stack::from_toml(text, "stack.toml").unwrap();
+    let e = super::check_memory(&stack, 9_100_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("stack.toml: device[0] 'ssd0': capacity 14 TiB needs ~"),
+        "{e}"
+    );
+    assert!(e.contains("of FTL tables (all devices: "), "{e}");
+    assert!(e.contains("; 9.1 GB of memory available"), "{e}");
+    assert!(e.len() <= 300 && !e.contains('\n'), "{e}");
+    // Nothing is allocated to find out, and enough memory lets it through.
+    assert!(super::check_memory(&stack, u64::MAX).is_ok());
+}
