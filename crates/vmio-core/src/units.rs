@@ -14,8 +14,35 @@ pub enum UnitError {
     BadSize(String),
     #[error("'{0}' is not a duration; expected a number with an optional suffix ns, us, ms, s, m, h or d (fio style: 500ms, 30s, 2m)")]
     BadDuration(String),
-    #[error("'{0}' is too large")]
+    #[error("'{0}' is too large; accepted: at most 2^64-1 (16 EiB as a size, about 584 years as a duration)")]
     Overflow(String),
+}
+
+/// Longest user text quoted in an error message, in characters (before escaping).
+pub const MAX_QUOTED: usize = 80;
+
+/// User text as quoted in error messages: at most [`MAX_QUOTED`] characters, then `...`;
+/// control characters (NUL, newlines, tabs, escape sequences) and other non-printables are
+/// written as Rust escapes (`\0`, `\n`, `\u{1b}`) so that an error stays on one line.
+pub fn quote(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_QUOTED {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control()
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{feff}'
+            )
+        {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn split_number(text: &str) -> (&str, &str) {
@@ -28,7 +55,7 @@ fn split_number(text: &str) -> (&str, &str) {
 
 /// Parse a size in bytes (`4k`, `64KiB`, `1g`, `512`).
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
-    let bad = || UnitError::BadSize(text.to_string());
+    let bad = || UnitError::BadSize(quote(text));
     let (num, suffix) = split_number(text);
     if num.is_empty() {
         return Err(bad());
@@ -46,19 +73,20 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
         let v: f64 = num.parse().map_err(|_| bad())?;
         let bytes = v * mult as f64;
         if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-            return Err(UnitError::Overflow(text.to_string()));
+            return Err(UnitError::Overflow(quote(text)));
         }
         return Ok(bytes.round() as u64);
     }
-    let v: u64 = num.parse().map_err(|_| bad())?;
+    // Digits only here, so the one way to fail is a number past u64.
+    let v: u64 = num.parse().map_err(|_| UnitError::Overflow(quote(text)))?;
     v.checked_mul(mult)
-        .ok_or_else(|| UnitError::Overflow(text.to_string()))
+        .ok_or_else(|| UnitError::Overflow(quote(text)))
 }
 
 /// Parse a duration in nanoseconds; a bare number is in `default_unit_ns` (fio: seconds for
 /// `runtime`/`ramp_time`).
 pub fn parse_duration_ns(text: &str, default_unit_ns: Ns) -> Result<Ns, UnitError> {
-    let bad = || UnitError::BadDuration(text.to_string());
+    let bad = || UnitError::BadDuration(quote(text));
     let (num, suffix) = split_number(text);
     if num.is_empty() {
         return Err(bad());
@@ -77,7 +105,7 @@ pub fn parse_duration_ns(text: &str, default_unit_ns: Ns) -> Result<Ns, UnitErro
     let v: f64 = num.parse().map_err(|_| bad())?;
     let ns = v * mult as f64;
     if !ns.is_finite() || ns >= u64::MAX as f64 {
-        return Err(UnitError::Overflow(text.to_string()));
+        return Err(UnitError::Overflow(quote(text)));
     }
     Ok(ns.round() as u64)
 }
@@ -133,6 +161,30 @@ mod tests {
             120_000_000_000
         );
         assert!(parse_duration_ns("3 weeks", 1).is_err());
+    }
+
+    #[test]
+    fn sizes_and_durations_past_u64_are_clear_overflow_errors() {
+        assert!(matches!(
+            parse_size("99999999999999999999999"),
+            Err(UnitError::Overflow(_))
+        ));
+        assert!(matches!(parse_size("16384p"), Err(UnitError::Overflow(_))));
+        assert_eq!(parse_size("16383p").unwrap(), 16383 << 50);
+        assert!(matches!(parse_size("1e999k"), Err(UnitError::BadSize(_))));
+        let e = parse_duration_ns(&"9".repeat(400), 1_000_000_000).unwrap_err();
+        assert!(matches!(e, UnitError::Overflow(_)));
+        let shown = e.to_string();
+        assert!(shown.len() < 300 && !shown.contains('\n'), "{shown}");
+    }
+
+    #[test]
+    fn quoted_text_is_short_and_one_line() {
+        assert_eq!(quote("4k"), "4k");
+        assert_eq!(quote("a\0b\nc\u{1b}é"), "a\\0b\\nc\\u{1b}é");
+        let q = quote(&"x".repeat(1000));
+        assert_eq!(q.len(), MAX_QUOTED + 3);
+        assert!(q.ends_with("..."));
     }
 
     #[test]

@@ -182,16 +182,11 @@ fn synth_trace(
     py: Python<'_>,
     profile: &str,
     region_bytes: u64,
-    requests: usize,
+    requests: u64,
     seed: u64,
 ) -> PyResult<String> {
-    use vmio_core::workload::synth::{write_spc_csv, SynthGen, SynthProfile};
     py.allow_threads(|| {
-        let p = SynthProfile::parse(profile)?;
-        let mut g = SynthGen::profile(p, region_bytes, seed)?;
-        let mut out = String::with_capacity(requests * 32);
-        write_spc_csv(&g.take(requests), &mut out);
-        Ok::<_, vmio_core::workload::synth::SynthError>(out)
+        vmio_core::workload::synth::synth_spc_csv(profile, region_bytes, requests, seed)
     })
     .map_err(err)
 }

@@ -74,6 +74,10 @@ pub fn run_many(
     seed: Option<u64>,
 ) -> Result<RunOutput, RunError> {
     let stack = Stack::from_toml(stack_text, stack_path)?;
+    let dir = std::path::Path::new(stack_path)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    stack.check_backing_files(dir)?;
     let mut job_files = Vec::new();
     let mut bindings = Vec::new();
     for vj in vm_jobs {

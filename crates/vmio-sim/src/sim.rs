@@ -24,11 +24,11 @@ use thiserror::Error;
 use vmio_core::cache::{
     page_span, CacheMode, PageCache, PageRange, ReadLookup, Readahead, PAGE_BYTES,
 };
-use vmio_core::fio::JobSpec;
+use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched::{self, IoScheduler};
 use vmio_core::stack::{Stack, StackError};
-use vmio_core::units::transfer_ns;
+use vmio_core::units::{quote, transfer_ns};
 use vmio_core::volume::{self, Piece, VolumeError, VolumeLayout};
 use vmio_core::workload::filebench::FilebenchError;
 use vmio_core::workload::{
@@ -66,6 +66,97 @@ pub enum SimError {
     },
     #[error("{0}")]
     Job(String),
+}
+
+/// Memory assumed available when `/proc/meminfo` cannot be read (not Linux, no procfs).
+pub const FALLBACK_MEMORY_BYTES: u64 = 16 << 30;
+
+/// `MemAvailable` of `/proc/meminfo` in bytes, or [`FALLBACK_MEMORY_BYTES`].
+pub fn available_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|kb| kb.trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb.saturating_mul(1024))
+        .unwrap_or(FALLBACK_MEMORY_BYTES)
+}
+
+fn gb(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+fn binary_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Refuse a stack whose device models (the SSD FTL tables) and host page cache would need
+/// more memory than `available` bytes, before anything is allocated; the error names the
+/// largest consumer.
+pub fn check_memory(stack: &Stack, available: u64) -> Result<(), SimError> {
+    let mut total = 0u64;
+    let mut largest: Option<(usize, u64, u64)> = None;
+    for (i, d) in stack.devices.iter().enumerate() {
+        let (bytes, capacity) =
+            crate::device::estimated_bytes(&d.name, &d.model, d.profile.as_deref(), &d.params)
+                .map_err(|source| SimError::Device {
+                    file: stack.file.clone(),
+                    source,
+                })?;
+        total = total.saturating_add(bytes);
+        if !matches!(largest, Some((_, b, _)) if b >= bytes) {
+            largest = Some((i, bytes, capacity));
+        }
+    }
+    let buffered = stack
+        .vms
+        .iter()
+        .flat_map(|v| &v.disks)
+        .any(|d| !d.cache.direct());
+    let pc = if buffered {
+        PageCache::estimated_bytes(stack.page_cache.memory_bytes / PAGE_BYTES)
+    } else {
+        0
+    };
+    if total.saturating_add(pc) <= available {
+        return Ok(());
+    }
+    let (i, bytes, capacity) = largest.unwrap_or((0, 0, 0));
+    let msg = if pc > bytes {
+        format!(
+            "{}: page_cache.memory {} needs ~{} of page-cache slots and index (with all devices: {}); {} of memory available; accepted: a smaller page_cache memory",
+            stack.file,
+            binary_size(stack.page_cache.memory_bytes),
+            gb(pc),
+            gb(total.saturating_add(pc)),
+            gb(available)
+        )
+    } else {
+        format!(
+            "{}: device[{i}] '{}': capacity {} needs ~{} of FTL tables (all devices: {}); {} of memory available; accepted: smaller or fewer SSDs (about 4.5 bytes per 4 KiB of capacity)",
+            stack.file,
+            quote(&stack.devices[i].name),
+            binary_size(capacity),
+            gb(bytes),
+            gb(total.saturating_add(pc)),
+            gb(available)
+        )
+    };
+    Err(SimError::Job(msg))
 }
 
 /// A job bound to the VM disk it runs against.
@@ -374,6 +465,21 @@ impl Sim {
     /// Build a simulation of `stack` running `jobs` with `seed`.
     pub fn new(mut stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
         let file = stack.file.clone();
+        let mut total_jobs = 0u64;
+        for b in &jobs {
+            total_jobs += u64::from(b.spec.numjobs.max(1));
+            if total_jobs > u64::from(FIO_MAX_JOBS) {
+                return Err(SimError::Job(format!(
+                    "{}:{}: job '{}' (vm[{}]): numjobs={} brings the run (all VMs together) to {total_jobs} jobs, above fio's limit of {FIO_MAX_JOBS} jobs (FIO_MAX_JOBS); accepted: at most {FIO_MAX_JOBS} jobs in one run",
+                    b.job_file,
+                    b.spec.line,
+                    quote(&b.spec.name),
+                    b.vm,
+                    b.spec.numjobs
+                )));
+            }
+        }
+        check_memory(&stack, available_memory_bytes())?;
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
         let mut devs = Vec::new();
         for d in &stack.devices {
@@ -483,6 +589,24 @@ impl Sim {
                 .size_bytes
                 .unwrap_or(d.size_bytes - base)
                 .min(d.size_bytes - base);
+            vmio_core::workload::fio_job::check_ends(&b.spec).map_err(|source| {
+                SimError::Workload {
+                    file: b.job_file.clone(),
+                    source,
+                }
+            })?;
+            if region == 0 && (b.spec.filebench.is_some() || b.trace.is_some()) {
+                return Err(SimError::Workload {
+                    file: b.job_file.clone(),
+                    source: WorkloadError::EmptyRegion {
+                        job: quote(&b.spec.name),
+                        line: b.spec.line,
+                        offset_bytes: b.spec.offset_bytes,
+                        size_bytes: region,
+                        disk_bytes: d.size_bytes,
+                    },
+                });
+            }
             if b.spec.filebench.is_some() && b.spec.runtime_ns.is_none() {
                 return Err(SimError::Job(format!(
                     "{}:{}: job '{}': a filebench workload runs until stopped; give it a runtime",

@@ -103,6 +103,13 @@ pub struct PageCache {
 
 impl PageCache {
     /// A cache of at most `capacity_pages` pages (at most 2^28 pages, 1 TiB).
+    /// Bytes a cache of `capacity_pages` can grow to: a slot per cached page plus 4 bytes of
+    /// index per page (the index covers touched 4 MiB regions, about the cached pages).
+    pub fn estimated_bytes(capacity_pages: u64) -> u64 {
+        let slots = capacity_pages.clamp(1, SLOT_MASK as u64);
+        slots * (std::mem::size_of::<Node>() as u64 + 4)
+    }
+
     pub fn new(capacity_pages: u64) -> Self {
         Self {
             files: Vec::new(),

@@ -39,13 +39,21 @@
 //! - `buffered=0` means `direct=1` and vice versa;
 //! - `group_id` follows fio's `groupid`: 0 for the first job, then +1 at every job with
 //!   `stonewall` or `new_group`;
-//! - percent sizes (`size=50%`, `offset=10%`) are rejected: vmio does not support them yet.
+//! - percent sizes (`size=50%`, `offset=10%`) are rejected: vmio does not support them yet;
+//! - `numjobs` is at most [`FIO_MAX_JOBS`] = 4096, fio's "maximum number of jobs" (`FIO_MAX_JOBS`
+//!   in fio's `os/os.h`, checked in `init.c` when jobs are added), and so is the number of jobs
+//!   of the whole file (every section's `numjobs` added up); a simulation checks the same
+//!   limit over all VMs together.
 
 use crate::units::{parse_duration_ns, parse_size};
 use crate::{Ns, SEC};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use thiserror::Error;
+
+/// fio's limit on the number of jobs of one run (`FIO_MAX_JOBS` in fio's `os/os.h`: "maximum
+/// number of jobs"); vmio applies it to `numjobs`, to one job file and to one simulation.
+pub const FIO_MAX_JOBS: u32 = 4096;
 
 /// The parsed job file.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -282,6 +290,16 @@ pub enum FioError {
     },
     #[error("{file}: no job section; accepted: at least one [jobname] section besides [global]")]
     NoJobs { file: String },
+    #[error(
+        "{file}:{line}: job '{job}': {what}, above fio's limit of {limit} jobs (FIO_MAX_JOBS); accepted: numjobs from 1 to {limit}, at most {limit} jobs in all"
+    )]
+    TooManyJobs {
+        file: String,
+        line: usize,
+        job: String,
+        what: String,
+        limit: u32,
+    },
 }
 
 const ACCEPT_BOOL: &str = "1, 0, true, false, or the bare option name for 1";
@@ -293,19 +311,9 @@ const ACCEPT_BSSPLIT: &str = "size/percent entries joined by ':' like 4k/10:64k/
 const ACCEPT_PERCENT: &str = "an integer from 0 to 100";
 const NO_PERCENT_SIZES: &str = "percent sizes are not supported by vmio yet";
 
-/// Longest offending text quoted in an error, in characters.
-const MAX_SHOWN: usize = 80;
-
+/// Offending text as quoted in an error: see [`crate::units::quote`].
 fn shown(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(MAX_SHOWN)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if text.chars().count() > MAX_SHOWN {
-        out.push_str("...");
-    }
-    out
+    crate::units::quote(text)
 }
 
 /// Options as they accumulate for one section: the job spec plus what fio resolves only when
@@ -447,6 +455,24 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
         return Err(FioError::NoJobs {
             file: path.to_string(),
         });
+    }
+    let mut total = 0u64;
+    for job in &jobs {
+        total += u64::from(job.numjobs.max(1));
+        if job.numjobs > FIO_MAX_JOBS || total > u64::from(FIO_MAX_JOBS) {
+            let what = if job.numjobs > FIO_MAX_JOBS {
+                format!("numjobs={}", job.numjobs)
+            } else {
+                format!("numjobs={} brings the file to {total} jobs", job.numjobs)
+            };
+            return Err(FioError::TooManyJobs {
+                file: path.to_string(),
+                line: job.line,
+                job: shown(&job.name),
+                what,
+                limit: FIO_MAX_JOBS,
+            });
+        }
     }
     let mut group = 0u32;
     for (i, job) in jobs.iter_mut().enumerate() {
@@ -1135,6 +1161,22 @@ mod tests {
                 "job.fio: no job section; accepted: at least one [jobname] section besides [global]"
             );
         }
+    }
+
+    #[test]
+    fn numjobs_above_fios_limit_is_refused_naming_the_job_and_the_limit() {
+        assert_eq!(parse("[a]\nnumjobs=4096\n").jobs[0].numjobs, 4096);
+        let e = err("[global]\nbs=4k\n[big]\nnumjobs=4097\n");
+        assert_eq!(
+            e,
+            "job.fio:3: job 'big': numjobs=4097, above fio's limit of 4096 jobs (FIO_MAX_JOBS); accepted: numjobs from 1 to 4096, at most 4096 jobs in all"
+        );
+        let e = err("[a]\nnumjobs=4000\n[b]\nnumjobs=97\n");
+        assert!(
+            e.starts_with("job.fio:3: job 'b': numjobs=97 brings the file to 4097 jobs, above fio's limit of 4096"),
+            "{e}"
+        );
+        assert!(err("[a]\nnumjobs=4294967295\n").contains("limit of 4096"));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::volume::LayoutKind;
 use crate::{Ns, SEC};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -282,12 +283,33 @@ struct Ctx<'a> {
     file: &'a str,
 }
 
+/// Longest message of a stack error, in characters (names and values quoted in it are user
+/// text; see [`crate::units::quote`]).
+const MAX_MESSAGE: usize = 240;
+
+/// `text` on one line (control characters escaped) and at most [`MAX_MESSAGE`] characters.
+fn one_line(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.trim().chars().enumerate() {
+        if i == MAX_MESSAGE {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Ctx<'_> {
     fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StackError {
         StackError::Field {
             file: self.file.to_string(),
             field: field.into(),
-            message: message.into(),
+            message: one_line(&message.into()),
         }
     }
     fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
@@ -311,9 +333,29 @@ impl Ctx<'_> {
 impl Stack {
     /// Parse and validate stack-file text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Stack, StackError> {
-        let raw: RawStack = toml::from_str(text).map_err(|e| StackError::Parse {
-            file: file.to_string(),
-            message: e.to_string().trim_end().replace('\n', "\n  "),
+        let raw: RawStack = toml::from_str(text).map_err(|e| {
+            // The toml crate's Display spans several lines (a source excerpt and a caret);
+            // keep its message and turn the span into file:line:column.
+            let at = match e.span() {
+                Some(span) => {
+                    let before = &text.as_bytes()[..span.start.min(text.len())];
+                    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                    let line_start = before
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |p| p + 1);
+                    let column = String::from_utf8_lossy(&before[line_start..])
+                        .chars()
+                        .count()
+                        + 1;
+                    format!(":{line}:{column}")
+                }
+                None => String::new(),
+            };
+            StackError::Parse {
+                file: format!("{file}{at}"),
+                message: one_line(&e.message().trim().replace('\n', "; ")),
+            }
         })?;
         Self::validate(&raw, file)
     }
@@ -390,6 +432,7 @@ impl Stack {
         }
         let mut volumes = Vec::new();
         let mut vol_index = BTreeMap::new();
+        let mut dev_volume: BTreeMap<usize, usize> = BTreeMap::new();
         for (i, v) in raw.volume.iter().enumerate() {
             let f = |k: &str| format!("volume[{i}].{k}");
             let layout = LayoutKind::parse(&v.layout).ok_or_else(|| {
@@ -424,6 +467,15 @@ impl Stack {
                     return Err(c.err(
                         format!("volume[{i}].devices[{j}]"),
                         format!("device '{name}' is listed twice"),
+                    ));
+                }
+                if let Some(other) = dev_volume.insert(idx, i) {
+                    return Err(c.err(
+                        format!("volume[{i}].devices[{j}]"),
+                        format!(
+                            "device '{name}' is already used by volume[{other}] '{}'; accepted: each device in one volume",
+                            raw.volume[other].name
+                        ),
                     ));
                 }
                 devs.push(idx);
@@ -719,7 +771,7 @@ impl Stack {
                 if d.size_bytes == 0 {
                     d.size_bytes = (cap - d.offset_bytes) / 4096 * 4096;
                 }
-                if d.offset_bytes + d.size_bytes > cap {
+                if !matches!(d.offset_bytes.checked_add(d.size_bytes), Some(end) if end <= cap) {
                     return Err(c.err(
                         format!("vm[{i}].disk[{j}].size"),
                         format!(
@@ -730,7 +782,111 @@ impl Stack {
                 }
             }
         }
+        // Disks of one volume must not overlap: two guests writing the same blocks is never
+        // what a stack means (and QEMU would refuse to share an image without share-rw).
+        let mut spans: Vec<(usize, u64, u64, usize, usize)> = Vec::new();
+        for (i, vm) in self.vms.iter().enumerate() {
+            for (j, d) in vm.disks.iter().enumerate() {
+                spans.push((
+                    d.volume,
+                    d.offset_bytes,
+                    d.offset_bytes + d.size_bytes,
+                    i,
+                    j,
+                ));
+            }
+        }
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            let ((va, sa, ea, ia, ja), (vb, sb, eb, ib, jb)) = (w[0], w[1]);
+            if va == vb && sb < ea && sa < eb {
+                let (mut a, mut b) = ((ia, ja, sa, ea), (ib, jb, sb, eb));
+                if (a.0, a.1) > (b.0, b.1) {
+                    std::mem::swap(&mut a, &mut b);
+                }
+                return Err(c.err(
+                    format!("vm[{}].disk[{}]", b.0, b.1),
+                    format!(
+                        "bytes {}..{} of volume '{}' overlap vm[{}].disk[{}] (bytes {}..{}); accepted: disks of one volume at disjoint offset..offset+size ranges",
+                        b.2,
+                        b.3,
+                        crate::units::quote(&self.volumes[va].name),
+                        a.0,
+                        a.1,
+                        a.2,
+                        a.3
+                    ),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Refuse two devices backed by the same file: by (st_dev, st_ino) when both paths exist,
+    /// else by normalized absolute path (relative paths are taken from `dir`, the stack file's
+    /// directory). The error names both devices.
+    pub fn check_backing_files(&self, dir: &Path) -> Result<(), StackError> {
+        let mut seen: Vec<(usize, BackingKey)> = Vec::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            let Some(p) = d.path.as_deref() else { continue };
+            let key = BackingKey::of(dir, p);
+            if let Some((k, _)) = seen.iter().find(|(_, other)| *other == key) {
+                let other = &self.devices[*k];
+                return Err(Ctx { file: &self.file }.err(
+                    format!("device[{i}].path"),
+                    format!(
+                        "'{}' of device '{}' is the same file as device[{k}] '{}' ('{}'); accepted: one device per backing file",
+                        crate::units::quote(p),
+                        crate::units::quote(&d.name),
+                        crate::units::quote(&other.name),
+                        crate::units::quote(other.path.as_deref().unwrap_or(""))
+                    ),
+                ));
+            }
+            seen.push((i, key));
+        }
+        Ok(())
+    }
+}
+
+/// What makes two backing paths the same file.
+#[derive(PartialEq, Eq)]
+enum BackingKey {
+    #[cfg(unix)]
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+impl BackingKey {
+    fn of(dir: &Path, path: &str) -> Self {
+        let full = if Path::new(path).is_absolute() {
+            PathBuf::from(path)
+        } else {
+            dir.join(path)
+        };
+        #[cfg(unix)]
+        if let Ok(m) = std::fs::metadata(&full) {
+            use std::os::unix::fs::MetadataExt;
+            return BackingKey::Inode(m.dev(), m.ino());
+        }
+        let abs = if full.is_absolute() {
+            full
+        } else {
+            std::env::current_dir().unwrap_or_default().join(full)
+        };
+        // Lexical normalization: drop `.`, resolve `..` (the file does not exist, so there is
+        // no symlink to follow).
+        let mut out = PathBuf::new();
+        for c in abs.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+        }
+        BackingKey::Path(out)
     }
 }
 

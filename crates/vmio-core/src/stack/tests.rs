@@ -87,7 +87,7 @@ fn unknown_keys_and_syntax_errors_name_the_file_and_line() {
     assert!(e.starts_with("s.toml:"), "{e}");
     assert!(e.contains("quantum"), "{e}");
     let e = err("[host\ncores = 1");
-    assert!(e.contains("line 1"), "{e}");
+    assert!(e.starts_with("s.toml:1:") && !e.contains('\n'), "{e}");
 }
 
 #[test]
@@ -175,4 +175,82 @@ fn device_path_and_size_for_the_real_engine_are_read_and_checked() {
     );
     let e = err(&GOOD.replace("rpm = 5400", "path = \"\""));
     assert!(e.contains("device[1].path"), "{e}");
+}
+
+#[test]
+fn toml_syntax_errors_are_one_line_with_file_line_and_column() {
+    let e = err("[host]\ncores = 1\n[scheduler\nname = \"none\"\n");
+    assert!(e.starts_with("s.toml:3:"), "{e}");
+    assert!(!e.contains('\n') && e.len() <= 300, "{e}");
+    let e = err(&GOOD.replace("[scheduler]", "[scheduler]\nquantum = 3"));
+    assert!(e.starts_with("s.toml:") && !e.contains('\n'), "{e}");
+}
+
+/// GOOD with a second VM whose disk lies at `offset` on the same volume.
+fn two_disks(offset: &str) -> Stack {
+    let text = format!(
+        "{GOOD}[[vm]]\nname = \"vm2\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"data\"\noffset = \"{offset}\"\nsize = \"100g\"\ncache = \"none\"\n"
+    );
+    Stack::from_toml(&text, "s.toml").unwrap()
+}
+
+#[test]
+fn overlapping_vm_disks_on_one_volume_are_refused_naming_both_disks_and_ranges() {
+    let mut s = two_disks("50g");
+    let e = s.resolve_disk_sizes(&[1 << 40]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "s.toml: vm[1].disk[0]: bytes 53687091200..161061273600 of volume 'data' overlap vm[0].disk[0] (bytes 0..107374182400); accepted: disks of one volume at disjoint offset..offset+size ranges"
+    );
+    assert!(two_disks("100g").resolve_disk_sizes(&[1 << 40]).is_ok());
+}
+
+#[test]
+fn a_device_used_by_two_volumes_is_refused() {
+    let text = GOOD.replace(
+        "[scheduler]",
+        "[[volume]]\nname = \"more\"\nlayout = \"single\"\ndevices = [\"sdb\"]\n[scheduler]",
+    );
+    let e = err(&text);
+    assert!(
+        e.starts_with(
+            "s.toml: volume[1].devices[0]: device 'sdb' is already used by volume[0] 'data'"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn two_devices_backed_by_the_same_file_are_refused_naming_both() {
+    let with_paths = |a: &str, b: &str| {
+        let text = GOOD
+            .replace("name = \"sda\"", &format!("name = \"sda\"\npath = \"{a}\""))
+            .replace(
+                "name = \"sdb\"\nmodel",
+                &format!("name = \"sdb\"\npath = \"{b}\"\nmodel"),
+            );
+        Stack::from_toml(&text, "s.toml").unwrap()
+    };
+    let dir = std::env::temp_dir().join(format!("vmio-backing-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("img"), b"").unwrap();
+    // The same existing file by two spellings (inode), and a missing one (normalized path).
+    for (a, b) in [
+        ("img", "sub/../img"),
+        ("missing.img", "./sub/../missing.img"),
+    ] {
+        let e = with_paths(a, b)
+            .check_backing_files(&dir)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("s.toml: device[1].path: ")
+                && e.contains("of device 'sdb' is the same file as device[0] 'sda'"),
+            "{e}"
+        );
+    }
+    assert!(with_paths("img", "other.img")
+        .check_backing_files(&dir)
+        .is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -81,6 +81,20 @@ enum Dirs {
     Mixed,
 }
 
+/// Refuse a job that would run forever: fio's `time_based` without a `runtime` (fio warns
+/// "time_based requires a runtime/timeout setting" and drops `time_based`; a simulator
+/// running it as written would never end). Other endings (size, io_size, number_ios, loops)
+/// are always finite.
+pub fn check_ends(spec: &JobSpec) -> Result<(), WorkloadError> {
+    if spec.time_based && spec.runtime_ns.unwrap_or(0) == 0 {
+        return Err(WorkloadError::NeverEnds {
+            job: crate::units::quote(&spec.name),
+            line: spec.line,
+        });
+    }
+    Ok(())
+}
+
 /// The request stream of one numjobs clone of a fio job. See the module doc.
 #[derive(Clone, Debug)]
 pub struct Generator {
@@ -120,7 +134,7 @@ impl Generator {
         disk_bytes: u64,
         run_seed: u64,
     ) -> Result<Self, WorkloadError> {
-        let job = || spec.name.clone();
+        let job = || crate::units::quote(&spec.name);
         if clone_index >= spec.numjobs.max(1) {
             return Err(WorkloadError::NoSuchClone {
                 job: job(),
@@ -184,6 +198,23 @@ impl Generator {
                 }),
             }
         };
+        let largest = |entries: &[(u64, u32)], used: bool| {
+            if used {
+                entries.iter().map(|&(b, _)| b).max().unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        let bs_bytes = largest(&spec.bs.read, dirs != Dirs::Write)
+            .max(largest(&spec.bs.write, dirs != Dirs::Read));
+        if bs_bytes > size {
+            return Err(WorkloadError::BlockLargerThanRegion {
+                job: job(),
+                line: spec.line,
+                bs_bytes,
+                region_bytes: size,
+            });
+        }
         let read_sizes = table("read", &spec.bs.read, dirs != Dirs::Write)?;
         let write_sizes = table("write", &spec.bs.write, dirs != Dirs::Read)?;
         let align = match dirs {
@@ -648,10 +679,32 @@ mod tests {
     }
 
     #[test]
-    fn blocks_larger_than_the_region_are_clipped() {
-        let spec = job("rw=randread\nbs=1m\nsize=12k\n");
-        let mut g = Generator::new(&spec, 0, GIB, 1).unwrap();
-        assert_eq!(ios(&mut g, 10), vec![(Op::Read, 0, 12 * KIB)]);
+    fn a_block_size_larger_than_the_region_is_an_error_as_in_fio() {
+        let e = Generator::new(&job("rw=randread\nbs=1m\nsize=12k\n"), 0, GIB, 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "job 'j' (line 1): bs=1048576 is larger than the job's region of 12288 bytes (fio: \"blocksize too large for data set\"); accepted: every block size (the largest of bs, bsrange, bssplit) <= size, and size <= the disk size minus offset"
+        );
+        // The largest of a bssplit counts; so does the disk when there is no size.
+        let spec = job("rw=randwrite\nbssplit=4k/90:1m/10\n");
+        assert!(matches!(
+            Generator::new(&spec, 0, 512 * KIB, 1),
+            Err(WorkloadError::BlockLargerThanRegion { bs_bytes: MIB, .. })
+        ));
+        // An unused direction does not.
+        assert!(Generator::new(&job("rw=read\nbs=4k,1m\nsize=12k\n"), 0, GIB, 1).is_ok());
+    }
+
+    #[test]
+    fn time_based_without_a_runtime_is_an_error_naming_the_job() {
+        let e = check_ends(&job("rw=read\ntime_based\nruntime=0\n")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("job 'j' (line 1): time_based without a runtime would never end"),
+            "{e}"
+        );
+        assert!(check_ends(&job("rw=read\ntime_based\nruntime=1\n")).is_ok());
+        assert!(check_ends(&job("rw=read\n")).is_ok());
     }
 
     #[test]

@@ -74,6 +74,19 @@ pub enum WorkloadError {
         sizes: Vec<(u64, u32)>,
     },
     #[error(
+        "job '{job}' (line {line}): bs={bs_bytes} is larger than the job's region of {region_bytes} bytes (fio: \"blocksize too large for data set\"); accepted: every block size (the largest of bs, bsrange, bssplit) <= size, and size <= the disk size minus offset"
+    )]
+    BlockLargerThanRegion {
+        job: String,
+        line: usize,
+        bs_bytes: u64,
+        region_bytes: u64,
+    },
+    #[error(
+        "job '{job}' (line {line}): time_based without a runtime would never end (fio: \"time_based requires a runtime/timeout setting\"); accepted: runtime > 0 with time_based, or no time_based"
+    )]
+    NeverEnds { job: String, line: usize },
+    #[error(
         "job '{job}' (line {line}): clone {clone_index} does not exist; accepted: 0 to {last} (numjobs={numjobs})",
         last = .numjobs.saturating_sub(1)
     )]

@@ -58,6 +58,8 @@ pub enum SynthProfile {
 pub enum SynthError {
     #[error("'{0}' is not a synthetic trace profile; accepted: msn, exchange, financial")]
     UnknownProfile(String),
+    #[error("--requests {0} is out of range; accepted: 1 to 100000000 (MAX_SYNTH_REQUESTS, about 3 GB of CSV)")]
+    TooManyRequests(u64),
     #[error("synthetic trace parameter {name} = {value}; accepted: {accepted}")]
     BadParam {
         name: &'static str,
@@ -389,6 +391,27 @@ impl SynthGen {
     }
 }
 
+/// Most requests [`synth_spc_csv`] generates in one trace (`vmio trace synth --requests`):
+/// 100 M requests are about 3 GB of CSV text, built in memory.
+pub const MAX_SYNTH_REQUESTS: u64 = 100_000_000;
+
+/// A synthetic trace of `requests` requests (1 to [`MAX_SYNTH_REQUESTS`]) as UMass/SPC CSV.
+pub fn synth_spc_csv(
+    profile: &str,
+    region_bytes: u64,
+    requests: u64,
+    seed: u64,
+) -> Result<String, SynthError> {
+    if requests == 0 || requests > MAX_SYNTH_REQUESTS {
+        return Err(SynthError::TooManyRequests(requests));
+    }
+    let p = SynthProfile::parse(profile)?;
+    let mut g = SynthGen::profile(p, region_bytes, seed)?;
+    let mut out = String::with_capacity(requests as usize * 32);
+    write_spc_csv(&g.take(requests as usize), &mut out);
+    Ok(out)
+}
+
 /// Append `ios` to `out` as UMass/SPC CSV (`ASU,LBA,Size,Opcode,Timestamp`): ASU 0, LBA =
 /// offset / 512 (rounded down), Size in bytes, Opcode `R`/`W`, Timestamp in seconds with
 /// microsecond precision (6 decimals, as the UMass traces). Flushes and trims have no SPC
@@ -542,5 +565,25 @@ mod tests {
             }
             assert!((m - mean).abs() < 1e-6 * mean, "{m} vs {mean}");
         }
+    }
+}
+
+#[cfg(test)]
+mod request_bound_tests {
+    use super::*;
+
+    #[test]
+    fn a_request_count_past_the_documented_maximum_is_an_error_not_an_allocation() {
+        let e = synth_spc_csv("msn", 1 << 30, MAX_SYNTH_REQUESTS + 1, 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--requests 100000001 is out of range; accepted: 1 to 100000000 (MAX_SYNTH_REQUESTS, about 3 GB of CSV)"
+        );
+        assert!(synth_spc_csv("msn", 1 << 30, u64::MAX, 1).is_err());
+        assert!(synth_spc_csv("msn", 1 << 30, 0, 1).is_err());
+        assert_eq!(
+            synth_spc_csv("msn", 1 << 30, 3, 1).unwrap().lines().count(),
+            3
+        );
     }
 }

@@ -174,6 +174,33 @@ pub fn build_device_seeded(
     })
 }
 
+/// Memory a device's model will allocate, in bytes, and its capacity: the SSD's FTL tables
+/// ([`ftl::estimated_bytes`]); 0 for the HDD and RAM models, whose state does not grow with
+/// the capacity. Checks the model, profile and parameters like [`build_device_seeded`] (and
+/// returns its errors), without allocating anything.
+pub fn estimated_bytes(
+    name: &str,
+    model: &str,
+    profile: Option<&str>,
+    params: &BTreeMap<String, toml::Value>,
+) -> Result<(u64, u64), DeviceError> {
+    if model != "ssd" {
+        return Ok((0, 0));
+    }
+    let profiles = profile_names("ssd");
+    let profile = profile.unwrap_or(profiles[0]);
+    if !profiles.contains(&profile) {
+        return Err(DeviceError::UnknownProfile {
+            device: name.into(),
+            model: "ssd",
+            profile: profile.into(),
+            accepted: profiles,
+        });
+    }
+    let p = ssd::SsdParams::from_params(profile, &ParamReader::new(name, "ssd", params))?;
+    Ok((ftl::estimated_bytes(&p.ftl_geometry()), p.capacity_bytes))
+}
+
 /// Built-in profiles of a model; the first is the default. Empty for an unknown model.
 pub fn profile_names(model: &str) -> &'static [&'static str] {
     match model {

@@ -229,6 +229,40 @@ fn two_vms_run_their_own_job_files_at_the_same_time() {
 }
 
 #[test]
+fn more_jobs_than_fios_limit_in_one_run_all_vms_together_is_refused() {
+    let s = two_vm_stack(500, 500);
+    let job =
+        "[r]\nrw=read\nioengine=libaio\ndirect=1\nsize=1g\nnumjobs=2048\n[s]\nrw=read\nsize=1g\n";
+    let e = crate::run::run_many(&s, "stack.toml", &in_both_vms(job), Some(1))
+        .err()
+        .expect("4098 jobs are too many")
+        .to_string();
+    assert_eq!(
+        e,
+        "b.fio:1: job 'r' (vm[0]): numjobs=2048 brings the run (all VMs together) to 4097 jobs, above fio's limit of 4096 jobs (FIO_MAX_JOBS); accepted: at most 4096 jobs in one run"
+    );
+}
+
+#[test]
+fn time_based_without_runtime_and_degenerate_regions_are_errors_naming_the_job() {
+    let e = run_err("[j]\nrw=read\ntime_based\n", "job.fio");
+    assert!(
+        e.starts_with("job.fio: job 'j' (line 1): time_based without a runtime would never end"),
+        "{e}"
+    );
+    let e = run_err("[j]\nrw=read\nbs=1m\nsize=4k\n", "job.fio");
+    assert!(
+        e.contains("bs=1048576 is larger than the job's region of 4096 bytes"),
+        "{e}"
+    );
+    let e = run_err(
+        "[j]\nfilebench=varmail\nruntime=1\noffset=300g\n",
+        "job.fio",
+    );
+    assert!(e.contains("is empty on a disk of"), "{e}");
+}
+
+#[test]
 fn a_job_larger_than_its_disk_is_an_error_naming_the_job_file() {
     let e = run_err("[j]\nrw=read\nsize=200g\n", "job.fio");
     assert!(e.starts_with("job.fio: job 'j' (line 1)"), "{e}");
@@ -427,4 +461,24 @@ fn mcfq_brings_four_vms_on_an_aged_ssd_to_their_weights_where_cfq_misses_them() 
         err(&mcfq),
         err(&cfq)
     );
+}
+
+#[test]
+fn a_stack_whose_ftl_tables_exceed_the_available_memory_is_refused_in_one_line() {
+    let text = "[[device]]\nname = \"ssd0\"\nmodel = \"ssd\"\ncapacity = \"14t\"\n\
+                [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd0\"]\n\
+                [[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\ncache = \"none\"\n";
+    let stack = vmio_core::stack::Stack::from_toml(text, "stack.toml").unwrap();
+    let e = super::check_memory(&stack, 9_100_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("stack.toml: device[0] 'ssd0': capacity 14 TiB needs ~"),
+        "{e}"
+    );
+    assert!(e.contains("of FTL tables (all devices: "), "{e}");
+    assert!(e.contains("; 9.1 GB of memory available"), "{e}");
+    assert!(e.len() <= 300 && !e.contains('\n'), "{e}");
+    // Nothing is allocated to find out, and enough memory lets it through.
+    assert!(super::check_memory(&stack, u64::MAX).is_ok());
 }
