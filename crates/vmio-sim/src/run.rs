@@ -122,6 +122,60 @@ pub fn run_many(
     })
 }
 
+/// Largest trace file `read_iolog` reads: 512 MiB of text (about 10 M records of an
+/// MSR-Cambridge or SPC trace; a day of one MSR volume is tens of MB).
+pub const MAX_TRACE_BYTES: u64 = 512 << 20;
+
+/// Read a whole text file of at most `limit` bytes. Only regular files: a character device
+/// (`/dev/zero`), a FIFO (opened without blocking, so it never waits for a writer) or a
+/// directory is refused, as is a file past the limit and text that is not UTF-8.
+pub fn read_bounded(path: &std::path::Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_char_device() {
+            "a character device"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!("is {kind}; give a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(format!(
+            "is {} bytes, more than the {limit} bytes vmio reads",
+            meta.len()
+        ));
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("grew past the {limit} bytes vmio reads"));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let text = &e.as_bytes()[..at];
+        let line = text.iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("is not UTF-8 text (byte offset {at}, line {line})")
+    })
+}
+
 /// Read and parse a job's `read_iolog` trace; a relative path is taken from the job file's
 /// directory (as fio does from its working directory, which is usually the job's).
 fn load_trace(
@@ -135,7 +189,7 @@ fn load_trace(
         .unwrap_or(std::path::Path::new("."))
         .join(trace);
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = read_bounded(&path, MAX_TRACE_BYTES).map_err(|e| {
         RunError::Trace(format!(
             "{job_path}:{line}: read_iolog: cannot read '{shown}': {e}"
         ))
@@ -168,4 +222,61 @@ pub fn run_json(input: &RunInput) -> Result<String, RunError> {
     let out = run(input)?;
     let v = fio_json(&out);
     Ok(serde_json::to_string_pretty(&v).expect("JSON values always serialize") + "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_bounded;
+    use std::path::Path;
+
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("vmio-run-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn dev_zero_is_refused_as_a_character_device_without_reading_it() {
+        let e = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert_eq!(e, "is a character device; give a regular file");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let d = scratch("fifo");
+        let p = d.join("pipe");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            read_bounded(&p, 1 << 20).unwrap_err(),
+            "is a FIFO; give a regular file"
+        );
+        let e = read_bounded(&d, 1 << 20).unwrap_err();
+        assert_eq!(e, "is a directory; give a regular file");
+    }
+
+    #[test]
+    fn a_file_past_the_limit_is_refused_with_its_size() {
+        let d = scratch("big");
+        let p = d.join("t.csv");
+        std::fs::write(&p, vec![b'1'; 4097]).unwrap();
+        assert_eq!(
+            read_bounded(&p, 4096).unwrap_err(),
+            "is 4097 bytes, more than the 4096 bytes vmio reads"
+        );
+        assert_eq!(read_bounded(&p, 4097).unwrap().len(), 4097);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_located_by_offset_and_line() {
+        let d = scratch("utf8");
+        let p = d.join("t.csv");
+        std::fs::write(&p, b"0,1\n2,3\n4,\xff\n").unwrap();
+        assert_eq!(
+            read_bounded(&p, 1 << 20).unwrap_err(),
+            "is not UTF-8 text (byte offset 10, line 3)"
+        );
+    }
 }
