@@ -841,6 +841,11 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
 # --- entry point -------------------------------------------------------------------------
 
 
+STRICT_ENV = "VMIO_STRICT_ERRORS"
+"""Set to 1 (the fuzzer does), input errors that are not a `VmioError` keep their traceback
+instead of becoming an error line: they show where a check is missing."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -854,7 +859,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (VmioError, ValueError, OverflowError, OSError, UnicodeError) as err:
         # VmioError is bad input; the others can only come from input that slipped past a
-        # check (a value out of the native module's range, a file that went away...).
+        # check (a value out of the native module's range, a file that went away...): each
+        # is a bug to fix where the input is read, which the fuzzer finds (STRICT_ENV).
+        if not isinstance(err, VmioError) and os.environ.get(STRICT_ENV) == "1":
+            raise
         message = str(err)
         if not isinstance(err, VmioError):
             message = f"{message or type(err).__name__}"

@@ -1,0 +1,642 @@
+"""A mutation fuzzer for vmio's inputs: `python -m vmio.fuzz --cases 3000 --seed 1 --jobs 2`.
+
+Each case copies small versions of the built-in studies' files (runtimes shortened to 1 s,
+traces cut to their first 300 requests, quick sweeps cut down) into a fresh directory,
+mutates one input file (or one command-line value) with seeded, deterministic mutations and
+runs the real command line on it in a subprocess with a timeout and a memory limit:
+
+  kind         mutated input                                command
+  stack        studies/*/stack.toml, gc-stack.toml          vmio sim --stack S [JOB]
+  job          studies/**/*.fio                             vmio sim --stack S JOB
+  trace        studies/mcfq/traces/*.spc                    vmio sim --stack S msn.fio ...
+  experiment   experiment.toml, the mcfq parts              vmio study FILE --quick --out O
+  study        studies/mcfq/study.toml                      vmio study DIR --quick --out O
+  cli          a numeric or path option of sim/study/trace  vmio ...
+
+Mutations: byte flips, value replacements (huge, negative, zero, 2**64, NUL, unicode, very
+long strings, /dev/zero, a FIFO, a directory), type changes (`vm = 5`, a value made an
+array, a table or a bool), key deletion and duplication, line truncation, file truncation.
+
+Every case is classified: `success` (exit 0), `clean error` (exit 2, the last stderr line is
+the only `vmio: error: ...` line, at most 400 characters after the prefix, no traceback), or
+anything else (`traceback`, `panic`, `exit N`, `signal N`, `timeout`, `multi-line`,
+`too long`). The run prints a summary table by kind and the failing cases; each failing
+case's directory (its inputs, `cmd`, `repro.sh`, `stderr.txt`) is saved under `--save`.
+
+The fuzzer sets VMIO_STRICT_ERRORS=1: an input error that reaches `vmio.cli.main` as a
+ValueError/OverflowError/OSError (not a VmioError) keeps its traceback, so every missing
+check shows up as a failure instead of hiding behind the last line of defence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vmio.cli import MAX_ERROR
+
+STUDIES = Path(__file__).resolve().parent / "studies"
+KINDS = ("stack", "job", "trace", "experiment", "study", "cli")
+# How often each kind comes up (experiments and studies are slower: whole sweeps).
+WEIGHTS = {"stack": 5, "job": 5, "trace": 3, "experiment": 3, "study": 1, "cli": 4}
+ERROR_PREFIX = "vmio: error: "
+SUCCESS, CLEAN = "success", "clean error"
+
+HUGE_INT = "9" * 5000
+LONG_TEXT = "x" * 100_000
+NASTY = (
+    "18446744073709551616",
+    "18446744073709551615",
+    "9223372036854775808",
+    "9223372036854775807",
+    "4294967296",
+    "-1",
+    "0",
+    "-9223372036854775809",
+    HUGE_INT,
+    "-" + HUGE_INT,
+    "0x" + "f" * 40,
+    "1e400",
+    "nan",
+    "inf",
+    "-0",
+    "1.5",
+    "",
+    "\x00",
+    "a\x00b",
+    "é",
+    "\U0001f4be",
+    "\u202e",
+    "\ufeff",
+    LONG_TEXT,
+    "/dev/zero",
+    "/dev/null",
+    "fifo",
+    "/",
+    ".",
+    "..",
+    "99999999999999999999g",
+    "16e",
+    "1p",
+    "-5g",
+    "0k",
+    "true",
+    "[1, 2]",
+    "{ a = 1 }",
+    "5",
+    '"5"',
+    '"/dev/zero"',
+    '"fifo"',
+    '"\\u0000"',
+    '"' + LONG_TEXT + '"',
+    '"' + HUGE_INT + '"',
+)
+
+
+@dataclass
+class Case:
+    index: int
+    kind: str
+    base: str
+    """The input file mutated (relative to the case directory), or `cli`."""
+    argv: list[str]
+    mutations: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    case: Case
+    outcome: str
+    returncode: int | None
+    stderr: str
+    seconds: float
+    saved: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (SUCCESS, CLEAN)
+
+
+# --- the base inputs ---------------------------------------------------------------------
+
+
+def prepare_base(base: Path) -> None:
+    """Small, quick versions of the built-in studies' files in `base` (vc/, mcfq/)."""
+    shutil.copytree(STUDIES / "volumes-cache", base / "vc")
+    shutil.copytree(STUDIES / "mcfq", base / "mcfq")
+    for fio in base.rglob("*.fio"):
+        text = fio.read_text(encoding="utf-8")
+        text = re.sub(r"(?m)^runtime=\d+", "runtime=1", text)
+        text = re.sub(r"(?m)^size=4g", "size=256m", text)
+        text = re.sub(r"(?m)^size=1g", "size=64m", text)
+        fio.write_text(text, encoding="utf-8")
+    for trace in (base / "mcfq" / "traces").iterdir():
+        lines = trace.read_text(encoding="utf-8").splitlines(keepends=True)
+        trace.write_text("".join(lines[:300]), encoding="utf-8")
+    for stack in (base / "mcfq").glob("*stack.toml"):  # no SSD aging outside the studies
+        text = stack.read_text(encoding="utf-8")
+        stack.write_text(text.replace('precondition = "aged"', 'precondition = "clean"'))
+    exp = base / "vc" / "experiment.toml"
+    text = exp.read_text(encoding="utf-8")
+    text = text.replace('"job:runtime" = "2", "job:size" = "1g"', '"job:runtime" = "1"')
+    text = text.replace(
+        'values = { bs = ["32k", "1m", "8m"] }',
+        'values = { bs = ["32k"], workload = ["read", "randrw"], layout = ["linear", "raid0"] }',
+    )
+    exp.write_text(text, encoding="utf-8")
+    mcfq = base / "mcfq"
+    for part, old, new in (
+        ("gc.toml", 'values = { vm2_bs = ["4k", "64k", "512k"] }', 'values = { vm2_bs = ["64k"] }'),
+        ("bw-window.toml", '"job:runtime" = "20"', '"job:runtime" = "2"'),
+        ("error-rates.toml", '"job:runtime" = "10"', '"job:runtime" = "1"'),
+        (
+            "error-rates.toml",
+            'values = { workload = ["fileserver", "varmail"] }',
+            'values = { workload = ["msn"], precondition = ["clean"] }',
+        ),
+    ):
+        text = (mcfq / part).read_text(encoding="utf-8")
+        assert old in text, (part, old)
+        (mcfq / part).write_text(text.replace(old, new), encoding="utf-8")
+    study = mcfq / "study.toml"
+    study.write_text(
+        study.read_text(encoding="utf-8").replace(
+            'parts = ["gc.toml", "bw-window.toml", "error-rates.toml"]',
+            'parts = ["error-rates.toml"]',
+        ),
+        encoding="utf-8",
+    )
+
+
+# (kind, file to mutate, command) of every base case; paths relative to the case directory.
+BASES: dict[str, list[tuple[str, list[str]]]] = {
+    "stack": [
+        ("vc/stack.toml", ["sim", "--stack", "vc/stack.toml", "vc/job.fio"]),
+        ("mcfq/stack.toml", ["sim", "--stack", "mcfq/stack.toml"]),
+        ("mcfq/gc-stack.toml", ["sim", "--stack", "mcfq/gc-stack.toml"]),
+    ],
+    "job": [
+        ("vc/job.fio", ["sim", "--stack", "vc/stack.toml", "vc/job.fio", "--output-format=json"]),
+        *(
+            (f"mcfq/{j}.fio", ["sim", "--stack", "mcfq/stack.toml", f"mcfq/{j}.fio", "--vm", "vm1"])
+            for j in ("fileserver", "varmail", "msn", "exchange", "financial")
+        ),
+        ("mcfq/gc-rand.fio", ["sim", "--stack", "mcfq/gc-stack.toml", "mcfq/gc-rand.fio"]),
+    ],
+    "trace": [
+        (
+            f"mcfq/traces/{t}.spc",
+            ["sim", "--stack", "mcfq/stack.toml", f"mcfq/{t}.fio", "--vm", "vm2"],
+        )
+        for t in ("msn", "exchange", "financial")
+    ],
+    "experiment": [
+        ("vc/experiment.toml", ["study", "vc/experiment.toml", "--quick", "--parallel", "1"]),
+        ("mcfq/gc.toml", ["study", "mcfq/gc.toml", "--quick", "--parallel", "1"]),
+        ("mcfq/error-rates.toml", ["study", "mcfq/error-rates.toml", "--quick", "--parallel", "1"]),
+    ],
+    "study": [("mcfq/study.toml", ["study", "mcfq", "--quick", "--parallel", "1"])],
+}
+
+CLI_BASES: list[list[str]] = [
+    ["sim", "--stack", "vc/stack.toml", "vc/job.fio", "--seed", "7"],
+    ["sim", "--stack", "vc/stack.toml", "vc/job.fio", "--vm", "vm1"],
+    ["sim", "--stack", "vc/stack.toml", "vc/job.fio", "--output", "report.txt"],
+    ["trace", "synth", "msn", "--requests", "100", "--region", "1g", "--seed", "3"],
+    ["study", "vc/experiment.toml", "--quick", "--parallel", "1", "--seed", "2"],
+    ["study", "mcfq", "--quick", "--part", "error-rates", "--parallel", "1"],
+    ["study", "--jobs-from", "vc", "--quick", "--parallel", "1"],
+]
+
+
+# --- mutations ---------------------------------------------------------------------------
+
+_TOKEN = re.compile(rb'"[^"\n]*"|-?\d[\w.]*|[A-Za-z_/][\w./-]*')
+_ASSIGN = re.compile(rb"(?m)^([ \t]*[\w.\"-]+[ \t]*=[ \t]*)(.*)$")
+_HEADER = re.compile(rb"(?m)^\[\[?([\w-]+)")
+
+
+def _pick_nasty(rng: random.Random) -> bytes:
+    return rng.choice(NASTY).encode("utf-8", "surrogatepass")
+
+
+def m_byte_flip(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    if not data:
+        return b"\xff", "byte flip of an empty file"
+    b = bytearray(data)
+    i = rng.randrange(len(b))
+    b[i] ^= 1 << rng.randrange(8)
+    return bytes(b), f"byte flip at {i}"
+
+
+def m_value(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """Replace the value of a `key = value` / `key=value` line."""
+    ms = list(_ASSIGN.finditer(data))
+    if not ms:
+        return m_token(rng, data)
+    m = rng.choice(ms)
+    new = _pick_nasty(rng)
+    line = data.count(b"\n", 0, m.start()) + 1
+    return data[: m.start(2)] + new + data[m.end(2) :], f"value of line {line} := {new[:40]!r}"
+
+
+def m_token(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    ms = list(_TOKEN.finditer(data))
+    if not ms:
+        return m_byte_flip(rng, data)
+    m = rng.choice(ms)
+    new = _pick_nasty(rng)
+    return data[: m.start()] + new + data[m.end() :], f"token {m.group()[:30]!r} := {new[:40]!r}"
+
+
+def m_type_change(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """`vm = 5`: a table (or array of tables) replaced by a value; or a value wrapped."""
+    headers = sorted({m.group(1) for m in _HEADER.finditer(data)})
+    if headers and rng.random() < 0.6:
+        name = rng.choice(headers)
+        value = rng.choice([b"5", b'"x"', b"[1, 2]", b"true", b"{}", b"[]", HUGE_INT.encode()])
+        out, skipping = [], False
+        for line in data.splitlines(keepends=True):
+            m = _HEADER.match(line)
+            if m:
+                skipping = m.group(1) == name
+            if not skipping:
+                out.append(line)
+        return (
+            name + b" = " + value + b"\n" + b"".join(out),
+            f"{name.decode()} := {value[:20]!r}",
+        )
+    ms = list(_ASSIGN.finditer(data))
+    if not ms:
+        return m_byte_flip(rng, data)
+    m = rng.choice(ms)
+    wrap = rng.choice([b"[%s]", b"{ x = %s }", b"true", b"[[%s]]", b"[]", b"{}"])
+    new = wrap % m.group(2) if b"%s" in wrap else wrap
+    line = data.count(b"\n", 0, m.start()) + 1
+    return data[: m.start(2)] + new + data[m.end(2) :], f"line {line} value wrapped {wrap!r}"
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True) or [b""]
+
+
+def m_delete_line(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    lines = _lines(data)
+    i = rng.randrange(len(lines))
+    del lines[i]
+    return b"".join(lines), f"line {i + 1} deleted"
+
+
+def m_duplicate_line(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    lines = _lines(data)
+    i = rng.randrange(len(lines))
+    j = rng.randrange(len(lines) + 1)
+    lines.insert(j, lines[i] if lines[i].endswith(b"\n") else lines[i] + b"\n")
+    return b"".join(lines), f"line {i + 1} duplicated at {j + 1}"
+
+
+def m_truncate_line(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    lines = _lines(data)
+    i = rng.randrange(len(lines))
+    cut = rng.randrange(len(lines[i]) + 1)
+    lines[i] = lines[i][:cut] + b"\n"
+    return b"".join(lines), f"line {i + 1} cut at {cut}"
+
+
+def m_truncate_file(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    cut = rng.randrange(len(data) + 1)
+    return data[:cut], f"file cut at byte {cut}"
+
+
+def m_insert_line(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    lines = _lines(data)
+    j = rng.randrange(len(lines) + 1)
+    new = rng.choice(
+        [
+            b"[global]",
+            b"[[vm]]",
+            b"[[device]]",
+            b"[scheduler]",
+            b"[[axis]]",
+            b"[quick]",
+            b"numjobs=100000",
+            b"runtime=0",
+            b"time_based",
+            b"iodepth=65536",
+            b"read_iolog=/dev/zero",
+            b"read_iolog=fifo",
+            b'workload = "/dev/zero"',
+            b'workload = "fifo"',
+            b'capacity = "16e"',
+            b"seed = " + HUGE_INT.encode(),
+            b"\x00\x00\x00",
+            b"\xff\xfe",
+            b"=" * 1000,
+            b"a" * 1_000_000,
+            b"include " + b"x" * 10,
+        ]
+    )
+    lines.insert(j, new + b"\n")
+    return b"".join(lines), f"inserted at line {j + 1}: {new[:40]!r}"
+
+
+MUTATIONS: list[Callable[[random.Random, bytes], tuple[bytes, str]]] = [
+    m_byte_flip,
+    m_value,
+    m_value,
+    m_value,
+    m_token,
+    m_type_change,
+    m_delete_line,
+    m_duplicate_line,
+    m_truncate_line,
+    m_truncate_file,
+    m_insert_line,
+]
+
+CLI_NASTY = (
+    "-1",
+    "0",
+    "1",
+    "18446744073709551615",
+    "18446744073709551616",
+    "9223372036854775808",
+    HUGE_INT,
+    "1" + "0" * 30,
+    "0x" + "f" * 17,
+    "1e9",
+    "nan",
+    "",
+    "é",
+    "\u202e",
+    "\x01\x1b[2J",
+    LONG_TEXT,
+    "/dev/zero",
+    "fifo",
+    "/",
+    "vc",
+    "99999999999999999999g",
+    "1p",
+    "2p",
+    "4095",
+    "-5g",
+)
+
+
+def mutate_cli(rng: random.Random, argv: list[str]) -> tuple[list[str], str]:
+    """Replace one argument (an option's value or a positional) with a nasty value."""
+    argv = list(argv)
+    i = rng.randrange(len(argv))
+    if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+        i += 1
+    new = rng.choice(CLI_NASTY)
+    old = argv[i]
+    argv[i] = new
+    return argv, f"argument {i} {old[:20]!r} := {new[:40]!r}"
+
+
+def make_case(index: int, seed: int) -> Case:
+    rng = random.Random(f"vmio-fuzz:{seed}:{index}")
+    kinds = [k for k in KINDS for _ in range(WEIGHTS[k])]
+    kind = kinds[index % len(kinds)]
+    if kind == "cli":
+        argv, what = mutate_cli(rng, rng.choice(CLI_BASES))
+        return Case(index, kind, "cli", argv, [what])
+    base, argv = rng.choice(BASES[kind])
+    return Case(index, kind, base, list(argv))
+
+
+def apply_mutations(case: Case, casedir: Path) -> None:
+    """Mutate the case's file in `casedir` (deterministic in the case's seed)."""
+    rng = random.Random(f"vmio-fuzz-mutate:{case.index}:{case.base}:{case.argv}")
+    if case.kind == "cli":
+        return
+    path = casedir / case.base
+    data = path.read_bytes()
+    n = 1 + (rng.random() < 0.3) + (rng.random() < 0.1)
+    for _ in range(n):
+        data, what = rng.choice(MUTATIONS)(rng, data)
+        case.mutations.append(what)
+    path.write_bytes(data)
+
+
+# --- running and classifying -------------------------------------------------------------
+
+
+def classify(returncode: int | None, stderr: str, timed_out: bool) -> str:
+    """success, clean error, or what else happened."""
+    if timed_out:
+        return "timeout"
+    assert returncode is not None
+    if "panicked at" in stderr or "PanicException" in stderr:
+        return "panic"
+    if "Traceback (most recent call last)" in stderr:
+        return "traceback"
+    if returncode < 0:
+        return f"signal {signal.Signals(-returncode).name}"
+    if returncode == 0:
+        return SUCCESS
+    if returncode != 2:
+        return f"exit {returncode}"
+    lines = stderr.splitlines()
+    errors = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
+    if not errors:
+        return "no error line"
+    if len(errors) > 1 or lines[-1] != errors[0]:
+        return "multi-line"
+    if len(errors[0]) - len(ERROR_PREFIX) > MAX_ERROR:
+        return "too long"
+    return CLEAN
+
+
+def _limits(mem_bytes: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+def run_case(
+    case: Case, base: Path, work: Path, save: Path | None, timeout: float, mem_bytes: int
+) -> Outcome:
+    casedir = work / f"case-{case.index:05d}"
+    shutil.copytree(base, casedir, symlinks=True)
+    os.mkfifo(casedir / "fifo")
+    os.mkfifo(casedir / "vc" / "fifo")
+    os.mkfifo(casedir / "mcfq" / "fifo")
+    apply_mutations(case, casedir)
+    argv = list(case.argv)
+    if argv[0] == "study" and "--out" not in argv:
+        argv += ["--out", "out"]
+    env = {**os.environ, "VMIO_STRICT_ERRORS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "vmio", *argv]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=casedir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_limits(mem_bytes),
+    )
+    timed_out = False
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+    seconds = time.monotonic() - t0
+    stderr = err.decode("utf-8", "replace")
+    outcome = classify(proc.returncode, stderr, timed_out)
+    result = Outcome(case, outcome, proc.returncode, stderr, seconds)
+    if not result.ok and save is not None:
+        dest = save / f"{case.kind}-{case.index:05d}"
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(casedir, dest, symlinks=True, ignore=shutil.ignore_patterns("out", "fifo"))
+        (dest / "cmd").write_text(shlex.join(["vmio", *argv]) + "\n", encoding="utf-8")
+        (dest / "repro.sh").write_text(
+            "#!/bin/sh\n# " + "; ".join(case.mutations) + f"\n# outcome: {outcome}\n"
+            'cd "$(dirname "$0")" && for f in fifo vc/fifo mcfq/fifo; do '
+            '[ -e "$f" ] || mkfifo "$f"; done\n'
+            f"rm -rf out; VMIO_STRICT_ERRORS=1 {shlex.join(['python', '-m', 'vmio', *argv])}\n",
+            encoding="utf-8",
+        )
+        (dest / "stderr.txt").write_text(stderr[-20000:], encoding="utf-8")
+        result.saved = dest
+    shutil.rmtree(casedir, ignore_errors=True)
+    return result
+
+
+def run(
+    cases: int,
+    seed: int,
+    jobs: int,
+    timeout: float = 60.0,
+    save: Path | None = None,
+    mem_mib: int = 4096,
+    kinds: tuple[str, ...] = KINDS,
+    first: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> list[Outcome]:
+    """Run cases `first`..`first+cases-1` of seed `seed` with `jobs` at once."""
+    chosen = [make_case(i, seed) for i in range(first, first + cases)]
+    chosen = [c for c in chosen if c.kind in kinds]
+    with tempfile.TemporaryDirectory(prefix="vmio-fuzz-") as tmp:
+        base = Path(tmp) / "base"
+        prepare_base(base)
+        if save is not None:
+            save.mkdir(parents=True, exist_ok=True)
+        out: list[Outcome] = []
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [
+                pool.submit(run_case, c, base, Path(tmp), save, timeout, mem_mib << 20)
+                for c in chosen
+            ]
+            for n, fut in enumerate(futures, 1):
+                o = fut.result()
+                out.append(o)
+                if log is not None and (not o.ok or n % 50 == 0):
+                    status = "" if o.ok else f"  FAIL {o.outcome}: {o.case.kind} #{o.case.index}"
+                    log(f"fuzz: {n}/{len(chosen)} done{status}")
+    return out
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """The table of outcomes by kind, then every failing case."""
+    from vmio.report import text_table
+
+    header = ["kind", "cases", SUCCESS, CLEAN, "anything else", "seconds"]
+    rows = []
+    for kind in (*KINDS, "all"):
+        os_ = [o for o in outcomes if kind in ("all", o.case.kind)]
+        if not os_:
+            continue
+        c = Counter(o.outcome for o in os_)
+        rows.append(
+            [
+                kind,
+                str(len(os_)),
+                str(c[SUCCESS]),
+                str(c[CLEAN]),
+                str(len(os_) - c[SUCCESS] - c[CLEAN]),
+                f"{sum(o.seconds for o in os_):.0f}",
+            ]
+        )
+    text = text_table(header, rows, align="lrrrrr")
+    bad = [o for o in outcomes if not o.ok]
+    if bad:
+        kinds = Counter(o.outcome for o in bad)
+        text += "\n\nanything else: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+        text += "\n\nfailing cases:"
+        for o in bad:
+            last = (o.stderr.strip().splitlines() or ["(no stderr)"])[-1][:160]
+            text += (
+                f"\n  #{o.case.index} {o.case.kind} {o.case.base}: {o.outcome} "
+                f"({'; '.join(o.case.mutations)[:160]})\n    {last}"
+            )
+            if o.saved is not None:
+                text += f"\n    reproducer: {o.saved}/repro.sh"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m vmio.fuzz",
+        description="Mutation fuzzer of vmio's inputs (see the module docstring and "
+        "docs/fuzzing.md).",
+    )
+    p.add_argument("--cases", type=int, default=300, help="number of cases (default 300)")
+    p.add_argument("--first", type=int, default=0, help="index of the first case (default 0)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the mutations (default 1)")
+    p.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per case (default 60)")
+    p.add_argument("--mem", type=int, default=4096, help="address-space limit, MiB (4096)")
+    p.add_argument(
+        "--kind", action="append", choices=KINDS, help="only cases of this kind (repeatable)"
+    )
+    p.add_argument(
+        "--save",
+        type=Path,
+        default=Path("vmio-fuzz-failures"),
+        help="directory for the failing cases' reproducers (default vmio-fuzz-failures)",
+    )
+    a = p.parse_args(argv)
+    t0 = time.monotonic()
+    outcomes = run(
+        a.cases,
+        a.seed,
+        a.jobs,
+        timeout=a.timeout,
+        save=a.save,
+        mem_mib=a.mem,
+        kinds=tuple(a.kind or KINDS),
+        first=a.first,
+        log=lambda m: print(m, file=sys.stderr, flush=True),
+    )
+    print(summary(outcomes))
+    print(f"\n{len(outcomes)} cases, seed {a.seed}, in {time.monotonic() - t0:.0f} s")
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""The mutation fuzzer (vmio.fuzz): its classification, its determinism, and a short pass
+through the real command line that must find nothing but successes and clean errors."""
+
+from __future__ import annotations
+
+from vmio import fuzz
+
+
+def test_the_classifier_accepts_only_one_short_final_error_line():
+    ok = "vmio: study x: 10% (1/10)\nvmio: error: s.toml:3:1: bad\n"
+    assert fuzz.classify(2, ok, False) == fuzz.CLEAN
+    assert fuzz.classify(0, "", False) == fuzz.SUCCESS
+    assert fuzz.classify(2, "vmio: error: a\nvmio: error: b\n", False) == "multi-line"
+    assert fuzz.classify(2, "vmio: error: a\n  |\n  ^ here\n", False) == "multi-line"
+    assert fuzz.classify(2, "vmio: error: " + "x" * 401 + "\n", False) == "too long"
+    assert fuzz.classify(1, "Traceback (most recent call last):\n", False) == "traceback"
+    assert fuzz.classify(-6, "memory allocation of 8 bytes failed\n", False) == "signal SIGABRT"
+    assert fuzz.classify(None, "", True) == "timeout"
+    assert fuzz.classify(1, "thread 'x' panicked at src/a.rs:1:1\n", False) == "panic"
+    assert fuzz.classify(3, "", False) == "exit 3"
+
+
+def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
+    fuzz.prepare_base(tmp_path / "base")
+    made = []
+    for run in ("a", "b"):
+        cases = [fuzz.make_case(i, seed=5) for i in range(40)]
+        for c in cases:
+            if c.kind != "cli":
+                d = tmp_path / f"{run}-{c.index}"
+                (d / c.base).parent.mkdir(parents=True)
+                (d / c.base).write_bytes((tmp_path / "base" / c.base).read_bytes())
+                fuzz.apply_mutations(c, d)
+        made.append(
+            [
+                (c.kind, c.base, c.argv, c.mutations)
+                + ((tmp_path / f"{run}-{c.index}" / c.base).read_bytes(),)
+                if c.kind != "cli"
+                else (c.kind, c.argv, c.mutations)
+                for c in cases
+            ]
+        )
+    assert made[0] == made[1]
+    assert {c[0] for c in made[0]} == set(fuzz.KINDS)
+
+
+def test_a_short_fuzz_pass_finds_only_successes_and_clean_errors(tmp_path):
+    outcomes = fuzz.run(80, seed=1, jobs=2, timeout=60, save=tmp_path / "failures")
+    assert len(outcomes) == 80
+    assert {o.case.kind for o in outcomes} == set(fuzz.KINDS)
+    assert all(o.ok for o in outcomes), fuzz.summary(outcomes)
+    assert sum(o.outcome == fuzz.SUCCESS for o in outcomes) >= 10  # the bases do run
