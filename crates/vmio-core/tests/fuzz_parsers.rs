@@ -39,7 +39,9 @@
 //!     --test fuzz_parsers -- --nocapture
 //! ```
 //!
-//! Inputs found to panic are kept below as ordinary `#[ignore]`d tests.
+//! Inputs that once broke the property (five kinds of over-long message: `bs=`/`bssplit=`
+//! reasons, trace format names, subnormal time scales, trace fields) are kept below as
+//! ordinary regression tests.
 
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -137,7 +139,7 @@ fn runner(target: &str, cases: u32) -> TestRunner {
 }
 
 /// A known, already reported violation of the message property: `Some(tag)` if `message`
-/// matches one. Counted as "known" (not "other"); each has an `#[ignore]`d test below.
+/// matches one. Counted as "known" (not "other"); none is known today ([`no_known_bugs`]).
 type Known = fn(&str) -> Option<&'static str>;
 
 /// Draw `cases` values of `strategy` and run `target` on each; print the summary line and
@@ -865,7 +867,7 @@ fn fio_target(case: &(TextCase, u64, u64)) -> Outcome {
 #[test]
 fn fio_job_parser_never_panics_and_its_errors_are_one_short_line() {
     let strategy = (fio_cases(), disk_size(), any::<u64>());
-    fuzz("fio job", 8000, strategy, known_fio_bugs, fio_target);
+    fuzz("fio job", 8000, strategy, no_known_bugs, fio_target);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1113,43 +1115,15 @@ fn trace_target(case: &TraceCase) -> Outcome {
 
 #[test]
 fn trace_parsers_never_panic_and_their_errors_are_one_short_line() {
-    fuzz(
-        "trace",
-        10000,
-        trace_cases(),
-        known_trace_bugs,
-        trace_target,
-    );
+    fuzz("trace", 10000, trace_cases(), no_known_bugs, trace_target);
 }
 
 // ---------------------------------------------------------------------------------------
-// Known bugs (found by this pass; the parsers are not changed here)
+// Regressions: the long messages this pass found (fixed; each input kept as a test)
 // ---------------------------------------------------------------------------------------
 
 fn no_known_bugs(_: &str) -> Option<&'static str> {
     None
-}
-
-/// fio: `bs=`/`bssplit=` errors quote the value, then the accepted forms, then a reason that
-/// quotes a part of the value again: up to ~470 characters (each quote is capped at 80).
-fn known_fio_bugs(m: &str) -> Option<&'static str> {
-    let bs = m.contains("accepted: a block size like") || m.contains("accepted: size/percent");
-    (bs && !m.contains('\n') && m.chars().count() <= 600).then_some("fio-bs-reason")
-}
-
-/// Traces: messages quote user text in full instead of through `units::quote`.
-fn known_trace_bugs(m: &str) -> Option<&'static str> {
-    if m.contains('\n') {
-        None
-    } else if m.ends_with("accepted: msr, spc (umass), blkparse, fio-iolog (iolog)") {
-        Some("format-name-in-full")
-    } else if m.starts_with("replay time_scale is ") {
-        Some("time-scale-in-full")
-    } else if m.starts_with("trace.txt:") {
-        Some("trace-field-in-full")
-    } else {
-        None
-    }
 }
 
 fn assert_short(message: &str) {
@@ -1162,7 +1136,6 @@ fn assert_short(message: &str) {
 }
 
 #[test]
-#[ignore = "long error message: FioError for bs= quotes the value and, in its reason, part of it again (410 chars)"]
 fn a_bad_bs_value_gives_a_message_of_at_most_400_chars() {
     let text = format!("[job]\nbs={}", "7".repeat(200));
     let e = parse_job_file(&text, "job.fio").unwrap_err();
@@ -1170,7 +1143,6 @@ fn a_bad_bs_value_gives_a_message_of_at_most_400_chars() {
 }
 
 #[test]
-#[ignore = "long error message: FioError for bssplit= quotes the value and, in its reason, part of it again"]
 fn a_bad_bssplit_value_gives_a_message_of_at_most_400_chars() {
     let text = format!("[job]\nbssplit={}", "4".repeat(200));
     let e = parse_job_file(&text, "job.fio").unwrap_err();
@@ -1178,21 +1150,18 @@ fn a_bad_bssplit_value_gives_a_message_of_at_most_400_chars() {
 }
 
 #[test]
-#[ignore = "long error message: TraceError::UnknownFormat quotes the name in full (100k chars in, 100k out)"]
 fn an_unknown_trace_format_name_gives_a_message_of_at_most_400_chars() {
     let e = TraceFormat::parse(&"x".repeat(100_000)).unwrap_err();
     assert_short(&e.to_string());
 }
 
 #[test]
-#[ignore = "long error message: Replay::try_new prints a subnormal time_scale with all its digits (~420 chars)"]
 fn a_tiny_negative_time_scale_gives_a_message_of_at_most_400_chars() {
     let e = Replay::try_new(Vec::new(), 4096, -5.610860574693005e-309, 1).unwrap_err();
     assert_short(&e.to_string());
 }
 
 #[test]
-#[ignore = "long error message: trace BadLine messages quote fields in full (every format)"]
 fn a_huge_trace_field_gives_a_message_of_at_most_400_chars() {
     let huge = "9".repeat(5000);
     let cases = [

@@ -45,7 +45,7 @@
 //!   of the whole file (every section's `numjobs` added up); a simulation checks the same
 //!   limit over all VMs together.
 
-use crate::units::{parse_duration_ns, parse_size};
+use crate::units::{parse_duration_ns, parse_size, quote};
 use crate::{Ns, SEC};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -306,8 +306,10 @@ const ACCEPT_BOOL: &str = "1, 0, true, false, or the bare option name for 1";
 const ACCEPT_SIZE: &str = "a size like 4k, 64KiB, 1g (fio kb_base=1024)";
 const ACCEPT_DURATION: &str =
     "a duration like 30 (seconds), 500ms, 2m, 1h (suffixes ns, us, ms, s, m, h, d)";
-const ACCEPT_BS: &str = "a block size like 4k, a read,write pair like 4k,64k (an empty field keeps 4k), or a range like 4k-64k";
-const ACCEPT_BSSPLIT: &str = "size/percent entries joined by ':' like 4k/10:64k/50:1m/ (a blank percent shares the remainder), optionally reads,writes; percentages add up to at most 100";
+const ACCEPT_BS: &str =
+    "a block size (4k), a read,write pair (4k,64k; an empty field keeps 4k) or a range (4k-64k)";
+const ACCEPT_BSSPLIT: &str =
+    "size/percent entries joined by ':' (4k/10:64k/50:1m/), optionally reads,writes; <= 100 %";
 const ACCEPT_PERCENT: &str = "an integer from 0 to 100";
 const NO_PERCENT_SIZES: &str = "percent sizes are not supported by vmio yet";
 
@@ -563,12 +565,18 @@ impl Parser<'_> {
             "rwmixread" => j.rwmixread = self.percent(key, value, line)?,
             "rwmixwrite" => j.rwmixread = 100 - self.percent(key, value, line)?,
             "bs" | "blocksize" | "bsrange" | "blocksize_range" => {
-                j.bs = parse_bs(value.unwrap_or(""))
-                    .map_err(|why| self.bad(line, key, value, &format!("{ACCEPT_BS} ({why})")))?;
+                j.bs = parse_bs(value.unwrap_or("")).map_err(|why| {
+                    self.bad(line, key, value, &format!("{ACCEPT_BS} ({})", quote(&why)))
+                })?;
             }
             "bssplit" => {
                 let (r, w) = parse_bssplit(value.unwrap_or("")).map_err(|why| {
-                    self.bad(line, key, value, &format!("{ACCEPT_BSSPLIT} ({why})"))
+                    self.bad(
+                        line,
+                        key,
+                        value,
+                        &format!("{ACCEPT_BSSPLIT} ({})", quote(&why)),
+                    )
                 })?;
                 s.bssplit_read = r;
                 s.bssplit_write = w;
@@ -1083,7 +1091,7 @@ mod tests {
             ),
             (
                 "[a]\nbs=0\n",
-                "job.fio:2: bs: '0' is not valid; accepted: a block size like 4k",
+                "job.fio:2: bs: '0' is not valid; accepted: a block size (4k)",
             ),
             (
                 "[a]\nbs\n",
@@ -1111,7 +1119,7 @@ mod tests {
             ),
             (
                 "[a]\nbssplit=4k/x\n",
-                "job.fio:2: bssplit: '4k/x' is not valid; accepted: size/percent",
+                "job.fio:2: bssplit: '4k/x' is not valid; accepted: size/percent entries",
             ),
         ];
         for (text, want) in cases {

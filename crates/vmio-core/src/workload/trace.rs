@@ -41,6 +41,7 @@
 //! ```
 
 use crate::request::Op;
+use crate::units::quote;
 use crate::Ns;
 use thiserror::Error;
 
@@ -102,7 +103,7 @@ impl TraceFormat {
             "spc" | "umass" | "umass-spc" => Ok(Self::Spc),
             "blkparse" | "blktrace" => Ok(Self::Blkparse),
             "fio-iolog" | "iolog" | "fio_iolog" | "fioiolog" => Ok(Self::FioIolog),
-            _ => Err(TraceError::UnknownFormat(name.to_string())),
+            _ => Err(TraceError::UnknownFormat(quote(name))),
         }
     }
 
@@ -210,7 +211,10 @@ fn field_u64(e: &LineErr, line: usize, name: &str, text: &str) -> Result<u64, Tr
     text.trim().parse::<u64>().map_err(|_| {
         e.at(
             line,
-            format!("{name} '{}' is not a non-negative integer", text.trim()),
+            format!(
+                "{name} '{}' is not a non-negative integer",
+                quote(text.trim())
+            ),
         )
     })
 }
@@ -267,7 +271,7 @@ fn parse_msr(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
         let op = match f[3].trim().to_ascii_lowercase().as_str() {
             "read" => Op::Read,
             "write" => Op::Write,
-            other => return Err(e.at(n, format!("Type '{other}' is not Read or Write"))),
+            other => return Err(e.at(n, format!("Type '{}' is not Read or Write", quote(other)))),
         };
         let offset_bytes = field_u64(&e, n, "Offset", f[4])?;
         let len_bytes = data_len(&e, n, "Size", f[5])?;
@@ -301,14 +305,14 @@ fn parse_spc(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
         let op = match f[3].trim() {
             "r" | "R" => Op::Read,
             "w" | "W" => Op::Write,
-            other => return Err(e.at(n, format!("Opcode '{other}' is not r, R, w or W"))),
+            other => return Err(e.at(n, format!("Opcode '{}' is not r, R, w or W", quote(other)))),
         };
         let at_ns = parse_decimal_ns(f[4], crate::SEC).ok_or_else(|| {
             e.at(
                 n,
                 format!(
                     "Timestamp '{}' is not a non-negative number of seconds",
-                    f[4].trim()
+                    quote(f[4].trim())
                 ),
             )
         })?;
@@ -341,7 +345,7 @@ fn parse_blkparse(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
             return Err(e.at(n, format!("{} fields", t.len())));
         }
         if !is_dev(t[0]) {
-            return Err(e.at(n, format!("device '{}' is not maj,min", t[0])));
+            return Err(e.at(n, format!("device '{}' is not maj,min", quote(t[0]))));
         }
         let action = t[5];
         let list = match action {
@@ -352,16 +356,22 @@ fn parse_blkparse(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
         let at_ns = parse_decimal_ns(t[3], crate::SEC).ok_or_else(|| {
             e.at(
                 n,
-                format!("time '{}' is not a non-negative number of seconds", t[3]),
+                format!(
+                    "time '{}' is not a non-negative number of seconds",
+                    quote(t[3])
+                ),
             )
         })?;
         let rwbs = *t
             .get(6)
-            .ok_or_else(|| e.at(n, format!("no RWBS field after action {action}")))?;
+            .ok_or_else(|| e.at(n, format!("no RWBS field after action {}", quote(action))))?;
         if rwbs.is_empty() || !rwbs.bytes().all(|b| b"FWRDNSAMEBT".contains(&b)) {
             return Err(e.at(
                 n,
-                format!("RWBS '{rwbs}' has letters outside F, W, R, D, N, S, A, M, E, B, T"),
+                format!(
+                    "RWBS '{}' has letters outside F, W, R, D, N, S, A, M, E, B, T",
+                    quote(rwbs)
+                ),
             ));
         }
         // Sector and count, when present: `sector + count`.
@@ -427,7 +437,7 @@ fn parse_iolog(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
     let v3 = match header {
         "fio version 2 iolog" => false,
         "fio version 3 iolog" => true,
-        other => return Err(header_err(hn, format!("header '{other}'"))),
+        other => return Err(header_err(hn, format!("header '{}'", quote(other)))),
     };
     let e = LineErr {
         path,
@@ -442,7 +452,10 @@ fn parse_iolog(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
             clock_ns = parse_decimal_ns(ts, crate::MS).ok_or_else(|| {
                 e.at(
                     n,
-                    format!("timestamp '{ts}' is not a non-negative number of milliseconds"),
+                    format!(
+                        "timestamp '{}' is not a non-negative number of milliseconds",
+                        quote(ts)
+                    ),
                 )
             })?;
             t.remove(0);
@@ -450,7 +463,7 @@ fn parse_iolog(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
         match t.len() {
             2 => match t[1] {
                 "add" | "open" | "close" => continue,
-                other => return Err(e.at(n, format!("file action '{other}'"))),
+                other => return Err(e.at(n, format!("file action '{}'", quote(other)))),
             },
             4 => {}
             k => {
@@ -472,7 +485,7 @@ fn parse_iolog(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
                     .ok_or_else(|| e.at(n, format!("wait {offset} us is too large")))?;
                 continue;
             }
-            other => return Err(e.at(n, format!("action '{other}'"))),
+            other => return Err(e.at(n, format!("action '{}'", quote(other)))),
         };
         let (offset_bytes, len_bytes) = if op == Op::Flush {
             (0, 0)
@@ -531,7 +544,7 @@ impl Replay {
         if !(time_scale.is_finite() && time_scale >= 0.0) {
             return Err(TraceError::BadReplay {
                 what: "time_scale",
-                value: time_scale.to_string(),
+                value: format!("{time_scale:e}"),
                 accepted: "a finite number >= 0 (1.0 = as recorded, 2.0 = twice as slow)",
             });
         }
