@@ -146,3 +146,41 @@ def test_an_unexpected_error_from_input_is_one_escaped_line_of_at_most_300_chara
     monkeypatch.setattr(cli, "cmd_sim", boom)
     err = one_error_line(*vmio(capsys, "sim", "--stack", "s.toml"))
     assert "\\x1b[31m" in err and "\x1b" not in err and err.endswith("…\n")
+
+
+def test_a_stack_too_large_for_the_process_memory_limit_is_refused_with_the_estimate(tmp_path):
+    """Nine 256 GB SSDs need ~5 GB of FTL tables: under `ulimit -v` 2 GiB the run is refused
+    before anything is allocated, with the estimate and what was available (never an
+    aborted allocation)."""
+    import resource
+    import subprocess
+    import sys
+
+    devices = "".join(
+        f'[[device]]\nname = "ssd{i}"\nmodel = "ssd"\nprofile = "samsung-840pro-256g"\n\n'
+        for i in range(9)
+    )
+    names = ", ".join(f'"ssd{i}"' for i in range(9))
+    stack = tmp_path / "stack.toml"
+    stack.write_text(
+        devices + f'[[volume]]\nname = "v"\nlayout = "linear"\ndevices = [{names}]\n\n'
+        '[[vm]]\nname = "vm1"\n\n[[vm.disk]]\nname = "vda"\nvolume = "v"\nsize = "1g"\n',
+        encoding="utf-8",
+    )
+    job = tmp_path / "job.fio"
+    job.write_text("[j]\nrw=randread\nbs=4k\nsize=64m\nruntime=1\n", encoding="utf-8")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "vmio", "sim", "--stack", str(stack), str(job)],
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("vmio: error: "), r.stderr
+    assert "of FTL tables" in r.stderr and "of memory available" in r.stderr, r.stderr

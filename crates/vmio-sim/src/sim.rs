@@ -71,18 +71,69 @@ pub enum SimError {
 /// Memory assumed available when `/proc/meminfo` cannot be read (not Linux, no procfs).
 pub const FALLBACK_MEMORY_BYTES: u64 = 16 << 30;
 
-/// `MemAvailable` of `/proc/meminfo` in bytes, or [`FALLBACK_MEMORY_BYTES`].
+/// Memory this process can still allocate: the least of `MemAvailable` of `/proc/meminfo`
+/// (or [`FALLBACK_MEMORY_BYTES`]), the address space left under `RLIMIT_AS` (`ulimit -v`:
+/// the limit less the current `VmSize`), and the room left in the process's cgroup v2
+/// (`memory.max` less `memory.current`), so that a run inside a limit is refused with the
+/// estimate rather than aborted by a failed allocation.
 pub fn available_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().strip_suffix("kB"))
-                .and_then(|kb| kb.trim().parse::<u64>().ok())
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
-        .map(|kb| kb.saturating_mul(1024))
-        .unwrap_or(FALLBACK_MEMORY_BYTES)
+        .map(|kib| kib.saturating_mul(1024))
+        .unwrap_or(FALLBACK_MEMORY_BYTES);
+    meminfo.min(address_space_left()).min(cgroup_memory_left())
+}
+
+/// `RLIMIT_AS` less the current virtual size; `u64::MAX` when unlimited or unknown.
+fn address_space_left() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return u64::MAX;
+    }
+    let vm_size = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("VmSize:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib.saturating_mul(1024));
+    lim.rlim_cur.saturating_sub(vm_size)
+}
+
+/// `memory.max` less `memory.current` of this process's cgroup (v2); `u64::MAX` when there
+/// is no limit or no cgroup v2.
+fn cgroup_memory_left() -> u64 {
+    let Some(rel) = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        })
+    else {
+        return u64::MAX;
+    };
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    match (read("memory.max"), read("memory.current")) {
+        (Some(max), Some(cur)) => max.saturating_sub(cur),
+        _ => u64::MAX,
+    }
 }
 
 fn gb(bytes: u64) -> String {
