@@ -184,3 +184,13 @@ def test_a_stack_too_large_for_the_process_memory_limit_is_refused_with_the_esti
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("vmio: error: "), r.stderr
     assert "of FTL tables" in r.stderr and "of memory available" in r.stderr, r.stderr
+
+
+def test_a_path_the_os_cannot_take_is_one_line_naming_the_option(tmp_path):
+    from conftest import run_vmio
+
+    r = run_vmio("sim", "--stack", "9" * 5000, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-500:]
+    assert "stack file path '999" in r.stderr and "(5000 characters)" in r.stderr, r.stderr
+    r = run_vmio("study", "x" * 300, cwd=tmp_path)
+    assert r.returncode == 2 and "name longer than 255 bytes" in r.stderr, r.stderr[-500:]

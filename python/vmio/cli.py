@@ -21,6 +21,7 @@ from typing import NoReturn, TextIO
 from vmio import __version__
 from vmio.sim import (
     VmioError,
+    check_path,
     native,
     parse_size,
     read_text,
@@ -853,6 +854,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        for option, value in vars(args).items():
+            if isinstance(value, Path):  # every path option, before anything touches it
+                check_path(value, f"--{option.replace('_', '-')}")
         return args.func(args)
     except BrokenPipeError:  # e.g. `vmio sim ... | head`: quiet, as the Python docs advise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

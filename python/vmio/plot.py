@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-from vmio.sim import parse_size  # noqa: E402
+from vmio.sim import VmioError, parse_size  # noqa: E402
 
 if TYPE_CHECKING:
     from vmio.study import StudyResult
@@ -48,11 +48,16 @@ def study_figure(res: StudyResult, path: Path) -> None:
 
     def panel_axis(key: str, default: str) -> Axis:
         name = cfg.get(key, default if len(names) >= 3 else "")
+        if name and (not isinstance(name, str) or name not in axes):
+            raise VmioError(f"[figure] {key}: must be the name of an axis ({', '.join(axes)})")
         return axes[name] if name else one
 
     row_axis = panel_axis("rows", names[0])
     col_axis = panel_axis("columns", names[-2])
-    series_axis = axes[cfg.get("series", names[0])]
+    series = cfg.get("series", names[0])
+    if not isinstance(series, str) or series not in axes:
+        raise VmioError(f"[figure] series: must be the name of an axis ({', '.join(axes)})")
+    series_axis = axes[series]
     x_axis = axes[cfg.get("x", names[-1])]
     others = [a for a in axes.values() if a not in (row_axis, col_axis, series_axis, x_axis)]
 

@@ -52,7 +52,7 @@ TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("clat_mean_ns", pa.float64()),
     ("clat_p99_ns", pa.int64()),
     ("runtime_ms", pa.int64()),
-    ("seed", pa.int64()),
+    ("seed", pa.uint64()),
     ("stack_json", pa.string()),
     ("job_options_json", pa.string()),
 )

@@ -53,6 +53,24 @@ def _where(text: str, offset: int) -> str:
     return f"line {line}, column {col}"
 
 
+MAX_PATH_CHARS = 4096
+"""Longest path vmio accepts (Linux's PATH_MAX); one component at most NAME_MAX = 255 bytes."""
+
+
+def check_path(path: str | Path, what: str) -> Path:
+    """A user-given path, refused with a `VmioError` when the OS could not take it: a NUL,
+    more than `MAX_PATH_CHARS` characters or a component over 255 bytes (ENAMETOOLONG)."""
+    name = str(path)
+    shown = f"{name[:60]!r}" + (f"... ({len(name)} characters)" if len(name) > 60 else "")
+    if "\0" in name:
+        raise VmioError(f"{what} path {shown} contains a NUL character")
+    if len(name) > MAX_PATH_CHARS:
+        raise VmioError(f"{what} path {shown} is longer than {MAX_PATH_CHARS} characters")
+    if any(len(part.encode("utf-8", "surrogateescape")) > 255 for part in name.split("/")):
+        raise VmioError(f"{what} path {shown} has a name longer than 255 bytes")
+    return Path(path)
+
+
 def read_text(path: str | Path, what: str) -> str:
     """Read a user file as UTF-8 text; every problem is a `VmioError` naming the file.
 
@@ -60,9 +78,7 @@ def read_text(path: str | Path, what: str) -> str:
     waited on —, a device like /dev/zero); a file over `MAX_INPUT_BYTES`; bytes that are not
     UTF-8 (the message gives the byte offset and line) and NUL characters in the text.
     """
-    name = str(path)
-    if "\0" in name:
-        raise VmioError(f"{what} path {name[:80]!r} contains a NUL character")
+    name = str(check_path(path, what))
     try:
         # O_NONBLOCK: opening a FIFO with no writer must not hang; checked below.
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

@@ -50,6 +50,7 @@ from vmio import report, results
 from vmio.progress import Progress
 from vmio.sim import (
     VmioError,
+    check_path,
     native,
     parse_size,
     parse_toml,
@@ -425,7 +426,7 @@ STUDY_FILES = ("study.toml", "experiment.toml")
 def find_experiment(name_or_path: str | Path) -> Path:
     """The study file (study.toml or experiment.toml) for a built-in study name, a study
     directory or a file path."""
-    p = Path(name_or_path)
+    p = check_path(name_or_path, "study")
     if p.is_file():
         return p
     base = p if p.is_dir() else BUILTIN_STUDIES / str(name_or_path)
@@ -488,7 +489,7 @@ def load_study(name_or_path: str | Path) -> Study:
     parts = ck.strings(st.get("parts"), "[study].parts")
     exps = []
     for part in parts:
-        ppath = path.parent / part
+        ppath = check_path(path.parent / part, f"{path}: [study].parts")
         if not ppath.is_file():
             raise ck.fail("[study].parts", f"no experiment file '{part}' next to the study file")
         exps.append(load_experiment(ppath))
