@@ -95,6 +95,10 @@ pub fn check_ends(spec: &JobSpec) -> Result<(), WorkloadError> {
     Ok(())
 }
 
+/// Most I/Os one numjobs clone may issue when no `runtime` stops it: 2^32, about an hour of
+/// simulation at a million simulated I/Os per second (`vmio bench sim`).
+pub const MAX_IOS_WITHOUT_RUNTIME: u64 = 1 << 32;
+
 /// The request stream of one numjobs clone of a fio job. See the module doc.
 #[derive(Clone, Debug)]
 pub struct Generator {
@@ -248,6 +252,20 @@ impl Generator {
                     .map_or(u64::MAX, |n| n.saturating_mul(loops)),
             )
         };
+        // With no runtime to stop it, the job ends after its bytes or I/Os: refuse one that
+        // would issue more than MAX_IOS_WITHOUT_RUNTIME (hours of simulation: a 4-byte bs over
+        // a whole disk), as the jobs that would never end are refused.
+        if !spec.time_based && spec.runtime_ns.unwrap_or(0) == 0 {
+            let ios = (byte_limit / align.max(1)).min(io_limit);
+            if ios > MAX_IOS_WITHOUT_RUNTIME {
+                return Err(WorkloadError::TooManyIos {
+                    job: job(),
+                    line: spec.line,
+                    ios,
+                    limit: MAX_IOS_WITHOUT_RUNTIME,
+                });
+            }
+        }
         Ok(Self {
             start: offset,
             end,
@@ -693,6 +711,20 @@ mod tests {
         ));
         // An unused direction does not.
         assert!(Generator::new(&job("rw=read\nbs=4k,1m\nsize=12k\n"), 0, GIB, 1).is_ok());
+    }
+
+    #[test]
+    fn a_job_of_billions_of_ios_without_a_runtime_is_refused_with_the_count() {
+        let e = Generator::new(&job("rw=randwrite\nbs=4\n"), 0, 30 * GIB, 1).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("job 'j' (line 1): would issue 8053063680 I/Os with no runtime"),
+            "{e}"
+        );
+        // A runtime ends it; so does a smaller region.
+        let timed = job("rw=randwrite\nbs=4\nruntime=1\n");
+        assert!(Generator::new(&timed, 0, 30 * GIB, 1).is_ok());
+        assert!(Generator::new(&job("rw=randwrite\nbs=4\n"), 0, GIB, 1).is_ok());
     }
 
     #[test]

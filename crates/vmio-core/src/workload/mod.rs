@@ -87,6 +87,15 @@ pub enum WorkloadError {
     )]
     NeverEnds { job: String, line: usize },
     #[error(
+        "job '{job}' (line {line}): would issue {ios} I/Os with no runtime to stop it, more than vmio's {limit}; accepted: a runtime, or a larger bs, smaller size/io_size or number_ios"
+    )]
+    TooManyIos {
+        job: String,
+        line: usize,
+        ios: u64,
+        limit: u64,
+    },
+    #[error(
         "job '{job}' (line {line}): clone {clone_index} does not exist; accepted: 0 to {last} (numjobs={numjobs})",
         last = .numjobs.saturating_sub(1)
     )]
