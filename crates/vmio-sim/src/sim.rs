@@ -77,16 +77,17 @@ pub const FALLBACK_MEMORY_BYTES: u64 = 16 << 30;
 /// (`memory.max` less `memory.current`), so that a run inside a limit is refused with the
 /// estimate rather than aborted by a failed allocation.
 pub fn available_memory_bytes() -> u64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
+    let meminfo = proc_kib("/proc/meminfo", "MemAvailable:")
         .map(|kib| kib.saturating_mul(1024))
         .unwrap_or(FALLBACK_MEMORY_BYTES);
     meminfo.min(address_space_left()).min(cgroup_memory_left())
+}
+
+/// The `KEY: N kB` value of a /proc file such as /proc/meminfo, in KiB.
+fn proc_kib(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v = text.lines().find_map(|l| l.strip_prefix(key))?;
+    v.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// `RLIMIT_AS` less the current virtual size; `u64::MAX` when unlimited or unknown.
@@ -101,14 +102,8 @@ fn address_space_left() -> u64 {
     {
         return u64::MAX;
     }
-    let vm_size = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("VmSize:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib.saturating_mul(1024));
+    let vm_size =
+        proc_kib("/proc/self/status", "VmSize:").map_or(0, |kib| kib.saturating_mul(1024));
     lim.rlim_cur.saturating_sub(vm_size)
 }
 
