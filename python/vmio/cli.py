@@ -25,6 +25,7 @@ from vmio.sim import (
     native,
     parse_size,
     read_text,
+    shown_text,
     simulate_text,
     simulate_workloads_text,
 )
@@ -73,7 +74,7 @@ def _seed(text: str) -> int:
     except ValueError:
         value = -1
     if not 0 <= value < 2**64:
-        raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer in 0..2**64-1")
+        raise argparse.ArgumentTypeError(f"{shown_text(text)} is not an integer in 0..2**64-1")
     return value
 
 
@@ -203,15 +204,6 @@ examples:
 """
 
 
-def _shown(text: str, limit: int = 40) -> str:
-    """A command-line value as an error line quotes it: at most `limit` characters, with
-    non-printables escaped, and its length when cut."""
-    shown = text[:limit].encode("unicode_escape").decode("ascii")
-    if len(text) > limit:
-        return f"'{shown}…' ({len(text)} characters)"
-    return f"'{shown}'"
-
-
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
     """argparse type: an integer in lo..=hi (vmio serve's bounds)."""
 
@@ -221,7 +213,7 @@ def _int_in(lo: int, hi: int) -> Callable[[str], int]:
         except ValueError:
             value = lo - 1
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not an integer in {lo}..{hi}")
+            raise argparse.ArgumentTypeError(f"{shown_text(text)} is not an integer in {lo}..{hi}")
         return value
 
     return parse
@@ -236,7 +228,7 @@ def _size_in(lo: int, hi: int, shown: str) -> Callable[[str], int]:
         except (VmioError, ValueError, OverflowError):
             value = lo - 1
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a size in {shown}")
+            raise argparse.ArgumentTypeError(f"{shown_text(text)} is not a size in {shown}")
         return value
 
     return parse
@@ -252,7 +244,7 @@ def _seconds_in(lo: float, hi: float) -> Callable[[str], float]:
             value = lo - 1
         if not lo <= value <= hi:  # also refuses nan
             raise argparse.ArgumentTypeError(
-                f"{_shown(text)} is not a number of seconds in {lo:g}..{hi:g}"
+                f"{shown_text(text)} is not a number of seconds in {lo:g}..{hi:g}"
             )
         return value
 

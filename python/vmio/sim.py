@@ -53,6 +53,15 @@ def _where(text: str, offset: int) -> str:
     return f"line {line}, column {col}"
 
 
+def shown_text(text: str, limit: int = 40) -> str:
+    """User text as an error line quotes it: at most `limit` characters, non-printables
+    escaped, and its length when cut."""
+    shown = text[:limit].encode("unicode_escape").decode("ascii")
+    if len(text) > limit:
+        return f"'{shown}…' ({len(text)} characters)"
+    return f"'{shown}'"
+
+
 MAX_PATH_CHARS = 4096
 """Longest path vmio accepts (Linux's PATH_MAX); one component at most NAME_MAX = 255 bytes."""
 
@@ -61,7 +70,7 @@ def check_path(path: str | Path, what: str) -> Path:
     """A user-given path, refused with a `VmioError` when the OS could not take it: a NUL,
     more than `MAX_PATH_CHARS` characters or a component over 255 bytes (ENAMETOOLONG)."""
     name = str(path)
-    shown = f"{name[:60]!r}" + (f"... ({len(name)} characters)" if len(name) > 60 else "")
+    shown = shown_text(name, 60)
     if "\0" in name:
         raise VmioError(f"{what} path {shown} contains a NUL character")
     if len(name) > MAX_PATH_CHARS:
