@@ -28,7 +28,9 @@ if [[ $(id -u) != 0 ]]; then
     SUDO=(sudo -n)
 fi
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null \
+# Prints nothing for a package dpkg does not know (dpkg-query's failure must not end the
+# script under `set -e -o pipefail`: on a fresh machine qemu-system-x86 is unknown).
+installed_version() { { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null || true; } \
     | awk '$3 == "installed" {print $4}'; }
 
 # --- 1. Debian packages ---------------------------------------------------------------------
