@@ -7,6 +7,7 @@ import csv
 import pytest
 
 from conftest import run_vmio
+from golden_outputs import check_study_dir
 from vmio import study
 from vmio.sim import VmioError
 
@@ -183,6 +184,8 @@ def test_vmio_study_mcfq_quick_end_to_end(tmp_path):
     # CFQ is less fair on the aged SSD than on the clean one (S1: ~20 % vs ~15 %).
     text = (out / "error-rates" / "tables.txt").read_text()
     assert "aged SSD (GC active)" in text
+    # Byte for byte: every part's tables.txt and calibration.csv (golden_outputs.py).
+    check_study_dir(out, "mcfq")
 
 
 def test_vmio_trace_synth_writes_spc_and_refuses_to_overwrite(tmp_path):
