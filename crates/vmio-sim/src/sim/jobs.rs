@@ -57,7 +57,6 @@ pub(super) struct JobState {
     pub(super) start_ns: Ns,
     pub(super) end_ns: Ns,
     pub(super) finish_ns: Ns,
-    started: bool,
     stopping: bool,
     pub(super) finished: bool,
     inflight: u32,
@@ -223,7 +222,6 @@ impl JobDriver {
                     start_ns: 0,
                     end_ns: Ns::MAX,
                     finish_ns: 0,
-                    started: false,
                     stopping: false,
                     finished: false,
                     inflight: 0,
@@ -259,7 +257,6 @@ impl Sim {
 
     pub(super) fn job_start(&mut self, now: Ns, j: usize) {
         let job = &mut self.work.jobs[j];
-        job.started = true;
         job.start_ns = now;
         if let Some(r) = job.runtime_ns {
             job.end_ns = now + job.ramp_ns + r;
