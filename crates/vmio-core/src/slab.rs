@@ -1,0 +1,91 @@
+//! A slab: values in reusable numbered slots, for the handles engines give to devices and
+//! events (an index stays valid until its value is removed).
+//!
+//! ```text
+//! insert(v): slot = the last freed slot, else a new one at the end; store v there
+//! remove(i): take the value out, free slot i
+//! ```
+//!
+//! The reuse order (last freed first, as a stack) is part of the engines' behaviour: slot
+//! numbers are the tags devices see, so it stays fixed.
+
+/// Values in reusable slots (see the module documentation).
+pub struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Slab<T> {
+    pub fn new() -> Self {
+        Self {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Store `v` and return its slot.
+    #[inline]
+    pub fn insert(&mut self, v: T) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i] = Some(v);
+                i
+            }
+            None => {
+                self.items.push(Some(v));
+                self.items.len() - 1
+            }
+        }
+    }
+
+    /// Take the value out of slot `i` and free the slot. Panics when the slot is free (an
+    /// engine bug: a handle used twice).
+    #[inline]
+    pub fn remove(&mut self, i: usize) -> T {
+        let v = self.items[i].take().expect("slab slot in use");
+        self.free.push(i);
+        v
+    }
+
+    /// The value in slot `i`. Panics when the slot is free.
+    #[inline]
+    pub fn get(&mut self, i: usize) -> &mut T {
+        self.items[i].as_mut().expect("slab slot in use")
+    }
+
+    /// Values stored.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freed_slots_are_reused_last_freed_first_and_counted() {
+        let mut s = Slab::new();
+        let (a, b, c) = (s.insert('a'), s.insert('b'), s.insert('c'));
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert_eq!(s.remove(0), 'a');
+        assert_eq!(s.remove(2), 'c');
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.insert('d'), 2);
+        assert_eq!(s.insert('e'), 0);
+        assert_eq!(s.insert('f'), 3);
+        assert_eq!(*s.get(1), 'b');
+        assert_eq!(s.len(), 4);
+    }
+}
