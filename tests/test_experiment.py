@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vmio import study
+from vmio import runner, study
 from vmio.sim import VmioError
 
 
@@ -164,7 +164,7 @@ def fake_simulator(monkeypatch):
             return _fake_result({"read": mb * 10**6 // 2, "write": mb * 10**6 // 2}, "randrw", seed)
         return _fake_result({"read": mb * 10**6}, opts["rw"], seed)
 
-    monkeypatch.setattr(study, "simulate_text", fake)
+    monkeypatch.setattr(runner, "simulate_text", fake)
 
 
 def test_run_study_keeps_grid_order_whatever_the_parallelism(fake_simulator):
