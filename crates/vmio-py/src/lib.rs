@@ -191,6 +191,13 @@ fn synth_trace(
     .map_err(err)
 }
 
+/// Bytes of a fio-style size (`4k`, `64KiB`, `1g`, `512`; fio's kb_base=1024): the parser the
+/// simulator reads stack and job files with, for Python's `vmio.parse_size`.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    vmio_core::units::parse_size(text).map_err(err)
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -206,6 +213,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     Ok(())
