@@ -67,6 +67,29 @@ def test_set_job_option_adds_a_missing_option_to_global():
     )
 
 
+def test_set_job_option_finds_an_option_under_every_spelling_fio_accepts():
+    text = "[global]\nBlockSize=4k  ; small\n[a]\nreadwrite=randrw\nrwmixwrite=30\n"
+    out = study.set_job_option(study.set_job_option(text, "bs", "1m"), "rw", "randread")
+    assert out == "[global]\nbs=1m  ; small\n[a]\nrw=randread\nrwmixwrite=30\n"
+    assert study.set_job_option(out, "a.rwmixread", "90").endswith("\nrwmixread=90\n")
+
+
+def test_set_job_option_names_the_file_and_the_missing_section():
+    with pytest.raises(VmioError, match=r"^x.fio: cannot set 'bs=4k': the job file has no "):
+        study.set_job_option("[a]\nrw=read\n", "b.bs", "4k", "x.fio")
+
+
+def test_an_axis_sets_a_job_option_the_job_file_spells_with_an_alias(tmp_path):
+    path = _experiment(
+        tmp_path, '[[axis]]\nname = "bs"\ntarget = "job:s0.bs"\nvalues = ["8k", "16k"]\n'
+    )
+    job = tmp_path / "job.fio"
+    job.write_text(job.read_text(encoding="utf-8").replace("\nbs=32k", "\nblocksize=32k"))
+    inputs = study.point_inputs(study.load_experiment(path))
+    options = [[line for line in i.job_text.splitlines() if line.startswith("bs=")] for i in inputs]
+    assert options == [["bs=1m", "bs=8k"], ["bs=1m", "bs=16k"]]  # [layout]'s, [s0]'s
+
+
 def test_set_stack_value_names_the_bad_path():
     stack = {"volume": [{"layout": "linear"}]}
     study.set_stack_value(stack, "volume.0.layout", "raid0", "x.toml")

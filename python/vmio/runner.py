@@ -125,50 +125,13 @@ def set_stack_value(stack: dict[str, Any], path: str, value: Any, source: str) -
         raise VmioError(f"{source}: stack target '{path}': parent is a value, not a table")
 
 
-def set_job_option(text: str, option: str, value: str) -> str:
-    """Set fio option `option=value` in a job file.
-
-    `option` alone sets it in every section that has it; when no section has it, it is added
-    as the first line of `[global]` (created at the top if there is none). `section.option`
-    sets it in that section only (added after its header when missing). Comments, other
-    options and, unless a line is added, line numbers are kept.
-    """
-    section = None
-    if "." in option:
-        section, option = option.split(".", 1)
-    lines = text.splitlines()
-    found = False
-    global_at = None
-    section_at = None
-    current = None
-    for i, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped.startswith("[") and stripped.endswith("]"):
-            current = stripped[1:-1].strip()
-            if current == "global" and global_at is None:
-                global_at = i
-            if current == section and section_at is None:
-                section_at = i
-            continue
-        if not stripped or stripped[0] in ";#":
-            continue
-        if section is not None and current != section:
-            continue
-        key = stripped.split("=", 1)[0].strip()
-        if key == option:
-            indent = line[: len(line) - len(line.lstrip())]
-            lines[i] = f"{indent}{option}={value}"
-            found = True
-    if not found:
-        if section is not None:
-            if section_at is None:
-                raise VmioError(f"job target '{section}.{option}': the job file has no [{section}]")
-            lines.insert(section_at + 1, f"{option}={value}")
-        elif global_at is None:
-            lines[0:0] = ["[global]", f"{option}={value}", ""]
-        else:
-            lines.insert(global_at + 1, f"{option}={value}")
-    return "\n".join(lines) + "\n"
+def set_job_option(text: str, target: str, value: str, path: str = "job file") -> str:
+    """Set fio option `target=value` in a job file's text; `target` is `option` or
+    `section.option` (a `job:` target's path). The Rust fio parser does the edit (see the
+    module doc), so an option is found under every spelling fio accepts; `path` names the
+    file in errors."""
+    section, _, option = target.rpartition(".")
+    return native().set_job_option(text, path, section or None, option, value)
 
 
 @dataclass(frozen=True)
@@ -216,7 +179,7 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
                         f"{exp.path}: target '{target}': 'job[<vm>]:' needs an experiment "
                         "without 'job' (each VM running its own workload); use 'job:'"
                     )
-                job = set_job_option(job, tpath, str(value))
+                job = set_job_option(job, tpath, str(value), str(exp.job_path))
             else:
                 job_settings.append((job_vm(kind), tpath, str(value)))
         edited = ", ".join(f"{k}={v}" for k, v in stack_settings)
@@ -261,7 +224,7 @@ def _workload_jobs(exp: Experiment, inp: PointInput) -> list[tuple[str, str, str
     for i, (vm, text, path) in enumerate(jobs):
         for target_vm, option, value in inp.job_settings:
             if target_vm is None or target_vm == vm:
-                text = set_job_option(text, option, value)
+                text = set_job_option(text, option, value, path)
         jobs[i] = (vm, text, path)
     return jobs
 
