@@ -7,10 +7,12 @@
 //! Layers, top to bottom (see DESIGN.md): [`workload`] (fio job files, [`fio`]) → vdisk →
 //! [`cache`] (QEMU cache modes over the host page cache) → [`sched`] (host I/O scheduler) →
 //! [`volume`] (single, linear, stripe, raid0) → device. [`stack`] is the TOML description of
-//! the whole stack.
+//! the whole stack; [`params`] is how each scheduler, layout
+//! and device model declares its tunables.
 
 pub mod cache;
 pub mod fio;
+pub mod params;
 pub mod request;
 pub mod rng;
 pub mod sched;

@@ -17,6 +17,8 @@
 //! field (`stack.toml: volume[0].layout: ...`) and lists the accepted values.
 
 use crate::cache::CacheMode;
+use crate::params::{self, ParamError, Values};
+use crate::sched::{self, SchedulerEntry};
 use crate::units::{parse_duration_ns, parse_size};
 use crate::volume::LayoutKind;
 use crate::{Ns, SEC};
@@ -87,18 +89,8 @@ pub struct RawVolume {
     pub read_ahead_kb: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawScheduler {
-    pub name: Option<String>,
-    pub read_expire: Option<DurationValue>,
-    pub write_expire: Option<DurationValue>,
-    pub max_merge: Option<SizeValue>,
-    pub slice_sync: Option<DurationValue>,
-    pub slice_idle: Option<DurationValue>,
-    pub quantum: Option<u32>,
-    pub bw_window: Option<u32>,
-}
+/// `[scheduler]`: `name` and the parameters the schedulers declare ([`sched::REGISTRY`]).
+pub type RawScheduler = BTreeMap<String, toml::Value>;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -212,20 +204,31 @@ pub struct VolumeSpec {
     pub read_ahead_kb: Option<u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// The scheduler a stack names, valid by construction: a registered entry and the values of
+/// every registered scheduler's parameters (its own as set, the others' at their defaults:
+/// result records list them all, `{"name": ..., "read_expire_ns": ..., ...}`).
+#[derive(Clone, Debug)]
 pub struct SchedulerSpec {
-    pub name: String,
-    pub read_expire_ns: Ns,
-    pub write_expire_ns: Ns,
-    pub max_merge_bytes: u64,
-    /// cfq/mcfq: base sync time slice (CFQ's slice_sync, 100 ms).
-    pub slice_sync_ns: Ns,
-    /// cfq/mcfq: idle wait for a sync queue's next request (slice_idle, 8 ms).
-    pub slice_idle_ns: Ns,
-    /// cfq/mcfq: requests of the active queue in flight at once (quantum, 8).
-    pub quantum: u32,
-    /// mcfq: MoTS bandwidth window in seconds (10).
-    pub bw_window_s: u32,
+    pub entry: &'static SchedulerEntry,
+    pub params: Values,
+}
+
+impl SchedulerSpec {
+    pub fn name(&self) -> &'static str {
+        self.entry.name
+    }
+}
+
+impl Serialize for SchedulerSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", self.entry.name)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        m.end()
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -277,8 +280,6 @@ pub struct Stack {
     pub vms: Vec<VmSpec>,
 }
 
-pub const SCHEDULERS: &str = "none, mq-deadline, cfq, mcfq";
-
 struct Ctx<'a> {
     file: &'a str,
 }
@@ -311,6 +312,18 @@ impl Ctx<'_> {
             field: field.into(),
             message: one_line(&message.into()),
         }
+    }
+    /// A bad key or value of table `table` (`scheduler`, `volume[0]`).
+    fn param(&self, table: &str, e: ParamError) -> StackError {
+        let field = format!("{table}.{}", e.key());
+        let message = match e {
+            ParamError::Unknown { accepted, .. } => format!("unknown key; accepted: {accepted}"),
+            ParamError::OnlyFor { valid_with, .. } => format!("only valid with {valid_with}"),
+            ParamError::Bad {
+                value, expected, ..
+            } => format!("{value}: {expected}"),
+        };
+        self.err(field, message)
     }
     fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
         match v {
@@ -531,63 +544,28 @@ impl Stack {
             });
         }
         let s = &raw.scheduler;
-        let sched_name = s.name.clone().unwrap_or_else(|| "mq-deadline".into());
-        if !SCHEDULERS.split(", ").any(|n| n == sched_name) {
-            return Err(c.err(
-                "scheduler.name",
-                format!("'{sched_name}' is not valid; accepted: {SCHEDULERS}"),
-            ));
-        }
-        let scheduler = SchedulerSpec {
-            name: sched_name,
-            read_expire_ns: match &s.read_expire {
-                Some(d) => c.duration("scheduler.read_expire", d)?,
-                None => 500 * crate::MS,
-            },
-            write_expire_ns: match &s.write_expire {
-                Some(d) => c.duration("scheduler.write_expire", d)?,
-                None => 5 * SEC,
-            },
-            max_merge_bytes: match &s.max_merge {
-                Some(v) => c.size("scheduler.max_merge", v)?,
-                None => 1280 << 10,
-            },
-            slice_sync_ns: match &s.slice_sync {
-                Some(d) => c.duration("scheduler.slice_sync", d)?,
-                None => 100 * crate::MS,
-            },
-            slice_idle_ns: match &s.slice_idle {
-                Some(d) => c.duration("scheduler.slice_idle", d)?,
-                None => 8 * crate::MS,
-            },
-            quantum: s.quantum.unwrap_or(8),
-            bw_window_s: s.bw_window.unwrap_or(10),
-        };
-        if scheduler.quantum == 0 {
-            return Err(c.err("scheduler.quantum", "must be at least 1"));
-        }
-        if scheduler.bw_window_s == 0 {
-            return Err(c.err("scheduler.bw_window", "must be at least 1 (seconds)"));
-        }
-        if scheduler.slice_sync_ns == 0 {
-            return Err(c.err("scheduler.slice_sync", "must be positive"));
-        }
-        let cfq_only = [
-            ("slice_sync", s.slice_sync.is_some()),
-            ("slice_idle", s.slice_idle.is_some()),
-            ("quantum", s.quantum.is_some()),
-        ];
-        for (k, set) in cfq_only {
-            if set && !matches!(scheduler.name.as_str(), "cfq" | "mcfq") {
+        let sched_name = match s.get("name") {
+            None => sched::DEFAULT,
+            Some(toml::Value::String(n)) => n.as_str(),
+            Some(other) => {
                 return Err(c.err(
-                    format!("scheduler.{k}"),
-                    "only valid with name = \"cfq\" or \"mcfq\"",
-                ));
+                    "scheduler.name",
+                    format!(
+                        "{other} is not a scheduler name; accepted: {}",
+                        params::names(sched::REGISTRY)
+                    ),
+                ))
             }
-        }
-        if s.bw_window.is_some() && scheduler.name != "mcfq" {
-            return Err(c.err("scheduler.bw_window", "only valid with name = \"mcfq\""));
-        }
+        };
+        let entry =
+            params::lookup(sched::REGISTRY, sched_name).map_err(|m| c.err("scheduler.name", m))?;
+        let mut values = params::union(sched::REGISTRY);
+        params::read_for(&mut values, s, &["name"], entry, sched::REGISTRY, "name")
+            .map_err(|e| c.param("scheduler", e))?;
+        let scheduler = SchedulerSpec {
+            entry,
+            params: values,
+        };
         let p = &raw.page_cache;
         let page_cache = PageCacheSpec {
             memory_bytes: match &p.memory {
