@@ -556,12 +556,12 @@ impl Sim {
                 .iter()
                 .map(|&i| devs[i].model.capacity_bytes())
                 .collect();
-            let layout =
-                volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)
-                    .map_err(|source| SimError::Volume {
-                        file: file.clone(),
-                        source,
-                    })?;
+            let layout = volume::build(&v.name, v.layout, &caps, &v.params).map_err(|source| {
+                SimError::Volume {
+                    file: file.clone(),
+                    source,
+                }
+            })?;
             let ra = v
                 .read_ahead_kb
                 .map(|kb| kb * 1024)

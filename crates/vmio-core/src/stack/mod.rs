@@ -20,7 +20,7 @@ use crate::cache::CacheMode;
 use crate::params::{self, ParamError, Values};
 use crate::sched::{self, SchedulerEntry};
 use crate::units::{parse_duration_ns, parse_size};
-use crate::volume::LayoutKind;
+use crate::volume::{self, LayoutEntry};
 use crate::{Ns, SEC};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -79,14 +79,14 @@ pub struct RawDevice {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawVolume {
     pub name: String,
     pub layout: String,
     pub devices: Vec<String>,
-    pub stripe_size: Option<SizeValue>,
-    pub chunk: Option<SizeValue>,
     pub read_ahead_kb: Option<u64>,
+    /// The layouts' parameters ([`volume::REGISTRY`]); any other key is refused there.
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
 }
 
 /// `[scheduler]`: `name` and the parameters the schedulers declare ([`sched::REGISTRY`]).
@@ -193,15 +193,32 @@ pub struct DeviceSpec {
     pub params: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// A volume: a registered layout over some devices, with the values of every registered
+/// layout's parameters (its own as set, the others' at their defaults, as result records
+/// have always listed them).
+#[derive(Clone, Debug)]
 pub struct VolumeSpec {
     pub name: String,
-    pub layout: LayoutKind,
+    pub layout: &'static LayoutEntry,
     /// Indices into [`Stack::devices`].
     pub devices: Vec<usize>,
-    pub stripe_size_bytes: u64,
-    pub chunk_bytes: u64,
+    pub params: Values,
     pub read_ahead_kb: Option<u64>,
+}
+
+impl Serialize for VolumeSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", &self.name)?;
+        m.serialize_entry("layout", self.layout.name)?;
+        m.serialize_entry("devices", &self.devices)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        m.serialize_entry("read_ahead_kb", &self.read_ahead_kb)?;
+        m.end()
+    }
 }
 
 /// The scheduler a stack names, valid by construction: a registered entry and the values of
@@ -448,16 +465,7 @@ impl Stack {
         let mut dev_volume: BTreeMap<usize, usize> = BTreeMap::new();
         for (i, v) in raw.volume.iter().enumerate() {
             let f = |k: &str| format!("volume[{i}].{k}");
-            let layout = LayoutKind::parse(&v.layout).ok_or_else(|| {
-                c.err(
-                    f("layout"),
-                    format!(
-                        "'{}' is not valid; accepted: {}",
-                        v.layout,
-                        LayoutKind::ACCEPTED
-                    ),
-                )
-            })?;
+            let layout = volume::lookup(&v.layout).map_err(|m| c.err(f("layout"), m))?;
             if vol_index.insert(v.name.clone(), i).is_some() {
                 return Err(c.err(f("name"), format!("'{}' is defined twice", v.name)));
             }
@@ -493,53 +501,23 @@ impl Stack {
                 }
                 devs.push(idx);
             }
-            let need = match layout {
-                LayoutKind::Single => (1, Some(1)),
-                LayoutKind::Linear => (1, None),
-                LayoutKind::Stripe | LayoutKind::Raid0 => (2, None),
-            };
-            if devs.len() < need.0 || need.1.is_some_and(|m| devs.len() > m) {
-                let want = match need {
-                    (1, Some(1)) => "exactly 1 device".to_string(),
-                    (n, _) => format!("at least {n} devices"),
-                };
-                return Err(c.err(
-                    f("devices"),
-                    format!(
-                        "layout '{}' needs {want}, got {}",
-                        layout.name(),
-                        devs.len()
-                    ),
-                ));
-            }
-            let stripe = match &v.stripe_size {
-                Some(s) => c.size(&f("stripe_size"), s)?,
-                None => 64 << 10,
-            };
-            let chunk = match &v.chunk {
-                Some(s) => c.size(&f("chunk"), s)?,
-                None => 512 << 10,
-            };
-            for (k, val) in [("stripe_size", stripe), ("chunk", chunk)] {
-                if val < 4096 || !val.is_power_of_two() {
-                    return Err(c.err(
-                        f(k),
-                        format!("{val} bytes: must be a power of two of at least 4k"),
-                    ));
-                }
-            }
-            if v.stripe_size.is_some() && layout != LayoutKind::Stripe {
-                return Err(c.err(f("stripe_size"), "only valid with layout = \"stripe\""));
-            }
-            if v.chunk.is_some() && layout != LayoutKind::Raid0 {
-                return Err(c.err(f("chunk"), "only valid with layout = \"raid0\""));
-            }
+            volume::check_device_count(layout, devs.len()).map_err(|m| c.err(f("devices"), m))?;
+            let mut values = volume::defaults();
+            params::read_for(
+                &mut values,
+                &v.params,
+                // Read by serde; named so that an unknown key's error lists them.
+                &["name", "layout", "devices", "read_ahead_kb"],
+                layout,
+                volume::REGISTRY,
+                "layout",
+            )
+            .map_err(|e| c.param(&format!("volume[{i}]"), e))?;
             volumes.push(VolumeSpec {
                 name: v.name.clone(),
                 layout,
                 devices: devs,
-                stripe_size_bytes: stripe,
-                chunk_bytes: chunk,
+                params: values,
                 read_ahead_kb: v.read_ahead_kb,
             });
         }

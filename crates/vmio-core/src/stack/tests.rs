@@ -39,8 +39,8 @@ fn err(text: &str) -> String {
 #[test]
 fn a_complete_stack_parses_with_defaults_filled_in() {
     let s = Stack::from_toml(GOOD, "s.toml").unwrap();
-    assert_eq!(s.volumes[0].layout, LayoutKind::Stripe);
-    assert_eq!(s.volumes[0].stripe_size_bytes, 128 << 10);
+    assert_eq!(s.volumes[0].layout.name, "stripe");
+    assert_eq!(s.volumes[0].params.int("stripe_size"), 128 << 10);
     assert_eq!(s.volumes[0].devices, vec![0, 1]);
     assert_eq!(s.page_cache.memory_bytes, 16 << 30);
     assert_eq!(s.page_cache.dirty_expire_ns, 10 * SEC);
@@ -296,4 +296,30 @@ fn the_scheduler_record_lists_every_registered_parameter_with_its_unit() {
             "bw_window_s = 10",
         ]
     );
+}
+
+#[test]
+fn volume_keys_are_checked_against_the_registered_layouts() {
+    let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe_size = \"48k\""));
+    assert!(
+        e.starts_with("s.toml: volume[0].stripe_size: 49152: must be a size in bytes")
+            && e.ends_with("a power of two, at least 4k"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe = \"128k\""));
+    assert_eq!(
+        e,
+        "s.toml: volume[0].stripe: unknown key; accepted: name, layout, devices, read_ahead_kb, stripe_size, chunk"
+    );
+    let e = err(&GOOD.replace("stripe_size = \"128k\"", "chunk = \"1m\""));
+    assert!(
+        e.contains("volume[0].chunk: only valid with layout = \"raid0\""),
+        "{e}"
+    );
+    let s = Stack::from_toml(
+        &GOOD.replace("layout = \"stripe\"", "layout = \"striped\""),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(s.volumes[0].layout.name, "stripe");
 }
