@@ -531,11 +531,15 @@ pub fn read_for<B>(
     values.read(table, skip)
 }
 
-/// `65536` -> `64k`; sizes that are not a whole number of a unit stay in bytes.
+/// `65536` -> `64k`, `1310720` -> `1280k`: the largest unit that divides the size, if it
+/// leaves at most four digits; else bytes (`2000398934016`).
 pub fn format_size(bytes: u64) -> String {
     for (shift, suffix) in [(50, "p"), (40, "t"), (30, "g"), (20, "m"), (10, "k")] {
         if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{suffix}", bytes >> shift);
+            if bytes >> shift < 10_000 {
+                return format!("{}{suffix}", bytes >> shift);
+            }
+            break;
         }
     }
     bytes.to_string()
@@ -867,6 +871,7 @@ mod tests {
     fn formats_are_exact_and_read_back() {
         assert_eq!(format_size(1280 << 10), "1280k");
         assert_eq!(format_size(4097), "4097");
+        assert_eq!(format_size(2_000_398_934_016), "2000398934016");
         assert_eq!(format_duration(5 * SEC), "5s");
         assert_eq!(format_duration(8_500_000), "8.5ms");
         assert_eq!(format_duration(50 * US), "50us");

@@ -7,10 +7,12 @@
 //! - [`metrics`] and [`output`]: fio-format results.
 //! - [`run`]: text in (stack file, fio job file), fio JSON out.
 //! - [`bench`]: simulator throughput benchmarks.
+//! - [`help`]: `vmio help stack`, rendered from the layers' registries.
 
 pub mod bench;
 pub mod device;
 pub mod engine;
+pub mod help;
 pub mod metrics;
 pub mod output;
 pub mod run;

@@ -2,19 +2,32 @@
 //!
 //! ```toml
 //! [host]                      # cores, memory
-//! [[device]]                  # name, model = hdd|ssd|ram, profile, model parameter overrides,
-//!                             # path, size (the real engine, `vmio serve`: backing file or block device)
-//! [[volume]]                  # name, layout = single|linear|stripe|raid0, devices, stripe_size, chunk, read_ahead_kb
-//! [scheduler]                 # name = none|mq-deadline, read_expire, write_expire, max_merge
+//! [[device]]                  # name, model (vmio-sim's device::REGISTRY), profile, the model's
+//!                             # parameters, path, size (the real engine, `vmio serve`: backing
+//!                             # file or block device)
+//! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
+//!                             # layout's parameters (stripe_size, chunk)
+//! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
 //! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
 //! ```
 //!
 //! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, whose extra keys are model parameters checked by the device model), then
-//! [`Stack::validate`] checks cross references and ranges. Every error names the file and the
-//! field (`stack.toml: volume[0].layout: ...`) and lists the accepted values.
+//! `[[device]]`, `[[volume]]` and `[scheduler]`, whose other keys are the parameters their
+//! entry declares), then [`Stack::validate`] checks cross references and ranges, and reads the
+//! layers' parameters against their registries ([`crate::params`]):
+//!
+//! ```text
+//! entry  = registry entry named by the selector (layout, name), else error listing the names
+//! values = every parameter of every entry of the registry at its default
+//! each key of the table: the entry's -> parsed against its kind into values
+//!                        another entry's -> "only valid with <selector> = <those entries>"
+//!                        else -> "unknown key; accepted: <all keys>"
+//! ```
+//!
+//! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
+//! the accepted values.
 
 use crate::cache::CacheMode;
 use crate::params::{self, ParamError, Values};

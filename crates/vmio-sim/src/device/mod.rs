@@ -269,14 +269,6 @@ pub fn estimated_bytes(
     (entry.build.memory)(&values).map_err(|e| param_error(name, entry, e))
 }
 
-/// Built-in profiles of a model; the first is the default. Empty for an unknown model.
-pub fn profile_names(model: &str) -> &'static [&'static str] {
-    REGISTRY
-        .iter()
-        .find(|e| e.name == model)
-        .map_or(&[], |e| e.build.profiles)
-}
-
 /// Time-ordered completions for models that can compute a command's completion time when it
 /// is submitted (FIFO resources, no reordering): a min-heap ([`crate::engine::MinHeap`])
 /// keyed by (time, submission order), carrying the tag and the op and length for the
@@ -499,13 +491,14 @@ mod tests {
 
     #[test]
     fn every_model_builds_from_its_default_profile() {
-        for model in REGISTRY.iter().map(|e| e.name) {
+        for e in REGISTRY {
+            let model = e.name;
             let d = build_device("d0", model, None, &BTreeMap::new()).unwrap();
             assert_eq!(d.model(), model);
             assert!(d.capacity_bytes() > 0);
             assert!(d.queue_depth() > 0);
             assert!(!d.params().is_empty());
-            for p in profile_names(model) {
+            for p in e.build.profiles {
                 build_device("d0", model, Some(p), &BTreeMap::new()).unwrap();
             }
         }
