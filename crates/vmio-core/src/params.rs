@@ -82,23 +82,12 @@ impl Kind {
     pub fn expected(&self) -> String {
         match *self {
             Kind::Size { min, max, pow2 } => {
-                let mut s = String::from(
-                    "must be a size in bytes (an integer, or a string like \"256m\", \"2t\")",
-                );
-                if pow2 {
-                    s.push_str(", a power of two");
+                let s = "must be a size in bytes (an integer, or a string like \"256m\", \"2t\")";
+                if (min, max, pow2) == (0, u64::MAX, false) {
+                    s.into()
+                } else {
+                    format!("{s}: {}", self.accepted())
                 }
-                match (min, max) {
-                    (0, u64::MAX) => {}
-                    (1, u64::MAX) => s.push_str(", positive"),
-                    (m, u64::MAX) => {
-                        let _ = write!(s, ", at least {}", format_size(m));
-                    }
-                    (m, x) => {
-                        let _ = write!(s, ", from {} to {}", format_size(m), format_size(x));
-                    }
-                }
-                s
             }
             Kind::Rate => "must be a positive rate in bytes/s (a number, or a string like \"220m\" or \"220m/s\")".into(),
             Kind::Duration { bare, positive } => format!(
@@ -121,7 +110,7 @@ impl Kind {
     pub fn accepted(&self) -> String {
         match *self {
             Kind::Size { min, max, pow2 } => {
-                let mut s = String::from(if pow2 { "power of two" } else { "size" });
+                let mut s = String::from(if pow2 { "a power of two" } else { "size" });
                 match (min, max) {
                     (0, u64::MAX) => {}
                     (1, u64::MAX) => s.push_str(" > 0"),
@@ -386,11 +375,6 @@ impl Values {
         Ok(())
     }
 
-    /// Set one value (a profile's figure).
-    pub fn set(&mut self, name: &str, value: Value) {
-        self.slot(name).1 = value;
-    }
-
     /// Declared names, in order.
     pub fn names(&self) -> Vec<&'static str> {
         self.items.iter().map(|(s, _)| s.name).collect()
@@ -399,14 +383,6 @@ impl Values {
     /// (spec, value) pairs in declaration order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static ParamSpec, Value)> + '_ {
         self.items.iter().copied()
-    }
-
-    fn slot(&mut self, name: &str) -> &mut (&'static ParamSpec, Value) {
-        // A name the entry did not declare is a bug in the entry, found by its tests.
-        self.items
-            .iter_mut()
-            .find(|(s, _)| s.name == name)
-            .unwrap_or_else(|| panic!("parameter '{name}' is not declared"))
     }
 
     fn get(&self, name: &str) -> Value {
@@ -579,31 +555,35 @@ pub struct Layer<'a> {
     pub entries: Vec<Described<'a>>,
 }
 
-/// An entry as the help shows it: name, description, parameters with their defaults, and
-/// extra facts (a layout's device count, a model's profiles).
+/// An entry as the help shows it: name, description, parameters, and extra facts (a layout's
+/// device count, a model's profiles).
 pub struct Described<'a> {
     pub name: &'static str,
     pub help: &'static str,
     pub note: String,
     pub params: &'a [ParamSpec],
-    /// Defaults that differ from the declared ones (a device profile's figures).
-    pub defaults: Values,
 }
 
-/// Rows of a layer's parameter table: parameters declared identically by several entries
-/// (a `ParamSpec` shared by cfq and mcfq) make one row naming them all.
-fn param_rows<'a>(layer: &'a Layer) -> Vec<(&'a ParamSpec, Vec<&'static str>, Value)> {
-    let mut rows: Vec<(&ParamSpec, Vec<&'static str>, Value)> = Vec::new();
+impl<'a> Described<'a> {
+    pub fn new<B>(entry: &'a Entry<B>, note: String) -> Self {
+        Described {
+            name: entry.name,
+            help: entry.help,
+            note,
+            params: entry.params,
+        }
+    }
+}
+
+/// Rows of a layer's parameter table: a parameter declared identically by several entries
+/// (a `ParamSpec` shared by cfq and mcfq) makes one row naming them all.
+fn param_rows<'a>(layer: &'a Layer) -> Vec<(&'a ParamSpec, Vec<&'static str>)> {
+    let mut rows: Vec<(&ParamSpec, Vec<&'static str>)> = Vec::new();
     for e in &layer.entries {
         for p in e.params {
-            let default = e
-                .defaults
-                .iter()
-                .find(|(s, _)| s.name == p.name)
-                .map_or(p.default, |(_, v)| v);
-            match rows.iter_mut().find(|(q, _, d)| *q == p && *d == default) {
+            match rows.iter_mut().find(|(q, _)| *q == p) {
                 Some(row) => row.1.push(e.name),
-                None => rows.push((p, vec![e.name], default)),
+                None => rows.push((p, vec![e.name])),
             }
         }
     }
@@ -634,7 +614,7 @@ pub fn render_text(layers: &[Layer]) -> String {
         if !rows.is_empty() {
             let _ = writeln!(out, "  parameters:");
         }
-        for (p, owners, default) in rows {
+        for (p, owners) in rows {
             let _ = writeln!(
                 out,
                 "    {:<18} {}: {} [{}; default {}]",
@@ -642,7 +622,7 @@ pub fn render_text(layers: &[Layer]) -> String {
                 owners.join(", "),
                 p.help,
                 p.kind.accepted(),
-                p.show(default)
+                p.show(p.default)
             );
         }
         out.push('\n');
@@ -678,7 +658,7 @@ pub fn render_markdown(layers: &[Layer]) -> String {
                 "\n| key | valid with | meaning | accepted | default |\n|---|---|---|---|---|"
             );
         }
-        for (p, owners, default) in rows {
+        for (p, owners) in rows {
             let _ = writeln!(
                 out,
                 "| `{}` | {} | {} | {} | `{}` |",
@@ -690,7 +670,7 @@ pub fn render_markdown(layers: &[Layer]) -> String {
                     .join(", "),
                 p.help,
                 p.kind.accepted().replace('|', "\\|"),
-                p.show(default)
+                p.show(p.default)
             );
         }
         out.push('\n');
@@ -823,7 +803,7 @@ mod tests {
         assert_eq!(p(&size, "\"64k\""), Ok(Value::Int(64 << 10)));
         assert_eq!(
             p(&size, "\"48k\"").unwrap_err().to_string(),
-            "quantum = 49152: must be a size in bytes (an integer, or a string like \"256m\", \"2t\"), a power of two, at least 4k"
+            "quantum = 49152: must be a size in bytes (an integer, or a string like \"256m\", \"2t\"): a power of two >= 4k"
         );
         let rate = ParamSpec {
             kind: Kind::Rate,
@@ -850,13 +830,7 @@ mod tests {
             default: "a",
             entries: REGISTRY
                 .iter()
-                .map(|e| Described {
-                    name: e.name,
-                    help: e.help,
-                    note: String::new(),
-                    params: e.params,
-                    defaults: Values::defaults(e.params),
-                })
+                .map(|e| Described::new(e, String::new()))
                 .collect(),
         };
         let md = render_markdown(&[layer]);

@@ -12,7 +12,7 @@
 //! markdown = per layer: an entry table and a parameter table
 //! ```
 
-use vmio_core::params::{self, Described, Layer, Values};
+use vmio_core::params::{self, Described, Layer};
 use vmio_core::{sched, volume};
 
 use crate::device;
@@ -26,13 +26,7 @@ pub fn layers() -> Vec<Layer<'static>> {
             default: "required",
             entries: volume::REGISTRY
                 .iter()
-                .map(|e| Described {
-                    name: e.name,
-                    help: e.help,
-                    note: volume::device_count_note(e),
-                    params: e.params,
-                    defaults: Values::defaults(e.params),
-                })
+                .map(|e| Described::new(e, volume::device_count_note(e)))
                 .collect(),
         },
         Layer {
@@ -41,13 +35,7 @@ pub fn layers() -> Vec<Layer<'static>> {
             default: sched::DEFAULT,
             entries: sched::REGISTRY
                 .iter()
-                .map(|e| Described {
-                    name: e.name,
-                    help: e.help,
-                    note: String::new(),
-                    params: e.params,
-                    defaults: Values::defaults(e.params),
-                })
+                .map(|e| Described::new(e, String::new()))
                 .collect(),
         },
         Layer {
@@ -56,12 +44,9 @@ pub fn layers() -> Vec<Layer<'static>> {
             default: "required",
             entries: device::REGISTRY
                 .iter()
-                .map(|e| Described {
-                    name: e.name,
-                    help: e.help,
-                    note: format!("profiles: {} (default)", e.build.profiles.join(", ")),
-                    params: e.params,
-                    defaults: Values::defaults(e.params),
+                .map(|e| {
+                    let note = format!("profiles: {} (default)", e.build.profiles.join(", "));
+                    Described::new(e, note)
                 })
                 .collect(),
         },

@@ -303,7 +303,7 @@ fn volume_keys_are_checked_against_the_registered_layouts() {
     let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe_size = \"48k\""));
     assert!(
         e.starts_with("s.toml: volume[0].stripe_size: 49152: must be a size in bytes")
-            && e.ends_with("a power of two, at least 4k"),
+            && e.ends_with(": a power of two >= 4k"),
         "{e}"
     );
     let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe = \"128k\""));

@@ -19,7 +19,7 @@ pub mod raid0;
 pub mod single;
 pub mod stripe;
 
-use crate::params::{self, Entry, Values};
+use crate::params::{self, Entry, Kind, Values};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -113,6 +113,13 @@ pub struct Piece {
     pub offset_bytes: u64,
     pub len_bytes: u64,
 }
+
+/// The kind of a layout's split unit (stripe size, chunk): a power of two of at least 4 KiB.
+pub(crate) const SPLIT_UNIT: Kind = Kind::Size {
+    min: 4096,
+    max: u64::MAX,
+    pow2: true,
+};
 
 /// Linux's default block-device read-ahead (VM_READAHEAD_PAGES = 128 KiB, mm/readahead.c).
 pub const DEFAULT_READ_AHEAD_BYTES: u64 = 128 << 10;

@@ -14,19 +14,16 @@
 
 use super::{
     stripe::map_striped, LayoutBuild, LayoutEntry, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES,
+    SPLIT_UNIT,
 };
-use crate::params::{Entry, Kind, ParamSpec, Value, Values};
+use crate::params::{Entry, ParamSpec, Value, Values};
 
 pub const ENTRY: LayoutEntry = Entry {
     name: "raid0",
     help: "md RAID 0: chunk per device in turn, with md's zones for unequal devices",
     params: &[ParamSpec {
         name: "chunk",
-        kind: Kind::Size {
-            min: 4096,
-            max: u64::MAX,
-            pow2: true,
-        },
+        kind: SPLIT_UNIT,
         default: Value::Int(512 << 10),
         unit: "bytes",
         help: "md chunk (`mdadm --chunk`; md's default 512k)",

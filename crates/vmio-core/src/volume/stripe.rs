@@ -11,19 +11,15 @@
 //! one full stripe (stripe_size × N) but never below the PVs' 128 KiB (lvm2,
 //! lib/metadata/lv_manip.c / dev_manager read-ahead computation).
 
-use super::{LayoutBuild, LayoutEntry, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES};
-use crate::params::{Entry, Kind, ParamSpec, Value, Values};
+use super::{LayoutBuild, LayoutEntry, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES, SPLIT_UNIT};
+use crate::params::{Entry, ParamSpec, Value, Values};
 
 pub const ENTRY: LayoutEntry = Entry {
     name: "stripe",
     help: "LVM striped (dm-stripe): stripe_size per device in turn",
     params: &[ParamSpec {
         name: "stripe_size",
-        kind: Kind::Size {
-            min: 4096,
-            max: u64::MAX,
-            pow2: true,
-        },
+        kind: SPLIT_UNIT,
         default: Value::Int(64 << 10),
         unit: "bytes",
         help: "LVM stripe size (`lvcreate -I`; LVM's default 64k)",

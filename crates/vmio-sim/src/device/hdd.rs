@@ -80,20 +80,17 @@ use vmio_core::{Ns, MS, SEC, US};
 
 use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 
-use super::{bad, record, Busy, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry, DURATION};
+use super::{
+    bad, capacity, record, Busy, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry, DURATION,
+    SATA_LINK_RATE,
+};
 
 pub const ENTRY: ModelEntry = Entry {
     name: "hdd",
     help: "SATA hard disk: zoned geometry, seek curve, rotation, NCQ (SPTF), segmented read-ahead and write-back cache",
     // Defaults: profile `hdd-7200-2tb` (Seagate BarraCuda ST2000DM008; see the module doc).
     params: &[
-        ParamSpec {
-            name: "capacity",
-            kind: Kind::POSITIVE_SIZE,
-            default: Value::Int(2_000_398_934_016),
-            unit: "bytes",
-            help: "usable capacity",
-        },
+        capacity(2_000_398_934_016),
         ParamSpec {
             name: "rpm",
             kind: Kind::Count { min: 1, max: 100_000 },
@@ -171,13 +168,7 @@ pub const ENTRY: ModelEntry = Entry {
             unit: "",
             help: "write-back cache on",
         },
-        ParamSpec {
-            name: "link_rate",
-            kind: Kind::Rate,
-            default: Value::Int(600_000_000),
-            unit: "bps",
-            help: "SATA link rate (6 Gb/s after 8b/10b)",
-        },
+        SATA_LINK_RATE,
         ParamSpec {
             name: "command_overhead",
             kind: DURATION,
@@ -1192,7 +1183,7 @@ impl Device for Hdd {
         &self.name
     }
     fn model(&self) -> &'static str {
-        "hdd"
+        ENTRY.name
     }
     fn capacity_bytes(&self) -> u64 {
         self.p.capacity_bytes

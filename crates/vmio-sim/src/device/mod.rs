@@ -35,7 +35,7 @@ pub mod ssd;
 
 use std::collections::BTreeMap;
 
-use vmio_core::params::{format_ms, Entry, Kind, ParamError, Value, Values};
+use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 use vmio_core::{request::Op, Ns, MS};
 
 /// One command as the device sees it. `len_bytes` may be 0 (flush, or an empty request).
@@ -225,6 +225,26 @@ pub(crate) fn record(profile: &str, values: &Values) -> Vec<(String, String)> {
     }
     out
 }
+
+/// A model's usable capacity, defaulting to its profile's figure.
+pub(crate) const fn capacity(bytes: u64) -> ParamSpec {
+    ParamSpec {
+        name: "capacity",
+        kind: Kind::POSITIVE_SIZE,
+        default: Value::Int(bytes),
+        unit: "bytes",
+        help: "usable capacity",
+    }
+}
+
+/// The SATA link of the HDD and SSD models: 6 Gb/s, 600 MB/s after 8b/10b.
+pub(crate) const SATA_LINK_RATE: ParamSpec = ParamSpec {
+    name: "link_rate",
+    kind: Kind::Rate,
+    default: Value::Int(600_000_000),
+    unit: "bps",
+    help: "SATA link rate (6 Gb/s after 8b/10b)",
+};
 
 /// A duration parameter of device models: a bare number is milliseconds.
 pub(crate) const DURATION: Kind = Kind::Duration {

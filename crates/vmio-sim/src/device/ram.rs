@@ -19,7 +19,8 @@ use vmio_core::{Ns, US};
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry, DURATION,
+    capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    DURATION,
 };
 
 pub const ENTRY: ModelEntry = Entry {
@@ -27,13 +28,7 @@ pub const ENTRY: ModelEntry = Entry {
     help: "RAM disk (brd, tmpfs loop): fixed latency plus a shared copy bandwidth",
     // Defaults: profile `ram` (see the module doc).
     params: &[
-        ParamSpec {
-            name: "capacity",
-            kind: Kind::POSITIVE_SIZE,
-            default: Value::Int(16 << 30),
-            unit: "bytes",
-            help: "usable capacity",
-        },
+        capacity(16 << 30),
         ParamSpec {
             name: "latency",
             kind: DURATION,
@@ -127,7 +122,7 @@ impl Device for Ram {
         &self.name
     }
     fn model(&self) -> &'static str {
-        "ram"
+        ENTRY.name
     }
     fn capacity_bytes(&self) -> u64 {
         self.p.capacity_bytes

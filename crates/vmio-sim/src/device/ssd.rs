@@ -66,7 +66,8 @@ use super::ftl::{Ftl, FtlGeometry, FtlStats, GcPolicy, Precondition, UNIT_BYTES}
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    bad, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry, DURATION,
+    bad, capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    DURATION, SATA_LINK_RATE,
 };
 
 /// Seed of the aged layout (device constructors take no run seed; the layout is a property of
@@ -78,13 +79,7 @@ pub const ENTRY: ModelEntry = Entry {
     help: "SATA SSD: controller command rate, channel/die parallelism, write buffer, page-mapped FTL with GC",
     // Defaults: profile `samsung-840pro-256g` (see the module doc).
     params: &[
-        ParamSpec {
-            name: "capacity",
-            kind: Kind::POSITIVE_SIZE,
-            default: Value::Int(256_060_514_304),
-            unit: "bytes",
-            help: "usable capacity",
-        },
+        capacity(256_060_514_304),
         ParamSpec {
             name: "channels",
             kind: Kind::Count { min: 1, max: 256 },
@@ -165,13 +160,7 @@ pub const ENTRY: ModelEntry = Entry {
             unit: "bps",
             help: "controller cap on write bandwidth",
         },
-        ParamSpec {
-            name: "link_rate",
-            kind: Kind::Rate,
-            default: Value::Int(600_000_000),
-            unit: "bps",
-            help: "SATA link rate (6 Gb/s after 8b/10b)",
-        },
+        SATA_LINK_RATE,
         ParamSpec {
             name: "write_buffer",
             kind: Kind::SIZE,
@@ -632,7 +621,7 @@ impl Device for Ssd {
         &self.name
     }
     fn model(&self) -> &'static str {
-        "ssd"
+        ENTRY.name
     }
     fn capacity_bytes(&self) -> u64 {
         self.p.capacity_bytes
