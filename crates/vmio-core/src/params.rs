@@ -8,12 +8,16 @@
 //!
 //! ```text
 //! ParamSpec { name, kind, default, unit, help }
-//!   kind: Size{min, max, pow2} | Rate | Duration{bare} | Count{min, max}
+//!   kind: Size{min, max, pow2} | Rate | Duration{bare, positive} | Count{min, max}
 //!         | Fraction{min, max} | Choice(names) | Bool
+//! Entry { name, help, params, build }   one scheduler / layout / model; a layer's REGISTRY
+//!                                    is a list of them
 //! Values::defaults(specs)            every declared parameter at its default
 //! values.read(table, skip)           each key of the table: declared -> parsed and checked
 //!                                    against its kind (one error naming key, value and the
 //!                                    accepted form), else Unknown (listing the declared keys)
+//! read_for(values, table, entry, registry)   the same, but a key another entry declares is
+//!                                    "only valid with <selector> = <those entries>"
 //! values.int / float / flag / choice (name)   typed reads for the entry's build function
 //! ```
 //!
@@ -158,18 +162,6 @@ impl serde::Serialize for Value {
     }
 }
 
-/// Values as a result record writes them: `{record_key: value}` in declaration order.
-impl serde::Serialize for Values {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.items.len()))?;
-        for (spec, v) in &self.items {
-            m.serialize_entry(&spec.record_key(), v)?;
-        }
-        m.end()
-    }
-}
-
 /// One declared parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ParamSpec {
@@ -177,8 +169,8 @@ pub struct ParamSpec {
     pub name: &'static str,
     pub kind: Kind,
     pub default: Value,
-    /// Unit of the resolved value (`bytes`, `ns`, `bytes/s`, `s`; empty for plain numbers),
-    /// also the suffix of the key in result records (`read_expire_ns`).
+    /// Unit of the resolved value (`bytes`, `ns`, `bps` for bytes/s, `s`; empty for plain
+    /// numbers), also the suffix of the key in result records (`read_expire_ns`).
     pub unit: &'static str,
     /// One line: what it is, and where its default comes from.
     pub help: &'static str,

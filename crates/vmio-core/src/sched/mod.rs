@@ -7,9 +7,10 @@
 //! - [`cfq`]: CFQ as KVM VMs see it — one queue per VM, weighted time slices, idling;
 //! - [`mcfq`]: CFQ plus [`mots`], the MCFQ paper's feedback controller of the slices.
 //!
-//! Each file declares its parameters ([`crate::params::ParamSpec`]s) and an [`ENTRY`-like
-//! `SchedulerEntry`](SchedulerEntry); [`REGISTRY`] lists them. A new scheduler is one file and
-//! one line there: the stack parser, its error messages and `vmio help stack` read the list.
+//! Each file declares its scheduler once, as a [`SchedulerEntry`] named `ENTRY` (name, help,
+//! parameters as [`crate::params::ParamSpec`]s, build function); [`REGISTRY`] lists them. A
+//! new scheduler is one file and one line there: the stack parser, its error messages and
+//! `vmio help stack` read the list.
 //!
 //! Flushes do not pass through the scheduler (blk-flush sends them straight to the device).
 //! Proportional-share schedulers (CFQ, MCFQ) implement the same trait and may idle:
