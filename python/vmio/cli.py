@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from vmio import __version__
+from vmio import __version__, stackhelp
 from vmio.sim import (
     VmioError,
     check_path,
@@ -87,6 +87,7 @@ examples:
   vmio serve --stack stack.toml --socket /tmp/vmio.sock
   vmio bench sim
   vmio bench serve /var/tmp/bench.img
+  vmio help stack
 
 Every command takes --help. Bad input ends with 'vmio: error: ...' and exit status 2.
 """
@@ -200,6 +201,7 @@ with O_DIRECT.
 
 examples:
   vmio bench serve /var/tmp/bench.img
+  vmio help stack
   vmio bench serve /var/tmp/bench.img --size 2g --runtime 20
 """
 
@@ -550,6 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
+    stackhelp.add_parser(sub, _Parser, _Formatter, _missing)
     return p
 
 

@@ -8,11 +8,13 @@
 //! [`cache`] (QEMU cache modes over the host page cache) → [`sched`] (host I/O scheduler,
 //! inside each device's request queue, [`blockq`]: depth, flushes, wake-ups) →
 //! [`volume`] (single, linear, stripe, raid0) → device. [`stack`] is the TOML description of
-//! the whole stack.
+//! the whole stack; [`params`] is how each scheduler, layout
+//! and device model declares its tunables.
 
 pub mod blockq;
 pub mod cache;
 pub mod fio;
+pub mod params;
 pub mod request;
 pub mod rng;
 pub mod sched;

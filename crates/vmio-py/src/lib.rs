@@ -169,10 +169,17 @@ fn serve(
 /// Built-in device profiles per model.
 #[pyfunction]
 fn profiles() -> Vec<(&'static str, Vec<&'static str>)> {
-    ["hdd", "ssd", "ram"]
-        .into_iter()
-        .map(|m| (m, vmio_sim::device::profile_names(m).to_vec()))
+    vmio_sim::device::REGISTRY
+        .iter()
+        .map(|m| (m.name, m.build.profiles.to_vec()))
         .collect()
+}
+
+/// `vmio help stack`: the layouts, schedulers and device models with their parameters, as
+/// text or (`markdown`) as the README's tables.
+#[pyfunction]
+fn stack_help(markdown: bool) -> String {
+    vmio_sim::help::stack(markdown)
 }
 
 /// A synthetic trace (profile msn, exchange or financial) of `requests` requests over a
@@ -227,6 +234,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_cases, m)?)?;
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(stack_help, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(set_job_option, m)?)?;

@@ -497,8 +497,7 @@ pub fn open_exports(
     for v in &stack.volumes {
         let caps: Vec<u64> = v.devices.iter().map(|&d| dev_bytes[d]).collect();
         vol_bytes.push(if caps.iter().all(|&c| c > 0) {
-            volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)?
-                .capacity_bytes()
+            volume::build(&v.name, v.layout, &caps, &v.params)?.capacity_bytes()
         } else {
             u64::MAX
         });
@@ -509,8 +508,7 @@ pub fn open_exports(
         for d in &vm.disks {
             let v = &stack.volumes[d.volume];
             let caps: Vec<u64> = v.devices.iter().map(|&i| dev_bytes[i]).collect();
-            let layout =
-                volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)?;
+            let layout = volume::build(&v.name, v.layout, &caps, &v.params)?;
             let mut backings = Vec::new();
             for &i in &v.devices {
                 let (file, unaligned) = open_backing(&dev_path[i], d.cache)?;

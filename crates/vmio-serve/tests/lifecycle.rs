@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use std::process::Command;
-use vmio_core::volume::{self, LayoutKind, Piece};
+use vmio_core::volume::{self, Piece};
 use vmio_serve::proto::*;
 
 fn backing(dir: &std::path::Path, dev: usize) -> Vec<u8> {
@@ -14,7 +14,7 @@ fn backing(dir: &std::path::Path, dev: usize) -> Vec<u8> {
 
 /// Writes a distinct byte into every 4 KiB block of the export, then checks each block is
 /// where vmio-core's layout says, plus a few hand-computed locations.
-fn placement(layout: &str, kind: LayoutKind, hand: &[(u64, usize, u64)]) {
+fn placement(layout: &str, hand: &[(u64, usize, u64)]) {
     let dir = tempdir(&format!("place-{layout}"));
     let srv = Server::start(&dir, &stack(layout, "4m", 8 << 20, &["none"]));
     let (mut c, size) = Raw::go(&srv.socket, "vm1");
@@ -33,7 +33,8 @@ fn placement(layout: &str, kind: LayoutKind, hand: &[(u64, usize, u64)]) {
     c.request(CMD_FLUSH, 0, 0, 0, 0);
     assert_eq!(c.reply(0).0, 0);
     let devs = [backing(&dir, 0), backing(&dir, 1)];
-    let l = volume::build("data", kind, &[4 << 20, 4 << 20], 64 << 10, 512 << 10).unwrap();
+    let kind = volume::lookup(layout).unwrap();
+    let l = volume::build("data", kind, &[4 << 20, 4 << 20], &volume::defaults()).unwrap();
     let mut pieces: Vec<Piece> = Vec::new();
     for b in 0..blocks {
         pieces.clear();
@@ -57,7 +58,6 @@ fn bytes_written_through_a_stripe_land_where_lvm_striping_puts_them() {
     // 64k stripes over a, b: [0,64k) -> a@0, [64k,128k) -> b@0, [128k,192k) -> a@64k.
     placement(
         "stripe",
-        LayoutKind::Stripe,
         &[
             (0, 0, 0),
             (64 << 10, 1, 0),
@@ -72,7 +72,6 @@ fn bytes_written_through_raid0_land_where_md_chunks_put_them() {
     // 512k chunks over a, b: [512k,1m) -> b@0, [1m, 1.5m) -> a@512k, chunk 7 -> b@1.5m.
     placement(
         "raid0",
-        LayoutKind::Raid0,
         &[
             (0, 0, 0),
             (512 << 10, 1, 0),

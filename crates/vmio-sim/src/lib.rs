@@ -11,11 +11,13 @@
 //! - [`run`]: text in (stack file, fio job file), a [`output::RunOutput`] out;
 //! - [`output`]: a [`output::RunOutput`] rendered as fio's JSON (`run` uses `output`, never
 //!   the reverse);
-//! - [`bench`](mod@bench): simulator throughput benchmarks.
+//! - [`bench`](mod@bench): simulator throughput benchmarks;
+//! - [`help`]: `vmio help stack`, rendered from the layers' registries.
 
 pub mod bench;
 pub mod device;
 pub mod engine;
+pub mod help;
 pub mod metrics;
 pub mod output;
 pub mod run;

@@ -71,10 +71,58 @@
 //! 250 ms, CFQ_IDLE_DELAY 200 ms (unshifted, so 49 µs of charge: see [`IDLE_DELAY_NS`]),
 //! default weight 500 (range 10–1000).
 
-use super::IoScheduler;
+use super::{IoScheduler, SchedulerEntry};
+use crate::params::{Entry, Kind, ParamSpec, Value, Values};
 use crate::request::DevIo;
-use crate::{Ns, MS};
+use crate::{Ns, MS, SEC};
 use std::collections::{BTreeMap, VecDeque};
+
+/// CFQ's tunables as a stack file's `[scheduler]` sets them (shared with [`super::mcfq`]).
+pub const SLICE_SYNC: ParamSpec = ParamSpec {
+    name: "slice_sync",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: true,
+    },
+    default: Value::Int(SLICE_SYNC_NS),
+    unit: "ns",
+    help: "base time slice of a VM's queue (CFQ's slice_sync)",
+};
+pub const SLICE_IDLE: ParamSpec = ParamSpec {
+    name: "slice_idle",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: false,
+    },
+    default: Value::Int(SLICE_IDLE_NS),
+    unit: "ns",
+    help: "idle wait for a sync queue's next request (slice_idle)",
+};
+pub const QUANTUM: ParamSpec = ParamSpec {
+    name: "quantum",
+    kind: Kind::Count {
+        min: 1,
+        max: u32::MAX as u64,
+    },
+    default: Value::Int(QUANTUM_DEFAULT as u64),
+    unit: "",
+    help: "requests of the active queue in flight at once (quantum)",
+};
+
+pub const ENTRY: SchedulerEntry = Entry {
+    name: "cfq",
+    help: "CFQ: one queue per VM, weighted time slices (blkio.weight), idling",
+    params: &[SLICE_SYNC, SLICE_IDLE, QUANTUM],
+    build,
+};
+
+fn build(v: &Values, weights: &[u32]) -> Box<dyn IoScheduler> {
+    Box::new(Cfq::new(CfqParams::from_values(v, weights)))
+}
+
+const SLICE_SYNC_NS: Ns = 100 * MS;
+const SLICE_IDLE_NS: Ns = 8 * MS;
+const QUANTUM_DEFAULT: u32 = 8;
 
 /// CFQ_WEIGHT_DEFAULT (blkio.weight when none is given).
 pub const WEIGHT_DEFAULT: u32 = 500;
@@ -101,11 +149,23 @@ impl CfqParams {
     /// The kernel's defaults with the given weights.
     pub fn with_weights(weights: Vec<u32>) -> Self {
         Self {
-            slice_sync_ns: 100 * MS,
-            slice_idle_ns: 8 * MS,
-            quantum: 8,
+            slice_sync_ns: SLICE_SYNC_NS,
+            slice_idle_ns: SLICE_IDLE_NS,
+            quantum: QUANTUM_DEFAULT,
             weights,
             target_latency_ns: 300 * MS,
+        }
+    }
+
+    /// The tunables [`SLICE_SYNC`], [`SLICE_IDLE`] and [`QUANTUM`] from a stack file's
+    /// values, with the given weights.
+    pub fn from_values(v: &Values, weights: &[u32]) -> Self {
+        Self {
+            slice_sync_ns: v.int(SLICE_SYNC.name),
+            slice_idle_ns: v.int(SLICE_IDLE.name),
+            // QUANTUM's kind bounds it to u32.
+            quantum: v.int(QUANTUM.name) as u32,
+            ..Self::with_weights(weights.to_vec())
         }
     }
 }
@@ -326,7 +386,7 @@ impl Cfq {
 
 impl IoScheduler for Cfq {
     fn name(&self) -> &'static str {
-        "cfq"
+        ENTRY.name
     }
 
     fn insert(&mut self, now: Ns, io: DevIo) {

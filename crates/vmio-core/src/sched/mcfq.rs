@@ -19,14 +19,42 @@
 //! [`super::cfq`] for how a scale acts on the slice and on the service tree, and
 //! [`super::mots`] for the update rule and its bounds.
 
-use super::cfq::{Cfq, CfqParams};
+use super::cfq::{self, Cfq, CfqParams};
 use super::mots::Mots;
-use super::IoScheduler;
+use super::{IoScheduler, SchedulerEntry};
+use crate::params::{Entry, Kind, ParamSpec, Value, Values};
 use crate::request::{DevIo, Op};
 use crate::{Ns, SEC};
 
 /// The paper's bandwidth window (BW = 10 s worked best).
 pub const BW_WINDOW_S_DEFAULT: u32 = 10;
+
+pub const ENTRY: SchedulerEntry = Entry {
+    name: "mcfq",
+    help: "CFQ plus the MoTS controller: slices rescaled each second towards weight-proportional bandwidth",
+    params: &[
+        cfq::SLICE_SYNC,
+        cfq::SLICE_IDLE,
+        cfq::QUANTUM,
+        ParamSpec {
+            name: "bw_window",
+            kind: Kind::Count {
+                min: 1,
+                max: u32::MAX as u64,
+            },
+            default: Value::Int(BW_WINDOW_S_DEFAULT as u64),
+            unit: "s",
+            help: "MoTS bandwidth window, in seconds (the paper's BW)",
+        },
+    ],
+    build,
+};
+
+fn build(v: &Values, weights: &[u32]) -> Box<dyn IoScheduler> {
+    // bw_window's kind bounds it to u32.
+    let window = v.int("bw_window") as u32;
+    Box::new(Mcfq::new(CfqParams::from_values(v, weights), window))
+}
 const SAMPLE_NS: Ns = SEC;
 
 pub struct Mcfq {
@@ -77,7 +105,7 @@ impl Mcfq {
 
 impl IoScheduler for Mcfq {
     fn name(&self) -> &'static str {
-        "mcfq"
+        ENTRY.name
     }
 
     fn insert(&mut self, now: Ns, io: DevIo) {

@@ -7,6 +7,11 @@
 //! - [`cfq`]: CFQ as KVM VMs see it — one queue per VM, weighted time slices, idling;
 //! - [`mcfq`]: CFQ plus [`mots`], the MCFQ paper's feedback controller of the slices.
 //!
+//! Each file declares its scheduler once, as a [`SchedulerEntry`] named `ENTRY` (name, help,
+//! parameters as [`crate::params::ParamSpec`]s, build function); [`REGISTRY`] lists them. A
+//! new scheduler is one file and one line there: the stack parser, its error messages and
+//! `vmio help stack` read the list.
+//!
 //! Flushes do not pass through the scheduler (blk-flush sends them straight to the device).
 //! Proportional-share schedulers (CFQ, MCFQ) implement the same trait and may idle:
 //! [`IoScheduler::next_wakeup_ns`] tells the engine when to ask again. Engines drive a
@@ -18,9 +23,21 @@ pub mod mots;
 pub mod mq_deadline;
 pub mod none;
 
+use crate::params::{Entry, Values};
 use crate::request::DevIo;
 use crate::stack::SchedulerSpec;
 use crate::Ns;
+
+/// A registered scheduler: `build` makes it from its parameters' values and the VMs' blkio
+/// weights (indexed by owner).
+pub type SchedulerEntry = Entry<fn(&Values, &[u32]) -> Box<dyn IoScheduler>>;
+
+/// Every scheduler a stack file's `[scheduler] name` accepts, in the order help lists them.
+pub const REGISTRY: &[&SchedulerEntry] =
+    &[&none::ENTRY, &mq_deadline::ENTRY, &cfq::ENTRY, &mcfq::ENTRY];
+
+/// The scheduler of a stack file without `[scheduler] name` (Linux's default for SATA disks).
+pub const DEFAULT: &str = "mq-deadline";
 
 pub trait IoScheduler: Send {
     fn name(&self) -> &'static str;
@@ -39,25 +56,10 @@ pub trait IoScheduler: Send {
     fn queued(&self) -> usize;
 }
 
-/// Build the scheduler a stack file names (validated by the stack parser); `weights` are the
-/// VMs' blkio weights, indexed by owner.
+/// Build the scheduler a stack file names (the spec holds a registered entry and values
+/// checked against its parameters); `weights` are the VMs' blkio weights, indexed by owner.
 pub fn build(spec: &SchedulerSpec, weights: &[u32]) -> Box<dyn IoScheduler> {
-    let cfq_params = || cfq::CfqParams {
-        slice_sync_ns: spec.slice_sync_ns,
-        slice_idle_ns: spec.slice_idle_ns,
-        quantum: spec.quantum,
-        ..cfq::CfqParams::with_weights(weights.to_vec())
-    };
-    match spec.name.as_str() {
-        "mq-deadline" => Box::new(mq_deadline::MqDeadline::new(
-            spec.read_expire_ns,
-            spec.write_expire_ns,
-            spec.max_merge_bytes,
-        )),
-        "cfq" => Box::new(cfq::Cfq::new(cfq_params())),
-        "mcfq" => Box::new(mcfq::Mcfq::new(cfq_params(), spec.bw_window_s)),
-        _ => Box::new(none::Fifo::default()),
-    }
+    (spec.entry.build)(&spec.params, weights)
 }
 
 #[cfg(test)]
@@ -72,5 +74,21 @@ pub(crate) fn io(tag: u64, op: crate::request::Op, off: u64, len: u64) -> DevIo 
         owner: 0,
         queued_ns: 0,
         merged: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::Values;
+
+    #[test]
+    fn every_registered_scheduler_builds_from_its_defaults_under_its_own_name() {
+        for e in REGISTRY {
+            let s = (e.build)(&Values::defaults(e.params), &[500, 250]);
+            assert_eq!(s.name(), e.name);
+            assert_eq!(s.queued(), 0);
+        }
+        assert!(REGISTRY.iter().any(|e| e.name == DEFAULT));
     }
 }

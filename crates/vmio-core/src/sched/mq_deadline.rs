@@ -14,10 +14,54 @@
 //! Defaults: read_expire 500 ms, write_expire 5 s, fifo_batch 16, writes_starved 2 (the
 //! kernel's). `max_merge` is the device's max_sectors_kb (1280 KiB by default).
 
-use super::IoScheduler;
+use super::{IoScheduler, SchedulerEntry};
+use crate::params::{Entry, Kind, ParamSpec, Value, Values};
 use crate::request::{DevIo, Op};
-use crate::Ns;
+use crate::{Ns, MS, SEC};
 use std::collections::{BTreeMap, VecDeque};
+
+pub const ENTRY: SchedulerEntry = Entry {
+    name: "mq-deadline",
+    help: "sector-sorted batches, per-direction FIFO deadlines, reads preferred, adjacent requests merged",
+    params: &[
+        ParamSpec {
+            name: "read_expire",
+            kind: Kind::Duration {
+                bare: SEC,
+                positive: false,
+            },
+            default: Value::Int(500 * MS),
+            unit: "ns",
+            help: "deadline of a read (Linux: 500ms)",
+        },
+        ParamSpec {
+            name: "write_expire",
+            kind: Kind::Duration {
+                bare: SEC,
+                positive: false,
+            },
+            default: Value::Int(5 * SEC),
+            unit: "ns",
+            help: "deadline of a write (Linux: 5s)",
+        },
+        ParamSpec {
+            name: "max_merge",
+            kind: Kind::SIZE,
+            default: Value::Int(1280 << 10),
+            unit: "bytes",
+            help: "largest merged request (the device's max_sectors_kb)",
+        },
+    ],
+    build,
+};
+
+fn build(v: &Values, _: &[u32]) -> Box<dyn IoScheduler> {
+    Box::new(MqDeadline::new(
+        v.int("read_expire"),
+        v.int("write_expire"),
+        v.int("max_merge"),
+    ))
+}
 
 const FIFO_BATCH: u32 = 16;
 const WRITES_STARVED: u32 = 2;
@@ -137,7 +181,7 @@ impl MqDeadline {
 
 impl IoScheduler for MqDeadline {
     fn name(&self) -> &'static str {
-        "mq-deadline"
+        ENTRY.name
     }
 
     fn insert(&mut self, now: Ns, io: DevIo) {

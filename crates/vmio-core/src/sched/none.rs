@@ -1,9 +1,21 @@
 //! blk-mq `none`: requests go to the device in arrival order, unmerged.
 
-use super::IoScheduler;
+use super::{IoScheduler, SchedulerEntry};
+use crate::params::{Entry, Values};
 use crate::request::DevIo;
 use crate::Ns;
 use std::collections::VecDeque;
+
+pub const ENTRY: SchedulerEntry = Entry {
+    name: "none",
+    help: "blk-mq none: first in, first out, no merging",
+    params: &[],
+    build,
+};
+
+fn build(_: &Values, _: &[u32]) -> Box<dyn IoScheduler> {
+    Box::new(Fifo::default())
+}
 
 #[derive(Default)]
 pub struct Fifo {
@@ -12,7 +24,7 @@ pub struct Fifo {
 
 impl IoScheduler for Fifo {
     fn name(&self) -> &'static str {
-        "none"
+        ENTRY.name
     }
     fn insert(&mut self, _now: Ns, io: DevIo) {
         self.q.push_back(io);

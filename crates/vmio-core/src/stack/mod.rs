@@ -2,23 +2,38 @@
 //!
 //! ```toml
 //! [host]                      # cores, memory
-//! [[device]]                  # name, model = hdd|ssd|ram, profile, model parameter overrides,
-//!                             # path, size (the real engine, `vmio serve`: backing file or block device)
-//! [[volume]]                  # name, layout = single|linear|stripe|raid0, devices, stripe_size, chunk, read_ahead_kb
-//! [scheduler]                 # name = none|mq-deadline, read_expire, write_expire, max_merge
+//! [[device]]                  # name, model (vmio-sim's device::REGISTRY), profile, the model's
+//!                             # parameters, path, size (the real engine, `vmio serve`: backing
+//!                             # file or block device)
+//! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
+//!                             # layout's parameters (stripe_size, chunk)
+//! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
 //! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
 //! ```
 //!
 //! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, whose extra keys are model parameters checked by the device model), then
-//! [`Stack::validate`] checks cross references and ranges. Every error names the file and the
-//! field (`stack.toml: volume[0].layout: ...`) and lists the accepted values.
+//! `[[device]]`, `[[volume]]` and `[scheduler]`, whose other keys are the parameters their
+//! entry declares), then [`Stack::validate`] checks cross references and ranges, and reads the
+//! layers' parameters against their registries ([`crate::params`]):
+//!
+//! ```text
+//! entry  = registry entry named by the selector (layout, name), else error listing the names
+//! values = every parameter of every entry of the registry at its default
+//! each key of the table: the entry's -> parsed against its kind into values
+//!                        another entry's -> "only valid with <selector> = <those entries>"
+//!                        else -> "unknown key; accepted: <all keys>"
+//! ```
+//!
+//! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
+//! the accepted values.
 
 use crate::cache::CacheMode;
+use crate::params::{self, ParamError, Values};
+use crate::sched::{self, SchedulerEntry};
 use crate::units::{parse_duration_ns, parse_size};
-use crate::volume::LayoutKind;
+use crate::volume::{self, LayoutEntry};
 use crate::{Ns, SEC};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -77,28 +92,18 @@ pub struct RawDevice {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawVolume {
     pub name: String,
     pub layout: String,
     pub devices: Vec<String>,
-    pub stripe_size: Option<SizeValue>,
-    pub chunk: Option<SizeValue>,
     pub read_ahead_kb: Option<u64>,
+    /// The layouts' parameters ([`volume::REGISTRY`]); any other key is refused there.
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawScheduler {
-    pub name: Option<String>,
-    pub read_expire: Option<DurationValue>,
-    pub write_expire: Option<DurationValue>,
-    pub max_merge: Option<SizeValue>,
-    pub slice_sync: Option<DurationValue>,
-    pub slice_idle: Option<DurationValue>,
-    pub quantum: Option<u32>,
-    pub bw_window: Option<u32>,
-}
+/// `[scheduler]`: `name` and the parameters the schedulers declare ([`sched::REGISTRY`]).
+pub type RawScheduler = BTreeMap<String, toml::Value>;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -201,31 +206,59 @@ pub struct DeviceSpec {
     pub params: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// A volume: a registered layout over some devices, with the values of every registered
+/// layout's parameters (its own as set, the others' at their defaults, as result records
+/// have always listed them).
+#[derive(Clone, Debug)]
 pub struct VolumeSpec {
     pub name: String,
-    pub layout: LayoutKind,
+    pub layout: &'static LayoutEntry,
     /// Indices into [`Stack::devices`].
     pub devices: Vec<usize>,
-    pub stripe_size_bytes: u64,
-    pub chunk_bytes: u64,
+    pub params: Values,
     pub read_ahead_kb: Option<u64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+impl Serialize for VolumeSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", &self.name)?;
+        m.serialize_entry("layout", self.layout.name)?;
+        m.serialize_entry("devices", &self.devices)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        m.serialize_entry("read_ahead_kb", &self.read_ahead_kb)?;
+        m.end()
+    }
+}
+
+/// The scheduler a stack names, valid by construction: a registered entry and the values of
+/// every registered scheduler's parameters (its own as set, the others' at their defaults:
+/// result records list them all, `{"name": ..., "read_expire_ns": ..., ...}`).
+#[derive(Clone, Debug)]
 pub struct SchedulerSpec {
-    pub name: String,
-    pub read_expire_ns: Ns,
-    pub write_expire_ns: Ns,
-    pub max_merge_bytes: u64,
-    /// cfq/mcfq: base sync time slice (CFQ's slice_sync, 100 ms).
-    pub slice_sync_ns: Ns,
-    /// cfq/mcfq: idle wait for a sync queue's next request (slice_idle, 8 ms).
-    pub slice_idle_ns: Ns,
-    /// cfq/mcfq: requests of the active queue in flight at once (quantum, 8).
-    pub quantum: u32,
-    /// mcfq: MoTS bandwidth window in seconds (10).
-    pub bw_window_s: u32,
+    pub entry: &'static SchedulerEntry,
+    pub params: Values,
+}
+
+impl SchedulerSpec {
+    pub fn name(&self) -> &'static str {
+        self.entry.name
+    }
+}
+
+impl Serialize for SchedulerSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", self.entry.name)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        m.end()
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -277,8 +310,6 @@ pub struct Stack {
     pub vms: Vec<VmSpec>,
 }
 
-pub const SCHEDULERS: &str = "none, mq-deadline, cfq, mcfq";
-
 struct Ctx<'a> {
     file: &'a str,
 }
@@ -311,6 +342,18 @@ impl Ctx<'_> {
             field: field.into(),
             message: one_line(&message.into()),
         }
+    }
+    /// A bad key or value of table `table` (`scheduler`, `volume[0]`).
+    fn param(&self, table: &str, e: ParamError) -> StackError {
+        let field = format!("{table}.{}", e.key());
+        let message = match e {
+            ParamError::Unknown { accepted, .. } => format!("unknown key; accepted: {accepted}"),
+            ParamError::OnlyFor { valid_with, .. } => format!("only valid with {valid_with}"),
+            ParamError::Bad {
+                value, expected, ..
+            } => format!("{value}: {expected}"),
+        };
+        self.err(field, message)
     }
     fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
         match v {
@@ -435,16 +478,7 @@ impl Stack {
         let mut dev_volume: BTreeMap<usize, usize> = BTreeMap::new();
         for (i, v) in raw.volume.iter().enumerate() {
             let f = |k: &str| format!("volume[{i}].{k}");
-            let layout = LayoutKind::parse(&v.layout).ok_or_else(|| {
-                c.err(
-                    f("layout"),
-                    format!(
-                        "'{}' is not valid; accepted: {}",
-                        v.layout,
-                        LayoutKind::ACCEPTED
-                    ),
-                )
-            })?;
+            let layout = volume::lookup(&v.layout).map_err(|m| c.err(f("layout"), m))?;
             if vol_index.insert(v.name.clone(), i).is_some() {
                 return Err(c.err(f("name"), format!("'{}' is defined twice", v.name)));
             }
@@ -480,114 +514,49 @@ impl Stack {
                 }
                 devs.push(idx);
             }
-            let need = match layout {
-                LayoutKind::Single => (1, Some(1)),
-                LayoutKind::Linear => (1, None),
-                LayoutKind::Stripe | LayoutKind::Raid0 => (2, None),
-            };
-            if devs.len() < need.0 || need.1.is_some_and(|m| devs.len() > m) {
-                let want = match need {
-                    (1, Some(1)) => "exactly 1 device".to_string(),
-                    (n, _) => format!("at least {n} devices"),
-                };
-                return Err(c.err(
-                    f("devices"),
-                    format!(
-                        "layout '{}' needs {want}, got {}",
-                        layout.name(),
-                        devs.len()
-                    ),
-                ));
-            }
-            let stripe = match &v.stripe_size {
-                Some(s) => c.size(&f("stripe_size"), s)?,
-                None => 64 << 10,
-            };
-            let chunk = match &v.chunk {
-                Some(s) => c.size(&f("chunk"), s)?,
-                None => 512 << 10,
-            };
-            for (k, val) in [("stripe_size", stripe), ("chunk", chunk)] {
-                if val < 4096 || !val.is_power_of_two() {
-                    return Err(c.err(
-                        f(k),
-                        format!("{val} bytes: must be a power of two of at least 4k"),
-                    ));
-                }
-            }
-            if v.stripe_size.is_some() && layout != LayoutKind::Stripe {
-                return Err(c.err(f("stripe_size"), "only valid with layout = \"stripe\""));
-            }
-            if v.chunk.is_some() && layout != LayoutKind::Raid0 {
-                return Err(c.err(f("chunk"), "only valid with layout = \"raid0\""));
-            }
+            volume::check_device_count(layout, devs.len()).map_err(|m| c.err(f("devices"), m))?;
+            let mut values = volume::defaults();
+            params::read_for(
+                &mut values,
+                &v.params,
+                // Read by serde; named so that an unknown key's error lists them.
+                &["name", "layout", "devices", "read_ahead_kb"],
+                layout,
+                volume::REGISTRY,
+                "layout",
+            )
+            .map_err(|e| c.param(&format!("volume[{i}]"), e))?;
             volumes.push(VolumeSpec {
                 name: v.name.clone(),
                 layout,
                 devices: devs,
-                stripe_size_bytes: stripe,
-                chunk_bytes: chunk,
+                params: values,
                 read_ahead_kb: v.read_ahead_kb,
             });
         }
         let s = &raw.scheduler;
-        let sched_name = s.name.clone().unwrap_or_else(|| "mq-deadline".into());
-        if !SCHEDULERS.split(", ").any(|n| n == sched_name) {
-            return Err(c.err(
-                "scheduler.name",
-                format!("'{sched_name}' is not valid; accepted: {SCHEDULERS}"),
-            ));
-        }
-        let scheduler = SchedulerSpec {
-            name: sched_name,
-            read_expire_ns: match &s.read_expire {
-                Some(d) => c.duration("scheduler.read_expire", d)?,
-                None => 500 * crate::MS,
-            },
-            write_expire_ns: match &s.write_expire {
-                Some(d) => c.duration("scheduler.write_expire", d)?,
-                None => 5 * SEC,
-            },
-            max_merge_bytes: match &s.max_merge {
-                Some(v) => c.size("scheduler.max_merge", v)?,
-                None => 1280 << 10,
-            },
-            slice_sync_ns: match &s.slice_sync {
-                Some(d) => c.duration("scheduler.slice_sync", d)?,
-                None => 100 * crate::MS,
-            },
-            slice_idle_ns: match &s.slice_idle {
-                Some(d) => c.duration("scheduler.slice_idle", d)?,
-                None => 8 * crate::MS,
-            },
-            quantum: s.quantum.unwrap_or(8),
-            bw_window_s: s.bw_window.unwrap_or(10),
-        };
-        if scheduler.quantum == 0 {
-            return Err(c.err("scheduler.quantum", "must be at least 1"));
-        }
-        if scheduler.bw_window_s == 0 {
-            return Err(c.err("scheduler.bw_window", "must be at least 1 (seconds)"));
-        }
-        if scheduler.slice_sync_ns == 0 {
-            return Err(c.err("scheduler.slice_sync", "must be positive"));
-        }
-        let cfq_only = [
-            ("slice_sync", s.slice_sync.is_some()),
-            ("slice_idle", s.slice_idle.is_some()),
-            ("quantum", s.quantum.is_some()),
-        ];
-        for (k, set) in cfq_only {
-            if set && !matches!(scheduler.name.as_str(), "cfq" | "mcfq") {
+        let sched_name = match s.get("name") {
+            None => sched::DEFAULT,
+            Some(toml::Value::String(n)) => n.as_str(),
+            Some(other) => {
                 return Err(c.err(
-                    format!("scheduler.{k}"),
-                    "only valid with name = \"cfq\" or \"mcfq\"",
-                ));
+                    "scheduler.name",
+                    format!(
+                        "{other} is not a scheduler name; accepted: {}",
+                        params::names(sched::REGISTRY)
+                    ),
+                ))
             }
-        }
-        if s.bw_window.is_some() && scheduler.name != "mcfq" {
-            return Err(c.err("scheduler.bw_window", "only valid with name = \"mcfq\""));
-        }
+        };
+        let entry =
+            params::lookup(sched::REGISTRY, sched_name).map_err(|m| c.err("scheduler.name", m))?;
+        let mut values = params::union(sched::REGISTRY);
+        params::read_for(&mut values, s, &["name"], entry, sched::REGISTRY, "name")
+            .map_err(|e| c.param("scheduler", e))?;
+        let scheduler = SchedulerSpec {
+            entry,
+            params: values,
+        };
         let p = &raw.page_cache;
         let page_cache = PageCacheSpec {
             memory_bytes: match &p.memory {

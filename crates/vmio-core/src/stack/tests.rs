@@ -39,8 +39,8 @@ fn err(text: &str) -> String {
 #[test]
 fn a_complete_stack_parses_with_defaults_filled_in() {
     let s = Stack::from_toml(GOOD, "s.toml").unwrap();
-    assert_eq!(s.volumes[0].layout, LayoutKind::Stripe);
-    assert_eq!(s.volumes[0].stripe_size_bytes, 128 << 10);
+    assert_eq!(s.volumes[0].layout.name, "stripe");
+    assert_eq!(s.volumes[0].params.int("stripe_size"), 128 << 10);
     assert_eq!(s.volumes[0].devices, vec![0, 1]);
     assert_eq!(s.page_cache.memory_bytes, 16 << 30);
     assert_eq!(s.page_cache.dirty_expire_ns, 10 * SEC);
@@ -48,7 +48,7 @@ fn a_complete_stack_parses_with_defaults_filled_in() {
     assert_eq!(s.vms[0].disks[0].cache, CacheMode::None);
     assert_eq!(s.vms[0].disks[0].interface, Interface::VirtioScsi);
     assert_eq!(s.devices[1].params["rpm"].as_integer(), Some(5400));
-    assert_eq!(s.scheduler.name, "none");
+    assert_eq!(s.scheduler.name(), "none");
 }
 
 #[test]
@@ -136,10 +136,11 @@ fn cfq_options_are_read_and_refused_on_other_schedulers() {
         "s.toml",
     )
     .unwrap();
-    assert_eq!(s.scheduler.name, "mcfq");
-    assert_eq!(s.scheduler.slice_idle_ns, 4 * crate::MS);
-    assert_eq!(s.scheduler.slice_sync_ns, 100 * crate::MS);
-    assert_eq!((s.scheduler.quantum, s.scheduler.bw_window_s), (4, 5));
+    assert_eq!(s.scheduler.name(), "mcfq");
+    let v = &s.scheduler.params;
+    assert_eq!(v.int("slice_idle"), 4 * crate::MS);
+    assert_eq!(v.int("slice_sync"), 100 * crate::MS);
+    assert_eq!((v.int("quantum"), v.int("bw_window")), (4, 5));
     let e = err(&GOOD.replace(
         "[scheduler]\nname = \"none\"",
         "[scheduler]\nname = \"cfq\"\nbw_window = 5",
@@ -253,4 +254,72 @@ fn two_devices_backed_by_the_same_file_are_refused_naming_both() {
         .check_backing_files(&dir)
         .is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn scheduler_keys_are_checked_against_the_registered_schedulers() {
+    let with = |body: &str| GOOD.replace("[scheduler]\nname = \"none\"", body);
+    let e = err(&with("[scheduler]\nname = \"cfq\"\nslice_sync = 0"));
+    assert_eq!(
+        e,
+        "s.toml: scheduler.slice_sync: 0: must be a positive duration (a number of seconds, or a string like \"8.5ms\", \"50us\")"
+    );
+    let e = err(&with("[scheduler]\nread_expyre = \"1s\""));
+    assert!(
+        e.starts_with("s.toml: scheduler.read_expyre: unknown key; accepted: name, read_expire, write_expire, max_merge, slice_sync, slice_idle, quantum, bw_window"),
+        "{e}"
+    );
+    let e = err(&with("[scheduler]\nname = 3"));
+    assert!(
+        e.contains("scheduler.name: 3 is not a scheduler name"),
+        "{e}"
+    );
+    let s = Stack::from_toml(&with("[scheduler]\nmax_merge = \"512k\""), "s.toml").unwrap();
+    assert_eq!(s.scheduler.name(), crate::sched::DEFAULT);
+    assert_eq!(s.scheduler.params.int("max_merge"), 512 << 10);
+}
+
+#[test]
+fn the_scheduler_record_lists_every_registered_parameter_with_its_unit() {
+    let s = Stack::from_toml(GOOD, "s.toml").unwrap();
+    let record = toml::to_string(&s.scheduler).unwrap();
+    assert_eq!(
+        record.lines().collect::<Vec<_>>(),
+        [
+            "name = \"none\"",
+            "read_expire_ns = 500000000",
+            "write_expire_ns = 5000000000",
+            "max_merge_bytes = 1310720",
+            "slice_sync_ns = 100000000",
+            "slice_idle_ns = 8000000",
+            "quantum = 8",
+            "bw_window_s = 10",
+        ]
+    );
+}
+
+#[test]
+fn volume_keys_are_checked_against_the_registered_layouts() {
+    let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe_size = \"48k\""));
+    assert!(
+        e.starts_with("s.toml: volume[0].stripe_size: 49152: must be a size in bytes")
+            && e.ends_with(": a power of two >= 4k"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe = \"128k\""));
+    assert_eq!(
+        e,
+        "s.toml: volume[0].stripe: unknown key; accepted: name, layout, devices, read_ahead_kb, stripe_size, chunk"
+    );
+    let e = err(&GOOD.replace("stripe_size = \"128k\"", "chunk = \"1m\""));
+    assert!(
+        e.contains("volume[0].chunk: only valid with layout = \"raid0\""),
+        "{e}"
+    );
+    let s = Stack::from_toml(
+        &GOOD.replace("layout = \"stripe\"", "layout = \"striped\""),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(s.volumes[0].layout.name, "stripe");
 }

@@ -5,7 +5,24 @@
 //! change performance. Read-ahead: LVM's `readahead = "auto"` gives a linear LV the read-ahead
 //! of its PVs, 128 KiB by default (lvm.conf(5), activation/readahead).
 
-use super::{LayoutKind, Piece, VolumeLayout};
+use super::{LayoutBuild, LayoutEntry, Piece, VolumeLayout};
+use crate::params::{Entry, Values};
+
+pub const ENTRY: LayoutEntry = Entry {
+    name: "linear",
+    help: "LVM linear (dm-linear): the devices concatenated in order",
+    params: &[],
+    build: LayoutBuild {
+        aliases: &[],
+        min_devices: 1,
+        max_devices: None,
+        new,
+    },
+};
+
+fn new(device_bytes: &[u64], _: &Values) -> Result<Box<dyn VolumeLayout>, String> {
+    Ok(Box::new(Linear::new(device_bytes)))
+}
 
 pub struct Linear {
     /// Cumulative start offset of each device.
@@ -29,9 +46,6 @@ impl Linear {
 }
 
 impl VolumeLayout for Linear {
-    fn kind(&self) -> LayoutKind {
-        LayoutKind::Linear
-    }
     fn capacity_bytes(&self) -> u64 {
         self.capacity
     }

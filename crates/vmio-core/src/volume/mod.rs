@@ -6,6 +6,10 @@
 //! - [`stripe`]: LVM striped (dm-stripe), `stripe_size` per device in turn (`lvcreate -i N -I S`);
 //! - [`raid0`]: md RAID 0 (`mdadm --level=0 --chunk=C`), with md's zones for unequal devices.
 //!
+//! Each file declares its layout's parameters and device count in an `ENTRY`
+//! ([`LayoutEntry`]); [`REGISTRY`] lists them, and the stack parser, its errors and
+//! `vmio help stack` read the list: a new layout is one file and one line there.
+//!
 //! A request is split at every boundary the layout has (as dm and md split bios), giving
 //! [`Piece`]s in volume order. Each layout also states the host read-ahead Linux gives the
 //! volume, which the page cache uses in buffered modes.
@@ -15,7 +19,7 @@ pub mod raid0;
 pub mod single;
 pub mod stripe;
 
-use serde::Serialize;
+use crate::params::{self, Entry, Kind, Values};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -31,33 +35,73 @@ pub enum VolumeError {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LayoutKind {
-    Single,
-    Linear,
-    Stripe,
-    Raid0,
+/// How a layout is built: the devices it takes and its constructor over the devices'
+/// capacities and the volume's parameter values.
+pub struct LayoutBuild {
+    /// Other names the stack file accepts for it.
+    pub aliases: &'static [&'static str],
+    pub min_devices: usize,
+    pub max_devices: Option<usize>,
+    pub new: NewLayout,
 }
 
-impl LayoutKind {
-    pub const ACCEPTED: &'static str = "single, linear, stripe, raid0";
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "single" => Some(Self::Single),
-            "linear" => Some(Self::Linear),
-            "stripe" | "striped" => Some(Self::Stripe),
-            "raid0" => Some(Self::Raid0),
-            _ => None,
-        }
+/// A layout's constructor; an error is the message's tail (`stripe_size ... must be ...`).
+pub type NewLayout = fn(&[u64], &Values) -> Result<Box<dyn VolumeLayout>, String>;
+
+pub type LayoutEntry = Entry<LayoutBuild>;
+
+/// Every layout a stack file's `[[volume]] layout` accepts, in the order help lists them.
+pub const REGISTRY: &[&LayoutEntry] = &[
+    &single::ENTRY,
+    &linear::ENTRY,
+    &stripe::ENTRY,
+    &raid0::ENTRY,
+];
+
+/// The layout named `name` (or one of its aliases); else the error tail listing the names.
+pub fn lookup(name: &str) -> Result<&'static LayoutEntry, String> {
+    REGISTRY
+        .iter()
+        .find(|e| e.build.aliases.contains(&name))
+        .copied()
+        .map_or_else(|| params::lookup(REGISTRY, name), Ok)
+}
+
+/// Every layout parameter at its default (a volume's values before its table is read).
+pub fn defaults() -> Values {
+    params::union(REGISTRY)
+}
+
+/// What a layout's device count must be, if `n` is not accepted
+/// (`needs exactly 1 device, got 2`).
+pub fn check_device_count(layout: &LayoutEntry, n: usize) -> Result<(), String> {
+    let b = &layout.build;
+    if n >= b.min_devices && b.max_devices.is_none_or(|m| n <= m) {
+        return Ok(());
     }
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Single => "single",
-            Self::Linear => "linear",
-            Self::Stripe => "stripe",
-            Self::Raid0 => "raid0",
-        }
+    let want = match (b.min_devices, b.max_devices) {
+        (lo, Some(hi)) if lo == hi => format!("exactly {lo} device{}", plural(lo)),
+        (lo, Some(hi)) => format!("{lo} to {hi} devices"),
+        (lo, None) => format!("at least {lo} device{}", plural(lo)),
+    };
+    Err(format!("layout '{}' needs {want}, got {n}", layout.name))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A layout's device count as help states it (`1 device`, `>= 2 devices`).
+pub fn device_count_note(layout: &LayoutEntry) -> String {
+    let b = &layout.build;
+    match (b.min_devices, b.max_devices) {
+        (lo, Some(hi)) if lo == hi => format!("{lo} device{}", plural(lo)),
+        (lo, Some(hi)) => format!("{lo} to {hi} devices"),
+        (lo, None) => format!(">= {lo} device{}", plural(lo)),
     }
 }
 
@@ -70,11 +114,17 @@ pub struct Piece {
     pub len_bytes: u64,
 }
 
+/// The kind of a layout's split unit (stripe size, chunk): a power of two of at least 4 KiB.
+pub(crate) const SPLIT_UNIT: Kind = Kind::Size {
+    min: 4096,
+    max: u64::MAX,
+    pow2: true,
+};
+
 /// Linux's default block-device read-ahead (VM_READAHEAD_PAGES = 128 KiB, mm/readahead.c).
 pub const DEFAULT_READ_AHEAD_BYTES: u64 = 128 << 10;
 
 pub trait VolumeLayout: Send + Sync {
-    fn kind(&self) -> LayoutKind;
     fn capacity_bytes(&self) -> u64;
     fn device_count(&self) -> usize;
     /// Append the pieces of `[offset, offset + len)` to `out`, in volume order. The caller
@@ -90,36 +140,20 @@ pub trait VolumeLayout: Send + Sync {
     }
 }
 
-/// Build a layout over devices of the given capacities.
+/// Build a layout over devices of the given capacities, with the volume's parameter values
+/// (see [`defaults`]).
 pub fn build(
     volume: &str,
-    kind: LayoutKind,
+    layout: &LayoutEntry,
     device_bytes: &[u64],
-    stripe_size_bytes: u64,
-    chunk_bytes: u64,
+    params: &Values,
 ) -> Result<Box<dyn VolumeLayout>, VolumeError> {
-    let invalid = |m: String| VolumeError::Invalid {
+    let invalid = |message: String| VolumeError::Invalid {
         volume: volume.to_string(),
-        message: m,
+        message,
     };
-    if device_bytes.is_empty() {
-        return Err(invalid("needs at least one device".into()));
-    }
-    Ok(match kind {
-        LayoutKind::Single => {
-            if device_bytes.len() != 1 {
-                return Err(invalid("layout 'single' takes exactly one device".into()));
-            }
-            Box::new(single::Single::new(device_bytes[0]))
-        }
-        LayoutKind::Linear => Box::new(linear::Linear::new(device_bytes)),
-        LayoutKind::Stripe => {
-            Box::new(stripe::Stripe::new(device_bytes, stripe_size_bytes).map_err(invalid)?)
-        }
-        LayoutKind::Raid0 => {
-            Box::new(raid0::Raid0::new(device_bytes, chunk_bytes).map_err(invalid)?)
-        }
-    })
+    check_device_count(layout, device_bytes.len()).map_err(invalid)?;
+    (layout.build.new)(device_bytes, params).map_err(invalid)
 }
 
 /// Check a request against a volume's size.
@@ -154,11 +188,15 @@ mod tests {
     #[test]
     fn every_layout_conserves_bytes_and_orders_pieces() {
         let caps = [1u64 << 30, 1 << 30];
-        for kind in [LayoutKind::Linear, LayoutKind::Stripe, LayoutKind::Raid0] {
-            let l = build("v", kind, &caps, 64 << 10, 512 << 10).unwrap();
+        for layout in &REGISTRY[1..] {
+            let l = build("v", layout, &caps, &defaults()).unwrap();
             for (off, len) in [(0, 4096), (60 << 10, 8 << 20), ((1 << 30) - 4096, 8192)] {
                 let p = pieces(l.as_ref(), off, len);
-                assert_eq!(p.iter().map(|p| p.len_bytes).sum::<u64>(), len, "{kind:?}");
+                assert_eq!(
+                    p.iter().map(|p| p.len_bytes).sum::<u64>(),
+                    len,
+                    "{layout:?}"
+                );
                 assert!(p.iter().all(|p| p.len_bytes > 0));
             }
         }
@@ -166,7 +204,7 @@ mod tests {
 
     #[test]
     fn out_of_range_requests_are_refused_with_the_volume_size() {
-        let l = build("data", LayoutKind::Linear, &[1 << 20], 0, 0).unwrap();
+        let l = build("data", &linear::ENTRY, &[1 << 20], &defaults()).unwrap();
         let e = check_range("data", l.as_ref(), 1 << 20, 1).unwrap_err();
         assert!(e.to_string().contains("1048576 bytes"));
         assert!(check_range("data", l.as_ref(), u64::MAX, 2).is_err());
@@ -174,10 +212,33 @@ mod tests {
     }
 
     #[test]
+    fn device_counts_and_names_come_from_the_registry() {
+        let e = build("v", &single::ENTRY, &[1 << 20, 1 << 20], &defaults())
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "volume 'v': layout 'single' needs exactly 1 device, got 2"
+        );
+        let e = build("v", &stripe::ENTRY, &[1 << 20], &defaults())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().ends_with("needs at least 2 devices, got 1"),
+            "{e}"
+        );
+        assert_eq!(lookup("striped").unwrap().name, "stripe");
+        assert_eq!(
+            lookup("raid5").err().unwrap(),
+            "'raid5' is not valid; accepted: single, linear, stripe, raid0"
+        );
+    }
+
+    #[test]
     fn striped_layouts_read_ahead_more_than_a_single_disk() {
         let caps = [1u64 << 30, 1 << 30];
-        let lin = build("v", LayoutKind::Linear, &caps, 64 << 10, 512 << 10).unwrap();
-        let r0 = build("v", LayoutKind::Raid0, &caps, 64 << 10, 512 << 10).unwrap();
+        let lin = build("v", &linear::ENTRY, &caps, &defaults()).unwrap();
+        let r0 = build("v", &raid0::ENTRY, &caps, &defaults()).unwrap();
         assert_eq!(lin.default_read_ahead_bytes(), 128 << 10);
         assert_eq!(r0.default_read_ahead_bytes(), 2 << 20);
     }

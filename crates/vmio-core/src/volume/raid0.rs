@@ -12,7 +12,33 @@
 //! "readahead at least twice a whole stripe"; newer kernels reach the same through
 //! io_opt in `disk_update_readahead`).
 
-use super::{stripe::map_striped, LayoutKind, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES};
+use super::{
+    stripe::map_striped, LayoutBuild, LayoutEntry, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES,
+    SPLIT_UNIT,
+};
+use crate::params::{Entry, ParamSpec, Value, Values};
+
+pub const ENTRY: LayoutEntry = Entry {
+    name: "raid0",
+    help: "md RAID 0: chunk per device in turn, with md's zones for unequal devices",
+    params: &[ParamSpec {
+        name: "chunk",
+        kind: SPLIT_UNIT,
+        default: Value::Int(512 << 10),
+        unit: "bytes",
+        help: "md chunk (`mdadm --chunk`; md's default 512k)",
+    }],
+    build: LayoutBuild {
+        aliases: &[],
+        min_devices: 2,
+        max_devices: None,
+        new,
+    },
+};
+
+fn new(device_bytes: &[u64], v: &Values) -> Result<Box<dyn VolumeLayout>, String> {
+    Ok(Box::new(Raid0::new(device_bytes, v.int("chunk"))?))
+}
 
 struct Zone {
     vol_start: u64,
@@ -29,9 +55,6 @@ pub struct Raid0 {
 
 impl Raid0 {
     pub fn new(device_bytes: &[u64], chunk_bytes: u64) -> Result<Self, String> {
-        if device_bytes.len() < 2 {
-            return Err("layout 'raid0' needs at least two devices".into());
-        }
         if chunk_bytes == 0 || !chunk_bytes.is_power_of_two() {
             return Err(format!("chunk {chunk_bytes} must be a power of two"));
         }
@@ -70,9 +93,6 @@ impl Raid0 {
 }
 
 impl VolumeLayout for Raid0 {
-    fn kind(&self) -> LayoutKind {
-        LayoutKind::Raid0
-    }
     fn capacity_bytes(&self) -> u64 {
         self.zones.last().map_or(0, |z| z.vol_end)
     }

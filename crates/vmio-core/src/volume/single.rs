@@ -1,6 +1,23 @@
 //! One whole device: the identity mapping.
 
-use super::{LayoutKind, Piece, VolumeLayout};
+use super::{LayoutBuild, LayoutEntry, Piece, VolumeLayout};
+use crate::params::{Entry, Values};
+
+pub const ENTRY: LayoutEntry = Entry {
+    name: "single",
+    help: "one whole device (a partition or a raw disk)",
+    params: &[],
+    build: LayoutBuild {
+        aliases: &[],
+        min_devices: 1,
+        max_devices: Some(1),
+        new,
+    },
+};
+
+fn new(device_bytes: &[u64], _: &Values) -> Result<Box<dyn VolumeLayout>, String> {
+    Ok(Box::new(Single::new(device_bytes[0])))
+}
 
 pub struct Single {
     capacity: u64,
@@ -13,9 +30,6 @@ impl Single {
 }
 
 impl VolumeLayout for Single {
-    fn kind(&self) -> LayoutKind {
-        LayoutKind::Single
-    }
     fn capacity_bytes(&self) -> u64 {
         self.capacity
     }

@@ -11,7 +11,30 @@
 //! one full stripe (stripe_size × N) but never below the PVs' 128 KiB (lvm2,
 //! lib/metadata/lv_manip.c / dev_manager read-ahead computation).
 
-use super::{LayoutKind, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES};
+use super::{LayoutBuild, LayoutEntry, Piece, VolumeLayout, DEFAULT_READ_AHEAD_BYTES, SPLIT_UNIT};
+use crate::params::{Entry, ParamSpec, Value, Values};
+
+pub const ENTRY: LayoutEntry = Entry {
+    name: "stripe",
+    help: "LVM striped (dm-stripe): stripe_size per device in turn",
+    params: &[ParamSpec {
+        name: "stripe_size",
+        kind: SPLIT_UNIT,
+        default: Value::Int(64 << 10),
+        unit: "bytes",
+        help: "LVM stripe size (`lvcreate -I`; LVM's default 64k)",
+    }],
+    build: LayoutBuild {
+        aliases: &["striped"],
+        min_devices: 2,
+        max_devices: None,
+        new,
+    },
+};
+
+fn new(device_bytes: &[u64], v: &Values) -> Result<Box<dyn VolumeLayout>, String> {
+    Ok(Box::new(Stripe::new(device_bytes, v.int("stripe_size"))?))
+}
 
 pub struct Stripe {
     n: u64,
@@ -21,9 +44,6 @@ pub struct Stripe {
 
 impl Stripe {
     pub fn new(device_bytes: &[u64], stripe_size_bytes: u64) -> Result<Self, String> {
-        if device_bytes.len() < 2 {
-            return Err("layout 'stripe' needs at least two devices".into());
-        }
         if stripe_size_bytes == 0 || !stripe_size_bytes.is_power_of_two() {
             return Err(format!(
                 "stripe_size {stripe_size_bytes} must be a power of two"
@@ -65,9 +85,6 @@ pub(crate) fn map_striped(
 }
 
 impl VolumeLayout for Stripe {
-    fn kind(&self) -> LayoutKind {
-        LayoutKind::Stripe
-    }
     fn capacity_bytes(&self) -> u64 {
         self.capacity
     }

@@ -78,27 +78,123 @@ use vmio_core::request::Op;
 use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, MS, SEC, US};
 
-use super::{fmt_ms, Busy, DevCmd, Device, DeviceError, DeviceStats, ParamReader};
+use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 
-pub const PROFILES: &[&str] = &["hdd-7200-2tb"];
+use super::{
+    bad, capacity, record, Busy, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry, DURATION,
+    SATA_LINK_RATE,
+};
 
-/// Parameter names accepted in a `[[device]] model = "hdd"` table, in `params()` order.
-pub const PARAMS: &[&str] = &[
-    "capacity",
-    "rpm",
-    "outer_rate",
-    "inner_rate",
-    "track_to_track",
-    "avg_seek",
-    "full_stroke",
-    "ncq_depth",
-    "cache_size",
-    "cache_segments",
-    "readahead",
-    "write_cache",
-    "link_rate",
-    "command_overhead",
-];
+pub const ENTRY: ModelEntry = Entry {
+    name: "hdd",
+    help: "SATA hard disk: zoned geometry, seek curve, rotation, NCQ (SPTF), segmented read-ahead and write-back cache",
+    // Defaults: profile `hdd-7200-2tb` (Seagate BarraCuda ST2000DM008; see the module doc).
+    params: &[
+        capacity(2_000_398_934_016),
+        ParamSpec {
+            name: "rpm",
+            kind: Kind::Count { min: 1, max: 100_000 },
+            default: Value::Int(7200),
+            unit: "",
+            help: "spindle speed",
+        },
+        ParamSpec {
+            name: "outer_rate",
+            kind: Kind::Rate,
+            default: Value::Int(220_000_000),
+            unit: "bps",
+            help: "media rate of the outer zone (the datasheet's sustained rate)",
+        },
+        ParamSpec {
+            name: "inner_rate",
+            kind: Kind::Rate,
+            default: Value::Int(110_000_000),
+            unit: "bps",
+            help: "media rate of the inner zone (at most outer_rate)",
+        },
+        ParamSpec {
+            name: "track_to_track",
+            kind: DURATION,
+            default: Value::Int(800 * US),
+            unit: "ns",
+            help: "seek time to the next track",
+        },
+        ParamSpec {
+            name: "avg_seek",
+            kind: DURATION,
+            default: Value::Int(8_500 * US),
+            unit: "ns",
+            help: "seek time over 1/3 of the stroke (between track_to_track and full_stroke)",
+        },
+        ParamSpec {
+            name: "full_stroke",
+            kind: DURATION,
+            default: Value::Int(16 * MS),
+            unit: "ns",
+            help: "seek time over the whole stroke",
+        },
+        ParamSpec {
+            name: "ncq_depth",
+            kind: Kind::Count { min: 1, max: 1024 },
+            default: Value::Int(32),
+            unit: "",
+            help: "commands queued in the disk (SATA NCQ: 32)",
+        },
+        ParamSpec {
+            name: "cache_size",
+            kind: Kind::SIZE,
+            default: Value::Int(256 << 20),
+            unit: "bytes",
+            help: "disk cache: half read segments, half write-back",
+        },
+        ParamSpec {
+            name: "cache_segments",
+            kind: Kind::Count { min: 1, max: 4096 },
+            default: Value::Int(16),
+            unit: "",
+            help: "read-cache segments (one sequential stream each)",
+        },
+        ParamSpec {
+            name: "readahead",
+            kind: Kind::SIZE,
+            default: Value::Int(2 << 20),
+            unit: "bytes",
+            help: "read-ahead after a read (at most one segment)",
+        },
+        ParamSpec {
+            name: "write_cache",
+            kind: Kind::Bool,
+            default: Value::Bool(true),
+            unit: "",
+            help: "write-back cache on",
+        },
+        SATA_LINK_RATE,
+        ParamSpec {
+            name: "command_overhead",
+            kind: DURATION,
+            default: Value::Int(50 * US),
+            unit: "ns",
+            help: "controller time per command",
+        },
+    ],
+    build: ModelBuild {
+        profiles: &["hdd-7200-2tb"],
+        new,
+        memory,
+    },
+};
+
+fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Device>, ParamError> {
+    Ok(Box::new(Hdd::new(
+        name,
+        HddParams::from_values(profile, v)?,
+    )))
+}
+
+/// The model's state does not grow with the capacity.
+fn memory(v: &Values) -> Result<(u64, u64), ParamError> {
+    HddParams::from_values("", v).map(|_| (0, 0))
+}
 
 /// A command older than this is served before any SPTF choice.
 const STARVATION_NS: Ns = SEC;
@@ -112,6 +208,8 @@ const PHASE_EPS: f64 = 1e-5;
 #[derive(Clone, Debug, PartialEq)]
 pub struct HddParams {
     pub profile: String,
+    /// The values it was read from, in declaration order (the result record lists them).
+    pub values: Values,
     pub capacity_bytes: u64,
     pub rpm: u64,
     pub outer_rate_bps: u64,
@@ -129,59 +227,29 @@ pub struct HddParams {
 }
 
 impl HddParams {
-    /// The built-in profile's parameters.
-    pub fn profile(name: &str) -> Option<Self> {
-        match name {
-            "hdd-7200-2tb" => Some(Self {
-                profile: name.to_string(),
-                capacity_bytes: 2_000_398_934_016,
-                rpm: 7200,
-                outer_rate_bps: 220_000_000,
-                inner_rate_bps: 110_000_000,
-                track_to_track_ns: 800 * US,
-                avg_seek_ns: 8_500 * US,
-                full_stroke_ns: 16 * MS,
-                ncq_depth: 32,
-                cache_bytes: 256 << 20,
-                cache_segments: 16,
-                readahead_bytes: 2 << 20,
-                write_cache: true,
-                link_rate_bps: 600_000_000,
-                command_overhead_ns: 50 * US,
-            }),
-            _ => None,
-        }
-    }
-
-    /// A profile with the table's overrides applied, validated.
-    pub fn from_params(profile: &str, r: &ParamReader) -> Result<Self, DeviceError> {
-        r.check_known(PARAMS)?;
-        let d = Self::profile(profile).expect("profile checked by build_device");
+    /// The parameters of profile `profile` from their declared values, with the rules that
+    /// relate several of them checked.
+    pub fn from_values(profile: &str, v: &Values) -> Result<Self, ParamError> {
         let p = Self {
-            profile: d.profile,
-            capacity_bytes: r.size("capacity", d.capacity_bytes)?,
-            rpm: r.positive("rpm", d.rpm)?,
-            outer_rate_bps: r.rate("outer_rate", d.outer_rate_bps)?,
-            inner_rate_bps: r.rate("inner_rate", d.inner_rate_bps)?,
-            track_to_track_ns: r.duration("track_to_track", d.track_to_track_ns)?,
-            avg_seek_ns: r.duration("avg_seek", d.avg_seek_ns)?,
-            full_stroke_ns: r.duration("full_stroke", d.full_stroke_ns)?,
-            ncq_depth: r.positive("ncq_depth", d.ncq_depth)?,
-            cache_bytes: r.size("cache_size", d.cache_bytes)?,
-            cache_segments: r.positive("cache_segments", d.cache_segments)?,
-            readahead_bytes: r.size("readahead", d.readahead_bytes)?,
-            write_cache: r.boolean("write_cache", d.write_cache)?,
-            link_rate_bps: r.rate("link_rate", d.link_rate_bps)?,
-            command_overhead_ns: r.duration("command_overhead", d.command_overhead_ns)?,
+            profile: profile.to_string(),
+            values: v.clone(),
+            capacity_bytes: v.int("capacity"),
+            rpm: v.int("rpm"),
+            outer_rate_bps: v.int("outer_rate"),
+            inner_rate_bps: v.int("inner_rate"),
+            track_to_track_ns: v.int("track_to_track"),
+            avg_seek_ns: v.int("avg_seek"),
+            full_stroke_ns: v.int("full_stroke"),
+            ncq_depth: v.int("ncq_depth"),
+            cache_bytes: v.int("cache_size"),
+            cache_segments: v.int("cache_segments"),
+            readahead_bytes: v.int("readahead"),
+            write_cache: v.flag("write_cache"),
+            link_rate_bps: v.int("link_rate"),
+            command_overhead_ns: v.int("command_overhead"),
         };
-        if p.capacity_bytes == 0 {
-            return Err(r.bad("capacity", 0, "must be a positive size"));
-        }
-        if p.rpm > 100_000 {
-            return Err(r.bad("rpm", p.rpm, "must be between 1 and 100000"));
-        }
         if p.inner_rate_bps > p.outer_rate_bps {
-            return Err(r.bad(
+            return Err(bad(
                 "inner_rate",
                 p.inner_rate_bps,
                 &format!(
@@ -190,42 +258,28 @@ impl HddParams {
                 ),
             ));
         }
-        if p.ncq_depth > 1024 {
-            return Err(r.bad(
-                "ncq_depth",
-                p.ncq_depth,
-                "must be between 1 and 1024 (SATA NCQ: 32)",
-            ));
-        }
-        if p.cache_segments > 4096 {
-            return Err(r.bad(
-                "cache_segments",
-                p.cache_segments,
-                "must be between 1 and 4096",
-            ));
-        }
         if !(p.track_to_track_ns <= p.avg_seek_ns && p.avg_seek_ns <= p.full_stroke_ns) {
-            return Err(r.bad(
+            return Err(bad(
                 "avg_seek",
-                fmt_ms(p.avg_seek_ns),
+                format_ms(p.avg_seek_ns),
                 &format!(
                     "must lie between track_to_track ({}) and full_stroke ({})",
-                    fmt_ms(p.track_to_track_ns),
-                    fmt_ms(p.full_stroke_ns)
+                    format_ms(p.track_to_track_ns),
+                    format_ms(p.full_stroke_ns)
                 ),
             ));
         }
         let geo = Geometry::new(&p);
         if !SeekCurve::fit(&p, geo.tracks).is_increasing() {
-            return Err(r.bad(
+            return Err(bad(
                 "avg_seek",
-                fmt_ms(p.avg_seek_ns),
+                format_ms(p.avg_seek_ns),
                 &format!(
                     "must be such that the seek curve a + b·√x + c·x through track_to_track ({}), \
                      avg_seek at 1/3 stroke and full_stroke ({}) increases with distance; \
                      move avg_seek towards (2·track_to_track + full_stroke)/3",
-                    fmt_ms(p.track_to_track_ns),
-                    fmt_ms(p.full_stroke_ns)
+                    format_ms(p.track_to_track_ns),
+                    format_ms(p.full_stroke_ns)
                 ),
             ));
         }
@@ -1129,7 +1183,7 @@ impl Device for Hdd {
         &self.name
     }
     fn model(&self) -> &'static str {
-        "hdd"
+        ENTRY.name
     }
     fn capacity_bytes(&self) -> u64 {
         self.p.capacity_bytes
@@ -1195,31 +1249,20 @@ impl Device for Hdd {
     }
 
     fn params(&self) -> Vec<(String, String)> {
-        let p = &self.p;
-        let v = [
-            ("profile", p.profile.clone()),
-            ("capacity", p.capacity_bytes.to_string()),
-            ("rpm", p.rpm.to_string()),
-            ("outer_rate", p.outer_rate_bps.to_string()),
-            ("inner_rate", p.inner_rate_bps.to_string()),
-            ("track_to_track", fmt_ms(p.track_to_track_ns)),
-            ("avg_seek", fmt_ms(p.avg_seek_ns)),
-            ("full_stroke", fmt_ms(p.full_stroke_ns)),
-            ("ncq_depth", p.ncq_depth.to_string()),
-            ("cache_size", p.cache_bytes.to_string()),
-            ("cache_segments", p.cache_segments.to_string()),
-            ("readahead", self.readahead.to_string()),
-            ("write_cache", p.write_cache.to_string()),
-            ("link_rate", p.link_rate_bps.to_string()),
-            ("command_overhead", fmt_ms(p.command_overhead_ns)),
-        ];
-        v.into_iter().map(|(k, s)| (k.to_string(), s)).collect()
+        let mut r = record(&self.p.profile, &self.p.values);
+        // The read-ahead in effect: at most one segment.
+        for (k, v) in r.iter_mut() {
+            if k == "readahead" {
+                *v = self.readahead.to_string();
+            }
+        }
+        r
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{closed_loop, one};
+    use super::super::testkit::{closed_loop, one, typed_params};
     use super::*;
     use vmio_core::rng::Rng;
 
@@ -1228,9 +1271,10 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     fn hdd_with(src: &str) -> Hdd {
-        let map: BTreeMap<String, toml::Value> = toml::from_str(src).unwrap();
-        let r = ParamReader::new("sda", "hdd", &map);
-        Hdd::new("sda", HddParams::from_params("hdd-7200-2tb", &r).unwrap())
+        Hdd::new(
+            "sda",
+            typed_params("sda", "hdd", src, HddParams::from_values).unwrap(),
+        )
     }
     fn hdd() -> Hdd {
         hdd_with("")
@@ -1525,7 +1569,7 @@ mod tests {
         let d = hdd_with("cache_size = \"16m\"\nreadahead = \"4m\"");
         let p: BTreeMap<String, String> = d.params().into_iter().collect();
         assert_eq!(p["readahead"], (512 * KIB).to_string());
-        assert_eq!(p.len(), PARAMS.len() + 1);
+        assert_eq!(p.len(), ENTRY.params.len() + 1);
     }
 
     /// Throughput of the model itself (not asserted; run with `--release --ignored --nocapture`).

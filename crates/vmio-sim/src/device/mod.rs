@@ -9,7 +9,10 @@
 //! segmented read-ahead cache and write-back cache), [`ssd`] (channel/die parallelism with
 //! bandwidth caps, a page-mapped FTL with garbage collection in [`ftl`], clean or aged) and [`ram`] (fixed latency plus bandwidth).
 //! Built-in profiles give datasheet parameters; every parameter can be overridden from a stack
-//! file's `[[device]]` table. All models are deterministic and use no randomness.
+//! file's `[[device]]` table. Each model file declares its parameters once
+//! ([`vmio_core::params::ParamSpec`]s, their defaults being its profile's figures) in an
+//! `ENTRY`; [`REGISTRY`] lists the models for the stack parser's errors and `vmio help
+//! stack`. All models are deterministic and use no randomness.
 //!
 //! Engine protocol (what every model assumes):
 //!
@@ -31,9 +34,8 @@ pub mod ram;
 pub mod ssd;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use vmio_core::units::{parse_duration_ns, parse_size};
+use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 use vmio_core::{request::Op, Ns, MS};
 
 /// One command as the device sees it. `len_bytes` may be 0 (flush, or an empty request).
@@ -84,18 +86,37 @@ pub trait Device {
     fn prefetch(&self, _op: Op, _offset_bytes: u64, _len_bytes: u64) {}
 }
 
-/// Device models accepted in a stack file's `[[device]] model = ...`.
-pub const MODELS: &[&str] = &["hdd", "ssd", "ram"];
+/// How a model is built. The parameters' declared defaults are the figures of the model's
+/// first profile (each model has one built-in profile today; another would state its
+/// differing figures).
+pub struct ModelBuild {
+    /// Built-in profiles; the first is the default.
+    pub profiles: &'static [&'static str],
+    pub new: NewDevice,
+    /// Memory the model will allocate and its capacity, in bytes, without allocating (the
+    /// same checks as `new`).
+    pub memory: fn(&Values) -> Result<(u64, u64), ParamError>,
+}
+
+/// A model's constructor: the device named `name` from its profile's name, its validated
+/// values (the rules relating several parameters are checked here) and the seed of its
+/// random state.
+pub type NewDevice = fn(&str, &str, &Values, u64) -> Result<Box<dyn Device>, ParamError>;
+
+pub type ModelEntry = Entry<ModelBuild>;
+
+/// Device models accepted in a stack file's `[[device]] model = ...`, in help order.
+pub const REGISTRY: &[&ModelEntry] = &[&hdd::ENTRY, &ssd::ENTRY, &ram::ENTRY];
 
 /// A bad `[[device]]` table. Messages name the device, the parameter or value at fault and
-/// what is accepted. (Fields are boxed strings to keep the error small.)
+/// what is accepted. (Fields are boxed to keep the error small.)
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    #[error("device '{device}': unknown model '{model}'; accepted: {}", .accepted.join(", "))]
+    #[error("device '{device}': unknown model '{model}'; accepted: {accepted}")]
     UnknownModel {
         device: Box<str>,
         model: Box<str>,
-        accepted: &'static [&'static str],
+        accepted: Box<str>,
     },
     #[error("device '{device}': unknown profile '{profile}' for model '{model}'; accepted: {}", .accepted.join(", "))]
     UnknownProfile {
@@ -104,23 +125,134 @@ pub enum DeviceError {
         profile: Box<str>,
         accepted: &'static [&'static str],
     },
-    #[error("device '{device}': unknown parameter '{param}' for model '{model}'; accepted: {}", .accepted.join(", "))]
+    #[error(
+        "device '{device}': unknown parameter '{param}' for model '{model}'; accepted: {accepted}"
+    )]
     UnknownParam {
         device: Box<str>,
         model: &'static str,
         param: Box<str>,
-        accepted: &'static [&'static str],
+        accepted: Box<str>,
     },
-    #[error("device '{device}': {param} = {value}: {expected}")]
+    /// A parameter's value (`rpm = -5: must be ...`).
+    #[error("device '{device}': {source}")]
     BadValue {
         device: Box<str>,
-        param: &'static str,
-        value: Box<str>,
-        expected: Box<str>,
+        source: Box<ParamError>,
     },
 }
 
-/// Build a device from a stack-file `[[device]]` entry: `model` ("hdd"|"ssd"|"ram"), an optional built-in `profile`, and override parameters (everything else in the table).
+/// Keys of a `[[device]]` table that are not model parameters (tolerated if passed through).
+const TABLE_KEYS: &[&str] = &["name", "model", "profile"];
+
+/// The model, profile and parameter values of a `[[device]]` table: the profile's figures
+/// with the table's overrides, each checked against its declaration.
+pub fn read_params(
+    name: &str,
+    model: &str,
+    profile: Option<&str>,
+    params: &BTreeMap<String, toml::Value>,
+) -> Result<(&'static ModelEntry, &'static str, Values), DeviceError> {
+    let entry =
+        REGISTRY
+            .iter()
+            .find(|e| e.name == model)
+            .ok_or_else(|| DeviceError::UnknownModel {
+                device: name.into(),
+                model: model.into(),
+                accepted: vmio_core::params::names(REGISTRY).into(),
+            })?;
+    let profiles = entry.build.profiles;
+    let profile = match profile {
+        None => profiles[0],
+        Some(p) => {
+            profiles
+                .iter()
+                .find(|&&q| q == p)
+                .ok_or_else(|| DeviceError::UnknownProfile {
+                    device: name.into(),
+                    model: entry.name,
+                    profile: p.into(),
+                    accepted: profiles,
+                })?
+        }
+    };
+    let mut values = Values::defaults(entry.params);
+    values
+        .read(params, TABLE_KEYS)
+        .map_err(|e| param_error(name, entry, e))?;
+    Ok((entry, profile, values))
+}
+
+/// A parameter error of device `name`, as a [`DeviceError`].
+fn param_error(name: &str, entry: &ModelEntry, e: ParamError) -> DeviceError {
+    match e {
+        ParamError::Unknown { key, accepted } => DeviceError::UnknownParam {
+            device: name.into(),
+            model: entry.name,
+            param: key.into(),
+            accepted: accepted.into(),
+        },
+        other => DeviceError::BadValue {
+            device: name.into(),
+            source: Box::new(other),
+        },
+    }
+}
+
+/// A bad value found by a model's cross-parameter rules.
+pub(crate) fn bad(param: &str, value: impl std::fmt::Display, expected: &str) -> ParamError {
+    ParamError::Bad {
+        key: param.to_string(),
+        value: value.to_string(),
+        expected: expected.to_string(),
+    }
+}
+
+/// Effective parameters as result records list them: the profile, then every declared
+/// parameter (durations as `8.5ms`, sizes and rates in bytes).
+pub(crate) fn record(profile: &str, values: &Values) -> Vec<(String, String)> {
+    let mut out = vec![("profile".to_string(), profile.to_string())];
+    for (spec, v) in values.iter() {
+        let text = match (spec.kind, v) {
+            (Kind::Duration { .. }, Value::Int(ns)) => format_ms(ns),
+            (_, Value::Int(n)) => n.to_string(),
+            (_, Value::Float(f)) => f.to_string(),
+            (_, Value::Bool(b)) => b.to_string(),
+            (_, Value::Choice(c)) => c.to_string(),
+        };
+        out.push((spec.name.to_string(), text));
+    }
+    out
+}
+
+/// A model's usable capacity, defaulting to its profile's figure.
+pub(crate) const fn capacity(bytes: u64) -> ParamSpec {
+    ParamSpec {
+        name: "capacity",
+        kind: Kind::POSITIVE_SIZE,
+        default: Value::Int(bytes),
+        unit: "bytes",
+        help: "usable capacity",
+    }
+}
+
+/// The SATA link of the HDD and SSD models: 6 Gb/s, 600 MB/s after 8b/10b.
+pub(crate) const SATA_LINK_RATE: ParamSpec = ParamSpec {
+    name: "link_rate",
+    kind: Kind::Rate,
+    default: Value::Int(600_000_000),
+    unit: "bps",
+    help: "SATA link rate (6 Gb/s after 8b/10b)",
+};
+
+/// A duration parameter of device models: a bare number is milliseconds.
+pub(crate) const DURATION: Kind = Kind::Duration {
+    bare: MS,
+    positive: false,
+};
+
+/// Build a device from a stack-file `[[device]]` entry: `model` (a [`REGISTRY`] name), an optional built-in `profile`, and override parameters (everything else in the table).
 /// Random state (an aged SSD's layout) comes from a fixed seed; see [`build_device_seeded`].
 pub fn build_device(
     name: &str,
@@ -139,39 +271,8 @@ pub fn build_device_seeded(
     params: &BTreeMap<String, toml::Value>,
     seed: u64,
 ) -> Result<Box<dyn Device>, DeviceError> {
-    let Some(&model) = MODELS.iter().find(|&&m| m == model) else {
-        return Err(DeviceError::UnknownModel {
-            device: name.into(),
-            model: model.into(),
-            accepted: MODELS,
-        });
-    };
-    let profiles = profile_names(model);
-    let profile = profile.unwrap_or(profiles[0]);
-    if !profiles.contains(&profile) {
-        return Err(DeviceError::UnknownProfile {
-            device: name.into(),
-            model,
-            profile: profile.into(),
-            accepted: profiles,
-        });
-    }
-    let reader = ParamReader::new(name, model, params);
-    Ok(match model {
-        "hdd" => Box::new(hdd::Hdd::new(
-            name,
-            hdd::HddParams::from_params(profile, &reader)?,
-        )),
-        "ssd" => Box::new(ssd::Ssd::new_seeded(
-            name,
-            ssd::SsdParams::from_params(profile, &reader)?,
-            seed,
-        )),
-        _ => Box::new(ram::Ram::new(
-            name,
-            ram::RamParams::from_params(profile, &reader)?,
-        )),
-    })
+    let (entry, profile, values) = read_params(name, model, profile, params)?;
+    (entry.build.new)(name, profile, &values, seed).map_err(|e| param_error(name, entry, e))
 }
 
 /// Memory a device's model will allocate, in bytes, and its capacity: the SSD's FTL tables
@@ -184,173 +285,8 @@ pub fn estimated_bytes(
     profile: Option<&str>,
     params: &BTreeMap<String, toml::Value>,
 ) -> Result<(u64, u64), DeviceError> {
-    if model != "ssd" {
-        return Ok((0, 0));
-    }
-    let profiles = profile_names("ssd");
-    let profile = profile.unwrap_or(profiles[0]);
-    if !profiles.contains(&profile) {
-        return Err(DeviceError::UnknownProfile {
-            device: name.into(),
-            model: "ssd",
-            profile: profile.into(),
-            accepted: profiles,
-        });
-    }
-    let p = ssd::SsdParams::from_params(profile, &ParamReader::new(name, "ssd", params))?;
-    Ok((ftl::estimated_bytes(&p.ftl_geometry()), p.capacity_bytes))
-}
-
-/// Built-in profiles of a model; the first is the default. Empty for an unknown model.
-pub fn profile_names(model: &str) -> &'static [&'static str] {
-    match model {
-        "hdd" => hdd::PROFILES,
-        "ssd" => ssd::PROFILES,
-        "ram" => ram::PROFILES,
-        _ => &[],
-    }
-}
-
-/// Typed access to the override parameters of one `[[device]]` table, with errors that name
-/// the device, the parameter, the value and what is accepted.
-pub struct ParamReader<'a> {
-    device: &'a str,
-    model: &'static str,
-    map: &'a BTreeMap<String, toml::Value>,
-}
-
-/// Keys of a `[[device]]` table that are not model parameters (tolerated if passed through).
-const TABLE_KEYS: &[&str] = &["name", "model", "profile"];
-
-impl<'a> ParamReader<'a> {
-    pub fn new(
-        device: &'a str,
-        model: &'static str,
-        map: &'a BTreeMap<String, toml::Value>,
-    ) -> Self {
-        Self { device, model, map }
-    }
-
-    /// Reject any key that is not in `accepted` (checked in key order, so deterministic).
-    pub fn check_known(&self, accepted: &'static [&'static str]) -> Result<(), DeviceError> {
-        for key in self.map.keys() {
-            if !accepted.contains(&key.as_str()) && !TABLE_KEYS.contains(&key.as_str()) {
-                return Err(DeviceError::UnknownParam {
-                    device: self.device.into(),
-                    model: self.model,
-                    param: key.as_str().into(),
-                    accepted,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    pub fn bad(
-        &self,
-        param: &'static str,
-        value: impl std::fmt::Display,
-        expected: &str,
-    ) -> DeviceError {
-        DeviceError::BadValue {
-            device: self.device.into(),
-            param,
-            value: value.to_string().into(),
-            expected: expected.into(),
-        }
-    }
-
-    /// A size in bytes: `"2t"`, `"256m"` (fio units, base 1024) or a non-negative integer.
-    pub fn size(&self, param: &'static str, default: u64) -> Result<u64, DeviceError> {
-        const EXP: &str = "must be a size in bytes (an integer, or a string like \"256m\", \"2t\")";
-        match self.map.get(param) {
-            None => Ok(default),
-            Some(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as u64),
-            Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 && *f < 1.8e19 => {
-                Ok(f.round() as u64)
-            }
-            Some(toml::Value::String(s)) => parse_size(s).map_err(|_| self.bad(param, v(s), EXP)),
-            Some(other) => Err(self.bad(param, other, EXP)),
-        }
-    }
-
-    /// A rate in bytes per second: `"220m"` (parsed as a size, base 1024, optional `/s`) or a
-    /// positive number (bytes/s).
-    pub fn rate(&self, param: &'static str, default: u64) -> Result<u64, DeviceError> {
-        const EXP: &str = "must be a positive rate in bytes/s (a number, or a string like \"220m\" or \"220m/s\")";
-        let r = match self.map.get(param) {
-            None => return Ok(default),
-            Some(toml::Value::Integer(i)) if *i > 0 => *i as u64,
-            Some(toml::Value::Float(f)) if f.is_finite() && *f >= 1.0 && *f < 1e18 => {
-                f.round() as u64
-            }
-            Some(toml::Value::String(s)) => {
-                let t = s.trim();
-                let t = t.strip_suffix("/s").unwrap_or(t);
-                parse_size(t).map_err(|_| self.bad(param, v(s), EXP))?
-            }
-            Some(other) => return Err(self.bad(param, other, EXP)),
-        };
-        if r == 0 {
-            return Err(self.bad(param, self.map[param].clone(), EXP));
-        }
-        Ok(r)
-    }
-
-    /// A duration in ns: `"8.5ms"`, `"50us"` or a non-negative number of milliseconds.
-    pub fn duration(&self, param: &'static str, default: Ns) -> Result<Ns, DeviceError> {
-        const EXP: &str =
-            "must be a duration (a number of milliseconds, or a string like \"8.5ms\", \"50us\")";
-        match self.map.get(param) {
-            None => Ok(default),
-            Some(toml::Value::Integer(i)) if *i >= 0 => (*i as u64)
-                .checked_mul(MS)
-                .ok_or_else(|| self.bad(param, i, EXP)),
-            Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 && *f < 1e9 => {
-                Ok((f * MS as f64).round() as Ns)
-            }
-            Some(toml::Value::String(s)) => {
-                parse_duration_ns(s, MS).map_err(|_| self.bad(param, v(s), EXP))
-            }
-            Some(other) => Err(self.bad(param, other, EXP)),
-        }
-    }
-
-    /// A positive integer.
-    pub fn positive(&self, param: &'static str, default: u64) -> Result<u64, DeviceError> {
-        match self.map.get(param) {
-            None => Ok(default),
-            Some(toml::Value::Integer(i)) if *i > 0 => Ok(*i as u64),
-            Some(other) => Err(self.bad(param, other, "must be a positive integer")),
-        }
-    }
-
-    pub fn boolean(&self, param: &'static str, default: bool) -> Result<bool, DeviceError> {
-        match self.map.get(param) {
-            None => Ok(default),
-            Some(toml::Value::Boolean(b)) => Ok(*b),
-            Some(other) => Err(self.bad(param, other, "must be true or false")),
-        }
-    }
-}
-
-/// Quote a string value for an error message the way TOML writes it.
-fn v(s: &str) -> String {
-    format!("{s:?}")
-}
-
-/// `8500000` ns -> `"8.5ms"`; a form [`ParamReader::duration`] reads back exactly.
-pub fn fmt_ms(ns: Ns) -> String {
-    let mut s = String::new();
-    let whole = ns / MS;
-    let frac = ns % MS;
-    if frac == 0 {
-        let _ = write!(s, "{whole}ms");
-    } else {
-        let f = format!("{frac:06}");
-        let _ = write!(s, "{whole}.{}ms", f.trim_end_matches('0'));
-    }
-    s
+    let (entry, _, values) = read_params(name, model, profile, params)?;
+    (entry.build.memory)(&values).map_err(|e| param_error(name, entry, e))
 }
 
 /// Time-ordered completions for models that can compute a command's completion time when it
@@ -519,6 +455,19 @@ pub(crate) mod testkit {
         }
     }
 
+    /// A model's typed parameters from a `[[device]]` table's text, with the errors a stack
+    /// file would get.
+    pub fn typed_params<T>(
+        name: &str,
+        model: &str,
+        src: &str,
+        from_values: impl Fn(&str, &Values) -> Result<T, ParamError>,
+    ) -> Result<T, DeviceError> {
+        let map: BTreeMap<String, toml::Value> = toml::from_str(src).unwrap();
+        let (entry, profile, values) = read_params(name, model, None, &map)?;
+        from_values(profile, &values).map_err(|e| param_error(name, entry, e))
+    }
+
     /// Submit one command at `now` and run the device until it completes; returns the
     /// completion time.
     pub fn one(
@@ -562,13 +511,14 @@ mod tests {
 
     #[test]
     fn every_model_builds_from_its_default_profile() {
-        for model in MODELS {
+        for e in REGISTRY {
+            let model = e.name;
             let d = build_device("d0", model, None, &BTreeMap::new()).unwrap();
-            assert_eq!(d.model(), *model);
+            assert_eq!(d.model(), model);
             assert!(d.capacity_bytes() > 0);
             assert!(d.queue_depth() > 0);
             assert!(!d.params().is_empty());
-            for p in profile_names(model) {
+            for p in e.build.profiles {
                 build_device("d0", model, Some(p), &BTreeMap::new()).unwrap();
             }
         }
@@ -621,10 +571,14 @@ mod tests {
     #[test]
     fn bad_values_name_the_parameter_the_value_and_the_expectation() {
         let cases = [
-            ("rpm = -5", "rpm = -5: must be a positive integer"),
+            ("rpm = -5", "rpm = -5: must be an integer from 1 to 100000"),
             (
                 "rpm = \"fast\"",
-                "rpm = \"fast\": must be a positive integer",
+                "rpm = \"fast\": must be an integer from 1 to 100000",
+            ),
+            (
+                "ncq_depth = 2000",
+                "ncq_depth = 2000: must be an integer from 1 to 1024",
             ),
             ("capacity = \"2x\"", "capacity = \"2x\": must be a size"),
             (
@@ -667,13 +621,16 @@ mod tests {
     }
 
     #[test]
-    fn durations_format_back_to_what_they_parse_from() {
-        assert_eq!(fmt_ms(8_500_000), "8.5ms");
-        assert_eq!(fmt_ms(50_000), "0.05ms");
-        assert_eq!(fmt_ms(16 * MS), "16ms");
-        assert_eq!(fmt_ms(1), "0.000001ms");
-        for ns in [1, 50_000, 8_333_333, 16 * MS] {
-            assert_eq!(parse_duration_ns(&fmt_ms(ns), MS).unwrap(), ns);
+    fn records_list_the_profile_then_every_declared_parameter_in_order() {
+        for e in REGISTRY {
+            let d = build_device("d0", e.name, None, &BTreeMap::new()).unwrap();
+            let keys: Vec<String> = d.params().into_iter().map(|(k, _)| k).collect();
+            let mut want = vec!["profile".to_string()];
+            want.extend(e.params.iter().map(|p| p.name.to_string()));
+            assert_eq!(keys, want, "{}", e.name);
         }
+        let d = build_device("r", "ram", None, &table("latency = 0.05")).unwrap();
+        let p: BTreeMap<String, String> = d.params().into_iter().collect();
+        assert_eq!(p["latency"], "0.05ms");
     }
 }

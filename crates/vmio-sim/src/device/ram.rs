@@ -16,16 +16,65 @@
 use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
-use super::{fmt_ms, Busy, Completions, DevCmd, Device, DeviceError, DeviceStats, ParamReader};
+use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
-pub const PROFILES: &[&str] = &["ram"];
+use super::{
+    capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    DURATION,
+};
 
-/// Parameter names accepted in a `[[device]] model = "ram"` table, in `params()` order.
-pub const PARAMS: &[&str] = &["capacity", "latency", "bandwidth", "queue_depth"];
+pub const ENTRY: ModelEntry = Entry {
+    name: "ram",
+    help: "RAM disk (brd, tmpfs loop): fixed latency plus a shared copy bandwidth",
+    // Defaults: profile `ram` (see the module doc).
+    params: &[
+        capacity(16 << 30),
+        ParamSpec {
+            name: "latency",
+            kind: DURATION,
+            default: Value::Int(US),
+            unit: "ns",
+            help: "fixed time per command",
+        },
+        ParamSpec {
+            name: "bandwidth",
+            kind: Kind::Rate,
+            default: Value::Int(10_000_000_000),
+            unit: "bps",
+            help: "copy bandwidth shared by all commands",
+        },
+        ParamSpec {
+            name: "queue_depth",
+            kind: Kind::Count {
+                min: 1,
+                max: 65_536,
+            },
+            default: Value::Int(128),
+            unit: "",
+            help: "commands outstanding (blk-mq default 128)",
+        },
+    ],
+    build: ModelBuild {
+        profiles: &["ram"],
+        new,
+        memory,
+    },
+};
+
+fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Device>, ParamError> {
+    Ok(Box::new(Ram::new(name, RamParams::from_values(profile, v))))
+}
+
+/// The model's state does not grow with the capacity.
+fn memory(_: &Values) -> Result<(u64, u64), ParamError> {
+    Ok((0, 0))
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct RamParams {
     pub profile: String,
+    /// The values it was read from, in declaration order (the result record lists them).
+    pub values: Values,
     pub capacity_bytes: u64,
     pub latency_ns: Ns,
     pub bandwidth_bps: u64,
@@ -33,36 +82,16 @@ pub struct RamParams {
 }
 
 impl RamParams {
-    pub fn profile(name: &str) -> Option<Self> {
-        match name {
-            "ram" => Some(Self {
-                profile: name.to_string(),
-                capacity_bytes: 16 << 30,
-                latency_ns: US,
-                bandwidth_bps: 10_000_000_000,
-                queue_depth: 128,
-            }),
-            _ => None,
+    /// The parameters of profile `profile` from their declared values.
+    pub fn from_values(profile: &str, v: &Values) -> Self {
+        Self {
+            profile: profile.to_string(),
+            values: v.clone(),
+            capacity_bytes: v.int("capacity"),
+            latency_ns: v.int("latency"),
+            bandwidth_bps: v.int("bandwidth"),
+            queue_depth: v.int("queue_depth"),
         }
-    }
-
-    pub fn from_params(profile: &str, r: &ParamReader) -> Result<Self, DeviceError> {
-        r.check_known(PARAMS)?;
-        let d = Self::profile(profile).expect("profile checked by build_device");
-        let p = Self {
-            profile: d.profile,
-            capacity_bytes: r.size("capacity", d.capacity_bytes)?,
-            latency_ns: r.duration("latency", d.latency_ns)?,
-            bandwidth_bps: r.rate("bandwidth", d.bandwidth_bps)?,
-            queue_depth: r.positive("queue_depth", d.queue_depth)?,
-        };
-        if p.capacity_bytes == 0 {
-            return Err(r.bad("capacity", 0, "must be a positive size"));
-        }
-        if p.queue_depth > 65_536 {
-            return Err(r.bad("queue_depth", p.queue_depth, "must be between 1 and 65536"));
-        }
-        Ok(p)
     }
 }
 
@@ -93,7 +122,7 @@ impl Device for Ram {
         &self.name
     }
     fn model(&self) -> &'static str {
-        "ram"
+        ENTRY.name
     }
     fn capacity_bytes(&self) -> u64 {
         self.p.capacity_bytes
@@ -127,28 +156,21 @@ impl Device for Ram {
     }
 
     fn params(&self) -> Vec<(String, String)> {
-        let p = &self.p;
-        vec![
-            ("profile".into(), p.profile.clone()),
-            ("capacity".into(), p.capacity_bytes.to_string()),
-            ("latency".into(), fmt_ms(p.latency_ns)),
-            ("bandwidth".into(), p.bandwidth_bps.to_string()),
-            ("queue_depth".into(), p.queue_depth.to_string()),
-        ]
+        record(&self.p.profile, &self.p.values)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{closed_loop, one};
+    use super::super::testkit::{closed_loop, one, typed_params};
     use super::*;
-    use std::collections::BTreeMap;
     use vmio_core::request::Op;
 
     fn ram() -> Ram {
-        let map = BTreeMap::new();
-        let r = ParamReader::new("ram0", "ram", &map);
-        Ram::new("ram0", RamParams::from_params("ram", &r).unwrap())
+        let p = typed_params("ram0", "ram", "", |profile, v| {
+            Ok(RamParams::from_values(profile, v))
+        });
+        Ram::new("ram0", p.unwrap())
     }
 
     #[test]

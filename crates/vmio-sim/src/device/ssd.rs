@@ -63,41 +63,196 @@ use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, MS, US};
 
 use super::ftl::{Ftl, FtlGeometry, FtlStats, GcPolicy, Precondition, UNIT_BYTES};
-use super::{fmt_ms, Busy, Completions, DevCmd, Device, DeviceError, DeviceStats, ParamReader};
+use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
+
+use super::{
+    bad, capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    DURATION, SATA_LINK_RATE,
+};
 
 /// Seed of the aged layout (device constructors take no run seed; the layout is a property of
 /// the device's history, the same in every run).
 const AGED_SEED: u64 = 0x840_0256;
 
-pub const PROFILES: &[&str] = &["samsung-840pro-256g"];
+pub const ENTRY: ModelEntry = Entry {
+    name: "ssd",
+    help: "SATA SSD: controller command rate, channel/die parallelism, write buffer, page-mapped FTL with GC",
+    // Defaults: profile `samsung-840pro-256g` (see the module doc).
+    params: &[
+        capacity(256_060_514_304),
+        ParamSpec {
+            name: "channels",
+            kind: Kind::Count { min: 1, max: 256 },
+            default: Value::Int(8),
+            unit: "",
+            help: "flash channels",
+        },
+        ParamSpec {
+            name: "dies_per_channel",
+            kind: Kind::Count { min: 1, max: 256 },
+            default: Value::Int(4),
+            unit: "",
+            help: "flash dies on each channel",
+        },
+        ParamSpec {
+            name: "page_size",
+            kind: Kind::Size {
+                min: 512,
+                max: 1 << 20,
+                pow2: false,
+            },
+            default: Value::Int(8 << 10),
+            unit: "bytes",
+            help: "flash page (a multiple of 4k when larger)",
+        },
+        ParamSpec {
+            name: "read_latency",
+            kind: DURATION,
+            default: Value::Int(60 * US),
+            unit: "ns",
+            help: "page read time (t_R plus overhead)",
+        },
+        ParamSpec {
+            name: "program_latency",
+            kind: DURATION,
+            default: Value::Int(250 * US),
+            unit: "ns",
+            help: "page program time (t_PROG)",
+        },
+        ParamSpec {
+            name: "channel_rate",
+            kind: Kind::Rate,
+            default: Value::Int(400_000_000),
+            unit: "bps",
+            help: "transfer rate of one channel",
+        },
+        ParamSpec {
+            name: "read_iops",
+            kind: Kind::Count {
+                min: 1,
+                max: 1_000_000_000,
+            },
+            default: Value::Int(100_000),
+            unit: "",
+            help: "controller command rate for reads (the datasheet's QD32 random-read IOPS)",
+        },
+        ParamSpec {
+            name: "write_iops",
+            kind: Kind::Count {
+                min: 1,
+                max: 1_000_000_000,
+            },
+            default: Value::Int(90_000),
+            unit: "",
+            help: "controller command rate for writes (QD32 random-write IOPS)",
+        },
+        ParamSpec {
+            name: "seq_read_rate",
+            kind: Kind::Rate,
+            default: Value::Int(540_000_000),
+            unit: "bps",
+            help: "controller cap on read bandwidth",
+        },
+        ParamSpec {
+            name: "seq_write_rate",
+            kind: Kind::Rate,
+            default: Value::Int(520_000_000),
+            unit: "bps",
+            help: "controller cap on write bandwidth",
+        },
+        SATA_LINK_RATE,
+        ParamSpec {
+            name: "write_buffer",
+            kind: Kind::SIZE,
+            default: Value::Int(32 << 20),
+            unit: "bytes",
+            help: "DRAM write buffer",
+        },
+        ParamSpec {
+            name: "queue_depth",
+            kind: Kind::Count { min: 1, max: 65_536 },
+            default: Value::Int(32),
+            unit: "",
+            help: "commands queued in the device (NCQ: 32)",
+        },
+        ParamSpec {
+            name: "pages_per_block",
+            kind: Kind::Count { min: 1, max: 65_536 },
+            default: Value::Int(256),
+            unit: "",
+            help: "pages per erase block",
+        },
+        ParamSpec {
+            name: "over_provisioning",
+            kind: Kind::Fraction {
+                min: 0.001,
+                max: 10.0,
+            },
+            default: Value::Float(0.0735),
+            unit: "",
+            help: "raw flash beyond the capacity, as a fraction of it (256 GiB raw for 256 GB)",
+        },
+        ParamSpec {
+            name: "erase_latency",
+            kind: DURATION,
+            default: Value::Int(3 * MS),
+            unit: "ns",
+            help: "block erase time (t_BERS)",
+        },
+        ParamSpec {
+            name: "gc_threshold",
+            kind: Kind::Count {
+                min: 1,
+                max: u32::MAX as u64,
+            },
+            default: Value::Int(4),
+            unit: "",
+            help: "free blocks per die below which GC runs (at least 2)",
+        },
+        ParamSpec {
+            name: "gc_policy",
+            kind: Kind::Choice(GcPolicy::NAMES),
+            default: Value::Choice("greedy"),
+            unit: "",
+            help: "GC victim selection",
+        },
+        ParamSpec {
+            name: "precondition",
+            kind: Kind::Choice(Precondition::NAMES),
+            default: Value::Choice("clean"),
+            unit: "",
+            help: "initial state: fresh, or GC steady state of random writes",
+        },
+    ],
+    build: ModelBuild {
+        profiles: &["samsung-840pro-256g"],
+        new,
+        memory,
+    },
+};
 
-/// Parameter names accepted in a `[[device]] model = "ssd"` table, in `params()` order.
-pub const PARAMS: &[&str] = &[
-    "capacity",
-    "channels",
-    "dies_per_channel",
-    "page_size",
-    "read_latency",
-    "program_latency",
-    "channel_rate",
-    "read_iops",
-    "write_iops",
-    "seq_read_rate",
-    "seq_write_rate",
-    "link_rate",
-    "write_buffer",
-    "queue_depth",
-    "pages_per_block",
-    "over_provisioning",
-    "erase_latency",
-    "gc_threshold",
-    "gc_policy",
-    "precondition",
-];
+fn new(name: &str, profile: &str, v: &Values, seed: u64) -> Result<Box<dyn Device>, ParamError> {
+    Ok(Box::new(Ssd::new_seeded(
+        name,
+        SsdParams::from_values(profile, v)?,
+        seed,
+    )))
+}
+
+/// The FTL tables ([`ftl::estimated_bytes`](super::ftl::estimated_bytes)) and the capacity.
+fn memory(v: &Values) -> Result<(u64, u64), ParamError> {
+    let p = SsdParams::from_values("", v)?;
+    Ok((
+        super::ftl::estimated_bytes(&p.ftl_geometry()),
+        p.capacity_bytes,
+    ))
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SsdParams {
     pub profile: String,
+    /// The values it was read from, in declaration order (the result record lists them).
+    pub values: Values,
     pub capacity_bytes: u64,
     pub channels: u64,
     pub dies_per_channel: u64,
@@ -146,124 +301,40 @@ impl SsdParams {
         }
     }
 
-    pub fn profile(name: &str) -> Option<Self> {
-        match name {
-            "samsung-840pro-256g" => Some(Self {
-                profile: name.to_string(),
-                capacity_bytes: 256_060_514_304,
-                channels: 8,
-                dies_per_channel: 4,
-                page_bytes: 8 << 10,
-                read_latency_ns: 60 * US,
-                program_latency_ns: 250 * US,
-                channel_rate_bps: 400_000_000,
-                read_iops: 100_000,
-                write_iops: 90_000,
-                seq_read_rate_bps: 540_000_000,
-                seq_write_rate_bps: 520_000_000,
-                link_rate_bps: 600_000_000,
-                write_buffer_bytes: 32 << 20,
-                queue_depth: 32,
-                pages_per_block: 256,
-                // 256 GiB of raw flash (32 × 64 Gbit) for 256,060,514,304 user bytes.
-                over_provisioning: 0.0735,
-                erase_latency_ns: 3 * MS,
-                gc_threshold: 4,
-                gc_policy: GcPolicy::Greedy,
-                precondition: Precondition::Clean,
-            }),
-            _ => None,
-        }
-    }
-
-    pub fn from_params(profile: &str, r: &ParamReader) -> Result<Self, DeviceError> {
-        r.check_known(PARAMS)?;
-        let d = Self::profile(profile).expect("profile checked by build_device");
+    /// The parameters of profile `profile` from their declared values, with the rules that
+    /// relate several of them checked.
+    pub fn from_values(profile: &str, v: &Values) -> Result<Self, ParamError> {
         let p = Self {
-            profile: d.profile,
-            capacity_bytes: r.size("capacity", d.capacity_bytes)?,
-            channels: r.positive("channels", d.channels)?,
-            dies_per_channel: r.positive("dies_per_channel", d.dies_per_channel)?,
-            page_bytes: r.size("page_size", d.page_bytes)?,
-            read_latency_ns: r.duration("read_latency", d.read_latency_ns)?,
-            program_latency_ns: r.duration("program_latency", d.program_latency_ns)?,
-            channel_rate_bps: r.rate("channel_rate", d.channel_rate_bps)?,
-            read_iops: r.positive("read_iops", d.read_iops)?,
-            write_iops: r.positive("write_iops", d.write_iops)?,
-            seq_read_rate_bps: r.rate("seq_read_rate", d.seq_read_rate_bps)?,
-            seq_write_rate_bps: r.rate("seq_write_rate", d.seq_write_rate_bps)?,
-            link_rate_bps: r.rate("link_rate", d.link_rate_bps)?,
-            write_buffer_bytes: r.size("write_buffer", d.write_buffer_bytes)?,
-            queue_depth: r.positive("queue_depth", d.queue_depth)?,
-            pages_per_block: r.positive("pages_per_block", d.pages_per_block)?,
-            over_provisioning: fraction(r, "over_provisioning", d.over_provisioning)?,
-            erase_latency_ns: r.duration("erase_latency", d.erase_latency_ns)?,
-            gc_threshold: r.positive("gc_threshold", d.gc_threshold)?,
-            gc_policy: choice(
-                r,
-                "gc_policy",
-                GcPolicy::NAMES,
-                d.gc_policy,
-                GcPolicy::parse,
-            )?,
-            precondition: choice(
-                r,
-                "precondition",
-                Precondition::NAMES,
-                d.precondition,
-                Precondition::parse,
-            )?,
+            profile: profile.to_string(),
+            values: v.clone(),
+            capacity_bytes: v.int("capacity"),
+            channels: v.int("channels"),
+            dies_per_channel: v.int("dies_per_channel"),
+            page_bytes: v.int("page_size"),
+            read_latency_ns: v.int("read_latency"),
+            program_latency_ns: v.int("program_latency"),
+            channel_rate_bps: v.int("channel_rate"),
+            read_iops: v.int("read_iops"),
+            write_iops: v.int("write_iops"),
+            seq_read_rate_bps: v.int("seq_read_rate"),
+            seq_write_rate_bps: v.int("seq_write_rate"),
+            link_rate_bps: v.int("link_rate"),
+            write_buffer_bytes: v.int("write_buffer"),
+            queue_depth: v.int("queue_depth"),
+            pages_per_block: v.int("pages_per_block"),
+            over_provisioning: v.float("over_provisioning"),
+            erase_latency_ns: v.int("erase_latency"),
+            gc_threshold: v.int("gc_threshold"),
+            // The kinds accept exactly the enums' names.
+            gc_policy: GcPolicy::parse(v.choice("gc_policy")).expect("kind: GcPolicy::NAMES"),
+            precondition: Precondition::parse(v.choice("precondition"))
+                .expect("kind: Precondition::NAMES"),
         };
-        if p.capacity_bytes == 0 {
-            return Err(r.bad("capacity", 0, "must be a positive size"));
-        }
-        if p.channels > 256 {
-            return Err(r.bad("channels", p.channels, "must be between 1 and 256"));
-        }
-        if p.dies_per_channel > 256 {
-            return Err(r.bad(
-                "dies_per_channel",
-                p.dies_per_channel,
-                "must be between 1 and 256",
-            ));
-        }
-        if !(512..=(1 << 20)).contains(&p.page_bytes) {
-            return Err(r.bad(
-                "page_size",
-                p.page_bytes,
-                "must be between 512 and 1048576 bytes",
-            ));
-        }
-        if p.read_iops > 1_000_000_000 || p.write_iops > 1_000_000_000 {
-            let (k, v) = if p.read_iops > p.write_iops {
-                ("read_iops", p.read_iops)
-            } else {
-                ("write_iops", p.write_iops)
-            };
-            return Err(r.bad(k, v, "must be between 1 and 1000000000"));
-        }
-        if p.queue_depth > 65_536 {
-            return Err(r.bad("queue_depth", p.queue_depth, "must be between 1 and 65536"));
-        }
         if p.page_bytes > UNIT_BYTES && !p.page_bytes.is_multiple_of(UNIT_BYTES) {
-            return Err(r.bad(
+            return Err(bad(
                 "page_size",
                 p.page_bytes,
                 "must be a multiple of 4096 bytes when larger than 4096 (the FTL maps 4 KiB units)",
-            ));
-        }
-        if p.pages_per_block > 65_536 {
-            return Err(r.bad(
-                "pages_per_block",
-                p.pages_per_block,
-                "must be between 1 and 65536",
-            ));
-        }
-        if p.gc_threshold > u32::MAX as u64 {
-            return Err(r.bad(
-                "gc_threshold",
-                p.gc_threshold,
-                "must be a few free blocks per die (at least 2)",
             ));
         }
         if let Err((param, why)) = p.ftl_geometry().check() {
@@ -272,51 +343,9 @@ impl SsdParams {
                 "gc_threshold" => p.gc_threshold.to_string(),
                 _ => p.over_provisioning.to_string(),
             };
-            return Err(r.bad(param, value, &why));
+            return Err(bad(param, value, &why));
         }
         Ok(p)
-    }
-}
-
-/// A number that is a fraction (`0.07`) or a percentage string (`"7%"`).
-fn fraction(r: &ParamReader, param: &'static str, default: f64) -> Result<f64, DeviceError> {
-    const EXP: &str = concat!(
-        "must be a fraction of the capacity between 0.001 and 10 (e.g. 0.07) ",
-        "or a percentage (e.g. \"7%\")"
-    );
-    let v = match r.map.get(param) {
-        None => return Ok(default),
-        Some(toml::Value::Float(f)) => *f,
-        Some(toml::Value::Integer(i)) => *i as f64,
-        Some(toml::Value::String(s)) => s
-            .trim()
-            .strip_suffix('%')
-            .and_then(|t| t.trim().parse::<f64>().ok())
-            .map(|p| p / 100.0)
-            .ok_or_else(|| r.bad(param, format!("{s:?}"), EXP))?,
-        Some(other) => return Err(r.bad(param, other, EXP)),
-    };
-    if !(v.is_finite() && (0.001..=10.0).contains(&v)) {
-        return Err(r.bad(param, r.map[param].clone(), EXP));
-    }
-    Ok(v)
-}
-
-/// One of a fixed set of names.
-fn choice<T: Copy>(
-    r: &ParamReader,
-    param: &'static str,
-    names: &'static [&'static str],
-    default: T,
-    parse: fn(&str) -> Option<T>,
-) -> Result<T, DeviceError> {
-    let exp = || format!("must be one of {}", names.join(", "));
-    match r.map.get(param) {
-        None => Ok(default),
-        Some(toml::Value::String(s)) => {
-            parse(s).ok_or_else(|| r.bad(param, format!("{s:?}"), &exp()))
-        }
-        Some(other) => Err(r.bad(param, other, &exp())),
     }
 }
 
@@ -592,7 +621,7 @@ impl Device for Ssd {
         &self.name
     }
     fn model(&self) -> &'static str {
-        "ssd"
+        ENTRY.name
     }
     fn capacity_bytes(&self) -> u64 {
         self.p.capacity_bytes
@@ -675,48 +704,20 @@ impl Device for Ssd {
     }
 
     fn params(&self) -> Vec<(String, String)> {
-        let p = &self.p;
-        let v = [
-            ("profile", p.profile.clone()),
-            ("capacity", p.capacity_bytes.to_string()),
-            ("channels", p.channels.to_string()),
-            ("dies_per_channel", p.dies_per_channel.to_string()),
-            ("page_size", p.page_bytes.to_string()),
-            ("read_latency", fmt_ms(p.read_latency_ns)),
-            ("program_latency", fmt_ms(p.program_latency_ns)),
-            ("channel_rate", p.channel_rate_bps.to_string()),
-            ("read_iops", p.read_iops.to_string()),
-            ("write_iops", p.write_iops.to_string()),
-            ("seq_read_rate", p.seq_read_rate_bps.to_string()),
-            ("seq_write_rate", p.seq_write_rate_bps.to_string()),
-            ("link_rate", p.link_rate_bps.to_string()),
-            ("write_buffer", p.write_buffer_bytes.to_string()),
-            ("queue_depth", p.queue_depth.to_string()),
-            ("pages_per_block", p.pages_per_block.to_string()),
-            ("over_provisioning", p.over_provisioning.to_string()),
-            ("erase_latency", fmt_ms(p.erase_latency_ns)),
-            ("gc_threshold", p.gc_threshold.to_string()),
-            ("gc_policy", p.gc_policy.name().to_string()),
-            ("precondition", p.precondition.name().to_string()),
-        ];
-        v.into_iter().map(|(k, s)| (k.to_string(), s)).collect()
+        record(&self.p.profile, &self.p.values)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{closed_loop, one};
+    use super::super::testkit::{closed_loop, one, typed_params};
+    use super::super::DeviceError;
     use super::*;
     use std::collections::BTreeMap;
     use vmio_core::rng::Rng;
 
     fn ssd() -> Ssd {
-        let map = BTreeMap::new();
-        let r = ParamReader::new("sdb", "ssd", &map);
-        Ssd::new(
-            "sdb",
-            SsdParams::from_params("samsung-840pro-256g", &r).unwrap(),
-        )
+        ssd_with("").unwrap()
     }
 
     fn random_iops(op: Op, qd: usize) -> f64 {
@@ -788,13 +789,7 @@ mod tests {
     #[test]
     fn sustained_writes_beyond_the_buffer_are_paced_by_programming() {
         // With 1 channel x 1 die, programming (8 KiB per ~270 us ≈ 30 MB/s) is the bottleneck.
-        let map: BTreeMap<String, toml::Value> =
-            toml::from_str("channels = 1\ndies_per_channel = 1\nwrite_buffer = \"1m\"").unwrap();
-        let r = ParamReader::new("sdb", "ssd", &map);
-        let mut d = Ssd::new(
-            "sdb",
-            SsdParams::from_params("samsung-840pro-256g", &r).unwrap(),
-        );
+        let mut d = ssd_with("channels = 1\ndies_per_channel = 1\nwrite_buffer = \"1m\"").unwrap();
         let n = 2000;
         let run = closed_loop(&mut d, 0, 8, n, |i| (Op::Write, i as u64 * 65536, 65536));
         let bps = (n as u64 * 65536) as f64 / (run.elapsed_ns as f64 / 1e9);
@@ -803,12 +798,8 @@ mod tests {
     }
 
     fn ssd_with(src: &str) -> Result<Ssd, DeviceError> {
-        let map: BTreeMap<String, toml::Value> = toml::from_str(src).unwrap();
-        let r = ParamReader::new("sdb", "ssd", &map);
-        Ok(Ssd::new(
-            "sdb",
-            SsdParams::from_params("samsung-840pro-256g", &r)?,
-        ))
+        let p = typed_params("sdb", "ssd", src, SsdParams::from_values)?;
+        Ok(Ssd::new("sdb", p))
     }
 
     /// A 4 GiB device with the profile's dies, timings and over-provisioning (smaller blocks

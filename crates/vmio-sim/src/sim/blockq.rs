@@ -110,11 +110,12 @@ pub(super) fn build_volumes(stack: &Stack, devs: &[DevState]) -> Result<Vec<VolS
             .iter()
             .map(|&i| devs[i].model.capacity_bytes())
             .collect();
-        let layout = volume::build(&v.name, v.layout, &caps, v.stripe_size_bytes, v.chunk_bytes)
-            .map_err(|source| SimError::Volume {
+        let layout = volume::build(&v.name, v.layout, &caps, &v.params).map_err(|source| {
+            SimError::Volume {
                 file: stack.file.clone(),
                 source,
-            })?;
+            }
+        })?;
         let ra = v
             .read_ahead_kb
             .map(|kb| kb * 1024)

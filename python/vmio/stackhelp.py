@@ -1,0 +1,52 @@
+"""`vmio help stack`: the stack file's volume layouts, host schedulers and device models, each
+with its parameters (name, accepted values, default, meaning), like `qemu-system-x86_64 -device
+help` or `fio --cmdhelp`. The text comes from the registries the stack parser reads
+(vmio-core's `sched::REGISTRY` and `volume::REGISTRY`, vmio-sim's `device::REGISTRY`);
+`--markdown` prints the README's tables, which a Rust test keeps equal to it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from vmio.sim import native
+
+EPILOG = """examples:
+  vmio help stack                 layouts, schedulers, device models and their parameters
+  vmio help stack --markdown      the same as the README's Markdown tables"""
+
+
+def add_parser(
+    sub: argparse._SubParsersAction,
+    parser_class: type[argparse.ArgumentParser],
+    formatter_class: type[argparse.HelpFormatter],
+    missing: Callable[[argparse.ArgumentParser, str], int],
+) -> None:
+    """Add `vmio help TOPIC` to the subcommands `sub`."""
+    h = sub.add_parser(
+        "help",
+        help="what a stack file accepts: layouts, schedulers, device models",
+        description="Reference of the stack file's selectable layers.",
+        epilog=EPILOG,
+        formatter_class=formatter_class,
+    )
+    hsub = h.add_subparsers(dest="topic", metavar="TOPIC", parser_class=parser_class)
+    hs = hsub.add_parser(
+        "stack",
+        help="volume layouts, schedulers and device models with their parameters",
+        description="List every [[volume]] layout, [scheduler] name and [[device]] model with "
+        "its parameters: accepted values, default and meaning.",
+        epilog=EPILOG,
+        formatter_class=formatter_class,
+    )
+    hs.add_argument(
+        "--markdown", action="store_true", help="print Markdown tables (the README's)"
+    )
+    hs.set_defaults(func=cmd_help_stack)
+    h.set_defaults(func=lambda args: missing(h, "what to show help on (vmio help stack)"))
+
+
+def cmd_help_stack(args: argparse.Namespace) -> int:
+    sys.stdout.write(native().stack_help(args.markdown))
+    return 0
