@@ -14,6 +14,7 @@ pub mod fio;
 pub mod request;
 pub mod rng;
 pub mod sched;
+pub mod slab;
 pub mod stack;
 pub mod units;
 pub mod volume;

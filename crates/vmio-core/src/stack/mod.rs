@@ -6,7 +6,8 @@
 //!                             # path, size (the real engine, `vmio serve`: backing file or block device)
 //! [[volume]]                  # name, layout = single|linear|stripe|raid0, devices, stripe_size, chunk, read_ahead_kb
 //! [scheduler]                 # name = none|mq-deadline, read_expire, write_expire, max_merge
-//! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate
+//! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate,
+//!                             # eviction = clock|lru
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
 //! ```
@@ -109,6 +110,7 @@ pub struct RawPageCache {
     pub dirty_expire: Option<DurationValue>,
     pub writeback_interval: Option<DurationValue>,
     pub copy_rate: Option<SizeValue>,
+    pub eviction: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -239,6 +241,10 @@ pub struct PageCacheSpec {
     /// shared by all copies. Default 21.3 GB/s: dual-channel DDR4-2666 peaks at 42.7 GB/s
     /// (2 × 8 B × 2666 MT/s, JEDEC JESD79-4) and a copy reads and writes every byte.
     pub copy_rate_bps: u64,
+    /// Page eviction policy, a name of [`crate::cache::eviction::EVICTIONS`] (shown only when
+    /// not the default).
+    #[serde(skip_serializing_if = "crate::cache::eviction::is_default")]
+    pub eviction: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -607,6 +613,19 @@ impl Stack {
             copy_rate_bps: match &p.copy_rate {
                 Some(v) => c.size("page_cache.copy_rate", v)?,
                 None => 21_330_000_000,
+            },
+            eviction: match p.eviction.as_deref() {
+                None => crate::cache::eviction::DEFAULT.to_string(),
+                Some(e) if crate::cache::eviction::find(e).is_some() => e.to_string(),
+                Some(e) => {
+                    return Err(c.err(
+                        "page_cache.eviction",
+                        format!(
+                            "'{e}' is not valid; accepted: {}",
+                            crate::cache::eviction::accepted()
+                        ),
+                    ))
+                }
             },
         };
         if page_cache.memory_bytes > host.memory_bytes {
