@@ -6,7 +6,7 @@
 //! bytes), 7200 rpm (8.33 ms per rotation, 4.16 ms average latency), 220 MB/s maximum
 //! sustained (outer zone), 256 MB cache, SATA 6 Gb/s (600 MB/s after 8b/10b). The datasheet
 //! gives no seek times; track-to-track 0.8 ms, average 8.5 ms and full stroke 16 ms are the
-//! middle of the ranges for 7200 rpm desktop disks in `shared/reference/seeds.md` (hardware
+//! middle of the ranges for 7200 rpm desktop disks in `docs/references.md` (hardware
 //! references). The inner-zone rate (about half the outer one) follows from constant linear
 //! density: track capacity is proportional to radius, and inner/outer radius is about 1/2 on
 //! 3.5-inch platters. The modelling follows Ruemmler & Wilkes, "An introduction to disk drive

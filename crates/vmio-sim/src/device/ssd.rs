@@ -3,7 +3,7 @@
 //! collection ([`super::ftl`]) that decides where data lives and charges GC time to the dies.
 //!
 //! **Sources.** Profile `samsung-840pro-256g` (Samsung SSD 840 PRO data sheet, 2012, and
-//! `shared/reference/seeds.md`, hardware references): 256 GB (500,118,192 × 512-byte sectors =
+//! `docs/references.md`, hardware references): 256 GB (500,118,192 × 512-byte sectors =
 //! 256,060,514,304 bytes), MDX controller with 8 channels, 21 nm toggle-mode 2.0 MLC (4 dies
 //! per channel for 256 GB: 32 × 64 Gbit; 400 MB/s per channel), 8 KiB pages; sequential read
 //! 540 MB/s, sequential write 520 MB/s, 4 KiB random read 100k IOPS and random write 90k IOPS

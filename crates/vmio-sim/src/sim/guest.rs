@@ -1,0 +1,166 @@
+//! The guest side and the virtual disk: a job's request is split at the virtual disk's
+//! maximum request size, each part waits for a slot of the disk's queue, and the VMM thread
+//! serializes the submit and complete costs of all the disk's requests.
+//!
+//! ```text
+//! guest_issue: parts = ⌈len / max_request⌉ (1 for a flush); one VReq per part → vdisk_submit
+//! vdisk_submit: inflight = queue_depth → waitq; else
+//!     SubmitDone at max(now + guest_submit, vmm_busy) + vmm_submit(len)   (host_start)
+//! host_finish (host side done): GuestDone at max(now, vmm_busy) + vmm_complete(len)
+//! guest_done: free the queue slot (start the first waiter); last part → jobs' io_done
+//! ```
+//!
+//! Sources: Linux block/blk-merge.c (a bio above the queue limits is split), QEMU
+//! hw/block/virtio-blk.c (queue size, seg_max; one VMM thread per disk); the costs come from
+//! [`crate::vdisk`].
+
+use super::event::Event;
+use super::slab::Slab;
+use super::Sim;
+use crate::vdisk::{InterfaceModel, VirtualDisk};
+use std::collections::VecDeque;
+use vmio_core::request::Op;
+use vmio_core::Ns;
+
+/// A job's request as the guest issued it, until all its parts complete.
+pub(super) struct GIo {
+    pub(super) job: usize,
+    pub(super) op: Op,
+    pub(super) len: u64,
+    pub(super) issue_ns: Ns,
+    parts: u32,
+}
+
+/// One part of a guest request on the virtual disk, as the host sees it.
+pub(super) struct VReq {
+    gio: usize,
+    pub(super) disk: usize,
+    pub(super) op: Op,
+    pub(super) offset: u64,
+    pub(super) len: u64,
+    /// Page-cache fetches this (buffered) read still waits for.
+    pub(super) waits: u32,
+}
+
+/// A virtual disk: its interface model, the VMM thread and the queue slots.
+pub(super) struct VDiskState {
+    model: InterfaceModel,
+    vmm_busy: Ns,
+    inflight: u32,
+    waitq: VecDeque<usize>,
+}
+
+impl VDiskState {
+    pub(super) fn new(model: InterfaceModel) -> Self {
+        VDiskState {
+            model,
+            vmm_busy: 0,
+            inflight: 0,
+            waitq: VecDeque::new(),
+        }
+    }
+}
+
+/// The guest side's state: requests in flight and the virtual disks (indexed like
+/// `Sim::disks`).
+pub(super) struct GuestState {
+    gios: Slab<GIo>,
+    pub(super) vreqs: Slab<VReq>,
+    vdisks: Vec<VDiskState>,
+}
+
+impl GuestState {
+    pub(super) fn new(vdisks: Vec<VDiskState>) -> Self {
+        GuestState {
+            gios: Slab::new(),
+            vreqs: Slab::new(),
+            vdisks,
+        }
+    }
+}
+
+impl Sim {
+    /// Job `j` issues `[offset, offset + len)` of `disk`: split at the vdisk's max request.
+    pub(super) fn guest_issue(
+        &mut self,
+        now: Ns,
+        j: usize,
+        disk: usize,
+        op: Op,
+        offset: u64,
+        len: u64,
+    ) {
+        let max = self.guest.vdisks[disk].model.max_request_bytes();
+        let parts = if len == 0 {
+            1
+        } else {
+            len.div_ceil(max) as u32
+        };
+        let g = self.guest.gios.insert(GIo {
+            job: j,
+            op,
+            len,
+            issue_ns: now,
+            parts,
+        });
+        let mut off = offset;
+        let end = offset + len;
+        for _ in 0..parts {
+            let n = (end - off).min(max);
+            let r = self.guest.vreqs.insert(VReq {
+                gio: g,
+                disk,
+                op,
+                offset: off,
+                len: n,
+                waits: 0,
+            });
+            off += n;
+            self.vdisk_submit(now, r);
+        }
+    }
+
+    fn vdisk_submit(&mut self, now: Ns, r: usize) {
+        let disk = self.guest.vreqs.get(r).disk;
+        let len = self.guest.vreqs.get(r).len;
+        let d = &mut self.guest.vdisks[disk];
+        if d.inflight >= d.model.queue_depth() {
+            d.waitq.push_back(r);
+            return;
+        }
+        d.inflight += 1;
+        let t = (now + d.model.guest_submit_ns()).max(d.vmm_busy) + d.model.vmm_submit_ns(len);
+        d.vmm_busy = t;
+        self.q.push(t, Event::SubmitDone(r).pack());
+    }
+
+    /// The host side is done with a request: the VMM completes it to the guest.
+    pub(super) fn host_finish(&mut self, now: Ns, r: usize) {
+        let (disk, len) = {
+            let v = self.guest.vreqs.get(r);
+            (v.disk, v.len)
+        };
+        let d = &mut self.guest.vdisks[disk];
+        let t = now.max(d.vmm_busy) + d.model.vmm_complete_ns(len);
+        d.vmm_busy = t;
+        self.q.push(t, Event::GuestDone(r).pack());
+    }
+
+    pub(super) fn guest_done(&mut self, now: Ns, r: usize) {
+        let v = self.guest.vreqs.remove(r);
+        let d = &mut self.guest.vdisks[v.disk];
+        d.inflight -= 1;
+        if let Some(next) = d.waitq.pop_front() {
+            self.vdisk_submit(now, next);
+        }
+        let g = self.guest.gios.get(v.gio);
+        g.parts -= 1;
+        if g.parts > 0 {
+            return;
+        }
+        let g = self.guest.gios.remove(v.gio);
+        let slat = self.guest.vdisks[v.disk].model.guest_submit_ns();
+        let vm = self.disks[v.disk].owner as usize;
+        self.io_done(now, g, vm, slat);
+    }
+}

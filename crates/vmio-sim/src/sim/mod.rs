@@ -1,0 +1,283 @@
+//! The simulator: the whole stack driven in virtual time, one file per layer.
+//!
+//! A request's path through the files:
+//!
+//! ```text
+//! jobs.rs       job ──try_issue / Arrival──> issue
+//!                 │                                         ▲ io_done (stats, next I/O)
+//! guest.rs      guest_issue: split at the vdisk's max request; vdisk_submit (queue depth;
+//!               the VMM thread serializes submit/complete costs)
+//!                 │ SubmitDone                               ▲ GuestDone ← host_finish
+//! hostcache.rs  host_start by QEMU cache mode:
+//!                 O_DIRECT (none, directsync): straight to the block queue
+//!                 buffered (writeback, writethrough, unsafe): page cache hit → copy
+//!                   (HostDone); miss → fetch with read-ahead; writes dirty pages →
+//!                   background/periodic writeback (WbTimer), dirty throttling
+//!                 flush: unsafe ignores it; buffered writes back the file's dirty pages;
+//!                   then FLUSH CACHE to every device of the volume
+//!                 │ submit_range / flush_volume              ▲ barrier_continue
+//! blockq.rs     volume map → per-device requests → scheduler (flushes bypass it) → device
+//!               queue depth; DevWake / SchedWake; barrier_done counts a barrier's requests
+//!                 │ submit                                   ▲ advance (completions)
+//! device/       HDD, SSD, RAM models
+//! ```
+//!
+//! `mod.rs` wires the layers (`Sim::new`: devices, volumes, disks, jobs) and runs the event
+//! loop; `event.rs` is the typed [`event::Event`] and its packing into the queue's `u64`;
+//! `report.rs` the run's summary; `memory.rs` the memory check before anything is built;
+//! `slab.rs` the reusable slots of requests and barriers.
+//!
+//! Everything is deterministic: the event queue orders by (time, sequence), randomness comes
+//! from the workload generators seeded from the run seed, and no hash-map order reaches
+//! the output. Page-cache "files" are the VM disks (QEMU opens one image per disk).
+
+mod blockq;
+mod event;
+mod guest;
+mod hostcache;
+mod jobs;
+mod memory;
+mod report;
+mod slab;
+
+pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
+pub use report::{DeviceReport, JobReport, SimReport};
+
+use crate::device::DeviceError;
+use crate::engine::EventQueue;
+use crate::vdisk::InterfaceModel;
+use blockq::{BlockQueue, VolState};
+use event::Event;
+use guest::{GuestState, VDiskState};
+use hostcache::{FileState, HostCache};
+use jobs::JobDriver;
+use thiserror::Error;
+use vmio_core::cache::PAGE_BYTES;
+use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
+use vmio_core::stack::{Stack, StackError};
+use vmio_core::units::quote;
+use vmio_core::volume::VolumeError;
+use vmio_core::workload::filebench::FilebenchError;
+use vmio_core::workload::{TimedIo, WorkloadError};
+
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    #[error("{file}: {source}")]
+    Device {
+        file: String,
+        #[source]
+        source: DeviceError,
+    },
+    #[error("{file}: {source}")]
+    Volume {
+        file: String,
+        #[source]
+        source: VolumeError,
+    },
+    #[error("{file}: {source}")]
+    Workload {
+        file: String,
+        #[source]
+        source: WorkloadError,
+    },
+    #[error("{file}: {source}")]
+    Filebench {
+        file: String,
+        #[source]
+        source: FilebenchError,
+    },
+    #[error("{0}")]
+    Job(String),
+}
+
+/// A job bound to the VM disk it runs against.
+#[derive(Clone, Debug)]
+pub struct JobBinding {
+    pub spec: JobSpec,
+    pub vm: usize,
+    pub disk: usize,
+    /// The job file it comes from (for error messages).
+    pub job_file: String,
+    /// The parsed trace of a `read_iolog` job (read by the caller, which does the file I/O).
+    pub trace: Option<Vec<TimedIo>>,
+}
+
+/// Resolve a job's `filename` to one of the VM's disks (`/dev/sdb`, `sdb`, or none = first).
+pub fn bind_jobs(
+    stack: &Stack,
+    jobs: &[JobSpec],
+    vm: usize,
+    job_file: &str,
+) -> Result<Vec<JobBinding>, SimError> {
+    let v = &stack.vms[vm];
+    jobs.iter()
+        .map(|spec| {
+            let disk = match &spec.filename {
+                None => 0,
+                Some(f) => {
+                    let name = f.trim_start_matches("/dev/");
+                    v.disks.iter().position(|d| d.name == name).ok_or_else(|| {
+                        SimError::Job(format!(
+                            "{job_file}:{}: filename: '{f}' is not a disk of VM '{}'; accepted: {}",
+                            spec.line,
+                            v.name,
+                            v.disks
+                                .iter()
+                                .map(|d| format!("/dev/{}", d.name))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })?
+                }
+            };
+            Ok(JobBinding {
+                spec: spec.clone(),
+                vm,
+                disk,
+                job_file: job_file.to_string(),
+                trace: None,
+            })
+        })
+        .collect()
+}
+
+/// Where a VM disk lies: its volume, its offset there, its size and its VM (every layer
+/// indexes its per-disk state like this).
+struct DiskPlace {
+    volume: usize,
+    offset_bytes: u64,
+    size_bytes: u64,
+    owner: u32,
+}
+
+pub struct Sim {
+    q: EventQueue,
+    disks: Vec<DiskPlace>,
+    /// The workload driver (jobs.rs).
+    work: JobDriver,
+    /// Guest requests and virtual disks (guest.rs).
+    guest: GuestState,
+    /// The host page cache and its writeback (hostcache.rs).
+    cache: HostCache,
+    /// Devices, volumes and barriers (blockq.rs).
+    blockq: BlockQueue,
+    seed: u64,
+    notes: Vec<String>,
+    vm_names: Vec<String>,
+    vm_weights: Vec<u32>,
+}
+
+/// Refuse a run of more than fio's FIO_MAX_JOBS jobs (all clones of all VMs together).
+fn check_job_count(jobs: &[JobBinding]) -> Result<(), SimError> {
+    let mut total_jobs = 0u64;
+    for b in jobs {
+        total_jobs += u64::from(b.spec.numjobs.max(1));
+        if total_jobs > u64::from(FIO_MAX_JOBS) {
+            return Err(SimError::Job(format!(
+                "{}:{}: job '{}' (vm[{}]): numjobs={} brings the run (all VMs together) to {total_jobs} jobs, above fio's limit of {FIO_MAX_JOBS} jobs (FIO_MAX_JOBS); accepted: at most {FIO_MAX_JOBS} jobs in one run",
+                b.job_file,
+                b.spec.line,
+                quote(&b.spec.name),
+                b.vm,
+                b.spec.numjobs
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The VM disks in order (VM by VM), with their virtual disk and host file state, and the
+/// index of each VM's first disk.
+fn build_disks(
+    stack: &Stack,
+    vols: &[VolState],
+) -> (Vec<DiskPlace>, Vec<VDiskState>, Vec<FileState>, Vec<usize>) {
+    let mut disks = Vec::new();
+    let mut vdisks = Vec::new();
+    let mut files = Vec::new();
+    let mut disk_base = Vec::new();
+    for (vi, vm) in stack.vms.iter().enumerate() {
+        disk_base.push(disks.len());
+        for d in &vm.disks {
+            disks.push(DiskPlace {
+                volume: d.volume,
+                offset_bytes: d.offset_bytes,
+                size_bytes: d.size_bytes,
+                owner: vi as u32,
+            });
+            vdisks.push(VDiskState::new(InterfaceModel::new(
+                d.interface,
+                d.queue_depth,
+            )));
+            files.push(FileState::new(
+                d.cache,
+                vols[d.volume].read_ahead_bytes / PAGE_BYTES,
+            ));
+        }
+    }
+    (disks, vdisks, files, disk_base)
+}
+
+impl Sim {
+    /// Build a simulation of `stack` running `jobs` with `seed`.
+    pub fn new(mut stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
+        check_job_count(&jobs)?;
+        check_memory(&stack, available_memory_bytes())?;
+        let devs = blockq::build_devices(&stack, seed)?;
+        let vols = blockq::build_volumes(&stack, &devs)?;
+        let vol_bytes: Vec<u64> = vols.iter().map(|v| v.layout.capacity_bytes()).collect();
+        stack.resolve_disk_sizes(&vol_bytes)?;
+        let (disks, vdisks, files, disk_base) = build_disks(&stack, &vols);
+        let mut notes = Vec::new();
+        let work = JobDriver::build(&jobs, &disks, &disk_base, stack.vms.len(), seed, &mut notes)?;
+        Ok(Sim {
+            q: EventQueue::new(),
+            disks,
+            work,
+            guest: GuestState::new(vdisks),
+            cache: HostCache::new(&stack.page_cache, files),
+            blockq: BlockQueue::new(devs, vols),
+            seed,
+            notes,
+            vm_names: stack.vms.iter().map(|v| v.name.clone()).collect(),
+            vm_weights: stack.vms.iter().map(|v| v.weight).collect(),
+        })
+    }
+
+    /// Run to completion and report.
+    pub fn run(mut self) -> SimReport {
+        self.start_phase(0);
+        while let Some((now, p)) = self.q.pop() {
+            match Event::unpack(p) {
+                Event::JobStart(j) => self.job_start(now, j),
+                Event::SubmitDone(r) => self.host_start(now, r),
+                Event::HostDone(r) => self.after_copy(now, r),
+                Event::GuestDone(r) => self.guest_done(now, r),
+                Event::DevWake(dev) => self.dev_wake(now, dev),
+                Event::SchedWake(dev) => self.sched_wake(now, dev),
+                Event::WbTimer => self.wb_timer(now),
+                Event::JobEnd(j) => self.job_end(now, j),
+                Event::Arrival(j) => self.arrival(now, j),
+            }
+            if self.all_done() {
+                break;
+            }
+        }
+        self.report()
+    }
+
+    /// Every phase ran and every job finished.
+    fn all_done(&self) -> bool {
+        self.work.phase >= self.work.phases && self.work.jobs.iter().all(|j| j.finished)
+    }
+}
+
+/// Convenience: parse nothing, just run a stack and bound jobs.
+pub fn simulate(stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<SimReport, SimError> {
+    Ok(Sim::new(stack, jobs, seed)?.run())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,114 @@
+//! What a run hands to the output layer: per job, per device, per volume and per VM, built
+//! once at the end of [`Sim::run`](super::Sim::run) from the layers' state.
+//!
+//! ```text
+//! job runtime = min(end, max(finish, start + ramp)) - (start + ramp)   (measured window)
+//! devices, page cache, volumes: their own counters at the end of the run
+//! ```
+
+use super::Sim;
+use crate::metrics::DirStats;
+use vmio_core::fio::JobSpec;
+use vmio_core::Ns;
+
+/// Summary of one simulated job for the output layer.
+pub struct JobReport {
+    pub name: String,
+    pub spec: JobSpec,
+    pub clone: u32,
+    pub vm: String,
+    pub disk: String,
+    pub runtime_ns: Ns,
+    /// read, write, trim, sync
+    pub stats: [DirStats; 4],
+}
+
+pub struct DeviceReport {
+    pub name: String,
+    pub model: &'static str,
+    pub stats: crate::device::DeviceStats,
+    pub params: Vec<(String, String)>,
+}
+
+pub struct SimReport {
+    pub seed: u64,
+    pub jobs: Vec<JobReport>,
+    pub devices: Vec<DeviceReport>,
+    pub virtual_time_ns: Ns,
+    pub events: u64,
+    pub page_cache: vmio_core::cache::pagecache::PageCacheStats,
+    /// Pages in the host page cache at the end of the run, and how many were dirty.
+    pub cached_pages: u64,
+    pub dirty_pages: u64,
+    pub volumes: Vec<(String, u64, u64)>,
+    pub notes: Vec<String>,
+    /// Per VM: name, weight, bytes completed in each second of virtual time.
+    pub vm_timeline: Vec<(String, u32, Vec<u64>)>,
+}
+
+impl Sim {
+    pub(super) fn report(self) -> SimReport {
+        let now = self.q.now();
+        let jobs = self
+            .work
+            .jobs
+            .into_iter()
+            .zip(self.work.bindings)
+            .map(|(j, (b, clone))| {
+                let measured_from = j.start_ns + j.ramp_ns;
+                let end = j.end_ns.min(j.finish_ns.max(measured_from));
+                JobReport {
+                    name: j.name,
+                    vm: self.vm_names[b.vm].clone(),
+                    disk: b.spec.filename.clone().unwrap_or_default(),
+                    spec: b.spec,
+                    clone,
+                    runtime_ns: end.saturating_sub(measured_from),
+                    stats: j.stats,
+                }
+            })
+            .collect();
+        let devices = self
+            .blockq
+            .devs
+            .iter()
+            .map(|d| DeviceReport {
+                name: d.model.name().to_string(),
+                model: d.model.model(),
+                stats: d.model.stats(),
+                params: d.model.params(),
+            })
+            .collect();
+        SimReport {
+            seed: self.seed,
+            jobs,
+            devices,
+            virtual_time_ns: now,
+            events: self.q.processed(),
+            page_cache: self.cache.pc.stats(),
+            cached_pages: self.cache.pc.cached_pages(),
+            dirty_pages: self.cache.pc.dirty_pages(),
+            volumes: self
+                .blockq
+                .vols
+                .iter()
+                .map(|v| {
+                    (
+                        v.name.clone(),
+                        v.layout.capacity_bytes(),
+                        v.read_ahead_bytes,
+                    )
+                })
+                .collect(),
+            notes: self.notes,
+            vm_timeline: self
+                .vm_names
+                .iter()
+                .cloned()
+                .zip(self.vm_weights.iter().copied())
+                .zip(self.work.timeline)
+                .map(|((n, w), t)| (n, w, t))
+                .collect(),
+        }
+    }
+}
