@@ -1,5 +1,7 @@
 //! A slab of reusable slots: `insert` returns an index that stays valid until `remove`;
-//! freed indices are reused last-freed first, so a steady state allocates nothing.
+//! freed indices are reused last-freed first, so a steady state allocates nothing. The
+//! simulator keeps its in-flight requests and barriers in slabs (an index travels in an event
+//! or a device tag), the host-cache policy its fetches and fsyncs.
 
 pub struct Slab<T> {
     items: Vec<Option<T>>,

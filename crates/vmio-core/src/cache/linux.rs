@@ -14,9 +14,9 @@
 //!            if r's pages are in flight: wait for those fetches, else Copy(r)
 //!   WRITE  (buffered): pages dirty (inserted if absent); Copy(r)
 //!   O_DIRECT READ/WRITE, any TRIM: drop cached pages of a written range; Io(r's range)
-//! on_copied(r): READ → Complete
-//!   WRITE, writethrough (O_DSYNC): the pages become clean; Io write of them, then Flush
-//!   WRITE, write cache: kick writeback; throttled while dirty + under writeback > dirty_limit
+//! on_copied(r) (a buffered write):
+//!   writethrough (O_DSYNC): the pages become clean; Io write of them, then Flush
+//!   write cache: kick writeback; throttled while dirty + under writeback > dirty_limit
 //!                       (balance_dirty_pages), else Complete
 //! fsync(r): write the disk's dirty pages (Io), wait for its writeback in flight, Flush
 //! kick writeback: arm the periodic timer if pages are dirty; while under
@@ -214,39 +214,43 @@ impl<E: Eviction> Linux<E> {
         } = self.reqs[r as usize];
         let (first, n) = page_span(offset, len);
         let disk_pages = self.disks[disk as usize].size_bytes / PAGE_BYTES;
-        let mut lookup = std::mem::take(&mut self.lookup);
-        self.pc.read(disk, first, n, &mut lookup);
-        let missing = !lookup.missing.is_empty();
+        self.pc.read(disk, first, n, &mut self.lookup);
+        let missing = !self.lookup.missing.is_empty();
         let plan = self.disks[disk as usize].ra.on_read(first, n, missing);
         let mut fetched = false;
         if let Some((s, k)) = plan.sync {
             fetched |= self.fetch(disk, s, k.min(disk_pages.saturating_sub(s)), out);
         }
-        for m in &lookup.missing {
-            fetched |= self.fetch(disk, m.first, m.n, out);
+        if missing {
+            // Taken out only on a miss: a hit moves nothing.
+            let lookup = std::mem::take(&mut self.lookup);
+            for m in &lookup.missing {
+                fetched |= self.fetch(disk, m.first, m.n, out);
+            }
+            self.lookup = lookup;
         }
         if let Some((s, k)) = plan.background {
             if s < disk_pages {
                 self.fetch(disk, s, k.min(disk_pages - s), out);
             }
         }
-        let wait_any = fetched || !lookup.waits.is_empty();
-        self.lookup = lookup;
+        let wait_any = fetched || !self.lookup.waits.is_empty();
         if wait_any {
-            let mut waits = std::mem::take(&mut self.waits);
-            waits.clear();
-            self.pc.pending_fetches(disk, first, n, &mut waits);
-            self.reqs[r as usize].waits = waits.len() as u32;
-            for &w in &waits {
+            self.waits.clear();
+            self.pc.pending_fetches(disk, first, n, &mut self.waits);
+            self.reqs[r as usize].waits = self.waits.len() as u32;
+            for &w in &self.waits {
                 self.fetches.get(w as usize).waiters.push(r);
             }
-            let none = waits.is_empty();
-            self.waits = waits;
-            if !none {
+            if !self.waits.is_empty() {
                 return;
             }
         }
-        out.push(Action::Copy { req: r, bytes: len });
+        out.push(Action::Copy {
+            req: r,
+            bytes: len,
+            complete: true,
+        });
     }
 
     /// Fetch the absent pages of a range into the page cache. Returns whether any fetch was
@@ -400,6 +404,7 @@ impl<E: Eviction> HostCache for Linux<E> {
                 out.push(Action::Copy {
                     req: r,
                     bytes: req.len,
+                    complete: false,
                 });
             }
             Op::Read | Op::Write | Op::Trim => {
@@ -421,16 +426,8 @@ impl<E: Eviction> HostCache for Linux<E> {
 
     fn on_copied(&mut self, now: Ns, r: ReqId, out: &mut Vec<Action>) {
         let ReqInfo {
-            disk,
-            op,
-            offset,
-            len,
-            ..
+            disk, offset, len, ..
         } = self.reqs[r as usize];
-        if op == Op::Read {
-            out.push(Action::Complete { req: r });
-            return;
-        }
         if self.disks[disk as usize].mode.write_through() {
             let (first, n) = page_span(offset, len);
             self.pc.clean_range(disk, first, n);
@@ -477,6 +474,7 @@ impl<E: Eviction> HostCache for Linux<E> {
                         out.push(Action::Copy {
                             req: r,
                             bytes: v.len,
+                            complete: true,
                         });
                     }
                 }
@@ -665,12 +663,10 @@ mod tests {
             out,
             vec![Action::Copy {
                 req: 0,
-                bytes: 4096
+                bytes: 4096,
+                complete: true
             }]
         );
-        out.clear();
-        c.on_copied(6, 0, &mut out);
-        assert_eq!(out, vec![Action::Complete { req: 0 }]);
         // Page 2 was read ahead: a hit, copied at once.
         out.clear();
         c.on_request(7, req(1, Op::Read, 8192, 4096), &mut out);
@@ -678,7 +674,8 @@ mod tests {
             out,
             vec![Action::Copy {
                 req: 1,
-                bytes: 4096
+                bytes: 4096,
+                complete: true
             }]
         );
     }
@@ -693,7 +690,8 @@ mod tests {
             out,
             vec![Action::Copy {
                 req: 0,
-                bytes: 150 * 4096
+                bytes: 150 * 4096,
+                complete: false
             }]
         );
         out.clear();

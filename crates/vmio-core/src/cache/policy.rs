@@ -6,7 +6,7 @@
 //!   request reaches the host      ──────>  on_request(now, req, out)
 //!   out: Io / Flush / Copy / Complete / Timer, executed in order, never calling back
 //!   the I/O or flush of `token` is done ─>  on_done(now, token, out)
-//!   the copy of `req` is done      ──────>  on_copied(now, req, out)
+//!   the copy of `req` is done      ──────>  on_copied(now, req, out)   (unless it completes)
 //!   the timer fires                ──────>  on_timer(now, out)
 //!   vmio serve opens a disk        ──────>  real_io(disk): open flags, flush, FUA
 //! ```
@@ -61,8 +61,13 @@ pub enum Action {
     /// FLUSH CACHE to every device of `disk`'s volume; `on_done(token)` once all completed.
     Flush { disk: u32, token: Token },
     /// Copy `bytes` between the page cache and guest memory for `req` (the host's memory
-    /// bus); `on_copied(req)` when done.
-    Copy { req: ReqId, bytes: u64 },
+    /// bus); when done, `complete`: the host is done with `req` (a read); otherwise
+    /// `on_copied(req)` decides (a buffered write: throttling, write-through).
+    Copy {
+        req: ReqId,
+        bytes: u64,
+        complete: bool,
+    },
     /// The host is done with `req`: the VMM completes it to the guest.
     Complete { req: ReqId },
     /// Call `on_timer` at `at`.
@@ -114,6 +119,7 @@ pub struct HostDisk {
 pub trait HostCache: Send {
     fn on_request(&mut self, now: Ns, req: Request, out: &mut Vec<Action>);
     fn on_done(&mut self, now: Ns, token: Token, out: &mut Vec<Action>);
+    /// The copy of an [`Action::Copy`] with `complete: false` ended.
     fn on_copied(&mut self, now: Ns, req: ReqId, out: &mut Vec<Action>);
     fn on_timer(&mut self, now: Ns, out: &mut Vec<Action>);
     /// How `vmio serve` opens and syncs `disk` (an index into the disks the policy was built
