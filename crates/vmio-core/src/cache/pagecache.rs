@@ -20,7 +20,8 @@
 //! 4 KiB blocks do not issue). Index: like the kernel's per-inode xarray, a two-level radix tree per file (leaves of 1024
 //! page entries, allocated on first use), so a lookup is one dependent load into a leaf; each
 //! entry packs the page's state, referenced bit and slot. Memory: 4 bytes of index per page of
-//! a touched 4 MiB region and one 32-byte slot per cached page.
+//! a touched 4 MiB region, one 32-byte slot per cached page and the eviction policy's
+//! state (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU).
 
 use super::eviction::{Clock, Eviction, Probe, Slots};
 use crate::Ns;

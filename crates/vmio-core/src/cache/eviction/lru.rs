@@ -97,7 +97,9 @@ impl Eviction for Lru {
             self.unlink(s);
             match slots.probe(s) {
                 Probe::Clean { .. } => return Some(s),
-                Probe::Busy | Probe::Free => self.push_head(s),
+                Probe::Busy => self.push_head(s),
+                // Not reached (freed slots leave the list through `removed`); forgotten.
+                Probe::Free => {}
             }
         }
         None

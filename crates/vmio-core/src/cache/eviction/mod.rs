@@ -28,6 +28,13 @@
 //!
 //! A policy is statically dispatched (the page cache is generic over it): `touched` runs on
 //! every page of every hit and costs nothing for CLOCK.
+//!
+//! Adding a policy (LRU was added this way): one file `eviction/NAME.rs` with a type that is
+//! `Default` and implements [`Eviction`] (`NAME`, `HELP`, `SLOT_BYTES` if it keeps per-slot
+//! state, the hooks it needs and `victim`), then `pub mod NAME;` and `register::<Type>()` in
+//! [`EVICTIONS`] here. `[page_cache] eviction = "NAME"` then selects it in `vmio sim` (the
+//! stack's accepted values come from [`EVICTIONS`]); `vmio serve` leaves eviction to the
+//! kernel.
 
 pub mod clock;
 pub mod lru;
