@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vmio import study
+from vmio import runner, study
 from vmio.sim import VmioError
 
 
@@ -65,6 +65,29 @@ def test_set_job_option_adds_a_missing_option_to_global():
     assert study.set_job_option("[a]\nrw=read\n", "bs", "64k") == (
         "[global]\nbs=64k\n\n[a]\nrw=read\n"
     )
+
+
+def test_set_job_option_finds_an_option_under_every_spelling_fio_accepts():
+    text = "[global]\nBlockSize=4k  ; small\n[a]\nreadwrite=randrw\nrwmixwrite=30\n"
+    out = study.set_job_option(study.set_job_option(text, "bs", "1m"), "rw", "randread")
+    assert out == "[global]\nbs=1m  ; small\n[a]\nrw=randread\nrwmixwrite=30\n"
+    assert study.set_job_option(out, "a.rwmixread", "90").endswith("\nrwmixread=90\n")
+
+
+def test_set_job_option_names_the_file_and_the_missing_section():
+    with pytest.raises(VmioError, match=r"^x.fio: cannot set 'bs=4k': the job file has no "):
+        study.set_job_option("[a]\nrw=read\n", "b.bs", "4k", "x.fio")
+
+
+def test_an_axis_sets_a_job_option_the_job_file_spells_with_an_alias(tmp_path):
+    path = _experiment(
+        tmp_path, '[[axis]]\nname = "bs"\ntarget = "job:s0.bs"\nvalues = ["8k", "16k"]\n'
+    )
+    job = tmp_path / "job.fio"
+    job.write_text(job.read_text(encoding="utf-8").replace("\nbs=32k", "\nblocksize=32k"))
+    inputs = study.point_inputs(study.load_experiment(path))
+    options = [[line for line in i.job_text.splitlines() if line.startswith("bs=")] for i in inputs]
+    assert options == [["bs=1m", "bs=8k"], ["bs=1m", "bs=16k"]]  # [layout]'s, [s0]'s
 
 
 def test_set_stack_value_names_the_bad_path():
@@ -164,7 +187,7 @@ def fake_simulator(monkeypatch):
             return _fake_result({"read": mb * 10**6 // 2, "write": mb * 10**6 // 2}, "randrw", seed)
         return _fake_result({"read": mb * 10**6}, opts["rw"], seed)
 
-    monkeypatch.setattr(study, "simulate_text", fake)
+    monkeypatch.setattr(runner, "simulate_text", fake)
 
 
 def test_run_study_keeps_grid_order_whatever_the_parallelism(fake_simulator):

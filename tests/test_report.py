@@ -49,6 +49,15 @@ def test_a_bad_size_is_an_error_with_examples():
         parse_size("lots")
 
 
+def test_sizes_are_parsed_by_the_simulators_parser():
+    assert parse_size(" 4 KiB ") == 4096 and parse_size("16383p") == 16383 << 50
+    assert parse_size(4096) == 4096
+    with pytest.raises(VmioError, match=r"^'16384p' is not a size vmio can hold; accepted: "):
+        parse_size("16384p")
+    with pytest.raises(VmioError, match=r"^'4k\\udcff' is not a size: not UTF-8 text$"):
+        parse_size("4k\udcff")
+
+
 def test_format_size_is_the_inverse_for_round_sizes():
     assert [format_size(parse_size(s)) for s in ("32k", "1m", "4g", "100")] == [
         "32k",

@@ -18,9 +18,11 @@ Every bad input raises `vmio.VmioError`, whose message is meant for the user.
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
+from vmio.calibration import StudyResult
+from vmio.experiment import Experiment, load_experiment
 from vmio.report import fio_text
+from vmio.runner import run_study
 from vmio.sim import VmioError, parse_size, simulate, simulate_text
-from vmio.study import Experiment, StudyResult, load_experiment, run_study
 
 try:
     __version__ = _dist_version("vmio")

@@ -225,7 +225,7 @@ def _size_in(lo: int, hi: int, shown: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = parse_size(text) if len(text) <= 30 else lo - 1
-        except (VmioError, ValueError, OverflowError):
+        except VmioError:
             value = lo - 1
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{shown_text(text)} is not a size in {shown}")

@@ -20,10 +20,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
+from vmio.experiment import Axis  # noqa: E402
+from vmio.quantities import quantity_title, quantity_unit, quantity_value  # noqa: E402
 from vmio.sim import VmioError, parse_size  # noqa: E402
 
 if TYPE_CHECKING:
-    from vmio.study import StudyResult
+    from vmio.calibration import StudyResult
 
 
 def _x_of(value: str) -> float:
@@ -35,8 +37,6 @@ def _x_of(value: str) -> float:
 
 def study_figure(res: StudyResult, path: Path) -> None:
     """Write the study's figure to `path` (PNG)."""
-    from vmio.study import Axis, quantity_title, quantity_value
-
     exp = res.experiment
     axes = {a.name: a for a in exp.axes_for(res.quick)}
     names = [a.name for a in exp.axes]
@@ -205,8 +205,6 @@ def study_bars(res: StudyResult, path: Path) -> None:
     """`[figure] kind = "bars"`: one panel per value of `columns` (one row of panels per value
     of `rows`, when given), groups of bars along `x`, one bar per value of `series`; the bar is
     the mean of `quantity` over the points of any further axis."""
-    from vmio.study import quantity_unit, quantity_value
-
     exp = res.experiment
     axes = {a.name: a for a in exp.axes_for(res.quick)}
     cfg = exp.figure

@@ -2,7 +2,8 @@
 
 The work is done by the Rust extension `vmio._native` (crates/vmio-py); this module only reads
 the user's files (never writes them), turns a missing native module into a clear error and
-parses sizes the way fio does. Every bad input raises `VmioError` with a user-facing message.
+parses sizes with the simulator's own parser. Every bad input raises `VmioError` with a
+user-facing message.
 """
 
 from __future__ import annotations
@@ -231,25 +232,18 @@ def simulate(
     return json.loads(simulate_text(stack_text, str(stack), job_text, str(job), seed, vm))
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
-
-
 def parse_size(text: str | int) -> int:
-    """Bytes of a fio-style size: `4k`, `64KiB`, `1m`, `512` (fio's default kb_base=1024)."""
+    """Bytes of a fio-style size: `4k`, `64KiB`, `1m`, `512` (fio's default kb_base=1024).
+
+    The simulator's own parser (`vmio_core::units::parse_size`), so that a size means the
+    same in a stack or job file, on the command line and in a study; a bad size is one
+    `VmioError` line quoting the text and saying what is accepted."""
     if isinstance(text, int):
         return text
-    text = str(text)
-    m = _SIZE_RE.match(text) if len(text) <= 40 else None
-    if not m:
-        raise VmioError(
-            f"{short_repr(text)} is not a size (examples: 4k, 64KiB, 1m, 4g, 512; at most "
-            "40 characters)"
-        )
-    power = "kmgtp".find(m.group(2).lower()) + 1 if m.group(2) else 0
-    number = m.group(1)
-    if "." in number:
-        return int(float(number) * 1024**power)  # < 1e40: finite
-    return int(number) * 1024**power
+    try:
+        return native().parse_size(str(text))
+    except UnicodeEncodeError:  # surrogate-escaped bytes (a command line): Rust takes UTF-8
+        raise VmioError(f"{shown_text(str(text))} is not a size: not UTF-8 text") from None
 
 
 def format_size(nbytes: int) -> str:

@@ -5,10 +5,12 @@
 //! time; the real NBD server drives the same code with the monotonic clock.
 //!
 //! Layers, top to bottom (see DESIGN.md): [`workload`] (fio job files, [`fio`]) → vdisk →
-//! [`cache`] (QEMU cache modes over the host page cache) → [`sched`] (host I/O scheduler) →
+//! [`cache`] (QEMU cache modes over the host page cache) → [`sched`] (host I/O scheduler,
+//! inside each device's request queue, [`blockq`]: depth, flushes, wake-ups) →
 //! [`volume`] (single, linear, stripe, raid0) → device. [`stack`] is the TOML description of
 //! the whole stack.
 
+pub mod blockq;
 pub mod cache;
 pub mod fio;
 pub mod request;

@@ -1,8 +1,15 @@
-//! A slab of reusable slots: `insert` returns an index that stays valid until `remove`;
-//! freed indices are reused last-freed first, so a steady state allocates nothing. The
-//! simulator keeps its in-flight requests and barriers in slabs (an index travels in an event
-//! or a device tag), the host-cache policy its fetches and fsyncs.
+//! A slab: values in reusable numbered slots, for the handles engines give to devices and
+//! events (an index stays valid until its value is removed).
+//!
+//! ```text
+//! insert(v): slot = the last freed slot, else a new one at the end; store v there
+//! remove(i): take the value out, free slot i
+//! ```
+//!
+//! The reuse order (last freed first, as a stack) is part of the engines' behaviour: slot
+//! numbers are the tags devices see, so it stays fixed.
 
+/// Values in reusable slots (see the module documentation).
 pub struct Slab<T> {
     items: Vec<Option<T>>,
     free: Vec<usize>,
@@ -22,6 +29,7 @@ impl<T> Slab<T> {
         }
     }
 
+    /// Store `v` and return its slot.
     #[inline]
     pub fn insert(&mut self, v: T) -> usize {
         match self.free.pop() {
@@ -36,7 +44,8 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Take the value out of slot `i` (which must be in use) and free the slot.
+    /// Take the value out of slot `i` and free the slot. Panics when the slot is free (an
+    /// engine bug: a handle used twice).
     #[inline]
     pub fn remove(&mut self, i: usize) -> T {
         let v = self.items[i].take().expect("slab slot in use");
@@ -44,10 +53,20 @@ impl<T> Slab<T> {
         v
     }
 
-    /// The value in slot `i`, which must be in use.
+    /// The value in slot `i`. Panics when the slot is free.
     #[inline]
     pub fn get(&mut self, i: usize) -> &mut T {
         self.items[i].as_mut().expect("slab slot in use")
+    }
+
+    /// Values stored.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -56,13 +75,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_freed_slot_is_reused_by_the_next_insert() {
+    fn freed_slots_are_reused_last_freed_first_and_counted() {
         let mut s = Slab::new();
-        let a = s.insert('a');
-        let b = s.insert('b');
-        assert_eq!(s.remove(a), 'a');
-        assert_eq!(s.insert('c'), a);
-        *s.get(b) = 'd';
-        assert_eq!(s.remove(b), 'd');
+        let (a, b, c) = (s.insert('a'), s.insert('b'), s.insert('c'));
+        assert_eq!((a, b, c), (0, 1, 2));
+        assert_eq!(s.remove(0), 'a');
+        assert_eq!(s.remove(2), 'c');
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.insert('d'), 2);
+        assert_eq!(s.insert('e'), 0);
+        assert_eq!(s.insert('f'), 3);
+        assert_eq!(*s.get(1), 'b');
+        assert_eq!(s.len(), 4);
     }
 }

@@ -1,5 +1,8 @@
 //! Sizes and durations written the way fio and QEMU users write them.
 //!
+//! The one size parser of vmio: stack and job files, and Python's `vmio.parse_size` (the
+//! command line, studies, reports) through `vmio._native.parse_size`.
+//!
 //! Sizes follow fio's default `kb_base=1024`: `4k`, `4K`, `4KB`, `4KiB` are all 4096 bytes;
 //! suffixes k, m, g, t, p (optionally followed by `b`, `ib`, `iB`, `B`); a bare number is bytes.
 //! Durations follow fio's `runtime`: a bare number is in `default_unit`; suffixes `ns`, `us`,
@@ -14,8 +17,8 @@ pub enum UnitError {
     BadSize(String),
     #[error("'{0}' is not a duration; expected a number with an optional suffix ns, us, ms, s, m, h or d (fio style: 500ms, 30s, 2m)")]
     BadDuration(String),
-    #[error("'{0}' is too large; accepted: at most 2^64-1 (16 EiB as a size, about 584 years as a duration)")]
-    Overflow(String),
+    #[error("'{text}' is not a {what} vmio can hold; accepted: at most 2^64-1 (16 EiB as a size, about 584 years as a duration)")]
+    Overflow { text: String, what: &'static str },
 }
 
 /// Longest user text quoted in an error message, in characters (before escaping).
@@ -56,6 +59,10 @@ fn split_number(text: &str) -> (&str, &str) {
 /// Parse a size in bytes (`4k`, `64KiB`, `1g`, `512`).
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let bad = || UnitError::BadSize(quote(text));
+    let overflow = || UnitError::Overflow {
+        text: quote(text),
+        what: "size",
+    };
     let (num, suffix) = split_number(text);
     if num.is_empty() {
         return Err(bad());
@@ -73,14 +80,13 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
         let v: f64 = num.parse().map_err(|_| bad())?;
         let bytes = v * mult as f64;
         if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-            return Err(UnitError::Overflow(quote(text)));
+            return Err(overflow());
         }
         return Ok(bytes.round() as u64);
     }
     // Digits only here, so the one way to fail is a number past u64.
-    let v: u64 = num.parse().map_err(|_| UnitError::Overflow(quote(text)))?;
-    v.checked_mul(mult)
-        .ok_or_else(|| UnitError::Overflow(quote(text)))
+    let v: u64 = num.parse().map_err(|_| overflow())?;
+    v.checked_mul(mult).ok_or_else(overflow)
 }
 
 /// Parse a duration in nanoseconds; a bare number is in `default_unit_ns` (fio: seconds for
@@ -105,7 +111,10 @@ pub fn parse_duration_ns(text: &str, default_unit_ns: Ns) -> Result<Ns, UnitErro
     let v: f64 = num.parse().map_err(|_| bad())?;
     let ns = v * mult as f64;
     if !ns.is_finite() || ns >= u64::MAX as f64 {
-        return Err(UnitError::Overflow(quote(text)));
+        return Err(UnitError::Overflow {
+            text: quote(text),
+            what: "duration",
+        });
     }
     Ok(ns.round() as u64)
 }
@@ -142,7 +151,7 @@ mod tests {
         assert!(parse_size("k").is_err());
         assert!(matches!(
             parse_size("99999999999p"),
-            Err(UnitError::Overflow(_))
+            Err(UnitError::Overflow { .. })
         ));
     }
 
@@ -167,13 +176,28 @@ mod tests {
     fn sizes_and_durations_past_u64_are_clear_overflow_errors() {
         assert!(matches!(
             parse_size("99999999999999999999999"),
-            Err(UnitError::Overflow(_))
+            Err(UnitError::Overflow { .. })
         ));
-        assert!(matches!(parse_size("16384p"), Err(UnitError::Overflow(_))));
+        assert!(matches!(
+            parse_size("16384p"),
+            Err(UnitError::Overflow { .. })
+        ));
         assert_eq!(parse_size("16383p").unwrap(), 16383 << 50);
         assert!(matches!(parse_size("1e999k"), Err(UnitError::BadSize(_))));
+        let huge = parse_size(&format!("{}.5k", "9".repeat(400))).unwrap_err();
+        assert!(matches!(huge, UnitError::Overflow { what: "size", .. }));
+        assert!(
+            huge.to_string().contains("is not a size vmio can hold"),
+            "{huge}"
+        );
         let e = parse_duration_ns(&"9".repeat(400), 1_000_000_000).unwrap_err();
-        assert!(matches!(e, UnitError::Overflow(_)));
+        assert!(matches!(
+            e,
+            UnitError::Overflow {
+                what: "duration",
+                ..
+            }
+        ));
         let shown = e.to_string();
         assert!(shown.len() < 300 && !shown.contains('\n'), "{shown}");
     }

@@ -191,6 +191,28 @@ fn synth_trace(
     .map_err(err)
 }
 
+/// Bytes of a fio-style size (`4k`, `64KiB`, `1g`, `512`; fio's kb_base=1024): the parser the
+/// simulator reads stack and job files with, for Python's `vmio.parse_size`.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    vmio_core::units::parse_size(text).map_err(err)
+}
+
+/// Set option `option=value` in a fio job file's text (in `section` only, when given) as a
+/// study's `job:` target does, matching the option under every spelling fio accepts; see
+/// `vmio_core::fio::set_option`. `path` names the file in errors.
+#[pyfunction]
+#[pyo3(signature = (text, path, section, option, value))]
+fn set_job_option(
+    text: &str,
+    path: &str,
+    section: Option<&str>,
+    option: &str,
+    value: &str,
+) -> PyResult<String> {
+    vmio_core::fio::set_option(text, path, section, option, value).map_err(err)
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -206,6 +228,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(set_job_option, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     Ok(())

@@ -1,22 +1,28 @@
-//! The scheduler driver: every device (backing file) has one vmio-core scheduler
-//! ([`vmio_core::sched::build`], the same policy objects the simulator drives) shared by
-//! every export and connection that reaches it, a bounded queue depth, and a pool of worker
-//! threads doing the blocking pread/pwrite/fallocate.
+//! The queue driver: every device (backing file) has one vmio-core request queue
+//! ([`vmio_core::blockq::DeviceQueue`] over [`vmio_core::sched::build`]'s scheduler: the
+//! same policy objects, depth and wake-up rules the simulator drives) shared by every export
+//! and connection that reaches it, and a pool of worker threads doing the blocking
+//! pread/pwrite/fallocate.
 //!
 //! ```text
 //! submit(request):  pieces = export.map(offset, len)            # volume policy
-//!                   for each piece: sched[device].insert(now, DevIo{owner = VM}); pump(device)
-//! pump(device):     while inflight < depth and (io = sched.dispatch(now)): inflight++, send io to workers
-//!                   if sched.next_wakeup_ns(): arm the timer          # CFQ idling, slices
-//! worker:           do the I/O of every tag of io; sched.completed(now, io); inflight--; pump(device)
+//!                   for each piece: queue[device].insert(now, DevIo{owner = VM}); pump(device)
+//! pump(device):     queue.dispatch(now): send each started io (its slot, its pieces) to workers
+//!                   if queue.wakeup_to_arm(now) = t: timer = min(timer, t)   # CFQ idling, slices
+//! worker:           do the I/O of every tag of io; queue.complete(now, slot); pump(device)
 //!                   last piece of a request: FUA sync, stats, reply
-//! timer thread:     at the earliest armed wake-up, pump every device
+//! timer thread:     at timer: every device: queue.woke(now); pump(device);
+//!                   timer = min(timer, queue's still armed wake-up)
 //! ```
 //!
-//! `now` is the monotonic clock in nanoseconds since the server started. FLUSH does not pass
-//! through the scheduler (as in Linux, where blk-flush sends flushes straight to the
-//! device): a worker runs it at once. Requests merged by a scheduler (mq-deadline) keep
-//! their own buffers: a merged `DevIo` is executed tag by tag.
+//! `now` is the monotonic clock in nanoseconds since the server started. FLUSH does not
+//! enter the device queues: a worker runs it at once, syncing every backing of the export
+//! ([`Export::flush`]). The queues would order it the same way (a flush bypasses the
+//! scheduler and is not ordered against queued writes: an NBD FLUSH covers the writes
+//! already replied to, which are on the files), but a per-device flush would take a queue
+//! slot on each device and need a per-backing sync under the cache mode's rules, which the
+//! export keeps in one place. Requests merged by a scheduler (mq-deadline) keep their own
+//! buffers: a merged `DevIo` is executed tag by tag.
 
 use crate::export::{nbd_errno, AlignedBuf, Export};
 use crate::limits::lock;
@@ -27,8 +33,8 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use vmio_core::blockq::DeviceQueue;
 use vmio_core::request::{DevIo, Op};
-use vmio_core::sched::IoScheduler;
 use vmio_core::stack::Stack;
 use vmio_core::volume::Piece;
 
@@ -112,26 +118,26 @@ struct PieceJob {
 enum Work {
     Device {
         device: usize,
-        io: DevIo,
+        /// The request's slot in the device's queue.
+        slot: usize,
         jobs: Vec<PieceJob>,
     },
     Flush(Arc<Request>),
     Stop,
 }
 
+/// A device's request queue and the pieces its tags stand for.
 struct DevQueue {
-    sched: Box<dyn IoScheduler>,
+    queue: DeviceQueue,
     jobs: HashMap<u64, PieceJob>,
-    inflight: usize,
     next_tag: u64,
 }
 
 pub struct Dispatcher {
     devices: Vec<Mutex<DevQueue>>,
-    depth: usize,
     work_tx: Sender<Work>,
     epoch: Instant,
-    /// Earliest wake-up a scheduler asked for.
+    /// Earliest wake-up a device queue asked for.
     timer: Mutex<Option<u64>>,
     timer_cv: Condvar,
     stopping: AtomicBool,
@@ -150,14 +156,15 @@ impl Dispatcher {
                 .iter()
                 .map(|_| {
                     Mutex::new(DevQueue {
-                        sched: vmio_core::sched::build(&stack.scheduler, &weights),
+                        queue: DeviceQueue::new(
+                            vmio_core::sched::build(&stack.scheduler, &weights),
+                            depth,
+                        ),
                         jobs: HashMap::new(),
-                        inflight: 0,
                         next_tag: 1,
                     })
                 })
                 .collect(),
-            depth: depth.max(1),
             work_tx: tx,
             epoch: Instant::now(),
             timer: Mutex::new(None),
@@ -194,7 +201,7 @@ impl Dispatcher {
     }
 
     /// Queue a request: FLUSH goes to a worker at once, DISC is not submitted, everything
-    /// else is mapped onto its devices' schedulers.
+    /// else is mapped onto its devices' queues.
     pub fn submit(&self, req: Request) {
         let req = Arc::new(req);
         if req.command == Command::Flush {
@@ -230,7 +237,7 @@ impl Dispatcher {
             let tag = q.next_tag;
             q.next_tag += 1;
             q.jobs.insert(tag, job);
-            q.sched.insert(
+            q.queue.insert(
                 now,
                 DevIo {
                     tag,
@@ -250,20 +257,22 @@ impl Dispatcher {
 
     fn pump(&self, device: usize, q: &mut DevQueue) {
         let now = self.now_ns();
-        while q.inflight < self.depth {
-            let Some(io) = q.sched.dispatch(now) else {
-                break;
-            };
-            q.inflight += 1;
-            let jobs = io.tags().filter_map(|t| q.jobs.remove(&t)).collect();
-            let _ = self.work_tx.send(Work::Device { device, io, jobs });
+        let pieces = &mut q.jobs;
+        q.queue.dispatch(now, |slot, io| {
+            let jobs = io.tags().filter_map(|t| pieces.remove(&t)).collect();
+            let _ = self.work_tx.send(Work::Device { device, slot, jobs });
+        });
+        if let Some(t) = q.queue.wakeup_to_arm(now) {
+            self.arm_timer(t);
         }
-        if let Some(t) = q.sched.next_wakeup_ns() {
-            let mut w = lock(&self.timer);
-            if w.is_none_or(|old| t < old) {
-                *w = Some(t);
-                self.timer_cv.notify_one();
-            }
+    }
+
+    /// Make the timer thread wake at `t` at the latest.
+    fn arm_timer(&self, t: u64) {
+        let mut w = lock(&self.timer);
+        if w.is_none_or(|old| t < old) {
+            *w = Some(t);
+            self.timer_cv.notify_one();
         }
     }
 
@@ -277,7 +286,12 @@ impl Dispatcher {
                     drop(w);
                     for (i, dev) in self.devices.iter().enumerate() {
                         let mut q = lock(dev);
+                        q.queue.woke(now);
                         self.pump(i, &mut q);
+                        // A wake-up armed earlier for later than now still needs the timer.
+                        if let Some(t) = q.queue.armed_wakeup() {
+                            self.arm_timer(t);
+                        }
                     }
                     w = lock(&self.timer);
                 }
@@ -303,7 +317,7 @@ impl Dispatcher {
                     }
                     piece_done(&req);
                 }
-                Work::Device { device, io, jobs } => {
+                Work::Device { device, slot, jobs } => {
                     for j in &jobs {
                         if let Err(e) = execute(j) {
                             j.req.error.store(nbd_errno(&e), Ordering::Relaxed);
@@ -311,8 +325,7 @@ impl Dispatcher {
                     }
                     {
                         let mut q = lock(&self.devices[device]);
-                        q.sched.completed(self.now_ns(), &io);
-                        q.inflight -= 1;
+                        q.queue.complete(self.now_ns(), slot);
                         self.pump(device, &mut q);
                     }
                     for j in jobs {

@@ -7,9 +7,19 @@
 //! total_ios, slat_ns/clat_ns/lat_ns with percentiles on clat), `sync`, `job_runtime`.
 //! `timestamp` is 0: results must be byte-identical for identical inputs.
 
-use crate::run::RunOutput;
-use crate::sim::JobReport;
+use crate::sim::{JobReport, SimReport};
 use serde_json::{json, Map, Value};
+use vmio_core::fio::JobFile;
+use vmio_core::stack::Stack;
+
+/// A finished run as this module renders it: what [`crate::run::run`] and
+/// [`crate::run::run_many`] return.
+pub struct RunOutput {
+    pub report: SimReport,
+    pub stack: Stack,
+    /// The job files run, one per VM that runs one, in run order.
+    pub job_files: Vec<JobFile>,
+}
 
 fn job_options(j: &JobReport) -> Value {
     let s = &j.spec;

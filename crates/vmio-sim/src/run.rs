@@ -1,10 +1,11 @@
 //! One simulation from the texts a user writes: a stack file and a fio job file in, a
-//! [`SimReport`] (and fio's JSON output) out. This is what the CLI and the bindings call.
+//! [`RunOutput`] (the [`crate::sim::SimReport`] with the stack and job files) and fio's JSON
+//! output out. This is what the CLI and the bindings call.
 
-use crate::output::fio_json;
-use crate::sim::{bind_jobs, simulate, SimError, SimReport};
+use crate::output::{fio_json, RunOutput};
+use crate::sim::{bind_jobs, simulate, SimError};
 use thiserror::Error;
-use vmio_core::fio::{parse_job_file, FioError, JobFile};
+use vmio_core::fio::{parse_job_file, FioError};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::workload::{parse_trace, TimedIo, TraceFormat};
 
@@ -36,13 +37,6 @@ pub struct RunInput<'a> {
     pub seed: Option<u64>,
     /// VM whose guest runs the job file (default: the first VM).
     pub vm: Option<&'a str>,
-}
-
-pub struct RunOutput {
-    pub report: SimReport,
-    pub stack: Stack,
-    /// The job files run, one per VM that runs one, in run order.
-    pub job_files: Vec<JobFile>,
 }
 
 /// One VM's workload: a fio job file run inside `vm` (None: the first VM).

@@ -6,7 +6,7 @@
 //! - [`mode`]: the five QEMU cache modes as QEMU defines them (write cache flag, O_DIRECT,
 //!   flush ignored) — what each does with reads, writes and flushes;
 //! - [`pagecache`]: the page index with dirty tracking and in-flight fetches;
-//! - [`eviction`]: which clean page a full cache gives up ([`eviction::EVICTIONS`]: CLOCK,
+//! - [`eviction`]: which clean page a full cache gives up ([`eviction::REGISTRY`]: CLOCK,
 //!   LRU; `[page_cache] eviction`);
 //! - [`readahead`]: Linux's on-demand sequential read-ahead window.
 //!

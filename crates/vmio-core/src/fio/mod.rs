@@ -9,6 +9,11 @@
 //! like fio. fio's `include` directive and its `$VAR`/`${VAR}`/`$ncpus` substitutions are
 //! rejected as unsupported.
 //!
+//! Editing: [`set_option`] sets one option in the text of a job file (what a study's `job:`
+//! target does), finding it through the same reading of each line as the parser and under
+//! every spelling the parser accepts ([`canonical_option`]: aliases; and inverses such as
+//! `rwmixwrite` for `rwmixread`), keeping every other line.
+//!
 //! Modelled options (fio's HOWTO names; aliases in parentheses):
 //! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
@@ -290,6 +295,14 @@ pub enum FioError {
     },
     #[error("{file}: no job section; accepted: at least one [jobname] section besides [global]")]
     NoJobs { file: String },
+    #[error("{file}: cannot set '{option}={value}': {reason}; accepted: {accepted}")]
+    BadEdit {
+        file: String,
+        option: String,
+        value: String,
+        reason: String,
+        accepted: String,
+    },
     #[error(
         "{file}:{line}: job '{job}': {what}, above fio's limit of {limit} jobs (FIO_MAX_JOBS); accepted: numjobs from 1 to {limit}, at most {limit} jobs in all"
     )]
@@ -357,6 +370,43 @@ struct Parser<'a> {
     ignored_names: BTreeSet<String>,
 }
 
+/// Other spellings of the options vmio models, as `(spelling, canonical name)`: fio's aliases
+/// (the `alias` of each option in fio's `options.c`), and `bsrange` (`blocksize_range`), which
+/// vmio reads as `bs`: both set the block sizes, the later line wins.
+const ALIASES: &[(&str, &str)] = &[
+    ("readwrite", "rw"),
+    ("blocksize", "bs"),
+    ("bsrange", "bs"),
+    ("blocksize_range", "bs"),
+    ("io_limit", "io_size"),
+    ("timeout", "runtime"),
+    ("wait_for_previous", "stonewall"),
+];
+
+/// Options that set the same thing the other way round, as `(inverse, canonical name)`:
+/// `rwmixwrite=N` is `rwmixread=100-N`, `buffered=1` is `direct=0`.
+const INVERSES: &[(&str, &str)] = &[("rwmixwrite", "rwmixread"), ("buffered", "direct")];
+
+/// The canonical name of a lowercase option name (`blocksize` -> `bs`); other names are
+/// their own.
+pub fn canonical_option(key: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == key)
+        .map_or(key, |(_, canonical)| canonical)
+}
+
+/// Whether two option names (any case) set the same thing: the same canonical name, or one the
+/// inverse of the other (`rwmixwrite` and `rwmixread`).
+fn same_setting(a: &str, b: &str) -> bool {
+    let (a, b) = (a.to_ascii_lowercase(), b.to_ascii_lowercase());
+    let (a, b) = (canonical_option(&a), canonical_option(&b));
+    a == b
+        || INVERSES
+            .iter()
+            .any(|&(inv, canon)| (a, b) == (inv, canon) || (a, b) == (canon, inv))
+}
+
 /// Parse the text of a fio job file; `path` is used in error messages and recorded in the result.
 pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
     let mut p = Parser {
@@ -371,63 +421,46 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
 
     for (index, raw) in text.lines().enumerate() {
         let line_no = index + 1;
-        let line = strip_comment(raw).trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.starts_with('[') {
-            if let Some(Section::Job {
-                name,
-                line,
-                settings,
-            }) = current.take()
-            {
-                jobs.push(settings.finish(&name, line));
-            }
-            let name = line
-                .strip_prefix('[')
-                .and_then(|l| l.strip_suffix(']'))
-                .map(str::trim)
-                .filter(|n| !n.is_empty() && !n.contains(['[', ']']))
-                .ok_or_else(|| p.bad_line(line_no, line))?;
-            if name.contains('$') {
-                return Err(p.no_substitution(line_no, "section", name));
-            }
-            current = Some(if name == "global" {
-                Section::Global
-            } else {
-                Section::Job {
-                    name: name.to_string(),
-                    line: line_no,
-                    settings: Box::new(defaults.clone()),
+        let (line, kind) = read_line(raw);
+        let (key, value) = match kind {
+            Line::Blank => continue,
+            Line::Header(name) => {
+                if let Some(Section::Job {
+                    name,
+                    line,
+                    settings,
+                }) = current.take()
+                {
+                    jobs.push(settings.finish(&name, line));
                 }
-            });
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("include") {
-            if rest.is_empty() || rest.starts_with(char::is_whitespace) {
+                let name = name.ok_or_else(|| p.bad_line(line_no, line))?;
+                if name.contains('$') {
+                    return Err(p.no_substitution(line_no, "section", name));
+                }
+                current = Some(if name == "global" {
+                    Section::Global
+                } else {
+                    Section::Job {
+                        name: name.to_string(),
+                        line: line_no,
+                        settings: Box::new(defaults.clone()),
+                    }
+                });
+                continue;
+            }
+            Line::Include(rest) => {
                 return Err(FioError::Unsupported {
                     file: p.path.to_string(),
                     line: line_no,
                     option: "include".to_string(),
-                    value: shown(rest.trim()),
+                    value: shown(rest),
                     reason: "include directives are not supported by vmio",
                     accepted: "the included options written into this file",
-                });
+                })
             }
-        }
-        let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim())),
-            None => (line, None),
+            Line::Bad => return Err(p.bad_line(line_no, line)),
+            Line::Option { key, value } => (key.to_ascii_lowercase(), value),
         };
-        if key.is_empty()
-            || !key
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(p.bad_line(line_no, line));
-        }
-        let key = key.to_ascii_lowercase();
         if let Some(v) = value {
             if v.contains('$') {
                 return Err(p.no_substitution(line_no, &key, v));
@@ -490,6 +523,115 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
     })
 }
 
+/// Set option `option=value` in the text of a job file, the way a study edits it (a target
+/// `job:option` or `job:section.option`). A line is matched through the parser's reading of it
+/// ([`read_line`]), so an option is found under any spelling fio accepts (any case, an alias
+/// like `blocksize` for `bs`, an inverse like `rwmixwrite` for `rwmixread`). Every other line
+/// (comments, blank lines, other options, `include`) is kept as it is; line ends become `\n`.
+///
+/// ```text
+/// each line setting the option (in `section` only, when given) -> indent + option=value +
+///     the line's trailing comment
+/// section given, none of its lines set it  -> option=value right after its first header
+///                                             (no such section: an error listing them)
+/// no section, no line sets it              -> option=value right after the first header when
+///                                             that is [global] (every job sees it), else
+///                                             [global], option=value and a blank line on top
+/// ```
+///
+/// An option set in some sections is left alone in the others: a study's `job:runtime` for
+/// the measured job does not limit a job that only lays out the file.
+///
+/// `path` names the file in errors. The result is not parsed: a bad value is reported, with
+/// its line, when the edited file is.
+pub fn set_option(
+    text: &str,
+    path: &str,
+    section: Option<&str>,
+    option: &str,
+    value: &str,
+) -> Result<String, FioError> {
+    let bad = |reason: String, accepted: String| FioError::BadEdit {
+        file: path.to_string(),
+        option: shown(option),
+        value: shown(value),
+        reason,
+        accepted,
+    };
+    if !is_option_name(option) {
+        return Err(bad(
+            "not an option name".into(),
+            "letters, digits, '_' and '-'".into(),
+        ));
+    }
+    if value.contains(['\n', '\r']) {
+        return Err(bad(
+            "a value is one line".into(),
+            "a value without line breaks".into(),
+        ));
+    }
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    let setting = format!("{option}={value}");
+    let mut lines: Vec<String> = Vec::new();
+    let mut headers: Vec<(usize, &str)> = Vec::new(); // (index in `lines`, section name)
+    let mut current: Option<&str> = None;
+    let mut replaced = false;
+    for raw in body.lines() {
+        match read_line(raw).1 {
+            Line::Header(Some(name)) => {
+                current = Some(name);
+                headers.push((lines.len(), name));
+            }
+            Line::Option { key, .. }
+                if current.is_some()
+                    && (section.is_none() || current == section)
+                    && same_setting(key, option) =>
+            {
+                let content = strip_comment(raw).trim_end();
+                let indent = &raw[..raw.len() - raw.trim_start().len()];
+                lines.push(format!("{indent}{setting}{}", &raw[content.len()..]));
+                replaced = true;
+                continue;
+            }
+            _ => {}
+        }
+        lines.push(raw.to_string());
+    }
+    match section {
+        Some(s) if !replaced => {
+            let Some(&(at, _)) = headers.iter().find(|(_, name)| *name == s) else {
+                let names: Vec<String> = headers.iter().map(|(_, n)| format!("[{n}]")).collect();
+                return Err(bad(
+                    format!("the job file has no section [{}]", shown(s)),
+                    if names.is_empty() {
+                        "a section of the file (it has none)".into()
+                    } else {
+                        format!("a section of the file: {}", shown(&names.join(", ")))
+                    },
+                ));
+            };
+            lines.insert(at + 1, setting);
+        }
+        None if !replaced => match headers.first() {
+            Some(&(at, "global")) => lines.insert(at + 1, setting),
+            _ => {
+                let top = ["[global]".to_string(), setting, String::new()];
+                lines = top.into_iter().chain(lines).collect();
+            }
+        },
+        _ => {}
+    }
+    let mut out = String::from(bom);
+    for line in &lines {
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 /// Cut a trailing `#` or `;` comment: at the start of the line or after a blank.
 fn strip_comment(line: &str) -> &str {
     let mut prev_blank = true;
@@ -500,6 +642,59 @@ fn strip_comment(line: &str) -> &str {
         prev_blank = c.is_whitespace();
     }
     line
+}
+
+/// One line of a job file as fio reads it (after [`strip_comment`] and trimming).
+enum Line<'a> {
+    Blank,
+    /// `[name]`, the name trimmed; `None` when the header is malformed (`[a`, `[]`).
+    Header(Option<&'a str>),
+    /// `include FILE` (the rest of the line).
+    Include(&'a str),
+    /// `key=value` (blanks around `=` trimmed) or a bare `key`, as written (not lowercased).
+    Option {
+        key: &'a str,
+        value: Option<&'a str>,
+    },
+    /// Anything else: not a header, an option or a comment.
+    Bad,
+}
+
+/// Read one raw line: its content (comment cut, blanks trimmed) and what it is.
+fn read_line(raw: &str) -> (&str, Line<'_>) {
+    let line = strip_comment(raw).trim();
+    if line.is_empty() {
+        return (line, Line::Blank);
+    }
+    if line.starts_with('[') {
+        let name = line
+            .strip_prefix('[')
+            .and_then(|l| l.strip_suffix(']'))
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && !n.contains(['[', ']']));
+        return (line, Line::Header(name));
+    }
+    if let Some(rest) = line.strip_prefix("include") {
+        if rest.is_empty() || rest.starts_with(char::is_whitespace) {
+            return (line, Line::Include(rest.trim()));
+        }
+    }
+    let (key, value) = match line.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v.trim())),
+        None => (line, None),
+    };
+    if !is_option_name(key) {
+        return (line, Line::Bad);
+    }
+    (line, Line::Option { key, value })
+}
+
+/// An option name as fio spells them: ASCII letters, digits, `_` and `-`, at least one.
+fn is_option_name(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 impl Parser<'_> {
@@ -549,8 +744,8 @@ impl Parser<'_> {
         line: usize,
     ) -> Result<(), FioError> {
         let j = &mut s.spec;
-        match key {
-            "rw" | "readwrite" => {
+        match canonical_option(key) {
+            "rw" => {
                 let v = value.unwrap_or("");
                 let (mode, modifier) = match v.split_once(':') {
                     Some((m, n)) => (m, Some(n)),
@@ -564,7 +759,7 @@ impl Parser<'_> {
             }
             "rwmixread" => j.rwmixread = self.percent(key, value, line)?,
             "rwmixwrite" => j.rwmixread = 100 - self.percent(key, value, line)?,
-            "bs" | "blocksize" | "bsrange" | "blocksize_range" => {
+            "bs" => {
                 j.bs = parse_bs(value.unwrap_or("")).map_err(|why| {
                     self.bad(line, key, value, &format!("{ACCEPT_BS} ({})", quote(&why)))
                 })?;
@@ -586,13 +781,9 @@ impl Parser<'_> {
             "size" => j.size_bytes = Some(self.size(key, value, line)?),
             "offset" => j.offset_bytes = self.size(key, value, line)?,
             "filesize" => j.filesize_bytes = Some(self.size(key, value, line)?),
-            "io_size" | "io_limit" => {
-                j.io_size_bytes = Some(self.size(key, value, line)?).filter(|&b| b > 0)
-            }
+            "io_size" => j.io_size_bytes = Some(self.size(key, value, line)?).filter(|&b| b > 0),
             "number_ios" => j.number_ios = Some(self.int(key, value, line)?).filter(|&n| n > 0),
-            "runtime" | "timeout" => {
-                j.runtime_ns = Some(self.duration(key, value, line)?).filter(|&t| t > 0)
-            }
+            "runtime" => j.runtime_ns = Some(self.duration(key, value, line)?).filter(|&t| t > 0),
             "ramp_time" => j.ramp_time_ns = self.duration(key, value, line)?,
             "time_based" => j.time_based = self.boolean(key, value, line)?,
             "direct" => j.direct = self.boolean(key, value, line)?,
@@ -604,7 +795,7 @@ impl Parser<'_> {
             "end_fsync" => j.end_fsync = self.boolean(key, value, line)?,
             "randseed" => j.randseed = Some(self.int(key, value, line)?),
             "norandommap" => j.norandommap = self.boolean(key, value, line)?,
-            "stonewall" | "wait_for_previous" => j.stonewall = self.boolean(key, value, line)?,
+            "stonewall" => j.stonewall = self.boolean(key, value, line)?,
             "new_group" => j.new_group = self.boolean(key, value, line)?,
             "filename" => {
                 j.filename = Some(self.text(key, value, line, "a file or device path")?)
@@ -840,6 +1031,131 @@ mod tests {
 
     fn err(text: &str) -> String {
         parse_job_file(text, "job.fio").unwrap_err().to_string()
+    }
+
+    fn set(text: &str, section: Option<&str>, option: &str, value: &str) -> String {
+        set_option(text, "job.fio", section, option, value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn setting_an_option_replaces_it_in_every_section_and_keeps_the_other_lines() {
+        let text = "[global]\nbs=4k\n; comment\n[a]\nbs=8k\n[b]\nrw=read\n";
+        assert_eq!(
+            set(text, None, "bs", "1m"),
+            "[global]\nbs=1m\n; comment\n[a]\nbs=1m\n[b]\nrw=read\n"
+        );
+    }
+
+    #[test]
+    fn setting_an_option_finds_it_under_its_aliases_and_any_case() {
+        let text = "[a]\n  BlockSize = 4k  # small\nreadwrite=read\ntimeout=10\nbsrange=4k-8k\n";
+        let out = set(text, None, "bs", "64k");
+        assert_eq!(
+            out,
+            "[a]\n  bs=64k  # small\nreadwrite=read\ntimeout=10\nbs=64k\n"
+        );
+        let out = set(&set(&out, None, "rw", "randwrite"), None, "runtime", "2");
+        assert_eq!(
+            out,
+            "[a]\n  bs=64k  # small\nrw=randwrite\nruntime=2\nbs=64k\n"
+        );
+        let j = &parse(&out).jobs[0];
+        assert_eq!((j.rw, j.bs.read[0].0), (RwMode::RandWrite, 65536));
+        assert_eq!(j.runtime_ns, Some(2 * SEC));
+    }
+
+    #[test]
+    fn setting_an_option_replaces_its_inverse() {
+        let out = set(
+            "[a]\nrw=randrw\nrwmixwrite=30\nbuffered=1\n",
+            None,
+            "rwmixread",
+            "90",
+        );
+        assert_eq!(out, "[a]\nrw=randrw\nrwmixread=90\nbuffered=1\n");
+        let out = set(&out, None, "direct", "1");
+        assert_eq!(out, "[a]\nrw=randrw\nrwmixread=90\ndirect=1\n");
+        let j = &parse(&out).jobs[0];
+        assert!(j.direct && j.rwmixread == 90);
+    }
+
+    #[test]
+    fn a_missing_option_goes_to_the_leading_global_or_a_new_one() {
+        assert_eq!(
+            set("[global]\n[a]\nrw=read\n", None, "bs", "64k"),
+            "[global]\nbs=64k\n[a]\nrw=read\n"
+        );
+        assert_eq!(
+            set("[a]\nrw=read\n", None, "bs", "64k"),
+            "[global]\nbs=64k\n\n[a]\nrw=read\n"
+        );
+        // A [global] below a job does not reach it: a new one goes on top.
+        let out = set(
+            "[a]\nrw=read\n[global]\niodepth=4\n[b]\n",
+            None,
+            "bs",
+            "64k",
+        );
+        assert_eq!(
+            out,
+            "[global]\nbs=64k\n\n[a]\nrw=read\n[global]\niodepth=4\n[b]\n"
+        );
+        assert!(parse(&out).jobs.iter().all(|j| j.bs.read[0].0 == 65536));
+    }
+
+    #[test]
+    fn an_option_set_in_some_sections_is_left_alone_in_the_others() {
+        let text = "[global]\nsize=4g\n[layout]\nrw=write\n[s0]\nruntime=20\n";
+        let out = set(text, None, "runtime", "2");
+        assert_eq!(
+            out,
+            "[global]\nsize=4g\n[layout]\nrw=write\n[s0]\nruntime=2\n"
+        );
+        let jobs = parse(&out).jobs;
+        assert_eq!(
+            (jobs[0].runtime_ns, jobs[1].runtime_ns),
+            (None, Some(2 * SEC))
+        );
+    }
+
+    #[test]
+    fn a_section_target_edits_that_section_only() {
+        let text = "[global]\nbs=4k\n[a]\nbs=8k\n[b]\nrw=read\n";
+        assert_eq!(
+            set(text, Some("a"), "blocksize", "16k"),
+            "[global]\nbs=4k\n[a]\nblocksize=16k\n[b]\nrw=read\n"
+        );
+        assert_eq!(
+            set(text, Some("b"), "bs", "16k"),
+            "[global]\nbs=4k\n[a]\nbs=8k\n[b]\nbs=16k\nrw=read\n"
+        );
+        assert_eq!(
+            set(text, Some("global"), "iodepth", "8"),
+            "[global]\niodepth=8\nbs=4k\n[a]\nbs=8k\n[b]\nrw=read\n"
+        );
+    }
+
+    #[test]
+    fn a_bad_edit_is_one_line_naming_the_file_and_what_is_accepted() {
+        let e = set_option("[a]\n[b]\n", "job.fio", Some("c"), "bs", "4k").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "job.fio: cannot set 'bs=4k': the job file has no section [c]; accepted: a section of the file: [a], [b]"
+        );
+        let e = set_option("[a]\n", "job.fio", None, "b s", "4k").unwrap_err();
+        assert!(e.to_string().contains("not an option name"), "{e}");
+        let e = set_option("[a]\n", "job.fio", None, "bs", "4k\n[x]").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("job.fio: cannot set 'bs=4k\\n[x]': a value is one line"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn setting_an_option_keeps_the_byte_order_mark_and_ends_lines_with_newlines() {
+        let out = set("\u{feff}[a]\r\nbs=4k\r\n; end", None, "bs", "8k");
+        assert_eq!(out, "\u{feff}[a]\nbs=8k\n; end\n");
     }
 
     #[test]

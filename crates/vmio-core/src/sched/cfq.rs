@@ -459,12 +459,37 @@ impl IoScheduler for Cfq {
 }
 
 /// A closed-loop test bench shared by the CFQ and MCFQ tests: each VM keeps `depth`
-/// requests outstanding (re-issued `think_ns` after each completion); the "device" takes
-/// up to `qd` requests and serves them one at a time, `len * cost_ns_per_byte(owner, t)`.
+/// requests outstanding (re-issued `think_ns` after each completion); the device's request
+/// queue ([`crate::blockq::DeviceQueue`], as in the engines) lets up to `qd` requests onto a
+/// device that serves them one at a time, `len * cost_ns_per_byte(owner, t)`.
 #[cfg(test)]
 pub(crate) mod bench {
     use super::*;
+    use crate::blockq::DeviceQueue;
     use crate::request::Op;
+    use std::collections::BTreeSet;
+
+    /// The bench drives a scheduler it borrows (the tests inspect it afterwards).
+    impl<S: IoScheduler + ?Sized> IoScheduler for &mut S {
+        fn name(&self) -> &'static str {
+            (**self).name()
+        }
+        fn insert(&mut self, now: Ns, io: DevIo) {
+            (**self).insert(now, io)
+        }
+        fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
+            (**self).dispatch(now)
+        }
+        fn completed(&mut self, now: Ns, io: &DevIo) {
+            (**self).completed(now, io)
+        }
+        fn next_wakeup_ns(&self) -> Option<Ns> {
+            (**self).next_wakeup_ns()
+        }
+        fn queued(&self) -> usize {
+            (**self).queued()
+        }
+    }
 
     pub struct Bench<'a> {
         pub vms: usize,
@@ -491,6 +516,7 @@ pub(crate) mod bench {
             end: Ns,
             mut probe: impl FnMut(Ns, &dyn IoScheduler),
         ) -> Outcome {
+            let mut q = DeviceQueue::new(Box::new(s), self.qd);
             let mut now: Ns = 0;
             let mut tag = 0u64;
             let mut arrivals: BTreeMap<(Ns, u64), u32> = BTreeMap::new();
@@ -501,15 +527,18 @@ pub(crate) mod bench {
                     arrivals.insert((0, tag), vm);
                 }
             }
-            let mut dev: VecDeque<DevIo> = VecDeque::new();
+            // The device: (slot, owner, bytes) of each request, served in order.
+            let mut dev: VecDeque<(usize, u32, u64)> = VecDeque::new();
             let mut head_done: Option<Ns> = None;
+            // Timers armed for the scheduler's wake-ups (a superseded one still fires).
+            let mut timers: BTreeSet<Ns> = BTreeSet::new();
             let mut out = Outcome {
                 bytes: vec![0; self.vms],
                 order: Vec::new(),
             };
             let mut next_probe = 0;
             while now < end {
-                // Next event: a completion, an arrival, or the scheduler's wakeup.
+                // Next event: a completion, an arrival, or a timer.
                 let mut t = Ns::MAX;
                 if let Some(d) = head_done {
                     t = t.min(d);
@@ -517,9 +546,7 @@ pub(crate) mod bench {
                 if let Some((&(a, _), _)) = arrivals.iter().next() {
                     t = t.min(a);
                 }
-                if let Some(w) = s.next_wakeup_ns() {
-                    // Like the simulator: a wakeup calls dispatch if the device has room.
-                    assert!(w > now, "a wakeup in the past would spin");
+                if let Some(&w) = timers.first() {
                     t = t.min(w);
                 }
                 if t == Ns::MAX {
@@ -527,18 +554,24 @@ pub(crate) mod bench {
                 }
                 now = t;
                 if now >= next_probe {
-                    probe(now, &*s);
+                    probe(now, &**q.sched());
                     next_probe = now + 100 * MS;
                 }
+                if timers.first() == Some(&now) {
+                    timers.pop_first();
+                    q.woke(now);
+                }
                 if head_done == Some(now) {
-                    let io = dev.pop_front().unwrap();
-                    s.completed(now, &io);
+                    let (slot, _, _) = dev.pop_front().unwrap();
+                    let io = q.complete(now, slot);
                     if now >= measure_from {
                         out.bytes[io.owner as usize] += io.len_bytes;
                     }
                     tag += 1;
                     arrivals.insert((now + self.think_ns, tag), io.owner);
-                    head_done = dev.front().map(|h| now + self.service(h, now));
+                    head_done = dev
+                        .front()
+                        .map(|&(_, o, len)| now + self.service(o, len, now));
                 }
                 while let Some(e) = arrivals.first_entry() {
                     if e.key().0 > now {
@@ -550,22 +583,24 @@ pub(crate) mod bench {
                     let mut io = crate::sched::io(tg, Op::Write, *p, self.len_bytes);
                     io.owner = vm;
                     io.queued_ns = now;
-                    s.insert(now, io);
+                    q.insert(now, io);
                 }
-                while dev.len() < self.qd {
-                    let Some(io) = s.dispatch(now) else { break };
+                q.dispatch(now, |slot, io| {
                     out.order.push(io.owner);
                     if dev.is_empty() {
-                        head_done = Some(now + self.service(&io, now));
+                        head_done = Some(now + self.service(io.owner, io.len_bytes, now));
                     }
-                    dev.push_back(io);
+                    dev.push_back((slot, io.owner, io.len_bytes));
+                });
+                if let Some(w) = q.wakeup_to_arm(now) {
+                    timers.insert(w);
                 }
             }
             out
         }
 
-        fn service(&self, io: &DevIo, now: Ns) -> Ns {
-            (io.len_bytes * (self.cost_ps_per_byte)(io.owner, now) / 1000).max(1)
+        fn service(&self, owner: u32, len_bytes: u64, now: Ns) -> Ns {
+            (len_bytes * (self.cost_ps_per_byte)(owner, now) / 1000).max(1)
         }
     }
 

@@ -9,7 +9,8 @@
 //!
 //! Flushes do not pass through the scheduler (blk-flush sends them straight to the device).
 //! Proportional-share schedulers (CFQ, MCFQ) implement the same trait and may idle:
-//! [`IoScheduler::next_wakeup_ns`] tells the engine when to ask again.
+//! [`IoScheduler::next_wakeup_ns`] tells the engine when to ask again. Engines drive a
+//! scheduler through a device's request queue, [`crate::blockq::DeviceQueue`].
 
 pub mod cfq;
 pub mod mcfq;

@@ -241,7 +241,7 @@ pub struct PageCacheSpec {
     /// shared by all copies. Default 21.3 GB/s: dual-channel DDR4-2666 peaks at 42.7 GB/s
     /// (2 × 8 B × 2666 MT/s, JEDEC JESD79-4) and a copy reads and writes every byte.
     pub copy_rate_bps: u64,
-    /// Page eviction policy, a name of [`crate::cache::eviction::EVICTIONS`] (shown only when
+    /// Page eviction policy, a name of [`crate::cache::eviction::REGISTRY`] (shown only when
     /// not the default).
     #[serde(skip_serializing_if = "crate::cache::eviction::is_default")]
     pub eviction: String,

@@ -1,44 +1,44 @@
 //! The block queue and the devices: a disk range is mapped through its volume to per-device
-//! requests, which wait in each device's I/O scheduler (flushes in a FIFO that bypasses it)
-//! until the device has a free slot of its queue depth; a barrier counts the device requests
-//! of one host operation and hands its continuation back to the host cache driver.
+//! requests, which wait in each device's request queue ([`vmio_core::blockq::DeviceQueue`]:
+//! the I/O scheduler, flushes bypassing it, the queue depth, the scheduler's wake-ups) until
+//! the device has a free slot; a barrier counts the device requests of one host operation and
+//! hands its continuation back to the host cache driver.
 //!
 //! ```text
 //! submit_range(disk, op, off, len, b): volume.map(disk offset + off) → pieces;
-//!     barrier b += pieces; each piece → sched.insert; pump each touched device once
-//! flush_volume(disk, cont): one FLUSH CACHE per device of the disk's volume (flushq), one barrier
-//! pump(dev): while inflight < qd: flushq first, else sched.dispatch → device submit;
-//!     DevWake at the device's next completion, SchedWake at the scheduler's next wakeup
-//! DevWake: device completions → sched.completed; every tag (merged requests too) →
+//!     barrier b += pieces; each piece → device prefetch hint, queue.insert;
+//!     pump each touched device once
+//! flush_volume(disk, cont): one FLUSH CACHE per device of the disk's volume (queue.insert),
+//!     one barrier
+//! pump(dev): queue.dispatch → device submit (the slot is the device tag);
+//!     DevWake at the device's next completion, SchedWake at queue.wakeup_to_arm
+//! DevWake: device completions → queue.complete; every tag (merged requests too) →
 //!     barrier_done; pump
+//! SchedWake: queue.woke; pump
 //! barrier_done(b): remaining -= 1; at 0 → host cache driver's barrier_continue(cont)
 //! ```
 //!
-//! Sources: Linux block/blk-mq.c (dispatch up to the hardware queue depth; REQ_PREFLUSH
-//! requests skip the elevator, block/blk-flush.c), md/dm for the volume layouts (the core
-//! crate's [`vmio_core::volume`]), the schedulers of [`vmio_core::sched`].
+//! Sources: Linux block/blk-mq.c and block/blk-flush.c through [`vmio_core::blockq`], md/dm
+//! for the volume layouts (the core crate's [`vmio_core::volume`]), the schedulers of
+//! [`vmio_core::sched`].
 
 use super::event::Event;
 use super::hostcache::Cont;
 use super::slab::Slab;
 use super::{Sim, SimError};
 use crate::device::{build_device_seeded, DevCmd, Device};
-use std::collections::VecDeque;
+use vmio_core::blockq::DeviceQueue;
 use vmio_core::request::{DevIo, Op};
-use vmio_core::sched::{self, IoScheduler};
+use vmio_core::sched;
 use vmio_core::stack::Stack;
 use vmio_core::volume::{self, Piece, VolumeLayout};
 use vmio_core::Ns;
 
 pub(super) struct DevState {
     pub(super) model: Box<dyn Device>,
-    sched: Box<dyn IoScheduler>,
-    flushq: VecDeque<DevIo>,
-    inflight: usize,
-    qd: usize,
-    cmds: Slab<DevIo>,
+    queue: DeviceQueue,
+    /// The device completion a DevWake event is pushed for.
     wake_at: Option<Ns>,
-    sched_wake_at: Option<Ns>,
 }
 
 pub(super) struct VolState {
@@ -87,16 +87,14 @@ pub(super) fn build_devices(stack: &Stack, seed: u64) -> Result<Vec<DevState>, S
                     file: stack.file.clone(),
                     source,
                 })?;
-        let qd = model.queue_depth().max(1);
+        let queue = DeviceQueue::new(
+            sched::build(&stack.scheduler, &weights),
+            model.queue_depth(),
+        );
         devs.push(DevState {
             model,
-            sched: sched::build(&stack.scheduler, &weights),
-            flushq: VecDeque::new(),
-            inflight: 0,
-            qd,
-            cmds: Slab::new(),
+            queue,
             wake_at: None,
-            sched_wake_at: None,
         });
     }
     Ok(devs)
@@ -166,7 +164,7 @@ impl Sim {
             };
             let d = &mut self.blockq.devs[dev];
             d.model.prefetch(op, p.offset_bytes, p.len_bytes);
-            d.sched.insert(now, io);
+            d.queue.insert(now, io);
         }
         let vol = self.disks[disk].volume;
         // Pump each touched device once (pieces of one request are few; no allocation).
@@ -188,59 +186,47 @@ impl Sim {
             cont,
         });
         for dev in devices {
-            self.blockq.devs[dev].flushq.push_back(DevIo {
-                tag: b as u64,
-                op: Op::Flush,
-                offset_bytes: 0,
-                len_bytes: 0,
-                fua: false,
-                sync: true,
-                owner: self.disks[disk].owner,
-                queued_ns: now,
-                merged: Vec::new(),
-            });
+            self.blockq.devs[dev].queue.insert(
+                now,
+                DevIo {
+                    tag: b as u64,
+                    op: Op::Flush,
+                    offset_bytes: 0,
+                    len_bytes: 0,
+                    fua: false,
+                    sync: true,
+                    owner: self.disks[disk].owner,
+                    queued_ns: now,
+                    merged: Vec::new(),
+                },
+            );
             self.pump(now, dev);
         }
     }
 
     pub(super) fn pump(&mut self, now: Ns, dev: usize) {
         let d = &mut self.blockq.devs[dev];
-        while d.inflight < d.qd {
-            let io = match d.flushq.pop_front() {
-                Some(f) => f,
-                None => match d.sched.dispatch(now) {
-                    Some(io) => io,
-                    None => break,
-                },
-            };
-            let cmd = DevCmd {
-                tag: 0,
-                op: io.op,
-                offset_bytes: io.offset_bytes,
-                len_bytes: io.len_bytes,
-                fua: io.fua,
-            };
-            let slot = d.cmds.insert(io);
-            d.model.submit(
+        let model = &mut d.model;
+        d.queue.dispatch(now, |slot, io| {
+            model.submit(
                 now,
                 DevCmd {
                     tag: slot as u64,
-                    ..cmd
+                    op: io.op,
+                    offset_bytes: io.offset_bytes,
+                    len_bytes: io.len_bytes,
+                    fua: io.fua,
                 },
-            );
-            d.inflight += 1;
-        }
+            )
+        });
         if let Some(t) = d.model.next_event_ns() {
             if d.wake_at.is_none_or(|w| t < w || w < now) {
                 d.wake_at = Some(t);
                 self.q.push(t, Event::DevWake(dev).pack());
             }
         }
-        if let Some(t) = d.sched.next_wakeup_ns().filter(|&t| t > now) {
-            if d.sched_wake_at.is_none_or(|w| t < w || w < now) {
-                d.sched_wake_at = Some(t);
-                self.q.push(t, Event::SchedWake(dev).pack());
-            }
+        if let Some(t) = d.queue.wakeup_to_arm(now) {
+            self.q.push(t, Event::SchedWake(dev).pack());
         }
     }
 
@@ -255,13 +241,7 @@ impl Sim {
             d.model.advance(now, &mut done);
         }
         for &slot in &done {
-            let io = {
-                let d = &mut self.blockq.devs[dev];
-                d.inflight -= 1;
-                let io = d.cmds.remove(slot as usize);
-                d.sched.completed(now, &io);
-                io
-            };
+            let io = self.blockq.devs[dev].queue.complete(now, slot as usize);
             for tag in io.tags() {
                 self.barrier_done(now, tag as usize);
             }
@@ -271,9 +251,7 @@ impl Sim {
     }
 
     pub(super) fn sched_wake(&mut self, now: Ns, dev: usize) {
-        if self.blockq.devs[dev].sched_wake_at == Some(now) {
-            self.blockq.devs[dev].sched_wake_at = None;
-        }
+        self.blockq.devs[dev].queue.woke(now);
         self.pump(now, dev)
     }
 

@@ -7,7 +7,7 @@
 //! vdisk_submit: inflight = queue_depth → waitq; else
 //!     SubmitDone at max(now + guest_submit, vmm_busy) + vmm_submit(len)   (host_start)
 //! host_finish (host side done): GuestDone at max(now, vmm_busy) + vmm_complete(len)
-//! guest_done: free the queue slot (start the first waiter); last part → jobs' io_done
+//! guest_done: free the queue slot (start the first waiter); last part → jobs.rs io_done
 //! ```
 //!
 //! Sources: Linux block/blk-merge.c (a bio above the queue limits is split), QEMU
@@ -157,7 +157,6 @@ impl Sim {
         }
         let g = self.guest.gios.remove(v.gio);
         let slat = self.guest.vdisks[v.disk].model.guest_submit_ns();
-        let vm = self.disks[v.disk].owner as usize;
-        self.io_done(now, g, vm, slat);
+        self.io_done(now, g, v.disk, slat);
     }
 }

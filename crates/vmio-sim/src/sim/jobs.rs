@@ -57,7 +57,6 @@ pub(super) struct JobState {
     pub(super) start_ns: Ns,
     pub(super) end_ns: Ns,
     pub(super) finish_ns: Ns,
-    started: bool,
     stopping: bool,
     pub(super) finished: bool,
     inflight: u32,
@@ -223,7 +222,6 @@ impl JobDriver {
                     start_ns: 0,
                     end_ns: Ns::MAX,
                     finish_ns: 0,
-                    started: false,
                     stopping: false,
                     finished: false,
                     inflight: 0,
@@ -259,7 +257,6 @@ impl Sim {
 
     pub(super) fn job_start(&mut self, now: Ns, j: usize) {
         let job = &mut self.work.jobs[j];
-        job.started = true;
         job.start_ns = now;
         if let Some(r) = job.runtime_ns {
             job.end_ns = now + job.ramp_ns + r;
@@ -410,9 +407,9 @@ impl Sim {
         self.guest_issue(now, j, disk, op, offset, len);
     }
 
-    /// The guest completed request `g` (all its parts) of a disk of VM `vm`, whose submission
-    /// took `slat_ns`: account it to its job, then issue what waited for it.
-    pub(super) fn io_done(&mut self, now: Ns, g: GIo, vm: usize, slat_ns: Ns) {
+    /// The guest completed request `g` (all its parts) on `disk`, whose submission took
+    /// `slat_ns`: account it to its job, then issue what waited for it.
+    pub(super) fn io_done(&mut self, now: Ns, g: GIo, disk: usize, slat_ns: Ns) {
         let j = g.job;
         let job = &mut self.work.jobs[j];
         job.inflight -= 1;
@@ -420,6 +417,7 @@ impl Sim {
             let clat = now.saturating_sub(g.issue_ns + slat_ns);
             job.stats[dir_index(g.op)].record(g.len, slat_ns, clat);
             if g.len > 0 {
+                let vm = self.disks[disk].owner as usize;
                 let sec = (now / vmio_core::SEC) as usize;
                 let tl = &mut self.work.timeline[vm];
                 if tl.len() <= sec {

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! `mod.rs` wires the layers (`Sim::new`: devices, volumes, disks, jobs) and runs the event
-//! loop; `event.rs` is the typed [`event::Event`] and its packing into the queue's `u64`;
+//! loop; `event.rs` is the typed `Event` and its packing into the queue's `u64`;
 //! `report.rs` the run's summary; `memory.rs` the memory check before anything is built;
 //! `slab.rs` the reusable slots of requests and barriers.
 //!
@@ -38,7 +38,7 @@ mod hostcache;
 mod jobs;
 mod memory;
 mod report;
-use vmio_core::slab;
+mod slab;
 
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
 pub use report::{DeviceReport, JobReport, SimReport};

@@ -1,6 +1,7 @@
 //! Whole-stack behaviour of the simulator: cache-mode semantics, layouts, determinism.
 
-use crate::run::{run, run_json, RunInput, RunOutput};
+use crate::output::RunOutput;
+use crate::run::{run, run_json, RunInput};
 
 use crate::bench::two_hdd_stack as stack;
 

@@ -2,7 +2,7 @@
 //!
 //! The page cache ([`super::pagecache`]) owns the pages, their state and the referenced flag
 //! (PG_referenced: set on every hit, as mark_page_accessed does); an eviction policy only
-//! orders the slots. One file per policy, one line in [`EVICTIONS`]:
+//! orders the slots. One file per policy, one line in [`REGISTRY`]:
 //! - [`clock`]: CLOCK (second chance), the default;
 //! - [`lru`]: exact least-recently-used.
 //!
@@ -32,8 +32,8 @@
 //! Adding a policy (LRU was added this way): one file `eviction/NAME.rs` with a type that is
 //! `Default` and implements [`Eviction`] (`NAME`, `HELP`, `SLOT_BYTES` if it keeps per-slot
 //! state, the hooks it needs and `victim`), then `pub mod NAME;` and `register::<Type>()` in
-//! [`EVICTIONS`] here. `[page_cache] eviction = "NAME"` then selects it in `vmio sim` (the
-//! stack's accepted values come from [`EVICTIONS`]); `vmio serve` leaves eviction to the
+//! [`REGISTRY`] here. `[page_cache] eviction = "NAME"` then selects it in `vmio sim` (the
+//! stack's accepted values come from [`REGISTRY`]); `vmio serve` leaves eviction to the
 //! kernel.
 
 pub mod clock;
@@ -100,10 +100,10 @@ const fn register<E: Eviction>() -> Registered {
 }
 
 /// Every eviction policy; the first is the default.
-pub const EVICTIONS: &[Registered] = &[register::<Clock>(), register::<Lru>()];
+pub const REGISTRY: &[Registered] = &[register::<Clock>(), register::<Lru>()];
 
 /// The default policy's name.
-pub const DEFAULT: &str = EVICTIONS[0].name;
+pub const DEFAULT: &str = REGISTRY[0].name;
 
 /// Whether `name` is the default policy's (serde's skip_serializing_if).
 pub fn is_default(name: &str) -> bool {
@@ -112,12 +112,12 @@ pub fn is_default(name: &str) -> bool {
 
 /// A policy by name.
 pub fn find(name: &str) -> Option<&'static Registered> {
-    EVICTIONS.iter().find(|e| e.name == name)
+    REGISTRY.iter().find(|e| e.name == name)
 }
 
 /// The accepted names, for error lines: `clock, lru`.
 pub fn accepted() -> String {
-    EVICTIONS
+    REGISTRY
         .iter()
         .map(|e| e.name)
         .collect::<Vec<_>>()
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn every_policy_is_found_by_its_name_and_clock_is_the_default() {
-        for e in EVICTIONS {
+        for e in REGISTRY {
             assert_eq!(find(e.name).map(|f| f.name), Some(e.name));
         }
         assert_eq!(DEFAULT, "clock");
