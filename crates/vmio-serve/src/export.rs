@@ -7,7 +7,10 @@
 //! Every request is mapped with vmio-core's volume layout (the same policy the simulator
 //! uses: [`vmio_core::volume::VolumeLayout::map`]) into per-device pieces.
 //!
-//! Cache modes, as QEMU implements them (`-drive cache=`, see [`vmio_core::cache::mode`]):
+//! Cache modes: the kernel's page cache holds the data, but what vmio does with it comes from
+//! the same host-cache policy the simulator runs ([`vmio_core::cache::HostCache::real_io`]):
+//! open flags, whether a FLUSH is honoured, whether a FUA write needs an fdatasync. For the
+//! Linux page cache under QEMU's modes (`-drive cache=`, see [`vmio_core::cache::mode`]):
 //!
 //! | mode         | open flags          | FLUSH     | FUA write            |
 //! |--------------|---------------------|-----------|----------------------|
@@ -16,6 +19,9 @@
 //! | writethrough | O_DSYNC             | fdatasync | already durable      |
 //! | directsync   | O_DIRECT \| O_DSYNC | fdatasync | already durable      |
 //! | unsafe       | (page cache)        | ignored   | ignored (UNSAFE: acknowledged data may be lost on a crash) |
+//!
+//! Read-ahead, writeback and eviction are the kernel's here (`[page_cache]` settings such as
+//! `eviction` apply to the simulator only).
 //!
 //! O_DIRECT needs buffers, offsets and lengths aligned to the logical block size: payload
 //! buffers are allocated 4096-aligned ([`AlignedBuf`]), and pieces that are not 4096-aligned
@@ -53,7 +59,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use thiserror::Error;
-use vmio_core::cache::CacheMode;
+use vmio_core::cache::{CacheError, CacheMode, FlushRule, HostDisk, RealIo};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::volume::{self, Piece, VolumeError, VolumeLayout};
 
@@ -100,6 +106,12 @@ pub enum ExportError {
     Stack(#[from] StackError),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    #[error("{file}: {source}")]
+    Cache {
+        file: String,
+        #[source]
+        source: CacheError,
+    },
 }
 
 /// A payload buffer aligned for O_DIRECT.
@@ -265,6 +277,8 @@ pub struct Export {
     /// Index of the VM in the stack (the scheduler's owner; its weight).
     pub vm: usize,
     pub cache: CacheMode,
+    /// How the host-cache policy has this disk's I/O done (open flags, FLUSH, FUA).
+    pub real_io: RealIo,
     pub volume: String,
     layout: Box<dyn VolumeLayout>,
     /// Where the disk starts in its volume.
@@ -393,12 +407,16 @@ fn lock_file(f: File, path: &Path) -> Result<File, ExportError> {
     Ok(f)
 }
 
-fn open_backing(path: &Path, cache: CacheMode) -> Result<(File, Option<File>), ExportError> {
+fn open_backing(
+    path: &Path,
+    cache: CacheMode,
+    real: RealIo,
+) -> Result<(File, Option<File>), ExportError> {
     let mut flags = 0;
-    if cache.direct() {
+    if real.o_direct {
         flags |= libc::O_DIRECT;
     }
-    if cache.write_through() {
+    if real.o_dsync {
         flags |= libc::O_DSYNC;
     }
     let open = |flags| {
@@ -409,7 +427,7 @@ fn open_backing(path: &Path, cache: CacheMode) -> Result<(File, Option<File>), E
             .open(path)
     };
     let file = open(flags).map_err(|e| {
-        if cache.direct() && e.raw_os_error() == Some(libc::EINVAL) {
+        if real.o_direct && e.raw_os_error() == Some(libc::EINVAL) {
             ExportError::DirectUnsupported {
                 path: path.display().to_string(),
                 cache: cache.name(),
@@ -418,7 +436,7 @@ fn open_backing(path: &Path, cache: CacheMode) -> Result<(File, Option<File>), E
             io_err(path, "open")(e)
         }
     })?;
-    let unaligned = if cache.direct() {
+    let unaligned = if real.o_direct {
         Some(open(flags & !libc::O_DIRECT).map_err(io_err(path, "open"))?)
     } else {
         None
@@ -503,15 +521,32 @@ pub fn open_exports(
         });
     }
     stack.resolve_disk_sizes(&vol_bytes)?;
+    // The kernel reads ahead, writes back and evicts: the policy decides only RealIo here.
+    let disks = stack
+        .vms
+        .iter()
+        .flat_map(|vm| &vm.disks)
+        .map(|d| HostDisk {
+            mode: d.cache,
+            size_bytes: d.size_bytes,
+            read_ahead_pages: 0,
+        })
+        .collect();
+    let host =
+        vmio_core::cache::build(&stack.page_cache, disks).map_err(|source| ExportError::Cache {
+            file: stack.file.clone(),
+            source,
+        })?;
     let mut out = Vec::new();
     for (vi, vm) in stack.vms.iter().enumerate() {
         for d in &vm.disks {
+            let real_io = host.real_io(out.len() as u32);
             let v = &stack.volumes[d.volume];
             let caps: Vec<u64> = v.devices.iter().map(|&i| dev_bytes[i]).collect();
             let layout = volume::build(&v.name, v.layout, &caps, &v.params)?;
             let mut backings = Vec::new();
             for &i in &v.devices {
-                let (file, unaligned) = open_backing(&dev_path[i], d.cache)?;
+                let (file, unaligned) = open_backing(&dev_path[i], d.cache, real_io)?;
                 let Some(lock) = dev_lock[i].clone() else {
                     continue;
                 };
@@ -527,6 +562,7 @@ pub fn open_exports(
                 name: format!("{}/{}", vm.name, d.name),
                 vm: vi,
                 cache: d.cache,
+                real_io,
                 volume: v.name.clone(),
                 layout,
                 offset_bytes: d.offset_bytes,
@@ -630,9 +666,9 @@ impl Export {
         Ok(())
     }
 
-    /// Make completed writes durable (FLUSH), as the cache mode defines.
+    /// Make completed writes durable (FLUSH), as the host-cache policy decides.
     pub fn flush(&self) -> io::Result<()> {
-        if self.cache.ignores_flush() {
+        if self.real_io.flush == FlushRule::Ignore {
             return Ok(());
         }
         for b in &self.backings {
@@ -641,10 +677,10 @@ impl Export {
         Ok(())
     }
 
-    /// Make one write durable before its reply (FUA): a no-op when every write already is
-    /// (O_DSYNC) or when the mode ignores flushes.
+    /// Make one write durable before its reply (FUA), when the host-cache policy asks for it
+    /// (not when every write already is durable, O_DSYNC, nor when flushes are ignored).
     pub fn sync_for_fua(&self, devices: impl Iterator<Item = usize>) -> io::Result<()> {
-        if self.cache.ignores_flush() || self.cache.write_through() {
+        if !self.real_io.fua_sync {
             return Ok(());
         }
         for d in devices {

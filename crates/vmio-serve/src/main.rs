@@ -30,6 +30,9 @@ Bounds on what clients can make the server hold (SIZE: bytes, or with k, m, g, t
                             guest with nothing in flight is kept; 0: never; default 300)
   --shutdown-grace S        on SIGINT/SIGTERM, seconds to wait for connections before closing
                             them (a second signal: at once; default 10)
+Each disk's cache mode decides its open flags (O_DIRECT, O_DSYNC) and what FLUSH and FUA do;
+the kernel's page cache holds the data and does read-ahead, writeback and eviction, so
+[page_cache] settings (memory, dirty ratios, eviction = clock|lru) apply to vmio sim only.
 Backing files are locked as QEMU locks images: a file another vmio serve or QEMU has open for
 writing is refused. Exit status: 0 after a shutdown by signal, 2 on bad arguments or stack,
 1 on an internal error.";

@@ -1,5 +1,6 @@
 //! The host page cache: 4 KiB pages of each open image (a "file": one VM disk's backing
-//! volume range), replaced by CLOCK (second chance), with dirty tracking and in-flight reads.
+//! volume range), with dirty tracking and in-flight reads; which clean page goes when the
+//! cache is full is the [`Eviction`] policy's choice (CLOCK by default, see [`super::eviction`]).
 //!
 //! ```text
 //! read(pages)     : cached → hit (set its referenced bit); being fetched → wait on that fetch;
@@ -7,20 +8,22 @@
 //! write(pages)    : page becomes dirty (inserted if absent), dirty list keeps first-dirtied order
 //! take_dirty(...) : oldest dirty pages first (optionally of one file, optionally only those
 //!                   dirtied before a time), marked clean, returned as contiguous ranges
-//! insert          : when full, the clock hand sweeps the slots: a referenced page loses its
-//!                   bit and is passed over, the first clean unreferenced page is evicted and
-//!                   the new page takes its slot; dirty and in-flight pages are never evicted
-//!                   (the engine throttles writers at dirty_ratio)
+//! insert          : when full, the eviction policy picks a clean page (E::victim) and the new
+//!                   page takes its slot; dirty and in-flight pages are never evicted (the
+//!                   engine throttles writers at dirty_ratio)
+//! hit, fill, write: set the page's referenced flag (PG_referenced, as mark_page_accessed
+//!                   does) and tell the policy (E::touched); new pages: E::inserted;
+//!                   invalidated pages: E::removed
 //! ```
 //!
-//! Assumptions: CLOCK approximates Linux's active/inactive lists, which also promote on a
-//! second reference (mark_page_accessed sets PG_referenced) rather than keeping an exact
-//! LRU; whole-page writes (sub-page writes would need read-modify-write, which guests with
+//! Assumptions: whole-page writes (sub-page writes would need read-modify-write, which guests with
 //! 4 KiB blocks do not issue). Index: like the kernel's per-inode xarray, a two-level radix tree per file (leaves of 1024
 //! page entries, allocated on first use), so a lookup is one dependent load into a leaf; each
 //! entry packs the page's state, referenced bit and slot. Memory: 4 bytes of index per page of
-//! a touched 4 MiB region and one 32-byte slot per cached page.
+//! a touched 4 MiB region, one 32-byte slot per cached page and the eviction policy's
+//! state (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU).
 
+use super::eviction::{Clock, Eviction, Probe, Slots};
 use crate::Ns;
 
 const NIL: u32 = u32::MAX;
@@ -88,11 +91,70 @@ struct FileIndex {
     leaves: Vec<Option<Box<[u32]>>>,
 }
 
-pub struct PageCache {
+/// The index entry of a page (0 when absent).
+#[inline]
+fn index_get(files: &[FileIndex], file: u32, page: u64) -> u32 {
+    let leaf = (page >> LEAF_BITS) as usize;
+    match files.get(file as usize).and_then(|f| f.leaves.get(leaf)) {
+        Some(Some(l)) => l[(page as usize) & (LEAF - 1)],
+        _ => 0,
+    }
+}
+
+/// The index entry of a page, its leaf allocated on first use.
+#[inline]
+fn index_mut(files: &mut Vec<FileIndex>, file: u32, page: u64) -> &mut u32 {
+    let f = file as usize;
+    if files.len() <= f {
+        files.resize_with(f + 1, FileIndex::default);
+    }
+    let leaves = &mut files[f].leaves;
+    let leaf = (page >> LEAF_BITS) as usize;
+    if leaves.len() <= leaf {
+        leaves.resize_with(leaf + 1, || None);
+    }
+    let l = leaves[leaf].get_or_insert_with(|| vec![0u32; LEAF].into_boxed_slice());
+    &mut l[(page as usize) & (LEAF - 1)]
+}
+
+/// The slots as the eviction policy sees them (the index and the nodes, not the policy).
+struct SlotView<'a> {
+    files: &'a mut Vec<FileIndex>,
+    nodes: &'a [Node],
+}
+
+impl Slots for SlotView<'_> {
+    fn count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn probe(&self, slot: u32) -> Probe {
+        match self.nodes.get(slot as usize) {
+            Some(n) if n.live => {
+                let e = index_get(self.files, n.file, n.page);
+                if state_of(e) == CLEAN {
+                    Probe::Clean {
+                        referenced: e & REF_BIT != 0,
+                    }
+                } else {
+                    Probe::Busy
+                }
+            }
+            _ => Probe::Free,
+        }
+    }
+
+    fn clear_referenced(&mut self, slot: u32) {
+        let n = self.nodes[slot as usize];
+        *index_mut(self.files, n.file, n.page) &= !REF_BIT;
+    }
+}
+
+pub struct PageCache<E: Eviction = Clock> {
     files: Vec<FileIndex>,
     nodes: Vec<Node>,
     free: Vec<u32>,
-    hand: usize,
+    eviction: E,
     dhead: u32,
     dtail: u32,
     capacity_pages: u64,
@@ -101,21 +163,22 @@ pub struct PageCache {
     stats: PageCacheStats,
 }
 
-impl PageCache {
-    /// A cache of at most `capacity_pages` pages (at most 2^28 pages, 1 TiB).
-    /// Bytes a cache of `capacity_pages` can grow to: a slot per cached page plus 4 bytes of
-    /// index per page (the index covers touched 4 MiB regions, about the cached pages).
+impl<E: Eviction> PageCache<E> {
+    /// Bytes a cache of `capacity_pages` can grow to: a slot per cached page (with the
+    /// eviction policy's state) plus 4 bytes of index per page (the index covers touched
+    /// 4 MiB regions, about the cached pages).
     pub fn estimated_bytes(capacity_pages: u64) -> u64 {
         let slots = capacity_pages.clamp(1, SLOT_MASK as u64);
-        slots * (std::mem::size_of::<Node>() as u64 + 4)
+        slots * (std::mem::size_of::<Node>() as u64 + 4 + E::SLOT_BYTES)
     }
 
+    /// A cache of at most `capacity_pages` pages (at most 2^28 pages, 1 TiB).
     pub fn new(capacity_pages: u64) -> Self {
         Self {
             files: Vec::new(),
             nodes: Vec::new(),
             free: Vec::new(),
-            hand: 0,
+            eviction: E::default(),
             dhead: NIL,
             dtail: NIL,
             capacity_pages: capacity_pages.clamp(1, SLOT_MASK as u64),
@@ -148,30 +211,12 @@ impl PageCache {
 
     #[inline]
     fn get(&self, file: u32, page: u64) -> u32 {
-        let leaf = (page >> LEAF_BITS) as usize;
-        match self
-            .files
-            .get(file as usize)
-            .and_then(|f| f.leaves.get(leaf))
-        {
-            Some(Some(l)) => l[(page as usize) & (LEAF - 1)],
-            _ => 0,
-        }
+        index_get(&self.files, file, page)
     }
 
     #[inline]
     fn slot_mut(&mut self, file: u32, page: u64) -> &mut u32 {
-        let f = file as usize;
-        if self.files.len() <= f {
-            self.files.resize_with(f + 1, FileIndex::default);
-        }
-        let leaves = &mut self.files[f].leaves;
-        let leaf = (page >> LEAF_BITS) as usize;
-        if leaves.len() <= leaf {
-            leaves.resize_with(leaf + 1, || None);
-        }
-        let l = leaves[leaf].get_or_insert_with(|| vec![0u32; LEAF].into_boxed_slice());
-        &mut l[(page as usize) & (LEAF - 1)]
+        index_mut(&mut self.files, file, page)
     }
 
     #[inline]
@@ -237,6 +282,7 @@ impl PageCache {
         };
         *self.slot_mut(file, page) = entry(state, i);
         self.len += 1;
+        self.eviction.inserted(i);
         i
     }
 
@@ -254,34 +300,23 @@ impl PageCache {
         *self.slot_mut(file, page) = 0;
         self.free.push(i);
         self.len -= 1;
+        self.eviction.removed(i);
     }
 
-    /// Sweep the clock hand to a clean, unreferenced page and evict it; returns its slot
-    /// (None when every page is dirty or in flight: the cache overflows until writeback).
+    /// Evict the clean page the eviction policy picks; returns its slot (None when every
+    /// page is dirty or in flight: the cache overflows until writeback).
     fn evict_one(&mut self) -> Option<u32> {
-        let slots = self.nodes.len();
-        for _ in 0..2 * slots + 1 {
-            let i = self.hand;
-            self.hand = (self.hand + 1) % slots.max(1);
-            let node = self.nodes[i];
-            if !node.live {
-                continue;
-            }
-            let e = self.slot_mut(node.file, node.page);
-            if state_of(*e) != CLEAN {
-                continue;
-            }
-            if *e & REF_BIT != 0 {
-                *e &= !REF_BIT;
-                continue;
-            }
-            *e = 0;
-            self.nodes[i].live = false;
-            self.len -= 1;
-            self.stats.evicted_pages += 1;
-            return Some(i as u32);
-        }
-        None
+        let mut view = SlotView {
+            files: &mut self.files,
+            nodes: &self.nodes,
+        };
+        let i = self.eviction.victim(&mut view)?;
+        let node = self.nodes[i as usize];
+        *self.slot_mut(node.file, node.page) = 0;
+        self.nodes[i as usize].live = false;
+        self.len -= 1;
+        self.stats.evicted_pages += 1;
+        Some(i)
     }
 
     // --- operations ------------------------------------------------------------------
@@ -313,6 +348,7 @@ impl PageCache {
                     if e & REF_BIT == 0 {
                         *self.slot_mut(file, p) = e | REF_BIT;
                     }
+                    self.eviction.touched(e & SLOT_MASK);
                 }
             }
         }
@@ -364,6 +400,7 @@ impl PageCache {
                 self.alloc(file, p, CLEAN);
             } else {
                 *self.slot_mut(file, p) = e | REF_BIT;
+                self.eviction.touched(e & SLOT_MASK);
             }
         }
     }
@@ -376,6 +413,7 @@ impl PageCache {
             let i = if state_of(e) == 0 {
                 self.alloc(file, p, CLEAN)
             } else {
+                self.eviction.touched(e & SLOT_MASK);
                 e & SLOT_MASK
             };
             if state_of(e) != DIRTY {
@@ -495,7 +533,7 @@ mod tests {
 
     #[test]
     fn a_second_read_of_the_same_pages_hits() {
-        let mut c = PageCache::new(100);
+        let mut c = PageCache::<Clock>::new(100);
         let mut l = ReadLookup::default();
         c.read(0, 10, 4, &mut l);
         assert_eq!(l.hit_pages, 0);
@@ -515,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_referenced_page_gets_a_second_chance_over_an_unreferenced_one() {
-        let mut c = PageCache::new(3);
+        let mut c = PageCache::<Clock>::new(3);
         c.fill(0, 1, 3);
         let mut l = ReadLookup::default();
         c.read(0, 1, 1, &mut l); // page 1 is referenced, page 2 is not
@@ -530,7 +568,7 @@ mod tests {
     #[test]
     fn a_working_set_that_fits_stays_cached_under_a_streaming_scan() {
         // Pages re-read between scan pages are referenced and survive; scan pages go.
-        let mut c = PageCache::new(64);
+        let mut c = PageCache::<Clock>::new(64);
         let mut l = ReadLookup::default();
         c.fill(0, 0, 16);
         for p in 1000..1400 {
@@ -543,7 +581,7 @@ mod tests {
 
     #[test]
     fn dirty_pages_are_never_evicted() {
-        let mut c = PageCache::new(2);
+        let mut c = PageCache::<Clock>::new(2);
         c.write(0, 0, 0, 2);
         c.fill(0, 5, 1);
         assert!(c.is_dirty(0, 0) && c.is_dirty(0, 1));
@@ -552,7 +590,7 @@ mod tests {
 
     #[test]
     fn writeback_takes_the_oldest_dirty_pages_as_sorted_ranges() {
-        let mut c = PageCache::new(100);
+        let mut c = PageCache::<Clock>::new(100);
         c.write(10, 0, 20, 2);
         c.write(20, 0, 5, 3);
         c.write(30, 1, 0, 1);
@@ -582,7 +620,7 @@ mod tests {
 
     #[test]
     fn a_read_of_pages_being_fetched_waits_for_that_fetch() {
-        let mut c = PageCache::new(100);
+        let mut c = PageCache::<Clock>::new(100);
         c.begin_fetch(0, 0, 8, 7);
         let mut l = ReadLookup::default();
         c.read(0, 4, 8, &mut l);
@@ -602,7 +640,7 @@ mod tests {
 
     #[test]
     fn invalidation_drops_clean_and_dirty_pages() {
-        let mut c = PageCache::new(100);
+        let mut c = PageCache::<Clock>::new(100);
         c.fill(0, 0, 4);
         c.write(0, 0, 2, 4);
         c.invalidate(0, 0, 8);

@@ -8,7 +8,8 @@
 //! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
 //!                             # layout's parameters (stripe_size, chunk)
 //! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
-//! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate
+//! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire,
+//!                             # writeback_interval, copy_rate, eviction (cache::eviction::REGISTRY)
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
 //! ```
@@ -114,6 +115,7 @@ pub struct RawPageCache {
     pub dirty_expire: Option<DurationValue>,
     pub writeback_interval: Option<DurationValue>,
     pub copy_rate: Option<SizeValue>,
+    pub eviction: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -272,6 +274,10 @@ pub struct PageCacheSpec {
     /// shared by all copies. Default 21.3 GB/s: dual-channel DDR4-2666 peaks at 42.7 GB/s
     /// (2 × 8 B × 2666 MT/s, JEDEC JESD79-4) and a copy reads and writes every byte.
     pub copy_rate_bps: u64,
+    /// Page eviction policy, a name of [`crate::cache::eviction::REGISTRY`] (shown only when
+    /// not the default).
+    #[serde(skip_serializing_if = "crate::cache::eviction::is_default")]
+    pub eviction: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -576,6 +582,19 @@ impl Stack {
             copy_rate_bps: match &p.copy_rate {
                 Some(v) => c.size("page_cache.copy_rate", v)?,
                 None => 21_330_000_000,
+            },
+            eviction: match p.eviction.as_deref() {
+                None => crate::cache::eviction::DEFAULT.to_string(),
+                Some(e) if crate::cache::eviction::find(e).is_some() => e.to_string(),
+                Some(e) => {
+                    return Err(c.err(
+                        "page_cache.eviction",
+                        format!(
+                            "'{e}' is not valid; accepted: {}",
+                            crate::cache::eviction::accepted()
+                        ),
+                    ))
+                }
             },
         };
         if page_cache.memory_bytes > host.memory_bytes {

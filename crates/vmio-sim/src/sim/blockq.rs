@@ -8,8 +8,8 @@
 //! submit_range(disk, op, off, len, b): volume.map(disk offset + off) → pieces;
 //!     barrier b += pieces; each piece → device prefetch hint, queue.insert;
 //!     pump each touched device once
-//! flush_volume(r): one FLUSH CACHE per device of the disk's volume (queue.insert), barrier
-//!     FlushDone
+//! flush_volume(disk, cont): one FLUSH CACHE per device of the disk's volume (queue.insert),
+//!     one barrier
 //! pump(dev): queue.dispatch → device submit (the slot is the device tag);
 //!     DevWake at the device's next completion, SchedWake at queue.wakeup_to_arm
 //! DevWake: device completions → queue.complete; every tag (merged requests too) →
@@ -28,7 +28,6 @@ use super::slab::Slab;
 use super::{Sim, SimError};
 use crate::device::{build_device_seeded, DevCmd, Device};
 use vmio_core::blockq::DeviceQueue;
-use vmio_core::cache::PAGE_BYTES;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched;
 use vmio_core::stack::Stack;
@@ -179,29 +178,13 @@ impl Sim {
         self.blockq.pieces = pieces;
     }
 
-    /// [`Self::submit_range`] for whole pages `[first, first + n)` of a disk.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn submit_pages(
-        &mut self,
-        now: Ns,
-        disk: usize,
-        op: Op,
-        first: u64,
-        n: u64,
-        b: usize,
-        sync: bool,
-    ) {
-        self.submit_range(now, disk, op, first * PAGE_BYTES, n * PAGE_BYTES, b, sync);
-    }
-
-    /// FLUSH CACHE to every device of the disk's volume, then finish the request.
-    pub(super) fn flush_volume(&mut self, now: Ns, r: usize) {
-        let disk = self.guest.vreqs.get(r).disk;
+    /// FLUSH CACHE to every device of the disk's volume, then continue with `cont`.
+    pub(super) fn flush_volume(&mut self, now: Ns, disk: usize, cont: Cont) {
         let vol = self.disks[disk].volume;
         let devices = self.blockq.vols[vol].devices.clone();
         let b = self.blockq.barriers.insert(Barrier {
             remaining: devices.len() as u32,
-            cont: Cont::FlushDone(r),
+            cont,
         });
         for dev in devices {
             self.blockq.devs[dev].queue.insert(
@@ -280,6 +263,6 @@ impl Sim {
             return;
         }
         let cont = self.blockq.barriers.remove(b).cont;
-        self.barrier_continue(now, b, cont);
+        self.barrier_continue(now, cont);
     }
 }

@@ -38,8 +38,6 @@ pub(super) struct VReq {
     pub(super) op: Op,
     pub(super) offset: u64,
     pub(super) len: u64,
-    /// Page-cache fetches this (buffered) read still waits for.
-    pub(super) waits: u32,
 }
 
 /// A virtual disk: its interface model, the VMM thread and the queue slots.
@@ -113,7 +111,6 @@ impl Sim {
                 op,
                 offset: off,
                 len: n,
-                waits: 0,
             });
             off += n;
             self.vdisk_submit(now, r);

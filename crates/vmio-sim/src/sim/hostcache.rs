@@ -1,399 +1,221 @@
-//! The host cache driver: what QEMU's cache mode makes of a virtual-disk request on the host,
-//! and the host page cache's writeback.
+//! The host cache driver: the simulator's side of vmio-core's host-cache policy
+//! ([`vmio_core::cache::HostCache`]; today the Linux page cache under QEMU's cache modes,
+//! [`vmio_core::cache::linux`]). The policy decides; this file carries its actions out in
+//! virtual time, in the order the policy emitted them.
 //!
 //! ```text
-//! host_start(r) by op and cache mode:
-//!   flush: unsafe → done; O_DIRECT (none, directsync) → flush_volume;
-//!          buffered → fsync_file: write the file's dirty pages, wait for its writeback,
-//!          then flush_volume
-//!   buffered read  → buffered_read: hits copy; misses (and read-ahead) fetch, then copy
-//!   buffered write → dirty the pages, copy, then after_copy:
-//!          writethrough → write the pages and FLUSH CACHE before completing
-//!          else kick_writeback; dirty + in writeback > dirty limit → throttled until below
-//!   O_DIRECT read/write/trim → invalidate cached pages (not reads), submit_range;
-//!          write with writethrough semantics (directsync) → flush_volume before completing
-//! copies: the host memory bus moves copy_rate bytes/s, copies queue behind each other
-//! kick_writeback: while in writeback < WB_MAX_INFLIGHT_PAGES and (expired pages (timer) or
-//!          dirty > background limit): write up to WB_CHUNK_PAGES of the oldest dirty pages
-//! WbTimer every writeback interval: pages dirty for longer than dirty_expire are expired
+//! SubmitDone(r)        → policy.on_request(r)
+//! HostDone(r)          → host_finish if the Copy completes r, else policy.on_copied(r)
+//! WbTimer              → policy.on_timer
+//! barrier of a token   → policy.on_done(token)      (every device piece of an Io or Flush)
+//! actions:
+//!   Io { disk, op, range, sync, token } → a barrier for token; submit_range (block queue)
+//!   Flush { disk, token }               → flush_volume: FLUSH CACHE to the volume's devices
+//!   Copy { req, bytes, complete }       → HostDone at max(now, copy_busy) + bytes / copy_rate
+//!   Complete { req }                    → host_finish (the VMM completes it to the guest)
+//!   Timer { at }                        → WbTimer at `at`
 //! ```
 //!
-//! Sources: QEMU block.c `bdrv_parse_cache_mode` (cache modes to O_DIRECT / O_DSYNC /
-//! ignored flushes), Linux mm/page-writeback.c (dirty_ratio, dirty_background_ratio,
-//! dirty_expire_centisecs, dirty_writeback_centisecs, balance_dirty_pages), fs/fs-writeback.c
-//! (MAX_WRITEBACK_PAGES); the page cache and read-ahead are the core crate's
-//! [`PageCache`] and [`Readahead`].
+//! Copies share the host's memory bus (`[page_cache] copy_rate`), so concurrent copies queue
+//! behind each other. One action buffer is reused for every call: the policy never runs
+//! while its actions are carried out (no action completes synchronously), so none is added
+//! to the buffer while it is read.
 
 use super::blockq::Barrier;
 use super::event::Event;
-use super::Sim;
-use std::collections::VecDeque;
-use vmio_core::cache::{
-    page_span, CacheMode, PageCache, PageRange, ReadLookup, Readahead, PAGE_BYTES,
-};
-use vmio_core::request::Op;
+use super::{Sim, SimError};
+use vmio_core::cache::{self, Action, HostCacheStats, HostDisk, Request, Token};
 use vmio_core::stack::PageCacheSpec;
 use vmio_core::units::transfer_ns;
 use vmio_core::Ns;
 
-/// Pages of writeback kept in flight at most (block-layer queues bound it in Linux).
-const WB_MAX_INFLIGHT_PAGES: u64 = 16 * 1024;
-/// Pages per writeback chunk (MAX_WRITEBACK_PAGES, 4 MiB).
-const WB_CHUNK_PAGES: u64 = 1024;
+/// What a barrier hands back to the policy when its device requests completed.
+pub(super) type Cont = Token;
 
-/// What to do when all device requests of a barrier completed.
-pub(super) enum Cont {
-    DirectDone(usize),
-    Fetch {
-        file: u32,
-        first: u64,
-        n: u64,
-        waiters: Vec<usize>,
-    },
-    Writeback {
-        disk: usize,
-        pages: u64,
-    },
-    FsyncWrites(usize),
-    WriteThrough(usize),
-    FlushDone(usize),
-}
-
-/// A VM disk's image file on the host: its cache mode, read-ahead and writeback.
-pub(super) struct FileState {
-    mode: CacheMode,
-    ra: Readahead,
-    wb_inflight: u32,
-    fsync_waiters: Vec<usize>,
-}
-
-impl FileState {
-    pub(super) fn new(mode: CacheMode, read_ahead_pages: u64) -> Self {
-        FileState {
-            mode,
-            ra: Readahead::new(read_ahead_pages),
-            wb_inflight: 0,
-            fsync_waiters: Vec::new(),
-        }
-    }
-}
-
-/// The host cache driver's state: the page cache, writeback and the files (indexed like
-/// `Sim::disks`).
+/// The host cache driver's state: the policy, the action buffer and the memory bus.
 pub(super) struct HostCache {
-    pub(super) pc: PageCache,
-    files: Vec<FileState>,
+    policy: Box<dyn cache::HostCache>,
+    actions: Vec<Action>,
+    /// Per request (engine slot): its copy in flight completes it (no policy call after).
+    copy_completes: Vec<bool>,
     copy_rate: u64,
     copy_busy: Ns,
-    dirty_limit: u64,
-    dirty_bg: u64,
-    dirty_expire: Ns,
-    wb_interval: Ns,
-    wb_inflight_pages: u64,
-    wb_expired_before: Option<Ns>,
-    wb_timer_armed: bool,
-    throttled: VecDeque<usize>,
-    lookup: ReadLookup,
-    ranges: Vec<PageRange>,
-    waits: Vec<u32>,
 }
 
 impl HostCache {
-    pub(super) fn new(pcs: &PageCacheSpec, files: Vec<FileState>) -> Self {
-        let cap_pages = pcs.memory_bytes / PAGE_BYTES;
-        HostCache {
-            pc: PageCache::new(cap_pages),
-            files,
-            copy_rate: pcs.copy_rate_bps,
+    /// The policy of `[page_cache]` over the VM disks (in stack order); `file` names the
+    /// stack file in errors.
+    pub(super) fn new(
+        file: &str,
+        spec: &PageCacheSpec,
+        disks: Vec<HostDisk>,
+    ) -> Result<Self, SimError> {
+        let policy =
+            cache::build(spec, disks).map_err(|e| SimError::Job(format!("{file}: {e}")))?;
+        Ok(HostCache {
+            policy,
+            actions: Vec::new(),
+            copy_completes: Vec::new(),
+            copy_rate: spec.copy_rate_bps,
             copy_busy: 0,
-            dirty_limit: cap_pages * pcs.dirty_ratio as u64 / 100,
-            dirty_bg: cap_pages * pcs.dirty_background_ratio as u64 / 100,
-            dirty_expire: pcs.dirty_expire_ns,
-            wb_interval: pcs.writeback_interval_ns,
-            wb_inflight_pages: 0,
-            wb_expired_before: None,
-            wb_timer_armed: false,
-            throttled: VecDeque::new(),
-            lookup: ReadLookup::default(),
-            ranges: Vec::new(),
-            waits: Vec::new(),
-        }
+        })
+    }
+
+    pub(super) fn stats(&self) -> HostCacheStats {
+        self.policy.stats()
     }
 }
 
 impl Sim {
     pub(super) fn host_start(&mut self, now: Ns, r: usize) {
-        let (disk, op) = {
-            let v = self.guest.vreqs.get(r);
-            (v.disk, v.op)
+        let v = self.guest.vreqs.get(r);
+        let req = Request {
+            id: r as u32,
+            disk: v.disk as u32,
+            op: v.op,
+            offset: v.offset,
+            len: v.len,
         };
-        let mode = self.cache.files[disk].mode;
-        match op {
-            Op::Flush => {
-                if mode.ignores_flush() {
-                    self.host_finish(now, r);
-                } else if mode.direct() {
-                    self.flush_volume(now, r);
-                } else {
-                    self.fsync_file(now, r);
-                }
-            }
-            Op::Read if !mode.direct() => self.buffered_read(now, r),
-            Op::Write if !mode.direct() => {
-                let (off, len) = (self.guest.vreqs.get(r).offset, self.guest.vreqs.get(r).len);
-                let (first, n) = page_span(off, len);
-                self.cache.pc.write(now, disk as u32, first, n);
-                let t = self.copy_done(now, len);
-                self.q.push(t, Event::HostDone(r).pack());
-            }
-            Op::Read | Op::Write | Op::Trim => {
-                let (off, len) = (self.guest.vreqs.get(r).offset, self.guest.vreqs.get(r).len);
-                if op != Op::Read {
-                    let (first, n) = page_span(off, len);
-                    self.cache.pc.invalidate(disk as u32, first, n);
-                }
-                let b = self.blockq.barriers.insert(Barrier {
-                    remaining: 0,
-                    cont: Cont::DirectDone(r),
-                });
-                self.submit_range(now, disk, op, off, len, b, true);
-            }
-        }
+        self.cache
+            .policy
+            .on_request(now, req, &mut self.cache.actions);
+        self.host_act(now);
     }
 
     pub(super) fn after_copy(&mut self, now: Ns, r: usize) {
-        let (disk, op, off, len) = {
-            let v = self.guest.vreqs.get(r);
-            (v.disk, v.op, v.offset, v.len)
-        };
-        if op == Op::Read {
+        if self.cache.copy_completes[r] {
             return self.host_finish(now, r);
         }
-        let mode = self.cache.files[disk].mode;
-        if mode.write_through() {
-            let (first, n) = page_span(off, len);
-            self.cache.pc.clean_range(disk as u32, first, n);
-            let b = self.blockq.barriers.insert(Barrier {
-                remaining: 0,
-                cont: Cont::WriteThrough(r),
-            });
-            self.submit_pages(now, disk, Op::Write, first, n, b, true);
-            return;
-        }
-        self.kick_writeback(now);
-        if self.cache.pc.dirty_pages() + self.cache.wb_inflight_pages > self.cache.dirty_limit {
-            self.cache.throttled.push_back(r);
-        } else {
-            self.host_finish(now, r);
-        }
-    }
-
-    pub(super) fn buffered_read(&mut self, now: Ns, r: usize) {
-        let (disk, off, len) = {
-            let v = self.guest.vreqs.get(r);
-            (v.disk, v.offset, v.len)
-        };
-        let file = disk as u32;
-        let (first, n) = page_span(off, len);
-        let disk_pages = self.disks[disk].size_bytes / PAGE_BYTES;
-        let mut lookup = std::mem::take(&mut self.cache.lookup);
-        self.cache.pc.read(file, first, n, &mut lookup);
-        let missing = !lookup.missing.is_empty();
-        let plan = self.cache.files[disk].ra.on_read(first, n, missing);
-        let mut fetched = false;
-        if let Some((s, k)) = plan.sync {
-            fetched |= self.fetch(now, disk, s, k.min(disk_pages.saturating_sub(s)));
-        }
-        for m in &lookup.missing {
-            fetched |= self.fetch(now, disk, m.first, m.n);
-        }
-        if let Some((s, k)) = plan.background {
-            if s < disk_pages {
-                self.fetch(now, disk, s, k.min(disk_pages - s));
-            }
-        }
-        let wait_any = fetched || !lookup.waits.is_empty();
-        self.cache.lookup = lookup;
-        if wait_any {
-            let mut waits = std::mem::take(&mut self.cache.waits);
-            waits.clear();
-            self.cache.pc.pending_fetches(file, first, n, &mut waits);
-            self.guest.vreqs.get(r).waits = waits.len() as u32;
-            for &w in &waits {
-                if let Cont::Fetch { waiters, .. } = &mut self.blockq.barriers.get(w as usize).cont
-                {
-                    waiters.push(r);
-                }
-            }
-            let none = waits.is_empty();
-            self.cache.waits = waits;
-            if !none {
-                return;
-            }
-        }
-        let t = self.copy_done(now, len);
-        self.q.push(t, Event::HostDone(r).pack());
-    }
-
-    /// Fetch the absent pages of a range into the page cache. Returns whether any fetch was
-    /// issued.
-    pub(super) fn fetch(&mut self, now: Ns, disk: usize, first: u64, n: u64) -> bool {
-        if n == 0 {
-            return false;
-        }
-        let file = disk as u32;
-        let mut ranges = std::mem::take(&mut self.cache.ranges);
-        ranges.clear();
-        self.cache.pc.absent(file, first, n, &mut ranges);
-        let any = !ranges.is_empty();
-        for rg in &ranges {
-            let b = self.blockq.barriers.insert(Barrier {
-                remaining: 0,
-                cont: Cont::Fetch {
-                    file,
-                    first: rg.first,
-                    n: rg.n,
-                    waiters: Vec::new(),
-                },
-            });
-            self.cache.pc.begin_fetch(file, rg.first, rg.n, b as u32);
-            self.submit_pages(now, disk, Op::Read, rg.first, rg.n, b, true);
-        }
-        self.cache.ranges = ranges;
-        any
-    }
-
-    pub(super) fn fsync_file(&mut self, now: Ns, r: usize) {
-        let disk = self.guest.vreqs.get(r).disk;
-        let mut ranges = Vec::new();
         self.cache
-            .pc
-            .take_dirty(Some(disk as u32), None, u64::MAX, &mut ranges);
-        let b = self.blockq.barriers.insert(Barrier {
-            remaining: 1,
-            cont: Cont::FsyncWrites(r),
-        });
-        for rg in &ranges {
-            self.submit_pages(now, disk, Op::Write, rg.first, rg.n, b, true);
+            .policy
+            .on_copied(now, r as u32, &mut self.cache.actions);
+        self.host_act(now);
+    }
+
+    pub(super) fn wb_timer(&mut self, now: Ns) {
+        self.cache.policy.on_timer(now, &mut self.cache.actions);
+        self.host_act(now);
+    }
+
+    /// All device requests of a barrier completed: hand its token back to the policy.
+    pub(super) fn barrier_continue(&mut self, now: Ns, cont: Cont) {
+        self.cache
+            .policy
+            .on_done(now, cont, &mut self.cache.actions);
+        self.host_act(now);
+    }
+
+    /// Carry out the policy's actions in order, then empty the buffer for the next call.
+    #[inline(always)]
+    fn host_act(&mut self, now: Ns) {
+        let mut i = 0;
+        while let Some(&a) = self.cache.actions.get(i) {
+            match a {
+                Action::Io {
+                    disk,
+                    op,
+                    offset,
+                    len,
+                    sync,
+                    token,
+                } => {
+                    let b = self.blockq.barriers.insert(Barrier {
+                        remaining: 0,
+                        cont: token,
+                    });
+                    self.submit_range(now, disk as usize, op, offset, len, b, sync);
+                }
+                Action::Flush { disk, token } => self.flush_volume(now, disk as usize, token),
+                Action::Copy {
+                    req,
+                    bytes,
+                    complete,
+                } => {
+                    let r = req as usize;
+                    if self.cache.copy_completes.len() <= r {
+                        self.cache.copy_completes.resize(r + 1, false);
+                    }
+                    self.cache.copy_completes[r] = complete;
+                    let t = self.copy_done(now, bytes);
+                    self.q.push(t, Event::HostDone(req as usize).pack());
+                }
+                Action::Complete { req } => self.host_finish(now, req as usize),
+                Action::Timer { at } => self.q.push(at, Event::WbTimer.pack()),
+            }
+            i += 1;
         }
-        self.barrier_done(now, b);
+        self.cache.actions.clear();
     }
 
     /// A copy between the page cache and guest memory: the host's memory bus moves
     /// `copy_rate` bytes/s in all, so concurrent copies queue behind each other.
-    pub(super) fn copy_done(&mut self, now: Ns, len: u64) -> Ns {
+    fn copy_done(&mut self, now: Ns, len: u64) -> Ns {
         let t = now.max(self.cache.copy_busy) + transfer_ns(len, self.cache.copy_rate);
         self.cache.copy_busy = t;
         t
     }
+}
 
-    pub(super) fn kick_writeback(&mut self, now: Ns) {
-        if !self.cache.wb_timer_armed && self.cache.pc.dirty_pages() > 0 {
-            self.cache.wb_timer_armed = true;
-            self.q
-                .push(now + self.cache.wb_interval, Event::WbTimer.pack());
-        }
-        while self.cache.wb_inflight_pages < WB_MAX_INFLIGHT_PAGES {
-            let expired = self
-                .cache
-                .wb_expired_before
-                .filter(|&t| self.cache.pc.oldest_dirty_ns().is_some_and(|o| o <= t));
-            let background = self.cache.pc.dirty_pages() > self.cache.dirty_bg;
-            if expired.is_none() && !background {
-                self.cache.wb_expired_before = None;
-                break;
-            }
-            let mut ranges = std::mem::take(&mut self.cache.ranges);
-            ranges.clear();
-            let taken = self
-                .cache
-                .pc
-                .take_dirty(None, expired, WB_CHUNK_PAGES, &mut ranges);
-            if taken == 0 {
-                self.cache.ranges = ranges;
-                break;
-            }
-            self.cache.wb_inflight_pages += taken;
-            for rg in &ranges {
-                let disk = rg.file as usize;
-                self.cache.files[disk].wb_inflight += 1;
-                let b = self.blockq.barriers.insert(Barrier {
-                    remaining: 0,
-                    cont: Cont::Writeback { disk, pages: rg.n },
-                });
-                self.submit_pages(now, disk, Op::Write, rg.first, rg.n, b, false);
-            }
-            self.cache.ranges = ranges;
+#[cfg(test)]
+mod tests {
+    use crate::run::{run, run_json, RunInput};
+
+    /// A RAM disk behind a 4 MiB page cache (1024 pages).
+    fn stack(eviction: &str) -> String {
+        format!(
+            "[[device]]\nname = \"ram\"\nmodel = \"ram\"\n[[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"ram\"]\n\
+             [page_cache]\nmemory = \"4m\"\neviction = \"{eviction}\"\n\
+             [[vm]]\nname = \"vm\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"v\"\nsize = \"1g\"\ncache = \"writeback\"\n"
+        )
+    }
+
+    /// Uniform random 4 KiB reads over 8 MiB (2048 pages): twice the cache. norandommap:
+    /// independent draws (fio's random map would read each block once per pass).
+    const RANDREAD: &str = "[j]\nrw=randread\nnorandommap=1\nbs=4k\nioengine=libaio\ndirect=1\niodepth=4\nsize=8m\nruntime=1\ntime_based\n";
+
+    fn input<'a>(stack_text: &'a str) -> RunInput<'a> {
+        RunInput {
+            stack_text,
+            stack_path: "stack.toml",
+            job_text: RANDREAD,
+            job_path: "job.fio",
+            seed: Some(3),
+            vm: None,
         }
     }
 
-    pub(super) fn wb_timer(&mut self, now: Ns) {
-        self.cache.wb_timer_armed = false;
-        self.cache.wb_expired_before = Some(now.saturating_sub(self.cache.dirty_expire));
-        self.kick_writeback(now);
-        if self.cache.pc.dirty_pages() > 0 && !self.cache.wb_timer_armed && !self.all_done() {
-            self.cache.wb_timer_armed = true;
-            self.q
-                .push(now + self.cache.wb_interval, Event::WbTimer.pack());
+    #[test]
+    fn lru_and_clock_both_hit_the_cached_share_of_uniform_random_reads_but_evict_differently() {
+        // Under uniform random references every demand-paging policy hits C/N of the reads in
+        // steady state (here 1024 / 2048 = 1/2); the pages they keep differ.
+        let mut hits = Vec::new();
+        for eviction in ["clock", "lru"] {
+            let s = stack(eviction);
+            let pc = run(&input(&s)).unwrap().report.page_cache;
+            let ratio = pc.hit_pages as f64 / (pc.hit_pages + pc.miss_pages) as f64;
+            assert!((ratio - 0.5).abs() < 0.05, "{eviction}: hit ratio {ratio}");
+            assert!(pc.evicted_pages > 20_000, "{eviction}: {pc:?}");
+            hits.push(pc.hit_pages);
         }
+        assert_ne!(hits[0], hits[1]);
     }
 
-    /// All device requests of barrier `b` completed: continue with `cont`.
-    pub(super) fn barrier_continue(&mut self, now: Ns, b: usize, cont: Cont) {
-        match cont {
-            Cont::DirectDone(r) => {
-                let (op, disk) = (self.guest.vreqs.get(r).op, self.guest.vreqs.get(r).disk);
-                if op == Op::Write && self.cache.files[disk].mode.write_through() {
-                    self.flush_volume(now, r);
-                } else {
-                    self.host_finish(now, r);
-                }
-            }
-            Cont::Fetch {
-                file,
-                first,
-                n,
-                waiters,
-            } => {
-                self.cache.pc.complete_fetch(file, first, n, b as u32);
-                for r in waiters {
-                    let v = self.guest.vreqs.get(r);
-                    v.waits -= 1;
-                    if v.waits == 0 {
-                        let len = v.len;
-                        let t = self.copy_done(now, len);
-                        self.q.push(t, Event::HostDone(r).pack());
-                    }
-                }
-            }
-            Cont::Writeback { disk, pages } => {
-                self.cache.wb_inflight_pages -= pages;
-                let d = &mut self.cache.files[disk];
-                d.wb_inflight -= 1;
-                if d.wb_inflight == 0 {
-                    for r in std::mem::take(&mut d.fsync_waiters) {
-                        self.flush_volume(now, r);
-                    }
-                }
-                while !self.cache.throttled.is_empty()
-                    && self.cache.pc.dirty_pages() + self.cache.wb_inflight_pages
-                        <= self.cache.dirty_limit
-                {
-                    let r = self.cache.throttled.pop_front().unwrap();
-                    self.host_finish(now, r);
-                }
-                self.kick_writeback(now);
-            }
-            Cont::FsyncWrites(r) => {
-                let disk = self.guest.vreqs.get(r).disk;
-                if self.cache.files[disk].wb_inflight > 0 {
-                    self.cache.files[disk].fsync_waiters.push(r);
-                } else {
-                    self.flush_volume(now, r);
-                }
-            }
-            Cont::WriteThrough(r) => self.flush_volume(now, r),
-            Cont::FlushDone(r) => self.host_finish(now, r),
-        }
+    #[test]
+    fn a_vmio_sim_run_with_lru_shows_it_in_the_effective_stack() {
+        let s = stack("lru");
+        let j = run_json(&input(&s)).unwrap();
+        assert!(j.contains("\"eviction\": \"lru\""), "{j}");
+        let s = stack("clock");
+        assert!(!run_json(&input(&s)).unwrap().contains("\"eviction\""));
+    }
+
+    #[test]
+    fn an_unknown_eviction_policy_is_refused_with_the_accepted_names() {
+        let s = stack("fifo");
+        let e = run(&input(&s)).err().unwrap().to_string();
+        assert_eq!(
+            e,
+            "stack.toml: page_cache.eviction: 'fifo' is not valid; accepted: clock, lru"
+        );
     }
 }

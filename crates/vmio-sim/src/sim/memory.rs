@@ -9,7 +9,6 @@
 //! ```
 
 use super::SimError;
-use vmio_core::cache::{PageCache, PAGE_BYTES};
 use vmio_core::stack::Stack;
 use vmio_core::units::quote;
 
@@ -119,7 +118,8 @@ pub fn check_memory(stack: &Stack, available: u64) -> Result<(), SimError> {
         .flat_map(|v| &v.disks)
         .any(|d| !d.cache.direct());
     let pc = if buffered {
-        PageCache::estimated_bytes(stack.page_cache.memory_bytes / PAGE_BYTES)
+        vmio_core::cache::estimated_bytes(&stack.page_cache)
+            .map_err(|e| SimError::Job(format!("{}: {e}", stack.file)))?
     } else {
         0
     };

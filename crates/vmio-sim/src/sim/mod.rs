@@ -49,10 +49,10 @@ use crate::vdisk::InterfaceModel;
 use blockq::{BlockQueue, VolState};
 use event::Event;
 use guest::{GuestState, VDiskState};
-use hostcache::{FileState, HostCache};
+use hostcache::HostCache;
 use jobs::JobDriver;
 use thiserror::Error;
-use vmio_core::cache::PAGE_BYTES;
+use vmio_core::cache::{HostDisk, PAGE_BYTES};
 use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::quote;
@@ -193,7 +193,7 @@ fn check_job_count(jobs: &[JobBinding]) -> Result<(), SimError> {
 fn build_disks(
     stack: &Stack,
     vols: &[VolState],
-) -> (Vec<DiskPlace>, Vec<VDiskState>, Vec<FileState>, Vec<usize>) {
+) -> (Vec<DiskPlace>, Vec<VDiskState>, Vec<HostDisk>, Vec<usize>) {
     let mut disks = Vec::new();
     let mut vdisks = Vec::new();
     let mut files = Vec::new();
@@ -211,10 +211,11 @@ fn build_disks(
                 d.interface,
                 d.queue_depth,
             )));
-            files.push(FileState::new(
-                d.cache,
-                vols[d.volume].read_ahead_bytes / PAGE_BYTES,
-            ));
+            files.push(HostDisk {
+                mode: d.cache,
+                size_bytes: d.size_bytes,
+                read_ahead_pages: vols[d.volume].read_ahead_bytes / PAGE_BYTES,
+            });
         }
     }
     (disks, vdisks, files, disk_base)
@@ -237,7 +238,7 @@ impl Sim {
             disks,
             work,
             guest: GuestState::new(vdisks),
-            cache: HostCache::new(&stack.page_cache, files),
+            cache: HostCache::new(&stack.file, &stack.page_cache, files)?,
             blockq: BlockQueue::new(devs, vols),
             seed,
             notes,

@@ -85,9 +85,9 @@ impl Sim {
             devices,
             virtual_time_ns: now,
             events: self.q.processed(),
-            page_cache: self.cache.pc.stats(),
-            cached_pages: self.cache.pc.cached_pages(),
-            dirty_pages: self.cache.pc.dirty_pages(),
+            page_cache: self.cache.stats().pages,
+            cached_pages: self.cache.stats().cached_pages,
+            dirty_pages: self.cache.stats().dirty_pages,
             volumes: self
                 .blockq
                 .vols
