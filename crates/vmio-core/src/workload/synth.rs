@@ -391,6 +391,13 @@ impl SynthGen {
     }
 }
 
+/// Never ends: a runtime stops a job replaying it.
+impl super::IoStream for SynthGen {
+    fn next_io(&mut self) -> Option<TimedIo> {
+        Some(self.next())
+    }
+}
+
 /// Most requests [`synth_spc_csv`] generates in one trace (`vmio trace synth --requests`):
 /// 100 M requests are about 3 GB of CSV text, built in memory.
 pub const MAX_SYNTH_REQUESTS: u64 = 100_000_000;

@@ -609,6 +609,12 @@ impl Replay {
     }
 }
 
+impl super::IoStream for Replay {
+    fn next_io(&mut self) -> Option<TimedIo> {
+        self.next()
+    }
+}
+
 /// Fold a request into `[0, region_bytes)`: offset modulo the region, rounded down to 4 KiB,
 /// length clipped at the region end. Flushes are left as they are.
 pub fn fold(io: TimedIo, region_bytes: u64) -> TimedIo {
