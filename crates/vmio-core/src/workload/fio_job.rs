@@ -420,7 +420,7 @@ impl Workload for Generator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::fio::{parse_job_file, BlockSizes};
 
@@ -428,7 +428,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
 
-    fn job(text: &str) -> JobSpec {
+    pub(crate) fn job(text: &str) -> JobSpec {
         parse_job_file(&format!("[j]\n{text}"), "t.fio")
             .unwrap()
             .jobs

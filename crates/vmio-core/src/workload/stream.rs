@@ -90,6 +90,7 @@ impl<S: IoStream> Workload for Paced<S> {
 mod tests {
     use super::*;
     use crate::request::Op;
+    use crate::workload::trace::tests::io;
     use crate::workload::{SynthGen, SynthProfile};
 
     const MIB: u64 = 1 << 20;
@@ -126,13 +127,10 @@ mod tests {
                 self.0.pop()
             }
         }
-        let io = |at_ns, op| TimedIo {
-            at_ns,
-            op,
-            offset_bytes: 0,
-            len_bytes: if op == Op::Flush { 0 } else { 512 },
-        };
-        let stream = Two(vec![io(7_000, Op::Flush), io(5_000, Op::Trim)]);
+        let stream = Two(vec![
+            io(7_000, Op::Flush, 0, 0),
+            io(5_000, Op::Trim, 0, 512),
+        ]);
         let mut w = Paced::new(stream, 4096, Pacing::Closed { depth: 3 });
         assert_eq!(w.depth(), 3);
         let trim = Step::Io {

@@ -1,6 +1,6 @@
 //! Synthetic block traces shaped like the MSN, Exchange and Financial traces of seeds.md S1
 //! (the real traces cannot be downloaded here). Open loop: each request carries its issue
-//! time. [`write_spc_csv`] writes a stream in UMass/SPC CSV so it can go through the real
+//! time (as a workload: [`super::Paced`] with [`super::Pacing::Open`]). [`write_spc_csv`] writes a stream in UMass/SPC CSV so it can go through the real
 //! trace replay path.
 //!
 //! What is matched to the table (seeds.md S1): the write/read ratio and the mean request size

@@ -32,13 +32,13 @@ use super::guest::GIo;
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
 use vmio_core::request::Op;
-use vmio_core::workload::{Step, Workload};
+use vmio_core::workload::{JobWorkload, Step, Workload};
 use vmio_core::Ns;
 
 pub(super) struct JobState {
     pub(super) name: String,
     /// The requests of this clone (vmio-core's workload module).
-    work: Box<dyn Workload>,
+    work: JobWorkload,
     /// `work.depth()`, read once.
     depth: u32,
     disk: usize,
