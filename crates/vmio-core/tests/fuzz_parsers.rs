@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use vmio_core::fio::parse_job_file;
 use vmio_core::stack::Stack;
 use vmio_core::workload::fio_job::check_ends;
-use vmio_core::workload::{parse_trace, Generator, Next, Replay, TraceFormat};
+use vmio_core::workload::{parse_trace, Generator, Replay, Step, TraceFormat, Workload};
 
 /// Longest acceptable error message, in characters.
 const MAX_ERROR_CHARS: usize = 400;
@@ -852,7 +852,7 @@ fn fio_target(case: &(TextCase, u64, u64)) -> Outcome {
                 Ok(mut g) => {
                     let _ = g.region();
                     for _ in 0..32 {
-                        if let Next::Done = g.next() {
+                        if let Step::Done = g.next(0) {
                             break;
                         }
                     }

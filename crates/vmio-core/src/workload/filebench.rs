@@ -550,6 +550,13 @@ impl FilebenchGen {
     }
 }
 
+/// Never ends: a runtime stops a FileBench job.
+impl super::IoStream for FilebenchGen {
+    fn next_io(&mut self) -> Option<TimedIo> {
+        Some(self.next())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,10 +31,11 @@
 //! after the last I/O, so every group of `fsync` writes is followed by its fsync.
 
 use super::perm::Permutation;
-use super::{Next, WorkloadError};
+use super::{Step, Workload, WorkloadError};
 use crate::fio::JobSpec;
 use crate::request::{Extent, Op};
 use crate::rng::Rng;
+use crate::Ns;
 
 /// Block sizes of one direction, prepared for weighted draws.
 #[derive(Clone, Debug)]
@@ -95,6 +96,30 @@ pub fn check_ends(spec: &JobSpec) -> Result<(), WorkloadError> {
     Ok(())
 }
 
+/// fio's synchronous ioengines: one request at a time whatever `iodepth` says.
+const SYNC_IOENGINES: [&str; 5] = ["psync", "sync", "pvsync", "pvsync2", "vsync"];
+
+/// The requests a job keeps outstanding: 1 with a synchronous ioengine (fio(1) `iodepth`:
+/// "increasing iodepth beyond 1 will not affect synchronous ioengines"), else
+/// `max(iodepth, 1)`.
+pub fn iodepth(spec: &JobSpec) -> u32 {
+    if SYNC_IOENGINES.contains(&spec.ioengine.as_str()) {
+        1
+    } else {
+        spec.iodepth.max(1)
+    }
+}
+
+/// The note for a run whose job asks a synchronous ioengine for an iodepth above 1.
+pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
+    (spec.iodepth > 1 && SYNC_IOENGINES.contains(&spec.ioengine.as_str())).then(|| {
+        format!(
+            "job '{}': ioengine={} is synchronous; iodepth={} behaves as 1 (as in fio)",
+            spec.name, spec.ioengine, spec.iodepth
+        )
+    })
+}
+
 /// Most I/Os one numjobs clone may issue when no `runtime` stops it: 2^32, about an hour of
 /// simulation at a million simulated I/Os per second (`vmio bench sim`).
 pub const MAX_IOS_WITHOUT_RUNTIME: u64 = 1 << 32;
@@ -127,6 +152,7 @@ pub struct Generator {
     writes_since_fsync: u32,
     fsync_pending: bool,
     end_fsync: bool,
+    depth: u32,
 }
 
 impl Generator {
@@ -291,6 +317,7 @@ impl Generator {
             writes_since_fsync: 0,
             fsync_pending: false,
             end_fsync: spec.end_fsync,
+            depth: iodepth(spec),
         })
     }
 
@@ -319,22 +346,22 @@ impl Generator {
     pub fn bytes_done(&self) -> u64 {
         self.bytes_done
     }
+}
 
-    /// The next request. See the module doc for the algorithm.
-    // Not an Iterator: `Done` is an answer the engine acts on, and the name is the API.
-    #[allow(clippy::should_implement_trait)]
+impl Workload for Generator {
+    /// The next request (time plays no part). See the module doc for the algorithm.
     #[inline]
-    pub fn next(&mut self) -> Next {
+    fn next(&mut self, _elapsed_ns: Ns) -> Step {
         if self.fsync_pending {
             self.fsync_pending = false;
-            return Next::Fsync;
+            return Step::Fsync;
         }
         if self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit {
             if self.end_fsync {
                 self.end_fsync = false;
-                return Next::Fsync;
+                return Step::Fsync;
             }
-            return Next::Done;
+            return Step::Done;
         }
         let op = match self.dirs {
             Dirs::Read => Op::Read,
@@ -380,16 +407,20 @@ impl Generator {
                 self.fsync_pending = true;
             }
         }
-        Next::Io {
+        Step::Io {
             op,
             offset_bytes: offset,
             len_bytes: len,
         }
     }
+
+    fn depth(&self) -> u32 {
+        self.depth
+    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::fio::{parse_job_file, BlockSizes};
 
@@ -397,7 +428,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
 
-    fn job(text: &str) -> JobSpec {
+    pub(crate) fn job(text: &str) -> JobSpec {
         parse_job_file(&format!("[j]\n{text}"), "t.fio")
             .unwrap()
             .jobs
@@ -407,14 +438,15 @@ mod tests {
     fn ios(g: &mut Generator, max: usize) -> Vec<(Op, u64, u64)> {
         let mut out = Vec::new();
         while out.len() < max {
-            match g.next() {
-                Next::Io {
+            match g.next(0) {
+                Step::Io {
                     op,
                     offset_bytes,
                     len_bytes,
                 } => out.push((op, offset_bytes, len_bytes)),
-                Next::Fsync => {}
-                Next::Done => break,
+                Step::Fsync => {}
+                Step::Done => break,
+                s @ (Step::Flush | Step::At(_)) => panic!("a fio job never asks for {s:?}"),
             }
         }
         out
@@ -440,7 +472,7 @@ mod tests {
             (Op::Write, 16 * KIB, 4 * KIB),
         ];
         assert_eq!(got, want);
-        assert_eq!(g.next(), Next::Done);
+        assert_eq!(g.next(0), Step::Done);
     }
 
     #[test]
@@ -531,8 +563,8 @@ mod tests {
     fn loops_repeat_the_whole_job() {
         let spec = job("rw=read\nbs=4k\nsize=16k\nloops=3\n");
         let mut g = Generator::new(&spec, 0, 1 << 20, 1).unwrap();
-        let n = std::iter::from_fn(|| match g.next() {
-            Next::Done => None,
+        let n = std::iter::from_fn(|| match g.next(0) {
+            Step::Done => None,
             x => Some(x),
         })
         .count();
@@ -543,10 +575,10 @@ mod tests {
     fn end_fsync_comes_once_after_the_last_io() {
         let spec = job("rw=write\nbs=4k\nsize=16k\nend_fsync=1\n");
         let mut g = Generator::new(&spec, 0, 1 << 20, 1).unwrap();
-        let seq: Vec<Next> = std::iter::from_fn(|| Some(g.next())).take(6).collect();
-        assert!(matches!(seq[3], Next::Io { .. }));
-        assert_eq!(seq[4], Next::Fsync);
-        assert_eq!(seq[5], Next::Done);
+        let seq: Vec<Step> = std::iter::from_fn(|| Some(g.next(0))).take(6).collect();
+        assert!(matches!(seq[3], Step::Io { .. }));
+        assert_eq!(seq[4], Step::Fsync);
+        assert_eq!(seq[5], Step::Done);
     }
 
     #[test]
@@ -556,29 +588,31 @@ mod tests {
         let mut writes_since = 0;
         let (mut fsyncs, mut writes) = (0, 0);
         loop {
-            match g.next() {
-                Next::Io { op: Op::Write, .. } => {
+            match g.next(0) {
+                Step::Io { op: Op::Write, .. } => {
                     writes += 1;
                     writes_since += 1;
                     assert!(writes_since <= 3);
                 }
-                Next::Io { .. } => {}
-                Next::Fsync => {
+                Step::Io { .. } => {}
+                Step::Fsync => {
                     assert_eq!(writes_since, 3);
                     writes_since = 0;
                     fsyncs += 1;
                 }
-                Next::Done => break,
+                Step::Done => break,
+                s @ (Step::Flush | Step::At(_)) => panic!("a fio job never asks for {s:?}"),
             }
         }
         assert_eq!(fsyncs, writes / 3);
         assert_eq!(writes_since, writes % 3);
         let spec = job("rw=write\nfsync=2\nsize=16k\n");
         let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
-        let kinds: Vec<char> = std::iter::from_fn(|| match g.next() {
-            Next::Io { .. } => Some('W'),
-            Next::Fsync => Some('F'),
-            Next::Done => None,
+        let kinds: Vec<char> = std::iter::from_fn(|| match g.next(0) {
+            Step::Io { .. } => Some('W'),
+            Step::Fsync => Some('F'),
+            Step::Done => None,
+            s @ (Step::Flush | Step::At(_)) => panic!("a fio job never asks for {s:?}"),
         })
         .collect();
         assert_eq!(kinds.iter().collect::<String>(), "WWFWWF");
@@ -589,7 +623,7 @@ mod tests {
         let count = |text: &str| {
             let mut g = Generator::new(&job(text), 0, GIB, 1).unwrap();
             let n = ios(&mut g, 1 << 20).len();
-            assert_eq!(g.next(), Next::Done, "Done stays Done");
+            assert_eq!(g.next(0), Step::Done, "Done stays Done");
             n
         };
         assert_eq!(count("bs=4k\nsize=1m\n"), 256);

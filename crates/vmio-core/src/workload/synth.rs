@@ -1,6 +1,6 @@
 //! Synthetic block traces shaped like the MSN, Exchange and Financial traces of seeds.md S1
 //! (the real traces cannot be downloaded here). Open loop: each request carries its issue
-//! time. [`write_spc_csv`] writes a stream in UMass/SPC CSV so it can go through the real
+//! time (as a workload: [`super::Paced`] with [`super::Pacing::Open`]). [`write_spc_csv`] writes a stream in UMass/SPC CSV so it can go through the real
 //! trace replay path.
 //!
 //! What is matched to the table (seeds.md S1): the write/read ratio and the mean request size
@@ -388,6 +388,13 @@ impl SynthGen {
     /// The next `n` requests.
     pub fn take(&mut self, n: usize) -> Vec<TimedIo> {
         (0..n).map(|_| self.next()).collect()
+    }
+}
+
+/// Never ends: a runtime stops a job replaying it.
+impl super::IoStream for SynthGen {
+    fn next_io(&mut self) -> Option<TimedIo> {
+        Some(self.next())
     }
 }
 

@@ -1,6 +1,6 @@
 //! Block trace replay: parsers for the trace formats people already have, and a [`Replay`]
-//! that folds a parsed trace onto a VM disk and issues it (open loop) with a time scale and a
-//! loop count. Pure: the text comes in as a `&str`, nothing reads a file or a clock.
+//! that folds a parsed trace onto a VM disk region with a time scale and a loop count (paced
+//! open loop, or closed loop with fio's `replay_no_stall`, by [`super::Paced`]). Pure: the text comes in as a `&str`, nothing reads a file or a clock.
 //!
 //! Formats (one request per line; blank lines and lines starting with `#` are skipped; a bad
 //! line is an error `path:line: <what>; expected <format>`, never a panic):
@@ -609,6 +609,12 @@ impl Replay {
     }
 }
 
+impl super::IoStream for Replay {
+    fn next_io(&mut self) -> Option<TimedIo> {
+        self.next()
+    }
+}
+
 /// Fold a request into `[0, region_bytes)`: offset modulo the region, rounded down to 4 KiB,
 /// length clipped at the region end. Flushes are left as they are.
 pub fn fold(io: TimedIo, region_bytes: u64) -> TimedIo {
@@ -624,11 +630,11 @@ pub fn fold(io: TimedIo, region_bytes: u64) -> TimedIo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    fn io(at_ns: Ns, op: Op, offset_bytes: u64, len_bytes: u64) -> TimedIo {
+    pub(crate) fn io(at_ns: Ns, op: Op, offset_bytes: u64, len_bytes: u64) -> TimedIo {
         TimedIo {
             at_ns,
             op,

@@ -1,18 +1,27 @@
 //! The workload driver: jobs, their phases, and when each issues its next request.
 //!
+//! Every job clone is a `vmio_core::workload::Workload` (fio job, FileBench personality, trace
+//! replay); the driver knows only that trait, whose contract it keeps:
+//!
 //! ```text
 //! phase p starts → JobStart of every job of group p
-//! JobStart: runtime set → JobEnd at start + ramp + runtime
-//!           open-loop trace → Arrival at its first timestamp; else try_issue
-//! try_issue (closed loop): while !stopping && !fsync_waiting && inflight < iodepth:
-//!     fio: next I/O | fsync (waits for inflight = 0) | done
-//!     FileBench: next I/O of a thread; a thread's fsync is issued at once
-//!     trace with replay_no_stall: the next record, timestamps ignored
-//! Arrival (open loop): issue the record whatever is outstanding; schedule the next
-//! io_done: stats in the measured window [start + ramp, end]; pending fsync; try_issue
+//! JobStart: runtime set → JobEnd at start + ramp + runtime; try_issue
+//! try_issue: while !stopping && !fsync_waiting && !arrival_pending && inflight < depth:
+//!     match workload.next(now - start):
+//!       Io     → issue
+//!       Flush  → issue a flush (waits for nothing)
+//!       Fsync  → issue a flush if nothing is in flight, else fsync_waiting
+//!       At(t)  → Arrival at start + t; arrival_pending
+//!       Done   → stopping
+//! Arrival: arrival_pending = false; try_issue
+//! io_done: stats in the measured window [start + ramp, end]; the fsync waiting for this
+//!          completion (fsync_waiting and inflight = 0) is issued; try_issue
 //! a job finishes when stopping and nothing is in flight; the last job of a phase starts
 //! the next non-empty phase (fio's stonewall groups)
 //! ```
+//!
+//! An open-loop replay (depth u32::MAX) thus issues one request per Arrival and nothing on a
+//! completion; a closed-loop one (fio, FileBench, `replay_no_stall`) issues on completions.
 //!
 //! Sources: fio(1) `runtime`, `ramp_time`, `stonewall`/`new_group`, `iodepth`, `fsync`,
 //! `read_iolog` with `replay_no_stall`; FileBench personalities (one outstanding request per
@@ -23,34 +32,16 @@ use super::guest::GIo;
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
 use vmio_core::request::Op;
-use vmio_core::units::quote;
-use vmio_core::workload::{
-    FilebenchGen, Generator, Next, Personality, Replay, TimedIo, WorkloadError,
-};
+use vmio_core::workload::{JobWorkload, Step, Workload};
 use vmio_core::Ns;
-
-/// Where a job's requests come from.
-enum Source {
-    /// A fio job: closed loop, `iodepth` outstanding.
-    Fio(Generator),
-    /// A FileBench personality: closed loop, one outstanding request per FileBench thread.
-    Filebench(FilebenchGen),
-    /// A trace: open loop, each request issued at its (scaled) time; `pending` is the next.
-    Replay {
-        replay: Replay,
-        /// fio's `replay_no_stall`: closed loop at the job's iodepth, timestamps ignored.
-        no_stall: bool,
-        pending: Option<TimedIo>,
-    },
-}
 
 pub(super) struct JobState {
     pub(super) name: String,
-    src: Source,
-    /// Start of the job's region on its disk (trace and FileBench offsets are relative).
-    base_bytes: u64,
+    /// The requests of this clone (vmio-core's workload module).
+    work: JobWorkload,
+    /// `work.depth()`, read once.
+    depth: u32,
     disk: usize,
-    iodepth: u32,
     phase: u32,
     runtime_ns: Option<Ns>,
     pub(super) ramp_ns: Ns,
@@ -60,7 +51,10 @@ pub(super) struct JobState {
     stopping: bool,
     pub(super) finished: bool,
     inflight: u32,
+    /// An fsync waits for the requests in flight to complete.
     fsync_waiting: bool,
+    /// The workload named a time (`Step::At`); its Arrival event is queued.
+    arrival_pending: bool,
     pub(super) stats: [DirStats; 4],
 }
 
@@ -100,7 +94,6 @@ impl JobDriver {
         let mut phases = 0;
         for b in jobs {
             let gd = disk_base[b.vm] + b.disk;
-            let d = &disks[gd];
             if !b.spec.direct {
                 let n = format!(
                     "job '{}': direct=0 (the guest page cache) is not modelled yet; its I/O reaches the virtual disk as with direct=1",
@@ -110,112 +103,24 @@ impl JobDriver {
                     notes.push(n);
                 }
             }
-            let sync_engine = matches!(
-                b.spec.ioengine.as_str(),
-                "psync" | "sync" | "pvsync" | "pvsync2" | "vsync"
-            );
-            let mut iodepth = if sync_engine {
-                1
-            } else {
-                b.spec.iodepth.max(1)
-            };
-            if sync_engine && b.spec.iodepth > 1 {
-                notes.push(format!(
-                    "job '{}': ioengine={} is synchronous; iodepth={} behaves as 1 (as in fio)",
-                    b.spec.name, b.spec.ioengine, b.spec.iodepth
-                ));
-            }
-            let base = b.spec.offset_bytes.min(d.size_bytes);
-            let region = b
-                .spec
-                .size_bytes
-                .unwrap_or(d.size_bytes - base)
-                .min(d.size_bytes - base);
-            vmio_core::workload::fio_job::check_ends(&b.spec).map_err(|source| {
-                SimError::Workload {
-                    file: b.job_file.clone(),
-                    source,
-                }
+            let works = vmio_core::workload::workloads(
+                &b.spec,
+                disks[gd].size_bytes,
+                b.trace.as_deref(),
+                seed,
+                notes,
+            )
+            .map_err(|source| SimError::Workload {
+                file: b.job_file.clone(),
+                source,
             })?;
-            if region == 0 && (b.spec.filebench.is_some() || b.trace.is_some()) {
-                return Err(SimError::Workload {
-                    file: b.job_file.clone(),
-                    source: WorkloadError::EmptyRegion {
-                        job: quote(&b.spec.name),
-                        line: b.spec.line,
-                        offset_bytes: b.spec.offset_bytes,
-                        size_bytes: region,
-                        disk_bytes: d.size_bytes,
-                    },
-                });
-            }
-            if b.spec.filebench.is_some() && b.spec.runtime_ns.is_none() {
-                return Err(SimError::Job(format!(
-                    "{}:{}: job '{}': a filebench workload runs until stopped; give it a runtime",
-                    b.job_file, b.spec.line, b.spec.name
-                )));
-            }
-            let sources: Vec<Source> = if let Some(name) = &b.spec.filebench {
-                let p = Personality::parse(name).map_err(|source| SimError::Filebench {
-                    file: b.job_file.clone(),
-                    source,
-                })?;
-                let mut v = Vec::new();
-                for c in 0..b.spec.numjobs.max(1) {
-                    let g = FilebenchGen::new(
-                        p,
-                        region,
-                        vmio_core::rng::Rng::derive(
-                            seed,
-                            &format!("filebench/{}/{c}", b.spec.name),
-                        )
-                        .next_u64(),
-                    )
-                    .map_err(|source| SimError::Filebench {
-                        file: b.job_file.clone(),
-                        source,
-                    })?;
-                    iodepth = g.threads();
-                    v.push(Source::Filebench(g));
-                }
-                v
-            } else if let Some(ios) = &b.trace {
-                let scale = b.spec.replay_time_scale as f64 / 100.0;
-                (0..b.spec.numjobs.max(1))
-                    .map(|_| {
-                        let mut replay =
-                            Replay::new(ios.clone(), region, scale, b.spec.loops.max(1));
-                        let pending = replay.next();
-                        Source::Replay {
-                            replay,
-                            no_stall: b.spec.replay_no_stall,
-                            pending,
-                        }
-                    })
-                    .collect()
-            } else {
-                Generator::clones(&b.spec, d.size_bytes, seed)
-                    .map_err(|source| SimError::Workload {
-                        file: b.job_file.clone(),
-                        source,
-                    })?
-                    .into_iter()
-                    .map(Source::Fio)
-                    .collect()
-            };
-            for (c, src) in sources.into_iter().enumerate() {
-                phases = phases.max(b.spec.group_id + 1);
-                let base_bytes = if matches!(src, Source::Fio(_)) {
-                    0
-                } else {
-                    base
-                };
+            phases = phases.max(b.spec.group_id + 1);
+            for (c, work) in works.into_iter().enumerate() {
                 job_states.push(JobState {
                     name: b.spec.name.clone(),
-                    src,
-                    base_bytes,
+                    depth: work.depth(),
+                    work,
                     disk: gd,
-                    iodepth,
                     phase: b.spec.group_id,
                     runtime_ns: b.spec.runtime_ns.filter(|&r| r > 0),
                     ramp_ns: b.spec.ramp_time_ns,
@@ -226,6 +131,7 @@ impl JobDriver {
                     finished: false,
                     inflight: 0,
                     fsync_waiting: false,
+                    arrival_pending: false,
                     stats: Default::default(),
                 });
                 bindings.push((b.clone(), c as u32));
@@ -263,48 +169,13 @@ impl Sim {
             let end = job.end_ns;
             self.q.push(end, Event::JobEnd(j).pack());
         }
-        if let Source::Replay {
-            pending,
-            no_stall: false,
-            ..
-        } = &self.work.jobs[j].src
-        {
-            match pending {
-                Some(io) => self.q.push(now + io.at_ns, Event::Arrival(j).pack()),
-                None => {
-                    self.work.jobs[j].stopping = true;
-                    self.maybe_finish(now, j);
-                }
-            }
-            return;
-        }
         self.try_issue(now, j);
     }
 
-    /// The next request of a trace is due: issue it whatever is outstanding (open loop).
+    /// The time a workload named came: ask it again.
     pub(super) fn arrival(&mut self, now: Ns, j: usize) {
-        if self.work.jobs[j].stopping {
-            return;
-        }
-        let base = self.work.jobs[j].base_bytes;
-        let start = self.work.jobs[j].start_ns;
-        let Source::Replay {
-            replay, pending, ..
-        } = &mut self.work.jobs[j].src
-        else {
-            return;
-        };
-        let Some(io) = pending.take() else { return };
-        *pending = replay.next();
-        let next_at = pending.map(|p| start + p.at_ns);
-        self.issue(now, j, io.op, base + io.offset_bytes, io.len_bytes);
-        match next_at {
-            Some(t) => self.q.push(t, Event::Arrival(j).pack()),
-            None => {
-                self.work.jobs[j].stopping = true;
-                self.maybe_finish(now, j);
-            }
-        }
+        self.work.jobs[j].arrival_pending = false;
+        self.try_issue(now, j);
     }
 
     pub(super) fn job_end(&mut self, now: Ns, j: usize) {
@@ -338,61 +209,35 @@ impl Sim {
         }
     }
 
+    /// Ask job `j`'s workload for requests while it may issue (the module doc's rules).
     fn try_issue(&mut self, now: Ns, j: usize) {
         loop {
             let job = &mut self.work.jobs[j];
-            if job.stopping || job.fsync_waiting || job.inflight >= job.iodepth {
+            if job.stopping || job.fsync_waiting || job.arrival_pending || job.inflight >= job.depth
+            {
                 break;
             }
-            let base = job.base_bytes;
-            let next = match &mut job.src {
-                Source::Fio(g) => g.next(),
-                Source::Filebench(g) => {
-                    let io = g.next();
-                    if io.op == Op::Flush {
-                        // A FileBench thread's fsync does not wait for the other threads.
-                        self.issue(now, j, Op::Flush, 0, 0);
-                        continue;
-                    }
-                    Next::Io {
-                        op: io.op,
-                        offset_bytes: base + io.offset_bytes,
-                        len_bytes: io.len_bytes,
-                    }
-                }
-                Source::Replay {
-                    no_stall: false, ..
-                } => break,
-                Source::Replay {
-                    replay, pending, ..
-                } => match pending.take() {
-                    Some(io) => {
-                        *pending = replay.next();
-                        Next::Io {
-                            op: io.op,
-                            offset_bytes: base + io.offset_bytes,
-                            len_bytes: io.len_bytes,
-                        }
-                    }
-                    None => Next::Done,
-                },
-            };
-            match next {
-                Next::Io {
+            match job.work.next(now - job.start_ns) {
+                Step::Io {
                     op,
                     offset_bytes,
                     len_bytes,
                 } => self.issue(now, j, op, offset_bytes, len_bytes),
-                Next::Fsync => {
-                    let job = &mut self.work.jobs[j];
+                Step::Flush => self.issue(now, j, Op::Flush, 0, 0),
+                Step::Fsync => {
                     if job.inflight == 0 {
                         self.issue(now, j, Op::Flush, 0, 0);
                     } else {
                         job.fsync_waiting = true;
                     }
                 }
-                Next::Done => {
-                    self.work.jobs[j].stopping = true;
+                Step::At(t) => {
+                    job.arrival_pending = true;
+                    let at = job.start_ns + t;
+                    self.q.push(at, Event::Arrival(j).pack());
+                }
+                Step::Done => {
+                    job.stopping = true;
                     self.maybe_finish(now, j);
                     break;
                 }

@@ -57,7 +57,6 @@ use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::quote;
 use vmio_core::volume::VolumeError;
-use vmio_core::workload::filebench::FilebenchError;
 use vmio_core::workload::{TimedIo, WorkloadError};
 
 #[derive(Debug, Error)]
@@ -81,12 +80,6 @@ pub enum SimError {
         file: String,
         #[source]
         source: WorkloadError,
-    },
-    #[error("{file}: {source}")]
-    Filebench {
-        file: String,
-        #[source]
-        source: FilebenchError,
     },
     #[error("{0}")]
     Job(String),
