@@ -1,17 +1,20 @@
 //! `vmio help stack`: the stack file's selectable layers — `[[volume]] layout`,
-//! `[scheduler] name`, `[[device]] model` — with every entry's parameters, rendered from the
-//! registries ([`vmio_core::volume::REGISTRY`], [`vmio_core::sched::REGISTRY`],
+//! `[scheduler] name`, `[page_cache] eviction`, `[[device]] model` — with every entry's
+//! parameters, rendered from the registries ([`vmio_core::volume::REGISTRY`],
+//! [`vmio_core::sched::REGISTRY`], [`vmio_core::cache::eviction::REGISTRY`],
 //! [`crate::device::REGISTRY`]) the stack parser reads, as `qemu-system-x86_64 -device help`
 //! lists device properties. The README's tables are this command's Markdown output, kept
 //! equal by a test.
 //!
 //! ```text
-//! layers() = [volume layouts (note: device count), schedulers, device models (note: profiles)]
+//! layers() = [volume layouts (note: device count), schedulers, eviction policies,
+//!             device models (note: profiles)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
 //! ```
 
+use vmio_core::cache::eviction;
 use vmio_core::params::{self, Described, Layer};
 use vmio_core::{sched, volume};
 
@@ -36,6 +39,20 @@ pub fn layers() -> Vec<Layer<'static>> {
             entries: sched::REGISTRY
                 .iter()
                 .map(|e| Described::new(e, String::new()))
+                .collect(),
+        },
+        Layer {
+            table: "[page_cache]",
+            selector: "eviction",
+            default: eviction::DEFAULT,
+            entries: eviction::REGISTRY
+                .iter()
+                .map(|e| Described {
+                    name: e.name,
+                    help: e.help,
+                    note: "vmio sim only: in vmio serve the kernel evicts".to_string(),
+                    params: &[],
+                })
                 .collect(),
         },
         Layer {
