@@ -4,12 +4,13 @@
 //! clock, sleep or perform I/O. The simulator (`vmio-sim`) drives these policies in virtual
 //! time; the real NBD server drives the same code with the monotonic clock.
 //!
-//! Layers, top to bottom (see DESIGN.md): [`workload`] (fio job files, [`fio`]) → vdisk →
-//! [`cache`] (QEMU cache modes over the host page cache) → [`sched`] (host I/O scheduler,
-//! inside each device's request queue, [`blockq`]: depth, flushes, wake-ups) →
-//! [`volume`] (single, linear, stripe, raid0) → device. [`stack`] is the TOML description of
-//! the whole stack; [`params`] is how each scheduler, layout
-//! and device model declares its tunables.
+//! Layers, top to bottom (docs/architecture.md has the map): [`workload`] (the `Workload`
+//! trait: fio jobs, [`fio`] their parser, FileBench, traces) → vdisk → [`cache`] (the
+//! `HostCache` policy: QEMU cache modes over the host page cache, eviction) → [`blockq`]
+//! (each device's request queue: [`sched`], depth, flushes, wake-ups) → [`volume`] (single,
+//! linear, stripe, raid0) → device. [`stack`] is the TOML description of the whole stack;
+//! [`params`] is how each scheduler, layout, device model and eviction policy declares its
+//! tunables and registers itself.
 
 pub mod blockq;
 pub mod cache;
