@@ -31,12 +31,16 @@ from vmio.sim import (
 )
 
 EXIT_USAGE = 2
-BENCH_CASES = (
-    "hdd-raid0-randread-qd32",
-    "pagecache-hit-randread-4k",
-    "ssd-aged-mcfq-randwrite-4k",
-)
 DEFAULT_RESULTS = Path("vmio-results")
+
+
+def _bench_cases() -> tuple[str, ...]:
+    """The simulator's benchmark cases (the one list: vmio_sim::bench::CASES); none when the
+    native module is missing (`vmio --help` still works then)."""
+    try:
+        return tuple(native().bench_cases())
+    except VmioError:
+        return ()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -515,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--case",
         action="append",
         metavar="CASE",
-        help=f"run only this case (repeatable; cases: {', '.join(BENCH_CASES)})",
+        help=f"run only this case (repeatable; cases: {', '.join(_bench_cases())})",
     )
     bs.add_argument(
         "--no-study", action="store_true", help="skip timing 'vmio study volumes-cache'"
@@ -777,7 +781,7 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
     from vmio import report, study
 
     nat = native()
-    cases = args.case or (nat.bench_cases() if hasattr(nat, "bench_cases") else BENCH_CASES)
+    cases = args.case or nat.bench_cases()
     header = ["case", "simulated I/Os", "wall s", "I/Os per s", "set-up s", "peak RSS MiB"]
     rows = []
     for case in cases:

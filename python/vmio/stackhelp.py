@@ -40,9 +40,7 @@ def add_parser(
         epilog=EPILOG,
         formatter_class=formatter_class,
     )
-    hs.add_argument(
-        "--markdown", action="store_true", help="print Markdown tables (the README's)"
-    )
+    hs.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
     hs.set_defaults(func=cmd_help_stack)
     h.set_defaults(func=lambda args: missing(h, "what to show help on (vmio help stack)"))
 

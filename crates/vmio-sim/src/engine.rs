@@ -63,12 +63,6 @@ impl<T: Copy> MinHeap<T> {
         self.v.first().map(|e| split(e.0))
     }
 
-    /// The smallest entry.
-    #[inline]
-    pub fn peek(&self) -> Option<((u64, u64), T)> {
-        self.v.first().map(|e| (split(e.0), e.1))
-    }
-
     #[inline]
     pub fn push(&mut self, key: (u64, u64), val: T) {
         let k = wide(key);

@@ -512,19 +512,6 @@ impl<E: Eviction> PageCache<E> {
     pub fn oldest_dirty_ns(&self) -> Option<Ns> {
         (self.dhead != NIL).then(|| self.nodes[self.dhead as usize].dirtied_ns)
     }
-
-    /// Dirty pages of one file.
-    pub fn dirty_pages_of(&self, file: u32) -> u64 {
-        let mut n = 0;
-        let mut cur = self.dhead;
-        while cur != NIL {
-            if self.nodes[cur as usize].file == file {
-                n += 1;
-            }
-            cur = self.nodes[cur as usize].dnext;
-        }
-        n
-    }
 }
 
 #[cfg(test)]

@@ -303,11 +303,6 @@ impl Cfq {
         self.inflight
     }
 
-    /// Which owner holds the device now (for tests and traces).
-    pub fn active_owner(&self) -> Option<u32> {
-        self.active.as_ref().map(|a| a.owner as u32)
-    }
-
     fn busy_others(&self, owner: usize) -> bool {
         self.qs
             .iter()

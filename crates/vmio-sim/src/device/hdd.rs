@@ -605,9 +605,6 @@ impl Hdd {
         }
     }
 
-    pub fn hdd_params(&self) -> &HddParams {
-        &self.p
-    }
     /// Number of (logical) tracks: capacity / mean track size.
     pub fn tracks(&self) -> f64 {
         self.geo.tracks
