@@ -382,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         "synth",
         help="write a synthetic trace in UMass/SPC CSV",
         description="Write a synthetic block trace shaped like one of S1's traces (write/read "
-        "ratio and mean request size from shared/reference/seeds.md; burstiness and locality "
+        "ratio and mean request size from docs/references.md; burstiness and locality "
         "as documented in vmio-core's workload/synth.rs) as UMass/SPC CSV "
         "(ASU,LBA,Size,Opcode,Timestamp), ready for fio-style replay with "
         "read_iolog=FILE and iolog_format=spc.",
