@@ -1,21 +1,23 @@
-//! `vmio help stack`: the stack file's selectable layers — `[[volume]] layout`,
-//! `[scheduler] name`, `[page_cache] eviction`, `[[device]] model` — with every entry's
-//! parameters, rendered from the registries ([`vmio_core::volume::REGISTRY`],
-//! [`vmio_core::sched::REGISTRY`], [`vmio_core::cache::eviction::REGISTRY`],
-//! [`crate::device::REGISTRY`]) the stack parser reads, as `qemu-system-x86_64 -device help`
+//! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` and
+//! `cache`, `[page_cache] eviction`, `[scheduler] name`, `[[volume]] layout`,
+//! `[[device]] model` — with every entry's parameters, rendered from the registries
+//! ([`vmio_core::stack::Interface::REGISTRY`], [`vmio_core::cache::CacheMode::REGISTRY`],
+//! [`vmio_core::cache::eviction::REGISTRY`], [`vmio_core::sched::REGISTRY`],
+//! [`vmio_core::volume::REGISTRY`], [`crate::device::REGISTRY`]) the stack parser reads, as `qemu-system-x86_64 -device help`
 //! lists device properties. The README's tables are this command's Markdown output, kept
 //! equal by a test.
 //!
 //! ```text
-//! layers() = [volume layouts (note: device count), schedulers, eviction policies,
-//!             device models (note: profiles)]
+//! layers() = [vdisk interfaces (note: aliases), QEMU cache modes, volume layouts (note:
+//!             device count), schedulers, eviction policies, device models (note: profiles)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
 //! ```
 
-use vmio_core::cache::eviction;
+use vmio_core::cache::{eviction, CacheMode};
 use vmio_core::params::{self, Described, Layer};
+use vmio_core::stack::Interface;
 use vmio_core::{sched, volume};
 
 use crate::device;
@@ -23,6 +25,38 @@ use crate::device;
 /// The layers as help shows them.
 pub fn layers() -> Vec<Layer<'static>> {
     vec![
+        Layer {
+            table: "[[vm.disk]]",
+            selector: "interface",
+            default: Interface::VirtioBlk.name(),
+            entries: Interface::REGISTRY
+                .iter()
+                .map(|(_, name, aliases, help)| Described {
+                    name,
+                    help,
+                    note: if aliases.is_empty() {
+                        String::new()
+                    } else {
+                        format!("also: {}", aliases.join(", "))
+                    },
+                    params: &[],
+                })
+                .collect(),
+        },
+        Layer {
+            table: "[[vm.disk]]",
+            selector: "cache",
+            default: CacheMode::Writeback.name(),
+            entries: CacheMode::REGISTRY
+                .iter()
+                .map(|(_, name, help)| Described {
+                    name,
+                    help,
+                    note: String::new(),
+                    params: &[],
+                })
+                .collect(),
+        },
         Layer {
             table: "[[volume]]",
             selector: "layout",

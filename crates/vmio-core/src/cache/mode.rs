@@ -26,34 +26,61 @@ pub enum CacheMode {
 }
 
 impl CacheMode {
-    pub const ACCEPTED: &'static str = "none, writeback, writethrough, directsync, unsafe";
-    pub const ALL: [CacheMode; 5] = [
-        CacheMode::None,
-        CacheMode::Writeback,
-        CacheMode::Writethrough,
-        CacheMode::Directsync,
-        CacheMode::Unsafe,
+    /// Every mode with its stack-file name and help line: the one declaration the stack
+    /// parser, its error lines and `vmio help stack` read.
+    pub const REGISTRY: [(CacheMode, &'static str, &'static str); 5] = [
+        (
+            CacheMode::None,
+            "none",
+            "O_DIRECT: the host page cache is bypassed; the guest sees a write cache and must flush",
+        ),
+        (
+            CacheMode::Writeback,
+            "writeback",
+            "the host page cache holds reads and dirty writes; data is durable on guest flush (QEMU's default)",
+        ),
+        (
+            CacheMode::Writethrough,
+            "writethrough",
+            "the host page cache holds reads; every write is durable before it completes (O_DSYNC)",
+        ),
+        (
+            CacheMode::Directsync,
+            "directsync",
+            "O_DIRECT and O_DSYNC: no host page cache, every write durable before it completes",
+        ),
+        (
+            CacheMode::Unsafe,
+            "unsafe",
+            "like writeback, but guest flushes are ignored (data is lost on a host crash)",
+        ),
     ];
 
+    /// The accepted names, for error lines: `none, writeback, writethrough, directsync, unsafe`.
+    pub fn accepted() -> String {
+        Self::REGISTRY.map(|(_, n, _)| n).join(", ")
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "writeback" => Some(Self::Writeback),
-            "none" => Some(Self::None),
-            "writethrough" => Some(Self::Writethrough),
-            "directsync" => Some(Self::Directsync),
-            "unsafe" => Some(Self::Unsafe),
-            _ => None,
-        }
+        Self::REGISTRY
+            .iter()
+            .find(|(_, n, _)| *n == s)
+            .map(|(m, _, _)| *m)
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Writeback => "writeback",
-            Self::None => "none",
-            Self::Writethrough => "writethrough",
-            Self::Directsync => "directsync",
-            Self::Unsafe => "unsafe",
-        }
+        Self::REGISTRY
+            .iter()
+            .find(|(m, _, _)| *m == self)
+            .map_or("", |(_, n, _)| n)
+    }
+
+    /// The mode's help line.
+    pub fn help(self) -> &'static str {
+        Self::REGISTRY
+            .iter()
+            .find(|(m, _, _)| *m == self)
+            .map_or("", |(_, _, h)| h)
     }
 
     /// `cache.writeback`: the guest sees a volatile write cache (WCE=1).

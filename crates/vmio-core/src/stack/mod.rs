@@ -171,21 +171,51 @@ pub enum Interface {
 }
 
 impl Interface {
-    pub const ACCEPTED: &'static str = "virtio-blk, virtio-scsi, ide";
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "virtio-blk" | "virtio" => Some(Self::VirtioBlk),
-            "virtio-scsi" | "scsi" => Some(Self::VirtioScsi),
-            "ide" => Some(Self::Ide),
-            _ => None,
-        }
+    /// Every interface with its stack-file name, accepted aliases and help line: the one
+    /// declaration the stack parser, its error lines and `vmio help stack` read.
+    pub const REGISTRY: [(
+        Interface,
+        &'static str,
+        &'static [&'static str],
+        &'static str,
+    ); 3] = [
+        (
+            Interface::VirtioBlk,
+            "virtio-blk",
+            &["virtio"],
+            "paravirtual block device (QEMU virtio-blk-pci)",
+        ),
+        (
+            Interface::VirtioScsi,
+            "virtio-scsi",
+            &["scsi"],
+            "paravirtual SCSI host adapter with one disk (QEMU virtio-scsi-pci + scsi-hd)",
+        ),
+        (
+            Interface::Ide,
+            "ide",
+            &[],
+            "emulated IDE disk (QEMU ide-hd): port I/O, one command per channel",
+        ),
+    ];
+
+    /// The accepted names, for error lines: `virtio-blk, virtio-scsi, ide`.
+    pub fn accepted() -> String {
+        Self::REGISTRY.map(|(_, n, _, _)| n).join(", ")
     }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::REGISTRY
+            .iter()
+            .find(|(_, n, aliases, _)| *n == s || aliases.contains(&s))
+            .map(|(i, _, _, _)| *i)
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            Self::VirtioBlk => "virtio-blk",
-            Self::VirtioScsi => "virtio-scsi",
-            Self::Ide => "ide",
-        }
+        Self::REGISTRY
+            .iter()
+            .find(|(i, _, _, _)| *i == self)
+            .map_or("", |(_, n, _, _)| n)
     }
 }
 
@@ -676,7 +706,7 @@ impl Stack {
                         f("interface"),
                         format!(
                             "'{interface_name}' is not valid; accepted: {}",
-                            Interface::ACCEPTED
+                            Interface::accepted()
                         ),
                     )
                 })?;
@@ -686,7 +716,7 @@ impl Stack {
                         f("cache"),
                         format!(
                             "'{cache_name}' is not valid; accepted: {}",
-                            CacheMode::ACCEPTED
+                            CacheMode::accepted()
                         ),
                     )
                 })?;
