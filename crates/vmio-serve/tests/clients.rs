@@ -138,3 +138,52 @@ fn fio_verifies_crc32c_on_a_stripe_volume_in_every_cache_mode() {
 fn fio_verifies_crc32c_on_a_raid0_volume_in_every_cache_mode() {
     fio_verify("raid0");
 }
+
+/// fio verify=crc32c through the proportional-share schedulers: four weighted VMs on a raid0
+/// volume under cfq and mcfq, whose idling and slices need the dispatcher's timer to wake the
+/// device queues (vmio_core::blockq wake-ups); every job must finish and verify its data.
+fn fio_verify_under(scheduler: &str) {
+    need("fio", "fio");
+    let dir = tempdir(&format!("fio-{scheduler}"));
+    let mut text = stack("raid0", "32m", 8 << 20, &["writeback"; 4])
+        .replace("name = \"none\"", &format!("name = \"{scheduler}\""));
+    for (i, w) in [1000, 700, 400, 100].iter().enumerate() {
+        let vm = format!("name = \"vm{}\"\n", i + 1);
+        text = text.replace(&vm, &format!("{vm}weight = {w}\n"));
+    }
+    assert!(
+        text.contains(&format!("[scheduler]\nname = \"{scheduler}\"")),
+        "{text}"
+    );
+    assert!(text.contains("name = \"vm4\"\nweight = 100\n"), "{text}");
+    let srv = Server::start(&dir, &text);
+    let mut job = String::from(
+        "[global]\nioengine=nbd\nrw=randwrite\nbs=16k\niodepth=8\nsize=4m\n\
+         verify=crc32c\nverify_fatal=1\ndo_verify=1\nrandrepeat=1\nverify_state_save=0\n",
+    );
+    for i in 1..=4 {
+        job += &format!("[vm{i}]\nuri={}\n", srv.uri(&format!("vm{i}/disk0")));
+    }
+    let jobfile = dir.join("verify.fio");
+    std::fs::write(&jobfile, job).unwrap();
+    let out = run(Command::new("fio")
+        .arg("--output-format=json")
+        .arg(&jobfile));
+    let v: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    for j in v["jobs"].as_array().unwrap() {
+        assert_eq!(j["error"], 0, "{scheduler}: {j}");
+        assert_eq!(j["read"]["io_bytes"], 4 << 20, "{scheduler}: verify read");
+    }
+    let (st, err) = srv.stop();
+    assert!(st.success(), "{err}");
+}
+
+#[test]
+fn fio_verifies_crc32c_through_cfq_with_four_weighted_vms() {
+    fio_verify_under("cfq");
+}
+
+#[test]
+fn fio_verifies_crc32c_through_mcfq_with_four_weighted_vms() {
+    fio_verify_under("mcfq");
+}
