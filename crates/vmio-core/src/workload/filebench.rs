@@ -43,6 +43,7 @@
 //!         else run t's next flowop, which queues 0+ requests (and moves to the next flowop)
 //! ```
 
+use super::kinds::{self, KindEntry};
 use super::trace::TimedIo;
 use crate::request::Op;
 use crate::rng::Rng;
@@ -53,7 +54,8 @@ const BLOCK: u64 = 4096;
 const PREALLOC: f64 = 0.8;
 const GAMMA_SHAPE: f64 = 1.5;
 
-/// A FileBench personality vmio models.
+/// A FileBench personality vmio models; its name, help and parameters are its entry of
+/// [`PERSONALITIES`] (same order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Personality {
     Fileserver,
@@ -63,7 +65,7 @@ pub enum Personality {
 /// A personality that cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum FilebenchError {
-    #[error("'{0}' is not a FileBench personality; accepted: fileserver, varmail")]
+    #[error("'{0}' is not a FileBench personality; accepted: {accepted}", accepted = kinds::accepted(PERSONALITIES))]
     UnknownPersonality(String),
     #[error(
         "FileBench {personality} needs a disk region of at least {needed_bytes} bytes (its fileset plus journal and 25 % room), got {region_bytes}"
@@ -122,7 +124,7 @@ const VARMAIL_FLOW: &[Flowop] = &[
 
 /// FileBench's parameters of a personality.
 #[derive(Clone, Copy, Debug)]
-struct Params {
+pub(super) struct Params {
     nfiles: u32,
     mean_file_bytes: f64,
     nthreads: u32,
@@ -131,42 +133,58 @@ struct Params {
     flow: &'static [Flowop],
 }
 
+/// The personalities vmio models, in [`Personality`]'s order.
+pub(super) const PERSONALITIES: &[KindEntry<Personality, Params>] = &[
+    KindEntry {
+        kind: Personality::Fileserver,
+        name: "fileserver",
+        aliases: &[],
+        quiet_aliases: &[],
+        help: "file server: 50 threads create, write, append, read, delete and stat 10000 files of 128 KiB mean (FileBench workloads/fileserver.f)",
+        params: Params {
+            nfiles: 10_000,
+            mean_file_bytes: 131_072.0,
+            nthreads: 50,
+            iosize_bytes: 1 << 20,
+            append_bytes: 16 << 10,
+            flow: FILESERVER_FLOW,
+        },
+    },
+    KindEntry {
+        kind: Personality::Varmail,
+        name: "varmail",
+        aliases: &[],
+        quiet_aliases: &[],
+        help: "mail server: 16 threads delete, create, append with fsync and read 1000 files of 16 KiB mean (FileBench workloads/varmail.f)",
+        params: Params {
+            nfiles: 1_000,
+            mean_file_bytes: 16_384.0,
+            nthreads: 16,
+            iosize_bytes: 1 << 20,
+            append_bytes: 16 << 10,
+            flow: VARMAIL_FLOW,
+        },
+    },
+];
+
 impl Personality {
-    /// `fileserver` or `varmail` (case-insensitive).
+    /// A name or alias of [`PERSONALITIES`] (case-insensitive).
     pub fn parse(name: &str) -> Result<Self, FilebenchError> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "fileserver" => Ok(Self::Fileserver),
-            "varmail" => Ok(Self::Varmail),
-            _ => Err(FilebenchError::UnknownPersonality(name.to_string())),
-        }
+        kinds::find(PERSONALITIES, name)
+            .map(|e| e.kind)
+            .ok_or_else(|| FilebenchError::UnknownPersonality(name.to_string()))
+    }
+
+    fn entry(self) -> &'static KindEntry<Self, Params> {
+        &PERSONALITIES[self as usize]
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Fileserver => "fileserver",
-            Self::Varmail => "varmail",
-        }
+        self.entry().name
     }
 
     fn params(self) -> Params {
-        match self {
-            Self::Fileserver => Params {
-                nfiles: 10_000,
-                mean_file_bytes: 131_072.0,
-                nthreads: 50,
-                iosize_bytes: 1 << 20,
-                append_bytes: 16 << 10,
-                flow: FILESERVER_FLOW,
-            },
-            Self::Varmail => Params {
-                nfiles: 1_000,
-                mean_file_bytes: 16_384.0,
-                nthreads: 16,
-                iosize_bytes: 1 << 20,
-                append_bytes: 16 << 10,
-                flow: VARMAIL_FLOW,
-            },
-        }
+        self.entry().params
     }
 }
 
@@ -615,6 +633,14 @@ mod tests {
             }
         }
         m
+    }
+
+    #[test]
+    fn every_personality_is_the_entry_at_its_index_and_parses_back_from_its_name() {
+        for (i, e) in PERSONALITIES.iter().enumerate() {
+            assert_eq!(e.kind as usize, i);
+            assert_eq!(Personality::parse(e.name).unwrap(), e.kind);
+        }
     }
 
     #[test]

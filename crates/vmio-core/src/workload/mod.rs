@@ -16,6 +16,8 @@
 //! - [`stream`]: [`Paced`], a stream of [`TimedIo`] (a trace, a synthetic trace, FileBench's
 //!   requests) placed on the job's region and paced open loop (each request at its time) or
 //!   closed loop (a fixed number outstanding);
+//! - [`kinds`]: the registries of the kinds above (personalities, trace formats, synthetic
+//!   profiles: name, aliases, one help line, parameters) and [`help_text`];
 //! - `perm` (internal): the O(1)-memory random permutation behind fio's random map.
 //!
 //! [`workloads`] turns a job bound to a disk into its workloads, one [`JobWorkload`] per
@@ -43,6 +45,7 @@
 
 pub mod filebench;
 pub mod fio_job;
+pub mod kinds;
 mod perm;
 pub mod stream;
 pub mod synth;
@@ -50,6 +53,7 @@ pub mod trace;
 
 pub use filebench::{FilebenchError, FilebenchGen, Personality};
 pub use fio_job::Generator;
+pub use kinds::{help_text, KindEntry};
 pub use stream::{IoStream, Paced, Pacing};
 pub use synth::{SynthGen, SynthProfile};
 pub use trace::{parse_trace, Replay, TimedIo, TraceError, TraceFormat};

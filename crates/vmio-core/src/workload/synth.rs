@@ -35,6 +35,7 @@
 //!       off = seq ? last_end[op] : hot ? hot_start + U*hot_len : U*region   (aligned, fits)
 //! ```
 
+use super::kinds::{self, KindEntry};
 use super::trace::TimedIo;
 use crate::request::Op;
 use crate::rng::Rng;
@@ -45,7 +46,8 @@ use thiserror::Error;
 const ALIGN: u64 = 4096;
 const SIZE_STEPS: usize = 9;
 
-/// A trace the synthetic generator imitates.
+/// A trace the synthetic generator imitates; its name, help and parameters are its entry of
+/// [`PROFILES`] (same order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SynthProfile {
     Msn,
@@ -56,7 +58,7 @@ pub enum SynthProfile {
 /// Bad synthetic-trace parameters.
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum SynthError {
-    #[error("'{0}' is not a synthetic trace profile; accepted: msn, exchange, financial")]
+    #[error("'{0}' is not a synthetic trace profile; accepted: {accepted}", accepted = kinds::accepted(PROFILES))]
     UnknownProfile(String),
     #[error("--requests {0} is out of range; accepted: 1 to 100000000 (MAX_SYNTH_REQUESTS, about 3 GB of CSV)")]
     TooManyRequests(u64),
@@ -90,63 +92,86 @@ pub struct SynthParams {
     pub seq_probability: f64,
 }
 
+/// What the profiles share unless they say otherwise (assumptions, see the module doc).
+const BASE: SynthParams = SynthParams {
+    write_read_ratio: 1.0,
+    mean_size_bytes: 4096.0,
+    mean_iops: 100.0,
+    burst_ratio: 8.0,
+    on_fraction: 0.25,
+    cycle_ns: SEC,
+    hot_space: 0.2,
+    hot_access: 0.8,
+    seq_probability: 0.2,
+};
+
+/// The profiles, in [`SynthProfile`]'s order.
+pub const PROFILES: &[KindEntry<SynthProfile, SynthParams>] = &[
+    KindEntry {
+        kind: SynthProfile::Msn,
+        name: "msn",
+        aliases: &[],
+        quiet_aliases: &["msnfs"],
+        help: "MSN file server: 66.7 writes per read, 22.5 KiB mean, 300 IOPS (seeds.md S1)",
+        params: SynthParams {
+            write_read_ratio: 66.7,
+            mean_size_bytes: 22.5 * 1024.0,
+            mean_iops: 300.0,
+            hot_space: 0.10,
+            hot_access: 0.60,
+            seq_probability: 0.30,
+            ..BASE
+        },
+    },
+    KindEntry {
+        kind: SynthProfile::Exchange,
+        name: "exchange",
+        aliases: &[],
+        quiet_aliases: &[],
+        help: "Exchange mail server: 1.5 writes per read, 12.5 KiB mean, 500 IOPS (seeds.md S1)",
+        params: SynthParams {
+            write_read_ratio: 1.5,
+            mean_size_bytes: 12.5 * 1024.0,
+            mean_iops: 500.0,
+            ..BASE
+        },
+    },
+    KindEntry {
+        kind: SynthProfile::Financial,
+        name: "financial",
+        aliases: &[],
+        quiet_aliases: &["financial1", "fin"],
+        help: "Financial1 OLTP: 0.24 writes per read, 2.38 KiB mean, 122 IOPS (seeds.md S1)",
+        params: SynthParams {
+            write_read_ratio: 0.24,
+            mean_size_bytes: 2.38 * 1024.0,
+            mean_iops: 122.0,
+            hot_space: 0.05,
+            hot_access: 0.90,
+            seq_probability: 0.05,
+            ..BASE
+        },
+    },
+];
+
 impl SynthProfile {
-    /// `msn`, `exchange` or `financial` (case-insensitive).
+    /// A name or alias of [`PROFILES`] (case-insensitive).
     pub fn parse(name: &str) -> Result<Self, SynthError> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "msn" | "msnfs" => Ok(Self::Msn),
-            "exchange" => Ok(Self::Exchange),
-            "financial" | "financial1" | "fin" => Ok(Self::Financial),
-            _ => Err(SynthError::UnknownProfile(name.to_string())),
-        }
+        kinds::find(PROFILES, name)
+            .map(|e| e.kind)
+            .ok_or_else(|| SynthError::UnknownProfile(name.to_string()))
+    }
+
+    fn entry(self) -> &'static KindEntry<Self, SynthParams> {
+        &PROFILES[self as usize]
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Msn => "msn",
-            Self::Exchange => "exchange",
-            Self::Financial => "financial",
-        }
+        self.entry().name
     }
 
     pub fn params(self) -> SynthParams {
-        let base = SynthParams {
-            write_read_ratio: 1.0,
-            mean_size_bytes: 4096.0,
-            mean_iops: 100.0,
-            burst_ratio: 8.0,
-            on_fraction: 0.25,
-            cycle_ns: SEC,
-            hot_space: 0.2,
-            hot_access: 0.8,
-            seq_probability: 0.2,
-        };
-        match self {
-            Self::Msn => SynthParams {
-                write_read_ratio: 66.7,
-                mean_size_bytes: 22.5 * 1024.0,
-                mean_iops: 300.0,
-                hot_space: 0.10,
-                hot_access: 0.60,
-                seq_probability: 0.30,
-                ..base
-            },
-            Self::Exchange => SynthParams {
-                write_read_ratio: 1.5,
-                mean_size_bytes: 12.5 * 1024.0,
-                mean_iops: 500.0,
-                ..base
-            },
-            Self::Financial => SynthParams {
-                write_read_ratio: 0.24,
-                mean_size_bytes: 2.38 * 1024.0,
-                mean_iops: 122.0,
-                hot_space: 0.05,
-                hot_access: 0.90,
-                seq_probability: 0.05,
-                ..base
-            },
-        }
+        self.entry().params
     }
 }
 
@@ -544,6 +569,21 @@ mod tests {
             );
             assert!(a.at_ns.abs_diff(b.at_ns) <= 500, "{a:?} {b:?}");
         }
+    }
+
+    #[test]
+    fn every_profile_is_the_entry_at_its_index_and_an_unknown_name_lists_the_registry() {
+        for (i, e) in PROFILES.iter().enumerate() {
+            assert_eq!(e.kind as usize, i);
+            assert_eq!(SynthProfile::parse(e.name).unwrap(), e.kind);
+            for a in e.quiet_aliases {
+                assert_eq!(SynthProfile::parse(a).unwrap(), e.kind, "{a}");
+            }
+        }
+        assert_eq!(
+            SynthProfile::parse("tpcc").unwrap_err().to_string(),
+            "'tpcc' is not a synthetic trace profile; accepted: msn, exchange, financial"
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@
 //!        len    = min(len, region - offset)  (never crosses the region end)
 //! ```
 
+use super::kinds::{self, KindEntry};
 use crate::request::Op;
 use crate::units::quote;
 use crate::Ns;
@@ -55,7 +56,7 @@ pub struct TimedIo {
     pub len_bytes: u64,
 }
 
-/// A trace format.
+/// A trace format; its name, help and parser are its entry of [`FORMATS`] (same order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceFormat {
     Msr,
@@ -82,9 +83,7 @@ pub enum TraceError {
         what: String,
         expected: &'static str,
     },
-    #[error(
-        "'{0}' is not a trace format; accepted: msr, spc (umass), blkparse, fio-iolog (iolog)"
-    )]
+    #[error("'{0}' is not a trace format; accepted: {accepted}", accepted = kinds::accepted(FORMATS))]
     UnknownFormat(String),
     #[error("replay {what} is {value}; accepted: {accepted}")]
     BadReplay {
@@ -94,26 +93,59 @@ pub enum TraceError {
     },
 }
 
+/// A trace parser: the whole text and the path its errors name.
+pub(super) type Parser = fn(&str, &str) -> Result<Vec<TimedIo>, TraceError>;
+
+/// The trace formats vmio reads, in [`TraceFormat`]'s order.
+pub(super) const FORMATS: &[KindEntry<TraceFormat, Parser>] = &[
+    KindEntry {
+        kind: TraceFormat::Msr,
+        name: "msr",
+        aliases: &[],
+        quiet_aliases: &["msr-cambridge", "snia-msr"],
+        help: "MSR-Cambridge CSV Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime (SNIA IOTTA repository)",
+        params: parse_msr,
+    },
+    KindEntry {
+        kind: TraceFormat::Spc,
+        name: "spc",
+        aliases: &["umass"],
+        quiet_aliases: &["umass-spc"],
+        help: "SPC CSV ASU,LBA,Size,Opcode,Timestamp (UMass Trace Repository: Financial, WebSearch)",
+        params: parse_spc,
+    },
+    KindEntry {
+        kind: TraceFormat::Blkparse,
+        name: "blkparse",
+        aliases: &[],
+        quiet_aliases: &["blktrace"],
+        help: "blkparse(1) default text output of a blktrace capture (Q events, else D)",
+        params: parse_blkparse,
+    },
+    KindEntry {
+        kind: TraceFormat::FioIolog,
+        name: "fio-iolog",
+        aliases: &["iolog"],
+        quiet_aliases: &["fio_iolog", "fioiolog"],
+        help: "fio's iolog v2 or v3 (write_iolog; v3 with millisecond timestamps)",
+        params: parse_iolog,
+    },
+];
+
 impl TraceFormat {
-    /// The format named `name` (case-insensitive): `msr`, `spc`/`umass`, `blkparse`,
-    /// `fio-iolog`/`iolog`.
+    /// The format named `name` (case-insensitive): a name or alias of [`FORMATS`].
     pub fn parse(name: &str) -> Result<Self, TraceError> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "msr" | "msr-cambridge" | "snia-msr" => Ok(Self::Msr),
-            "spc" | "umass" | "umass-spc" => Ok(Self::Spc),
-            "blkparse" | "blktrace" => Ok(Self::Blkparse),
-            "fio-iolog" | "iolog" | "fio_iolog" | "fioiolog" => Ok(Self::FioIolog),
-            _ => Err(TraceError::UnknownFormat(quote(name))),
-        }
+        kinds::find(FORMATS, name)
+            .map(|e| e.kind)
+            .ok_or_else(|| TraceError::UnknownFormat(quote(name)))
+    }
+
+    fn entry(self) -> &'static KindEntry<Self, Parser> {
+        &FORMATS[self as usize]
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Msr => "msr",
-            Self::Spc => "spc",
-            Self::Blkparse => "blkparse",
-            Self::FioIolog => "fio-iolog",
-        }
+        self.entry().name
     }
 
     /// Guess the format from the first lines of a trace (the first non-empty, non-comment
@@ -233,12 +265,7 @@ pub fn parse_trace(
     path: &str,
     format: TraceFormat,
 ) -> Result<Vec<TimedIo>, TraceError> {
-    match format {
-        TraceFormat::Msr => parse_msr(text, path),
-        TraceFormat::Spc => parse_spc(text, path),
-        TraceFormat::Blkparse => parse_blkparse(text, path),
-        TraceFormat::FioIolog => parse_iolog(text, path),
-    }
+    (format.entry().params)(text, path)
 }
 
 /// Numbered lines that carry content (1-based line numbers).
@@ -798,6 +825,21 @@ pub(super) mod tests {
             Err(TraceError::UnknownFormat(_))
         ));
         assert_eq!(TraceFormat::parse("UMass").unwrap(), TraceFormat::Spc);
+    }
+
+    #[test]
+    fn every_format_is_the_entry_at_its_index_and_an_unknown_name_lists_the_registry() {
+        for (i, e) in FORMATS.iter().enumerate() {
+            assert_eq!(e.kind as usize, i);
+            assert_eq!(TraceFormat::parse(e.name).unwrap(), e.kind);
+            for a in e.aliases.iter().chain(e.quiet_aliases) {
+                assert_eq!(TraceFormat::parse(a).unwrap(), e.kind, "{a}");
+            }
+        }
+        assert_eq!(
+            TraceFormat::parse("csv").unwrap_err().to_string(),
+            "'csv' is not a trace format; accepted: msr, spc (umass), blkparse, fio-iolog (iolog)"
+        );
     }
 
     #[test]
