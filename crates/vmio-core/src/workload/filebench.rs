@@ -55,7 +55,7 @@ const PREALLOC: f64 = 0.8;
 const GAMMA_SHAPE: f64 = 1.5;
 
 /// A FileBench personality vmio models; its name, help and parameters are its entry of
-/// [`PERSONALITIES`] (same order).
+/// `PERSONALITIES` (same order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Personality {
     Fileserver,
@@ -168,7 +168,7 @@ pub(super) const PERSONALITIES: &[KindEntry<Personality, Params>] = &[
 ];
 
 impl Personality {
-    /// A name or alias of [`PERSONALITIES`] (case-insensitive).
+    /// A name or alias of `PERSONALITIES` (case-insensitive).
     pub fn parse(name: &str) -> Result<Self, FilebenchError> {
         kinds::find(PERSONALITIES, name)
             .map(|e| e.kind)

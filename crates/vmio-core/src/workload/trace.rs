@@ -56,7 +56,7 @@ pub struct TimedIo {
     pub len_bytes: u64,
 }
 
-/// A trace format; its name, help and parser are its entry of [`FORMATS`] (same order).
+/// A trace format; its name, help and parser are its entry of `FORMATS` (same order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceFormat {
     Msr,
@@ -133,7 +133,7 @@ pub(super) const FORMATS: &[KindEntry<TraceFormat, Parser>] = &[
 ];
 
 impl TraceFormat {
-    /// The format named `name` (case-insensitive): a name or alias of [`FORMATS`].
+    /// The format named `name` (case-insensitive): a name or alias of `FORMATS`.
     pub fn parse(name: &str) -> Result<Self, TraceError> {
         kinds::find(FORMATS, name)
             .map(|e| e.kind)
