@@ -148,6 +148,10 @@ pub enum Value {
     Int(u64),
     Float(f64),
     Bool(bool),
+    /// One of a [`Kind::Choice`]'s names; as the *default* of another kind, the text of a
+    /// default the reader computes from other tables (`[page_cache] memory`: "half of [host]
+    /// memory"; help shows the text, [`Values::int_or`] reads it). Parsing never yields it
+    /// for another kind, so such a value means "not set".
     Choice(&'static str),
 }
 
@@ -385,6 +389,16 @@ impl Values {
             .unwrap_or_else(|| panic!("parameter '{name}' is not declared"))
     }
 
+    /// A size, rate, duration (ns) or count whose declared default is a text (a computed
+    /// default, see [`Value::Choice`]): the value the table set, else `computed`.
+    pub fn int_or(&self, name: &str, computed: u64) -> u64 {
+        match self.get(name) {
+            Value::Int(n) => n,
+            Value::Choice(_) => computed,
+            other => panic!("parameter '{name}' is {other:?}, not an integer"),
+        }
+    }
+
     /// A size, rate, duration (ns) or count.
     pub fn int(&self, name: &str) -> u64 {
         match self.get(name) {
@@ -545,6 +559,8 @@ pub struct Layer<'a> {
     /// What the selector's default is (`mq-deadline`, or `required`).
     pub default: &'static str,
     pub entries: Vec<Described<'a>>,
+    /// Parameters of the table itself, valid whatever the selector names (`[page_cache]`'s).
+    pub params: &'a [ParamSpec],
 }
 
 /// An entry as the help shows it: name, description, parameters, and extra facts (a layout's
@@ -567,10 +583,12 @@ impl<'a> Described<'a> {
     }
 }
 
-/// Rows of a layer's parameter table: a parameter declared identically by several entries
-/// (a `ParamSpec` shared by cfq and mcfq) makes one row naming them all.
+/// Rows of a layer's parameter table: the table's own parameters (no entry named: valid with
+/// any), then the entries'; a parameter declared identically by several entries (a
+/// `ParamSpec` shared by cfq and mcfq) makes one row naming them all.
 fn param_rows<'a>(layer: &'a Layer) -> Vec<(&'a ParamSpec, Vec<&'static str>)> {
-    let mut rows: Vec<(&ParamSpec, Vec<&'static str>)> = Vec::new();
+    let mut rows: Vec<(&ParamSpec, Vec<&'static str>)> =
+        layer.params.iter().map(|p| (p, Vec::new())).collect();
     for e in &layer.entries {
         for p in e.params {
             match rows.iter_mut().find(|(q, _)| *q == p) {
@@ -609,9 +627,13 @@ pub fn render_text(layers: &[Layer]) -> String {
         for (p, owners) in rows {
             let _ = writeln!(
                 out,
-                "    {:<18} {}: {} [{}; default {}]",
+                "    {:<18} {}{} [{}; default {}]",
                 p.name,
-                owners.join(", "),
+                if owners.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", owners.join(", "))
+                },
                 p.help,
                 p.kind.accepted(),
                 p.show(p.default)
@@ -655,11 +677,15 @@ pub fn render_markdown(layers: &[Layer]) -> String {
                 out,
                 "| `{}` | {} | {} | {} | `{}` |",
                 p.name,
-                owners
-                    .iter()
-                    .map(|o| format!("`{o}`"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                if owners.is_empty() {
+                    "any".to_string()
+                } else {
+                    owners
+                        .iter()
+                        .map(|o| format!("`{o}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
                 p.help,
                 p.kind.accepted().replace('|', "\\|"),
                 p.show(p.default)
@@ -824,6 +850,7 @@ mod tests {
                 .iter()
                 .map(|e| Described::new(e, String::new()))
                 .collect(),
+            params: &[],
         };
         let md = render_markdown(&[layer]);
         assert!(
@@ -831,6 +858,43 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| `idle` | `a` | idle wait | duration (bare number: s) | `8ms` |"));
+    }
+
+    #[test]
+    fn a_tables_own_parameters_come_first_valid_with_any_entry_and_a_computed_default_shows_its_text(
+    ) {
+        static OWN: &[ParamSpec] = &[ParamSpec {
+            name: "memory",
+            kind: Kind::SIZE,
+            default: Value::Choice("half of [host] memory"),
+            unit: "bytes",
+            help: "cache size",
+        }];
+        let layer = || Layer {
+            table: "[t]",
+            selector: "name",
+            default: "a",
+            entries: vec![Described::new(&A, String::new())],
+            params: OWN,
+        };
+        let md = render_markdown(&[layer()]);
+        assert!(
+            md.contains(
+                "| `memory` | any | cache size | size | `half of [host] memory` |\n| `quantum` | `a` |"
+            ),
+            "{md}"
+        );
+        let text = render_text(&[layer()]);
+        assert!(
+            text.contains(
+                "    memory             cache size [size; default half of [host] memory]\n    quantum            a: "
+            ),
+            "{text}"
+        );
+        let mut v = Values::defaults(OWN);
+        assert_eq!(v.int_or("memory", 7), 7);
+        v.read(&table("memory = \"1k\""), &[]).unwrap();
+        assert_eq!(v.int_or("memory", 7), 1024);
     }
 
     #[test]

@@ -1,21 +1,23 @@
 //! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` and
 //! `cache`, `[page_cache] eviction`, `[scheduler] name`, `[[volume]] layout`,
-//! `[[device]] model` — with every entry's parameters, rendered from the registries
-//! ([`vmio_core::stack::Interface::REGISTRY`], [`vmio_core::cache::CacheMode::REGISTRY`],
-//! [`vmio_core::cache::eviction::REGISTRY`], [`vmio_core::sched::REGISTRY`],
-//! [`vmio_core::volume::REGISTRY`], [`crate::device::REGISTRY`]) the stack parser reads, as `qemu-system-x86_64 -device help`
-//! lists device properties. The README's tables are this command's Markdown output, kept
-//! equal by a test.
+//! `[[device]] model` — with every entry's parameters (and `[page_cache]`'s own), rendered
+//! from the registries ([`vmio_core::stack::Interface::REGISTRY`],
+//! [`vmio_core::cache::CacheMode::REGISTRY`], [`vmio_core::cache::eviction::REGISTRY`] and
+//! [`vmio_core::cache::linux::PARAMS`], [`vmio_core::sched::REGISTRY`],
+//! [`vmio_core::volume::REGISTRY`], [`crate::device::REGISTRY`]) the stack parser reads, as
+//! `qemu-system-x86_64 -device help` lists device properties. The README's tables are this
+//! command's Markdown output, kept equal by a test.
 //!
 //! ```text
 //! layers() = [vdisk interfaces (note: aliases), QEMU cache modes, volume layouts (note:
-//!             device count), schedulers, eviction policies, device models (note: profiles)]
+//!             device count), schedulers, eviction policies with the page cache's
+//!             parameters, device models (note: profiles)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
 //! ```
 
-use vmio_core::cache::{eviction, CacheMode};
+use vmio_core::cache::{eviction, linux, CacheMode};
 use vmio_core::params::{self, Described, Layer};
 use vmio_core::stack::Interface;
 use vmio_core::{sched, volume};
@@ -42,6 +44,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                     params: &[],
                 })
                 .collect(),
+            params: &[],
         },
         Layer {
             table: "[[vm.disk]]",
@@ -56,6 +59,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                     params: &[],
                 })
                 .collect(),
+            params: &[],
         },
         Layer {
             table: "[[volume]]",
@@ -65,6 +69,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                 .iter()
                 .map(|e| Described::new(e, volume::device_count_note(e)))
                 .collect(),
+            params: &[],
         },
         Layer {
             table: "[scheduler]",
@@ -74,6 +79,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                 .iter()
                 .map(|e| Described::new(e, String::new()))
                 .collect(),
+            params: &[],
         },
         Layer {
             table: "[page_cache]",
@@ -88,6 +94,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                     params: &[],
                 })
                 .collect(),
+            params: linux::PARAMS,
         },
         Layer {
             table: "[[device]]",
@@ -100,6 +107,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                     Described::new(e, note)
                 })
                 .collect(),
+            params: &[],
         },
     ]
 }
@@ -152,6 +160,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("chunk"), "{text}");
+        assert!(
+            text.contains("    dirty_ratio        % of the cache dirty at which writers"),
+            "{text}"
+        );
+        assert!(text.contains("default half of [host] memory]"), "{text}");
         assert!(text.contains("gc_policy"), "{text}");
     }
 }

@@ -32,6 +32,13 @@
 //! Requests are the engine's; the policy keeps what it needs of each (indexed by [`ReqId`])
 //! and its pending fetches and fsyncs in slabs; other continuations are packed in the
 //! [`Token`] itself, so the O_DIRECT path allocates nothing.
+//!
+//! Tunables: the `[page_cache]` table's keys are declared once, in [`PARAMS`] (name, accepted
+//! values, default, source); the stack parser reads the table against them and
+//! `vmio help stack` lists them. Defaults are Linux's (Documentation/admin-guide/sysctl/vm.rst):
+//! vm.dirty_ratio 20, vm.dirty_background_ratio 10, vm.dirty_expire_centisecs 3000 (30 s),
+//! vm.dirty_writeback_centisecs 500 (5 s); the cache may use half the host memory and copies
+//! run at 21.33 GB/s (see [`COPY_RATE`]).
 
 use super::eviction::Eviction;
 use super::pagecache::{PageCache, PageRange, ReadLookup};
@@ -39,11 +46,78 @@ use super::policy::{
     Action, FlushRule, HostCache, HostCacheStats, HostDisk, RealIo, ReqId, Request, Token,
 };
 use super::{page_span, CacheMode, Readahead, PAGE_BYTES};
+use crate::params::{Kind, ParamSpec, Value};
 use crate::request::Op;
 use crate::slab::Slab;
 use crate::stack::PageCacheSpec;
-use crate::Ns;
+use crate::{Ns, SEC};
 use std::collections::VecDeque;
+
+/// `[page_cache] memory`: the cache's size. Its default is computed by the stack parser from
+/// `[host] memory` (a text default: see [`crate::params::Values::int_or`]).
+pub const MEMORY: ParamSpec = ParamSpec {
+    name: "memory",
+    kind: Kind::SIZE,
+    default: Value::Choice("half of [host] memory"),
+    unit: "bytes",
+    help: "host memory the page cache may use (at most [host] memory)",
+};
+/// A percentage of the cache, as Linux's `vm.dirty_*ratio` sysctls accept it.
+const RATIO: Kind = Kind::Count { min: 0, max: 100 };
+pub const DIRTY_RATIO: ParamSpec = ParamSpec {
+    name: "dirty_ratio",
+    kind: RATIO,
+    default: Value::Int(20),
+    unit: "",
+    help: "% of the cache dirty at which writers are throttled (vm.dirty_ratio, Linux: 20)",
+};
+pub const DIRTY_BACKGROUND_RATIO: ParamSpec = ParamSpec {
+    name: "dirty_background_ratio",
+    kind: RATIO,
+    default: Value::Int(10),
+    unit: "",
+    help: "% of the cache dirty at which writeback starts regardless of age, at most dirty_ratio (vm.dirty_background_ratio, Linux: 10)",
+};
+pub const DIRTY_EXPIRE: ParamSpec = ParamSpec {
+    name: "dirty_expire",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: false,
+    },
+    default: Value::Int(30 * SEC),
+    unit: "ns",
+    help: "age at which dirty data is written back (vm.dirty_expire_centisecs, Linux: 3000 = 30s)",
+};
+pub const WRITEBACK_INTERVAL: ParamSpec = ParamSpec {
+    name: "writeback_interval",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: true,
+    },
+    default: Value::Int(5 * SEC),
+    unit: "ns",
+    help: "period of the flusher (vm.dirty_writeback_centisecs, Linux: 500 = 5s)",
+};
+/// Memory-copy bandwidth of the host for page-cache hits and buffered writes, shared by all
+/// copies: dual-channel DDR4-2666 peaks at 42.7 GB/s (2 × 8 B × 2666 MT/s, JEDEC JESD79-4)
+/// and a copy reads and writes every byte, so 21.33 GB/s.
+pub const COPY_RATE: ParamSpec = ParamSpec {
+    name: "copy_rate",
+    kind: Kind::Rate,
+    default: Value::Int(21_330_000_000),
+    unit: "bps",
+    help: "host memory-copy bandwidth shared by page-cache hits and buffered writes (21.33 GB/s: half of dual-channel DDR4-2666's peak, a copy reads and writes)",
+};
+/// The `[page_cache]` parameters, in the order result records list them (`memory_bytes`,
+/// `dirty_ratio`, ...: each [`PageCacheSpec`] field is a parameter's record key).
+pub const PARAMS: &[ParamSpec] = &[
+    MEMORY,
+    DIRTY_RATIO,
+    DIRTY_BACKGROUND_RATIO,
+    DIRTY_EXPIRE,
+    WRITEBACK_INTERVAL,
+    COPY_RATE,
+];
 
 /// Pages of writeback kept in flight at most (block-layer queues bound it in Linux).
 const WB_MAX_INFLIGHT_PAGES: u64 = 16 * 1024;

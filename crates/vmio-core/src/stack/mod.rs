@@ -8,15 +8,15 @@
 //! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
 //!                             # layout's parameters (stripe_size, chunk)
 //! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
-//! [page_cache]                # memory, dirty_ratio, dirty_background_ratio, dirty_expire,
-//!                             # writeback_interval, copy_rate, eviction (cache::eviction::REGISTRY)
+//! [page_cache]                # eviction (cache::eviction::REGISTRY), the page cache's
+//!                             # parameters (cache::linux::PARAMS: memory, dirty_ratio, ...)
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
 //! ```
 //!
 //! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, `[[volume]]` and `[scheduler]`, whose other keys are the parameters their
-//! entry declares), then [`Stack::validate`] checks cross references and ranges, and reads the
+//! `[[device]]`, `[[volume]]`, `[scheduler]` and `[page_cache]`, whose other keys are declared
+//! parameters), then [`Stack::validate`] checks cross references and ranges, and reads the
 //! layers' parameters against their registries ([`crate::params`]):
 //!
 //! ```text
@@ -25,17 +25,20 @@
 //! each key of the table: the entry's -> parsed against its kind into values
 //!                        another entry's -> "only valid with <selector> = <those entries>"
 //!                        else -> "unknown key; accepted: <all keys>"
+//! [page_cache]: eviction names a policy; the other keys are read against cache::linux::PARAMS
+//!               (memory defaults to half of [host] memory, and must not exceed it;
+//!               dirty_background_ratio must not exceed dirty_ratio)
 //! ```
 //!
 //! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
 //! the accepted values.
 
-use crate::cache::CacheMode;
+use crate::cache::{eviction, linux, CacheMode};
 use crate::params::{self, ParamError, Values};
 use crate::sched::{self, SchedulerEntry};
-use crate::units::{parse_duration_ns, parse_size};
+use crate::units::parse_size;
 use crate::volume::{self, LayoutEntry};
-use crate::{Ns, SEC};
+use crate::Ns;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -58,15 +61,6 @@ pub enum StackError {
 #[serde(untagged)]
 pub enum SizeValue {
     Int(u64),
-    Text(String),
-}
-
-/// A duration written as a string ("30s") or a number (seconds).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(untagged)]
-pub enum DurationValue {
-    Int(u64),
-    Float(f64),
     Text(String),
 }
 
@@ -106,17 +100,8 @@ pub struct RawVolume {
 /// `[scheduler]`: `name` and the parameters the schedulers declare ([`sched::REGISTRY`]).
 pub type RawScheduler = BTreeMap<String, toml::Value>;
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPageCache {
-    pub memory: Option<SizeValue>,
-    pub dirty_ratio: Option<u32>,
-    pub dirty_background_ratio: Option<u32>,
-    pub dirty_expire: Option<DurationValue>,
-    pub writeback_interval: Option<DurationValue>,
-    pub copy_rate: Option<SizeValue>,
-    pub eviction: Option<String>,
-}
+/// `[page_cache]`: `eviction` and the parameters of [`crate::cache::linux::PARAMS`].
+pub type RawPageCache = BTreeMap<String, toml::Value>;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -293,6 +278,9 @@ impl Serialize for SchedulerSpec {
     }
 }
 
+/// The page cache a stack describes: each field is the record key of one of
+/// [`crate::cache::linux::PARAMS`] (`memory_bytes`, `dirty_expire_ns`, ...), where the
+/// meanings and defaults are declared.
 #[derive(Clone, Debug, Serialize)]
 pub struct PageCacheSpec {
     pub memory_bytes: u64,
@@ -301,8 +289,7 @@ pub struct PageCacheSpec {
     pub dirty_expire_ns: Ns,
     pub writeback_interval_ns: Ns,
     /// Memory-copy bandwidth of the host for page-cache hits and buffered writes (bytes/s),
-    /// shared by all copies. Default 21.3 GB/s: dual-channel DDR4-2666 peaks at 42.7 GB/s
-    /// (2 × 8 B × 2666 MT/s, JEDEC JESD79-4) and a copy reads and writes every byte.
+    /// shared by all copies ([`crate::cache::linux::COPY_RATE`]).
     pub copy_rate_bps: u64,
     /// Page eviction policy, a name of [`crate::cache::eviction::REGISTRY`] (shown only when
     /// not the default).
@@ -395,16 +382,6 @@ impl Ctx<'_> {
         match v {
             SizeValue::Int(n) => Ok(*n),
             SizeValue::Text(t) => parse_size(t).map_err(|e| self.err(field, e.to_string())),
-        }
-    }
-    fn duration(&self, field: &str, v: &DurationValue) -> Result<Ns, StackError> {
-        match v {
-            DurationValue::Int(n) => Ok(n.saturating_mul(SEC)),
-            DurationValue::Float(f) if *f >= 0.0 && f.is_finite() => Ok((f * SEC as f64) as Ns),
-            DurationValue::Float(f) => Err(self.err(field, format!("{f} is not a duration"))),
-            DurationValue::Text(t) => {
-                parse_duration_ns(t, SEC).map_err(|e| self.err(field, e.to_string()))
-            }
         }
     }
 }
@@ -593,69 +570,7 @@ impl Stack {
             entry,
             params: values,
         };
-        let p = &raw.page_cache;
-        let page_cache = PageCacheSpec {
-            memory_bytes: match &p.memory {
-                Some(v) => c.size("page_cache.memory", v)?,
-                None => host.memory_bytes / 2,
-            },
-            dirty_ratio: p.dirty_ratio.unwrap_or(20),
-            dirty_background_ratio: p.dirty_background_ratio.unwrap_or(10),
-            dirty_expire_ns: match &p.dirty_expire {
-                Some(d) => c.duration("page_cache.dirty_expire", d)?,
-                None => 30 * SEC,
-            },
-            writeback_interval_ns: match &p.writeback_interval {
-                Some(d) => c.duration("page_cache.writeback_interval", d)?,
-                None => 5 * SEC,
-            },
-            copy_rate_bps: match &p.copy_rate {
-                Some(v) => c.size("page_cache.copy_rate", v)?,
-                None => 21_330_000_000,
-            },
-            eviction: match p.eviction.as_deref() {
-                None => crate::cache::eviction::DEFAULT.to_string(),
-                Some(e) if crate::cache::eviction::find(e).is_some() => e.to_string(),
-                Some(e) => {
-                    return Err(c.err(
-                        "page_cache.eviction",
-                        format!(
-                            "'{e}' is not valid; accepted: {}",
-                            crate::cache::eviction::accepted()
-                        ),
-                    ))
-                }
-            },
-        };
-        if page_cache.memory_bytes > host.memory_bytes {
-            return Err(c.err(
-                "page_cache.memory",
-                format!(
-                    "{} bytes exceeds host.memory ({} bytes)",
-                    page_cache.memory_bytes, host.memory_bytes
-                ),
-            ));
-        }
-        for (k, v) in [
-            ("dirty_ratio", page_cache.dirty_ratio),
-            ("dirty_background_ratio", page_cache.dirty_background_ratio),
-        ] {
-            if v > 100 {
-                return Err(c.err(format!("page_cache.{k}"), format!("{v}: must be 0..=100")));
-            }
-        }
-        if page_cache.dirty_background_ratio > page_cache.dirty_ratio {
-            return Err(c.err(
-                "page_cache.dirty_background_ratio",
-                "must not exceed page_cache.dirty_ratio",
-            ));
-        }
-        if page_cache.copy_rate_bps == 0 || page_cache.writeback_interval_ns == 0 {
-            return Err(c.err(
-                "page_cache",
-                "copy_rate and writeback_interval must be positive",
-            ));
-        }
+        let page_cache = Self::page_cache(&c, &raw.page_cache, &host)?;
         if raw.vm.is_empty() {
             return Err(c.err("vm", "at least one [[vm]] is required"));
         }
@@ -767,6 +682,66 @@ impl Stack {
             page_cache,
             vms,
         })
+    }
+
+    /// `[page_cache]`: the eviction policy by name, the other keys against
+    /// [`linux::PARAMS`], then the rules between them and `[host]`.
+    fn page_cache(c: &Ctx, p: &RawPageCache, host: &Host) -> Result<PageCacheSpec, StackError> {
+        let eviction = match p.get("eviction") {
+            None => eviction::DEFAULT.to_string(),
+            Some(toml::Value::String(e)) if eviction::find(e).is_some() => e.clone(),
+            Some(other) => {
+                let shown = other
+                    .as_str()
+                    .map_or_else(|| other.to_string(), String::from);
+                return Err(c.err(
+                    "page_cache.eviction",
+                    format!("'{shown}' is not valid; accepted: {}", eviction::accepted()),
+                ));
+            }
+        };
+        let mut v = Values::defaults(linux::PARAMS);
+        v.read(p, &["eviction"]).map_err(|e| {
+            c.param(
+                "page_cache",
+                match e {
+                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
+                        key,
+                        accepted: format!("eviction, {accepted}"),
+                    },
+                    other => other,
+                },
+            )
+        })?;
+        let spec = PageCacheSpec {
+            memory_bytes: v.int_or(linux::MEMORY.name, host.memory_bytes / 2),
+            // Counts of 0..=100.
+            dirty_ratio: v.int(linux::DIRTY_RATIO.name) as u32,
+            dirty_background_ratio: v.int(linux::DIRTY_BACKGROUND_RATIO.name) as u32,
+            dirty_expire_ns: v.int(linux::DIRTY_EXPIRE.name),
+            writeback_interval_ns: v.int(linux::WRITEBACK_INTERVAL.name),
+            copy_rate_bps: v.int(linux::COPY_RATE.name),
+            eviction,
+        };
+        if spec.memory_bytes > host.memory_bytes {
+            return Err(c.err(
+                "page_cache.memory",
+                format!(
+                    "{} bytes exceeds host.memory ({} bytes)",
+                    spec.memory_bytes, host.memory_bytes
+                ),
+            ));
+        }
+        if spec.dirty_background_ratio > spec.dirty_ratio {
+            return Err(c.err(
+                "page_cache.dirty_background_ratio",
+                format!(
+                    "{}: must not exceed page_cache.dirty_ratio ({})",
+                    spec.dirty_background_ratio, spec.dirty_ratio
+                ),
+            ));
+        }
+        Ok(spec)
     }
 
     /// Check that every disk fits in its volume once device capacities are known

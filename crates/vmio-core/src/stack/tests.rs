@@ -1,4 +1,5 @@
 use super::*;
+use crate::SEC;
 
 const GOOD: &str = r#"
 [host]
@@ -277,6 +278,86 @@ fn scheduler_keys_are_checked_against_the_registered_schedulers() {
     let s = Stack::from_toml(&with("[scheduler]\nmax_merge = \"512k\""), "s.toml").unwrap();
     assert_eq!(s.scheduler.name(), crate::sched::DEFAULT);
     assert_eq!(s.scheduler.params.int("max_merge"), 512 << 10);
+}
+
+#[test]
+fn page_cache_keys_are_read_against_the_declared_parameters_with_linux_defaults() {
+    let with = |body: &str| {
+        GOOD.replace(
+            "[page_cache]\nmemory = \"16g\"\ndirty_expire = \"10s\"",
+            &format!("[page_cache]\n{body}"),
+        )
+    };
+    let pc = Stack::from_toml(&with(""), "s.toml").unwrap().page_cache;
+    assert_eq!(
+        (pc.memory_bytes, pc.dirty_ratio, pc.dirty_background_ratio),
+        (16 << 30, 20, 10)
+    );
+    assert_eq!(
+        (
+            pc.dirty_expire_ns,
+            pc.writeback_interval_ns,
+            pc.copy_rate_bps
+        ),
+        (30 * SEC, 5 * SEC, 21_330_000_000)
+    );
+    let text = "memory = \"2g\"\ndirty_ratio = 40\ndirty_background_ratio = 40\nwriteback_interval = 0.5\ncopy_rate = \"10g/s\"";
+    let pc = Stack::from_toml(&with(text), "s.toml").unwrap().page_cache;
+    assert_eq!(
+        (pc.memory_bytes, pc.dirty_ratio, pc.dirty_background_ratio),
+        (2 << 30, 40, 40)
+    );
+    assert_eq!(
+        (pc.writeback_interval_ns, pc.copy_rate_bps),
+        (SEC / 2, 10 << 30)
+    );
+    for (body, message) in [
+        (
+            "dirty_ratio = 150",
+            "page_cache.dirty_ratio: 150: must be an integer from 0 to 100",
+        ),
+        (
+            "dirty_ratio = 5",
+            "page_cache.dirty_background_ratio: 10: must not exceed page_cache.dirty_ratio (5)",
+        ),
+        (
+            "memory = \"33g\"",
+            "page_cache.memory: 35433480192 bytes exceeds host.memory (34359738368 bytes)",
+        ),
+        (
+            "writeback_interval = 0",
+            "page_cache.writeback_interval: 0: must be a positive duration (a number of seconds, or a string like \"8.5ms\", \"50us\")",
+        ),
+        (
+            "copy_rate = 0",
+            "page_cache.copy_rate: 0: must be a positive rate in bytes/s (a number, or a string like \"220m\" or \"220m/s\")",
+        ),
+        (
+            "dirty_expiry = \"1s\"",
+            "page_cache.dirty_expiry: unknown key; accepted: eviction, memory, dirty_ratio, dirty_background_ratio, dirty_expire, writeback_interval, copy_rate",
+        ),
+        (
+            "eviction = 2",
+            "page_cache.eviction: '2' is not valid; accepted: clock, lru",
+        ),
+    ] {
+        assert_eq!(err(&with(body)), format!("s.toml: {message}"), "{body}");
+    }
+}
+
+#[test]
+fn the_page_cache_record_keys_are_the_declared_parameters_record_keys() {
+    let s = Stack::from_toml(GOOD, "s.toml").unwrap();
+    let record = toml::to_string(&s.page_cache).unwrap();
+    let keys: Vec<&str> = record
+        .lines()
+        .map(|l| l.split(" = ").next().unwrap())
+        .collect();
+    let declared: Vec<String> = crate::cache::linux::PARAMS
+        .iter()
+        .map(|p| p.record_key())
+        .collect();
+    assert_eq!(keys, declared);
 }
 
 #[test]
