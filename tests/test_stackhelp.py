@@ -27,4 +27,11 @@ def test_help_stack_markdown_prints_the_tables():
 def test_help_without_a_topic_is_a_usage_error_naming_the_topic():
     r = run_vmio("help")
     assert r.returncode == 2
-    assert "vmio: error: missing what to show help on (vmio help stack)" in r.stderr
+    assert "vmio: error: missing what to show help on (vmio help stack | workload)" in r.stderr
+
+
+def test_help_workload_lists_the_personalities_trace_formats_and_profiles():
+    r = run_vmio("help", "workload")
+    assert r.returncode == 0, r.stderr
+    for name in ("fileserver", "varmail", "msr", "spc", "blkparse", "fio-iolog", "msn"):
+        assert name in r.stdout, name

@@ -1,8 +1,10 @@
-"""`vmio help stack`: the stack file's volume layouts, host schedulers and device models, each
-with its parameters (name, accepted values, default, meaning), like `qemu-system-x86_64 -device
-help` or `fio --cmdhelp`. The text comes from the registries the stack parser reads
-(vmio-core's `sched::REGISTRY` and `volume::REGISTRY`, vmio-sim's `device::REGISTRY`);
-`--markdown` prints the README's tables, which a Rust test keeps equal to it."""
+"""`vmio help stack`: the stack file's selectable layers (vdisk interfaces, QEMU cache modes,
+page cache and eviction, schedulers, volume layouts, device models), each with its parameters
+(name, accepted values, default, meaning), like `qemu-system-x86_64 -device help` or
+`fio --cmdhelp`. The text comes from the registries the stack parser reads (vmio-core's and
+vmio-sim's `REGISTRY` lists); `--markdown` prints the README's tables, which a Rust test keeps
+equal to it. `vmio help workload`: the workload kinds of a job file (FileBench personalities,
+trace formats, synthetic trace profiles), from vmio-core's workload registries."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from vmio.sim import native
 
 EPILOG = """examples:
   vmio help stack                 layouts, schedulers, device models and their parameters
-  vmio help stack --markdown      the same as the README's Markdown tables"""
+  vmio help stack --markdown      the same as the README's Markdown tables
+  vmio help workload              FileBench personalities, trace formats, synthetic profiles"""
 
 
 def add_parser(
@@ -42,7 +45,23 @@ def add_parser(
     )
     hs.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
     hs.set_defaults(func=cmd_help_stack)
-    h.set_defaults(func=lambda args: missing(h, "what to show help on (vmio help stack)"))
+    hw = hsub.add_parser(
+        "workload",
+        help="FileBench personalities, trace formats and synthetic trace profiles",
+        description="List the workload kinds a job file can name (filebench=, iolog_format=, "
+        "vmio trace synth PROFILE) with their sources.",
+        epilog=EPILOG,
+        formatter_class=formatter_class,
+    )
+    hw.set_defaults(func=cmd_help_workload)
+    h.set_defaults(
+        func=lambda args: missing(h, "what to show help on (vmio help stack | workload)")
+    )
+
+
+def cmd_help_workload(args: argparse.Namespace) -> int:
+    sys.stdout.write(native().workload_help())
+    return 0
 
 
 def cmd_help_stack(args: argparse.Namespace) -> int:

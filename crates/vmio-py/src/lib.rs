@@ -182,6 +182,13 @@ fn stack_help(markdown: bool) -> String {
     vmio_sim::help::stack(markdown)
 }
 
+/// `vmio help workload`: the workload kinds (FileBench personalities, trace formats,
+/// synthetic trace profiles) with their help, from vmio-core's workload registries.
+#[pyfunction]
+fn workload_help() -> String {
+    vmio_core::workload::help_text()
+}
+
 /// A synthetic trace (profile msn, exchange or financial) of `requests` requests over a
 /// region of `region_bytes`, as UMass/SPC CSV text.
 #[pyfunction]
@@ -235,6 +242,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(peak_rss_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(stack_help, m)?)?;
+    m.add_function(wrap_pyfunction!(workload_help, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(set_job_option, m)?)?;

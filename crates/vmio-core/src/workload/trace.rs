@@ -126,7 +126,7 @@ pub(super) const FORMATS: &[KindEntry<TraceFormat, Parser>] = &[
         kind: TraceFormat::FioIolog,
         name: "fio-iolog",
         aliases: &["iolog"],
-        quiet_aliases: &["fio_iolog", "fioiolog"],
+        quiet_aliases: &["fio", "fio_iolog", "fioiolog"],
         help: "fio's iolog v2 or v3 (write_iolog; v3 with millisecond timestamps)",
         params: parse_iolog,
     },
@@ -825,6 +825,11 @@ pub(super) mod tests {
             Err(TraceError::UnknownFormat(_))
         ));
         assert_eq!(TraceFormat::parse("UMass").unwrap(), TraceFormat::Spc);
+        // Every iolog_format the fio job parser accepts names a format (`fio` did not).
+        for v in ["msr", "spc", "blkparse", "fio"] {
+            assert!(TraceFormat::parse(v).is_ok(), "iolog_format={v}");
+        }
+        assert_eq!(TraceFormat::parse("fio").unwrap(), TraceFormat::FioIolog);
     }
 
     #[test]
