@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use std::path::Path;
 use std::process::Command;
 
 const MODES: [&str; 5] = ["none", "writeback", "writethrough", "directsync", "unsafe"];
@@ -91,17 +92,15 @@ fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged() {
     );
 }
 
-/// fio verify=crc32c with random 4k..64k writes at queue depth 16 on every cache mode.
-fn fio_verify(layout: &str) {
-    need("fio", "fio");
-    let dir = tempdir(&format!("fio-{layout}"));
-    let dev = if layout == "single" { "64m" } else { "32m" };
-    let srv = Server::start(&dir, &stack(layout, dev, 8 << 20, &MODES));
-    let mut job = String::from(
-        "[global]\nioengine=nbd\nrw=randwrite\nbsrange=4k-64k\niodepth=16\nsize=8m\n\
+/// One fio job per export `vm1/disk0` .. `vm{vms}/disk0`: random writes of `size_bytes` with
+/// the block size and depth options `io`, then fio's crc32c read-back; every job must end
+/// without error and read back all it wrote (`what` names the case in failures).
+fn run_fio_verify(srv: &Server, dir: &Path, vms: usize, io: &str, size_bytes: u64, what: &str) {
+    let mut job = format!(
+        "[global]\nioengine=nbd\nrw=randwrite\n{io}\nsize={size_bytes}\n\
          verify=crc32c\nverify_fatal=1\ndo_verify=1\nrandrepeat=1\nverify_state_save=0\n",
     );
-    for i in 1..=MODES.len() {
+    for i in 1..=vms {
         job += &format!("[vm{i}]\nuri={}\n", srv.uri(&format!("vm{i}/disk0")));
     }
     let jobfile = dir.join("verify.fio");
@@ -110,10 +109,28 @@ fn fio_verify(layout: &str) {
         .arg("--output-format=json")
         .arg(&jobfile));
     let v: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
-    for j in v["jobs"].as_array().unwrap() {
-        assert_eq!(j["error"], 0, "{layout}: {j}");
-        assert_eq!(j["read"]["io_bytes"], 8 << 20, "{layout}: verify read");
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), vms, "{what}: one fio job per export");
+    for j in jobs {
+        assert_eq!(j["error"], 0, "{what}: {j}");
+        assert_eq!(j["read"]["io_bytes"], size_bytes, "{what}: verify read");
     }
+}
+
+/// fio verify=crc32c with random 4k..64k writes at queue depth 16 on every cache mode.
+fn fio_verify(layout: &str) {
+    need("fio", "fio");
+    let dir = tempdir(&format!("fio-{layout}"));
+    let dev = if layout == "single" { "64m" } else { "32m" };
+    let srv = Server::start(&dir, &stack(layout, dev, 8 << 20, &MODES));
+    run_fio_verify(
+        &srv,
+        &dir,
+        MODES.len(),
+        "bsrange=4k-64k\niodepth=16",
+        8 << 20,
+        layout,
+    );
     let (st, err) = srv.stop();
     assert!(st.success(), "{err}");
     assert!(err.contains("vm5/disk0"), "{err}");
@@ -157,23 +174,7 @@ fn fio_verify_under(scheduler: &str) {
     );
     assert!(text.contains("name = \"vm4\"\nweight = 100\n"), "{text}");
     let srv = Server::start(&dir, &text);
-    let mut job = String::from(
-        "[global]\nioengine=nbd\nrw=randwrite\nbs=16k\niodepth=8\nsize=4m\n\
-         verify=crc32c\nverify_fatal=1\ndo_verify=1\nrandrepeat=1\nverify_state_save=0\n",
-    );
-    for i in 1..=4 {
-        job += &format!("[vm{i}]\nuri={}\n", srv.uri(&format!("vm{i}/disk0")));
-    }
-    let jobfile = dir.join("verify.fio");
-    std::fs::write(&jobfile, job).unwrap();
-    let out = run(Command::new("fio")
-        .arg("--output-format=json")
-        .arg(&jobfile));
-    let v: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
-    for j in v["jobs"].as_array().unwrap() {
-        assert_eq!(j["error"], 0, "{scheduler}: {j}");
-        assert_eq!(j["read"]["io_bytes"], 4 << 20, "{scheduler}: verify read");
-    }
+    run_fio_verify(&srv, &dir, 4, "bs=16k\niodepth=8", 4 << 20, scheduler);
     let (st, err) = srv.stop();
     assert!(st.success(), "{err}");
 }
