@@ -24,12 +24,12 @@
 
 use super::event::Event;
 use super::hostcache::Cont;
-use super::slab::Slab;
 use super::{Sim, SimError};
 use crate::device::{build_device_seeded, DevCmd, Device};
 use vmio_core::blockq::DeviceQueue;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched;
+use vmio_core::slab::Slab;
 use vmio_core::stack::Stack;
 use vmio_core::volume::{self, Piece, VolumeLayout};
 use vmio_core::Ns;

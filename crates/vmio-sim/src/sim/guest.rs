@@ -15,11 +15,11 @@
 //! [`crate::vdisk`].
 
 use super::event::Event;
-use super::slab::Slab;
 use super::Sim;
 use crate::vdisk::{InterfaceModel, VirtualDisk};
 use std::collections::VecDeque;
 use vmio_core::request::Op;
+use vmio_core::slab::Slab;
 use vmio_core::Ns;
 
 /// A job's request as the guest issued it, until all its parts complete.

@@ -24,8 +24,9 @@
 //!
 //! `mod.rs` wires the layers (`Sim::new`: devices, volumes, disks, jobs) and runs the event
 //! loop; `event.rs` is the typed `Event` and its packing into the queue's `u64`;
-//! `report.rs` the run's summary; `memory.rs` the memory check before anything is built;
-//! `slab.rs` the reusable slots of requests and barriers.
+//! `report.rs` the run's summary; `memory.rs` the memory check before anything is built.
+//! Requests and barriers in flight live in vmio-core's `Slab` (reused slots, no allocation
+//! per request; an index stays valid until its slot is freed).
 //!
 //! Everything is deterministic: the event queue orders by (time, sequence), randomness comes
 //! from the workload generators seeded from the run seed, and no hash-map order reaches
@@ -38,7 +39,6 @@ mod hostcache;
 mod jobs;
 mod memory;
 mod report;
-mod slab;
 
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
 pub use report::{DeviceReport, JobReport, SimReport};
