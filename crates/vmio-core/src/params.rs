@@ -148,11 +148,12 @@ pub enum Value {
     Int(u64),
     Float(f64),
     Bool(bool),
-    /// One of a [`Kind::Choice`]'s names; as the *default* of another kind, the text of a
-    /// default the reader computes from other tables (`[page_cache] memory`: "half of [host]
-    /// memory"; help shows the text, [`Values::int_or`] reads it). Parsing never yields it
-    /// for another kind, so such a value means "not set".
+    /// One of a [`Kind::Choice`]'s names.
     Choice(&'static str),
+    /// A default the reader computes from other tables, shown as this text in help
+    /// (`[page_cache] memory`: "half of [host] memory"); parsing never yields it, so it means
+    /// "not set", and [`Values::int_or`] gives the computed value.
+    Computed(&'static str),
 }
 
 impl serde::Serialize for Value {
@@ -161,7 +162,7 @@ impl serde::Serialize for Value {
             Value::Int(n) => s.serialize_u64(n),
             Value::Float(f) => s.serialize_f64(f),
             Value::Bool(b) => s.serialize_bool(b),
-            Value::Choice(c) => s.serialize_str(c),
+            Value::Choice(c) | Value::Computed(c) => s.serialize_str(c),
         }
     }
 }
@@ -199,7 +200,7 @@ impl ParamSpec {
             (_, Value::Int(n)) => n.to_string(),
             (_, Value::Float(f)) => f.to_string(),
             (_, Value::Bool(b)) => b.to_string(),
-            (_, Value::Choice(c)) => c.to_string(),
+            (_, Value::Choice(c) | Value::Computed(c)) => c.to_string(),
         }
     }
 
@@ -389,12 +390,12 @@ impl Values {
             .unwrap_or_else(|| panic!("parameter '{name}' is not declared"))
     }
 
-    /// A size, rate, duration (ns) or count whose declared default is a text (a computed
-    /// default, see [`Value::Choice`]): the value the table set, else `computed`.
+    /// A size, rate, duration (ns) or count whose declared default is
+    /// [`Value::Computed`]: the value the table set, else `computed`.
     pub fn int_or(&self, name: &str, computed: u64) -> u64 {
         match self.get(name) {
             Value::Int(n) => n,
-            Value::Choice(_) => computed,
+            Value::Computed(_) => computed,
             other => panic!("parameter '{name}' is {other:?}, not an integer"),
         }
     }
@@ -866,7 +867,7 @@ mod tests {
         static OWN: &[ParamSpec] = &[ParamSpec {
             name: "memory",
             kind: Kind::SIZE,
-            default: Value::Choice("half of [host] memory"),
+            default: Value::Computed("half of [host] memory"),
             unit: "bytes",
             help: "cache size",
         }];

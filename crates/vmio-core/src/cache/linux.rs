@@ -58,7 +58,7 @@ use std::collections::VecDeque;
 pub const MEMORY: ParamSpec = ParamSpec {
     name: "memory",
     kind: Kind::SIZE,
-    default: Value::Choice("half of [host] memory"),
+    default: Value::Computed("half of [host] memory"),
     unit: "bytes",
     help: "host memory the page cache may use (at most [host] memory)",
 };

@@ -219,7 +219,7 @@ pub(crate) fn record(profile: &str, values: &Values) -> Vec<(String, String)> {
             (_, Value::Int(n)) => n.to_string(),
             (_, Value::Float(f)) => f.to_string(),
             (_, Value::Bool(b)) => b.to_string(),
-            (_, Value::Choice(c)) => c.to_string(),
+            (_, Value::Choice(c) | Value::Computed(c)) => c.to_string(),
         };
         out.push((spec.name.to_string(), text));
     }
