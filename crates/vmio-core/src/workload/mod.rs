@@ -44,6 +44,7 @@
 //! [`Step::Done`] it asks nothing.
 
 pub mod filebench;
+pub mod files;
 pub mod fio_job;
 pub mod kinds;
 mod perm;
@@ -52,6 +53,7 @@ pub mod synth;
 pub mod trace;
 
 pub use filebench::{FilebenchError, FilebenchGen, Personality};
+pub use files::{FileDecl, FileId, FileOp, IoFlags};
 pub use fio_job::Generator;
 pub use kinds::{help_text, KindEntry};
 pub use stream::{IoStream, Paced, Pacing};
@@ -86,6 +88,10 @@ pub enum Step {
     At(Ns),
     /// The job has issued everything it will issue.
     Done,
+    /// A file operation on the guest filesystem (see [`files`]), issued now by the
+    /// workload's thread `tag`; the engine calls [`Workload::completed`]`(tag)` when it is
+    /// done. Counts against [`Workload::depth`] like an [`Step::Io`].
+    File { op: FileOp, tag: u32 },
 }
 
 impl Step {
@@ -114,6 +120,14 @@ pub trait Workload: Send {
     fn depth(&self) -> u32 {
         1
     }
+
+    /// The files the workload uses ([`files`]); none for a block-level workload.
+    fn files(&self) -> &[FileDecl] {
+        &[]
+    }
+
+    /// The [`Step::File`] of thread `tag` completed (called before the engine asks again).
+    fn completed(&mut self, _tag: u32) {}
 }
 
 /// Every kind of workload a job file builds. An enum rather than a `Box<dyn Workload>`: the
@@ -143,6 +157,22 @@ impl Workload for JobWorkload {
             JobWorkload::Fio(w) => w.depth(),
             JobWorkload::Trace(w) => w.depth(),
             JobWorkload::Filebench(w) => w.depth(),
+        }
+    }
+
+    fn files(&self) -> &[FileDecl] {
+        match self {
+            JobWorkload::Fio(w) => w.files(),
+            JobWorkload::Trace(w) => w.files(),
+            JobWorkload::Filebench(w) => w.files(),
+        }
+    }
+
+    fn completed(&mut self, tag: u32) {
+        match self {
+            JobWorkload::Fio(w) => w.completed(tag),
+            JobWorkload::Trace(w) => w.completed(tag),
+            JobWorkload::Filebench(w) => w.completed(tag),
         }
     }
 }
