@@ -31,12 +31,27 @@ pub struct FileDecl {
     /// Whether the file exists before the run starts (laid out by fio's layout phase or
     /// FileBench's prealloc); otherwise the workload creates it.
     pub exists: bool,
-    /// Its size before the run (laid out: allocated, written, on disk, not in the guest
-    /// cache), when it exists.
+    /// Its size before the run, when it exists (on disk, not in the guest cache).
     pub size_bytes: u64,
+    /// How its `size_bytes` were laid out.
+    pub layout: FileLayout,
     /// The directory it lives in (index of a directory of the workload: files of one
     /// directory share its directory blocks and, on ext4, its block group).
     pub dir: u32,
+}
+
+/// How a file that exists before the run was laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FileLayout {
+    /// Written with data (fio's layout of a file it reads; FileBench's prealloc).
+    #[default]
+    Written,
+    /// Blocks allocated as unwritten extents (`fallocate`, fio's default for files it only
+    /// writes): a write converts them, a read returns zeros without I/O.
+    Fallocated,
+    /// Only the size set (`ftruncate`, fio's `fallocate=none`): blocks allocated on first
+    /// writeback (delayed allocation), reads of holes return zeros without I/O.
+    Sparse,
 }
 
 /// How a read or write is done: fio's `direct` (O_DIRECT, around the guest page cache) and

@@ -53,7 +53,7 @@ pub mod synth;
 pub mod trace;
 
 pub use filebench::{FilebenchError, FilebenchGen, Personality};
-pub use files::{FileDecl, FileId, FileOp, IoFlags};
+pub use files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
 pub use fio_job::Generator;
 pub use kinds::{help_text, KindEntry};
 pub use stream::{IoStream, Paced, Pacing};
