@@ -43,7 +43,8 @@
 use super::eviction::Eviction;
 use super::pagecache::{PageCache, PageRange, ReadLookup};
 use super::policy::{
-    Action, FlushRule, HostCache, HostCacheStats, HostDisk, RealIo, ReqId, Request, Token,
+    Action, FileCache, FlushRule, HostCache, HostCacheStats, HostDisk, RealIo, ReqId, Request,
+    Token,
 };
 use super::{page_span, CacheMode, Readahead, PAGE_BYTES};
 use crate::params::{Kind, ParamSpec, Value};
@@ -273,6 +274,11 @@ impl<E: Eviction> Linux<E> {
     /// [`Self::new`], boxed (the registry's constructor).
     pub fn boxed(spec: &PageCacheSpec, disks: Vec<HostDisk>) -> Box<dyn HostCache> {
         Box::new(Self::new(spec, disks))
+    }
+
+    /// A guest's page cache with no file yet, boxed (the registry's constructor).
+    pub fn boxed_files(spec: &PageCacheSpec) -> Box<dyn FileCache> {
+        Box::new(Self::new(spec, Vec::new()))
     }
 
     fn flush(&self, r: ReqId, out: &mut Vec<Action>) {
@@ -612,6 +618,39 @@ impl<E: Eviction> HostCache for Linux<E> {
             pages: self.pc.stats(),
             cached_pages: self.pc.cached_pages(),
             dirty_pages: self.pc.dirty_pages(),
+        }
+    }
+}
+
+impl<E: Eviction> FileCache for Linux<E> {
+    fn add_file(&mut self, d: HostDisk) -> u32 {
+        self.disks.push(Disk {
+            mode: d.mode,
+            size_bytes: d.size_bytes,
+            ra: Readahead::new(d.read_ahead_pages),
+            wb_inflight: 0,
+            fsync_waiters: Vec::new(),
+        });
+        (self.disks.len() - 1) as u32
+    }
+
+    fn set_size(&mut self, file: u32, size_bytes: u64) {
+        self.disks[file as usize].size_bytes = size_bytes;
+    }
+
+    fn drop_pages(&mut self, file: u32, first: u64, n: u64) {
+        self.pc.invalidate(file, first, n);
+    }
+
+    fn dirty(&mut self, now: Ns, file: u32, first: u64, n: u64, out: &mut Vec<Action>) {
+        self.pc.write(now, file, first, n);
+        self.kick_writeback(now, out);
+    }
+
+    fn flush_request(&self, token: Token) -> ReqId {
+        match Cont::of(token) {
+            Cont::Flushed(r) => r,
+            other => panic!("token {token:?} is {other:?}, not a Flush action's"),
         }
     }
 }

@@ -22,7 +22,8 @@ pub mod readahead;
 pub use mode::CacheMode;
 pub use pagecache::{PageCache, PageRange, ReadLookup};
 pub use policy::{
-    Action, FlushRule, HostCache, HostCacheStats, HostDisk, RealIo, ReqId, Request, Token,
+    Action, FileCache, FlushRule, HostCache, HostCacheStats, HostDisk, RealIo, ReqId, Request,
+    Token,
 };
 pub use readahead::Readahead;
 
@@ -45,6 +46,11 @@ fn eviction_of(spec: &PageCacheSpec) -> Result<&'static eviction::Registered, Ca
 /// The host cache of a stack's `[page_cache]` over `disks` (every VM disk, in stack order).
 pub fn build(spec: &PageCacheSpec, disks: Vec<HostDisk>) -> Result<Box<dyn HostCache>, CacheError> {
     Ok((eviction_of(spec)?.linux)(spec, disks))
+}
+
+/// The page cache of `spec` as a guest's, with no file yet ([`FileCache`]).
+pub fn build_files(spec: &PageCacheSpec) -> Result<Box<dyn FileCache>, CacheError> {
+    Ok((eviction_of(spec)?.files)(spec))
 }
 
 /// Bytes the page cache of `spec` can grow to (slots, index and eviction state).

@@ -127,3 +127,23 @@ pub trait HostCache: Send {
     fn real_io(&self, disk: u32) -> RealIo;
     fn stats(&self) -> HostCacheStats;
 }
+
+/// A page cache whose files come and go: the guest's, whose files are the guest's block
+/// devices and the inodes of its filesystems (`crate::guest`). The same policy as the host's
+/// ([`super::linux::Linux`]): requests on a file with [`HostCache::on_request`], a FLUSH of a
+/// buffered file being its fsync (write its dirty pages, wait for its writeback, then an
+/// [`Action::Flush`] of the file that the caller carries out and reports with `on_done`).
+pub trait FileCache: HostCache {
+    /// A new file; returns its index (the `disk` of requests and actions).
+    fn add_file(&mut self, file: HostDisk) -> u32;
+    /// The file's size changed (read-ahead stops at its end).
+    fn set_size(&mut self, file: u32, size_bytes: u64);
+    /// Drop pages `[first, first + n)` of `file`, dirty or not (truncate, unlink).
+    fn drop_pages(&mut self, file: u32, first: u64, n: u64);
+    /// Pages dirtied without a copy from a request (a journalled metadata block handed to the
+    /// block device's cache after its commit): writeback takes them like any dirty page.
+    fn dirty(&mut self, now: Ns, file: u32, first: u64, n: u64, out: &mut Vec<Action>);
+    /// The request whose fsync ends with the [`Action::Flush`] of `token` (the caller carries
+    /// the FLUSH out its own way: a filesystem commits its journal).
+    fn flush_request(&self, token: Token) -> ReqId;
+}

@@ -11,7 +11,11 @@
 //! [page_cache]                # eviction (cache::eviction::REGISTRY), the page cache's
 //!                             # parameters (cache::linux::PARAMS: memory, dirty_ratio, ...)
 //! [[vm]]                      # name, vcpus, memory, weight, workload
-//! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth, iothread
+//! [vm.page_cache]             # the guest's page cache: cache::linux::PARAMS (memory defaults
+//!                             # to the VM's memory less guest::params::GUEST_RESERVE_BYTES)
+//! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth,
+//!                             # iothread, read_ahead_kb (the guest's)
+//! [vm.disk.filesystem]        # type (ext4), mount, guest::params::FS_PARAMS (data, commit, ...)
 //! ```
 //!
 //! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
@@ -34,6 +38,7 @@
 //! the accepted values.
 
 use crate::cache::{eviction, linux, CacheMode};
+use crate::guest::{self, params::FsSpec};
 use crate::params::{self, ParamError, Values};
 use crate::sched::{self, SchedulerEntry};
 use crate::units::parse_size;
@@ -114,6 +119,9 @@ pub struct RawDisk {
     pub cache: Option<String>,
     pub queue_depth: Option<u32>,
     pub iothread: Option<bool>,
+    pub read_ahead_kb: Option<u64>,
+    /// `[vm.disk.filesystem]`: `type`, `mount` and [`guest::params::FS_PARAMS`].
+    pub filesystem: Option<BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -124,6 +132,8 @@ pub struct RawVm {
     pub memory: Option<SizeValue>,
     pub weight: Option<u32>,
     pub workload: Option<String>,
+    /// `[vm.page_cache]`: the guest page cache, keys of [`linux::PARAMS`].
+    pub page_cache: Option<RawPageCache>,
     #[serde(default)]
     pub disk: Vec<RawDisk>,
 }
@@ -308,6 +318,10 @@ pub struct DiskSpec {
     pub cache: CacheMode,
     pub queue_depth: Option<u32>,
     pub iothread: bool,
+    /// The guest's read-ahead window on this disk (`read_ahead_kb`), in bytes.
+    pub read_ahead_bytes: u64,
+    /// The guest filesystem on the disk; None: the guest uses the raw block device.
+    pub filesystem: Option<FsSpec>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -317,6 +331,8 @@ pub struct VmSpec {
     pub memory_bytes: u64,
     pub weight: u32,
     pub workload: Option<String>,
+    /// The guest's page cache (buffered I/O inside the VM).
+    pub page_cache: PageCacheSpec,
     pub disks: Vec<DiskSpec>,
 }
 
@@ -649,6 +665,17 @@ impl Stack {
                 if d.queue_depth == Some(0) {
                     return Err(c.err(f("queue_depth"), "must be at least 1"));
                 }
+                let read_ahead_kb = d.read_ahead_kb.unwrap_or(guest::params::READ_AHEAD_KB);
+                if read_ahead_kb % 4 != 0 || read_ahead_kb > 1 << 20 {
+                    return Err(c.err(
+                        f("read_ahead_kb"),
+                        format!("{read_ahead_kb}: accepted: a multiple of 4 (pages) up to 1048576"),
+                    ));
+                }
+                let filesystem = match &d.filesystem {
+                    None => None,
+                    Some(t) => Some(Self::filesystem(&c, &f("filesystem"), t, &d.name)?),
+                };
                 disks.push(DiskSpec {
                     name: d.name.clone(),
                     volume,
@@ -658,17 +685,29 @@ impl Stack {
                     cache,
                     queue_depth: d.queue_depth,
                     iothread: d.iothread.unwrap_or(false),
+                    read_ahead_bytes: read_ahead_kb * 1024,
+                    filesystem,
                 });
             }
+            let memory_bytes = match &v.memory {
+                Some(m) => c.size(&format!("vm[{i}].memory"), m)?,
+                None => 1 << 30,
+            };
+            let empty = RawPageCache::new();
+            let guest_cache = Self::page_cache_table(
+                &c,
+                &format!("vm[{i}].page_cache"),
+                v.page_cache.as_ref().unwrap_or(&empty),
+                guest::params::guest_cache_bytes(memory_bytes),
+                (memory_bytes, &format!("vm[{i}].memory")),
+            )?;
             vms.push(VmSpec {
                 name: v.name.clone(),
                 vcpus: v.vcpus.unwrap_or(1).max(1),
-                memory_bytes: match &v.memory {
-                    Some(m) => c.size(&format!("vm[{i}].memory"), m)?,
-                    None => 1 << 30,
-                },
+                memory_bytes,
                 weight,
                 workload: v.workload.clone(),
+                page_cache: guest_cache,
                 disks,
             });
         }
@@ -687,6 +726,24 @@ impl Stack {
     /// `[page_cache]`: the eviction policy by name, the other keys against
     /// [`linux::PARAMS`], then the rules between them and `[host]`.
     fn page_cache(c: &Ctx, p: &RawPageCache, host: &Host) -> Result<PageCacheSpec, StackError> {
+        Self::page_cache_table(
+            c,
+            "page_cache",
+            p,
+            host.memory_bytes / 2,
+            (host.memory_bytes, "host.memory"),
+        )
+    }
+
+    /// A page-cache table (`[page_cache]`, a VM's `[vm.page_cache]`) named `table`: memory
+    /// defaults to `default_memory` and must not exceed `limit` (bytes, and its field).
+    fn page_cache_table(
+        c: &Ctx,
+        table: &str,
+        p: &RawPageCache,
+        default_memory: u64,
+        limit: (u64, &str),
+    ) -> Result<PageCacheSpec, StackError> {
         let eviction = match p.get("eviction") {
             None => eviction::DEFAULT.to_string(),
             Some(toml::Value::String(e)) if eviction::find(e).is_some() => e.clone(),
@@ -695,7 +752,7 @@ impl Stack {
                     .as_str()
                     .map_or_else(|| other.to_string(), String::from);
                 return Err(c.err(
-                    "page_cache.eviction",
+                    format!("{table}.eviction"),
                     format!("'{shown}' is not valid; accepted: {}", eviction::accepted()),
                 ));
             }
@@ -703,7 +760,7 @@ impl Stack {
         let mut v = Values::defaults(linux::PARAMS);
         v.read(p, &["eviction"]).map_err(|e| {
             c.param(
-                "page_cache",
+                table,
                 match e {
                     ParamError::Unknown { key, accepted } => ParamError::Unknown {
                         key,
@@ -714,7 +771,7 @@ impl Stack {
             )
         })?;
         let spec = PageCacheSpec {
-            memory_bytes: v.int_or(linux::MEMORY.name, host.memory_bytes / 2),
+            memory_bytes: v.int_or(linux::MEMORY.name, default_memory),
             // Counts of 0..=100.
             dirty_ratio: v.int(linux::DIRTY_RATIO.name) as u32,
             dirty_background_ratio: v.int(linux::DIRTY_BACKGROUND_RATIO.name) as u32,
@@ -723,25 +780,77 @@ impl Stack {
             copy_rate_bps: v.int(linux::COPY_RATE.name),
             eviction,
         };
-        if spec.memory_bytes > host.memory_bytes {
+        if spec.memory_bytes > limit.0 {
             return Err(c.err(
-                "page_cache.memory",
+                format!("{table}.memory"),
                 format!(
-                    "{} bytes exceeds host.memory ({} bytes)",
-                    spec.memory_bytes, host.memory_bytes
+                    "{} bytes exceeds {} ({} bytes)",
+                    spec.memory_bytes, limit.1, limit.0
                 ),
             ));
         }
         if spec.dirty_background_ratio > spec.dirty_ratio {
             return Err(c.err(
-                "page_cache.dirty_background_ratio",
+                format!("{table}.dirty_background_ratio"),
                 format!(
-                    "{}: must not exceed page_cache.dirty_ratio ({})",
+                    "{}: must not exceed {table}.dirty_ratio ({})",
                     spec.dirty_background_ratio, spec.dirty_ratio
                 ),
             ));
         }
         Ok(spec)
+    }
+
+    /// `[vm.disk.filesystem]` (at `field`) of disk `disk`: `type`, `mount` and
+    /// [`guest::params::FS_PARAMS`].
+    fn filesystem(
+        c: &Ctx,
+        field: &str,
+        t: &BTreeMap<String, toml::Value>,
+        disk: &str,
+    ) -> Result<FsSpec, StackError> {
+        use guest::params as gp;
+        let mount =
+            match t.get(gp::FS_MOUNT_KEY) {
+                None => format!("/mnt/{disk}"),
+                Some(toml::Value::String(m))
+                    if m.starts_with('/') && m.len() > 1 && !m.contains('\0') =>
+                {
+                    m.trim_end_matches('/').to_string()
+                }
+                Some(other) => return Err(c.err(
+                    format!("{field}.mount"),
+                    format!(
+                        "{other}: accepted: an absolute path other than /, e.g. \"/mnt/{disk}\""
+                    ),
+                )),
+            };
+        let mut v = Values::defaults(gp::FS_PARAMS);
+        v.read(t, &[gp::FS_MOUNT_KEY]).map_err(|e| {
+            c.param(
+                field,
+                match e {
+                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
+                        key,
+                        accepted: format!("{}, {accepted}", gp::FS_MOUNT_KEY),
+                    },
+                    other => other,
+                },
+            )
+        })?;
+        let opt = |name: &str| match v.iter().find(|(s, _)| s.name == name) {
+            Some((_, params::Value::Int(n))) => Some(n),
+            _ => None,
+        };
+        Ok(FsSpec {
+            fs_type: v.choice(gp::FS_TYPE.name),
+            mount,
+            size_bytes: opt(gp::FS_SIZE.name),
+            data: v.choice(gp::FS_DATA.name),
+            commit_ns: v.int(gp::FS_COMMIT.name),
+            barrier: v.flag(gp::FS_BARRIER.name),
+            journal_bytes: opt(gp::FS_JOURNAL_SIZE.name),
+        })
     }
 
     /// Check that every disk fits in its volume once device capacities are known

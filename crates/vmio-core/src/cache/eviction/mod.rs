@@ -43,7 +43,7 @@ pub use clock::Clock;
 pub use lru::Lru;
 
 use super::pagecache::PageCache;
-use super::policy::{HostCache, HostDisk};
+use super::policy::{FileCache, HostCache, HostDisk};
 use crate::stack::PageCacheSpec;
 
 /// What a slot holds, as an eviction policy sees it.
@@ -88,6 +88,8 @@ pub struct Registered {
     pub estimated_bytes: fn(u64) -> u64,
     /// The Linux page cache under QEMU's cache modes with this eviction policy.
     pub linux: fn(&PageCacheSpec, Vec<HostDisk>) -> Box<dyn HostCache>,
+    /// The same Linux page cache as a guest's, whose files come and go.
+    pub files: fn(&PageCacheSpec) -> Box<dyn FileCache>,
 }
 
 const fn register<E: Eviction>() -> Registered {
@@ -96,6 +98,7 @@ const fn register<E: Eviction>() -> Registered {
         help: E::HELP,
         estimated_bytes: PageCache::<E>::estimated_bytes,
         linux: super::linux::Linux::<E>::boxed,
+        files: super::linux::Linux::<E>::boxed_files,
     }
 }
 

@@ -1,0 +1,123 @@
+//! The guest layer's stack keys, declared once: a VM disk's `[vm.disk.filesystem]` table (the
+//! ext4 filesystem made on it and its mount options) and the guest page cache's size rule.
+//!
+//! ```toml
+//! [[vm.disk]]
+//! name = "vdb"
+//! read_ahead_kb = 128          # the guest's /sys/block/vdb/queue/read_ahead_kb
+//! [vm.disk.filesystem]
+//! type = "ext4"                # mke2fs 1.47 defaults (ext4.rs)
+//! mount = "/mnt/vdb"           # where file-level jobs find it (fio directory/filename)
+//! data = "ordered"             # mount -o data=ordered|writeback|journal (jbd2.rs)
+//! commit = 5                   # mount -o commit=5 (seconds)
+//! barrier = true               # mount -o barrier / nobarrier
+//! journal_size = "64m"         # mke2fs -J size= (default: e2fsprogs' table)
+//! size = "8g"                  # mke2fs's fs size (default: the whole disk)
+//! [vm.page_cache]              # the guest's page cache: cache::linux::PARAMS
+//! memory = "768m"              # default: the VM's memory less GUEST_RESERVE
+//! ```
+//!
+//! Sources: mount(8) and Documentation/admin-guide/ext4.rst (`data=`, `commit=`, `barrier`,
+//! `nobarrier`), mke2fs(8) (`-J size=`), Documentation/ABI/stable/sysfs-block
+//! (`read_ahead_kb`, 128 by default: VM_READAHEAD_PAGES in include/linux/mm.h).
+
+use crate::params::{Kind, ParamSpec, Value};
+use crate::SEC;
+
+/// Guest memory the page cache cannot use: the kernel (text, data, slab, per-CPU areas), the
+/// `struct page` array (64 bytes per 4 KiB page, 1.6 % of memory: include/linux/mm_types.h),
+/// `min_free_kbytes` (√(16 × memory in KiB): mm/page_alloc.c, 4 MiB for 1 GiB) and a minimal
+/// userland (init, sshd, the benchmark's own memory). 192 MiB is what `free -m` leaves
+/// unavailable on a freshly booted 1 GiB Debian 12 cloud image (MemTotal − MemAvailable
+/// ≈ 190 MiB); never more than half the VM's memory.
+pub const GUEST_RESERVE_BYTES: u64 = 192 << 20;
+
+/// The guest page cache's default size for a VM of `memory_bytes`.
+pub fn guest_cache_bytes(memory_bytes: u64) -> u64 {
+    memory_bytes - GUEST_RESERVE_BYTES.min(memory_bytes / 2)
+}
+
+/// `[[vm.disk]] read_ahead_kb` default: VM_READAHEAD_PAGES (128 KiB).
+pub const READ_AHEAD_KB: u64 = 128;
+
+pub const FS_TYPE: ParamSpec = ParamSpec {
+    name: "type",
+    kind: Kind::Choice(&["ext4"]),
+    default: Value::Choice("ext4"),
+    unit: "",
+    help: "the filesystem made on the disk (mkfs.ext4 of e2fsprogs 1.47 with its defaults)",
+};
+/// `mount`, a path (no declared kind: read by the stack parser beside [`FS_PARAMS`]).
+pub const FS_MOUNT_KEY: &str = "mount";
+pub const FS_SIZE: ParamSpec = ParamSpec {
+    name: "size",
+    kind: Kind::Size {
+        min: 16 << 20,
+        max: u64::MAX,
+        pow2: false,
+    },
+    default: Value::Computed("the whole disk"),
+    unit: "bytes",
+    help: "filesystem size (mke2fs fs-size), at most the disk's size",
+};
+pub const FS_DATA: ParamSpec = ParamSpec {
+    name: "data",
+    kind: Kind::Choice(&["ordered", "writeback", "journal"]),
+    default: Value::Choice("ordered"),
+    unit: "",
+    help: "journaling mode (mount -o data=): ordered writes data before the metadata commit, writeback does not wait, journal logs data too",
+};
+pub const FS_COMMIT: ParamSpec = ParamSpec {
+    name: "commit",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: true,
+    },
+    default: Value::Int(5 * SEC),
+    unit: "ns",
+    help:
+        "longest age of a running transaction (mount -o commit=, JBD2_DEFAULT_MAX_COMMIT_AGE: 5s)",
+};
+pub const FS_BARRIER: ParamSpec = ParamSpec {
+    name: "barrier",
+    kind: Kind::Bool,
+    default: Value::Bool(true),
+    unit: "",
+    help: "flush the disk's write cache around each commit record (mount -o barrier; false = nobarrier)",
+};
+pub const FS_JOURNAL_SIZE: ParamSpec = ParamSpec {
+    name: "journal_size",
+    kind: Kind::Size {
+        min: 1 << 20,
+        max: 10 << 30,
+        pow2: false,
+    },
+    default: Value::Computed("e2fsprogs' default for the filesystem size"),
+    unit: "bytes",
+    help: "journal size (mke2fs -J size=); default from ext2fs_default_journal_size: 16 MiB below 1 GiB ... 1 GiB from 128 GiB",
+};
+
+/// The `[vm.disk.filesystem]` keys, in the order result records list them.
+pub const FS_PARAMS: &[ParamSpec] = &[
+    FS_TYPE,
+    FS_SIZE,
+    FS_DATA,
+    FS_COMMIT,
+    FS_BARRIER,
+    FS_JOURNAL_SIZE,
+];
+
+/// A VM disk's filesystem as the stack describes it (sizes resolved by the simulator, which
+/// knows the disk's size).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FsSpec {
+    pub fs_type: &'static str,
+    pub mount: String,
+    /// None: the whole disk.
+    pub size_bytes: Option<u64>,
+    pub data: &'static str,
+    pub commit_ns: u64,
+    pub barrier: bool,
+    /// None: e2fsprogs' default.
+    pub journal_bytes: Option<u64>,
+}
