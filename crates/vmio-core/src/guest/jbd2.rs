@@ -1,0 +1,949 @@
+//! JBD2, the journal of the guest's ext4, as a pure bookkeeping policy: time is an argument,
+//! and instead of doing I/O it says what to write where. The orchestration (guest/os.rs)
+//! issues the writes a [`CommitPlan`], a [`CommitDone`], a checkpoint or a [`TailUpdate`]
+//! describes, waits for them, and reports back.
+//!
+//! # Sources (Linux 6.x, read for this module)
+//!
+//! - `fs/jbd2/commit.c`, `jbd2_journal_commit_transaction`: the commit sequence (ordered data
+//!   submitted first, revoke records, descriptor + logged blocks under one plug, wait, commit
+//!   record), the descriptor fill rule (`space_left < tag_bytes + 16 + csum_size` closes a
+//!   descriptor; the first tag carries the 16-byte UUID), the commit-time tail update (only
+//!   when it frees at least `j_max_transaction_buffers`), and phase 6 (each committed buffer
+//!   leaves its older checkpoint transaction and joins this one's checkpoint list; it becomes
+//!   a dirty buffer unless the running transaction holds it again).
+//!   `journal_submit_commit_record`: `REQ_SYNC|REQ_PREFLUSH|REQ_FUA` when `JBD2_BARRIER` and
+//!   no async commit, else `REQ_SYNC`; with async commit the record is sent with the log and
+//!   `blkdev_issue_flush` follows it.
+//! - `fs/jbd2/transaction.c`: `jbd2_get_transaction` (`t_start`, `t_expires = start +
+//!   j_commit_interval`, `t_outstanding_credits = j_transaction_overhead_buffers`),
+//!   `add_transaction_credits` (a handle that would take the running transaction above
+//!   `j_max_transaction_buffers` starts its commit; `jbd2_log_space_left <
+//!   j_max_transaction_buffers` waits for log space), `jbd2_journal_dirty_metadata` /
+//!   `do_get_write_access` (a buffer of the committing transaction is filed again in the
+//!   running one, jbd2's frozen copy; a dirty checkpointed buffer loses its dirty bit to the
+//!   journal), `stop_this_handle` (unused credits return: a transaction's credits are its
+//!   overhead plus the buffers it really dirtied), `jbd2_journal_forget`.
+//! - `fs/jbd2/checkpoint.c`: `__jbd2_log_wait_for_space` (checkpoint while
+//!   `jbd2_log_space_left < j_max_transaction_buffers`), `jbd2_log_do_checkpoint` (writes the
+//!   oldest checkpoint transaction's dirty buffers in batches of `JBD2_NR_BATCH` = 64; a buffer
+//!   still owned by a running or committing transaction forces that commit first),
+//!   `jbd2_cleanup_journal_tail` (`blkdev_issue_flush` when `JBD2_BARRIER`, then the tail).
+//! - `fs/jbd2/journal.c`: `jbd2_journal_next_log_block` (head advances, wraps from `j_last`
+//!   to `j_first`), `jbd2_journal_get_log_tail` (tail = log start of the oldest checkpoint
+//!   transaction, else of the committing one, else the head), `__jbd2_update_log_tail`
+//!   (superblock written `REQ_SYNC|REQ_FUA`, then `j_free += freed`), `jbd2_write_superblock`
+//!   (drops `REQ_FUA|REQ_PREFLUSH` without `JBD2_BARRIER`), `journal_reset` (`j_first = 1`,
+//!   `j_free = j_last - j_first`, `JBD2_FLUSHED` when the on-disk log is empty: the first
+//!   commit writes the superblock first, `REQ_SYNC`), `jbd2_journal_get_max_txn_bufs`
+//!   (`j_total_len / 4`), `jbd2_descriptor_blocks_per_trans`,
+//!   `journal_revoke_records_per_block`, `jbd2_trans_will_send_data_barrier`.
+//! - `include/linux/jbd2.h`: `JBD2_DEFAULT_MAX_COMMIT_AGE` (5 s), `JBD2_MIN_JOURNAL_BLOCKS`
+//!   (1024), `journal_header_t` (12 bytes), `journal_block_tag3_t` (16 bytes, CSUM_V3),
+//!   `journal_block_tag_t` (12 bytes with INCOMPAT_64BIT), `jbd2_journal_block_tail` (4),
+//!   `jbd2_journal_revoke_header_t` (16; 8-byte records with 64BIT), `jbd2_log_space_left`
+//!   (`j_free - 32`, less the committing transaction's outstanding credits).
+//! - `fs/ext4/super.c`: `data=ordered|writeback|journal`, `commit=` (seconds, 0 = default),
+//!   `barrier`/`nobarrier` (`JBD2_BARRIER`), "can't mount with journal_async_commit in
+//!   data=ordered mode"; `metadata_csum` gives CSUM_V3 and `64bit` the 64-bit tags.
+//! - `fs/ext4/fsync.c`, `ext4_fsync_journal`: wait for `i_datasync_tid` (fdatasync) or
+//!   `i_sync_tid` (fsync) with `jbd2_complete_transaction`, and issue an empty flush when
+//!   barriers are on and that commit will not send one.
+//!
+//! # Rules (pseudo-code)
+//!
+//! ```text
+//! geometry (4 KiB blocks):
+//!   tag = 16 if csum_v3 else 12                       # 64bit journal
+//!   tail = 4 if csum_v3 else 0
+//!   tags_per_descriptor = (4096 - 12 - 16 - tail - 16) / tag        # 253 or 337
+//!   revokes_per_block   = (4096 - 16 - tail) / 8                    # 509 or 510
+//!   max_txn_bufs = blocks / 4
+//!   overhead     = 1 + ceil(max_txn_bufs / tags_per_descriptor)     # commit + descriptors
+//! log: journal block 0 is the superblock; the log is blocks [1, blocks), a ring;
+//!   free = blocks - 1 at mount; a commit takes revoke + descriptor + logged + 1 blocks
+//!   from the head; moving the tail gives them back.
+//! running transaction: starts at its first buffer (t_start = now);
+//!   credits = overhead + distinct buffers + ceil(revokes / revokes_per_block)
+//!   must commit when now >= t_start + commit interval or credits >= max_txn_bufs
+//! a handle may start only if free - 32 >= max_txn_bufs, else checkpoint (needs_checkpoint)
+//! commit(T): T's ordered inodes' data written (data=ordered only);
+//!   log = [revoke blocks][descriptor, up to tags_per_descriptor blocks]... contiguous
+//!   from the head, split at the ring's end; wait for data and log;
+//!   commit block: PREFLUSH|FUA with barrier (async commit: plain, with the log, then FLUSH)
+//! commit done: each block of T leaves its older checkpoint transaction and joins T's;
+//!   it becomes dirty for its home location unless the running transaction holds it again;
+//!   tail moves now only if that frees >= max_txn_bufs (no flush of its own: the commit
+//!   block's PREFLUSH covered it); superblock FUA
+//! checkpoint: write the dirty blocks of the oldest checkpoint transaction; then
+//!   FLUSH (barrier) and superblock FUA; the tail moves to the oldest transaction with blocks
+//!   not yet home
+//! fsync(ino): tid = i_datasync_tid or i_sync_tid; if tid not committed, commit it (waiting
+//!   for a commit in progress first) and wait; flush after if barrier and that commit will
+//!   not send one (it was committed before, or its commit record is already out)
+//! ```
+//!
+//! # Left out
+//!
+//! - Handle credit reservations: ext4 reserves worst-case credits per handle and returns the
+//!   unused ones at `jbd2_journal_stop`; this model counts what the transaction keeps
+//!   (overhead, buffers, revoke blocks), which is what decides a commit between handles.
+//! - Fast commits (`fast_commit`), external journal devices, `journal_checksum` without
+//!   `metadata_csum`, 32-bit journals, blocks other than 4 KiB, `min_batch_time` /
+//!   `max_batch_time` (fsync batching), the shrinker of checkpointed buffers, aborts, and
+//!   escaping of blocks that start with the journal magic (no extra I/O).
+//! - The superblock write waits synchronously in jbd2 before `j_free` grows; here the space
+//!   counts as free as soon as [`Journal::tail_update`] (or [`CommitDone::tail`]) returns:
+//!   the orchestration keeps waiting handles until that write completes.
+
+use crate::units::quote;
+use crate::Ns;
+use crate::SEC;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::VecDeque;
+use thiserror::Error;
+
+/// A transaction id (`tid_t`); compared modulo 2^32 as jbd2's `tid_gt` does.
+pub type Tid = u32;
+
+/// Filesystem and journal block size.
+pub const BLOCK_BYTES: u64 = 4096;
+/// `JBD2_DEFAULT_MAX_COMMIT_AGE`: ext4's default `commit=` interval.
+pub const DEFAULT_COMMIT_INTERVAL_NS: Ns = 5 * SEC;
+/// `JBD2_MIN_JOURNAL_BLOCKS`: the smallest journal jbd2 accepts.
+pub const MIN_JOURNAL_BLOCKS: u64 = 1024;
+/// `JBD2_NR_BATCH`: buffers `jbd2_log_do_checkpoint` writes under one plug.
+pub const CHECKPOINT_BATCH: usize = 64;
+
+/// `sizeof(journal_header_t)`: magic, block type, sequence.
+const HEADER_BYTES: u64 = 12;
+/// The journal UUID after a descriptor's first tag.
+const UUID_BYTES: u64 = 16;
+/// `sizeof(struct jbd2_journal_block_tail)`: a descriptor's or revoke block's checksum.
+const BLOCK_TAIL_BYTES: u64 = 4;
+/// `sizeof(journal_block_tag3_t)` (CSUM_V3).
+const TAG3_BYTES: u64 = 16;
+/// `sizeof(journal_block_tag_t)` with INCOMPAT_64BIT and no checksum feature.
+const TAG_64BIT_BYTES: u64 = 12;
+/// `sizeof(jbd2_journal_revoke_header_t)`: header and byte count.
+const REVOKE_HEADER_BYTES: u64 = 16;
+/// One revoke record with INCOMPAT_64BIT.
+const REVOKE_RECORD_BYTES: u64 = 8;
+/// `jbd2_log_space_left` keeps 32 blocks back "for rounding errors".
+const LOG_SLACK_BLOCKS: u64 = 32;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum Jbd2Error {
+    #[error("data: '{name}' is not a data mode; accepted: {accepted}")]
+    UnknownDataMode { name: String, accepted: String },
+    #[error("journal blocks: {blocks} is below jbd2's minimum; accepted: at least {MIN_JOURNAL_BLOCKS} (JBD2_MIN_JOURNAL_BLOCKS)")]
+    TooSmall { blocks: u64 },
+    #[error("commit: the commit interval is 0; accepted: a positive interval (ext4's commit=0 means the 5 s default)")]
+    ZeroCommitInterval,
+    #[error("journal_async_commit: refused with data=ordered (fs/ext4/super.c); accepted with data=writeback or data=journal")]
+    AsyncCommitOrdered,
+    #[error("dirty_data: data blocks are logged only with data=journal; this journal is data={mode}")]
+    DataNotJournalled { mode: &'static str },
+    #[error("start_commit: transaction {tid} needs {needed} log blocks and {free} are free; checkpoint first (needs_checkpoint)")]
+    LogFull { tid: Tid, needed: u64, free: u64 },
+}
+
+/// ext4's `data=` mount option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataMode {
+    /// Metadata journaled; a transaction's new data blocks reach disk before its commit.
+    Ordered,
+    /// Metadata journaled; data written whenever writeback gets to it.
+    Writeback,
+    /// Data journaled like metadata.
+    Journal,
+}
+
+impl DataMode {
+    /// Every mode with its mount-option name: the one table `name`, `parse` and `accepted` read.
+    pub const REGISTRY: [(DataMode, &'static str); 3] = [
+        (DataMode::Ordered, "ordered"),
+        (DataMode::Writeback, "writeback"),
+        (DataMode::Journal, "journal"),
+    ];
+
+    /// The accepted names, for error lines: `ordered, writeback, journal`.
+    pub fn accepted() -> String {
+        Self::REGISTRY.map(|(_, n)| n).join(", ")
+    }
+
+    pub fn parse(s: &str) -> Result<Self, Jbd2Error> {
+        Self::REGISTRY
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(m, _)| *m)
+            .ok_or_else(|| Jbd2Error::UnknownDataMode {
+                name: quote(s),
+                accepted: Self::accepted(),
+            })
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::REGISTRY
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("", |(_, n)| n)
+    }
+}
+
+/// The journal as mke2fs laid it out and ext4 mounted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalParams {
+    /// Filesystem block of the journal's first block (its superblock).
+    pub start_block: u64,
+    /// Journal length in blocks (`s_maxlen`), superblock included.
+    pub blocks: u64,
+    /// `commit=`: the age at which the running transaction commits.
+    pub commit_interval_ns: Ns,
+    /// `barrier` (default) or `nobarrier`.
+    pub barrier: bool,
+    pub mode: DataMode,
+    /// `metadata_csum`: CSUM_V3, 16-byte tags and a checksum tail per descriptor.
+    pub csum_v3: bool,
+    /// `journal_async_commit`: the commit record goes with the log, a flush follows.
+    pub async_commit: bool,
+}
+
+impl JournalParams {
+    /// ext4's defaults (mke2fs 1.47, Linux 6.x): 5 s commits, barriers, data=ordered,
+    /// metadata_csum, no async commit.
+    pub fn ext4_default(start_block: u64, blocks: u64) -> Self {
+        Self {
+            start_block,
+            blocks,
+            commit_interval_ns: DEFAULT_COMMIT_INTERVAL_NS,
+            barrier: true,
+            mode: DataMode::Ordered,
+            csum_v3: true,
+            async_commit: false,
+        }
+    }
+}
+
+/// Sizes jbd2 derives from the journal's length and features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// `journal_tag_bytes`.
+    pub tag_bytes: u64,
+    /// Tags one descriptor block holds (the commit.c fill rule).
+    pub tags_per_descriptor: u64,
+    /// `journal_revoke_records_per_block`.
+    pub revokes_per_block: u64,
+    /// `j_max_transaction_buffers` (`jbd2_journal_get_max_txn_bufs`).
+    pub max_txn_bufs: u64,
+    /// `j_transaction_overhead_buffers`: the commit block and the descriptors of a full
+    /// transaction, charged to every transaction from its start.
+    pub overhead: u64,
+}
+
+impl Geometry {
+    pub fn of(blocks: u64, csum_v3: bool) -> Self {
+        let (tag_bytes, tail) = if csum_v3 {
+            (TAG3_BYTES, BLOCK_TAIL_BYTES)
+        } else {
+            (TAG_64BIT_BYTES, 0)
+        };
+        let tags_per_descriptor =
+            (BLOCK_BYTES - HEADER_BYTES - UUID_BYTES - tail - UUID_BYTES) / tag_bytes;
+        let max_txn_bufs = blocks / 4;
+        Self {
+            tag_bytes,
+            tags_per_descriptor,
+            revokes_per_block: (BLOCK_BYTES - REVOKE_HEADER_BYTES - tail) / REVOKE_RECORD_BYTES,
+            max_txn_bufs,
+            overhead: 1 + max_txn_bufs.div_ceil(tags_per_descriptor),
+        }
+    }
+
+    /// Descriptor blocks for `logged` blocks.
+    pub fn descriptor_blocks(&self, logged: u64) -> u64 {
+        logged.div_ceil(self.tags_per_descriptor)
+    }
+
+    /// Revoke blocks for `revokes` records.
+    pub fn revoke_blocks(&self, revokes: u64) -> u64 {
+        revokes.div_ceil(self.revokes_per_block)
+    }
+}
+
+/// What a commit writes, in the order jbd2 writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitPlan {
+    pub tid: Tid,
+    /// data=ordered: write these inodes' dirty data (in flight with the log writes), and wait
+    /// for it before the commit block.
+    pub ordered_inodes: Vec<u32>,
+    /// The journal superblock (block `start_block`) first, `REQ_SYNC`: the first commit
+    /// after mount (jbd2's `JBD2_FLUSHED`).
+    pub superblock_first: bool,
+    /// Filesystem block ranges (start, count) of the revoke blocks, then descriptor and
+    /// logged blocks, `REQ_SYNC` under one plug: contiguous from the log head, split in two
+    /// where the ring wraps.
+    pub log: Vec<(u64, u64)>,
+    /// The commit record's filesystem block, written once the log (and ordered data) is
+    /// durable; with async commit, together with the log.
+    pub commit_block: u64,
+    /// `REQ_PREFLUSH` on the commit block (barrier, no async commit).
+    pub flush_before_commit: bool,
+    /// `REQ_FUA` on the commit block (barrier, no async commit).
+    pub fua_commit: bool,
+    /// Async commit: the commit block is sent with the log, without waiting for it.
+    pub commit_with_log: bool,
+    /// Async commit with barrier: an empty flush after the commit block completes.
+    pub flush_after_commit: bool,
+    pub logged_blocks: u64,
+    pub descriptor_blocks: u64,
+    pub revoke_blocks: u64,
+}
+
+impl CommitPlan {
+    /// Journal blocks this commit writes: revoke, descriptor, logged and commit blocks.
+    pub fn journal_blocks(&self) -> u64 {
+        self.revoke_blocks + self.descriptor_blocks + self.logged_blocks + 1
+    }
+}
+
+/// A commit made durable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitDone {
+    /// Metadata blocks now dirty for their home location (the guest's block-device cache),
+    /// in the order the transaction dirtied them; each reports [`Journal::home_written`].
+    pub metadata: Vec<u64>,
+    /// data=journal: data blocks now dirty for their home location (the file's pages).
+    pub data: Vec<u64>,
+    /// The commit-time tail move, when it frees at least `max_txn_bufs` blocks: jbd2 ends
+    /// the commit (wakes fsync waiters) only after this superblock write.
+    pub tail: Option<TailUpdate>,
+}
+
+/// A journal superblock write that moves the log tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailUpdate {
+    /// Filesystem block of the journal superblock (`start_block`).
+    pub block: u64,
+    /// Oldest transaction still in the log (`s_sequence`).
+    pub tid: Tid,
+    /// Its first journal block (`s_start`, relative to the journal).
+    pub tail: u64,
+    /// Log blocks the move gives back.
+    pub freed: u64,
+    /// An empty flush first (checkpoint path, barrier): the checkpointed blocks are durable.
+    pub flush_first: bool,
+    /// `REQ_FUA` on the superblock write (barrier).
+    pub fua: bool,
+}
+
+/// The next step of a checkpoint ([`Journal::checkpoint_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointStep {
+    /// No checkpoint transaction has blocks left to write: call [`Journal::tail_update`], or
+    /// wait for the committing transaction if that gives nothing.
+    Idle,
+    /// Write the listed blocks home (batches of [`CHECKPOINT_BATCH`] under a plug), report
+    /// each with [`Journal::home_written`], then call [`Journal::tail_update`].
+    Write { tid: Tid },
+    /// Some blocks of the oldest transaction are held by transaction `commit` (running or
+    /// committing): write the listed ones, commit (or wait for) `commit`, then plan again.
+    CommitFirst { tid: Tid, commit: Tid },
+}
+
+/// What fsync or fdatasync of an inode needs from the journal (`ext4_fsync_journal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsyncPlan {
+    /// The transaction to wait for, if not yet committed.
+    pub wait_tid: Option<Tid>,
+    /// `wait_tid` is the running transaction: start its commit (after the one in progress).
+    pub commit_running: bool,
+    /// An empty flush after the wait (barrier, and that commit sends none).
+    pub flush: bool,
+}
+
+/// Counters for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    pub commits: u64,
+    /// Journal blocks per commit (revoke, descriptor, logged and commit blocks), in order.
+    pub commit_blocks: Vec<u64>,
+    pub logged_blocks: u64,
+    pub descriptor_blocks: u64,
+    pub revoke_blocks: u64,
+    /// Superblock writes (first commit and tail updates).
+    pub superblock_writes: u64,
+    pub tail_updates: u64,
+    /// Checkpoint passes and the blocks they asked to write home.
+    pub checkpoints: u64,
+    pub checkpoint_blocks: u64,
+    /// Commits started because the running transaction reached `max_txn_bufs` credits.
+    pub size_commits: u64,
+}
+
+impl JournalStats {
+    /// All journal writes in blocks: every commit's blocks and the superblock writes.
+    pub fn journal_blocks_written(&self) -> u64 {
+        self.commit_blocks.iter().sum::<u64>() + self.superblock_writes
+    }
+
+    pub fn max_commit_blocks(&self) -> u64 {
+        self.commit_blocks.iter().copied().max().unwrap_or(0)
+    }
+
+    pub fn mean_commit_blocks(&self) -> f64 {
+        if self.commits == 0 {
+            return 0.0;
+        }
+        self.commit_blocks.iter().sum::<u64>() as f64 / self.commits as f64
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Metadata,
+    Data,
+}
+
+/// The running transaction (`j_running_transaction`).
+#[derive(Debug, Default)]
+struct Running {
+    tid: Tid,
+    start: Option<Ns>,
+    /// Buffers in the order they joined (`t_buffers`).
+    order: Vec<(u64, Kind)>,
+    members: FxHashSet<u64>,
+    ordered: Vec<u32>,
+    ordered_set: FxHashSet<u32>,
+    /// Revoke records (`jbd2_journal_revoke`), each also a forgotten buffer.
+    revokes: Vec<u64>,
+    revoke_set: FxHashSet<u64>,
+}
+
+impl Running {
+    fn new(tid: Tid) -> Self {
+        Self {
+            tid,
+            ..Self::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty() && self.revokes.is_empty() && self.ordered.is_empty()
+    }
+}
+
+/// The committing transaction (`j_committing_transaction`).
+#[derive(Debug)]
+struct Committing {
+    tid: Tid,
+    log_start: u64,
+    blocks: Vec<(u64, Kind)>,
+    members: FxHashSet<u64>,
+    revokes: Vec<u64>,
+    record_sent: bool,
+    /// The tail the commit may move to: (tid, log start).
+    tail_target: (Tid, u64),
+}
+
+/// A committed transaction whose blocks are not all home (`j_checkpoint_transactions`).
+#[derive(Debug)]
+struct CheckpointTxn {
+    tid: Tid,
+    log_start: u64,
+    pending: FxHashSet<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct InodeTids {
+    sync: Tid,
+    datasync: Tid,
+}
+
+/// `tid_gt`: `a` is after `b`, modulo 2^32.
+fn tid_gt(a: Tid, b: Tid) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The journal of one ext4 filesystem.
+#[derive(Debug)]
+pub struct Journal {
+    p: JournalParams,
+    geo: Geometry,
+    /// Next log block to write, in [1, blocks).
+    head: u64,
+    /// First log block still needed (`j_tail`).
+    tail: u64,
+    tail_tid: Tid,
+    free: u64,
+    /// `JBD2_FLUSHED`: the on-disk superblock says the log is empty.
+    flushed: bool,
+    running: Running,
+    committing: Option<Committing>,
+    checkpoint: VecDeque<CheckpointTxn>,
+    /// Block → the checkpoint transaction that holds it (`b_cp_transaction`).
+    owner: FxHashMap<u64, Tid>,
+    inodes: FxHashMap<u32, InodeTids>,
+    committed: Tid,
+    stats: JournalStats,
+}
+
+impl Journal {
+    pub fn new(p: JournalParams) -> Result<Self, Jbd2Error> {
+        if p.blocks < MIN_JOURNAL_BLOCKS {
+            return Err(Jbd2Error::TooSmall { blocks: p.blocks });
+        }
+        if p.commit_interval_ns == 0 {
+            return Err(Jbd2Error::ZeroCommitInterval);
+        }
+        if p.async_commit && p.mode == DataMode::Ordered {
+            return Err(Jbd2Error::AsyncCommitOrdered);
+        }
+        Ok(Self {
+            p,
+            geo: Geometry::of(p.blocks, p.csum_v3),
+            head: 1,
+            tail: 1,
+            tail_tid: 1,
+            free: p.blocks - 1,
+            flushed: true,
+            running: Running::new(1),
+            committing: None,
+            checkpoint: VecDeque::new(),
+            owner: FxHashMap::default(),
+            inodes: FxHashMap::default(),
+            committed: 0,
+            stats: JournalStats::default(),
+        })
+    }
+
+    pub fn params(&self) -> &JournalParams {
+        &self.p
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    fn begin(&mut self, now: Ns) {
+        self.running.start.get_or_insert(now);
+    }
+
+    /// Whether the running transaction holds `block`: logged again, or revoked.
+    fn journaled_by_running(&self, block: u64) -> bool {
+        self.running.members.contains(&block) || self.running.revoke_set.contains(&block)
+    }
+
+    /// Whether `block` is held by the running or the committing transaction (`b_transaction`).
+    fn journaled(&self, block: u64) -> bool {
+        self.journaled_by_running(block)
+            || self
+                .committing
+                .as_ref()
+                .is_some_and(|c| c.members.contains(&block))
+    }
+
+    fn join(&mut self, now: Ns, block: u64, kind: Kind) -> bool {
+        self.begin(now);
+        if self.running.revoke_set.remove(&block) {
+            // jbd2_journal_cancel_revoke: the block is journaled again in this transaction.
+            self.running.revokes.retain(|&b| b != block);
+        }
+        if !self.running.members.insert(block) {
+            return false;
+        }
+        self.running.order.push((block, kind));
+        // do_get_write_access: a checkpointed buffer waiting for its home write gives its
+        // dirty bit to the journal; the caller drops that pending write.
+        self.owner.contains_key(&block)
+    }
+
+    /// A metadata buffer joins the running transaction (`jbd2_journal_dirty_metadata`),
+    /// once per transaction; a block of the committing transaction joins too (jbd2's frozen
+    /// copy). The running transaction starts at its first buffer. Returns true when the
+    /// block was dirty for its home location after an earlier commit: the caller cleans
+    /// that copy unless its write is already in flight (the journal now carries it).
+    pub fn dirty_metadata(&mut self, now: Ns, block: u64) -> bool {
+        self.join(now, block, Kind::Metadata)
+    }
+
+    /// data=journal: a data block is logged like metadata (same return as
+    /// [`Journal::dirty_metadata`]).
+    pub fn dirty_data(&mut self, now: Ns, block: u64) -> Result<bool, Jbd2Error> {
+        if self.p.mode != DataMode::Journal {
+            return Err(Jbd2Error::DataNotJournalled {
+                mode: self.p.mode.name(),
+            });
+        }
+        Ok(self.join(now, block, Kind::Data))
+    }
+
+    /// data=ordered: the inode's new data must reach disk before the running transaction
+    /// commits (`ext4_jbd2_inode_add_write`). Nothing in the other modes: ext4 adds inodes
+    /// only when `ext4_should_order_data`.
+    pub fn add_ordered_inode(&mut self, now: Ns, ino: u32) {
+        if self.p.mode != DataMode::Ordered {
+            return;
+        }
+        self.begin(now);
+        if self.running.ordered_set.insert(ino) {
+            self.running.ordered.push(ino);
+        }
+    }
+
+    /// A freed metadata block (`ext4_forget`: `jbd2_journal_revoke` + `jbd2_journal_forget`):
+    /// a revoke record in the running transaction; the block leaves the running
+    /// transaction, and its older checkpoint entry is dropped when this one commits. The
+    /// caller drops the block's dirty copy (it is never written home).
+    pub fn revoke(&mut self, now: Ns, block: u64) {
+        self.begin(now);
+        if self.running.members.remove(&block) {
+            self.running.order.retain(|&(b, _)| b != block);
+        }
+        if self.running.revoke_set.insert(block) {
+            self.running.revokes.push(block);
+        }
+    }
+
+    /// ext4_update_inode_fsync_trans: the inode changed in the running transaction (`datasync`:
+    /// a change fdatasync must persist, such as size or allocation). Returns that tid.
+    pub fn note_inode(&mut self, ino: u32, datasync: bool) -> Tid {
+        let tid = self.running.tid;
+        let t = self.inodes.entry(ino).or_default();
+        t.sync = tid;
+        if datasync {
+            t.datasync = tid;
+        }
+        tid
+    }
+
+    /// The last transaction that changed the inode (`i_sync_tid`, or `i_datasync_tid` for
+    /// `datasync`); None if it never changed since mount.
+    pub fn inode_tid(&self, ino: u32, datasync: bool) -> Option<Tid> {
+        let t = self.inodes.get(&ino)?;
+        let tid = if datasync { t.datasync } else { t.sync };
+        (tid != 0).then_some(tid)
+    }
+
+    /// `jbd2_trans_will_send_data_barrier`: the commit of `tid` is still to send its flush.
+    pub fn will_send_data_barrier(&self, tid: Tid) -> bool {
+        if !self.p.barrier || !tid_gt(tid, self.committed) {
+            return false;
+        }
+        match &self.committing {
+            Some(c) if c.tid == tid => !c.record_sent,
+            _ => true,
+        }
+    }
+
+    /// `ext4_fsync_journal` for inode `ino` (after its data were written and waited for).
+    pub fn fsync_plan(&self, ino: u32, datasync: bool) -> FsyncPlan {
+        let tid = self.inode_tid(ino, datasync).unwrap_or(0);
+        let wait_tid = tid_gt(tid, self.committed).then_some(tid);
+        FsyncPlan {
+            wait_tid,
+            commit_running: wait_tid == Some(self.running.tid),
+            flush: self.p.barrier && !self.will_send_data_barrier(tid),
+        }
+    }
+
+    pub fn running_tid(&self) -> Tid {
+        self.running.tid
+    }
+
+    pub fn running_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// Buffers in the running transaction.
+    pub fn running_blocks(&self) -> u64 {
+        self.running.order.len() as u64
+    }
+
+    /// `t_outstanding_credits` of the running transaction between handles.
+    pub fn running_credits(&self) -> u64 {
+        self.geo.overhead
+            + self.running.order.len() as u64
+            + self.geo.revoke_blocks(self.running.revokes.len() as u64)
+    }
+
+    pub fn committing(&self) -> Option<Tid> {
+        self.committing.as_ref().map(|c| c.tid)
+    }
+
+    /// The last fully committed transaction (`j_commit_sequence`); 0 before the first.
+    pub fn committed_tid(&self) -> Tid {
+        self.committed
+    }
+
+    /// When the running transaction reaches the commit interval (`t_expires`).
+    pub fn commit_deadline(&self) -> Option<Ns> {
+        if self.running.is_empty() {
+            return None;
+        }
+        self.running
+            .start
+            .map(|s| s.saturating_add(self.p.commit_interval_ns))
+    }
+
+    fn full(&self) -> bool {
+        self.running_credits() >= self.geo.max_txn_bufs
+    }
+
+    /// The running transaction must commit: its age reached the commit interval, or its
+    /// credits reached `max_txn_bufs` (a further handle would not fit).
+    pub fn must_commit(&self, now: Ns) -> bool {
+        self.commit_deadline().is_some_and(|d| now >= d) || (!self.running.is_empty() && self.full())
+    }
+
+    /// Free log blocks (`j_free`).
+    pub fn free_blocks(&self) -> u64 {
+        self.free
+    }
+
+    /// `jbd2_log_space_left` (the committing transaction's log is already taken from `free`).
+    pub fn space_left(&self) -> u64 {
+        self.free.saturating_sub(LOG_SLACK_BLOCKS)
+    }
+
+    /// A new handle must wait for a checkpoint: `jbd2_log_space_left < max_txn_bufs`
+    /// (`add_transaction_credits`, `__jbd2_log_wait_for_space`).
+    pub fn needs_checkpoint(&self) -> bool {
+        self.space_left() < self.geo.max_txn_bufs
+    }
+
+    /// Take `n` blocks from the head: filesystem ranges, split where the ring wraps.
+    fn take(&mut self, n: u64, out: &mut Vec<(u64, u64)>) {
+        let mut left = n;
+        while left > 0 {
+            let run = left.min(self.p.blocks - self.head);
+            out.push((self.p.start_block + self.head, run));
+            self.head += run;
+            if self.head == self.p.blocks {
+                self.head = 1;
+            }
+            left -= run;
+        }
+        self.free -= n;
+    }
+
+    /// `jbd2_journal_get_log_tail`.
+    fn tail_target(&self) -> (Tid, u64) {
+        if let Some(t) = self.checkpoint.front() {
+            return (t.tid, t.log_start);
+        }
+        if let Some(c) = &self.committing {
+            return (c.tid, c.log_start);
+        }
+        (self.running.tid, self.head)
+    }
+
+    /// Drop checkpoint transactions with every block home (`__jbd2_journal_remove_checkpoint`).
+    fn release_checkpointed(&mut self) {
+        self.checkpoint.retain(|t| !t.pending.is_empty());
+    }
+
+    /// Log blocks from the tail to `block`.
+    fn distance(&self, block: u64) -> u64 {
+        if block >= self.tail {
+            block - self.tail
+        } else {
+            block + (self.p.blocks - 1) - self.tail
+        }
+    }
+
+    fn move_tail(&mut self, (tid, block): (Tid, u64), flush_first: bool) -> TailUpdate {
+        let freed = self.distance(block);
+        self.free += freed;
+        self.tail = block;
+        self.tail_tid = tid;
+        self.stats.tail_updates += 1;
+        self.stats.superblock_writes += 1;
+        TailUpdate {
+            block: self.p.start_block,
+            tid,
+            tail: block,
+            freed,
+            flush_first,
+            fua: self.p.barrier,
+        }
+    }
+
+    /// Running → committing (`jbd2_journal_commit_transaction` up to the log writes): None
+    /// if the running transaction is empty or a commit is in progress; an error if the log
+    /// has no room (the caller skipped [`Journal::needs_checkpoint`]).
+    pub fn start_commit(&mut self, _now: Ns) -> Result<Option<CommitPlan>, Jbd2Error> {
+        if self.running.is_empty() || self.committing.is_some() {
+            return Ok(None);
+        }
+        let logged = self.running.order.len() as u64;
+        let descriptor_blocks = self.geo.descriptor_blocks(logged);
+        let revoke_blocks = self.geo.revoke_blocks(self.running.revokes.len() as u64);
+        let needed = revoke_blocks + descriptor_blocks + logged + 1;
+        if needed > self.free {
+            return Err(Jbd2Error::LogFull {
+                tid: self.running.tid,
+                needed,
+                free: self.free,
+            });
+        }
+        if self.full() {
+            self.stats.size_commits += 1;
+        }
+        let next = Running::new(self.running.tid.wrapping_add(1));
+        let r = std::mem::replace(&mut self.running, next);
+        self.release_checkpointed();
+        let superblock_first = std::mem::take(&mut self.flushed);
+        let log_start = self.head;
+        let mut log = Vec::with_capacity(2);
+        self.take(needed - 1, &mut log);
+        let mut commit = Vec::with_capacity(1);
+        self.take(1, &mut commit);
+        let commit_block = commit.first().map_or(self.p.start_block, |&(b, _)| b);
+        let barrier_record = self.p.barrier && !self.p.async_commit;
+        let plan = CommitPlan {
+            tid: r.tid,
+            ordered_inodes: r.ordered,
+            superblock_first,
+            log,
+            commit_block,
+            flush_before_commit: barrier_record,
+            fua_commit: barrier_record,
+            commit_with_log: self.p.async_commit,
+            flush_after_commit: self.p.async_commit && self.p.barrier,
+            logged_blocks: logged,
+            descriptor_blocks,
+            revoke_blocks,
+        };
+        // jbd2_journal_get_log_tail, as the commit computes it before its record.
+        let tail_target = self
+            .checkpoint
+            .front()
+            .map_or((r.tid, log_start), |t| (t.tid, t.log_start));
+        self.committing = Some(Committing {
+            tid: r.tid,
+            log_start,
+            blocks: r.order,
+            members: r.members,
+            revokes: r.revokes,
+            record_sent: false,
+            tail_target,
+        });
+        let s = &mut self.stats;
+        s.commits += 1;
+        s.commit_blocks.push(needed);
+        s.logged_blocks += logged;
+        s.descriptor_blocks += descriptor_blocks;
+        s.revoke_blocks += revoke_blocks;
+        s.superblock_writes += u64::from(superblock_first);
+        Ok(Some(plan))
+    }
+
+    /// The commit record of `tid` was submitted (`T_COMMIT_JFLUSH`): a later fsync of that
+    /// transaction needs its own flush.
+    pub fn commit_record_sent(&mut self, tid: Tid) {
+        if let Some(c) = self.committing.as_mut().filter(|c| c.tid == tid) {
+            c.record_sent = true;
+        }
+    }
+
+    /// The commit block of `tid` is durable: the transaction goes to the checkpoint list and
+    /// its blocks become dirty for their home locations (phase 6 of the commit). None if
+    /// `tid` is not committing.
+    pub fn commit_written(&mut self, tid: Tid) -> Option<CommitDone> {
+        if self.committing.as_ref().is_none_or(|c| c.tid != tid) {
+            return None;
+        }
+        let c = self.committing.take()?;
+        let mut done = CommitDone::default();
+        let mut pending = FxHashSet::default();
+        for &(b, kind) in &c.blocks {
+            self.drop_checkpoint_entry(b);
+            self.owner.insert(b, tid);
+            pending.insert(b);
+            // Held again by the running transaction (or forgotten there): not dirty yet.
+            if !self.journaled_by_running(b) {
+                match kind {
+                    Kind::Metadata => done.metadata.push(b),
+                    Kind::Data => done.data.push(b),
+                }
+            }
+        }
+        for &b in &c.revokes {
+            self.drop_checkpoint_entry(b);
+        }
+        self.checkpoint.push_back(CheckpointTxn {
+            tid,
+            log_start: c.log_start,
+            pending,
+        });
+        self.committed = tid;
+        let target = c.tail_target;
+        if tid_gt(target.0, self.tail_tid) && self.distance(target.1) >= self.geo.max_txn_bufs {
+            done.tail = Some(self.move_tail(target, false));
+        }
+        self.release_checkpointed();
+        Some(done)
+    }
+
+    /// The block leaves the checkpoint transaction that held it.
+    fn drop_checkpoint_entry(&mut self, block: u64) {
+        if let Some(old) = self.owner.remove(&block) {
+            if let Some(t) = self.checkpoint.iter_mut().find(|t| t.tid == old) {
+                t.pending.remove(&block);
+            }
+        }
+    }
+
+    /// A block written after a commit reached its home location (writeback or checkpoint).
+    pub fn home_written(&mut self, block: u64) {
+        self.drop_checkpoint_entry(block);
+    }
+
+    /// The oldest checkpoint transaction's blocks still to write home (sorted), and what
+    /// else the checkpoint needs (`jbd2_log_do_checkpoint`). Call once per pass and wait
+    /// for the writes before planning again.
+    pub fn checkpoint_plan(&mut self, out: &mut Vec<u64>) -> CheckpointStep {
+        out.clear();
+        self.release_checkpointed();
+        let Some(t) = self.checkpoint.front() else {
+            return CheckpointStep::Idle;
+        };
+        let tid = t.tid;
+        let mut held = false;
+        for &b in &t.pending {
+            if self.journaled(b) {
+                held = true;
+            } else {
+                out.push(b);
+            }
+        }
+        out.sort_unstable();
+        self.stats.checkpoints += 1;
+        self.stats.checkpoint_blocks += out.len() as u64;
+        if !held {
+            return CheckpointStep::Write { tid };
+        }
+        let commit = match &self.committing {
+            Some(c) if t.pending.iter().any(|b| c.members.contains(b)) => c.tid,
+            _ => self.running.tid,
+        };
+        CheckpointStep::CommitFirst { tid, commit }
+    }
+
+    /// `jbd2_cleanup_journal_tail`: when transactions at the tail have every block home, the
+    /// superblock write that moves the tail past them (flush first with barriers).
+    pub fn tail_update(&mut self) -> Option<TailUpdate> {
+        self.release_checkpointed();
+        let target = self.tail_target();
+        if !tid_gt(target.0, self.tail_tid) {
+            return None;
+        }
+        Some(self.move_tail(target, self.p.barrier))
+    }
+
+    pub fn stats(&self) -> &JournalStats {
+        &self.stats
+    }
+}
