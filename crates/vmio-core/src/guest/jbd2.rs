@@ -142,7 +142,9 @@ pub enum Jbd2Error {
     ZeroCommitInterval,
     #[error("journal_async_commit: refused with data=ordered (fs/ext4/super.c); accepted with data=writeback or data=journal")]
     AsyncCommitOrdered,
-    #[error("dirty_data: data blocks are logged only with data=journal; this journal is data={mode}")]
+    #[error(
+        "dirty_data: data blocks are logged only with data=journal; this journal is data={mode}"
+    )]
     DataNotJournalled { mode: &'static str },
     #[error("start_commit: transaction {tid} needs {needed} log blocks and {free} are free; checkpoint first (needs_checkpoint)")]
     LogFull { tid: Tid, needed: u64, free: u64 },
@@ -380,6 +382,9 @@ pub struct JournalStats {
     pub checkpoint_blocks: u64,
     /// Commits started because the running transaction reached `max_txn_bufs` credits.
     pub size_commits: u64,
+    /// Sum over commits of the running time, first buffer to commit start (jbd2's
+    /// `rs_running`).
+    pub running_ns: u64,
 }
 
 impl JournalStats {
@@ -393,10 +398,19 @@ impl JournalStats {
     }
 
     pub fn mean_commit_blocks(&self) -> f64 {
+        self.per_commit(self.commit_blocks.iter().sum::<u64>())
+    }
+
+    /// Mean running time of a transaction (`/proc/fs/jbd2/*/info`, "ms running transaction").
+    pub fn mean_running_ns(&self) -> f64 {
+        self.per_commit(self.running_ns)
+    }
+
+    fn per_commit(&self, total: u64) -> f64 {
         if self.commits == 0 {
             return 0.0;
         }
-        self.commit_blocks.iter().sum::<u64>() as f64 / self.commits as f64
+        total as f64 / self.commits as f64
     }
 }
 
@@ -555,8 +569,13 @@ impl Journal {
         }
         self.running.order.push((block, kind));
         // do_get_write_access: a checkpointed buffer waiting for its home write gives its
-        // dirty bit to the journal; the caller drops that pending write.
+        // dirty bit to the journal; the caller drops that pending write. (A block of the
+        // committing transaction gave it when it joined that one.)
         self.owner.contains_key(&block)
+            && !self
+                .committing
+                .as_ref()
+                .is_some_and(|c| c.members.contains(&block))
     }
 
     /// A metadata buffer joins the running transaction (`jbd2_journal_dirty_metadata`),
@@ -694,7 +713,8 @@ impl Journal {
     /// The running transaction must commit: its age reached the commit interval, or its
     /// credits reached `max_txn_bufs` (a further handle would not fit).
     pub fn must_commit(&self, now: Ns) -> bool {
-        self.commit_deadline().is_some_and(|d| now >= d) || (!self.running.is_empty() && self.full())
+        self.commit_deadline().is_some_and(|d| now >= d)
+            || (!self.running.is_empty() && self.full())
     }
 
     /// Free log blocks (`j_free`).
@@ -773,7 +793,7 @@ impl Journal {
     /// Running → committing (`jbd2_journal_commit_transaction` up to the log writes): None
     /// if the running transaction is empty or a commit is in progress; an error if the log
     /// has no room (the caller skipped [`Journal::needs_checkpoint`]).
-    pub fn start_commit(&mut self, _now: Ns) -> Result<Option<CommitPlan>, Jbd2Error> {
+    pub fn start_commit(&mut self, now: Ns) -> Result<Option<CommitPlan>, Jbd2Error> {
         if self.running.is_empty() || self.committing.is_some() {
             return Ok(None);
         }
@@ -837,6 +857,7 @@ impl Journal {
         s.descriptor_blocks += descriptor_blocks;
         s.revoke_blocks += revoke_blocks;
         s.superblock_writes += u64::from(superblock_first);
+        s.running_ns += r.start.map_or(0, |t| now.saturating_sub(t));
         Ok(Some(plan))
     }
 
@@ -887,12 +908,20 @@ impl Journal {
         Some(done)
     }
 
-    /// The block leaves the checkpoint transaction that held it.
+    /// The block leaves the checkpoint transaction that held it (the list is in tid order).
     fn drop_checkpoint_entry(&mut self, block: u64) {
-        if let Some(old) = self.owner.remove(&block) {
-            if let Some(t) = self.checkpoint.iter_mut().find(|t| t.tid == old) {
-                t.pending.remove(&block);
-            }
+        let Some(old) = self.owner.remove(&block) else {
+            return;
+        };
+        let Some(first) = self.checkpoint.front().map(|t| t.tid) else {
+            return;
+        };
+        let key = old.wrapping_sub(first);
+        if let Ok(i) = self
+            .checkpoint
+            .binary_search_by(|t| t.tid.wrapping_sub(first).cmp(&key))
+        {
+            self.checkpoint[i].pending.remove(&block);
         }
     }
 
@@ -945,5 +974,448 @@ impl Journal {
 
     pub fn stats(&self) -> &JournalStats {
         &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const START: u64 = 10_000;
+
+    fn params(blocks: u64, mode: DataMode) -> JournalParams {
+        JournalParams {
+            mode,
+            ..JournalParams::ext4_default(START, blocks)
+        }
+    }
+
+    fn journal(blocks: u64, mode: DataMode) -> Journal {
+        Journal::new(params(blocks, mode)).expect("valid journal")
+    }
+
+    /// Dirty `n` metadata blocks from `first` on and commit them; returns the plan.
+    fn commit_blocks(j: &mut Journal, now: Ns, first: u64, n: u64) -> CommitPlan {
+        for b in first..first + n {
+            j.dirty_metadata(now, b);
+        }
+        j.start_commit(now)
+            .expect("log has room")
+            .expect("transaction not empty")
+    }
+
+    /// Commit `n` blocks and make the commit durable.
+    fn commit_durable(j: &mut Journal, now: Ns, first: u64, n: u64) -> CommitDone {
+        let plan = commit_blocks(j, now, first, n);
+        j.commit_written(plan.tid).expect("committing")
+    }
+
+    /// commit.c's descriptor loop replayed: tags until `space_left < tag + 16 + csum`.
+    fn tags_by_commit_loop(tag: u64, csum: u64) -> u64 {
+        let mut space = BLOCK_BYTES - HEADER_BYTES;
+        let mut tags = 0;
+        loop {
+            space -= tag;
+            if tags == 0 {
+                space -= UUID_BYTES;
+            }
+            tags += 1;
+            if space < tag + UUID_BYTES + csum {
+                return tags;
+            }
+        }
+    }
+
+    #[test]
+    fn a_descriptor_holds_as_many_tags_as_the_commit_loop_fits() {
+        let v3 = Geometry::of(32768, true);
+        let plain = Geometry::of(32768, false);
+        assert_eq!(v3.tag_bytes, 16);
+        assert_eq!(plain.tag_bytes, 12);
+        assert_eq!(v3.tags_per_descriptor, tags_by_commit_loop(16, 4));
+        assert_eq!(plain.tags_per_descriptor, tags_by_commit_loop(12, 0));
+        assert_eq!(
+            (v3.tags_per_descriptor, plain.tags_per_descriptor),
+            (253, 337)
+        );
+        assert_eq!((v3.revokes_per_block, plain.revokes_per_block), (509, 510));
+    }
+
+    #[test]
+    fn n_logged_blocks_need_ceil_n_over_253_descriptors() {
+        let g = Geometry::of(32768, true);
+        for (n, d) in [
+            (0, 0),
+            (1, 1),
+            (253, 1),
+            (254, 2),
+            (506, 2),
+            (507, 3),
+            (1000, 4),
+        ] {
+            assert_eq!(g.descriptor_blocks(n), d, "{n} blocks");
+        }
+        let mut j = journal(32768, DataMode::Ordered);
+        let plan = commit_blocks(&mut j, 0, 500, 254);
+        assert_eq!(plan.descriptor_blocks, 2);
+        assert_eq!(plan.log, vec![(START + 1, 256)]);
+        assert_eq!(plan.journal_blocks(), 257);
+    }
+
+    #[test]
+    fn a_three_block_transaction_is_a_descriptor_and_three_blocks_at_the_head_then_the_commit_block(
+    ) {
+        let mut j = journal(1024, DataMode::Ordered);
+        j.add_ordered_inode(0, 12);
+        let plan = commit_blocks(&mut j, 0, 500, 3);
+        assert_eq!(plan.tid, 1);
+        assert_eq!(plan.ordered_inodes, vec![12]);
+        assert!(plan.superblock_first, "first commit after mount");
+        assert_eq!(plan.log, vec![(START + 1, 4)]);
+        assert_eq!(plan.commit_block, START + 5);
+        assert!(plan.flush_before_commit && plan.fua_commit);
+        assert!(!plan.commit_with_log && !plan.flush_after_commit);
+        assert_eq!((plan.logged_blocks, plan.descriptor_blocks), (3, 1));
+        assert_eq!(j.committing(), Some(1));
+        let done = j.commit_written(1).expect("committing");
+        assert_eq!(done.metadata, vec![500, 501, 502]);
+        assert_eq!(j.committed_tid(), 1);
+        let next = commit_blocks(&mut j, 1, 600, 3);
+        assert!(!next.superblock_first);
+        assert_eq!(next.log, vec![(START + 6, 4)]);
+        assert_eq!(j.stats().commit_blocks, vec![5, 5]);
+        assert_eq!(j.stats().journal_blocks_written(), 11);
+    }
+
+    #[test]
+    fn the_log_range_splits_in_two_where_the_ring_wraps() {
+        let mut j = journal(1024, DataMode::Ordered);
+        for i in 0..5 {
+            commit_durable(&mut j, 0, 1000 * (i + 1), 200);
+        }
+        // Five commits of 1 + 200 + 1 blocks: the head is at 1 + 1010.
+        assert_eq!(j.free_blocks(), 1023 - 1010);
+        for i in 0..5 {
+            for b in 1000 * (i + 1)..1000 * (i + 1) + 200 {
+                j.home_written(b);
+            }
+        }
+        let t = j.tail_update().expect("every block home");
+        assert_eq!((t.tid, t.tail, t.freed), (6, 1011, 1010));
+        let plan = commit_blocks(&mut j, 0, 9000, 15);
+        assert_eq!(plan.log, vec![(START + 1011, 13), (START + 1, 3)]);
+        assert_eq!(plan.commit_block, START + 4);
+    }
+
+    #[test]
+    fn a_transaction_is_at_most_a_quarter_of_the_journal() {
+        let mut j = journal(32768, DataMode::Ordered);
+        let g = *j.geometry();
+        assert_eq!(g.max_txn_bufs, 32768 / 4);
+        assert_eq!(g.overhead, 1 + 8192_u64.div_ceil(253));
+        let fits = g.max_txn_bufs - g.overhead - 1;
+        for b in 0..fits {
+            j.dirty_metadata(0, b);
+        }
+        assert!(!j.must_commit(0));
+        j.dirty_metadata(0, fits);
+        assert_eq!(j.running_credits(), g.max_txn_bufs);
+        assert!(j.must_commit(0));
+        j.start_commit(0).expect("room").expect("not empty");
+        assert_eq!(j.stats().size_commits, 1);
+    }
+
+    #[test]
+    fn the_running_transaction_must_commit_at_exactly_the_commit_interval() {
+        let mut j = journal(1024, DataMode::Ordered);
+        assert_eq!(j.commit_deadline(), None);
+        assert!(!j.must_commit(u64::MAX));
+        j.dirty_metadata(100, 7);
+        j.dirty_metadata(3 * SEC, 8);
+        assert_eq!(j.commit_deadline(), Some(100 + 5 * SEC));
+        assert!(!j.must_commit(100 + 5 * SEC - 1));
+        assert!(j.must_commit(100 + 5 * SEC));
+        j.start_commit(100 + 5 * SEC)
+            .expect("room")
+            .expect("not empty");
+        assert_eq!(j.stats().mean_running_ns(), (5 * SEC) as f64);
+    }
+
+    #[test]
+    fn a_checkpoint_is_needed_when_free_space_runs_low_and_the_tail_moves_once_the_oldest_is_home()
+    {
+        let mut j = journal(1024, DataMode::Ordered);
+        // max_txn_bufs 256: a handle needs free - 32 >= 256.
+        for i in 0..3 {
+            commit_durable(&mut j, 0, 1000 * (i + 1), 200);
+        }
+        assert_eq!(j.free_blocks(), 1023 - 3 * 202);
+        assert!(!j.needs_checkpoint());
+        commit_durable(&mut j, 0, 4000, 200);
+        assert_eq!(j.free_blocks(), 1023 - 4 * 202);
+        assert!(j.needs_checkpoint());
+        let mut out = Vec::new();
+        assert_eq!(
+            j.checkpoint_plan(&mut out),
+            CheckpointStep::Write { tid: 1 }
+        );
+        assert_eq!(out, (1000..1200).collect::<Vec<_>>());
+        for &b in &out[..199] {
+            j.home_written(b);
+        }
+        assert_eq!(j.tail_update(), None, "one block of the oldest is not home");
+        j.home_written(out[199]);
+        let t = j.tail_update().expect("oldest fully home");
+        assert_eq!(
+            t,
+            TailUpdate {
+                block: START,
+                tid: 2,
+                tail: 203,
+                freed: 202,
+                flush_first: true,
+                fua: true
+            }
+        );
+        assert_eq!(j.free_blocks(), 1023 - 3 * 202);
+        assert!(!j.needs_checkpoint());
+    }
+
+    #[test]
+    fn a_commit_moves_the_tail_itself_only_when_that_frees_a_full_transaction() {
+        let mut j = journal(1024, DataMode::Ordered);
+        commit_durable(&mut j, 0, 1000, 200);
+        commit_durable(&mut j, 0, 2000, 200);
+        (1000..1200).for_each(|b| j.home_written(b));
+        let done = commit_durable(&mut j, 0, 3000, 10);
+        assert_eq!(done.tail, None, "202 freed < 256");
+        (2000..2200).for_each(|b| j.home_written(b));
+        let done = commit_durable(&mut j, 0, 4000, 10);
+        let t = done.tail.expect("404 freed >= 256");
+        assert_eq!(
+            (t.tid, t.freed, t.flush_first, t.fua),
+            (3, 404, false, true)
+        );
+    }
+
+    #[test]
+    fn a_block_of_the_committing_transaction_joins_the_running_one_and_stays_clean_until_it_commits(
+    ) {
+        let mut j = journal(1024, DataMode::Ordered);
+        let first = commit_blocks(&mut j, 0, 50, 2);
+        assert!(
+            !j.dirty_metadata(1, 50),
+            "frozen copy, not yet a dirty home block"
+        );
+        let done = j.commit_written(first.tid).expect("committing");
+        assert_eq!(done.metadata, vec![51]);
+        let mut out = Vec::new();
+        assert_eq!(
+            j.checkpoint_plan(&mut out),
+            CheckpointStep::CommitFirst { tid: 1, commit: 2 }
+        );
+        assert_eq!(out, vec![51]);
+        let second = j.start_commit(2).expect("room").expect("block 50");
+        assert_eq!(second.logged_blocks, 1);
+        let done = j.commit_written(second.tid).expect("committing");
+        assert_eq!(done.metadata, vec![50]);
+        j.home_written(51);
+        assert_eq!(
+            j.checkpoint_plan(&mut out),
+            CheckpointStep::Write { tid: 2 }
+        );
+        assert_eq!(out, vec![50]);
+    }
+
+    #[test]
+    fn a_home_block_dirtied_again_gives_its_pending_write_to_the_journal() {
+        let mut j = journal(1024, DataMode::Ordered);
+        commit_durable(&mut j, 0, 70, 1);
+        assert!(j.dirty_metadata(1, 70));
+        assert!(!j.dirty_metadata(1, 71));
+        assert!(
+            !j.dirty_metadata(1, 70),
+            "already in the running transaction"
+        );
+        j.start_commit(1).expect("room").expect("not empty");
+        assert!(
+            !j.dirty_metadata(2, 70),
+            "its dirty copy went to the committing transaction"
+        );
+        j.home_written(70);
+        let done = j.commit_written(2).expect("committing");
+        assert_eq!(
+            done.metadata,
+            vec![71],
+            "70 is held by the running transaction"
+        );
+        assert!(j.dirty_metadata(3, 71), "dirty for home since commit 2");
+    }
+
+    #[test]
+    fn a_revoke_is_a_revoke_block_in_the_log_and_drops_the_block_from_the_transaction() {
+        let mut j = journal(1024, DataMode::Ordered);
+        commit_durable(&mut j, 0, 80, 2);
+        j.dirty_metadata(1, 90);
+        j.dirty_metadata(1, 91);
+        j.revoke(1, 80);
+        j.revoke(1, 91);
+        j.dirty_metadata(1, 92);
+        j.revoke(1, 92);
+        j.dirty_metadata(1, 92); // jbd2_journal_cancel_revoke
+        let plan = j.start_commit(1).expect("room").expect("not empty");
+        assert_eq!((plan.revoke_blocks, plan.logged_blocks), (1, 2));
+        assert_eq!(plan.log, vec![(START + 5, 4)]);
+        let done = j.commit_written(plan.tid).expect("committing");
+        assert_eq!(done.metadata, vec![90, 92]);
+        j.home_written(81);
+        let mut out = Vec::new();
+        assert_eq!(
+            j.checkpoint_plan(&mut out),
+            CheckpointStep::Write { tid: 2 }
+        );
+        assert_eq!(
+            out,
+            vec![90, 92],
+            "block 80 left transaction 1 with the revoke"
+        );
+    }
+
+    #[test]
+    fn data_journal_logs_data_blocks_and_writeback_has_no_ordered_inodes() {
+        let mut j = journal(1024, DataMode::Journal);
+        j.add_ordered_inode(0, 12);
+        for b in [300, 301, 302] {
+            assert_eq!(j.dirty_data(0, b), Ok(false));
+        }
+        j.dirty_metadata(0, 40);
+        let plan = j.start_commit(0).expect("room").expect("not empty");
+        assert!(plan.ordered_inodes.is_empty());
+        assert_eq!((plan.logged_blocks, plan.descriptor_blocks), (4, 1));
+        let done = j.commit_written(plan.tid).expect("committing");
+        assert_eq!((done.data, done.metadata), (vec![300, 301, 302], vec![40]));
+
+        let mut w = journal(1024, DataMode::Writeback);
+        w.add_ordered_inode(0, 12);
+        w.dirty_metadata(0, 40);
+        let plan = w.start_commit(0).expect("room").expect("not empty");
+        assert!(plan.ordered_inodes.is_empty());
+        assert_eq!(
+            w.dirty_data(0, 300).map_err(|e| e.to_string()),
+            Err("dirty_data: data blocks are logged only with data=journal; this journal is data=writeback".into())
+        );
+    }
+
+    #[test]
+    fn nobarrier_commits_and_tail_updates_carry_no_flush_or_fua() {
+        let mut j = Journal::new(JournalParams {
+            barrier: false,
+            ..params(1024, DataMode::Ordered)
+        })
+        .expect("valid");
+        j.note_inode(12, true);
+        let plan = commit_blocks(&mut j, 0, 10, 3);
+        assert!(!plan.flush_before_commit && !plan.fua_commit && !plan.flush_after_commit);
+        assert!(!j.fsync_plan(12, true).flush);
+        j.commit_written(plan.tid);
+        (10..13).for_each(|b| j.home_written(b));
+        let t = j.tail_update().expect("all home");
+        assert!(!t.flush_first && !t.fua);
+        assert!(!j.fsync_plan(12, true).flush);
+    }
+
+    #[test]
+    fn async_commit_sends_the_commit_block_with_the_log_then_a_flush() {
+        let mut j = Journal::new(JournalParams {
+            async_commit: true,
+            ..params(1024, DataMode::Writeback)
+        })
+        .expect("valid");
+        let plan = commit_blocks(&mut j, 0, 10, 3);
+        assert!(plan.commit_with_log && plan.flush_after_commit);
+        assert!(!plan.flush_before_commit && !plan.fua_commit);
+        assert_eq!(
+            Journal::new(JournalParams {
+                async_commit: true,
+                ..params(1024, DataMode::Ordered)
+            })
+            .map_err(|e| e.to_string())
+            .err(),
+            Some("journal_async_commit: refused with data=ordered (fs/ext4/super.c); accepted with data=writeback or data=journal".into())
+        );
+    }
+
+    #[test]
+    fn fsync_waits_for_the_inodes_transaction_and_flushes_only_when_its_commit_sends_none() {
+        let mut j = journal(1024, DataMode::Ordered);
+        let never = j.fsync_plan(5, true);
+        assert_eq!(
+            never,
+            FsyncPlan {
+                wait_tid: None,
+                commit_running: false,
+                flush: true
+            },
+            "overwrite without metadata change: data + one flush"
+        );
+        j.dirty_metadata(0, 20);
+        assert_eq!(j.note_inode(5, false), 1);
+        assert_eq!(j.fsync_plan(5, true).wait_tid, None, "no datasync change");
+        let p = j.fsync_plan(5, false);
+        assert_eq!(
+            (p.wait_tid, p.commit_running, p.flush),
+            (Some(1), true, false)
+        );
+        let plan = j.start_commit(0).expect("room").expect("not empty");
+        let p = j.fsync_plan(5, false);
+        assert_eq!(
+            (p.wait_tid, p.commit_running, p.flush),
+            (Some(1), false, false)
+        );
+        j.commit_record_sent(plan.tid);
+        assert!(j.fsync_plan(5, false).flush, "record already out");
+        j.commit_written(plan.tid);
+        let p = j.fsync_plan(5, false);
+        assert_eq!((p.wait_tid, p.flush), (None, true));
+    }
+
+    #[test]
+    fn a_commit_that_does_not_fit_the_log_is_refused_with_the_sizes() {
+        let mut j = journal(1024, DataMode::Ordered);
+        for i in 0..4 {
+            commit_durable(&mut j, 0, 1000 * (i + 1), 250);
+        }
+        for b in 0..250 {
+            j.dirty_metadata(0, 9000 + b);
+        }
+        assert_eq!(
+            j.start_commit(0).map_err(|e| e.to_string()).err(),
+            Some("start_commit: transaction 5 needs 252 log blocks and 15 are free; checkpoint first (needs_checkpoint)".into())
+        );
+        assert_eq!(j.running_blocks(), 250, "nothing changed");
+    }
+
+    #[test]
+    fn bad_parameters_get_one_line_naming_the_field_and_the_accepted_values() {
+        assert_eq!(DataMode::parse("journal"), Ok(DataMode::Journal));
+        for m in DataMode::REGISTRY.map(|(m, _)| m) {
+            assert_eq!(DataMode::parse(m.name()), Ok(m));
+        }
+        assert_eq!(
+            DataMode::parse("ordred").map_err(|e| e.to_string()),
+            Err("data: 'ordred' is not a data mode; accepted: ordered, writeback, journal".into())
+        );
+        assert_eq!(
+            Journal::new(params(1023, DataMode::Ordered)).map_err(|e| e.to_string()).err(),
+            Some("journal blocks: 1023 is below jbd2's minimum; accepted: at least 1024 (JBD2_MIN_JOURNAL_BLOCKS)".into())
+        );
+        assert_eq!(
+            Journal::new(JournalParams {
+                commit_interval_ns: 0,
+                ..params(1024, DataMode::Ordered)
+            })
+            .err(),
+            Some(Jbd2Error::ZeroCommitInterval)
+        );
     }
 }
