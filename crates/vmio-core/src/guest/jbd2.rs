@@ -49,6 +49,12 @@
 //! - `fs/ext4/fsync.c`, `ext4_fsync_journal`: wait for `i_datasync_tid` (fdatasync) or
 //!   `i_sync_tid` (fsync) with `jbd2_complete_transaction`, and issue an empty flush when
 //!   barriers are on and that commit will not send one.
+//! - `fs/ext4/inode.c`, `ext4_map_blocks`: data=ordered puts an inode on the transaction's
+//!   list only when it allocated blocks, `ext4_jbd2_inode_add_wait` from writeback
+//!   (`EXT4_GET_BLOCKS_IO_SUBMIT`: the commit only waits) and `ext4_jbd2_inode_add_write`
+//!   elsewhere (the commit writes the data: `journal_submit_data_buffers`).
+//! - e2fsprogs `lib/ext2fs/mkjournal.c`, `ext2fs_create_journal_superblock2`: `s_first = 1`
+//!   (the log starts right after the journal superblock).
 //!
 //! # Rules (pseudo-code)
 //!
@@ -67,7 +73,7 @@
 //!   credits = overhead + distinct buffers + ceil(revokes / revokes_per_block)
 //!   must commit when now >= t_start + commit interval or credits >= max_txn_bufs
 //! a handle may start only if free - 32 >= max_txn_bufs, else checkpoint (needs_checkpoint)
-//! commit(T): T's ordered inodes' data written (data=ordered only);
+//! commit(T): T's ordered inodes' data written or waited for (data=ordered only);
 //!   log = [revoke blocks][descriptor, up to tags_per_descriptor blocks]... contiguous
 //!   from the head, split at the ring's end; wait for data and log;
 //!   commit block: PREFLUSH|FUA with barrier (async commit: plain, with the log, then FLUSH)
@@ -81,6 +87,25 @@
 //! fsync(ino): tid = i_datasync_tid or i_sync_tid; if tid not committed, commit it (waiting
 //!   for a commit in progress first) and wait; flush after if barrier and that commit will
 //!   not send one (it was committed before, or its commit record is already out)
+//! ```
+//!
+//! # How the orchestration drives it
+//!
+//! ```text
+//! metadata op:  if needs_checkpoint(): checkpoint first; then dirty_metadata(now, b) for
+//!               each block (true: clean that block's dirty home copy), note_inode(ino, ..),
+//!               add_ordered_inode / add_ordered_wait_inode (data=ordered), revoke(now, b)
+//! timer/size:   if must_commit(now) and committing() is None: start_commit(now) -> plan;
+//!               write ordered data, superblock (if superblock_first), plan.log; wait;
+//!               commit_record_sent(tid); commit block with the plan's flags; wait;
+//!               commit_written(tid) -> done: done.metadata / done.data become dirty home
+//!               blocks; done.tail (if any) is a superblock write ending the commit
+//! writeback:    a home block written -> home_written(b)
+//! checkpoint:   checkpoint_plan(&mut out) -> write `out` home (home_written each), commit
+//!               or wait as the step says; then tail_update() -> FLUSH (flush_first) +
+//!               superblock write (fua)
+//! fsync(ino):   write and wait the file's data; fsync_plan(ino, datasync): commit the
+//!               running transaction if commit_running, wait for wait_tid, then FLUSH if flush
 //! ```
 //!
 //! # Left out
@@ -278,8 +303,11 @@ impl Geometry {
 pub struct CommitPlan {
     pub tid: Tid,
     /// data=ordered: write these inodes' dirty data (in flight with the log writes), and wait
-    /// for it before the commit block.
+    /// for it before the commit block (`JI_WRITE_DATA|JI_WAIT_DATA`).
     pub ordered_inodes: Vec<u32>,
+    /// data=ordered: only wait for these inodes' data writes already in flight before the
+    /// commit block (`JI_WAIT_DATA`: blocks allocated by writeback itself).
+    pub ordered_wait_inodes: Vec<u32>,
     /// The journal superblock (block `start_block`) first, `REQ_SYNC`: the first commit
     /// after mount (jbd2's `JBD2_FLUSHED`).
     pub superblock_first: bool,
@@ -428,8 +456,9 @@ struct Running {
     /// Buffers in the order they joined (`t_buffers`).
     order: Vec<(u64, Kind)>,
     members: FxHashSet<u64>,
-    ordered: Vec<u32>,
-    ordered_set: FxHashSet<u32>,
+    /// Ordered inodes in the order they joined, and whether the commit writes their data.
+    ordered: Vec<(u32, bool)>,
+    ordered_index: FxHashMap<u32, usize>,
     /// Revoke records (`jbd2_journal_revoke`), each also a forgotten buffer.
     revokes: Vec<u64>,
     revoke_set: FxHashSet<u64>,
@@ -598,16 +627,33 @@ impl Journal {
         Ok(self.join(now, block, Kind::Data))
     }
 
-    /// data=ordered: the inode's new data must reach disk before the running transaction
-    /// commits (`ext4_jbd2_inode_add_write`). Nothing in the other modes: ext4 adds inodes
+    /// data=ordered: the inode's newly allocated blocks must reach disk before the running
+    /// transaction commits, and the commit writes them (`ext4_jbd2_inode_add_write`, from
+    /// `ext4_map_blocks` outside writeback). Nothing in the other modes: ext4 adds inodes
     /// only when `ext4_should_order_data`.
     pub fn add_ordered_inode(&mut self, now: Ns, ino: u32) {
+        self.add_ordered(now, ino, true);
+    }
+
+    /// data=ordered: as [`Journal::add_ordered_inode`], but the commit only waits for the
+    /// inode's data writes (`ext4_jbd2_inode_add_wait`: blocks allocated by writeback,
+    /// `EXT4_GET_BLOCKS_IO_SUBMIT`, the delayed-allocation path).
+    pub fn add_ordered_wait_inode(&mut self, now: Ns, ino: u32) {
+        self.add_ordered(now, ino, false);
+    }
+
+    fn add_ordered(&mut self, now: Ns, ino: u32, write: bool) {
         if self.p.mode != DataMode::Ordered {
             return;
         }
         self.begin(now);
-        if self.running.ordered_set.insert(ino) {
-            self.running.ordered.push(ino);
+        let r = &mut self.running;
+        match r.ordered_index.get(&ino) {
+            Some(&i) => r.ordered[i].1 |= write,
+            None => {
+                r.ordered_index.insert(ino, r.ordered.len());
+                r.ordered.push((ino, write));
+            }
         }
     }
 
@@ -824,7 +870,8 @@ impl Journal {
         let barrier_record = self.p.barrier && !self.p.async_commit;
         let plan = CommitPlan {
             tid: r.tid,
-            ordered_inodes: r.ordered,
+            ordered_inodes: r.ordered.iter().filter(|o| o.1).map(|o| o.0).collect(),
+            ordered_wait_inodes: r.ordered.iter().filter(|o| !o.1).map(|o| o.0).collect(),
             superblock_first,
             log,
             commit_block,
@@ -1067,9 +1114,12 @@ mod tests {
     ) {
         let mut j = journal(1024, DataMode::Ordered);
         j.add_ordered_inode(0, 12);
+        j.add_ordered_wait_inode(0, 13);
+        j.add_ordered_wait_inode(0, 12);
         let plan = commit_blocks(&mut j, 0, 500, 3);
         assert_eq!(plan.tid, 1);
         assert_eq!(plan.ordered_inodes, vec![12]);
+        assert_eq!(plan.ordered_wait_inodes, vec![13]);
         assert!(plan.superblock_first, "first commit after mount");
         assert_eq!(plan.log, vec![(START + 1, 4)]);
         assert_eq!(plan.commit_block, START + 5);
@@ -1297,9 +1347,10 @@ mod tests {
 
         let mut w = journal(1024, DataMode::Writeback);
         w.add_ordered_inode(0, 12);
+        w.add_ordered_wait_inode(0, 13);
         w.dirty_metadata(0, 40);
         let plan = w.start_commit(0).expect("room").expect("not empty");
-        assert!(plan.ordered_inodes.is_empty());
+        assert!(plan.ordered_inodes.is_empty() && plan.ordered_wait_inodes.is_empty());
         assert_eq!(
             w.dirty_data(0, 300).map_err(|e| e.to_string()),
             Err("dirty_data: data blocks are logged only with data=journal; this journal is data=writeback".into())
