@@ -1027,6 +1027,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const START: u64 = 10_000;
 
@@ -1468,5 +1469,123 @@ mod tests {
             .err(),
             Some(Jbd2Error::ZeroCommitInterval)
         );
+    }
+
+    /// One step of a random workload, driven by the protocol of the module doc.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Dirty(u64),
+        Revoke(u64),
+        Commit,
+        CommitDone,
+        Home(u64),
+        Checkpoint,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            12 => (0..2000_u64).prop_map(Op::Dirty),
+            1 => (0..2000_u64).prop_map(Op::Revoke),
+            2 => Just(Op::Commit),
+            2 => Just(Op::CommitDone),
+            3 => (0..2000_u64).prop_map(Op::Home),
+            1 => Just(Op::Checkpoint),
+        ]
+    }
+
+    /// Finish the commit in progress, then commit the running transaction.
+    fn commit_now(j: &mut Journal) {
+        if let Some(tid) = j.committing() {
+            j.commit_written(tid);
+        }
+        j.start_commit(0)
+            .expect("the protocol keeps room for a commit");
+    }
+
+    /// Checkpoint until a handle may start (`__jbd2_log_wait_for_space`).
+    fn make_room(j: &mut Journal) {
+        let mut out = Vec::new();
+        for _ in 0..64 {
+            if !j.needs_checkpoint() {
+                return;
+            }
+            match j.checkpoint_plan(&mut out) {
+                CheckpointStep::Idle => {
+                    if j.tail_update().is_none() {
+                        let tid = j.committing().expect("space is held by a commit");
+                        j.commit_written(tid);
+                    }
+                }
+                CheckpointStep::Write { .. } => {
+                    out.iter().for_each(|&b| j.home_written(b));
+                    j.tail_update();
+                }
+                CheckpointStep::CommitFirst { .. } => {
+                    out.iter().for_each(|&b| j.home_written(b));
+                    commit_now(j);
+                }
+            }
+        }
+        panic!("no room after 64 checkpoint steps");
+    }
+
+    /// The log from the tail to the head holds every live transaction and nothing else.
+    fn check_log(j: &Journal) {
+        let ring = j.p.blocks - 1;
+        let used = j.distance(j.head);
+        assert_eq!(j.free, ring - used, "free + used = the ring");
+        let starts = j
+            .checkpoint
+            .iter()
+            .filter(|t| !t.pending.is_empty())
+            .map(|t| t.log_start)
+            .chain(j.committing.as_ref().map(|c| c.log_start));
+        for start in starts {
+            assert!(
+                j.distance(start) < used,
+                "a live transaction at {start} lies between tail {} and head {}",
+                j.tail,
+                j.head
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn a_commit_never_overwrites_the_log_of_a_transaction_still_to_checkpoint(
+            ops in proptest::collection::vec(op(), 2000..4000)
+        ) {
+            let mut j = journal(1024, DataMode::Ordered);
+            for op in ops {
+                match op {
+                    Op::Dirty(b) | Op::Revoke(b) => {
+                        make_room(&mut j);
+                        if j.running_credits() + 1 >= j.geometry().max_txn_bufs {
+                            commit_now(&mut j);
+                            make_room(&mut j);
+                        }
+                        if let Op::Revoke(_) = op {
+                            j.revoke(0, b);
+                        } else {
+                            j.dirty_metadata(0, b);
+                        }
+                    }
+                    Op::Commit => {
+                        if j.committing().is_none() {
+                            j.start_commit(0).expect("the protocol keeps room for a commit");
+                        }
+                    }
+                    Op::CommitDone => {
+                        if let Some(tid) = j.committing() {
+                            j.commit_written(tid);
+                        }
+                    }
+                    Op::Home(b) => j.home_written(b),
+                    Op::Checkpoint => make_room(&mut j),
+                }
+                check_log(&j);
+            }
+        }
     }
 }
