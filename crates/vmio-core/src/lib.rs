@@ -15,6 +15,7 @@
 pub mod blockq;
 pub mod cache;
 pub mod fio;
+pub mod guest;
 pub mod params;
 pub mod request;
 pub mod rng;
