@@ -152,7 +152,9 @@ const FLEX_SIZE_DIR_ALLOC_SCHEME: u32 = 4;
 pub enum Ext4Error {
     #[error("filesystem size: {size_bytes} bytes leaves {blocks} blocks of 4 KiB; ext4 with a journal needs at least 2048 blocks (8 MiB)")]
     TooSmall { size_bytes: u64, blocks: u64 },
-    #[error("filesystem size: {size_bytes} bytes; accepted: less than 16 TiB (2^32 blocks of 4 KiB)")]
+    #[error(
+        "filesystem size: {size_bytes} bytes; accepted: less than 16 TiB (2^32 blocks of 4 KiB)"
+    )]
     TooBig { size_bytes: u64 },
     #[error("journal_blocks: {blocks}; accepted: 1024 to 10240000 blocks and at most half of the {free} free blocks")]
     JournalSize { blocks: u64, free: u64 },
@@ -199,7 +201,11 @@ impl MkfsOptions {
             size_bytes,
             journal_blocks: None,
             flex_bg: 16,
-            inode_ratio: if size_bytes < BIG_FS_BYTES { 16384 } else { 32768 },
+            inode_ratio: if size_bytes < BIG_FS_BYTES {
+                16384
+            } else {
+                32768
+            },
             inode_size: 256,
         }
     }
@@ -265,9 +271,14 @@ impl Layout {
         }
         let mut blocks = opts.size_bytes / BLOCK_BYTES;
         if blocks >= MAX_FS_BLOCKS {
-            return Err(Ext4Error::TooBig { size_bytes: opts.size_bytes });
+            return Err(Ext4Error::TooBig {
+                size_bytes: opts.size_bytes,
+            });
         }
-        let too_small = Ext4Error::TooSmall { size_bytes: opts.size_bytes, blocks };
+        let too_small = Ext4Error::TooSmall {
+            size_bytes: opts.size_bytes,
+            blocks,
+        };
         if blocks < MIN_JOURNAL_FS_BLOCKS {
             return Err(too_small);
         }
@@ -291,9 +302,11 @@ impl Layout {
             } else {
                 0xffff_ffff
             };
-            let rsv = (max_blocks.div_ceil(BLOCKS_PER_GROUP).div_ceil(DESCS_PER_BLOCK))
-                .saturating_sub(desc_blocks)
-                .min(ADDR_PER_BLOCK);
+            let rsv = (max_blocks
+                .div_ceil(BLOCKS_PER_GROUP)
+                .div_ceil(DESCS_PER_BLOCK))
+            .saturating_sub(desc_blocks)
+            .min(ADDR_PER_BLOCK);
             let geo = Layout {
                 blocks,
                 blocks_per_group: BLOCKS_PER_GROUP,
@@ -331,7 +344,11 @@ impl Layout {
             let need = geo.tables_end(s) - geo.tables_base(s);
             let room = geo.group_start(s) + geo.group_len(s) - geo.tables_base(s);
             if need > room {
-                return Err(Ext4Error::TablesOverflow { group: s, need, room });
+                return Err(Ext4Error::TablesOverflow {
+                    group: s,
+                    need,
+                    room,
+                });
             }
         }
         let mut space = Space::new(&geo);
@@ -345,7 +362,10 @@ impl Layout {
             None => Self::default_journal_blocks(geo.blocks),
             Some(j) => {
                 if !(MIN_JOURNAL_BLOCKS..=MAX_JOURNAL_BLOCKS).contains(&j) || j > space.total / 2 {
-                    return Err(Ext4Error::JournalSize { blocks: j, free: space.total });
+                    return Err(Ext4Error::JournalSize {
+                        blocks: j,
+                        free: space.total,
+                    });
                 }
                 j
             }
@@ -388,7 +408,7 @@ impl Layout {
     /// Whether group `g` holds a superblock copy (sparse_super: 0, 1 and powers of 3, 5, 7).
     pub fn has_super(&self, g: u32) -> bool {
         fn power_of(mut g: u32, base: u32) -> bool {
-            while g > 1 && g % base == 0 {
+            while g > 1 && g.is_multiple_of(base) {
                 g /= base;
             }
             g == 1
@@ -492,7 +512,11 @@ impl Layout {
             runs.push((self.group_start(g), self.super_blocks(g)));
         }
         if self.flex_start(g) == g {
-            let (base, t, n) = (self.tables_base(g), self.table_offset(g), self.flex_groups(g));
+            let (base, t, n) = (
+                self.tables_base(g),
+                self.table_offset(g),
+                self.flex_groups(g),
+            );
             runs.push((base, n as u64));
             runs.push((base + t, n as u64));
             runs.push((base + 2 * t, n as u64 * self.inode_table_blocks));
@@ -516,7 +540,11 @@ impl Layout {
         } else {
             start = group.saturating_sub(1);
         }
-        let end = if group + 1 < self.groups { group + 1 } else { group };
+        let end = if group + 1 < self.groups {
+            group + 1
+        } else {
+            group
+        };
         let mut best = start;
         for g in start + 1..=end {
             if free[g as usize] > free[best as usize] {
@@ -600,7 +628,10 @@ impl Space {
         let mut pieces = Vec::new();
         self.per_group(start, len, |g, n| pieces.push((g, n)));
         for (g, n) in pieces {
-            let (gf, ff) = (&mut self.group_free[g as usize], &mut self.flex_free[(g / flex) as usize]);
+            let (gf, ff) = (
+                &mut self.group_free[g as usize],
+                &mut self.flex_free[(g / flex) as usize],
+            );
             if add {
                 *gf += n;
                 *ff += n;
@@ -618,7 +649,11 @@ impl Space {
 
     /// Marks the free run piece `start..start+len` used (it must be free).
     fn take(&mut self, start: u64, len: u64) {
-        let (&rs, &rl) = self.free.range(..=start).next_back().expect("taking a free block");
+        let (&rs, &rl) = self
+            .free
+            .range(..=start)
+            .next_back()
+            .expect("taking a free block");
         debug_assert!(start + len <= rs + rl);
         self.free.remove(&rs);
         if start > rs {
@@ -653,14 +688,22 @@ impl Space {
                 return (pos, s + l - pos);
             }
         }
-        let next = self.free.range(pos..).next().or_else(|| self.free.iter().next());
-        next.map(|(&s, &l)| (s, l)).expect("free space is not empty")
+        let next = self
+            .free
+            .range(pos..)
+            .next()
+            .or_else(|| self.free.iter().next());
+        next.map(|(&s, &l)| (s, l))
+            .expect("free space is not empty")
     }
 
     /// First fit from `goal`: `n` blocks as physical runs (start, len) in allocation order.
     fn alloc(&mut self, goal: u64, n: u64) -> Result<Vec<(u64, u64)>, Ext4Error> {
         if n > self.total {
-            return Err(Ext4Error::NoSpace { want: n, free: self.total });
+            return Err(Ext4Error::NoSpace {
+                want: n,
+                free: self.total,
+            });
         }
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let (mut pos, mut left) = (if goal < self.blocks { goal } else { 0 }, n);
@@ -785,7 +828,12 @@ impl Ext4 {
         }
         let ipg = layout.inodes_per_group;
         let mut groups = vec![
-            InodeGroup { free: ipg, dirs: 0, high: 0, holes: BTreeSet::new() };
+            InodeGroup {
+                free: ipg,
+                dirs: 0,
+                high: 0,
+                holes: BTreeSet::new()
+            };
             layout.groups as usize
         ];
         groups[0].free -= LOST_FOUND_INO;
@@ -799,12 +847,19 @@ impl Ext4 {
         let mut flex_dirs = vec![0u64; nflex];
         flex_dirs[0] = 2;
         let mut root = Inode::new(0, true, ROOT_INO, 0);
-        root.dir = Some(Dir { high: 3, holes: BTreeSet::new() });
+        root.dir = Some(Dir {
+            high: 3,
+            holes: BTreeSet::new(),
+        });
         root.extents.insert(0, (layout.root_dir_block, 1));
         root.size = BLOCK_BYTES;
         let mut lpf = Inode::new(0, true, ROOT_INO, 2);
-        lpf.dir = Some(Dir { high: 2, holes: BTreeSet::new() });
-        lpf.extents.insert(0, (layout.lost_found_block, LOST_FOUND_BLOCKS));
+        lpf.dir = Some(Dir {
+            high: 2,
+            holes: BTreeSet::new(),
+        });
+        lpf.extents
+            .insert(0, (layout.lost_found_block, LOST_FOUND_BLOCKS));
         lpf.size = LOST_FOUND_BLOCKS * BLOCK_BYTES;
         let mut journal = Inode::new(0, false, 0, 0);
         for e in &layout.journal_extents {
@@ -812,7 +867,11 @@ impl Ext4 {
         }
         journal.tree.extend(layout.journal_tree_block);
         journal.size = layout.journal_blocks * BLOCK_BYTES;
-        let inodes = HashMap::from([(ROOT_INO, root), (LOST_FOUND_INO, lpf), (JOURNAL_INO, journal)]);
+        let inodes = HashMap::from([
+            (ROOT_INO, root),
+            (LOST_FOUND_INO, lpf),
+            (JOURNAL_INO, journal),
+        ]);
         Ext4 {
             free_inodes: layout.inodes() - LOST_FOUND_INO as u64,
             layout,
@@ -851,7 +910,10 @@ impl Ext4 {
     /// The extents of `ino`, in logical order.
     pub fn extents(&self, ino: u32) -> Vec<Extent> {
         self.inodes.get(&ino).map_or_else(Vec::new, |i| {
-            i.extents.iter().map(|(&lblk, &(pblk, len))| Extent { lblk, pblk, len }).collect()
+            i.extents
+                .iter()
+                .map(|(&lblk, &(pblk, len))| Extent { lblk, pblk, len })
+                .collect()
         })
     }
 
@@ -886,22 +948,38 @@ impl Ext4 {
         let end = lblk + n;
         let mut at = lblk;
         if let Some(i) = self.inodes.get(&ino) {
-            let first = i.extents.range(..=lblk).next_back().map_or(lblk, |(&l, _)| l);
+            let first = i
+                .extents
+                .range(..=lblk)
+                .next_back()
+                .map_or(lblk, |(&l, _)| l);
             for (&l, &(p, len)) in i.extents.range(first..end) {
                 if l + len <= at {
                     continue;
                 }
                 if l > at {
-                    out.push(Mapped { lblk: at, len: l - at, pblk: None });
+                    out.push(Mapped {
+                        lblk: at,
+                        len: l - at,
+                        pblk: None,
+                    });
                     at = l;
                 }
                 let stop = (l + len).min(end);
-                out.push(Mapped { lblk: at, len: stop - at, pblk: Some(p + (at - l)) });
+                out.push(Mapped {
+                    lblk: at,
+                    len: stop - at,
+                    pblk: Some(p + (at - l)),
+                });
                 at = stop;
             }
         }
         if at < end {
-            out.push(Mapped { lblk: at, len: end - at, pblk: None });
+            out.push(Mapped {
+                lblk: at,
+                len: end - at,
+                pblk: None,
+            });
         }
     }
 
@@ -947,7 +1025,11 @@ impl Ext4 {
     ) -> Result<(), Ext4Error> {
         let mut holes = Vec::new();
         self.map(ino, lblk, n, &mut holes);
-        let want: u64 = holes.iter().filter(|m| m.pblk.is_none()).map(|m| m.len).sum();
+        let want: u64 = holes
+            .iter()
+            .filter(|m| m.pblk.is_none())
+            .map(|m| m.len)
+            .sum();
         let extra = {
             let i = self.inode(ino)?;
             let gaps = holes.iter().filter(|m| m.pblk.is_none()).count() as u64;
@@ -955,7 +1037,10 @@ impl Ext4 {
                 .saturating_sub(i.tree.len() as u64)
         };
         if want + extra > self.space.total {
-            return Err(Ext4Error::NoSpace { want, free: self.space.total });
+            return Err(Ext4Error::NoSpace {
+                want,
+                free: self.space.total,
+            });
         }
         for hole in holes.iter().filter(|m| m.pblk.is_none()) {
             let goal = self.block_goal(&self.inodes[&ino], hole.lblk);
@@ -994,7 +1079,13 @@ impl Ext4 {
 
     /// Resizes `ino`'s extent tree to its extent count (new blocks near `goal`, extra blocks
     /// freed) and dirties the leaf holding logical block `lblk`.
-    fn fit_tree(&mut self, ino: u32, lblk: u64, goal: u64, meta: &mut Vec<u64>) -> Result<(), Ext4Error> {
+    fn fit_tree(
+        &mut self,
+        ino: u32,
+        lblk: u64,
+        goal: u64,
+        meta: &mut Vec<u64>,
+    ) -> Result<(), Ext4Error> {
         let i = &self.inodes[&ino];
         let need = tree_blocks(i.extents.len() as u64) as usize;
         let have = i.tree.len();
@@ -1007,7 +1098,11 @@ impl Ext4 {
         }
         let i = self.inodes.get_mut(&ino).expect("inode checked above");
         i.tree.extend(added.iter().copied());
-        let dropped: Vec<u64> = if need < have { i.tree.drain(need..).collect() } else { Vec::new() };
+        let dropped: Vec<u64> = if need < have {
+            i.tree.drain(need..).collect()
+        } else {
+            Vec::new()
+        };
         let leaf = if i.tree.is_empty() {
             None
         } else {
@@ -1063,10 +1158,24 @@ impl Ext4 {
             let goal = self.block_goal(d, block);
             let b = self.space.alloc(goal, 1)?[0].0;
             self.dirty_run(b, 1, meta);
-            self.insert_extent(dir, Extent { lblk: block, pblk: b, len: 1 }, meta)?;
+            self.insert_extent(
+                dir,
+                Extent {
+                    lblk: block,
+                    pblk: b,
+                    len: 1,
+                },
+                meta,
+            )?;
             self.inodes.get_mut(&dir).expect("checked dir").size = (block + 1) * BLOCK_BYTES;
         }
-        let d = self.inodes.get_mut(&dir).expect("checked dir").dir.as_mut().expect("checked dir");
+        let d = self
+            .inodes
+            .get_mut(&dir)
+            .expect("checked dir")
+            .dir
+            .as_mut()
+            .expect("checked dir");
         if !d.holes.remove(&slot) {
             d.high += 1;
         }
@@ -1080,10 +1189,15 @@ impl Ext4 {
     fn check_new(&self, dir: u32, blocks: u64) -> Result<(), Ext4Error> {
         self.dir(dir)?;
         if self.free_inodes == 0 {
-            return Err(Ext4Error::NoInodes { inodes: self.layout.inodes() });
+            return Err(Ext4Error::NoInodes {
+                inodes: self.layout.inodes(),
+            });
         }
         if self.space.total < blocks + 2 {
-            return Err(Ext4Error::NoSpace { want: blocks + 2, free: self.space.total });
+            return Err(Ext4Error::NoSpace {
+                want: blocks + 2,
+                free: self.space.total,
+            });
         }
         Ok(())
     }
@@ -1092,16 +1206,28 @@ impl Ext4 {
     pub fn mkdir(&mut self, parent: u32, meta: &mut Vec<u64>) -> Result<u32, Ext4Error> {
         self.check_new(parent, 1)?;
         let group = self.find_group_orlov(parent, true);
-        self.inodes.get_mut(&parent).expect("checked dir").last_alloc_group = Some(group);
+        self.inodes
+            .get_mut(&parent)
+            .expect("checked dir")
+            .last_alloc_group = Some(group);
         let ino = self.claim_inode(group, true, meta);
         let slot = self.add_entry(parent, meta)?;
-        self.inodes.insert(ino, Inode::new(group, true, parent, slot));
+        self.inodes
+            .insert(ino, Inode::new(group, true, parent, slot));
         let d = self.inodes.get_mut(&ino).expect("just inserted");
         d.dir.as_mut().expect("a directory").high = 2;
         let goal = self.inode_goal(&self.inodes[&ino]);
         let b = self.space.alloc(goal, 1)?[0].0;
         self.dirty_run(b, 1, meta);
-        self.insert_extent(ino, Extent { lblk: 0, pblk: b, len: 1 }, meta)?;
+        self.insert_extent(
+            ino,
+            Extent {
+                lblk: 0,
+                pblk: b,
+                len: 1,
+            },
+            meta,
+        )?;
         self.inodes.get_mut(&ino).expect("just inserted").size = BLOCK_BYTES;
         meta.push(b);
         Ok(ino)
@@ -1111,7 +1237,10 @@ impl Ext4 {
     pub fn create(&mut self, dir: u32, meta: &mut Vec<u64>) -> Result<u32, Ext4Error> {
         self.check_new(dir, 0)?;
         let group = self.find_group_other(dir);
-        self.inodes.get_mut(&dir).expect("checked dir").last_alloc_group = Some(group);
+        self.inodes
+            .get_mut(&dir)
+            .expect("checked dir")
+            .last_alloc_group = Some(group);
         let ino = self.claim_inode(group, false, meta);
         let slot = self.add_entry(dir, meta)?;
         self.inodes.insert(ino, Inode::new(group, false, dir, slot));
@@ -1125,9 +1254,15 @@ impl Ext4 {
 
     /// Frees `ino`'s blocks from logical block `from` on.
     fn free_from(&mut self, ino: u32, from: u64, meta: &mut Vec<u64>) {
-        let Some(i) = self.inodes.get_mut(&ino) else { return };
+        let Some(i) = self.inodes.get_mut(&ino) else {
+            return;
+        };
         let mut freed = Vec::new();
-        let first = i.extents.range(..from).next_back().map_or(from, |(&l, _)| l);
+        let first = i
+            .extents
+            .range(..from)
+            .next_back()
+            .map_or(from, |(&l, _)| l);
         let keys: Vec<u64> = i.extents.range(first..).map(|(&l, _)| l).collect();
         for l in keys {
             let (p, len) = i.extents[&l];
@@ -1154,7 +1289,9 @@ impl Ext4 {
     /// Sets the size; shrinking frees the blocks past the new end (truncate: the orphan list
     /// in the superblock, the bitmaps, the extent leaf).
     pub fn set_size(&mut self, ino: u32, bytes: u64, meta: &mut Vec<u64>) {
-        let Some(i) = self.inodes.get_mut(&ino) else { return };
+        let Some(i) = self.inodes.get_mut(&ino) else {
+            return;
+        };
         let old = i.size;
         i.size = bytes;
         meta.push(self.layout.inode_table_block(ino));
@@ -1205,7 +1342,11 @@ impl Ext4 {
     /// flex_bg: the flex groups are then single groups).
     fn flex_stats(&self, f: u32) -> (u64, u64, u64) {
         let f = f as usize;
-        (self.flex_inodes[f], self.space.flex_free[f], self.flex_dirs[f])
+        (
+            self.flex_inodes[f],
+            self.space.flex_free[f],
+            self.flex_dirs[f],
+        )
     }
 
     /// `find_group_orlov`.
@@ -1249,8 +1390,8 @@ impl Ext4 {
         };
         if let Some(f) = chosen {
             let first = f * flex;
-            if let Some(g) = (first..(first + flex).min(real_groups))
-                .find(|&g| self.groups[g as usize].free > 0)
+            if let Some(g) =
+                (first..(first + flex).min(real_groups)).find(|&g| self.groups[g as usize].free > 0)
             {
                 return g;
             }
@@ -1284,7 +1425,8 @@ impl Ext4 {
             }
             return self.find_group_orlov(dir, false);
         }
-        let has_room = |g: u32| self.groups[g as usize].free > 0 && self.space.group_free[g as usize] > 0;
+        let has_room =
+            |g: u32| self.groups[g as usize].free > 0 && self.space.group_free[g as usize] > 0;
         if has_room(p.group) {
             return p.group;
         }
@@ -1301,5 +1443,571 @@ impl Ext4 {
             .map(|k| (p.group + k) % ngroups)
             .find(|&g| self.groups[g as usize].free > 0)
             .expect("a free inode exists (checked)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn layout(bytes: u64) -> Layout {
+        Layout::mkfs(&MkfsOptions::new(bytes)).expect("a valid size")
+    }
+
+    fn fs(bytes: u64) -> Ext4 {
+        Ext4::new(layout(bytes))
+    }
+
+    #[test]
+    fn default_journal_sizes_follow_the_e2fsprogs_table_at_its_boundaries() {
+        let j = Layout::default_journal_blocks;
+        // (filesystem blocks, journal blocks): each row's last size and the next row's first.
+        let rows = [
+            (2047, 0),
+            (2048, 1024),
+            (32767, 1024),
+            (32768, 4096),      // 128 MiB: 16 MiB
+            (262143, 4096),     // just under 1 GiB
+            (262144, 8192),     // 1 GiB is in the "< 2 GiB" row: 32 MiB
+            (524288, 16384),    // 2 GiB: 64 MiB
+            (4194303, 16384),   // just under 16 GiB
+            (4194304, 32768),   // 16 GiB: 128 MiB
+            (8388608, 65536),   // 32 GiB: 256 MiB
+            (16777216, 131072), // 64 GiB: 512 MiB
+            (33554431, 131072), // just under 128 GiB
+            (33554432, 262144), // 128 GiB and more: 1 GiB
+        ];
+        for (blocks, want) in rows {
+            assert_eq!(j(blocks), want, "{blocks} blocks");
+        }
+    }
+
+    #[test]
+    fn a_1_gib_filesystem_gets_a_32_mib_journal_at_the_start_of_group_4() {
+        // 262144 blocks, 8 groups; midpoint block 131072 is in group 4; 4 <= 16 (flex size), so
+        // the freest of groups 3, 4, 5: 3 and 5 hold superblock copies, 4 is whole: 4 * 32768.
+        let l = layout(GIB);
+        assert_eq!((l.blocks, l.groups, l.journal_blocks), (262144, 8, 8192));
+        assert_eq!(l.journal_start, 131072);
+        assert_eq!(
+            l.journal_extents,
+            vec![Extent {
+                lblk: 0,
+                pblk: 131072,
+                len: 8192
+            }]
+        );
+    }
+
+    #[test]
+    fn a_16_gib_filesystem_gets_a_128_mib_journal_at_the_start_of_group_65() {
+        // 4194304 blocks, 128 groups; midpoint group 64 > 16: rounded down to its flex group's
+        // start, 64 (free: 32768 - 16 - 16 - 16 * 512 = 24544); group 65 is whole (32768 free),
+        // so the goal is 65 * 32768 = 2129920; 16 GiB is in the "< 32 GiB" row: 32768 blocks,
+        // one extent.
+        let l = layout(16 * GIB);
+        assert_eq!((l.groups, l.journal_blocks), (128, 32768));
+        assert_eq!(l.journal_start, 2_129_920);
+        assert_eq!(l.journal_extents.len(), 1);
+        assert_eq!(l.journal_tree_block, None);
+    }
+
+    #[test]
+    fn a_100_gib_filesystem_gets_a_512_mib_journal_in_four_full_extents_from_group_401() {
+        // 26214400 blocks, 800 groups; midpoint group 400 = 25 * 16 is a flex group start;
+        // group 401 is whole, so 401 * 32768 = 13139968; 131072 blocks in extents of 32768.
+        let l = layout(100 * GIB);
+        assert_eq!((l.groups, l.journal_blocks), (800, 131072));
+        let starts: Vec<u64> = l.journal_extents.iter().map(|e| e.pblk).collect();
+        assert_eq!(starts, vec![13_139_968, 13_172_736, 13_205_504, 13_238_272]);
+        assert_eq!(l.journal_block(32768), Some(13_172_736));
+        assert_eq!(l.journal_block(131072), None);
+    }
+
+    #[test]
+    fn a_200_gib_journal_has_eight_extents_and_its_extent_block_just_before_it() {
+        // 1600 groups, midpoint group 800 (a flex start) -> 801 * 32768 = 26247168; 262144
+        // blocks = 8 extents > 4, so one extent block at 26247168 - 1.
+        let l = layout(200 * GIB);
+        assert_eq!(l.journal_start, 26_247_168);
+        assert_eq!(l.journal_extents.len(), 8);
+        assert_eq!(l.journal_tree_block, Some(26_247_167));
+    }
+
+    #[test]
+    fn reserved_gdt_blocks_allow_growth_to_1024_times_the_size_and_shift_the_tables() {
+        // 1 GiB: ceil(262144 * 1024 / 32768 / 64) - 1 = 127 reserved, so group 0's tables start
+        // at 1 + 1 + 127 = 129; 8 groups (the last flex group): inode bitmaps 8 further, inode
+        // tables 8 further again, 512 blocks each.
+        let l = layout(GIB);
+        assert_eq!((l.desc_blocks, l.reserved_gdt_blocks), (1, 127));
+        assert_eq!(
+            (l.block_bitmap(0), l.inode_bitmap(0), l.inode_table(0)),
+            (129, 137, 145)
+        );
+        assert_eq!(l.inode_table(7), 145 + 7 * 512);
+        // root, lost+found and the resize inode's block follow the tables: 145 + 8 * 512.
+        assert_eq!(
+            (l.root_dir_block, l.lost_found_block, l.resize_block),
+            (4241, 4242, 4246)
+        );
+        // 16 GiB: 2^32 - 1 blocks / 32768 / 64 - 2 > 1024, capped: 1 + 2 + 1024 = 1027.
+        let l = layout(16 * GIB);
+        assert_eq!((l.desc_blocks, l.reserved_gdt_blocks), (2, 1024));
+        assert_eq!(
+            (l.block_bitmap(0), l.inode_bitmap(0), l.inode_table(0)),
+            (1027, 1043, 1059)
+        );
+        // group 16 has no superblock copy: its flex group's tables start at its first block.
+        assert_eq!((l.block_bitmap(17), l.inode_bitmap(17)), (524_289, 524_305));
+        assert_eq!(l.inode_table(17), 524_288 + 32 + 512);
+    }
+
+    #[test]
+    fn inode_n_is_in_its_groups_table_at_256_bytes_an_inode() {
+        // 16 GiB: 8192 inodes a group, 16 a block; inode 12 is index 11 of group 0 (block 0 of
+        // its table), inode 8192 + 17 index 16 of group 1 (block 1 of group 1's table).
+        let l = layout(16 * GIB);
+        assert_eq!(l.inodes_per_group, 8192);
+        assert_eq!(l.inode_table_block(12), 1059);
+        assert_eq!(l.inode_table_block(8192 + 17), 1059 + 512 + 1);
+        assert_eq!(l.inode_table_block(16 * 8192 + 1), 524_288 + 32);
+    }
+
+    #[test]
+    fn sixty_four_group_descriptors_share_a_gdt_block() {
+        let l = layout(16 * GIB);
+        assert_eq!(l.group_desc_block(0), 1);
+        assert_eq!(l.group_desc_block(63), 1);
+        assert_eq!(l.group_desc_block(64), 2);
+        assert_eq!(l.group_of(2_129_920), 65);
+    }
+
+    #[test]
+    fn a_last_group_too_short_for_its_tables_is_dropped() {
+        // 2 GiB + 1 MiB: 524544 blocks, a 17th group of 256 blocks < 2 + 512 + 50: dropped.
+        let l = layout(2 * GIB + (1 << 20));
+        assert_eq!((l.blocks, l.groups), (524_288, 16));
+        // 700 MiB: 179200 blocks, a last group of 15360 kept; 44800 inodes over 6 groups,
+        // ceil(44800 / 6) = 7467 rounded up to fill 467 table blocks: 7472.
+        let l = layout(700 << 20);
+        assert_eq!(
+            (l.groups, l.inodes_per_group, l.inode_table_blocks),
+            (6, 7472, 467)
+        );
+    }
+
+    #[test]
+    fn bad_options_name_the_field_and_the_accepted_values() {
+        let err = |o: MkfsOptions| Layout::mkfs(&o).unwrap_err().to_string();
+        assert_eq!(
+            err(MkfsOptions::new(4 << 20)),
+            "filesystem size: 4194304 bytes leaves 1024 blocks of 4 KiB; ext4 with a journal needs at least 2048 blocks (8 MiB)"
+        );
+        let o = MkfsOptions {
+            journal_blocks: Some(200_000),
+            ..MkfsOptions::new(GIB)
+        };
+        assert!(err(o).starts_with("journal_blocks: 200000; accepted: 1024 to 10240000 blocks"));
+        let o = MkfsOptions {
+            flex_bg: 12,
+            ..MkfsOptions::new(GIB)
+        };
+        assert_eq!(
+            err(o),
+            "flex_bg: 12; accepted: a power of two from 1 to 2^31"
+        );
+        let o = MkfsOptions {
+            inode_ratio: 4096,
+            inode_size: 4096,
+            ..MkfsOptions::new(GIB)
+        };
+        assert!(err(o).starts_with(
+            "inode_ratio / inode_size / flex_bg: the bitmaps and inode tables of flex group 0"
+        ));
+    }
+
+    #[test]
+    fn a_requested_journal_is_placed_like_the_default_one() {
+        let o = MkfsOptions {
+            journal_blocks: Some(4096),
+            ..MkfsOptions::new(16 * GIB)
+        };
+        let l = Layout::mkfs(&o).expect("a valid journal");
+        assert_eq!((l.journal_start, l.journal_blocks), (2_129_920, 4096));
+    }
+
+    #[test]
+    fn a_fresh_filesystem_has_mke2fs_free_counts() {
+        // 1 GiB (dumpe2fs): 249189 free blocks = 262144 - 5 superblock copies (groups 0, 1, 3,
+        // 5, 7) of 1 + 1 + 127 blocks - 8 * (2 + 512) (bitmaps, tables) - 6 (root, lost+found,
+        // resize) - 8192 (journal); 65525 free inodes = 65536 - 11.
+        let f = fs(GIB);
+        assert_eq!(f.free_blocks(), 262144 - 5 * 129 - 8 * 514 - 6 - 8192);
+        assert_eq!(f.free_blocks(), 249_189);
+        assert_eq!(f.free_inodes(), 65_525);
+    }
+
+    #[test]
+    fn two_files_created_in_one_directory_land_in_the_same_group() {
+        let mut f = fs(16 * GIB);
+        let mut meta = Vec::new();
+        let d = f.mkdir(ROOT_INO, &mut meta).expect("mkdir");
+        let a = f.create(d, &mut meta).expect("create");
+        let b = f.create(d, &mut meta).expect("create");
+        assert_eq!(f.inode_group(a), f.inode_group(b));
+        assert_eq!(f.inode_group(a), f.inode_group(d));
+        assert_eq!(b, a + 1);
+    }
+
+    #[test]
+    fn a_new_file_in_the_root_takes_inode_12_and_dirties_its_bitmap_descriptor_and_entry() {
+        let mut f = fs(16 * GIB);
+        let mut meta = Vec::new();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        assert_eq!(ino, 12);
+        // inode bitmap, group descriptor, the new inode's block, the root's block, its inode.
+        assert_eq!(meta, vec![1043, 1, 1059, 9251, 1059]);
+        assert_eq!(f.entry_block(ino), Some(9251));
+        assert!(!meta.contains(&0), "no superblock for a create");
+    }
+
+    #[test]
+    fn a_file_written_in_two_calls_gets_one_merged_extent() {
+        // A regular file of group 0 starts at group 1 (flex_bg >= 4), after group 1's
+        // superblock copy: 32768 + 1 + 2 + 1024 = 33795.
+        let mut f = fs(16 * GIB);
+        let mut meta = Vec::new();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        f.allocate(ino, 0, 10, &mut meta).expect("space");
+        meta.clear();
+        f.allocate(ino, 10, 10, &mut meta).expect("space");
+        assert_eq!(
+            f.extents(ino),
+            vec![Extent {
+                lblk: 0,
+                pblk: 33795,
+                len: 20
+            }]
+        );
+        // block bitmap and descriptor of group 1, the inode's block; no superblock.
+        assert_eq!(meta, vec![f.layout().block_bitmap(1), 1, 1059]);
+    }
+
+    #[test]
+    fn allocate_skips_mapped_blocks_and_map_reports_holes() {
+        let mut f = fs(GIB);
+        let mut meta = Vec::new();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        f.allocate(ino, 4, 2, &mut meta).expect("space");
+        let p = f.extents(ino)[0].pblk;
+        let before = f.free_blocks();
+        f.allocate(ino, 0, 8, &mut meta).expect("space");
+        assert_eq!(before - f.free_blocks(), 6);
+        let mut out = Vec::new();
+        f.map(ino, 3, 4, &mut out);
+        assert_eq!(
+            out[1],
+            Mapped {
+                lblk: 4,
+                len: 2,
+                pblk: Some(p)
+            }
+        );
+        out.clear();
+        let g = fs(GIB);
+        g.map(ino, 0, 3, &mut out);
+        assert_eq!(
+            out,
+            vec![Mapped {
+                lblk: 0,
+                len: 3,
+                pblk: None
+            }]
+        );
+    }
+
+    #[test]
+    fn unlink_returns_every_block_and_the_inode() {
+        let mut f = fs(16 * GIB);
+        let (blocks, inodes) = (f.free_blocks(), f.free_inodes());
+        let mut meta = Vec::new();
+        let d = f.mkdir(ROOT_INO, &mut meta).expect("mkdir");
+        let ino = f.create(d, &mut meta).expect("create");
+        for k in 0..6 {
+            f.allocate(ino, k * 100, 50, &mut meta).expect("space");
+        }
+        assert_eq!(f.extent_blocks(ino).len(), 1);
+        meta.clear();
+        f.unlink(ino, &mut meta).expect("a file");
+        assert!(meta.contains(&0), "the orphan list lives in the superblock");
+        f.unlink(d, &mut meta).expect("an empty directory");
+        assert_eq!((f.free_blocks(), f.free_inodes()), (blocks, inodes));
+        let again = f.create(ROOT_INO, &mut meta).expect("create");
+        assert_eq!(again, 12, "the lowest free inode is reused");
+    }
+
+    #[test]
+    fn a_fifth_fragment_moves_the_extents_to_a_leaf_block() {
+        let mut f = fs(GIB);
+        let mut meta = Vec::new();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        for k in 0..4 {
+            f.allocate(ino, 2 * k, 1, &mut meta).expect("space");
+        }
+        assert!(f.extent_blocks(ino).is_empty());
+        meta.clear();
+        f.allocate(ino, 8, 1, &mut meta).expect("space");
+        assert_eq!(f.extents(ino).len(), 5);
+        let leaf = f.extent_blocks(ino)[0];
+        assert!(meta.contains(&leaf));
+        assert_eq!(tree_blocks(340 * 4), 4);
+        assert_eq!(tree_blocks(340 * 4 + 1), 5 + 1);
+    }
+
+    #[test]
+    fn a_directory_grows_a_block_after_255_entries() {
+        // The root holds ".", ".." and "lost+found": 252 more fill its first block.
+        let mut f = fs(GIB);
+        let mut meta = Vec::new();
+        for _ in 0..252 {
+            f.create(ROOT_INO, &mut meta).expect("create");
+        }
+        assert_eq!(f.extents(ROOT_INO).len(), 1);
+        assert_eq!(f.size(ROOT_INO), BLOCK_BYTES);
+        meta.clear();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        assert_eq!(f.size(ROOT_INO), 2 * BLOCK_BYTES);
+        let second = f.entry_block(ino).expect("an entry");
+        assert_eq!(
+            second, 4247,
+            "the first free block after the resize inode's"
+        );
+        assert!(meta.contains(&second));
+    }
+
+    #[test]
+    fn top_level_directories_spread_over_the_flex_groups_with_average_free_space() {
+        // 16 GiB: 8 flex groups. Flex 0 has fewer free inodes than the average (11 reserved),
+        // flex 4 fewer free blocks (the journal); Orlov puts one directory in each other flex
+        // group before a second in any.
+        let mut f = fs(16 * GIB);
+        let mut meta = Vec::new();
+        let mut flexes = BTreeSet::new();
+        for _ in 0..6 {
+            let d = f.mkdir(ROOT_INO, &mut meta).expect("mkdir");
+            flexes.insert(f.inode_group(d) / 16);
+        }
+        assert_eq!(flexes, BTreeSet::from([1, 2, 3, 5, 6, 7]));
+    }
+
+    #[test]
+    fn allocating_past_the_free_blocks_fails_with_enospc() {
+        let mut f = fs(64 << 20);
+        let mut meta = Vec::new();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        let free = f.free_blocks();
+        let err = f.allocate(ino, 0, free + 1, &mut meta).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "no space left on device: {} blocks wanted, {free} free",
+                free + 1
+            )
+        );
+        assert_eq!(f.free_blocks(), free, "nothing taken");
+        f.allocate(ino, 0, free, &mut meta)
+            .expect("exactly the free blocks");
+        assert_eq!(f.free_blocks(), 0);
+    }
+
+    #[test]
+    fn truncating_frees_the_tail_and_dirties_the_superblock() {
+        let mut f = fs(GIB);
+        let mut meta = Vec::new();
+        let ino = f.create(ROOT_INO, &mut meta).expect("create");
+        f.allocate(ino, 0, 100, &mut meta).expect("space");
+        f.set_size(ino, 100 * BLOCK_BYTES, &mut meta);
+        let before = f.free_blocks();
+        meta.clear();
+        f.set_size(ino, 10 * BLOCK_BYTES + 1, &mut meta);
+        assert_eq!(f.free_blocks() - before, 89);
+        assert_eq!(f.extents(ino)[0].len, 11);
+        assert!(meta.contains(&0));
+    }
+
+    /// Runs a program of e2fsprogs, found on PATH or in /sbin, /usr/sbin.
+    fn e2fs(tool: &str, args: &[&str]) -> Option<String> {
+        for dir in ["", "/usr/sbin/", "/sbin/"] {
+            let out = std::process::Command::new(format!("{dir}{tool}"))
+                .args(args)
+                .output();
+            if let Ok(out) = out {
+                assert!(
+                    out.status.success(),
+                    "{tool} {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                return Some(String::from_utf8_lossy(&out.stdout).into_owned());
+            }
+        }
+        None
+    }
+
+    /// Parses debugfs's "EXTENTS:" line: `(ETB0):b`, `(a-b):c-d`, `(a):c` -> runs and ETBs.
+    fn debugfs_extents(stat: &str) -> (Vec<Extent>, Vec<u64>) {
+        let line = stat
+            .lines()
+            .skip_while(|l| !l.starts_with("EXTENTS:"))
+            .nth(1)
+            .unwrap_or("");
+        let (mut runs, mut etbs) = (Vec::new(), Vec::new());
+        for item in line.split(", ") {
+            let (range, phys) = item.split_once(':').expect("(range):blocks");
+            let num = |s: &str| s.trim().parse::<u64>().expect("a number");
+            if range.starts_with("(ETB") {
+                etbs.push(num(phys));
+                continue;
+            }
+            let range = range.trim_matches(|c| c == '(' || c == ')');
+            let lblk = num(range.split('-').next().expect("a start"));
+            let mut p = phys.split('-');
+            let pblk = num(p.next().expect("a block"));
+            let len = p.next().map_or(1, |e| num(e) - pblk + 1);
+            runs.push(Extent { lblk, pblk, len });
+        }
+        (runs, etbs)
+    }
+
+    /// dumpe2fs's "Block bitmap at", "Inode bitmap at", "Inode table at" of group `g`.
+    fn dumpe2fs_group(dump: &str, g: u32) -> (u64, u64, u64) {
+        let head = format!("Group {g}: ");
+        let lines: Vec<&str> = dump
+            .lines()
+            .skip_while(|l| !l.starts_with(&head))
+            .take(8)
+            .collect();
+        let at = |key: &str| -> u64 {
+            let l = lines
+                .iter()
+                .find(|l| l.trim_start().starts_with(key))
+                .expect(key);
+            let rest = &l.trim_start()[key.len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+                .expect("a block")
+        };
+        (
+            at("Block bitmap at "),
+            at("Inode bitmap at "),
+            at("Inode table at "),
+        )
+    }
+
+    fn header(dump: &str, key: &str) -> u64 {
+        let l = dump.lines().find(|l| l.starts_with(key)).expect(key);
+        l[key.len()..].trim().parse().expect("a number")
+    }
+
+    #[test]
+    fn the_layout_matches_mkfs_ext4_on_sparse_images() {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        if e2fs("mkfs.ext4", &["-V"]).is_none() || e2fs("debugfs", &["-V"]).is_none() {
+            assert!(
+                !ci,
+                "CI=true but mkfs.ext4 / debugfs (e2fsprogs) are not installed"
+            );
+            eprintln!("skipped: e2fsprogs is not installed");
+            return;
+        }
+        // The default ext4 features of mke2fs.conf 1.47.0, spelled out so that a machine's own
+        // mke2fs.conf cannot change them.
+        let features = "none,has_journal,extent,huge_file,flex_bg,metadata_csum,64bit,dir_nlink,\
+                        extra_isize,sparse_super,large_file,filetype,resize_inode,dir_index,ext_attr";
+        let sizes = [
+            GIB,
+            16 * GIB,
+            100 * GIB,
+            200 * GIB,
+            5 * GIB + (100 << 10),
+            700 << 20,
+        ];
+        for size in sizes {
+            let path =
+                std::env::temp_dir().join(format!("vmio-ext4-{}-{size}.img", std::process::id()));
+            let file = std::fs::File::create(&path).expect("a temp file");
+            file.set_len(size).expect("a sparse file");
+            drop(file);
+            let img = path.to_str().expect("a UTF-8 path");
+            let mk = [
+                "-F", "-q", "-T", "default", "-b", "4096", "-I", "256", "-i", "16384", "-G", "16",
+                "-O", features, img,
+            ];
+            e2fs("mkfs.ext4", &mk).expect("mkfs.ext4");
+            let dump = e2fs("dumpe2fs", &[img]).expect("dumpe2fs");
+            let stat = |ino: u32| {
+                e2fs("debugfs", &["-R", &format!("stat <{ino}>"), img]).expect("debugfs")
+            };
+            let l = layout(size);
+            assert_eq!(header(&dump, "Block count:"), l.blocks, "{size}: blocks");
+            assert_eq!(
+                header(&dump, "Reserved GDT blocks:"),
+                l.reserved_gdt_blocks,
+                "{size}"
+            );
+            assert_eq!(
+                header(&dump, "Inodes per group:"),
+                l.inodes_per_group as u64,
+                "{size}"
+            );
+            assert_eq!(
+                header(&dump, "Free blocks:"),
+                Ext4::new(l.clone()).free_blocks(),
+                "{size}"
+            );
+            for g in [0, 1, 15, 16, 17, l.groups - 1]
+                .into_iter()
+                .filter(|&g| g < l.groups)
+            {
+                let model = (l.block_bitmap(g), l.inode_bitmap(g), l.inode_table(g));
+                assert_eq!(dumpe2fs_group(&dump, g), model, "{size}: group {g}");
+            }
+            let (journal, etbs) = debugfs_extents(&stat(JOURNAL_INO));
+            assert_eq!(journal, l.journal_extents, "{size}: journal");
+            assert_eq!(
+                etbs,
+                l.journal_tree_block.into_iter().collect::<Vec<_>>(),
+                "{size}"
+            );
+            let (root, _) = debugfs_extents(&stat(ROOT_INO));
+            assert_eq!(
+                root,
+                vec![Extent {
+                    lblk: 0,
+                    pblk: l.root_dir_block,
+                    len: 1
+                }],
+                "{size}"
+            );
+            let (lpf, _) = debugfs_extents(&stat(LOST_FOUND_INO));
+            assert_eq!(
+                lpf,
+                vec![Extent {
+                    lblk: 0,
+                    pblk: l.lost_found_block,
+                    len: 4
+                }],
+                "{size}"
+            );
+            let resize = stat(7);
+            assert!(
+                resize.contains(&format!("(DIND):{}", l.resize_block)),
+                "{size}: resize inode"
+            );
+            std::fs::remove_file(&path).expect("remove the image");
+        }
     }
 }
