@@ -56,9 +56,10 @@
 //! < 128 MiB 1024; < 1 GiB 4096; < 2 GiB 8192; < 16 GiB 16384; < 32 GiB 32768; < 64 GiB 65536;
 //! < 128 GiB 131072; else 262144 (1 GiB).
 //!
-//! Checked against the real tools: a test runs `mkfs.ext4` on sparse images of 700 MiB, 1 GiB,
-//! 5 GiB + 100 KiB, 16, 100 and 200 GiB and compares block count, reserved GDT blocks, inodes
-//! per group, free blocks, the bitmaps and inode tables of groups 0, 1, 15, 16, 17 and the last
+//! Checked against the real tools: a test runs `mkfs.ext4` on sparse images (default options at
+//! 700 MiB, 1 GiB, 5 GiB + 100 KiB, 16, 100 and 200 GiB; flex_bg 4 and 1, 512-byte inodes, a
+//! requested journal) and compares block count, reserved GDT blocks, inodes per group, free
+//! blocks, the bitmaps and inode tables of groups 0, 1, 15, 16, 17 and the last
 //! (`dumpe2fs`), the journal's extents and extent block, root, lost+found and the resize inode
 //! (`debugfs`).
 //!
@@ -2006,23 +2007,57 @@ mod tests {
             5 * GIB + (100 << 10),
             700 << 20,
         ];
-        for size in sizes {
-            let path =
-                std::env::temp_dir().join(format!("vmio-ext4-{}-{size}.img", std::process::id()));
+        let mut cases: Vec<MkfsOptions> = sizes.into_iter().map(MkfsOptions::new).collect();
+        // Other options: fewer groups per flex group, none (tables in every group), bigger
+        // inodes, a requested journal.
+        let base = MkfsOptions::new(16 * GIB);
+        cases.push(MkfsOptions {
+            flex_bg: 4,
+            ..base.clone()
+        });
+        cases.push(MkfsOptions {
+            flex_bg: 1,
+            ..MkfsOptions::new(3 * GIB)
+        });
+        cases.push(MkfsOptions {
+            inode_size: 512,
+            inode_ratio: 65536,
+            ..base.clone()
+        });
+        cases.push(MkfsOptions {
+            journal_blocks: Some(4096),
+            ..base
+        });
+        for o in cases {
+            let size = o.size_bytes;
+            let path = std::env::temp_dir().join(format!("vmio-ext4-{}.img", std::process::id()));
             let file = std::fs::File::create(&path).expect("a temp file");
             file.set_len(size).expect("a sparse file");
             drop(file);
             let img = path.to_str().expect("a UTF-8 path");
-            let mk = [
-                "-F", "-q", "-T", "default", "-b", "4096", "-I", "256", "-i", "16384", "-G", "16",
-                "-O", features, img,
+            let (isz, ratio, flex) = (
+                o.inode_size.to_string(),
+                o.inode_ratio.to_string(),
+                o.flex_bg.to_string(),
+            );
+            let mut mk = vec![
+                "-F", "-q", "-T", "default", "-b", "4096", "-I", &isz, "-i", &ratio,
             ];
+            mk.extend(["-G", &flex, "-O", features]);
+            let journal = o
+                .journal_blocks
+                .map(|j| format!("size={}", (j * BLOCK_BYTES) >> 20));
+            if let Some(j) = &journal {
+                mk.extend(["-J", j]);
+            }
+            mk.push(img);
             e2fs("mkfs.ext4", &mk).expect("mkfs.ext4");
             let dump = e2fs("dumpe2fs", &[img]).expect("dumpe2fs");
             let stat = |ino: u32| {
                 e2fs("debugfs", &["-R", &format!("stat <{ino}>"), img]).expect("debugfs")
             };
-            let l = layout(size);
+            let size = format!("{o:?}");
+            let l = Layout::mkfs(&o).expect("valid options");
             assert_eq!(header(&dump, "Block count:"), l.blocks, "{size}: blocks");
             assert_eq!(
                 header(&dump, "Reserved GDT blocks:"),
