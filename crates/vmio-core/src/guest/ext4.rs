@@ -36,7 +36,7 @@
 //! ```text
 //! blocks  = size / 4096;  inodes = blocks * 4096 / inode_ratio
 //! loop: groups = ceil(blocks / 32768); desc_blocks = ceil(groups / 64)
-//!       ipg = ceil(inodes / groups), rounded up to fill whole table blocks, then down to 8k
+//!       ipg = ceil(inodes / groups), rounded up to fill whole table blocks, then down to a multiple of 8
 //!       rsv_gdt = min(1024, ceil(ceil(min(blocks*1024, 2^32-1) / 32768) / 64) - desc_blocks)
 //!       last group shorter than 2 + itable (+ 1 + desc + rsv_gdt with a backup) + 50: drop it
 //! backup superblocks (sparse_super): groups 0, 1 and powers of 3, 5, 7; each holds
@@ -75,8 +75,8 @@
 //! # The mounted filesystem, as modelled
 //!
 //! ```text
-//! mkdir(parent):   group = find_group_orlov (top-level dirs: spread by a pseudo-random start
-//!                  over flex groups with >= average free inodes and blocks, fewest dirs; others
+//! mkdir(parent):   group = find_group_orlov (top-level dirs: spread from a pseudo-random start
+//!                  (Linux: the name's hash) over flex groups with >= average free inodes and blocks, fewest dirs; others
 //!                  near the parent's last allocation); ino = lowest free inode of the group
 //!                  dirty: inode bitmap, group desc, new inode's table block, new dir block
 //!                  (+ its bitmap, desc), parent's dir block for the entry, parent's inode
@@ -107,9 +107,10 @@
 //! mballoc, as modelled: the goal, then the first free block at or after it (a free-extent tree,
 //! O(log n) per run). A run may continue into the next group where the blocks are contiguous:
 //! mballoc stops each request at the group's end, but the next request's goal is the following
-//! block and the two extents merge, so the result is the same. Not modelled: buddy-order criteria (cr0..cr3), request normalisation,
-//! inode and locality-group preallocation (small files packed in per-CPU 512-block windows),
-//! deferred reuse of blocks freed in the running transaction. The superblock is dirtied only
+//! block and the two extents merge, so the result is the same. Not modelled: buddy-order
+//! criteria (cr0..cr3), request normalisation, inode and locality-group preallocation (small
+//! files packed in per-CPU 512-block windows), deferred reuse of blocks freed in the running
+//! transaction. The superblock is dirtied only
 //! where Linux journals it (the orphan list); free counts live in group descriptors and
 //! per-CPU counters.
 
