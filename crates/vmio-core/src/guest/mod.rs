@@ -1,6 +1,8 @@
 //! The guest layer: the VM's own kernel between its applications and its virtual disks.
 //!
 //! - [`params`]: the stack keys of the guest (`[vm.page_cache]`, `[vm.disk.filesystem]`).
+//! - [`ext4`]: the filesystem's on-disk layout and block allocation (mke2fs 1.47, Linux 6.x).
 //! - [`jbd2`]: the journal as a bookkeeping policy (transactions, commit plans, checkpoints).
+pub mod ext4;
 pub mod jbd2;
 pub mod params;
