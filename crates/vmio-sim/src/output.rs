@@ -185,7 +185,9 @@ pub fn fio_json(out: &RunOutput) -> Value {
                 "written_back_pages": pc.written_back_pages,
                 "cached_pages_at_end": r.cached_pages,
                 "dirty_pages_at_end": r.dirty_pages,
+                "hit_ratio": crate::metrics::round6(if pc.hit_pages + pc.miss_pages == 0 { 0.0 } else { pc.hit_pages as f64 / (pc.hit_pages + pc.miss_pages) as f64 }),
             },
+            "guests": r.guests.iter().map(|(n, g)| json!({"vm": n, "page_cache": g.cache, "disks": g.disks})).collect::<Vec<_>>(),
             "vms": vms_json,
             "share": {
                 "error_rate_pct": crate::metrics::s1_error_rate_pct(&weights, &bws).map(crate::metrics::round6),

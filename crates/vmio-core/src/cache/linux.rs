@@ -642,9 +642,17 @@ impl<E: Eviction> FileCache for Linux<E> {
         self.pc.invalidate(file, first, n);
     }
 
+    fn drop_file(&mut self, file: u32, clean_only: bool) {
+        self.pc.drop_file(file, clean_only);
+    }
+
     fn dirty(&mut self, now: Ns, file: u32, first: u64, n: u64, out: &mut Vec<Action>) {
         self.pc.write(now, file, first, n);
         self.kick_writeback(now, out);
+    }
+
+    fn clean(&mut self, file: u32, first: u64, n: u64) {
+        self.pc.clean_range(file, first, n);
     }
 
     fn flush_request(&self, token: Token) -> ReqId {

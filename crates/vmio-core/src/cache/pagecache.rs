@@ -437,6 +437,28 @@ impl<E: Eviction> PageCache<E> {
         }
     }
 
+    /// Drop every cached page of `file`, or only its clean ones (`clean_only`: what
+    /// posix_fadvise(POSIX_FADV_DONTNEED) and BLKFLSBUF leave alone are the dirty pages;
+    /// truncate drops them too). Pages being fetched stay. Returns how many went.
+    pub fn drop_file(&mut self, file: u32, clean_only: bool) -> u64 {
+        let Some(ix) = self.files.get(file as usize) else {
+            return 0;
+        };
+        let mut pages = Vec::new();
+        for (li, leaf) in ix.leaves.iter().enumerate() {
+            for (k, &e) in leaf.iter().flat_map(|l| l.iter()).enumerate() {
+                let st = state_of(e);
+                if st == CLEAN || (st == DIRTY && !clean_only) {
+                    pages.push(((li as u64) << LEAF_BITS) + k as u64);
+                }
+            }
+        }
+        for &p in &pages {
+            self.remove(file, p);
+        }
+        pages.len() as u64
+    }
+
     /// Take up to `max_pages` dirty pages for writeback, oldest first; only of `file` if
     /// given, only those dirtied at or before `dirtied_before` if given. They become clean.
     /// Ranges are appended to `out` sorted by file and page, coalesced. Returns pages taken.

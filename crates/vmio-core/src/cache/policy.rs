@@ -138,11 +138,17 @@ pub trait FileCache: HostCache {
     fn add_file(&mut self, file: HostDisk) -> u32;
     /// The file's size changed (read-ahead stops at its end).
     fn set_size(&mut self, file: u32, size_bytes: u64);
-    /// Drop pages `[first, first + n)` of `file`, dirty or not (truncate, unlink).
+    /// Drop pages `[first, first + n)` of `file`, dirty or not (an O_DIRECT write's range).
     fn drop_pages(&mut self, file: u32, first: u64, n: u64);
+    /// Drop every page of `file` (unlink, truncate to 0), or only its clean pages
+    /// (`clean_only`: posix_fadvise DONTNEED, BLKFLSBUF, fio's `invalidate`).
+    fn drop_file(&mut self, file: u32, clean_only: bool);
     /// Pages dirtied without a copy from a request (a journalled metadata block handed to the
     /// block device's cache after its commit): writeback takes them like any dirty page.
     fn dirty(&mut self, now: Ns, file: u32, first: u64, n: u64, out: &mut Vec<Action>);
+    /// Pages `[first, first + n)` of `file` are no longer dirty: someone else writes them
+    /// (a checkpoint), or the journal took them back.
+    fn clean(&mut self, file: u32, first: u64, n: u64);
     /// The request whose fsync ends with the [`Action::Flush`] of `token` (the caller carries
     /// the FLUSH out its own way: a filesystem commits its journal).
     fn flush_request(&self, token: Token) -> ReqId;

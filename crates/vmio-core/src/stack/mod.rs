@@ -810,21 +810,22 @@ impl Stack {
         disk: &str,
     ) -> Result<FsSpec, StackError> {
         use guest::params as gp;
-        let mount =
-            match t.get(gp::FS_MOUNT_KEY) {
-                None => format!("/mnt/{disk}"),
-                Some(toml::Value::String(m))
-                    if m.starts_with('/') && m.len() > 1 && !m.contains('\0') =>
-                {
-                    m.trim_end_matches('/').to_string()
-                }
-                Some(other) => return Err(c.err(
+        let mount = match t.get(gp::FS_MOUNT_KEY) {
+            None => format!("/mnt/{disk}"),
+            Some(toml::Value::String(m))
+                if m.starts_with('/') && m.len() > 1 && !m.contains('\0') =>
+            {
+                m.trim_end_matches('/').to_string()
+            }
+            Some(other) => {
+                return Err(c.err(
                     format!("{field}.mount"),
                     format!(
                         "{other}: accepted: an absolute path other than /, e.g. \"/mnt/{disk}\""
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let mut v = Values::defaults(gp::FS_PARAMS);
         v.read(t, &[gp::FS_MOUNT_KEY]).map_err(|e| {
             c.param(

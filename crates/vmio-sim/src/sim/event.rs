@@ -2,7 +2,7 @@
 //! queue's `u64` payload.
 //!
 //! ```text
-//! payload = kind << 56 | id      kind: 0 JobStart .. 8 Arrival (declaration order); id < 2^56
+//! payload = kind << 56 | id      kind: 0 JobStart .. 10 GuestTimer (declaration order); id < 2^56
 //! ```
 //!
 //! The queue stores the packed `u64` (a `Copy` word keeps its heap small and fast) and orders
@@ -29,6 +29,10 @@ pub(super) enum Event {
     JobEnd(usize),
     /// The next request of a trace job is due.
     Arrival(usize),
+    /// A guest page-cache copy of an application operation ended.
+    GuestCopy(usize),
+    /// A guest's timer (its page cache's writeback, its journals' commits) of a VM.
+    GuestTimer(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -48,6 +52,8 @@ impl Event {
             Event::WbTimer => (6, 0),
             Event::JobEnd(i) => (7, i),
             Event::Arrival(i) => (8, i),
+            Event::GuestCopy(i) => (9, i),
+            Event::GuestTimer(i) => (10, i),
         };
         debug_assert!(
             id as u64 <= ID_MASK,
@@ -70,6 +76,8 @@ impl Event {
             6 => Event::WbTimer,
             7 => Event::JobEnd(id),
             8 => Event::Arrival(id),
+            9 => Event::GuestCopy(id),
+            10 => Event::GuestTimer(id),
             k => unreachable!("event payload {p:#x} of unknown kind {k}: not made by Event::pack"),
         }
     }
@@ -93,6 +101,8 @@ mod tests {
                 Event::WbTimer,
                 Event::JobEnd(id),
                 Event::Arrival(id),
+                Event::GuestCopy(id),
+                Event::GuestTimer(id),
             ] {
                 assert_eq!(Event::unpack(e.pack()), e);
             }

@@ -18,13 +18,22 @@ use super::event::Event;
 use super::Sim;
 use crate::vdisk::{InterfaceModel, VirtualDisk};
 use std::collections::VecDeque;
+use vmio_core::cache::Token;
 use vmio_core::request::Op;
 use vmio_core::slab::Slab;
 use vmio_core::Ns;
 
-/// A job's request as the guest issued it, until all its parts complete.
+/// Who issued a virtual-disk request: a job directly (direct I/O on a raw disk), or the
+/// VM's guest kernel (guestos.rs) with the token its policy wants back.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Origin {
+    Job(usize),
+    Guest { vm: u32, token: Token },
+}
+
+/// A request as the guest issued it, until all its parts complete.
 pub(super) struct GIo {
-    pub(super) job: usize,
+    pub(super) origin: Origin,
     pub(super) op: Op,
     pub(super) len: u64,
     pub(super) issue_ns: Ns,
@@ -78,11 +87,11 @@ impl GuestState {
 }
 
 impl Sim {
-    /// Job `j` issues `[offset, offset + len)` of `disk`: split at the vdisk's max request.
+    /// `origin` issues `[offset, offset + len)` of `disk`: split at the vdisk's max request.
     pub(super) fn guest_issue(
         &mut self,
         now: Ns,
-        j: usize,
+        origin: Origin,
         disk: usize,
         op: Op,
         offset: u64,
@@ -95,7 +104,7 @@ impl Sim {
             len.div_ceil(max) as u32
         };
         let g = self.guest.gios.insert(GIo {
-            job: j,
+            origin,
             op,
             len,
             issue_ns: now,
@@ -156,7 +165,12 @@ impl Sim {
             return;
         }
         let g = self.guest.gios.remove(v.gio);
-        let slat = self.guest.vdisks[v.disk].model.guest_submit_ns();
-        self.io_done(now, g, v.disk, slat);
+        match g.origin {
+            Origin::Job(j) => {
+                let slat = self.guest.vdisks[v.disk].model.guest_submit_ns();
+                self.io_done(now, j, g.op, g.len, g.issue_ns, slat);
+            }
+            Origin::Guest { vm, token } => self.guest_os_done(now, vm as usize, token),
+        }
     }
 }

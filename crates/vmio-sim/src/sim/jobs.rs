@@ -28,12 +28,26 @@
 //! thread).
 
 use super::event::Event;
-use super::guest::GIo;
+use super::guest::Origin;
+use super::guestos::App;
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
+use vmio_core::guest::os::{AppOp, Invalidate};
 use vmio_core::request::Op;
-use vmio_core::workload::{JobWorkload, Step, Workload};
+use vmio_core::workload::{FileOp, JobWorkload, Step, Workload};
 use vmio_core::Ns;
+
+/// How a job's requests reach its disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Route {
+    /// Straight to the virtual disk (`direct=1` on a block device: no guest cache).
+    Direct,
+    /// Through the guest's page cache over the block device (`direct=0`; `sync`: O_SYNC).
+    Block { sync: bool },
+    /// File operations on the guest filesystem of the disk: the guest's handle of each of
+    /// the workload's files (set once the guest opened them).
+    Files { handles: Vec<u32> },
+}
 
 pub(super) struct JobState {
     pub(super) name: String,
@@ -41,7 +55,9 @@ pub(super) struct JobState {
     work: JobWorkload,
     /// `work.depth()`, read once.
     depth: u32,
-    disk: usize,
+    pub(super) disk: usize,
+    pub(super) vm: u32,
+    pub(super) route: Route,
     phase: u32,
     runtime_ns: Option<Ns>,
     pub(super) ramp_ns: Ns,
@@ -56,6 +72,13 @@ pub(super) struct JobState {
     /// The workload named a time (`Step::At`); its Arrival event is queued.
     arrival_pending: bool,
     pub(super) stats: [DirStats; 4],
+}
+
+impl JobState {
+    /// The files of the job's workload (none for block I/O).
+    pub(super) fn files(&self) -> &[vmio_core::workload::FileDecl] {
+        self.work.files()
+    }
 }
 
 /// The workload driver's state: every job (one per fio clone), its binding, the phase.
@@ -94,15 +117,15 @@ impl JobDriver {
         let mut phases = 0;
         for b in jobs {
             let gd = disk_base[b.vm] + b.disk;
-            if !b.spec.direct {
-                let n = format!(
-                    "job '{}': direct=0 (the guest page cache) is not modelled yet; its I/O reaches the virtual disk as with direct=1",
-                    b.spec.name
-                );
-                if !notes.contains(&n) {
-                    notes.push(n);
+            let route = if b.files {
+                Route::Files {
+                    handles: Vec::new(),
                 }
-            }
+            } else if b.spec.direct {
+                Route::Direct
+            } else {
+                Route::Block { sync: false }
+            };
             let works = vmio_core::workload::workloads(
                 &b.spec,
                 disks[gd].size_bytes,
@@ -121,6 +144,8 @@ impl JobDriver {
                     depth: work.depth(),
                     work,
                     disk: gd,
+                    vm: b.vm as u32,
+                    route: route.clone(),
                     phase: b.spec.group_id,
                     runtime_ns: b.spec.runtime_ns.filter(|&r| r > 0),
                     ramp_ns: b.spec.ramp_time_ns,
@@ -162,6 +187,7 @@ impl Sim {
     }
 
     pub(super) fn job_start(&mut self, now: Ns, j: usize) {
+        self.invalidate(j);
         let job = &mut self.work.jobs[j];
         job.start_ns = now;
         if let Some(r) = job.runtime_ns {
@@ -170,6 +196,25 @@ impl Sim {
             self.q.push(end, Event::JobEnd(j).pack());
         }
         self.try_issue(now, j);
+    }
+
+    /// fio's `invalidate=1` (its default) as a buffered job starts: the guest drops the clean
+    /// cached pages of the job's block device or files (fio: BLKFLSBUF, posix_fadvise
+    /// DONTNEED), so a job does not read what an earlier phase left in the guest's cache.
+    fn invalidate(&mut self, j: usize) {
+        let job = &self.work.jobs[j];
+        let vm = job.vm as usize;
+        let Some(g) = self.guests.vms[vm].as_mut() else {
+            return;
+        };
+        match &job.route {
+            Route::Direct => {}
+            Route::Block { .. } => {
+                let local = (job.disk - self.disk_base[vm]) as u32;
+                g.os.invalidate(Invalidate::Disk(local));
+            }
+            Route::Files { handles } => g.os.invalidate(Invalidate::Files(handles)),
+        }
     }
 
     /// The time a workload named came: ask it again.
@@ -236,7 +281,28 @@ impl Sim {
                     let at = job.start_ns + t;
                     self.q.push(at, Event::Arrival(j).pack());
                 }
-                Step::File { .. } | Step::Done => {
+                Step::File { op, tag } => {
+                    job.inflight += 1;
+                    let handle = match &job.route {
+                        Route::Files { handles } => handles[op.file() as usize],
+                        _ => unreachable!("only jobs on a filesystem ask for file steps"),
+                    };
+                    let app = App {
+                        job: j,
+                        vm: job.vm,
+                        op: match op {
+                            FileOp::Read { .. } => Some(Op::Read),
+                            FileOp::Write { .. } | FileOp::Append { .. } => Some(Op::Write),
+                            FileOp::Fsync { .. } => Some(Op::Flush),
+                            _ => None,
+                        },
+                        len: op.bytes(),
+                        issue_ns: now,
+                        tag: Some(tag),
+                    };
+                    self.app_issue(now, app, AppOp::File { handle, op });
+                }
+                Step::Done => {
                     job.stopping = true;
                     self.maybe_finish(now, j);
                     break;
@@ -247,28 +313,77 @@ impl Sim {
 
     /// Job `j` issues one request: it is in flight until the guest completes all its parts.
     fn issue(&mut self, now: Ns, j: usize, op: Op, offset: u64, len: u64) {
-        let disk = self.work.jobs[j].disk;
-        self.work.jobs[j].inflight += 1;
-        self.guest_issue(now, j, disk, op, offset, len);
+        let job = &mut self.work.jobs[j];
+        let disk = job.disk;
+        job.inflight += 1;
+        // A job on a filesystem asks for block steps only for its fsyncs and flushes (the
+        // guest's block device fsync); anything else is buffered block I/O.
+        let sync = match job.route {
+            Route::Direct => {
+                return self.guest_issue(now, Origin::Job(j), disk, op, offset, len);
+            }
+            Route::Block { sync } => sync,
+            Route::Files { .. } => false,
+        };
+        let vm = job.vm;
+        let app = App {
+            job: j,
+            vm,
+            op: Some(op),
+            len,
+            issue_ns: now,
+            tag: None,
+        };
+        let local = (disk - self.disk_base[vm as usize]) as u32;
+        self.app_issue(
+            now,
+            app,
+            AppOp::Block {
+                disk: local,
+                op,
+                offset,
+                len,
+                sync,
+            },
+        );
     }
 
-    /// The guest completed request `g` (all its parts) on `disk`, whose submission took
-    /// `slat_ns`: account it to its job, then issue what waited for it.
-    pub(super) fn io_done(&mut self, now: Ns, g: GIo, disk: usize, slat_ns: Ns) {
-        let j = g.job;
+    /// The guest completed application operation `app`.
+    pub(super) fn app_done(&mut self, now: Ns, app: App) {
+        let j = app.job;
+        if let Some(tag) = app.tag {
+            self.work.jobs[j].work.completed(tag);
+        }
+        self.io_done(now, j, app.op, app.len, app.issue_ns, 0);
+    }
+
+    /// Job `j`'s request (`op` of `len` bytes issued at `issue_ns`; no direction: no data,
+    /// not counted) completed, its submission having taken `slat_ns`: account it, then issue
+    /// what waited for it.
+    pub(super) fn io_done(
+        &mut self,
+        now: Ns,
+        j: usize,
+        op: impl Into<Option<Op>>,
+        len: u64,
+        issue_ns: Ns,
+        slat_ns: Ns,
+    ) {
+        let disk = self.work.jobs[j].disk;
         let job = &mut self.work.jobs[j];
         job.inflight -= 1;
-        if now >= job.start_ns + job.ramp_ns && now <= job.end_ns {
-            let clat = now.saturating_sub(g.issue_ns + slat_ns);
-            job.stats[dir_index(g.op)].record(g.len, slat_ns, clat);
-            if g.len > 0 {
+        let op = op.into();
+        if let Some(op) = op.filter(|_| now >= job.start_ns + job.ramp_ns && now <= job.end_ns) {
+            let clat = now.saturating_sub(issue_ns + slat_ns);
+            job.stats[dir_index(op)].record(len, slat_ns, clat);
+            if len > 0 {
                 let vm = self.disks[disk].owner as usize;
                 let sec = (now / vmio_core::SEC) as usize;
                 let tl = &mut self.work.timeline[vm];
                 if tl.len() <= sec {
                     tl.resize(sec + 1, 0);
                 }
-                tl[sec] += g.len;
+                tl[sec] += len;
             }
         }
         if job.fsync_waiting && job.inflight == 0 {

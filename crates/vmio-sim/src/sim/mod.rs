@@ -35,6 +35,7 @@
 mod blockq;
 mod event;
 mod guest;
+mod guestos;
 mod hostcache;
 mod jobs;
 mod memory;
@@ -49,11 +50,14 @@ use crate::vdisk::InterfaceModel;
 use blockq::{BlockQueue, VolState};
 use event::Event;
 use guest::{GuestState, VDiskState};
+use guestos::{GuestVm, Guests};
 use hostcache::HostCache;
 use jobs::JobDriver;
+use jobs::Route;
 use thiserror::Error;
 use vmio_core::cache::{HostDisk, PAGE_BYTES};
 use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
+use vmio_core::guest::os::{GuestDisk, GuestOs};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::quote;
 use vmio_core::volume::VolumeError;
@@ -95,6 +99,8 @@ pub struct JobBinding {
     pub job_file: String,
     /// The parsed trace of a `read_iolog` job (read by the caller, which does the file I/O).
     pub trace: Option<Vec<TimedIo>>,
+    /// The job works on files of the disk's guest filesystem (else on its block device).
+    pub files: bool,
 }
 
 /// Resolve a job's `filename` to one of the VM's disks (`/dev/sdb`, `sdb`, or none = first).
@@ -125,12 +131,19 @@ pub fn bind_jobs(
                     })?
                 }
             };
+            let files = v.disks[disk].filesystem.is_some()
+                && !spec.filename.as_deref().is_some_and(|f| {
+                    v.disks
+                        .iter()
+                        .any(|d| d.name == f.trim_start_matches("/dev/"))
+                });
             Ok(JobBinding {
                 spec: spec.clone(),
                 vm,
                 disk,
                 job_file: job_file.to_string(),
                 trace: None,
+                files,
             })
         })
         .collect()
@@ -156,6 +169,10 @@ pub struct Sim {
     cache: HostCache,
     /// Devices, volumes and barriers (blockq.rs).
     blockq: BlockQueue,
+    /// The VMs' guest kernels (guestos.rs).
+    guests: Guests,
+    /// Index in `disks` of each VM's first disk.
+    disk_base: Vec<usize>,
     seed: u64,
     notes: Vec<String>,
     vm_names: Vec<String>,
@@ -214,6 +231,43 @@ fn build_disks(
     (disks, vdisks, files, disk_base)
 }
 
+/// A guest kernel for every VM with a job that is not direct block I/O; each job on files
+/// gets the guest's handles of its workload's files (laid out now).
+fn build_guests(stack: &Stack, work: &mut JobDriver) -> Result<Guests, SimError> {
+    let mut vms: Vec<Option<GuestVm>> = stack.vms.iter().map(|_| None).collect();
+    for j in 0..work.jobs.len() {
+        let vm = work.jobs[j].vm as usize;
+        if work.jobs[j].route == Route::Direct {
+            continue;
+        }
+        if vms[vm].is_none() {
+            let v = &stack.vms[vm];
+            let disks: Vec<GuestDisk> = v
+                .disks
+                .iter()
+                .map(|d| GuestDisk {
+                    name: d.name.clone(),
+                    size_bytes: d.size_bytes,
+                    read_ahead_pages: d.read_ahead_bytes / PAGE_BYTES,
+                    fs: d.filesystem.clone(),
+                })
+                .collect();
+            let os = GuestOs::new(&v.page_cache, &disks)
+                .map_err(|e| SimError::Job(format!("{}: vm '{}': {e}", stack.file, v.name)))?;
+            vms[vm] = Some(GuestVm::new(os, v.page_cache.copy_rate_bps));
+        }
+        if let Route::Files { .. } = work.jobs[j].route {
+            let local = work.bindings[j].0.disk as u32;
+            let g = vms[vm].as_mut().expect("made above");
+            let handles =
+                g.os.open_files(local, work.jobs[j].files())
+                    .map_err(|e| SimError::Job(format!("{}: {e}", stack.file)))?;
+            work.jobs[j].route = Route::Files { handles };
+        }
+    }
+    Ok(Guests::new(vms))
+}
+
 impl Sim {
     /// Build a simulation of `stack` running `jobs` with `seed`.
     pub fn new(mut stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
@@ -225,7 +279,9 @@ impl Sim {
         stack.resolve_disk_sizes(&vol_bytes)?;
         let (disks, vdisks, files, disk_base) = build_disks(&stack, &vols);
         let mut notes = Vec::new();
-        let work = JobDriver::build(&jobs, &disks, &disk_base, stack.vms.len(), seed, &mut notes)?;
+        let mut work =
+            JobDriver::build(&jobs, &disks, &disk_base, stack.vms.len(), seed, &mut notes)?;
+        let guests = build_guests(&stack, &mut work)?;
         Ok(Sim {
             q: EventQueue::new(),
             disks,
@@ -233,6 +289,8 @@ impl Sim {
             guest: GuestState::new(vdisks),
             cache: HostCache::new(&stack.file, &stack.page_cache, files)?,
             blockq: BlockQueue::new(devs, vols),
+            guests,
+            disk_base,
             seed,
             notes,
             vm_names: stack.vms.iter().map(|v| v.name.clone()).collect(),
@@ -254,6 +312,8 @@ impl Sim {
                 Event::WbTimer => self.wb_timer(now),
                 Event::JobEnd(j) => self.job_end(now, j),
                 Event::Arrival(j) => self.arrival(now, j),
+                Event::GuestCopy(a) => self.guest_copy_done(now, a),
+                Event::GuestTimer(vm) => self.guest_timer(now, vm),
             }
             if self.all_done() {
                 break;

@@ -44,6 +44,8 @@ pub struct SimReport {
     pub notes: Vec<String>,
     /// Per VM: name, weight, bytes completed in each second of virtual time.
     pub vm_timeline: Vec<(String, u32, Vec<u64>)>,
+    /// Per VM with a guest kernel (buffered or file-level jobs): its name and figures.
+    pub guests: Vec<(String, vmio_core::guest::os::GuestStats)>,
 }
 
 impl Sim {
@@ -79,7 +81,14 @@ impl Sim {
                 params: d.model.params(),
             })
             .collect();
+        let guests = self
+            .vm_names
+            .iter()
+            .zip(self.guests.stats())
+            .filter_map(|(n, g)| g.map(|g| (n.clone(), g)))
+            .collect();
         SimReport {
+            guests,
             seed: self.seed,
             jobs,
             devices,
