@@ -718,6 +718,16 @@ fn spawn<T: Send + 'static>(
 pub fn start(cfg: &Config) -> Result<Server, ServeError> {
     cfg.check()?;
     let (stack, exports) = load(&cfg.stack, cfg.create)?;
+    // The handlers are installed before the socket listens: a client that sees the socket
+    // may signal the server at once, and a signal that arrives before the signal thread runs
+    // waits for it (instead of killing the process by the default action).
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    let sigs = if cfg.signals {
+        let s = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]);
+        Some(s.map_err(|e| ServeError::Usage(format!("cannot install signal handlers: {e}")))?)
+    } else {
+        None
+    };
     let listener = bind(&cfg.listen)?;
     let epoch = Instant::now();
     let trace = match cfg
@@ -829,19 +839,7 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
             }
         }
     }
-    if cfg.signals {
-        use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
-        let sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]);
-        let mut sigs = match sigs {
-            Ok(s) => s,
-            Err(e) => {
-                server.shutdown();
-                let _ = server.wait();
-                return Err(ServeError::Usage(format!(
-                    "cannot install signal handlers: {e}"
-                )));
-            }
-        };
+    if let Some(mut sigs) = sigs {
         let handle = sigs.handle();
         let sh = server.shared.clone();
         let fd = server.listener_fd;
