@@ -309,6 +309,9 @@ class Analysis:
     unmount_blocks_by_region: dict[str, int] = field(default_factory=dict)
     commits_per_fsync: float = 0.0
     journal_writes_outside_commits: int = 0
+    # Writes of the journal's own superblock (its first block: JBD2 moving the log tail);
+    # journal bytes, not part of a commit.
+    journal_superblock_writes: int = 0
     request_sequence_of_one_fsync: list[str] = field(default_factory=list)
 
 
@@ -355,6 +358,9 @@ def analyse(
             by_count[where] += 1
             if where == "journal":
                 a.journal_bytes += e.length
+                if e.offset // BLOCK == journal_start:
+                    a.journal_superblock_writes += 1
+                    continue
                 a.journal_offsets_blocks.append(e.offset // BLOCK - journal_start)
                 blocks = e.length // BLOCK
                 commit_block = (
@@ -420,6 +426,7 @@ def table(a: Analysis) -> str:
     offs = a.journal_offsets_blocks
     if offs:
         rows.append(["journal blocks written (from its start)", f"{min(offs)}..{max(offs)}"])
+    rows.append(["journal superblock writes", f"{a.journal_superblock_writes}"])
     rows.append(["one fsync's requests", " | ".join(a.request_sequence_of_one_fsync)])
     for logged, n in a.logged_sets.items():
         rows.append([f"descriptors logging ({n})", logged])
