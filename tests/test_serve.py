@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from pathlib import Path
@@ -126,3 +127,32 @@ def test_an_out_of_range_serve_flag_is_one_line_naming_the_flag(tmp_path: Path, 
     assert r.stderr.startswith("vmio: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert flag in r.stderr and len(r.stderr) < 400, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_served_trace_is_a_fio_iolog_v3_that_vmio_sim_replays(tmp_path: Path, write_stack):
+    require_tool("qemu-io", "qemu-utils")
+    trace = tmp_path / "served.iolog"
+    proc, sock = start_vmio_serve(tmp_path, STACK, "--trace", str(trace))
+    subprocess.run(
+        ["qemu-io", "-f", "raw", "-t", "writeback", "-c", "write 0 64k", "-c", "flush"]
+        + ["-c", "read 0 64k", f"nbd+unix:///vm1/disk0?socket={sock}"],
+        capture_output=True,
+        check=True,
+    )
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    lines = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()[1:]]
+    assert lines[2:5] == ["vm1/disk0 write 0 65536", "vm1/disk0 sync 0 0", "vm1/disk0 read 0 65536"]
+    job = tmp_path / "replay.fio"
+    job.write_text(f"[replay]\nread_iolog={trace}\n", encoding="utf-8")
+    r = run_vmio("sim", "--stack", write_stack("sim.toml"), job, "--output-format", "json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)["jobs"][0]
+    assert result["write"]["io_bytes"] == result["read"]["io_bytes"] == 65536
+    # The file is not replaced without being asked: one error line, exit status 2.
+    before = trace.read_text()
+    r = run_vmio("serve", "--stack", tmp_path / "stack.toml", "--trace", trace)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "the file exists; give --trace-overwrite to replace it" in r.stderr
+    assert trace.read_text() == before

@@ -498,6 +498,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="on SIGINT/SIGTERM, seconds to wait for connections before closing them (default 10)",
     )
+    sv.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help="record every served request as a fio iolog v3 (microseconds since the start, "
+        "export, read/write/trim/sync, offset, length; a FUA write is followed by 'datasync "
+        "0 0') that fio --read_iolog and vmio sim (read_iolog=) replay; an existing FILE is "
+        "refused unless --trace-overwrite",
+    )
+    sv.add_argument(
+        "--trace-max-bytes",
+        type=_size_in(1 << 10, 16 << 40, "1k..16t"),
+        default=1 << 30,
+        metavar="SIZE",
+        help="the trace stops growing at SIZE, with one warning (default 1g)",
+    )
+    sv.add_argument(
+        "--trace-overwrite", action="store_true", help="let --trace replace an existing file"
+    )
     sv.set_defaults(func=cmd_serve)
 
     b = sub.add_parser(
@@ -732,6 +751,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.tcp is not None and not 0 <= args.tcp <= 65535:
         raise VmioError(f"--tcp {args.tcp}: must be a port number 0..65535")
+    if args.trace is None and (args.trace_overwrite or args.trace_max_bytes != 1 << 30):
+        raise VmioError("--trace-max-bytes and --trace-overwrite need --trace FILE")
     snaps = serve.serve(
         args.stack,
         socket_path=args.socket,
@@ -746,6 +767,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         handshake_timeout=args.handshake_timeout,
         idle_timeout=args.idle_timeout,
         shutdown_grace=args.shutdown_grace,
+        trace=args.trace,
+        trace_max_bytes=args.trace_max_bytes,
+        trace_overwrite=args.trace_overwrite,
     )
     print("vmio: shut down", file=sys.stderr)
     print(serve.stats_table(snaps), file=sys.stderr)

@@ -41,13 +41,20 @@ def serve(
     handshake_timeout: float = 10.0,
     idle_timeout: float = 300.0,
     shutdown_grace: float = 10.0,
+    trace: str | Path | None = None,
+    trace_max_bytes: int = 1 << 30,
+    trace_overwrite: bool = False,
 ) -> list[dict]:
     """Serve until SIGINT/SIGTERM; returns the final per-export statistics.
 
     Bounds (see README.md, "vmio serve"): connections at once, payload bytes in flight per
     connection and in total, handshake and idle timeouts (seconds; idle 0: never), and the grace
-    a shutdown gives connections before closing them. Out-of-range values, a backing file locked
-    by another process and an internal failure of the server raise VmioError."""
+    a shutdown gives connections before closing them. `trace`: record every served request as a
+    fio iolog v3 (time in microseconds since the start, export, read/write/trim/sync, offset,
+    length; a FUA write is followed by `datasync 0 0`), at most `trace_max_bytes`; an existing
+    file is refused unless `trace_overwrite`. Out-of-range values, a backing file locked by
+    another process, an existing trace file and an internal failure of the server raise
+    VmioError."""
     for name, value, lo, hi in (
         ("--workers", workers, 1, 1024),
         ("--queue-depth", queue_depth, 1, 1024),
@@ -77,6 +84,9 @@ def serve(
             handshake_timeout=handshake_timeout,
             idle_timeout=idle_timeout,
             shutdown_grace=shutdown_grace,
+            trace=None if trace is None else str(trace),
+            trace_max_bytes=trace_max_bytes,
+            trace_overwrite=trace_overwrite,
         )
     finally:
         for s, h in old.items():

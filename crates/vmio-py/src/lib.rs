@@ -112,9 +112,10 @@ fn peak_rss_bytes() -> u64 {
 /// Serve the stack's VM disks over NBD until SIGINT/SIGTERM (the GIL is released meanwhile).
 /// Prints `vmio: serving EXPORTS on ADDRESS` on stderr once listening; returns the final
 /// per-export statistics as JSON text. Bad settings, and an internal failure of the server,
-/// raise VmioError. Timeouts are in seconds (idle_timeout 0: never).
+/// raise VmioError. Timeouts are in seconds (idle_timeout 0: never). `trace`: record every
+/// served request as a fio iolog v3 (vmio_serve::trace).
 #[pyfunction]
-#[pyo3(signature = (stack_path, socket=None, tcp=None, create=false, stats_file=None, queue_depth=32, workers=32, max_connections=256, max_conn_payload=64 << 20, max_total_payload=1 << 30, handshake_timeout=10.0, idle_timeout=300.0, shutdown_grace=10.0))]
+#[pyo3(signature = (stack_path, socket=None, tcp=None, create=false, stats_file=None, queue_depth=32, workers=32, max_connections=256, max_conn_payload=64 << 20, max_total_payload=1 << 30, handshake_timeout=10.0, idle_timeout=300.0, shutdown_grace=10.0, trace=None, trace_max_bytes=1 << 30, trace_overwrite=false))]
 #[allow(clippy::too_many_arguments)]
 fn serve(
     py: Python<'_>,
@@ -131,9 +132,12 @@ fn serve(
     handshake_timeout: f64,
     idle_timeout: f64,
     shutdown_grace: f64,
+    trace: Option<&str>,
+    trace_max_bytes: u64,
+    trace_overwrite: bool,
 ) -> PyResult<String> {
     use std::time::Duration;
-    use vmio_serve::{Config, Listen};
+    use vmio_serve::{Config, Listen, TraceConfig};
     let listen = match (socket, tcp) {
         (Some(_), Some(_)) => return Err(err("give only one of socket and tcp")),
         (_, Some(port)) => Listen::Tcp(port),
@@ -153,6 +157,11 @@ fn serve(
     cfg.handshake_timeout = secs("handshake-timeout", handshake_timeout)?;
     cfg.idle_timeout = secs("idle-timeout", idle_timeout)?;
     cfg.shutdown_grace = secs("shutdown-grace", shutdown_grace)?;
+    cfg.trace = trace.map(|path| TraceConfig {
+        path: path.into(),
+        max_bytes: trace_max_bytes,
+        overwrite: trace_overwrite,
+    });
     py.allow_threads(|| {
         let server = vmio_serve::start(&cfg)?;
         eprintln!(

@@ -12,7 +12,7 @@
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
 //! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
 //! bounds, shutdown), [`limits`] (payload budget, rate-limited logging), [`stats`]
-//! (per-export counters). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
+//! (per-export counters), [`trace`] (`--trace`: every served request as a fio iolog v3). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
 //! the same [`server::start`] in process.
 
 pub mod dispatch;
@@ -21,5 +21,7 @@ pub mod limits;
 pub mod proto;
 pub mod server;
 pub mod stats;
+pub mod trace;
 
 pub use server::{start, Config, Listen, ServeError, Server, Usage};
+pub use trace::TraceConfig;

@@ -4,12 +4,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use vmio_serve::server::{MAX_CONNECTIONS_RANGE, QUEUE_DEPTH_RANGE, WORKERS_RANGE};
-use vmio_serve::{stats, Config, Listen};
+use vmio_serve::{stats, Config, Listen, TraceConfig};
 
 const USAGE: &str = "usage: vmio-serve --stack STACK.toml [--socket PATH | --tcp PORT] [--create]
                   [--stats-file PATH] [--queue-depth N] [--workers N]
                   [--max-connections N] [--max-conn-payload SIZE] [--max-total-payload SIZE]
                   [--handshake-timeout S] [--idle-timeout S] [--shutdown-grace S]
+                  [--trace FILE [--trace-max-bytes SIZE] [--trace-overwrite]]
 
 Serves every [[vm.disk]] of the stack as an NBD export named VM/DISK (VM alone: its first
 disk) on a Unix socket (default ./vmio.sock) or on TCP at 127.0.0.1:PORT.
@@ -18,6 +19,12 @@ disk) on a Unix socket (default ./vmio.sock) or on TCP at 127.0.0.1:PORT.
   --stats-file P    write per-export statistics (JSON) every second, on SIGUSR1 and at exit
   --queue-depth N   requests each device's scheduler may have outstanding (1..=1024, default 32)
   --workers N       I/O threads (1..=1024, default 32)
+  --trace FILE      record every served request (arrival in microseconds since the start,
+                    export, read/write/trim/sync, offset, length; a FUA write is followed by
+                    'datasync 0 0') as a fio iolog v3 that fio --read_iolog and vmio sim
+                    replay; an existing FILE is refused unless --trace-overwrite
+  --trace-max-bytes SIZE  the trace stops growing at SIZE, with one warning (1k..=16t,
+                    default 1g)
 Bounds on what clients can make the server hold (SIZE: bytes, or with k, m, g, t):
   --max-connections N       connections at once; more get NBD_REP_ERR_POLICY (1..=4096,
                             default 256)
@@ -65,6 +72,8 @@ fn parse(args: &[String]) -> Result<Config, String> {
     let mut stack = None;
     let mut listen = None;
     let mut cfg = Config::new("", Listen::Unix(PathBuf::from("vmio.sock")));
+    let mut trace: Option<TraceConfig> = None;
+    let (mut trace_max, mut trace_overwrite) = (None, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = |name: &str| {
@@ -103,10 +112,24 @@ fn parse(args: &[String]) -> Result<Config, String> {
             f @ "--handshake-timeout" => cfg.handshake_timeout = seconds(f, &val(f)?)?,
             f @ "--idle-timeout" => cfg.idle_timeout = seconds(f, &val(f)?)?,
             f @ "--shutdown-grace" => cfg.shutdown_grace = seconds(f, &val(f)?)?,
+            "--trace" => trace = Some(TraceConfig::new(val("--trace")?)),
+            f @ "--trace-max-bytes" => trace_max = Some(size(f, &val(f)?)?),
+            "--trace-overwrite" => trace_overwrite = true,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
     cfg.stack = stack.ok_or("--stack STACK.toml is required")?;
+    match (&mut trace, trace_max, trace_overwrite) {
+        (Some(t), max, overwrite) => {
+            t.max_bytes = max.unwrap_or(t.max_bytes);
+            t.overwrite = overwrite;
+        }
+        (None, Some(_), _) | (None, _, true) => {
+            return Err("--trace-max-bytes and --trace-overwrite need --trace FILE".into())
+        }
+        (None, None, false) => {}
+    }
+    cfg.trace = trace;
     if let Some(l) = listen {
         cfg.listen = l;
     }

@@ -70,6 +70,7 @@ use crate::proto::handshake::{self as hs, ClientOption};
 use crate::proto::transmission::{self as tx, Command, REQUEST_BYTES};
 use crate::proto::{self, ProtoError};
 use crate::stats::{self, Snapshot};
+use crate::trace::{TraceConfig, Tracer};
 use std::collections::HashMap;
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -130,6 +131,8 @@ pub enum ServeError {
         what: &'static str,
         source: io::Error,
     },
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
     #[error("the server stopped on an internal error: {0}")]
     Fatal(String),
 }
@@ -166,6 +169,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// How long a shutdown waits for connections before closing them.
     pub shutdown_grace: Duration,
+    /// Record every served request as a fio iolog v3 ([`crate::trace`]).
+    pub trace: Option<TraceConfig>,
 }
 
 impl Config {
@@ -184,6 +189,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(10),
+            trace: None,
         }
     }
 
@@ -237,6 +243,9 @@ impl Config {
             HANDSHAKE_TIMEOUT_RANGE_S,
         )?;
         secs("--idle-timeout", self.idle_timeout, IDLE_TIMEOUT_RANGE_S)?;
+        if let Some(t) = &self.trace {
+            t.check()?;
+        }
         secs(
             "--shutdown-grace",
             self.shutdown_grace,
@@ -611,6 +620,7 @@ struct Shared {
     next_conn: AtomicU64,
     refused: AtomicU64,
     epoch: Instant,
+    trace: Option<Tracer>,
 }
 
 /// Parse the stack file and open its exports (also used to check a stack without serving).
@@ -708,7 +718,32 @@ fn spawn<T: Send + 'static>(
 pub fn start(cfg: &Config) -> Result<Server, ServeError> {
     cfg.check()?;
     let (stack, exports) = load(&cfg.stack, cfg.create)?;
+    // The handlers are installed before the socket listens: a client that sees the socket
+    // may signal the server at once, and a signal that arrives before the signal thread runs
+    // waits for it (instead of killing the process by the default action).
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    let sigs = if cfg.signals {
+        let s = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]);
+        Some(s.map_err(|e| ServeError::Usage(format!("cannot install signal handlers: {e}")))?)
+    } else {
+        None
+    };
     let listener = bind(&cfg.listen)?;
+    let epoch = Instant::now();
+    let trace = match cfg
+        .trace
+        .as_ref()
+        .map(|t| Tracer::open(t, epoch))
+        .transpose()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            if let Listener::Unix(_, p) = &listener {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e.into());
+        }
+    };
     let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers).map_err(|source| {
         ServeError::Thread {
             what: "I/O worker",
@@ -734,7 +769,8 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
         conns: Mutex::new(HashMap::new()),
         next_conn: AtomicU64::new(0),
         refused: AtomicU64::new(0),
-        epoch: Instant::now(),
+        epoch,
+        trace,
     });
     let (listener_fd, address, socket_path) = match &listener {
         Listener::Unix(l, p) => (l.as_raw_fd(), p.display().to_string(), Some(p.clone())),
@@ -748,6 +784,9 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
     };
     let fail = |e: ServeError, sh: &Arc<Shared>| {
         sh.dispatcher.stop();
+        if let Some(t) = &sh.trace {
+            t.finish();
+        }
         if let Some(p) = &socket_path {
             let _ = std::fs::remove_file(p);
         }
@@ -800,19 +839,7 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
             }
         }
     }
-    if cfg.signals {
-        use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
-        let sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]);
-        let mut sigs = match sigs {
-            Ok(s) => s,
-            Err(e) => {
-                server.shutdown();
-                let _ = server.wait();
-                return Err(ServeError::Usage(format!(
-                    "cannot install signal handlers: {e}"
-                )));
-            }
-        };
+    if let Some(mut sigs) = sigs {
         let handle = sigs.handle();
         let sh = server.shared.clone();
         let fd = server.listener_fd;
@@ -929,6 +956,9 @@ impl Server {
             let _ = h.join();
         }
         sh.dispatcher.stop();
+        if let Some(t) = &sh.trace {
+            t.finish();
+        }
         for e in &sh.exports {
             if let Err(err) = e.flush() {
                 eprintln!("vmio-serve: warning: flushing export '{}': {err}", e.name);
@@ -1533,6 +1563,10 @@ fn transmission(
             out.release(1, buf_len as u64);
             out.error(proto::ESHUTDOWN, h.cookie);
             continue;
+        }
+        if let Some(t) = &sh.trace {
+            let len = h.len as u64;
+            t.record(export, checked.command, checked.fua, h.offset, len, arrived);
         }
         let sink: Arc<dyn ReplySink> = out.clone();
         sh.dispatcher.submit(Request::new(

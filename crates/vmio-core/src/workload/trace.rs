@@ -24,8 +24,12 @@
 //!   read|write|sync|datasync|trim|wait offset length`): no timestamps, so every request is at
 //!   0 (closed loop), except that `wait` advances the clock by `offset` microseconds (fio's
 //!   meaning), so a log with waits is replayed open loop.
-//! - **fio iolog v3** (`fio version 3 iolog`, lines prefixed by a timestamp in milliseconds:
-//!   `ms filename action [offset length]`).
+//! - **fio iolog v3** (`fio version 3 iolog`, lines prefixed by a timestamp in microseconds
+//!   since the start: `us filename action [offset length]`). Microseconds are fio's unit: its
+//!   `iolog.c` writes `utime_since_now(&td->io_log_start_time)` (`log_io_u`, `log_file`) and
+//!   `read_iolog2` hands the difference of two timestamps to `iolog_delay`, which waits that
+//!   many microseconds (checked with fio 3.33: `--write_iolog` with `thinktime=2000` writes
+//!   timestamps about 2060 apart).
 //!
 //! In both iologs the file name is ignored (every file lands on the VM disk); `sync` and
 //! `datasync` become `Flush`, `trim` becomes `Trim`.
@@ -71,7 +75,7 @@ const BLKPARSE_FORMAT: &str =
     "blkparse default output 'maj,min cpu seq seconds pid action RWBS sector + count [process]'";
 const IOLOG_HEADER: &str = "a first line 'fio version 2 iolog' or 'fio version 3 iolog'";
 const IOLOG2_FORMAT: &str = "fio iolog v2 'filename add|open|close' or 'filename read|write|sync|datasync|trim|wait offset length'";
-const IOLOG3_FORMAT: &str = "fio iolog v3 'milliseconds filename add|open|close' or 'milliseconds filename read|write|sync|datasync|trim offset length'";
+const IOLOG3_FORMAT: &str = "fio iolog v3 'microseconds filename add|open|close' or 'microseconds filename read|write|sync|datasync|trim offset length'";
 
 /// A trace that cannot be read or replayed.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -127,7 +131,7 @@ pub(super) const FORMATS: &[KindEntry<TraceFormat, Parser>] = &[
         name: "fio-iolog",
         aliases: &["iolog"],
         quiet_aliases: &["fio", "fio_iolog", "fioiolog"],
-        help: "fio's iolog v2 or v3 (write_iolog; v3 with millisecond timestamps)",
+        help: "fio's iolog v2 or v3 (write_iolog; v3 with microsecond timestamps)",
         params: parse_iolog,
     },
 ];
@@ -476,11 +480,11 @@ fn parse_iolog(text: &str, path: &str) -> Result<Vec<TimedIo>, TraceError> {
         let mut t: Vec<&str> = line.split_whitespace().collect();
         if v3 {
             let ts = t.first().copied().unwrap_or("");
-            clock_ns = parse_decimal_ns(ts, crate::MS).ok_or_else(|| {
+            clock_ns = parse_decimal_ns(ts, crate::US).ok_or_else(|| {
                 e.at(
                     n,
                     format!(
-                        "timestamp '{}' is not a non-negative number of milliseconds",
+                        "timestamp '{}' is not a non-negative number of microseconds",
                         quote(ts)
                     ),
                 )
@@ -750,15 +754,15 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn fio_iolog_v3_timestamps_are_milliseconds() {
+    fn fio_iolog_v3_timestamps_are_microseconds_as_fio_writes_them() {
         let text = "fio version 3 iolog\n0 /dev/vdb add\n1 /dev/vdb open\n\
-                    2 /dev/vdb write 4096 4096\n12 /dev/vdb read 0 512\n13 /dev/vdb close\n";
+                    2 /dev/vdb write 4096 4096\n2060 /dev/vdb read 0 512\n2061 /dev/vdb close\n";
         let ios = parse_trace(text, "job.log", TraceFormat::FioIolog).unwrap();
         assert_eq!(
             ios,
             vec![
-                io(2_000_000, Op::Write, 4096, 4096),
-                io(12_000_000, Op::Read, 0, 512)
+                io(2_000, Op::Write, 4096, 4096),
+                io(2_060_000, Op::Read, 0, 512)
             ]
         );
     }
