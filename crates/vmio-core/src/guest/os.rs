@@ -1701,3 +1701,281 @@ impl GuestOs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::IoFlags;
+    use crate::SEC;
+    use std::collections::VecDeque;
+
+    const MIB: u64 = 1 << 20;
+
+    /// What reached the virtual disk: (op, first block, blocks) — flushes as (Flush, 0, 0).
+    type Seen = Vec<(Op, u64, u64)>;
+
+    /// A guest with `memory` of page cache over one 1 GiB disk with ext4 (mkfs defaults: a
+    /// 32 MiB journal at block 131072) and a 32-page read-ahead window.
+    fn guest(memory: u64) -> GuestOs {
+        let spec = PageCacheSpec {
+            memory_bytes: memory,
+            dirty_ratio: 20,
+            dirty_background_ratio: 10,
+            dirty_expire_ns: 30 * SEC,
+            writeback_interval_ns: 5 * SEC,
+            copy_rate_bps: 1,
+            eviction: "clock".into(),
+        };
+        let fs = FsSpec {
+            fs_type: "ext4",
+            mount: "/mnt".into(),
+            size_bytes: None,
+            data: "ordered",
+            commit_ns: 5 * SEC,
+            barrier: true,
+            journal_bytes: None,
+        };
+        let disk = GuestDisk {
+            name: "vdb".into(),
+            size_bytes: 1 << 30,
+            read_ahead_pages: 32,
+            fs: Some(fs),
+        };
+        GuestOs::new(&spec, &[disk]).unwrap()
+    }
+
+    /// A tiny engine: runs `op` as application operation `app` at time `now`, completing
+    /// every disk request in order and every copy at once, until nothing is pending; returns
+    /// what reached the disk and whether the operation completed.
+    fn run(g: &mut GuestOs, now: Ns, app: ReqId, op: AppOp, seen: &mut Seen) -> bool {
+        let mut out = Vec::new();
+        g.on_app(now, app, op, &mut out);
+        let mut done = false;
+        let mut pending: VecDeque<Action> = out.drain(..).collect();
+        while let Some(a) = pending.pop_front() {
+            match a {
+                Action::Io {
+                    op,
+                    offset,
+                    len,
+                    token,
+                    ..
+                } => {
+                    seen.push((op, offset / BLOCK_BYTES, len / BLOCK_BYTES));
+                    g.on_done(now, token, &mut out);
+                }
+                Action::Flush { token, .. } => {
+                    seen.push((Op::Flush, 0, 0));
+                    g.on_done(now, token, &mut out);
+                }
+                Action::Copy { req, .. } => g.on_copied(now, req, &mut out),
+                Action::Complete { req } => done |= req == app,
+                Action::Timer { .. } => {}
+            }
+            pending.extend(out.drain(..));
+        }
+        done
+    }
+
+    fn file(g: &mut GuestOs, path: &str, size_bytes: u64) -> u32 {
+        let decl = FileDecl {
+            path: path.into(),
+            exists: size_bytes > 0,
+            size_bytes,
+            layout: FileLayout::Written,
+            dir: 0,
+        };
+        g.open_files(0, &[decl]).unwrap()[0]
+    }
+
+    fn in_journal(block: u64) -> bool {
+        (131_072..131_072 + 8192).contains(&block)
+    }
+
+    #[test]
+    fn an_appending_write_and_fsync_send_data_then_the_log_then_flush_commit_flush() {
+        let mut g = guest(64 * MIB);
+        let h = file(&mut g, "/mnt/f", 0);
+        let mut seen = Seen::new();
+        let op = |op| AppOp::File { handle: h, op };
+        assert!(run(&mut g, 0, 1, op(FileOp::Create { file: 0 }), &mut seen));
+        let w = FileOp::Append {
+            file: 0,
+            len: 4096,
+            flags: IoFlags::default(),
+        };
+        assert!(run(&mut g, 0, 2, op(w), &mut seen));
+        assert!(
+            seen.is_empty(),
+            "buffered: nothing reaches the disk yet: {seen:?}"
+        );
+        let f = FileOp::Fsync {
+            file: 0,
+            datasync: false,
+        };
+        assert!(run(&mut g, 0, 3, op(f), &mut seen));
+        // Data (outside the journal), then the first commit: the journal superblock and the
+        // log (descriptor + metadata blocks), FLUSH, the commit block, FLUSH (FUA emulated).
+        let (data, rest) = seen.split_first().unwrap();
+        assert_eq!((data.0, data.2), (Op::Write, 1));
+        assert!(!in_journal(data.1), "{seen:?}");
+        let n = rest.len();
+        assert_eq!(rest[n - 3..][0], (Op::Flush, 0, 0), "{seen:?}");
+        assert_eq!(rest[n - 1], (Op::Flush, 0, 0), "{seen:?}");
+        let (kind, commit, len) = rest[n - 2];
+        assert!(
+            kind == Op::Write && len == 1 && in_journal(commit),
+            "{seen:?}"
+        );
+        let log: Vec<_> = rest[..n - 3].to_vec();
+        assert_eq!(
+            log[0],
+            (Op::Write, 131_072, 1),
+            "superblock first: {seen:?}"
+        );
+        let (_, start, blocks) = log[1];
+        assert_eq!(
+            start, 131_073,
+            "the log starts after the superblock: {seen:?}"
+        );
+        assert_eq!(start + blocks, commit, "commit block right after the log");
+        // A second append + fsync: no superblock this time.
+        seen.clear();
+        assert!(run(&mut g, SEC, 4, op(w), &mut seen));
+        assert!(run(&mut g, SEC, 5, op(f), &mut seen));
+        let kinds: Vec<Op> = seen.iter().map(|s| s.0).collect();
+        assert_eq!(
+            kinds,
+            [Op::Write, Op::Write, Op::Flush, Op::Write, Op::Flush],
+            "{seen:?}"
+        );
+        let stats = g.stats();
+        assert_eq!(stats.disks[0].fsyncs, 2);
+        assert_eq!(stats.disks[0].fsyncs_committing, 2);
+        assert_eq!(stats.disks[0].journal.as_ref().unwrap().commits, 2);
+    }
+
+    #[test]
+    fn an_fdatasync_after_an_overwrite_without_allocation_is_data_and_one_flush() {
+        let mut g = guest(64 * MIB);
+        let h = file(&mut g, "/mnt/f", 64 * 1024);
+        let mut seen = Seen::new();
+        let op = |op| AppOp::File { handle: h, op };
+        let w = FileOp::Write {
+            file: 0,
+            offset: 8192,
+            len: 4096,
+            flags: IoFlags::default(),
+        };
+        assert!(run(&mut g, 0, 1, op(w), &mut seen));
+        let f = FileOp::Fsync {
+            file: 0,
+            datasync: true,
+        };
+        assert!(run(&mut g, 0, 2, op(f), &mut seen));
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!((seen[0].0, seen[0].2), (Op::Write, 1));
+        assert_eq!(seen[1], (Op::Flush, 0, 0));
+    }
+
+    #[test]
+    fn o_direct_reads_bypass_the_guest_cache_and_buffered_rereads_hit_it() {
+        let mut g = guest(64 * MIB);
+        let h = file(&mut g, "/mnt/f", MIB);
+        let read = |direct| AppOp::File {
+            handle: h,
+            op: FileOp::Read {
+                file: 0,
+                offset: 0,
+                len: 4096,
+                flags: IoFlags {
+                    direct,
+                    sync: false,
+                },
+            },
+        };
+        for app in 1..=2 {
+            let mut seen = Seen::new();
+            assert!(run(&mut g, 0, app, read(true), &mut seen));
+            assert_eq!(seen.len(), 1, "every O_DIRECT read goes to the disk");
+            assert_eq!((seen[0].0, seen[0].2), (Op::Read, 1));
+        }
+        let mut seen = Seen::new();
+        assert!(run(&mut g, 0, 3, read(false), &mut seen));
+        assert_eq!(
+            seen.len(),
+            1,
+            "a buffered miss reads (with read-ahead): {seen:?}"
+        );
+        let mut again = Seen::new();
+        assert!(run(&mut g, 0, 4, read(false), &mut again));
+        assert!(
+            again.is_empty(),
+            "the reread hits the guest cache: {again:?}"
+        );
+        assert_eq!(g.stats().cache.hit_pages, 1);
+    }
+
+    #[test]
+    fn sequential_buffered_reads_grow_the_read_ahead_window_4_8_16_then_32_pages() {
+        let mut g = guest(64 * MIB);
+        let h = file(&mut g, "/mnt/f", 4 * MIB);
+        let mut seen = Seen::new();
+        for p in 0..61 {
+            let r = FileOp::Read {
+                file: 0,
+                offset: p * 4096,
+                len: 4096,
+                flags: IoFlags::default(),
+            };
+            assert!(run(
+                &mut g,
+                0,
+                p as ReqId,
+                AppOp::File { handle: h, op: r },
+                &mut seen
+            ));
+        }
+        let lens: Vec<u64> = seen.iter().map(|s| s.2).collect();
+        // mm/readahead.c: 4 pages (4 × the 1-page request), then each async window
+        // doubles up to read_ahead_kb (32 pages); the read of page 60 reaches the marker of
+        // [60, 92) and starts [92, 124).
+        assert_eq!(lens, [4, 8, 16, 32, 32, 32], "{seen:?}");
+        let starts: Vec<u64> = seen.iter().map(|s| s.1 - seen[0].1).collect();
+        assert_eq!(starts, [0, 4, 12, 28, 60, 92], "one contiguous extent");
+    }
+
+    #[test]
+    fn buffered_writes_beyond_the_dirty_limit_wait_for_writeback() {
+        // A 4 MiB guest cache: 1024 pages, dirty_ratio 20 % = 204 pages.
+        let mut g = guest(4 * MIB);
+        let h = file(&mut g, "/mnt/f", 4096);
+        let mut out = Vec::new();
+        let mut completed = 0;
+        for app in 0..300u32 {
+            let w = FileOp::Write {
+                file: 0,
+                offset: u64::from(app) * 4096,
+                len: 4096,
+                flags: IoFlags::default(),
+            };
+            g.on_app(0, app, AppOp::File { handle: h, op: w }, &mut out);
+            // Copies complete at once; disk writes never do here.
+            while let Some(i) = out.iter().position(|a| matches!(a, Action::Copy { .. })) {
+                let Action::Copy { req, .. } = out.remove(i) else {
+                    unreachable!()
+                };
+                g.on_copied(0, req, &mut out);
+            }
+            completed += out
+                .iter()
+                .filter(|a| matches!(a, Action::Complete { .. }))
+                .count();
+            out.retain(|a| !matches!(a, Action::Complete { .. }));
+        }
+        assert_eq!(completed, 204, "writers stop at dirty_ratio");
+        assert!(out
+            .iter()
+            .any(|a| matches!(a, Action::Io { op: Op::Write, .. })));
+    }
+}
