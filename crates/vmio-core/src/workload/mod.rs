@@ -45,6 +45,7 @@
 
 pub mod filebench;
 pub mod files;
+mod fio_files;
 pub mod fio_job;
 pub mod kinds;
 mod perm;
@@ -92,6 +93,11 @@ pub enum Step {
     /// workload's thread `tag`; the engine calls [`Workload::completed`]`(tag)` when it is
     /// done. Counts against [`Workload::depth`] like an [`Step::Io`].
     File { op: FileOp, tag: u32 },
+    /// Issue nothing more until every outstanding request of the job has completed, then ask
+    /// again (at once when nothing is outstanding). A fio job on files asks for it where fio
+    /// reaps everything in flight: before its `end_fsync` fsyncs, after each of them, and
+    /// before it closes and unlinks its files.
+    Drain,
 }
 
 impl Step {
@@ -177,16 +183,35 @@ impl Workload for JobWorkload {
     }
 }
 
-/// The workloads of `spec` on a disk of `disk_bytes`, one per numjobs clone in clone order;
-/// `trace` is the parsed trace of a `read_iolog` job. Notes on what differs from fio go to
-/// `notes`. See the module doc for the rules.
+/// What a job runs against: a guest disk (block level) or a filesystem on one (files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A disk of `bytes`.
+    Disk { bytes: u64 },
+    /// A filesystem of `bytes` mounted at `mount` (`/mnt/data`).
+    Filesystem { bytes: u64, mount: &'a str },
+}
+
+impl Target<'_> {
+    /// The size of the disk or of the filesystem.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Target::Disk { bytes } | Target::Filesystem { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// The workloads of `spec` on `target`, one per numjobs clone in clone order; `trace` is the
+/// parsed trace of a `read_iolog` job. Notes on what differs from fio go to `notes`. See the
+/// module doc for the rules.
 pub fn workloads(
     spec: &JobSpec,
-    disk_bytes: u64,
+    target: Target<'_>,
     trace: Option<&[TimedIo]>,
     seed: u64,
     notes: &mut Vec<String>,
 ) -> Result<Vec<JobWorkload>, WorkloadError> {
+    let disk_bytes = target.bytes();
     notes.extend(fio_job::iodepth_note(spec));
     let depth = fio_job::iodepth(spec);
     let base = spec.offset_bytes.min(disk_bytes);
@@ -243,10 +268,13 @@ pub fn workloads(
             })
             .collect());
     }
-    Ok(Generator::clones(spec, disk_bytes, seed)?
-        .into_iter()
-        .map(JobWorkload::Fio)
-        .collect())
+    let clones = match target {
+        Target::Disk { bytes } => Generator::clones(spec, bytes, seed)?,
+        Target::Filesystem { bytes, mount } => (0..clones)
+            .map(|c| Generator::on_filesystem(spec, c, bytes, mount, seed))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(clones.into_iter().map(JobWorkload::Fio).collect())
 }
 
 /// A workload that cannot run against the given disk.
@@ -321,6 +349,34 @@ pub enum WorkloadError {
         line: usize,
         personality: String,
     },
+    #[error(
+        "job '{job}' (line {line}): no file to run on (nrfiles=0, or an empty filename list); accepted: nrfiles >= 1 or filename=name[:name...]"
+    )]
+    NoFiles { job: String, line: usize },
+    #[error(
+        "job '{job}' (line {line}): files on a filesystem need a size (fio: \"you need to specify size=\"); accepted: size= or filesize="
+    )]
+    NeedsSize { job: String, line: usize },
+    #[error(
+        "job '{job}' (line {line}): offset={offset_bytes} is not inside file '{path}' of {file_bytes} bytes (fio: \"you need to specify valid offset=\"); accepted: offset < filesize"
+    )]
+    OffsetBeyondFile {
+        job: String,
+        line: usize,
+        path: String,
+        offset_bytes: u64,
+        file_bytes: u64,
+    },
+    #[error(
+        "job '{job}' (line {line}): file '{path}' of {file_bytes} bytes is larger than the filesystem of {fs_bytes} bytes; accepted: offset + the file's size (filesize, or size / nrfiles) <= the filesystem size"
+    )]
+    FileLargerThanFilesystem {
+        job: String,
+        line: usize,
+        path: String,
+        file_bytes: u64,
+        fs_bytes: u64,
+    },
     #[error(transparent)]
     Filebench(#[from] FilebenchError),
 }
@@ -334,10 +390,11 @@ mod tests {
 
     const KIB: u64 = 1024;
     const GIB: u64 = 1 << 30;
+    const DISK: Target = Target::Disk { bytes: 4 * GIB };
 
     fn build(text: &str, trace: Option<&[TimedIo]>) -> (Vec<JobWorkload>, Vec<String>) {
         let mut notes = Vec::new();
-        let w = workloads(&spec(text), 4 * GIB, trace, 7, &mut notes).unwrap();
+        let w = workloads(&spec(text), DISK, trace, 7, &mut notes).unwrap();
         (w, notes)
     }
 
@@ -464,7 +521,7 @@ mod tests {
     #[test]
     fn jobs_that_cannot_run_are_refused_naming_the_job_and_what_is_accepted() {
         let err = |text: &str, trace: Option<&[TimedIo]>| {
-            workloads(&spec(text), 4 * GIB, trace, 7, &mut Vec::new())
+            workloads(&spec(text), DISK, trace, 7, &mut Vec::new())
                 .expect_err(text)
                 .to_string()
         };
@@ -474,7 +531,7 @@ mod tests {
         );
         let mut unknown = spec("filebench=varmail\nruntime=1\n");
         unknown.filebench = Some("webserver".into());
-        let e = workloads(&unknown, 4 * GIB, None, 7, &mut Vec::new())
+        let e = workloads(&unknown, DISK, None, 7, &mut Vec::new())
             .err()
             .unwrap();
         assert!(

@@ -105,7 +105,9 @@ impl JobDriver {
             }
             let works = vmio_core::workload::workloads(
                 &b.spec,
-                disks[gd].size_bytes,
+                vmio_core::workload::Target::Disk {
+                    bytes: disks[gd].size_bytes,
+                },
                 b.trace.as_deref(),
                 seed,
                 notes,
@@ -236,7 +238,7 @@ impl Sim {
                     let at = job.start_ns + t;
                     self.q.push(at, Event::Arrival(j).pack());
                 }
-                Step::File { .. } | Step::Done => {
+                Step::File { .. } | Step::Drain | Step::Done => {
                     job.stopping = true;
                     self.maybe_finish(now, j);
                     break;
