@@ -18,9 +18,12 @@
 //! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
-//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `end_fsync`, `randseed`,
-//! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
-//! (recorded only) and `name` (overrides the section name); trace replay with fio's
+//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `sync`, `fsync`,
+//! `fdatasync`, `end_fsync`, `randseed`, `norandommap`, `filename`, `stonewall`
+//! (`wait_for_previous`), `new_group`, `ioengine` (recorded only) and `name` (overrides the
+//! section name); files on a filesystem with `directory`, `nrfiles` (`nr_files`),
+//! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
+//! and `overwrite` (`workload::fio_files` follows them); trace replay with fio's
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
 //! blkparse, fio) and `filebench` (a FileBench personality run at block level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
@@ -42,6 +45,12 @@
 //!   them), not fio's uniform draw over every multiple of `a`;
 //! - `rwmixwrite=N` sets `rwmixread=100-N` (the later of the two wins);
 //! - `buffered=0` means `direct=1` and vice versa;
+//! - `filesize=lo-hi` (or `lo:hi`) is a range each file's size is drawn from; `filename` and
+//!   `directory` keep fio's `:`-separated lists (`\:` is a colon in a name) as written;
+//! - `sync` takes fio's none, 0, sync, 1 (O_SYNC); `dsync` (O_DSYNC) is refused as not
+//!   modelled. `file_service_type` takes roundrobin, sequential, random with fio's `:N`
+//!   suffix; zipf, pareto and normal/gauss are refused as not modelled. `fallocate` takes
+//!   none, native, posix, truncate, 0, 1 (fio's default on Linux: native); `keep` is refused;
 //! - `group_id` follows fio's `groupid`: 0 for the first job, then +1 at every job with
 //!   `stonewall` or `new_group`;
 //! - percent sizes (`size=50%`, `offset=10%`) are rejected: vmio does not support them yet;
@@ -1678,6 +1687,70 @@ mod tests {
             let e = err(text);
             assert!(e.starts_with(want), "got  {e}\nwant {want}...");
         }
+    }
+
+    #[test]
+    fn file_options_are_parsed_with_fios_defaults() {
+        let j = &parse("[a]\n").jobs[0];
+        assert_eq!((j.nrfiles, j.openfiles, j.fdatasync), (1, 0, 0));
+        assert_eq!(j.file_service, FileService::default());
+        assert_eq!(j.fallocate, Fallocate::Native);
+        assert!(j.create_fsync && !j.sync && !j.create_on_open && !j.unlink && !j.overwrite);
+        let f = parse(
+            "[a]\nnr_files=8\nopenfiles=2\nfile_service_type=random:4\nfallocate=none\n\
+             sync=1\nfdatasync=16\ncreate_fsync=0\ncreate_on_open\nunlink=1\noverwrite=1\n\
+             directory=/mnt/a:/mnt/b\nfilesize=1m-4m\n",
+        );
+        let j = &f.jobs[0];
+        assert_eq!((j.nrfiles, j.openfiles, j.fdatasync), (8, 2, 16));
+        assert_eq!(
+            j.file_service,
+            FileService {
+                kind: FileServiceKind::Random,
+                nr: 4
+            }
+        );
+        assert_eq!(j.fallocate, Fallocate::None);
+        assert!(j.sync && !j.create_fsync && j.create_on_open && j.unlink && j.overwrite);
+        assert_eq!(j.directory.as_deref(), Some("/mnt/a:/mnt/b"));
+        assert_eq!(
+            j.filesize,
+            Some(SizeRange {
+                lo_bytes: 1 << 20,
+                hi_bytes: 4 << 20
+            })
+        );
+        assert!(f.ignored.is_empty(), "{:?}", f.ignored);
+        for (text, sync, fallocate) in [
+            ("sync=sync\nfallocate=posix\n", true, Fallocate::Posix),
+            ("sync=none\nfallocate=1\n", false, Fallocate::Posix),
+            ("sync=0\nfallocate=truncate\n", false, Fallocate::Truncate),
+            ("sync\nfallocate=0\n", true, Fallocate::None),
+        ] {
+            let j = &parse(&format!("[a]\n{text}")).jobs[0];
+            assert_eq!((j.sync, j.fallocate), (sync, fallocate), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_or_unmodelled_file_options_are_one_line_errors_with_the_accepted_values() {
+        assert_eq!(
+            err("[a]\nfile_service_type=roundrobbin\n"),
+            "job.fio:2: file_service_type: 'roundrobbin' is not valid; accepted: roundrobin, sequential, random, each optionally with :N (N >= 1 I/Os per file)"
+        );
+        assert!(err("[a]\nfile_service_type=zipf:1.2\n")
+            .contains("non-uniform file service is not modelled by vmio; accepted: roundrobin"));
+        assert!(err("[a]\nfile_service_type=random:0\n").contains("accepted: roundrobin"));
+        assert_eq!(
+            err("[a]\nnrfiles=0\n"),
+            "job.fio:2: nrfiles: '0' is not valid; accepted: an integer from 1 to 4294967295"
+        );
+        assert!(err("[a]\nsync=dsync\n").contains("O_DSYNC is not modelled"));
+        assert!(err("[a]\nsync=2\n").ends_with("accepted: none, 0, sync, 1"));
+        assert!(err("[a]\nfallocate=keep\n").contains("FALLOC_FL_KEEP_SIZE"));
+        assert!(err("[a]\nfallocate=yes\n").ends_with(Fallocate::ACCEPTED));
+        assert!(err("[a]\nfilesize=4m-1m\n").contains("lo <= hi"));
+        assert!(err("[a]\nfilesize=0\n").contains("sizes > 0"));
     }
 
     #[test]

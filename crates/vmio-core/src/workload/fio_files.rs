@@ -49,6 +49,11 @@ use crate::rng::Rng;
 use crate::units::quote;
 use std::collections::VecDeque;
 
+/// Most files one job clone may have: a million (fio sets no limit; each file costs vmio a
+/// declaration and the guest an inode, so a mistyped `nrfiles=4294967295` is refused rather
+/// than allocated).
+pub const MAX_FILES_PER_CLONE: u32 = 1 << 20;
+
 /// One size of `range`, fio's `get_rand_file_size`: `lo + uniform(0 .. hi - lo)`, rounded
 /// down to a multiple of `min_bs`; `lo` itself for a single size.
 pub(super) fn draw_size(range: SizeRange, min_bs: u64, rng: &mut Rng) -> u64 {
@@ -135,6 +140,14 @@ pub(super) fn plan(
     sizes: &mut Rng,
 ) -> Result<Plan, WorkloadError> {
     let (job, line) = (quote(&spec.name), spec.line);
+    if spec.filename.is_none() && spec.nrfiles > MAX_FILES_PER_CLONE {
+        return Err(WorkloadError::TooManyFiles {
+            job,
+            line,
+            files: spec.nrfiles,
+            limit: MAX_FILES_PER_CLONE,
+        });
+    }
     let paths = file_paths(spec, clone, mount);
     if paths.is_empty() {
         return Err(WorkloadError::NoFiles { job, line });
@@ -191,7 +204,7 @@ pub(super) fn plan(
             region_bytes: smallest,
         });
     }
-    let total: u64 = regions.iter().map(|r| r.1).sum();
+    let total = regions.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
     let bytes = spec.size_bytes.map_or(total, |s| s.min(total));
 
     let mut dirs: Vec<&str> = Vec::new();
@@ -493,6 +506,11 @@ mod tests {
         out
     }
 
+    /// The whole trail of the first clone of `text`.
+    fn run(text: &str) -> Vec<String> {
+        trail(&mut first(text), 100)
+    }
+
     fn paths(w: &impl Workload) -> Vec<&str> {
         w.files().iter().map(|d| d.path.as_str()).collect()
     }
@@ -602,35 +620,31 @@ mod tests {
 
     #[test]
     fn roundrobin_cycles_the_files_and_opens_each_at_its_first_use() {
-        let mut g = first("rw=write\nbs=4k\nsize=24k\nnrfiles=3\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=write\nbs=4k\nsize=24k\nnrfiles=3\n"),
             [
                 "O0", "W0@0", "O1", "W1@0", "O2", "W2@0", "W0@4", "W1@4", "W2@4", "|", "X0", "X1",
                 "X2"
             ]
         );
-        let mut g = first("rw=read\nbs=4k\nsize=16k\nnrfiles=2\nfile_service_type=roundrobin:2\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=read\nbs=4k\nsize=16k\nnrfiles=2\nfile_service_type=roundrobin:2\n"),
             ["O0", "R0@0", "R0@4", "O1", "R1@0", "R1@4", "|", "X0", "X1"]
         );
     }
 
     #[test]
     fn sequential_service_finishes_a_file_then_closes_it() {
-        let mut g = first("rw=write\nbs=4k\nsize=16k\nnrfiles=2\nfile_service_type=sequential\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=write\nbs=4k\nsize=16k\nnrfiles=2\nfile_service_type=sequential\n"),
             ["O0", "W0@0", "W0@4", "X0", "O1", "W1@0", "W1@4", "|", "X1"]
         );
     }
 
     #[test]
     fn openfiles_below_nrfiles_works_on_that_many_files_and_opens_the_next_when_one_is_done() {
-        let mut g = first("rw=read\nbs=4k\nsize=24k\nnrfiles=3\nopenfiles=1\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=read\nbs=4k\nsize=24k\nnrfiles=3\nopenfiles=1\n"),
             [
                 "O0", "R0@0", "R0@4", "X0", "O1", "R1@0", "R1@4", "X1", "O2", "R2@0", "R2@4", "|",
                 "X2"
@@ -640,9 +654,8 @@ mod tests {
 
     #[test]
     fn a_second_loop_reopens_the_file_and_reads_it_again_from_the_start() {
-        let mut g = first("rw=read\nbs=4k\nsize=8k\nloops=2\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=read\nbs=4k\nsize=8k\nloops=2\n"),
             ["O0", "R0@0", "R0@4", "X0", "O0", "R0@0", "R0@4", "|", "X0"]
         );
     }
@@ -669,17 +682,15 @@ mod tests {
     fn fsync_2_fsyncs_the_next_picked_file_after_every_second_write() {
         // fio's sync I/O takes a file from the file service like any I/O (set_io_u_file, then
         // get_rw_ddir): with round robin over two files it is the file not just written.
-        let mut g = first("rw=write\nbs=4k\nsize=32k\nnrfiles=2\nfsync=2\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=write\nbs=4k\nsize=32k\nnrfiles=2\nfsync=2\n"),
             [
                 "O0", "W0@0", "O1", "W1@0", "F0", "W1@4", "W0@4", "F1", "W0@8", "W1@8", "F0",
                 "W1@12", "W0@12", "|", "X0", "X1"
             ]
         );
-        let mut g = first("rw=write\nbs=4k\nsize=16k\nfdatasync=2\n");
         assert_eq!(
-            trail(&mut g, 100),
+            run("rw=write\nbs=4k\nsize=16k\nfdatasync=2\n"),
             ["O0", "W0@0", "W0@4", "D0", "W0@8", "W0@12", "|", "X0"],
             "one file: its own writes; the last sync comes after the job's bytes, as in fio"
         );
@@ -697,18 +708,19 @@ mod tests {
         );
         assert_eq!(g.next(0), Step::Done, "Done stays Done");
         // A file closed before the end is reopened for its fsync; a read job has none.
-        let mut g = first(
-            "rw=write\nbs=4k\nsize=16k\nnrfiles=2\nend_fsync=1\nfile_service_type=sequential\n",
-        );
         assert_eq!(
-            trail(&mut g, 100),
+            run(
+                "rw=write\nbs=4k\nsize=16k\nnrfiles=2\nend_fsync=1\nfile_service_type=sequential\n"
+            ),
             [
                 "O0", "W0@0", "W0@4", "X0", "O1", "W1@0", "W1@4", "|", "O0", "F0", "|", "X0", "F1",
                 "|", "X1"
             ]
         );
-        let mut g = first("rw=read\nbs=4k\nsize=8k\nend_fsync=1\n");
-        assert_eq!(trail(&mut g, 100), ["O0", "R0@0", "R0@4", "|", "X0"]);
+        assert_eq!(
+            run("rw=read\nbs=4k\nsize=8k\nend_fsync=1\n"),
+            ["O0", "R0@0", "R0@4", "|", "X0"]
+        );
     }
 
     #[test]
@@ -757,6 +769,10 @@ mod tests {
         assert!(err("filesize=1m\noffset=1m\n").contains("offset=1048576 is not inside file"));
         assert!(err("size=1m\nnrfiles=1024\n")
             .contains("bs=4096 is larger than the job's region of 1024 bytes"));
+        assert_eq!(
+            err("size=1m\nnrfiles=4294967295\n"),
+            "job 'j' (line 1): nrfiles=4294967295 is more files than vmio's 1048576 per job clone; accepted: nrfiles <= 1048576"
+        );
         let mut none = job("size=1m\n");
         none.nrfiles = 0;
         let e = Generator::on_filesystem(&none, 0, FS, "/mnt", 7).unwrap_err();

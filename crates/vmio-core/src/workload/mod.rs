@@ -5,7 +5,8 @@
 //! stops at runtime, measures after ramp_time); the workload decides *what*.
 //!
 //! - [`fio_job`]: a fio job ([`crate::fio::JobSpec`]) following fio's offset, block size and
-//!   read/write-mix semantics; one [`Generator`] per numjobs clone.
+//!   read/write-mix semantics; one [`Generator`] per numjobs clone, on a disk or on the
+//!   files of a filesystem (`fio_files`, internal: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's `fileserver` and `varmail` personalities at block level
 //!   (closed loop, one outstanding request per FileBench thread);
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
@@ -20,28 +21,41 @@
 //!   profiles: name, aliases, one help line, parameters) and [`help_text`];
 //! - `perm` (internal): the O(1)-memory random permutation behind fio's random map.
 //!
-//! [`workloads`] turns a job bound to a disk into its workloads, one [`JobWorkload`] per
-//! numjobs clone:
+//! [`workloads`] turns a job bound to a [`Target`] (a disk, or a filesystem on one) into its
+//! workloads, one [`JobWorkload`] per numjobs clone:
 //!
 //! ```text
-//! workloads(spec, disk_bytes, trace, seed):
+//! workloads(spec, target, trace, seed):
 //!   refuse time_based without runtime (fio_job::check_ends)
 //!   depth  = 1 with a synchronous ioengine (psync, sync, pvsync, pvsync2, vsync; a note if
 //!            iodepth > 1 asked for more), else max(iodepth, 1)
-//!   region = [min(offset, disk), + min(size | rest of the disk, rest of the disk))
+//!   bytes  = the disk's or the filesystem's size
+//!   region = [min(offset, bytes), + min(size | rest, rest))
 //!   filebench=P: needs a non-empty region and a runtime; clone c: Paced(FilebenchGen(P,
 //!                region, derive(seed, "filebench/<name>/<c>")), closed loop, depth = P's threads)
 //!   read_iolog:  needs a non-empty region; every clone: Paced(Replay(trace, region,
 //!                replay_time_scale / 100, max(loops, 1)), replay_no_stall ? closed loop at
 //!                depth : open loop)
-//!   else:        fio Generator clones (their own region rules: size | filesize | rest)
+//!   Disk:        fio Generator clones on the disk (their own region rules: size | filesize |
+//!                rest); the engine reads spec.direct and spec.sync for the guest page cache
+//!   Filesystem:  fio Generator clones on files (fio_files: names under directory | mount,
+//!                sizes, layout, file service); Step::File ops, tag 0, depth as above
 //! ```
 //!
 //! The engine's side of the contract ([`Step`]): it asks [`Workload::next`] while fewer than
-//! `depth` requests are outstanding and no fsync or time is pending; an [`Step::Io`] or
-//! [`Step::Flush`] is issued at once; [`Step::Fsync`] is issued once nothing is outstanding;
-//! after [`Step::At`]`(t)` it asks nothing until `t` (an event), then asks again; after
+//! `depth` requests are outstanding and no fsync, drain or time is pending; an [`Step::Io`],
+//! [`Step::Flush`] or [`Step::File`] is issued at once (a file step counts against `depth`
+//! until [`Workload::completed`]); [`Step::Fsync`] is issued once nothing is outstanding;
+//! after [`Step::Drain`] it asks nothing until nothing is outstanding, then asks again; after
+//! [`Step::At`]`(t)` it asks nothing until `t` (an event), then asks again; after
 //! [`Step::Done`] it asks nothing.
+//!
+//! A fio job on files never waits for its own `fsync=N`/`fdatasync=N` (a [`FileOp::Fsync`]
+//! step is issued at once like its reads and writes: fio queues a sync io_u with the others,
+//! `td_io_queue` does not quiesce and libaio submits it as an aio fsync; a synchronous
+//! ioengine has depth 1 anyway). It asks for a [`Step::Drain`] where fio reaps everything in
+//! flight (`do_io` before `end_fsync`; each end fsync is synchronous; files are unlinked and
+//! closed after the job's I/O is done).
 
 pub mod filebench;
 pub mod files;
@@ -77,8 +91,9 @@ pub enum Step {
         offset_bytes: u64,
         len_bytes: u64,
     },
-    /// An fsync of the job's file (fio's `fsync=N`, `end_fsync`): a flush issued once every
-    /// earlier request of the job completed; nothing else is issued meanwhile.
+    /// An fsync of the job's disk (fio's `fsync=N`, `fdatasync=N`, `end_fsync` on a disk): a
+    /// flush issued once every earlier request of the job completed; nothing else is issued
+    /// meanwhile.
     Fsync,
     /// A flush issued now, whatever is outstanding (a FileBench thread's fsync, a trace's
     /// flush record): it waits for no other request of the job.
@@ -354,6 +369,15 @@ pub enum WorkloadError {
     )]
     NoFiles { job: String, line: usize },
     #[error(
+        "job '{job}' (line {line}): nrfiles={files} is more files than vmio's {limit} per job clone; accepted: nrfiles <= {limit}"
+    )]
+    TooManyFiles {
+        job: String,
+        line: usize,
+        files: u32,
+        limit: u32,
+    },
+    #[error(
         "job '{job}' (line {line}): files on a filesystem need a size (fio: \"you need to specify size=\"); accepted: size= or filesize="
     )]
     NeedsSize { job: String, line: usize },
@@ -419,6 +443,63 @@ mod tests {
         want.insert(4, Step::Fsync);
         want.extend([Step::Fsync, Step::Done]);
         assert_eq!(steps, want);
+    }
+
+    #[test]
+    fn on_a_disk_fdatasync_asks_for_an_fsync_too_and_fsync_wins_when_both_are_due() {
+        let kinds = |text: &str| {
+            let (mut w, _) = build(&format!("rw=write\nbs=4k\nsize=24k\n{text}"), None);
+            std::iter::from_fn(|| match w[0].next(0) {
+                Step::Io { .. } => Some('W'),
+                Step::Fsync => Some('F'),
+                Step::Done => None,
+                s => panic!("a fio job on a disk never asks for {s:?}"),
+            })
+            .collect::<String>()
+        };
+        assert_eq!(kinds("fdatasync=2\n"), "WWFWWFWWF");
+        assert_eq!(kinds("fsync=3\nfdatasync=2\n"), "WWFWFWFWWF");
+    }
+
+    #[test]
+    fn a_filesystem_target_gives_each_clone_its_files_and_file_steps_at_iodepth() {
+        let target = Target::Filesystem {
+            bytes: 4 * GIB,
+            mount: "/mnt/data",
+        };
+        let spec = spec("rw=randread\nsize=1m\nnumjobs=2\nioengine=libaio\niodepth=8\n");
+        let mut w = workloads(&spec, target, None, 7, &mut Vec::new()).unwrap();
+        assert_eq!(w.len(), 2);
+        for (c, w) in w.iter_mut().enumerate() {
+            assert_eq!(w.depth(), 8);
+            let files = w.files().to_vec();
+            assert_eq!(files.len(), 1);
+            assert_eq!(files[0].path, format!("/mnt/data/j.{c}.0"));
+            assert_eq!(
+                (files[0].exists, files[0].size_bytes, files[0].layout),
+                (true, 1 << 20, FileLayout::Written)
+            );
+            assert_eq!(
+                w.next(0),
+                Step::File {
+                    op: FileOp::Open { file: 0 },
+                    tag: 0
+                }
+            );
+            assert!(matches!(
+                w.next(0),
+                Step::File {
+                    op: FileOp::Read {
+                        file: 0,
+                        len: 4096,
+                        ..
+                    },
+                    tag: 0
+                }
+            ));
+        }
+        let (w, _) = build("rw=randread\nsize=1m\n", None);
+        assert!(w[0].files().is_empty(), "a disk job has no files");
     }
 
     #[test]
