@@ -33,6 +33,8 @@
 //!   a file picked closed is opened (Create if it does not exist yet); a file found at the end
 //!   of its pass is closed and finished; all finished -> a new pass over every file
 //!   (time_based with random offsets or a single file: files wrap in place, never finish)
+//!   in a mixed job the first direction to reach the end of a file ends its pass (fio notices
+//!   it when that direction is next drawn for the file)
 //! fsync=N / fdatasync=N: after the job's N-th, 2N-th ... write, the next pick is fsynced
 //! end:    Drain; end_fsync (job writes, last op not a sync): per file [Open] Fsync Drain [Close];
 //!         per file: unlink -> Delete, open -> Close; Done
@@ -721,6 +723,25 @@ mod tests {
             run("rw=read\nbs=4k\nsize=8k\nend_fsync=1\n"),
             ["O0", "R0@0", "R0@4", "|", "X0"]
         );
+    }
+
+    #[test]
+    fn a_stopped_job_ends_as_fio_does_after_its_runtime_and_skips_end_fsync_right_after_a_sync() {
+        let base = "rw=randwrite\nbs=4k\nsize=1m\nnrfiles=2\nend_fsync=1\nunlink=1\ntime_based\nruntime=1\n";
+        let kinds =
+            |steps: Vec<String>| steps.iter().map(|s| s[..1].to_string()).collect::<String>();
+        let mut g = first(base);
+        assert_eq!(kinds(trail(&mut g, 4)), "OWOW");
+        g.stop();
+        assert_eq!(
+            trail(&mut g, 100),
+            ["|", "F0", "|", "F1", "|", "U0", "X0", "U1", "X1"]
+        );
+        // fio's should_fsync: no end_fsync when the last operation was a sync.
+        let mut g = first(&format!("{base}fsync=1\n"));
+        assert_eq!(kinds(trail(&mut g, 4)), "OWOF");
+        g.stop();
+        assert_eq!(trail(&mut g, 100), ["|", "U0", "X0", "U1", "X1"]);
     }
 
     #[test]

@@ -509,6 +509,13 @@ impl Generator {
         self.bytes_done
     }
 
+    /// The job's time is up (its runtime ended): from now on it hands out only what fio does
+    /// after its I/O loop (on a disk: a pending fsync, then end_fsync; on files: the end
+    /// sequence of [`super::fio_files`]), then Done.
+    pub fn stop(&mut self) {
+        self.byte_limit = 0;
+    }
+
     fn limits_reached(&self) -> bool {
         self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit
     }
@@ -794,6 +801,16 @@ pub(super) mod tests {
         })
         .count();
         assert_eq!(n, 12);
+    }
+
+    #[test]
+    fn a_stopped_disk_job_gives_its_pending_fsync_then_end_fsync_then_done() {
+        let spec = job("rw=write\nbs=4k\nfsync=1\nend_fsync=1\ntime_based\nruntime=1\n");
+        let mut g = Generator::new(&spec, 0, GIB, 1).unwrap();
+        assert!(matches!(g.next(0), Step::Io { .. }));
+        g.stop();
+        let rest: Vec<Step> = (0..4).map(|_| g.next(0)).collect();
+        assert_eq!(rest, [Step::Fsync, Step::Fsync, Step::Done, Step::Done]);
     }
 
     #[test]
