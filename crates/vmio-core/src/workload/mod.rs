@@ -6,7 +6,7 @@
 //!
 //! - [`fio_job`]: a fio job ([`crate::fio::JobSpec`]) following fio's offset, block size and
 //!   read/write-mix semantics; one [`Generator`] per numjobs clone, on a disk or on the
-//!   files of a filesystem (`fio_files`, internal: fio's file names, layout, file service);
+//!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's `fileserver` and `varmail` personalities at block level
 //!   (closed loop, one outstanding request per FileBench thread);
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
@@ -59,7 +59,7 @@
 
 pub mod filebench;
 pub mod files;
-mod fio_files;
+pub mod fio_files;
 pub mod fio_job;
 pub mod kinds;
 mod perm;
