@@ -711,6 +711,18 @@ const FIO_KEYS: &[&str] = &[
     "description",
     "direct",
     "end_fsync",
+    "create_fsync",
+    "create_on_open",
+    "directory",
+    "fallocate",
+    "fdatasync",
+    "file_service_type",
+    "nr_files",
+    "nrfiles",
+    "openfiles",
+    "overwrite",
+    "sync",
+    "unlink",
     "filebench",
     "filename",
     "filesize",
@@ -778,6 +790,16 @@ const FIO_LINES: &[&str] = &[
     "read_iolog=traces/msn.spc",
     "filebench=varmail",
     "filebench=nope",
+    "nrfiles=4294967295",
+    "nrfiles=3",
+    "openfiles=1",
+    "file_service_type=random:3",
+    "file_service_type=sequential",
+    "filesize=1k-1g",
+    "filename=a:b\\:c:/d",
+    "create_on_open=1",
+    "unlink=1",
+    "end_fsync=1",
     "; comment",
     "# comment",
     "=5",
@@ -857,6 +879,18 @@ fn fio_target(case: &(TextCase, u64, u64)) -> Outcome {
                         }
                     }
                     let _ = (g.ios_done(), g.bytes_done());
+                }
+            }
+            // The same job on the files of a filesystem of that size.
+            match Generator::on_filesystem(spec, clone, *disk, "/mnt", *seed) {
+                Err(e) => out = worst(out, downstream(e.to_string())),
+                Ok(mut g) => {
+                    let _ = g.files().len();
+                    for _ in 0..32 {
+                        if let Step::Done = g.next(0) {
+                            break;
+                        }
+                    }
                 }
             }
         }

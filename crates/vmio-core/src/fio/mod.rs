@@ -18,9 +18,12 @@
 //! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
-//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `fsync`, `end_fsync`, `randseed`,
-//! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
-//! (recorded only) and `name` (overrides the section name); trace replay with fio's
+//! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `sync`, `fsync`,
+//! `fdatasync`, `end_fsync`, `randseed`, `norandommap`, `filename`, `stonewall`
+//! (`wait_for_previous`), `new_group`, `ioengine` (recorded only) and `name` (overrides the
+//! section name); files on a filesystem with `directory`, `nrfiles` (`nr_files`),
+//! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
+//! and `overwrite` (`workload::fio_files` follows them); trace replay with fio's
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
 //! blkparse, fio) and `filebench` (a FileBench personality run at block level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
@@ -42,6 +45,12 @@
 //!   them), not fio's uniform draw over every multiple of `a`;
 //! - `rwmixwrite=N` sets `rwmixread=100-N` (the later of the two wins);
 //! - `buffered=0` means `direct=1` and vice versa;
+//! - `filesize=lo-hi` (or `lo:hi`) is a range each file's size is drawn from; `filename` and
+//!   `directory` keep fio's `:`-separated lists (`\:` is a colon in a name) as written;
+//! - `sync` takes fio's none, 0, sync, 1 (O_SYNC); `dsync` (O_DSYNC) is refused as not
+//!   modelled. `file_service_type` takes roundrobin, sequential, random with fio's `:N`
+//!   suffix; zipf, pareto and normal/gauss are refused as not modelled. `fallocate` takes
+//!   none, native, posix, truncate, 0, 1 (fio's default on Linux: native); `keep` is refused;
 //! - `group_id` follows fio's `groupid`: 0 for the first job, then +1 at every job with
 //!   `stonewall` or `new_group`;
 //! - percent sizes (`size=50%`, `offset=10%`) are rejected: vmio does not support them yet;
@@ -165,6 +174,75 @@ impl Default for BlockSizes {
     }
 }
 
+/// A size or a range of sizes (fio's `filesize=1m-4m`), in bytes; `lo == hi` for one size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SizeRange {
+    pub lo_bytes: u64,
+    pub hi_bytes: u64,
+}
+
+/// fio's `file_service_type` (fio's `io_u.c`, `__get_next_file`): how a job with several files
+/// picks the file of its next I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum FileServiceKind {
+    /// The next file in order, skipping finished ones (fio's default).
+    #[default]
+    #[serde(rename = "roundrobin")]
+    RoundRobin,
+    /// One file until it is finished, then the next.
+    #[serde(rename = "sequential")]
+    Sequential,
+    /// A file drawn uniformly among the unfinished ones.
+    #[serde(rename = "random")]
+    Random,
+}
+
+/// `file_service_type=kind[:nr]`: `nr` I/Os go to a file before the next pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct FileService {
+    pub kind: FileServiceKind,
+    pub nr: u32,
+}
+
+impl Default for FileService {
+    fn default() -> Self {
+        Self {
+            kind: FileServiceKind::RoundRobin,
+            nr: 1,
+        }
+    }
+}
+
+impl FileService {
+    /// The values `file_service_type=` accepts.
+    pub const ACCEPTED: &'static str =
+        "roundrobin, sequential, random, each optionally with :N (N >= 1 I/Os per file)";
+}
+
+/// fio's `fallocate` (fio's `filesetup.c`, `fallocate_file`): what the layout phase does to a
+/// file the job only writes. fio's default on Linux is `native` (`FIO_HAVE_DEFAULT_FALLOCATE`
+/// in `os/os.h`), a `fallocate(fd, 0, 0, size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Fallocate {
+    /// Nothing: the file is created empty (`none`, `0`).
+    #[serde(rename = "none")]
+    None,
+    /// `fallocate(fd, 0, 0, size)`: unwritten extents, size set (`native`).
+    #[serde(rename = "native")]
+    Native,
+    /// `posix_fallocate`: the same on a filesystem with fallocate (`posix`, `1`).
+    #[serde(rename = "posix")]
+    Posix,
+    /// `ftruncate(fd, size)`: size set, no blocks (`truncate`).
+    #[serde(rename = "truncate")]
+    Truncate,
+}
+
+impl Fallocate {
+    /// The values `fallocate=` accepts.
+    pub const ACCEPTED: &'static str = "none, native, posix, truncate, 0, 1";
+}
+
 /// One job section with its `[global]` defaults applied. `Default` gives fio's defaults
 /// (with an empty name and line 0).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -180,7 +258,9 @@ pub struct JobSpec {
     pub numjobs: u32,
     pub size_bytes: Option<u64>,
     pub offset_bytes: u64,
-    pub filesize_bytes: Option<u64>,
+    /// fio's `filesize`: the size of each file, fixed (`filesize=1g`) or drawn per file from a
+    /// range (`filesize=1m-4m`).
+    pub filesize: Option<SizeRange>,
     pub runtime_ns: Option<Ns>,
     pub time_based: bool,
     pub ramp_time_ns: Ns,
@@ -188,11 +268,34 @@ pub struct JobSpec {
     pub io_size_bytes: Option<u64>,
     pub number_ios: Option<u64>,
     pub direct: bool,
+    /// fio's `sync`: writes with O_SYNC (`sync=1` or `sync=sync`).
+    pub sync: bool,
     /// Issue an fsync after every `fsync` writes (0: never).
     pub fsync: u32,
-    /// fsync once when the job has issued everything (fio's `end_fsync`; fio's file layout
-    /// does the same through `create_fsync`, on by default).
+    /// Issue an fdatasync after every `fdatasync` writes (0: never); when both are due at the
+    /// same write, the fsync wins (fio's `get_rw_ddir`).
+    pub fdatasync: u32,
+    /// fsync once when the job has issued everything (fio's `end_fsync`).
     pub end_fsync: bool,
+    /// fio's `create_fsync` (default 1): fsync a file the layout phase wrote.
+    pub create_fsync: bool,
+    /// fio's `nrfiles` (`nr_files`): files per job clone when no `filename` lists them.
+    pub nrfiles: u32,
+    /// fio's `openfiles`: most files open at once (0: `nrfiles`).
+    pub openfiles: u32,
+    /// fio's `file_service_type`: which file the next I/O goes to.
+    pub file_service: FileService,
+    /// fio's `directory`: where the files go (a ':'-separated list: clone `c` uses entry
+    /// `c % n`); None: the filesystem's mount point.
+    pub directory: Option<String>,
+    /// fio's `fallocate`: how the layout phase allocates a file the job only writes.
+    pub fallocate: Fallocate,
+    /// fio's `create_on_open`: files are created when the job first opens them, not laid out.
+    pub create_on_open: bool,
+    /// fio's `unlink`: delete the files when the job ends.
+    pub unlink: bool,
+    /// fio's `overwrite`: a write-only job's files are laid out written, as for a reader.
+    pub overwrite: bool,
     pub randseed: Option<u64>,
     pub norandommap: bool,
     pub filename: Option<String>,
@@ -230,15 +333,26 @@ impl Default for JobSpec {
             numjobs: 1,
             size_bytes: None,
             offset_bytes: 0,
-            filesize_bytes: None,
+            filesize: None,
             runtime_ns: None,
             time_based: false,
             ramp_time_ns: 0,
             io_size_bytes: None,
             number_ios: None,
             direct: false,
+            sync: false,
             fsync: 0,
+            fdatasync: 0,
             end_fsync: false,
+            create_fsync: true,
+            nrfiles: 1,
+            openfiles: 0,
+            file_service: FileService::default(),
+            directory: None,
+            fallocate: Fallocate::Native,
+            create_on_open: false,
+            unlink: false,
+            overwrite: false,
             randseed: None,
             norandommap: false,
             filename: None,
@@ -379,6 +493,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("bsrange", "bs"),
     ("blocksize_range", "bs"),
     ("io_limit", "io_size"),
+    ("nr_files", "nrfiles"),
     ("timeout", "runtime"),
     ("wait_for_previous", "stonewall"),
 ];
@@ -780,7 +895,7 @@ impl Parser<'_> {
             "numjobs" => j.numjobs = self.count(key, value, line)?,
             "size" => j.size_bytes = Some(self.size(key, value, line)?),
             "offset" => j.offset_bytes = self.size(key, value, line)?,
-            "filesize" => j.filesize_bytes = Some(self.size(key, value, line)?),
+            "filesize" => j.filesize = Some(self.size_range(key, value, line)?),
             "io_size" => j.io_size_bytes = Some(self.size(key, value, line)?).filter(|&b| b > 0),
             "number_ios" => j.number_ios = Some(self.int(key, value, line)?).filter(|&n| n > 0),
             "runtime" => j.runtime_ns = Some(self.duration(key, value, line)?).filter(|&t| t > 0),
@@ -788,11 +903,22 @@ impl Parser<'_> {
             "time_based" => j.time_based = self.boolean(key, value, line)?,
             "direct" => j.direct = self.boolean(key, value, line)?,
             "buffered" => j.direct = !self.boolean(key, value, line)?,
-            "fsync" => {
-                j.fsync = u32::try_from(self.int(key, value, line)?)
-                    .map_err(|_| self.bad(line, key, value, "an integer from 0 to 4294967295"))?
-            }
+            "sync" => j.sync = self.sync(key, value, line)?,
+            "fsync" => j.fsync = self.int_u32(key, value, line)?,
+            "fdatasync" => j.fdatasync = self.int_u32(key, value, line)?,
             "end_fsync" => j.end_fsync = self.boolean(key, value, line)?,
+            "create_fsync" => j.create_fsync = self.boolean(key, value, line)?,
+            "create_on_open" => j.create_on_open = self.boolean(key, value, line)?,
+            "unlink" => j.unlink = self.boolean(key, value, line)?,
+            "overwrite" => j.overwrite = self.boolean(key, value, line)?,
+            "nrfiles" => j.nrfiles = self.count(key, value, line)?,
+            "openfiles" => j.openfiles = self.int_u32(key, value, line)?,
+            "file_service_type" => j.file_service = self.file_service(key, value, line)?,
+            "fallocate" => j.fallocate = self.fallocate(key, value, line)?,
+            "directory" => {
+                j.directory =
+                    Some(self.text(key, value, line, "a directory path (':' separates several)")?)
+            }
             "randseed" => j.randseed = Some(self.int(key, value, line)?),
             "norandommap" => j.norandommap = self.boolean(key, value, line)?,
             "stonewall" => j.stonewall = self.boolean(key, value, line)?,
@@ -853,6 +979,119 @@ impl Parser<'_> {
         }
         v.parse()
             .map_err(|_| self.bad(line, key, value, "an integer from 0 to 2^64-1"))
+    }
+
+    fn int_u32(&self, key: &str, value: Option<&str>, line: usize) -> Result<u32, FioError> {
+        u32::try_from(self.int(key, value, line)?)
+            .map_err(|_| self.bad(line, key, value, "an integer from 0 to 4294967295"))
+    }
+
+    /// fio's `sync`: none, 0 -> off; sync, 1 (or the bare name) -> O_SYNC; dsync (O_DSYNC) is
+    /// not modelled.
+    fn sync(&self, key: &str, value: Option<&str>, line: usize) -> Result<bool, FioError> {
+        match value.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("1") | Some("sync") => Ok(true),
+            Some("0") | Some("none") => Ok(false),
+            Some("dsync") => Err(FioError::Unsupported {
+                file: self.path.to_string(),
+                line,
+                option: shown(key),
+                value: "dsync".to_string(),
+                reason: "O_DSYNC is not modelled by vmio (only O_SYNC)",
+                accepted: "none, 0, sync, 1",
+            }),
+            _ => Err(self.bad(line, key, value, "none, 0, sync, 1")),
+        }
+    }
+
+    /// fio's `file_service_type=kind[:N]` (fio's `str_fst_cb`).
+    fn file_service(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+    ) -> Result<FileService, FioError> {
+        let v = value.unwrap_or("").to_ascii_lowercase();
+        let (kind, nr) = match v.split_once(':') {
+            Some((k, n)) => (k, Some(n)),
+            None => (v.as_str(), None),
+        };
+        let kind = match kind {
+            "roundrobin" => FileServiceKind::RoundRobin,
+            "sequential" => FileServiceKind::Sequential,
+            "random" => FileServiceKind::Random,
+            "zipf" | "pareto" | "normal" | "gauss" => {
+                return Err(FioError::Unsupported {
+                    file: self.path.to_string(),
+                    line,
+                    option: shown(key),
+                    value: shown(&v),
+                    reason: "non-uniform file service is not modelled by vmio",
+                    accepted: FileService::ACCEPTED,
+                })
+            }
+            _ => return Err(self.bad(line, key, value, FileService::ACCEPTED)),
+        };
+        let nr = match nr {
+            None => 1,
+            Some(n) => n
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| self.bad(line, key, value, FileService::ACCEPTED))?,
+        };
+        Ok(FileService { kind, nr })
+    }
+
+    fn fallocate(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+    ) -> Result<Fallocate, FioError> {
+        match value.map(str::to_ascii_lowercase).as_deref() {
+            Some("none") | Some("0") => Ok(Fallocate::None),
+            Some("native") => Ok(Fallocate::Native),
+            Some("posix") | Some("1") => Ok(Fallocate::Posix),
+            Some("truncate") => Ok(Fallocate::Truncate),
+            Some("keep") => Err(FioError::Unsupported {
+                file: self.path.to_string(),
+                line,
+                option: shown(key),
+                value: "keep".to_string(),
+                reason: "FALLOC_FL_KEEP_SIZE (blocks beyond the file size) is not modelled by vmio",
+                accepted: Fallocate::ACCEPTED,
+            }),
+            _ => Err(self.bad(line, key, value, Fallocate::ACCEPTED)),
+        }
+    }
+
+    /// fio's `filesize`: one size, or a range `lo-hi` (also `lo:hi`) with lo <= hi.
+    fn size_range(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+    ) -> Result<SizeRange, FioError> {
+        let v = value.unwrap_or("");
+        let accepted = "a size (1g) or a range lo-hi (1m-4m), sizes > 0, lo <= hi";
+        let (lo, hi) = match v.split_once(['-', ':']) {
+            Some((lo, hi)) => (
+                self.size(key, Some(lo.trim()), line)?,
+                self.size(key, Some(hi.trim()), line)?,
+            ),
+            None => {
+                let b = self.size(key, value, line)?;
+                (b, b)
+            }
+        };
+        if lo == 0 || lo > hi {
+            return Err(self.bad(line, key, value, accepted));
+        }
+        Ok(SizeRange {
+            lo_bytes: lo,
+            hi_bytes: hi,
+        })
     }
 
     fn count(&self, key: &str, value: Option<&str>, line: usize) -> Result<u32, FioError> {
@@ -1217,7 +1456,13 @@ mod tests {
         assert_eq!((j.iodepth, j.numjobs), (4, 3));
         assert_eq!(j.size_bytes, Some(1 << 30));
         assert_eq!(j.offset_bytes, 1 << 20);
-        assert_eq!(j.filesize_bytes, Some(2 << 30));
+        assert_eq!(
+            j.filesize,
+            Some(SizeRange {
+                lo_bytes: 2 << 30,
+                hi_bytes: 2 << 30
+            })
+        );
         assert_eq!(j.runtime_ns, Some(30 * SEC));
         assert!(j.time_based);
         assert_eq!(j.ramp_time_ns, 500_000_000);
@@ -1442,6 +1687,70 @@ mod tests {
             let e = err(text);
             assert!(e.starts_with(want), "got  {e}\nwant {want}...");
         }
+    }
+
+    #[test]
+    fn file_options_are_parsed_with_fios_defaults() {
+        let j = &parse("[a]\n").jobs[0];
+        assert_eq!((j.nrfiles, j.openfiles, j.fdatasync), (1, 0, 0));
+        assert_eq!(j.file_service, FileService::default());
+        assert_eq!(j.fallocate, Fallocate::Native);
+        assert!(j.create_fsync && !j.sync && !j.create_on_open && !j.unlink && !j.overwrite);
+        let f = parse(
+            "[a]\nnr_files=8\nopenfiles=2\nfile_service_type=random:4\nfallocate=none\n\
+             sync=1\nfdatasync=16\ncreate_fsync=0\ncreate_on_open\nunlink=1\noverwrite=1\n\
+             directory=/mnt/a:/mnt/b\nfilesize=1m-4m\n",
+        );
+        let j = &f.jobs[0];
+        assert_eq!((j.nrfiles, j.openfiles, j.fdatasync), (8, 2, 16));
+        assert_eq!(
+            j.file_service,
+            FileService {
+                kind: FileServiceKind::Random,
+                nr: 4
+            }
+        );
+        assert_eq!(j.fallocate, Fallocate::None);
+        assert!(j.sync && !j.create_fsync && j.create_on_open && j.unlink && j.overwrite);
+        assert_eq!(j.directory.as_deref(), Some("/mnt/a:/mnt/b"));
+        assert_eq!(
+            j.filesize,
+            Some(SizeRange {
+                lo_bytes: 1 << 20,
+                hi_bytes: 4 << 20
+            })
+        );
+        assert!(f.ignored.is_empty(), "{:?}", f.ignored);
+        for (text, sync, fallocate) in [
+            ("sync=sync\nfallocate=posix\n", true, Fallocate::Posix),
+            ("sync=none\nfallocate=1\n", false, Fallocate::Posix),
+            ("sync=0\nfallocate=truncate\n", false, Fallocate::Truncate),
+            ("sync\nfallocate=0\n", true, Fallocate::None),
+        ] {
+            let j = &parse(&format!("[a]\n{text}")).jobs[0];
+            assert_eq!((j.sync, j.fallocate), (sync, fallocate), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_or_unmodelled_file_options_are_one_line_errors_with_the_accepted_values() {
+        assert_eq!(
+            err("[a]\nfile_service_type=roundrobbin\n"),
+            "job.fio:2: file_service_type: 'roundrobbin' is not valid; accepted: roundrobin, sequential, random, each optionally with :N (N >= 1 I/Os per file)"
+        );
+        assert!(err("[a]\nfile_service_type=zipf:1.2\n")
+            .contains("non-uniform file service is not modelled by vmio; accepted: roundrobin"));
+        assert!(err("[a]\nfile_service_type=random:0\n").contains("accepted: roundrobin"));
+        assert_eq!(
+            err("[a]\nnrfiles=0\n"),
+            "job.fio:2: nrfiles: '0' is not valid; accepted: an integer from 1 to 4294967295"
+        );
+        assert!(err("[a]\nsync=dsync\n").contains("O_DSYNC is not modelled"));
+        assert!(err("[a]\nsync=2\n").ends_with("accepted: none, 0, sync, 1"));
+        assert!(err("[a]\nfallocate=keep\n").contains("FALLOC_FL_KEEP_SIZE"));
+        assert!(err("[a]\nfallocate=yes\n").ends_with(Fallocate::ACCEPTED));
+        assert!(err("[a]\nfilesize=4m-1m\n").contains("lo <= hi"));
+        assert!(err("[a]\nfilesize=0\n").contains("sizes > 0"));
     }
 
     #[test]

@@ -1,18 +1,26 @@
 //! The request stream of one fio job clone, following fio's semantics for `rw`, `rwmixread`,
 //! `bs`/`bssplit`, `size`/`offset`/`filesize`, `io_size`, `number_ios`, `time_based`,
-//! `norandommap`, `randseed` and `fsync` (fio HOWTO). Pure and deterministic: the same spec,
-//! clone, disk size and seed give the same sequence.
+//! `norandommap`, `randseed`, `fsync` and `fdatasync` (fio HOWTO). Pure and deterministic: the
+//! same spec, clone, target size and seed give the same sequence. On a disk the requests are
+//! [`Step::Io`]s in one region; on a filesystem ([`Generator::on_filesystem`]) each file is a
+//! region and the steps are [`Step::File`]s ([`super::fio_files`]: names, layout, file
+//! service, opens, syncs and the end of the job).
 //!
 //! ```text
-//! new:  region = [offset, offset + (size | filesize | disk - offset))
+//! new:  region = [offset, offset + (size | filesize | disk - offset))   (disk)
+//!       regions = one [offset, offset + io size) per file               (filesystem)
 //!       align  = smallest block size the mode uses             (fio's default blockalign)
 //!       limits = io_size | region size bytes, number_ios | none I/Os   (none if time_based)
 //!       base   = randseed ? derive(randseed, "randseed/<clone>")
 //!                         : derive(run_seed, "job/<name>/<clone>")
-//!       offset, size and mix streams are split off base, so one never shifts another
-//! next: if an fsync is pending: clear it, return Fsync
+//!       offset, size and mix streams are split off base, so one never shifts another;
+//!       file sizes (a filesize range) come from their own derived stream "filesize/..."
+//! next (disk):
+//!       if a sync is pending: clear it, return Fsync
 //!       if bytes done >= byte limit or I/Os done >= I/O limit:
 //!           return Fsync once if end_fsync, then Done
+//!       return Io(draw(region))
+//! draw(region):
 //!       op  = mixed mode ? (mix.below(100) < rwmixread ? Read : Write) : the mode's op
 //!       len = a block size drawn from op's (bytes, weight) table
 //!       off = sequential:  pos[op]                  (one position per direction, fio's last_pos)
@@ -20,18 +28,21 @@
 //!             norandommap: start + uniform(0 ..= (size - len) / align) * align
 //!       len = min(len, region end - off)            (never cross the region end)
 //!       sequential: pos[op] = off + len, back to start at the region end (a new pass)
-//!       count the I/O; after every fsync-th write mark an fsync pending
-//!       return Io(op, off, len)
+//!       a pass ended (sequential wrap, random map complete): the region is exhausted
+//!       count the I/O; after every fsync-th write mark an fsync pending, else after every
+//!       fdatasync-th an fdatasync (fio's get_rw_ddir; on a disk both are Fsync)
 //! ```
 //!
 //! The random map is a keyed permutation of the region's `ceil(size / align)` blocks
 //! (`workload::perm`), so a pass visits every block start exactly once in O(1) memory. Unlike
 //! fio's bitmap it does not shrink an I/O that overlaps blocks already done, so with mixed
-//! block sizes (`bssplit`) a pass may touch some bytes twice. A pending fsync is returned even
-//! after the last I/O, so every group of `fsync` writes is followed by its fsync.
+//! block sizes (`bssplit`) a pass may touch some bytes twice. On a disk a pending fsync is
+//! returned even after the last I/O, so every group of `fsync` writes is followed by its
+//! fsync; on files the job stops at its bytes first, as fio's `do_io` does.
 
+use super::fio_files::{self, FileJob};
 use super::perm::Permutation;
-use super::{Step, Workload, WorkloadError};
+use super::{FileDecl, FileOp, Step, Workload, WorkloadError};
 use crate::fio::JobSpec;
 use crate::request::{Extent, Op};
 use crate::rng::Rng;
@@ -124,23 +135,157 @@ pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
 /// simulation at a million simulated I/Os per second (`vmio bench sim`).
 pub const MAX_IOS_WITHOUT_RUNTIME: u64 = 1 << 32;
 
-/// The request stream of one numjobs clone of a fio job. See the module doc.
-#[derive(Clone, Debug)]
-pub struct Generator {
-    start: u64,
-    end: u64,
+/// How offsets are drawn, the same for every region of a job.
+#[derive(Clone, Copy, Debug)]
+struct Pattern {
     align: u64,
     random: bool,
     norandommap: bool,
-    dirs: Dirs,
-    rwmixread: u64,
-    read_sizes: SizeTable,
-    write_sizes: SizeTable,
+}
+
+/// The offsets of one region: the job's span of a disk, or one file's `[offset, offset +
+/// io size)` (fio keeps these per file: `last_pos`, the random map).
+#[derive(Clone, Debug)]
+pub(super) struct Region {
+    start: u64,
+    end: u64,
     /// Sequential positions, [read, write].
     pos: [u64; 2],
     perm: Permutation,
     perm_next: u64,
     blocks: u64,
+    /// The last I/O ended a pass (a sequential position wrapped, the random map is full).
+    exhausted: bool,
+}
+
+impl Region {
+    fn new(start: u64, len: u64, align: u64, rng: &mut Rng) -> Self {
+        let blocks = len.div_ceil(align);
+        Self {
+            start,
+            end: start + len,
+            pos: [start, start],
+            perm: Permutation::new(blocks, rng),
+            perm_next: 0,
+            blocks,
+            exhausted: false,
+        }
+    }
+
+    /// The offset and length of an I/O of `bs` bytes in direction `dir` (module doc).
+    #[inline]
+    fn next(&mut self, dir: usize, bs: u64, p: Pattern, rng: &mut Rng) -> (u64, u64) {
+        let offset = if !p.random {
+            self.pos[dir]
+        } else if p.norandommap {
+            let room = (self.end - self.start).saturating_sub(bs) / p.align;
+            self.start + rng.below(room + 1) * p.align
+        } else {
+            if self.perm_next == self.blocks {
+                self.perm = Permutation::new(self.blocks, rng);
+                self.perm_next = 0;
+            }
+            let block = self.perm.at(self.perm_next);
+            self.perm_next += 1;
+            self.exhausted |= self.perm_next == self.blocks;
+            self.start + block * p.align
+        };
+        let len = bs.min(self.end - offset);
+        if !p.random {
+            let next = offset + len;
+            self.pos[dir] = if next >= self.end {
+                self.exhausted = true;
+                self.start
+            } else {
+                next
+            };
+        }
+        (offset, len)
+    }
+
+    /// Whether the last I/O ended a pass over the region.
+    pub(super) fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// A new pass (fio's `fio_file_reset`): positions back at the start, a new random order.
+    pub(super) fn reset(&mut self) {
+        self.pos = [self.start; 2];
+        if self.perm_next > 0 {
+            self.perm_next = self.blocks;
+        }
+        self.exhausted = false;
+    }
+}
+
+/// What a job's options make of its block sizes: directions, size tables, the largest size
+/// used and the alignment (the smallest).
+struct Shape {
+    dirs: Dirs,
+    read_sizes: SizeTable,
+    write_sizes: SizeTable,
+    largest: u64,
+    align: u64,
+}
+
+impl Shape {
+    fn new(spec: &JobSpec) -> Result<Self, WorkloadError> {
+        let dirs = match (spec.rw.reads(), spec.rw.writes()) {
+            (true, false) => Dirs::Read,
+            (false, true) => Dirs::Write,
+            _ => Dirs::Mixed,
+        };
+        let table = |direction: &'static str, entries: &[(u64, u32)], used: bool| {
+            match SizeTable::new(entries) {
+                Some(t) => Ok(t),
+                // An unused direction never draws; give it a harmless placeholder.
+                None if !used => Ok(SizeTable {
+                    sizes: vec![1],
+                    cum: vec![1],
+                }),
+                None => Err(WorkloadError::BadBlockSizes {
+                    job: crate::units::quote(&spec.name),
+                    line: spec.line,
+                    direction,
+                    sizes: entries.to_vec(),
+                }),
+            }
+        };
+        let largest = |entries: &[(u64, u32)], used: bool| {
+            if used {
+                entries.iter().map(|&(b, _)| b).max().unwrap_or(0)
+            } else {
+                0
+            }
+        };
+        let read_sizes = table("read", &spec.bs.read, dirs != Dirs::Write)?;
+        let write_sizes = table("write", &spec.bs.write, dirs != Dirs::Read)?;
+        let align = match dirs {
+            Dirs::Read => read_sizes.min(),
+            Dirs::Write => write_sizes.min(),
+            Dirs::Mixed => read_sizes.min().min(write_sizes.min()),
+        };
+        Ok(Self {
+            dirs,
+            largest: largest(&spec.bs.read, dirs != Dirs::Write)
+                .max(largest(&spec.bs.write, dirs != Dirs::Read)),
+            read_sizes,
+            write_sizes,
+            align,
+        })
+    }
+}
+
+/// The request stream of one numjobs clone of a fio job. See the module doc.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    /// One region on a disk; one per file on a filesystem.
+    regions: Vec<Region>,
+    pattern: Pattern,
+    dirs: Dirs,
+    rwmixread: u64,
+    read_sizes: SizeTable,
+    write_sizes: SizeTable,
     offsets: Rng,
     sizes_rng: Rng,
     mix: Rng,
@@ -148,11 +293,15 @@ pub struct Generator {
     io_limit: u64,
     bytes_done: u64,
     ios_done: u64,
-    fsync_every: u32,
-    writes_since_fsync: u32,
-    fsync_pending: bool,
+    fsync_every: u64,
+    fdatasync_every: u64,
+    writes: u64,
+    /// A sync is due before the next I/O: `Some(datasync)`.
+    sync_pending: Option<bool>,
     end_fsync: bool,
     depth: u32,
+    /// The files of a job on a filesystem ([`super::fio_files`]).
+    files: Option<Box<FileJob>>,
 }
 
 impl Generator {
@@ -164,19 +313,17 @@ impl Generator {
         disk_bytes: u64,
         run_seed: u64,
     ) -> Result<Self, WorkloadError> {
+        check_clone(spec, clone_index)?;
         let job = || crate::units::quote(&spec.name);
-        if clone_index >= spec.numjobs.max(1) {
-            return Err(WorkloadError::NoSuchClone {
-                job: job(),
-                line: spec.line,
-                clone_index,
-                numjobs: spec.numjobs,
-            });
-        }
+        let shape = Shape::new(spec)?;
         let offset = spec.offset_bytes;
         let size = spec
             .size_bytes
-            .or(spec.filesize_bytes)
+            .or_else(|| {
+                let mut rng = file_size_rng(spec, clone_index, run_seed);
+                spec.filesize
+                    .map(|r| fio_files::draw_size(r, shape.align, &mut rng))
+            })
             .unwrap_or(disk_bytes.saturating_sub(offset));
         let region_err = |beyond: bool| {
             let (job, line) = (job(), spec.line);
@@ -202,57 +349,71 @@ impl Generator {
         if size == 0 || offset >= disk_bytes {
             return Err(region_err(false));
         }
-        let end = match offset.checked_add(size) {
-            Some(end) if end <= disk_bytes => end,
-            _ => return Err(region_err(true)),
-        };
-
-        let dirs = match (spec.rw.reads(), spec.rw.writes()) {
-            (true, false) => Dirs::Read,
-            (false, true) => Dirs::Write,
-            _ => Dirs::Mixed,
-        };
-        let table = |direction: &'static str, entries: &[(u64, u32)], used: bool| {
-            match SizeTable::new(entries) {
-                Some(t) => Ok(t),
-                // An unused direction never draws; give it a harmless placeholder.
-                None if !used => Ok(SizeTable {
-                    sizes: vec![1],
-                    cum: vec![1],
-                }),
-                None => Err(WorkloadError::BadBlockSizes {
-                    job: job(),
-                    line: spec.line,
-                    direction,
-                    sizes: entries.to_vec(),
-                }),
-            }
-        };
-        let largest = |entries: &[(u64, u32)], used: bool| {
-            if used {
-                entries.iter().map(|&(b, _)| b).max().unwrap_or(0)
-            } else {
-                0
-            }
-        };
-        let bs_bytes = largest(&spec.bs.read, dirs != Dirs::Write)
-            .max(largest(&spec.bs.write, dirs != Dirs::Read));
-        if bs_bytes > size {
+        if offset.checked_add(size).is_none_or(|end| end > disk_bytes) {
+            return Err(region_err(true));
+        }
+        if shape.largest > size {
             return Err(WorkloadError::BlockLargerThanRegion {
                 job: job(),
                 line: spec.line,
-                bs_bytes,
+                bs_bytes: shape.largest,
                 region_bytes: size,
             });
         }
-        let read_sizes = table("read", &spec.bs.read, dirs != Dirs::Write)?;
-        let write_sizes = table("write", &spec.bs.write, dirs != Dirs::Read)?;
-        let align = match dirs {
-            Dirs::Read => read_sizes.min(),
-            Dirs::Write => write_sizes.min(),
-            Dirs::Mixed => read_sizes.min().min(write_sizes.min()),
-        };
+        Self::build(
+            spec,
+            clone_index,
+            run_seed,
+            shape,
+            &[(offset, size)],
+            size,
+            None,
+        )
+    }
 
+    /// One clone of a job on the files of a filesystem of `fs_bytes` mounted at `mount`
+    /// ([`super::fio_files`]): its steps are [`Step::File`]s, its files in
+    /// [`Workload::files`].
+    pub fn on_filesystem(
+        spec: &JobSpec,
+        clone_index: u32,
+        fs_bytes: u64,
+        mount: &str,
+        run_seed: u64,
+    ) -> Result<Self, WorkloadError> {
+        check_clone(spec, clone_index)?;
+        let shape = Shape::new(spec)?;
+        let mut sizes = file_size_rng(spec, clone_index, run_seed);
+        let plan = fio_files::plan(
+            spec,
+            clone_index,
+            fs_bytes,
+            mount,
+            (shape.align, shape.largest),
+            &mut sizes,
+        )?;
+        Self::build(
+            spec,
+            clone_index,
+            run_seed,
+            shape,
+            &plan.regions,
+            plan.bytes,
+            Some(Box::new(plan.files)),
+        )
+    }
+
+    /// The generator over `regions` (`(start, bytes)`), `bytes` per loop of the job.
+    fn build(
+        spec: &JobSpec,
+        clone_index: u32,
+        run_seed: u64,
+        shape: Shape,
+        regions: &[(u64, u64)],
+        bytes: u64,
+        files: Option<Box<FileJob>>,
+    ) -> Result<Self, WorkloadError> {
+        let align = shape.align;
         let mut base = match spec.randseed {
             Some(seed) => Rng::derive(seed, &format!("randseed/{clone_index}")),
             None => Rng::derive(run_seed, &format!("job/{}/{}", spec.name, clone_index)),
@@ -260,9 +421,10 @@ impl Generator {
         let mut offsets = Rng::new(base.next_u64());
         let sizes_rng = Rng::new(base.next_u64());
         let mix = Rng::new(base.next_u64());
-
-        let blocks = size.div_ceil(align);
-        let perm = Permutation::new(blocks, &mut offsets);
+        let regions = regions
+            .iter()
+            .map(|&(start, len)| Region::new(start, len, align, &mut offsets))
+            .collect();
         let (byte_limit, io_limit) = if spec.time_based {
             (u64::MAX, u64::MAX)
         } else {
@@ -271,7 +433,7 @@ impl Generator {
             (
                 spec.io_size_bytes
                     .filter(|&b| b > 0)
-                    .unwrap_or(size)
+                    .unwrap_or(bytes)
                     .saturating_mul(loops),
                 spec.number_ios
                     .filter(|&n| n > 0)
@@ -285,7 +447,7 @@ impl Generator {
             let ios = (byte_limit / align.max(1)).min(io_limit);
             if ios > MAX_IOS_WITHOUT_RUNTIME {
                 return Err(WorkloadError::TooManyIos {
-                    job: job(),
+                    job: crate::units::quote(&spec.name),
                     line: spec.line,
                     ios,
                     limit: MAX_IOS_WITHOUT_RUNTIME,
@@ -293,19 +455,16 @@ impl Generator {
             }
         }
         Ok(Self {
-            start: offset,
-            end,
-            align,
-            random: spec.rw.is_random(),
-            norandommap: spec.norandommap,
-            dirs,
+            regions,
+            pattern: Pattern {
+                align,
+                random: spec.rw.is_random(),
+                norandommap: spec.norandommap,
+            },
+            dirs: shape.dirs,
             rwmixread: u64::from(spec.rwmixread.min(100)),
-            read_sizes,
-            write_sizes,
-            pos: [offset, offset],
-            perm,
-            perm_next: 0,
-            blocks,
+            read_sizes: shape.read_sizes,
+            write_sizes: shape.write_sizes,
             offsets,
             sizes_rng,
             mix,
@@ -313,11 +472,13 @@ impl Generator {
             io_limit,
             bytes_done: 0,
             ios_done: 0,
-            fsync_every: spec.fsync,
-            writes_since_fsync: 0,
-            fsync_pending: false,
+            fsync_every: u64::from(spec.fsync),
+            fdatasync_every: u64::from(spec.fdatasync),
+            writes: 0,
+            sync_pending: None,
             end_fsync: spec.end_fsync,
             depth: iodepth(spec),
+            files,
         })
     }
 
@@ -332,9 +493,10 @@ impl Generator {
             .collect()
     }
 
-    /// The byte range this clone addresses.
+    /// The byte range this clone addresses (on a filesystem: of its first file).
     pub fn region(&self) -> Extent {
-        Extent::new(self.start, self.end - self.start)
+        let r = &self.regions[0];
+        Extent::new(r.start, r.end - r.start)
     }
 
     /// I/Os issued so far (fsyncs not counted).
@@ -346,23 +508,22 @@ impl Generator {
     pub fn bytes_done(&self) -> u64 {
         self.bytes_done
     }
-}
 
-impl Workload for Generator {
-    /// The next request (time plays no part). See the module doc for the algorithm.
+    /// The job's time is up (its runtime ended): from now on it hands out only what fio does
+    /// after its I/O loop (on a disk: a pending fsync, then end_fsync; on files: the end
+    /// sequence of [`super::fio_files`]), then Done.
+    pub fn stop(&mut self) {
+        self.byte_limit = 0;
+    }
+
+    fn limits_reached(&self) -> bool {
+        self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit
+    }
+
+    /// The next read or write in region `r`: op, offset, length; counts it and marks a sync
+    /// due after every `fsync`-th (else `fdatasync`-th) write (fio's `get_rw_ddir`).
     #[inline]
-    fn next(&mut self, _elapsed_ns: Ns) -> Step {
-        if self.fsync_pending {
-            self.fsync_pending = false;
-            return Step::Fsync;
-        }
-        if self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit {
-            if self.end_fsync {
-                self.end_fsync = false;
-                return Step::Fsync;
-            }
-            return Step::Done;
-        }
+    fn draw_io(&mut self, r: usize) -> (Op, u64, u64) {
         let op = match self.dirs {
             Dirs::Read => Op::Read,
             Dirs::Write => Op::Write,
@@ -379,43 +540,114 @@ impl Workload for Generator {
         } else {
             (self.write_sizes.draw(&mut self.sizes_rng), 1)
         };
-        let offset = if !self.random {
-            self.pos[dir]
-        } else if self.norandommap {
-            let room = (self.end - self.start).saturating_sub(bs) / self.align;
-            self.start + self.offsets.below(room + 1) * self.align
-        } else {
-            if self.perm_next == self.blocks {
-                self.perm = Permutation::new(self.blocks, &mut self.offsets);
-                self.perm_next = 0;
-            }
-            let block = self.perm.at(self.perm_next);
-            self.perm_next += 1;
-            self.start + block * self.align
-        };
-        let len = bs.min(self.end - offset);
-        if !self.random {
-            let next = offset + len;
-            self.pos[dir] = if next >= self.end { self.start } else { next };
-        }
+        let (offset, len) = self.regions[r].next(dir, bs, self.pattern, &mut self.offsets);
         self.ios_done += 1;
         self.bytes_done = self.bytes_done.saturating_add(len);
-        if op == Op::Write && self.fsync_every > 0 {
-            self.writes_since_fsync += 1;
-            if self.writes_since_fsync == self.fsync_every {
-                self.writes_since_fsync = 0;
-                self.fsync_pending = true;
+        if op == Op::Write {
+            self.writes += 1;
+            let due = |every: u64| every > 0 && self.writes.is_multiple_of(every);
+            if due(self.fsync_every) {
+                self.sync_pending = Some(false);
+            } else if due(self.fdatasync_every) {
+                self.sync_pending = Some(true);
             }
         }
+        (op, offset, len)
+    }
+
+    /// The next step of a job on files (module doc of [`super::fio_files`]).
+    fn next_on_files(&mut self) -> Step {
+        let Some(files) = self.files.as_deref_mut() else {
+            return Step::Done;
+        };
+        if let Some(step) = files.queued() {
+            return step;
+        }
+        // fio stops at its bytes before a pending sync (do_io's loop condition).
+        if self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit {
+            return files.end();
+        }
+        let file = files.pick(&mut self.regions);
+        if let Some(datasync) = self.sync_pending.take() {
+            return files.issue(FileOp::Fsync { file, datasync });
+        }
+        let flags = files.flags;
+        let (op, offset, len) = self.draw_io(file as usize);
+        let op = if op == Op::Read {
+            FileOp::Read {
+                file,
+                offset,
+                len,
+                flags,
+            }
+        } else {
+            FileOp::Write {
+                file,
+                offset,
+                len,
+                flags,
+            }
+        };
+        match self.files.as_deref_mut() {
+            Some(files) => files.issue(op),
+            None => Step::Done,
+        }
+    }
+}
+
+/// Refuse a clone index beyond numjobs.
+fn check_clone(spec: &JobSpec, clone_index: u32) -> Result<(), WorkloadError> {
+    if clone_index >= spec.numjobs.max(1) {
+        return Err(WorkloadError::NoSuchClone {
+            job: crate::units::quote(&spec.name),
+            line: spec.line,
+            clone_index,
+            numjobs: spec.numjobs,
+        });
+    }
+    Ok(())
+}
+
+/// The stream file sizes are drawn from (a `filesize` range), apart from the offset, size
+/// and mix streams so that it shifts none of them.
+fn file_size_rng(spec: &JobSpec, clone_index: u32, run_seed: u64) -> Rng {
+    match spec.randseed {
+        Some(seed) => Rng::derive(seed, &format!("filesize/{clone_index}")),
+        None => Rng::derive(run_seed, &format!("filesize/{}/{clone_index}", spec.name)),
+    }
+}
+
+impl Workload for Generator {
+    /// The next request (time plays no part). See the module doc for the algorithm.
+    #[inline]
+    fn next(&mut self, _elapsed_ns: Ns) -> Step {
+        if self.files.is_some() {
+            return self.next_on_files();
+        }
+        if self.sync_pending.take().is_some() {
+            return Step::Fsync;
+        }
+        if self.limits_reached() {
+            if self.end_fsync {
+                self.end_fsync = false;
+                return Step::Fsync;
+            }
+            return Step::Done;
+        }
+        let (op, offset_bytes, len_bytes) = self.draw_io(0);
         Step::Io {
             op,
-            offset_bytes: offset,
-            len_bytes: len,
+            offset_bytes,
+            len_bytes,
         }
     }
 
     fn depth(&self) -> u32 {
         self.depth
+    }
+
+    fn files(&self) -> &[FileDecl] {
+        self.files.as_deref().map_or(&[], FileJob::decls)
     }
 }
 
@@ -446,9 +678,7 @@ pub(super) mod tests {
                 } => out.push((op, offset_bytes, len_bytes)),
                 Step::Fsync => {}
                 Step::Done => break,
-                s @ (Step::Flush | Step::At(_) | Step::File { .. }) => {
-                    panic!("a block-level fio job never asks for {s:?}")
-                }
+                s => panic!("a fio job on a disk never asks for {s:?}"),
             }
         }
         out
@@ -574,6 +804,16 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_stopped_disk_job_gives_its_pending_fsync_then_end_fsync_then_done() {
+        let spec = job("rw=write\nbs=4k\nfsync=1\nend_fsync=1\ntime_based\nruntime=1\n");
+        let mut g = Generator::new(&spec, 0, GIB, 1).unwrap();
+        assert!(matches!(g.next(0), Step::Io { .. }));
+        g.stop();
+        let rest: Vec<Step> = (0..4).map(|_| g.next(0)).collect();
+        assert_eq!(rest, [Step::Fsync, Step::Fsync, Step::Done, Step::Done]);
+    }
+
+    #[test]
     fn end_fsync_comes_once_after_the_last_io() {
         let spec = job("rw=write\nbs=4k\nsize=16k\nend_fsync=1\n");
         let mut g = Generator::new(&spec, 0, 1 << 20, 1).unwrap();
@@ -603,9 +843,7 @@ pub(super) mod tests {
                     fsyncs += 1;
                 }
                 Step::Done => break,
-                s @ (Step::Flush | Step::At(_) | Step::File { .. }) => {
-                    panic!("a block-level fio job never asks for {s:?}")
-                }
+                s => panic!("a fio job on a disk never asks for {s:?}"),
             }
         }
         assert_eq!(fsyncs, writes / 3);
@@ -616,9 +854,7 @@ pub(super) mod tests {
             Step::Io { .. } => Some('W'),
             Step::Fsync => Some('F'),
             Step::Done => None,
-            s @ (Step::Flush | Step::At(_) | Step::File { .. }) => {
-                panic!("a block-level fio job never asks for {s:?}")
-            }
+            s => panic!("a fio job on a disk never asks for {s:?}"),
         })
         .collect();
         assert_eq!(kinds.iter().collect::<String>(), "WWFWWF");

@@ -5,7 +5,8 @@
 //! stops at runtime, measures after ramp_time); the workload decides *what*.
 //!
 //! - [`fio_job`]: a fio job ([`crate::fio::JobSpec`]) following fio's offset, block size and
-//!   read/write-mix semantics; one [`Generator`] per numjobs clone.
+//!   read/write-mix semantics; one [`Generator`] per numjobs clone, on a disk or on the
+//!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's `fileserver` and `varmail` personalities at block level
 //!   (closed loop, one outstanding request per FileBench thread);
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
@@ -20,31 +21,45 @@
 //!   profiles: name, aliases, one help line, parameters) and [`help_text`];
 //! - `perm` (internal): the O(1)-memory random permutation behind fio's random map.
 //!
-//! [`workloads`] turns a job bound to a disk into its workloads, one [`JobWorkload`] per
-//! numjobs clone:
+//! [`workloads`] turns a job bound to a [`Target`] (a disk, or a filesystem on one) into its
+//! workloads, one [`JobWorkload`] per numjobs clone:
 //!
 //! ```text
-//! workloads(spec, disk_bytes, trace, seed):
+//! workloads(spec, target, trace, seed):
 //!   refuse time_based without runtime (fio_job::check_ends)
 //!   depth  = 1 with a synchronous ioengine (psync, sync, pvsync, pvsync2, vsync; a note if
 //!            iodepth > 1 asked for more), else max(iodepth, 1)
-//!   region = [min(offset, disk), + min(size | rest of the disk, rest of the disk))
+//!   bytes  = the disk's or the filesystem's size
+//!   region = [min(offset, bytes), + min(size | rest, rest))
 //!   filebench=P: needs a non-empty region and a runtime; clone c: Paced(FilebenchGen(P,
 //!                region, derive(seed, "filebench/<name>/<c>")), closed loop, depth = P's threads)
 //!   read_iolog:  needs a non-empty region; every clone: Paced(Replay(trace, region,
 //!                replay_time_scale / 100, max(loops, 1)), replay_no_stall ? closed loop at
 //!                depth : open loop)
-//!   else:        fio Generator clones (their own region rules: size | filesize | rest)
+//!   Disk:        fio Generator clones on the disk (their own region rules: size | filesize |
+//!                rest); the engine reads spec.direct and spec.sync for the guest page cache
+//!   Filesystem:  fio Generator clones on files (fio_files: names under directory | mount,
+//!                sizes, layout, file service); Step::File ops, tag 0, depth as above
 //! ```
 //!
 //! The engine's side of the contract ([`Step`]): it asks [`Workload::next`] while fewer than
-//! `depth` requests are outstanding and no fsync or time is pending; an [`Step::Io`] or
-//! [`Step::Flush`] is issued at once; [`Step::Fsync`] is issued once nothing is outstanding;
-//! after [`Step::At`]`(t)` it asks nothing until `t` (an event), then asks again; after
+//! `depth` requests are outstanding and no fsync, drain or time is pending; an [`Step::Io`],
+//! [`Step::Flush`] or [`Step::File`] is issued at once (a file step counts against `depth`
+//! until [`Workload::completed`]); [`Step::Fsync`] is issued once nothing is outstanding;
+//! after [`Step::Drain`] it asks nothing until nothing is outstanding, then asks again; after
+//! [`Step::At`]`(t)` it asks nothing until `t` (an event), then asks again; after
 //! [`Step::Done`] it asks nothing.
+//!
+//! A fio job on files never waits for its own `fsync=N`/`fdatasync=N` (a [`FileOp::Fsync`]
+//! step is issued at once like its reads and writes: fio queues a sync io_u with the others,
+//! `td_io_queue` does not quiesce and libaio submits it as an aio fsync; a synchronous
+//! ioengine has depth 1 anyway). It asks for a [`Step::Drain`] where fio reaps everything in
+//! flight (`do_io` before `end_fsync`; each end fsync is synchronous; files are unlinked and
+//! closed after the job's I/O is done).
 
 pub mod filebench;
 pub mod files;
+pub mod fio_files;
 pub mod fio_job;
 pub mod kinds;
 mod perm;
@@ -76,8 +91,9 @@ pub enum Step {
         offset_bytes: u64,
         len_bytes: u64,
     },
-    /// An fsync of the job's file (fio's `fsync=N`, `end_fsync`): a flush issued once every
-    /// earlier request of the job completed; nothing else is issued meanwhile.
+    /// An fsync of the job's disk (fio's `fsync=N`, `fdatasync=N`, `end_fsync` on a disk): a
+    /// flush issued once every earlier request of the job completed; nothing else is issued
+    /// meanwhile.
     Fsync,
     /// A flush issued now, whatever is outstanding (a FileBench thread's fsync, a trace's
     /// flush record): it waits for no other request of the job.
@@ -92,6 +108,11 @@ pub enum Step {
     /// workload's thread `tag`; the engine calls [`Workload::completed`]`(tag)` when it is
     /// done. Counts against [`Workload::depth`] like an [`Step::Io`].
     File { op: FileOp, tag: u32 },
+    /// Issue nothing more until every outstanding request of the job has completed, then ask
+    /// again (at once when nothing is outstanding). A fio job on files asks for it where fio
+    /// reaps everything in flight: before its `end_fsync` fsyncs, after each of them, and
+    /// before it closes and unlinks its files.
+    Drain,
 }
 
 impl Step {
@@ -177,16 +198,35 @@ impl Workload for JobWorkload {
     }
 }
 
-/// The workloads of `spec` on a disk of `disk_bytes`, one per numjobs clone in clone order;
-/// `trace` is the parsed trace of a `read_iolog` job. Notes on what differs from fio go to
-/// `notes`. See the module doc for the rules.
+/// What a job runs against: a guest disk (block level) or a filesystem on one (files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// A disk of `bytes`.
+    Disk { bytes: u64 },
+    /// A filesystem of `bytes` mounted at `mount` (`/mnt/data`).
+    Filesystem { bytes: u64, mount: &'a str },
+}
+
+impl Target<'_> {
+    /// The size of the disk or of the filesystem.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Target::Disk { bytes } | Target::Filesystem { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// The workloads of `spec` on `target`, one per numjobs clone in clone order; `trace` is the
+/// parsed trace of a `read_iolog` job. Notes on what differs from fio go to `notes`. See the
+/// module doc for the rules.
 pub fn workloads(
     spec: &JobSpec,
-    disk_bytes: u64,
+    target: Target<'_>,
     trace: Option<&[TimedIo]>,
     seed: u64,
     notes: &mut Vec<String>,
 ) -> Result<Vec<JobWorkload>, WorkloadError> {
+    let disk_bytes = target.bytes();
     notes.extend(fio_job::iodepth_note(spec));
     let depth = fio_job::iodepth(spec);
     let base = spec.offset_bytes.min(disk_bytes);
@@ -243,10 +283,13 @@ pub fn workloads(
             })
             .collect());
     }
-    Ok(Generator::clones(spec, disk_bytes, seed)?
-        .into_iter()
-        .map(JobWorkload::Fio)
-        .collect())
+    let clones = match target {
+        Target::Disk { bytes } => Generator::clones(spec, bytes, seed)?,
+        Target::Filesystem { bytes, mount } => (0..clones)
+            .map(|c| Generator::on_filesystem(spec, c, bytes, mount, seed))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(clones.into_iter().map(JobWorkload::Fio).collect())
 }
 
 /// A workload that cannot run against the given disk.
@@ -321,6 +364,43 @@ pub enum WorkloadError {
         line: usize,
         personality: String,
     },
+    #[error(
+        "job '{job}' (line {line}): no file to run on (nrfiles=0, or an empty filename list); accepted: nrfiles >= 1 or filename=name[:name...]"
+    )]
+    NoFiles { job: String, line: usize },
+    #[error(
+        "job '{job}' (line {line}): nrfiles={files} is more files than vmio's {limit} per job clone; accepted: nrfiles <= {limit}"
+    )]
+    TooManyFiles {
+        job: String,
+        line: usize,
+        files: u32,
+        limit: u32,
+    },
+    #[error(
+        "job '{job}' (line {line}): files on a filesystem need a size (fio: \"you need to specify size=\"); accepted: size= or filesize="
+    )]
+    NeedsSize { job: String, line: usize },
+    #[error(
+        "job '{job}' (line {line}): offset={offset_bytes} is not inside file '{path}' of {file_bytes} bytes (fio: \"you need to specify valid offset=\"); accepted: offset < filesize"
+    )]
+    OffsetBeyondFile {
+        job: String,
+        line: usize,
+        path: String,
+        offset_bytes: u64,
+        file_bytes: u64,
+    },
+    #[error(
+        "job '{job}' (line {line}): file '{path}' of {file_bytes} bytes is larger than the filesystem of {fs_bytes} bytes; accepted: offset + the file's size (filesize, or size / nrfiles) <= the filesystem size"
+    )]
+    FileLargerThanFilesystem {
+        job: String,
+        line: usize,
+        path: String,
+        file_bytes: u64,
+        fs_bytes: u64,
+    },
     #[error(transparent)]
     Filebench(#[from] FilebenchError),
 }
@@ -334,10 +414,11 @@ mod tests {
 
     const KIB: u64 = 1024;
     const GIB: u64 = 1 << 30;
+    const DISK: Target = Target::Disk { bytes: 4 * GIB };
 
     fn build(text: &str, trace: Option<&[TimedIo]>) -> (Vec<JobWorkload>, Vec<String>) {
         let mut notes = Vec::new();
-        let w = workloads(&spec(text), 4 * GIB, trace, 7, &mut notes).unwrap();
+        let w = workloads(&spec(text), DISK, trace, 7, &mut notes).unwrap();
         (w, notes)
     }
 
@@ -362,6 +443,63 @@ mod tests {
         want.insert(4, Step::Fsync);
         want.extend([Step::Fsync, Step::Done]);
         assert_eq!(steps, want);
+    }
+
+    #[test]
+    fn on_a_disk_fdatasync_asks_for_an_fsync_too_and_fsync_wins_when_both_are_due() {
+        let kinds = |text: &str| {
+            let (mut w, _) = build(&format!("rw=write\nbs=4k\nsize=24k\n{text}"), None);
+            std::iter::from_fn(|| match w[0].next(0) {
+                Step::Io { .. } => Some('W'),
+                Step::Fsync => Some('F'),
+                Step::Done => None,
+                s => panic!("a fio job on a disk never asks for {s:?}"),
+            })
+            .collect::<String>()
+        };
+        assert_eq!(kinds("fdatasync=2\n"), "WWFWWFWWF");
+        assert_eq!(kinds("fsync=3\nfdatasync=2\n"), "WWFWFWFWWF");
+    }
+
+    #[test]
+    fn a_filesystem_target_gives_each_clone_its_files_and_file_steps_at_iodepth() {
+        let target = Target::Filesystem {
+            bytes: 4 * GIB,
+            mount: "/mnt/data",
+        };
+        let spec = spec("rw=randread\nsize=1m\nnumjobs=2\nioengine=libaio\niodepth=8\n");
+        let mut w = workloads(&spec, target, None, 7, &mut Vec::new()).unwrap();
+        assert_eq!(w.len(), 2);
+        for (c, w) in w.iter_mut().enumerate() {
+            assert_eq!(w.depth(), 8);
+            let files = w.files().to_vec();
+            assert_eq!(files.len(), 1);
+            assert_eq!(files[0].path, format!("/mnt/data/j.{c}.0"));
+            assert_eq!(
+                (files[0].exists, files[0].size_bytes, files[0].layout),
+                (true, 1 << 20, FileLayout::Written)
+            );
+            assert_eq!(
+                w.next(0),
+                Step::File {
+                    op: FileOp::Open { file: 0 },
+                    tag: 0
+                }
+            );
+            assert!(matches!(
+                w.next(0),
+                Step::File {
+                    op: FileOp::Read {
+                        file: 0,
+                        len: 4096,
+                        ..
+                    },
+                    tag: 0
+                }
+            ));
+        }
+        let (w, _) = build("rw=randread\nsize=1m\n", None);
+        assert!(w[0].files().is_empty(), "a disk job has no files");
     }
 
     #[test]
@@ -464,7 +602,7 @@ mod tests {
     #[test]
     fn jobs_that_cannot_run_are_refused_naming_the_job_and_what_is_accepted() {
         let err = |text: &str, trace: Option<&[TimedIo]>| {
-            workloads(&spec(text), 4 * GIB, trace, 7, &mut Vec::new())
+            workloads(&spec(text), DISK, trace, 7, &mut Vec::new())
                 .expect_err(text)
                 .to_string()
         };
@@ -474,7 +612,7 @@ mod tests {
         );
         let mut unknown = spec("filebench=varmail\nruntime=1\n");
         unknown.filebench = Some("webserver".into());
-        let e = workloads(&unknown, 4 * GIB, None, 7, &mut Vec::new())
+        let e = workloads(&unknown, DISK, None, 7, &mut Vec::new())
             .err()
             .unwrap();
         assert!(

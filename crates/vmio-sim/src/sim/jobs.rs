@@ -34,7 +34,7 @@ use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
 use vmio_core::guest::os::{AppOp, Invalidate};
 use vmio_core::request::Op;
-use vmio_core::workload::{FileOp, JobWorkload, Step, Workload};
+use vmio_core::workload::{FileOp, JobWorkload, Step, Target, Workload};
 use vmio_core::Ns;
 
 /// How a job's requests reach its disk.
@@ -71,6 +71,8 @@ pub(super) struct JobState {
     fsync_waiting: bool,
     /// The workload named a time (`Step::At`); its Arrival event is queued.
     arrival_pending: bool,
+    /// The workload asked for nothing more until nothing is outstanding (`Step::Drain`).
+    draining: bool,
     pub(super) stats: [DirStats; 4],
 }
 
@@ -126,9 +128,18 @@ impl JobDriver {
             } else {
                 Route::Block { sync: false }
             };
+            let target = match (&disks[gd].fs, b.files) {
+                (Some((bytes, mount)), true) => Target::Filesystem {
+                    bytes: *bytes,
+                    mount,
+                },
+                _ => Target::Disk {
+                    bytes: disks[gd].size_bytes,
+                },
+            };
             let works = vmio_core::workload::workloads(
                 &b.spec,
-                disks[gd].size_bytes,
+                target,
                 b.trace.as_deref(),
                 seed,
                 notes,
@@ -157,6 +168,7 @@ impl JobDriver {
                     inflight: 0,
                     fsync_waiting: false,
                     arrival_pending: false,
+                    draining: false,
                     stats: Default::default(),
                 });
                 bindings.push((b.clone(), c as u32));
@@ -258,7 +270,11 @@ impl Sim {
     fn try_issue(&mut self, now: Ns, j: usize) {
         loop {
             let job = &mut self.work.jobs[j];
-            if job.stopping || job.fsync_waiting || job.arrival_pending || job.inflight >= job.depth
+            if job.stopping
+                || job.fsync_waiting
+                || job.arrival_pending
+                || job.draining
+                || job.inflight >= job.depth
             {
                 break;
             }
@@ -301,6 +317,12 @@ impl Sim {
                         tag: Some(tag),
                     };
                     self.app_issue(now, app, AppOp::File { handle, op });
+                }
+                Step::Drain => {
+                    if job.inflight > 0 {
+                        job.draining = true;
+                        break;
+                    }
                 }
                 Step::Done => {
                     job.stopping = true;
@@ -385,6 +407,9 @@ impl Sim {
                 }
                 tl[sec] += len;
             }
+        }
+        if job.draining && job.inflight == 0 {
+            job.draining = false;
         }
         if job.fsync_waiting && job.inflight == 0 {
             job.fsync_waiting = false;

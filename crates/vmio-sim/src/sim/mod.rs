@@ -103,7 +103,17 @@ pub struct JobBinding {
     pub files: bool,
 }
 
-/// Resolve a job's `filename` to one of the VM's disks (`/dev/sdb`, `sdb`, or none = first).
+/// Resolve a job to one of the VM's disks and say whether it works on files of the disk's
+/// guest filesystem:
+///
+/// ```text
+/// filename names a disk (/dev/sdb, sdb)       → that disk's block device
+/// filename or directory is a path under the mount point of a disk's filesystem
+///                                              → that disk (the deepest mount), files
+/// neither                                      → the first disk: files if it has a
+///                                                filesystem, else its block device
+/// otherwise                                    → an error naming the disks and mount points
+/// ```
 pub fn bind_jobs(
     stack: &Stack,
     jobs: &[JobSpec],
@@ -111,32 +121,57 @@ pub fn bind_jobs(
     job_file: &str,
 ) -> Result<Vec<JobBinding>, SimError> {
     let v = &stack.vms[vm];
+    let mount_of = |path: &str| {
+        v.disks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.filesystem.as_ref().map(|f| (i, f.mount.as_str())))
+            .filter(|(_, m)| path == *m || path.starts_with(&format!("{m}/")))
+            .max_by_key(|(_, m)| m.len())
+            .map(|(i, _)| i)
+    };
     jobs.iter()
         .map(|spec| {
-            let disk = match &spec.filename {
-                None => 0,
-                Some(f) => {
-                    let name = f.trim_start_matches("/dev/");
-                    v.disks.iter().position(|d| d.name == name).ok_or_else(|| {
-                        SimError::Job(format!(
-                            "{job_file}:{}: filename: '{f}' is not a disk of VM '{}'; accepted: {}",
-                            spec.line,
-                            v.name,
-                            v.disks
-                                .iter()
-                                .map(|d| format!("/dev/{}", d.name))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    })?
+            let by_name = spec.filename.as_deref().and_then(|f| {
+                let name = f.trim_start_matches("/dev/");
+                v.disks.iter().position(|d| d.name == name)
+            });
+            let by_path = || {
+                let dirs = spec.directory.as_deref().unwrap_or("");
+                let first_dir = dirs.split(':').next().unwrap_or("");
+                match spec.filename.as_deref() {
+                    Some(f) if f.starts_with('/') => mount_of(f),
+                    Some(f) if !first_dir.is_empty() => mount_of(&format!("{first_dir}/{f}")),
+                    Some(_) => None,
+                    None if !first_dir.is_empty() => mount_of(first_dir),
+                    None => None,
                 }
             };
-            let files = v.disks[disk].filesystem.is_some()
-                && !spec.filename.as_deref().is_some_and(|f| {
-                    v.disks
-                        .iter()
-                        .any(|d| d.name == f.trim_start_matches("/dev/"))
-                });
+            let (disk, files) = match (by_name, spec.filename.is_some() || spec.directory.is_some()) {
+                (Some(d), _) => (d, false),
+                (None, false) => (0, v.disks[0].filesystem.is_some()),
+                (None, true) => match by_path() {
+                    Some(d) => (d, true),
+                    None => {
+                        let mut accepted: Vec<String> =
+                            v.disks.iter().map(|d| format!("/dev/{}", d.name)).collect();
+                        accepted.extend(v.disks.iter().filter_map(|d| {
+                            d.filesystem.as_ref().map(|f| format!("a path under {}", f.mount))
+                        }));
+                        let what = match (&spec.filename, &spec.directory) {
+                            (Some(f), _) => format!("filename: '{f}'"),
+                            (None, Some(d)) => format!("directory: '{d}'"),
+                            (None, None) => unreachable!("one of them is set"),
+                        };
+                        return Err(SimError::Job(format!(
+                            "{job_file}:{}: {what} is neither a disk of VM '{}' nor a path on one of its filesystems; accepted: {}",
+                            spec.line,
+                            v.name,
+                            accepted.join(", ")
+                        )));
+                    }
+                },
+            };
             Ok(JobBinding {
                 spec: spec.clone(),
                 vm,
@@ -156,6 +191,8 @@ struct DiskPlace {
     offset_bytes: u64,
     size_bytes: u64,
     owner: u32,
+    /// The guest filesystem on it: its size and mount point.
+    fs: Option<(u64, String)>,
 }
 
 pub struct Sim {
@@ -216,6 +253,12 @@ fn build_disks(
                 offset_bytes: d.offset_bytes,
                 size_bytes: d.size_bytes,
                 owner: vi as u32,
+                fs: d.filesystem.as_ref().map(|f| {
+                    (
+                        f.size_bytes.unwrap_or(d.size_bytes).min(d.size_bytes),
+                        f.mount.clone(),
+                    )
+                }),
             });
             vdisks.push(VDiskState::new(InterfaceModel::new(
                 d.interface,

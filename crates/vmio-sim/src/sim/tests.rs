@@ -161,7 +161,7 @@ fn run_err(job_text: &str, job_path: &str) -> String {
 fn a_filename_that_is_not_a_vm_disk_is_an_error_naming_the_line() {
     let e = run_err("[j]\nrw=read\nfilename=/dev/vdz\n", "job.fio");
     assert!(
-        e.contains("job.fio:1: filename: '/dev/vdz' is not a disk of VM 'vm1'; accepted: /dev/sdb"),
+        e.contains("job.fio:1: filename: '/dev/vdz' is neither a disk of VM 'vm1' nor a path on one of its filesystems; accepted: /dev/sdb"),
         "{e}"
     );
 }
