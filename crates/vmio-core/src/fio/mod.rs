@@ -22,7 +22,7 @@
 //! `norandommap`, `filename`, `stonewall` (`wait_for_previous`), `new_group`, `ioengine`
 //! (recorded only) and `name` (overrides the section name); trace replay with fio's
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
-//! blkparse, fio) and `filebench` (a FileBench personality run at block level). `description` is skipped
+//! blkparse, fio) and `filebench` (a FileBench personality, file level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
 //! first line where it appeared, so callers can warn that vmio does not model it.
 //!
@@ -214,7 +214,7 @@ pub struct JobSpec {
     pub replay_no_stall: bool,
     /// fio's `loops`: how many times the workload runs (traces: replay count).
     pub loops: u32,
-    /// vmio's `filebench`: a FileBench personality (fileserver, varmail) at block level.
+    /// vmio's `filebench`: a FileBench personality (`workload::Personality`), file level.
     pub filebench: Option<String>,
 }
 
@@ -825,9 +825,10 @@ impl Parser<'_> {
                     .ok_or_else(|| self.bad(line, key, value, "an integer >= 1"))?
             }
             "filebench" => {
-                let v = self.text(key, value, line, "fileserver or varmail")?;
-                if !["fileserver", "varmail"].contains(&v.as_str()) {
-                    return Err(self.bad(line, key, Some(v.as_str()), "fileserver, varmail"));
+                let accepted = crate::workload::Personality::accepted();
+                let v = self.text(key, value, line, &accepted)?;
+                if crate::workload::Personality::parse(&v).is_err() {
+                    return Err(self.bad(line, key, Some(v.as_str()), &accepted));
                 }
                 j.filebench = Some(v);
             }
@@ -1589,9 +1590,9 @@ mod tests {
             e.contains("j.fio:2") && e.contains("an integer >= 1"),
             "{e}"
         );
-        let e = parse_job_file("[t]\nfilebench=oltp\n", "j.fio")
+        let e = parse_job_file("[t]\nfilebench=webproxy\n", "j.fio")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("fileserver, varmail"), "{e}");
+        assert!(e.contains("fileserver, varmail, webserver, oltp"), "{e}");
     }
 }

@@ -236,6 +236,7 @@ impl Sim {
                     let at = job.start_ns + t;
                     self.q.push(at, Event::Arrival(j).pack());
                 }
+                Step::Wait => break,
                 Step::File { .. } | Step::Done => {
                     job.stopping = true;
                     self.maybe_finish(now, j);
