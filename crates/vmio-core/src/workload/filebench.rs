@@ -1435,6 +1435,40 @@ mod tests {
         );
     }
 
+    fn kind(o: &FileOp) -> String {
+        format!("{o:?}")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn a_webserver_thread_reads_ten_whole_files_then_opens_the_log_once_and_appends_each_loop() {
+        let mut w = flows(Personality::Webserver, 6);
+        let ops = thread0(&mut w, 30 + 2 + 30 + 1);
+        let kinds: Vec<String> = ops.iter().map(kind).collect();
+        let reads = ["Open", "Read", "Close"].repeat(10);
+        let want: Vec<&str> = [&reads[..], &["Open", "Append"], &reads[..], &["Append"]].concat();
+        assert_eq!(kinds, want);
+        // The log is the last file (fileset logfiles), opened on fd 2 and never closed.
+        let log = w.files().len() as FileId - 1;
+        assert_eq!(ops[30], FileOp::Open { file: log });
+        assert_eq!(ops[31].file(), log);
+        assert_eq!(ops[62].file(), log);
+    }
+
+    #[test]
+    fn a_create_that_finds_no_missing_file_stops_the_run_as_filebench_does() {
+        // fileset_pick finds no entry: FILEBENCH_NORSC, "Run stopped early".
+        let mut w = flows(Personality::Fileserver, 1);
+        let all: Vec<FileId> = w.sets[0].noexist.iter().copied().collect();
+        w.sets[0].exist.extend(all);
+        w.sets[0].noexist.clear();
+        assert_eq!(w.next(0), Step::Done);
+        assert_eq!(w.next(0), Step::Done);
+    }
+
     /// Runs `steps` operations completing a random outstanding one whenever the workload
     /// waits or a coin says so, checking FileBench's invariants; returns (write bytes, read
     /// bytes, creates: one per loop of fileserver's and varmail's flows).
