@@ -81,6 +81,12 @@
 //! semblock V (highwater H; SysV semaphores): init hw = H; hw += V, then wait lw >= V, lw -= V
 //! sempost 1 blocking, to every instance of the target: wait hw >= 1, hw -= 1, lw += 1
 //! dsync: O_SYNC on the flowop's opens (IoFlags.sync); directio=0: buffered
+//! aiowrite (fb_lfsflow_aiowrite): aio_write64, which glibc (aio_misc.c) hands to up to 20
+//!   helper threads of the process (optim.aio_threads), queueing the rest; the thread goes
+//!   on at once. Here: the write joins its process's queue; a free helper issues it with
+//!   its own tag (depth = threads + 20 per aio process)
+//! aiowait (fb_lfsflow_aiowait): on Linux (no aio_waitn) it reaps the completed writes and
+//!   never waits: no step
 //! ```
 //!
 //! ## Simplifications (what is left out)
@@ -88,10 +94,8 @@
 //! - `hog` (CPU loops: 10000 per dbwr loop, 200000 per shadow read) takes no time: vmio has
 //!   no CPU model. `eventlimit` does nothing, as in FileBench when `eventgen rate` is 0
 //!   (oltp's default: eventgen.c enables events only for a rate > 0).
-//! - `aiowrite` is a synchronous write the thread waits for. FileBench calls POSIX aio
-//!   (glibc runs it on helper threads, so a dbwr keeps up to its 100 writes in flight), and
-//!   `aiowait` on Linux (no `aio_waitn`) only reaps what has completed, never waits; here a
-//!   dbwr's 100 writes go one after another and `aiowait` is a no-op.
+//! - glibc's per-fd ordering of aio requests is left out: opennext gives consecutive
+//!   aiowrites different fds, and the lgwr has one write at a time anyway.
 //! - A read at the end of the file (readwholefile's last `read` returning 0) is not issued.
 //! - FileBench writes the preallocated files before the run and drops no cache; the guest
 //!   layer lays them out untimed and uncached ([`FileDecl`]).
@@ -103,7 +107,7 @@ use super::kinds::{self, KindEntry};
 use super::{Step, Workload};
 use crate::rng::Rng;
 use crate::Ns;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use thiserror::Error;
 
 const KIB: u64 = 1024;
@@ -113,6 +117,8 @@ const MIB: u64 = 1 << 20;
 const GAMMA_SHAPE: f64 = 1.5;
 /// `THREADFLOW_MAXFD`: the slots opennext rotates over.
 const MAX_FD: usize = 128;
+/// glibc's POSIX aio helper threads per process (`aio_misc.c`: `optim.aio_threads` 20).
+const AIO_THREADS: u32 = 20;
 /// Filesystem block size used to check that the filesets fit.
 const BLOCK: u64 = 4096;
 
@@ -210,6 +216,8 @@ enum Flowop {
         iters: u32,
         write: bool,
         dsync: bool,
+        /// `aiowrite`: handed to the process's aio helpers, the thread goes on.
+        aio: bool,
     },
     /// `semblock value=V,highwater=H` (the thread's own semaphore).
     SemBlock {
@@ -310,6 +318,7 @@ const OLTP_LGWR: &[Flowop] = &[
         iters: 1,
         write: true,
         dsync: true,
+        aio: true,
     },
     SemBlock { value: 3200 },
 ];
@@ -322,6 +331,7 @@ const OLTP_DBWR: &[Flowop] = &[
         iters: 100,
         write: true,
         dsync: true,
+        aio: true,
     },
     SemBlock { value: 1000 },
 ];
@@ -334,6 +344,7 @@ const OLTP_SHADOW: &[Flowop] = &[
         iters: 1,
         write: false,
         dsync: false,
+        aio: false,
     },
     SemPost { group: 0 },
     SemPost { group: 1 },
@@ -406,7 +417,7 @@ pub(super) const PERSONALITIES: &[KindEntry<Personality, Params>] = &[
         name: "oltp",
         aliases: &[],
         quiet_aliases: &[],
-        help: "database: 200 shadows read 2 KiB at random from 10 files of 10 MiB, 10 dbwr write 2 KiB O_SYNC, 1 lgwr writes 256 KiB O_SYNC to a log (FileBench workloads/oltp.f; hog CPU time and aio overlap left out)",
+        help: "database: 200 shadows read 2 KiB at random from 10 files of 10 MiB, 10 dbwr write 2 KiB O_SYNC, 1 lgwr writes 256 KiB O_SYNC to a log (FileBench workloads/oltp.f; hog CPU time left out)",
         params: Params {
             filesets: &[
                 FilesetDef {
@@ -608,6 +619,8 @@ struct Thread {
     fd_rotor: usize,
     /// The file the outstanding operation holds busy.
     holds: Option<FileId>,
+    /// Its process's aio helpers (an index into `FilebenchFlows::aio`).
+    aio: Option<usize>,
     state: State,
     lw: i64,
     hw: i64,
@@ -618,9 +631,20 @@ enum Run {
     Op(FileOp),
     /// The flowop finished without an operation: go on with the next.
     Next,
+    /// The flowop handed an aio write to its process's helpers: run it again.
+    Again,
     Wait(Wait),
     /// FILEBENCH_NORSC: the run stops.
     Stop,
+}
+
+/// The aio helpers of a process with aiowrite flowops (one FileBench thread each): writes
+/// wait in `queue` until one of the `AIO_THREADS` helpers is free; helper `k` of aio
+/// process `i` issues with tag `threads + i * AIO_THREADS + k`.
+#[derive(Clone, Debug, Default)]
+struct Aio {
+    queue: VecDeque<FileOp>,
+    busy: Vec<bool>,
 }
 
 /// A FileBench personality as a file-level [`Workload`]. See the module doc.
@@ -634,6 +658,8 @@ pub struct FilebenchFlows {
     threads: Vec<Thread>,
     /// First thread index of each group.
     group_first: Vec<u32>,
+    /// The aio helpers of each thread that has aiowrite flowops (`Thread::aio` indexes it).
+    aio: Vec<Aio>,
     turn: usize,
     stopped: bool,
     /// A semaphore changed while a thread ran (another may go on).
@@ -712,9 +738,21 @@ impl FilebenchFlows {
         }
         let mut threads = Vec::new();
         let mut group_first = Vec::new();
+        let mut aio = Vec::new();
         for (g, grp) in params.groups.iter().enumerate() {
             group_first.push(threads.len() as u32);
+            let uses_aio = grp
+                .flow
+                .iter()
+                .any(|op| matches!(op, Random { aio: true, .. }));
             for _ in 0..grp.instances {
+                let helpers = uses_aio.then(|| {
+                    aio.push(Aio {
+                        queue: VecDeque::new(),
+                        busy: vec![false; AIO_THREADS as usize],
+                    });
+                    aio.len() - 1
+                });
                 threads.push(Thread {
                     group: g as u8,
                     pc: 0,
@@ -725,6 +763,7 @@ impl FilebenchFlows {
                     fds: vec![None; MAX_FD],
                     fd_rotor: 0,
                     holds: None,
+                    aio: helpers,
                     state: State::Ready,
                     lw: 0,
                     hw: grp.highwater,
@@ -739,6 +778,7 @@ impl FilebenchFlows {
             sets,
             threads,
             group_first,
+            aio,
             turn: 0,
             stopped: false,
             moved: false,
@@ -947,6 +987,7 @@ impl FilebenchFlows {
                 iters,
                 write,
                 dsync,
+                aio,
             } => {
                 let th = &mut self.threads[t];
                 if !th.started {
@@ -988,12 +1029,19 @@ impl FilebenchFlows {
                 if write {
                     let file = &mut self.files[f as usize];
                     file.len = file.len.max(offset + iosize);
-                    Run::Op(FileOp::Write {
+                    let op = FileOp::Write {
                         file: f,
                         offset,
                         len: iosize,
                         flags,
-                    })
+                    };
+                    match self.threads[t].aio.filter(|_| aio) {
+                        Some(a) => {
+                            self.aio[a].queue.push_back(op);
+                            Run::Again
+                        }
+                        None => Run::Op(op),
+                    }
                 } else {
                     Run::Op(FileOp::Read {
                         file: f,
@@ -1075,6 +1123,7 @@ impl FilebenchFlows {
                     th.arg = 0;
                     progress = true;
                 }
+                Run::Again => progress = true,
                 Run::Wait(w) => {
                     self.threads[t].state = State::Waiting(w);
                     return (None, progress);
@@ -1105,14 +1154,25 @@ impl FilebenchFlows {
 }
 
 impl Workload for FilebenchFlows {
-    /// The next operation of the first thread from the turn on that can issue one; a
-    /// thread runs the flowops that issue nothing (a skipped delete, a semaphore, a
-    /// zero-length append) on the way. [`Step::Wait`] when every thread waits for an
-    /// outstanding operation, a busy file or a semaphore; [`Step::Done`] once a pick found
-    /// no file (FileBench stops the run).
+    /// A queued aio write with a free helper first; else the next operation of the first
+    /// thread from the turn on that can issue one; a thread runs the flowops that issue
+    /// nothing (a skipped delete, a semaphore, a zero-length append, an aiowrite) on the
+    /// way. [`Step::Wait`] when every thread waits for an outstanding operation, a busy
+    /// file or a semaphore; [`Step::Done`] once a pick found no file (FileBench stops the
+    /// run).
     fn next(&mut self, _elapsed_ns: Ns) -> Step {
         let n = self.threads.len();
         loop {
+            for (i, a) in self.aio.iter_mut().enumerate() {
+                let Some(k) = a.busy.iter().position(|b| !b) else {
+                    continue;
+                };
+                if let Some(op) = a.queue.pop_front() {
+                    a.busy[k] = true;
+                    let tag = n as u32 + i as u32 * AIO_THREADS + k as u32;
+                    return Step::File { op, tag };
+                }
+            }
             let mut progress = false;
             for k in 0..n {
                 if self.stopped {
@@ -1133,7 +1193,9 @@ impl Workload for FilebenchFlows {
                 return Step::Done;
             }
             if !progress {
-                return if self.threads.iter().any(|t| t.state == State::Issued) {
+                let in_flight = self.threads.iter().any(|t| t.state == State::Issued)
+                    || self.aio.iter().any(|a| a.busy.contains(&true));
+                return if in_flight {
                     Step::Wait
                 } else {
                     // Every thread waits for another: FileBench would hang; the job ends.
@@ -1143,8 +1205,9 @@ impl Workload for FilebenchFlows {
         }
     }
 
+    /// FileBench's threads and the aio helpers of its aiowrite processes.
     fn depth(&self) -> u32 {
-        self.threads.len() as u32
+        self.threads.len() as u32 + self.aio.len() as u32 * AIO_THREADS
     }
 
     fn files(&self) -> &[FileDecl] {
@@ -1154,6 +1217,11 @@ impl Workload for FilebenchFlows {
     fn completed(&mut self, tag: u32) {
         let t = tag as usize;
         let Some(th) = self.threads.get(t) else {
+            let h = t - self.threads.len();
+            let k = h % AIO_THREADS as usize;
+            if let Some(a) = self.aio.get_mut(h / AIO_THREADS as usize) {
+                a.busy[k] = false;
+            }
             return;
         };
         if th.state != State::Issued {
@@ -1220,13 +1288,14 @@ mod tests {
 
     #[test]
     fn thread_counts_are_those_of_the_workload_files_and_oltp_has_200_shadows_10_dbwr_1_lgwr() {
-        for (p, n) in [
-            (Personality::Fileserver, 50),
-            (Personality::Varmail, 16),
-            (Personality::Webserver, 100),
-            (Personality::Oltp, 211),
+        // oltp's depth adds 20 glibc aio helpers for each of its 11 aiowrite processes.
+        for (p, n, depth) in [
+            (Personality::Fileserver, 50, 50),
+            (Personality::Varmail, 16, 16),
+            (Personality::Webserver, 100, 100),
+            (Personality::Oltp, 211, 211 + 11 * 20),
         ] {
-            assert_eq!((p.threads(), flows(p, 1).depth()), (n, n), "{p:?}");
+            assert_eq!((p.threads(), flows(p, 1).depth()), (n, depth), "{p:?}");
         }
         let w = flows(Personality::Oltp, 1);
         let groups: Vec<(u8, usize)> = [0u8, 1, 2]
@@ -1435,6 +1504,31 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_dbwr_keeps_20_aio_writes_in_flight_and_queues_the_rest_without_waiting_for_them() {
+        // Opens and reads complete at once, aio writes never: each dbwr process's 20 helpers
+        // stay busy while the dbwr goes on queueing 100 writes a loop.
+        let mut w = flows(Personality::Oltp, 12);
+        let mut per_process = vec![0u32; 11];
+        for _ in 0..100_000 {
+            match w.next(0) {
+                Step::File { tag, .. } if tag < 211 => w.completed(tag),
+                Step::File { op, tag } => {
+                    assert!(matches!(op, FileOp::Write { flags, .. } if flags.sync));
+                    per_process[(tag as usize - 211) / 20] += 1;
+                }
+                s => panic!("{s:?}"),
+            }
+        }
+        // lgwr: one write per 3200 posts, all in flight; every dbwr: its 20 helpers.
+        assert!(
+            per_process[0] > 1 && per_process[0] <= 20,
+            "{per_process:?}"
+        );
+        assert_eq!(per_process[1..], [20; 10]);
+        assert!(w.aio[1..].iter().all(|a| a.queue.len() > 100));
+    }
+
     fn kind(o: &FileOp) -> String {
         format!("{o:?}")
             .split_whitespace()
@@ -1562,7 +1656,8 @@ mod tests {
                             match len {
                                 2048 => data += 1,
                                 _ => {
-                                    assert_eq!((len, tag), (256 * KIB, 0));
+                                    // The lgwr's aio helpers: the first 20 after the threads.
+                                    assert!(len == 256 * KIB && (211..231).contains(&tag));
                                     log += 1
                                 }
                             }
