@@ -1526,7 +1526,7 @@ mod tests {
         // Opens and reads complete at once, aio writes never: each dbwr process's 20 helpers
         // stay busy while the dbwr goes on queueing 100 writes a loop.
         let mut w = flows(Personality::Oltp, 12);
-        let mut per_process = vec![0u32; 11];
+        let mut per_process = [0u32; 11];
         for _ in 0..100_000 {
             match w.next(0) {
                 Step::File { tag, .. } if tag < 211 => w.completed(tag),
