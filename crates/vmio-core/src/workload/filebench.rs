@@ -512,8 +512,8 @@ struct Populate<'a> {
     def: FilesetDef,
     meandepth: f64,
     prefix: String,
+    /// The files in FileBench's order, each at its drawn size.
     files: Vec<FileDecl>,
-    sizes: Vec<u64>,
     next_dir: u32,
 }
 
@@ -545,7 +545,6 @@ impl Populate<'_> {
                     layout: FileLayout::Written,
                     dir: d,
                 });
-                self.sizes.push(size);
             } else {
                 let sub = if root {
                     format!("/{i:08}")
@@ -573,6 +572,7 @@ struct FileState {
 /// A fileset during the run.
 #[derive(Clone, Debug)]
 struct Fileset {
+    /// Its files are `first..first + entries`.
     first: FileId,
     exist: BTreeSet<FileId>,
     noexist: BTreeSet<FileId>,
@@ -599,10 +599,9 @@ enum Wait {
     FileBusy(FileId),
     /// An idle file in a fileset (fileset_pick).
     Idle(u8),
-    /// Its semblock: lw >= value.
-    Sem(i64),
-    /// Room (hw >= 1) in the semaphore of thread `t` (sempost blocking).
-    Room(u32),
+    /// A semaphore: its semblock's lw >= value, or room (hw >= 1) in a target's semaphore
+    /// (sempost blocking); the flowop checks again.
+    Semaphore,
 }
 
 #[derive(Clone, Debug)]
@@ -613,10 +612,12 @@ struct Thread {
     iter: u32,
     /// Next offset of readwholefile / writewholefile.
     pos: u64,
-    /// The flowop's step is under way (semblock's hw post done, sempost's next target,
-    /// appendfilerand's drawn size, the fd slot a random access chose).
+    /// The flowop has begun (offsets reset, semblock's hw post done, the append drawn).
     started: bool,
+    /// The flowop's pending value: appendfilerand's size, 1 + a random access's fd slot,
+    /// sempost's next target.
     arg: u64,
+    /// The fd slots (`tf_fd`): the file each open slot names.
     fds: Vec<Option<FileId>>,
     fd_rotor: usize,
     /// The file the outstanding operation holds busy.
@@ -624,6 +625,7 @@ struct Thread {
     /// Its process's aio helpers (an index into `FilebenchFlows::aio`).
     aio: Option<usize>,
     state: State,
+    /// Its semblock's SysV semaphore pair: posts not yet taken (lw) and room for posts (hw).
     lw: i64,
     hw: i64,
 }
@@ -710,12 +712,11 @@ impl FilebenchFlows {
                 meandepth: (def.entries as f64).ln() / (def.dirwidth as f64).ln(),
                 prefix: format!("{dir}/{}", def.name),
                 files: Vec::new(),
-                sizes: Vec::new(),
                 next_dir,
             };
             pop.subdir("", true, 0.0);
             next_dir = pop.next_dir;
-            let (set_decls, sizes) = (pop.files, pop.sizes);
+            let set_decls = pop.files;
             let mut set = Fileset {
                 first,
                 exist: BTreeSet::new(),
@@ -725,8 +726,9 @@ impl FilebenchFlows {
                 ne_rotor: first,
                 ex_rotor: vec![first; 1 + p.threads() as usize],
             };
-            for (i, (mut d, drawn)) in set_decls.into_iter().zip(sizes).enumerate() {
+            for (i, mut d) in set_decls.into_iter().enumerate() {
                 let id = first + i as FileId;
+                let drawn = d.size_bytes;
                 d.exists = setup.below(100) < def.prealloc_percent as u64;
                 if !d.exists {
                     d.size_bytes = 0;
@@ -1077,7 +1079,7 @@ impl FilebenchFlows {
                     self.moved = true;
                 }
                 if th.lw < value {
-                    return Run::Wait(Wait::Sem(value));
+                    return Run::Wait(Wait::Semaphore);
                 }
                 th.lw -= value;
                 Run::Next
@@ -1088,7 +1090,7 @@ impl FilebenchFlows {
                 while (self.threads[t].arg as usize) < n {
                     let target = first + self.threads[t].arg as usize;
                     if self.threads[target].hw < 1 {
-                        return Run::Wait(Wait::Room(target as u32));
+                        return Run::Wait(Wait::Semaphore);
                     }
                     self.threads[target].hw -= 1;
                     self.threads[target].lw += 1;
@@ -1106,7 +1108,7 @@ impl FilebenchFlows {
         match w {
             Wait::FileBusy(f) => !self.files[f as usize].busy,
             Wait::Idle(s) => self.sets[s as usize].busy < self.sets[s as usize].entries,
-            Wait::Sem(_) | Wait::Room(_) => true,
+            Wait::Semaphore => true,
         }
     }
 
