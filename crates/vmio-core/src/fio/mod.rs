@@ -25,7 +25,7 @@
 //! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
 //! and `overwrite` (`workload::fio_files` follows them); trace replay with fio's
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
-//! blkparse, fio) and `filebench` (a FileBench personality run at block level). `description` is skipped
+//! blkparse, fio) and `filebench` (a FileBench personality, file level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
 //! first line where it appeared, so callers can warn that vmio does not model it.
 //!
@@ -317,7 +317,7 @@ pub struct JobSpec {
     pub replay_no_stall: bool,
     /// fio's `loops`: how many times the workload runs (traces: replay count).
     pub loops: u32,
-    /// vmio's `filebench`: a FileBench personality (fileserver, varmail) at block level.
+    /// vmio's `filebench`: a FileBench personality (`workload::Personality`), file level.
     pub filebench: Option<String>,
 }
 
@@ -951,9 +951,10 @@ impl Parser<'_> {
                     .ok_or_else(|| self.bad(line, key, value, "an integer >= 1"))?
             }
             "filebench" => {
-                let v = self.text(key, value, line, "fileserver or varmail")?;
-                if !["fileserver", "varmail"].contains(&v.as_str()) {
-                    return Err(self.bad(line, key, Some(v.as_str()), "fileserver, varmail"));
+                let accepted = crate::workload::Personality::accepted();
+                let v = self.text(key, value, line, &accepted)?;
+                if crate::workload::Personality::parse(&v).is_err() {
+                    return Err(self.bad(line, key, Some(v.as_str()), &accepted));
                 }
                 j.filebench = Some(v);
             }
@@ -1898,9 +1899,9 @@ mod tests {
             e.contains("j.fio:2") && e.contains("an integer >= 1"),
             "{e}"
         );
-        let e = parse_job_file("[t]\nfilebench=oltp\n", "j.fio")
+        let e = parse_job_file("[t]\nfilebench=webproxy\n", "j.fio")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("fileserver, varmail"), "{e}");
+        assert!(e.contains("fileserver, varmail, webserver, oltp"), "{e}");
     }
 }

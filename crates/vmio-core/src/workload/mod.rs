@@ -7,8 +7,8 @@
 //! - [`fio_job`]: a fio job ([`crate::fio::JobSpec`]) following fio's offset, block size and
 //!   read/write-mix semantics; one [`Generator`] per numjobs clone, on a disk or on the
 //!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
-//! - [`filebench`]: FileBench's `fileserver` and `varmail` personalities at block level
-//!   (closed loop, one outstanding request per FileBench thread);
+//! - [`filebench`]: FileBench's personalities (fileserver, varmail, webserver, oltp) as
+//!   file-level workloads: their filesets and each thread's flow of file operations;
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
 //!   and their [`Replay`] (time scaling, address folding, loops);
 //! - [`synth`]: synthetic traces shaped like S1's MSN, Exchange and Financial traces; a
@@ -31,8 +31,9 @@
 //!            iodepth > 1 asked for more), else max(iodepth, 1)
 //!   bytes  = the disk's or the filesystem's size
 //!   region = [min(offset, bytes), + min(size | rest, rest))
-//!   filebench=P: needs a non-empty region and a runtime; clone c: Paced(FilebenchGen(P,
-//!                region, derive(seed, "filebench/<name>/<c>")), closed loop, depth = P's threads)
+//!   filebench=P: needs a filesystem and a runtime; clone c: FilebenchFlows(P,
+//!                dir <mount>/<name>.<c>, fs bytes, derive(seed, "filebench/<name>/<c>")),
+//!                depth = P's threads
 //!   read_iolog:  needs a non-empty region; every clone: Paced(Replay(trace, region,
 //!                replay_time_scale / 100, max(loops, 1)), replay_no_stall ? closed loop at
 //!                depth : open loop)
@@ -47,6 +48,7 @@
 //! [`Step::Flush`] or [`Step::File`] is issued at once (a file step counts against `depth`
 //! until [`Workload::completed`]); [`Step::Fsync`] is issued once nothing is outstanding;
 //! after [`Step::Drain`] it asks nothing until nothing is outstanding, then asks again; after
+//! [`Step::Wait`] it asks nothing until one of its steps completes; after
 //! [`Step::At`]`(t)` it asks nothing until `t` (an event), then asks again; after
 //! [`Step::Done`] it asks nothing.
 //!
@@ -67,7 +69,7 @@ pub mod stream;
 pub mod synth;
 pub mod trace;
 
-pub use filebench::{FilebenchError, FilebenchGen, Personality};
+pub use filebench::{FilebenchError, FilebenchFlows, Personality};
 pub use files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
 pub use fio_job::Generator;
 pub use kinds::{help_text, KindEntry};
@@ -104,6 +106,10 @@ pub enum Step {
     At(Ns),
     /// The job has issued everything it will issue.
     Done,
+    /// Nothing now: every thread of the workload waits for one of its outstanding steps
+    /// (or for another thread, which waits for one). The engine asks again after the next
+    /// completion ([`Workload::completed`]).
+    Wait,
     /// A file operation on the guest filesystem (see [`files`]), issued now by the
     /// workload's thread `tag`; the engine calls [`Workload::completed`]`(tag)` when it is
     /// done. Counts against [`Workload::depth`] like an [`Step::Io`].
@@ -160,7 +166,7 @@ pub trait Workload: Send {
 pub enum JobWorkload {
     Fio(Generator),
     Trace(Paced<Replay>),
-    Filebench(Paced<FilebenchGen>),
+    Filebench(FilebenchFlows),
 }
 
 impl Workload for JobWorkload {
@@ -254,18 +260,23 @@ pub fn workloads(
             });
         }
         let p = Personality::parse(name)?;
+        let Target::Filesystem { bytes, mount } = target else {
+            return Err(WorkloadError::FilebenchNeedsFilesystem {
+                job: quote(&spec.name),
+                line: spec.line,
+                personality: name.clone(),
+            });
+        };
+        let top = spec.directory.as_deref().unwrap_or(mount);
         return (0..clones)
             .map(|c| {
                 let clone_seed =
                     crate::rng::Rng::derive(seed, &format!("filebench/{}/{c}", spec.name))
                         .next_u64();
-                let g = FilebenchGen::new(p, region, clone_seed)?;
-                let depth = g.threads();
-                Ok(JobWorkload::Filebench(Paced::new(
-                    g,
-                    base,
-                    Pacing::Closed { depth },
-                )))
+                let dir = format!("{top}/{}.{c}", spec.name);
+                Ok(JobWorkload::Filebench(FilebenchFlows::new(
+                    p, &dir, bytes, clone_seed,
+                )?))
             })
             .collect();
     }
@@ -355,6 +366,14 @@ pub enum WorkloadError {
         line: usize,
         clone_index: u32,
         numjobs: u32,
+    },
+    #[error(
+        "job '{job}' (line {line}): filebench={personality} works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
+    )]
+    FilebenchNeedsFilesystem {
+        job: String,
+        line: usize,
+        personality: String,
     },
     #[error(
         "job '{job}' (line {line}): filebench={personality} runs until stopped (a FileBench personality never ends); accepted: a runtime > 0 with filebench"
@@ -517,31 +536,28 @@ mod tests {
     }
 
     #[test]
-    fn a_filebench_job_keeps_one_request_per_thread_outstanding_inside_its_region() {
-        for (name, threads) in [("varmail", 16), ("fileserver", 50)] {
-            let text = format!("filebench={name}\noffset=2g\nruntime=1\nnumjobs=2\n");
-            let (mut w, _) = build(&text, None);
-            assert_eq!(
-                w.iter().map(|w| w.depth()).collect::<Vec<_>>(),
-                [threads; 2]
-            );
-            let steps: Vec<Step> = (0..20_000).map(|_| w[0].next(0)).collect();
-            let mut flushes = 0;
-            for s in &steps {
-                match *s {
-                    Step::Io {
-                        offset_bytes,
-                        len_bytes,
-                        ..
-                    } => assert!(offset_bytes >= 2 * GIB && offset_bytes + len_bytes <= 4 * GIB),
-                    Step::Flush => flushes += 1,
-                    s => panic!("{name} never asks for {s:?}"),
-                }
-            }
-            assert_eq!(flushes > 0, name == "varmail", "{name}: {flushes} flushes");
-            let other: Vec<Step> = (0..100).map(|_| w[1].next(0)).collect();
-            assert_ne!(other, steps[..100], "{name}: clones draw their own streams");
-        }
+    fn a_filebench_job_gives_each_clone_its_own_fileset_and_one_operation_per_thread() {
+        let fs = Target::Filesystem {
+            bytes: 4 * GIB,
+            mount: "/mnt",
+        };
+        let job = spec("filebench=varmail\nruntime=1\nnumjobs=2\n");
+        let mut w = workloads(&job, fs, None, 7, &mut Vec::new()).unwrap();
+        assert_eq!(w.iter().map(|w| w.depth()).collect::<Vec<_>>(), [16, 16]);
+        assert!(w[0].files()[0].path.starts_with("/mnt/j.0/bigfileset/"));
+        assert!(w[1].files()[0].path.starts_with("/mnt/j.1/bigfileset/"));
+        let e = workloads(&job, DISK, None, 7, &mut Vec::new())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("has no guest filesystem"), "{e}");
+        let tags: Vec<u32> = (0..16)
+            .map(|_| match w[0].next(0) {
+                Step::File { tag, .. } => tag,
+                s => panic!("{s:?}"),
+            })
+            .collect();
+        assert_eq!(tags, (0..16).collect::<Vec<_>>());
+        assert_eq!(w[0].next(0), Step::Wait);
     }
 
     #[test]
@@ -611,12 +627,13 @@ mod tests {
             "job 'j' (line 1): filebench=varmail runs until stopped (a FileBench personality never ends); accepted: a runtime > 0 with filebench"
         );
         let mut unknown = spec("filebench=varmail\nruntime=1\n");
-        unknown.filebench = Some("webserver".into());
+        unknown.filebench = Some("webproxy".into());
         let e = workloads(&unknown, DISK, None, 7, &mut Vec::new())
             .err()
             .unwrap();
         assert!(
-            e.to_string().ends_with("accepted: fileserver, varmail"),
+            e.to_string()
+                .ends_with("accepted: fileserver, varmail, webserver, oltp"),
             "{e}"
         );
         assert!(err("read_iolog=t.log\noffset=5g\n", Some(&[]))

@@ -137,17 +137,12 @@ impl JobDriver {
                     bytes: disks[gd].size_bytes,
                 },
             };
-            let works = vmio_core::workload::workloads(
-                &b.spec,
-                target,
-                b.trace.as_deref(),
-                seed,
-                notes,
-            )
-            .map_err(|source| SimError::Workload {
-                file: b.job_file.clone(),
-                source,
-            })?;
+            let works =
+                vmio_core::workload::workloads(&b.spec, target, b.trace.as_deref(), seed, notes)
+                    .map_err(|source| SimError::Workload {
+                        file: b.job_file.clone(),
+                        source,
+                    })?;
             phases = phases.max(b.spec.group_id + 1);
             for (c, work) in works.into_iter().enumerate() {
                 job_states.push(JobState {
@@ -324,6 +319,8 @@ impl Sim {
                         break;
                     }
                 }
+                // Nothing now: a completion asks again (io_done → try_issue).
+                Step::Wait => break,
                 Step::Done => {
                     job.stopping = true;
                     self.maybe_finish(now, j);
