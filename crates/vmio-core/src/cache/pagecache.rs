@@ -89,6 +89,8 @@ pub struct PageCacheStats {
 #[derive(Default)]
 struct FileIndex {
     leaves: Vec<Option<Box<[u32]>>>,
+    /// Dirty pages of the file (so a per-file writeback need not walk the dirty list).
+    dirty: u64,
 }
 
 /// The index entry of a page (0 when absent).
@@ -295,6 +297,7 @@ impl<E: Eviction> PageCache<E> {
         if state_of(e) == DIRTY {
             self.dirty_unlink(i);
             self.dirty -= 1;
+            self.files[file as usize].dirty -= 1;
         }
         self.nodes[i as usize].live = false;
         *self.slot_mut(file, page) = 0;
@@ -421,6 +424,7 @@ impl<E: Eviction> PageCache<E> {
                 self.nodes[i as usize].dirtied_ns = now;
                 self.dirty_push_back(i);
                 self.dirty += 1;
+                self.files[file as usize].dirty += 1;
                 newly += 1;
             }
         }
@@ -456,6 +460,16 @@ impl<E: Eviction> PageCache<E> {
         for &p in &pages {
             self.remove(file, p);
         }
+        let ix = &mut self.files[file as usize];
+        let empty = ix
+            .leaves
+            .iter()
+            .flatten()
+            .all(|l| l.iter().all(|&e| state_of(e) == 0));
+        if empty {
+            // Its index goes too (a deleted file's leaves would otherwise stay allocated).
+            ix.leaves = Vec::new();
+        }
         pages.len() as u64
     }
 
@@ -470,22 +484,67 @@ impl<E: Eviction> PageCache<E> {
         out: &mut Vec<PageRange>,
     ) -> u64 {
         let mut pages = Vec::new();
-        let mut cur = self.dhead;
-        while cur != NIL && (pages.len() as u64) < max_pages {
-            let node = self.nodes[cur as usize];
-            if dirtied_before.is_some_and(|t| node.dirtied_ns > t) {
-                break;
+        match file {
+            // One file: walk its own index (its dirty count bounds the walk), not the cache's
+            // dirty list.
+            Some(f) => {
+                let want = self.files.get(f as usize).map_or(0, |ix| ix.dirty);
+                let mut found = 0;
+                let leaves = self.files.get(f as usize).map_or(0, |ix| ix.leaves.len());
+                'leaves: for li in 0..leaves {
+                    let Some(leaf) = self.files[f as usize].leaves[li].as_ref() else {
+                        continue;
+                    };
+                    for k in 0..LEAF {
+                        if found == want || pages.len() as u64 >= max_pages {
+                            break 'leaves;
+                        }
+                        let e = leaf[k];
+                        if state_of(e) != DIRTY {
+                            continue;
+                        }
+                        found += 1;
+                        let i = e & SLOT_MASK;
+                        if dirtied_before.is_some_and(|t| self.nodes[i as usize].dirtied_ns > t) {
+                            continue;
+                        }
+                        pages.push((i, ((li as u64) << LEAF_BITS) + k as u64));
+                    }
+                }
+                for &(i, p) in &pages {
+                    self.dirty_unlink(i);
+                    self.dirty -= 1;
+                    self.files[f as usize].dirty -= 1;
+                    self.set_state(f, p, CLEAN);
+                }
+                let mut taken: Vec<(u32, u64)> = pages.iter().map(|&(_, p)| (f, p)).collect();
+                taken.sort_unstable();
+                return self.ranges_of(&taken, out);
             }
-            if file.is_none_or(|f| node.file == f) {
-                self.dirty_unlink(cur);
-                self.dirty -= 1;
-                self.set_state(node.file, node.page, CLEAN);
-                pages.push((node.file, node.page));
+            None => {
+                let mut cur = self.dhead;
+                while cur != NIL && (pages.len() as u64) < max_pages {
+                    let node = self.nodes[cur as usize];
+                    if dirtied_before.is_some_and(|t| node.dirtied_ns > t) {
+                        break;
+                    }
+                    self.dirty_unlink(cur);
+                    self.dirty -= 1;
+                    self.files[node.file as usize].dirty -= 1;
+                    self.set_state(node.file, node.page, CLEAN);
+                    pages.push((node.file, node.page));
+                    cur = node.dnext;
+                }
             }
-            cur = node.dnext;
         }
         pages.sort_unstable();
-        for &(f, p) in &pages {
+        self.ranges_of(&pages, out)
+    }
+
+    /// Append sorted (file, page) pairs to `out` as coalesced ranges; count them as written
+    /// back. Returns how many.
+    fn ranges_of(&mut self, pages: &[(u32, u64)], out: &mut Vec<PageRange>) -> u64 {
+        for &(f, p) in pages {
             match out.last_mut() {
                 Some(r) if r.file == f && r.first + r.n == p => r.n += 1,
                 _ => out.push(PageRange {
@@ -522,6 +581,7 @@ impl<E: Eviction> PageCache<E> {
             if state_of(e) == DIRTY {
                 self.dirty_unlink(e & SLOT_MASK);
                 self.dirty -= 1;
+                self.files[file as usize].dirty -= 1;
                 self.set_state(file, p, CLEAN);
                 cleaned += 1;
             }

@@ -152,6 +152,9 @@ pub struct GuestCacheStats {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct GuestDiskStats {
     pub disk: String,
+    /// Requests the guest sent to the virtual disk (before the virtual disk splits them).
+    pub read_requests: u64,
+    pub write_requests: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub journal_write_bytes: u64,
@@ -603,6 +606,7 @@ impl GuestOs {
     }
 
     /// A page-cache request on `file` for `owner`.
+    #[allow(clippy::too_many_arguments)]
     fn cache_request(
         &mut self,
         now: Ns,
@@ -878,6 +882,7 @@ impl GuestOs {
         let d = &mut self.disks[disk as usize];
         let bytes = n * BLOCK_BYTES;
         if op == Op::Write {
+            d.stats.write_requests += 1;
             d.stats.write_bytes += bytes;
             let in_journal =
                 d.fs.as_ref()
@@ -899,6 +904,7 @@ impl GuestOs {
                 }
             }
         } else {
+            d.stats.read_requests += 1;
             d.stats.read_bytes += bytes;
         }
         out.push(Action::Io {
@@ -1252,7 +1258,11 @@ impl GuestOs {
             .fs
             .as_mut()
             .expect("a filesystem disk");
-        if fs.seq.is_none() && fs.journal.must_commit(now) {
+        if fs.seq.is_some() {
+            // The sequence's end looks again (after_journal).
+            return;
+        }
+        if fs.journal.must_commit(now) {
             self.start_commit(now, disk, out);
             return;
         }
