@@ -21,8 +21,35 @@ from pathlib import Path
 GOLDEN = Path(__file__).parent / "golden"
 CASES_DIR = GOLDEN / "cases"
 
+# A VM disk's ext4 (the guest layer), for templates with an FSTABLE placeholder.
+EXT4 = '[vm.disk.filesystem]\ntype = "ext4"'
+
 # name: (stack template, substitutions, job file or None = the VMs' own workloads, seed)
 CASES: dict[str, tuple[str, dict[str, str], str | None, int]] = {
+    "ext4-ordered-none-append-fsync": (
+        "ext4.toml",
+        {"CACHE": "none", "DATA": ""},
+        "append-fsync.fio",
+        16,
+    ),
+    "ext4-journal-writeback-append-fsync": (
+        "ext4.toml",
+        {"CACHE": "writeback", "DATA": 'data = "journal"'},
+        "append-fsync.fio",
+        17,
+    ),
+    "ext4-ordered-none-files-randrw-fdatasync": (
+        "ext4.toml",
+        {"CACHE": "none", "DATA": ""},
+        "files-randrw.fio",
+        18,
+    ),
+    "ram-guest-buffered-randrw-fsync": (
+        "ram.toml",
+        {"CACHE": "none", "SCHED": "mq-deadline", "IFACE": "virtio-blk"},
+        "randrw-guest.fio",
+        19,
+    ),
     "hdd-single-none-mqdeadline-randread": (
         "hdd2.toml",
         {
@@ -85,19 +112,37 @@ CASES: dict[str, tuple[str, dict[str, str], str | None, int]] = {
     ),
     "ssd-clean-none-none-randwrite-4vms": (
         "ssd-vms.toml",
-        {"PRECOND": "clean", "SCHED": "none", "CACHE": "none", "WORKLOAD": "randwrite4k.fio"},
+        {
+            "PRECOND": "clean",
+            "SCHED": "none",
+            "CACHE": "none",
+            "WORKLOAD": "randwrite4k.fio",
+            "FSTABLE": "",
+        },
         None,
         6,
     ),
     "ssd-aged-cfq-none-fileserver-4vms": (
         "ssd-vms.toml",
-        {"PRECOND": "aged", "SCHED": "cfq", "CACHE": "none", "WORKLOAD": "fileserver.fio"},
+        {
+            "PRECOND": "aged",
+            "SCHED": "cfq",
+            "CACHE": "none",
+            "WORKLOAD": "fileserver.fio",
+            "FSTABLE": EXT4,
+        },
         None,
         7,
     ),
     "ssd-aged-mcfq-none-varmail-4vms": (
         "ssd-vms.toml",
-        {"PRECOND": "aged", "SCHED": "mcfq", "CACHE": "none", "WORKLOAD": "varmail.fio"},
+        {
+            "PRECOND": "aged",
+            "SCHED": "mcfq",
+            "CACHE": "none",
+            "WORKLOAD": "varmail.fio",
+            "FSTABLE": EXT4,
+        },
         None,
         8,
     ),
@@ -108,6 +153,7 @@ CASES: dict[str, tuple[str, dict[str, str], str | None, int]] = {
             "SCHED": "mq-deadline",
             "CACHE": "writeback",
             "WORKLOAD": "msn-nostall.fio",
+            "FSTABLE": "",
         },
         None,
         9,
@@ -119,6 +165,7 @@ CASES: dict[str, tuple[str, dict[str, str], str | None, int]] = {
             "SCHED": "cfq",
             "CACHE": "directsync",
             "WORKLOAD": "exchange-open.fio",
+            "FSTABLE": "",
         },
         None,
         10,
