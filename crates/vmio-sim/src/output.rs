@@ -138,10 +138,17 @@ pub fn fio_json(out: &RunOutput) -> Value {
         if jobs.is_empty() {
             continue;
         }
-        let bytes: u64 = jobs
-            .iter()
-            .map(|j| j.stats.iter().map(|s| s.io_bytes).sum::<u64>())
-            .sum();
+        // A VM with a guest kernel (buffered or file-level jobs): the bytes its virtual disks
+        // moved, as the host sees them (S1 sampled each VM's bandwidth at the host, with
+        // iostat; the guest's cache hits never reach it). Otherwise its jobs' bytes.
+        let guest = r.guests.iter().find(|(n, _)| n == name);
+        let bytes: u64 = match guest {
+            Some((_, g)) => g.disks.iter().map(|d| d.read_bytes + d.write_bytes).sum(),
+            None => jobs
+                .iter()
+                .map(|j| j.stats.iter().map(|s| s.io_bytes).sum::<u64>())
+                .sum(),
+        };
         let runtime = jobs.iter().map(|j| j.runtime_ns).max().unwrap_or(0);
         let bw = if runtime == 0 {
             0.0

@@ -170,7 +170,10 @@ impl Sim {
                 let slat = self.guest.vdisks[v.disk].model.guest_submit_ns();
                 self.io_done(now, j, g.op, g.len, g.issue_ns, slat);
             }
-            Origin::Guest { vm, token } => self.guest_os_done(now, vm as usize, token),
+            Origin::Guest { vm, token } => {
+                self.work.count_vm_bytes(now, vm as usize, g.len);
+                self.guest_os_done(now, vm as usize, token)
+            }
         }
     }
 }

@@ -76,6 +76,21 @@ pub(super) struct JobState {
     pub(super) stats: [DirStats; 4],
 }
 
+impl JobDriver {
+    /// `bytes` of VM `vm` completed at `now` (its per-second timeline).
+    pub(super) fn count_vm_bytes(&mut self, now: Ns, vm: usize, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let sec = (now / vmio_core::SEC) as usize;
+        let tl = &mut self.timeline[vm];
+        if tl.len() <= sec {
+            tl.resize(sec + 1, 0);
+        }
+        tl[sec] += bytes;
+    }
+}
+
 impl JobState {
     /// The files of the job's workload (none for block I/O).
     pub(super) fn files(&self) -> &[vmio_core::workload::FileDecl] {
@@ -392,24 +407,25 @@ impl Sim {
         let job = &mut self.work.jobs[j];
         job.inflight -= 1;
         let op = op.into();
+        let mut timeline = 0;
         if let Some(op) = op.filter(|_| now >= job.start_ns + job.ramp_ns && now <= job.end_ns) {
             let clat = now.saturating_sub(issue_ns + slat_ns);
             job.stats[dir_index(op)].record(len, slat_ns, clat);
-            if len > 0 {
-                let vm = self.disks[disk].owner as usize;
-                let sec = (now / vmio_core::SEC) as usize;
-                let tl = &mut self.work.timeline[vm];
-                if tl.len() <= sec {
-                    tl.resize(sec + 1, 0);
-                }
-                tl[sec] += len;
+            // A guest's VM counts the bytes its virtual disks move (guestos.rs).
+            if job.route == Route::Direct {
+                timeline = len;
             }
         }
         if job.draining && job.inflight == 0 {
             job.draining = false;
         }
-        if job.fsync_waiting && job.inflight == 0 {
+        let fsync = job.fsync_waiting && job.inflight == 0;
+        if fsync {
             job.fsync_waiting = false;
+        }
+        let vm = self.disks[disk].owner as usize;
+        self.work.count_vm_bytes(now, vm, timeline);
+        if fsync {
             self.issue(now, j, Op::Flush, 0, 0);
         }
         self.try_issue(now, j);
