@@ -119,7 +119,7 @@ pub const FS_JOURNAL_SIZE: ParamSpec = ParamSpec {
     },
     default: Value::Computed("e2fsprogs' default for the filesystem size"),
     unit: "bytes",
-    help: "journal size (mke2fs -J size=); default from ext2fs_default_journal_size: 16 MiB below 1 GiB ... 1 GiB from 128 GiB",
+    help: "journal size (mke2fs -J size=); default from ext2fs_default_journal_size: 4 MiB below 128 MiB, 16 MiB below 1 GiB ... 1 GiB from 128 GiB",
 };
 
 /// The `[vm.disk.filesystem]` keys, in the order result records list them.
