@@ -909,6 +909,18 @@ mod tests {
         assert!(md.contains("| `idle` | `a` | idle wait | duration (bare number: s) | `8ms` |"));
     }
 
+    /// A table `[t]` selecting entry `a`, with its own keys and parameters.
+    fn layer_of_a<'a>(keys: &'a [KeyDoc], params: &'a [ParamSpec]) -> Layer<'a> {
+        Layer {
+            table: "[t]",
+            selector: "name",
+            default: "a",
+            entries: vec![Described::new(&A, String::new())],
+            keys,
+            params,
+        }
+    }
+
     #[test]
     fn a_tables_own_parameters_come_first_valid_with_any_entry_and_a_computed_default_shows_its_text(
     ) {
@@ -919,14 +931,7 @@ mod tests {
             unit: "bytes",
             help: "cache size",
         }];
-        let layer = || Layer {
-            table: "[t]",
-            selector: "name",
-            default: "a",
-            entries: vec![Described::new(&A, String::new())],
-            keys: &[],
-            params: OWN,
-        };
+        let layer = || layer_of_a(&[], OWN);
         let md = render_markdown(&[layer()]);
         assert!(
             md.contains(
@@ -955,14 +960,7 @@ mod tests {
             accepted: "an absolute path | none",
             default: "/mnt/<disk>",
         }];
-        let layer = || Layer {
-            table: "[t]",
-            selector: "name",
-            default: "a",
-            entries: vec![Described::new(&A, String::new())],
-            keys: KEYS,
-            params: &[],
-        };
+        let layer = || layer_of_a(KEYS, &[]);
         let md = render_markdown(&[layer()]);
         assert!(
             md.contains(
