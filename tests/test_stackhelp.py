@@ -14,7 +14,11 @@ def test_help_stack_lists_every_layout_scheduler_model_and_their_parameters():
     assert "[[device]] model = hdd | ssd | ram" in r.stdout
     assert "[page_cache] eviction = clock | lru   (default: clock)" in r.stdout
     assert "[[vm.disk]] cache = none | writeback | writethrough | directsync | unsafe" in r.stdout
+    assert "[vm.disk.filesystem] type = ext4   (default: ext4)" in r.stdout
+    assert "[vm.page_cache] eviction = clock | lru   (default: clock)" in r.stdout
     for key in ("stripe_size", "chunk", "slice_sync", "bw_window", "rpm", "gc_policy"):
+        assert f"    {key} " in r.stdout, key
+    for key in ("read_ahead_kb", "mount", "data", "commit", "barrier", "journal_size"):
         assert f"    {key} " in r.stdout, key
 
 

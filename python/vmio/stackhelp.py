@@ -1,5 +1,6 @@
 """`vmio help stack`: the stack file's selectable layers (vdisk interfaces, QEMU cache modes,
-page cache and eviction, schedulers, volume layouts, device models), each with its parameters
+the guest's filesystem and page cache, page cache and eviction, schedulers, volume layouts,
+device models), each with its parameters
 (name, accepted values, default, meaning), like `qemu-system-x86_64 -device help` or
 `fio --cmdhelp`. The text comes from the registries the stack parser reads (vmio-core's and
 vmio-sim's `REGISTRY` lists); `--markdown` prints the README's tables, which a Rust test keeps
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from vmio.sim import native
 
 EPILOG = """examples:
-  vmio help stack                 layouts, schedulers, device models and their parameters
+  vmio help stack                 vdisks, guest filesystem and page cache, layouts, schedulers,
+                                  device models and their parameters
   vmio help stack --markdown      the same as the README's Markdown tables
   vmio help workload              FileBench personalities, trace formats, synthetic profiles"""
 
@@ -38,7 +40,8 @@ def add_parser(
     hs = hsub.add_parser(
         "stack",
         help="volume layouts, schedulers and device models with their parameters",
-        description="List every [[volume]] layout, [scheduler] name and [[device]] model with "
+        description="List every [[vm.disk]] interface and cache mode, [vm.disk.filesystem] and "
+        "[vm.page_cache] key, [[volume]] layout, [scheduler] name and [[device]] model with "
         "its parameters: accepted values, default and meaning.",
         epilog=EPILOG,
         formatter_class=formatter_class,

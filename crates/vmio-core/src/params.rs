@@ -560,8 +560,22 @@ pub struct Layer<'a> {
     /// What the selector's default is (`mq-deadline`, or `required`).
     pub default: &'static str,
     pub entries: Vec<Described<'a>>,
+    /// Keys the stack parser reads itself, valid whatever the selector names (`[[vm.disk]]
+    /// read_ahead_kb`, `[vm.disk.filesystem] mount`): listed first.
+    pub keys: &'a [KeyDoc],
     /// Parameters of the table itself, valid whatever the selector names (`[page_cache]`'s).
     pub params: &'a [ParamSpec],
+}
+
+/// A key of a table that is not a declared [`ParamSpec`] (a path, a value with a rule of its
+/// own), described for help as its parser reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyDoc {
+    pub name: &'static str,
+    pub help: &'static str,
+    /// The accepted values, as the parser's error message states them.
+    pub accepted: &'static str,
+    pub default: &'static str,
 }
 
 /// An entry as the help shows it: name, description, parameters, and extra facts (a layout's
@@ -584,17 +598,50 @@ impl<'a> Described<'a> {
     }
 }
 
-/// Rows of a layer's parameter table: the table's own parameters (no entry named: valid with
-/// any), then the entries'; a parameter declared identically by several entries (a
+/// A row of a layer's parameter table: key, the entries it is valid with (none: any), help,
+/// accepted values, default.
+struct Row<'a> {
+    name: &'static str,
+    owners: Vec<&'static str>,
+    help: &'static str,
+    accepted: String,
+    default: String,
+    spec: Option<&'a ParamSpec>,
+}
+
+/// Rows of a layer's parameter table: the table's own keys and parameters (no entry named:
+/// valid with any), then the entries'; a parameter declared identically by several entries (a
 /// `ParamSpec` shared by cfq and mcfq) makes one row naming them all.
-fn param_rows<'a>(layer: &'a Layer) -> Vec<(&'a ParamSpec, Vec<&'static str>)> {
-    let mut rows: Vec<(&ParamSpec, Vec<&'static str>)> =
-        layer.params.iter().map(|p| (p, Vec::new())).collect();
+fn param_rows<'a>(layer: &'a Layer) -> Vec<Row<'a>> {
+    let spec_row = |p: &'a ParamSpec| Row {
+        name: p.name,
+        owners: Vec::new(),
+        help: p.help,
+        accepted: p.kind.accepted(),
+        default: p.show(p.default),
+        spec: Some(p),
+    };
+    let mut rows: Vec<Row> = layer
+        .keys
+        .iter()
+        .map(|k| Row {
+            name: k.name,
+            owners: Vec::new(),
+            help: k.help,
+            accepted: k.accepted.to_string(),
+            default: k.default.to_string(),
+            spec: None,
+        })
+        .chain(layer.params.iter().map(spec_row))
+        .collect();
     for e in &layer.entries {
         for p in e.params {
-            match rows.iter_mut().find(|(q, _)| *q == p) {
-                Some(row) => row.1.push(e.name),
-                None => rows.push((p, vec![e.name])),
+            match rows.iter_mut().find(|r| r.spec == Some(p)) {
+                Some(row) => row.owners.push(e.name),
+                None => rows.push(Row {
+                    owners: vec![e.name],
+                    ..spec_row(p)
+                }),
             }
         }
     }
@@ -625,19 +672,19 @@ pub fn render_text(layers: &[Layer]) -> String {
         if !rows.is_empty() {
             let _ = writeln!(out, "  parameters:");
         }
-        for (p, owners) in rows {
+        for r in rows {
             let _ = writeln!(
                 out,
                 "    {:<18} {}{} [{}; default {}]",
-                p.name,
-                if owners.is_empty() {
+                r.name,
+                if r.owners.is_empty() {
                     String::new()
                 } else {
-                    format!("{}: ", owners.join(", "))
+                    format!("{}: ", r.owners.join(", "))
                 },
-                p.help,
-                p.kind.accepted(),
-                p.show(p.default)
+                r.help,
+                r.accepted,
+                r.default
             );
         }
         out.push('\n');
@@ -673,23 +720,23 @@ pub fn render_markdown(layers: &[Layer]) -> String {
                 "\n| key | valid with | meaning | accepted | default |\n|---|---|---|---|---|"
             );
         }
-        for (p, owners) in rows {
+        for r in rows {
             let _ = writeln!(
                 out,
                 "| `{}` | {} | {} | {} | `{}` |",
-                p.name,
-                if owners.is_empty() {
+                r.name,
+                if r.owners.is_empty() {
                     "any".to_string()
                 } else {
-                    owners
+                    r.owners
                         .iter()
                         .map(|o| format!("`{o}`"))
                         .collect::<Vec<_>>()
                         .join(", ")
                 },
-                p.help,
-                p.kind.accepted().replace('|', "\\|"),
-                p.show(p.default)
+                r.help,
+                r.accepted.replace('|', "\\|"),
+                r.default
             );
         }
         out.push('\n');
@@ -851,6 +898,7 @@ mod tests {
                 .iter()
                 .map(|e| Described::new(e, String::new()))
                 .collect(),
+            keys: &[],
             params: &[],
         };
         let md = render_markdown(&[layer]);
@@ -859,6 +907,18 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| `idle` | `a` | idle wait | duration (bare number: s) | `8ms` |"));
+    }
+
+    /// A table `[t]` selecting entry `a`, with its own keys and parameters.
+    fn layer_of_a<'a>(keys: &'a [KeyDoc], params: &'a [ParamSpec]) -> Layer<'a> {
+        Layer {
+            table: "[t]",
+            selector: "name",
+            default: "a",
+            entries: vec![Described::new(&A, String::new())],
+            keys,
+            params,
+        }
     }
 
     #[test]
@@ -871,13 +931,7 @@ mod tests {
             unit: "bytes",
             help: "cache size",
         }];
-        let layer = || Layer {
-            table: "[t]",
-            selector: "name",
-            default: "a",
-            entries: vec![Described::new(&A, String::new())],
-            params: OWN,
-        };
+        let layer = || layer_of_a(&[], OWN);
         let md = render_markdown(&[layer()]);
         assert!(
             md.contains(
@@ -896,6 +950,31 @@ mod tests {
         assert_eq!(v.int_or("memory", 7), 7);
         v.read(&table("memory = \"1k\""), &[]).unwrap();
         assert_eq!(v.int_or("memory", 7), 1024);
+    }
+
+    #[test]
+    fn a_tables_undeclared_keys_come_before_its_parameters_with_the_parsers_accepted_text() {
+        static KEYS: &[KeyDoc] = &[KeyDoc {
+            name: "mount",
+            help: "where it is mounted",
+            accepted: "an absolute path | none",
+            default: "/mnt/<disk>",
+        }];
+        let layer = || layer_of_a(KEYS, &[]);
+        let md = render_markdown(&[layer()]);
+        assert!(
+            md.contains(
+                "| `mount` | any | where it is mounted | an absolute path \\| none | `/mnt/<disk>` |\n| `quantum` | `a` |"
+            ),
+            "{md}"
+        );
+        let text = render_text(&[layer()]);
+        assert!(
+            text.contains(
+                "    mount              where it is mounted [an absolute path | none; default /mnt/<disk>]\n    quantum"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

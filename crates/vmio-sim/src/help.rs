@@ -1,31 +1,88 @@
-//! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` and
-//! `cache`, `[page_cache] eviction`, `[scheduler] name`, `[[volume]] layout`,
-//! `[[device]] model` — with every entry's parameters (and `[page_cache]`'s own), rendered
-//! from the registries ([`vmio_core::stack::Interface::REGISTRY`],
-//! [`vmio_core::cache::CacheMode::REGISTRY`], [`vmio_core::cache::eviction::REGISTRY`] and
-//! [`vmio_core::cache::linux::PARAMS`], [`vmio_core::sched::REGISTRY`],
+//! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` (with the
+//! guest's `read_ahead_kb`) and `cache`, `[vm.disk.filesystem] type`, `[vm.page_cache]`
+//! `eviction`, `[page_cache] eviction`, `[scheduler] name`, `[[volume]] layout`,
+//! `[[device]] model` — with every entry's parameters (and the tables' own), rendered from
+//! the registries and declarations ([`vmio_core::stack::Interface::REGISTRY`],
+//! [`vmio_core::cache::CacheMode::REGISTRY`], [`vmio_core::guest::params::FS_PARAMS`] and
+//! [`vmio_core::guest::params::FS_MOUNT`], [`vmio_core::cache::eviction::REGISTRY`] and
+//! [`vmio_core::cache::linux::PARAMS`] (the guest's with its own `memory`,
+//! [`vmio_core::guest::params::GUEST_CACHE_MEMORY`]), [`vmio_core::sched::REGISTRY`],
 //! [`vmio_core::volume::REGISTRY`], [`crate::device::REGISTRY`]) the stack parser reads, as
 //! `qemu-system-x86_64 -device help` lists device properties. The README's tables are this
 //! command's Markdown output, kept equal by a test.
 //!
 //! ```text
-//! layers() = [vdisk interfaces (note: aliases), QEMU cache modes, volume layouts (note:
-//!             device count), schedulers, eviction policies with the page cache's
-//!             parameters, device models (note: profiles)]
+//! layers() = [vdisk interfaces (note: aliases; key: read_ahead_kb), QEMU cache modes, guest
+//!             filesystems (key: mount; FS_PARAMS but type), guest page cache (eviction
+//!             policies; linux::PARAMS with the guest's memory), volume layouts (note: device
+//!             count), schedulers, eviction policies with the page cache's parameters, device
+//!             models (note: profiles)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
-//!            one line per parameter (entries sharing a declaration share the line)
+//!            one line per key and parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
 //! ```
 
 use vmio_core::cache::{eviction, linux, CacheMode};
-use vmio_core::params::{self, Described, Layer};
+use vmio_core::guest::params as gp;
+use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::Interface;
 use vmio_core::{sched, volume};
 
 use crate::device;
 
+/// The declarations help lists that are not a static list: `[vm.disk.filesystem]`'s
+/// parameters but the selector `type`, and `[vm.page_cache]`'s (the host's, with the guest's
+/// `memory`).
+struct Derived {
+    fs_params: Vec<ParamSpec>,
+    guest_cache_params: Vec<ParamSpec>,
+}
+
+impl Derived {
+    fn new() -> Self {
+        Derived {
+            fs_params: gp::FS_PARAMS
+                .iter()
+                .filter(|p| p.name != gp::FS_TYPE.name)
+                .copied()
+                .collect(),
+            guest_cache_params: linux::PARAMS
+                .iter()
+                .map(|p| {
+                    if p.name == linux::MEMORY.name {
+                        gp::GUEST_CACHE_MEMORY
+                    } else {
+                        *p
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The eviction policies as a page-cache table lists them (`note`: where they apply).
+fn eviction_entries(note: &str) -> Vec<Described<'static>> {
+    eviction::REGISTRY
+        .iter()
+        .map(|e| Described {
+            name: e.name,
+            help: e.help,
+            note: note.to_string(),
+            params: &[],
+        })
+        .collect()
+}
+
 /// The layers as help shows them.
-pub fn layers() -> Vec<Layer<'static>> {
+fn layers(d: &Derived) -> Vec<Layer<'_>> {
+    let fs_types = match gp::FS_TYPE.kind {
+        params::Kind::Choice(names) => names,
+        _ => &[],
+    };
+    let fs_default = match gp::FS_TYPE.default {
+        params::Value::Choice(name) => name,
+        _ => "",
+    };
     vec![
         Layer {
             table: "[[vm.disk]]",
@@ -44,6 +101,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                     params: &[],
                 })
                 .collect(),
+            keys: &[gp::READ_AHEAD_KB_KEY],
             params: &[],
         },
         Layer {
@@ -59,7 +117,32 @@ pub fn layers() -> Vec<Layer<'static>> {
                     params: &[],
                 })
                 .collect(),
+            keys: &[],
             params: &[],
+        },
+        Layer {
+            table: "[vm.disk.filesystem]",
+            selector: "type",
+            default: fs_default,
+            entries: fs_types
+                .iter()
+                .map(|&name| Described {
+                    name,
+                    help: gp::FS_TYPE.help,
+                    note: "without the table: a raw block device".to_string(),
+                    params: &[],
+                })
+                .collect(),
+            keys: &[gp::FS_MOUNT],
+            params: &d.fs_params,
+        },
+        Layer {
+            table: "[vm.page_cache]",
+            selector: "eviction",
+            default: eviction::DEFAULT,
+            entries: eviction_entries("the guest's page cache, vmio sim only"),
+            keys: &[],
+            params: &d.guest_cache_params,
         },
         Layer {
             table: "[[volume]]",
@@ -69,6 +152,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                 .iter()
                 .map(|e| Described::new(e, volume::device_count_note(e)))
                 .collect(),
+            keys: &[],
             params: &[],
         },
         Layer {
@@ -79,21 +163,15 @@ pub fn layers() -> Vec<Layer<'static>> {
                 .iter()
                 .map(|e| Described::new(e, String::new()))
                 .collect(),
+            keys: &[],
             params: &[],
         },
         Layer {
             table: "[page_cache]",
             selector: "eviction",
             default: eviction::DEFAULT,
-            entries: eviction::REGISTRY
-                .iter()
-                .map(|e| Described {
-                    name: e.name,
-                    help: e.help,
-                    note: "vmio sim only: in vmio serve the kernel evicts".to_string(),
-                    params: &[],
-                })
-                .collect(),
+            entries: eviction_entries("vmio sim only: in vmio serve the kernel evicts"),
+            keys: &[],
             params: linux::PARAMS,
         },
         Layer {
@@ -107,6 +185,7 @@ pub fn layers() -> Vec<Layer<'static>> {
                     Described::new(e, note)
                 })
                 .collect(),
+            keys: &[],
             params: &[],
         },
     ]
@@ -114,10 +193,11 @@ pub fn layers() -> Vec<Layer<'static>> {
 
 /// The help text (`markdown`: the README's tables).
 pub fn stack(markdown: bool) -> String {
+    let d = Derived::new();
     if markdown {
-        params::render_markdown(&layers())
+        params::render_markdown(&layers(&d))
     } else {
-        params::render_text(&layers())
+        params::render_text(&layers(&d))
     }
 }
 
@@ -166,5 +246,23 @@ mod tests {
         );
         assert!(text.contains("default half of [host] memory]"), "{text}");
         assert!(text.contains("gc_policy"), "{text}");
+    }
+
+    #[test]
+    fn help_lists_the_guest_tables_with_their_own_defaults() {
+        let text = stack(false);
+        for line in [
+            "[vm.disk.filesystem] type = ext4   (default: ext4)",
+            "    mount              where the guest mounts it",
+            "    journal_size       journal size (mke2fs -J size=)",
+            "[vm.page_cache] eviction = clock | lru   (default: clock)",
+            "default the VM's memory less 192 MiB, at most half of it]",
+            "    read_ahead_kb      the guest's read-ahead window on the disk",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+        // `type` is the selector, not a parameter row; the host's memory default stays.
+        assert!(!text.contains("    type "), "{text}");
+        assert!(text.contains("default half of [host] memory]"), "{text}");
     }
 }

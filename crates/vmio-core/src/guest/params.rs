@@ -21,7 +21,8 @@
 //! `nobarrier`), mke2fs(8) (`-J size=`), Documentation/ABI/stable/sysfs-block
 //! (`read_ahead_kb`, 128 by default: VM_READAHEAD_PAGES in include/linux/mm.h).
 
-use crate::params::{Kind, ParamSpec, Value};
+use crate::cache::linux;
+use crate::params::{KeyDoc, Kind, ParamSpec, Value};
 use crate::SEC;
 
 /// Guest memory the page cache cannot use: the kernel (text, data, slab, per-CPU areas), the
@@ -37,8 +38,25 @@ pub fn guest_cache_bytes(memory_bytes: u64) -> u64 {
     memory_bytes - GUEST_RESERVE_BYTES.min(memory_bytes / 2)
 }
 
+/// `[vm.page_cache] memory` as help shows it: [`linux::MEMORY`] read against the VM's memory
+/// (default [`guest_cache_bytes`]); the table's other keys are [`linux::PARAMS`]'.
+pub const GUEST_CACHE_MEMORY: ParamSpec = ParamSpec {
+    default: Value::Computed("the VM's memory less 192 MiB, at most half of it"),
+    help: "guest memory the VM's page cache may use (at most [[vm]] memory; the rest is the guest kernel and programs, GUEST_RESERVE_BYTES)",
+    ..linux::MEMORY
+};
+
 /// `[[vm.disk]] read_ahead_kb` default: VM_READAHEAD_PAGES (128 KiB).
 pub const READ_AHEAD_KB: u64 = 128;
+
+/// `[[vm.disk]] read_ahead_kb` as help shows it (read by the stack parser, which states
+/// `accepted` in its error).
+pub const READ_AHEAD_KB_KEY: KeyDoc = KeyDoc {
+    name: "read_ahead_kb",
+    help: "the guest's read-ahead window on the disk, in KiB (/sys/block/vdX/queue/read_ahead_kb; used by buffered I/O in the guest)",
+    accepted: "a multiple of 4 (pages) up to 1048576",
+    default: "128",
+};
 
 pub const FS_TYPE: ParamSpec = ParamSpec {
     name: "type",
@@ -49,6 +67,13 @@ pub const FS_TYPE: ParamSpec = ParamSpec {
 };
 /// `mount`, a path (no declared kind: read by the stack parser beside [`FS_PARAMS`]).
 pub const FS_MOUNT_KEY: &str = "mount";
+/// `mount` as help shows it (the stack parser states `accepted` in its error).
+pub const FS_MOUNT: KeyDoc = KeyDoc {
+    name: FS_MOUNT_KEY,
+    help: "where the guest mounts it: fio's directory= / filename= and FileBench's fileset are paths under it",
+    accepted: "an absolute path other than /",
+    default: "/mnt/<disk name>",
+};
 pub const FS_SIZE: ParamSpec = ParamSpec {
     name: "size",
     kind: Kind::Size {
@@ -94,7 +119,7 @@ pub const FS_JOURNAL_SIZE: ParamSpec = ParamSpec {
     },
     default: Value::Computed("e2fsprogs' default for the filesystem size"),
     unit: "bytes",
-    help: "journal size (mke2fs -J size=); default from ext2fs_default_journal_size: 16 MiB below 1 GiB ... 1 GiB from 128 GiB",
+    help: "journal size (mke2fs -J size=); default from ext2fs_default_journal_size: 4 MiB below 128 MiB, 16 MiB below 1 GiB ... 1 GiB from 128 GiB",
 };
 
 /// The `[vm.disk.filesystem]` keys, in the order result records list them.
@@ -120,4 +145,24 @@ pub struct FsSpec {
     pub barrier: bool,
     /// None: e2fsprogs' default.
     pub journal_bytes: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_texts_state_the_defaults_the_code_applies() {
+        assert_eq!(READ_AHEAD_KB_KEY.default, READ_AHEAD_KB.to_string());
+        let reserve = format!("less {} MiB", GUEST_RESERVE_BYTES >> 20);
+        assert!(
+            GUEST_CACHE_MEMORY
+                .show(GUEST_CACHE_MEMORY.default)
+                .contains(&reserve),
+            "{reserve}"
+        );
+        // 1 GiB less the reserve; a VM of 256 MiB keeps half.
+        assert_eq!(guest_cache_bytes(1 << 30), (1 << 30) - (192 << 20));
+        assert_eq!(guest_cache_bytes(256 << 20), 128 << 20);
+    }
 }

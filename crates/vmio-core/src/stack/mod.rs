@@ -669,7 +669,10 @@ impl Stack {
                 if read_ahead_kb % 4 != 0 || read_ahead_kb > 1 << 20 {
                     return Err(c.err(
                         f("read_ahead_kb"),
-                        format!("{read_ahead_kb}: accepted: a multiple of 4 (pages) up to 1048576"),
+                        format!(
+                            "{read_ahead_kb}: accepted: {}",
+                            guest::params::READ_AHEAD_KB_KEY.accepted
+                        ),
                     ));
                 }
                 let filesystem = match &d.filesystem {
@@ -821,7 +824,8 @@ impl Stack {
                 return Err(c.err(
                     format!("{field}.mount"),
                     format!(
-                        "{other}: accepted: an absolute path other than /, e.g. \"/mnt/{disk}\""
+                        "{other}: accepted: {}, e.g. \"/mnt/{disk}\"",
+                        gp::FS_MOUNT.accepted
                     ),
                 ))
             }
