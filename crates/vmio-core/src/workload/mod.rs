@@ -97,7 +97,7 @@ pub enum Step {
     /// flush issued once every earlier request of the job completed; nothing else is issued
     /// meanwhile.
     Fsync,
-    /// A flush issued now, whatever is outstanding (a FileBench thread's fsync, a trace's
+    /// A flush issued now, whatever is outstanding (a trace's
     /// flush record): it waits for no other request of the job.
     Flush,
     /// Nothing before `t` ns after the job started: the engine asks again at `t`. An open-loop

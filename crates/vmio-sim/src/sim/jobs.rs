@@ -5,27 +5,37 @@
 //!
 //! ```text
 //! phase p starts → JobStart of every job of group p
-//! JobStart: runtime set → JobEnd at start + ramp + runtime; try_issue
-//! try_issue: while !stopping && !fsync_waiting && !arrival_pending && inflight < depth:
+//! JobStart: fio's invalidate (a job through the guest: its clean cached pages dropped);
+//!           runtime set → JobEnd at start + ramp + runtime; try_issue
+//! try_issue: while !stopping && !fsync_waiting && !arrival_pending && !draining
+//!                  && inflight < depth:
 //!     match workload.next(now - start):
 //!       Io     → issue
 //!       Flush  → issue a flush (waits for nothing)
 //!       Fsync  → issue a flush if nothing is in flight, else fsync_waiting
+//!       File   → app_issue: the file operation to the VM's guest (guestos.rs)
+//!       Drain  → draining if anything is in flight
+//!       Wait   → stop asking until a completion
 //!       At(t)  → Arrival at start + t; arrival_pending
 //!       Done   → stopping
+//! issue: Direct route (direct=1 on a block device) → the virtual disk (guest.rs);
+//!        Block route (direct=0) → app_issue: the guest's page cache over the block device
 //! Arrival: arrival_pending = false; try_issue
-//! io_done: stats in the measured window [start + ramp, end]; the fsync waiting for this
-//!          completion (fsync_waiting and inflight = 0) is issued; try_issue
+//! io_done / app_done: stats in the measured window [start + ramp, end] (a file step
+//!          also calls workload.completed(tag)); draining ends at inflight = 0; the fsync
+//!          waiting for this completion (fsync_waiting and inflight = 0) is issued; try_issue
 //! a job finishes when stopping and nothing is in flight; the last job of a phase starts
 //! the next non-empty phase (fio's stonewall groups)
 //! ```
 //!
 //! An open-loop replay (depth u32::MAX) thus issues one request per Arrival and nothing on a
 //! completion; a closed-loop one (fio, FileBench, `replay_no_stall`) issues on completions.
+//! A VM's per-second bytes count its jobs' direct I/O, or, for a VM with a guest kernel, what
+//! its virtual disks move (`count_vm_bytes`).
 //!
 //! Sources: fio(1) `runtime`, `ramp_time`, `stonewall`/`new_group`, `iodepth`, `fsync`,
-//! `read_iolog` with `replay_no_stall`; FileBench personalities (one outstanding request per
-//! thread).
+//! `invalidate`, `read_iolog` with `replay_no_stall`; FileBench personalities (one file
+//! operation outstanding per thread).
 
 use super::event::Event;
 use super::guest::Origin;
