@@ -6,12 +6,20 @@
 //!   randomly at QD32 each to an aged 256 GB SSD (the FTL doing GC) under MCFQ (S1); aging
 //!   the SSD (a few seconds) is timed apart as the set-up, not in the run's wall time;
 //! - `pagecache-hit-randread-4k`: 4 KiB random reads all served by the host page cache
-//!   (cache=writeback, a 256 MiB region read once to warm the cache, then measured).
+//!   (cache=writeback, a 256 MiB region read once to warm the cache, then measured);
+//! - `guest-cache-hit-randread-4k` (issue #10): 4 KiB buffered random reads (`direct=0`) all
+//!   served by the guest's page cache (cache=none: the host caches nothing): a 256 MiB region
+//!   read once with `direct=0`, then measured with fio's `invalidate=0`, which keeps the pages
+//!   the warm-up left (fio's default `invalidate=1` would drop them as the job starts);
+//! - `filebench-varmail-ext4-ssd` (issue #10): FileBench varmail (16 threads, fsync-heavy
+//!   mail-server flows) on the ext4 filesystem of a 30 GiB disk, one 1 GiB VM, cache=none,
+//!   on a clean 256 GB SSD; simulated I/Os are varmail's file operations (its flowops).
 //!
 //! Wall time is measured here, never asserted in tests.
 
+use crate::output::RunOutput;
 use crate::run::{run, RunError, RunInput};
-use crate::sim::{bind_jobs, Sim};
+use crate::sim::{bind_jobs, JobReport, Sim};
 use std::time::Instant;
 use vmio_core::fio::parse_job_file;
 use vmio_core::stack::Stack;
@@ -25,10 +33,12 @@ pub struct BenchResult {
     pub setup_s: f64,
 }
 
-pub const CASES: [&str; 3] = [
+pub const CASES: [&str; 5] = [
     "hdd-raid0-randread-qd32",
     "pagecache-hit-randread-4k",
     "ssd-aged-mcfq-randwrite-4k",
+    "guest-cache-hit-randread-4k",
+    "filebench-varmail-ext4-ssd",
 ];
 
 /// Four VMs with weights 1000/700/400/100 on one SSD, each on its own 30 GiB partition
@@ -84,21 +94,54 @@ cache = "{cache}"
     )
 }
 
-/// Run one benchmark case for `seconds` of simulated time (HDD I/Os are slow in virtual
-/// time, so that case simulates 30× longer to reach a measurable number of I/Os).
-pub fn bench(case: &str, seconds: u64) -> Result<BenchResult, RunError> {
-    let (case, stack_text, job) = match case {
+/// One VM of 1 GiB with a 30 GiB disk holding an ext4 filesystem mounted at /mnt/vdb, on a
+/// clean `samsung-840pro-256g`, cache=none.
+pub(crate) fn ext4_ssd_stack() -> String {
+    "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\n\
+     [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n\
+     [[vm]]\nname = \"vm1\"\nmemory = \"1g\"\n\
+     [[vm.disk]]\nname = \"vdb\"\nvolume = \"vol\"\nsize = \"30g\"\ncache = \"none\"\n\
+     [vm.disk.filesystem]\ntype = \"ext4\"\nmount = \"/mnt/vdb\"\n"
+        .to_string()
+}
+
+/// The stack and job file of a case that runs as a plain `vmio sim` run (every case but the
+/// aged-SSD one, whose set-up is timed apart), for `ms` milliseconds of simulated time (HDD
+/// I/Os are slow in virtual time, so that case simulates 30× longer to reach a measurable
+/// number of I/Os; varmail 1.5×, for a stable figure from its 16 threads' flows; guest cache
+/// hits are fast in virtual time, about 5 M a second at QD1, so that case simulates ¼).
+fn run_inputs(case: &str, ms: u64) -> Option<(&'static str, String, String)> {
+    Some(match case {
         "hdd-raid0-randread-qd32" => (
             CASES[0],
             two_hdd_stack("raid0", "none"),
-            format!("[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nsize=100g\ntime_based\nruntime={}\n", seconds * 30),
+            format!("[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nsize=100g\ntime_based\nruntime={}ms\n", ms * 30),
         ),
         "pagecache-hit-randread-4k" => (
             CASES[1],
             two_hdd_stack("raid0", "writeback"),
-            format!("[warm]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\niodepth=4\nsize=256m\n[r]\nstonewall\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nsize=256m\ntime_based\nruntime={seconds}\n"),
+            format!("[warm]\nrw=read\nbs=1m\nioengine=libaio\ndirect=1\niodepth=4\nsize=256m\n[r]\nstonewall\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nsize=256m\ntime_based\nruntime={ms}ms\n"),
         ),
-        "ssd-aged-mcfq-randwrite-4k" => {
+        "guest-cache-hit-randread-4k" => (
+            CASES[3],
+            two_hdd_stack("raid0", "none"),
+            format!("[warm]\nrw=read\nbs=1m\nioengine=psync\ndirect=0\nsize=256m\n[r]\nstonewall\ninvalidate=0\nrw=randread\nbs=4k\nioengine=psync\ndirect=0\nsize=256m\ntime_based\nruntime={}ms\n", ms / 4),
+        ),
+        "filebench-varmail-ext4-ssd" => (
+            CASES[4],
+            ext4_ssd_stack(),
+            format!("[varmail]\nfilebench=varmail\ntime_based\nruntime={}ms\n", ms * 3 / 2),
+        ),
+        _ => return None,
+    })
+}
+
+/// Run one benchmark case for `seconds` of simulated time (see [`run_inputs`]; the aged-SSD
+/// case 3×).
+pub fn bench(case: &str, seconds: u64) -> Result<BenchResult, RunError> {
+    let (case, stack_text, job) = match run_inputs(case, seconds * 1000) {
+        Some(inputs) => inputs,
+        None if case == CASES[2] => {
             let stack_text = four_vm_ssd_stack("mcfq", "aged");
             let job = format!("[w]\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\ntime_based\nruntime={}\n", seconds * 3);
             let stack = Stack::from_toml(&stack_text, "<bench>")?;
@@ -114,45 +157,98 @@ pub fn bench(case: &str, seconds: u64) -> Result<BenchResult, RunError> {
             let t1 = Instant::now();
             let report = sim.run();
             let wall_s = t1.elapsed().as_secs_f64();
-            let simulated_ios = report
-                .jobs
-                .iter()
-                .map(|j| j.stats.iter().map(|s| s.total_ios).sum::<u64>())
-                .sum();
             return Ok(BenchResult {
                 case: CASES[2],
-                simulated_ios,
+                simulated_ios: total_ios(&report.jobs),
                 wall_s,
                 setup_s,
             });
         }
-        other => {
+        None => {
             return Err(RunError::Sim(crate::sim::SimError::Job(format!(
-                "unknown benchmark case '{other}'; accepted: {}",
+                "unknown benchmark case '{case}'; accepted: {}",
                 CASES.join(", ")
             ))))
         }
     };
     let t0 = Instant::now();
-    let out = run(&RunInput {
-        stack_text: &stack_text,
-        stack_path: "<bench>",
-        job_text: &job,
-        job_path: "<bench>",
-        seed: Some(1),
-        vm: None,
-    })?;
+    let out = run_texts(&stack_text, &job)?;
     let wall_s = t0.elapsed().as_secs_f64();
-    let simulated_ios = out
-        .report
-        .jobs
-        .iter()
-        .map(|j| j.stats.iter().map(|s| s.total_ios).sum::<u64>())
-        .sum();
     Ok(BenchResult {
         case,
-        simulated_ios,
+        simulated_ios: total_ios(&out.report.jobs),
         wall_s,
         setup_s: 0.0,
     })
+}
+
+/// `vmio sim` on a case's stack and job texts, seed 1.
+fn run_texts(stack_text: &str, job_text: &str) -> Result<RunOutput, RunError> {
+    run(&RunInput {
+        stack_text,
+        stack_path: "<bench>",
+        job_text,
+        job_path: "<bench>",
+        seed: Some(1),
+        vm: None,
+    })
+}
+
+/// I/Os completed by all jobs, every direction (a file operation or fsync counts one).
+fn total_ios(jobs: &[JobReport]) -> u64 {
+    jobs.iter()
+        .map(|j| j.stats.iter().map(|s| s.total_ios).sum::<u64>())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_case(case: &str, ms: u64) -> RunOutput {
+        let (_, stack_text, job) = run_inputs(case, ms).expect("a run case");
+        run_texts(&stack_text, &job).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_guest_cache_case_reads_its_region_once_and_serves_every_measured_read_from_memory() {
+        let o = run_case("guest-cache-hit-randread-4k", 400);
+        let g = &o.report.guests[0].1;
+        let measured = o.report.jobs[1].stats[0].total_ios;
+        assert!(measured > 10_000, "{measured}");
+        assert_eq!(total_ios(&o.report.jobs), 256 + measured);
+        assert_eq!(
+            g.disks[0].read_bytes,
+            256 << 20,
+            "only the warm-up reads the disk"
+        );
+        assert_eq!(
+            g.cache.miss_pages,
+            (256 << 20) / 4096,
+            "the warm-up's pages"
+        );
+        // Every measured read is a hit, and so is the one (QD1) completing past the window.
+        assert!(
+            (measured..=measured + 1).contains(&g.cache.hit_pages),
+            "{} hits for {measured} reads",
+            g.cache.hit_pages
+        );
+    }
+
+    #[test]
+    fn the_varmail_case_runs_its_flows_with_fsyncs_through_the_ext4_journal() {
+        let o = run_case("filebench-varmail-ext4-ssd", 1000);
+        let d = &o.report.guests[0].1.disks[0];
+        assert!(total_ios(&o.report.jobs) > 1000);
+        assert!(
+            d.fsyncs > 0 && d.journal.as_ref().is_some_and(|j| j.commits > 0),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_case_is_refused_naming_the_accepted_ones() {
+        let e = bench("nope", 1).err().expect("an error").to_string();
+        assert!(e.contains("'nope'") && e.contains(&CASES.join(", ")), "{e}");
+    }
 }

@@ -19,7 +19,7 @@
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
 //! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `sync`, `fsync`,
-//! `fdatasync`, `end_fsync`, `randseed`, `norandommap`, `filename`, `stonewall`
+//! `fdatasync`, `end_fsync`, `invalidate`, `randseed`, `norandommap`, `filename`, `stonewall`
 //! (`wait_for_previous`), `new_group`, `ioengine` (recorded only) and `name` (overrides the
 //! section name); files on a filesystem with `directory`, `nrfiles` (`nr_files`),
 //! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
@@ -277,6 +277,10 @@ pub struct JobSpec {
     pub fdatasync: u32,
     /// fsync once when the job has issued everything (fio's `end_fsync`).
     pub end_fsync: bool,
+    /// fio's `invalidate` (default 1): the guest drops the clean cached pages of the job's
+    /// device or files as the job starts (fio's `file_invalidate_cache`: BLKFLSBUF on a block
+    /// device, posix_fadvise DONTNEED on a file).
+    pub invalidate: bool,
     /// fio's `create_fsync` (default 1): fsync a file the layout phase wrote.
     pub create_fsync: bool,
     /// fio's `nrfiles` (`nr_files`): files per job clone when no `filename` lists them.
@@ -344,6 +348,7 @@ impl Default for JobSpec {
             fsync: 0,
             fdatasync: 0,
             end_fsync: false,
+            invalidate: true,
             create_fsync: true,
             nrfiles: 1,
             openfiles: 0,
@@ -907,6 +912,7 @@ impl Parser<'_> {
             "fsync" => j.fsync = self.int_u32(key, value, line)?,
             "fdatasync" => j.fdatasync = self.int_u32(key, value, line)?,
             "end_fsync" => j.end_fsync = self.boolean(key, value, line)?,
+            "invalidate" => j.invalidate = self.boolean(key, value, line)?,
             "create_fsync" => j.create_fsync = self.boolean(key, value, line)?,
             "create_on_open" => j.create_on_open = self.boolean(key, value, line)?,
             "unlink" => j.unlink = self.boolean(key, value, line)?,
@@ -1697,9 +1703,11 @@ mod tests {
         assert_eq!(j.file_service, FileService::default());
         assert_eq!(j.fallocate, Fallocate::Native);
         assert!(j.create_fsync && !j.sync && !j.create_on_open && !j.unlink && !j.overwrite);
+        assert!(j.invalidate);
         let f = parse(
             "[a]\nnr_files=8\nopenfiles=2\nfile_service_type=random:4\nfallocate=none\n\
              sync=1\nfdatasync=16\ncreate_fsync=0\ncreate_on_open\nunlink=1\noverwrite=1\n\
+             invalidate=0\n\
              directory=/mnt/a:/mnt/b\nfilesize=1m-4m\n",
         );
         let j = &f.jobs[0];
@@ -1713,6 +1721,7 @@ mod tests {
         );
         assert_eq!(j.fallocate, Fallocate::None);
         assert!(j.sync && !j.create_fsync && j.create_on_open && j.unlink && j.overwrite);
+        assert!(!j.invalidate);
         assert_eq!(j.directory.as_deref(), Some("/mnt/a:/mnt/b"));
         assert_eq!(
             j.filesize,

@@ -68,6 +68,8 @@ pub(super) struct JobState {
     pub(super) disk: usize,
     pub(super) vm: u32,
     pub(super) route: Route,
+    /// fio's `invalidate`: drop the guest's clean cached pages of the job's target at start.
+    invalidate: bool,
     phase: u32,
     runtime_ns: Option<Ns>,
     pub(super) ramp_ns: Ns,
@@ -177,6 +179,7 @@ impl JobDriver {
                     disk: gd,
                     vm: b.vm as u32,
                     route: route.clone(),
+                    invalidate: b.spec.invalidate,
                     phase: b.spec.group_id,
                     runtime_ns: b.spec.runtime_ns.filter(|&r| r > 0),
                     ramp_ns: b.spec.ramp_time_ns,
@@ -233,8 +236,12 @@ impl Sim {
     /// fio's `invalidate=1` (its default) as a buffered job starts: the guest drops the clean
     /// cached pages of the job's block device or files (fio: BLKFLSBUF, posix_fadvise
     /// DONTNEED), so a job does not read what an earlier phase left in the guest's cache.
+    /// `invalidate=0` keeps them.
     fn invalidate(&mut self, j: usize) {
         let job = &self.work.jobs[j];
+        if !job.invalidate {
+            return;
+        }
         let vm = job.vm as usize;
         let Some(g) = self.guests.vms[vm].as_mut() else {
             return;

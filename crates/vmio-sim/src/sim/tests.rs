@@ -73,6 +73,32 @@ fn writeback_serves_a_reread_from_host_memory() {
     assert!(again < 250_000_000, "{again}");
 }
 
+/// Bytes the guest read from its disk.
+fn guest_read_bytes(o: &RunOutput) -> u64 {
+    o.report.guests[0].1.disks[0].read_bytes
+}
+
+#[test]
+fn fios_invalidate_drops_the_guests_clean_pages_at_job_start_unless_it_is_0() {
+    const WARM: &str = "[warm]\nrw=read\nbs=1m\ndirect=0\nsize=64m\n";
+    let job = |invalidate: u32| {
+        format!("{WARM}[again]\nstonewall\nrw=read\nbs=4k\ndirect=0\nsize=64m\ninvalidate={invalidate}\n")
+    };
+    let first = guest_read_bytes(&sim("linear", "none", WARM, 1));
+    assert!(first >= 64 << 20, "the warm-up reads its 64 MiB: {first}");
+    // invalidate=0: the second pass (16384 reads of 4 KiB) is all guest cache hits.
+    let kept = sim("linear", "none", &job(0), 1);
+    assert_eq!(kept.report.jobs[1].stats[0].total_ios, 16384);
+    assert_eq!(guest_read_bytes(&kept), first);
+    // invalidate=1 (fio's default): it reads the region from the disk again, its read-ahead
+    // running at most two 128 KiB windows (the current one and the async one) past its end.
+    let again = guest_read_bytes(&sim("linear", "none", &job(1), 1)) - first;
+    assert!(
+        (first..=first + (256 << 10)).contains(&again),
+        "{again} after {first}"
+    );
+}
+
 fn flushes(o: &RunOutput) -> u64 {
     o.report.devices.iter().map(|d| d.stats.flush_ops).sum()
 }
