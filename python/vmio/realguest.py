@@ -54,6 +54,14 @@ virtio-blk guest driver, without FUA, turns into FLUSH, WRITE, FLUSH; QEMU passe
 NBD requests): the journal writes since the previous commit, ended by FLUSH, a journal WRITE,
 FLUSH; its size is the 4 KiB journal blocks it wrote, the commit block included. The guest's
 timings mean nothing under TCG and are not reported.
+
+Real versus model (`model`, `compare`, `side_by_side`): the fio job runs in the simulator on
+`model_stack` (the same 1 GiB disk with `[vm.disk.filesystem] type = "ext4"`, mounted at
+/mnt) and its `vmio.guests[].disks[]` report gives the same `Figures` as the trace: where
+the journal is (the model's mke2fs against debugfs's extents) and the blocks written in it,
+the journal's share of bytes written, flushes and commits per fsync, commit sizes. Each must
+be within TOLERANCE (25 %, issue #10) of the real figure, the journal at the same blocks.
+tests/real_ext4_figures.json records the real figures for a check without QEMU.
 """
 
 from __future__ import annotations
@@ -298,6 +306,8 @@ class Analysis:
     bytes_by_region: dict[str, int] = field(default_factory=dict)
     writes_by_region: dict[str, int] = field(default_factory=dict)
     journal_offsets_blocks: list[int] = field(default_factory=list)
+    # The lowest and highest filesystem block any journal write covered.
+    journal_written_extent: tuple[int, int] | None = None
     commits: int = 0
     commit_blocks: list[int] = field(default_factory=list)
     commit_blocks_histogram: dict[int, int] = field(default_factory=dict)
@@ -358,6 +368,9 @@ def analyse(
             by_count[where] += 1
             if where == "journal":
                 a.journal_bytes += e.length
+                first, last = e.offset // BLOCK, (e.offset + e.length) // BLOCK - 1
+                lo, hi = a.journal_written_extent or (first, last)
+                a.journal_written_extent = (min(lo, first), max(hi, last))
                 if e.offset // BLOCK == journal_start:
                     a.journal_superblock_writes += 1
                     continue
@@ -445,8 +458,7 @@ STACK = """\
 [[device]]
 name = "disk"
 model = "ssd"
-path = "ext4.img"
-size = "{size}"
+{path}size = "{size}"
 
 [[volume]]
 name = "v"
@@ -460,7 +472,23 @@ name = "vm1"
 name = "vda"
 volume = "v"
 cache = "writeback"
-"""
+{filesystem}"""
+
+
+def real_stack(w: Workload) -> str:
+    """The stack `vmio serve` serves the image with."""
+    return STACK.format(path='path = "ext4.img"\n', size=w.disk_bytes, filesystem="")
+
+
+def model_stack(w: Workload) -> str:
+    """The same stack for `vmio sim`, its disk carrying the guest model's ext4 (mke2fs
+    defaults, like `make_image`) mounted where the fio job writes. The VM disk's size is
+    given: without it the disk is the whole volume, whose size in the simulator is the
+    device model's capacity, not the device's `size` (which only sizes a served image)."""
+    if w.mount_options != "defaults":
+        raise ValueError(f"mount_options: {w.mount_options!r}; the model runs only 'defaults'")
+    fs = f'size = "{w.disk_bytes}"\n[vm.disk.filesystem]\ntype = "ext4"\nmount = "/mnt"\n'
+    return STACK.format(path="", size=w.disk_bytes, filesystem=fs)
 
 
 @dataclass
@@ -485,7 +513,7 @@ def run(
     t0 = time.monotonic()
     image = workdir / "ext4.img"
     make_image(image, w)
-    (workdir / "stack.toml").write_text(STACK.format(size=w.disk_bytes), encoding="utf-8")
+    (workdir / "stack.toml").write_text(real_stack(w), encoding="utf-8")
     sock, trace = workdir / "nbd.sock", workdir / "trace.iolog"
     cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml", "--socket", str(sock)]
     # The server is this vmio, whatever the working directory.
@@ -512,3 +540,191 @@ def run(
     if json_path is not None:
         json_path.write_text(json.dumps(asdict(a), indent=2) + "\n", encoding="utf-8")
     return Run(a, console, err, time.monotonic() - t0)
+
+
+# --- real versus model ---------------------------------------------------------------------
+
+TOLERANCE = 0.25
+"""How far a model figure may be from the real one (issue #10's target: within 25 %)."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The figures both sides report. Blocks are 4 KiB filesystem blocks (absolute); a
+    commit's size counts its journal blocks, the commit block included."""
+
+    journal_extent: tuple[int, int]
+    journal_written_extent: tuple[int, int]
+    fsyncs: int
+    journal_share: float
+    flushes_per_fsync: float
+    commits_per_fsync: float
+    mean_commit_blocks: float
+    commit_blocks_histogram: dict[int, int]
+
+    @staticmethod
+    def of_analysis(a: Analysis) -> Figures:
+        """The real side, from the trace's analysis."""
+        if len(a.journal_extents) != 1 or a.journal_written_extent is None:
+            raise ValueError(
+                f"journal extents {a.journal_extents}, written {a.journal_written_extent}: "
+                "expected one extent, written"
+            )
+        return Figures(
+            journal_extent=a.journal_extents[0],
+            journal_written_extent=a.journal_written_extent,
+            fsyncs=a.fsyncs,
+            journal_share=a.journal_share,
+            flushes_per_fsync=a.flushes_per_fsync,
+            commits_per_fsync=a.commits_per_fsync,
+            mean_commit_blocks=sum(a.commit_blocks) / a.commits if a.commits else 0.0,
+            commit_blocks_histogram=dict(a.commit_blocks_histogram),
+        )
+
+    @staticmethod
+    def of_json(d: dict) -> Figures:
+        """Figures saved with `to_json` (JSON keys are strings, extents lists)."""
+        return Figures(
+            journal_extent=(d["journal_extent"][0], d["journal_extent"][1]),
+            journal_written_extent=(
+                d["journal_written_extent"][0],
+                d["journal_written_extent"][1],
+            ),
+            fsyncs=d["fsyncs"],
+            journal_share=d["journal_share"],
+            flushes_per_fsync=d["flushes_per_fsync"],
+            commits_per_fsync=d["commits_per_fsync"],
+            mean_commit_blocks=d["mean_commit_blocks"],
+            commit_blocks_histogram={int(k): v for k, v in d["commit_blocks_histogram"].items()},
+        )
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def model(w: Workload = WORKLOAD, seed: int = 1) -> Figures:
+    """The guest model's side: `w.fio_job()` on `model_stack(w)` through the simulator
+    (the same ext4 made and mounted by the model, the same appends and fsyncs); its
+    `vmio.guests[0].disks[0]` report as Figures."""
+    from vmio import sim
+
+    text = sim.simulate_text(
+        model_stack(w), "real-ext4-model.toml", w.fio_job(), "append-fsync.fio", seed=seed
+    )
+    d = json.loads(text)["vmio"]["guests"][0]["disks"][0]
+    j = d["journal"]
+    if d["journal_extent"] is None or d["journal_written_extent"] is None:
+        raise ValueError(f"the model wrote no journal: {d}")
+    per_fsync = 1 / d["fsyncs"] if d["fsyncs"] else 0.0
+    return Figures.of_json(
+        {
+            **{k: d[k] for k in ("journal_extent", "journal_written_extent", "fsyncs")},
+            "journal_share": d["journal_share"],
+            "flushes_per_fsync": d["flushes"] * per_fsync,
+            "commits_per_fsync": j["commits"] * per_fsync,
+            "mean_commit_blocks": j["mean_commit_blocks"],
+            "commit_blocks_histogram": j["commit_blocks_histogram"],
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure of the side-by-side: the two values as text, the model's difference
+    (relative to the real value, a distance for a distribution, 'same' or 'differs' where
+    only equality counts) and whether it passes."""
+
+    figure: str
+    real: str
+    model: str
+    difference: str
+    ok: bool
+
+
+def _relative(name: str, real: float, model: float, fmt: str) -> Row:
+    rel = (model - real) / real if real else (0.0 if model == real else float("inf"))
+    return Row(
+        name, format(real, fmt), format(model, fmt), f"{100 * rel:+.1f} %", abs(rel) <= TOLERANCE
+    )
+
+
+def _extent(e: tuple[int, int]) -> str:
+    return f"{e[0]}-{e[1]}"
+
+
+def _histogram(h: dict[int, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(h.items()))
+
+
+def distribution_distance(a: dict[int, int], b: dict[int, int]) -> float:
+    """Total variation distance of two histograms as distributions: the share of one's
+    counts that must move to another value to make the other (0 equal, 1 disjoint)."""
+    na, nb = sum(a.values()), sum(b.values())
+    if not na or not nb:
+        return 0.0 if na == nb else 1.0
+    return sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in a.keys() | b.keys()) / 2
+
+
+def compare(real: Figures, model: Figures) -> list[Row]:
+    """Real versus model, figure by figure: the journal's place must be the same, its
+    written range must start at the same block, the rest within TOLERANCE (the commit-size
+    histogram as a total variation distance at most TOLERANCE). The fsync counts are shown,
+    not checked: fio issues no fsync after its last write (see the module doc)."""
+    rw, mw = real.journal_written_extent, model.journal_written_extent
+    used = _relative("journal blocks written", rw[1] - rw[0] + 1, mw[1] - mw[0] + 1, "d")
+    tvd = distribution_distance(real.commit_blocks_histogram, model.commit_blocks_histogram)
+    return [
+        Row(
+            "journal (blocks)",
+            _extent(real.journal_extent),
+            _extent(model.journal_extent),
+            "same" if real.journal_extent == model.journal_extent else "differs",
+            real.journal_extent == model.journal_extent,
+        ),
+        Row(
+            "journal written from (block)",
+            str(rw[0]),
+            str(mw[0]),
+            "same" if rw[0] == mw[0] else "differs",
+            rw[0] == mw[0] and model.journal_extent[0] <= mw[0] <= mw[1] <= model.journal_extent[1],
+        ),
+        Row(
+            "journal written to (block)",
+            str(rw[1]),
+            str(mw[1]),
+            f"{used.difference} blocks",
+            used.ok,
+        ),
+        Row(
+            "fsyncs", str(real.fsyncs), str(model.fsyncs), f"{model.fsyncs - real.fsyncs:+d}", True
+        ),
+        _relative(
+            "journal share of bytes written (%)",
+            100 * real.journal_share,
+            100 * model.journal_share,
+            ".2f",
+        ),
+        _relative("flushes per fsync", real.flushes_per_fsync, model.flushes_per_fsync, ".3f"),
+        _relative("commits per fsync", real.commits_per_fsync, model.commits_per_fsync, ".3f"),
+        _relative(
+            "commit size, mean (blocks)", real.mean_commit_blocks, model.mean_commit_blocks, ".2f"
+        ),
+        Row(
+            "commit size histogram (blocks: commits)",
+            _histogram(real.commit_blocks_histogram),
+            _histogram(model.commit_blocks_histogram),
+            f"distance {tvd:.3f}",
+            tvd <= TOLERANCE,
+        ),
+    ]
+
+
+def side_by_side(rows: list[Row]) -> str:
+    """The comparison as a text table; a figure out of tolerance is marked 'MISS'."""
+    from vmio import report
+
+    return report.text_table(
+        ["figure", "real ext4", "model", "difference", "check"],
+        [[r.figure, r.real, r.model, r.difference, "ok" if r.ok else "MISS"] for r in rows],
+        align="lllll",
+    )

@@ -169,6 +169,11 @@ pub struct GuestDiskStats {
     /// Distinct 4 KiB blocks written, and how many of them lie in the journal.
     pub written_blocks: u64,
     pub journal_written_blocks: u64,
+    /// The journal's blocks `[first, last]` on the disk, as mke2fs placed it (None without
+    /// a filesystem).
+    pub journal_extent: Option<[u64; 2]>,
+    /// The lowest and highest block written inside the journal (None: none written).
+    pub journal_written_extent: Option<[u64; 2]>,
     pub journal: Option<JournalReport>,
 }
 
@@ -889,6 +894,11 @@ impl GuestOs {
                     .is_some_and(|fs| block >= fs.journal_first && block < fs.journal_end);
             if in_journal {
                 d.stats.journal_write_bytes += bytes;
+                let last = block + n - 1;
+                d.stats.journal_written_extent = Some(match d.stats.journal_written_extent {
+                    Some([lo, hi]) => [lo.min(block), hi.max(last)],
+                    None => [block, last],
+                });
             }
             for b in block..block + n {
                 let (w, bit) = ((b / 64) as usize, b % 64);
@@ -1705,6 +1715,9 @@ impl GuestOs {
                     s.journal =
                         d.fs.as_ref()
                             .map(|fs| JournalReport::of(fs.journal.stats()));
+                    s.journal_extent =
+                        d.fs.as_ref()
+                            .map(|fs| [fs.journal_first, fs.journal_end - 1]);
                     s
                 })
                 .collect(),
@@ -1862,6 +1875,13 @@ mod tests {
         let stats = g.stats();
         assert_eq!(stats.disks[0].fsyncs, 2);
         assert_eq!(stats.disks[0].fsyncs_committing, 2);
+        // The journal is mke2fs's 8192 blocks at 131072; written from its superblock to the
+        // second commit block.
+        assert_eq!(stats.disks[0].journal_extent, Some([131_072, 139_263]));
+        assert_eq!(
+            stats.disks[0].journal_written_extent,
+            Some([131_072, seen[3].1])
+        );
         assert_eq!(stats.disks[0].journal.as_ref().unwrap().commits, 2);
     }
 
