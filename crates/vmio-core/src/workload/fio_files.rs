@@ -338,18 +338,19 @@ impl FileJob {
     }
 
     /// The file of the next operation (fio's `__get_next_file`); opens and closes it needs
-    /// are queued.
-    pub(super) fn pick(&mut self, regions: &mut [Region]) -> FileId {
+    /// are queued. A `sync` takes no offset, so a file at the end of its pass still takes it
+    /// (fio decides the sync in `get_rw_ddir` before `fill_io_u` finds the file done).
+    pub(super) fn pick(&mut self, regions: &mut [Region], sync: bool) -> FileId {
         if let Some(c) = self.current {
             let keep = self.kind == FileServiceKind::Sequential || self.left > 0;
-            if keep && self.usable(c, regions) {
+            if keep && self.usable(c, regions, sync) {
                 if self.kind != FileServiceKind::Sequential {
                     self.left -= 1;
                 }
                 return c as FileId;
             }
         }
-        let f = self.choose(regions);
+        let f = self.choose(regions, sync);
         self.current = Some(f);
         self.left = self.nr - 1;
         f as FileId
@@ -357,11 +358,11 @@ impl FileJob {
 
     /// Whether open file `f` can take an I/O; one at the end of its pass is closed and
     /// finished instead (fio's `set_io_u_file`).
-    fn usable(&mut self, f: usize, regions: &[Region]) -> bool {
+    fn usable(&mut self, f: usize, regions: &[Region], sync: bool) -> bool {
         if !self.state[f].open || self.state[f].done {
             return false;
         }
-        if !self.wrap_in_place && regions[f].exhausted() {
+        if !sync && !self.wrap_in_place && regions[f].exhausted() {
             self.queue
                 .push_back(file_step(FileOp::Close { file: f as FileId }));
             self.state[f] = FileState {
@@ -376,7 +377,7 @@ impl FileJob {
     }
 
     /// A new choice of file (fio's `get_next_file_rr` / `get_next_file_rand`).
-    fn choose(&mut self, regions: &mut [Region]) -> usize {
+    fn choose(&mut self, regions: &mut [Region], sync: bool) -> usize {
         let n = self.state.len();
         loop {
             if self.done_count as usize == n {
@@ -397,7 +398,7 @@ impl FileJob {
                 continue;
             }
             if self.state[f].open {
-                if self.usable(f, regions) {
+                if self.usable(f, regions, sync) {
                     return f;
                 }
                 continue;
@@ -695,6 +696,17 @@ mod tests {
             run("rw=write\nbs=4k\nsize=16k\nfdatasync=2\n"),
             ["O0", "W0@0", "W0@4", "D0", "W0@8", "W0@12", "|", "X0"],
             "one file: its own writes; the last sync comes after the job's bytes, as in fio"
+        );
+    }
+
+    #[test]
+    fn a_file_at_the_end_of_its_pass_still_takes_the_fsync_of_its_last_write() {
+        // fsync=1, roundrobin:2 (a sync counts as one of the file's 2 I/Os): W0@4 ends f0's
+        // pass, and its fsync still goes to f0 — fio decides the sync before it finds the
+        // file done (fio 3.33 under strace: pwrite(f0) fsync(f0) pwrite(f1) fsync(f1) ...).
+        assert_eq!(
+            run("rw=write\nbs=4k\nsize=16k\nnrfiles=2\nfsync=1\nfile_service_type=roundrobin:2\n"),
+            ["O0", "W0@0", "F0", "O1", "W1@0", "F1", "W0@4", "F0", "W1@4", "|", "X0", "X1"]
         );
     }
 

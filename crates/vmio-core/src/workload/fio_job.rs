@@ -567,7 +567,7 @@ impl Generator {
         if self.bytes_done >= self.byte_limit || self.ios_done >= self.io_limit {
             return files.end();
         }
-        let file = files.pick(&mut self.regions);
+        let file = files.pick(&mut self.regions, self.sync_pending.is_some());
         if let Some(datasync) = self.sync_pending.take() {
             return files.issue(FileOp::Fsync { file, datasync });
         }
