@@ -159,6 +159,47 @@ def test_fio_text_has_fios_lines_for_a_mixed_job():
     )
 
 
+def test_fio_text_reports_the_guest_cache_and_journal_of_each_vm_with_a_guest():
+    result = {"jobs": [], "vmio": {"seed": 1, "devices": [], "page_cache": {}}}
+    result["vmio"]["guests"] = [
+        {
+            "vm": "vm1",
+            "page_cache": {
+                "hit_ratio": 0.75,
+                "dirty_bytes": 3 << 20,
+                "written_back_bytes": 8 << 20,
+            },
+            "disks": [
+                {
+                    "disk": "vdb",
+                    "read_bytes": 1 << 20,
+                    "write_bytes": 10 << 20,
+                    "flushes": 40,
+                    "journal_flushes": 30,
+                    "fsyncs": 20,
+                    "fsyncs_committing": 15,
+                    "written_blocks": 1000,
+                    "journal_written_blocks": 250,
+                    "journal_share": 0.4,
+                    "journal": {"commits": 15, "mean_commit_blocks": 6.5, "max_commit_blocks": 9},
+                },
+                {"disk": "vdc", "read_bytes": 0, "write_bytes": 0},
+            ],
+        }
+    ]
+    text = fio_text(result)
+    assert (
+        "vmio: guest vm1: page cache hit ratio 0.750, dirty 3.0 MiB at the end, "
+        "written back 8 MiB\n" in text
+    )
+    assert (
+        "vmio: guest vm1 vdb: read 1.0 MiB, wrote 10.0 MiB, 40 flushes, 20 fsyncs; journal: "
+        "40.0 % of bytes written, 15 commits of 6.5 blocks (max 9), 75 % of flushes, 75 % of "
+        "fsyncs committing, 25 % of distinct blocks written\n" in text
+    )
+    assert "vdc" not in text, "a disk the guest never used is not listed"
+
+
 def test_progress_off_a_terminal_prints_a_line_per_ten_percent():
     out = io.StringIO()
     ticks = iter(range(100))

@@ -247,6 +247,13 @@ def fio_text(result: Mapping[str, Any]) -> str:
                     f"writes {host / 2**20:.0f} MiB (WAF {waf}), GC {int(st.get('gc_count', 0))} "
                     f"collections, {int(st.get('gc_ns', 0)) / 1e9:.1f} s of die time"
                 )
+        pc = vmio.get("page_cache") or {}
+        if int(pc.get("hit_pages", 0)) + int(pc.get("miss_pages", 0)) > 0:
+            lines.append(
+                f"vmio: host page cache: hit ratio {float(pc.get('hit_ratio', 0.0)):.3f}, "
+                f"written back {int(pc.get('written_back_pages', 0)) * 4096 / 2**20:.0f} MiB"
+            )
+        lines += _guest_lines(vmio.get("guests") or [])
         vms = vmio.get("vms") or []
         if len(vms) > 1:
             share = vmio.get("share") or {}
@@ -260,6 +267,48 @@ def fio_text(result: Mapping[str, Any]) -> str:
                 f"{'-' if jain is None else f'{jain:.3f}'}"
             )
     return "\n".join(lines) + "\n"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f} %" if whole else "-"
+
+
+def _guest_lines(guests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per VM with a guest kernel: its page cache, and per disk its traffic and journal."""
+    mib = 2**20
+    lines = []
+    for g in guests:
+        vm = g.get("vm")
+        pc = g.get("page_cache") or {}
+        dirty = int(pc.get("dirty_bytes", 0)) / mib
+        back = int(pc.get("written_back_bytes", 0)) / mib
+        lines.append(
+            f"vmio: guest {vm}: page cache hit ratio {float(pc.get('hit_ratio', 0.0)):.3f}, "
+            f"dirty {dirty:.1f} MiB at the end, written back {back:.0f} MiB"
+        )
+        for d in g.get("disks") or []:
+            read, written = int(d.get("read_bytes", 0)), int(d.get("write_bytes", 0))
+            if read + written == 0:
+                continue
+            fsyncs, flushes = int(d.get("fsyncs", 0)), int(d.get("flushes", 0))
+            line = (
+                f"vmio: guest {vm} {d.get('disk')}: read {read / mib:.1f} MiB, wrote "
+                f"{written / mib:.1f} MiB, {flushes} flushes, {fsyncs} fsyncs"
+            )
+            j = d.get("journal")
+            if j:
+                share = 100 * float(d.get("journal_share", 0.0))
+                mean = float(j.get("mean_commit_blocks", 0.0))
+                jblocks = int(d.get("journal_written_blocks", 0))
+                line += (
+                    f"; journal: {share:.1f} % of bytes written, {int(j.get('commits', 0))} "
+                    f"commits of {mean:.1f} blocks (max {int(j.get('max_commit_blocks', 0))}), "
+                    f"{_pct(int(d.get('journal_flushes', 0)), flushes)} of flushes, "
+                    f"{_pct(int(d.get('fsyncs_committing', 0)), fsyncs)} of fsyncs committing, "
+                    f"{_pct(jblocks, int(d.get('written_blocks', 0)))} of distinct blocks written"
+                )
+            lines.append(line)
+    return lines
 
 
 def result_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
