@@ -61,7 +61,11 @@
 //! FileBench's prealloc) is untimed and leaves files on disk, uncached and clean, as after
 //! `sync; echo 3 > drop_caches`; unwritten extents are not tracked (a fallocated file's
 //! reads go to the disk); directories and inodes are always cached (dentry and inode
-//! caches), so open, close and stat do no I/O; the guest's CPU time is not modelled.
+//! caches), so open, close and stat do no I/O; with data=journal the data pages go home at
+//! writeback and into the journal at the next commit (jbd2 writes the journal first and the
+//! home location at checkpoint: the same bytes, in the other order); the guest's block layer
+//! does not merge adjacent requests (no plug, no guest I/O scheduler); the guest's CPU time
+//! is not modelled.
 
 use super::ext4::{Ext4, Ext4Error, Layout, Mapped, MkfsOptions, BLOCK_BYTES};
 use super::jbd2::{CheckpointStep, DataMode, Jbd2Error, Journal, JournalParams, JournalStats, Tid};
@@ -334,6 +338,36 @@ struct Seq {
     end: SeqEnd,
 }
 
+impl Seq {
+    fn new(
+        phases: std::collections::VecDeque<Vec<SeqOp>>,
+        record_phase: Option<(usize, Tid)>,
+        end: SeqEnd,
+    ) -> Self {
+        Seq {
+            phases,
+            record_phase,
+            started: 0,
+            left: 0,
+            end,
+        }
+    }
+}
+
+/// A journal superblock write that moves the log tail: FLUSH first when asked, the write,
+/// then a FLUSH for its FUA (virtio-blk has none).
+fn tail_phases(t: &super::jbd2::TailUpdate) -> std::collections::VecDeque<Vec<SeqOp>> {
+    let mut phases = std::collections::VecDeque::new();
+    if t.flush_first {
+        phases.push_back(vec![SeqOp::Flush]);
+    }
+    phases.push_back(vec![SeqOp::Write(t.block, 1)]);
+    if t.fua {
+        phases.push_back(vec![SeqOp::Flush]);
+    }
+    phases
+}
+
 /// An fsync waiting for a commit.
 #[derive(Clone, Copy, Debug)]
 struct Waiter {
@@ -390,6 +424,11 @@ pub struct GuestOs {
     mapped: Vec<Mapped>,
     cache_timer: Option<Ns>,
     read_ahead: Vec<u64>,
+}
+
+/// The filesystem of `disk` (callers only ask for disks with one).
+fn fs_of(disks: &mut [GDisk], disk: u32) -> &mut Fs {
+    disks[disk as usize].fs.as_mut().expect("a filesystem disk")
 }
 
 fn own(join: usize) -> Token {
@@ -532,10 +571,7 @@ impl GuestOs {
     fn dir_of(&mut self, disk: u32, path: &str) -> Result<u32, GuestError> {
         let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
         let name = self.disks[disk as usize].name.clone();
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         if let Some(&d) = fs.dirs.get(parent) {
             return Ok(d);
         }
@@ -572,10 +608,7 @@ impl GuestOs {
     /// Create the inode of handle `h` (no journal: layout) and give it its size.
     fn lay_out(&mut self, h: u32, d: &FileDecl) -> Result<(), GuestError> {
         let Handle { disk, dir, .. } = self.handles[h as usize];
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         self.meta.clear();
         let made = fs.ext4.create(dir, &mut self.meta).and_then(|ino| {
             let blocks = d.size_bytes.div_ceil(BLOCK_BYTES);
@@ -672,10 +705,7 @@ impl GuestOs {
     /// the block device's dirty pages is cleaned there (jbd2's do_get_write_access).
     fn touch_meta(&mut self, now: Ns, disk: u32, ino: u32, datasync: bool) {
         let bdev = self.disks[disk as usize].bdev;
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         for &b in &self.meta {
             if fs.journal.dirty_metadata(now, b) {
                 self.cache.clean(bdev, b, 1);
@@ -695,10 +725,7 @@ impl GuestOs {
                 if ino.is_some() {
                     return done(out);
                 }
-                let fs = self.disks[disk as usize]
-                    .fs
-                    .as_mut()
-                    .expect("a filesystem disk");
+                let fs = fs_of(&mut self.disks, disk);
                 self.meta.clear();
                 match fs.ext4.create(dir, &mut self.meta) {
                     Ok(i) => {
@@ -718,10 +745,7 @@ impl GuestOs {
                     self.cache.drop_file(f, false);
                     self.files[f as usize] = CacheFile::Gone;
                     self.handles[h as usize].ino = None;
-                    let fs = self.disks[disk as usize]
-                        .fs
-                        .as_mut()
-                        .expect("a filesystem disk");
+                    let fs = fs_of(&mut self.disks, disk);
                     self.meta.clear();
                     let _ = fs.ext4.unlink(i, &mut self.meta);
                     self.touch_meta(now, disk, i, true);
@@ -731,10 +755,7 @@ impl GuestOs {
             }
             FileOp::Fallocate { offset, len, .. } => {
                 if let Some((i, f)) = ino {
-                    let fs = self.disks[disk as usize]
-                        .fs
-                        .as_mut()
-                        .expect("a filesystem disk");
+                    let fs = fs_of(&mut self.disks, disk);
                     self.meta.clear();
                     let (first, n) = page_span(offset, len);
                     let _ = fs.ext4.allocate(i, first, n, &mut self.meta);
@@ -781,10 +802,7 @@ impl GuestOs {
             }
             FileOp::Write { .. } | FileOp::Append { .. } => {
                 let Some((i, f)) = ino else { return done(out) };
-                let fs = self.disks[disk as usize]
-                    .fs
-                    .as_mut()
-                    .expect("a filesystem disk");
+                let fs = fs_of(&mut self.disks, disk);
                 let size = fs.ext4.size(i);
                 let (offset, len, flags) = match op {
                     FileOp::Write {
@@ -834,10 +852,7 @@ impl GuestOs {
         if op == Op::Write {
             self.cache.drop_pages(file, first, n);
             self.meta.clear();
-            let fs = self.disks[disk as usize]
-                .fs
-                .as_mut()
-                .expect("a filesystem disk");
+            let fs = fs_of(&mut self.disks, disk);
             let _ = fs.ext4.allocate(ino, first, n, &mut self.meta);
             self.touch_meta(now, disk, ino, true);
         }
@@ -1027,10 +1042,7 @@ impl GuestOs {
                     self.joins.remove(j);
                     self.cache.on_done(now, token, buf);
                 } else if op == Op::Write {
-                    let fs = self.disks[disk as usize]
-                        .fs
-                        .as_mut()
-                        .expect("a filesystem disk");
+                    let fs = fs_of(&mut self.disks, disk);
                     *fs.inode_writes.entry(ino).or_insert(0) += 1;
                 }
             }
@@ -1041,10 +1053,7 @@ impl GuestOs {
     /// Pages of inode `ino` go to disk: allocate their blocks (delayed allocation); data
     /// journalling logs them.
     fn writeback(&mut self, now: Ns, disk: u32, ino: u32, first: u64, n: u64) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         self.meta.clear();
         let _ = fs.ext4.allocate(ino, first, n, &mut self.meta);
         let allocated = !self.meta.is_empty();
@@ -1120,10 +1129,7 @@ impl GuestOs {
         buf: &mut Vec<Action>,
         out: &mut Vec<Action>,
     ) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         let plan = fs.journal.fsync_plan(ino, datasync);
         match plan.wait_tid {
             Some(tid) => {
@@ -1264,10 +1270,7 @@ impl GuestOs {
     /// Keep a timer at the running transaction's commit deadline; commit at once if the
     /// transaction must (age, size).
     fn arm_commit(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         if fs.seq.is_some() {
             // The sequence's end looks again (after_journal).
             return;
@@ -1287,10 +1290,7 @@ impl GuestOs {
     /// Start the running transaction's commit unless a commit or checkpoint is in progress
     /// (its end looks again); a checkpoint first when the log is short of space.
     fn start_commit(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         if fs.seq.is_some() {
             return;
         }
@@ -1315,10 +1315,7 @@ impl GuestOs {
                 first.push(SeqOp::Ordered(f));
             }
         }
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         for &ino in &plan.ordered_wait_inodes {
             if fs.inode_writes.get(&ino).is_some_and(|&n| n > 0) {
                 first.push(SeqOp::WaitInode(ino));
@@ -1348,13 +1345,7 @@ impl GuestOs {
         self.run_seq(
             now,
             disk,
-            Seq {
-                phases,
-                record_phase,
-                started: 0,
-                left: 0,
-                end: SeqEnd::Committed(plan.tid),
-            },
+            Seq::new(phases, record_phase, SeqEnd::Committed(plan.tid)),
             out,
         );
     }
@@ -1371,10 +1362,7 @@ impl GuestOs {
     /// A checkpoint pass (jbd2_log_do_checkpoint): write the oldest transaction's blocks
     /// home; when none is left, move the tail.
     fn checkpoint(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         let mut blocks = std::mem::take(&mut fs.ckpt_blocks);
         blocks.clear();
         match fs.journal.checkpoint_plan(&mut blocks) {
@@ -1382,24 +1370,11 @@ impl GuestOs {
                 fs.ckpt_blocks = blocks;
                 match fs.journal.tail_update() {
                     Some(t) => {
-                        let mut phases = std::collections::VecDeque::new();
-                        if t.flush_first {
-                            phases.push_back(vec![SeqOp::Flush]);
-                        }
-                        phases.push_back(vec![SeqOp::Write(t.block, 1)]);
-                        if t.fua {
-                            phases.push_back(vec![SeqOp::Flush]);
-                        }
+                        let phases = tail_phases(&t);
                         self.run_seq(
                             now,
                             disk,
-                            Seq {
-                                phases,
-                                record_phase: None,
-                                started: 0,
-                                left: 0,
-                                end: SeqEnd::CheckpointTail,
-                            },
+                            Seq::new(phases, None, SeqEnd::CheckpointTail),
                             out,
                         );
                     }
@@ -1424,21 +1399,16 @@ impl GuestOs {
                         _ => writes.push(SeqOp::Write(b, 1)),
                     }
                 }
-                let fs = self.disks[disk as usize]
-                    .fs
-                    .as_mut()
-                    .expect("a filesystem disk");
+                let fs = fs_of(&mut self.disks, disk);
                 fs.ckpt_blocks = blocks;
                 self.run_seq(
                     now,
                     disk,
-                    Seq {
-                        phases: std::collections::VecDeque::from([writes]),
-                        record_phase: None,
-                        started: 0,
-                        left: 0,
-                        end: SeqEnd::HomeWritten,
-                    },
+                    Seq::new(
+                        std::collections::VecDeque::from([writes]),
+                        None,
+                        SeqEnd::HomeWritten,
+                    ),
                     out,
                 );
             }
@@ -1447,10 +1417,7 @@ impl GuestOs {
 
     /// Install `seq` as `disk`'s journal sequence and start its first phase.
     fn run_seq(&mut self, now: Ns, disk: u32, seq: Seq, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         fs.seq = Some(seq);
         self.next_phase(now, disk, out);
     }
@@ -1458,10 +1425,7 @@ impl GuestOs {
     /// Issue the next phase of `disk`'s sequence, or end it.
     fn next_phase(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
         loop {
-            let fs = self.disks[disk as usize]
-                .fs
-                .as_mut()
-                .expect("a filesystem disk");
+            let fs = fs_of(&mut self.disks, disk);
             let seq = fs.seq.as_mut().expect("a journal sequence");
             let Some(ops) = seq.phases.pop_front() else {
                 let end = fs.seq.take().expect("a journal sequence").end;
@@ -1510,10 +1474,7 @@ impl GuestOs {
                         self.run(now, &mut buf, out);
                     }
                     SeqOp::WaitInode(ino) => {
-                        let fs = self.disks[disk as usize]
-                            .fs
-                            .as_mut()
-                            .expect("a filesystem disk");
+                        let fs = fs_of(&mut self.disks, disk);
                         fs.waited_inodes.push(ino);
                     }
                 }
@@ -1524,10 +1485,7 @@ impl GuestOs {
 
     /// One operation of `disk`'s sequence completed.
     fn seq_op_done(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         let seq = fs.seq.as_mut().expect("a journal sequence");
         seq.left -= 1;
         if seq.left == 0 {
@@ -1537,10 +1495,7 @@ impl GuestOs {
 
     /// A writeback write of inode `ino` completed: a commit waiting for it may go on.
     fn inode_write_done(&mut self, now: Ns, disk: u32, ino: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         let n = fs.inode_writes.get_mut(&ino).expect("a write in flight");
         *n -= 1;
         if *n == 0 {
@@ -1555,10 +1510,7 @@ impl GuestOs {
     /// A journal sequence of `disk` ended.
     fn seq_end(&mut self, now: Ns, disk: u32, end: SeqEnd, out: &mut Vec<Action>) {
         let bdev = self.disks[disk as usize].bdev;
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         match end {
             SeqEnd::Committed(tid) => {
                 let done = fs.journal.commit_written(tid);
@@ -1572,24 +1524,11 @@ impl GuestOs {
                 }
                 self.run(now, &mut buf, out);
                 if let Some(t) = tail {
-                    let mut phases = std::collections::VecDeque::new();
-                    if t.flush_first {
-                        phases.push_back(vec![SeqOp::Flush]);
-                    }
-                    phases.push_back(vec![SeqOp::Write(t.block, 1)]);
-                    if t.fua {
-                        phases.push_back(vec![SeqOp::Flush]);
-                    }
+                    let phases = tail_phases(&t);
                     return self.run_seq(
                         now,
                         disk,
-                        Seq {
-                            phases,
-                            record_phase: None,
-                            started: 0,
-                            left: 0,
-                            end: SeqEnd::CommitTail(tid),
-                        },
+                        Seq::new(phases, None, SeqEnd::CommitTail(tid)),
                         out,
                     );
                 }
@@ -1615,10 +1554,7 @@ impl GuestOs {
     /// Fsyncs whose transaction is committed go on (an empty FLUSH first for those that
     /// need one); then what waits for the journal.
     fn wake(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         let done = fs.journal.committed_tid();
         let mut ready = Vec::new();
         fs.waiters.retain(|w| {
@@ -1649,10 +1585,7 @@ impl GuestOs {
     /// No journal sequence runs on `disk`: commit again if fsyncs wait or the transaction
     /// must, else keep the commit timer.
     fn after_journal(&mut self, now: Ns, disk: u32, out: &mut Vec<Action>) {
-        let fs = self.disks[disk as usize]
-            .fs
-            .as_mut()
-            .expect("a filesystem disk");
+        let fs = fs_of(&mut self.disks, disk);
         if fs.seq.is_some() {
             return;
         }
