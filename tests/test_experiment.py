@@ -18,25 +18,27 @@ from vmio.sim import VmioError
 
 def test_the_built_in_experiment_has_the_s0_grid():
     exp = study.load_experiment("volumes-cache")
-    assert [a.name for a in exp.axes] == ["layout", "cache", "workload", "bs"]
+    assert [a.name for a in exp.axes] == ["layout", "cache", "guest", "workload", "bs"]
     assert exp.axis("layout").values == ("linear", "stripe", "raid0")
     assert exp.axis("cache").values == ("none", "writeback")
+    assert exp.axis("guest").values == ("1", "0")
     assert exp.axis("workload").values == ("read", "randread", "randrw")
     assert exp.axis("bs").values == ("32k", "64k", "128k", "256k", "512k", "1m", "2m", "4m", "8m")
-    assert len(exp.points()) == 162
-    assert exp.points()[0].label == "linear/none/read bs=32k"
-    assert exp.points()[-1].slug == "raid0-writeback-randrw-8m"
+    assert len(exp.points()) == 324
+    assert exp.points()[0].label == "linear/none/1/read bs=32k"
+    assert exp.points()[-1].slug == "raid0-writeback-0-randrw-8m"
 
 
 def test_points_set_the_stack_and_job_as_the_axes_say():
     exp = study.load_experiment("volumes-cache")
     inputs = study.point_inputs(exp, quick=True)
-    p = next(i for i in inputs if i.point.label == "stripe/writeback/randrw bs=1m")
+    p = next(i for i in inputs if i.point.label == "stripe/writeback/0/randrw bs=1m")
     stack = tomllib.loads(p.stack_text)
     assert stack["volume"][0]["layout"] == "stripe"
     assert stack["volume"][0]["stripe_size"] == "64k" and "chunk" not in stack["volume"][0]
     assert stack["vm"][0]["disk"][0]["cache"] == "writeback"
     assert "rw=randrw\n" in p.job_text and "bs=1m\n" in p.job_text
+    assert "direct=0\n" in p.job_text and "direct=1" not in p.job_text
     assert "runtime=2\n" in p.job_text  # [quick].set
     assert "volume.0.layout=stripe" in p.stack_path
 

@@ -46,7 +46,7 @@ def test_the_tidy_table_has_one_row_per_point_and_direction(quick_study):
     exp = study.load_experiment("volumes-cache")
     points = exp.points(quick=True)
     expected = sum(len(directions_of(p.get("workload"))) for p in points)
-    assert expected == 3 * 2 * len(exp.quick_values["bs"]) * (1 + 1 + 2)
+    assert expected == 3 * 2 * 2 * len(exp.quick_values["bs"]) * (1 + 1 + 2)
     with (out / "results.csv").open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     table = pq.read_table(out / "results.parquet")
