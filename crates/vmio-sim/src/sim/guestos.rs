@@ -61,7 +61,10 @@ impl GuestVm {
 pub(super) struct Guests {
     pub(super) vms: Vec<Option<GuestVm>>,
     pub(super) apps: Slab<App>,
-    actions: Vec<Action>,
+    /// Action buffers: a completion carried out inside `guest_actions` may start the job's
+    /// next operation, which needs a buffer of its own (a pool, so none is allocated per
+    /// request).
+    pool: Vec<Vec<Action>>,
 }
 
 impl Guests {
@@ -69,7 +72,7 @@ impl Guests {
         Guests {
             vms,
             apps: Slab::new(),
-            actions: Vec::new(),
+            pool: Vec::new(),
         }
     }
 
@@ -86,37 +89,37 @@ impl Sim {
     pub(super) fn app_issue(&mut self, now: Ns, app: App, op: AppOp) {
         let vm = app.vm as usize;
         let id = self.guests.apps.insert(app) as u32;
-        let mut out = std::mem::take(&mut self.guests.actions);
+        let mut out = self.guests.pool.pop().unwrap_or_default();
         let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
         g.os.on_app(now, id, op, &mut out);
         self.guest_actions(now, vm, &mut out);
-        self.guests.actions = out;
+        self.guests.pool.push(out);
     }
 
     /// A virtual-disk request the guest asked for completed.
     pub(super) fn guest_os_done(&mut self, now: Ns, vm: usize, token: Token) {
-        let mut out = std::mem::take(&mut self.guests.actions);
+        let mut out = self.guests.pool.pop().unwrap_or_default();
         let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
         g.os.on_done(now, token, &mut out);
         self.guest_actions(now, vm, &mut out);
-        self.guests.actions = out;
+        self.guests.pool.push(out);
     }
 
     pub(super) fn guest_copy_done(&mut self, now: Ns, app: usize) {
         let vm = self.guests.apps.get(app).vm as usize;
-        let mut out = std::mem::take(&mut self.guests.actions);
+        let mut out = self.guests.pool.pop().unwrap_or_default();
         let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
         g.os.on_copied(now, app as u32, &mut out);
         self.guest_actions(now, vm, &mut out);
-        self.guests.actions = out;
+        self.guests.pool.push(out);
     }
 
     pub(super) fn guest_timer(&mut self, now: Ns, vm: usize) {
-        let mut out = std::mem::take(&mut self.guests.actions);
+        let mut out = self.guests.pool.pop().unwrap_or_default();
         let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
         g.os.on_timer(now, &mut out);
         self.guest_actions(now, vm, &mut out);
-        self.guests.actions = out;
+        self.guests.pool.push(out);
     }
 
     /// Carry out the guest's actions (the buffer is empty afterwards).
