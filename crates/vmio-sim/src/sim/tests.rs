@@ -368,19 +368,37 @@ fn a_trace_is_replayed_open_loop_at_its_own_timestamps_or_closed_loop_with_repla
 }
 
 #[test]
-#[ignore = "FileBench personalities are file level (issue #10): the simulator ends a job at its first Step::File until the guest layer runs them"]
-fn a_filebench_personality_runs_closed_loop_with_its_fsyncs() {
-    let job = "[vm]\nfilebench=varmail\nsize=4g\nruntime=2\ntime_based\n";
-    let o = sim("linear", "writeback", job, 1);
+fn a_filebench_personality_runs_on_the_guest_filesystem_with_its_fsyncs_and_commits() {
+    // varmail on two HDDs (linear, cache=writeback) whose VM disk carries ext4: its reads
+    // and appends go through the guest, its fsyncs commit the journal, and the guest's
+    // FLUSHes reach the devices through the host's writeback cache.
+    let s = format!(
+        "{}[vm.disk.filesystem]\ntype = \"ext4\"\n",
+        stack("linear", "writeback")
+    );
+    let job = "[vm]\nfilebench=varmail\nruntime=2\n";
+    let o = run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: job,
+        job_path: "job.fio",
+        seed: Some(1),
+        vm: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     let j = &o.report.jobs[0];
     assert!(
         j.stats[0].total_ios > 0 && j.stats[1].total_ios > 0,
         "reads and writes"
     );
     assert!(j.stats[3].total_ios > 0, "varmail fsyncs");
+    let g = &o.report.guests[0].1.disks[0];
+    let journal = g.journal.as_ref().expect("an ext4 disk has a journal");
+    assert!(journal.commits > 0 && g.journal_write_bytes > 0, "{g:?}");
+    assert!(g.fsyncs_committing > 0 && g.fsyncs_committing <= g.fsyncs);
     assert!(
         flushes(&o) > 0,
-        "writeback passes the fsyncs down as cache flushes"
+        "writeback passes the guest's flushes down as cache flushes"
     );
 }
 
