@@ -51,6 +51,8 @@ impl Derived {
                 .map(|p| {
                     if p.name == linux::MEMORY.name {
                         gp::GUEST_CACHE_MEMORY
+                    } else if p.name == linux::COPY_RATE.name {
+                        gp::GUEST_COPY_RATE
                     } else {
                         *p
                     }

@@ -46,6 +46,13 @@ pub const GUEST_CACHE_MEMORY: ParamSpec = ParamSpec {
     ..linux::MEMORY
 };
 
+/// `[vm.page_cache] copy_rate` as help shows it: the same key and default as the host's,
+/// here the VM's memory bus (copies between the application's buffers and the guest cache).
+pub const GUEST_COPY_RATE: ParamSpec = ParamSpec {
+    help: "memory-copy bandwidth of the VM for guest page-cache hits and buffered writes (the same DDR4-2666 default as [page_cache]: the guest's memory is the host's)",
+    ..linux::COPY_RATE
+};
+
 /// `[[vm.disk]] read_ahead_kb` default: VM_READAHEAD_PAGES (128 KiB).
 pub const READ_AHEAD_KB: u64 = 128;
 
