@@ -664,25 +664,31 @@ impl<E: Eviction> FileCache for Linux<E> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cache::eviction::Clock;
     use crate::SEC;
 
     const MIB: u64 = 1 << 20;
 
-    /// A 4 MiB cache (1024 pages; dirty limit 20 % = 204 pages, background 10 % = 102) over
-    /// one 1 GiB disk with a 32-page read-ahead window.
-    fn cache(mode: CacheMode) -> Linux<Clock> {
-        let spec = PageCacheSpec {
-            memory_bytes: 4 * MIB,
+    /// A page cache of `memory_bytes` with Linux's dirty defaults (20 %, 10 %, 30 s, 5 s),
+    /// CLOCK, and copies of 1 byte/s (tests that time nothing).
+    pub(crate) fn linux_defaults(memory_bytes: u64) -> PageCacheSpec {
+        PageCacheSpec {
+            memory_bytes,
             dirty_ratio: 20,
             dirty_background_ratio: 10,
             dirty_expire_ns: 30 * SEC,
             writeback_interval_ns: 5 * SEC,
             copy_rate_bps: 1,
             eviction: "clock".into(),
-        };
+        }
+    }
+
+    /// A 4 MiB cache (1024 pages; dirty limit 20 % = 204 pages, background 10 % = 102) over
+    /// one 1 GiB disk with a 32-page read-ahead window.
+    fn cache(mode: CacheMode) -> Linux<Clock> {
+        let spec = linux_defaults(4 * MIB);
         let disk = HostDisk {
             mode,
             size_bytes: 1 << 30,

@@ -523,16 +523,6 @@ impl GuestOs {
         })
     }
 
-    /// Whether VM disk `disk` holds a filesystem mounted at a prefix of `path`: its index.
-    pub fn disk_of_path(&self, path: &str, mounts: &[(u32, String)]) -> Option<u32> {
-        mounts
-            .iter()
-            .filter(|(_, m)| path == m || path.starts_with(&format!("{m}/")))
-            .max_by_key(|(_, m)| m.len())
-            .map(|(d, _)| *d)
-            .filter(|&d| self.disks.get(d as usize).is_some_and(|g| g.fs.is_some()))
-    }
-
     /// Open a workload's files on the filesystem of `disk`; returns a handle per file (files
     /// of equal paths share one). Files that exist before the run are laid out now (untimed:
     /// on disk, clean, uncached).
@@ -643,6 +633,20 @@ impl GuestOs {
         &mut self.apps[i]
     }
 
+    /// A cleared buffer for the page cache's actions: the guest's own, or a new one while an
+    /// outer call is using it.
+    fn take_buf(&mut self) -> Vec<Action> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf
+    }
+
+    /// Carry out the page cache's actions in `buf`, then keep the buffer for the next call.
+    fn run_buf(&mut self, now: Ns, mut buf: Vec<Action>, out: &mut Vec<Action>) {
+        self.run(now, &mut buf, out);
+        self.buf = buf;
+    }
+
     /// A page-cache request on `file` for `owner`.
     #[allow(clippy::too_many_arguments)]
     fn cache_request(
@@ -659,8 +663,7 @@ impl GuestOs {
         if let Owner::App(app) = owner {
             self.app_mut(app).lreq = id;
         }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
+        let mut buf = self.take_buf();
         self.cache.on_request(
             now,
             Request {
@@ -672,8 +675,7 @@ impl GuestOs {
             },
             &mut buf,
         );
-        self.run(now, &mut buf, out);
-        self.buf = buf;
+        self.run_buf(now, buf, out);
     }
 
     /// An application operation.
@@ -1187,8 +1189,7 @@ impl GuestOs {
 
     /// A virtual-disk request (or a page-cache token) finished.
     pub fn on_done(&mut self, now: Ns, token: Token, out: &mut Vec<Action>) {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
+        let mut buf = self.take_buf();
         if token.0 & OWN == 0 {
             self.cache.on_done(now, token, &mut buf);
         } else {
@@ -1221,8 +1222,7 @@ impl GuestOs {
                 }
             }
         }
-        self.run(now, &mut buf, out);
-        self.buf = buf;
+        self.run_buf(now, buf, out);
     }
 
     /// The copy of application operation `app` ended.
@@ -1232,26 +1232,22 @@ impl GuestOs {
             lreq,
             ..
         } = self.apps[app as usize];
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
+        let mut buf = self.take_buf();
         if copy_completes {
             buf.push(Action::Complete { req: lreq });
         } else {
             self.cache.on_copied(now, lreq, &mut buf);
         }
-        self.run(now, &mut buf, out);
-        self.buf = buf;
+        self.run_buf(now, buf, out);
     }
 
     /// A timer came: the page cache's periodic writeback, the journals' commit timers.
     pub fn on_timer(&mut self, now: Ns, out: &mut Vec<Action>) {
         if self.cache_timer.is_some_and(|t| t <= now) {
             self.cache_timer = None;
-            let mut buf = std::mem::take(&mut self.buf);
-            buf.clear();
+            let mut buf = self.take_buf();
             self.cache.on_timer(now, &mut buf);
-            self.run(now, &mut buf, out);
-            self.buf = buf;
+            self.run_buf(now, buf, out);
         }
         for disk in 0..self.disks.len() as u32 {
             let Some(fs) = self.disks[disk as usize].fs.as_mut() else {
@@ -1259,9 +1255,7 @@ impl GuestOs {
             };
             if fs.timer_at.is_some_and(|t| t <= now) {
                 fs.timer_at = None;
-                if fs.journal.must_commit(now) {
-                    self.start_commit(now, disk, out);
-                }
+                // Commits if the transaction is due, else re-arms for its deadline.
                 self.arm_commit(now, disk, out);
             }
         }
@@ -1458,20 +1452,7 @@ impl GuestOs {
                         self.flush_disk(disk, true, j, out);
                     }
                     SeqOp::Ordered(f) => {
-                        let id = self.owners.insert(Owner::Ordered { disk }) as ReqId;
-                        let mut buf = Vec::new();
-                        self.cache.on_request(
-                            now,
-                            Request {
-                                id,
-                                disk: f,
-                                op: Op::Flush,
-                                offset: 0,
-                                len: 0,
-                            },
-                            &mut buf,
-                        );
-                        self.run(now, &mut buf, out);
+                        self.cache_request(now, Owner::Ordered { disk }, f, Op::Flush, 0, 0, out)
                     }
                     SeqOp::WaitInode(ino) => {
                         let fs = fs_of(&mut self.disks, disk);
@@ -1514,7 +1495,7 @@ impl GuestOs {
         match end {
             SeqEnd::Committed(tid) => {
                 let done = fs.journal.commit_written(tid);
-                let mut buf = Vec::new();
+                let mut buf = self.take_buf();
                 let mut tail = None;
                 if let Some(done) = done {
                     for &b in &done.metadata {
@@ -1522,7 +1503,7 @@ impl GuestOs {
                     }
                     tail = done.tail;
                 }
-                self.run(now, &mut buf, out);
+                self.run_buf(now, buf, out);
                 if let Some(t) = tail {
                     let phases = tail_phases(&t);
                     return self.run_seq(
@@ -1566,7 +1547,7 @@ impl GuestOs {
                 true
             }
         });
-        let mut buf = Vec::new();
+        let mut buf = self.take_buf();
         for w in ready {
             if w.flush {
                 let j = self.joins.insert(Join {
@@ -1578,7 +1559,7 @@ impl GuestOs {
                 self.cache.on_done(now, w.token, &mut buf);
             }
         }
-        self.run(now, &mut buf, out);
+        self.run_buf(now, buf, out);
         self.after_journal(now, disk, out);
     }
 
@@ -1673,15 +1654,7 @@ mod tests {
     /// A guest with `memory` of page cache over one 1 GiB disk with ext4 (mkfs defaults: a
     /// 32 MiB journal at block 131072) and a 32-page read-ahead window.
     fn guest(memory: u64) -> GuestOs {
-        let spec = PageCacheSpec {
-            memory_bytes: memory,
-            dirty_ratio: 20,
-            dirty_background_ratio: 10,
-            dirty_expire_ns: 30 * SEC,
-            writeback_interval_ns: 5 * SEC,
-            copy_rate_bps: 1,
-            eviction: "clock".into(),
-        };
+        let spec = crate::cache::linux::tests::linux_defaults(memory);
         let fs = FsSpec {
             fs_type: "ext4",
             mount: "/mnt".into(),

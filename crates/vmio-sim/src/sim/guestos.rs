@@ -85,41 +85,34 @@ impl Guests {
 }
 
 impl Sim {
+    /// Call VM `vm`'s guest with an action buffer from the pool, then carry out its actions.
+    fn drive(&mut self, now: Ns, vm: usize, call: impl FnOnce(&mut GuestOs, &mut Vec<Action>)) {
+        let mut out = self.guests.pool.pop().unwrap_or_default();
+        let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
+        call(&mut g.os, &mut out);
+        self.guest_actions(now, vm, &mut out);
+        self.guests.pool.push(out);
+    }
+
     /// Job `j` asks its VM's guest for `op`.
     pub(super) fn app_issue(&mut self, now: Ns, app: App, op: AppOp) {
         let vm = app.vm as usize;
         let id = self.guests.apps.insert(app) as u32;
-        let mut out = self.guests.pool.pop().unwrap_or_default();
-        let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
-        g.os.on_app(now, id, op, &mut out);
-        self.guest_actions(now, vm, &mut out);
-        self.guests.pool.push(out);
+        self.drive(now, vm, |os, out| os.on_app(now, id, op, out));
     }
 
     /// A virtual-disk request the guest asked for completed.
     pub(super) fn guest_os_done(&mut self, now: Ns, vm: usize, token: Token) {
-        let mut out = self.guests.pool.pop().unwrap_or_default();
-        let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
-        g.os.on_done(now, token, &mut out);
-        self.guest_actions(now, vm, &mut out);
-        self.guests.pool.push(out);
+        self.drive(now, vm, |os, out| os.on_done(now, token, out));
     }
 
     pub(super) fn guest_copy_done(&mut self, now: Ns, app: usize) {
         let vm = self.guests.apps.get(app).vm as usize;
-        let mut out = self.guests.pool.pop().unwrap_or_default();
-        let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
-        g.os.on_copied(now, app as u32, &mut out);
-        self.guest_actions(now, vm, &mut out);
-        self.guests.pool.push(out);
+        self.drive(now, vm, |os, out| os.on_copied(now, app as u32, out));
     }
 
     pub(super) fn guest_timer(&mut self, now: Ns, vm: usize) {
-        let mut out = self.guests.pool.pop().unwrap_or_default();
-        let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
-        g.os.on_timer(now, &mut out);
-        self.guest_actions(now, vm, &mut out);
-        self.guests.pool.push(out);
+        self.drive(now, vm, |os, out| os.on_timer(now, out));
     }
 
     /// Carry out the guest's actions (the buffer is empty afterwards).
