@@ -439,13 +439,8 @@ impl<E: Eviction> Linux<E> {
         }
     }
 
-    fn over_dirty_limit(&self) -> bool {
-        self.pc.dirty_pages() + self.wb_inflight_pages > self.dirty_limit
-    }
-}
-
-impl<E: Eviction> HostCache for Linux<E> {
-    fn on_request(&mut self, now: Ns, req: Request, out: &mut Vec<Action>) {
+    /// Keep what the policy needs of `req` under its id.
+    fn record(&mut self, req: Request) {
         let r = req.id;
         if self.reqs.len() <= r as usize {
             self.reqs.resize(
@@ -466,6 +461,33 @@ impl<E: Eviction> HostCache for Linux<E> {
             len: req.len,
             waits: 0,
         };
+    }
+
+    /// The O_DIRECT path: drop the cached pages of a written or trimmed range; Io the range.
+    fn direct(&mut self, req: Request, out: &mut Vec<Action>) {
+        if req.op != Op::Read {
+            let (first, n) = page_span(req.offset, req.len);
+            self.pc.invalidate(req.disk, first, n);
+        }
+        out.push(Action::Io {
+            disk: req.disk,
+            op: req.op,
+            offset: req.offset,
+            len: req.len,
+            sync: true,
+            token: Cont::Direct(req.id).token(),
+        });
+    }
+
+    fn over_dirty_limit(&self) -> bool {
+        self.pc.dirty_pages() + self.wb_inflight_pages > self.dirty_limit
+    }
+}
+
+impl<E: Eviction> HostCache for Linux<E> {
+    fn on_request(&mut self, now: Ns, req: Request, out: &mut Vec<Action>) {
+        let r = req.id;
+        self.record(req);
         let mode = self.disks[req.disk as usize].mode;
         match req.op {
             Op::Flush => {
@@ -487,21 +509,13 @@ impl<E: Eviction> HostCache for Linux<E> {
                     complete: false,
                 });
             }
-            Op::Read | Op::Write | Op::Trim => {
-                if req.op != Op::Read {
-                    let (first, n) = page_span(req.offset, req.len);
-                    self.pc.invalidate(req.disk, first, n);
-                }
-                out.push(Action::Io {
-                    disk: req.disk,
-                    op: req.op,
-                    offset: req.offset,
-                    len: req.len,
-                    sync: true,
-                    token: Cont::Direct(r).token(),
-                });
-            }
+            Op::Read | Op::Write | Op::Trim => self.direct(req, out),
         }
+    }
+
+    fn bypass(&mut self, _now: Ns, req: Request, out: &mut Vec<Action>) {
+        self.record(req);
+        self.direct(req, out);
     }
 
     fn on_copied(&mut self, now: Ns, r: ReqId, out: &mut Vec<Action>) {

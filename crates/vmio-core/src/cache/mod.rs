@@ -3,6 +3,7 @@
 //! - [`policy`]: the [`HostCache`] trait, whose decisions come back to the engine as
 //!   [`Action`]s (the simulator executes them; `vmio serve` asks it for [`RealIo`]);
 //! - [`linux`]: the Linux page cache under QEMU's cache modes (the one host cache today);
+//! - [`pdc`]: S3's PDC, the guest journal's writes detected and sent around the cache;
 //! - [`mode`]: the five QEMU cache modes as QEMU defines them (write cache flag, O_DIRECT,
 //!   flush ignored) — what each does with reads, writes and flushes;
 //! - [`pagecache`]: the page index with dirty tracking and in-flight fetches;
@@ -16,6 +17,7 @@ pub mod eviction;
 pub mod linux;
 pub mod mode;
 pub mod pagecache;
+pub mod pdc;
 pub mod policy;
 pub mod readahead;
 

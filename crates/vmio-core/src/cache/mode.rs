@@ -11,7 +11,7 @@
 //! `cache.writeback=on` means the guest sees a volatile write cache (WCE=1) and must flush;
 //! `off` means QEMU flushes after every write (O_DSYNC semantics). `cache.direct=on` opens the
 //! image with O_DIRECT (bypassing the host page cache). `cache.no-flush=on` ignores guest
-//! flushes.
+//! flushes. `pdc` is not QEMU's: it is writeback with S3's journal bypass ([`super::pdc`]).
 
 use serde::Serialize;
 
@@ -23,12 +23,15 @@ pub enum CacheMode {
     Writethrough,
     Directsync,
     Unsafe,
+    /// vmio's PDC (`super::pdc`): writeback, with the guest's journal writes detected and
+    /// sent around the host page cache.
+    Pdc,
 }
 
 impl CacheMode {
     /// Every mode with its stack-file name and help line: the one declaration the stack
     /// parser, its error lines and `vmio help stack` read.
-    pub const REGISTRY: [(CacheMode, &'static str, &'static str); 5] = [
+    pub const REGISTRY: [(CacheMode, &'static str, &'static str); 6] = [
         (
             CacheMode::None,
             "none",
@@ -53,6 +56,11 @@ impl CacheMode {
             CacheMode::Unsafe,
             "unsafe",
             "like writeback, but guest flushes are ignored (data is lost on a host crash)",
+        ),
+        (
+            CacheMode::Pdc,
+            "pdc",
+            "writeback, but writes to the guest's journal (detected as a circular log) go around the host page cache (S3's PDC; [pdc] table)",
         ),
     ];
 
@@ -85,7 +93,10 @@ impl CacheMode {
 
     /// `cache.writeback`: the guest sees a volatile write cache (WCE=1).
     pub fn guest_write_cache(self) -> bool {
-        matches!(self, Self::Writeback | Self::None | Self::Unsafe)
+        matches!(
+            self,
+            Self::Writeback | Self::None | Self::Unsafe | Self::Pdc
+        )
     }
 
     /// `cache.direct`: the image is opened with O_DIRECT; the host page cache is not used.
@@ -118,6 +129,7 @@ mod tests {
             (Writethrough, false, false, false),
             (Directsync, false, true, false),
             (Unsafe, true, false, true),
+            (Pdc, true, false, false),
         ];
         for (m, wb, direct, noflush) in table {
             assert_eq!(m.guest_write_cache(), wb, "{m:?}");

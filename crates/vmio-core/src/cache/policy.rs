@@ -8,6 +8,7 @@
 //!   the I/O or flush of `token` is done ─>  on_done(now, token, out)
 //!   the copy of `req` is done      ──────>  on_copied(now, req, out)   (unless it completes)
 //!   the timer fires                ──────>  on_timer(now, out)
+//!   a write to send around the cache ──>  bypass(now, req, out)      (PDC's journal writes)
 //!   vmio serve opens a disk        ──────>  real_io(disk): open flags, flush, FUA
 //! ```
 //!
@@ -122,6 +123,11 @@ pub trait HostCache: Send {
     /// The copy of an [`Action::Copy`] with `complete: false` ended.
     fn on_copied(&mut self, now: Ns, req: ReqId, out: &mut Vec<Action>);
     fn on_timer(&mut self, now: Ns, out: &mut Vec<Action>);
+    /// Serve `req` (a read or write) around the page cache, as O_DIRECT does whatever the
+    /// disk's mode: cached pages of a written range are dropped (dirty ones too: the write
+    /// supersedes them), one Io of the range, then Complete. PDC ([`super::pdc`]) sends the
+    /// journal writes it detects here.
+    fn bypass(&mut self, now: Ns, req: Request, out: &mut Vec<Action>);
     /// How `vmio serve` opens and syncs `disk` (an index into the disks the policy was built
     /// with).
     fn real_io(&self, disk: u32) -> RealIo;
