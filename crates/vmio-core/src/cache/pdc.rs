@@ -107,7 +107,7 @@ const MIB: u64 = 1 << 20;
 
 pub const GROUP: ParamSpec = ParamSpec {
     name: "group",
-    kind: Kind::SIZE,
+    kind: Kind::POSITIVE_SIZE,
     default: Value::Int(128 * MIB),
     unit: "bytes",
     help: "address-space group the detector tracks streams in (S3: ext4's 128 MiB block group)",
@@ -117,7 +117,7 @@ pub const STREAMS: ParamSpec = ParamSpec {
     kind: Kind::Count { min: 1, max: 64 },
     default: Value::Int(4),
     unit: "",
-    help: "sequential streams remembered per group (the most recently extended ones)",
+    help: "sequential streams remembered per group (the most recently extended; journal-like ones go last)",
 };
 pub const MIN_PASS: ParamSpec = ParamSpec {
     name: "min_pass",
@@ -491,14 +491,14 @@ impl JournalDetector {
     }
 
     fn group(&self, offset: u64) -> u64 {
-        offset / self.spec.group_bytes.max(1)
+        offset / self.spec.group_bytes
     }
 
     /// File `s` under the group of its `next`, as the most recently extended stream there
     /// (the least recently extended one gives way when the group is full).
     fn file(&mut self, mut s: Stream) {
         s.used = self.stats.writes;
-        let cap = self.spec.streams.max(1) as usize;
+        let cap = self.spec.streams as usize;
         let g = self.group(s.next);
         let streams = self.groups.entry(g).or_default();
         if streams.len() >= cap {
