@@ -876,6 +876,29 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_journal_whose_first_pass_began_at_its_superblock_is_detected_at_its_first_wrap() {
+        // The superblock, then the log from the block above it; no tail update at the wrap:
+        // the pass began one block below where the log comes back (within the window).
+        let sb = 8 * GIB;
+        let (lo, hi) = (sb + BLK, sb + BLK + 4 * MIB);
+        let mut log = Log::new(lo, hi);
+        let mut ws = vec![W {
+            offset: sb,
+            len: BLK,
+            flushed: true,
+        }];
+        for _ in 0..2 * 128 {
+            log.commit(7, &mut ws);
+        }
+        let mut d = JournalDetector::new(&PdcSpec::default());
+        let v = feed(&mut d, 0, &ws);
+        let at = 1 + 128 * 2 + 1;
+        assert!(v[..at].iter().all(|&v| v == Verdict::Cache));
+        assert!(v[at..].iter().all(|&v| v == Verdict::Bypass));
+        assert_eq!(d.ranges(), vec![(lo, hi)]);
+    }
+
+    #[test]
     fn random_writes_with_flushes_and_sequential_rewrites_are_never_a_journal() {
         let mut rng = Rng::new(7);
         let random: Vec<W> = (0..200_000u64)
