@@ -33,8 +33,14 @@ fn pdc_server(tag: &str) -> (Server, std::path::PathBuf) {
 fn a_circular_log_written_by_fio_is_detected_as_its_region_and_random_writes_are_not() {
     let (srv, stats) = pdc_server("detect");
     let (log, size, loops) = (MIB, 2 * MIB, 4u64);
-    let job = fio_log_job("log", &srv.uri("vm1/disk0"), "write", log, size, loops as u32)
-        + &fio_log_job("random", &srv.uri("vm2/disk0"), "randwrite", log, size, 4);
+    let job = fio_log_job(
+        "log",
+        &srv.uri("vm1/disk0"),
+        "write",
+        log,
+        size,
+        loops as u32,
+    ) + &fio_log_job("random", &srv.uri("vm2/disk0"), "randwrite", log, size, 4);
     run_fio(&srv.dir, "detect", &job);
     let writes = loops * size / 4096;
     let done = |e: &Value| e["pdc"]["writes"] == writes;
@@ -48,7 +54,10 @@ fn a_circular_log_written_by_fio_is_detected_as_its_region_and_random_writes_are
     let events = p["events"].as_array().unwrap();
     assert_eq!(events.len(), 1, "{p}");
     assert_eq!(events[0]["kind"], "detected");
-    assert_eq!((u(&events[0]["lo"]), u(&events[0]["hi"])), (log, log + size));
+    assert_eq!(
+        (u(&events[0]["lo"]), u(&events[0]["hi"])),
+        (log, log + size)
+    );
     assert!(u(&events[0]["at_ns"]) > 0);
     // Every pass but the first goes around the cache, all of it O_DIRECT (4 KiB aligned).
     assert_eq!(u(&p["bypassed_bytes"]), (loops - 1) * size, "{p}");
@@ -78,7 +87,11 @@ fn log_pass(lo: u64, pattern: u8, split: bool) -> Vec<String> {
         let off = lo + k * 65536;
         if split && k == 15 {
             c.push(format!("write -P {pattern:#x} {off} 1536"));
-            c.push(format!("write -P {pattern:#x} {} {}", off + 1536, 65536 - 1536));
+            c.push(format!(
+                "write -P {pattern:#x} {} {}",
+                off + 1536,
+                65536 - 1536
+            ));
         } else {
             c.push(format!("write -P {pattern:#x} {off} 64k"));
         }
@@ -108,7 +121,10 @@ fn data_cached_before_a_bypassed_write_is_not_served_stale() {
     let uri = srv.uri("vm1/disk0");
     let x = MIB + 65536;
     // X is written and read through the page cache (nothing is predicted yet).
-    let mut cmds = vec![format!("write -P 0x11 {x} 4k"), format!("read -P 0x11 {x} 4k")];
+    let mut cmds = vec![
+        format!("write -P 0x11 {x} 4k"),
+        format!("read -P 0x11 {x} 4k"),
+    ];
     // The log's first pass (cached, over X), then its second (bypassed: a wrap to its start),
     // whose last write is two unaligned pieces (RWF_DONTCACHE, or written back and dropped).
     cmds.extend(log_pass(MIB, 0x22, false));
@@ -126,7 +142,11 @@ fn data_cached_before_a_bypassed_write_is_not_served_stale() {
     assert_eq!(u(&p["bypassed_writes"]), 17, "{p}");
     assert_eq!(u(&p["bypassed_bytes"]), MIB, "{p}");
     assert_eq!(u(&p["direct_pieces"]), 15, "{p}");
-    assert_eq!(u(&p["dontcache_pieces"]) + u(&p["dropped_pieces"]), 2, "{p}");
+    assert_eq!(
+        u(&p["dontcache_pieces"]) + u(&p["dropped_pieces"]),
+        2,
+        "{p}"
+    );
     let pieces = if p["dontcache_supported"] == true {
         "dontcache_pieces"
     } else {
