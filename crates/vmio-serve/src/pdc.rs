@@ -334,6 +334,8 @@ mod tests {
         }
     }
 
+    type WriteFn = fn(&File, u64, &[u8]) -> io::Result<()>;
+
     fn read(f: &File, off: u64, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; len];
         f.read_exact_at(&mut b, off).unwrap();
@@ -375,7 +377,7 @@ mod tests {
         assert_eq!(read(&f, 0, 1), [0], "the probe keeps the first byte");
         let (off, len) = (4096 + 512, 3 * 4096);
         assert_eq!(resident(&f, 4096, 4 * 4096), 0);
-        let (write, path): (fn(&File, u64, &[u8]) -> io::Result<()>, _) = if dontcache {
+        let (write, path): (WriteFn, _) = if dontcache {
             (write_dontcache, "dontcache")
         } else {
             (write_dropped, "dropped")
