@@ -15,6 +15,7 @@
 //!            else, RWF_DONTCACHE supported: pwritev2(RWF_DONTCACHE) on the buffered one
 //!            else: buffered pwrite, sync_file_range(wait, write, wait), posix_fadvise(DONTNEED)
 //! FUA:     fdatasync, as writeback
+//! TRIM, WRITE_ZEROES, READ: as writeback, not shown to the detector (no journal writes)
 //! ```
 //!
 //! Why this keeps the cache coherent and out of the way (Linux sources):
