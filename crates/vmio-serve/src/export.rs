@@ -574,8 +574,8 @@ pub fn open_exports(
             file: stack.file.clone(),
             source,
         })?;
-    // The detector's parameters: the defaults of [pdc] (PARAMS) until Stack has the table.
-    let pdc_spec = vmio_core::cache::pdc::PdcSpec::default();
+    // The detector's parameters: the stack's [pdc] table (Some when a disk is pdc).
+    let pdc_spec = stack.pdc.clone().unwrap_or_default();
     let mut out = Vec::new();
     for (vi, vm) in stack.vms.iter().enumerate() {
         for d in &vm.disks {
