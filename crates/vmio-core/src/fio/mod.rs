@@ -961,20 +961,16 @@ impl Parser<'_> {
                     .ok_or_else(|| self.bad(line, key, value, "an integer >= 1"))?
             }
             "filebench" => {
-                let accepted = crate::workload::Personality::accepted();
-                let v = self.text(key, value, line, &accepted)?;
-                if crate::workload::Personality::parse(&v).is_err() {
-                    return Err(self.bad(line, key, Some(v.as_str()), &accepted));
-                }
-                j.filebench = Some(v);
+                use crate::workload::Personality;
+                let accepted = Personality::accepted();
+                j.filebench = Some(self.named(key, value, line, &accepted, |v| {
+                    Personality::parse(v).is_ok()
+                })?)
             }
             "app" => {
-                let accepted = crate::workload::App::accepted();
-                let v = self.text(key, value, line, &accepted)?;
-                if crate::workload::App::parse(&v).is_err() {
-                    return Err(self.bad(line, key, Some(v.as_str()), &accepted));
-                }
-                j.app = Some(v);
+                use crate::workload::App;
+                let accepted = App::accepted();
+                j.app = Some(self.named(key, value, line, &accepted, |v| App::parse(v).is_ok())?)
             }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}
@@ -1148,6 +1144,22 @@ impl Parser<'_> {
     fn duration(&self, key: &str, value: Option<&str>, line: usize) -> Result<Ns, FioError> {
         parse_duration_ns(value.unwrap_or(""), SEC)
             .map_err(|_| self.bad(line, key, value, ACCEPT_DURATION))
+    }
+
+    /// A name of a registry (`filebench=`, `app=`): `known` says whether it is one.
+    fn named(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+        accepted: &str,
+        known: impl Fn(&str) -> bool,
+    ) -> Result<String, FioError> {
+        let v = self.text(key, value, line, accepted)?;
+        if !known(&v) {
+            return Err(self.bad(line, key, Some(v.as_str()), accepted));
+        }
+        Ok(v)
     }
 
     fn text(

@@ -263,66 +263,56 @@ pub fn workloads(
         });
     }
     let clones = spec.numjobs.max(1);
-    if spec.filebench.is_some() && spec.app.is_some() {
-        return Err(WorkloadError::AppAndFilebench {
-            job: quote(&spec.name),
-            line: spec.line,
-        });
-    }
-    if let Some(name) = &spec.filebench {
+    let named = match (&spec.filebench, &spec.app) {
+        (Some(_), Some(_)) => {
+            return Err(WorkloadError::AppAndFilebench {
+                job: quote(&spec.name),
+                line: spec.line,
+            })
+        }
+        (Some(name), None) => Some(("filebench", "a FileBench personality", name)),
+        (None, Some(name)) => Some(("app", "an application workload", name)),
+        (None, None) => None,
+    };
+    if let Some((option, what, name)) = named {
         if spec.runtime_ns.is_none() {
             return Err(WorkloadError::NeedsRuntime {
                 job: quote(&spec.name),
                 line: spec.line,
-                personality: name.clone(),
+                option,
+                name: name.clone(),
+                what,
             });
         }
-        let p = Personality::parse(name)?;
+        #[derive(Clone, Copy)]
+        enum Named {
+            Filebench(Personality),
+            App(App),
+        }
+        let kind = match option {
+            "filebench" => Named::Filebench(Personality::parse(name)?),
+            _ => Named::App(App::parse(name)?),
+        };
         let Target::Filesystem { bytes, mount } = target else {
-            return Err(WorkloadError::FilebenchNeedsFilesystem {
+            return Err(WorkloadError::NeedsFilesystem {
                 job: quote(&spec.name),
                 line: spec.line,
-                personality: name.clone(),
+                option,
+                name: name.clone(),
             });
         };
         let top = spec.directory.as_deref().unwrap_or(mount);
         return (0..clones)
             .map(|c| {
-                let clone_seed =
-                    crate::rng::Rng::derive(seed, &format!("filebench/{}/{c}", spec.name))
-                        .next_u64();
+                let label = format!("{option}/{}/{c}", spec.name);
+                let clone_seed = crate::rng::Rng::derive(seed, &label).next_u64();
                 let dir = format!("{top}/{}.{c}", spec.name);
-                Ok(JobWorkload::Filebench(FilebenchFlows::new(
-                    p, &dir, bytes, clone_seed,
-                )?))
-            })
-            .collect();
-    }
-    if let Some(name) = &spec.app {
-        if spec.runtime_ns.is_none() {
-            return Err(WorkloadError::AppNeedsRuntime {
-                job: quote(&spec.name),
-                line: spec.line,
-                app: name.clone(),
-            });
-        }
-        let app = App::parse(name)?;
-        let Target::Filesystem { bytes, mount } = target else {
-            return Err(WorkloadError::AppNeedsFilesystem {
-                job: quote(&spec.name),
-                line: spec.line,
-                app: name.clone(),
-            });
-        };
-        let top = spec.directory.as_deref().unwrap_or(mount);
-        return (0..clones)
-            .map(|c| {
-                let clone_seed =
-                    crate::rng::Rng::derive(seed, &format!("app/{}/{c}", spec.name)).next_u64();
-                let dir = format!("{top}/{}.{c}", spec.name);
-                Ok(JobWorkload::App(AppFlows::new(
-                    app, &dir, bytes, clone_seed,
-                )?))
+                Ok(match kind {
+                    Named::Filebench(p) => {
+                        JobWorkload::Filebench(FilebenchFlows::new(p, &dir, bytes, clone_seed)?)
+                    }
+                    Named::App(a) => JobWorkload::App(AppFlows::new(a, &dir, bytes, clone_seed)?),
+                })
             })
             .collect();
     }
@@ -414,20 +404,24 @@ pub enum WorkloadError {
         numjobs: u32,
     },
     #[error(
-        "job '{job}' (line {line}): filebench={personality} works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
+        "job '{job}' (line {line}): {option}={name} works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
     )]
-    FilebenchNeedsFilesystem {
+    NeedsFilesystem {
         job: String,
         line: usize,
-        personality: String,
+        /// `filebench` or `app`.
+        option: &'static str,
+        name: String,
     },
     #[error(
-        "job '{job}' (line {line}): filebench={personality} runs until stopped (a FileBench personality never ends); accepted: a runtime > 0 with filebench"
+        "job '{job}' (line {line}): {option}={name} runs until stopped ({what} never ends); accepted: a runtime > 0 with {option}"
     )]
     NeedsRuntime {
         job: String,
         line: usize,
-        personality: String,
+        option: &'static str,
+        name: String,
+        what: &'static str,
     },
     #[error(
         "job '{job}' (line {line}): no file to run on (nrfiles=0, or an empty filename list); accepted: nrfiles >= 1 or filename=name[:name...]"
@@ -465,22 +459,6 @@ pub enum WorkloadError {
         path: String,
         file_bytes: u64,
         fs_bytes: u64,
-    },
-    #[error(
-        "job '{job}' (line {line}): app={app} works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
-    )]
-    AppNeedsFilesystem {
-        job: String,
-        line: usize,
-        app: String,
-    },
-    #[error(
-        "job '{job}' (line {line}): app={app} runs until stopped (an application workload never ends); accepted: a runtime > 0 with app"
-    )]
-    AppNeedsRuntime {
-        job: String,
-        line: usize,
-        app: String,
     },
     #[error(
         "job '{job}' (line {line}): filebench and app both name the job's workload; accepted: one of filebench=, app="

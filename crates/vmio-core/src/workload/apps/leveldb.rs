@@ -685,7 +685,7 @@ mod tests {
         let want = WRITE_BUFFER as f64 / (126.0 + 8.0 + 8.0 * 4.0 / 3.0);
         assert!((puts as f64 / want - 1.0).abs() < 0.01, "{puts} vs {want}");
         // The writer waits while that memtable is not flushed and the new one fills.
-        while ops(&mut m, WRITER).len() > 0 {}
+        while !ops(&mut m, WRITER).is_empty() {}
         assert_eq!(ops(&mut m, WRITER), []);
     }
 
@@ -752,7 +752,7 @@ mod tests {
     ) {
         let mut f = flows(App::LeveldbCompact, 3);
         let steps = run(&mut f, 2_000_000);
-        let Model::Leveldb(m) = &f.model else {
+        let Model::Leveldb(m) = &*f.model else {
             unreachable!()
         };
         assert!(m.compactions > 0 && m.flushes >= 4, "{m:?}");

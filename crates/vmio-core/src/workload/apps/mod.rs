@@ -210,7 +210,8 @@ pub struct AppFlows {
     app: App,
     decls: Vec<FileDecl>,
     threads: Vec<Thread>,
-    model: Model,
+    /// Boxed: the models are large, [`super::JobWorkload`] keeps its variants small.
+    model: Box<Model>,
     turn: usize,
 }
 
@@ -250,7 +251,7 @@ impl AppFlows {
             app,
             decls,
             threads: vec![Thread::default(); threads],
-            model,
+            model: Box::new(model),
             turn: 0,
         })
     }
