@@ -51,7 +51,7 @@ def add_parser(
     hw = hsub.add_parser(
         "workload",
         help="FileBench personalities, trace formats and synthetic trace profiles",
-        description="List the workload kinds a job file can name (filebench=, iolog_format=, "
+        description="List the workload kinds a job file can name (filebench=, app=, iolog_format=, "
         "vmio trace synth PROFILE) with their sources.",
         epilog=EPILOG,
         formatter_class=formatter_class,
