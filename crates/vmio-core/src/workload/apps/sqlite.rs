@@ -56,7 +56,8 @@
 //!   close and unlink -journal
 //! WAL:
 //!   log empty (first transaction, or after a checkpoint): create -wal the first time; write
-//!     its 32-byte header at 0; fdatasync wal (and its directory the first time)
+//!     its 32-byte header at 0; fdatasync wal; the first time also the directory fsync
+//!     (issued as an fsync of the wal, as in DELETE mode)
 //!   write one frame (24 + 4096 bytes) per dirty page, by page number, at 32 + frame * 4120
 //!   FULL: fdatasync wal
 //!   frames >= 1000: checkpoint: fdatasync wal; for each page with frames, by number: read
@@ -303,12 +304,19 @@ impl Sqlite {
 
     fn wal_commit(&mut self, sorted: &[u64], out: &mut VecDeque<FileOp>) {
         if self.frames == 0 {
-            if !self.wal_created {
+            let create = !self.wal_created;
+            if create {
                 self.wal_created = true;
                 out.push_back(FileOp::Create { file: WAL });
             }
             out.push_back(io(WAL, 0, WAL_HEADER, true));
             out.push_back(fdatasync(WAL));
+            if create {
+                out.push_back(FileOp::Fsync {
+                    file: WAL,
+                    datasync: false,
+                });
+            }
         }
         for &p in sorted {
             out.push_back(io(
@@ -476,10 +484,32 @@ mod tests {
     fn wal_appends_one_frame_per_changed_page_and_checkpoints_once_1000_frames_are_logged() {
         for full in [false, true] {
             let t = transactions(Config { wal: true, full }, 2000);
-            // The first transaction creates the log, writes and syncs its header.
+            // The first transaction creates the log, writes and syncs its header, and
+            // (the log being new) its directory, issued as an fsync of the log.
             assert_eq!(
-                t[0][..3],
-                [FileOp::Create { file: WAL }, w(0, 32, WAL), fdatasync(WAL)]
+                t[0][..4],
+                [
+                    FileOp::Create { file: WAL },
+                    w(0, 32, WAL),
+                    fdatasync(WAL),
+                    FileOp::Fsync {
+                        file: WAL,
+                        datasync: false
+                    }
+                ]
+            );
+            assert_eq!(
+                t.iter()
+                    .flatten()
+                    .filter(|o| matches!(
+                        o,
+                        FileOp::Fsync {
+                            datasync: false,
+                            ..
+                        }
+                    ))
+                    .count(),
+                1
             );
             let mut frames = 0u64;
             let mut checkpoints = 0;
