@@ -49,9 +49,10 @@
 //!   create -journal; write its 4096-byte header at 0
 //!   write each orig page's record (4 + 4096 + 4 bytes) at 4096 + i * 4104
 //!   FULL: fdatasync journal
-//!   write 12 bytes at 0 (magic and record count); fdatasync journal;
-//!   fsync of the directory (the journal is new) — issued as an fsync of the journal, which
-//!     finds nothing left to commit as the directory's would
+//!   write 12 bytes at 0 (magic and record count); fdatasync journal
+//!   after the journal's first sync (FULL: the one before the record count): an fsync of
+//!     the directory (the journal is new) — issued as an fsync of the journal, which finds
+//!     nothing left to commit as the directory's would
 //!   write each dirty page at (page - 1) * 4096, by page number; fdatasync db
 //!   close and unlink -journal
 //! WAL:
@@ -285,15 +286,19 @@ impl Sqlite {
             let offset = JOURNAL_HEADER + i as u64 * JOURNAL_RECORD;
             out.push_back(io(JOURNAL, offset, JOURNAL_RECORD, true));
         }
+        // The directory fsync follows the journal's first sync.
+        let dirsync = FileOp::Fsync {
+            file: JOURNAL,
+            datasync: false,
+        };
         if self.cfg.full {
-            out.push_back(fdatasync(JOURNAL));
+            out.extend([fdatasync(JOURNAL), dirsync]);
         }
         out.push_back(io(JOURNAL, 0, NREC_BYTES, true));
         out.push_back(fdatasync(JOURNAL));
-        out.push_back(FileOp::Fsync {
-            file: JOURNAL,
-            datasync: false,
-        });
+        if !self.cfg.full {
+            out.push_back(dirsync);
+        }
         for &p in &sorted {
             out.push_back(io(DB, (p - 1) * PAGE, PAGE, true));
         }
@@ -439,6 +444,15 @@ mod tests {
             let t = transactions(Config { wal: false, full }, 3 * PHASE as usize);
             for ops in &t {
                 assert_eq!(syncs(ops), (journal, 1, 1), "full={full}");
+                // The directory's fsync right after the journal's first sync.
+                let first = ops.iter().position(|o| *o == fdatasync(JOURNAL)).unwrap();
+                assert_eq!(
+                    ops[first + 1],
+                    FileOp::Fsync {
+                        file: JOURNAL,
+                        datasync: false
+                    }
+                );
                 assert_eq!(ops[1], FileOp::Create { file: JOURNAL });
                 assert_eq!(ops[ops.len() - 1], FileOp::Delete { file: JOURNAL });
             }
