@@ -45,6 +45,7 @@ cores, the guest under TCG (its trace is replayed, its timings are not used).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -69,6 +70,27 @@ def host_tools_missing() -> str | None:
         if shutil.which(tool) is None:
             return f"'{tool}' is not installed (apt-get install {package})"
     return realguest.host_tools_missing()
+
+
+def host_description(path: Path) -> str:
+    """The storage under `path` and the machine: what the replay's figures were measured on."""
+    r = subprocess.run(
+        ["findmnt", "--noheadings", "--output", "SOURCE,FSTYPE", "--target", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    source, _, fstype = r.stdout.strip().partition(" ")
+    dev = Path(source).name
+    rot = Path(f"/sys/block/{dev}/queue/rotational")
+    kind = {"0": "non-rotational", "1": "rotational"}.get(
+        rot.read_text().strip() if rot.is_file() else "", "kind unknown"
+    )
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return (
+        f"a file on {fstype.strip() or '?'} on {source or '?'} ({kind} as the kernel sees it), "
+        f"{os.cpu_count()} cores, {mem / 2**30:.0f} GiB, Linux {os.uname().release}"
+    )
 
 
 # --- (a) detection -------------------------------------------------------------------------
