@@ -179,6 +179,9 @@ cache mode:
   writethrough  O_DSYNC
   directsync    O_DIRECT + O_DSYNC
   unsafe        page cache, FLUSH and FUA ignored: UNSAFE, a host crash loses acknowledged data
+  pdc           writeback, but writes detected as the guest's journal (a circular log with
+                flushes; [pdc] table) go around the page cache: O_DIRECT, or RWF_DONTCACHE
+                when unaligned (the startup line says whether the kernel has it)
 SIGINT/SIGTERM: finish the requests in flight, flush, remove the socket, print statistics;
 connections still open after --shutdown-grace are closed (a second signal: at once).
 SIGUSR1: write the statistics file and print the statistics.

@@ -164,11 +164,7 @@ fn serve(
     });
     py.allow_threads(|| {
         let server = vmio_serve::start(&cfg)?;
-        eprintln!(
-            "vmio: serving {} on {}",
-            server.export_names().join(", "),
-            server.address
-        );
+        eprintln!("vmio: {}", server.banner());
         let snaps = server.wait()?;
         Ok::<_, vmio_serve::ServeError>(serde_json::to_string(&snaps).unwrap_or_default())
     })

@@ -23,6 +23,10 @@
 //! slot on each device and need a per-backing sync under the cache mode's rules, which the
 //! export keeps in one place. Requests merged by a scheduler (mq-deadline) keep their own
 //! buffers: a merged `DevIo` is executed tag by tag.
+//!
+//! A `cache = "pdc"` export's detector ([`crate::pdc`]) sees its WRITEs and FLUSHes in
+//! `submit`, in arrival order, before the scheduler: `now` is the same clock. A WRITE it
+//! bypasses carries the verdict to the workers, which write its pieces around the cache.
 
 use crate::export::{nbd_errno, AlignedBuf, Export};
 use crate::limits::lock;
@@ -34,6 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vmio_core::blockq::DeviceQueue;
+use vmio_core::cache::pdc::Verdict;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::stack::Stack;
 use vmio_core::volume::Piece;
@@ -59,6 +64,9 @@ pub struct Request {
     error: AtomicU32,
     /// Bit i: the request touched backing i of its export (FUA syncs only those).
     touched: std::sync::atomic::AtomicU64,
+    /// A WRITE the export's PDC detector predicts as the guest's journal: its pieces go
+    /// around the host page cache ([`Export::write_piece_bypass`]).
+    bypass: bool,
 }
 
 impl Request {
@@ -87,6 +95,7 @@ impl Request {
             remaining: AtomicUsize::new(0),
             error: AtomicU32::new(0),
             touched: Default::default(),
+            bypass: false,
         }
     }
 
@@ -202,7 +211,17 @@ impl Dispatcher {
 
     /// Queue a request: FLUSH goes to a worker at once, DISC is not submitted, everything
     /// else is mapped onto its devices' queues.
-    pub fn submit(&self, req: Request) {
+    pub fn submit(&self, mut req: Request) {
+        if let Some(p) = &req.export.pdc {
+            match req.command {
+                Command::Flush => p.on_flush(),
+                Command::Write => {
+                    let v = p.on_write(self.now_ns(), req.offset_bytes, req.len_bytes);
+                    req.bypass = v == Verdict::Bypass;
+                }
+                _ => {}
+            }
+        }
         let req = Arc::new(req);
         if req.command == Command::Flush {
             req.remaining.store(1, Ordering::Relaxed);
@@ -368,7 +387,11 @@ fn execute(j: &PieceJob) -> io::Result<()> {
         }
         Command::Write => {
             let src = &r.buf.as_slice()[j.buf_offset..j.buf_offset + len as usize];
-            r.export.write_piece(b, off, src)
+            if r.bypass {
+                r.export.write_piece_bypass(b, off, src)
+            } else {
+                r.export.write_piece(b, off, src)
+            }
         }
         Command::Trim => r.export.trim_piece(b, off, len),
         Command::WriteZeroes { no_hole } => r.export.zero_piece(b, off, len, no_hole),

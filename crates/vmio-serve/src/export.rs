@@ -19,6 +19,10 @@
 //! | writethrough | O_DSYNC             | fdatasync | already durable      |
 //! | directsync   | O_DIRECT \| O_DSYNC | fdatasync | already durable      |
 //! | unsafe       | (page cache)        | ignored   | ignored (UNSAFE: acknowledged data may be lost on a crash) |
+//! | pdc          | (page cache)        | fdatasync | fdatasync            |
+//!
+//! `pdc` is writeback plus a second, O_DIRECT descriptor per backing for the writes its
+//! journal detector bypasses ([`crate::pdc`]).
 //!
 //! Read-ahead, writeback and eviction are the kernel's here (`[page_cache]` settings such as
 //! `eviction` apply to the simulator only).
@@ -51,6 +55,7 @@
 //! hard link, a symlink) is recognized by the (st_dev, st_ino) of the opened file and refused
 //! ([`ExportError::SameFile`]): two devices on one file would overwrite each other.
 
+use crate::pdc::{self, BypassPath, PdcExport};
 use crate::stats::ExportStats;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -268,6 +273,10 @@ pub struct Backing {
     file: File,
     /// Buffered descriptor for unaligned pieces when `file` has O_DIRECT.
     unaligned: Option<File>,
+    /// O_DIRECT descriptor for the bypassed writes of a PDC export.
+    direct: Option<File>,
+    /// RWF_DONTCACHE works on this backing (probed at start; PDC exports only).
+    dontcache: bool,
     /// The descriptor holding the file's OFD locks (shared by every export on the file).
     _lock: std::sync::Arc<File>,
 }
@@ -286,6 +295,8 @@ pub struct Export {
     pub size_bytes: u64,
     pub backings: Vec<Backing>,
     pub stats: ExportStats,
+    /// The journal detector and bypass counters of a `cache = "pdc"` disk.
+    pub pdc: Option<PdcExport>,
 }
 
 fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> ExportError + 'a {
@@ -407,15 +418,18 @@ fn lock_file(f: File, path: &Path) -> Result<File, ExportError> {
     Ok(f)
 }
 
-fn open_backing(
-    path: &Path,
-    cache: CacheMode,
-    real: RealIo,
-) -> Result<(File, Option<File>), ExportError> {
+/// The descriptors of one backing: the main one with the mode's flags, a buffered one for
+/// unaligned pieces when the main one has O_DIRECT, an O_DIRECT one for the bypassed writes
+/// of a PDC export.
+struct Opened {
+    file: File,
+    unaligned: Option<File>,
+    direct: Option<File>,
+    dontcache: bool,
+}
+
+fn open_backing(path: &Path, cache: CacheMode, real: RealIo) -> Result<Opened, ExportError> {
     let mut flags = 0;
-    if real.o_direct {
-        flags |= libc::O_DIRECT;
-    }
     if real.o_dsync {
         flags |= libc::O_DSYNC;
     }
@@ -426,22 +440,45 @@ fn open_backing(
             .custom_flags(flags)
             .open(path)
     };
-    let file = open(flags).map_err(|e| {
-        if real.o_direct && e.raw_os_error() == Some(libc::EINVAL) {
-            ExportError::DirectUnsupported {
-                path: path.display().to_string(),
-                cache: cache.name(),
+    let open_direct = || {
+        open(flags | libc::O_DIRECT).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                ExportError::DirectUnsupported {
+                    path: path.display().to_string(),
+                    cache: cache.name(),
+                }
+            } else {
+                io_err(path, "open")(e)
             }
-        } else {
-            io_err(path, "open")(e)
-        }
-    })?;
-    let unaligned = if real.o_direct {
-        Some(open(flags & !libc::O_DIRECT).map_err(io_err(path, "open"))?)
-    } else {
-        None
+        })
     };
-    Ok((file, unaligned))
+    if real.o_direct {
+        return Ok(Opened {
+            file: open_direct()?,
+            unaligned: Some(open(flags).map_err(io_err(path, "open"))?),
+            direct: None,
+            dontcache: false,
+        });
+    }
+    let file = open(flags).map_err(io_err(path, "open"))?;
+    if cache != CacheMode::Pdc {
+        return Ok(Opened {
+            file,
+            unaligned: None,
+            direct: None,
+            dontcache: false,
+        });
+    }
+    let direct = open_direct()?;
+    pdc::no_reuse(&direct).map_err(io_err(path, "posix_fadvise NOREUSE"))?;
+    let dontcache =
+        pdc::probe_dontcache(&file, &direct).map_err(io_err(path, "probe RWF_DONTCACHE"))?;
+    Ok(Opened {
+        file,
+        unaligned: None,
+        direct: Some(direct),
+        dontcache,
+    })
 }
 
 /// Resolve a stack's device paths against the stack file's directory.
@@ -537,6 +574,8 @@ pub fn open_exports(
             file: stack.file.clone(),
             source,
         })?;
+    // TODO(pdc-core merge): stack.pdc
+    let pdc_spec = vmio_core::cache::pdc::PdcSpec::default();
     let mut out = Vec::new();
     for (vi, vm) in stack.vms.iter().enumerate() {
         for d in &vm.disks {
@@ -546,18 +585,24 @@ pub fn open_exports(
             let layout = volume::build(&v.name, v.layout, &caps, &v.params)?;
             let mut backings = Vec::new();
             for &i in &v.devices {
-                let (file, unaligned) = open_backing(&dev_path[i], d.cache, real_io)?;
+                let o = open_backing(&dev_path[i], d.cache, real_io)?;
                 let Some(lock) = dev_lock[i].clone() else {
                     continue;
                 };
                 backings.push(Backing {
                     path: dev_path[i].clone(),
                     device: i,
-                    file,
-                    unaligned,
+                    file: o.file,
+                    unaligned: o.unaligned,
+                    direct: o.direct,
+                    dontcache: o.dontcache,
                     _lock: lock,
                 });
             }
+            let pdc = (d.cache == CacheMode::Pdc).then(|| {
+                let dontcache = backings.iter().all(|b| b.dontcache);
+                PdcExport::new(&pdc_spec, dontcache)
+            });
             out.push(Export {
                 name: format!("{}/{}", vm.name, d.name),
                 vm: vi,
@@ -569,6 +614,7 @@ pub fn open_exports(
                 size_bytes: d.size_bytes,
                 backings,
                 stats: ExportStats::default(),
+                pdc,
             });
         }
     }
@@ -630,6 +676,24 @@ impl Export {
     pub fn write_piece(&self, dev: usize, off: u64, buf: &[u8]) -> io::Result<()> {
         self.fd_for(dev, off, buf.len(), buf.as_ptr())
             .write_all_at(buf, off)
+    }
+
+    /// Write a piece of a write the PDC detector bypasses (see [`crate::pdc`]): aligned
+    /// through the O_DIRECT descriptor, unaligned with RWF_DONTCACHE or written back and
+    /// dropped. An export without PDC writes it as any other.
+    pub fn write_piece_bypass(&self, dev: usize, off: u64, buf: &[u8]) -> io::Result<()> {
+        let b = &self.backings[dev];
+        let (Some(p), Some(direct)) = (&self.pdc, &b.direct) else {
+            return self.write_piece(dev, off, buf);
+        };
+        let path = pdc::bypass_path(off, buf.len(), b.dontcache);
+        match path {
+            BypassPath::Direct => pdc::write_direct(direct, off, buf)?,
+            BypassPath::Dontcache => pdc::write_dontcache(&b.file, off, buf)?,
+            BypassPath::Dropped => pdc::write_dropped(&b.file, off, buf)?,
+        }
+        p.count(path);
+        Ok(())
     }
 
     /// TRIM: punch a hole (advisory; file systems without hole punching ignore it).

@@ -38,6 +38,8 @@ Bounds on what clients can make the server hold (SIZE: bytes, or with k, m, g, t
   --shutdown-grace S        on SIGINT/SIGTERM, seconds to wait for connections before closing
                             them (a second signal: at once; default 10)
 Each disk's cache mode decides its open flags (O_DIRECT, O_DSYNC) and what FLUSH and FUA do;
+cache = \"pdc\" is writeback whose writes detected as the guest's journal (a circular log with
+flushes; [pdc] table) go around the page cache (O_DIRECT, or RWF_DONTCACHE when unaligned);
 the kernel's page cache holds the data and does read-ahead, writeback and eviction, so
 [page_cache] settings (memory, dirty ratios, eviction = clock|lru) apply to vmio sim only.
 Backing files are locked as QEMU locks images: a file another vmio serve or QEMU has open for
@@ -157,11 +159,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    eprintln!(
-        "vmio-serve: serving {} on {}",
-        server.export_names().join(", "),
-        server.address
-    );
+    eprintln!("vmio-serve: {}", server.banner());
     match server.wait() {
         Ok(snaps) => {
             eprint!("vmio-serve: shut down\n{}", stats::text(&snaps));

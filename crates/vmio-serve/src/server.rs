@@ -636,7 +636,13 @@ pub fn load(stack_path: &Path, create: bool) -> Result<(Stack, Vec<Arc<Export>>)
 }
 
 fn snapshots(exports: &[Arc<Export>]) -> Vec<Snapshot> {
-    exports.iter().map(|e| e.stats.snapshot(&e.name)).collect()
+    exports
+        .iter()
+        .map(|e| Snapshot {
+            pdc: e.pdc.as_ref().map(|p| p.snapshot()),
+            ..e.stats.snapshot(&e.name)
+        })
+        .collect()
 }
 
 fn write_stats(path: &Path, exports: &[Arc<Export>]) {
@@ -981,6 +987,30 @@ impl Server {
             Some(e) => Err(ServeError::Fatal(e)),
             None => Ok(snapshots(&sh.exports)),
         }
+    }
+
+    /// The startup line: `serving EXPORTS on ADDRESS`, and for each `cache = "pdc"` export
+    /// whether its backings take RWF_DONTCACHE (the way unaligned bypassed writes go).
+    pub fn banner(&self) -> String {
+        let mut s = format!(
+            "serving {} on {}",
+            self.export_names().join(", "),
+            self.address
+        );
+        for e in &self.shared.exports {
+            if let Some(p) = &e.pdc {
+                s += &format!(
+                    "; {} is pdc, RWF_DONTCACHE {}",
+                    e.name,
+                    if p.dontcache {
+                        "supported"
+                    } else {
+                        "not supported (unaligned bypassed writes: written back, then fadvise DONTNEED)"
+                    }
+                );
+            }
+        }
+        s
     }
 
     pub fn export_names(&self) -> Vec<String> {

@@ -4,8 +4,12 @@
 //! Latencies go into a log-linear histogram (8 sub-buckets per power of two, so a percentile
 //! is known within 12.5 %), updated with relaxed atomics from every worker without locks.
 //! The server writes [`Snapshot`]s as JSON to the `--stats-file` every second and on SIGUSR1,
-//! and prints them on shutdown.
+//! and prints them on shutdown. A `cache = "pdc"` export's snapshot also has `pdc`
+//! ([`PdcSnapshot`]): the journals predicted now, the detection events with their times,
+//! writes seen, writes and bytes bypassed, bypassed pieces by path, and whether the kernel
+//! takes RWF_DONTCACHE there.
 
+use crate::pdc::PdcSnapshot;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -116,6 +120,9 @@ pub struct Snapshot {
     pub write_lat_p50_ns: u64,
     pub write_lat_p99_ns: u64,
     pub write_lat_p999_ns: u64,
+    /// A `cache = "pdc"` export's detection state and bypass counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pdc: Option<PdcSnapshot>,
 }
 
 impl ExportStats {
@@ -139,6 +146,7 @@ impl ExportStats {
             write_lat_p50_ns: self.write_lat.quantile_ns(0.5),
             write_lat_p99_ns: self.write_lat.quantile_ns(0.99),
             write_lat_p999_ns: self.write_lat.quantile_ns(0.999),
+            pdc: None,
         }
     }
 }
@@ -160,6 +168,30 @@ pub fn text(snaps: &[Snapshot]) -> String {
             x.errors,
             x.read_lat_p99_ns as f64 / 1e3,
             x.write_lat_p99_ns as f64 / 1e3,
+        );
+    }
+    for (x, p) in snaps.iter().filter_map(|x| Some((x, x.pdc.as_ref()?))) {
+        let journals: Vec<String> = p
+            .journals
+            .iter()
+            .map(|j| format!("[{}, {})", j.lo, j.hi))
+            .collect();
+        s += &format!(
+            "{} pdc: journals {}; {} of {} writes bypassed ({:.1} MB); RWF_DONTCACHE {}\n",
+            x.export,
+            if journals.is_empty() {
+                "none".to_string()
+            } else {
+                journals.join(" ")
+            },
+            p.detector.bypassed_writes,
+            p.detector.writes,
+            p.detector.bypassed_bytes as f64 / 1e6,
+            if p.dontcache_supported {
+                "supported"
+            } else {
+                "not supported"
+            },
         );
     }
     s

@@ -83,7 +83,7 @@ fn bytes_written_through_raid0_land_where_md_chunks_put_them() {
 
 #[test]
 fn flushed_data_survives_kill_9_in_every_mode_but_unsafe() {
-    let modes = ["none", "writeback", "writethrough", "directsync"];
+    let modes = ["none", "writeback", "writethrough", "directsync", "pdc"];
     let dir = tempdir("kill9");
     let srv = Server::start(&dir, &stack("linear", "16m", 2 << 20, &modes));
     for i in 0..modes.len() {

@@ -262,3 +262,58 @@ impl Raw {
         matches!(self.s.read(&mut b), Ok(0) | Err(_))
     }
 }
+
+/// Run the fio job file `job` (written to `dir/name.fio`) with JSON output: its jobs, each
+/// checked to have ended without error.
+pub fn run_fio(dir: &Path, name: &str, job: &str) -> Vec<serde_json::Value> {
+    need("fio", "fio");
+    let jobfile = dir.join(format!("{name}.fio"));
+    std::fs::write(&jobfile, job).unwrap();
+    let out = run(Command::new("fio")
+        .arg("--output-format=json")
+        .arg(&jobfile));
+    let v: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap()..]).unwrap();
+    let jobs = v["jobs"].as_array().unwrap().clone();
+    for j in &jobs {
+        assert_eq!(j["error"], 0, "{name}: {j}");
+    }
+    jobs
+}
+
+/// A fio job section writing `[offset, offset + size)` of `uri` as a journal does, as a
+/// circular log: 4 KiB sequential writes, an fsync (an NBD FLUSH) after every 4, `loops`
+/// passes; `rw` = `write` (the log) or `randwrite` (the same writes in random order).
+pub fn fio_log_job(name: &str, uri: &str, rw: &str, offset: u64, size: u64, loops: u32) -> String {
+    format!(
+        "[{name}]\nioengine=nbd\nuri={uri}\nrw={rw}\nbs=4k\niodepth=1\noffset={offset}\n\
+         size={size}\nfsync=4\nloops={loops}\nrandrepeat=1\n"
+    )
+}
+
+/// The statistics of `export` in the `--stats-file` `stats` once `ready` holds for them
+/// (SIGUSR1 asks for a fresh file; at most 10 s).
+pub fn export_stats(
+    srv: &Server,
+    stats: &Path,
+    export: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        srv.signal(libc::SIGUSR1);
+        std::thread::sleep(Duration::from_millis(50));
+        let text = std::fs::read_to_string(stats).unwrap_or_default();
+        let found = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| {
+                v.as_array()?
+                    .iter()
+                    .find(|e| e["export"] == export)
+                    .cloned()
+            });
+        if let Some(e) = found.filter(|e| ready(e)) {
+            return e;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{export}: {text}");
+    }
+}
