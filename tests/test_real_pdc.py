@@ -98,10 +98,36 @@ def test_commits_before_detection_are_the_commit_blocks_that_arrived_before_the_
     first = {"at_ns": 41_000, "kind": "detected", "lo": j0 + BLOCK, "hi": j0 + 10 * BLOCK}
     d = realpdc.detection(events, journal, _pdc([(first["lo"], first["hi"])], [first]))
     assert d.commits == 9 and d.first_pass_commits == 3
+    assert d.wraps == [realpdc.Wrap(41, 3, False, 1), realpdc.Wrap(71, 6, False, 0)]
     assert d.commits_before_detection == 3
     assert d.flushes == 18 and d.writes == 28
     assert d.journal_bytes_written == 28 * BLOCK
     assert (d.precision, d.recall) == (1.0, 0.9) and d.first_recall == 0.9
+
+
+def test_a_wrap_whose_transaction_sends_its_head_before_its_tail_is_marked_reversed():
+    # An 8-block journal: a commit of blocks 1-4 and commit block 5, the superblock, then a
+    # transaction over the wrap: its head (block 1) arrives before its tail (blocks 6-7),
+    # both before its FLUSH, then its commit block 2.
+    lines = ["fio version 3 iolog"]
+    for t, (action, block, blocks) in enumerate(
+        [
+            ("write", 1, 4),
+            ("sync", 0, 0),
+            ("write", 5, 1),
+            ("sync", 0, 0),
+            ("write", 0, 1),
+            ("write", 1, 1),
+            ("write", 6, 2),
+            ("sync", 0, 0),
+            ("write", 2, 1),
+            ("sync", 0, 0),
+        ],
+        start=1,
+    ):
+        lines.append(f"{t} vm1/vda {action} {block * BLOCK} {blocks * BLOCK}")
+    events = realguest.read_trace("\n".join(lines) + "\n")
+    assert realpdc.wraps(events, [(0, 8 * BLOCK)]) == [realpdc.Wrap(6, 1, True, 1)]
 
 
 def test_the_replayed_trace_turns_a_fua_s_datasync_into_a_flush_fio_s_nbd_engine_sends():

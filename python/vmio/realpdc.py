@@ -17,8 +17,10 @@ commits before detection = commits (a journal write between two FLUSHes: realgue
   at_ns counts from the dispatcher's start, the trace's microseconds from the server's,
   both in crates/vmio-serve/src/server.rs `start`, well under a millisecond apart; the
   guest's commits are about 10 ms apart under TCG)
-first pass = commits before the first journal write below the one before it (the wrap;
-  the journal's own superblock, its first block, excluded)
+first pass = commits before the log first wrapped (`wraps`: a journal write in the
+  journal's lower half after one in its upper half; the journal's own superblock, its first
+  block, left out), and for each wrap whether its transaction's two requests (the tail up to
+  the journal's end, the head from its first log block) arrived in that order
 ```
 
 The detector misses the first pass by design (it predicts a journal when the log comes back
@@ -139,22 +141,55 @@ def commit_times_us(events: list[Event], journal: list[tuple[int, int]]) -> list
     ]
 
 
-def first_pass_commits(events: list[Event], journal: list[tuple[int, int]]) -> int:
-    """Commits written before the log first wrapped: before the first journal write below
-    the one before it (writes of the journal's superblock, its first block, left out)."""
-    start = journal[0][0]
-    last = -1
-    commits = 0
+@dataclass(frozen=True)
+class Wrap:
+    """The log coming back to the journal's start (JBD2's `jbd2_journal_next_log_block`,
+    fs/jbd2/journal.c: the head goes from the journal's last block to its first log block)."""
+
+    t_us: int
+    # Commits (commit blocks) before the wrapping write, since the trace began.
+    commits_before: int
+    # The wrapping transaction's tail (its blocks up to the journal's end) arrived after its
+    # head (its blocks from the start), both before its commit's FLUSH.
+    reversed: bool
+    # Writes of the journal's superblock (its first block) since the previous wrap; the last
+    # one, right below the log's first block, is the start of a sequential run the wrap
+    # continues.
+    superblock_writes: int
+
+
+def wraps(events: list[Event], journal: list[tuple[int, int]]) -> list[Wrap]:
+    """Every wrap of the log in the trace (the module doc's rule):
+
+    ```text
+    for each journal write w (the superblock, the journal's first block, only counted):
+        w in the lower half after a write in the upper half: a wrap (its transaction open)
+        w in the upper half while the wrapping transaction is open: its tail, reversed
+        else: upper = w in the upper half
+    a FLUSH closes the wrapping transaction
+    ```"""
+    lo, hi = journal[0][0], journal[-1][1]
+    middle = (lo + hi) // 2
+    out: list[Wrap] = []
+    upper = wrapping = False
+    commits = superblocks = 0
     for i, e in enumerate(events):
-        if e.action != "write" or e.offset == start:
+        if e.action == "sync":
+            wrapping = False
+        if e.action != "write" or not any(a <= e.offset < b for a, b in journal):
             continue
-        if not any(lo <= e.offset < hi for lo, hi in journal):
+        if e.offset == lo:
+            superblocks += 1
             continue
-        if e.offset < last:
-            return commits
-        last = e.offset
+        if e.offset < middle and upper:
+            out.append(Wrap(e.t_us, commits, False, superblocks))
+            upper, wrapping, superblocks = False, True, 0
+        elif e.offset >= middle and wrapping:
+            out[-1] = Wrap(out[-1].t_us, out[-1].commits_before, True, out[-1].superblock_writes)
+        else:
+            upper = e.offset >= middle
         commits += realguest.is_commit_block(events, i)
-    return commits
+    return out
 
 
 @dataclass
@@ -171,7 +206,9 @@ class Detection:
     first_recall: float
     commits: int
     commits_before_detection: int | None
+    # Commits before the log first wrapped (all of them when it did not).
     first_pass_commits: int
+    wraps: list[Wrap]
     flushes: int
     writes: int
     bypassed_writes: int
@@ -188,6 +225,7 @@ def detection(trace: list[Event], journal: list[tuple[int, int]], pdc: dict) -> 
     first = next((e for e in pdc["events"] if e["kind"] == "detected"), None)
     first_range = [(first["lo"], first["hi"])] if first else []
     commits = commit_times_us(trace, journal)
+    passes = wraps(trace, journal)
     inside = overlap(detected, journal)
     first_inside = overlap(first_range, journal)
     return Detection(
@@ -202,7 +240,8 @@ def detection(trace: list[Event], journal: list[tuple[int, int]], pdc: dict) -> 
         commits_before_detection=(
             sum(t * 1000 < first["at_ns"] for t in commits) if first else None
         ),
-        first_pass_commits=first_pass_commits(trace, journal),
+        first_pass_commits=passes[0].commits_before if passes else len(commits),
+        wraps=passes,
         flushes=sum(e.action == "sync" for e in trace),
         writes=sum(e.action == "write" for e in trace),
         bypassed_writes=pdc["bypassed_writes"],
@@ -260,6 +299,14 @@ def detection_table(d: Detection) -> str:
         ["commits (whole trace)", f"{d.commits}"],
         ["commits before detection", f"{d.commits_before_detection}"],
         ["commits in the journal's first pass", f"{d.first_pass_commits}"],
+        [
+            "wraps (commits before; tail after head; superblock writes)",
+            ", ".join(
+                f"{w.commits_before}; {'yes' if w.reversed else 'no'}; {w.superblock_writes}"
+                for w in d.wraps
+            )
+            or "none",
+        ],
         ["writes / flushes", f"{d.writes} / {d.flushes}"],
         ["bypassed writes", f"{d.bypassed_writes}"],
         [
