@@ -156,3 +156,39 @@ def test_a_served_trace_is_a_fio_iolog_v3_that_vmio_sim_replays(tmp_path: Path, 
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "the file exists; give --trace-overwrite to replace it" in r.stderr
     assert trace.read_text() == before
+
+
+def test_a_pdc_disk_is_named_at_start_and_its_detected_journal_is_in_the_statistics(
+    tmp_path: Path,
+):
+    require_tool("qemu-io", "qemu-utils")
+    stats = tmp_path / "stats.json"
+    stack = STACK.replace('cache = "writeback"', 'cache = "pdc"')
+    proc, sock = start_vmio_serve(tmp_path, stack, "--stats-file", str(stats))
+    # A journal-like circular log over [1m, 2m): two passes of 64 KiB writes, a flush after
+    # every 2. The detector confirms the wrap at the second pass's first commit (its third
+    # write): from there, 14 writes go around the host page cache.
+    mib, cmds = 1 << 20, []
+    for pattern in (0x22, 0x33):
+        for k in range(16):
+            cmds += ["-c", f"write -P {pattern:#x} {mib + k * 65536} 64k"]
+            cmds += ["-c", "flush"] if k % 2 else []
+    cmds += ["-c", f"read -P 0x33 {mib} 1m"]
+    out = subprocess.run(
+        ["qemu-io", "-f", "raw", *cmds, f"nbd+unix:///vm1/disk0?socket={sock}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Pattern verification failed" not in out
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "vm1/disk0 is pdc, RWF_DONTCACHE" in err.splitlines()[0], err
+    snaps = {s["export"]: s for s in json.loads(stats.read_text())}
+    pdc = snaps["vm1/disk0"]["pdc"]
+    assert pdc["journals"] == [{"lo": mib, "hi": 2 * mib}], pdc
+    assert pdc["bypassed_writes"] == 14 and pdc["bypassed_bytes"] == 14 * 65536, pdc
+    assert [e["kind"] for e in pdc["events"]] == ["detected"], pdc
+    assert "pdc" not in snaps["vm2/disk0"]
+    assert f"vm1/disk0 pdc: journals [{mib}, {2 * mib}); 14 of 32 writes bypassed" in err, err

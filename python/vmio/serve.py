@@ -95,7 +95,7 @@ def serve(
 
 
 def stats_table(snaps: list[dict]) -> str:
-    """The per-export statistics as a text table."""
+    """The per-export statistics as a text table, then a line per `cache = "pdc"` export."""
     from vmio import report
 
     header = ["export", "read ops", "read MB", "write ops", "write MB", "flushes", "errors"]
@@ -114,7 +114,19 @@ def stats_table(snaps: list[dict]) -> str:
         ]
         for s in snaps
     ]
-    return report.text_table(header, rows, align="lrrrrrrrr")
+    return report.text_table(header, rows, align="lrrrrrrrr") + "".join(
+        _pdc_line(s["export"], s["pdc"]) for s in snaps if "pdc" in s
+    )
+
+
+def _pdc_line(export: str, p: dict) -> str:
+    """What a `cache = "pdc"` export's detector predicted and bypassed (vmio_serve::pdc)."""
+    journals = " ".join(f"[{j['lo']}, {j['hi']})" for j in p["journals"]) or "none"
+    dontcache = "supported" if p["dontcache_supported"] else "not supported"
+    return (
+        f"\n{export} pdc: journals {journals}; {p['bypassed_writes']:,} of {p['writes']:,} writes"
+        f" bypassed ({p['bypassed_bytes'] / 1e6:.1f} MB); RWF_DONTCACHE {dontcache}"
+    )
 
 
 # --- benchmark ---------------------------------------------------------------------------

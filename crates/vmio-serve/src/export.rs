@@ -574,7 +574,7 @@ pub fn open_exports(
             file: stack.file.clone(),
             source,
         })?;
-    // TODO(pdc-core merge): stack.pdc
+    // The detector's parameters: the defaults of [pdc] (PARAMS) until Stack has the table.
     let pdc_spec = vmio_core::cache::pdc::PdcSpec::default();
     let mut out = Vec::new();
     for (vi, vm) in stack.vms.iter().enumerate() {
