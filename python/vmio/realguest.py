@@ -4,7 +4,8 @@
 The host makes an ext4 image with mkfs.ext4 (e2fsprogs) on a sparse file, serves it with
 `vmio serve --trace` (`serve_guest`; cache=writeback here, cache=pdc in vmio.realpdc), and
 a TCG QEMU guest (tests/guest.py: the host's Debian kernel, ext4 and jbd2 built in, a busybox
-initramfs) mounts it and runs an fsync-heavy workload; the trace is then read against the filesystem's own map of itself:
+initramfs) mounts it and runs an fsync-heavy workload; the trace is then read against the
+filesystem's own map of itself:
 
 - the journal inode's extents (`debugfs -R 'stat <8>'`), the per-group metadata
   (`dumpe2fs`: superblocks, group descriptors, reserved GDT blocks, bitmaps, inode tables)

@@ -26,6 +26,15 @@ first pass = commits before the log first wrapped (`wraps`: a journal write in t
 The detector misses the first pass by design (it predicts a journal when the log comes back
 to its start), so `commits before detection` is about `first pass`.
 
+What the real ext4 does at a wrap (tests/real_pdc_figures.json, both wraps of the run, and
+every earlier run alike): JBD2 rewrites the journal's superblock (its first block, right
+below the log's first block) when a checkpoint moves the log tail, several times a pass; and
+the transaction that spans the wrap reaches the server as two requests, its head (from the
+log's first block) before its tail (up to the journal's end), both before the commit's
+FLUSH (the guest kernel 6.1 dispatches a plug's requests last-in first-out; axboe/liburing
+issue #1000). A detector must take a wrap that continues a run begun at the superblock and
+whose pass grows by the tail after the head arrived.
+
 (b) Benefit. The guest's trace is replayed by fio (`ioengine=nbd`, `read_iolog`,
 `replay_no_stall=1`: the recorded order as fast as the server answers, `iodepth=1`: one
 request at a time, as the fsync-bound guest issued them) against a fresh `vmio serve` of a
