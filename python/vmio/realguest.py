@@ -2,9 +2,10 @@
 (issue #10, item 6) is checked against.
 
 The host makes an ext4 image with mkfs.ext4 (e2fsprogs) on a sparse file, serves it with
-`vmio serve --trace` (cache=writeback), and a TCG QEMU guest (tests/guest.py: the host's
-Debian kernel, ext4 and jbd2 built in, a busybox initramfs) mounts it and runs an fsync-heavy
-workload; the trace is then read against the filesystem's own map of itself:
+`vmio serve --trace` (`serve_guest`; cache=writeback here, cache=pdc in vmio.realpdc), and
+a TCG QEMU guest (tests/guest.py: the host's Debian kernel, ext4 and jbd2 built in, a busybox
+initramfs) mounts it and runs an fsync-heavy workload; the trace is then read against the
+filesystem's own map of itself:
 
 - the journal inode's extents (`debugfs -R 'stat <8>'`), the per-group metadata
   (`dumpe2fs`: superblocks, group descriptors, reserved GDT blocks, bitmaps, inode tables)
@@ -338,6 +339,16 @@ def _short(e: Event, regions: dict[str, list[tuple[int, int]]]) -> str:
     return f"{e.action.upper()} {region_of(e.offset // BLOCK, regions)} {e.length // BLOCK}b"
 
 
+def is_commit_block(events: list[Event], i: int) -> bool:
+    """Whether write `i` (a journal write) is a commit block: JBD2's commit block with
+    REQ_PREFLUSH | REQ_FUA, which virtio-blk without FUA sends as FLUSH, WRITE, FLUSH."""
+    return (
+        0 < i < len(events) - 1
+        and events[i - 1].action == "sync"
+        and events[i + 1].action == "sync"
+    )
+
+
 def analyse(
     events: list[Event],
     regions: dict[str, list[tuple[int, int]]],
@@ -376,12 +387,7 @@ def analyse(
                     continue
                 a.journal_offsets_blocks.append(e.offset // BLOCK - journal_start)
                 blocks = e.length // BLOCK
-                commit_block = (
-                    0 < i < len(events) - 1
-                    and events[i - 1].action == "sync"
-                    and events[i + 1].action == "sync"
-                )
-                if commit_block:
+                if is_commit_block(events, i):
                     a.commit_blocks.append(sum(run) + blocks)
                     commit_ends.append(i + 1)
                     run = []
@@ -471,13 +477,13 @@ name = "vm1"
 [[vm.disk]]
 name = "vda"
 volume = "v"
-cache = "writeback"
+cache = "{cache}"
 {filesystem}"""
 
 
-def real_stack(w: Workload) -> str:
-    """The stack `vmio serve` serves the image with."""
-    return STACK.format(path='path = "ext4.img"\n', size=w.disk_bytes, filesystem="")
+def real_stack(w: Workload, cache: str = "writeback") -> str:
+    """The stack `vmio serve` serves the image with, its disk in host cache mode `cache`."""
+    return STACK.format(path='path = "ext4.img"\n', size=w.disk_bytes, cache=cache, filesystem="")
 
 
 def model_stack(w: Workload) -> str:
@@ -488,7 +494,59 @@ def model_stack(w: Workload) -> str:
     if w.mount_options != "defaults":
         raise ValueError(f"mount_options: {w.mount_options!r}; the model runs only 'defaults'")
     fs = f'size = "{w.disk_bytes}"\n[vm.disk.filesystem]\ntype = "ext4"\nmount = "/mnt"\n'
-    return STACK.format(path="", size=w.disk_bytes, filesystem=fs)
+    return STACK.format(path="", size=w.disk_bytes, cache="writeback", filesystem=fs)
+
+
+@dataclass
+class Served:
+    """What a guest run under `vmio serve` leaves: the guest's console, the server's
+    stderr, and in the work directory the image, the trace and the statistics file."""
+
+    console: str
+    server_stderr: str
+    image: Path
+    trace: Path
+    stats: Path
+
+
+def serve_guest(
+    workdir: Path,
+    boot: Callable[[str, str, Path], str],
+    w: Workload = WORKLOAD,
+    cache: str = "writeback",
+) -> Served:
+    """Make the image, serve it (host cache mode `cache`) with `--trace` and `--stats-file`,
+    boot the guest with `boot(drive, script, workdir)` (tests/guest.py's run_guest) running
+    `guest_script(w)`, stop the server (which writes its final statistics)."""
+    from vmio import serve
+
+    image = workdir / "ext4.img"
+    make_image(image, w)
+    (workdir / "stack.toml").write_text(real_stack(w, cache), encoding="utf-8")
+    sock, trace, stats = workdir / "nbd.sock", workdir / "trace.iolog", workdir / "stats.json"
+    proc = start_serve(workdir, "--trace", str(trace), "--stats-file", str(stats))
+    try:
+        serve._wait_socket(sock, proc, "vmio serve")
+        console = boot(f"nbd+unix:///vm1?socket={sock}", guest_script(w), workdir)
+    finally:
+        serve._stop(proc)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    return Served(console, err, image, trace, stats)
+
+
+def start_serve(workdir: Path, *extra: str) -> subprocess.Popen:
+    """`vmio serve --stack stack.toml --socket nbd.sock EXTRA` in `workdir`, this vmio
+    whatever the working directory (its stderr piped)."""
+    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml"]
+    here = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.Popen(
+        [*cmd, "--socket", str(workdir / "nbd.sock"), *extra],
+        cwd=workdir,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": path},
+    )
 
 
 @dataclass
@@ -505,41 +563,20 @@ def run(
     w: Workload = WORKLOAD,
     json_path: Path | None = None,
 ) -> Run:
-    """Make the image, serve it traced, boot the guest with `boot(drive, script, workdir)`
-    (tests/guest.py's run_guest), analyse the trace; write the analysis as JSON to
-    `json_path` if given."""
-    from vmio import serve
-
+    """Serve and boot (`serve_guest`, cache=writeback), analyse the trace; write the
+    analysis as JSON to `json_path` if given."""
     t0 = time.monotonic()
-    image = workdir / "ext4.img"
-    make_image(image, w)
-    (workdir / "stack.toml").write_text(real_stack(w), encoding="utf-8")
-    sock, trace = workdir / "nbd.sock", workdir / "trace.iolog"
-    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml", "--socket", str(sock)]
-    # The server is this vmio, whatever the working directory.
-    here = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen(
-        [*cmd, "--trace", str(trace)],
-        cwd=workdir,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": path},
-    )
+    s = serve_guest(workdir, boot, w)
     try:
-        serve._wait_socket(sock, proc, "vmio serve")
-        console = boot(f"nbd+unix:///vm1?socket={sock}", guest_script(w), workdir)
-    finally:
-        serve._stop(proc)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    try:
-        events, after = phase(read_trace(trace.read_text()), w)
+        events, after = phase(read_trace(s.trace.read_text()), w)
     except ValueError as e:
-        raise RuntimeError(f"{e}; server:\n{err}\nguest console:\n{console[-4000:]}") from None
-    a = analyse(events, regions(image, w), w, logged_blocks(image), after)
+        raise RuntimeError(
+            f"{e}; server:\n{s.server_stderr}\nguest console:\n{s.console[-4000:]}"
+        ) from None
+    a = analyse(events, regions(s.image, w), w, logged_blocks(s.image), after)
     if json_path is not None:
         json_path.write_text(json.dumps(asdict(a), indent=2) + "\n", encoding="utf-8")
-    return Run(a, console, err, time.monotonic() - t0)
+    return Run(a, s.console, s.server_stderr, time.monotonic() - t0)
 
 
 # --- real versus model ---------------------------------------------------------------------
