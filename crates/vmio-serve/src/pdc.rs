@@ -102,8 +102,8 @@ pub struct PdcSnapshot {
     pub journals: Vec<Journal>,
     /// The last [`EVENTS_SHOWN`] changes of the predictions (times in ns since the start).
     pub events: Vec<DetectorEvent>,
-    pub events_total: u64,
-    /// The detector's counters: writes seen, writes and bytes bypassed, detections, drops.
+    /// The detector's counters: writes seen, writes and bytes bypassed, detections, drops,
+    /// `events_total` (every change of the predictions, listed or not).
     #[serde(flatten)]
     pub detector: DetectorStats,
     /// Bypassed device pieces by how they were written.
@@ -155,7 +155,6 @@ impl PdcExport {
                 .map(|(lo, hi)| Journal { lo, hi })
                 .collect(),
             events: events[events.len().saturating_sub(EVENTS_SHOWN)..].to_vec(),
-            events_total: events.len() as u64,
             detector: d.stats(),
             direct_pieces: self.direct_pieces.load(Relaxed),
             dontcache_pieces: self.dontcache_pieces.load(Relaxed),

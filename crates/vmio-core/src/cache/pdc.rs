@@ -178,6 +178,13 @@ pub const JOURNALS: ParamSpec = ParamSpec {
     unit: "",
     help: "journals predicted at once per host file (several guests or filesystems on one file)",
 };
+pub const EVENTS: ParamSpec = ParamSpec {
+    name: "events",
+    kind: Kind::Count { min: 1, max: 1 << 20 },
+    default: Value::Int(4096),
+    unit: "",
+    help: "changes of the predicted ranges kept per host file for the timeline (the oldest give way; all are counted)",
+};
 /// The `[pdc]` parameters, in the order of [`PdcSpec`]'s fields.
 pub const PARAMS: &[ParamSpec] = &[
     GROUP,
@@ -188,6 +195,7 @@ pub const PARAMS: &[ParamSpec] = &[
     MAX_MISSES,
     MAX_JOURNAL,
     JOURNALS,
+    EVENTS,
 ];
 
 /// The detector's parameters (`[pdc]`, [`PARAMS`]).
@@ -201,6 +209,7 @@ pub struct PdcSpec {
     pub max_misses: u32,
     pub max_journal_bytes: u64,
     pub journals: u32,
+    pub events: u32,
 }
 
 impl PdcSpec {
@@ -216,6 +225,7 @@ impl PdcSpec {
             max_misses: count(MAX_MISSES.name),
             max_journal_bytes: v.int(MAX_JOURNAL.name),
             journals: count(JOURNALS.name),
+            events: count(EVENTS.name),
         }
     }
 }
@@ -261,6 +271,8 @@ pub struct DetectorStats {
     pub bypassed_bytes: u64,
     pub detections: u64,
     pub drops: u64,
+    /// Changes of the predicted ranges, including those no longer kept ([`EVENTS`]).
+    pub events_total: u64,
 }
 
 /// A run of writes, each starting where the previous one ended.
@@ -504,6 +516,10 @@ impl JournalDetector {
     }
 
     fn event(&mut self, at_ns: Ns, kind: EventKind, lo: u64, hi: u64) {
+        self.stats.events_total += 1;
+        if self.events.len() >= self.spec.events as usize {
+            self.events.remove(0);
+        }
         self.events.push(DetectorEvent {
             at_ns,
             kind,
@@ -541,7 +557,7 @@ impl JournalDetector {
         r
     }
 
-    /// Every change of the predicted ranges so far, in time order.
+    /// The last changes of the predicted ranges (at most `[pdc] events`), in time order.
     pub fn events(&self) -> &[DetectorEvent] {
         &self.events
     }
@@ -1016,6 +1032,33 @@ mod tests {
         assert_eq!(d.events().len(), 3);
         assert_eq!(d.ranges(), vec![(lo2, hi2)]);
         assert!(v[at..].iter().all(|&v| v == Verdict::Bypass));
+    }
+
+    #[test]
+    fn the_timeline_keeps_the_last_events_of_its_bound_and_counts_them_all() {
+        let spec = PdcSpec {
+            events: 2,
+            ..PdcSpec::default()
+        };
+        let mut d = JournalDetector::new(&spec);
+        // Three journals one after the other in three places: detected, and each new one
+        // predicted after the old one stopped (no drop: the old ones just stay, 3 <= journals).
+        let mut t = 0;
+        for base in [GIB, 3 * GIB, 5 * GIB] {
+            let mut log = Log::new(base + BLK, base + BLK + 8 * MIB);
+            let mut ws = Vec::new();
+            for _ in 0..2 * 512 {
+                log.commit(7, &mut ws);
+            }
+            feed(&mut d, t, &ws);
+            t += ws.len() as Ns;
+        }
+        assert_eq!(d.stats().detections, 3);
+        assert_eq!(d.stats().events_total, 3);
+        assert_eq!(d.events().len(), 2);
+        assert!(d.events().iter().all(|e| e.kind == EventKind::Detected));
+        assert_eq!(d.events()[1].lo, 5 * GIB + BLK);
+        assert_eq!(d.events()[0].lo, 3 * GIB + BLK);
     }
 
     #[test]

@@ -379,7 +379,7 @@ fn the_pdc_table_is_read_against_the_detectors_parameters_and_shown_with_a_pdc_d
         ),
         (
             "journal = 2",
-            "pdc.journal: unknown key; accepted: group, streams, min_pass, min_syncs, window, max_misses, max_journal, journals",
+            "pdc.journal: unknown key; accepted: group, streams, min_pass, min_syncs, window, max_misses, max_journal, journals, events",
         ),
     ] {
         assert_eq!(err(&with(body, "writeback")), format!("s.toml: {message}"), "{body}");
