@@ -53,7 +53,7 @@ fn a_circular_log_written_by_fio_is_detected_as_its_region_and_random_writes_are
         serde_json::json!([{"lo": log, "hi": log + size}]),
         "{p}"
     );
-    let events = p["events"].as_array().expect(&p.to_string());
+    let events = p["events"].as_array().unwrap_or_else(|| panic!("{p}"));
     assert_eq!(events.len(), 1, "{p}");
     assert_eq!(events[0]["kind"], "detected");
     assert_eq!(
