@@ -957,6 +957,11 @@ impl Ext4 {
         (lblk < l + n).then(|| p + (lblk - l))
     }
 
+    /// Whether logical block `lblk` of `ino` is allocated (not a hole, not delayed).
+    pub fn is_mapped(&self, ino: u32, lblk: u64) -> bool {
+        self.block_of(ino, lblk).is_some()
+    }
+
     /// Pieces of `[lblk, lblk+n)` in order, holes as `pblk: None`.
     pub fn map(&self, ino: u32, lblk: u64, n: u64, out: &mut Vec<Mapped>) {
         let end = lblk + n;

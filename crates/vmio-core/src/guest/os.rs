@@ -30,7 +30,9 @@
 //! ext4_sync_file, fs/jbd2/commit.c, fs/jbd2/checkpoint.c, block/blk-flush.c):
 //!
 //! ```text
-//! write(f, off, len), buffered : i_size grows → inode block dirty (i_sync_tid = running);
+//! write(f, off, len), buffered : i_size grows → inode block dirty (i_sync_tid = running;
+//!                                i_datasync_tid too when the new last byte's block is
+//!                                allocated: i_disksize moves at once, ext4_da_write_end);
 //!                                page cache write (copy; throttled over dirty_ratio)
 //! page cache writes pages of f : allocate the unmapped blocks (bitmaps, descriptors, inode,
 //!                                extent blocks dirty; i_sync_tid = i_datasync_tid = running;
@@ -815,13 +817,19 @@ impl GuestOs {
                 };
                 self.meta.clear();
                 let end = offset + len;
+                // ext4_da_write_end: when the block of the new last byte is already
+                // allocated, i_disksize moves now, and ext4_do_update_inode counts that
+                // for fdatasync (need_datasync); over a delayed block it moves when
+                // writeback allocates (a datasync change then).
+                let mut datasync = false;
                 if end > size {
+                    datasync = fs.ext4.is_mapped(i, (end - 1) / BLOCK_BYTES);
                     fs.ext4.set_size(i, end, &mut self.meta);
                     self.cache.set_size(f, end);
                 } else {
                     fs.ext4.touch(i, &mut self.meta);
                 }
-                self.touch_meta(now, disk, i, false);
+                self.touch_meta(now, disk, i, datasync);
                 if flags.direct {
                     self.direct(now, app, disk, i, f, Op::Write, offset, len, out);
                 } else {
@@ -1813,6 +1821,44 @@ mod tests {
         assert_eq!(seen.len(), 2, "{seen:?}");
         assert_eq!((seen[0].0, seen[0].2), (Op::Write, 1));
         assert_eq!(seen[1], (Op::Flush, 0, 0));
+    }
+
+    #[test]
+    fn an_fdatasync_after_an_append_into_an_allocated_block_commits_the_size_but_not_into_a_new_block(
+    ) {
+        let mut g = guest(64 * MIB);
+        // 1000 bytes: its block is allocated (the file was written).
+        let h = file(&mut g, "/mnt/f", 1000);
+        let mut seen = Seen::new();
+        let op = |op| AppOp::File { handle: h, op };
+        let append = |len| FileOp::Append {
+            file: 0,
+            len,
+            flags: IoFlags::default(),
+        };
+        let fdatasync = FileOp::Fsync {
+            file: 0,
+            datasync: true,
+        };
+        // Into the allocated block: i_disksize moves at write time, fdatasync commits it.
+        assert!(run(&mut g, 0, 1, op(append(100)), &mut seen));
+        assert!(run(&mut g, 0, 2, op(fdatasync), &mut seen));
+        assert_eq!(g.stats().disks[0].fsyncs_committing, 1, "{seen:?}");
+        // Into a new (delayed) block: the allocation at writeback commits as well.
+        assert!(run(&mut g, 0, 3, op(append(4096)), &mut seen));
+        assert!(run(&mut g, 0, 4, op(fdatasync), &mut seen));
+        assert_eq!(g.stats().disks[0].fsyncs_committing, 2, "{seen:?}");
+        // An overwrite inside the file: no size change, data and a FLUSH only.
+        let w = FileOp::Write {
+            file: 0,
+            offset: 0,
+            len: 512,
+            flags: IoFlags::default(),
+        };
+        assert!(run(&mut g, 0, 5, op(w), &mut seen));
+        assert!(run(&mut g, 0, 6, op(fdatasync), &mut seen));
+        assert_eq!(g.stats().disks[0].fsyncs_committing, 2, "{seen:?}");
+        assert_eq!(g.stats().disks[0].fsyncs, 3);
     }
 
     #[test]
