@@ -40,9 +40,9 @@ def add_parser(
     hs = hsub.add_parser(
         "stack",
         help="volume layouts, schedulers and device models with their parameters",
-        description="List every [[vm.disk]] interface and cache mode, [vm.disk.filesystem] and "
-        "[vm.page_cache] key, [[volume]] layout, [scheduler] name and [[device]] model with "
-        "its parameters: accepted values, default and meaning.",
+        description="List every [[vm.disk]] interface and cache mode, [vm.disk.filesystem], "
+        "[vm.page_cache], [page_cache] and [pdc] key, [[volume]] layout, [scheduler] name and "
+        "[[device]] model with its parameters: accepted values, default and meaning.",
         epilog=EPILOG,
         formatter_class=formatter_class,
     )

@@ -554,10 +554,12 @@ pub fn format_duration(ns: Ns) -> String {
 
 /// One layer of the stack file for the help renderers.
 pub struct Layer<'a> {
-    /// The table and the key that selects an entry: `[scheduler]`, `name`.
+    /// The table and the key that selects an entry: `[scheduler]`, `name`; an empty
+    /// selector: a table of parameters only (`[pdc]`), with no entries.
     pub table: &'static str,
     pub selector: &'static str,
-    /// What the selector's default is (`mq-deadline`, or `required`).
+    /// What the selector's default is (`mq-deadline`, or `required`); without a selector,
+    /// what the table applies to.
     pub default: &'static str,
     pub entries: Vec<Described<'a>>,
     /// Keys the stack parser reads itself, valid whatever the selector names (`[[vm.disk]]
@@ -652,19 +654,23 @@ fn param_rows<'a>(layer: &'a Layer) -> Vec<Row<'a>> {
 pub fn render_text(layers: &[Layer]) -> String {
     let mut out = String::new();
     for layer in layers {
-        let _ = writeln!(
-            out,
-            "{} {} = {}   (default: {})",
-            layer.table,
-            layer.selector,
-            layer
-                .entries
-                .iter()
-                .map(|e| e.name)
-                .collect::<Vec<_>>()
-                .join(" | "),
-            layer.default
-        );
+        if layer.selector.is_empty() {
+            let _ = writeln!(out, "{}   ({})", layer.table, layer.default);
+        } else {
+            let _ = writeln!(
+                out,
+                "{} {} = {}   (default: {})",
+                layer.table,
+                layer.selector,
+                layer
+                    .entries
+                    .iter()
+                    .map(|e| e.name)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                layer.default
+            );
+        }
         for e in &layer.entries {
             let _ = writeln!(out, "  {:<13} {}{}", e.name, e.help, paren(&e.note));
         }
@@ -704,12 +710,16 @@ fn paren(note: &str) -> String {
 pub fn render_markdown(layers: &[Layer]) -> String {
     let mut out = String::new();
     for layer in layers {
-        let _ = writeln!(
-            out,
-            "`{}` `{}` (default: {}):\n",
-            layer.table, layer.selector, layer.default
-        );
-        let _ = writeln!(out, "| {} | meaning |\n|---|---|", layer.selector);
+        if layer.selector.is_empty() {
+            let _ = writeln!(out, "`{}` ({}):", layer.table, layer.default);
+        } else {
+            let _ = writeln!(
+                out,
+                "`{}` `{}` (default: {}):\n",
+                layer.table, layer.selector, layer.default
+            );
+            let _ = writeln!(out, "| {} | meaning |\n|---|---|", layer.selector);
+        }
         for e in &layer.entries {
             let _ = writeln!(out, "| `{}` | {}{} |", e.name, e.help, paren(&e.note));
         }

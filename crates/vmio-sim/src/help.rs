@@ -1,12 +1,13 @@
 //! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` (with the
 //! guest's `read_ahead_kb`) and `cache`, `[vm.disk.filesystem] type`, `[vm.page_cache]`
-//! `eviction`, `[page_cache] eviction`, `[scheduler] name`, `[[volume]] layout`,
+//! `eviction`, `[page_cache] eviction`, `[pdc]`, `[scheduler] name`, `[[volume]] layout`,
 //! `[[device]] model` — with every entry's parameters (and the tables' own), rendered from
 //! the registries and declarations ([`vmio_core::stack::Interface::REGISTRY`],
 //! [`vmio_core::cache::CacheMode::REGISTRY`], [`vmio_core::guest::params::FS_PARAMS`] and
 //! [`vmio_core::guest::params::FS_MOUNT`], [`vmio_core::cache::eviction::REGISTRY`] and
 //! [`vmio_core::cache::linux::PARAMS`] (the guest's with its own `memory`,
-//! [`vmio_core::guest::params::GUEST_CACHE_MEMORY`]), [`vmio_core::sched::REGISTRY`],
+//! [`vmio_core::guest::params::GUEST_CACHE_MEMORY`]), [`vmio_core::cache::pdc::PARAMS`],
+//! [`vmio_core::sched::REGISTRY`],
 //! [`vmio_core::volume::REGISTRY`], [`crate::device::REGISTRY`]) the stack parser reads, as
 //! `qemu-system-x86_64 -device help` lists device properties. The README's tables are this
 //! command's Markdown output, kept equal by a test.
@@ -15,14 +16,14 @@
 //! layers() = [vdisk interfaces (note: aliases; key: read_ahead_kb), QEMU cache modes, guest
 //!             filesystems (key: mount; FS_PARAMS but type), guest page cache (eviction
 //!             policies; linux::PARAMS with the guest's memory), volume layouts (note: device
-//!             count), schedulers, eviction policies with the page cache's parameters, device
-//!             models (note: profiles)]
+//!             count), schedulers, eviction policies with the page cache's parameters, the
+//!             [pdc] detector's parameters (no selector), device models (note: profiles)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per key and parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
 //! ```
 
-use vmio_core::cache::{eviction, linux, CacheMode};
+use vmio_core::cache::{eviction, linux, pdc, CacheMode};
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::Interface;
@@ -177,6 +178,14 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             params: linux::PARAMS,
         },
         Layer {
+            table: "[pdc]",
+            selector: "",
+            default: "the journal detector of every [[vm.disk]] with cache = \"pdc\"",
+            entries: Vec::new(),
+            keys: &[],
+            params: pdc::PARAMS,
+        },
+        Layer {
             table: "[[device]]",
             selector: "model",
             default: "required",
@@ -260,6 +269,8 @@ mod tests {
             "[vm.page_cache] eviction = clock | lru   (default: clock)",
             "default the VM's memory less 192 MiB, at most half of it]",
             "    read_ahead_kb      the guest's read-ahead window on the disk",
+            "[pdc]   (the journal detector of every [[vm.disk]] with cache = \"pdc\")",
+            "    min_syncs          times a stream must continue right after a FLUSH",
         ] {
             assert!(text.contains(line), "{line}: {text}");
         }

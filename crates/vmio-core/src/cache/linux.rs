@@ -225,6 +225,8 @@ pub struct Linux<E: Eviction> {
     lookup: ReadLookup,
     ranges: Vec<PageRange>,
     waits: Vec<u32>,
+    flushes: u64,
+    fsync_written_pages: u64,
 }
 
 /// An Io action for whole pages `[first, first + n)` of `disk`.
@@ -268,6 +270,8 @@ impl<E: Eviction> Linux<E> {
             lookup: ReadLookup::default(),
             ranges: Vec::new(),
             waits: Vec::new(),
+            flushes: 0,
+            fsync_written_pages: 0,
         }
     }
 
@@ -281,7 +285,8 @@ impl<E: Eviction> Linux<E> {
         Box::new(Self::new(spec, Vec::new()))
     }
 
-    fn flush(&self, r: ReqId, out: &mut Vec<Action>) {
+    fn flush(&mut self, r: ReqId, out: &mut Vec<Action>) {
+        self.flushes += 1;
         out.push(Action::Flush {
             disk: self.reqs[r as usize].disk,
             token: Cont::Flushed(r).token(),
@@ -378,6 +383,7 @@ impl<E: Eviction> Linux<E> {
                 remaining: ranges.len() as u32,
             }) as u32;
             for rg in &ranges {
+                self.fsync_written_pages += rg.n;
                 out.push(pages_io(
                     disk,
                     Op::Write,
@@ -632,6 +638,8 @@ impl<E: Eviction> HostCache for Linux<E> {
             pages: self.pc.stats(),
             cached_pages: self.pc.cached_pages(),
             dirty_pages: self.pc.dirty_pages(),
+            flushes: self.flushes,
+            fsync_written_pages: self.fsync_written_pages,
         }
     }
 }
@@ -878,7 +886,8 @@ pub(crate) mod tests {
         assert!(out.is_empty());
         c.on_done(3, b, &mut out);
         assert!(matches!(out[..], [Action::Flush { disk: 0, .. }]));
-        assert_eq!(c.stats().dirty_pages, 0);
+        let s = c.stats();
+        assert_eq!((s.dirty_pages, s.fsync_written_pages, s.flushes), (0, 3, 1));
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub use policy::{
 pub use readahead::Readahead;
 
 use crate::stack::PageCacheSpec;
+use pdc::{JournalDetector, Pdc, PdcSpec};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -45,9 +46,29 @@ fn eviction_of(spec: &PageCacheSpec) -> Result<&'static eviction::Registered, Ca
     })
 }
 
-/// The host cache of a stack's `[page_cache]` over `disks` (every VM disk, in stack order).
+/// [`build_with`] with `[pdc]` at its defaults.
 pub fn build(spec: &PageCacheSpec, disks: Vec<HostDisk>) -> Result<Box<dyn HostCache>, CacheError> {
-    Ok((eviction_of(spec)?.linux)(spec, disks))
+    build_with(spec, &PdcSpec::default(), disks)
+}
+
+/// The host cache of a stack's `[page_cache]` and `[pdc]` over `disks` (every VM disk, in
+/// stack order): the Linux page cache, under [`pdc::Pdc`] with a detector of `pdc` for each
+/// `cache = "pdc"` disk when there is one.
+pub fn build_with(
+    spec: &PageCacheSpec,
+    pdc: &PdcSpec,
+    disks: Vec<HostDisk>,
+) -> Result<Box<dyn HostCache>, CacheError> {
+    let detectors: Vec<Option<JournalDetector>> = disks
+        .iter()
+        .map(|d| (d.mode == CacheMode::Pdc).then(|| JournalDetector::new(pdc)))
+        .collect();
+    let linux = (eviction_of(spec)?.linux)(spec, disks);
+    Ok(if detectors.iter().any(Option::is_some) {
+        Box::new(Pdc::new(linux, detectors))
+    } else {
+        linux
+    })
 }
 
 /// The page cache of `spec` as a guest's, with no file yet ([`FileCache`]).

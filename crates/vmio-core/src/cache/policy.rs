@@ -23,6 +23,7 @@
 //! cached pages happens inside the policy (the kernel drops them in `vmio serve`).
 
 use crate::cache::pagecache::PageCacheStats;
+use crate::cache::pdc::JournalDetector;
 use crate::cache::CacheMode;
 use crate::request::Op;
 use crate::Ns;
@@ -104,6 +105,10 @@ pub struct HostCacheStats {
     /// Pages cached at the end of the run, and how many of them are dirty.
     pub cached_pages: u64,
     pub dirty_pages: u64,
+    /// Host flush work: FLUSH CACHEs sent to the devices, and pages written by fsyncs
+    /// (a guest FLUSH on a buffered disk writes its dirty pages first).
+    pub flushes: u64,
+    pub fsync_written_pages: u64,
 }
 
 /// A VM disk as the host cache sees it (one open image: a page-cache "file").
@@ -132,6 +137,10 @@ pub trait HostCache: Send {
     /// with).
     fn real_io(&self, disk: u32) -> RealIo;
     fn stats(&self) -> HostCacheStats;
+    /// The journal detector of `disk` when the policy runs one (PDC, [`super::pdc`]).
+    fn pdc(&self, _disk: u32) -> Option<&JournalDetector> {
+        None
+    }
 }
 
 /// A page cache whose files come and go: the guest's, whose files are the guest's block

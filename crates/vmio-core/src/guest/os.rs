@@ -1601,6 +1601,7 @@ impl GuestOs {
             pages,
             cached_pages,
             dirty_pages,
+            ..
         } = self.cache.stats();
         let looked = pages.hit_pages + pages.miss_pages;
         GuestStats {

@@ -10,6 +10,8 @@
 //! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
 //! [page_cache]                # eviction (cache::eviction::REGISTRY), the page cache's
 //!                             # parameters (cache::linux::PARAMS: memory, dirty_ratio, ...)
+//! [pdc]                       # the journal detector of cache = "pdc" disks (cache::pdc::PARAMS:
+//!                             # group, streams, min_pass, ...)
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [vm.page_cache]             # the guest's page cache: cache::linux::PARAMS (memory defaults
 //!                             # to the VM's memory less guest::params::GUEST_RESERVE_BYTES)
@@ -19,8 +21,8 @@
 //! ```
 //!
 //! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, `[[volume]]`, `[scheduler]` and `[page_cache]`, whose other keys are declared
-//! parameters), then [`Stack::validate`] checks cross references and ranges, and reads the
+//! `[[device]]`, `[[volume]]`, `[scheduler]`, `[page_cache]` and `[pdc]`, whose other keys are
+//! declared parameters), then [`Stack::validate`] checks cross references and ranges, and reads the
 //! layers' parameters against their registries ([`crate::params`]):
 //!
 //! ```text
@@ -32,11 +34,14 @@
 //! [page_cache]: eviction names a policy; the other keys are read against cache::linux::PARAMS
 //!               (memory defaults to half of [host] memory, and must not exceed it;
 //!               dirty_background_ratio must not exceed dirty_ratio)
+//! [pdc]: every key read against cache::pdc::PARAMS; the effective stack shows it when a
+//!        disk has cache = "pdc" (a [pdc] table without one is checked, then unused)
 //! ```
 //!
 //! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
 //! the accepted values.
 
+use crate::cache::pdc::{self, PdcSpec};
 use crate::cache::{eviction, linux, CacheMode};
 use crate::guest::{self, params::FsSpec};
 use crate::params::{self, ParamError, Values};
@@ -108,6 +113,9 @@ pub type RawScheduler = BTreeMap<String, toml::Value>;
 /// `[page_cache]`: `eviction` and the parameters of [`crate::cache::linux::PARAMS`].
 pub type RawPageCache = BTreeMap<String, toml::Value>;
 
+/// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
+pub type RawPdc = BTreeMap<String, toml::Value>;
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDisk {
@@ -152,6 +160,8 @@ pub struct RawStack {
     pub scheduler: RawScheduler,
     #[serde(default)]
     pub page_cache: RawPageCache,
+    #[serde(default)]
+    pub pdc: RawPdc,
     #[serde(default)]
     pub vm: Vec<RawVm>,
 }
@@ -346,6 +356,9 @@ pub struct Stack {
     pub volumes: Vec<VolumeSpec>,
     pub scheduler: SchedulerSpec,
     pub page_cache: PageCacheSpec,
+    /// `[pdc]`, the journal detector's parameters, when a disk has `cache = "pdc"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pdc: Option<PdcSpec>,
     pub vms: Vec<VmSpec>,
 }
 
@@ -587,6 +600,10 @@ impl Stack {
             params: values,
         };
         let page_cache = Self::page_cache(&c, &raw.page_cache, &host)?;
+        let mut pdc_values = Values::defaults(pdc::PARAMS);
+        pdc_values
+            .read(&raw.pdc, &[])
+            .map_err(|e| c.param("pdc", e))?;
         if raw.vm.is_empty() {
             return Err(c.err("vm", "at least one [[vm]] is required"));
         }
@@ -722,6 +739,11 @@ impl Stack {
             volumes,
             scheduler,
             page_cache,
+            pdc: vms
+                .iter()
+                .flat_map(|v| &v.disks)
+                .any(|d| d.cache == CacheMode::Pdc)
+                .then(|| PdcSpec::from_values(&pdc_values)),
             vms,
         })
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::cache::pdc::{self, PdcSpec};
 use crate::SEC;
 
 const GOOD: &str = r#"
@@ -342,6 +343,46 @@ fn page_cache_keys_are_read_against_the_declared_parameters_with_linux_defaults(
         ),
     ] {
         assert_eq!(err(&with(body)), format!("s.toml: {message}"), "{body}");
+    }
+}
+
+#[test]
+fn the_pdc_table_is_read_against_the_detectors_parameters_and_shown_with_a_pdc_disk() {
+    let with = |pdc: &str, cache: &str| {
+        GOOD.replace("[[vm]]", &format!("[pdc]\n{pdc}\n[[vm]]"))
+            .replace("cache = \"none\"", &format!("cache = \"{cache}\""))
+    };
+    let s = Stack::from_toml(&with("", "pdc"), "s.toml").unwrap();
+    assert_eq!(s.pdc, Some(PdcSpec::default()));
+    let s = Stack::from_toml(&with("group = \"64m\"\nstreams = 8", "pdc"), "s.toml").unwrap();
+    let spec = s.pdc.unwrap();
+    assert_eq!((spec.group_bytes, spec.streams), (64 << 20, 8));
+    let record = toml::to_string(&spec).unwrap();
+    let keys: Vec<&str> = record
+        .lines()
+        .map(|l| l.split(" = ").next().unwrap())
+        .collect();
+    let declared: Vec<String> = pdc::PARAMS.iter().map(|p| p.record_key()).collect();
+    assert_eq!(keys, declared);
+    // Without a PDC disk the table is checked, then left out of the effective stack.
+    let s = Stack::from_toml(&with("streams = 2", "writeback"), "s.toml").unwrap();
+    assert_eq!(s.pdc, None);
+    assert!(!toml::to_string(&s).unwrap().contains("pdc"));
+    for (body, message) in [
+        (
+            "streams = 0",
+            "pdc.streams: 0: must be an integer from 1 to 64",
+        ),
+        (
+            "group = 0",
+            "pdc.group: 0: must be a size in bytes (an integer, or a string like \"256m\", \"2t\"): size > 0",
+        ),
+        (
+            "journal = 2",
+            "pdc.journal: unknown key; accepted: group, streams, min_pass, min_syncs, window, max_misses, max_journal, journals",
+        ),
+    ] {
+        assert_eq!(err(&with(body, "writeback")), format!("s.toml: {message}"), "{body}");
     }
 }
 
