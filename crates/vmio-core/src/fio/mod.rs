@@ -25,7 +25,8 @@
 //! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
 //! and `overwrite` (`workload::fio_files` follows them); trace replay with fio's
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
-//! blkparse, fio) and `filebench` (a FileBench personality, file level). `description` is skipped
+//! blkparse, fio), `filebench` (a FileBench personality, file level) and `app` (an application
+//! workload: LinkBench, SQLite, LevelDB, file level). `description` is skipped
 //! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
 //! first line where it appeared, so callers can warn that vmio does not model it.
 //!
@@ -323,6 +324,8 @@ pub struct JobSpec {
     pub loops: u32,
     /// vmio's `filebench`: a FileBench personality (`workload::Personality`), file level.
     pub filebench: Option<String>,
+    /// vmio's `app`: an application workload (`workload::App`), file level.
+    pub app: Option<String>,
 }
 
 impl Default for JobSpec {
@@ -371,6 +374,7 @@ impl Default for JobSpec {
             replay_no_stall: false,
             loops: 1,
             filebench: None,
+            app: None,
         }
     }
 }
@@ -957,12 +961,16 @@ impl Parser<'_> {
                     .ok_or_else(|| self.bad(line, key, value, "an integer >= 1"))?
             }
             "filebench" => {
-                let accepted = crate::workload::Personality::accepted();
-                let v = self.text(key, value, line, &accepted)?;
-                if crate::workload::Personality::parse(&v).is_err() {
-                    return Err(self.bad(line, key, Some(v.as_str()), &accepted));
-                }
-                j.filebench = Some(v);
+                use crate::workload::Personality;
+                let accepted = Personality::accepted();
+                j.filebench = Some(self.named(key, value, line, &accepted, |v| {
+                    Personality::parse(v).is_ok()
+                })?)
+            }
+            "app" => {
+                use crate::workload::App;
+                let accepted = App::accepted();
+                j.app = Some(self.named(key, value, line, &accepted, |v| App::parse(v).is_ok())?)
             }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}
@@ -1136,6 +1144,22 @@ impl Parser<'_> {
     fn duration(&self, key: &str, value: Option<&str>, line: usize) -> Result<Ns, FioError> {
         parse_duration_ns(value.unwrap_or(""), SEC)
             .map_err(|_| self.bad(line, key, value, ACCEPT_DURATION))
+    }
+
+    /// A name of a registry (`filebench=`, `app=`): `known` says whether it is one.
+    fn named(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+        accepted: &str,
+        known: impl Fn(&str) -> bool,
+    ) -> Result<String, FioError> {
+        let v = self.text(key, value, line, accepted)?;
+        if !known(&v) {
+            return Err(self.bad(line, key, Some(v.as_str()), accepted));
+        }
+        Ok(v)
     }
 
     fn text(
@@ -1912,5 +1936,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("fileserver, varmail, webserver, oltp"), "{e}");
+        let f = parse("[a]\napp=SQLite-WAL\n");
+        assert_eq!(f.jobs[0].app.as_deref(), Some("SQLite-WAL"));
+        let e = parse_job_file("[t]\napp=mysql\n", "j.fio")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("j.fio:2") && e.contains("linkbench, sqlite-delete (sqlite), "),
+            "{e}"
+        );
     }
 }

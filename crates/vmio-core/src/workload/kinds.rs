@@ -1,5 +1,5 @@
 //! The registries of the workload kinds a job or a command names: FileBench personalities
-//! (`filebench::PERSONALITIES`), trace formats (`trace::FORMATS`) and
+//! (`filebench::PERSONALITIES`), applications (`apps::APPS`), trace formats (`trace::FORMATS`) and
 //! synthetic trace profiles (`synth::PROFILES`). Each kind declares its entries
 //! once, in its own file, as a list of [`KindEntry`]; its `parse`, `name`, the accepted list
 //! of its error line and [`help_text`] all read that list, so a new entry is one line there.
@@ -76,6 +76,12 @@ pub fn help_text() -> String {
     out.push('\n');
     section(
         &mut out,
+        "Applications (job option app=NAME):",
+        super::apps::APPS,
+    );
+    out.push('\n');
+    section(
+        &mut out,
         "Trace formats (job options read_iolog=PATH, iolog_format=NAME; detected from the first lines when absent):",
         super::trace::FORMATS,
     );
@@ -98,6 +104,8 @@ mod tests {
         for (name, help) in [
             ("fileserver", "fileserver.f"),
             ("varmail", "varmail.f"),
+            ("sqlite-delete (sqlite)", "Mobibench"),
+            ("leveldb-compact", "db_bench fillrandom"),
             ("spc (umass)", "UMass Trace Repository"),
             ("fio-iolog (iolog)", "iolog v2"),
             ("financial", "S1"),

@@ -9,6 +9,8 @@
 //!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's personalities (fileserver, varmail, webserver, oltp) as
 //!   file-level workloads: their filesets and each thread's flow of file operations;
+//! - [`apps`]: applications at file level (LinkBench on an InnoDB-like engine, Mobibench's
+//!   SQLite, LevelDB's db_bench fills): their files and each thread's transactions;
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
 //!   and their [`Replay`] (time scaling, address folding, loops);
 //! - [`synth`]: synthetic traces shaped like S1's MSN, Exchange and Financial traces; a
@@ -34,6 +36,9 @@
 //!   filebench=P: needs a filesystem and a runtime; clone c: FilebenchFlows(P,
 //!                dir <mount>/<name>.<c>, fs bytes, derive(seed, "filebench/<name>/<c>")),
 //!                depth = P's threads
+//!   app=A:       the same rules (filesystem, runtime, directory <top>/<name>.<c>, seed
+//!                derive(seed, "app/<name>/<c>")): AppFlows(A, dir, fs bytes, seed); depth =
+//!                A's threads. filebench and app together: an error
 //!   read_iolog:  needs a non-empty region; every clone: Paced(Replay(trace, region,
 //!                replay_time_scale / 100, max(loops, 1)), replay_no_stall ? closed loop at
 //!                depth : open loop)
@@ -59,6 +64,7 @@
 //! flight (`do_io` before `end_fsync`; each end fsync is synchronous; files are unlinked and
 //! closed after the job's I/O is done).
 
+pub mod apps;
 pub mod filebench;
 pub mod files;
 pub mod fio_files;
@@ -69,6 +75,7 @@ pub mod stream;
 pub mod synth;
 pub mod trace;
 
+pub use apps::{App, AppError, AppFlows};
 pub use filebench::{FilebenchError, FilebenchFlows, Personality};
 pub use files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
 pub use fio_job::Generator;
@@ -167,6 +174,7 @@ pub enum JobWorkload {
     Fio(Generator),
     Trace(Paced<Replay>),
     Filebench(FilebenchFlows),
+    App(AppFlows),
 }
 
 impl Workload for JobWorkload {
@@ -176,6 +184,7 @@ impl Workload for JobWorkload {
             JobWorkload::Fio(w) => w.next(elapsed_ns),
             JobWorkload::Trace(w) => w.next(elapsed_ns),
             JobWorkload::Filebench(w) => w.next(elapsed_ns),
+            JobWorkload::App(w) => w.next(elapsed_ns),
         }
     }
 
@@ -184,6 +193,7 @@ impl Workload for JobWorkload {
             JobWorkload::Fio(w) => w.depth(),
             JobWorkload::Trace(w) => w.depth(),
             JobWorkload::Filebench(w) => w.depth(),
+            JobWorkload::App(w) => w.depth(),
         }
     }
 
@@ -192,6 +202,7 @@ impl Workload for JobWorkload {
             JobWorkload::Fio(w) => w.files(),
             JobWorkload::Trace(w) => w.files(),
             JobWorkload::Filebench(w) => w.files(),
+            JobWorkload::App(w) => w.files(),
         }
     }
 
@@ -200,6 +211,7 @@ impl Workload for JobWorkload {
             JobWorkload::Fio(w) => w.completed(tag),
             JobWorkload::Trace(w) => w.completed(tag),
             JobWorkload::Filebench(w) => w.completed(tag),
+            JobWorkload::App(w) => w.completed(tag),
         }
     }
 }
@@ -241,7 +253,7 @@ pub fn workloads(
         .unwrap_or(disk_bytes - base)
         .min(disk_bytes - base);
     fio_job::check_ends(spec)?;
-    if region == 0 && (spec.filebench.is_some() || trace.is_some()) {
+    if region == 0 && (spec.filebench.is_some() || spec.app.is_some() || trace.is_some()) {
         return Err(WorkloadError::EmptyRegion {
             job: quote(&spec.name),
             line: spec.line,
@@ -251,32 +263,56 @@ pub fn workloads(
         });
     }
     let clones = spec.numjobs.max(1);
-    if let Some(name) = &spec.filebench {
+    let named = match (&spec.filebench, &spec.app) {
+        (Some(_), Some(_)) => {
+            return Err(WorkloadError::AppAndFilebench {
+                job: quote(&spec.name),
+                line: spec.line,
+            })
+        }
+        (Some(name), None) => Some(("filebench", "a FileBench personality", name)),
+        (None, Some(name)) => Some(("app", "an application workload", name)),
+        (None, None) => None,
+    };
+    if let Some((option, what, name)) = named {
         if spec.runtime_ns.is_none() {
             return Err(WorkloadError::NeedsRuntime {
                 job: quote(&spec.name),
                 line: spec.line,
-                personality: name.clone(),
+                option,
+                name: name.clone(),
+                what,
             });
         }
-        let p = Personality::parse(name)?;
+        #[derive(Clone, Copy)]
+        enum Named {
+            Filebench(Personality),
+            App(App),
+        }
+        let kind = match option {
+            "filebench" => Named::Filebench(Personality::parse(name)?),
+            _ => Named::App(App::parse(name)?),
+        };
         let Target::Filesystem { bytes, mount } = target else {
-            return Err(WorkloadError::FilebenchNeedsFilesystem {
+            return Err(WorkloadError::NeedsFilesystem {
                 job: quote(&spec.name),
                 line: spec.line,
-                personality: name.clone(),
+                option,
+                name: name.clone(),
             });
         };
         let top = spec.directory.as_deref().unwrap_or(mount);
         return (0..clones)
             .map(|c| {
-                let clone_seed =
-                    crate::rng::Rng::derive(seed, &format!("filebench/{}/{c}", spec.name))
-                        .next_u64();
+                let label = format!("{option}/{}/{c}", spec.name);
+                let clone_seed = crate::rng::Rng::derive(seed, &label).next_u64();
                 let dir = format!("{top}/{}.{c}", spec.name);
-                Ok(JobWorkload::Filebench(FilebenchFlows::new(
-                    p, &dir, bytes, clone_seed,
-                )?))
+                Ok(match kind {
+                    Named::Filebench(p) => {
+                        JobWorkload::Filebench(FilebenchFlows::new(p, &dir, bytes, clone_seed)?)
+                    }
+                    Named::App(a) => JobWorkload::App(AppFlows::new(a, &dir, bytes, clone_seed)?),
+                })
             })
             .collect();
     }
@@ -368,20 +404,24 @@ pub enum WorkloadError {
         numjobs: u32,
     },
     #[error(
-        "job '{job}' (line {line}): filebench={personality} works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
+        "job '{job}' (line {line}): {option}={name} works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
     )]
-    FilebenchNeedsFilesystem {
+    NeedsFilesystem {
         job: String,
         line: usize,
-        personality: String,
+        /// `filebench` or `app`.
+        option: &'static str,
+        name: String,
     },
     #[error(
-        "job '{job}' (line {line}): filebench={personality} runs until stopped (a FileBench personality never ends); accepted: a runtime > 0 with filebench"
+        "job '{job}' (line {line}): {option}={name} runs until stopped ({what} never ends); accepted: a runtime > 0 with {option}"
     )]
     NeedsRuntime {
         job: String,
         line: usize,
-        personality: String,
+        option: &'static str,
+        name: String,
+        what: &'static str,
     },
     #[error(
         "job '{job}' (line {line}): no file to run on (nrfiles=0, or an empty filename list); accepted: nrfiles >= 1 or filename=name[:name...]"
@@ -420,8 +460,14 @@ pub enum WorkloadError {
         file_bytes: u64,
         fs_bytes: u64,
     },
+    #[error(
+        "job '{job}' (line {line}): filebench and app both name the job's workload; accepted: one of filebench=, app="
+    )]
+    AppAndFilebench { job: String, line: usize },
     #[error(transparent)]
     Filebench(#[from] FilebenchError),
+    #[error(transparent)]
+    App(#[from] AppError),
 }
 
 #[cfg(test)]
@@ -558,6 +604,52 @@ mod tests {
             .collect();
         assert_eq!(tags, (0..16).collect::<Vec<_>>());
         assert_eq!(w[0].next(0), Step::Wait);
+    }
+
+    #[test]
+    fn an_app_job_gives_each_clone_its_own_directory_and_needs_a_filesystem_and_a_runtime() {
+        let fs = Target::Filesystem {
+            bytes: 4 * GIB,
+            mount: "/mnt",
+        };
+        let job = spec("app=leveldb-fillsync\nruntime=1\nnumjobs=2\n");
+        let mut w = workloads(&job, fs, None, 7, &mut Vec::new()).unwrap();
+        assert_eq!(w.iter().map(|w| w.depth()).collect::<Vec<_>>(), [2, 2]);
+        assert_eq!(w[0].files()[0].path, "/mnt/j.0/leveldb/MANIFEST-000001");
+        assert_eq!(w[1].files()[0].path, "/mnt/j.1/leveldb/MANIFEST-000001");
+        assert_eq!(
+            w[0].next(0),
+            Step::File {
+                op: FileOp::Create { file: 0 },
+                tag: 0
+            }
+        );
+        let err = |text: &str, target| {
+            workloads(&spec(text), target, None, 7, &mut Vec::new())
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            err("app=sqlite\nruntime=1\n", DISK),
+            "job 'j' (line 1): app=sqlite works on files, and its disk has no guest filesystem; accepted: a disk with a [vm.disk.filesystem] table (type = \"ext4\"), or a directory/filename under its mount point"
+        );
+        assert_eq!(
+            err("app=sqlite\n", fs),
+            "job 'j' (line 1): app=sqlite runs until stopped (an application workload never ends); accepted: a runtime > 0 with app"
+        );
+        assert!(err("app=sqlite\nfilebench=varmail\nruntime=1\n", fs)
+            .ends_with("accepted: one of filebench=, app="));
+        let mut unknown = spec("app=sqlite\nruntime=1\n");
+        unknown.app = Some("mysql".into());
+        let e = workloads(&unknown, fs, None, 7, &mut Vec::new())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.ends_with("sqlite-wal-full, leveldb-fillsync, leveldb-compact"),
+            "{e}"
+        );
     }
 
     #[test]
