@@ -13,8 +13,9 @@ disk bytes, half-open like the detector's ranges, crates/vmio-core/src/cache/pdc
     ranges(t)    = the predicted journals after every event at or before t:
                    detected adds [lo, hi); grown replaces the range it overlaps by [lo, hi);
                    dropped removes the range it overlaps
-    precision(t) = |ranges(t) ∩ journal| / |ranges(t)|   (undefined while nothing is predicted)
-    recall(t)    = |ranges(t) ∩ journal| / |journal|
+    precision(t) = |U(t) ∩ journal| / |U(t)|, U(t) the union of ranges(t) (undefined while
+                   nothing is predicted)
+    recall(t)    = |U(t) ∩ journal| / |journal|
     first pass   = |journal| / (journal write bytes of the guest disk / virtual run time):
                    when the journal has been written through once at the disk's mean journal
                    rate (an estimate: the simulator reports no per-write times); PDC misses
@@ -60,6 +61,18 @@ def apply_event(ranges: list[Range], kind: str, lo: int, hi: int) -> list[Range]
     return sorted([*kept, new]) if kind == "grown" else kept
 
 
+def union(ranges: Sequence[Range]) -> list[Range]:
+    """The ranges merged where they overlap or touch (predictions of several journals of
+    one disk may overlap while one of them is being dropped)."""
+    out: list[Range] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def _overlap_bytes(ranges: Sequence[Range], journal: Range) -> int:
     return sum(max(0, min(hi, journal[1]) - max(lo, journal[0])) for lo, hi in ranges)
 
@@ -84,8 +97,9 @@ def accuracy_steps(entry: Mapping[str, Any]) -> list[Step]:
     ranges: list[Range] = []
     for ev in entry.get("events", []):
         ranges = apply_event(ranges, ev["kind"], int(ev["lo"]), int(ev["hi"]))
-        size = sum(hi - lo for lo, hi in ranges)
-        inside = _overlap_bytes(ranges, jr)
+        merged = union(ranges)
+        size = sum(hi - lo for lo, hi in merged)
+        inside = _overlap_bytes(merged, jr)
         steps.append(
             Step(
                 ev["at_ns"] / 1e9,
@@ -361,6 +375,7 @@ __all__ = [
     "Step",
     "accuracy_steps",
     "apply_event",
+    "union",
     "detection_table",
     "first_pass_s",
     "gain_table",
