@@ -7,7 +7,7 @@
 //! total_ios, slat_ns/clat_ns/lat_ns with percentiles on clat), `sync`, `job_runtime`.
 //! `timestamp` is 0: results must be byte-identical for identical inputs.
 
-use crate::sim::{JobReport, SimReport};
+use crate::sim::{JobReport, PdcDiskReport, SimReport};
 use serde_json::{json, Map, Value};
 use vmio_core::fio::JobFile;
 use vmio_core::stack::Stack;
@@ -19,6 +19,26 @@ pub struct RunOutput {
     pub stack: Stack,
     /// The job files run, one per VM that runs one, in run order.
     pub job_files: Vec<JobFile>,
+}
+
+/// A PDC disk's entry of `vmio.pdc`: the detector's report with its VM and disk, ratios
+/// rounded like the others.
+fn pdc_json(p: &PdcDiskReport) -> Value {
+    let d = &p.detector;
+    json!({
+        "vm": p.vm,
+        "disk": p.disk,
+        "events": d.events,
+        "ranges": d.ranges,
+        "writes": d.stats.writes,
+        "bypassed_writes": d.stats.bypassed_writes,
+        "bypassed_bytes": d.stats.bypassed_bytes,
+        "detections": d.stats.detections,
+        "drops": d.stats.drops,
+        "journal": d.journal,
+        "precision": d.precision.map(crate::metrics::round6),
+        "recall": d.recall.map(crate::metrics::round6),
+    })
 }
 
 fn job_options(j: &JobReport) -> Value {
@@ -193,7 +213,10 @@ pub fn fio_json(out: &RunOutput) -> Value {
                 "cached_pages_at_end": r.cached_pages,
                 "dirty_pages_at_end": r.dirty_pages,
                 "hit_ratio": crate::metrics::round6(if pc.hit_pages + pc.miss_pages == 0 { 0.0 } else { pc.hit_pages as f64 / (pc.hit_pages + pc.miss_pages) as f64 }),
+                "flushes": r.flushes,
+                "fsync_written_pages": r.fsync_written_pages,
             },
+            "pdc": r.pdc.iter().map(pdc_json).collect::<Vec<_>>(),
             "guests": r.guests.iter().map(|(n, g)| json!({"vm": n, "page_cache": g.cache, "disks": g.disks})).collect::<Vec<_>>(),
             "vms": vms_json,
             "share": {

@@ -32,35 +32,41 @@
 //!           several per group so that data writes in the journal's group do not break the
 //!           log's run, and passes are the last to give way); `wraps`: the `next` of a pass this stream may have wrapped from
 //! pass    = a stream with bytes ≥ min_pass and syncs ≥ min_syncs; it may wrap to o when
-//!           S.start ≥ o, S.start − o < group and S.next − o ≤ max_journal
-//! journal = {lo, hi, cursor, misses, uncommitted}: a predicted journal [lo, hi), where its
-//!           next write is expected, and what reached it since its last commit
+//!           o − window ≤ S.start < o + group and S.next − o ≤ max_journal
+//! journal = {lo, hi, cursor, restart, misses, uncommitted}: a predicted journal [lo, hi),
+//!           where its next write is expected (or, after a stray, may be), and what
+//!           reached it since its last commit
 //! commit  = a write that is the first after a FLUSH
 //!
 //! on_flush():            after_flush = true
 //! on_write(now, o, len): a = after_flush; after_flush = false
 //!   1. o in a journal J's [lo, hi):
-//!        at the head   (|o − J.cursor| ≤ window)
-//!        or wrapped    (J.cursor ≥ hi − window and o < lo + window):
-//!          J.cursor = o + len; o + len > hi: hi = o + len (Grown);
+//!        J.cursor = o + len; J.restart = the cursor before unless at the head
+//!        (a write away from the head — a wrap, a stray — may be a lone one: the journal
+//!        superblock's, right below the log; the head may still be where it was)
+//!        at the head   (|o − cursor| ≤ window, or |o − restart| ≤ window, before)
+//!        or wrapped    (cursor ≥ hi − window and o < lo + window, before):
+//!          o + len > hi: hi = o + len (Grown);
 //!          a: misses = uncommitted = 0, else uncommitted += len;
 //!          uncommitted ≤ hi − lo                                                → Bypass
 //!          else J is dropped (a whole journal's bytes without a commit: data written
 //!          sequentially over a moved journal's old range)                        → Cache
-//!        else a stray write: J.cursor = o + len (a journal restarted elsewhere in its
-//!          range continues from there); J.misses += 1; misses = max_misses: J is dropped
-//!          (a reformat moved the journal, the range now holds data)               → Cache
+//!        else a stray write (a journal restarted elsewhere in its range continues from
+//!          there): J.misses += 1; misses = max_misses: J is dropped (a reformat moved the
+//!          journal, the range now holds data)                                     → Cache
 //!   2. a stream W of group(o) has W.next = o: W extends (bytes += len, syncs += a,
 //!        next = o + len, refiled under group(next): a journal spanning two groups stays one
 //!        stream); if a, and W.wraps = n, and a pass S still has S.next = n and may wrap to
-//!        W.start (S was not extended since: the log did come back): predict the journal
-//!        [W.start, max(n, o + len)), cursor o + len; S and W forgotten (predictions the
-//!        range overlaps, then the oldest when `journals` are predicted, give way)
-//!                                                               → Bypass, else → Cache
-//!   3. else a new stream {o, o + len, len, a, wraps: the `next` of the most recently
-//!        extended pass that may wrap to o, if any} in group(o + len) (the least recently
-//!        extended stream of that group that is not a pass gives way, else the least
-//!        recently extended pass)                                                  → Cache
+//!        W.start (S was not extended since W's previous write: the log did come back):
+//!        predict the journal [W.start, max(n, o + len)), cursor o + len; S and W forgotten
+//!        (predictions the range overlaps, then the oldest when `journals` are predicted,
+//!        give way)                                                                → Bypass
+//!        else, W not a pass: W.wraps = the `next` of the most recently extended pass that
+//!        may wrap to W.start, if any (a run begun long ago — a journal superblock write
+//!        right below the log — may be where the log comes back)                   → Cache
+//!   3. else a new stream {o, o + len, len, a, wraps: as in 2} in group(o + len) (the least
+//!        recently extended stream of that group that is not a pass gives way, else the
+//!        least recently extended pass)                                            → Cache
 //! ```
 //!
 //! Why these choices: `syncs` counts stream extensions that were the first write after a
@@ -69,7 +75,9 @@
 //! rewrite without syncs (a file copied twice) is never taken for a journal. A wrap must land
 //! at most one group below where the pass began: JBD2 wraps to the journal's first block
 //! (`jbd2_journal_next_log_block`, fs/jbd2/journal.c), and the first pass began there or
-//! later. A wrap is confirmed by the first commit that continues it, not by its first write:
+//! later — or a little before: a fresh journal's first commit writes the journal superblock
+//! first (`JBD2_FLUSHED`, `jbd2_journal_update_sb_log_tail`), the block right below the log,
+//! so its first pass starts one block below where it wraps (hence `window` of slack). A wrap is confirmed by the first commit that continues it, not by its first write:
 //! the journal sits in the middle of ext4's flex group with data and metadata below it, and
 //! any write there would otherwise look like the log coming back; a data write below the
 //! pass is followed by the pass going on (S.next moves: the wrap is void), the real wrap by a
@@ -257,8 +265,8 @@ struct Stream {
     bytes: u64,
     syncs: u32,
     /// The `next` of the pass this stream may be the wrap of (it began below that pass's
-    /// start): a commit continuing this stream confirms the wrap while that pass still
-    /// ends there.
+    /// start), as of its last write: a commit continuing this stream confirms the wrap
+    /// while that pass still ends there.
     wraps: Option<u64>,
     /// The write (detector's write count) that last extended it.
     used: u64,
@@ -270,6 +278,9 @@ struct Journal {
     lo: u64,
     hi: u64,
     cursor: u64,
+    /// Where the head was before a write away from it (a wrap or a stray): the head
+    /// still, if that write was a lone one.
+    restart: Option<u64>,
     /// Stray writes since the last commit at the head.
     misses: u32,
     /// Bytes written at the head since the last commit at the head.
@@ -341,6 +352,9 @@ impl JournalDetector {
                 self.predict(now, s.start, hi, end);
                 return self.bypassed(len);
             }
+            if !is_pass(&self.spec, &s) {
+                s.wraps = self.wrapped_pass(s.start);
+            }
             self.file(s);
             return Verdict::Cache;
         }
@@ -360,9 +374,10 @@ impl JournalDetector {
     fn journal_write(&mut self, now: Ns, i: usize, offset: u64, end: u64, synced: bool) -> Verdict {
         let window = self.spec.window_bytes;
         let j = &mut self.journals[i];
-        let head = offset.abs_diff(j.cursor) <= window;
+        let near = |at: u64| offset.abs_diff(at) <= window;
+        let head = near(j.cursor) || j.restart.is_some_and(near);
         let wrapped = j.cursor >= j.hi.saturating_sub(window) && offset < j.lo + window;
-        j.cursor = end;
+        (j.cursor, j.restart) = (end, (!head).then_some(j.cursor));
         if head || wrapped {
             if synced {
                 (j.misses, j.uncommitted) = (0, 0);
@@ -392,12 +407,12 @@ impl JournalDetector {
     fn could_wrap(&self, s: &Stream, offset: u64) -> bool {
         let spec = &self.spec;
         is_pass(spec, s)
-            && s.start >= offset
-            && s.start - offset < spec.group_bytes
+            && s.start + spec.window_bytes >= offset
+            && s.start < offset + spec.group_bytes
             && s.next - offset <= spec.max_journal_bytes
     }
 
-    /// Rule 4: the `next` of the most recently extended stream a new stream at `offset`
+    /// Rules 2 and 3: the `next` of the most recently extended pass a run from `offset`
     /// may be the wrap of.
     fn wrapped_pass(&self, offset: u64) -> Option<u64> {
         // Such a stream ends within max_journal above `offset`: its group is one of these
@@ -449,7 +464,7 @@ impl JournalDetector {
         s
     }
 
-    /// Rule 3: predict the journal `[lo, hi)` whose next write is expected at `cursor`;
+    /// Rule 2: predict the journal `[lo, hi)` whose next write is expected at `cursor`;
     /// predictions it overlaps, then the oldest beyond `journals`, give way.
     fn predict(&mut self, now: Ns, lo: u64, hi: u64, cursor: u64) {
         while let Some(i) = self.journals.iter().position(|j| j.lo < hi && lo < j.hi) {
@@ -462,6 +477,7 @@ impl JournalDetector {
             lo,
             hi,
             cursor,
+            restart: None,
             misses: 0,
             uncommitted: cursor - lo,
         });
@@ -528,11 +544,60 @@ impl JournalDetector {
         self.stats
     }
 
+    /// The detector's figures, with its accuracy against the true journal `[lo, hi)` of
+    /// the disk when known (the guest's filesystem).
+    pub fn report(&self, journal: Option<(u64, u64)>) -> DetectorReport {
+        let ranges = self.ranges();
+        let (precision, recall) = match journal {
+            Some(j) => accuracy(&ranges, j),
+            None => (None, None),
+        };
+        DetectorReport {
+            events: self.events.clone(),
+            ranges,
+            stats: self.stats,
+            journal,
+            precision,
+            recall,
+        }
+    }
+
     /// Streams remembered now (bounded by `streams` per group written).
     #[cfg(test)]
     fn remembered_streams(&self) -> usize {
         self.groups.values().map(Vec::len).sum()
     }
+}
+
+/// A PDC disk's figures for a report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DetectorReport {
+    pub events: Vec<DetectorEvent>,
+    /// The journals predicted at the end, `[lo, hi)` bytes.
+    pub ranges: Vec<(u64, u64)>,
+    #[serde(flatten)]
+    pub stats: DetectorStats,
+    /// The true journal `[lo, hi)` (bytes of the disk), when known.
+    pub journal: Option<(u64, u64)>,
+    /// Bytes of `ranges` inside the journal over bytes of `ranges` (None: nothing
+    /// predicted, or no true journal known).
+    pub precision: Option<f64>,
+    /// Bytes of the journal inside `ranges` over the journal's bytes (None: no true journal
+    /// known).
+    pub recall: Option<f64>,
+}
+
+/// Precision and recall of the disjoint `predicted` ranges against the journal `truth`,
+/// in bytes: overlap / predicted (None when nothing is predicted), overlap / journal.
+pub fn accuracy(predicted: &[(u64, u64)], truth: (u64, u64)) -> (Option<f64>, Option<f64>) {
+    let (lo, hi) = truth;
+    let overlap: u64 = predicted
+        .iter()
+        .map(|&(a, b)| b.min(hi).saturating_sub(a.max(lo)))
+        .sum();
+    let predicted_bytes: u64 = predicted.iter().map(|&(a, b)| b - a).sum();
+    let ratio = |n: u64, d: u64| (d > 0).then(|| n as f64 / d as f64);
+    (ratio(overlap, predicted_bytes), ratio(overlap, hi - lo))
 }
 
 /// The simulator's PDC host cache: `inner` (the Linux page cache) with the writes of
@@ -706,6 +771,17 @@ mod tests {
     }
 
     #[test]
+    fn accuracy_is_the_byte_overlap_over_the_prediction_and_over_the_journal() {
+        let j = (100, 200);
+        assert_eq!(accuracy(&[(100, 200)], j), (Some(1.0), Some(1.0)));
+        // 50 of the 100 predicted bytes are journal; 50 of its 100 bytes are found.
+        assert_eq!(accuracy(&[(150, 250)], j), (Some(0.5), Some(0.5)));
+        // 25 + 25 of 50 + 200 predicted.
+        assert_eq!(accuracy(&[(0, 125), (175, 300)], j), (Some(0.2), Some(0.5)));
+        assert_eq!(accuracy(&[], j), (None, Some(0.0)));
+    }
+
+    #[test]
     fn the_default_spec_is_the_declared_parameters_defaults() {
         let s = PdcSpec::default();
         assert_eq!(
@@ -755,6 +831,71 @@ mod tests {
     #[test]
     fn a_journal_spanning_two_128_mib_groups_is_one_log() {
         assert_detected_after_the_first_pass(Log::new(112 * MIB, 144 * MIB), 7, 3);
+    }
+
+    #[test]
+    fn the_journal_superblock_below_the_log_neither_delays_detection_nor_costs_log_writes() {
+        // JBD2: a fresh journal's first commit writes the superblock (block 0) first, then
+        // the log from block 1; every 50 commits, and when the log wraps, a tail update:
+        // FLUSH, superblock. The wrap's tail update begins the wrapped run, so the
+        // prediction starts at the superblock; later superblock writes are lone ones.
+        let sb = 8 * GIB;
+        let (lo, hi) = (sb + BLK, sb + BLK + 4 * MIB);
+        let mut log = Log::new(lo, hi);
+        let tail_update = W {
+            offset: sb,
+            len: BLK,
+            flushed: true,
+        };
+        let mut ws = vec![tail_update];
+        for k in 1..=3 * 128 {
+            log.commit(7, &mut ws);
+            if k % 50 == 0 || k % 128 == 0 {
+                ws.push(tail_update);
+            }
+        }
+        let mut d = JournalDetector::new(&PdcSpec::default());
+        let v = feed(&mut d, 0, &ws);
+        // Pass 1: 1 + 128 × 2 + 2 tail updates; then the wrap's tail update, the log
+        // write at lo and its commit block.
+        let at = 1 + 128 * 2 + 2 + 2;
+        assert_eq!((ws[at - 1].offset, ws[at].offset), (lo, lo + 7 * BLK));
+        assert!(v[..at].iter().all(|&v| v == Verdict::Cache));
+        // A superblock write is journal (bypassed) when the head is within a window of it
+        // or of the end (a wrap), else a stray (cached); the log goes on where it was.
+        let mut head = ws[at].offset + ws[at].len;
+        for (w, &v) in ws[at + 1..].iter().zip(&v[at + 1..]) {
+            let bypass = w.offset != sb || head - sb <= MIB || head >= hi - MIB;
+            assert_eq!(v == Verdict::Bypass, bypass, "{w:?}");
+            if w.offset != sb {
+                head = w.offset + w.len;
+            }
+        }
+        assert_eq!(d.ranges(), vec![(sb, hi)]);
+        assert_eq!((d.stats().detections, d.stats().drops), (1, 0));
+    }
+
+    #[test]
+    fn a_fresh_journal_whose_first_pass_began_at_its_superblock_is_detected_at_its_first_wrap() {
+        // The superblock, then the log from the block above it; no tail update at the wrap:
+        // the pass began one block below where the log comes back (within the window).
+        let sb = 8 * GIB;
+        let (lo, hi) = (sb + BLK, sb + BLK + 4 * MIB);
+        let mut log = Log::new(lo, hi);
+        let mut ws = vec![W {
+            offset: sb,
+            len: BLK,
+            flushed: true,
+        }];
+        for _ in 0..2 * 128 {
+            log.commit(7, &mut ws);
+        }
+        let mut d = JournalDetector::new(&PdcSpec::default());
+        let v = feed(&mut d, 0, &ws);
+        let at = 1 + 128 * 2 + 1;
+        assert!(v[..at].iter().all(|&v| v == Verdict::Cache));
+        assert!(v[at..].iter().all(|&v| v == Verdict::Bypass));
+        assert_eq!(d.ranges(), vec![(lo, hi)]);
     }
 
     #[test]

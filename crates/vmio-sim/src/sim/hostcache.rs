@@ -1,6 +1,7 @@
 //! The host cache driver: the simulator's side of vmio-core's host-cache policy
-//! ([`vmio_core::cache::HostCache`]; today the Linux page cache under QEMU's cache modes,
-//! [`vmio_core::cache::linux`]). The policy decides; this file carries its actions out in
+//! ([`vmio_core::cache::HostCache`]: the Linux page cache under QEMU's cache modes,
+//! [`vmio_core::cache::linux`], under PDC's journal bypass, [`vmio_core::cache::pdc`], when
+//! a disk has `cache = "pdc"`). The policy decides; this file carries its actions out in
 //! virtual time, in the order the policy emitted them.
 //!
 //! ```text
@@ -24,8 +25,9 @@
 use super::blockq::Barrier;
 use super::event::Event;
 use super::{Sim, SimError};
+use vmio_core::cache::pdc::JournalDetector;
 use vmio_core::cache::{self, Action, HostCacheStats, HostDisk, Request, Token};
-use vmio_core::stack::PageCacheSpec;
+use vmio_core::stack::Stack;
 use vmio_core::units::transfer_ns;
 use vmio_core::Ns;
 
@@ -43,15 +45,13 @@ pub(super) struct HostCache {
 }
 
 impl HostCache {
-    /// The policy of `[page_cache]` over the VM disks (in stack order); `file` names the
-    /// stack file in errors.
-    pub(super) fn new(
-        file: &str,
-        spec: &PageCacheSpec,
-        disks: Vec<HostDisk>,
-    ) -> Result<Self, SimError> {
-        let policy =
-            cache::build(spec, disks).map_err(|e| SimError::Job(format!("{file}: {e}")))?;
+    /// The policy of the stack's `[page_cache]` (and `[pdc]` for `cache = "pdc"` disks) over
+    /// the VM disks (in stack order).
+    pub(super) fn new(stack: &Stack, disks: Vec<HostDisk>) -> Result<Self, SimError> {
+        let spec = &stack.page_cache;
+        let pdc = stack.pdc.clone().unwrap_or_default();
+        let policy = cache::build_with(spec, &pdc, disks)
+            .map_err(|e| SimError::Job(format!("{}: {e}", stack.file)))?;
         Ok(HostCache {
             policy,
             actions: Vec::new(),
@@ -63,6 +63,11 @@ impl HostCache {
 
     pub(super) fn stats(&self) -> HostCacheStats {
         self.policy.stats()
+    }
+
+    /// The journal detector of VM disk `disk` (stack order), if it is a PDC disk.
+    pub(super) fn pdc(&self, disk: usize) -> Option<&JournalDetector> {
+        self.policy.pdc(disk as u32)
     }
 }
 

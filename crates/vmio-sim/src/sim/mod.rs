@@ -42,7 +42,7 @@ mod memory;
 mod report;
 
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
-pub use report::{DeviceReport, JobReport, SimReport};
+pub use report::{DeviceReport, JobReport, PdcDiskReport, SimReport};
 
 use crate::device::DeviceError;
 use crate::engine::EventQueue;
@@ -213,6 +213,8 @@ pub struct Sim {
     seed: u64,
     notes: Vec<String>,
     vm_names: Vec<String>,
+    /// Each disk's name (in `disks` order).
+    disk_names: Vec<String>,
     vm_weights: Vec<u32>,
 }
 
@@ -330,13 +332,18 @@ impl Sim {
             disks,
             work,
             guest: GuestState::new(vdisks),
-            cache: HostCache::new(&stack.file, &stack.page_cache, files)?,
+            cache: HostCache::new(&stack, files)?,
             blockq: BlockQueue::new(devs, vols),
             guests,
             disk_base,
             seed,
             notes,
             vm_names: stack.vms.iter().map(|v| v.name.clone()).collect(),
+            disk_names: stack
+                .vms
+                .iter()
+                .flat_map(|v| v.disks.iter().map(|d| d.name.clone()))
+                .collect(),
             vm_weights: stack.vms.iter().map(|v| v.weight).collect(),
         })
     }

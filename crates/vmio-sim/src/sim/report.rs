@@ -4,11 +4,15 @@
 //! ```text
 //! job runtime = min(end, max(finish, start + ramp)) - (start + ramp)   (measured window)
 //! devices, page cache, volumes: their own counters at the end of the run
+//! pdc: per cache = "pdc" disk, its detector's report against the guest's journal (blocks
+//!      [first, last] of journal_extent → bytes [first × 4096, (last + 1) × 4096))
 //! ```
 
 use super::Sim;
 use crate::metrics::DirStats;
+use vmio_core::cache::pdc::DetectorReport;
 use vmio_core::fio::JobSpec;
+use vmio_core::guest::ext4::BLOCK_BYTES;
 use vmio_core::Ns;
 
 /// Summary of one simulated job for the output layer.
@@ -46,6 +50,18 @@ pub struct SimReport {
     pub vm_timeline: Vec<(String, u32, Vec<u64>)>,
     /// Per VM with a guest kernel (buffered or file-level jobs): its name and figures.
     pub guests: Vec<(String, vmio_core::guest::os::GuestStats)>,
+    /// The host's flush work: FLUSH CACHEs it sent, pages its fsyncs wrote.
+    pub flushes: u64,
+    pub fsync_written_pages: u64,
+    /// Per `cache = "pdc"` disk (stack order): its journal detector's figures.
+    pub pdc: Vec<PdcDiskReport>,
+}
+
+/// A PDC disk's journal detection.
+pub struct PdcDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub detector: DetectorReport,
 }
 
 impl Sim {
@@ -81,12 +97,31 @@ impl Sim {
                 params: d.model.params(),
             })
             .collect();
+        let guest_stats = self.guests.stats();
+        let pdc = (0..self.disks.len())
+            .filter_map(|i| {
+                let detector = self.cache.pdc(i)?;
+                let vm = self.disks[i].owner as usize;
+                // The guest's filesystem starts at the disk's first byte: its blocks are
+                // disk offsets over BLOCK_BYTES.
+                let journal = guest_stats[vm]
+                    .as_ref()
+                    .and_then(|g| g.disks.get(i - self.disk_base[vm])?.journal_extent)
+                    .map(|[first, last]| (first * BLOCK_BYTES, (last + 1) * BLOCK_BYTES));
+                Some(PdcDiskReport {
+                    vm: self.vm_names[vm].clone(),
+                    disk: self.disk_names[i].clone(),
+                    detector: detector.report(journal),
+                })
+            })
+            .collect();
         let guests = self
             .vm_names
             .iter()
-            .zip(self.guests.stats())
+            .zip(guest_stats)
             .filter_map(|(n, g)| g.map(|g| (n.clone(), g)))
             .collect();
+        let host = self.cache.stats();
         SimReport {
             guests,
             seed: self.seed,
@@ -94,9 +129,12 @@ impl Sim {
             devices,
             virtual_time_ns: now,
             events: self.q.processed(),
-            page_cache: self.cache.stats().pages,
-            cached_pages: self.cache.stats().cached_pages,
-            dirty_pages: self.cache.stats().dirty_pages,
+            page_cache: host.pages,
+            cached_pages: host.cached_pages,
+            dirty_pages: host.dirty_pages,
+            flushes: host.flushes,
+            fsync_written_pages: host.fsync_written_pages,
+            pdc,
             volumes: self
                 .blockq
                 .vols

@@ -574,3 +574,95 @@ fn a_stack_whose_ftl_tables_exceed_the_available_memory_is_refused_in_one_line()
     // Nothing is allocated to find out, and enough memory lets it through.
     assert!(super::check_memory(&stack, u64::MAX).is_ok());
 }
+
+/// An SSD volume whose VM disk, in cache mode `cache`, carries ext4 with a 4 MiB journal
+/// (1024 blocks: its superblock and a 1023-block log).
+fn ext4_stack(cache: &str) -> String {
+    format!(
+        "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\ncapacity = \"16g\"\n\
+         [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n\
+         [[vm]]\nname = \"vm1\"\nmemory = \"1g\"\n[[vm.disk]]\nname = \"vdb\"\nvolume = \"vol\"\nsize = \"1g\"\ncache = \"{cache}\"\n\
+         [vm.disk.filesystem]\ntype = \"ext4\"\nmount = \"/mnt\"\njournal_size = \"4m\"\n"
+    )
+}
+
+/// 1000 appends of 4 KiB, each followed by an fsync (a commit), over 10 files: about six
+/// passes over the 4 MiB journal.
+const APPEND_FSYNC: &str = "[append]\ndirectory=/mnt\nnrfiles=10\nfilesize=409600\nfile_service_type=roundrobin:2\nrw=write\nbs=4096\nioengine=psync\ndirect=0\nfsync=1\ncreate_on_open=1\n";
+
+fn ext4_run(cache: &str) -> serde_json::Value {
+    let s = ext4_stack(cache);
+    let j = run_json(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: APPEND_FSYNC,
+        job_path: "job.fio",
+        seed: Some(4),
+        vm: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_str(&j).unwrap()
+}
+
+#[test]
+fn pdc_detects_the_guest_journal_after_its_first_pass_and_bypasses_its_writes() {
+    let j = ext4_run("pdc");
+    let pdc = j["vmio"]["pdc"].as_array().unwrap();
+    assert_eq!(pdc.len(), 1, "{pdc:?}");
+    let p = &pdc[0];
+    assert_eq!(
+        (p["vm"].as_str(), p["disk"].as_str()),
+        (Some("vm1"), Some("vdb"))
+    );
+    // The true journal: the guest's 1024 blocks, found exactly. The log is blocks 1..1024;
+    // block 0, the journal superblock, is found too: the fresh log first runs out of space
+    // at its end, so the commit that wraps it first checkpoints, and the tail update writes
+    // the superblock (after a FLUSH) right before the log goes on at block 1. That write
+    // starts the wrapped run, which the commit block then confirms.
+    let guest = &j["vmio"]["guests"][0]["disks"][0];
+    let [first, last] = [0, 1].map(|i| guest["journal_extent"][i].as_u64().unwrap());
+    assert_eq!(last + 1 - first, 1024);
+    let journal = [first * 4096, (last + 1) * 4096];
+    assert_eq!(p["journal"], serde_json::json!(journal));
+    assert_eq!(p["ranges"], serde_json::json!([journal]));
+    assert_eq!(p["precision"].as_f64(), Some(1.0));
+    assert_eq!(p["recall"].as_f64(), Some(1.0));
+    assert_eq!(
+        (p["detections"].as_u64(), p["drops"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let events = p["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["kind"], "detected");
+    // Every journal write goes around the cache but those of the first pass (its 1023 log
+    // blocks and the superblock), the log write of the second pass's first transaction (at
+    // most 8 blocks: max_commit_blocks) and the journal superblock's writes (the tail
+    // updates: strays, cached).
+    let journal_bytes = guest["journal_write_bytes"].as_u64().unwrap();
+    let report = &guest["journal"];
+    let sb_bytes = report["superblock_writes"].as_u64().unwrap() * 4096;
+    let first_txn = report["max_commit_blocks"].as_u64().unwrap() * 4096;
+    let bypassed = p["bypassed_bytes"].as_u64().unwrap();
+    assert!(journal_bytes > 5 * 1024 * 4096, "{journal_bytes}");
+    let cached = journal_bytes - bypassed;
+    assert!(
+        cached >= 1023 * 4096 && cached <= 1024 * 4096 + first_txn + sb_bytes,
+        "bypassed {bypassed} of {journal_bytes}"
+    );
+    assert!(j["vmio"]["page_cache"]["flushes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn the_same_run_in_writeback_reports_no_pdc_disk_and_the_same_flush_count() {
+    let (wb, pdc) = (ext4_run("writeback"), ext4_run("pdc"));
+    assert_eq!(wb["vmio"]["pdc"], serde_json::json!([]));
+    // Every guest FLUSH is one host fsync in both modes.
+    assert_eq!(
+        wb["vmio"]["page_cache"]["flushes"],
+        pdc["vmio"]["page_cache"]["flushes"]
+    );
+    assert_eq!(
+        wb["vmio"]["guests"][0]["disks"][0]["flushes"],
+        wb["vmio"]["page_cache"]["flushes"]
+    );
+}
