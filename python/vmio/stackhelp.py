@@ -5,7 +5,7 @@ device models), each with its parameters
 `fio --cmdhelp`. The text comes from the registries the stack parser reads (vmio-core's and
 vmio-sim's `REGISTRY` lists); `--markdown` prints the README's tables, which a Rust test keeps
 equal to it. `vmio help workload`: the workload kinds of a job file (FileBench personalities,
-trace formats, synthetic trace profiles), from vmio-core's workload registries."""
+applications, trace formats, synthetic trace profiles), from vmio-core's workload registries."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ EPILOG = """examples:
   vmio help stack                 vdisks, guest filesystem and page cache, layouts, schedulers,
                                   device models and their parameters
   vmio help stack --markdown      the same as the README's Markdown tables
-  vmio help workload              FileBench personalities, trace formats, synthetic profiles"""
+  vmio help workload              FileBench personalities, applications, trace formats,
+                                  synthetic profiles"""
 
 
 def add_parser(
@@ -50,8 +51,8 @@ def add_parser(
     hs.set_defaults(func=cmd_help_stack)
     hw = hsub.add_parser(
         "workload",
-        help="FileBench personalities, trace formats and synthetic trace profiles",
-        description="List the workload kinds a job file can name (filebench=, iolog_format=, "
+        help="FileBench personalities, applications, trace formats and synthetic trace profiles",
+        description="List the workload kinds a job file can name (filebench=, app=, iolog_format=, "
         "vmio trace synth PROFILE) with their sources.",
         epilog=EPILOG,
         formatter_class=formatter_class,

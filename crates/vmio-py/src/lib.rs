@@ -191,8 +191,8 @@ fn stack_help(markdown: bool) -> String {
     vmio_sim::help::stack(markdown)
 }
 
-/// `vmio help workload`: the workload kinds (FileBench personalities, trace formats,
-/// synthetic trace profiles) with their help, from vmio-core's workload registries.
+/// `vmio help workload`: the workload kinds (FileBench personalities, applications, trace
+/// formats, synthetic trace profiles) with their help, from vmio-core's workload registries.
 #[pyfunction]
 fn workload_help() -> String {
     vmio_core::workload::help_text()

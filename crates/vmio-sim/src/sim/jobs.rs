@@ -34,8 +34,8 @@
 //! its virtual disks move (`count_vm_bytes`).
 //!
 //! Sources: fio(1) `runtime`, `ramp_time`, `stonewall`/`new_group`, `iodepth`, `fsync`,
-//! `invalidate`, `read_iolog` with `replay_no_stall`; FileBench personalities (one file
-//! operation outstanding per thread).
+//! `invalidate`, `read_iolog` with `replay_no_stall`; FileBench personalities and the `app=`
+//! applications (one file operation outstanding per thread).
 
 use super::event::Event;
 use super::guest::Origin;

@@ -489,7 +489,6 @@ impl Leveldb {
         let lo = first.iter().map(|t| t.lo).fold(f64::INFINITY, f64::min);
         let hi = first.iter().map(|t| t.hi).fold(f64::NEG_INFINITY, f64::max);
         let next = self.overlapping(level + 1, lo, hi);
-        self.compact_pointer[level] = hi;
         let remove: Vec<(usize, FileId)> = first
             .iter()
             .map(|t| (level, t.slot))
@@ -499,6 +498,7 @@ impl Leveldb {
             && next.is_empty()
             && self.grandparent_bytes(level + 2, lo, hi) <= GRANDPARENT_LIMIT
         {
+            self.compact_pointer[level] = hi;
             self.moves += 1;
             self.log_and_apply(1, 1, out);
             self.job = Some(Edit {
@@ -513,6 +513,7 @@ impl Leveldb {
         if self.free.len() < outputs.len() {
             return;
         }
+        self.compact_pointer[level] = hi;
         self.compactions += 1;
         // Reads of the inputs in order, each output after its share of them.
         let reads: Vec<(FileId, u64)> = inputs
@@ -757,6 +758,22 @@ mod tests {
         };
         assert!(m.compactions > 0 && m.flushes >= 4, "{m:?}");
         assert!(m.levels[0].len() < L0_STOP);
+        eprintln!(
+            "{} puts, {} flushes, {} compactions, {} moves; tables per level {:?}",
+            m.puts,
+            m.flushes,
+            m.compactions,
+            m.moves,
+            m.levels.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        // Levels 1 and up: sorted, disjoint key ranges, each key at most once.
+        for level in &m.levels[1..] {
+            assert!(
+                level.windows(2).all(|w| w[0].hi <= w[1].lo + 1e-12),
+                "{level:?}"
+            );
+            assert!(level.iter().map(|t| t.entries).sum::<u64>() <= KEYS);
+        }
         // Every table written is fdatasynced and closed before its MANIFEST record; every
         // compaction input deleted after it.
         let bg: Vec<FileOp> = steps

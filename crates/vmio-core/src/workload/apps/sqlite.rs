@@ -49,14 +49,16 @@
 //!   create -journal; write its 4096-byte header at 0
 //!   write each orig page's record (4 + 4096 + 4 bytes) at 4096 + i * 4104
 //!   FULL: fdatasync journal
-//!   write 12 bytes at 0 (magic and record count); fdatasync journal;
-//!   fsync of the directory (the journal is new) — issued as an fsync of the journal, which
-//!     finds nothing left to commit as the directory's would
+//!   write 12 bytes at 0 (magic and record count); fdatasync journal
+//!   after the journal's first sync (FULL: the one before the record count): an fsync of
+//!     the directory (the journal is new) — issued as an fsync of the journal, which finds
+//!     nothing left to commit as the directory's would
 //!   write each dirty page at (page - 1) * 4096, by page number; fdatasync db
 //!   close and unlink -journal
 //! WAL:
 //!   log empty (first transaction, or after a checkpoint): create -wal the first time; write
-//!     its 32-byte header at 0; fdatasync wal (and its directory the first time)
+//!     its 32-byte header at 0; fdatasync wal; the first time also the directory fsync
+//!     (issued as an fsync of the wal, as in DELETE mode)
 //!   write one frame (24 + 4096 bytes) per dirty page, by page number, at 32 + frame * 4120
 //!   FULL: fdatasync wal
 //!   frames >= 1000: checkpoint: fdatasync wal; for each page with frames, by number: read
@@ -284,15 +286,19 @@ impl Sqlite {
             let offset = JOURNAL_HEADER + i as u64 * JOURNAL_RECORD;
             out.push_back(io(JOURNAL, offset, JOURNAL_RECORD, true));
         }
+        // The directory fsync follows the journal's first sync.
+        let dirsync = FileOp::Fsync {
+            file: JOURNAL,
+            datasync: false,
+        };
         if self.cfg.full {
-            out.push_back(fdatasync(JOURNAL));
+            out.extend([fdatasync(JOURNAL), dirsync]);
         }
         out.push_back(io(JOURNAL, 0, NREC_BYTES, true));
         out.push_back(fdatasync(JOURNAL));
-        out.push_back(FileOp::Fsync {
-            file: JOURNAL,
-            datasync: false,
-        });
+        if !self.cfg.full {
+            out.push_back(dirsync);
+        }
         for &p in &sorted {
             out.push_back(io(DB, (p - 1) * PAGE, PAGE, true));
         }
@@ -303,12 +309,19 @@ impl Sqlite {
 
     fn wal_commit(&mut self, sorted: &[u64], out: &mut VecDeque<FileOp>) {
         if self.frames == 0 {
-            if !self.wal_created {
+            let create = !self.wal_created;
+            if create {
                 self.wal_created = true;
                 out.push_back(FileOp::Create { file: WAL });
             }
             out.push_back(io(WAL, 0, WAL_HEADER, true));
             out.push_back(fdatasync(WAL));
+            if create {
+                out.push_back(FileOp::Fsync {
+                    file: WAL,
+                    datasync: false,
+                });
+            }
         }
         for &p in sorted {
             out.push_back(io(
@@ -431,6 +444,15 @@ mod tests {
             let t = transactions(Config { wal: false, full }, 3 * PHASE as usize);
             for ops in &t {
                 assert_eq!(syncs(ops), (journal, 1, 1), "full={full}");
+                // The directory's fsync right after the journal's first sync.
+                let first = ops.iter().position(|o| *o == fdatasync(JOURNAL)).unwrap();
+                assert_eq!(
+                    ops[first + 1],
+                    FileOp::Fsync {
+                        file: JOURNAL,
+                        datasync: false
+                    }
+                );
                 assert_eq!(ops[1], FileOp::Create { file: JOURNAL });
                 assert_eq!(ops[ops.len() - 1], FileOp::Delete { file: JOURNAL });
             }
@@ -476,10 +498,32 @@ mod tests {
     fn wal_appends_one_frame_per_changed_page_and_checkpoints_once_1000_frames_are_logged() {
         for full in [false, true] {
             let t = transactions(Config { wal: true, full }, 2000);
-            // The first transaction creates the log, writes and syncs its header.
+            // The first transaction creates the log, writes and syncs its header, and
+            // (the log being new) its directory, issued as an fsync of the log.
             assert_eq!(
-                t[0][..3],
-                [FileOp::Create { file: WAL }, w(0, 32, WAL), fdatasync(WAL)]
+                t[0][..4],
+                [
+                    FileOp::Create { file: WAL },
+                    w(0, 32, WAL),
+                    fdatasync(WAL),
+                    FileOp::Fsync {
+                        file: WAL,
+                        datasync: false
+                    }
+                ]
+            );
+            assert_eq!(
+                t.iter()
+                    .flatten()
+                    .filter(|o| matches!(
+                        o,
+                        FileOp::Fsync {
+                            datasync: false,
+                            ..
+                        }
+                    ))
+                    .count(),
+                1
             );
             let mut frames = 0u64;
             let mut checkpoints = 0;
