@@ -25,7 +25,7 @@ Figures: figure.png (S3 Fig. 4: the gain per workload, one bar per non-baseline 
 figure-detection.png (Fig. 3: precision and recall as step functions of virtual time, one
 panel per point with PDC disks, the estimated end of the first pass dashed) and
 figure-journal.png (Fig. 2: under the baseline mode, the journal's share of all I/O, of the
-flushes and of the fsyncs; host cache hit ratio and write-out per mode).
+flushes and of the fsyncs; host cache hit ratio, write-out and flushes per mode).
 """
 
 from __future__ import annotations
@@ -333,8 +333,10 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
 
     # Fig. 2: journal traffic under the baseline; host cache per mode.
     base_q = ("journal_io_pct", "journal_flush_pct", "fsync_commit_pct")
-    host_q = ("host_hit_pct", "host_writeout_mb")
-    fig, grid = plt.subplots(1, 1 + len(host_q), figsize=(13.0, 4.0), constrained_layout=True)
+    host_q = ("host_hit_pct", "host_writeout_mb", "host_flushes")
+    fig, grid = plt.subplots(
+        1, 1 + len(host_q), figsize=(4.4 * (1 + len(host_q)), 4.0), constrained_layout=True
+    )
     series = {
         quantity_title(q, short=True): [
             _value_of(res, {**fixed, x_axis.name: xv, axis: over}, q) for xv in x_axis.values

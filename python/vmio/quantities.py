@@ -15,6 +15,9 @@ quantities of `GUEST_QUANTITIES` (S3, study "pdc"):
                         writers such as FileBench's oltp commit without one)
     host_hit_pct      = 100 * vmio.page_cache.hit_ratio
     host_writeout_mb  = vmio.page_cache.written_back_pages * 4096 / 1e6
+    host_fsync_mb     = vmio.page_cache.fsync_written_pages * 4096 / 1e6 (the write-out that
+                        guest flushes forced)
+    host_flushes      = vmio.page_cache.flushes (guest flushes the host cache served)
 
 `REDUCERS` turn the values of several points into one (`gmean`: the geometric mean, so that a
 ratio of two gmeans is the gmean of the per-point ratios).
@@ -46,6 +49,8 @@ GUEST_QUANTITIES = (
     "fsync_commit_pct",
     "host_hit_pct",
     "host_writeout_mb",
+    "host_fsync_mb",
+    "host_flushes",
 )
 """Journal traffic of the guests' filesystems and the host page cache's work (module doc)."""
 PAGE = 4096
@@ -104,9 +109,17 @@ def _guest_quantity(result: Mapping[str, Any], quantity: str) -> float:
     cache = result.get("vmio", {}).get("page_cache")
     if not cache:
         raise VmioError(f"quantity '{quantity}': the result has no vmio.page_cache")
+    key = {
+        "host_hit_pct": "hit_ratio",
+        "host_writeout_mb": "written_back_pages",
+        "host_fsync_mb": "fsync_written_pages",
+        "host_flushes": "flushes",
+    }[quantity]
+    if cache.get(key) is None:
+        raise VmioError(f"quantity '{quantity}': the result has no vmio.page_cache.{key}")
     if quantity == "host_hit_pct":
-        return 100.0 * float(cache["hit_ratio"])
-    return cache["written_back_pages"] * PAGE / 1e6
+        return 100.0 * float(cache[key])
+    return float(cache[key]) if quantity == "host_flushes" else cache[key] * PAGE / 1e6
 
 
 def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
@@ -142,7 +155,7 @@ def quantity_unit(quantity: str) -> str:
     """How a quantity reads in tables: `MB/s`, `%`, `` (an index or a ratio)."""
     if quantity in QUANTITIES or quantity.startswith("bw:"):
         return "MB/s"
-    if quantity == "host_writeout_mb":
+    if quantity in ("host_writeout_mb", "host_fsync_mb"):
         return "MB"
     if quantity == OPS_QUANTITY:
         return "ops/s"
@@ -194,6 +207,11 @@ GUEST_TITLES = {
         "host write-out, MB",
         "host page cache write-out (flush work), MB (written_back_pages, 1 MB = 1e6 bytes)",
     ),
+    "host_fsync_mb": (
+        "host write-out on flush, MB",
+        "host write-out forced by guest flushes, MB (fsync_written_pages, 1 MB = 1e6 bytes)",
+    ),
+    "host_flushes": ("host flushes", "guest flushes served by the host page cache"),
 }
 """(axis label, table title) of `ops` and the `GUEST_QUANTITIES`."""
 
@@ -205,8 +223,10 @@ def format_quantity(value: float, quantity: str) -> str:
         return report.format_mb_s(value)
     if quantity == OPS_QUANTITY:
         return f"{value:,.0f}"
-    if quantity == "host_writeout_mb":
+    if quantity in ("host_writeout_mb", "host_fsync_mb"):
         return f"{value:,.1f}"
+    if quantity == "host_flushes":
+        return f"{value:,.0f}"
     if quantity == "error_rate_pct" or quantity.endswith("_pct"):
         return f"{value:.1f} %"
     if quantity == "jain":
