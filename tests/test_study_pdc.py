@@ -36,7 +36,12 @@ def guest_result(
         "jobs": [{"read": {"iops": iops[0]}, "write": {"iops": iops[1]}}],
         "vmio": {
             "guests": [{"vm": "vm1", "disks": [dict(d) for d in disks]}],
-            "page_cache": {"hit_ratio": hit_ratio, "written_back_pages": written_back_pages},
+            "page_cache": {
+                "hit_ratio": hit_ratio,
+                "written_back_pages": written_back_pages,
+                "fsync_written_pages": written_back_pages // 2,
+                "flushes": 7,
+            },
             "virtual_time_ns": 10 * 10**9,
         },
     }
@@ -56,6 +61,8 @@ def test_journal_quantities_are_shares_of_the_summed_guest_disks():
     assert study.quantity_value(r, "fsync_commit_pct") == pytest.approx(80.0)
     assert study.quantity_value(r, "host_hit_pct") == pytest.approx(25.0)
     assert study.quantity_value(r, "host_writeout_mb") == pytest.approx(4.096)
+    assert study.quantity_value(r, "host_fsync_mb") == pytest.approx(2.048)
+    assert study.quantity_value(r, "host_flushes") == 7.0
     assert study.quantity_value(r, "ops") == pytest.approx(40.0)
 
 
