@@ -7,7 +7,8 @@ studies run with `--quick`. A difference fails with the first differing line.
 
 A deliberate change of a figure regenerates them explicitly:
 
-    VMIO_UPDATE_GOLDEN=1 pytest tests/test_golden_outputs.py tests/test_study_mcfq.py
+    VMIO_UPDATE_GOLDEN=1 pytest tests/test_golden_outputs.py tests/test_study_mcfq.py \
+        tests/test_study_pdc.py
 
 and its commit names the figures that changed, before and after.
 """
