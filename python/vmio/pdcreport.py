@@ -23,7 +23,8 @@ disk bytes, half-open like the detector's ranges, crates/vmio-core/src/cache/pdc
 
 Figures: figure.png (S3 Fig. 4: the gain per workload, one bar per non-baseline mode),
 figure-detection.png (Fig. 3: precision and recall as step functions of virtual time, one
-panel per point with PDC disks, the estimated end of the first pass dashed) and
+panel per point with PDC disks, the estimated end of the first pass dashed when it falls
+within the run) and
 figure-journal.png (Fig. 2: under the baseline mode, the journal's share of all I/O, of the
 flushes and of the fsyncs; host cache hit ratio, write-out and flushes per mode).
 """
@@ -316,7 +317,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
         )
         prec = [float("nan") if s.precision is None else s.precision for s in steps]
         ax.step(ts, prec + [prec[-1] if prec else float("nan")], where="post", label="precision")
-        if (fp := first_pass_s(pr.result, e)) is not None:
+        if (fp := first_pass_s(pr.result, e)) is not None and fp <= end:
             ax.axvline(fp, color="grey", linestyle="--", linewidth=0.8, label="1st pass (est.)")
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel("virtual time, s", fontsize=8)
