@@ -22,6 +22,7 @@ disk bytes, half-open like the detector's ranges, crates/vmio-core/src/cache/pdc
                    the first pass by design (S3), so first detection / first pass >= ~1
 
 Figures: figure.png (S3 Fig. 4: the gain per workload, one bar per non-baseline mode),
+with the reference band of each workload's calibration entry in grey,
 figure-detection.png (Fig. 3: precision and recall as step functions of virtual time, one
 panel per point with PDC disks, the estimated end of the first pass dashed when it falls
 within the run) and
@@ -267,6 +268,31 @@ def _value_of(res: StudyResult, coords: dict[str, str], quantity: str) -> float:
     return float("nan") if pr is None else quantity_value(pr.result, quantity)
 
 
+def _draw_gain_bounds(ax, exp, x_name: str, x_values: Sequence[str], quantity: str) -> None:
+    """The reference band of every `ratio_to` calibration of `quantity` that names one value
+    of the x axis: a grey bar from at_least to at_most, as gains in %."""
+    drawn = False
+    for c in exp.calibrations:
+        xs = c.where.get(x_name, ())
+        if c.ratio_to is None or c.quantity != quantity or len(xs) != 1 or xs[0] not in x_values:
+            continue
+        lo = 100 * (c.at_least - 1) if c.at_least is not None else None
+        hi = 100 * (c.at_most - 1) if c.at_most is not None else None
+        if lo is None or hi is None:
+            continue
+        i = list(x_values).index(xs[0])
+        ax.vlines(
+            i,
+            lo,
+            hi,
+            colors="grey",
+            linewidth=6,
+            alpha=0.35,
+            label=None if drawn else "reference band",
+        )
+        drawn = True
+
+
 def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
     """figure.png (to `figure`, Fig. 4) and FIGURE_FILES into `out_dir` (Fig. 3, Fig. 2)."""
     from vmio import plot, results  # matplotlib is slow to import
@@ -292,6 +318,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
         series[exp.axis(axis).label(v)] = ys
     _bars(ax, groups, series, f"gain over {exp.axis(axis).label(over)}, %")
     ax.axhline(0, color="black", linewidth=0.8)
+    _draw_gain_bounds(ax, exp, x_axis.name, x_axis.values, quantity)
     ax.set_title(f"{exp.title}\n{quantity_title(quantity, short=True)}", fontsize=9)
     ax.legend(fontsize=8)
     fig.savefig(figure, dpi=110)
