@@ -39,6 +39,12 @@ CASES: dict[str, tuple[str, dict[str, str], str | None, int]] = {
         "append-fsync.fio",
         17,
     ),
+    "ext4-ordered-pdc-append-fsync-4m-journal": (
+        "ext4.toml",
+        {"CACHE": "pdc", "DATA": 'journal_size = "4m"'},
+        "append-fsync.fio",
+        20,
+    ),
     "ext4-ordered-none-files-randrw-fdatasync": (
         "ext4.toml",
         {"CACHE": "none", "DATA": ""},

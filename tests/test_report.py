@@ -200,6 +200,46 @@ def test_fio_text_reports_the_guest_cache_and_journal_of_each_vm_with_a_guest():
     assert "vdc" not in text, "a disk the guest never used is not listed"
 
 
+def test_fio_text_reports_each_pdc_disk_with_its_detected_journal_and_bypassed_writes():
+    mib = 2**20
+    result = {"jobs": [], "vmio": {"seed": 1, "devices": [], "page_cache": {}}}
+    result["vmio"]["pdc"] = [
+        {
+            "vm": "vm1",
+            "disk": "vdb",
+            "events": [
+                {"at_ns": 121_442_301, "kind": "detected", "lo": 512 * mib, "hi": 516 * mib}
+            ],
+            "ranges": [[512 * mib, 516 * mib]],
+            "writes": 602,
+            "bypassed_writes": 51,
+            "bypassed_bytes": 3 * mib // 2,
+            "precision": 1.0,
+            "recall": 0.75,
+        },
+        {
+            "vm": "vm2",
+            "disk": "vda",
+            "events": [],
+            "ranges": [],
+            "writes": 10,
+            "bypassed_writes": 0,
+            "bypassed_bytes": 0,
+            "precision": None,
+            "recall": None,
+        },
+    ]
+    text = fio_text(result)
+    assert (
+        "vmio: pdc vm1 vdb: journal [512.0, 516.0) MiB (first at 0.121 s); 51 of 602 writes "
+        "(1.5 MiB) around the host cache; precision 1.000, recall 0.750\n" in text
+    )
+    assert (
+        "vmio: pdc vm2 vda: journal not detected; 0 of 10 writes (0.0 MiB) around the host "
+        "cache\n" in text
+    )
+
+
 def test_progress_off_a_terminal_prints_a_line_per_ten_percent():
     out = io.StringIO()
     ticks = iter(range(100))

@@ -253,6 +253,7 @@ def fio_text(result: Mapping[str, Any]) -> str:
                 f"vmio: host page cache: hit ratio {float(pc.get('hit_ratio', 0.0)):.3f}, "
                 f"written back {int(pc.get('written_back_pages', 0)) * 4096 / 2**20:.0f} MiB"
             )
+        lines += _pdc_lines(vmio.get("pdc") or [])
         lines += _guest_lines(vmio.get("guests") or [])
         vms = vmio.get("vms") or []
         if len(vms) > 1:
@@ -271,6 +272,33 @@ def fio_text(result: Mapping[str, Any]) -> str:
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f} %" if whole else "-"
+
+
+def _pdc_lines(disks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per `cache = "pdc"` disk: the journal ranges its detector predicts at the end, when it
+    first detected one, the writes it sent around the host page cache, and its accuracy
+    against the guest's true journal."""
+    mib = 2**20
+    lines = []
+    for d in disks:
+        ranges = ", ".join(
+            f"[{lo / mib:.1f}, {hi / mib:.1f}) MiB" for lo, hi in d.get("ranges") or []
+        )
+        first = next((e for e in d.get("events") or [] if e.get("kind") == "detected"), None)
+        when = f" (first at {int(first['at_ns']) / 1e9:.3f} s)" if first else ""
+        precision, recall = d.get("precision"), d.get("recall")
+        accuracy = (
+            ""
+            if recall is None
+            else f"; precision {'-' if precision is None else f'{precision:.3f}'}, "
+            f"recall {recall:.3f}"
+        )
+        lines.append(
+            f"vmio: pdc {d.get('vm')} {d.get('disk')}: journal {ranges or 'not detected'}{when}; "
+            f"{int(d.get('bypassed_writes', 0))} of {int(d.get('writes', 0))} writes "
+            f"({int(d.get('bypassed_bytes', 0)) / mib:.1f} MiB) around the host cache{accuracy}"
+        )
+    return lines
 
 
 def _guest_lines(guests: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -30,7 +30,8 @@
 //!           previous ended (next); filed under the group of `next`; a group keeps its
 //!           `streams` most recently extended streams (the paper's "most recent address",
 //!           several per group so that data writes in the journal's group do not break the
-//!           log's run, and passes are the last to give way); `wraps`: the `next` of a pass this stream may have wrapped from
+//!           log's run, and passes are the last to give way); `wraps`: the `next` of a
+//!           pass this stream may have wrapped from
 //! pass    = a stream with bytes ≥ min_pass and syncs ≥ min_syncs; it may wrap to o when
 //!           o − window ≤ S.start < o + group and S.next − o ≤ max_journal
 //! journal = {lo, hi, cursor, restart, misses, uncommitted}: a predicted journal [lo, hi),
@@ -76,14 +77,19 @@
 //! at most one group below where the pass began: JBD2 wraps to the journal's first block
 //! (`jbd2_journal_next_log_block`, fs/jbd2/journal.c), and the first pass began there or
 //! later — or a little before: a fresh journal's first commit writes the journal superblock
-//! first (`JBD2_FLUSHED`, `jbd2_journal_update_sb_log_tail`), the block right below the log,
-//! so its first pass starts one block below where it wraps (hence `window` of slack). A wrap is confirmed by the first commit that continues it, not by its first write:
-//! the journal sits in the middle of ext4's flex group with data and metadata below it, and
-//! any write there would otherwise look like the log coming back; a data write below the
-//! pass is followed by the pass going on (S.next moves: the wrap is void), the real wrap by a
-//! commit block continuing it. So the first transaction of the second pass is missed too,
-//! and the detection happens at its commit block. A wrap continued without a commit (a
-//! journal superblock write right below the log, at a checkpoint) is never confirmed. A
+//! first (`JBD2_FLUSHED` in `jbd2_journal_commit_transaction`, fs/jbd2/commit.c:
+//! `jbd2_journal_update_sb_log_tail`), the block right below the log, so its first pass
+//! starts one block below where it wraps (hence `window` of slack). A wrap is confirmed by
+//! the first commit that continues it, not by its first write: the journal sits in the
+//! middle of ext4's flex group with data and metadata below it, and any write there would
+//! otherwise look like the log coming back; a data write below the pass is followed by the
+//! pass going on (S.next moves: the wrap is void), the real wrap by a commit block
+//! continuing it. So the first transaction of the second pass is missed too, and the
+//! detection happens at its commit block. A run below the pass that no commit continues
+//! (data; the journal superblock written by a tail update in mid-pass) is never confirmed;
+//! one the log comes back to is: the superblock written by the checkpoint that makes room
+//! for the wrap (`__jbd2_log_wait_for_space`, then the tail update) right before the log
+//! restarts above it — the prediction then starts at the superblock. A
 //! predicted journal lives on while commits reach its head: JBD2 commits at least every
 //! quarter journal (`jbd2_journal_get_max_txn_bufs`: `j_total_len / 4`), so a journal's
 //! worth of head bytes without one, or `max_misses` strays between two commits, is data.
