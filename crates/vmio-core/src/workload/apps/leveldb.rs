@@ -86,7 +86,8 @@
 //! Files are slots (`<dir>/leveldb/000001`...) reused once deleted: a log or table takes the
 //! lowest free one.
 
-use super::super::files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
+use super::super::files::{FileDecl, FileId, FileLayout, FileOp};
+use super::{append, fdatasync, fsync, read};
 use crate::rng::Rng;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -155,11 +156,7 @@ impl LogWriter {
             }
             let avail = LOG_BLOCK - self.block_offset - LOG_HEADER;
             let frag = len.min(avail);
-            out.push_back(FileOp::Append {
-                file,
-                len: pad + LOG_HEADER + frag,
-                flags: IoFlags::default(),
-            });
+            out.push_back(append(file, pad + LOG_HEADER + frag));
             pad = 0;
             self.block_offset += LOG_HEADER + frag;
             len -= frag;
@@ -219,21 +216,6 @@ fn write_table(slot: FileId, entries: u64, out: &mut VecDeque<FileOp>) {
     out.push_back(append(slot, blocks * INDEX_PER_BLOCK + FOOTER));
     out.push_back(fdatasync(slot));
     out.push_back(FileOp::Close { file: slot });
-}
-
-fn append(file: FileId, len: u64) -> FileOp {
-    FileOp::Append {
-        file,
-        len,
-        flags: IoFlags::default(),
-    }
-}
-
-fn fdatasync(file: FileId) -> FileOp {
-    FileOp::Fsync {
-        file,
-        datasync: true,
-    }
 }
 
 /// The merged outputs (lo, hi, entries) of `inputs` (module doc): outputs of at most
@@ -351,11 +333,7 @@ impl Leveldb {
     fn log_and_apply(&mut self, added: usize, deleted: usize, out: &mut VecDeque<FileOp>) {
         let len = 20 + 58 * added as u64 + 5 * deleted as u64;
         self.manifest.add_record(len, out, MANIFEST);
-        out.push_back(FileOp::Fsync {
-            file: MANIFEST,
-            datasync: false,
-        });
-        out.push_back(fdatasync(MANIFEST));
+        out.extend([fsync(MANIFEST), fdatasync(MANIFEST)]);
     }
 
     fn writer(&mut self, out: &mut VecDeque<FileOp>) {
@@ -524,20 +502,15 @@ impl Leveldb {
             })
             .collect();
         let total: u64 = outputs.iter().map(|o| o.2).sum();
-        let (mut done, mut read) = (0u64, 0usize);
+        let (mut done, mut issued) = (0u64, 0usize);
         let mut add = Vec::new();
         for &(lo, hi, entries) in &outputs {
             done += entries;
             let upto = (reads.len() as u64 * done).div_ceil(total.max(1)) as usize;
-            for &(file, offset) in &reads[read..upto.min(reads.len())] {
-                out.push_back(FileOp::Read {
-                    file,
-                    offset,
-                    len: READ,
-                    flags: IoFlags::default(),
-                });
+            for &(file, offset) in &reads[issued..upto.min(reads.len())] {
+                out.push_back(read(file, offset, READ));
             }
-            read = upto.max(read);
+            issued = upto.max(issued);
             let Some(slot) = self.take_slot() else { break };
             write_table(slot, entries, out);
             add.push((
@@ -639,10 +612,7 @@ mod tests {
             [
                 FileOp::Create { file: MANIFEST },
                 append(MANIFEST, 7 + 20),
-                FileOp::Fsync {
-                    file: MANIFEST,
-                    datasync: false
-                },
+                fsync(MANIFEST),
                 fdatasync(MANIFEST),
                 FileOp::Create { file: 1 },
                 append(1, 7 + PUT_RECORD),
@@ -710,10 +680,7 @@ mod tests {
                 fdatasync(slot),
                 FileOp::Close { file: slot },
                 append(MANIFEST, 7 + 20 + 58),
-                FileOp::Fsync {
-                    file: MANIFEST,
-                    datasync: false
-                },
+                fsync(MANIFEST),
                 fdatasync(MANIFEST),
                 FileOp::Delete { file: 1 },
             ]

@@ -63,8 +63,9 @@
 //! commit (concurrent commits each fsync; the guest's journal may merge them), undo pages,
 //! the binlog, and the 12-byte header and 4-byte trailer of each log block.
 
-use super::super::files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
+use super::super::files::{FileDecl, FileId, FileLayout, FileOp};
 use super::super::perm::Permutation;
+use super::{fsync, read, write};
 use crate::rng::Rng;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -286,15 +287,6 @@ fn pages(file: FileId) -> u64 {
     FILES[file as usize].1 / PAGE
 }
 
-fn write(file: FileId, offset: u64, len: u64) -> FileOp {
-    FileOp::Write {
-        file,
-        offset,
-        len,
-        flags: IoFlags::default(),
-    }
-}
-
 impl Linkbench {
     pub fn new(dir: &str, seed: u64) -> (Self, Vec<FileDecl>) {
         let decls = FILES
@@ -366,12 +358,7 @@ impl Linkbench {
             let (file, page) = self.page(p, x);
             let k = key(file, page);
             if !self.pool.access(k) {
-                out.push_back(FileOp::Read {
-                    file,
-                    offset: page * PAGE,
-                    len: PAGE,
-                    flags: IoFlags::default(),
-                });
+                out.push_back(read(file, page * PAGE, PAGE));
             }
             if m.write && !self.dirty.contains_key(&k) {
                 self.clock += 1;
@@ -401,10 +388,7 @@ impl Linkbench {
             pos += len;
         }
         for file in written {
-            out.push_back(FileOp::Fsync {
-                file,
-                datasync: false,
-            });
+            out.push_back(fsync(file));
         }
     }
 
@@ -422,10 +406,7 @@ impl Linkbench {
             let offset = DBLWR_OFFSET + (i * DBLWR_BLOCK_PAGES) as u64 * PAGE;
             out.push_back(write(IBDATA, offset, block.len() as u64 * PAGE));
         }
-        out.push_back(FileOp::Fsync {
-            file: IBDATA,
-            datasync: false,
-        });
+        out.push_back(fsync(IBDATA));
         batch.sort_unstable();
         let mut files = BTreeSet::new();
         for k in batch {
@@ -434,10 +415,7 @@ impl Linkbench {
             files.insert(file);
         }
         for file in files {
-            out.push_back(FileOp::Fsync {
-                file,
-                datasync: false,
-            });
+            out.push_back(fsync(file));
         }
     }
 
@@ -512,13 +490,7 @@ mod tests {
             let end = lsn.div_ceil(512) * 512;
             assert_eq!(
                 ops[reads..],
-                [
-                    write(LOG0, LOG_HEADER + start, end - start),
-                    FileOp::Fsync {
-                        file: LOG0,
-                        datasync: false
-                    }
-                ]
+                [write(LOG0, LOG_HEADER + start, end - start), fsync(LOG0)]
             );
         }
     }
@@ -536,14 +508,8 @@ mod tests {
             [
                 write(LOG0, LOG_HEADER + start, per_file - start),
                 write(LOG0 + 1, LOG_HEADER, 512),
-                FileOp::Fsync {
-                    file: LOG0,
-                    datasync: false
-                },
-                FileOp::Fsync {
-                    file: LOG0 + 1,
-                    datasync: false
-                },
+                fsync(LOG0),
+                fsync(LOG0 + 1),
             ]
         );
         q.clear();
@@ -574,10 +540,7 @@ mod tests {
             [
                 write(IBDATA, 64 * PAGE, 64 * PAGE),
                 write(IBDATA, 128 * PAGE, 56 * PAGE),
-                FileOp::Fsync {
-                    file: IBDATA,
-                    datasync: false
-                }
+                fsync(IBDATA)
             ]
         );
         let pages: Vec<u64> = ops[3..3 + BATCH]
@@ -592,13 +555,7 @@ mod tests {
         assert!(pages.windows(2).all(|w| w[0] < w[1]), "by file and page");
         assert_eq!(pages.iter().copied().collect::<BTreeSet<_>>(), oldest);
         let files: BTreeSet<FileId> = pages.iter().map(|k| (k >> 32) as FileId).collect();
-        let fsyncs: Vec<FileOp> = files
-            .iter()
-            .map(|&file| FileOp::Fsync {
-                file,
-                datasync: false,
-            })
-            .collect();
+        let fsyncs: Vec<FileOp> = files.iter().map(|&file| fsync(file)).collect();
         assert_eq!(ops[3 + BATCH..], fsyncs[..]);
         assert_eq!(m.dirty.len(), left);
     }

@@ -37,7 +37,7 @@ pub mod leveldb;
 pub mod linkbench;
 pub mod sqlite;
 
-use super::files::{FileDecl, FileOp};
+use super::files::{FileDecl, FileId, FileOp, IoFlags};
 use super::kinds::{self, KindEntry};
 use super::{Step, Workload};
 use crate::Ns;
@@ -213,6 +213,52 @@ pub struct AppFlows {
     /// Boxed: the models are large, [`super::JobWorkload`] keeps its variants small.
     model: Box<Model>,
     turn: usize,
+}
+
+/// A buffered `pread` of `len` bytes at `offset`.
+pub(crate) fn read(file: FileId, offset: u64, len: u64) -> FileOp {
+    FileOp::Read {
+        file,
+        offset,
+        len,
+        flags: IoFlags::default(),
+    }
+}
+
+/// A buffered `pwrite` of `len` bytes at `offset`.
+pub(crate) fn write(file: FileId, offset: u64, len: u64) -> FileOp {
+    FileOp::Write {
+        file,
+        offset,
+        len,
+        flags: IoFlags::default(),
+    }
+}
+
+/// A buffered `write` of `len` bytes at the end of the file.
+pub(crate) fn append(file: FileId, len: u64) -> FileOp {
+    FileOp::Append {
+        file,
+        len,
+        flags: IoFlags::default(),
+    }
+}
+
+/// `fdatasync`.
+pub(crate) fn fdatasync(file: FileId) -> FileOp {
+    FileOp::Fsync {
+        file,
+        datasync: true,
+    }
+}
+
+/// `fsync` (also what vmio issues for an application's fsync of a directory: see the
+/// applications' docs).
+pub(crate) fn fsync(file: FileId) -> FileOp {
+    FileOp::Fsync {
+        file,
+        datasync: false,
+    }
 }
 
 /// Checks that files of `needed_bytes` fit on a filesystem of `fs_bytes`.

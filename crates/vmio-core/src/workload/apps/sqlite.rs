@@ -69,7 +69,8 @@
 //! `-shm` wal-index (shared memory), file locks, the directory fsync of WAL's checkpoints
 //! (none), Mobibench's thread count (1, its default).
 
-use super::super::files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
+use super::super::files::{FileDecl, FileId, FileLayout, FileOp};
+use super::{fdatasync, fsync, read, write};
 use crate::rng::Rng;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -136,32 +137,6 @@ pub struct Sqlite {
     latest: BTreeMap<u64, u64>,
     wal_created: bool,
     pub(crate) counts: [u64; 3],
-}
-
-fn io(file: FileId, offset: u64, len: u64, write: bool) -> FileOp {
-    let flags = IoFlags::default();
-    if write {
-        FileOp::Write {
-            file,
-            offset,
-            len,
-            flags,
-        }
-    } else {
-        FileOp::Read {
-            file,
-            offset,
-            len,
-            flags,
-        }
-    }
-}
-
-fn fdatasync(file: FileId) -> FileOp {
-    FileOp::Fsync {
-        file,
-        datasync: true,
-    }
 }
 
 impl Sqlite {
@@ -279,28 +254,25 @@ impl Sqlite {
             self.wal_commit(&sorted, out);
             return;
         }
-        out.push_back(io(DB, 24, 16, false));
+        out.push_back(read(DB, 24, 16));
         out.push_back(FileOp::Create { file: JOURNAL });
-        out.push_back(io(JOURNAL, 0, JOURNAL_HEADER, true));
+        out.push_back(write(JOURNAL, 0, JOURNAL_HEADER));
         for (i, _) in dirty.iter().filter(|&&p| p <= orig).enumerate() {
             let offset = JOURNAL_HEADER + i as u64 * JOURNAL_RECORD;
-            out.push_back(io(JOURNAL, offset, JOURNAL_RECORD, true));
+            out.push_back(write(JOURNAL, offset, JOURNAL_RECORD));
         }
         // The directory fsync follows the journal's first sync.
-        let dirsync = FileOp::Fsync {
-            file: JOURNAL,
-            datasync: false,
-        };
+        let dirsync = fsync(JOURNAL);
         if self.cfg.full {
             out.extend([fdatasync(JOURNAL), dirsync]);
         }
-        out.push_back(io(JOURNAL, 0, NREC_BYTES, true));
+        out.push_back(write(JOURNAL, 0, NREC_BYTES));
         out.push_back(fdatasync(JOURNAL));
         if !self.cfg.full {
             out.push_back(dirsync);
         }
         for &p in &sorted {
-            out.push_back(io(DB, (p - 1) * PAGE, PAGE, true));
+            out.push_back(write(DB, (p - 1) * PAGE, PAGE));
         }
         out.push_back(fdatasync(DB));
         out.push_back(FileOp::Close { file: JOURNAL });
@@ -314,22 +286,14 @@ impl Sqlite {
                 self.wal_created = true;
                 out.push_back(FileOp::Create { file: WAL });
             }
-            out.push_back(io(WAL, 0, WAL_HEADER, true));
+            out.push_back(write(WAL, 0, WAL_HEADER));
             out.push_back(fdatasync(WAL));
             if create {
-                out.push_back(FileOp::Fsync {
-                    file: WAL,
-                    datasync: false,
-                });
+                out.push_back(fsync(WAL));
             }
         }
         for &p in sorted {
-            out.push_back(io(
-                WAL,
-                WAL_HEADER + self.frames * WAL_FRAME,
-                WAL_FRAME,
-                true,
-            ));
+            out.push_back(write(WAL, WAL_HEADER + self.frames * WAL_FRAME, WAL_FRAME));
             self.latest.insert(p, self.frames);
             self.frames += 1;
         }
@@ -339,8 +303,8 @@ impl Sqlite {
         if self.frames >= AUTOCHECKPOINT {
             out.push_back(fdatasync(WAL));
             for (&p, &f) in &self.latest {
-                out.push_back(io(WAL, WAL_HEADER + f * WAL_FRAME + 24, PAGE, false));
-                out.push_back(io(DB, (p - 1) * PAGE, PAGE, true));
+                out.push_back(read(WAL, WAL_HEADER + f * WAL_FRAME + 24, PAGE));
+                out.push_back(write(DB, (p - 1) * PAGE, PAGE));
             }
             out.push_back(fdatasync(DB));
             self.frames = 0;
@@ -354,7 +318,7 @@ mod tests {
     use super::*;
 
     fn w(offset: u64, len: u64, file: FileId) -> FileOp {
-        io(file, offset, len, true)
+        write(file, offset, len)
     }
 
     /// The operations of each transaction of a fresh database (one thread: the queue
@@ -382,7 +346,7 @@ mod tests {
         // First insert: a new leaf (page 4, beyond the 3 original pages: not journaled);
         // pages 1, 2 (root), 3 (sqlite_sequence) are.
         let mut want = vec![
-            io(DB, 24, 16, false),
+            read(DB, 24, 16),
             FileOp::Create { file: JOURNAL },
             w(0, 4096, JOURNAL),
             w(4096, 4104, JOURNAL),
@@ -390,10 +354,7 @@ mod tests {
             w(4096 + 2 * 4104, 4104, JOURNAL),
             w(0, 12, JOURNAL),
             fdatasync(JOURNAL),
-            FileOp::Fsync {
-                file: JOURNAL,
-                datasync: false,
-            },
+            fsync(JOURNAL),
         ];
         want.extend((0..4).map(|p| w(p * 4096, 4096, DB)));
         want.extend([
@@ -446,13 +407,7 @@ mod tests {
                 assert_eq!(syncs(ops), (journal, 1, 1), "full={full}");
                 // The directory's fsync right after the journal's first sync.
                 let first = ops.iter().position(|o| *o == fdatasync(JOURNAL)).unwrap();
-                assert_eq!(
-                    ops[first + 1],
-                    FileOp::Fsync {
-                        file: JOURNAL,
-                        datasync: false
-                    }
-                );
+                assert_eq!(ops[first + 1], fsync(JOURNAL));
                 assert_eq!(ops[1], FileOp::Create { file: JOURNAL });
                 assert_eq!(ops[ops.len() - 1], FileOp::Delete { file: JOURNAL });
             }
@@ -506,10 +461,7 @@ mod tests {
                     FileOp::Create { file: WAL },
                     w(0, 32, WAL),
                     fdatasync(WAL),
-                    FileOp::Fsync {
-                        file: WAL,
-                        datasync: false
-                    }
+                    fsync(WAL)
                 ]
             );
             assert_eq!(
