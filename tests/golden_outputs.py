@@ -2,7 +2,7 @@
 
 They guard behaviour while code moves (issue #9): `vmio sim` JSON for every volume layout,
 QEMU cache mode and host scheduler, on HDDs, clean and aged SSDs and RAM, with trace replay,
-FileBench and several VMs; and the `tables.txt` and `calibration.csv` of the two built-in
+FileBench and several VMs; and the `tables.txt` and `calibration.csv` of the built-in
 studies run with `--quick`. A difference fails with the first differing line.
 
 A deliberate change of a figure regenerates them explicitly:
