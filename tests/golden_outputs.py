@@ -2,12 +2,13 @@
 
 They guard behaviour while code moves (issue #9): `vmio sim` JSON for every volume layout,
 QEMU cache mode and host scheduler, on HDDs, clean and aged SSDs and RAM, with trace replay,
-FileBench and several VMs; and the `tables.txt` and `calibration.csv` of the two built-in
+FileBench and several VMs; and the `tables.txt` and `calibration.csv` of the built-in
 studies run with `--quick`. A difference fails with the first differing line.
 
 A deliberate change of a figure regenerates them explicitly:
 
-    VMIO_UPDATE_GOLDEN=1 pytest tests/test_golden_outputs.py tests/test_study_mcfq.py
+    VMIO_UPDATE_GOLDEN=1 pytest tests/test_golden_outputs.py tests/test_study_mcfq.py \
+        tests/test_study_pdc.py
 
 and its commit names the figures that changed, before and after.
 """

@@ -3,7 +3,8 @@
 Each `[[calibration]]` entry selects points (`where`, minus `exclude`), reduces their quantity
 (`REDUCERS`) and compares it:
 
-    value = reduce(quantity of the selected points)
+    value = reduce(quantity of the selected points; NaN values, where the quantity does not
+                   apply, such as a share of no fsync() calls, are left out)
     with ratio_to:   value /= reduce(quantity of the ratio_to points); PASS when the ratio
                      is within [at_least, at_most]
     with reference:  error = (value - reference) / reference; PASS when |error| <= tolerance
@@ -111,6 +112,7 @@ def _reduce(
         for p in points
         if p.point.matches(where) and not (exclude and _matches_any(p.point, exclude))
     ]
+    chosen = [v for v in chosen if v == v]  # NaN: the quantity does not apply to that point
     if not chosen:
         return None, 0
     return REDUCERS[reduce](chosen), len(chosen)

@@ -691,11 +691,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         for note in res.notes:
             print(note, file=sys.stderr)
         sys.stdout.write(study.summary_text(res))
-        print(
-            f"\nResults in {out}/: results.csv, results.parquet, calibration.csv, figure.png, "
-            "tables.txt, json/",
-            flush=True,
-        )
+        files = [f for f in study.OUTPUT_FILES if (out / f).is_file()]
+        print(f"\nResults in {out}/: {', '.join(files)}, json/", flush=True)
     if st.multipart:  # every part is written: the study is finished
         for exp in parts:
             study.finish_output_dir(base / exp.path.stem)

@@ -276,6 +276,10 @@ def _read_toml(path: Path, what: str) -> dict[str, Any]:
     return parse_toml(read_text(path, what), path)
 
 
+FIGURE_KINDS = ("lines", "bars", "timeline", "pdc")
+"""`[figure] kind`: lines (the S0 grid), bars, timeline (bandwidth over time), pdc (the S3
+figures: gains, detection over time, journal traffic; `vmio.pdcreport`)."""
+
 STUDY_FILES = ("study.toml", "experiment.toml")
 """What makes a directory a study: a list of parts, or a single experiment."""
 
@@ -416,26 +420,45 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
 
     names = [a.name for a in axes]
     rep = ck.table(data, "report", "[report]")
+    gain = None
+    if "gain" in rep:
+        graw = ck.table(rep, "gain", "[report]")
+        gaxis = ck.string(graw, "axis", "[report].gain")
+        if gaxis not in names:
+            raise ck.fail("[report].gain.axis", f"unknown axis '{gaxis}'; axes: {', '.join(names)}")
+        over = str(graw.get("over", ""))
+        known = next(a for a in axes if a.name == gaxis).values
+        if over not in known:
+            raise ck.fail(
+                "[report].gain.over",
+                f"'{over}' is not a value of axis '{gaxis}' ({', '.join(known)})",
+            )
+        gain = (gaxis, over)
     rep = {
         "tables": rep.get("tables"),
         "rows": rep.get("rows", names[:-1]),
         "columns": rep.get("columns", names[-1]),
         "quantity": ck.strings(rep.get("quantity", "total"), "[report].quantity"),
+        "gain": gain,
     }
     for q in rep["quantity"]:
         if (why := check_quantity(q)) is not None:
             raise ck.fail("[report].quantity", why)
     fig = ck.table(data, "figure", "[figure]")
     fig_quantity = ck.string(fig, "quantity", "[figure]", default="total")
-    if fig.get("kind", "lines") not in ("lines", "bars", "timeline"):
-        raise ck.fail("[figure].kind", f"'{fig.get('kind')}' is not one of lines, bars, timeline")
+    if fig.get("kind", "lines") not in FIGURE_KINDS:
+        raise ck.fail(
+            "[figure].kind", f"'{fig.get('kind')}' is not one of {', '.join(FIGURE_KINDS)}"
+        )
     if fig.get("kind") == "bars" and not all(fig.get(k) for k in ("columns", "series", "x")):
         raise ck.fail("[figure]", "kind = \"bars\" needs 'columns', 'series' and 'x'")
+    if fig.get("kind") == "pdc" and not (all(fig.get(k) for k in ("series", "x")) and gain):
+        raise ck.fail("[figure]", "kind = \"pdc\" needs 'series', 'x' and a [report] gain")
     if (why := check_quantity(fig_quantity)) is not None:
         raise ck.fail("[figure].quantity", why)
     for section, cfg in (("[report]", rep), ("[figure]", fig)):
         for key, value in cfg.items():
-            if key in ("quantity", "kind", "window_s"):
+            if key in ("quantity", "kind", "window_s", "gain"):
                 continue
             for n in value if isinstance(value, list) else [value]:
                 if n and n not in names:

@@ -3,11 +3,29 @@
 A point's *quantity* (calibration, tables, figures) is its bandwidth in MB/s (`total`, `read`,
 `write`) or, from the result's `vmio.share` / `vmio.vms` (several VMs), `error_rate_pct`,
 `jain`, `ratio:<vm>` (that VM's bandwidth over the lightest-weight VM's) or `bw:<vm>` (that
-VM's bandwidth, MB/s). `REDUCERS` turn the values of several points into one.
+VM's bandwidth, MB/s). `ops` is the I/O operations per second of every job (read + write
+IOPS, fio's `iops`). From the guests' filesystems (`vmio.guests[].disks[]`, every disk
+summed) and the host page cache (`vmio.page_cache`) come the journal and host-cache
+quantities of `GUEST_QUANTITIES` (S3, study "pdc"):
+
+    journal_io_pct    = 100 * journal_write_bytes / (read_bytes + write_bytes)
+    journal_write_pct = 100 * journal_write_bytes / write_bytes
+    journal_flush_pct = 100 * journal_flushes / flushes
+    fsync_commit_pct  = 100 * fsyncs_committing / fsyncs  (NaN without fsync() calls: O_SYNC
+                        writers such as FileBench's oltp commit without one)
+    host_hit_pct      = 100 * vmio.page_cache.hit_ratio
+    host_writeout_mb  = vmio.page_cache.written_back_pages * 4096 / 1e6
+    host_fsync_mb     = vmio.page_cache.fsync_written_pages * 4096 / 1e6 (the write-out that
+                        guest flushes forced)
+    host_flushes      = vmio.page_cache.flushes (guest flushes the host cache served)
+
+`REDUCERS` turn the values of several points into one (`gmean`: the geometric mean, so that a
+ratio of two gmeans is the gmean of the per-point ratios).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,9 +36,24 @@ REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {
     "mean": lambda xs: sum(xs) / len(xs),
     "max": max,
     "min": min,
+    "gmean": lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs)) if min(xs) > 0 else 0.0,
 }
 QUANTITIES = ("total", "read", "write")
 """Bandwidth quantities, MB/s."""
+OPS_QUANTITY = "ops"
+"""I/O operations per second, every job's read + write IOPS."""
+GUEST_QUANTITIES = (
+    "journal_io_pct",
+    "journal_write_pct",
+    "journal_flush_pct",
+    "fsync_commit_pct",
+    "host_hit_pct",
+    "host_writeout_mb",
+    "host_fsync_mb",
+    "host_flushes",
+)
+"""Journal traffic of the guests' filesystems and the host page cache's work (module doc)."""
+PAGE = 4096
 SHARE_QUANTITIES = ("error_rate_pct", "jain")
 """Quantities of the bandwidth shares of several VMs (`vmio.share`); also `ratio:<vm>`."""
 VM_QUANTITIES = ("ratio:", "bw:")
@@ -30,12 +63,13 @@ VM_QUANTITIES = ("ratio:", "bw:")
 
 def check_quantity(quantity: str) -> str | None:
     """None when `quantity` is known, else why not."""
-    if quantity in QUANTITIES or quantity in SHARE_QUANTITIES:
+    if quantity in (*QUANTITIES, *SHARE_QUANTITIES, OPS_QUANTITY, *GUEST_QUANTITIES):
         return None
     if any(quantity.startswith(p) and quantity[len(p) :] for p in VM_QUANTITIES):
         return None
     return (
-        f"'{quantity}' is not one of {', '.join((*QUANTITIES, *SHARE_QUANTITIES))}, "
+        f"'{quantity}' is not one of "
+        f"{', '.join((*QUANTITIES, *SHARE_QUANTITIES, OPS_QUANTITY, *GUEST_QUANTITIES))}, "
         "ratio:<vm>, bw:<vm>"
     )
 
@@ -49,11 +83,56 @@ def _vm_of(result: Mapping[str, Any], quantity: str, name: str) -> dict[str, Any
     return vm
 
 
+def _guest_sum(result: Mapping[str, Any], quantity: str, key: str) -> float:
+    disks = [d for g in result.get("vmio", {}).get("guests") or [] for d in g.get("disks", [])]
+    if not disks:
+        raise VmioError(f"quantity '{quantity}': the result has no vmio.guests[].disks[]")
+    return float(sum(d.get(key) or 0 for d in disks))
+
+
+def _percent(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else float("nan")
+
+
+def _guest_quantity(result: Mapping[str, Any], quantity: str) -> float:
+    def g(key: str) -> float:
+        return _guest_sum(result, quantity, key)
+
+    if quantity == "journal_io_pct":
+        return _percent(g("journal_write_bytes"), g("read_bytes") + g("write_bytes"))
+    if quantity == "journal_write_pct":
+        return _percent(g("journal_write_bytes"), g("write_bytes"))
+    if quantity == "journal_flush_pct":
+        return _percent(g("journal_flushes"), g("flushes"))
+    if quantity == "fsync_commit_pct":
+        return _percent(g("fsyncs_committing"), g("fsyncs"))
+    cache = result.get("vmio", {}).get("page_cache")
+    if not cache:
+        raise VmioError(f"quantity '{quantity}': the result has no vmio.page_cache")
+    key = {
+        "host_hit_pct": "hit_ratio",
+        "host_writeout_mb": "written_back_pages",
+        "host_fsync_mb": "fsync_written_pages",
+        "host_flushes": "flushes",
+    }[quantity]
+    if cache.get(key) is None:
+        raise VmioError(f"quantity '{quantity}': the result has no vmio.page_cache.{key}")
+    if quantity == "host_hit_pct":
+        return 100.0 * float(cache[key])
+    return float(cache[key]) if quantity == "host_flushes" else cache[key] * PAGE / 1e6
+
+
 def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
     """A point's quantity: MB/s for total/read/write; `error_rate_pct` and `jain` from
-    `vmio.share`; `ratio:<vm>`: bw of that VM / bw of the lightest-weight VM (`vmio.vms`)."""
+    `vmio.share`; `ratio:<vm>`: bw of that VM / bw of the lightest-weight VM (`vmio.vms`);
+    `ops` and the `GUEST_QUANTITIES` as the module doc says."""
     if quantity in QUANTITIES:
         return results.quantity_mb_s(result, quantity)
+    if quantity == OPS_QUANTITY:
+        jobs = result.get("jobs") or []
+        return float(sum(j[d]["iops"] for j in jobs for d in ("read", "write")))
+    if quantity in GUEST_QUANTITIES:
+        return _guest_quantity(result, quantity)
     vmio = result.get("vmio", {})
     if quantity in SHARE_QUANTITIES:
         share = vmio.get("share") or {}
@@ -76,7 +155,11 @@ def quantity_unit(quantity: str) -> str:
     """How a quantity reads in tables: `MB/s`, `%`, `` (an index or a ratio)."""
     if quantity in QUANTITIES or quantity.startswith("bw:"):
         return "MB/s"
-    return "%" if quantity == "error_rate_pct" else ""
+    if quantity in ("host_writeout_mb", "host_fsync_mb"):
+        return "MB"
+    if quantity == OPS_QUANTITY:
+        return "ops/s"
+    return "%" if quantity == "error_rate_pct" or quantity.endswith("_pct") else ""
 
 
 def quantity_title(quantity: str, short: bool = False) -> str:
@@ -96,6 +179,9 @@ def quantity_title(quantity: str, short: bool = False) -> str:
         return "Jain's index" if short else "Jain's fairness index of the bandwidth shares"
     if quantity.startswith("bw:"):
         return f"bandwidth of {quantity[len('bw:') :]}, MB/s{unit}"
+    if quantity in GUEST_TITLES:
+        short_title, long_title = GUEST_TITLES[quantity]
+        return short_title if short else long_title
     vm = quantity[len("ratio:") :]
     return (
         f"bw({vm}) / bw(lightest)"
@@ -104,10 +190,44 @@ def quantity_title(quantity: str, short: bool = False) -> str:
     )
 
 
+GUEST_TITLES = {
+    OPS_QUANTITY: ("I/O ops/s", "I/O operations per second (read + write IOPS of every job)"),
+    "journal_io_pct": (
+        "journal, % of I/O",
+        "journal writes, % of all guest disk I/O bytes (read + write)",
+    ),
+    "journal_write_pct": ("journal, % of writes", "journal writes, % of guest disk write bytes"),
+    "journal_flush_pct": ("journal flushes, %", "flushes sent by journal commits, % of flushes"),
+    "fsync_commit_pct": (
+        "committing fsyncs, %",
+        "fsync() calls that forced or waited for a journal commit, % (- : no fsync() calls)",
+    ),
+    "host_hit_pct": ("host cache hits, %", "host page cache hit ratio, % (vmio.page_cache)"),
+    "host_writeout_mb": (
+        "host write-out, MB",
+        "host page cache write-out (flush work), MB (written_back_pages, 1 MB = 1e6 bytes)",
+    ),
+    "host_fsync_mb": (
+        "host write-out on flush, MB",
+        "host write-out forced by guest flushes, MB (fsync_written_pages, 1 MB = 1e6 bytes)",
+    ),
+    "host_flushes": ("host flushes", "guest flushes served by the host page cache"),
+}
+"""(axis label, table title) of `ops` and the `GUEST_QUANTITIES`."""
+
+
 def format_quantity(value: float, quantity: str) -> str:
+    if value != value:  # NaN: the quantity does not apply (a share of nothing)
+        return "-"
     if quantity in QUANTITIES or quantity.startswith("bw:"):
         return report.format_mb_s(value)
-    if quantity == "error_rate_pct":
+    if quantity == OPS_QUANTITY:
+        return f"{value:,.0f}"
+    if quantity in ("host_writeout_mb", "host_fsync_mb"):
+        return f"{value:,.1f}"
+    if quantity == "host_flushes":
+        return f"{value:,.0f}"
+    if quantity == "error_rate_pct" or quantity.endswith("_pct"):
         return f"{value:.1f} %"
     if quantity == "jain":
         return f"{value:.3f}"

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from vmio import report, results
+from vmio import pdcreport, report, results
 from vmio.calibration import (
     CALIBRATION_COLUMNS,
     PointResult,
@@ -67,6 +67,7 @@ OUTPUT_FILES = (
     "calibration.csv",
     "figure.png",
     "tables.txt",
+    *pdcreport.FIGURE_FILES,
 )
 
 
@@ -451,8 +452,9 @@ def next_free_dir(base: Path, name: str | None = None) -> Path:
 
 
 def write_outputs(res: StudyResult, out: Path) -> None:
-    """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png and json/, each
-    file atomically (a temporary name in the same directory, renamed)."""
+    """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png (and, for
+    `[figure] kind = "pdc"`, `pdcreport.FIGURE_FILES`) and json/, each file atomically (a
+    temporary name in the same directory, renamed)."""
     from vmio import plot  # matplotlib is slow to import; only needed here
 
     jdir = out / "json"
@@ -477,7 +479,9 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     kind = res.experiment.figure.get("kind")
     tmp = results.temp_path(out / "figure.png")
     try:
-        if kind == "bars":
+        if kind == "pdc":
+            pdcreport.write_figures(res, tmp, out)
+        elif kind == "bars":
             plot.study_bars(res, tmp)
         elif kind == "timeline":
             plot.study_timeline(res, tmp)

@@ -11,7 +11,9 @@ This module gathers the public names of the modules that do the work, for the ca
 - `vmio.calibration`: `PointResult`, `StudyResult`, the evaluation of `[[calibration]]` entries
   and the rows of calibration.csv;
 - `vmio.tables`: the grid, calibration and summary text;
-- `vmio.plot`: the figures.
+- `vmio.plot`: the figures;
+- `vmio.pdcreport`: S3's gain and PDC detection tables and figures (`[report] gain`,
+  `[figure] kind = "pdc"`).
 """
 
 from vmio.calibration import (

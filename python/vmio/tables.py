@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from vmio import report
+from vmio import pdcreport, report
 from vmio.calibration import StudyResult
 from vmio.quantities import format_quantity, quantity_title, quantity_unit, quantity_value
 
@@ -88,4 +88,15 @@ def summary_text(res: StudyResult) -> str:
         f"experiment {exp.path.name}, stack {exp.stack_path.name}, "
         + (f"job {exp.job_path.name}" if exp.job_path else "every VM's own workload"),
     ]
-    return "\n".join(lines) + "\n\n" + grid_tables(res) + "\n\n" + calibration_table(res) + "\n"
+    extra = ""
+    if exp.report.get("gain"):
+        extra = pdcreport.pdc_text(res) + "\n\n"
+    return (
+        "\n".join(lines)
+        + "\n\n"
+        + grid_tables(res)
+        + "\n\n"
+        + extra
+        + calibration_table(res)
+        + "\n"
+    )
