@@ -1238,9 +1238,9 @@ impl Device for Hdd {
         }
     }
 
-    fn stats(&self) -> DeviceStats {
+    fn stats(&self, now: Ns) -> DeviceStats {
         DeviceStats {
-            busy_ns: self.busy.busy_ns,
+            busy_ns: self.busy.busy_at(now),
             ..self.stats.clone()
         }
     }
@@ -1336,8 +1336,8 @@ mod tests {
         let got = run.mean_latency_ns();
         eprintln!("random 4k QD1: mean {got:.0} ns, closed form {expected:.0} ns (seek {seek:.0})");
         assert!(close(got, expected, 0.10), "{got} vs {expected}");
-        assert_eq!(d.stats().read_ops, n as u64);
-        assert!(d.stats().cache_misses as usize >= n - 5);
+        assert_eq!(d.stats(Ns::MAX).read_ops, n as u64);
+        assert!(d.stats(Ns::MAX).cache_misses as usize >= n - 5);
     }
 
     fn seq_rate(d: &mut Hdd, start: u64, bs: u64, total: u64) -> f64 {
@@ -1362,7 +1362,7 @@ mod tests {
     fn sequential_32k_reads_at_qd1_are_served_from_the_read_ahead() {
         let mut d = hdd();
         let rate = seq_rate(&mut d, 0, 32 * KIB, 64 * MIB);
-        let s = d.stats();
+        let s = d.stats(Ns::MAX);
         let hit = s.cache_hits as f64 / (s.cache_hits + s.cache_misses) as f64;
         eprintln!("seq 32 KiB QD1: {rate:.3e} B/s, hit ratio {hit:.3}");
         assert!(hit >= 0.9, "{hit}");
@@ -1407,7 +1407,7 @@ mod tests {
         // The head must seek half the stroke and write: several ms.
         assert!(f - w > 2 * MS, "{}", f - w);
         assert_eq!(d.dirty_bytes(), 0);
-        let s = d.stats();
+        let s = d.stats(Ns::MAX);
         assert_eq!((s.write_ops, s.flush_ops, s.write_bytes), (1, 1, 4096));
     }
 
@@ -1436,7 +1436,7 @@ mod tests {
         let w = one(&mut d, 0, 1, Op::Write, 1 << 40, 64 * KIB, false);
         let r = one(&mut d, w, 2, Op::Read, (1 << 40) + 4096, 8192, false);
         assert!(r - w < MS, "{}", r - w);
-        assert_eq!(d.stats().cache_hits, 1);
+        assert_eq!(d.stats(Ns::MAX).cache_hits, 1);
     }
 
     #[test]
@@ -1486,7 +1486,7 @@ mod tests {
             })
             .collect();
         let run = closed_loop(&mut d, 0, 8, n, |i| (cmds[i].0, cmds[i].1, 32 * KIB));
-        let s = d.stats();
+        let s = d.stats(Ns::MAX);
         assert_eq!(s.read_ops + s.write_ops, n as u64);
         assert!(s.busy_ns <= run.elapsed_ns);
         let f = one(&mut d, run.elapsed_ns, n as u64, Op::Flush, 0, 0, false);
@@ -1556,7 +1556,7 @@ mod tests {
                 })
                 .collect();
             let r = closed_loop(&mut d, 0, 16, 1000, |i| (cmds[i].0, cmds[i].1, 16 * KIB));
-            (r.elapsed_ns, r.latencies_ns, d.stats())
+            (r.elapsed_ns, r.latencies_ns, d.stats(Ns::MAX))
         };
         assert_eq!(run(), run());
     }

@@ -77,7 +77,8 @@ pub trait Device {
     fn submit(&mut self, now: Ns, cmd: DevCmd); // len_bytes may be 0 for Flush
     fn next_event_ns(&self) -> Option<Ns>; // earliest time something completes / internal state changes
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>); // process up to `now`, push tags of completed commands (in completion order)
-    fn stats(&self) -> DeviceStats;
+    /// The counters as of `now` (a busy period still open at `now` counts up to it).
+    fn stats(&self, now: Ns) -> DeviceStats;
     /// Effective parameters (for result records), as (name, value-as-string) in a stable order.
     fn params(&self) -> Vec<(String, String)>;
     /// Performance hint, no effect on results: a command `op` on `[offset, offset + len)` is
@@ -372,6 +373,16 @@ impl Busy {
         if self.outstanding == 0 {
             self.busy_ns += at.saturating_sub(self.since);
         }
+    }
+    /// Busy time up to `now`, the busy period still open included (a device busy to the
+    /// end of a run was busy all along, not idle).
+    pub(crate) fn busy_at(&self, now: Ns) -> u64 {
+        let open = if self.outstanding > 0 {
+            now.saturating_sub(self.since)
+        } else {
+            0
+        };
+        self.busy_ns + open
     }
 }
 

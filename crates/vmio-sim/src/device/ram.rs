@@ -148,9 +148,9 @@ impl Device for Ram {
             .drain_due(now, done, &mut self.stats, &mut self.busy);
     }
 
-    fn stats(&self) -> DeviceStats {
+    fn stats(&self, now: Ns) -> DeviceStats {
         DeviceStats {
-            busy_ns: self.busy.busy_ns,
+            busy_ns: self.busy.busy_at(now),
             ..self.stats.clone()
         }
     }
@@ -188,7 +188,7 @@ mod tests {
         });
         let bps = 1000.0 * (1u64 << 20) as f64 / (run.elapsed_ns as f64 / 1e9);
         assert!((bps / 1e10 - 1.0).abs() < 0.01, "{bps}");
-        assert_eq!(d.stats().write_bytes, 1000 << 20);
+        assert_eq!(d.stats(Ns::MAX).write_bytes, 1000 << 20);
     }
 
     #[test]
@@ -199,6 +199,28 @@ mod tests {
             one(&mut d, 10 * US, 2, Op::Read, u64::MAX - 5, 0, false),
             11 * US
         );
-        assert_eq!(d.stats().flush_ops, 1);
+        assert_eq!(d.stats(Ns::MAX).flush_ops, 1);
+    }
+
+    #[test]
+    fn a_device_still_busy_at_the_end_counts_as_busy_up_to_then() {
+        let mut d = ram();
+        d.submit(
+            5 * US,
+            DevCmd {
+                tag: 1,
+                op: Op::Write,
+                offset_bytes: 0,
+                len_bytes: 1 << 30,
+                fua: false,
+            },
+        );
+        assert_eq!(d.stats(5 * US).busy_ns, 0);
+        assert_eq!(d.stats(25 * US).busy_ns, 20 * US);
+        let end = d.next_event_ns().unwrap();
+        let mut done = Vec::new();
+        d.advance(end, &mut done);
+        assert_eq!(done, [1]);
+        assert_eq!(d.stats(end + 40 * US).busy_ns, end - 5 * US);
     }
 }

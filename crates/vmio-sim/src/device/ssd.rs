@@ -692,10 +692,10 @@ impl Device for Ssd {
             .drain_due(now, done, &mut self.stats, &mut self.busy);
     }
 
-    fn stats(&self) -> DeviceStats {
+    fn stats(&self, now: Ns) -> DeviceStats {
         let f = self.ftl.stats();
         DeviceStats {
-            busy_ns: self.busy.busy_ns,
+            busy_ns: self.busy.busy_at(now),
             flash_write_bytes: f.flash_write_pages * self.p.page_bytes,
             gc_count: f.gc_count,
             gc_ns: self.gc_ns,
@@ -783,7 +783,7 @@ mod tests {
         // FUA: the write itself waits for its page program.
         let fua = one(&mut d, f, 3, Op::Write, 8192, 4096, true);
         assert!(fua - f >= 250 * US, "{}", fua - f);
-        assert_eq!(d.stats().flush_ops, 1);
+        assert_eq!(d.stats(Ns::MAX).flush_ops, 1);
     }
 
     #[test]
@@ -908,7 +908,7 @@ mod tests {
             // Past the write buffer: the second half of the run.
             let half = run.latencies_ns.len() / 2;
             let t_half: Ns = run.latencies_ns[half..].iter().sum::<u64>() / 32;
-            (half as f64 / (t_half as f64 / 1e9), d.stats())
+            (half as f64 / (t_half as f64 / 1e9), d.stats(Ns::MAX))
         };
         let (clean, cs) = iops(small("clean"));
         let (aged, st) = iops(small("aged"));

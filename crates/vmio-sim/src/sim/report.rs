@@ -93,7 +93,7 @@ impl Sim {
             .map(|d| DeviceReport {
                 name: d.model.name().to_string(),
                 model: d.model.model(),
-                stats: d.model.stats(),
+                stats: d.model.stats(now),
                 params: d.model.params(),
             })
             .collect();
