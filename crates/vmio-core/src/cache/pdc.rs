@@ -851,6 +851,37 @@ mod tests {
     }
 
     #[test]
+    fn a_wrap_whose_head_arrives_before_its_tail_is_detected_at_the_next_commit() {
+        // The real guest (Linux 6.1 under TCG, tests/real_pdc_figures.json) sends the
+        // transaction that spans the log's end head first: the piece at lo, then the tail
+        // up to hi. The pass then grows after the wrap began, which voids that wrap; the
+        // wrapped run's next write refreshes it, and the next commit block confirms it.
+        let (lo, hi) = (8 * GIB + BLK, 8 * GIB + BLK + 4 * MIB);
+        let mut log = Log::new(lo, hi);
+        let mut ws = Vec::new();
+        for _ in 0..3 * 1024 / 7 {
+            log.commit(6, &mut ws);
+        }
+        // 1024 blocks in commits of 7: commit 147 spans the end, its pieces [..hi) and
+        // [lo..); swap them.
+        let head = 1 + ws[1..].iter().position(|w| w.offset == lo).unwrap();
+        assert_eq!(ws[head - 1].offset + ws[head - 1].len, hi);
+        ws.swap(head - 1, head);
+        let mut d = JournalDetector::new(&PdcSpec::default());
+        let v = feed(&mut d, 0, &ws);
+        assert_eq!(d.ranges(), vec![(lo, hi)]);
+        let (s, events) = (d.stats(), d.events());
+        assert_eq!((s.detections, s.drops, events.len()), (1, 0, 1));
+        // The swapped transaction's commit block is missed; the next commit's log write
+        // refreshes the wrap, its commit block confirms it.
+        let commit = |from: usize| from + ws[from..].iter().position(|w| w.flushed).unwrap();
+        let at = commit(commit(head) + 1);
+        assert_eq!(events[0].at_ns, at as Ns);
+        assert!(v[..at].iter().all(|&v| v == Verdict::Cache));
+        assert!(v[at..].iter().all(|&v| v == Verdict::Bypass));
+    }
+
+    #[test]
     fn a_journal_spanning_two_128_mib_groups_is_one_log() {
         assert_detected_after_the_first_pass(Log::new(112 * MIB, 144 * MIB), 7, 3);
     }
