@@ -14,6 +14,9 @@
 //! - `filebench-varmail-ext4-ssd` (issue #10): FileBench varmail (16 threads, fsync-heavy
 //!   mail-server flows) on the ext4 filesystem of a 30 GiB disk, one 1 GiB VM, cache=none,
 //!   on a clean 256 GB SSD; simulated I/Os are varmail's file operations (its flowops).
+//! - `pdc-varmail-ext4-ssd` (issue #11): the same with `cache = "pdc"` and a 16 MiB journal,
+//!   so the detector finds the journal early in the run and bypasses its writes from then on
+//!   (PDC's cost over the writeback path, next to the case before).
 //!
 //! Wall time is measured here, never asserted in tests.
 
@@ -33,12 +36,13 @@ pub struct BenchResult {
     pub setup_s: f64,
 }
 
-pub const CASES: [&str; 5] = [
+pub const CASES: [&str; 6] = [
     "hdd-raid0-randread-qd32",
     "pagecache-hit-randread-4k",
     "ssd-aged-mcfq-randwrite-4k",
     "guest-cache-hit-randread-4k",
     "filebench-varmail-ext4-ssd",
+    "pdc-varmail-ext4-ssd",
 ];
 
 /// Four VMs with weights 1000/700/400/100 on one SSD, each on its own 30 GiB partition
@@ -97,12 +101,18 @@ cache = "{cache}"
 /// One VM of 1 GiB with a 30 GiB disk holding an ext4 filesystem mounted at /mnt/vdb, on a
 /// clean `samsung-840pro-256g`, cache=none.
 pub(crate) fn ext4_ssd_stack() -> String {
-    "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\n\
-     [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n\
-     [[vm]]\nname = \"vm1\"\nmemory = \"1g\"\n\
-     [[vm.disk]]\nname = \"vdb\"\nvolume = \"vol\"\nsize = \"30g\"\ncache = \"none\"\n\
-     [vm.disk.filesystem]\ntype = \"ext4\"\nmount = \"/mnt/vdb\"\n"
-        .to_string()
+    ext4_ssd_stack_with("none", "")
+}
+
+/// [`ext4_ssd_stack`] with host cache mode `cache` and extra `[vm.disk.filesystem]` lines.
+fn ext4_ssd_stack_with(cache: &str, filesystem: &str) -> String {
+    format!(
+        "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\nprofile = \"samsung-840pro-256g\"\n\
+         [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n\
+         [[vm]]\nname = \"vm1\"\nmemory = \"1g\"\n\
+         [[vm.disk]]\nname = \"vdb\"\nvolume = \"vol\"\nsize = \"30g\"\ncache = \"{cache}\"\n\
+         [vm.disk.filesystem]\ntype = \"ext4\"\nmount = \"/mnt/vdb\"\n{filesystem}"
+    )
 }
 
 /// The stack and job file of a case that runs as a plain `vmio sim` run (every case but the
@@ -130,6 +140,11 @@ fn run_inputs(case: &str, ms: u64) -> Option<(&'static str, String, String)> {
         "filebench-varmail-ext4-ssd" => (
             CASES[4],
             ext4_ssd_stack(),
+            format!("[varmail]\nfilebench=varmail\ntime_based\nruntime={}ms\n", ms * 3 / 2),
+        ),
+        "pdc-varmail-ext4-ssd" => (
+            CASES[5],
+            ext4_ssd_stack_with("pdc", "journal_size = \"16m\"\n"),
             format!("[varmail]\nfilebench=varmail\ntime_based\nruntime={}ms\n", ms * 3 / 2),
         ),
         _ => return None,
@@ -244,6 +259,17 @@ mod tests {
             d.fsyncs > 0 && d.journal.as_ref().is_some_and(|j| j.commits > 0),
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn the_pdc_case_finds_the_varmail_journal_and_bypasses_its_writes() {
+        let o = run_case("pdc-varmail-ext4-ssd", 1000);
+        let p = &o.report.pdc;
+        assert_eq!(p.len(), 1);
+        let r = &p[0].detector;
+        assert!(total_ios(&o.report.jobs) > 1000);
+        assert_eq!((r.precision, r.recall), (Some(1.0), Some(1.0)), "{r:?}");
+        assert!(r.stats.bypassed_bytes > 0, "{r:?}");
     }
 
     #[test]
