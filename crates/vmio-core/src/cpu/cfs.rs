@@ -650,6 +650,43 @@ mod tests {
     }
 
     #[test]
+    fn ten_threads_on_one_core_get_min_granularity_slices_so_each_ends_in_its_second_turn() {
+        // 10 > latency / min_gran = 8: the period stretches to 10 * 0.75 ms and each slice is
+        // 0.75 ms, so work of 1.5 ms takes two turns: thread i ends at 7.5 + 0.75 (i + 1) ms.
+        let mut s = host(1);
+        for i in 0..10 {
+            let t = thread(&mut s, NICE_0_WEIGHT, CoreSet::all(1));
+            s.submit(0, t, 1500 * US, i).unwrap();
+        }
+        let want: Vec<_> = (0..10)
+            .map(|i| (7500 * US + 750 * US * (i + 1), i))
+            .collect();
+        assert_eq!(run(&mut s, SEC), want);
+    }
+
+    #[test]
+    fn a_core_going_idle_pulls_a_waiting_thread_at_once() {
+        // a and c share core 0 (c queued), b alone on core 1 ends at 5 ms: core 1 takes c,
+        // which has waited 5 ms and ends W later (its first run: no migration).
+        let mut s = host(2);
+        let all = CoreSet::all(2);
+        let (a, b, c) = (
+            thread(&mut s, NICE_0_WEIGHT, all),
+            thread(&mut s, NICE_0_WEIGHT, all),
+            thread(&mut s, NICE_0_WEIGHT, all),
+        );
+        s.submit(0, a, 100 * MS, 1).unwrap();
+        s.submit(0, b, 5 * MS, 2).unwrap();
+        s.submit(0, c, W, 3).unwrap();
+        let done = run(&mut s, SEC);
+        assert_eq!(done, vec![(5 * MS, 2), (5 * MS + W, 3), (100 * MS, 1)]);
+        let st = s.stats(SEC);
+        assert_eq!(st.threads[2].wait_ns, 5 * MS);
+        assert_eq!(st.threads[2].ran_on, CoreSet::of(&[1]));
+        assert!(st.threads.iter().all(|t| t.migrations == 0));
+    }
+
+    #[test]
     fn weights_2_to_1_share_a_core_2_thirds_to_1_third_within_one_slice() {
         let mut s = host(1);
         let a = thread(&mut s, 2 * NICE_0_WEIGHT, CoreSet::all(1));
