@@ -14,6 +14,7 @@
 
 pub mod blockq;
 pub mod cache;
+pub mod cpu;
 pub mod fio;
 pub mod guest;
 pub mod params;
