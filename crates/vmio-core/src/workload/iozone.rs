@@ -114,6 +114,18 @@ impl Phase {
         }
     }
 
+    /// The column's name (iozone's two header lines joined).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Write => "write",
+            Phase::Rewrite => "rewrite",
+            Phase::Read => "read",
+            Phase::Reread => "reread",
+            Phase::RandomRead => "random read",
+            Phase::RandomWrite => "random write",
+        }
+    }
+
     fn writes(self) -> bool {
         matches!(self, Phase::Write | Phase::Rewrite | Phase::RandomWrite)
     }
@@ -347,6 +359,8 @@ pub fn pass(opts: &Options, record: u64, phase: Phase, order: &[u64]) -> Vec<Ite
 /// A pass's bytes and timed nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timing {
+    /// The file size (`-s`): the table's KB column.
+    pub file_bytes: u64,
     pub record_bytes: u64,
     pub phase: Phase,
     pub bytes: u64,
@@ -363,9 +377,8 @@ impl Timing {
 
 /// iozone's table (`print_header`'s two lines in `CONTROL_STRING3`, then one row per record
 /// size: `%16lld` KB, `%8lld` reclen, `%8lld` write, rewrite, read, `%9lld` reread, `%8lld`
-/// random read, random write) for a file of `size_bytes`; a row stops at the first phase not
-/// run, as iozone's does.
-pub fn table(size_bytes: u64, timings: &[Timing]) -> String {
+/// random read, random write); a row stops at the first phase not run, as iozone's does.
+pub fn table(timings: &[Timing]) -> String {
     const WIDTHS: [usize; 15] = [16, 8, 8, 8, 8, 10, 8, 8, 8, 9, 9, 9, 9, 8, 9];
     const TOP: [&str; 15] = [
         "", "", "", "", "", "", "random", "random", "bkwd", "record", "stride", "", "", "", "",
@@ -386,18 +399,18 @@ pub fn table(size_bytes: u64, timings: &[Timing]) -> String {
         s
     };
     let mut out = header(&TOP) + &header(&TITLES);
-    let mut records: Vec<u64> = Vec::new();
+    let mut rows: Vec<(u64, u64)> = Vec::new();
     for t in timings {
-        if !records.contains(&t.record_bytes) {
-            records.push(t.record_bytes);
+        if !rows.contains(&(t.file_bytes, t.record_bytes)) {
+            rows.push((t.file_bytes, t.record_bytes));
         }
     }
-    for r in records {
-        out += &format!("{:>16}{:>8}", size_bytes >> 10, r >> 10);
+    for (size, r) in rows {
+        out += &format!("{:>16}{:>8}", size >> 10, r >> 10);
         for (k, phase) in Phase::ALL.iter().enumerate() {
             let Some(t) = timings
                 .iter()
-                .find(|t| t.record_bytes == r && t.phase == *phase)
+                .find(|t| (t.file_bytes, t.record_bytes) == (size, r) && t.phase == *phase)
             else {
                 break;
             };
@@ -511,6 +524,7 @@ impl Workload for IozoneFlows {
                 let record_bytes = self.record;
                 let bytes = self.opts.size_bytes / record_bytes * record_bytes;
                 self.timings.push(Timing {
+                    file_bytes: self.opts.size_bytes,
                     record_bytes,
                     phase: item.phase,
                     bytes,
@@ -796,6 +810,7 @@ mod tests {
     #[test]
     fn the_table_has_iozones_header_and_one_row_per_record_size() {
         let t = |record_bytes, phase, ns| Timing {
+            file_bytes: 100 << 20,
             record_bytes,
             phase,
             bytes: 100 << 20,
@@ -814,6 +829,6 @@ mod tests {
             "          102400       4  102400  102400  102400   102400  102400  102400\n",
             "          102400   16384  204800  204800  204800   204800  204800   51200\n",
         );
-        assert_eq!(table(100 << 20, &timings), want);
+        assert_eq!(table(&timings), want);
     }
 }
