@@ -392,7 +392,8 @@ pub enum FioError {
         file: String,
         line: usize,
         value: String,
-        error: crate::workload::IozoneError,
+        /// Boxed: a large variant would grow every `FioError`.
+        error: Box<crate::workload::IozoneError>,
     },
     #[error("{file}:{line}: {option}: '{value}' is not valid; accepted: {accepted}")]
     BadValue {
@@ -991,7 +992,7 @@ impl Parser<'_> {
                         file: self.path.to_string(),
                         line,
                         value: v,
-                        error: e,
+                        error: Box::new(e),
                     });
                 }
                 j.iozone = Some(v)

@@ -9,6 +9,8 @@
 //!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's personalities (fileserver, varmail, webserver, oltp) as
 //!   file-level workloads: their filesets and each thread's flow of file operations;
+//! - [`iozone`]: iozone's write, read and random tests (`-i 0 -i 1 -i 2`) on one file, with
+//!   each pass's timed region for iozone's table;
 //! - [`apps`]: applications at file level (LinkBench on an InnoDB-like engine, Mobibench's
 //!   SQLite, LevelDB's db_bench fills): their files and each thread's transactions;
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
@@ -39,6 +41,9 @@
 //!   app=A:       the same rules (filesystem, runtime, directory <top>/<name>.<c>, seed
 //!                derive(seed, "app/<name>/<c>")): AppFlows(A, dir, fs bytes, seed); depth =
 //!                A's threads. filebench and app together: an error
+//!   iozone=FLAGS: needs a filesystem, no runtime (it ends); clone c: IozoneFlows(
+//!                iozone::Options::parse(FLAGS), dir <top>/<name>.<c>), depth 1; with
+//!                filebench or app: an error; -s larger than the filesystem: an error
 //!   read_iolog:  needs a non-empty region; every clone: Paced(Replay(trace, region,
 //!                replay_time_scale / 100, max(loops, 1)), replay_no_stall ? closed loop at
 //!                depth : open loop)
@@ -373,7 +378,7 @@ fn iozone_clones(
         job: job(),
         line: spec.line,
         flags: flags.to_string(),
-        error,
+        error: Box::new(error),
     })?;
     let Target::Filesystem { bytes, mount } = target else {
         return Err(WorkloadError::NeedsFilesystem {
@@ -535,7 +540,8 @@ pub enum WorkloadError {
         job: String,
         line: usize,
         flags: String,
-        error: IozoneError,
+        /// Boxed: a large variant would grow every `WorkloadError`.
+        error: Box<IozoneError>,
     },
     #[error(transparent)]
     Filebench(#[from] FilebenchError),
