@@ -479,14 +479,10 @@ impl IozoneFlows {
         &self.timings
     }
 
-    pub fn options(&self) -> &Options {
-        &self.opts
-    }
-
-    /// Queues the next pass (and the unlink closing a record size); false when none is left.
-    fn refill(&mut self) -> bool {
+    /// Queues the next pass (and the unlink closing a record size), if any is left.
+    fn refill(&mut self) {
         let Some((r, phase)) = self.passes.pop_front() else {
-            return false;
+            return;
         };
         let record = self.opts.records[r];
         self.record = record;
@@ -503,7 +499,6 @@ impl IozoneFlows {
                 timed: false,
             });
         }
-        true
     }
 }
 
@@ -512,8 +507,8 @@ impl Workload for IozoneFlows {
         if self.issued {
             return Step::Wait;
         }
-        if self.queue.is_empty() && !self.refill() {
-            return Step::Done;
+        if self.queue.is_empty() {
+            self.refill();
         }
         let Some(item) = self.queue.pop_front() else {
             return Step::Done;
@@ -528,7 +523,7 @@ impl Workload for IozoneFlows {
                     record_bytes,
                     phase: item.phase,
                     bytes,
-                    ns: elapsed_ns - start,
+                    ns: elapsed_ns.saturating_sub(start),
                 });
                 self.start = None;
             }
