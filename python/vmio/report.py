@@ -162,6 +162,10 @@ def _job_lines(result: Mapping[str, Any], index: int) -> list[str]:
         out.append("     complete  : " + _percent_map(job["iodepth_complete"]))
     totals = ",".join(str(int((job.get(d) or {}).get("total_ios", 0))) for d in DIRECTIONS)
     out.append(f"     issued rwts: total={totals},0 short=0,0,0,0 dropped=0,0,0,0")
+    iozone = job.get("vmio_iozone")
+    if iozone:
+        out.append("  iozone (KB/s):")
+        out += iozone["table"].rstrip("\n").split("\n")
     return out
 
 

@@ -11,6 +11,7 @@ use crate::sim::{JobReport, PdcDiskReport, SimReport};
 use serde_json::{json, Map, Value};
 use vmio_core::fio::JobFile;
 use vmio_core::stack::Stack;
+use vmio_core::workload::iozone::{self, Timing};
 
 /// A finished run as this module renders it: what [`crate::run::run`] and
 /// [`crate::run::run_many`] return.
@@ -87,10 +88,29 @@ fn job_options(j: &JobReport) -> Value {
     Value::Object(m)
 }
 
+/// An `iozone=` job's passes (`vmio_iozone`): each pass's record size, bytes, timed
+/// nanoseconds and KB/s, and iozone's `-a` table as iozone prints it.
+fn iozone_json(timings: &[Timing]) -> Value {
+    let passes: Vec<Value> = timings
+        .iter()
+        .map(|t| {
+            json!({
+                "kbytes": t.file_bytes >> 10,
+                "reclen_kbytes": t.record_bytes >> 10,
+                "test": t.phase.name(),
+                "io_bytes": t.bytes,
+                "time_ns": t.ns,
+                "kb_per_s": t.kb_per_s(),
+            })
+        })
+        .collect();
+    json!({ "passes": passes, "table": iozone::table(timings) })
+}
+
 fn job_json(j: &JobReport) -> Value {
     let rt = j.runtime_ns;
     let sync = &j.stats[3];
-    json!({
+    let mut v = json!({
         "jobname": j.name,
         "groupid": j.spec.group_id,
         "error": 0,
@@ -112,7 +132,11 @@ fn job_json(j: &JobReport) -> Value {
         "minf": 0,
         "vmio_clone": j.clone,
         "vmio_vm": j.vm,
-    })
+    });
+    if !j.iozone.is_empty() {
+        v["vmio_iozone"] = iozone_json(&j.iozone);
+    }
+    v
 }
 
 /// The whole fio JSON document for a run.

@@ -326,6 +326,9 @@ pub struct JobSpec {
     pub filebench: Option<String>,
     /// vmio's `app`: an application workload (`workload::App`), file level.
     pub app: Option<String>,
+    /// vmio's `iozone`: an iozone command line's flags (`workload::iozone::Options`), file
+    /// level.
+    pub iozone: Option<String>,
 }
 
 impl Default for JobSpec {
@@ -375,6 +378,7 @@ impl Default for JobSpec {
             loops: 1,
             filebench: None,
             app: None,
+            iozone: None,
         }
     }
 }
@@ -383,6 +387,14 @@ impl Default for JobSpec {
 /// one), the option, the offending text and what is accepted instead.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum FioError {
+    #[error("{file}:{line}: iozone: '{value}': {error}")]
+    Iozone {
+        file: String,
+        line: usize,
+        value: String,
+        /// Boxed: a large variant would grow every `FioError`.
+        error: Box<crate::workload::IozoneError>,
+    },
     #[error("{file}:{line}: {option}: '{value}' is not valid; accepted: {accepted}")]
     BadValue {
         file: String,
@@ -971,6 +983,19 @@ impl Parser<'_> {
                 use crate::workload::App;
                 let accepted = App::accepted();
                 j.app = Some(self.named(key, value, line, &accepted, |v| App::parse(v).is_ok())?)
+            }
+            "iozone" => {
+                use crate::workload::iozone::{Options, ACCEPTED};
+                let v = self.text(key, value, line, ACCEPTED)?;
+                if let Err(e) = Options::parse(&v) {
+                    return Err(FioError::Iozone {
+                        file: self.path.to_string(),
+                        line,
+                        value: v,
+                        error: Box::new(e),
+                    });
+                }
+                j.iozone = Some(v)
             }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}

@@ -9,6 +9,8 @@
 //!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's personalities (fileserver, varmail, webserver, oltp) as
 //!   file-level workloads: their filesets and each thread's flow of file operations;
+//! - [`iozone`]: iozone's write, read and random tests (`-i 0 -i 1 -i 2`) on one file, with
+//!   each pass's timed region for iozone's table;
 //! - [`apps`]: applications at file level (LinkBench on an InnoDB-like engine, Mobibench's
 //!   SQLite, LevelDB's db_bench fills): their files and each thread's transactions;
 //! - [`trace`]: block traces (SNIA MSR-Cambridge, UMass/SPC, blkparse text, fio iolog v2/v3)
@@ -39,6 +41,9 @@
 //!   app=A:       the same rules (filesystem, runtime, directory <top>/<name>.<c>, seed
 //!                derive(seed, "app/<name>/<c>")): AppFlows(A, dir, fs bytes, seed); depth =
 //!                A's threads. filebench and app together: an error
+//!   iozone=FLAGS: needs a filesystem, no runtime (it ends); clone c: IozoneFlows(
+//!                iozone::Options::parse(FLAGS), dir <top>/<name>.<c>), depth 1; with
+//!                filebench or app: an error; -s larger than the filesystem: an error
 //!   read_iolog:  needs a non-empty region; every clone: Paced(Replay(trace, region,
 //!                replay_time_scale / 100, max(loops, 1)), replay_no_stall ? closed loop at
 //!                depth : open loop)
@@ -69,6 +74,7 @@ pub mod filebench;
 pub mod files;
 pub mod fio_files;
 pub mod fio_job;
+pub mod iozone;
 pub mod kinds;
 mod perm;
 pub mod stream;
@@ -79,6 +85,7 @@ pub use apps::{App, AppError, AppFlows};
 pub use filebench::{FilebenchError, FilebenchFlows, Personality};
 pub use files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
 pub use fio_job::Generator;
+pub use iozone::{IozoneError, IozoneFlows};
 pub use kinds::{help_text, KindEntry};
 pub use stream::{IoStream, Paced, Pacing};
 pub use synth::{SynthGen, SynthProfile};
@@ -175,6 +182,7 @@ pub enum JobWorkload {
     Trace(Paced<Replay>),
     Filebench(FilebenchFlows),
     App(AppFlows),
+    Iozone(IozoneFlows),
 }
 
 impl Workload for JobWorkload {
@@ -185,6 +193,7 @@ impl Workload for JobWorkload {
             JobWorkload::Trace(w) => w.next(elapsed_ns),
             JobWorkload::Filebench(w) => w.next(elapsed_ns),
             JobWorkload::App(w) => w.next(elapsed_ns),
+            JobWorkload::Iozone(w) => w.next(elapsed_ns),
         }
     }
 
@@ -194,6 +203,7 @@ impl Workload for JobWorkload {
             JobWorkload::Trace(w) => w.depth(),
             JobWorkload::Filebench(w) => w.depth(),
             JobWorkload::App(w) => w.depth(),
+            JobWorkload::Iozone(w) => w.depth(),
         }
     }
 
@@ -203,6 +213,7 @@ impl Workload for JobWorkload {
             JobWorkload::Trace(w) => w.files(),
             JobWorkload::Filebench(w) => w.files(),
             JobWorkload::App(w) => w.files(),
+            JobWorkload::Iozone(w) => w.files(),
         }
     }
 
@@ -212,6 +223,7 @@ impl Workload for JobWorkload {
             JobWorkload::Trace(w) => w.completed(tag),
             JobWorkload::Filebench(w) => w.completed(tag),
             JobWorkload::App(w) => w.completed(tag),
+            JobWorkload::Iozone(w) => w.completed(tag),
         }
     }
 }
@@ -253,7 +265,12 @@ pub fn workloads(
         .unwrap_or(disk_bytes - base)
         .min(disk_bytes - base);
     fio_job::check_ends(spec)?;
-    if region == 0 && (spec.filebench.is_some() || spec.app.is_some() || trace.is_some()) {
+    if region == 0
+        && (spec.filebench.is_some()
+            || spec.app.is_some()
+            || spec.iozone.is_some()
+            || trace.is_some())
+    {
         return Err(WorkloadError::EmptyRegion {
             job: quote(&spec.name),
             line: spec.line,
@@ -263,6 +280,9 @@ pub fn workloads(
         });
     }
     let clones = spec.numjobs.max(1);
+    if let Some(flags) = &spec.iozone {
+        return iozone_clones(spec, target, flags, clones);
+    }
     let named = match (&spec.filebench, &spec.app) {
         (Some(_), Some(_)) => {
             return Err(WorkloadError::AppAndFilebench {
@@ -337,6 +357,53 @@ pub fn workloads(
             .collect::<Result<_, _>>()?,
     };
     Ok(clones.into_iter().map(JobWorkload::Fio).collect())
+}
+
+/// `iozone=FLAGS`: one [`IozoneFlows`] per clone on `<directory | mount>/<name>.<c>/iozone.tmp`;
+/// it ends by itself (no runtime needed) and works on files only.
+fn iozone_clones(
+    spec: &JobSpec,
+    target: Target<'_>,
+    flags: &str,
+    clones: u32,
+) -> Result<Vec<JobWorkload>, WorkloadError> {
+    let job = || quote(&spec.name);
+    if spec.filebench.is_some() || spec.app.is_some() {
+        return Err(WorkloadError::IozoneAndOther {
+            job: job(),
+            line: spec.line,
+        });
+    }
+    let opts = iozone::Options::parse(flags).map_err(|error| WorkloadError::Iozone {
+        job: job(),
+        line: spec.line,
+        flags: flags.to_string(),
+        error: Box::new(error),
+    })?;
+    let Target::Filesystem { bytes, mount } = target else {
+        return Err(WorkloadError::NeedsFilesystem {
+            job: job(),
+            line: spec.line,
+            option: "iozone",
+            name: flags.to_string(),
+        });
+    };
+    let top = spec.directory.as_deref().unwrap_or(mount);
+    (0..clones)
+        .map(|c| {
+            let w = IozoneFlows::new(opts.clone(), &format!("{top}/{}.{c}", spec.name));
+            if opts.size_bytes > bytes {
+                return Err(WorkloadError::FileLargerThanFilesystem {
+                    job: job(),
+                    line: spec.line,
+                    path: w.files()[0].path.clone(),
+                    file_bytes: opts.size_bytes,
+                    fs_bytes: bytes,
+                });
+            }
+            Ok(JobWorkload::Iozone(w))
+        })
+        .collect()
 }
 
 /// A workload that cannot run against the given disk.
@@ -464,6 +531,18 @@ pub enum WorkloadError {
         "job '{job}' (line {line}): filebench and app both name the job's workload; accepted: one of filebench=, app="
     )]
     AppAndFilebench { job: String, line: usize },
+    #[error(
+        "job '{job}' (line {line}): iozone and filebench or app both name the job's workload; accepted: one of iozone=, filebench=, app="
+    )]
+    IozoneAndOther { job: String, line: usize },
+    #[error("job '{job}' (line {line}): iozone={flags}: {error}")]
+    Iozone {
+        job: String,
+        line: usize,
+        flags: String,
+        /// Boxed: a large variant would grow every `WorkloadError`.
+        error: Box<IozoneError>,
+    },
     #[error(transparent)]
     Filebench(#[from] FilebenchError),
     #[error(transparent)]

@@ -62,7 +62,7 @@ pub(super) enum Route {
 pub(super) struct JobState {
     pub(super) name: String,
     /// The requests of this clone (vmio-core's workload module).
-    work: JobWorkload,
+    pub(super) work: JobWorkload,
     /// `work.depth()`, read once.
     depth: u32,
     pub(super) disk: usize,

@@ -13,6 +13,7 @@ use crate::metrics::DirStats;
 use vmio_core::cache::pdc::DetectorReport;
 use vmio_core::fio::JobSpec;
 use vmio_core::guest::ext4::BLOCK_BYTES;
+use vmio_core::workload::JobWorkload;
 use vmio_core::Ns;
 
 /// Summary of one simulated job for the output layer.
@@ -25,6 +26,8 @@ pub struct JobReport {
     pub runtime_ns: Ns,
     /// read, write, trim, sync
     pub stats: [DirStats; 4],
+    /// An `iozone=` job's timed passes (iozone's table); empty for any other job.
+    pub iozone: Vec<vmio_core::workload::iozone::Timing>,
 }
 
 pub struct DeviceReport {
@@ -83,6 +86,10 @@ impl Sim {
                     clone,
                     runtime_ns: end.saturating_sub(measured_from),
                     stats: j.stats,
+                    iozone: match &j.work {
+                        JobWorkload::Iozone(w) => w.timings().to_vec(),
+                        _ => Vec::new(),
+                    },
                 }
             })
             .collect();

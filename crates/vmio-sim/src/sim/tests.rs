@@ -403,6 +403,40 @@ fn a_filebench_personality_runs_on_the_guest_filesystem_with_its_fsyncs_and_comm
 }
 
 #[test]
+fn iozone_runs_its_six_passes_on_an_ext4_vm_disk_and_reports_each_passs_rate() {
+    // iozone -e -I on a 1 MiB file with 4k and 64k records on the 30 GiB ext4 SSD stack:
+    // every pass of both record sizes completes, moves the file's bytes and has a rate.
+    let s = crate::bench::ext4_ssd_stack();
+    let job = "[z]\niozone=-e -I -a -s 1m -r 4k -r 64k -i 0 -i 1 -i 2\n";
+    let o = run(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: job,
+        job_path: "job.fio",
+        seed: Some(1),
+        vm: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let j = &o.report.jobs[0];
+    let passes: Vec<(u64, vmio_core::workload::iozone::Phase)> =
+        j.iozone.iter().map(|t| (t.record_bytes, t.phase)).collect();
+    let want: Vec<_> = [4096, 65536]
+        .into_iter()
+        .flat_map(|r| vmio_core::workload::iozone::Phase::ALL.map(|p| (r, p)))
+        .collect();
+    assert_eq!(passes, want);
+    for t in &j.iozone {
+        assert!(t.bytes == 1 << 20 && t.ns > 0 && t.kb_per_s() > 0, "{t:?}");
+    }
+    // Per record size: 1 MiB written three times, read three times plus two priming reads
+    // of one record; 16 fsyncs (write, rewrite, read, reread: 3 each; random: 2 each).
+    assert_eq!(j.stats[1].io_bytes, 6 << 20);
+    assert_eq!(j.stats[0].io_bytes, (6 << 20) + 2 * (4096 + 65536));
+    assert_eq!(j.stats[3].total_ios, 32);
+    eprintln!("{}", vmio_core::workload::iozone::table(&j.iozone));
+}
+
+#[test]
 fn every_application_runs_on_an_ext4_vm_disk_with_reads_or_writes_and_fsyncs_that_commit_the_journal(
 ) {
     // Each app for 1 s on a 30 GiB ext4 disk (one SSD, cache=none): its operations reach
