@@ -1862,6 +1862,29 @@ mod tests {
     }
 
     #[test]
+    fn an_fsync_after_an_overwrite_commits_the_inodes_times_and_an_fdatasync_does_not() {
+        let mut g = guest(64 * MIB);
+        let h = file(&mut g, "/mnt/f", 64 * 1024);
+        let mut seen = Seen::new();
+        let op = |op| AppOp::File { handle: h, op };
+        let w = FileOp::Write {
+            file: 0,
+            offset: 8192,
+            len: 4096,
+            flags: IoFlags::default(),
+        };
+        let sync = |datasync| FileOp::Fsync { file: 0, datasync };
+        assert!(run(&mut g, 0, 1, op(w), &mut seen));
+        assert!(run(&mut g, 0, 2, op(sync(true)), &mut seen));
+        assert_eq!(g.stats().disks[0].fsyncs_committing, 0, "{seen:?}");
+        // file_update_time: the write dirtied the inode (mtime), in the running
+        // transaction: fsync commits it (i_sync_tid), fdatasync did not need to.
+        assert!(run(&mut g, 0, 3, op(w), &mut seen));
+        assert!(run(&mut g, 0, 4, op(sync(false)), &mut seen));
+        assert_eq!(g.stats().disks[0].fsyncs_committing, 1, "{seen:?}");
+    }
+
+    #[test]
     fn o_direct_reads_bypass_the_guest_cache_and_buffered_rereads_hit_it() {
         let mut g = guest(64 * MIB);
         let h = file(&mut g, "/mnt/f", MIB);
