@@ -29,7 +29,7 @@ def main() -> int:
     a = p.parse_args()
     try:
         size = realiozone.parse_size(a.size)
-        records = [realiozone.parse_size(r) for r in a.records]
+        records = [realiozone.parse_size(r, "-r") for r in a.records]
         timings = realiozone.run(
             a.dir, size, records, direct=not a.no_direct, include_flush=not a.no_flush
         )

@@ -33,23 +33,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from vmio.iozone import Timing, shuffle, table
+from vmio.iozone import Timing, shuffle, size, table
 
 FILE_NAME = "iozone.tmp"
 
 
-def parse_size(text: str) -> int:
-    """iozone's size argument: KB, or with a k, m or g suffix; bytes."""
-    t = text.strip().lower()
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    unit = units.get(t[-1:], 1 << 10)
-    digits = t[:-1] if t[-1:] in units else t
-    if not digits.isdigit() or int(digits) == 0:
-        raise ValueError(
-            f"'{text}' is not a size; accepted: a whole number of KB, or with a k, m or g "
-            "suffix (4k, 100m, 1g), > 0"
-        )
-    return int(digits) * unit
+def parse_size(text: str, flag: str = "-s") -> int:
+    """iozone's size argument of `flag`: KB, or with a k, m or g suffix; bytes."""
+    return size(flag, text)
 
 
 def _timed_pass(

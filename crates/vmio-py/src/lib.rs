@@ -217,6 +217,83 @@ fn parse_size(text: &str) -> PyResult<u64> {
     vmio_core::units::parse_size(text).map_err(err)
 }
 
+/// `lrand48()` `count` times after `srand48(seed)`: vmio-core's iozone generator, for
+/// `vmio.iozone` (the real engine's record order is the simulator's).
+#[pyfunction]
+fn iozone_lrand48(seed: u32, count: usize) -> Vec<u64> {
+    let mut r = vmio_core::workload::iozone::Lrand48::srand48(seed);
+    (0..count).map(|_| r.next_u31()).collect()
+}
+
+/// iozone's random passes' record order for `numrecs` records (`random_perf_test`).
+#[pyfunction]
+fn iozone_shuffle(numrecs: u64) -> Vec<u64> {
+    vmio_core::workload::iozone::shuffle(numrecs)
+}
+
+/// Bytes of iozone's size argument `text` of `flag` (`-s` or `-r`): KB, or a k, m, g suffix.
+#[pyfunction]
+fn iozone_size(flag: &str, text: &str) -> PyResult<u64> {
+    let flag = match flag {
+        "-s" => "-s",
+        "-r" => "-r",
+        _ => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "iozone size flag '{flag}'; accepted: -s, -r"
+            )))
+        }
+    };
+    vmio_core::workload::iozone::size_arg(flag, text)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// The columns of iozone's table, in order (`write`, `rewrite`, ..., `random write`).
+#[pyfunction]
+fn iozone_phases() -> Vec<&'static str> {
+    vmio_core::workload::iozone::Phase::ALL
+        .map(|p| p.name())
+        .to_vec()
+}
+
+/// iozone's rate of `bytes` in `ns`: `(bytes / seconds) >> 10`, KB/s.
+#[pyfunction]
+fn iozone_rate(bytes: u64, ns: u64) -> u64 {
+    vmio_core::workload::iozone::Timing {
+        file_bytes: 0,
+        record_bytes: 0,
+        phase: vmio_core::workload::iozone::Phase::Write,
+        bytes,
+        ns,
+    }
+    .kb_per_s()
+}
+
+/// iozone's `-a` table of timings `(file_bytes, record_bytes, phase, bytes, ns)`, phase a
+/// name of [`iozone_phases`]: the simulator's formatter, for the real engine.
+#[pyfunction]
+fn iozone_table(timings: Vec<(u64, u64, String, u64, u64)>) -> PyResult<String> {
+    use vmio_core::workload::iozone::{table, Phase, Timing};
+    let timings = timings
+        .into_iter()
+        .map(|(file_bytes, record_bytes, phase, bytes, ns)| {
+            let phase = Phase::parse(&phase).ok_or_else(|| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "iozone phase '{phase}'; accepted: {}",
+                    iozone_phases().join(", ")
+                ))
+            })?;
+            Ok(Timing {
+                file_bytes,
+                record_bytes,
+                phase,
+                bytes,
+                ns,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(table(&timings))
+}
+
 /// Set option `option=value` in a fio job file's text (in `section` only, when given) as a
 /// study's `job:` target does, matching the option under every spelling fio accepts; see
 /// `vmio_core::fio::set_option`. `path` names the file in errors.
@@ -251,6 +328,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(set_job_option, m)?)?;
+    m.add_function(wrap_pyfunction!(iozone_lrand48, m)?)?;
+    m.add_function(wrap_pyfunction!(iozone_shuffle, m)?)?;
+    m.add_function(wrap_pyfunction!(iozone_size, m)?)?;
+    m.add_function(wrap_pyfunction!(iozone_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(iozone_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(iozone_table, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
     Ok(())

@@ -114,6 +114,11 @@ impl Phase {
         }
     }
 
+    /// The phase of a column name ([`Self::name`]).
+    pub fn parse(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// The column's name (iozone's two header lines joined).
     pub fn name(self) -> &'static str {
         match self {
@@ -146,8 +151,8 @@ pub struct Options {
     pub tests: Vec<Test>,
 }
 
-/// iozone's size argument: a number of KB, or with a k, m or g suffix.
-fn size_arg(flag: &'static str, value: &str) -> Result<u64, IozoneError> {
+/// iozone's size argument of `flag`: a number of KB, or with a k, m or g suffix; bytes.
+pub fn size_arg(flag: &'static str, value: &str) -> Result<u64, IozoneError> {
     let bad = || IozoneError::BadSize {
         flag,
         value: value.to_string(),
