@@ -268,7 +268,7 @@ def _value_of(res: StudyResult, coords: dict[str, str], quantity: str) -> float:
     return float("nan") if pr is None else quantity_value(pr.result, quantity)
 
 
-def _draw_gain_bounds(ax, exp, x_name: str, x_values: Sequence[str], quantity: str) -> None:
+def draw_gain_bounds(ax, exp, x_name: str, x_values: Sequence[str], quantity: str) -> None:
     """The reference band of every `ratio_to` calibration of `quantity` that names one value
     of the x axis: a grey bar from at_least to at_most, as gains in %."""
     drawn = False
@@ -318,7 +318,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
         series[exp.axis(axis).label(v)] = ys
     _bars(ax, groups, series, f"gain over {exp.axis(axis).label(over)}, %")
     ax.axhline(0, color="black", linewidth=0.8)
-    _draw_gain_bounds(ax, exp, x_axis.name, x_axis.values, quantity)
+    draw_gain_bounds(ax, exp, x_axis.name, x_axis.values, quantity)
     ax.set_title(f"{exp.title}\n{quantity_title(quantity, short=True)}", fontsize=9)
     ax.legend(fontsize=8)
     fig.savefig(figure, dpi=110)
@@ -407,6 +407,7 @@ __all__ = [
     "apply_event",
     "union",
     "detection_table",
+    "draw_gain_bounds",
     "first_pass_s",
     "gain_table",
     "gains",

@@ -20,8 +20,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
+from vmio import pdcreport  # noqa: E402
 from vmio.experiment import Axis  # noqa: E402
-from vmio.quantities import quantity_title, quantity_unit, quantity_value  # noqa: E402
+from vmio.quantities import (  # noqa: E402
+    REDUCERS,
+    quantity_title,
+    quantity_unit,
+    quantity_value,
+)
 from vmio.sim import VmioError, parse_size  # noqa: E402
 
 if TYPE_CHECKING:
@@ -202,26 +208,34 @@ def _draw_references(
 
 
 def study_bars(res: StudyResult, path: Path) -> None:
-    """`[figure] kind = "bars"`: one panel per value of `columns` (one row of panels per value
-    of `rows`, when given), groups of bars along `x`, one bar per value of `series`; the bar is
-    the mean of `quantity` over the points of any further axis."""
+    """`[figure] kind = "bars"`: one panel per value of `columns` (one row of panels per value of
+    `rows`, when given), groups of bars along `x`, one bar per value of `series`; the bar is
+    the mean of `quantity` over the points of any further axis. With `gain = true`, the bar is
+    the `[report] gain` of the point in % (`vmio.pdcreport.gains`: its quantity over the same
+    point with the gain axis at its baseline, minus 1), the gmean over further axes; the gain
+    axis's baseline value gets no panel, and the reference band of each `ratio_to`
+    calibration that names one value of `x` is drawn in grey."""
     exp = res.experiment
     axes = {a.name: a for a in exp.axes_for(res.quick)}
     cfg = exp.figure
     quantity = cfg.get("quantity", "total")
+    gains = _bar_gains(res, quantity) if cfg.get("gain") else None
     row_axis = axes[cfg["rows"]] if cfg.get("rows") else None
     col_axis = axes[cfg["columns"]]
     series_axis = axes[cfg["series"]]
     x_axis = axes[cfg["x"]]
-    rvalues = row_axis.values if row_axis else (None,)
-    nrows, ncols = len(rvalues), len(col_axis.values)
+    rvalues = _panel_values(res, row_axis, gains) if row_axis else (None,)
+    cvalues = _panel_values(res, col_axis, gains)
+    nrows, ncols = len(rvalues), len(cvalues)
+    # Wide enough for the x labels and the title (one panel of gains has them all).
+    panel_w = max(5.0, 1.3 * len(x_axis.values) + 2.0) if gains is not None else 5.0
     fig, grid = plt.subplots(
-        nrows, ncols, figsize=(5.0 * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
+        nrows, ncols, figsize=(panel_w * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = 0.8 / len(series_axis.values)
     unit = quantity_unit(quantity)
-    for (ri, rv), (ci, cv) in itertools.product(enumerate(rvalues), enumerate(col_axis.values)):
+    for (ri, rv), (ci, cv) in itertools.product(enumerate(rvalues), enumerate(cvalues)):
         ax = grid[ri][ci]
         for si, sv in enumerate(series_axis.values):
             ys = []
@@ -229,12 +243,17 @@ def study_bars(res: StudyResult, path: Path) -> None:
                 sel = {col_axis.name: cv, series_axis.name: sv, x_axis.name: xv}
                 if row_axis:
                     sel[row_axis.name] = rv
-                vals = [
-                    quantity_value(pr.result, quantity)
-                    for pr in res.points
-                    if all(pr.point.get(k) == v for k, v in sel.items())
+                chosen = [
+                    pr for pr in res.points if all(pr.point.get(k) == v for k, v in sel.items())
                 ]
-                ys.append(sum(vals) / len(vals) if vals else 0.0)
+                if gains is None:
+                    vals = [quantity_value(pr.result, quantity) for pr in chosen]
+                    ys.append(sum(vals) / len(vals) if vals else 0.0)
+                else:
+                    ratios = [
+                        1 + gains[p.point.coords] / 100 for p in chosen if p.point.coords in gains
+                    ]
+                    ys.append(100 * (REDUCERS["gmean"](ratios) - 1) if ratios else 0.0)
             xs = [i + (si - (len(series_axis.values) - 1) / 2) * width for i in range(len(ys))]
             ax.bar(xs, ys, width, color=colors[si % len(colors)], label=series_axis.label(sv))
         ax.set_xticks(range(len(x_axis.values)), [x_axis.label(v) for v in x_axis.values])
@@ -242,14 +261,41 @@ def study_bars(res: StudyResult, path: Path) -> None:
         ax.set_title(
             col_axis.label(cv) + (f"\n{row_axis.label(rv)}" if row_axis else ""), fontsize=10
         )
+        if gains is not None:
+            ax.axhline(0, color="black", linewidth=0.8)
+            ax.tick_params(axis="x", labelsize=8, labelrotation=20)
+            pdcreport.draw_gain_bounds(ax, exp, x_axis.name, x_axis.values, quantity)
         if ci == 0:
-            ax.set_ylabel(f"{quantity}{f', {unit}' if unit else ''}")
+            if gains is None:
+                ax.set_ylabel(f"{quantity}{f', {unit}' if unit else ''}")
+            else:
+                gaxis, over = exp.report["gain"]
+                ax.set_ylabel(
+                    f"{quantity_title(quantity, short=True).split(',')[0]}\n"
+                    f"over {axes[gaxis].label(over)}, % change"
+                )
     handles, labels = grid[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(handles), fontsize=9)
     title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
     fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
+
+
+def _bar_gains(res: StudyResult, quantity: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """`[figure] gain = true`: every point's gain (%) over its `[report] gain` baseline."""
+    if not res.experiment.report.get("gain"):
+        raise VmioError(
+            f"{res.experiment.path}: [figure] gain = true needs a [report] gain = {{ axis, over }}"
+        )
+    return pdcreport.gains(res, quantity)
+
+
+def _panel_values(res: StudyResult, axis: Axis, gains: dict | None) -> tuple[str, ...]:
+    """A panel axis's values; with gains, without the gain axis's baseline (it has none)."""
+    if gains is None or res.experiment.report["gain"][0] != axis.name:
+        return axis.values
+    return tuple(v for v in axis.values if v != res.experiment.report["gain"][1])
 
 
 def study_timeline(res: StudyResult, path: Path) -> None:

@@ -19,6 +19,17 @@ quantities of `GUEST_QUANTITIES` (S3, study "pdc"):
                         guest flushes forced)
     host_flushes      = vmio.page_cache.flushes (guest flushes the host cache served)
 
+From the jobs and the CPU model (`vmio.cpu`, stacks with `[cpu] model = "cfs"`) come the
+`CPU_QUANTITIES` (S4, study "vmm-overhead"); a job carrier is a thread of kind `vcpu` or `job`
+(a native job), the VMM's threads are those of kinds `vmm-main`, `io-thread`, `kernel` and
+`dom0`:
+
+    job_runtime_s  = mean over jobs[] of job_runtime / 1000 (fixed-work jobs: their elapsed
+                     time, so the ratio of two points is a slowdown)
+    vmm_cpu_pct    = 100 * sum(cpu_ns of the VMM's threads) / sum(core_busy_ns)
+    job_wait_pct   = 100 * sum(wait_ns) / sum(cpu_ns + wait_ns), over the job carriers
+    job_migrations = sum(migrations) over the job carriers
+
 `REDUCERS` turn the values of several points into one (`gmean`: the geometric mean, so that a
 ratio of two gmeans is the gmean of the per-point ratios).
 """
@@ -54,6 +65,10 @@ GUEST_QUANTITIES = (
 )
 """Journal traffic of the guests' filesystems and the host page cache's work (module doc)."""
 PAGE = 4096
+CPU_QUANTITIES = ("job_runtime_s", "vmm_cpu_pct", "job_wait_pct", "job_migrations")
+"""The jobs' run time and the CPU model's counters (module doc)."""
+JOB_CARRIERS = ("vcpu", "job")
+"""`vmio.cpu` thread kinds that run the jobs; the other kinds are the VMM's."""
 SHARE_QUANTITIES = ("error_rate_pct", "jain")
 """Quantities of the bandwidth shares of several VMs (`vmio.share`); also `ratio:<vm>`."""
 VM_QUANTITIES = ("ratio:", "bw:")
@@ -65,11 +80,14 @@ def check_quantity(quantity: str) -> str | None:
     """None when `quantity` is known, else why not."""
     if quantity in (*QUANTITIES, *SHARE_QUANTITIES, OPS_QUANTITY, *GUEST_QUANTITIES):
         return None
+    if quantity in CPU_QUANTITIES:
+        return None
     if any(quantity.startswith(p) and quantity[len(p) :] for p in VM_QUANTITIES):
         return None
     return (
         f"'{quantity}' is not one of "
         f"{', '.join((*QUANTITIES, *SHARE_QUANTITIES, OPS_QUANTITY, *GUEST_QUANTITIES))}, "
+        f"{', '.join(CPU_QUANTITIES)}, "
         "ratio:<vm>, bw:<vm>"
     )
 
@@ -122,6 +140,29 @@ def _guest_quantity(result: Mapping[str, Any], quantity: str) -> float:
     return float(cache[key]) if quantity == "host_flushes" else cache[key] * PAGE / 1e6
 
 
+def _cpu_quantity(result: Mapping[str, Any], quantity: str) -> float:
+    if quantity == "job_runtime_s":
+        jobs = result.get("jobs") or []
+        if not jobs:
+            raise VmioError(f"quantity '{quantity}': the result has no jobs")
+        return sum(j["job_runtime"] for j in jobs) / len(jobs) / 1000.0
+    cpu = result.get("vmio", {}).get("cpu")
+    if not cpu:
+        raise VmioError(
+            f"quantity '{quantity}': the result has no vmio.cpu (the stack's [cpu] model "
+            'must be "cfs")'
+        )
+    threads = cpu.get("threads") or []
+    carriers = [t for t in threads if t.get("kind") in JOB_CARRIERS]
+    if quantity == "vmm_cpu_pct":
+        vmm = sum(t["cpu_ns"] for t in threads if t.get("kind") not in JOB_CARRIERS)
+        return _percent(vmm, sum(cpu.get("core_busy_ns") or []))
+    if quantity == "job_wait_pct":
+        wait = sum(t["wait_ns"] for t in carriers)
+        return _percent(wait, wait + sum(t["cpu_ns"] for t in carriers))
+    return float(sum(t["migrations"] for t in carriers))
+
+
 def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
     """A point's quantity: MB/s for total/read/write; `error_rate_pct` and `jain` from
     `vmio.share`; `ratio:<vm>`: bw of that VM / bw of the lightest-weight VM (`vmio.vms`);
@@ -133,6 +174,8 @@ def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
         return float(sum(j[d]["iops"] for j in jobs for d in ("read", "write")))
     if quantity in GUEST_QUANTITIES:
         return _guest_quantity(result, quantity)
+    if quantity in CPU_QUANTITIES:
+        return _cpu_quantity(result, quantity)
     vmio = result.get("vmio", {})
     if quantity in SHARE_QUANTITIES:
         share = vmio.get("share") or {}
@@ -159,6 +202,8 @@ def quantity_unit(quantity: str) -> str:
         return "MB"
     if quantity == OPS_QUANTITY:
         return "ops/s"
+    if quantity == "job_runtime_s":
+        return "s"
     return "%" if quantity == "error_rate_pct" or quantity.endswith("_pct") else ""
 
 
@@ -179,6 +224,9 @@ def quantity_title(quantity: str, short: bool = False) -> str:
         return "Jain's index" if short else "Jain's fairness index of the bandwidth shares"
     if quantity.startswith("bw:"):
         return f"bandwidth of {quantity[len('bw:') :]}, MB/s{unit}"
+    if quantity in CPU_TITLES:
+        short_title, long_title = CPU_TITLES[quantity]
+        return short_title if short else long_title
     if quantity in GUEST_TITLES:
         short_title, long_title = GUEST_TITLES[quantity]
         return short_title if short else long_title
@@ -216,6 +264,27 @@ GUEST_TITLES = {
 """(axis label, table title) of `ops` and the `GUEST_QUANTITIES`."""
 
 
+CPU_TITLES = {
+    "job_runtime_s": (
+        "mean job run time, s",
+        "mean run time of the jobs, s (fio's job_runtime; fixed work: a gain is a slowdown)",
+    ),
+    "vmm_cpu_pct": (
+        "VMM CPU, % of busy",
+        "CPU time of the VMM's threads (QEMU, iothreads, host kernel, dom0), % of busy core time",
+    ),
+    "job_wait_pct": (
+        "job wait, %",
+        "time the jobs' threads (vCPUs, native jobs) waited for a core, % of runnable time",
+    ),
+    "job_migrations": (
+        "job migrations",
+        "migrations of the jobs' threads (vCPUs, native jobs) between cores",
+    ),
+}
+"""(axis label, table title) of the `CPU_QUANTITIES`."""
+
+
 def format_quantity(value: float, quantity: str) -> str:
     if value != value:  # NaN: the quantity does not apply (a share of nothing)
         return "-"
@@ -225,8 +294,12 @@ def format_quantity(value: float, quantity: str) -> str:
         return f"{value:,.0f}"
     if quantity in ("host_writeout_mb", "host_fsync_mb"):
         return f"{value:,.1f}"
-    if quantity == "host_flushes":
+    if quantity in ("host_flushes", "job_migrations"):
         return f"{value:,.0f}"
+    if quantity == "job_runtime_s":
+        return f"{value:.3f}"
+    if quantity in ("vmm_cpu_pct", "job_wait_pct"):
+        return f"{value:.2f} %"
     if quantity == "error_rate_pct" or quantity.endswith("_pct"):
         return f"{value:.1f} %"
     if quantity == "jain":
