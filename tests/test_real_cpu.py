@@ -1,0 +1,120 @@
+"""Issue #12 item 6, second half: N vs N+1 CPU-bound jobs natively on this machine, measured
+(real bzip2 processes with fixed work) and predicted (the simulator's CFS, `hypervisor =
+"native"`). scripts/real-cpu-jobs.py measures K = 1 .. nproc + 1 several times and records
+tests/real_cpu_figures.json; these tests check the analysis on known runs, the recorded
+file, a short real run, and the prediction against CFS's fair share."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import missing_tool
+from vmio import realcpu
+from vmio.realcpu import Job, Run
+
+
+def run(k: int, rep: int, walls: list[float], cpu: float = 1.0, other: float = 0.0) -> Run:
+    return Run(k, rep, tuple(Job(k, rep, i, w, cpu) for i, w in enumerate(walls)), other, 0.5)
+
+
+def test_the_slowdown_is_the_mean_wall_time_over_the_next_smaller_k_and_its_spread_per_rep():
+    runs = [
+        run(1, 0, [10.0]),
+        run(2, 0, [10.0, 10.4]),
+        run(3, 0, [15.0, 15.3, 15.6]),
+        run(1, 1, [11.0]),
+        run(2, 1, [11.0, 11.0]),
+        run(3, 1, [16.5, 16.5, 16.5], other=0.5),
+    ]
+    s1, s2, s3 = realcpu.summary(runs)
+    assert (s1.k, s1.jobs, s1.slowdown_pct, s1.slowdown_min_pct) == (1, 2, None, None)
+    assert s1.wall_s == pytest.approx(10.5)
+    # K = 2: mean of 10, 10.4, 11, 11 = 10.6 over 10.5; per rep: 10.2 / 10 and 11 / 11.
+    assert s2.slowdown_pct == pytest.approx(100 * (10.6 / 10.5 - 1))
+    assert (s2.slowdown_min_pct, s2.slowdown_max_pct) == pytest.approx((0.0, 2.0))
+    # K = 3: 15.9 over 10.6; per rep 15.3 / 10.2 = +50 %, 16.5 / 11 = +50 %.
+    assert s3.slowdown_pct == pytest.approx(100 * (15.9 / 10.6 - 1))
+    assert (s3.slowdown_min_pct, s3.slowdown_max_pct) == pytest.approx((50.0, 50.0))
+    assert (s3.wall_min_s, s3.wall_max_s, s3.other_cpu_s) == (15.0, 16.5, 0.25)
+    assert realcpu.predicted_slowdowns({1: 10.0, 2: 10.0, 3: 15.0}) == {2: 0.0, 3: 50.0}
+    text = realcpu.table([s1, s2, s3], {1: 10.0, 2: 10.0, 3: 15.0}, 2)
+    assert "+50.00..+50.00 %" in text and "+50.00 %" in text.splitlines()[-1]
+    assert realcpu.runs_of(realcpu.figures(runs, None, {})) == runs
+
+
+def test_the_input_is_the_same_text_for_the_same_seed_and_the_job_repeats_it(tmp_path: Path):
+    a = realcpu.make_input(tmp_path / "a", 100_000, seed=7).read_bytes()
+    b = realcpu.make_input(tmp_path / "b", 100_000, seed=7).read_bytes()
+    c = realcpu.make_input(tmp_path / "c", 100_000, seed=8).read_bytes()
+    assert len(a) == 100_000 and a == b and a != c
+    assert set(a) <= set(b"abcdefghijklmnopqrstuvwxyz \n")
+    assert realcpu.job_argv(tmp_path / "a", 3) == ["bzip2", "-9", "-c", *[str(tmp_path / "a")] * 3]
+    with pytest.raises(ValueError, match="repeats: must be at least 1"):
+        realcpu.job_argv(tmp_path / "a", 0)
+
+
+def test_k_real_bzip2_jobs_do_the_same_work_and_one_more_than_the_cores_take_longer(
+    tmp_path: Path,
+):
+    if (why := realcpu.program_missing()) is not None:
+        missing_tool(why)
+    cores = os.cpu_count() or 1
+    data = realcpu.make_input(tmp_path / "input.txt", 1 << 20, seed=1)
+    argv = realcpu.job_argv(data, 2)
+    runs = realcpu.measure(argv, [1, cores + 1], reps=1)
+    one, more = realcpu.summary(runs)
+    assert (one.jobs, more.jobs) == (1, cores + 1)
+    # Fixed work: every job's CPU time is about the single job's (+-50 %: shared caches and
+    # frequency can move it, not by half).
+    for j in runs[1].jobs:
+        assert 0.5 * one.cpu_s < j.cpu_s < 1.5 * one.cpu_s, (j, one)
+        assert j.wall_s >= 0.95 * j.cpu_s, j
+    # cores + 1 jobs on `cores` cores: together at least (cores + 1) single-job CPU times on
+    # `cores` cores, so the last ends no sooner than (cores + 1) / cores of a job alone
+    # (+-10 % for the job's own CPU-time spread).
+    assert more.wall_max_s > 0.9 * (cores + 1) / cores * one.cpu_s, (one, more)
+
+
+FIXTURE = Path(__file__).with_name("real_cpu_figures.json")
+
+
+def test_the_recorded_figures_are_consistent_and_show_the_extra_job_sharing_the_cores():
+    recorded = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert {"how", "measured", "cores", "input", "runs", "summary", "predicted_s"} <= set(recorded)
+    cores = recorded["cores"]
+    runs = realcpu.runs_of(recorded)
+    ks = sorted({r.k for r in runs})
+    assert ks[0] == 1 and ks[-2:] == [cores, cores + 1]
+    reps = {r.rep for r in runs}
+    assert len(reps) >= 3
+    assert sorted((r.k, r.rep) for r in runs) == sorted((k, rep) for k in ks for rep in reps)
+    assert all(len(r.jobs) == r.k for r in runs)
+    # The summary is the one the runs give.
+    assert recorded["summary"] == [s.__dict__ for s in realcpu.summary(runs)]
+    # The input is the one make_input writes for its size and seed.
+    inp = recorded["input"]
+    assert inp["repeats"] >= 1 and inp["argv"][:3] == list(realcpu.PROGRAM)
+    last = realcpu.summary(runs)[-1]
+    # One job more than cores: at least half of the fair-share slowdown (cores + 1) / cores.
+    assert last.slowdown_pct > 50 * 100 / cores, last
+
+
+def test_the_input_recorded_is_reproducible(tmp_path: Path):
+    inp = json.loads(FIXTURE.read_text(encoding="utf-8"))["input"]
+    data = realcpu.make_input(tmp_path / "i", inp["bytes"], inp["seed"]).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == inp["sha256"]
+
+
+def test_the_simulator_predicts_cfs_fair_share_for_n_and_n_plus_one_jobs():
+    """On 2 cores: 1 and 2 jobs each have a core; 3 jobs share 2 cores, 2/3 of a core each,
+    so they take 3/2 as long (CFS's fair share; migrations and ticks add a little)."""
+    predicted = realcpu.predict(2, 5.0, [1, 2, 3])
+    assert predicted[1] == pytest.approx(5.0, rel=0.02)
+    slow = realcpu.predicted_slowdowns(predicted)
+    assert slow[2] == pytest.approx(0.0, abs=2.0)
+    assert slow[3] == pytest.approx(50.0, abs=5.0)
