@@ -112,9 +112,11 @@ def test_the_input_recorded_is_reproducible(tmp_path: Path):
 
 def test_the_simulator_predicts_cfs_fair_share_for_n_and_n_plus_one_jobs():
     """On 2 cores: 1 and 2 jobs each have a core; 3 jobs share 2 cores, 2/3 of a core each,
-    so they take 3/2 as long (CFS's fair share; migrations and ticks add a little)."""
+    so they take at least 3/2 as long (CFS's fair share), plus the hot-set refill after each
+    of CFS's balancing migrations (the bzip2 profile's migration cost) and the host's
+    housekeeping: a few percent more, not tens."""
     predicted = realcpu.predict(2, 5.0, [1, 2, 3])
-    assert predicted[1] == pytest.approx(5.0, rel=0.02)
+    assert predicted[1] == pytest.approx(5.0, rel=0.01)
     slow = realcpu.predicted_slowdowns(predicted)
-    assert slow[2] == pytest.approx(0.0, abs=2.0)
-    assert slow[3] == pytest.approx(50.0, abs=5.0)
+    assert slow[2] == pytest.approx(0.0, abs=1.0)
+    assert 50.0 <= slow[3] <= 60.0, slow
