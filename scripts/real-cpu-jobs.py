@@ -43,9 +43,9 @@ def version(cmd: list[str]) -> str:
     return ((r.stderr or r.stdout).strip().splitlines() or ["?"])[0]
 
 
-def predict(cores: int, single_s: float, ks: list[int]) -> dict[int, float] | None:
+def predict(cores: int, sums: list[realcpu.Summary]) -> realcpu.Prediction | None:
     try:
-        return realcpu.predict(cores, single_s, ks)
+        return realcpu.predict_runs(cores, sums)
     except VmioError as e:
         print(f"real-cpu-jobs: no prediction: {e}", file=sys.stderr)
         return None
@@ -116,7 +116,7 @@ def main() -> int:
         }
     cores = meta["cores"]
     sums = realcpu.summary(runs)
-    predicted = predict(cores, sums[0].wall_s, [s.k for s in sums])
+    predicted = predict(cores, sums)
     print(realcpu.table(sums, predicted, cores))
     print(meta["measured"])
     if a.json is not None:

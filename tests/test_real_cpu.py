@@ -41,10 +41,13 @@ def test_the_slowdown_is_the_mean_wall_time_over_the_next_smaller_k_and_its_spre
     assert s3.slowdown_pct == pytest.approx(100 * (15.9 / 10.6 - 1))
     assert (s3.slowdown_min_pct, s3.slowdown_max_pct) == pytest.approx((50.0, 50.0))
     assert (s3.wall_min_s, s3.wall_max_s, s3.other_cpu_s) == (15.0, 16.5, 0.25)
+    # Others' cores: 0.5 s of other CPU over the 16.5 s run, 0 in the other run.
+    assert s3.other_cores == pytest.approx(0.5 / 16.5 / 2)
     assert realcpu.predicted_slowdowns({1: 10.0, 2: 10.0, 3: 15.0}) == {2: 0.0, 3: 50.0}
-    text = realcpu.table([s1, s2, s3], {1: 10.0, 2: 10.0, 3: 15.0}, 2)
-    assert "+50.00..+50.00 %" in text and "+50.00 %" in text.splitlines()[-1]
-    assert realcpu.runs_of(realcpu.figures(runs, None, {})) == runs
+    p = realcpu.Prediction({1: 10.0, 2: 10.0, 3: 15.0}, {1: 10.0, 2: 11.0, 3: 16.5})
+    last = realcpu.table([s1, s2, s3], p, 2).splitlines()[-1].split()
+    assert last[-6:] == ["15.00", "+50.00", "%", "16.50", "+50.00", "%"], last
+    assert realcpu.runs_of(realcpu.figures(runs, p, {})) == runs
 
 
 def test_the_input_is_the_same_text_for_the_same_seed_and_the_job_repeats_it(tmp_path: Path):
@@ -110,6 +113,13 @@ def test_the_input_recorded_is_reproducible(tmp_path: Path):
     assert hashlib.sha256(data).hexdigest() == inp["sha256"]
 
 
+def test_the_others_load_is_a_cpuio_section_of_whole_threads_at_the_measured_share():
+    text = realcpu.job_text(3, 5.0, other_cores=1.5)
+    assert "[bzip2]\ncpu_profile=bzip2\ncpu_work=5000ms\nnumjobs=3\n" in text
+    assert "[others]\nioengine=cpuio\ncpuload=75\nnumjobs=2\nruntime=30000ms\n" in text
+    assert "[others]" not in realcpu.job_text(3, 5.0, other_cores=0.005)
+
+
 def test_the_simulator_predicts_cfs_fair_share_for_n_and_n_plus_one_jobs():
     """On 2 cores: 1 and 2 jobs each have a core; 3 jobs share 2 cores, 2/3 of a core each,
     so they take at least 3/2 as long (CFS's fair share), plus the hot-set refill after each
@@ -120,3 +130,6 @@ def test_the_simulator_predicts_cfs_fair_share_for_n_and_n_plus_one_jobs():
     slow = realcpu.predicted_slowdowns(predicted)
     assert slow[2] == pytest.approx(0.0, abs=1.0)
     assert 50.0 <= slow[3] <= 60.0, slow
+    # Another process busy 50 % of the time on the single job's machine: the job keeps a core.
+    loaded = realcpu.predict(2, 5.0, [1], other_cores={1: 0.5})
+    assert loaded[1] == pytest.approx(5.0, rel=0.01)

@@ -23,9 +23,18 @@ per-rep slowdown  = the same within one repetition; its min..max over the repeti
 ```
 
 Predicted. The simulator runs the same K jobs (`predict`): `hypervisor = "native"`,
-`cores = nproc`, `[cpu] model = "cfs"`, a job section with `cpu_profile=bzip2`, `cpu_work`
-= the measured single-job time (mean wall_s at K = 1, which is its CPU time on an idle core),
-`numjobs = K`; its fio JSON's mean `job_runtime` is the predicted wall time.
+`cores = nproc`, `[cpu] model = "cfs"`, a job section `[bzip2]` with `cpu_profile=bzip2`,
+`cpu_work` = the measured single-job time (its CPU time, mean cpu_s at K = 1: on an idle
+machine its wall time, and unlike the wall time not stretched by other processes),
+`numjobs = K`; the mean `job_runtime` of its jobs in the fio JSON is the predicted wall time.
+This machine's cores are shared with other work (`other_cpu_s`), so a second prediction adds
+that load as it was measured:
+
+```text
+other_cores(K) = mean over K's runs of other_cpu_s / the run's length (its last job's wall)
+[others]: ioengine=cpuio, numjobs = n = ceil(other_cores), cpuload = 100 * other_cores / n
+          (fio's cpuio: busy cpuload % of every 50 ms), runtime long enough to outlast the jobs
+```
 
 What to expect: up to nproc jobs each has a core (slowdown ~0 but for shared caches and
 memory bandwidth, and the machine's other load); nproc + 1 jobs share nproc cores fairly,
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import random
 import shutil
@@ -163,6 +173,8 @@ class Summary:
     wall_max_s: float
     cpu_s: float
     other_cpu_s: float
+    other_cores: float
+    """Cores' worth of CPU other processes took during K's runs (module doc)."""
     slowdown_pct: float | None
     slowdown_min_pct: float | None
     slowdown_max_pct: float | None
@@ -192,6 +204,9 @@ def summary(runs: Sequence[Run]) -> list[Summary]:
                 wall_max_s=max(walls),
                 cpu_s=statistics.fmean(j.cpu_s for j in jobs),
                 other_cpu_s=statistics.fmean(r.other_cpu_s for r in runs if r.k == k),
+                other_cores=statistics.fmean(
+                    r.other_cpu_s / max(j.wall_s for j in r.jobs) for r in runs if r.k == k
+                ),
                 slowdown_pct=slow,
                 slowdown_min_pct=None if per_rep is None else min(per_rep),
                 slowdown_max_pct=None if per_rep is None else max(per_rep),
@@ -230,21 +245,53 @@ size = "10g"
 
 JOB = """\
 ; {k} concurrent copies of a bzip2-like job with {work_ms} ms of CPU work each (vmio.realcpu)
-[cpu]
+[bzip2]
 cpu_profile=bzip2
 cpu_work={work_ms}ms
 numjobs={k}
 """
 
+OTHERS = """
+; the machine's other processes: {cores:.3f} cores' worth of CPU, as measured
+[others]
+ioengine=cpuio
+cpuload={load}
+numjobs={n}
+runtime={runtime_ms}ms
+"""
 
-def predict(cores: int, single_s: float, ks: Sequence[int], seed: int = 1) -> dict[int, float]:
-    """The simulator's mean job run time (s) for each K (module doc)."""
+
+def job_text(k: int, work_s: float, other_cores: float = 0.0) -> str:
+    """The simulator's job file for K jobs of `work_s` each, with the others' load when it
+    is at least 1 % of a core (module doc)."""
+    text = JOB.format(k=k, work_ms=round(work_s * 1000))
+    if other_cores >= 0.01:
+        n = math.ceil(other_cores)
+        text += OTHERS.format(
+            cores=other_cores,
+            load=max(1, min(100, round(100 * other_cores / n))),
+            n=n,
+            runtime_ms=round(work_s * 1000) * (k + n + 1),
+        )
+    return text
+
+
+def predict(
+    cores: int,
+    work_s: float,
+    ks: Sequence[int],
+    other_cores: dict[int, float] | None = None,
+    seed: int = 1,
+) -> dict[int, float]:
+    """The simulator's mean run time (s) of the K bzip2 jobs, for each K (module doc); with
+    `other_cores`, the others' load measured with K."""
     out = {}
     stack = STACK.format(cores=cores)
     for k in ks:
-        job = JOB.format(k=k, work_ms=round(single_s * 1000))
+        job = job_text(k, work_s, (other_cores or {}).get(k, 0.0))
         result = json.loads(simulate_text(stack, "realcpu-stack.toml", job, "realcpu.fio", seed))
-        out[k] = statistics.fmean(j["job_runtime"] for j in result["jobs"]) / 1000
+        runtimes = [j["job_runtime"] for j in result["jobs"] if j["jobname"] == "bzip2"]
+        out[k] = statistics.fmean(runtimes) / 1000
     return out
 
 
@@ -254,23 +301,47 @@ def predicted_slowdowns(predicted: dict[int, float]) -> dict[int, float]:
     return {k: 100 * (predicted[k] / predicted[p] - 1) for p, k in itertools.pairwise(ks)}
 
 
-def _f(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
+@dataclass(frozen=True)
+class Prediction:
+    """The simulator's mean job run time (s) per K: on an idle machine, and with the other
+    processes' load measured with each K."""
+
+    idle: dict[int, float]
+    with_others: dict[int, float]
 
 
-def table(summaries: Sequence[Summary], predicted: dict[int, float] | None, cores: int) -> str:
+def predict_runs(cores: int, summaries: Sequence[Summary]) -> Prediction:
+    """Both predictions for the measured K values; the work is the single job's CPU time
+    (the first summary is K = 1)."""
+    if summaries[0].k != 1:
+        raise ValueError(f"the smallest K measured is {summaries[0].k}; the work needs K = 1")
+    ks = [s.k for s in summaries]
+    work = summaries[0].cpu_s
+    others = {s.k: s.other_cores for s in summaries}
+    return Prediction(predict(cores, work, ks), predict(cores, work, ks, others))
+
+
+def _f(x: float | None, spec: str, unit: str = "") -> str:
+    return "-" if x is None else format(x, spec) + unit
+
+
+def table(summaries: Sequence[Summary], predicted: Prediction | None, cores: int) -> str:
     """Measured vs predicted, one row per K."""
-    slow = predicted_slowdowns(predicted) if predicted else {}
+    idle = predicted.idle if predicted else {}
+    loaded = predicted.with_others if predicted else {}
+    slow, slow_loaded = predicted_slowdowns(idle), predicted_slowdowns(loaded)
     header = [
         "jobs",
         "wall s",
         "min..max s",
         "cpu s",
-        "others' cpu s",
+        "others' cores",
         "slowdown vs K-1",
         "spread (reps)",
         "predicted s",
-        "predicted slowdown",
+        "slowdown",
+        "with others: s",
+        "slowdown",
     ]
     body = [
         [
@@ -278,30 +349,38 @@ def table(summaries: Sequence[Summary], predicted: dict[int, float] | None, core
             f"{s.wall_s:.2f}",
             f"{s.wall_min_s:.2f}..{s.wall_max_s:.2f}",
             f"{s.cpu_s:.2f}",
-            f"{s.other_cpu_s:.2f}",
-            _f(s.slowdown_pct, "+.2f") + (" %" if s.slowdown_pct is not None else ""),
+            f"{s.other_cores:.2f}",
+            _f(s.slowdown_pct, "+.2f", " %"),
             "-"
             if s.slowdown_min_pct is None
             else f"{s.slowdown_min_pct:+.2f}..{s.slowdown_max_pct:+.2f} %",
-            _f(None if not predicted else predicted.get(s.k), ".2f"),
-            _f(slow.get(s.k), "+.2f") + (" %" if s.k in slow else ""),
+            _f(idle.get(s.k), ".2f"),
+            _f(slow.get(s.k), "+.2f", " %"),
+            _f(loaded.get(s.k), ".2f"),
+            _f(slow_loaded.get(s.k), "+.2f", " %"),
         ]
         for s in summaries
     ]
     return (
         f"{' '.join(PROGRAM)} jobs on this machine's {cores} cores, measured vs simulated "
-        "(hypervisor native, [cpu] model cfs)\n" + report.text_table(header, body)
+        "(hypervisor native, [cpu] model cfs; slowdowns over K-1 jobs)\n"
+        + report.text_table(header, body)
     )
 
 
-def figures(runs: Sequence[Run], predicted: dict[int, float] | None, meta: dict) -> dict:
-    """What tests/real_cpu_figures.json holds: `meta` (how, measured, input), every job,
-    the summary and the prediction."""
+def figures(runs: Sequence[Run], predicted: Prediction | None, meta: dict) -> dict:
+    """What tests/real_cpu_figures.json holds: `meta` (how, measured, cores, input), every
+    job, the summary and both predictions."""
+
+    def keyed(d: dict[int, float]) -> dict[str, float]:
+        return {str(k): v for k, v in d.items()}
+
     return {
         **meta,
         "runs": [asdict(r) for r in runs],
         "summary": [asdict(s) for s in summary(runs)],
-        "predicted_s": None if predicted is None else {str(k): v for k, v in predicted.items()},
+        "predicted_s": None if predicted is None else keyed(predicted.idle),
+        "predicted_with_others_s": None if predicted is None else keyed(predicted.with_others),
     }
 
 
@@ -312,16 +391,20 @@ def runs_of(recorded: dict) -> list[Run]:
 
 __all__ = [
     "JOB",
+    "OTHERS",
     "PROGRAM",
     "STACK",
     "Job",
+    "Prediction",
     "Run",
     "Summary",
     "figures",
     "job_argv",
+    "job_text",
     "make_input",
     "measure",
     "predict",
+    "predict_runs",
     "predicted_slowdowns",
     "program_missing",
     "run_concurrent",
