@@ -53,7 +53,8 @@ def predict(cores: int, sums: list[realcpu.Summary]) -> realcpu.Prediction | Non
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=5, help="repetitions of every K (default 5)")
+    p.add_argument("--reps", type=int, default=5, help="quiet repetitions wanted (default 5)")
+    p.add_argument("--budget", type=float, default=900, help="most seconds of measuring")
     p.add_argument("--seconds", type=float, default=6.0, help="one job's time alone (about)")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the figures here")
     p.add_argument("--from", dest="recorded", type=Path, metavar="PATH",
@@ -83,16 +84,20 @@ def main() -> int:
             once = realcpu.run_concurrent(realcpu.job_argv(data, 1), 1).jobs[0].wall_s
             repeats = max(1, round(a.seconds / once))
             argv = realcpu.job_argv(data, repeats)
-            print(f"input {INPUT_BYTES} bytes x {repeats}; K = {ks}, {a.reps} repetitions")
+            print(
+                f"input {INPUT_BYTES} bytes x {repeats}; K = {ks}, until {a.reps} quiet "
+                f"repetitions (at most {a.budget:g} s)"
+            )
             load = os.getloadavg()[0]
             t0 = time.monotonic()
-            runs = realcpu.measure(argv, ks, a.reps)
+            runs = realcpu.measure_quiet(argv, ks, a.reps, a.budget)
             took = time.monotonic() - t0
         meta = {
             "how": (
-                f"PYTHONPATH=python scripts/real-cpu-jobs.py --reps {a.reps} --seconds "
-                f"{a.seconds:g} --json tests/real_cpu_figures.json: vmio.realcpu (its module "
-                "doc: the jobs, the figures, how each is measured and predicted)"
+                f"PYTHONPATH=python scripts/real-cpu-jobs.py --reps {a.reps} --budget "
+                f"{a.budget:g} --seconds {a.seconds:g} --json tests/real_cpu_figures.json: "
+                "vmio.realcpu (its module doc: the jobs, the figures, how each is measured "
+                "and predicted)"
             ),
             "measured": "; ".join(
                 [
@@ -115,7 +120,14 @@ def main() -> int:
             },  # fmt: skip
         }
     cores = meta["cores"]
-    sums = realcpu.summary(runs)
+    chosen = realcpu.select(runs)
+    reps = len({r.rep for r in runs})
+    print(
+        f"{len(realcpu.quiet_reps(runs))} of {reps} repetitions quiet (others below "
+        f"{realcpu.QUIET_CORES} cores); the figures are from "
+        + ("those" if len(chosen) < len(runs) else "all of them")
+    )
+    sums = realcpu.summary(chosen)
     predicted = predict(cores, sums)
     print(realcpu.table(sums, predicted, cores))
     print(meta["measured"])

@@ -50,6 +50,22 @@ def test_the_slowdown_is_the_mean_wall_time_over_the_next_smaller_k_and_its_spre
     assert realcpu.runs_of(realcpu.figures(runs, p, {})) == runs
 
 
+def test_the_figures_are_those_of_the_quiet_repetitions_when_there_are_enough():
+    quiet = [run(k, rep, [10.0] * k, other=0.5) for rep in (0, 2, 3) for k in (1, 2)]
+    # Repetition 1: another process took 3 s of CPU during the 10 s two-job run (0.3 cores).
+    noisy = [run(1, 1, [10.0]), run(2, 1, [13.0, 13.0], other=3.0)]
+    assert realcpu.other_cores(noisy[1]) == pytest.approx(3.0 / 13.0)
+    runs = quiet + noisy
+    assert realcpu.quiet_reps(runs) == [0, 2, 3]
+    assert {r.rep for r in realcpu.select(runs)} == {0, 2, 3}
+    assert realcpu.summary(realcpu.select(runs))[1].slowdown_pct == 0.0
+    # Fewer than MIN_QUIET quiet repetitions: every run counts.
+    assert realcpu.select(quiet[:4] + noisy) == quiet[:4] + noisy
+    figures = realcpu.figures(runs, None, {})
+    assert figures["quiet_reps"] == [0, 2, 3]
+    assert figures["summary"][1]["slowdown_pct"] == 0.0
+
+
 def test_the_input_is_the_same_text_for_the_same_seed_and_the_job_repeats_it(tmp_path: Path):
     a = realcpu.make_input(tmp_path / "a", 100_000, seed=7).read_bytes()
     b = realcpu.make_input(tmp_path / "b", 100_000, seed=7).read_bytes()
@@ -97,12 +113,14 @@ def test_the_recorded_figures_are_consistent_and_show_the_extra_job_sharing_the_
     assert len(reps) >= 3
     assert sorted((r.k, r.rep) for r in runs) == sorted((k, rep) for k in ks for rep in reps)
     assert all(len(r.jobs) == r.k for r in runs)
-    # The summary is the one the runs give.
-    assert recorded["summary"] == [s.__dict__ for s in realcpu.summary(runs)]
+    assert {"predicted_s", "predicted_with_others_s"} <= set(recorded)
+    # The summary is the one the runs of the quiet repetitions (or all) give.
+    assert recorded["quiet_reps"] == realcpu.quiet_reps(runs)
+    assert recorded["summary"] == [s.__dict__ for s in realcpu.summary(realcpu.select(runs))]
     # The input is the one make_input writes for its size and seed.
     inp = recorded["input"]
     assert inp["repeats"] >= 1 and inp["argv"][:3] == list(realcpu.PROGRAM)
-    last = realcpu.summary(runs)[-1]
+    last = realcpu.summary(realcpu.select(runs))[-1]
     # One job more than cores: at least half of the fair-share slowdown (cores + 1) / cores.
     assert last.slowdown_pct > 50 * 100 / cores, last
 

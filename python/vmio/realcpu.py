@@ -20,6 +20,11 @@ run(K)  = start K jobs at once (fork + exec, stdout /dev/null); os.wait4 each as
 slowdown(K)       = mean wall_s(K) / mean wall_s(K - 1) - 1 (S4's "4 jobs relative to 3")
 per-rep slowdown  = the same within one repetition; its min..max over the repetitions is
                     the run-to-run spread
+quiet repetition  = one in which every run's other processes took less than QUIET_CORES
+                    cores (other_cpu_s / the run's length); the machine is shared, so the
+                    script repeats until `reps` repetitions were quiet (or a time budget
+                    ends) and the figures are those of the quiet ones (`select`; all of them
+                    when fewer than MIN_QUIET were quiet)
 ```
 
 Predicted. The simulator runs the same K jobs (`predict`): `hypervisor = "native"`,
@@ -151,9 +156,44 @@ def run_concurrent(argv: Sequence[str], k: int, rep: int = 0) -> Run:
     return Run(k, rep, jobs, max(0.0, other), load)
 
 
+QUIET_CORES = 0.1
+"""Most other-process load (cores) a run of a quiet repetition may have seen."""
+MIN_QUIET = 3
+"""Fewest quiet repetitions the figures are taken from (else from every repetition)."""
+
+
 def measure(argv: Sequence[str], ks: Sequence[int], reps: int) -> list[Run]:
     """`reps` repetitions, each running every K of `ks` in turn."""
     return [run_concurrent(argv, k, rep) for rep in range(reps) for k in ks]
+
+
+def other_cores(run: Run) -> float:
+    """Cores' worth of CPU other processes took during the run."""
+    return run.other_cpu_s / max(j.wall_s for j in run.jobs)
+
+
+def quiet_reps(runs: Sequence[Run]) -> list[int]:
+    """The repetitions whose every run saw less than QUIET_CORES of other load."""
+    reps = sorted({r.rep for r in runs})
+    return [rep for rep in reps if all(other_cores(r) < QUIET_CORES for r in runs if r.rep == rep)]
+
+
+def measure_quiet(argv: Sequence[str], ks: Sequence[int], reps: int, budget_s: float) -> list[Run]:
+    """Repetitions until `reps` of them were quiet or `budget_s` seconds have passed (at
+    least one repetition)."""
+    runs: list[Run] = []
+    start = time.monotonic()
+    rep = 0
+    while not runs or (len(quiet_reps(runs)) < reps and time.monotonic() - start < budget_s):
+        runs += [run_concurrent(argv, k, rep) for k in ks]
+        rep += 1
+    return runs
+
+
+def select(runs: Sequence[Run]) -> list[Run]:
+    """The runs of the quiet repetitions, or every run when fewer than MIN_QUIET were quiet."""
+    quiet = quiet_reps(runs)
+    return [r for r in runs if r.rep in quiet] if len(quiet) >= MIN_QUIET else list(runs)
 
 
 def _mean_wall(runs: Sequence[Run], k: int, rep: int | None = None) -> float:
@@ -204,9 +244,7 @@ def summary(runs: Sequence[Run]) -> list[Summary]:
                 wall_max_s=max(walls),
                 cpu_s=statistics.fmean(j.cpu_s for j in jobs),
                 other_cpu_s=statistics.fmean(r.other_cpu_s for r in runs if r.k == k),
-                other_cores=statistics.fmean(
-                    r.other_cpu_s / max(j.wall_s for j in r.jobs) for r in runs if r.k == k
-                ),
+                other_cores=statistics.fmean(other_cores(r) for r in runs if r.k == k),
                 slowdown_pct=slow,
                 slowdown_min_pct=None if per_rep is None else min(per_rep),
                 slowdown_max_pct=None if per_rep is None else max(per_rep),
@@ -378,7 +416,8 @@ def figures(runs: Sequence[Run], predicted: Prediction | None, meta: dict) -> di
     return {
         **meta,
         "runs": [asdict(r) for r in runs],
-        "summary": [asdict(s) for s in summary(runs)],
+        "quiet_reps": quiet_reps(runs),
+        "summary": [asdict(s) for s in summary(select(runs))],
         "predicted_s": None if predicted is None else keyed(predicted.idle),
         "predicted_with_others_s": None if predicted is None else keyed(predicted.with_others),
     }
@@ -391,7 +430,9 @@ def runs_of(recorded: dict) -> list[Run]:
 
 __all__ = [
     "JOB",
+    "MIN_QUIET",
     "OTHERS",
+    "QUIET_CORES",
     "PROGRAM",
     "STACK",
     "Job",
@@ -403,6 +444,10 @@ __all__ = [
     "job_text",
     "make_input",
     "measure",
+    "measure_quiet",
+    "other_cores",
+    "quiet_reps",
+    "select",
     "predict",
     "predict_runs",
     "predicted_slowdowns",
