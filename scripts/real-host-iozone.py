@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""S2's host row for real on this machine (issue #12 item 6): measure a device profile of the
+disk under DIR with fio, map it onto the simulator's ssd model, run iozone's passes for real
+(`-e -I`, REPEAT times) and in the simulator on the profile's stack, and print measured (mean,
+spread) against predicted KB/s with the relative error; see python/vmio/realhost.py.
+
+  PYTHONPATH=python scripts/real-host-iozone.py --dir /var/tmp
+      [--size 100m] [-r 4k -r 4m -r 16m] [--repeat 5] [--fio-runtime 2]
+      [--stack-out FILE] [--json tests/real_host_iozone_figures.json]
+
+Exit status 2 when fio is missing or a measurement cannot be mapped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from vmio import machineprofile, realhost, realiozone
+
+RECORDS = ("4k", "4m", "16m")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dir", type=Path, required=True, help="directory of the test files")
+    p.add_argument("--size", "-s", default="100m", help="iozone file size (default 100m)")
+    p.add_argument("-r", dest="records", action="append", help="record size (default 4k 4m 16m)")
+    p.add_argument("--repeat", type=int, default=5, help="real iozone runs (default 5)")
+    p.add_argument("--fio-runtime", type=float, default=2.0, help="seconds per fio job")
+    p.add_argument("--stack-out", type=Path, metavar="FILE", help="write the stack file here")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the figures here")
+    a = p.parse_args()
+    records = a.records or list(RECORDS)
+    if a.repeat < 1:
+        print(f"real-host-iozone: --repeat {a.repeat}: must be at least 1", file=sys.stderr)
+        return 2
+    if a.fio_runtime <= 0:
+        print(f"real-host-iozone: --fio-runtime {a.fio_runtime}: must be > 0", file=sys.stderr)
+        return 2
+    if why := machineprofile.fio_missing():
+        print(f"real-host-iozone: {why}", file=sys.stderr)
+        return 2
+    for out in (a.json, a.stack_out):
+        if out is not None and out.exists():
+            print(f"real-host-iozone: {out} exists; remove it first", file=sys.stderr)
+            return 2
+    try:
+        size = realiozone.parse_size(a.size)
+        recs = [realiozone.parse_size(r, "-r") for r in records]
+        disk = machineprofile.disk_of(a.dir)
+        t0 = time.monotonic()
+        figures = machineprofile.measure(a.dir, a.fio_runtime)
+        profile = machineprofile.ssd_params(figures, disk.size_bytes, disk.nr_requests)
+        print(f"profile of {disk.device} ({time.monotonic() - t0:.0f} s of fio):")
+        print(machineprofile.residual_table(profile.residuals(figures)))
+        stack = realhost.stack_toml(profile, disk)
+        cmd = realhost.command(a.size, records)
+        predicted = realhost.predict(stack, cmd)
+        t0 = time.monotonic()
+        runs = realhost.measure(a.dir, size, recs, a.repeat)
+        print(f"iozone {cmd}: {a.repeat} runs in {time.monotonic() - t0:.0f} s on {disk.source}\n")
+    except (ValueError, OSError, machineprofile.ProfileError) as e:
+        print(f"real-host-iozone: {e}", file=sys.stderr)
+        return 2
+    rows = realhost.compare(runs, predicted)
+    print(realhost.report(rows, size // 1024), end="")
+    if a.stack_out is not None:
+        a.stack_out.write_text(stack, encoding="utf-8")
+    if a.json is not None:
+        figures_json = {
+            "how": (
+                f"PYTHONPATH=python scripts/real-host-iozone.py --dir {a.dir} --size {a.size} "
+                + " ".join(f"-r {r}" for r in records)
+                + f" --repeat {a.repeat} --fio-runtime {a.fio_runtime}: vmio.machineprofile "
+                "(the profile and its mapping), vmio.realhost (the comparison)"
+            ),
+            "measured": "; ".join(
+                [
+                    time.strftime("%Y-%m-%d", time.gmtime()),
+                    machineprofile.fio_version(),
+                    f"{os.cpu_count()} cores, Linux {os.uname().release}",
+                ]
+            ),
+            "command": cmd,
+            "profile": machineprofile.to_json(disk, figures, profile),
+            "residuals": [list(r) for r in profile.residuals(figures)],
+            "stack": stack,
+            "rows": [asdict(r) for r in rows],
+        }
+        a.json.write_text(json.dumps(figures_json, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
