@@ -1,0 +1,190 @@
+"""S2's host row for real (issue #12 item 6): the device profile's mapping onto the ssd model
+(vmio.machineprofile) held to its closed forms on synthetic fio results, the comparison
+tables (vmio.realhost), the recorded figures (tests/real_host_iozone_figures.json, written by
+scripts/real-host-iozone.py), and a short real run: fio profile, real iozone, vmio sim."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+from vmio import iozone, machineprofile, realhost
+from vmio.machineprofile import KIB, MIB, SEQ_SIZES, SMALL, Figures, Point, ProfileError
+
+# A synthetic disk: reads 100 µs + L / 1 GB/s, writes 80 µs + L / 2 GB/s, flush 500 µs.
+READ = machineprofile.Line(100_000, 1e9)
+WRITE = machineprofile.Line(80_000, 2e9)
+SIZES = (SMALL, *SEQ_SIZES)
+
+
+def figures(read: machineprofile.Line, write: machineprofile.Line, flush_ns: float) -> Figures:
+    return Figures(
+        tuple(Point(b, read.ns(b)) for b in SIZES),
+        tuple(Point(b, write.ns(b)) for b in SIZES),
+        flush_ns,
+    )
+
+
+def test_the_fit_recovers_a_fixed_cost_and_a_bandwidth_from_points_on_a_line():
+    line = machineprofile.fit(figures(READ, WRITE, 0).read)
+    assert line.fixed_ns == pytest.approx(100_000, rel=1e-9)
+    assert line.bytes_per_s == pytest.approx(1e9, rel=1e-9)
+
+
+def test_the_fit_weighs_each_point_by_its_relative_error():
+    # Two points: the line goes through both whatever the weights; a third point 10 % high
+    # at 16 MiB pulls a relative fit far less than an absolute one would.
+    pts = [Point(4 * KIB, 100_000.0), Point(MIB, 1_100_000.0)]
+    two = machineprofile.fit(pts)
+    assert two.ns(4 * KIB) == pytest.approx(100_000) and two.ns(MIB) == pytest.approx(1_100_000)
+    high = Point(16 * MIB, 1.1 * two.ns(16 * MIB))
+    three = machineprofile.fit([*pts, high])
+    # The normal equations of weights 1/T^2: sum(e_i / T_i) = sum(e_i L_i / T_i) = 0 for the
+    # relative errors e_i; none of the three points keeps the full 10 %.
+    errs = [(three.ns(p.bytes) / p.ns - 1, p) for p in [*pts, high]]
+    assert sum(e * 1e5 / p.ns for e, p in errs) == pytest.approx(0, abs=1e-12)
+    assert sum(e * p.bytes / p.ns for e, p in errs) == pytest.approx(0, abs=1e-9)
+    assert all(abs(e) < 0.08 for e, _ in errs), errs
+
+
+def test_latencies_that_do_not_grow_with_the_size_are_refused_naming_the_points():
+    flat = [Point(SMALL, 100_000.0), Point(MIB, 90_000.0)]
+    with pytest.raises(ProfileError, match=r"do not grow with the request size.*accepted"):
+        machineprofile.fit(flat)
+    with pytest.raises(ProfileError, match="at least two request sizes"):
+        machineprofile.fit([Point(SMALL, 1.0), Point(SMALL, 2.0)])
+
+
+def test_the_ssd_parameters_are_the_module_docs_closed_forms():
+    p = machineprofile.ssd_params(figures(READ, WRITE, 500_000), 1 << 40, 256)
+    s = p.params
+    link = 2_000_000_000
+    assert (s["seq_read_rate"], s["seq_write_rate"]) == (1_000_000_000, link)
+    assert s["link_rate"] == s["channel_rate"] == link
+    assert s["write_iops"] == s["read_iops"] == 12_500  # 1e9 / 80 µs
+    # 100 µs - 80 µs - 4096 B at 2 GB/s (2048 ns)
+    assert s["read_latency"] == 17_952
+    # 500 µs - 80 µs - 8192 B at 2 GB/s (4096 ns)
+    assert s["program_latency"] == 415_904
+    # A page takes 4096 + 415904 ns; the link moves a page in 4096 ns: 103 dies, 13 a channel.
+    assert s["dies_per_channel"] == math.ceil(math.ceil(420_000 / 4096) / 8) == 13
+    assert (s["capacity"], s["queue_depth"], s["page_size"]) == (1 << 40, 256, 8 * KIB)
+    # On a line, every point is the model's (the 4 KiB read pays its piece on the channel).
+    for name, measured, model in p.residuals(figures(READ, WRITE, 500_000)):
+        assert model == pytest.approx(measured, rel=1e-4), name
+
+
+def test_a_flush_cheaper_than_a_write_costs_the_model_one_write_command():
+    p = machineprofile.ssd_params(figures(READ, WRITE, 50_000), 1 << 40, 256)
+    assert p.params["program_latency"] == 0
+    name, measured, model = p.residuals(figures(READ, WRITE, 50_000))[-1]
+    assert (name, measured) == ("flush", 50_000)
+    assert model == pytest.approx(80_000 + 4096)
+
+
+def test_a_page_time_beyond_2048_dies_is_refused():
+    # 20 ms of flush: a page in 19.92 ms, the link moves one in 4096 ns: 4864 dies.
+    with pytest.raises(ProfileError, match=r"needs 4864 dies.*at most 2048"):
+        machineprofile.ssd_params(figures(READ, WRITE, 20_000_000), 1 << 40, 256)
+
+
+def test_the_stack_is_a_native_host_with_the_profile_as_its_ssd():
+    p = machineprofile.ssd_params(figures(READ, WRITE, 500_000), 1 << 40, 64)
+    disk = machineprofile.Disk(
+        "/var/tmp", "/", "ext4", "/dev/vda", "vda", 1 << 40, True, "mq-deadline",
+        "virtio_blk", 4096, 64, "write back", False, "rw",
+    )  # fmt: skip
+    stack = tomllib.loads(realhost.stack_toml(p, disk))
+    assert stack["host"]["hypervisor"] == "native"
+    (dev,) = stack["device"]
+    assert dev["model"] == "ssd" and dev["read_latency"] == "17952ns"
+    assert dev["dies_per_channel"] == 13 and dev["queue_depth"] == 64
+    assert stack["scheduler"] == {"name": "mq-deadline", "max_merge": "4096k"}
+    (vm,) = stack["vm"]
+    assert vm["disk"][0]["interface"] == "host" and vm["disk"][0]["filesystem"]["type"] == "ext4"
+    with pytest.raises(ProfileError, match="scheduler 'bfq' of vda; accepted: none, mq-deadline"):
+        realhost.stack_toml(p, machineprofile.Disk(**{**disk.__dict__, "scheduler": "bfq"}))
+
+
+def test_the_tables_give_mean_spread_prediction_and_error_per_record_and_pass():
+    rows = [
+        realhost.Row(4 * KIB, "write", (90, 100, 110), 120),
+        realhost.Row(4 * KIB, "read", (50, 50, 50), 40),
+    ]
+    assert rows[0].mean == 100 and rows[0].spread == pytest.approx(0.1)
+    assert rows[0].error == pytest.approx(0.2) and rows[1].error == pytest.approx(-0.2)
+    assert realhost.table(rows, "error", 100).splitlines() == [
+        f"{'KB':>16}{'reclen':>8}{'write':>14}{'read':>14}",
+        f"{100:>16}{4:>8}{'+20.0%':>14}{'-20.0%':>14}",
+    ]
+    assert realhost.table(rows, "spread", 100).splitlines()[1].split() == [
+        "100", "4", "10.0%", "0.0%",
+    ]  # fmt: skip
+
+
+def test_compare_pairs_each_predicted_pass_with_every_repetition():
+    def t(phase: str, ns: int) -> iozone.Timing:
+        return iozone.Timing(MIB, 4 * KIB, phase, MIB, ns)
+
+    runs = [[t("write", 10**9), t("read", 10**9)], [t("write", 2 * 10**9), t("read", 10**9)]]
+    rows = realhost.compare(runs, [t("write", 10**9), t("read", 2 * 10**9)])
+    assert [(r.phase, r.measured, r.predicted) for r in rows] == [
+        ("write", (1024, 512), 1024),
+        ("read", (1024, 1024), 512),
+    ]
+    with pytest.raises(ValueError, match="pass reread of 4096 bytes: measured 0 times"):
+        realhost.compare(runs, [t("reread", 1)])
+
+
+FIXTURE = Path(__file__).with_name("real_host_iozone_figures.json")
+
+
+def test_the_recorded_figures_cover_every_pass_and_their_profile_maps_as_recorded():
+    rec = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert set(rec) >= {"how", "measured", "command", "profile", "residuals", "stack", "rows"}
+    fio = rec["profile"]["fio"]
+    fig = Figures(
+        tuple(Point(**p) for p in fio["read"]), tuple(Point(**p) for p in fio["write"]),
+        fio["flush_ns"],
+    )  # fmt: skip
+    assert [p.bytes for p in fig.read] == [p.bytes for p in fig.write] == list(SIZES)
+    disk = machineprofile.Disk(**rec["profile"]["disk"])
+    p = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
+    assert p.params == rec["profile"]["ssd"]
+    assert realhost.stack_toml(p, disk) == rec["stack"]
+    rows = [realhost.Row(**{**r, "measured": tuple(r["measured"])}) for r in rec["rows"]]
+    records = sorted({r.record_bytes for r in rows})
+    assert [(r.record_bytes, r.phase) for r in rows] == [
+        (b, ph) for b in records for ph in iozone.PHASES
+    ]
+    assert len({len(r.measured) for r in rows}) == 1 and len(rows[0].measured) >= 3
+    assert all(r.predicted > 0 and min(r.measured) > 0 for r in rows)
+
+
+def test_a_short_real_run_profiles_this_disk_and_compares_iozone_with_the_simulator(
+    tmp_path: Path,
+):
+    require_tool("fio", "fio")
+    try:
+        disk = machineprofile.disk_of(tmp_path)
+    except ProfileError as e:  # a temporary directory on tmpfs
+        pytest.skip(str(e))
+    fig = machineprofile.measure(tmp_path, runtime_s=0.3, file_bytes=32 * MIB)
+    profile = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
+    stack = realhost.stack_toml(profile, disk)
+    cmd = realhost.command("4m", ["4k", "1m"])
+    predicted = realhost.predict(stack, cmd)
+    runs = realhost.measure(tmp_path, 4 * MIB, [4 * KIB, MIB], repetitions=2)
+    rows = realhost.compare(runs, predicted)
+    print(f"\n{machineprofile.residual_table(profile.residuals(fig))}")
+    print(realhost.report(rows, 4096))
+    assert [(r.record_bytes, r.phase) for r in rows] == [
+        (b, ph) for b in (4 * KIB, MIB) for ph in iozone.PHASES
+    ]
+    assert all(r.predicted > 0 and min(r.measured) > 0 for r in rows)
+    assert not list(tmp_path.iterdir())
