@@ -58,10 +58,11 @@ def main() -> int:
         figures = machineprofile.measure(a.dir, a.fio_runtime)
         profile = machineprofile.ssd_params(figures, disk.size_bytes, disk.nr_requests)
         print(f"profile of {disk.device} ({time.monotonic() - t0:.0f} s of fio):")
-        print(machineprofile.residual_table(profile.residuals(figures)))
         stack = realhost.stack_toml(profile, disk)
+        simulated = realhost.simulate_profile(stack, disk, a.fio_runtime)
+        print(machineprofile.residual_table(profile, figures, simulated))
         cmd = realhost.command(a.size, records)
-        predicted = realhost.predict(stack, cmd)
+        predicted = realhost.predict(stack, disk, cmd)
         t0 = time.monotonic()
         runs = realhost.measure(a.dir, size, recs, a.repeat)
         print(f"iozone {cmd}: {a.repeat} runs in {time.monotonic() - t0:.0f} s on {disk.source}\n")
@@ -90,6 +91,7 @@ def main() -> int:
             "command": cmd,
             "profile": machineprofile.to_json(disk, figures, profile),
             "residuals": [list(r) for r in profile.residuals(figures)],
+            "simulated_profile": asdict(simulated),
             "stack": stack,
             "rows": [asdict(r) for r in rows],
         }

@@ -178,10 +178,11 @@ def test_a_short_real_run_profiles_this_disk_and_compares_iozone_with_the_simula
     profile = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
     stack = realhost.stack_toml(profile, disk)
     cmd = realhost.command("4m", ["4k", "1m"])
-    predicted = realhost.predict(stack, cmd)
+    predicted = realhost.predict(stack, disk, cmd)
+    simulated = realhost.simulate_profile(stack, disk, 0.3)
     runs = realhost.measure(tmp_path, 4 * MIB, [4 * KIB, MIB], repetitions=2)
     rows = realhost.compare(runs, predicted)
-    print(f"\n{machineprofile.residual_table(profile.residuals(fig))}")
+    print(f"\n{machineprofile.residual_table(profile, fig, simulated)}")
     print(realhost.report(rows, 4096))
     assert [(r.record_bytes, r.phase) for r in rows] == [
         (b, ph) for b in (4 * KIB, MIB) for ph in iozone.PHASES

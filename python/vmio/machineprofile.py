@@ -188,22 +188,29 @@ class FioJob:
     bs: int
     fdatasync: bool = False
 
-    def args(self, path: Path, file_bytes: int, runtime_s: float) -> list[str]:
-        a = [
-            "fio",
-            f"--name={self.name}",
-            f"--filename={path}",
-            f"--size={file_bytes}",
-            f"--rw={self.rw}",
-            f"--bs={self.bs}",
-            "--direct=1",
-            "--ioengine=psync",
-            "--iodepth=1",
-            f"--runtime={runtime_s}s",
-            "--time_based",
-            "--output-format=json",
+    def options(self, file_bytes: int, runtime_s: float) -> list[tuple[str, str]]:
+        """fio's options of the job but its file: one thread, depth 1, O_DIRECT."""
+        opts = [
+            ("size", str(file_bytes)),
+            ("rw", self.rw),
+            ("bs", str(self.bs)),
+            ("direct", "1"),
+            ("ioengine", "psync"),
+            ("iodepth", "1"),
+            ("runtime", f"{runtime_s}s"),
+            ("time_based", "1"),
         ]
-        return a + (["--fdatasync=1"] if self.fdatasync else [])
+        return opts + ([("fdatasync", "1")] if self.fdatasync else [])
+
+    def args(self, path: Path, file_bytes: int, runtime_s: float) -> list[str]:
+        """The fio command line on file `path`."""
+        opts = [("name", self.name), ("filename", str(path)), *self.options(file_bytes, runtime_s)]
+        return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+
+    def job_file(self, directory: str, file_bytes: int, runtime_s: float) -> str:
+        """The job as a fio job file on a file of `directory` (for vmio sim)."""
+        opts = [("directory", directory), *self.options(file_bytes, runtime_s)]
+        return f"[{self.name}]\n" + "".join(f"{k}={v}\n" for k, v in opts)
 
 
 FLUSH_JOB = FioJob("flush", "randwrite", SMALL, fdatasync=True)
@@ -374,13 +381,15 @@ def ssd_params(figures: Figures, disk_bytes: int, queue_depth: int) -> Profile:
     return Profile(params, read, write, figures.flush_ns)
 
 
-def residual_table(residuals: Sequence[tuple[str, float, float]]) -> str:
-    """The measured points against the model's QD1 closed forms, in µs."""
-    out = [f"{'point':<12}{'measured us':>12}{'model us':>10}{'error':>8}"]
-    out += [
-        f"{n:<12}{m / 1e3:>12.1f}{p / 1e3:>10.1f}{100 * (p / m - 1):>+7.1f}%"
-        for n, m, p in residuals
-    ]
+def residual_table(profile: Profile, measured: Figures, simulated: Figures | None = None) -> str:
+    """The measured points against the model's QD1 closed forms (and what vmio sim made of
+    the same fio jobs), in µs, with the model's relative error."""
+    rows = profile.residuals(measured)
+    sim = [m for _, m, _ in profile.residuals(simulated)] if simulated else [None] * len(rows)
+    out = [f"{'point':<12}{'measured us':>12}{'model us':>10}{'error':>8}{'vmio sim us':>12}"]
+    for (name, m, p), s in zip(rows, sim, strict=True):
+        cells = f"{name:<12}{m / 1e3:>12.1f}{p / 1e3:>10.1f}{100 * (p / m - 1):>+7.1f}%"
+        out.append(cells + (f"{s / 1e3:>12.1f}" if s is not None else ""))
     return "\n".join(out) + "\n"
 
 

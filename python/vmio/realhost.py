@@ -29,7 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vmio import iozone, realiozone
-from vmio.machineprofile import Disk, Profile, ProfileError, device_toml
+from vmio.machineprofile import (
+    FILE_BYTES,
+    JOBS,
+    Disk,
+    Figures,
+    Profile,
+    ProfileError,
+    device_toml,
+    figures_of,
+    point_of,
+)
 from vmio.sim import simulate_text
 
 # The schedulers of the simulator's [scheduler] a real disk can report.
@@ -39,6 +49,17 @@ SCHEDULERS = ("none", "mq-deadline")
 def command(size: str, records: Sequence[str]) -> str:
     """The iozone command line of the comparison (S2's flags)."""
     return " ".join(["-e -I -a -s", size, *(f"-r {r}" for r in records), "-i 0 -i 1 -i 2"])
+
+
+def mount_point(disk: Disk) -> str:
+    """Where the simulated filesystem is mounted: /mnt/<disk> (the real one's mount point can
+    be /, which a simulated filesystem cannot have)."""
+    return f"/mnt/{disk.device}"
+
+
+def job_text(cmd: str, disk: Disk) -> str:
+    """The fio job file of iozone `cmd` on the simulated filesystem."""
+    return f"[iozone]\niozone={cmd}\ndirectory={mount_point(disk)}\n"
 
 
 def stack_toml(profile: Profile, disk: Disk) -> str:
@@ -70,16 +91,24 @@ def stack_toml(profile: Profile, disk: Disk) -> str:
         'cache = "none"\n\n'
         "[vm.disk.filesystem]\n"
         'type = "ext4"\n'
+        f'mount = "{mount_point(disk)}"\n'
     )
 
 
-def job_text(cmd: str) -> str:
-    return f"[iozone]\niozone={cmd}\n"
+def simulate_profile(stack: str, disk: Disk, runtime_s: float) -> Figures:
+    """The profile's fio jobs run by the simulator on `stack` (the simulated filesystem's
+    mount point): what the stack's whole path makes of the device's closed forms."""
+    points = {}
+    for job in JOBS:
+        text = job.job_file(mount_point(disk), FILE_BYTES, runtime_s)
+        result = json.loads(simulate_text(stack, "host.toml", text, f"{job.name}.fio"))
+        points[job.name] = point_of(job, result["jobs"][0])
+    return figures_of(points)
 
 
-def predict(stack: str, cmd: str) -> list[iozone.Timing]:
+def predict(stack: str, disk: Disk, cmd: str) -> list[iozone.Timing]:
     """The simulator's passes of iozone `cmd` on `stack`."""
-    result = json.loads(simulate_text(stack, "host.toml", job_text(cmd), "iozone.fio"))
+    result = json.loads(simulate_text(stack, "host.toml", job_text(cmd, disk), "iozone.fio"))
     return [
         iozone.Timing(
             p["kbytes"] * 1024, p["reclen_kbytes"] * 1024, p["test"], p["io_bytes"], p["time_ns"]
