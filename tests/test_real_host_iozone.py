@@ -95,11 +95,7 @@ def test_a_page_time_beyond_2048_dies_is_refused():
 
 def test_the_stack_is_a_native_host_with_the_profile_as_its_ssd():
     p = machineprofile.ssd_params(figures(READ, WRITE, 500_000), 1 << 40, 64)
-    disk = machineprofile.Disk(
-        "/var/tmp", "/", "ext4", "/dev/vda", "vda", 1 << 40, True, "mq-deadline",
-        "virtio_blk", 4096, 64, "write back", False, "rw",
-    )  # fmt: skip
-    stack = tomllib.loads(realhost.stack_toml(p, disk))
+    stack = tomllib.loads(realhost.stack_toml(p, DISK))
     assert stack["host"]["hypervisor"] == "native"
     (dev,) = stack["device"]
     assert dev["model"] == "ssd" and dev["read_latency"] == "17952ns"
@@ -108,7 +104,23 @@ def test_the_stack_is_a_native_host_with_the_profile_as_its_ssd():
     (vm,) = stack["vm"]
     assert vm["disk"][0]["interface"] == "host" and vm["disk"][0]["filesystem"]["type"] == "ext4"
     with pytest.raises(ProfileError, match="scheduler 'bfq' of vda; accepted: none, mq-deadline"):
-        realhost.stack_toml(p, machineprofile.Disk(**{**disk.__dict__, "scheduler": "bfq"}))
+        realhost.stack_toml(p, machineprofile.Disk(**{**DISK.__dict__, "scheduler": "bfq"}))
+
+
+DISK = machineprofile.Disk(
+    "/var/tmp", "/", "ext4", "/dev/vda", "vda", 1 << 40, True, "mq-deadline", "virtio_blk",
+    4096, 64, "write back", False, "rw",
+)  # fmt: skip
+
+
+def test_the_profiles_fio_jobs_in_vmio_sim_on_its_native_stack_give_the_closed_forms():
+    fig = figures(READ, WRITE, 500_000)
+    p = machineprofile.ssd_params(fig, 1 << 40, 64)
+    sim = realhost.simulate_profile(realhost.stack_toml(p, DISK), DISK, 0.2)
+    # The host's own block layer and ext4 add nothing but the simulator's few microseconds
+    # per request (its host submit and completion path) to the device's closed forms.
+    for (name, _, model), (_, got, _) in zip(p.residuals(fig), p.residuals(sim), strict=True):
+        assert 0 <= got - model < 5_000, (name, got, model)
 
 
 def test_the_tables_give_mean_spread_prediction_and_error_per_record_and_pass():
