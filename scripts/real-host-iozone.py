@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""S2's host row for real on this machine (issue #12 item 6): measure a device profile of the
-disk under DIR with fio, map it onto the simulator's ssd model, run iozone's passes for real
-(`-e -I`, REPEAT times) and in the simulator on the profile's stack, and print measured (mean,
-spread) against predicted KB/s with the relative error; see python/vmio/realhost.py.
+"""S2's host row for real on this machine (issue #12 item 6): REPEAT times, measure a device profile
+of the disk under DIR with fio, map it onto the simulator's ssd model, predict iozone's passes
+(`-e -I`) with vmio sim on the profile's stack and run them for real; print measured against
+predicted KB/s (mean and spread over the repetitions) with the relative error, and the mean
+profile against its fio points; see python/vmio/realhost.py.
 
   PYTHONPATH=python scripts/real-host-iozone.py --dir /var/tmp
       [--size 100m] [-r 4k -r 4m -r 16m] [--repeat 5] [--fio-runtime 2]
@@ -52,24 +53,26 @@ def main() -> int:
             return 2
     try:
         size = realiozone.parse_size(a.size)
-        recs = [realiozone.parse_size(r, "-r") for r in records]
+        for r in records:
+            realiozone.parse_size(r, "-r")
         disk = machineprofile.disk_of(a.dir)
         t0 = time.monotonic()
-        figures = machineprofile.measure(a.dir, a.fio_runtime)
+        pairs = []
+        for i in range(a.repeat):
+            pairs.append(realhost.run_pair(a.dir, disk, a.size, records, a.fio_runtime))
+            print(f"repetition {i + 1}: profile and iozone, {time.monotonic() - t0:.0f} s")
+        figures = machineprofile.mean_figures([p.figures for p in pairs])
         profile = machineprofile.ssd_params(figures, disk.size_bytes, disk.nr_requests)
-        print(f"profile of {disk.device} ({time.monotonic() - t0:.0f} s of fio):")
         stack = realhost.stack_toml(profile, disk)
         simulated = realhost.simulate_profile(stack, disk, a.fio_runtime)
-        print(machineprofile.residual_table(profile, figures, simulated))
-        cmd = realhost.command(a.size, records)
-        predicted = realhost.predict(stack, disk, cmd)
-        t0 = time.monotonic()
-        runs = realhost.measure(a.dir, size, recs, a.repeat)
-        print(f"iozone {cmd}: {a.repeat} runs in {time.monotonic() - t0:.0f} s on {disk.source}\n")
     except (ValueError, OSError, machineprofile.ProfileError) as e:
         print(f"real-host-iozone: {e}", file=sys.stderr)
         return 2
-    rows = realhost.compare(runs, predicted)
+    cmd = realhost.command(a.size, records)
+    print(f"\n{disk.device} ({disk.model}) under {a.dir}, the mean of the {a.repeat} profiles:")
+    print(machineprofile.residual_table(profile, figures, simulated))
+    print(f"iozone {cmd}, {a.repeat} runs:\n")
+    rows = realhost.compare([p.measured for p in pairs], [p.predicted for p in pairs])
     print(realhost.report(rows, size // 1024), end="")
     if a.stack_out is not None:
         a.stack_out.write_text(stack, encoding="utf-8")
@@ -89,11 +92,19 @@ def main() -> int:
                 ]
             ),
             "command": cmd,
-            "profile": machineprofile.to_json(disk, figures, profile),
-            "residuals": [list(r) for r in profile.residuals(figures)],
-            "simulated_profile": asdict(simulated),
-            "stack": stack,
+            "disk": asdict(disk),
+            "repetitions": [
+                {"fio": asdict(p.figures), "ssd": p.profile.params, "stack": p.stack} for p in pairs
+            ],
             "rows": [asdict(r) for r in rows],
+            "mean_profile": {
+                "fio": asdict(figures),
+                "fit": {"read": asdict(profile.read), "write": asdict(profile.write)},
+                "ssd": profile.params,
+                "residuals": [list(r) for r in profile.residuals(figures)],
+                "simulated": asdict(simulated),
+                "stack": stack,
+            },
         }
         a.json.write_text(json.dumps(figures_json, indent=2) + "\n", encoding="utf-8")
     return 0

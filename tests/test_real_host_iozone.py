@@ -125,10 +125,11 @@ def test_the_profiles_fio_jobs_in_vmio_sim_on_its_native_stack_give_the_closed_f
 
 def test_the_tables_give_mean_spread_prediction_and_error_per_record_and_pass():
     rows = [
-        realhost.Row(4 * KIB, "write", (90, 100, 110), 120),
-        realhost.Row(4 * KIB, "read", (50, 50, 50), 40),
+        realhost.Row(4 * KIB, "write", (90, 100, 110), (120, 120, 120)),
+        realhost.Row(4 * KIB, "read", (50, 50, 50), (30, 40, 50)),
     ]
     assert rows[0].mean == 100 and rows[0].spread == pytest.approx(0.1)
+    assert rows[1].predicted_mean == 40 and rows[1].predicted_spread == pytest.approx(0.25)
     assert rows[0].error == pytest.approx(0.2) and rows[1].error == pytest.approx(-0.2)
     assert realhost.table(rows, "error", 100).splitlines() == [
         f"{'KB':>16}{'reclen':>8}{'write':>14}{'read':>14}",
@@ -139,43 +140,61 @@ def test_the_tables_give_mean_spread_prediction_and_error_per_record_and_pass():
     ]  # fmt: skip
 
 
-def test_compare_pairs_each_predicted_pass_with_every_repetition():
+def test_compare_pairs_each_pass_of_every_measured_run_with_every_prediction():
     def t(phase: str, ns: int) -> iozone.Timing:
         return iozone.Timing(MIB, 4 * KIB, phase, MIB, ns)
 
     runs = [[t("write", 10**9), t("read", 10**9)], [t("write", 2 * 10**9), t("read", 10**9)]]
-    rows = realhost.compare(runs, [t("write", 10**9), t("read", 2 * 10**9)])
+    predicted = [[t("write", 10**9), t("read", 2 * 10**9)]] * 2
+    rows = realhost.compare(runs, predicted)
     assert [(r.phase, r.measured, r.predicted) for r in rows] == [
-        ("write", (1024, 512), 1024),
-        ("read", (1024, 1024), 512),
+        ("write", (1024, 512), (1024, 1024)),
+        ("read", (1024, 1024), (512, 512)),
     ]
-    with pytest.raises(ValueError, match="pass reread of 4096 bytes: measured 0 times"):
-        realhost.compare(runs, [t("reread", 1)])
+    with pytest.raises(ValueError, match="pass reread of 4096 bytes: in 0 of 2 runs"):
+        realhost.compare(runs, [[t("reread", 1)]])
+
+
+def test_the_mean_of_several_profiles_is_taken_point_by_point():
+    a, b = figures(READ, WRITE, 100_000), figures(WRITE, READ, 300_000)
+    m = machineprofile.mean_figures([a, b])
+    assert m.flush_ns == 200_000
+    assert [p.ns for p in m.read] == [(READ.ns(s) + WRITE.ns(s)) / 2 for s in SIZES]
+    assert [p.bytes for p in m.write] == list(SIZES)
 
 
 FIXTURE = Path(__file__).with_name("real_host_iozone_figures.json")
 
 
-def test_the_recorded_figures_cover_every_pass_and_their_profile_maps_as_recorded():
+def _figures(fio: dict) -> Figures:
+    read, write = (tuple(Point(**p) for p in fio[k]) for k in ("read", "write"))
+    return Figures(read, write, fio["flush_ns"])
+
+
+def test_the_recorded_figures_cover_every_pass_and_their_profiles_map_as_recorded():
     rec = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    assert set(rec) >= {"how", "measured", "command", "profile", "residuals", "stack", "rows"}
-    fio = rec["profile"]["fio"]
-    fig = Figures(
-        tuple(Point(**p) for p in fio["read"]), tuple(Point(**p) for p in fio["write"]),
-        fio["flush_ns"],
-    )  # fmt: skip
-    assert [p.bytes for p in fig.read] == [p.bytes for p in fig.write] == list(SIZES)
-    disk = machineprofile.Disk(**rec["profile"]["disk"])
-    p = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
-    assert p.params == rec["profile"]["ssd"]
-    assert realhost.stack_toml(p, disk) == rec["stack"]
-    rows = [realhost.Row(**{**r, "measured": tuple(r["measured"])}) for r in rec["rows"]]
+    keys = {"how", "measured", "command", "disk", "repetitions", "rows", "mean_profile"}
+    assert set(rec) == keys
+    disk = machineprofile.Disk(**rec["disk"])
+    reps = rec["repetitions"]
+    for r in [*reps, rec["mean_profile"]]:
+        fig = _figures(r["fio"])
+        assert [p.bytes for p in fig.read] == [p.bytes for p in fig.write] == list(SIZES)
+        p = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
+        assert p.params == r["ssd"] and realhost.stack_toml(p, disk) == r["stack"]
+    mean = machineprofile.mean_figures([_figures(r["fio"]) for r in reps])
+    assert mean == _figures(rec["mean_profile"]["fio"])
+    rows = [
+        realhost.Row(r["record_bytes"], r["phase"], tuple(r["measured"]), tuple(r["predicted"]))
+        for r in rec["rows"]
+    ]
     records = sorted({r.record_bytes for r in rows})
     assert [(r.record_bytes, r.phase) for r in rows] == [
         (b, ph) for b in records for ph in iozone.PHASES
     ]
-    assert len({len(r.measured) for r in rows}) == 1 and len(rows[0].measured) >= 3
-    assert all(r.predicted > 0 and min(r.measured) > 0 for r in rows)
+    assert len(reps) >= 3
+    assert all(len(r.measured) == len(r.predicted) == len(reps) for r in rows)
+    assert all(min(r.predicted) > 0 and min(r.measured) > 0 for r in rows)
 
 
 def test_a_short_real_run_profiles_this_disk_and_compares_iozone_with_the_simulator(
@@ -186,18 +205,16 @@ def test_a_short_real_run_profiles_this_disk_and_compares_iozone_with_the_simula
         disk = machineprofile.disk_of(tmp_path)
     except ProfileError as e:  # a temporary directory on tmpfs
         pytest.skip(str(e))
-    fig = machineprofile.measure(tmp_path, runtime_s=0.3, file_bytes=32 * MIB)
-    profile = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
-    stack = realhost.stack_toml(profile, disk)
-    cmd = realhost.command("4m", ["4k", "1m"])
-    predicted = realhost.predict(stack, disk, cmd)
-    simulated = realhost.simulate_profile(stack, disk, 0.3)
-    runs = realhost.measure(tmp_path, 4 * MIB, [4 * KIB, MIB], repetitions=2)
-    rows = realhost.compare(runs, predicted)
-    print(f"\n{machineprofile.residual_table(profile, fig, simulated)}")
+    pairs = [
+        realhost.run_pair(tmp_path, disk, "4m", ["4k", "1m"], 0.3, fio_file_bytes=32 * MIB)
+        for _ in range(2)
+    ]
+    rows = realhost.compare([p.measured for p in pairs], [p.predicted for p in pairs])
+    sim = realhost.simulate_profile(pairs[0].stack, disk, 0.3)
+    print(f"\n{machineprofile.residual_table(pairs[0].profile, pairs[0].figures, sim)}")
     print(realhost.report(rows, 4096))
     assert [(r.record_bytes, r.phase) for r in rows] == [
         (b, ph) for b in (4 * KIB, MIB) for ph in iozone.PHASES
     ]
-    assert all(r.predicted > 0 and min(r.measured) > 0 for r in rows)
+    assert all(min(r.predicted) > 0 and min(r.measured) > 0 for r in rows)
     assert not list(tmp_path.iterdir())

@@ -59,9 +59,10 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 KIB = 1024
@@ -269,6 +270,19 @@ def measure(directory: Path, runtime_s: float = 2.0, file_bytes: int = FILE_BYTE
     return figures_of(points)
 
 
+def mean_figures(runs: Sequence[Figures]) -> Figures:
+    """The point-wise mean of several measurements of the same points."""
+
+    def mean(points: Sequence[Point]) -> Point:
+        return Point(points[0].bytes, statistics.fmean(p.ns for p in points))
+
+    return Figures(
+        tuple(mean(ps) for ps in zip(*(f.read for f in runs), strict=True)),
+        tuple(mean(ps) for ps in zip(*(f.write for f in runs), strict=True)),
+        statistics.fmean(f.flush_ns for f in runs),
+    )
+
+
 @dataclass(frozen=True)
 class Line:
     """T(L) = fixed_ns + L / bytes_per_s * 1e9."""
@@ -404,13 +418,3 @@ def device_toml(profile: Profile, name: str) -> str:
         f'{k} = "{v}ns"' if k in DURATIONS else f"{k} = {v}" for k, v in profile.params.items()
     ]
     return "\n".join(lines) + "\n"
-
-
-def to_json(disk: Disk, figures: Figures, profile: Profile) -> dict:
-    """The measurement and its mapping, as the figures file records them."""
-    return {
-        "disk": asdict(disk),
-        "fio": asdict(figures),
-        "fit": {"read": asdict(profile.read), "write": asdict(profile.write)},
-        "ssd": profile.params,
-    }

@@ -4,14 +4,18 @@ to what the simulator predicts for the same iozone command on a stack of this ma
 device is the measured profile (vmio.machineprofile).
 
 ```text
-disk     = machineprofile.disk_of(directory)            filesystem, block device, queue
-figures  = machineprofile.measure(directory)            fio, QD1 (its module doc)
-profile  = machineprofile.ssd_params(figures, ...)     the ssd model's parameters
-stack    = stack_toml(profile, disk)                    the host itself: no VMM
-measured = realiozone.run(directory, size, records)     `repetitions` times
-predicted = vmio sim: stack, job `iozone=<the same command>` (one run: deterministic)
-per (record, pass): mean and spread (sample standard deviation / mean) of the measured
-    KB/s, the predicted KB/s, relative error = predicted / mean - 1
+disk = machineprofile.disk_of(directory)                  filesystem, block device, queue
+repeat `repetitions` times (`run_pair`; the machine's load drifts within minutes, so each
+  prediction is made from a profile measured right before the run it is set against):
+    figures   = machineprofile.measure(directory)         fio, QD1 (its module doc)
+    profile   = machineprofile.ssd_params(figures, ...)  the ssd model's parameters
+    stack     = stack_toml(profile, disk)                 the host itself: no VMM
+    predicted = vmio sim on stack, job `iozone=<command>` (deterministic: one run)
+    measured  = realiozone.run(directory, size, records)
+per (record, pass) (`compare`): the mean and the spread (sample standard deviation / mean)
+    of the measured KB/s and of the predicted KB/s; relative error = predicted mean /
+    measured mean - 1
+the machine's stack: the profile of the point-wise mean of the repetitions' figures
 ```
 
 The simulated filesystem is the simulator's ext4 (e2fsprogs 1.47's defaults for the disk's
@@ -39,7 +43,9 @@ from vmio.machineprofile import (
     device_toml,
     figures_of,
     point_of,
+    ssd_params,
 )
+from vmio.machineprofile import measure as measure_profile
 from vmio.sim import simulate_text
 
 # The schedulers of the simulator's [scheduler] a real disk can report.
@@ -117,21 +123,45 @@ def predict(stack: str, disk: Disk, cmd: str) -> list[iozone.Timing]:
     ]
 
 
-def measure(
-    directory: Path, size_bytes: int, records: Sequence[int], repetitions: int
-) -> list[list[iozone.Timing]]:
-    """`repetitions` real runs of the iozone sequence (`-e -I`)."""
-    return [realiozone.run(directory, size_bytes, records) for _ in range(repetitions)]
+@dataclass(frozen=True)
+class Pair:
+    """One repetition: the profile measured right before the real iozone run (the machine's
+    load changes within minutes), and the simulator's prediction on that profile's stack."""
+
+    figures: Figures
+    profile: Profile
+    stack: str
+    predicted: list[iozone.Timing]
+    measured: list[iozone.Timing]
+
+
+def run_pair(
+    directory: Path,
+    disk: Disk,
+    size: str,
+    records: Sequence[str],
+    fio_runtime_s: float,
+    fio_file_bytes: int = FILE_BYTES,
+) -> Pair:
+    """Profile, prediction, then the real iozone sequence (`-e -I`) on directory."""
+    figures = measure_profile(directory, fio_runtime_s, fio_file_bytes)
+    profile = ssd_params(figures, disk.size_bytes, disk.nr_requests)
+    stack = stack_toml(profile, disk)
+    predicted = predict(stack, disk, command(size, records))
+    measured = realiozone.run(
+        directory, realiozone.parse_size(size), [realiozone.parse_size(r, "-r") for r in records]
+    )
+    return Pair(figures, profile, stack, predicted, measured)
 
 
 @dataclass(frozen=True)
 class Row:
-    """One cell of the comparison: a pass of a record size."""
+    """One cell of the comparison: a pass of a record size, KB/s one per repetition."""
 
     record_bytes: int
     phase: str
-    measured: tuple[int, ...]  # KB/s, one per repetition
-    predicted: int
+    measured: tuple[int, ...]
+    predicted: tuple[int, ...]
 
     @property
     def mean(self) -> float:
@@ -139,37 +169,49 @@ class Row:
 
     @property
     def spread(self) -> float:
-        """Sample standard deviation over the mean (0 with one repetition)."""
-        if len(self.measured) < 2:
-            return 0.0
-        return statistics.stdev(self.measured) / self.mean
+        return _spread(self.measured)
+
+    @property
+    def predicted_mean(self) -> float:
+        return statistics.fmean(self.predicted)
+
+    @property
+    def predicted_spread(self) -> float:
+        return _spread(self.predicted)
 
     @property
     def error(self) -> float:
-        return self.predicted / self.mean - 1
+        return self.predicted_mean / self.mean - 1
+
+
+def _spread(values: Sequence[int]) -> float:
+    """Sample standard deviation over the mean (0 with one value)."""
+    return statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
+
+
+def _rates(runs: Sequence[Sequence[iozone.Timing]], record: int, phase: str) -> tuple[int, ...]:
+    got = tuple(
+        t.kb_per_s() for run in runs for t in run if (t.record_bytes, t.phase) == (record, phase)
+    )
+    if len(got) != len(runs):
+        raise ValueError(f"pass {phase} of {record} bytes: in {len(got)} of {len(runs)} runs")
+    return got
 
 
 def compare(
-    runs: Sequence[Sequence[iozone.Timing]], predicted: Sequence[iozone.Timing]
+    measured: Sequence[Sequence[iozone.Timing]], predicted: Sequence[Sequence[iozone.Timing]]
 ) -> list[Row]:
-    """The rows of every pass the simulator predicted, in its order."""
-    rows = []
-    for p in predicted:
-        got = tuple(
-            t.kb_per_s()
-            for run in runs
-            for t in run
-            if (t.record_bytes, t.phase) == (p.record_bytes, p.phase)
-        )
-        if len(got) != len(runs):
-            raise ValueError(f"pass {p.phase} of {p.record_bytes} bytes: measured {len(got)} times")
-        rows.append(Row(p.record_bytes, p.phase, got, p.kb_per_s()))
-    return rows
+    """A row per pass of the first prediction, in its order."""
+    return [
+        Row(t.record_bytes, t.phase, _rates(measured, t.record_bytes, t.phase),
+            _rates(predicted, t.record_bytes, t.phase))
+        for t in predicted[0]
+    ]  # fmt: skip
 
 
 def table(rows: Sequence[Row], cell: str, file_kb: int) -> str:
-    """An iozone-style table of one figure per cell: `cell` is mean, spread, predicted or
-    error (KB/s, or percent for spread and error)."""
+    """An iozone-style table of one figure per cell: `cell` is mean, spread, predicted,
+    predicted_spread or error (KB/s, or percent for spreads and errors)."""
     phases = [p for p in iozone.PHASES if any(r.phase == p for r in rows)]
     head = f"{'KB':>16}{'reclen':>8}" + "".join(f"{p:>14}" for p in phases)
     out = [head]
@@ -181,7 +223,8 @@ def table(rows: Sequence[Row], cell: str, file_kb: int) -> str:
             v = {
                 "mean": f"{r.mean:.0f}",
                 "spread": f"{100 * r.spread:.1f}%",
-                "predicted": f"{r.predicted}",
+                "predicted": f"{r.predicted_mean:.0f}",
+                "predicted_spread": f"{100 * r.predicted_spread:.1f}%",
                 "error": f"{100 * r.error:+.1f}%",
             }[cell]
             cells.append(f"{v:>14}")
@@ -192,8 +235,9 @@ def table(rows: Sequence[Row], cell: str, file_kb: int) -> str:
 TABLES = (
     ("measured, mean of the repetitions (KB/s)", "mean"),
     ("measured, spread (sample standard deviation / mean)", "spread"),
-    ("predicted by vmio sim (KB/s)", "predicted"),
-    ("relative error (predicted / measured mean - 1)", "error"),
+    ("predicted by vmio sim, mean over the repetitions' profiles (KB/s)", "predicted"),
+    ("predicted, spread over the repetitions' profiles", "predicted_spread"),
+    ("relative error (predicted mean / measured mean - 1)", "error"),
 )
 
 
