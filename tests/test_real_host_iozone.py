@@ -184,6 +184,8 @@ def test_the_recorded_figures_cover_every_pass_and_their_profiles_map_as_recorde
         assert p.params == r["ssd"] and realhost.stack_toml(p, disk) == r["stack"]
     mean = machineprofile.mean_figures([_figures(r["fio"]) for r in reps])
     assert mean == _figures(rec["mean_profile"]["fio"])
+    stack = FIXTURE.parent.parent / "experiments" / "real-host" / "stack.toml"
+    assert stack.read_text(encoding="utf-8") == rec["mean_profile"]["stack"]
     rows = [
         realhost.Row(r["record_bytes"], r["phase"], tuple(r["measured"]), tuple(r["predicted"]))
         for r in rec["rows"]
