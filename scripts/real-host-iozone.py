@@ -56,14 +56,15 @@ def main() -> int:
         for r in records:
             realiozone.parse_size(r, "-r")
         disk = machineprofile.disk_of(a.dir)
+        cores = os.cpu_count() or 1
         t0 = time.monotonic()
         pairs = []
         for i in range(a.repeat):
-            pairs.append(realhost.run_pair(a.dir, disk, a.size, records, a.fio_runtime))
+            pairs.append(realhost.run_pair(a.dir, disk, cores, a.size, records, a.fio_runtime))
             print(f"repetition {i + 1}: profile and iozone, {time.monotonic() - t0:.0f} s")
         figures = machineprofile.mean_figures([p.figures for p in pairs])
         profile = machineprofile.ssd_params(figures, disk.size_bytes, disk.nr_requests)
-        stack = realhost.stack_toml(profile, disk)
+        stack = realhost.stack_toml(profile, disk, cores)
         simulated = realhost.simulate_profile(stack, disk, a.fio_runtime)
     except (ValueError, OSError, machineprofile.ProfileError) as e:
         print(f"real-host-iozone: {e}", file=sys.stderr)
@@ -88,10 +89,11 @@ def main() -> int:
                 [
                     time.strftime("%Y-%m-%d", time.gmtime()),
                     machineprofile.fio_version(),
-                    f"{os.cpu_count()} cores, Linux {os.uname().release}",
+                    f"{cores} cores, Linux {os.uname().release}",
                 ]
             ),
             "command": cmd,
+            "cores": cores,
             "disk": asdict(disk),
             "repetitions": [
                 {"fio": asdict(p.figures), "ssd": p.profile.params, "stack": p.stack} for p in pairs

@@ -95,7 +95,7 @@ def test_a_page_time_beyond_2048_dies_is_refused():
 
 def test_the_stack_is_a_native_host_with_the_profile_as_its_ssd():
     p = machineprofile.ssd_params(figures(READ, WRITE, 500_000), 1 << 40, 64)
-    stack = tomllib.loads(realhost.stack_toml(p, DISK))
+    stack = tomllib.loads(realhost.stack_toml(p, DISK, 2))
     assert stack["host"]["hypervisor"] == "native"
     (dev,) = stack["device"]
     assert dev["model"] == "ssd" and dev["read_latency"] == "17952ns"
@@ -104,7 +104,7 @@ def test_the_stack_is_a_native_host_with_the_profile_as_its_ssd():
     (vm,) = stack["vm"]
     assert vm["disk"][0]["interface"] == "host" and vm["disk"][0]["filesystem"]["type"] == "ext4"
     with pytest.raises(ProfileError, match="scheduler 'bfq' of vda; accepted: none, mq-deadline"):
-        realhost.stack_toml(p, machineprofile.Disk(**{**DISK.__dict__, "scheduler": "bfq"}))
+        realhost.stack_toml(p, machineprofile.Disk(**{**DISK.__dict__, "scheduler": "bfq"}), 2)
 
 
 DISK = machineprofile.Disk(
@@ -116,7 +116,7 @@ DISK = machineprofile.Disk(
 def test_the_profiles_fio_jobs_in_vmio_sim_on_its_native_stack_give_the_closed_forms():
     fig = figures(READ, WRITE, 500_000)
     p = machineprofile.ssd_params(fig, 1 << 40, 64)
-    sim = realhost.simulate_profile(realhost.stack_toml(p, DISK), DISK, 0.2)
+    sim = realhost.simulate_profile(realhost.stack_toml(p, DISK, 2), DISK, 0.2)
     # The host's own block layer and ext4 add nothing but the simulator's few microseconds
     # per request (its host submit and completion path) to the device's closed forms.
     for (name, _, model), (_, got, _) in zip(p.residuals(fig), p.residuals(sim), strict=True):
@@ -173,7 +173,7 @@ def _figures(fio: dict) -> Figures:
 
 def test_the_recorded_figures_cover_every_pass_and_their_profiles_map_as_recorded():
     rec = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    keys = {"how", "measured", "command", "disk", "repetitions", "rows", "mean_profile"}
+    keys = {"how", "measured", "command", "cores", "disk", "repetitions", "rows", "mean_profile"}
     assert set(rec) == keys
     disk = machineprofile.Disk(**rec["disk"])
     reps = rec["repetitions"]
@@ -181,7 +181,7 @@ def test_the_recorded_figures_cover_every_pass_and_their_profiles_map_as_recorde
         fig = _figures(r["fio"])
         assert [p.bytes for p in fig.read] == [p.bytes for p in fig.write] == list(SIZES)
         p = machineprofile.ssd_params(fig, disk.size_bytes, disk.nr_requests)
-        assert p.params == r["ssd"] and realhost.stack_toml(p, disk) == r["stack"]
+        assert p.params == r["ssd"] and realhost.stack_toml(p, disk, rec["cores"]) == r["stack"]
     mean = machineprofile.mean_figures([_figures(r["fio"]) for r in reps])
     assert mean == _figures(rec["mean_profile"]["fio"])
     stack = FIXTURE.parent.parent / "experiments" / "real-host" / "stack.toml"
@@ -208,7 +208,7 @@ def test_a_short_real_run_profiles_this_disk_and_compares_iozone_with_the_simula
     except ProfileError as e:  # a temporary directory on tmpfs
         pytest.skip(str(e))
     pairs = [
-        realhost.run_pair(tmp_path, disk, "4m", ["4k", "1m"], 0.3, fio_file_bytes=32 * MIB)
+        realhost.run_pair(tmp_path, disk, 2, "4m", ["4k", "1m"], 0.3, fio_file_bytes=32 * MIB)
         for _ in range(2)
     ]
     rows = realhost.compare([p.measured for p in pairs], [p.predicted for p in pairs])

@@ -214,13 +214,12 @@ class FioJob:
         return f"[{self.name}]\n" + "".join(f"{k}={v}\n" for k, v in opts)
 
 
-FLUSH_JOB = FioJob("flush", "randwrite", SMALL, fdatasync=True)
 JOBS: tuple[FioJob, ...] = (
     FioJob("randread-4k", "randread", SMALL),
     *(FioJob(f"read-{b // KIB}k", "read", b) for b in SEQ_SIZES),
     FioJob("randwrite-4k", "randwrite", SMALL),
     *(FioJob(f"write-{b // KIB}k", "write", b) for b in SEQ_SIZES),
-    FLUSH_JOB,
+    FioJob("flush", "randwrite", SMALL, fdatasync=True),
 )
 
 
@@ -330,7 +329,6 @@ class Profile:
     params: dict[str, int]
     read: Line
     write: Line
-    flush_ns: float
 
     def predicted(self) -> dict[str, float]:
         p = self.params
@@ -392,7 +390,7 @@ def ssd_params(figures: Figures, disk_bytes: int, queue_depth: int) -> Profile:
         "link_rate": link,
         "queue_depth": queue_depth,
     }
-    return Profile(params, read, write, figures.flush_ns)
+    return Profile(params, read, write)
 
 
 def residual_table(profile: Profile, measured: Figures, simulated: Figures | None = None) -> str:

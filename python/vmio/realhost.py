@@ -9,7 +9,7 @@ repeat `repetitions` times (`run_pair`; the machine's load drifts within minutes
   prediction is made from a profile measured right before the run it is set against):
     figures   = machineprofile.measure(directory)         fio, QD1 (its module doc)
     profile   = machineprofile.ssd_params(figures, ...)  the ssd model's parameters
-    stack     = stack_toml(profile, disk)                 the host itself: no VMM
+    stack     = stack_toml(profile, disk, cores)          the host itself: no VMM
     predicted = vmio sim on stack, job `iozone=<command>` (deterministic: one run)
     measured  = realiozone.run(directory, size, records)
 per (record, pass) (`compare`): the mean and the spread (sample standard deviation / mean)
@@ -26,7 +26,6 @@ where it differs from the real one (disk_of reports its journal and options).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,37 +67,28 @@ def job_text(cmd: str, disk: Disk) -> str:
     return f"[iozone]\niozone={cmd}\ndirectory={mount_point(disk)}\n"
 
 
-def stack_toml(profile: Profile, disk: Disk) -> str:
-    """A stack file of this machine: the profile's device, the kernel's scheduler, and one
-    group of host processes on the whole disk with the simulator's ext4."""
+def stack_toml(profile: Profile, disk: Disk, cores: int) -> str:
+    """A stack file of this machine (`cores` cores): the profile's device, the kernel's
+    scheduler, and one group of host processes on the whole disk with the simulator's ext4."""
     if disk.scheduler not in SCHEDULERS:
         raise ProfileError(
             f"scheduler '{disk.scheduler}' of {disk.device}; accepted: {', '.join(SCHEDULERS)}"
         )
-    return (
-        f"# {disk.device}: {disk.model}, {disk.size_bytes} bytes, "
-        f"{'rotational' if disk.rotational else 'non-rotational'} as the kernel sees it; "
-        f"{disk.fstype} on {disk.mount} ({disk.mount_options})\n"
-        "[host]\n"
-        f"cores = {os.cpu_count() or 1}\n"
-        'hypervisor = "native"\n\n' + device_toml(profile, disk.device) + "\n[[volume]]\n"
-        f'name = "{disk.device}"\n'
-        'layout = "single"\n'
-        f'devices = ["{disk.device}"]\n\n'
-        "[scheduler]\n"
-        f'name = "{disk.scheduler}"\n'
-        + (f'max_merge = "{disk.max_sectors_kb}k"\n' if disk.scheduler == "mq-deadline" else "")
-        + "\n[[vm]]\n"
-        'name = "host"\n\n'
-        "[[vm.disk]]\n"
-        f'name = "{disk.device}"\n'
-        f'volume = "{disk.device}"\n'
-        'interface = "host"\n'
-        'cache = "none"\n\n'
-        "[vm.disk.filesystem]\n"
-        'type = "ext4"\n'
-        f'mount = "{mount_point(disk)}"\n'
-    )
+    merge = f'max_merge = "{disk.max_sectors_kb}k"\n' if disk.scheduler == "mq-deadline" else ""
+    kind = "rotational" if disk.rotational else "non-rotational"
+    sections = [
+        f"# {disk.device}: {disk.model}, {disk.size_bytes} bytes, {kind} as the kernel sees "
+        f"it; {disk.fstype} on {disk.mount} ({disk.mount_options})\n"
+        f'[host]\ncores = {cores}\nhypervisor = "native"\n',
+        device_toml(profile, disk.device),
+        f'[[volume]]\nname = "{disk.device}"\nlayout = "single"\ndevices = ["{disk.device}"]\n',
+        f'[scheduler]\nname = "{disk.scheduler}"\n{merge}',
+        '[[vm]]\nname = "host"\n',
+        f'[[vm.disk]]\nname = "{disk.device}"\nvolume = "{disk.device}"\n'
+        'interface = "host"\ncache = "none"\n',
+        f'[vm.disk.filesystem]\ntype = "ext4"\nmount = "{mount_point(disk)}"\n',
+    ]
+    return "\n".join(sections)
 
 
 def simulate_profile(stack: str, disk: Disk, runtime_s: float) -> Figures:
@@ -138,6 +128,7 @@ class Pair:
 def run_pair(
     directory: Path,
     disk: Disk,
+    cores: int,
     size: str,
     records: Sequence[str],
     fio_runtime_s: float,
@@ -146,7 +137,7 @@ def run_pair(
     """Profile, prediction, then the real iozone sequence (`-e -I`) on directory."""
     figures = measure_profile(directory, fio_runtime_s, fio_file_bytes)
     profile = ssd_params(figures, disk.size_bytes, disk.nr_requests)
-    stack = stack_toml(profile, disk)
+    stack = stack_toml(profile, disk, cores)
     predicted = predict(stack, disk, command(size, records))
     measured = realiozone.run(
         directory, realiozone.parse_size(size), [realiozone.parse_size(r, "-r") for r in records]
