@@ -6,7 +6,9 @@ general one.
 
 Sources: fio 3.33 (fio/HOWTO.rst: `ioengine=psync`, `direct`, `fdatasync`, `time_based`;
 the JSON output's `lat_ns` and `sync.lat_ns`); Linux block/blk-sysfs.c for
-/sys/block/<dev>/queue/{rotational,scheduler,max_sectors_kb,nr_requests,write_cache};
+/sys/block/<dev>/queue/{rotational,scheduler,max_sectors_kb,nr_requests,write_cache}
+(a partition's queue is its disk's: /sys/dev/block/<major:minor> of the directory's st_dev,
+its parent when it has a `partition` file);
 fs/ext4/sysfs.c `journal_task` (`<none>` when the filesystem has no journal);
 fs/ext4/fsync.c `ext4_sync_file` (an fdatasync of an overwrite that needs no metadata sends
 only the device FLUSH, `blkdev_issue_flush`, when the filesystem has barriers).
@@ -126,33 +128,43 @@ def _sys(path: Path, default: str = "") -> str:
         return default
 
 
-def disk_of(directory: Path) -> Disk:
-    """The filesystem and block device under `directory` (/proc/mounts, /sys/block)."""
-    mnt, fstype, source, options = _mount_of(directory)
-    dev = Path(source).name
-    q = Path("/sys/block") / dev / "queue"
-    if not q.is_dir():
+def _block_dirs(directory: Path) -> tuple[Path, Path]:
+    """(the block device holding `directory`, the whole disk it is on) as /sys directories:
+    the directory's st_dev under /sys/dev/block; a partition's disk is its parent."""
+    st = os.stat(directory)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not dev.is_dir():
         raise ProfileError(
-            f"directory {directory}: {source} ({fstype} on {mnt}) is not a whole block device "
-            "under /sys/block; accepted: a directory on a filesystem of a disk"
+            f"directory {directory}: its filesystem is on no block device (device "
+            f"{os.major(st.st_dev)}:{os.minor(st.st_dev)} is not under /sys/dev/block); "
+            "accepted: a directory on a filesystem of a disk or a partition"
         )
+    dev = dev.resolve()
+    return dev, dev.parent if (dev / "partition").is_file() else dev
+
+
+def disk_of(directory: Path) -> Disk:
+    """The filesystem and block device under `directory` (/proc/mounts, /sys/dev/block)."""
+    mnt, fstype, source, options = _mount_of(directory)
+    part, disk = _block_dirs(directory)
+    q = disk / "queue"
     sched = _sys(q / "scheduler")
     active = sched[sched.find("[") + 1 : sched.find("]")] if "[" in sched else sched
-    model = _sys(Path("/sys/block") / dev / "device" / "model")
+    model = _sys(disk / "device" / "model")
     if not model:
-        driver = Path("/sys/block") / dev / "device" / "driver"
+        driver = disk / "device" / "driver"
         model = os.path.basename(os.path.realpath(driver)) if driver.exists() else "?"
     journal = None
     if fstype == "ext4":
-        task = _sys(Path("/sys/fs/ext4") / dev / "journal_task", "?")
+        task = _sys(Path("/sys/fs/ext4") / part.name / "journal_task", "?")
         journal = None if task == "?" else task != "<none>"
     return Disk(
         directory=str(directory),
         mount=mnt,
         fstype=fstype,
         source=source,
-        device=dev,
-        size_bytes=int(_sys(Path("/sys/block") / dev / "size", "0")) * 512,
+        device=part.name,
+        size_bytes=int(_sys(part / "size", "0")) * 512,
         rotational=_sys(q / "rotational") == "1",
         scheduler=active,
         model=model,
