@@ -37,8 +37,8 @@ def test_the_fit_recovers_a_fixed_cost_and_a_bandwidth_from_points_on_a_line():
 
 
 def test_the_fit_weighs_each_point_by_its_relative_error():
-    # Two points: the line goes through both whatever the weights; a third point 10 % high
-    # at 16 MiB pulls a relative fit far less than an absolute one would.
+    # Two points: the line goes through both whatever the weights. A third point 10 % above
+    # that line at 16 MiB: the fit spreads the miss over the three relative errors.
     pts = [Point(4 * KIB, 100_000.0), Point(MIB, 1_100_000.0)]
     two = machineprofile.fit(pts)
     assert two.ns(4 * KIB) == pytest.approx(100_000) and two.ns(MIB) == pytest.approx(1_100_000)
