@@ -23,7 +23,8 @@
 //!     device interrupts (device mod cores) → vmm_complete on the VMM thread → guest_complete
 //!     on the issuer's vCPU (the interrupt: a busy core delays it) → guest_done
 //!   periodic (cfs): every VM's main loop (kvm) or dom0 vCPU (xen) gets vmm_wake every
-//!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz
+//!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz; a tick
+//!     that finds no other event pending ends its source (only ticks would ever follow)
 //! events: CpuWake at the scheduler's next event (as DevWake for devices); a submission
 //!   first advances the scheduler to now (the protocol's rule), completions due by then
 //!   are handled by an immediate CpuWake
@@ -144,13 +145,12 @@ fn thread(kind: ThreadKind, affinity: CoreSet, cost: Option<Ns>) -> ThreadSpec {
     }
 }
 
-/// The CPU of `stack` for the job clones `work` (their bindings `bindings`), whose disks are
-/// `disk_vm`/`disk_volume` (per disk: owner VM, volume), volumes' first devices
+/// The CPU of `stack` for the job clones `work` (each with its binding), whose disks lie on
+/// volumes `disk_volume` (per disk, `Sim::disks` order), volumes whose first devices are
 /// `vol_first_dev`.
 pub(super) fn build(
     stack: &Stack,
-    work: &[(&JobWorkload, &JobBinding, u32)],
-    disk_vm: &[usize],
+    work: &[(&JobWorkload, &JobBinding)],
     vol_first_dev: &[usize],
     disk_volume: &[usize],
 ) -> Result<CpuLayer, SimError> {
@@ -188,7 +188,7 @@ pub(super) fn build(
         labels: Vec::new(),
         vcpus: Vec::new(),
         main: Vec::new(),
-        disk_vmm: vec![None; disk_vm.len()],
+        disk_vmm: vec![None; disk_volume.len()],
         kernel: Vec::new(),
         housekeeping: None,
         job_thread: Vec::new(),
@@ -200,10 +200,11 @@ pub(super) fn build(
         done: Vec::new(),
         deferred: Vec::new(),
     };
-    // Which vCPU each clone runs on, and the migration cost its vCPU inherits.
-    let mut next_vcpu = vec![0u32; stack.vms.len()];
+    // Where each clone runs (natively: its own thread's affinity; in a VM: a vCPU index),
+    // and the migration cost its thread inherits.
+    let mut next_vcpu = vec![0usize; stack.vms.len()];
     let mut placement = Vec::with_capacity(work.len());
-    for (w, b, clone) in work {
+    for (w, b) in work {
         let vm = &stack.vms[b.vm];
         let width = if native { cores } else { vm.vcpus as usize };
         let allowed = match &b.spec.cpus_allowed {
@@ -225,8 +226,16 @@ pub(super) fn build(
             JobWorkload::Cpu(c) => c.migration_cost_ns(),
             _ => None,
         };
-        let _ = clone;
-        placement.push((b.vm, allowed, cost));
+        let vcpu = match allowed {
+            _ if native => 0,
+            Some(a) => a.cores().next().unwrap_or(0),
+            None => {
+                let i = next_vcpu[b.vm] % vm.vcpus as usize;
+                next_vcpu[b.vm] += 1;
+                i
+            }
+        };
+        placement.push((b.vm, allowed, vcpu, cost));
     }
     let mut dom0 = Vec::new();
     if xen {
@@ -247,10 +256,8 @@ pub(super) fn build(
             for i in 0..vm.vcpus as usize {
                 let cost = placement
                     .iter()
-                    .filter(|(pv, allowed, _)| {
-                        *pv == v && allowed.is_none_or(|a| a.cores().next() == Some(i))
-                    })
-                    .filter_map(|p| p.2)
+                    .filter(|p| p.0 == v && p.2 == i)
+                    .filter_map(|p| p.3)
                     .max();
                 let pin = vm.cputune.vcpupin.get(i).copied().flatten().unwrap_or(all);
                 threads.push(l.add(
@@ -300,7 +307,7 @@ pub(super) fn build(
             disk += 1;
         }
     }
-    for (k, (vm, allowed, cost)) in placement.into_iter().enumerate() {
+    for (k, (vm, allowed, vcpu, cost)) in placement.into_iter().enumerate() {
         let t = if native {
             l.add(
                 thread(ThreadKind::Job, allowed.unwrap_or(all), cost),
@@ -308,15 +315,7 @@ pub(super) fn build(
                 Some(vm),
             )?
         } else {
-            let i = match allowed {
-                Some(a) => a.cores().next().unwrap_or(0),
-                None => {
-                    let i = next_vcpu[vm] % stack.vms[vm].vcpus;
-                    next_vcpu[vm] += 1;
-                    i as usize
-                }
-            };
-            l.vcpus[vm][i]
+            l.vcpus[vm][vcpu]
         };
         l.job_thread.push(t);
     }
@@ -341,7 +340,6 @@ pub(super) fn build(
             None,
         )?);
     }
-    let _ = disk_vm;
     Ok(l)
 }
 
@@ -504,15 +502,22 @@ impl Sim {
         }
         if !self.cpu.native && self.cpu.costs.vmm_hz > 0 {
             for v in 0..self.cpu.main.len() {
-                self.q.push(0, Event::CpuTick(v).pack());
+                self.q.push_background(0, Event::CpuTick(v).pack());
             }
         }
         if self.cpu.costs.housekeeping_hz > 0 {
-            self.q.push(0, Event::CpuTick(HOUSEKEEPING).pack());
+            self.q
+                .push_background(0, Event::CpuTick(HOUSEKEEPING).pack());
         }
     }
 
+    /// A periodic source's tick: its work, and the next tick, unless nothing but ticks is
+    /// left to happen (then the run would never end).
     pub(super) fn cpu_tick(&mut self, now: Ns, id: usize) {
+        self.q.background_popped();
+        if self.q.foreground() == 0 {
+            return;
+        }
         let c = &self.cpu;
         let (t, ns, hz) = if id == HOUSEKEEPING {
             (
@@ -527,6 +532,6 @@ impl Sim {
             self.cpu_submit(now, t, ns, Work::Periodic);
         }
         self.q
-            .push(now + (SEC / hz).max(1), Event::CpuTick(id).pack());
+            .push_background(now + (SEC / hz).max(1), Event::CpuTick(id).pack());
     }
 }
