@@ -124,11 +124,6 @@ def test_an_iozone_figure_without_an_iozone_report_is_refused(tmp_path):
         study.load_experiment(tmp_path / "experiment.toml")
 
 
-def read_csv(path):
-    with open(path, encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
 def test_vmio_study_interfaces_end_to_end_in_s2s_layout_and_byte_for_byte_again(tmp_path):
     """The full study (a few seconds): S2's table (record x target rows, iozone's six tests
     as columns), every calibration row evaluated, the figure, the same bytes on a second
@@ -150,7 +145,7 @@ def test_vmio_study_interfaces_end_to_end_in_s2s_layout_and_byte_for_byte_again(
     rows = [line.split() for line in lines[head + 3 : head + 3 + len(RECORDS) * len(values)]]
     assert [(row[0], row[1]) for row in rows] == [(rec, t) for rec in RECORDS for t in values]
     assert all(len(row) == 8 and all(int(x) > 0 for x in row[2:]) for row in rows)
-    cal = read_csv(out / "calibration.csv")
+    cal = list(csv.DictReader((out / "calibration.csv").read_text().splitlines()))
     assert cal and all(row["status"] in ("PASS", "MISS") for row in cal)
     assert all(not math.isnan(float(row["simulated"])) for row in cal)
     again = tmp_path / "again"
