@@ -55,6 +55,11 @@ impl<T> Slab<T> {
 
     /// The value in slot `i`. Panics when the slot is free.
     #[inline]
+    /// The value at `i`, read only.
+    pub fn get_ref(&self, i: usize) -> &T {
+        self.items[i].as_ref().expect("slab slot in use")
+    }
+
     pub fn get(&mut self, i: usize) -> &mut T {
         self.items[i].as_mut().expect("slab slot in use")
     }

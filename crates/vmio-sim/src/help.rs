@@ -24,6 +24,7 @@
 //! ```
 
 use vmio_core::cache::{eviction, linux, pdc, CacheMode};
+use vmio_core::cpu;
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::Interface;
@@ -36,6 +37,8 @@ use crate::device;
 /// `memory`).
 struct Derived {
     fs_params: Vec<ParamSpec>,
+    /// `[cpu]`'s: CFS's and the hypervisor mechanisms'.
+    cpu_params: Vec<ParamSpec>,
     guest_cache_params: Vec<ParamSpec>,
 }
 
@@ -45,6 +48,11 @@ impl Derived {
             fs_params: gp::FS_PARAMS
                 .iter()
                 .filter(|p| p.name != gp::FS_TYPE.name)
+                .copied()
+                .collect(),
+            cpu_params: cpu::cfs::PARAMS
+                .iter()
+                .chain(cpu::hypervisor::PARAMS)
                 .copied()
                 .collect(),
             guest_cache_params: linux::PARAMS
@@ -184,6 +192,25 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             entries: Vec::new(),
             keys: &[],
             params: pdc::PARAMS,
+        },
+        Layer {
+            table: "[cpu]",
+            selector: "model",
+            default: cpu::DEDICATED,
+            entries: [
+                (cpu::DEDICATED, "every host thread has a core of its own: the CPU never limits anything; interface costs are fixed delays (no [cpu] table means this)"),
+                (cpu::CFS, "[host] cores shared by Linux's CFS: vCPUs, QEMU's main loop and iothreads, dom0 (xen), kernel threads; I/O and the hypervisor's mechanisms priced as CPU work"),
+            ]
+            .into_iter()
+            .map(|(name, help)| Described {
+                name,
+                help,
+                note: "xen: dom0_vcpus, dom0_pin (a cpuset); pinning: [vm.cputune] vcpupin, emulatorpin, iothreadpin".to_string(),
+                params: &[],
+            })
+            .collect(),
+            keys: &[],
+            params: &d.cpu_params,
         },
         Layer {
             table: "[[device]]",

@@ -207,7 +207,7 @@ pub fn fio_json(out: &RunOutput) -> Value {
         .iter()
         .map(|(n, w, bw, t)| json!({"name": n, "weight": w, "bw_bytes": bw.round() as u64, "bytes_per_s": t}))
         .collect();
-    json!({
+    let mut v = json!({
         "fio version": format!("vmio-{}", env!("CARGO_PKG_VERSION")),
         "timestamp": 0,
         "timestamp_ms": 0,
@@ -250,5 +250,36 @@ pub fn fio_json(out: &RunOutput) -> Value {
             "virtual_time_ns": r.virtual_time_ns,
             "events": r.events,
         }
+    });
+    if let Some(c) = &r.cpu {
+        v["vmio"]["cpu"] = cpu_json(c, &out.stack.host.hypervisor);
+    }
+    v
+}
+
+/// `vmio.cpu` (a stack with `[cpu]`): the host's threads and cores.
+fn cpu_json(c: &crate::sim::CpuReport, hypervisor: &str) -> Value {
+    let threads: Vec<Value> = c
+        .threads
+        .iter()
+        .zip(&c.stats.threads)
+        .map(|(l, s)| {
+            json!({
+                "name": l.name,
+                "kind": l.kind,
+                "vm": l.vm,
+                "cpu_ns": s.cpu_ns,
+                "wait_ns": s.wait_ns,
+                "migrations": s.migrations,
+                "completed": s.completed,
+            })
+        })
+        .collect();
+    json!({
+        "model": c.model,
+        "cores": c.cores,
+        "hypervisor": hypervisor,
+        "threads": threads,
+        "core_busy_ns": c.stats.core_busy_ns,
     })
 }

@@ -134,7 +134,7 @@ pub const MIGRATION_COST: ParamSpec = ParamSpec {
         "CPU time a thread spends refilling caches after moving core (estimate: 1 MiB at 20 GB/s)",
 };
 
-/// The `[cpu]` table's keys (for a future stack table).
+/// The `[cpu]` table's CFS keys (the mechanism keys are [`super::hypervisor::PARAMS`]).
 pub const PARAMS: &[ParamSpec] = &[
     SCHED_LATENCY,
     MIN_GRANULARITY,
@@ -406,7 +406,10 @@ impl Cfs {
         th.stats.wait_ns += now - th.queued_at;
         if th.last_core.is_some_and(|l| l != c) {
             th.stats.migrations += 1;
-            th.refill_left = self.p.migration_cost_ns;
+            th.refill_left = th
+                .spec
+                .migration_cost_ns
+                .unwrap_or(self.p.migration_cost_ns);
         }
         th.last_core = Some(c);
         th.stats.ran_on.0 |= 1 << c;
@@ -599,6 +602,7 @@ mod tests {
             kind: ThreadKind::Vcpu,
             weight,
             affinity,
+            migration_cost_ns: None,
         })
         .unwrap()
     }
@@ -776,6 +780,7 @@ mod tests {
                 kind: ThreadKind::Kernel,
                 weight: NICE_0_WEIGHT,
                 affinity: CoreSet::all(1),
+                migration_cost_ns: None,
             })
             .unwrap();
         s.submit(0, hog, 100 * MS, 1).unwrap();
@@ -887,6 +892,7 @@ mod tests {
             kind: ThreadKind::Dom0,
             weight: NICE_0_WEIGHT,
             affinity: CoreSet::of(&[2]),
+            migration_cost_ns: None,
         });
         assert_eq!(
             bad.unwrap_err().to_string(),

@@ -32,9 +32,18 @@
 //! state; no log grows with time.
 
 pub mod cfs;
+pub mod dedicated;
+pub mod hypervisor;
 
 use crate::Ns;
 use thiserror::Error;
+
+/// `[cpu] model = "dedicated"`: every thread has a core of its own ([`dedicated`]).
+pub const DEDICATED: &str = "dedicated";
+/// `[cpu] model = "cfs"`: the host's cores shared by CFS ([`cfs`]).
+pub const CFS: &str = "cfs";
+/// The `[cpu] model`s.
+pub const MODELS: &[&str] = &[DEDICATED, CFS];
 
 /// What the caller uses to recognise a completed work item.
 pub type Token = u64;
@@ -80,6 +89,8 @@ pub enum ThreadKind {
     Kernel,
     /// Xen's dom0 (its backend drivers).
     Dom0,
+    /// A host process's thread (a job run natively, `hypervisor = "native"`).
+    Job,
 }
 
 /// A set of host cores (bit `i` = core `i`).
@@ -111,6 +122,47 @@ impl CoreSet {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// A cpuset in libvirt's syntax (`"0-3,^2,5"`: ranges and single cores, `^n` excludes)
+    /// on a host of `cores` cores; the error says what is wrong and what is accepted.
+    pub fn parse(text: &str, cores: usize) -> Result<CoreSet, String> {
+        let accepted = format!(
+            "accepted: cores 0..{} as a libvirt cpuset such as \"0-3,^2,5\"",
+            cores.saturating_sub(1)
+        );
+        let core = |t: &str| -> Result<usize, String> {
+            match t.trim().parse::<usize>() {
+                Ok(c) if c < cores.min(MAX_CORES) => Ok(c),
+                Ok(c) => Err(format!("core {c} is not on this host; {accepted}")),
+                Err(_) => Err(format!("'{}' is not a core number; {accepted}", t.trim())),
+            }
+        };
+        let (mut set, mut minus) = (0u64, 0u64);
+        for part in text.split(',') {
+            let part = part.trim();
+            if let Some(ex) = part.strip_prefix('^') {
+                minus |= 1 << core(ex)?;
+            } else if let Some((a, b)) = part.split_once('-') {
+                let (a, b) = (core(a)?, core(b)?);
+                if a > b {
+                    return Err(format!("range '{part}' runs backwards; {accepted}"));
+                }
+                set |= (a..=b).fold(0, |m, c| m | 1 << c);
+            } else {
+                set |= 1 << core(part)?;
+            }
+        }
+        let s = CoreSet(set & !minus);
+        if s.is_empty() {
+            return Err(format!("'{text}' names no core; {accepted}"));
+        }
+        Ok(s)
+    }
+
+    /// The cores of the set, lowest first.
+    pub fn cores(self) -> impl Iterator<Item = usize> {
+        (0..MAX_CORES).filter(move |&c| self.contains(c))
+    }
 }
 
 /// A thread as added to the scheduler.
@@ -121,6 +173,9 @@ pub struct ThreadSpec {
     pub weight: u32,
     /// Cores the thread may run on (`sched_setaffinity`, libvirt's pinning); not empty.
     pub affinity: CoreSet,
+    /// CPU time it spends refilling caches after moving core (its working set); `None`: the
+    /// scheduler's default.
+    pub migration_cost_ns: Option<Ns>,
 }
 
 /// Counters of one thread.
@@ -208,5 +263,28 @@ mod tests {
         assert!(s.contains(0) && s.contains(3) && !s.contains(1) && !s.contains(64));
         assert_eq!(CoreSet::all(3), CoreSet::of(&[0, 1, 2]));
         assert_eq!(CoreSet::all(64).0, u64::MAX);
+    }
+
+    #[test]
+    fn a_libvirt_cpuset_reads_ranges_singles_and_exclusions() {
+        assert_eq!(
+            CoreSet::parse("0-3,^2,5", 8),
+            Ok(CoreSet::of(&[0, 1, 3, 5]))
+        );
+        assert_eq!(CoreSet::parse(" 1 ", 2), Ok(CoreSet::of(&[1])));
+        assert_eq!(
+            CoreSet::parse("4", 4).unwrap_err(),
+            "core 4 is not on this host; accepted: cores 0..3 as a libvirt cpuset such as \"0-3,^2,5\""
+        );
+        assert!(CoreSet::parse("2-1", 4)
+            .unwrap_err()
+            .starts_with("range '2-1' runs backwards"));
+        assert!(CoreSet::parse("1,^1", 4)
+            .unwrap_err()
+            .starts_with("'1,^1' names no core"));
+        assert!(CoreSet::parse("x", 4)
+            .unwrap_err()
+            .starts_with("'x' is not a core number"));
+        assert_eq!(CoreSet::of(&[0, 3]).cores().collect::<Vec<_>>(), vec![0, 3]);
     }
 }

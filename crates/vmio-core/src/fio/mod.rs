@@ -329,6 +329,24 @@ pub struct JobSpec {
     /// vmio's `iozone`: an iozone command line's flags (`workload::iozone::Options`), file
     /// level.
     pub iozone: Option<String>,
+    /// fio's `cpuload` (cpuio): percent of each cycle busy.
+    pub cpuload: Option<u32>,
+    /// fio's `cpuchunks` (cpuio): the cycle, given in microseconds.
+    pub cpuchunks_ns: Ns,
+    /// vmio's `cpu_profile`: a CPU-bound program with fixed work (`workload::cpu::PROFILES`).
+    pub cpu_profile: Option<String>,
+    /// vmio's `cpu_work`: the profile's CPU time on an idle core (its default when None).
+    pub cpu_work_ns: Option<Ns>,
+    /// fio's `cpus_allowed`: a cpuset of guest CPUs (vCPUs) in a VM, of host cores natively;
+    /// resolved by the engine, which knows the counts.
+    pub cpus_allowed: Option<String>,
+}
+
+impl JobSpec {
+    /// The job runs CPU work, not I/O (`ioengine=cpuio` or a `cpu_profile`).
+    pub fn is_cpu(&self) -> bool {
+        self.ioengine == "cpuio" || self.cpu_profile.is_some()
+    }
 }
 
 impl Default for JobSpec {
@@ -379,6 +397,11 @@ impl Default for JobSpec {
             filebench: None,
             app: None,
             iozone: None,
+            cpuload: None,
+            cpuchunks_ns: 50_000 * crate::US,
+            cpu_profile: None,
+            cpu_work_ns: None,
+            cpus_allowed: None,
         }
     }
 }
@@ -996,6 +1019,48 @@ impl Parser<'_> {
                     });
                 }
                 j.iozone = Some(v)
+            }
+            "cpuload" => {
+                j.cpuload = Some(
+                    u32::try_from(self.int(key, value, line)?)
+                        .ok()
+                        .filter(|p| (1..=100).contains(p))
+                        .ok_or_else(|| self.bad(line, key, value, "a percentage from 1 to 100"))?,
+                )
+            }
+            "cpuchunks" => {
+                j.cpuchunks_ns = self
+                    .int(key, value, line)?
+                    .checked_mul(crate::US)
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| self.bad(line, key, value, "microseconds, an integer >= 1"))?
+            }
+            "cpumode" => {
+                let v = self.text(key, value, line, "noop")?;
+                if v != "noop" {
+                    return Err(self.bad(
+                        line,
+                        key,
+                        Some(v.as_str()),
+                        "noop (qsort is not modelled)",
+                    ));
+                }
+            }
+            "cpu_profile" => {
+                use crate::workload::cpu;
+                let accepted = cpu::accepted();
+                j.cpu_profile =
+                    Some(self.named(key, value, line, &accepted, |v| cpu::find(v).is_some())?)
+            }
+            "cpu_work" => {
+                let ns = self.duration(key, value, line)?;
+                if ns == 0 {
+                    return Err(self.bad(line, key, value, "a CPU time > 0 such as 30s or 500ms"));
+                }
+                j.cpu_work_ns = Some(ns);
+            }
+            "cpus_allowed" => {
+                j.cpus_allowed = Some(self.text(key, value, line, "a CPU list such as 0-3,5")?)
             }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}

@@ -10,9 +10,14 @@
 //! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
 //! [page_cache]                # eviction (cache::eviction::REGISTRY), the page cache's
 //!                             # parameters (cache::linux::PARAMS: memory, dirty_ratio, ...)
+//! [cpu]                       # model (dedicated, cfs), CFS's and the hypervisor mechanisms'
+//!                             # parameters (cpu::cfs::PARAMS, cpu::hypervisor::PARAMS),
+//!                             # dom0_vcpus, dom0_pin (xen)
 //! [pdc]                       # the journal detector of cache = "pdc" disks (cache::pdc::PARAMS:
 //!                             # group, streams, min_pass, ...)
 //! [[vm]]                      # name, vcpus, memory, weight, workload
+//! [vm.cputune]                # libvirt's <cputune>: vcpupin (a cpuset per vCPU), emulatorpin,
+//!                             # iothreadpin (a cpuset per iothread)
 //! [vm.page_cache]             # the guest's page cache: cache::linux::PARAMS (memory defaults
 //!                             # to the VM's memory less guest::params::GUEST_RESERVE_BYTES)
 //! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth,
@@ -36,6 +41,12 @@
 //!               dirty_background_ratio must not exceed dirty_ratio)
 //! [pdc]: every key read against cache::pdc::PARAMS; the effective stack shows it when a
 //!        disk has cache = "pdc" (a [pdc] table without one is checked, then unused)
+//! [cpu]: model names cpu::MODELS; the other keys against cpu::cfs::PARAMS and
+//!        cpu::hypervisor::PARAMS; dom0_* only with hypervisor = "xen"; the effective stack
+//!        shows [cpu] only when the file has it
+//! hypervisor = "native": the [[vm]]s are groups of host processes: interface "host" (the
+//!        default; refused under kvm and xen), cache "none" (the default; the group's page
+//!        cache is the host kernel's), no vcpus and no [vm.cputune]
 //! ```
 //!
 //! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
@@ -43,6 +54,7 @@
 
 use crate::cache::pdc::{self, PdcSpec};
 use crate::cache::{eviction, linux, CacheMode};
+use crate::cpu::{self, CoreSet};
 use crate::guest::{self, params::FsSpec};
 use crate::params::{self, ParamError, Values};
 use crate::sched::{self, SchedulerEntry};
@@ -116,6 +128,22 @@ pub type RawPageCache = BTreeMap<String, toml::Value>;
 /// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
 pub type RawPdc = BTreeMap<String, toml::Value>;
 
+/// `[cpu]`: `model`, `dom0_vcpus`, `dom0_pin` and the parameters of [`cpu::cfs::PARAMS`] and
+/// [`cpu::hypervisor::PARAMS`].
+pub type RawCpu = BTreeMap<String, toml::Value>;
+
+/// `[vm.cputune]`: libvirt's `<cputune>` pinning, cpusets in libvirt's syntax.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCpuTune {
+    /// A cpuset per vCPU, by vCPU index (`<vcpupin vcpu='i' cpuset='…'/>`).
+    pub vcpupin: Option<Vec<String>>,
+    /// QEMU's main loop (`<emulatorpin cpuset='…'/>`).
+    pub emulatorpin: Option<String>,
+    /// A cpuset per iothread, in the order of the disks with `iothread = true`.
+    pub iothreadpin: Option<Vec<String>>,
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDisk {
@@ -140,6 +168,8 @@ pub struct RawVm {
     pub memory: Option<SizeValue>,
     pub weight: Option<u32>,
     pub workload: Option<String>,
+    /// `[vm.cputune]`: libvirt's pinning of the VM's threads.
+    pub cputune: Option<RawCpuTune>,
     /// `[vm.page_cache]`: the guest page cache, keys of [`linux::PARAMS`].
     pub page_cache: Option<RawPageCache>,
     #[serde(default)]
@@ -162,6 +192,7 @@ pub struct RawStack {
     pub page_cache: RawPageCache,
     #[serde(default)]
     pub pdc: RawPdc,
+    pub cpu: Option<RawCpu>,
     #[serde(default)]
     pub vm: Vec<RawVm>,
 }
@@ -173,6 +204,8 @@ pub enum Interface {
     VirtioBlk,
     VirtioScsi,
     Ide,
+    /// No VM: the host's own block layer (`hypervisor = "native"`).
+    Host,
 }
 
 impl Interface {
@@ -183,7 +216,7 @@ impl Interface {
         &'static str,
         &'static [&'static str],
         &'static str,
-    ); 3] = [
+    ); 4] = [
         (
             Interface::VirtioBlk,
             "virtio-blk",
@@ -201,6 +234,12 @@ impl Interface {
             "ide",
             &[],
             "emulated IDE disk (QEMU ide-hd): port I/O, one command per channel",
+        ),
+        (
+            Interface::Host,
+            "host",
+            &["native"],
+            "no VM: the host's own block layer (hypervisor = \"native\" only)",
         ),
     ];
 
@@ -317,6 +356,50 @@ pub struct PageCacheSpec {
     pub eviction: String,
 }
 
+/// `[cpu]` as validated: the model, its and the hypervisor mechanisms' parameters, and
+/// Xen's dom0.
+#[derive(Clone, Debug)]
+pub struct CpuSpec {
+    /// One of [`cpu::MODELS`].
+    pub model: &'static str,
+    /// Every key of [`cpu::cfs::PARAMS`] and [`cpu::hypervisor::PARAMS`].
+    pub params: Values,
+    /// Xen's dom0 vCPUs (`dom0_max_vcpus`); 0 unless the hypervisor is xen.
+    pub dom0_vcpus: u32,
+    /// Xen's `dom0_vcpus_pin`: where dom0's vCPUs run (None: anywhere).
+    pub dom0_pin: Option<CoreSet>,
+}
+
+impl Serialize for CpuSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("model", self.model)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        if self.dom0_vcpus > 0 {
+            m.serialize_entry("dom0_vcpus", &self.dom0_vcpus)?;
+            m.serialize_entry("dom0_pin", &self.dom0_pin.map(|c| c.0))?;
+        }
+        m.end()
+    }
+}
+
+/// `[vm.cputune]` as validated (cpusets as [`CoreSet`]s; None: not pinned).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CpuTune {
+    pub vcpupin: Vec<Option<CoreSet>>,
+    pub emulatorpin: Option<CoreSet>,
+    pub iothreadpin: Vec<Option<CoreSet>>,
+}
+
+impl CpuTune {
+    fn is_empty(&self) -> bool {
+        *self == CpuTune::default()
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct DiskSpec {
     pub name: String,
@@ -341,6 +424,9 @@ pub struct VmSpec {
     pub memory_bytes: u64,
     pub weight: u32,
     pub workload: Option<String>,
+    /// `[vm.cputune]` (shown only when something is pinned).
+    #[serde(skip_serializing_if = "CpuTune::is_empty")]
+    pub cputune: CpuTune,
     /// The guest's page cache (buffered I/O inside the VM).
     pub page_cache: PageCacheSpec,
     pub disks: Vec<DiskSpec>,
@@ -359,7 +445,17 @@ pub struct Stack {
     /// `[pdc]`, the journal detector's parameters, when a disk has `cache = "pdc"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pdc: Option<PdcSpec>,
+    /// `[cpu]`, when the file has it (absent: every thread has a core of its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuSpec>,
     pub vms: Vec<VmSpec>,
+}
+
+impl Stack {
+    /// The CPU model in effect: `[cpu] model`, or "dedicated" without `[cpu]`.
+    pub fn cpu_model(&self) -> &'static str {
+        self.cpu.as_ref().map_or(cpu::DEDICATED, |c| c.model)
+    }
 }
 
 struct Ctx<'a> {
@@ -604,6 +700,11 @@ impl Stack {
         pdc_values
             .read(&raw.pdc, &[])
             .map_err(|e| c.param("pdc", e))?;
+        let cpu = match &raw.cpu {
+            Some(t) => Some(Self::cpu(&c, t, &host)?),
+            None => None,
+        };
+        let native = host.hypervisor == "native";
         if raw.vm.is_empty() {
             return Err(c.err("vm", "at least one [[vm]] is required"));
         }
@@ -648,7 +749,11 @@ impl Stack {
                         ),
                     )
                 })?;
-                let interface_name = d.interface.clone().unwrap_or_else(|| "virtio-blk".into());
+                let default_interface = if native { "host" } else { "virtio-blk" };
+                let interface_name = d
+                    .interface
+                    .clone()
+                    .unwrap_or_else(|| default_interface.into());
                 let interface = Interface::parse(&interface_name).ok_or_else(|| {
                     c.err(
                         f("interface"),
@@ -658,7 +763,21 @@ impl Stack {
                         ),
                     )
                 })?;
-                let cache_name = d.cache.clone().unwrap_or_else(|| "writeback".into());
+                if native != (interface == Interface::Host) {
+                    return Err(c.err(
+                        f("interface"),
+                        if native {
+                            format!("'{interface_name}' needs a VM, but host.hypervisor is \"native\"; accepted: host")
+                        } else {
+                            format!(
+                                "'host' is only valid with host.hypervisor = \"native\" (here \"{}\"); accepted: virtio-blk, virtio-scsi, ide",
+                                host.hypervisor
+                            )
+                        },
+                    ));
+                }
+                let default_cache = if native { "none" } else { "writeback" };
+                let cache_name = d.cache.clone().unwrap_or_else(|| default_cache.into());
                 let cache = CacheMode::parse(&cache_name).ok_or_else(|| {
                     c.err(
                         f("cache"),
@@ -668,6 +787,12 @@ impl Stack {
                         ),
                     )
                 })?;
+                if native && cache != CacheMode::None {
+                    return Err(c.err(
+                        f("cache"),
+                        format!("'{cache_name}' needs a VMM, but host.hypervisor is \"native\": the host kernel's page cache is the group's [vm.page_cache]; accepted: none"),
+                    ));
+                }
                 let offset = match &d.offset {
                     Some(s) => c.size(&f("offset"), s)?,
                     None => 0,
@@ -721,9 +846,34 @@ impl Stack {
                 guest::params::guest_cache_bytes(memory_bytes),
                 (memory_bytes, &format!("vm[{i}].memory")),
             )?;
+            if native && v.vcpus.is_some() {
+                return Err(c.err(
+                    format!("vm[{i}].vcpus"),
+                    "has no meaning with host.hypervisor = \"native\" (no VM): each job is a host thread; pin jobs with fio's cpus_allowed",
+                ));
+            }
+            let vcpus = v.vcpus.unwrap_or(1).max(1);
+            let cputune = match &v.cputune {
+                Some(_) if native => {
+                    return Err(c.err(
+                        format!("vm[{i}].cputune"),
+                        "has no meaning with host.hypervisor = \"native\" (no VM); pin jobs with fio's cpus_allowed",
+                    ));
+                }
+                Some(t) => Self::cputune(
+                    &c,
+                    i,
+                    t,
+                    &host,
+                    vcpus,
+                    disks.iter().filter(|d| d.iothread).count(),
+                )?,
+                None => CpuTune::default(),
+            };
             vms.push(VmSpec {
                 name: v.name.clone(),
-                vcpus: v.vcpus.unwrap_or(1).max(1),
+                vcpus,
+                cputune,
                 memory_bytes,
                 weight,
                 workload: v.workload.clone(),
@@ -744,7 +894,131 @@ impl Stack {
                 .flat_map(|v| &v.disks)
                 .any(|d| d.cache == CacheMode::Pdc)
                 .then(|| PdcSpec::from_values(&pdc_values)),
+            cpu,
             vms,
+        })
+    }
+
+    /// `[cpu]`: the model, CFS's and the mechanisms' keys, and Xen's dom0.
+    fn cpu(c: &Ctx, t: &RawCpu, host: &Host) -> Result<CpuSpec, StackError> {
+        let model = match t.get("model") {
+            None => cpu::DEDICATED,
+            Some(toml::Value::String(m)) if cpu::MODELS.contains(&m.as_str()) => cpu::MODELS
+                .iter()
+                .find(|n| **n == m)
+                .copied()
+                .unwrap_or(cpu::DEDICATED),
+            Some(other) => {
+                let shown = other
+                    .as_str()
+                    .map_or_else(|| other.to_string(), String::from);
+                return Err(c.err(
+                    "cpu.model",
+                    format!(
+                        "'{shown}' is not valid; accepted: {}",
+                        cpu::MODELS.join(", ")
+                    ),
+                ));
+            }
+        };
+        let xen = host.hypervisor == "xen";
+        let mut dom0_vcpus = u32::from(xen);
+        if let Some(v) = t.get("dom0_vcpus") {
+            match v.as_integer() {
+                Some(n) if xen && (1..=i64::from(host.cores)).contains(&n) => dom0_vcpus = n as u32,
+                _ if !xen => {
+                    return Err(c.err(
+                        "cpu.dom0_vcpus",
+                        "only valid with host.hypervisor = \"xen\"",
+                    ))
+                }
+                _ => {
+                    return Err(c.err(
+                        "cpu.dom0_vcpus",
+                        format!(
+                            "{v}: accepted: an integer from 1 to host.cores ({})",
+                            host.cores
+                        ),
+                    ))
+                }
+            }
+        }
+        let dom0_pin = match t.get("dom0_pin") {
+            None => None,
+            Some(_) if !xen => {
+                return Err(c.err("cpu.dom0_pin", "only valid with host.hypervisor = \"xen\""))
+            }
+            Some(toml::Value::String(s)) => {
+                Some(CoreSet::parse(s, host.cores as usize).map_err(|m| c.err("cpu.dom0_pin", m))?)
+            }
+            Some(other) => {
+                return Err(c.err(
+                    "cpu.dom0_pin",
+                    format!("{other}: accepted: a libvirt cpuset string such as \"0\" or \"0-1\""),
+                ))
+            }
+        };
+        let mut params = Values::defaults(cpu::cfs::PARAMS.iter().chain(cpu::hypervisor::PARAMS));
+        params
+            .read(t, &["model", "dom0_vcpus", "dom0_pin"])
+            .map_err(|e| c.param("cpu", e))?;
+        if host.cores as usize > cpu::MAX_CORES {
+            return Err(c.err(
+                "host.cores",
+                format!(
+                    "{}: [cpu] models at most {} cores",
+                    host.cores,
+                    cpu::MAX_CORES
+                ),
+            ));
+        }
+        Ok(CpuSpec {
+            model,
+            params,
+            dom0_vcpus,
+            dom0_pin,
+        })
+    }
+
+    /// `[vm.cputune]` of VM `i` with `vcpus` vCPUs and `iothreads` iothreads.
+    fn cputune(
+        c: &Ctx,
+        i: usize,
+        t: &RawCpuTune,
+        host: &Host,
+        vcpus: u32,
+        iothreads: usize,
+    ) -> Result<CpuTune, StackError> {
+        let cores = host.cores as usize;
+        let set = |field: String, s: &str| CoreSet::parse(s, cores).map_err(|m| c.err(field, m));
+        let list = |name: &str, v: &Option<Vec<String>>, max: usize, what: &str| {
+            let v = v.as_deref().unwrap_or(&[]);
+            if v.len() > max {
+                return Err(c.err(
+                    format!("vm[{i}].cputune.{name}"),
+                    format!(
+                        "{} cpusets for {max} {what}; accepted: at most one per {what}",
+                        v.len()
+                    ),
+                ));
+            }
+            v.iter()
+                .enumerate()
+                .map(|(k, s)| set(format!("vm[{i}].cputune.{name}[{k}]"), s).map(Some))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(CpuTune {
+            vcpupin: list("vcpupin", &t.vcpupin, vcpus as usize, "vCPU")?,
+            emulatorpin: match &t.emulatorpin {
+                Some(s) => Some(set(format!("vm[{i}].cputune.emulatorpin"), s)?),
+                None => None,
+            },
+            iothreadpin: list(
+                "iothreadpin",
+                &t.iothreadpin,
+                iothreads,
+                "iothread (disk with iothread = true)",
+            )?,
         })
     }
 

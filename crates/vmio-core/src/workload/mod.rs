@@ -70,6 +70,7 @@
 //! closed after the job's I/O is done).
 
 pub mod apps;
+pub mod cpu;
 pub mod filebench;
 pub mod files;
 pub mod fio_files;
@@ -128,6 +129,10 @@ pub enum Step {
     /// workload's thread `tag`; the engine calls [`Workload::completed`]`(tag)` when it is
     /// done. Counts against [`Workload::depth`] like an [`Step::Io`].
     File { op: FileOp, tag: u32 },
+    /// `ns` of CPU time (on an idle core) by the workload's thread `tag`: the engine runs it
+    /// on the job's thread and calls [`Workload::completed`]`(tag)` when it is done. Counts
+    /// against [`Workload::depth`] like an [`Step::Io`]; no device I/O ([`cpu`]).
+    Cpu { ns: Ns, tag: u32 },
     /// Issue nothing more until every outstanding request of the job has completed, then ask
     /// again (at once when nothing is outstanding). A fio job on files asks for it where fio
     /// reaps everything in flight: before its `end_fsync` fsyncs, after each of them, and
@@ -183,6 +188,7 @@ pub enum JobWorkload {
     Filebench(FilebenchFlows),
     App(AppFlows),
     Iozone(IozoneFlows),
+    Cpu(cpu::CpuJob),
 }
 
 impl Workload for JobWorkload {
@@ -194,6 +200,7 @@ impl Workload for JobWorkload {
             JobWorkload::Filebench(w) => w.next(elapsed_ns),
             JobWorkload::App(w) => w.next(elapsed_ns),
             JobWorkload::Iozone(w) => w.next(elapsed_ns),
+            JobWorkload::Cpu(w) => w.next(elapsed_ns),
         }
     }
 
@@ -204,6 +211,7 @@ impl Workload for JobWorkload {
             JobWorkload::Filebench(w) => w.depth(),
             JobWorkload::App(w) => w.depth(),
             JobWorkload::Iozone(w) => w.depth(),
+            JobWorkload::Cpu(w) => w.depth(),
         }
     }
 
@@ -214,6 +222,7 @@ impl Workload for JobWorkload {
             JobWorkload::Filebench(w) => w.files(),
             JobWorkload::App(w) => w.files(),
             JobWorkload::Iozone(w) => w.files(),
+            JobWorkload::Cpu(w) => w.files(),
         }
     }
 
@@ -224,6 +233,7 @@ impl Workload for JobWorkload {
             JobWorkload::Filebench(w) => w.completed(tag),
             JobWorkload::App(w) => w.completed(tag),
             JobWorkload::Iozone(w) => w.completed(tag),
+            JobWorkload::Cpu(w) => w.completed(tag),
         }
     }
 }
@@ -280,6 +290,9 @@ pub fn workloads(
         });
     }
     let clones = spec.numjobs.max(1);
+    if spec.is_cpu() {
+        return cpu_clones(spec, clones);
+    }
     if let Some(flags) = &spec.iozone {
         return iozone_clones(spec, target, flags, clones);
     }
@@ -357,6 +370,34 @@ pub fn workloads(
             .collect::<Result<_, _>>()?,
     };
     Ok(clones.into_iter().map(JobWorkload::Fio).collect())
+}
+
+/// `ioengine=cpuio` or `cpu_profile=P`: one [`cpu::CpuJob`] per clone (no region, no
+/// device I/O).
+fn cpu_clones(spec: &JobSpec, clones: u32) -> Result<Vec<JobWorkload>, WorkloadError> {
+    let (job, line) = (quote(&spec.name), spec.line);
+    let one = match &spec.cpu_profile {
+        Some(name) => {
+            let p = cpu::find(name).ok_or_else(|| cpu::CpuJobError::UnknownProfile {
+                job: job.clone(),
+                line,
+                name: name.clone(),
+                accepted: cpu::accepted(),
+            })?;
+            cpu::CpuJob::profile(p, spec.cpu_work_ns)
+        }
+        None => {
+            let load = spec.cpuload.ok_or(cpu::CpuJobError::NoLoad {
+                job: job.clone(),
+                line,
+            })?;
+            if spec.runtime_ns.is_none() {
+                return Err(cpu::CpuJobError::NoRuntime { job, line }.into());
+            }
+            cpu::CpuJob::cpuio(load, spec.cpuchunks_ns)
+        }
+    };
+    Ok((0..clones).map(|_| JobWorkload::Cpu(one.clone())).collect())
 }
 
 /// `iozone=FLAGS`: one [`IozoneFlows`] per clone on `<directory | mount>/<name>.<c>/iozone.tmp`;
@@ -547,6 +588,8 @@ pub enum WorkloadError {
     Filebench(#[from] FilebenchError),
     #[error(transparent)]
     App(#[from] AppError),
+    #[error(transparent)]
+    Cpu(#[from] cpu::CpuJobError),
 }
 
 #[cfg(test)]

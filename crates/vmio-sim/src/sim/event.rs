@@ -2,7 +2,7 @@
 //! queue's `u64` payload.
 //!
 //! ```text
-//! payload = kind << 56 | id      kind: 0 JobStart .. 10 GuestTimer (declaration order); id < 2^56
+//! payload = kind << 56 | id      kind: 0 JobStart .. 12 CpuTick (declaration order); id < 2^56
 //! ```
 //!
 //! The queue stores the packed `u64` (a `Copy` word keeps its heap small and fast) and orders
@@ -33,6 +33,10 @@ pub(super) enum Event {
     GuestCopy(usize),
     /// A guest's timer (its page cache's writeback, its journals' commits) of a VM.
     GuestTimer(usize),
+    /// The CPU scheduler has completions due (cpu.rs).
+    CpuWake,
+    /// A periodic CPU source (cpu.rs: a VM's main loop, the host's housekeeping).
+    CpuTick(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -54,6 +58,8 @@ impl Event {
             Event::Arrival(i) => (8, i),
             Event::GuestCopy(i) => (9, i),
             Event::GuestTimer(i) => (10, i),
+            Event::CpuWake => (11, 0),
+            Event::CpuTick(i) => (12, i),
         };
         debug_assert!(
             id as u64 <= ID_MASK,
@@ -78,6 +84,8 @@ impl Event {
             8 => Event::Arrival(id),
             9 => Event::GuestCopy(id),
             10 => Event::GuestTimer(id),
+            11 => Event::CpuWake,
+            12 => Event::CpuTick(id),
             k => unreachable!("event payload {p:#x} of unknown kind {k}: not made by Event::pack"),
         }
     }
@@ -103,6 +111,8 @@ mod tests {
                 Event::Arrival(id),
                 Event::GuestCopy(id),
                 Event::GuestTimer(id),
+                Event::CpuWake,
+                Event::CpuTick(id),
             ] {
                 assert_eq!(Event::unpack(e.pack()), e);
             }

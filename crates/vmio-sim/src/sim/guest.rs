@@ -84,6 +84,33 @@ impl GuestState {
             vdisks,
         }
     }
+
+    /// Who issued request `r`, and its disk.
+    pub(super) fn origin_of(&self, r: usize) -> (Origin, usize) {
+        let v = self.vreqs.get_ref(r);
+        (self.gios.get_ref(v.gio).origin, v.disk)
+    }
+
+    fn model_of(&self, r: usize) -> (&InterfaceModel, u64) {
+        let v = self.vreqs.get_ref(r);
+        (&self.vdisks[v.disk].model, v.len)
+    }
+
+    /// The CPU costs of request `r` on its virtual disk (the CPU layer's work items).
+    pub(super) fn guest_submit_ns(&self, r: usize) -> Ns {
+        self.model_of(r).0.guest_submit_ns()
+    }
+    pub(super) fn vmm_submit_ns(&self, r: usize) -> Ns {
+        let (m, len) = self.model_of(r);
+        m.vmm_submit_ns(len)
+    }
+    pub(super) fn vmm_complete_ns(&self, r: usize) -> Ns {
+        let (m, len) = self.model_of(r);
+        m.vmm_complete_ns(len)
+    }
+    pub(super) fn guest_complete_ns(&self, r: usize) -> Ns {
+        self.model_of(r).0.guest_complete_ns()
+    }
 }
 
 impl Sim {
@@ -135,6 +162,9 @@ impl Sim {
             return;
         }
         d.inflight += 1;
+        if self.cpu.priced {
+            return self.cpu_guest_submit(now, r);
+        }
         let t = (now + d.model.guest_submit_ns()).max(d.vmm_busy) + d.model.vmm_submit_ns(len);
         d.vmm_busy = t;
         self.q.push(t, Event::SubmitDone(r).pack());
@@ -142,6 +172,9 @@ impl Sim {
 
     /// The host side is done with a request: the VMM completes it to the guest.
     pub(super) fn host_finish(&mut self, now: Ns, r: usize) {
+        if self.cpu.priced {
+            return self.cpu_host_finish(now, r);
+        }
         let (disk, len) = {
             let v = self.guest.vreqs.get(r);
             (v.disk, v.len)

@@ -86,6 +86,8 @@ pub(super) struct JobState {
     /// The workload asked for nothing more until nothing is outstanding (`Step::Drain`).
     draining: bool,
     pub(super) stats: [DirStats; 4],
+    /// The tag of the job's CPU step in flight (CPU jobs run one step at a time).
+    cpu_tag: u32,
 }
 
 impl JobDriver {
@@ -146,7 +148,9 @@ impl JobDriver {
         let mut phases = 0;
         for b in jobs {
             let gd = disk_base[b.vm] + b.disk;
-            let route = if b.files {
+            let route = if b.spec.is_cpu() {
+                Route::Direct
+            } else if b.files {
                 Route::Files {
                     handles: Vec::new(),
                 }
@@ -193,6 +197,7 @@ impl JobDriver {
                     arrival_pending: false,
                     draining: false,
                     stats: Default::default(),
+                    cpu_tag: 0,
                 });
                 bindings.push((b.clone(), c as u32));
             }
@@ -351,6 +356,11 @@ impl Sim {
                         break;
                     }
                 }
+                Step::Cpu { ns, tag } => {
+                    job.inflight += 1;
+                    job.cpu_tag = tag;
+                    self.cpu_job(now, j, ns);
+                }
                 // Nothing now: a completion asks again (io_done → try_issue).
                 Step::Wait => break,
                 Step::Done => {
@@ -397,6 +407,13 @@ impl Sim {
                 sync,
             },
         );
+    }
+
+    /// Job `j`'s CPU step is done (cpu.rs): no data, nothing counted.
+    pub(super) fn cpu_job_done(&mut self, now: Ns, j: usize) {
+        let tag = self.work.jobs[j].cpu_tag;
+        self.work.jobs[j].work.completed(tag);
+        self.io_done(now, j, None, 0, now, 0);
     }
 
     /// The guest completed application operation `app`.

@@ -33,6 +33,7 @@
 //! the output. Page-cache "files" are the VM disks (QEMU opens one image per disk).
 
 mod blockq;
+mod cpu;
 mod event;
 mod guest;
 mod guestos;
@@ -41,6 +42,7 @@ mod jobs;
 mod memory;
 mod report;
 
+pub use cpu::{CpuReport, ThreadLabel};
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
 pub use report::{DeviceReport, JobReport, PdcDiskReport, SimReport};
 
@@ -208,6 +210,10 @@ pub struct Sim {
     blockq: BlockQueue,
     /// The VMs' guest kernels (guestos.rs).
     guests: Guests,
+    /// The host's threads and cores (cpu.rs).
+    cpu: cpu::CpuLayer,
+    /// `[cpu] model` when the stack has `[cpu]` (the report's `vmio.cpu`).
+    cpu_model: Option<&'static str>,
     /// Index in `disks` of each VM's first disk.
     disk_base: Vec<usize>,
     seed: u64,
@@ -327,7 +333,20 @@ impl Sim {
         let mut work =
             JobDriver::build(&jobs, &disks, &disk_base, stack.vms.len(), seed, &mut notes)?;
         let guests = build_guests(&stack, &mut work)?;
+        let clones: Vec<_> = work
+            .jobs
+            .iter()
+            .zip(&work.bindings)
+            .map(|(j, (b, c))| (&j.work, b, *c))
+            .collect();
+        let disk_vm: Vec<usize> = disks.iter().map(|d| d.owner as usize).collect();
+        let disk_volume: Vec<usize> = disks.iter().map(|d| d.volume).collect();
+        let vol_first_dev: Vec<usize> = stack.volumes.iter().map(|v| v.devices[0]).collect();
+        let cpu = cpu::build(&stack, &clones, &disk_vm, &vol_first_dev, &disk_volume)?;
+        drop(clones);
         Ok(Sim {
+            cpu,
+            cpu_model: stack.cpu.as_ref().map(|c| c.model),
             q: EventQueue::new(),
             disks,
             work,
@@ -351,6 +370,7 @@ impl Sim {
     /// Run to completion and report.
     pub fn run(mut self) -> SimReport {
         self.start_phase(0);
+        self.cpu_start_ticks();
         while let Some((now, p)) = self.q.pop() {
             match Event::unpack(p) {
                 Event::JobStart(j) => self.job_start(now, j),
@@ -364,6 +384,8 @@ impl Sim {
                 Event::Arrival(j) => self.arrival(now, j),
                 Event::GuestCopy(a) => self.guest_copy_done(now, a),
                 Event::GuestTimer(vm) => self.guest_timer(now, vm),
+                Event::CpuWake => self.cpu_wake(now),
+                Event::CpuTick(id) => self.cpu_tick(now, id),
             }
             if self.all_done() {
                 break;
@@ -383,5 +405,7 @@ pub fn simulate(stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<SimRep
     Ok(Sim::new(stack, jobs, seed)?.run())
 }
 
+#[cfg(test)]
+mod cpu_tests;
 #[cfg(test)]
 mod tests;

@@ -58,6 +58,8 @@ pub struct SimReport {
     pub fsync_written_pages: u64,
     /// Per `cache = "pdc"` disk (stack order): its journal detector's figures.
     pub pdc: Vec<PdcDiskReport>,
+    /// The CPU layer, when the stack has `[cpu]`.
+    pub cpu: Option<super::CpuReport>,
 }
 
 /// A PDC disk's journal detection.
@@ -129,7 +131,9 @@ impl Sim {
             .filter_map(|(n, g)| g.map(|g| (n.clone(), g)))
             .collect();
         let host = self.cache.stats();
+        let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
+            cpu,
             guests,
             seed: self.seed,
             jobs,

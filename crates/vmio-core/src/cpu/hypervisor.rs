@@ -1,0 +1,174 @@
+//! What a hypervisor costs in CPU time: the mechanisms the simulator charges as work on host
+//! threads when `[cpu] model = "cfs"` (the `[cpu]` table's mechanism keys, beside CFS's own
+//! in [`super::cfs::PARAMS`]).
+//!
+//! ```text
+//! mechanism                     charged as                        on thread        sources
+//! VM exit round trip (in KVM)   exit                              the vCPU         LKML 2020: ~2,500 cycles (AMD SVM)
+//! exit to the VMM in user space user_exit (port I/O under QEMU)   the vCPU         kvm_cpu_exec, KVM_EXIT_IO
+//! guest timer tick              guest_hz × 2 exits per second     each running     the guest's CONFIG_HZ; a LAPIC
+//!                               of vCPU run time (timer exit +    vCPU (inflates   timer exit, then an injection
+//!                               the injection's EOI exit)         its work)        with its EOI exit
+//! VMM main-loop wake-ups        vmm_hz × vmm_wake per second      QEMU main loop   hw/usb/hcd-uhci.c: the UHCI
+//!                               per VM (KVM), per domain on a     (KVM), dom0      frame timer runs every 1 ms
+//!                               dom0 vCPU (Xen's qemu-dm)         (Xen)            (FRAME_TIMER_FREQ 1000) while
+//!                                                                                  the controller runs: libvirt
+//!                                                                                  guests get a USB tablet
+//! Xen credit accounting         xen_hz × exit per second of a     each running     xen/common/sched_credit.c:
+//!                               vCPU's run time (the hypervisor   vCPU (inflates   10 ms tick (CSCHED_MSECS_PER_TICK)
+//!                               tick interrupts it)               its work)
+//! host housekeeping             housekeeping_hz × housekeeping    one host kernel  kworkers, RCU, vmstat,
+//!                               per second, host-wide             thread           timers (estimate)
+//! I/O completion in the host    kernel_complete per request       the kernel       blk_mq_complete_request,
+//!                                                                 thread of the    aio_complete (softirq on the
+//!                                                                 device's core    core the interrupt reached)
+//! the interrupt in the guest    the interface's guest_complete    the vCPU         see vmio_sim's vdisk.rs
+//! ```
+//!
+//! A native host (`hypervisor = "native"`) charges only the host's housekeeping and the
+//! completions; Xen charges the VMM's work to dom0's vCPUs, KVM to QEMU's threads.
+//!
+//! The figures marked "estimate" have no single measured source; their help line says so.
+
+use crate::params::{Kind, ParamSpec, Value, Values};
+use crate::{Ns, SEC, US};
+
+const DURATION: Kind = Kind::Duration {
+    bare: SEC,
+    positive: false,
+};
+const HZ: Kind = Kind::Count { min: 0, max: 10000 };
+
+pub const EXIT: ParamSpec = ParamSpec {
+    name: "exit",
+    kind: DURATION,
+    default: Value::Int(1_200),
+    unit: "ns",
+    help: "a VM exit handled in the kernel and the re-entry (about 2,500 cycles, LKML 2020)",
+};
+pub const USER_EXIT: ParamSpec = ParamSpec {
+    name: "user_exit",
+    kind: DURATION,
+    default: Value::Int(5 * US),
+    unit: "ns",
+    help: "an exit handled by the VMM in user space, e.g. port I/O (estimate: ioctl return, dispatch under the BQL, re-entry)",
+};
+pub const GUEST_HZ: ParamSpec = ParamSpec {
+    name: "guest_hz",
+    kind: HZ,
+    default: Value::Int(250),
+    unit: "Hz",
+    help: "the guest kernel's timer tick while a vCPU runs (CONFIG_HZ=250); each costs 2 exits",
+};
+pub const VMM_HZ: ParamSpec = ParamSpec {
+    name: "vmm_hz",
+    kind: HZ,
+    default: Value::Int(1000),
+    unit: "Hz",
+    help: "wake-ups of each VM's VMM main loop (QEMU's UHCI frame timer, 1 kHz)",
+};
+pub const VMM_WAKE: ParamSpec = ParamSpec {
+    name: "vmm_wake",
+    kind: DURATION,
+    default: Value::Int(5 * US),
+    unit: "ns",
+    help:
+        "CPU time of one main-loop wake-up (estimate: poll, timer, a frame of an idle controller)",
+};
+pub const XEN_HZ: ParamSpec = ParamSpec {
+    name: "xen_hz",
+    kind: HZ,
+    default: Value::Int(100),
+    unit: "Hz",
+    help:
+        "Xen's credit-scheduler tick on a running vCPU (10 ms, sched_credit.c); each costs an exit",
+};
+pub const HOUSEKEEPING_HZ: ParamSpec = ParamSpec {
+    name: "housekeeping_hz",
+    kind: HZ,
+    default: Value::Int(100),
+    unit: "Hz",
+    help: "host-wide kernel housekeeping wake-ups (kworkers, RCU, vmstat; estimate)",
+};
+pub const HOUSEKEEPING: ParamSpec = ParamSpec {
+    name: "housekeeping",
+    kind: DURATION,
+    default: Value::Int(20 * US),
+    unit: "ns",
+    help: "CPU time of one housekeeping wake-up (estimate)",
+};
+pub const KERNEL_COMPLETE: ParamSpec = ParamSpec {
+    name: "kernel_complete",
+    kind: DURATION,
+    default: Value::Int(2 * US),
+    unit: "ns",
+    help:
+        "the host kernel's completion of one request (interrupt, softirq, aio completion; estimate)",
+};
+
+/// The mechanism keys of `[cpu]`.
+pub const PARAMS: &[ParamSpec] = &[
+    EXIT,
+    USER_EXIT,
+    GUEST_HZ,
+    VMM_HZ,
+    VMM_WAKE,
+    XEN_HZ,
+    HOUSEKEEPING_HZ,
+    HOUSEKEEPING,
+    KERNEL_COMPLETE,
+];
+
+/// The mechanism costs of one host, read from `[cpu]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HvCosts {
+    pub exit_ns: Ns,
+    pub user_exit_ns: Ns,
+    pub guest_hz: u64,
+    pub vmm_hz: u64,
+    pub vmm_wake_ns: Ns,
+    pub xen_hz: u64,
+    pub housekeeping_hz: u64,
+    pub housekeeping_ns: Ns,
+    pub kernel_complete_ns: Ns,
+}
+
+impl HvCosts {
+    pub fn from_values(v: &Values) -> HvCosts {
+        HvCosts {
+            exit_ns: v.int(EXIT.name),
+            user_exit_ns: v.int(USER_EXIT.name),
+            guest_hz: v.int(GUEST_HZ.name),
+            vmm_hz: v.int(VMM_HZ.name),
+            vmm_wake_ns: v.int(VMM_WAKE.name),
+            xen_hz: v.int(XEN_HZ.name),
+            housekeeping_hz: v.int(HOUSEKEEPING_HZ.name),
+            housekeeping_ns: v.int(HOUSEKEEPING.name),
+            kernel_complete_ns: v.int(KERNEL_COMPLETE.name),
+        }
+    }
+
+    /// The time a vCPU needs for `ns` of guest work: the guest's ticks (two exits each)
+    /// and, on Xen, the credit scheduler's ticks (one exit each) interrupt it while it runs.
+    /// Rounded up, so that work is never free.
+    pub fn vcpu_time(&self, ns: Ns, xen: bool) -> Ns {
+        let per_sec =
+            self.guest_hz * 2 * self.exit_ns + if xen { self.xen_hz * self.exit_ns } else { 0 };
+        ns + (ns as u128 * per_sec as u128).div_ceil(SEC as u128) as Ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_vcpu_pays_two_exits_per_guest_tick_and_one_per_xen_tick() {
+        let c = HvCosts::from_values(&Values::defaults(PARAMS));
+        // 1 s of guest work: 250 ticks × 2 exits × 1.2 µs = 600 µs more.
+        assert_eq!(c.vcpu_time(SEC, false), SEC + 600 * US);
+        // Xen adds 100 credit ticks × 1.2 µs.
+        assert_eq!(c.vcpu_time(SEC, true), SEC + 720 * US);
+        assert_eq!(c.vcpu_time(0, true), 0);
+    }
+}

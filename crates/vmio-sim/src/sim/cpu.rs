@@ -1,0 +1,532 @@
+//! The CPU layer: the host's threads on the host's cores (`[cpu]`, vmio-core's `cpu`
+//! module), and the work the other layers put on them.
+//!
+//! ```text
+//! threads (built once):
+//!   per VM (kvm, xen): its vCPUs (affinity vcpupin[i]; migration cost: the largest of its
+//!     CPU jobs' profiles); kvm: QEMU's main loop (emulatorpin) and one iothread per disk
+//!     with iothread = true (iothreadpin); xen: none (dom0 does the VMM's work)
+//!   xen: dom0's vCPUs (dom0_pin)
+//!   native: one thread per job clone (fio's cpus_allowed)
+//!   cfs only: a kernel thread per core, pinned there, at nice -20 (the completion softirq
+//!     preempts whatever runs), and one floating housekeeping kernel thread
+//!   a job clone runs on: native its own thread; in a VM the vCPU cpus_allowed names first,
+//!     else vCPU (k mod vcpus) for the VM's k-th clone
+//!
+//! work:
+//!   Step::Cpu of a job         → its thread (a vCPU: vcpu_time, the ticks' exits added)
+//!   model = "dedicated": only that; the virtual disk keeps its fixed costs (guest.rs)
+//!   model = "cfs", a virtual-disk request (guest.rs):
+//!     guest_submit on the issuer's vCPU → vmm_submit on the disk's VMM thread (iothread |
+//!     main loop | dom0 vCPU (disk mod dom0_vcpus); none natively) → host_start … host side …
+//!     host_finish → kernel_complete on the kernel thread of the core the volume's first
+//!     device interrupts (device mod cores) → vmm_complete on the VMM thread → guest_complete
+//!     on the issuer's vCPU (the interrupt: a busy core delays it) → guest_done
+//!   periodic (cfs): every VM's main loop (kvm) or dom0 vCPU (xen) gets vmm_wake every
+//!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz
+//! events: CpuWake at the scheduler's next event (as DevWake for devices); a submission
+//!   first advances the scheduler to now (the protocol's rule), completions due by then
+//!   are handled by an immediate CpuWake
+//! ```
+//!
+//! The issuer of a request the guest kernel sends on its own (writeback, journal commits)
+//! is vCPU 0 (natively: the kernel thread of core 0).
+
+use super::event::Event;
+use super::guest::Origin;
+use super::{JobBinding, Sim, SimError};
+use vmio_core::cpu::cfs::{Cfs, CfsParams};
+use vmio_core::cpu::dedicated::Dedicated;
+use vmio_core::cpu::hypervisor::HvCosts;
+use vmio_core::cpu::{
+    nice_to_weight, CoreSet, CpuScheduler, CpuStats, ThreadId, ThreadKind, ThreadSpec,
+    NICE_0_WEIGHT,
+};
+use vmio_core::params::Values;
+use vmio_core::stack::Stack;
+use vmio_core::workload::JobWorkload;
+use vmio_core::{Ns, SEC};
+
+/// What a completed work item continues (packed into the scheduler's token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Work {
+    /// A job's CPU step.
+    Job(usize),
+    /// The guest's submission of virtual-disk request `r`.
+    GuestSubmit(usize),
+    /// The VMM took request `r`.
+    VmmSubmit(usize),
+    /// The host kernel completed request `r`.
+    KernelDone(usize),
+    /// The VMM completed request `r` to the guest.
+    VmmComplete(usize),
+    /// The guest handled the interrupt of request `r`.
+    GuestComplete(usize),
+    /// Periodic work with no continuation.
+    Periodic,
+}
+
+const ID_BITS: u32 = 56;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
+
+impl Work {
+    fn pack(self) -> u64 {
+        let (k, id) = match self {
+            Work::Job(i) => (0, i),
+            Work::GuestSubmit(i) => (1, i),
+            Work::VmmSubmit(i) => (2, i),
+            Work::KernelDone(i) => (3, i),
+            Work::VmmComplete(i) => (4, i),
+            Work::GuestComplete(i) => (5, i),
+            Work::Periodic => (6, 0),
+        };
+        (k << ID_BITS) | id as u64
+    }
+    fn unpack(t: u64) -> Work {
+        let id = (t & ID_MASK) as usize;
+        match t >> ID_BITS {
+            0 => Work::Job(id),
+            1 => Work::GuestSubmit(id),
+            2 => Work::VmmSubmit(id),
+            3 => Work::KernelDone(id),
+            4 => Work::VmmComplete(id),
+            5 => Work::GuestComplete(id),
+            _ => Work::Periodic,
+        }
+    }
+}
+
+/// The periodic sources (Event::CpuTick ids): VM `v` is `v`, housekeeping is `HOUSEKEEPING`.
+pub(super) const HOUSEKEEPING: usize = usize::MAX >> 8;
+
+/// A thread's label in the report.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ThreadLabel {
+    pub name: String,
+    pub kind: ThreadKind,
+    /// Its VM's index (vCPUs, main loop, iothreads, native job threads).
+    pub vm: Option<usize>,
+}
+
+pub(super) struct CpuLayer {
+    sched: Box<dyn CpuScheduler>,
+    /// `[cpu] model = "cfs"`: I/O and periodic work are priced on the CPU.
+    pub(super) priced: bool,
+    pub(super) costs: HvCosts,
+    xen: bool,
+    native: bool,
+    labels: Vec<ThreadLabel>,
+    /// Per VM: its vCPU threads.
+    vcpus: Vec<Vec<ThreadId>>,
+    /// Per VM: the thread of its VMM main loop (kvm: QEMU's; xen: a dom0 vCPU).
+    main: Vec<Option<ThreadId>>,
+    /// Per disk (Sim::disks order): the thread doing its VMM work.
+    disk_vmm: Vec<Option<ThreadId>>,
+    /// Per core: its kernel thread (cfs).
+    kernel: Vec<ThreadId>,
+    housekeeping: Option<ThreadId>,
+    /// Per job clone: the thread it runs on.
+    pub(super) job_thread: Vec<ThreadId>,
+    /// Per disk: the core its completions are handled on.
+    disk_core: Vec<usize>,
+    wake_at: Option<Ns>,
+    done: Vec<u64>,
+    /// Completions found due while submitting, handled by an immediate CpuWake.
+    deferred: Vec<u64>,
+}
+
+fn thread(kind: ThreadKind, affinity: CoreSet, cost: Option<Ns>) -> ThreadSpec {
+    ThreadSpec {
+        kind,
+        weight: NICE_0_WEIGHT,
+        affinity,
+        migration_cost_ns: cost,
+    }
+}
+
+/// The CPU of `stack` for the job clones `work` (their bindings `bindings`), whose disks are
+/// `disk_vm`/`disk_volume` (per disk: owner VM, volume), volumes' first devices
+/// `vol_first_dev`.
+pub(super) fn build(
+    stack: &Stack,
+    work: &[(&JobWorkload, &JobBinding, u32)],
+    disk_vm: &[usize],
+    vol_first_dev: &[usize],
+    disk_volume: &[usize],
+) -> Result<CpuLayer, SimError> {
+    let cores = stack.host.cores as usize;
+    let all = CoreSet::all(cores);
+    let defaults;
+    let (model, values) = match &stack.cpu {
+        Some(c) => (c.model, &c.params),
+        None => {
+            defaults = Values::defaults(
+                vmio_core::cpu::cfs::PARAMS
+                    .iter()
+                    .chain(vmio_core::cpu::hypervisor::PARAMS),
+            );
+            (vmio_core::cpu::DEDICATED, &defaults)
+        }
+    };
+    let priced = model == vmio_core::cpu::CFS;
+    let err = |e: vmio_core::cpu::CpuError| SimError::Job(format!("{}: {e}", stack.file));
+    let sched: Box<dyn CpuScheduler> = if priced {
+        Box::new(Cfs::new(
+            CfsParams::from_values(values, cores).map_err(err)?,
+        ))
+    } else {
+        Box::new(Dedicated::new(cores))
+    };
+    let native = stack.host.hypervisor == "native";
+    let xen = stack.host.hypervisor == "xen";
+    let mut l = CpuLayer {
+        sched,
+        priced,
+        costs: HvCosts::from_values(values),
+        xen,
+        native,
+        labels: Vec::new(),
+        vcpus: Vec::new(),
+        main: Vec::new(),
+        disk_vmm: vec![None; disk_vm.len()],
+        kernel: Vec::new(),
+        housekeeping: None,
+        job_thread: Vec::new(),
+        disk_core: disk_volume
+            .iter()
+            .map(|&v| vol_first_dev[v] % cores)
+            .collect(),
+        wake_at: None,
+        done: Vec::new(),
+        deferred: Vec::new(),
+    };
+    // Which vCPU each clone runs on, and the migration cost its vCPU inherits.
+    let mut next_vcpu = vec![0u32; stack.vms.len()];
+    let mut placement = Vec::with_capacity(work.len());
+    for (w, b, clone) in work {
+        let vm = &stack.vms[b.vm];
+        let width = if native { cores } else { vm.vcpus as usize };
+        let allowed = match &b.spec.cpus_allowed {
+            Some(s) => Some(CoreSet::parse(s, width).map_err(|m| {
+                SimError::Job(format!(
+                    "{}:{}: cpus_allowed: {m} ({})",
+                    b.job_file,
+                    b.spec.line,
+                    if native {
+                        "host cores: hypervisor = \"native\""
+                    } else {
+                        "the VM's vCPUs"
+                    }
+                ))
+            })?),
+            None => None,
+        };
+        let cost = match w {
+            JobWorkload::Cpu(c) => c.migration_cost_ns(),
+            _ => None,
+        };
+        let _ = clone;
+        placement.push((b.vm, allowed, cost));
+    }
+    let mut dom0 = Vec::new();
+    if xen {
+        let c = stack.cpu.as_ref().map_or(1, |c| c.dom0_vcpus.max(1));
+        let pin = stack.cpu.as_ref().and_then(|c| c.dom0_pin).unwrap_or(all);
+        for i in 0..c {
+            dom0.push(l.add(
+                thread(ThreadKind::Dom0, pin, None),
+                format!("dom0/vcpu{i}"),
+                None,
+            )?);
+        }
+    }
+    let mut disk = 0;
+    for (v, vm) in stack.vms.iter().enumerate() {
+        let mut threads = Vec::new();
+        if !native {
+            for i in 0..vm.vcpus as usize {
+                let cost = placement
+                    .iter()
+                    .filter(|(pv, allowed, _)| {
+                        *pv == v && allowed.is_none_or(|a| a.cores().next() == Some(i))
+                    })
+                    .filter_map(|p| p.2)
+                    .max();
+                let pin = vm.cputune.vcpupin.get(i).copied().flatten().unwrap_or(all);
+                threads.push(l.add(
+                    thread(ThreadKind::Vcpu, pin, cost),
+                    format!("{}/vcpu{i}", vm.name),
+                    Some(v),
+                )?);
+            }
+        }
+        l.vcpus.push(threads);
+        let main = if native {
+            None
+        } else if xen {
+            Some(dom0[v % dom0.len()])
+        } else {
+            let pin = vm.cputune.emulatorpin.unwrap_or(all);
+            Some(l.add(
+                thread(ThreadKind::VmmMain, pin, None),
+                format!("{}/main-loop", vm.name),
+                Some(v),
+            )?)
+        };
+        l.main.push(main);
+        let mut iothreads = 0;
+        for d in &vm.disks {
+            l.disk_vmm[disk] = if native {
+                None
+            } else if xen {
+                Some(dom0[disk % dom0.len()])
+            } else if d.iothread {
+                let pin = vm
+                    .cputune
+                    .iothreadpin
+                    .get(iothreads)
+                    .copied()
+                    .flatten()
+                    .unwrap_or(all);
+                iothreads += 1;
+                Some(l.add(
+                    thread(ThreadKind::IoThread, pin, None),
+                    format!("{}/iothread{iothreads}", vm.name),
+                    Some(v),
+                )?)
+            } else {
+                main
+            };
+            disk += 1;
+        }
+    }
+    for (k, (vm, allowed, cost)) in placement.into_iter().enumerate() {
+        let t = if native {
+            l.add(
+                thread(ThreadKind::Job, allowed.unwrap_or(all), cost),
+                format!("{}/job{k}", stack.vms[vm].name),
+                Some(vm),
+            )?
+        } else {
+            let i = match allowed {
+                Some(a) => a.cores().next().unwrap_or(0),
+                None => {
+                    let i = next_vcpu[vm] % stack.vms[vm].vcpus;
+                    next_vcpu[vm] += 1;
+                    i as usize
+                }
+            };
+            l.vcpus[vm][i]
+        };
+        l.job_thread.push(t);
+    }
+    if priced {
+        let nice_m20 = nice_to_weight(-20).map_err(err)?;
+        for c in 0..cores {
+            let t = l.add(
+                ThreadSpec {
+                    kind: ThreadKind::Kernel,
+                    weight: nice_m20,
+                    affinity: CoreSet::of(&[c]),
+                    migration_cost_ns: Some(0),
+                },
+                format!("kernel/core{c}"),
+                None,
+            )?;
+            l.kernel.push(t);
+        }
+        l.housekeeping = Some(l.add(
+            thread(ThreadKind::Kernel, all, None),
+            "kernel/housekeeping".into(),
+            None,
+        )?);
+    }
+    let _ = disk_vm;
+    Ok(l)
+}
+
+impl CpuLayer {
+    fn add(
+        &mut self,
+        spec: ThreadSpec,
+        name: String,
+        vm: Option<usize>,
+    ) -> Result<ThreadId, SimError> {
+        let kind = spec.kind;
+        let t = self
+            .sched
+            .add_thread(spec)
+            .map_err(|e| SimError::Job(format!("cpu: thread {name}: {e}")))?;
+        self.labels.push(ThreadLabel { name, kind, vm });
+        Ok(t)
+    }
+
+    /// The time a thread needs for `ns` of its own work (a vCPU's includes its ticks' exits).
+    fn time_on(&self, t: ThreadId, ns: Ns) -> Ns {
+        if self.priced && self.labels[t.0 as usize].kind == ThreadKind::Vcpu {
+            self.costs.vcpu_time(ns, self.xen)
+        } else {
+            ns
+        }
+    }
+
+    /// The report's `vmio.cpu`.
+    pub(super) fn report(&self, now: Ns, stack_model: &'static str) -> CpuReport {
+        CpuReport {
+            model: stack_model,
+            cores: self.sched.cores(),
+            threads: self.labels.clone(),
+            stats: self.sched.stats(now),
+        }
+    }
+}
+
+/// The CPU layer's figures at the end of a run.
+pub struct CpuReport {
+    pub model: &'static str,
+    pub cores: usize,
+    pub threads: Vec<ThreadLabel>,
+    pub stats: CpuStats,
+}
+
+impl Sim {
+    /// Put `ns` of work on thread `t`, continuing with `w` when done.
+    fn cpu_submit(&mut self, now: Ns, t: ThreadId, ns: Ns, w: Work) {
+        let c = &mut self.cpu;
+        let before = c.deferred.len();
+        c.sched.advance(now, &mut c.deferred);
+        if c.deferred.len() > before && before == 0 {
+            self.q.push(now, Event::CpuWake.pack());
+        }
+        let ns = c.time_on(t, ns);
+        c.sched
+            .submit(now, t, ns, w.pack())
+            .expect("threads are built by cpu::build");
+        self.cpu_arm(now);
+    }
+
+    fn cpu_arm(&mut self, now: Ns) {
+        let c = &mut self.cpu;
+        if let Some(t) = c.sched.next_event_ns() {
+            if c.wake_at.is_none_or(|w| t < w || w < now) {
+                c.wake_at = Some(t);
+                self.q.push(t, Event::CpuWake.pack());
+            }
+        }
+    }
+
+    pub(super) fn cpu_wake(&mut self, now: Ns) {
+        let mut done = std::mem::take(&mut self.cpu.done);
+        done.clear();
+        done.append(&mut self.cpu.deferred);
+        if self.cpu.wake_at == Some(now) {
+            self.cpu.wake_at = None;
+        }
+        self.cpu.sched.advance(now, &mut done);
+        for &tok in &done {
+            self.cpu_done(now, Work::unpack(tok));
+        }
+        self.cpu.done = done;
+        self.cpu_arm(now);
+    }
+
+    fn cpu_done(&mut self, now: Ns, w: Work) {
+        match w {
+            Work::Job(j) => self.cpu_job_done(now, j),
+            Work::GuestSubmit(r) => match self.vmm_thread(r) {
+                Some(t) => {
+                    let ns = self.guest.vmm_submit_ns(r);
+                    self.cpu_submit(now, t, ns, Work::VmmSubmit(r))
+                }
+                None => self.host_start(now, r),
+            },
+            Work::VmmSubmit(r) => self.host_start(now, r),
+            Work::KernelDone(r) => match self.vmm_thread(r) {
+                Some(t) => {
+                    let ns = self.guest.vmm_complete_ns(r);
+                    self.cpu_submit(now, t, ns, Work::VmmComplete(r))
+                }
+                None => self.vreq_guest_complete(now, r),
+            },
+            Work::VmmComplete(r) => self.vreq_guest_complete(now, r),
+            Work::GuestComplete(r) => self.guest_done(now, r),
+            Work::Periodic => {}
+        }
+    }
+
+    fn vmm_thread(&self, r: usize) -> Option<ThreadId> {
+        self.cpu.disk_vmm[self.guest.vreqs.get_ref(r).disk]
+    }
+
+    /// The thread that issued request `r` (a job's, or the guest kernel's vCPU 0).
+    fn issuer(&self, r: usize) -> ThreadId {
+        let (origin, disk) = self.guest.origin_of(r);
+        match origin {
+            Origin::Job(j) => self.cpu.job_thread[j],
+            Origin::Guest { vm, .. } => match self.cpu.vcpus[vm as usize].first() {
+                Some(&t) => t,
+                None => self.cpu.kernel[self.cpu.disk_core[disk]],
+            },
+        }
+    }
+
+    /// `r`'s guest-side submission (cfs): on the issuer's thread.
+    pub(super) fn cpu_guest_submit(&mut self, now: Ns, r: usize) {
+        let t = self.issuer(r);
+        let ns = self.guest.guest_submit_ns(r);
+        self.cpu_submit(now, t, ns, Work::GuestSubmit(r));
+    }
+
+    /// The host side finished `r` (cfs): the kernel's completion on its device's core.
+    pub(super) fn cpu_host_finish(&mut self, now: Ns, r: usize) {
+        let disk = self.guest.vreqs.get_ref(r).disk;
+        let t = self.cpu.kernel[self.cpu.disk_core[disk]];
+        let ns = self.cpu.costs.kernel_complete_ns;
+        self.cpu_submit(now, t, ns, Work::KernelDone(r));
+    }
+
+    fn vreq_guest_complete(&mut self, now: Ns, r: usize) {
+        let t = self.issuer(r);
+        let ns = self.guest.guest_complete_ns(r);
+        self.cpu_submit(now, t, ns, Work::GuestComplete(r));
+    }
+
+    /// Job `j` asks for `ns` of CPU.
+    pub(super) fn cpu_job(&mut self, now: Ns, j: usize, ns: Ns) {
+        let t = self.cpu.job_thread[j];
+        self.cpu_submit(now, t, ns, Work::Job(j));
+    }
+
+    /// Start the periodic sources (cfs): every VM's main loop, the housekeeping thread.
+    pub(super) fn cpu_start_ticks(&mut self) {
+        if !self.cpu.priced {
+            return;
+        }
+        if !self.cpu.native && self.cpu.costs.vmm_hz > 0 {
+            for v in 0..self.cpu.main.len() {
+                self.q.push(0, Event::CpuTick(v).pack());
+            }
+        }
+        if self.cpu.costs.housekeeping_hz > 0 {
+            self.q.push(0, Event::CpuTick(HOUSEKEEPING).pack());
+        }
+    }
+
+    pub(super) fn cpu_tick(&mut self, now: Ns, id: usize) {
+        let c = &self.cpu;
+        let (t, ns, hz) = if id == HOUSEKEEPING {
+            (
+                c.housekeeping,
+                c.costs.housekeeping_ns,
+                c.costs.housekeeping_hz,
+            )
+        } else {
+            (c.main[id], c.costs.vmm_wake_ns, c.costs.vmm_hz)
+        };
+        if let Some(t) = t {
+            self.cpu_submit(now, t, ns, Work::Periodic);
+        }
+        self.q
+            .push(now + (SEC / hz).max(1), Event::CpuTick(id).pack());
+    }
+}
