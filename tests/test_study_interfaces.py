@@ -14,7 +14,7 @@ from vmio.calibration import PointResult, StudyResult
 from vmio.experiment import Point
 from vmio.sim import VmioError
 
-TARGETS = ("virtio-blk", "ide")
+TARGETS = ("host", "virtio-blk", "ide")
 RECORDS = ("4K", "4096K", "16384K")
 KIB = 1024
 
@@ -95,17 +95,26 @@ def test_the_share_table_is_each_tests_kb_s_over_the_baselines_and_the_gmean_of_
 def test_the_interfaces_study_sweeps_the_disk_interface_under_s2s_iozone_command():
     exp = study.load_experiment("interfaces")
     assert exp.axis("target").target == "stack:vm.0.disk.0.interface"
-    assert set(TARGETS) <= set(exp.axis("target").values)
+    assert exp.axis("target").values == TARGETS
+    assert exp.report["iozone"] == ("target", "host")
     assert exp.figure["kind"] == "iozone"
     job = exp.job_path.read_text()
     assert "iozone=-e -I -a -s 100M -r 4k -r 4096k -r 16384k -i 0 -i 1 -i 2" in job
-    stack = study.point_inputs(exp)[0].stack_text
-    assert 'cache = "none"' in stack and 'memory = "4g"' in stack
+    host, virtio, ide = (inp.stack_text for inp in study.point_inputs(exp))
+    assert 'hypervisor = "native"' in host and 'interface = "host"' in host
+    assert 'hypervisor = "kvm"' in virtio and 'interface = "virtio-blk"' in virtio
+    assert 'hypervisor = "kvm"' in ide and 'interface = "ide"' in ide
+    assert all('cache = "none"' in s and 'memory = "4g"' in s for s in (host, virtio, ide))
     ids = [c.id for c in exp.calibrations]
-    assert {"gap-4k-vs-4096k", "gap-4k-vs-16384k"} <= set(ids)
-    for rec in ("4096k", "16384k"):
-        for tgt in ("virtio", "emulated"):
-            assert {f"{tgt}-{rec}-{t}" for t in ("write", "read", "randread")} <= set(ids)
+    summary = [f"{t}-vs-host-{r}" for t in ("virtio", "ide") for r in ("4096k", "16384k")]
+    assert ids[:6] == [*summary, "gap-4k-vs-4096k", "gap-4k-vs-16384k"]
+    tests = ("write", "rewrite", "read", "reread", "randread", "randwrite")
+    assert ids[6:] == [
+        f"{tgt}-{rec}-{t}"
+        for rec in ("4096k", "16384k")
+        for tgt in ("host", "virtio", "emulated")
+        for t in tests
+    ]
 
 
 def test_an_iozone_figure_without_an_iozone_report_is_refused(tmp_path):
