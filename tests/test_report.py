@@ -268,3 +268,53 @@ def test_durations_read_naturally():
 
 def test_text_table_aligns_columns():
     assert text_table(["a", "bb"], [["x", "1"], ["yy", "22"]]) == "a   bb\n--  --\nx    1\nyy  22"
+
+
+def test_fio_text_reports_the_cpu_layer_per_core_and_per_kind_of_thread():
+    result = {"jobs": [], "vmio": {"seed": 1, "devices": [], "page_cache": {}}}
+    result["vmio"]["virtual_time_ns"] = 2_000_000_000
+    result["vmio"]["cpu"] = {
+        "model": "cfs",
+        "cores": 2,
+        "hypervisor": "kvm",
+        "threads": [
+            {
+                "name": "vm1/vcpu0",
+                "kind": "vcpu",
+                "vm": 0,
+                "cpu_ns": 1_500_000_000,
+                "wait_ns": 250_000_000,
+                "migrations": 3,
+                "completed": 9,
+            },
+            {
+                "name": "vm1/vcpu1",
+                "kind": "vcpu",
+                "vm": 0,
+                "cpu_ns": 500_000_000,
+                "wait_ns": 0,
+                "migrations": 1,
+                "completed": 2,
+            },
+            {
+                "name": "vm1/main-loop",
+                "kind": "vmm-main",
+                "vm": 0,
+                "cpu_ns": 10_000_000,
+                "wait_ns": 1_000_000,
+                "migrations": 0,
+                "completed": 2000,
+            },
+        ],
+        "core_busy_ns": [2_000_000_000, 10_000_000],
+    }
+    text = fio_text(result)
+    assert "vmio: cpu cfs on 2 cores (kvm): cores busy 100 %, 0 %\n" in text
+    assert (
+        "vmio: cpu 2 vcpu threads: 2000.0 ms on a core, 250.0 ms waiting for one, "
+        "4 migrations\n" in text
+    )
+    assert (
+        "vmio: cpu 1 vmm-main thread: 10.0 ms on a core, 1.0 ms waiting for one, 0 migrations\n"
+        in text
+    )

@@ -258,6 +258,8 @@ def fio_text(result: Mapping[str, Any]) -> str:
                 f"written back {int(pc.get('written_back_pages', 0)) * 4096 / 2**20:.0f} MiB"
             )
         lines += _pdc_lines(vmio.get("pdc") or [])
+        if vmio.get("cpu"):
+            lines += _cpu_lines(vmio["cpu"], int(vmio.get("virtual_time_ns") or 0))
         lines += _guest_lines(vmio.get("guests") or [])
         vms = vmio.get("vms") or []
         if len(vms) > 1:
@@ -301,6 +303,33 @@ def _pdc_lines(disks: Sequence[Mapping[str, Any]]) -> list[str]:
             f"vmio: pdc {d.get('vm')} {d.get('disk')}: journal {ranges or 'not detected'}{when}; "
             f"{int(d.get('bypassed_writes', 0))} of {int(d.get('writes', 0))} writes "
             f"({int(d.get('bypassed_bytes', 0)) / mib:.1f} MiB) around the host cache{accuracy}"
+        )
+    return lines
+
+
+def _cpu_lines(cpu: Mapping[str, Any], virtual_ns: int) -> list[str]:
+    """The CPU layer (a stack with `[cpu]`): each core's busy share of the run's
+    `virtual_ns`, and per kind of host thread its CPU time, its time waiting for a core and
+    its migrations."""
+    busy = [int(b) for b in cpu.get("core_busy_ns") or []]
+    threads = cpu.get("threads") or []
+    span = max(virtual_ns, 1)
+    cores = ", ".join(f"{100 * b / span:.0f} %" for b in busy) or "not tracked (dedicated)"
+    lines = [
+        f"vmio: cpu {cpu.get('model')} on {cpu.get('cores')} cores ({cpu.get('hypervisor')}): "
+        f"cores busy {cores}"
+    ]
+    kinds: dict[str, list[int]] = {}
+    for t in threads:
+        k = kinds.setdefault(str(t.get("kind")), [0, 0, 0, 0])
+        k[0] += 1
+        k[1] += int(t.get("cpu_ns", 0))
+        k[2] += int(t.get("wait_ns", 0))
+        k[3] += int(t.get("migrations", 0))
+    for kind, (n, used, waited, moved) in kinds.items():
+        lines.append(
+            f"vmio: cpu {n} {kind} thread{'s' if n > 1 else ''}: {used / 1e6:.1f} ms on a core, "
+            f"{waited / 1e6:.1f} ms waiting for one, {moved} migrations"
         )
     return lines
 

@@ -17,6 +17,11 @@
 //! - `pdc-varmail-ext4-ssd` (issue #11): the same with `cache = "pdc"` and a 16 MiB journal,
 //!   so the detector finds the journal early in the run and bypasses its writes from then on
 //!   (PDC's cost over the writeback path, next to the case before).
+//! - `cpu-kvm-virtio-randread-4k` (issue #12): the CPU layer active on the I/O path: a
+//!   4-core KVM host (`[cpu] model = "cfs"`), one VM of 2 vCPUs with a virtio-blk disk,
+//!   cache=none, on a clean 256 GB SSD; 4 KiB random reads at QD32 on one vCPU while a
+//!   gobmk-like CPU job runs on the other; every request's submit, VMM, host-completion and
+//!   interrupt work is scheduled by CFS (five CPU work items per I/O).
 //!
 //! Wall time is measured here, never asserted in tests.
 
@@ -36,13 +41,14 @@ pub struct BenchResult {
     pub setup_s: f64,
 }
 
-pub const CASES: [&str; 6] = [
+pub const CASES: [&str; 7] = [
     "hdd-raid0-randread-qd32",
     "pagecache-hit-randread-4k",
     "ssd-aged-mcfq-randwrite-4k",
     "guest-cache-hit-randread-4k",
     "filebench-varmail-ext4-ssd",
     "pdc-varmail-ext4-ssd",
+    "cpu-kvm-virtio-randread-4k",
 ];
 
 /// Four VMs with weights 1000/700/400/100 on one SSD, each on its own 30 GiB partition
@@ -146,6 +152,14 @@ fn run_inputs(case: &str, ms: u64) -> Option<(&'static str, String, String)> {
             CASES[5],
             ext4_ssd_stack_with("pdc", "journal_size = \"16m\"\n"),
             format!("[varmail]\nfilebench=varmail\ntime_based\nruntime={}ms\n", ms * 3 / 2),
+        ),
+        "cpu-kvm-virtio-randread-4k" => (
+            CASES[6],
+            format!(
+                "[host]\ncores = 4\n[cpu]\nmodel = \"cfs\"\n{}",
+                ext4_ssd_stack().replace("memory = \"1g\"", "memory = \"1g\"\nvcpus = 2")
+            ),
+            format!("[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nfilename=/dev/vdb\ntime_based\nruntime={ms}ms\n[c]\ncpu_profile=gobmk\ncpu_work={ms}ms\n"),
         ),
         _ => return None,
     })

@@ -15,7 +15,11 @@
 //!   SCSI CDB emulation adds a few µs over virtio-blk.
 //! - ide (PIIX, QEMU's default `if=ide`): no command queueing (one command at a time), a
 //!   command is programmed through ~8 port I/O writes, each a synchronous VM exit of a few µs,
-//!   and a bus-master DMA table of 128 entries (LIBATA_MAX_PRD) → 512 KiB per request.
+//!   and a bus-master DMA table of 128 entries (LIBATA_MAX_PRD) → 512 KiB per request. The
+//!   guest uses DMA (bus mastering), not PIO. libata's 128 KiB limit (ATA_MAX_SECTORS, 256
+//!   sectors, drivers/ata/libata-core.c ata_dev_configure) applies only to a disk without
+//!   LBA48; QEMU's ide-hd reports LBA48 (hw/ide/core.c ide_identify), so the SCSI host's
+//!   1024 sectors and the DMA table bound a request instead.
 //!
 //! - host (`hypervisor = "native"`, no VM): the host's own block layer: no queue limit above
 //!   the device's, requests up to `max_sectors_kb` = 1280 KiB (BLK_DEF_MAX_SECTORS_CAP, 2560

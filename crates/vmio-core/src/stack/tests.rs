@@ -445,3 +445,91 @@ fn volume_keys_are_checked_against_the_registered_layouts() {
     .unwrap();
     assert_eq!(s.volumes[0].layout.name, "stripe");
 }
+
+/// GOOD with `host` lines replacing `[host]`'s, `extra` appended after it, and `vm` lines
+/// appended to the VM (before its disk).
+fn cpu_stack(host: &str, extra: &str, vm: &str) -> String {
+    GOOD.replace(
+        "cores = 8\nmemory = \"32g\"\n",
+        &format!("cores = 4\nmemory = \"32g\"\n{host}\n{extra}\n"),
+    )
+    .replace("name = \"vm1\"\n", &format!("name = \"vm1\"\n{vm}\n"))
+}
+
+#[test]
+fn a_cpu_table_reads_the_model_the_mechanisms_and_libvirt_pinning() {
+    let text = cpu_stack(
+        "hypervisor = \"xen\"",
+        "[cpu]\nmodel = \"cfs\"\nexit = \"2us\"\ndom0_vcpus = 2\ndom0_pin = \"0-1\"",
+        "vcpus = 2\n[vm.cputune]\nvcpupin = [\"2\", \"3\"]\nemulatorpin = \"0,^0,1\"",
+    );
+    let s = Stack::from_toml(&text, "s.toml").unwrap();
+    let c = s.cpu.as_ref().unwrap();
+    assert_eq!((c.model, c.dom0_vcpus), ("cfs", 2));
+    assert_eq!(c.dom0_pin, Some(CoreSet::of(&[0, 1])));
+    assert_eq!(c.params.int("exit"), 2_000);
+    let t = &s.vms[0].cputune;
+    assert_eq!(
+        t.vcpupin,
+        vec![Some(CoreSet::of(&[2])), Some(CoreSet::of(&[3]))]
+    );
+    assert_eq!(t.emulatorpin, Some(CoreSet::of(&[1])));
+    // Without [cpu]: the dedicated model, and nothing of it in the effective stack.
+    let s = Stack::from_toml(GOOD, "s.toml").unwrap();
+    assert_eq!(s.cpu_model(), "dedicated");
+    assert!(s.cpu.is_none());
+}
+
+#[test]
+fn bad_cpu_tables_name_the_field_and_what_is_accepted() {
+    let e = err(&cpu_stack("", "[cpu]\nmodel = \"eevdf\"", ""));
+    assert_eq!(
+        e,
+        "s.toml: cpu.model: 'eevdf' is not valid; accepted: dedicated, cfs"
+    );
+    let e = err(&cpu_stack("", "[cpu]\ndom0_pin = \"0\"", ""));
+    assert_eq!(
+        e,
+        "s.toml: cpu.dom0_pin: only valid with host.hypervisor = \"xen\""
+    );
+    let e = err(&cpu_stack("", "[cpu]\nquantum = 3", ""));
+    assert!(
+        e.starts_with("s.toml: cpu.quantum: unknown key; accepted: sched_latency"),
+        "{e}"
+    );
+    let e = err(&cpu_stack(
+        "",
+        "",
+        "vcpus = 1\n[vm.cputune]\nvcpupin = [\"0\", \"1\"]",
+    ));
+    assert_eq!(
+        e,
+        "s.toml: vm[0].cputune.vcpupin: 2 cpusets for 1 vCPU; accepted: at most one per vCPU"
+    );
+    let e = err(&cpu_stack("", "", "[vm.cputune]\nemulatorpin = \"7\""));
+    assert!(
+        e.starts_with("s.toml: vm[0].cputune.emulatorpin: core 7 is not on this host"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_native_host_runs_groups_of_processes_on_its_own_block_layer() {
+    let native = GOOD
+        .replace("cores = 8\n", "cores = 8\nhypervisor = \"native\"\n")
+        .replace("interface = \"virtio-scsi\"\n", "");
+    let s = Stack::from_toml(&native, "s.toml").unwrap();
+    assert_eq!(s.vms[0].disks[0].interface, Interface::Host);
+    let e = err(&native.replace("cache = \"none\"", "cache = \"writeback\""));
+    assert!(
+        e.starts_with("s.toml: vm[0].disk[0].cache: 'writeback' needs a VMM"),
+        "{e}"
+    );
+    let e = err(&native.replace("name = \"vm1\"\n", "name = \"vm1\"\nvcpus = 2\n"));
+    assert!(
+        e.starts_with("s.toml: vm[0].vcpus: has no meaning with host.hypervisor = \"native\""),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("interface = \"virtio-scsi\"", "interface = \"host\""));
+    assert!(e.starts_with("s.toml: vm[0].disk[0].interface: 'host' is only valid with host.hypervisor = \"native\""), "{e}");
+}

@@ -9,6 +9,8 @@
 //!   files of a filesystem ([`fio_files`]: fio's file names, layout, file service);
 //! - [`filebench`]: FileBench's personalities (fileserver, varmail, webserver, oltp) as
 //!   file-level workloads: their filesets and each thread's flow of file operations;
+//! - [`cpu`]: CPU jobs (fio's `cpuio`, and CPU-bound programs like SPEC's bzip2 and gobmk with
+//!   fixed work), asking for CPU time ([`Step::Cpu`]) instead of I/O;
 //! - [`iozone`]: iozone's write, read and random tests (`-i 0 -i 1 -i 2`) on one file, with
 //!   each pass's timed region for iozone's table;
 //! - [`apps`]: applications at file level (LinkBench on an InnoDB-like engine, Mobibench's
@@ -41,6 +43,8 @@
 //!   app=A:       the same rules (filesystem, runtime, directory <top>/<name>.<c>, seed
 //!                derive(seed, "app/<name>/<c>")): AppFlows(A, dir, fs bytes, seed); depth =
 //!                A's threads. filebench and app together: an error
+//!   ioengine=cpuio | cpu_profile=P: one cpu::CpuJob per clone (no region, no device I/O):
+//!                cpuio needs cpuload and a runtime; a profile ends when its work is done
 //!   iozone=FLAGS: needs a filesystem, no runtime (it ends); clone c: IozoneFlows(
 //!                iozone::Options::parse(FLAGS), dir <top>/<name>.<c>), depth 1; with
 //!                filebench or app: an error; -s larger than the filesystem: an error

@@ -144,13 +144,12 @@ fn thread(kind: ThreadKind, affinity: CoreSet, cost: Option<Ns>) -> ThreadSpec {
     }
 }
 
-/// The CPU of `stack` for the job clones `work` (their bindings `bindings`), whose disks are
-/// `disk_vm`/`disk_volume` (per disk: owner VM, volume), volumes' first devices
+/// The CPU of `stack` for the job clones `work` (each with its binding), whose disks lie on
+/// volumes `disk_volume` (per disk, `Sim::disks` order), volumes whose first devices are
 /// `vol_first_dev`.
 pub(super) fn build(
     stack: &Stack,
-    work: &[(&JobWorkload, &JobBinding, u32)],
-    disk_vm: &[usize],
+    work: &[(&JobWorkload, &JobBinding)],
     vol_first_dev: &[usize],
     disk_volume: &[usize],
 ) -> Result<CpuLayer, SimError> {
@@ -188,7 +187,7 @@ pub(super) fn build(
         labels: Vec::new(),
         vcpus: Vec::new(),
         main: Vec::new(),
-        disk_vmm: vec![None; disk_vm.len()],
+        disk_vmm: vec![None; disk_volume.len()],
         kernel: Vec::new(),
         housekeeping: None,
         job_thread: Vec::new(),
@@ -200,10 +199,11 @@ pub(super) fn build(
         done: Vec::new(),
         deferred: Vec::new(),
     };
-    // Which vCPU each clone runs on, and the migration cost its vCPU inherits.
-    let mut next_vcpu = vec![0u32; stack.vms.len()];
+    // Where each clone runs (natively: its own thread's affinity; in a VM: a vCPU index),
+    // and the migration cost its thread inherits.
+    let mut next_vcpu = vec![0usize; stack.vms.len()];
     let mut placement = Vec::with_capacity(work.len());
-    for (w, b, clone) in work {
+    for (w, b) in work {
         let vm = &stack.vms[b.vm];
         let width = if native { cores } else { vm.vcpus as usize };
         let allowed = match &b.spec.cpus_allowed {
@@ -225,8 +225,16 @@ pub(super) fn build(
             JobWorkload::Cpu(c) => c.migration_cost_ns(),
             _ => None,
         };
-        let _ = clone;
-        placement.push((b.vm, allowed, cost));
+        let vcpu = match allowed {
+            _ if native => 0,
+            Some(a) => a.cores().next().unwrap_or(0),
+            None => {
+                let i = next_vcpu[b.vm] % vm.vcpus as usize;
+                next_vcpu[b.vm] += 1;
+                i
+            }
+        };
+        placement.push((b.vm, allowed, vcpu, cost));
     }
     let mut dom0 = Vec::new();
     if xen {
@@ -247,10 +255,8 @@ pub(super) fn build(
             for i in 0..vm.vcpus as usize {
                 let cost = placement
                     .iter()
-                    .filter(|(pv, allowed, _)| {
-                        *pv == v && allowed.is_none_or(|a| a.cores().next() == Some(i))
-                    })
-                    .filter_map(|p| p.2)
+                    .filter(|p| p.0 == v && p.2 == i)
+                    .filter_map(|p| p.3)
                     .max();
                 let pin = vm.cputune.vcpupin.get(i).copied().flatten().unwrap_or(all);
                 threads.push(l.add(
@@ -300,7 +306,7 @@ pub(super) fn build(
             disk += 1;
         }
     }
-    for (k, (vm, allowed, cost)) in placement.into_iter().enumerate() {
+    for (k, (vm, allowed, vcpu, cost)) in placement.into_iter().enumerate() {
         let t = if native {
             l.add(
                 thread(ThreadKind::Job, allowed.unwrap_or(all), cost),
@@ -308,15 +314,7 @@ pub(super) fn build(
                 Some(vm),
             )?
         } else {
-            let i = match allowed {
-                Some(a) => a.cores().next().unwrap_or(0),
-                None => {
-                    let i = next_vcpu[vm] % stack.vms[vm].vcpus;
-                    next_vcpu[vm] += 1;
-                    i as usize
-                }
-            };
-            l.vcpus[vm][i]
+            l.vcpus[vm][vcpu]
         };
         l.job_thread.push(t);
     }
@@ -341,7 +339,6 @@ pub(super) fn build(
             None,
         )?);
     }
-    let _ = disk_vm;
     Ok(l)
 }
 

@@ -337,12 +337,11 @@ impl Sim {
             .jobs
             .iter()
             .zip(&work.bindings)
-            .map(|(j, (b, c))| (&j.work, b, *c))
+            .map(|(j, (b, _))| (&j.work, b))
             .collect();
-        let disk_vm: Vec<usize> = disks.iter().map(|d| d.owner as usize).collect();
         let disk_volume: Vec<usize> = disks.iter().map(|d| d.volume).collect();
         let vol_first_dev: Vec<usize> = stack.volumes.iter().map(|v| v.devices[0]).collect();
-        let cpu = cpu::build(&stack, &clones, &disk_vm, &vol_first_dev, &disk_volume)?;
+        let cpu = cpu::build(&stack, &clones, &vol_first_dev, &disk_volume)?;
         drop(clones);
         Ok(Sim {
             cpu,
