@@ -591,6 +591,14 @@ const STACK_KEYS: &[&str] = &[
     "vm",
     "host",
     "page_cache",
+    "cpu",
+    "dom0_vcpus",
+    "dom0_pin",
+    "vcpupin",
+    "emulatorpin",
+    "iothreadpin",
+    "migration_cost",
+    "guest_hz",
 ];
 
 const STACK_LINES: &[&str] = &[
@@ -631,6 +639,14 @@ const STACK_LINES: &[&str] = &[
     "weight = 0",
     "cache = \"writeback\"",
     "model = \"hdd\"",
+    "[cpu]",
+    "[vm.cputune]",
+    "model = \"cfs\"",
+    "hypervisor = \"native\"",
+    "hypervisor = \"xen\"",
+    "interface = \"host\"",
+    "vcpupin = [\"0-3,^9\"]",
+    "dom0_pin = \"^0\"",
 ];
 
 fn stack_line() -> BoxedStrategy<String> {
@@ -702,6 +718,12 @@ fn stack_parser_never_panics_and_its_errors_are_one_short_line() {
 // ---------------------------------------------------------------------------------------
 
 const FIO_KEYS: &[&str] = &[
+    "cpuload",
+    "cpuchunks",
+    "cpumode",
+    "cpu_profile",
+    "cpu_work",
+    "cpus_allowed",
     "blocksize",
     "blocksize_range",
     "bs",

@@ -123,6 +123,8 @@ pub struct EventQueue {
     seq: u64,
     now: Ns,
     processed: u64,
+    /// Events pushed with [`EventQueue::push_background`] and not popped yet.
+    background: usize,
 }
 
 impl EventQueue {
@@ -142,6 +144,28 @@ impl EventQueue {
         let at = at.max(self.now);
         self.seq += 1;
         self.heap.push((at, self.seq), payload);
+    }
+
+    /// Schedule a background event: one that only recurs (a periodic tick), which
+    /// [`EventQueue::foreground`] does not count. Its handler calls
+    /// [`EventQueue::background_popped`].
+    #[inline]
+    pub fn push_background(&mut self, at: Ns, payload: u64) {
+        self.background += 1;
+        self.push(at, payload);
+    }
+
+    /// A background event was popped.
+    #[inline]
+    pub fn background_popped(&mut self) {
+        self.background -= 1;
+    }
+
+    /// Events pending that are not background events: when there are none, nothing but
+    /// the ticks themselves could ever happen again.
+    #[inline]
+    pub fn foreground(&self) -> usize {
+        self.heap.len() - self.background
     }
 
     /// The next event, advancing virtual time to it.
@@ -170,6 +194,20 @@ impl EventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn background_events_are_not_counted_as_foreground() {
+        let mut q = EventQueue::new();
+        q.push_background(5, 7);
+        q.push(10, 1);
+        assert_eq!((q.len(), q.foreground()), (2, 1));
+        assert_eq!(q.pop(), Some((5, 7)));
+        q.background_popped();
+        assert_eq!(q.foreground(), 1);
+        q.push_background(15, 7);
+        assert_eq!(q.pop(), Some((10, 1)));
+        assert_eq!(q.foreground(), 0);
+    }
 
     #[test]
     fn events_come_out_in_time_then_scheduling_order() {

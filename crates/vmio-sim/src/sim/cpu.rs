@@ -23,7 +23,8 @@
 //!     device interrupts (device mod cores) → vmm_complete on the VMM thread → guest_complete
 //!     on the issuer's vCPU (the interrupt: a busy core delays it) → guest_done
 //!   periodic (cfs): every VM's main loop (kvm) or dom0 vCPU (xen) gets vmm_wake every
-//!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz
+//!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz; a tick
+//!     that finds no other event pending ends its source (only ticks would ever follow)
 //! events: CpuWake at the scheduler's next event (as DevWake for devices); a submission
 //!   first advances the scheduler to now (the protocol's rule), completions due by then
 //!   are handled by an immediate CpuWake
@@ -501,15 +502,22 @@ impl Sim {
         }
         if !self.cpu.native && self.cpu.costs.vmm_hz > 0 {
             for v in 0..self.cpu.main.len() {
-                self.q.push(0, Event::CpuTick(v).pack());
+                self.q.push_background(0, Event::CpuTick(v).pack());
             }
         }
         if self.cpu.costs.housekeeping_hz > 0 {
-            self.q.push(0, Event::CpuTick(HOUSEKEEPING).pack());
+            self.q
+                .push_background(0, Event::CpuTick(HOUSEKEEPING).pack());
         }
     }
 
+    /// A periodic source's tick: its work, and the next tick, unless nothing but ticks is
+    /// left to happen (then the run would never end).
     pub(super) fn cpu_tick(&mut self, now: Ns, id: usize) {
+        self.q.background_popped();
+        if self.q.foreground() == 0 {
+            return;
+        }
         let c = &self.cpu;
         let (t, ns, hz) = if id == HOUSEKEEPING {
             (
@@ -524,6 +532,6 @@ impl Sim {
             self.cpu_submit(now, t, ns, Work::Periodic);
         }
         self.q
-            .push(now + (SEC / hz).max(1), Event::CpuTick(id).pack());
+            .push_background(now + (SEC / hz).max(1), Event::CpuTick(id).pack());
     }
 }
