@@ -276,9 +276,10 @@ def _read_toml(path: Path, what: str) -> dict[str, Any]:
     return parse_toml(read_text(path, what), path)
 
 
-FIGURE_KINDS = ("lines", "bars", "timeline", "pdc")
+FIGURE_KINDS = ("lines", "bars", "timeline", "pdc", "iozone")
 """`[figure] kind`: lines (the S0 grid), bars, timeline (bandwidth over time), pdc (the S3
-figures: gains, detection over time, journal traffic; `vmio.pdcreport`)."""
+figures: gains, detection over time, journal traffic; `vmio.pdcreport`), iozone (S2: KB/s
+per record size, test and target, and in % of a baseline; `vmio.iozonereport`)."""
 
 STUDY_FILES = ("study.toml", "experiment.toml")
 """What makes a directory a study: a list of parts, or a single experiment."""
@@ -420,26 +421,35 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
 
     names = [a.name for a in axes]
     rep = ck.table(data, "report", "[report]")
-    gain = None
-    if "gain" in rep:
-        graw = ck.table(rep, "gain", "[report]")
-        gaxis = ck.string(graw, "axis", "[report].gain")
-        if gaxis not in names:
-            raise ck.fail("[report].gain.axis", f"unknown axis '{gaxis}'; axes: {', '.join(names)}")
-        over = str(graw.get("over", ""))
-        known = next(a for a in axes if a.name == gaxis).values
+
+    def axis_over(key: str) -> tuple[str, str] | None:
+        """`[report] key = { axis, over }`: an axis and one of its values, or None."""
+        if key not in rep:
+            return None
+        raw = ck.table(rep, key, "[report]")
+        name = ck.string(raw, "axis", f"[report].{key}")
+        if name not in names:
+            raise ck.fail(
+                f"[report].{key}.axis", f"unknown axis '{name}'; axes: {', '.join(names)}"
+            )
+        over = str(raw.get("over", ""))
+        known = next(a for a in axes if a.name == name).values
         if over not in known:
             raise ck.fail(
-                "[report].gain.over",
-                f"'{over}' is not a value of axis '{gaxis}' ({', '.join(known)})",
+                f"[report].{key}.over",
+                f"'{over}' is not a value of axis '{name}' ({', '.join(known)})",
             )
-        gain = (gaxis, over)
+        return (name, over)
+
+    gain = axis_over("gain")
+    iozone_cfg = axis_over("iozone")
     rep = {
         "tables": rep.get("tables"),
         "rows": rep.get("rows", names[:-1]),
         "columns": rep.get("columns", names[-1]),
         "quantity": ck.strings(rep.get("quantity", "total"), "[report].quantity"),
         "gain": gain,
+        "iozone": iozone_cfg,
     }
     for q in rep["quantity"]:
         if (why := check_quantity(q)) is not None:
@@ -454,11 +464,13 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         raise ck.fail("[figure]", "kind = \"bars\" needs 'columns', 'series' and 'x'")
     if fig.get("kind") == "pdc" and not (all(fig.get(k) for k in ("series", "x")) and gain):
         raise ck.fail("[figure]", "kind = \"pdc\" needs 'series', 'x' and a [report] gain")
+    if fig.get("kind") == "iozone" and not iozone_cfg:
+        raise ck.fail("[figure]", 'kind = "iozone" needs a [report] iozone = { axis, over }')
     if (why := check_quantity(fig_quantity)) is not None:
         raise ck.fail("[figure].quantity", why)
     for section, cfg in (("[report]", rep), ("[figure]", fig)):
         for key, value in cfg.items():
-            if key in ("quantity", "kind", "window_s", "gain"):
+            if key in ("quantity", "kind", "window_s", "gain", "iozone"):
                 continue
             for n in value if isinstance(value, list) else [value]:
                 if n and n not in names:

@@ -249,18 +249,6 @@ def pdc_text(res: StudyResult) -> str:
 # --- figures ---------------------------------------------------------------------------
 
 
-def _bars(ax, groups: Sequence[str], series: dict[str, list[float]], ylabel: str) -> None:
-    n = max(1, len(series))
-    width = 0.8 / n
-    for i, (name, ys) in enumerate(series.items()):
-        xs = [j + (i - (n - 1) / 2) * width for j in range(len(groups))]
-        ax.bar(xs, [0.0 if y != y else y for y in ys], width, label=name)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
-
-
 def _value_of(res: StudyResult, coords: dict[str, str], quantity: str) -> float:
     names = [a.name for a in res.experiment.axes]
     key = tuple((n, coords[n]) for n in names)
@@ -316,7 +304,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
             coords = tuple((n, {x_axis.name: xv, axis: v}.get(n, fixed[n])) for n in fixed)
             ys.append(g.get(coords, float("nan")))
         series[exp.axis(axis).label(v)] = ys
-    _bars(ax, groups, series, f"gain over {exp.axis(axis).label(over)}, %")
+    plot.grouped_bars(ax, groups, series, f"gain over {exp.axis(axis).label(over)}, %")
     ax.axhline(0, color="black", linewidth=0.8)
     draw_gain_bounds(ax, exp, x_axis.name, x_axis.values, quantity)
     ax.set_title(f"{exp.title}\n{quantity_title(quantity, short=True)}", fontsize=9)
@@ -371,7 +359,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
         ]
         for q in base_q
     }
-    _bars(grid[0], groups, series, "%")
+    plot.grouped_bars(grid[0], groups, series, "%")
     grid[0].set_title(f"journal traffic, {exp.axis(axis).label(over)}", fontsize=9)
     grid[0].legend(fontsize=7)
     for k, q in enumerate(host_q):
@@ -382,7 +370,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
             ]
             for v in exp.axis(axis).values
         }
-        _bars(ax, groups, series, quantity_title(q, short=True))
+        plot.grouped_bars(ax, groups, series, quantity_title(q, short=True))
         ax.set_title(quantity_title(q, short=True), fontsize=9)
         ax.legend(fontsize=7)
     _save(fig, out_dir / FIGURE_FILES[1], results)

@@ -10,6 +10,7 @@ its block size when it names one, otherwise a dashed segment over the block size
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -296,6 +297,28 @@ def _panel_values(res: StudyResult, axis: Axis, gains: dict | None) -> tuple[str
     if gains is None or res.experiment.report["gain"][0] != axis.name:
         return axis.values
     return tuple(v for v in axis.values if v != res.experiment.report["gain"][1])
+
+
+def grouped_bars(
+    ax,
+    groups: Sequence[str],
+    series: dict[str, list[float]],
+    ylabel: str,
+    colors: Sequence[str] | None = None,
+) -> None:
+    """Groups of bars on `ax`: one group per `groups` entry, one bar per series (label ->
+    one value per group, NaN drawn as 0), each 0.8 / len(series) wide; `colors`, one per
+    series (default: matplotlib's cycle)."""
+    n = max(1, len(series))
+    width = 0.8 / n
+    for i, (name, ys) in enumerate(series.items()):
+        xs = [j + (i - (n - 1) / 2) * width for j in range(len(groups))]
+        color = None if colors is None else colors[i]
+        ax.bar(xs, [0.0 if y != y else y for y in ys], width, label=name, color=color)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def study_timeline(res: StudyResult, path: Path) -> None:

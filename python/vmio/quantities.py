@@ -30,6 +30,19 @@ From the jobs and the CPU model (`vmio.cpu`, stacks with `[cpu] model = "cfs"`) 
     job_wait_pct   = 100 * sum(wait_ns) / sum(cpu_ns + wait_ns), over the job carriers
     job_migrations = sum(migrations) over the job carriers
 
+From an iozone job's passes (`jobs[].vmio_iozone.passes`: record size, test, KB/s; iozone's
+KB is 1024 bytes, `crates/vmio-core/src/workload/iozone.rs`) come the `iozone:` quantities
+(S2, study "interfaces"); a record is written as iozone's `-r` (`4k`, `4096k`, `16m`; a bare
+number is KB) and a test as a column of iozone's table (`write`, `rewrite`, `read`,
+`reread`, `random read`, `random write`):
+
+    iozone:R:TEST     the KB/s of pass TEST with records of R (summed over the point's
+                      iozone jobs, as iozone -t sums its children)
+    iozone:R          the geometric mean of the six tests' KB/s at R (so the ratio of two
+                      points' values is the geometric mean of their per-test ratios)
+    iozone:R1/R2      iozone:R1 / iozone:R2 of the same point (with :TEST, that test's): the
+                      share of its R2 rate a target keeps at R1
+
 `REDUCERS` turn the values of several points into one (`gmean`: the geometric mean, so that a
 ratio of two gmeans is the gmean of the per-point ratios).
 """
@@ -38,9 +51,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from vmio import report, results
+from vmio import iozone, report, results
 from vmio.sim import VmioError
 
 REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {
@@ -76,6 +90,44 @@ VM_QUANTITIES = ("ratio:", "bw:")
 (its bandwidth, MB/s)."""
 
 
+IOZONE_PREFIX = "iozone:"
+"""iozone's rates, KB/s, and their ratios (module doc)."""
+
+
+@dataclass(frozen=True)
+class IozoneQuantity:
+    """A parsed `iozone:` quantity: one record size (a rate) or two (a ratio), one test or
+    all six (their geometric mean)."""
+
+    records: tuple[int, ...]
+    """Record sizes in bytes: (R,) or (R1, R2)."""
+    test: str | None
+
+    @property
+    def is_ratio(self) -> bool:
+        return len(self.records) == 2
+
+
+def parse_iozone(quantity: str) -> IozoneQuantity:
+    """The parts of an `iozone:` quantity; VmioError naming the accepted forms otherwise."""
+    body = quantity[len(IOZONE_PREFIX) :]
+    records_text, _, test = body.partition(":")
+    accepted = (
+        f"accepted: iozone:R, iozone:R:TEST, iozone:R1/R2 or iozone:R1/R2:TEST, R a record "
+        f"size (4k, 4096k, 16m), TEST one of {', '.join(iozone.PHASES)}"
+    )
+    if test and test not in iozone.PHASES:
+        raise VmioError(f"quantity '{quantity}': '{test}' is not an iozone test; {accepted}")
+    parts = records_text.split("/")
+    if len(parts) > 2 or quantity.endswith(":"):
+        raise VmioError(f"quantity '{quantity}': {accepted}")
+    try:
+        records = tuple(iozone.size("-r", p) for p in parts)
+    except ValueError as e:
+        raise VmioError(f"quantity '{quantity}': {e}") from None
+    return IozoneQuantity(records, test or None)
+
+
 def check_quantity(quantity: str) -> str | None:
     """None when `quantity` is known, else why not."""
     if quantity in (*QUANTITIES, *SHARE_QUANTITIES, OPS_QUANTITY, *GUEST_QUANTITIES):
@@ -84,12 +136,53 @@ def check_quantity(quantity: str) -> str | None:
         return None
     if any(quantity.startswith(p) and quantity[len(p) :] for p in VM_QUANTITIES):
         return None
+    if quantity.startswith(IOZONE_PREFIX):
+        try:
+            parse_iozone(quantity)
+        except VmioError as e:
+            return str(e)
+        return None
     return (
         f"'{quantity}' is not one of "
         f"{', '.join((*QUANTITIES, *SHARE_QUANTITIES, OPS_QUANTITY, *GUEST_QUANTITIES))}, "
         f"{', '.join(CPU_QUANTITIES)}, "
-        "ratio:<vm>, bw:<vm>"
+        "ratio:<vm>, bw:<vm>, iozone:<record>[:<test>]"
     )
+
+
+def iozone_passes(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every iozone pass of the result's jobs (`vmio_iozone.passes`), in job order."""
+    return [
+        p for j in result.get("jobs") or [] for p in (j.get("vmio_iozone") or {}).get("passes", [])
+    ]
+
+
+def iozone_kb_s(result: Mapping[str, Any], record: int, test: str) -> float:
+    """KB/s of pass `test` with records of `record` bytes, summed over the iozone jobs."""
+    rates = [
+        float(p["kb_per_s"])
+        for p in iozone_passes(result)
+        if p["reclen_kbytes"] == record >> 10 and p["test"] == test
+    ]
+    if not rates:
+        have = sorted({p["reclen_kbytes"] for p in iozone_passes(result)})
+        raise VmioError(
+            f"no iozone pass '{test}' with {record >> 10}k records in the result "
+            f"(records: {', '.join(f'{k}k' for k in have) or 'none: no iozone job'})"
+        )
+    return sum(rates)
+
+
+def _iozone_value(result: Mapping[str, Any], q: IozoneQuantity) -> float:
+    def rate(record: int) -> float:
+        if q.test is not None:
+            return iozone_kb_s(result, record, q.test)
+        return REDUCERS["gmean"]([iozone_kb_s(result, record, t) for t in iozone.PHASES])
+
+    if not q.is_ratio:
+        return rate(q.records[0])
+    below = rate(q.records[1])
+    return rate(q.records[0]) / below if below else float("nan")
 
 
 def _vm_of(result: Mapping[str, Any], quantity: str, name: str) -> dict[str, Any]:
@@ -176,6 +269,12 @@ def quantity_value(result: Mapping[str, Any], quantity: str = "total") -> float:
         return _guest_quantity(result, quantity)
     if quantity in CPU_QUANTITIES:
         return _cpu_quantity(result, quantity)
+    if quantity.startswith(IOZONE_PREFIX):
+        q = parse_iozone(quantity)
+        try:
+            return _iozone_value(result, q)
+        except VmioError as e:
+            raise VmioError(f"quantity '{quantity}': {e}") from None
     vmio = result.get("vmio", {})
     if quantity in SHARE_QUANTITIES:
         share = vmio.get("share") or {}
@@ -204,6 +303,8 @@ def quantity_unit(quantity: str) -> str:
         return "ops/s"
     if quantity == "job_runtime_s":
         return "s"
+    if quantity.startswith(IOZONE_PREFIX):
+        return "" if parse_iozone(quantity).is_ratio else "KB/s"
     return "%" if quantity == "error_rate_pct" or quantity.endswith("_pct") else ""
 
 
@@ -230,12 +331,22 @@ def quantity_title(quantity: str, short: bool = False) -> str:
     if quantity in GUEST_TITLES:
         short_title, long_title = GUEST_TITLES[quantity]
         return short_title if short else long_title
+    if quantity.startswith(IOZONE_PREFIX):
+        return _iozone_title(parse_iozone(quantity), short)
     vm = quantity[len("ratio:") :]
     return (
         f"bw({vm}) / bw(lightest)"
         if short
         else (f"bandwidth of {vm} / bandwidth of the lightest-weight VM")
     )
+
+
+def _iozone_title(q: IozoneQuantity, short: bool) -> str:
+    test = q.test or ("gmean of 6 tests" if short else "geometric mean of the six tests")
+    at = " / ".join(f"{r >> 10}K" for r in q.records)
+    if q.is_ratio:
+        return f"iozone {test}, {at}" + ("" if short else " records (a ratio of KB/s)")
+    return f"iozone {test}, {at}, KB/s" + ("" if short else " (1 KB = 1024 bytes)")
 
 
 GUEST_TITLES = {
@@ -292,6 +403,8 @@ def format_quantity(value: float, quantity: str) -> str:
         return report.format_mb_s(value)
     if quantity == OPS_QUANTITY:
         return f"{value:,.0f}"
+    if quantity.startswith(IOZONE_PREFIX) and not parse_iozone(quantity).is_ratio:
+        return f"{value:.0f}"  # iozone's own table: whole KB/s, no separators
     if quantity in ("host_writeout_mb", "host_fsync_mb"):
         return f"{value:,.1f}"
     if quantity in ("host_flushes", "job_migrations"):

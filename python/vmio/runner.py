@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from vmio import pdcreport, report, results
+from vmio import iozonereport, pdcreport, report, results
 from vmio.calibration import (
     CALIBRATION_COLUMNS,
     PointResult,
@@ -481,6 +481,8 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     try:
         if kind == "pdc":
             pdcreport.write_figures(res, tmp, out)
+        elif kind == "iozone":
+            iozonereport.write_figure(res, tmp)
         elif kind == "bars":
             plot.study_bars(res, tmp)
         elif kind == "timeline":

@@ -13,7 +13,9 @@ This module gathers the public names of the modules that do the work, for the ca
 - `vmio.tables`: the grid, calibration and summary text;
 - `vmio.plot`: the figures;
 - `vmio.pdcreport`: S3's gain and PDC detection tables and figures (`[report] gain`,
-  `[figure] kind = "pdc"`).
+  `[figure] kind = "pdc"`);
+- `vmio.iozonereport`: S2's iozone tables and figure (`[report] iozone`, `[figure] kind =
+  "iozone"`).
 """
 
 from vmio.calibration import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from vmio import pdcreport, report
+from vmio import iozonereport, pdcreport, report
 from vmio.calibration import StudyResult
 from vmio.quantities import format_quantity, quantity_title, quantity_unit, quantity_value
 
@@ -91,12 +91,6 @@ def summary_text(res: StudyResult) -> str:
     extra = ""
     if exp.report.get("gain"):
         extra = pdcreport.pdc_text(res) + "\n\n"
-    return (
-        "\n".join(lines)
-        + "\n\n"
-        + grid_tables(res)
-        + "\n\n"
-        + extra
-        + calibration_table(res)
-        + "\n"
-    )
+    # [report] iozone: S2's layout in place of the grid tables
+    grid = iozonereport.iozone_text(res) if exp.report.get("iozone") else grid_tables(res)
+    return "\n".join(lines) + "\n\n" + grid + "\n\n" + extra + calibration_table(res) + "\n"

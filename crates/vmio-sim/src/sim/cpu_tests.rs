@@ -205,3 +205,25 @@ fn the_cpu_layer_is_deterministic_and_reported_only_with_a_cpu_table() {
         .get("cpu")
         .is_none());
 }
+
+#[test]
+fn io_takes_cpu_from_the_vcpu_it_shares_with_a_cpu_job() {
+    // One vCPU runs both a reader and a 1 s CPU job: the vCPU's share of each request (the
+    // guest's submit, 2 µs, and interrupt, 2 µs, stretched by the tick exits) is vCPU time
+    // on top of the job's.
+    let s = stack(4, "kvm", 1, CFS, "cache = \"none\"\n");
+    let vcpu_ns = |j: &Value| {
+        let t = &j["vmio"]["cpu"]["threads"][0];
+        assert_eq!(t["kind"], "vcpu");
+        t["cpu_ns"].as_f64().unwrap()
+    };
+    let alone = vcpu_ns(&run(&s, &cpu_jobs(1, "gobmk", "1s")));
+    let both = run(&s, &format!("{}{RANDREAD}", cpu_jobs(1, "gobmk", "1s")));
+    let ios = both["jobs"][1]["read"]["total_ios"].as_f64().unwrap();
+    assert!(ios > 20.0, "{ios}");
+    let extra = vcpu_ns(&both) - alone;
+    assert!(
+        extra >= 4_000.0 * ios && extra <= 4_100.0 * (ios + 2.0),
+        "{extra} ns more vCPU time for {ios} I/Os"
+    );
+}
