@@ -724,6 +724,7 @@ const FIO_KEYS: &[&str] = &[
     "cpu_profile",
     "cpu_work",
     "cpus_allowed",
+    "cpus_allowed_policy",
     "blocksize",
     "blocksize_range",
     "bs",

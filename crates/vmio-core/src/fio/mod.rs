@@ -340,6 +340,9 @@ pub struct JobSpec {
     /// fio's `cpus_allowed`: a cpuset of guest CPUs (vCPUs) in a VM, of host cores natively;
     /// resolved by the engine, which knows the counts.
     pub cpus_allowed: Option<String>,
+    /// fio's `cpus_allowed_policy=split`: clone k gets the k-th CPU of `cpus_allowed` alone
+    /// (`shared`, the default: every clone may use the whole set).
+    pub cpus_allowed_split: bool,
 }
 
 impl JobSpec {
@@ -402,6 +405,7 @@ impl Default for JobSpec {
             cpu_profile: None,
             cpu_work_ns: None,
             cpus_allowed: None,
+            cpus_allowed_split: false,
         }
     }
 }
@@ -1058,6 +1062,14 @@ impl Parser<'_> {
                     return Err(self.bad(line, key, value, "a CPU time > 0 such as 30s or 500ms"));
                 }
                 j.cpu_work_ns = Some(ns);
+            }
+            "cpus_allowed_policy" => {
+                let v = self.text(key, value, line, "shared or split")?;
+                j.cpus_allowed_split = match v.as_str() {
+                    "shared" => false,
+                    "split" => true,
+                    _ => return Err(self.bad(line, key, Some(v.as_str()), "shared, split")),
+                };
             }
             "cpus_allowed" => {
                 j.cpus_allowed = Some(self.text(key, value, line, "a CPU list such as 0-3,5")?)

@@ -10,8 +10,11 @@
 //!   native: one thread per job clone (fio's cpus_allowed)
 //!   cfs only: a kernel thread per core, pinned there, at nice -20 (the completion softirq
 //!     preempts whatever runs), and one floating housekeeping kernel thread
-//!   a job clone runs on: native its own thread; in a VM the vCPU cpus_allowed names first,
-//!     else vCPU (k mod vcpus) for the VM's k-th clone
+//!   a job clone runs on: native its own thread, its affinity fio's cpus_allowed (with
+//!     cpus_allowed_policy=split, clone c alone on the set's (c mod |set|)-th CPU); in a VM
+//!     one vCPU: the VM's k-th clone on vCPU (k mod vcpus), or, with cpus_allowed, on the
+//!     set's (k mod |set|)-th vCPU (split: (c mod |set|)-th) — the guest's own scheduler
+//!     would move a shared job among the set, vmio keeps each clone on one vCPU
 //!
 //! work:
 //!   Step::Cpu of a job         → its thread (a vCPU: vcpu_time, the ticks' exits added)
@@ -150,7 +153,7 @@ fn thread(kind: ThreadKind, affinity: CoreSet, cost: Option<Ns>) -> ThreadSpec {
 /// `vol_first_dev`.
 pub(super) fn build(
     stack: &Stack,
-    work: &[(&JobWorkload, &JobBinding)],
+    work: &[(&JobWorkload, &JobBinding, u32)],
     vol_first_dev: &[usize],
     disk_volume: &[usize],
 ) -> Result<CpuLayer, SimError> {
@@ -204,7 +207,7 @@ pub(super) fn build(
     // and the migration cost its thread inherits.
     let mut next_vcpu = vec![0usize; stack.vms.len()];
     let mut placement = Vec::with_capacity(work.len());
-    for (w, b) in work {
+    for (w, b, clone) in work {
         let vm = &stack.vms[b.vm];
         let width = if native { cores } else { vm.vcpus as usize };
         let allowed = match &b.spec.cpus_allowed {
@@ -226,13 +229,27 @@ pub(super) fn build(
             JobWorkload::Cpu(c) => c.migration_cost_ns(),
             _ => None,
         };
-        let vcpu = match allowed {
-            _ if native => 0,
-            Some(a) => a.cores().next().unwrap_or(0),
-            None => {
-                let i = next_vcpu[b.vm] % vm.vcpus as usize;
-                next_vcpu[b.vm] += 1;
-                i
+        // The n-th CPU of a set, cyclically.
+        let nth = |set: CoreSet, n: usize| {
+            let cpus: Vec<usize> = set.cores().collect();
+            cpus[n % cpus.len()]
+        };
+        let split = |set: CoreSet| {
+            if b.spec.cpus_allowed_split {
+                CoreSet::of(&[nth(set, *clone as usize)])
+            } else {
+                set
+            }
+        };
+        let allowed = allowed.map(split);
+        let vcpu = if native {
+            0
+        } else {
+            let k = next_vcpu[b.vm];
+            next_vcpu[b.vm] += 1;
+            match allowed {
+                Some(a) => nth(a, k),
+                None => k % vm.vcpus as usize,
             }
         };
         placement.push((b.vm, allowed, vcpu, cost));

@@ -227,3 +227,54 @@ fn io_takes_cpu_from_the_vcpu_it_shares_with_a_cpu_job() {
         "{extra} ns more vCPU time for {ios} I/Os"
     );
 }
+
+#[test]
+fn cpus_allowed_policy_split_gives_each_clone_a_cpu_of_its_own() {
+    // Natively on 4 cores: four clones split over 2-3 (fio_cpus_split): two per core, half
+    // speed, never moving; shared, they would spread over both and rotate alike.
+    let s = stack(4, "native", 0, CFS, "");
+    let job = "[j]\ncpu_profile=gobmk\ncpu_work=1s\nnumjobs=4\ncpus_allowed=2-3\ncpus_allowed_policy=split\n";
+    let j = run(&s, job);
+    assert!(
+        close(mean_runtime_ms(&j), 2000.0, 0.01),
+        "{}",
+        mean_runtime_ms(&j)
+    );
+    let threads = j["vmio"]["cpu"]["threads"].as_array().unwrap();
+    assert!(
+        threads
+            .iter()
+            .filter(|t| t["kind"] == "job")
+            .all(|t| t["migrations"] == 0),
+        "{threads:?}"
+    );
+    let busy = j["vmio"]["cpu"]["core_busy_ns"].as_array().unwrap();
+    assert!(
+        busy[0].as_u64().unwrap() < 100_000_000 && busy[2].as_u64().unwrap() >= 2_000_000_000,
+        "{busy:?}"
+    );
+    // In a VM, two clones allowed on vCPUs 0-1 run one on each.
+    let j = run(
+        &stack(4, "kvm", 2, CFS, ""),
+        "[j]\ncpu_profile=gobmk\ncpu_work=1s\nnumjobs=2\ncpus_allowed=0-1\n",
+    );
+    assert!(
+        close(mean_runtime_ms(&j), 1000.0, 0.01),
+        "{}",
+        mean_runtime_ms(&j)
+    );
+    let bad = run_json(&RunInput {
+        stack_text: &s,
+        stack_path: "stack.toml",
+        job_text: "[j]\ncpu_profile=gobmk\ncpus_allowed=9\n",
+        job_path: "job.fio",
+        seed: Some(1),
+        vm: None,
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.starts_with("job.fio:1: cpus_allowed: core 9 is not on this host"),
+        "{bad}"
+    );
+}

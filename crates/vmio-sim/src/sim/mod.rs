@@ -337,7 +337,7 @@ impl Sim {
             .jobs
             .iter()
             .zip(&work.bindings)
-            .map(|(j, (b, _))| (&j.work, b))
+            .map(|(j, (b, c))| (&j.work, b, *c))
             .collect();
         let disk_volume: Vec<usize> = disks.iter().map(|d| d.volume).collect();
         let vol_first_dev: Vec<usize> = stack.volumes.iter().map(|v| v.devices[0]).collect();
