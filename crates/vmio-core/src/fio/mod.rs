@@ -1018,7 +1018,7 @@ impl Parser<'_> {
                     return Err(FioError::Iozone {
                         file: self.path.to_string(),
                         line,
-                        value: v,
+                        value: shown(&v),
                         error: Box::new(e),
                     });
                 }

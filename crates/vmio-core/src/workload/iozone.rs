@@ -155,7 +155,7 @@ pub struct Options {
 pub fn size_arg(flag: &'static str, value: &str) -> Result<u64, IozoneError> {
     let bad = || IozoneError::BadSize {
         flag,
-        value: value.to_string(),
+        value: crate::units::quote(value),
     };
     let v = value.trim().to_ascii_lowercase();
     let (digits, unit) = match v.char_indices().last() {
@@ -196,7 +196,7 @@ impl Options {
                 _ if w.starts_with("-s") => "-s",
                 _ if w.starts_with("-r") => "-r",
                 _ if w.starts_with("-i") => "-i",
-                _ => return Err(IozoneError::UnknownFlag(w.to_string())),
+                _ => return Err(IozoneError::UnknownFlag(crate::units::quote(w))),
             };
             let value = match &w[2..] {
                 "" => words.next().ok_or(IozoneError::MissingValue(flag))?,
@@ -209,7 +209,7 @@ impl Options {
                     "0" => Test::Write,
                     "1" => Test::Read,
                     "2" => Test::Random,
-                    _ => return Err(IozoneError::BadTest(value.to_string())),
+                    _ => return Err(IozoneError::BadTest(crate::units::quote(value))),
                 }),
             }
         }
