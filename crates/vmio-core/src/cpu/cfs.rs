@@ -264,8 +264,13 @@ impl Cfs {
         Some(self.cores[c].since + t.refill_left + head)
     }
 
+    /// The next event of core `c`: its head item's end or its slice's end, whichever comes
+    /// first. A slice that a wake-up shortened to before the core's last accounting time
+    /// (`reslice` with more runnable threads) ends at that time, not in the past.
     fn event_of(&self, c: usize) -> Option<Ns> {
-        self.run_end(c).map(|e| e.min(self.cores[c].slice_end))
+        let core = &self.cores[c];
+        self.run_end(c)
+            .map(|e| e.min(core.slice_end.max(core.since)))
     }
 
     /// `update_curr`: charge the running thread of `c` up to `t`.
