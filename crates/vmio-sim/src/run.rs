@@ -39,6 +39,22 @@ pub struct RunInput<'a> {
     pub vm: Option<&'a str>,
 }
 
+#[cfg(test)]
+impl<'a> RunInput<'a> {
+    /// The tests' run: `stack_text` as "stack.toml", `job_text` as "job.fio", `seed`, the
+    /// first VM.
+    pub(crate) fn texts(stack_text: &'a str, job_text: &'a str, seed: u64) -> Self {
+        RunInput {
+            stack_text,
+            stack_path: "stack.toml",
+            job_text,
+            job_path: "job.fio",
+            seed: Some(seed),
+            vm: None,
+        }
+    }
+}
+
 /// One VM's workload: a fio job file run inside `vm` (None: the first VM).
 pub struct VmJob<'a> {
     pub vm: Option<&'a str>,

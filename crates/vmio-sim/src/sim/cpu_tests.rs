@@ -22,15 +22,7 @@ fn stack(cores: u32, hypervisor: &str, vcpus: u32, cpu: Option<&str>, disk: &str
 }
 
 pub(super) fn run(stack: &str, job: &str) -> Value {
-    let j = run_json(&RunInput {
-        stack_text: stack,
-        stack_path: "stack.toml",
-        job_text: job,
-        job_path: "job.fio",
-        seed: Some(1),
-        vm: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let j = run_json(&RunInput::texts(stack, job, 1)).unwrap_or_else(|e| panic!("{e}"));
     serde_json::from_str(&j).unwrap()
 }
 
@@ -263,14 +255,11 @@ fn cpus_allowed_policy_split_gives_each_clone_a_cpu_of_its_own() {
         "{}",
         mean_runtime_ms(&j)
     );
-    let bad = run_json(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: "[j]\ncpu_profile=gobmk\ncpus_allowed=9\n",
-        job_path: "job.fio",
-        seed: Some(1),
-        vm: None,
-    })
+    let bad = run_json(&RunInput::texts(
+        &s,
+        "[j]\ncpu_profile=gobmk\ncpus_allowed=9\n",
+        1,
+    ))
     .unwrap_err()
     .to_string();
     assert!(

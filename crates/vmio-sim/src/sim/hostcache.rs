@@ -179,14 +179,7 @@ mod tests {
     const RANDREAD: &str = "[j]\nrw=randread\nnorandommap=1\nbs=4k\nioengine=libaio\ndirect=1\niodepth=4\nsize=8m\nruntime=1\ntime_based\n";
 
     fn input<'a>(stack_text: &'a str) -> RunInput<'a> {
-        RunInput {
-            stack_text,
-            stack_path: "stack.toml",
-            job_text: RANDREAD,
-            job_path: "job.fio",
-            seed: Some(3),
-            vm: None,
-        }
+        RunInput::texts(stack_text, RANDREAD, 3)
     }
 
     #[test]

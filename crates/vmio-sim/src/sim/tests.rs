@@ -7,28 +7,12 @@ use crate::bench::two_hdd_stack as stack;
 
 fn sim(layout: &str, cache: &str, job: &str, seed: u64) -> RunOutput {
     let s = stack(layout, cache);
-    run(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: job,
-        job_path: "job.fio",
-        seed: Some(seed),
-        vm: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"))
+    run(&RunInput::texts(&s, job, seed)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn json(layout: &str, cache: &str, job: &str, seed: u64) -> String {
     let s = stack(layout, cache);
-    run_json(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: job,
-        job_path: "job.fio",
-        seed: Some(seed),
-        vm: None,
-    })
-    .unwrap()
+    run_json(&RunInput::texts(&s, job, seed)).unwrap()
 }
 
 const RANDRW: &str = "[j]\nrw=randrw\nbs=16k\nioengine=libaio\ndirect=1\niodepth=8\nsize=2g\nruntime=2\ntime_based\n";
@@ -377,15 +361,7 @@ fn a_filebench_personality_runs_on_the_guest_filesystem_with_its_fsyncs_and_comm
         stack("linear", "writeback")
     );
     let job = "[vm]\nfilebench=varmail\nruntime=2\n";
-    let o = run(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: job,
-        job_path: "job.fio",
-        seed: Some(1),
-        vm: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let o = run(&RunInput::texts(&s, job, 1)).unwrap_or_else(|e| panic!("{e}"));
     let j = &o.report.jobs[0];
     assert!(
         j.stats[0].total_ios > 0 && j.stats[1].total_ios > 0,
@@ -408,15 +384,7 @@ fn iozone_runs_its_six_passes_on_an_ext4_vm_disk_and_reports_each_passs_rate() {
     // every pass of both record sizes completes, moves the file's bytes and has a rate.
     let s = crate::bench::ext4_ssd_stack();
     let job = "[z]\niozone=-e -I -a -s 1m -r 4k -r 64k -i 0 -i 1 -i 2\n";
-    let o = run(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: job,
-        job_path: "job.fio",
-        seed: Some(1),
-        vm: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let o = run(&RunInput::texts(&s, job, 1)).unwrap_or_else(|e| panic!("{e}"));
     let j = &o.report.jobs[0];
     let passes: Vec<(u64, vmio_core::workload::iozone::Phase)> =
         j.iozone.iter().map(|t| (t.record_bytes, t.phase)).collect();
@@ -452,15 +420,7 @@ fn every_application_runs_on_an_ext4_vm_disk_with_reads_or_writes_and_fsyncs_tha
         ("leveldb-compact", "100ms"),
     ] {
         let job = format!("[a]\napp={app}\nruntime={runtime}\n");
-        let o = run(&RunInput {
-            stack_text: &s,
-            stack_path: "stack.toml",
-            job_text: &job,
-            job_path: "job.fio",
-            seed: Some(1),
-            vm: None,
-        })
-        .unwrap_or_else(|e| panic!("{app}: {e}"));
+        let o = run(&RunInput::texts(&s, &job, 1)).unwrap_or_else(|e| panic!("{app}: {e}"));
         let j = &o.report.jobs[0];
         assert!(j.stats[1].total_ios > 0, "{app}: writes");
         assert!(j.stats[3].total_ios > 0, "{app}: fsyncs");
@@ -626,15 +586,7 @@ const APPEND_FSYNC: &str = "[append]\ndirectory=/mnt\nnrfiles=10\nfilesize=40960
 
 fn ext4_run(cache: &str) -> serde_json::Value {
     let s = ext4_stack(cache);
-    let j = run_json(&RunInput {
-        stack_text: &s,
-        stack_path: "stack.toml",
-        job_text: APPEND_FSYNC,
-        job_path: "job.fio",
-        seed: Some(4),
-        vm: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let j = run_json(&RunInput::texts(&s, APPEND_FSYNC, 4)).unwrap_or_else(|e| panic!("{e}"));
     serde_json::from_str(&j).unwrap()
 }
 
