@@ -72,7 +72,7 @@
 //! (`task_hot`), an upper bound of the same order.
 
 use super::{
-    CoreSet, CpuError, CpuScheduler, CpuStats, ThreadId, ThreadSpec, ThreadStats, Token, MAX_CORES,
+    CpuError, CpuScheduler, CpuStats, ThreadId, ThreadSpec, ThreadStats, Token, MAX_CORES,
     NICE_0_WEIGHT,
 };
 use crate::params::{Kind, ParamSpec, Value, Values};
@@ -509,16 +509,7 @@ impl CpuScheduler for Cfs {
     }
 
     fn add_thread(&mut self, spec: ThreadSpec) -> Result<ThreadId, CpuError> {
-        if spec.weight == 0 {
-            return Err(CpuError::ZeroWeight);
-        }
-        let set = spec.affinity.0 & CoreSet::all(self.p.cores).0;
-        if set != spec.affinity.0 || set == 0 {
-            return Err(CpuError::BadAffinity {
-                set: spec.affinity.0,
-                cores: self.p.cores,
-            });
-        }
+        spec.check(self.p.cores)?;
         self.threads.push(Thread {
             spec,
             state: State::Sleeping,
@@ -528,10 +519,7 @@ impl CpuScheduler for Cfs {
             seq: 0,
             refill_left: 0,
             work: VecDeque::new(),
-            stats: ThreadStats {
-                kind: Some(spec.kind),
-                ..ThreadStats::default()
-            },
+            stats: ThreadStats::of(spec.kind),
         });
         Ok(ThreadId(self.threads.len() as u32 - 1))
     }
@@ -591,7 +579,7 @@ impl CpuScheduler for Cfs {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ThreadKind;
+    use super::super::{CoreSet, ThreadKind};
     use super::*;
 
     const W: Ns = 30 * MS;

@@ -7,7 +7,8 @@
 //! advance(now):        every item with end <= now, by (end, submission order)
 //! ```
 //!
-//! `host.cores` is not consulted: a thread's affinity is accepted as long as it is not empty.
+//! `host.cores` limits nothing: it only bounds the affinities accepted, as for any scheduler
+//! ([`ThreadSpec::check`]).
 
 use super::{CpuError, CpuScheduler, CpuStats, ThreadId, ThreadSpec, ThreadStats, Token};
 use crate::Ns;
@@ -42,20 +43,9 @@ impl CpuScheduler for Dedicated {
         self.cores
     }
     fn add_thread(&mut self, spec: ThreadSpec) -> Result<ThreadId, CpuError> {
-        if spec.weight == 0 {
-            return Err(CpuError::ZeroWeight);
-        }
-        if spec.affinity.is_empty() {
-            return Err(CpuError::BadAffinity {
-                set: 0,
-                cores: self.cores,
-            });
-        }
+        spec.check(self.cores)?;
         self.free_at.push(0);
-        self.stats.push(ThreadStats {
-            kind: Some(spec.kind),
-            ..ThreadStats::default()
-        });
+        self.stats.push(ThreadStats::of(spec.kind));
         Ok(ThreadId(self.free_at.len() as u32 - 1))
     }
     fn submit(

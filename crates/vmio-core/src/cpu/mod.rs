@@ -178,6 +178,24 @@ pub struct ThreadSpec {
     pub migration_cost_ns: Option<Ns>,
 }
 
+impl ThreadSpec {
+    /// The rules every scheduler applies when a thread is added on a host of `cores` cores:
+    /// a weight above 0, and an affinity naming at least one core and no core off the host.
+    pub fn check(&self, cores: usize) -> Result<(), CpuError> {
+        if self.weight == 0 {
+            return Err(CpuError::ZeroWeight);
+        }
+        let set = self.affinity.0 & CoreSet::all(cores).0;
+        if set != self.affinity.0 || set == 0 {
+            return Err(CpuError::BadAffinity {
+                set: self.affinity.0,
+                cores,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Counters of one thread.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ThreadStats {
@@ -192,6 +210,16 @@ pub struct ThreadStats {
     pub completed: u64,
     /// Cores the thread has run on.
     pub ran_on: CoreSet,
+}
+
+impl ThreadStats {
+    /// The counters of a new thread of `kind`.
+    pub fn of(kind: ThreadKind) -> ThreadStats {
+        ThreadStats {
+            kind: Some(kind),
+            ..ThreadStats::default()
+        }
+    }
 }
 
 /// Counters of a host, as of a time.
