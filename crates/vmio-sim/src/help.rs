@@ -50,11 +50,7 @@ impl Derived {
                 .filter(|p| p.name != gp::FS_TYPE.name)
                 .copied()
                 .collect(),
-            cpu_params: cpu::cfs::PARAMS
-                .iter()
-                .chain(cpu::hypervisor::PARAMS)
-                .copied()
-                .collect(),
+            cpu_params: cpu::params().copied().collect(),
             guest_cache_params: linux::PARAMS
                 .iter()
                 .map(|p| {

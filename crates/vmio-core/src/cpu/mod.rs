@@ -45,6 +45,12 @@ pub const CFS: &str = "cfs";
 /// The `[cpu] model`s.
 pub const MODELS: &[&str] = &[DEDICATED, CFS];
 
+/// The `[cpu]` table's parameters: CFS's ([`cfs::PARAMS`]), then the hypervisor
+/// mechanisms' ([`hypervisor::PARAMS`]).
+pub fn params() -> impl Iterator<Item = &'static crate::params::ParamSpec> {
+    cfs::PARAMS.iter().chain(hypervisor::PARAMS)
+}
+
 /// What the caller uses to recognise a completed work item.
 pub type Token = u64;
 

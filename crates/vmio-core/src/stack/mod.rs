@@ -958,7 +958,7 @@ impl Stack {
                 ))
             }
         };
-        let mut params = Values::defaults(cpu::cfs::PARAMS.iter().chain(cpu::hypervisor::PARAMS));
+        let mut params = Values::defaults(cpu::params());
         params
             .read(t, &["model", "dom0_vcpus", "dom0_pin"])
             .map_err(|e| c.param("cpu", e))?;

@@ -163,11 +163,7 @@ pub(super) fn build(
     let (model, values) = match &stack.cpu {
         Some(c) => (c.model, &c.params),
         None => {
-            defaults = Values::defaults(
-                vmio_core::cpu::cfs::PARAMS
-                    .iter()
-                    .chain(vmio_core::cpu::hypervisor::PARAMS),
-            );
+            defaults = Values::defaults(vmio_core::cpu::params());
             (vmio_core::cpu::DEDICATED, &defaults)
         }
     };
