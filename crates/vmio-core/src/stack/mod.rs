@@ -903,23 +903,22 @@ impl Stack {
     fn cpu(c: &Ctx, t: &RawCpu, host: &Host) -> Result<CpuSpec, StackError> {
         let model = match t.get("model") {
             None => cpu::DEDICATED,
-            Some(toml::Value::String(m)) if cpu::MODELS.contains(&m.as_str()) => cpu::MODELS
-                .iter()
-                .find(|n| **n == m)
-                .copied()
-                .unwrap_or(cpu::DEDICATED),
-            Some(other) => {
-                let shown = other
-                    .as_str()
-                    .map_or_else(|| other.to_string(), String::from);
-                return Err(c.err(
-                    "cpu.model",
-                    format!(
-                        "'{shown}' is not valid; accepted: {}",
-                        cpu::MODELS.join(", ")
-                    ),
-                ));
-            }
+            Some(v) => match v
+                .as_str()
+                .and_then(|m| cpu::MODELS.iter().find(|n| **n == m))
+            {
+                Some(n) => n,
+                None => {
+                    let shown = v.as_str().map_or_else(|| v.to_string(), String::from);
+                    return Err(c.err(
+                        "cpu.model",
+                        format!(
+                            "'{shown}' is not valid; accepted: {}",
+                            cpu::MODELS.join(", ")
+                        ),
+                    ));
+                }
+            },
         };
         let xen = host.hypervisor == "xen";
         let mut dom0_vcpus = u32::from(xen);
