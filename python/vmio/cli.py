@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from vmio import __version__, stackhelp
+from vmio import __version__, compare, stackhelp
 from vmio.sim import (
     VmioError,
     check_path,
@@ -579,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
     stackhelp.add_parser(sub, _Parser, _Formatter, _missing)
+    compare.add_parser(sub, _Parser, _Formatter)
     return p
 
 
@@ -622,11 +623,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_new_file(path: Path, text: str, force: bool) -> None:
-    """Write `text` to `path`, refusing to replace an existing file unless `force`."""
+def write_new_file(path: Path, data: str | bytes, force: bool) -> None:
+    """Write `data` (text as UTF-8) to `path`, refusing to replace an existing file unless
+    `force`."""
     try:
-        with path.open("w" if force else "x", encoding="utf-8") as f:
-            f.write(text)
+        with path.open("wb" if force else "xb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
     except FileExistsError:
         raise VmioError(f"output file '{path}' exists; pass --force to overwrite it") from None
     except OSError as err:

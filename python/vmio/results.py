@@ -81,12 +81,13 @@ def p99_ns(stats: Mapping[str, Any]) -> int:
 def direction_summary(result: Mapping[str, Any], direction: str) -> dict[str, Any]:
     """Sum of one direction over all jobs of a result.
 
-    Bandwidth, IOPS, bytes and I/O counts add up; the mean completion latency is weighted by
-    each job's I/O count; the p99 is the largest job p99 (exact for a single job, an upper
-    bound otherwise); runtime is the longest job's.
+    Bandwidth, IOPS, bytes and I/O counts add up; the mean completion latency (`clat_ns`)
+    and the mean total latency (`lat_ns`: submission + completion) are weighted by each job's
+    I/O count; the p99 is the largest job p99 (exact for a single job, an upper bound
+    otherwise); runtime is the longest job's.
     """
     bw = iops = io_bytes = ios = runtime = p99 = 0
-    clat_weighted = 0.0
+    clat_weighted = lat_weighted = 0.0
     for job in result["jobs"]:
         d = job.get(direction) or {}
         bw += int(d.get("bw_bytes", 0))
@@ -97,6 +98,7 @@ def direction_summary(result: Mapping[str, Any], direction: str) -> dict[str, An
         runtime = max(runtime, int(d.get("runtime", 0)))
         clat = d.get("clat_ns") or {}
         clat_weighted += float(clat.get("mean", 0.0)) * n
+        lat_weighted += float((d.get("lat_ns") or {}).get("mean", 0.0)) * n
         p99 = max(p99, p99_ns(clat))
     return {
         "direction": direction,
@@ -106,6 +108,7 @@ def direction_summary(result: Mapping[str, Any], direction: str) -> dict[str, An
         "total_ios": ios,
         "clat_mean_ns": clat_weighted / ios if ios else 0.0,
         "clat_p99_ns": p99,
+        "lat_mean_ns": lat_weighted / ios if ios else 0.0,
         "runtime_ms": runtime,
     }
 
