@@ -264,6 +264,11 @@ def test_no_common_point_is_one_error_line_and_exit_status_2(fio_pair, study_pai
             '{"jobs": [{"jobname": "a", "job options": {"rw": "read"}, "read": {"iops": "x"}}]}',
             "is not a fio JSON output: bad value",
         ),
+        (
+            '{"jobs": [{"jobname": "a", "job options": {"rw": "read"}, '
+            '"read": {"bw_bytes": 1e31}}]}',
+            "job a read: bw_bytes 1e+31 is not a number in 0..1e+30",
+        ),
     ],
 )
 def test_a_file_that_is_not_a_fio_json_is_one_error_line_naming_it(
@@ -284,6 +289,13 @@ def test_a_missing_input_and_a_bad_results_csv_are_one_error_line_each(tmp_path,
     assert capsys.readouterr().err == (
         f"vmio: error: '{tmp_path / 'results.csv'}' is not a study results.csv: "
         "no column clat_mean_ns, clat_p99_ns\n"
+    )
+    (tmp_path / "results.csv").write_text(
+        "layout,rw,direction,bw_bytes,iops,clat_mean_ns,clat_p99_ns\nx,read,read,1,-1,1,1\n"
+    )
+    assert main(["compare", str(tmp_path), str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"vmio: error: '{tmp_path / 'results.csv'}' line 2: iops '-1' is not a number in 0..1e+30\n"
     )
 
 

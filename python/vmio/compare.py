@@ -167,6 +167,8 @@ NOT_AXES_EXTRA = ("study", "engine", "machine_json")
 CSV_METRICS = ("bw_bytes", "iops", "clat_mean_ns", "clat_p99_ns")
 """The results.csv columns of Metrics' fields, in their order."""
 CSV_NEEDED = ("rw", "direction", *CSV_METRICS)
+JSON_METRICS = ("bw_bytes", "iops", "lat_mean_ns", "clat_p99_ns")
+"""The direction_summary keys of Metrics' fields, in their order."""
 
 
 def load(path: Path) -> dict[Key, Metrics]:
@@ -229,11 +231,12 @@ def _json_points(path: Path) -> dict[Key, Metrics]:
             for d in results.DIRECTIONS:
                 if any(d in results.directions_of(rw) for rw in rws):
                     s = results.direction_summary(group, d)
+                    where = f"'{path}' job {name} {d}:"
                     points[(("job", name), ("direction", d))] = Metrics(
-                        float(s["bw_bytes"]),
-                        float(s["iops"]),
-                        float(s["lat_mean_ns"]),
-                        float(s["clat_p99_ns"]),
+                        *(
+                            _in_range(f"{where} {field}", float(s[field]), f"{float(s[field]):g}")
+                            for field in JSON_METRICS
+                        )
                     )
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise VmioError(f"'{path}' is not a fio JSON output: bad value ({err})") from None
@@ -286,13 +289,22 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
     return points
 
 
+MAX_VALUE = 1e30
+"""Figures must lie in 0..MAX_VALUE (far above any bandwidth, IOPS or latency in ns)."""
+
+
 def _number(path: Path, line: int, column: str, text: str | None) -> float:
     try:
         value = float(text or "")
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise VmioError(f"'{path}' line {line}: {column} {text!r} is not a non-negative number")
+    return _in_range(f"'{path}' line {line}: {column}", value, repr(text))
+
+
+def _in_range(where: str, value: float, shown: str) -> float:
+    """`value`, or an error naming `where` unless it is a number in 0..MAX_VALUE."""
+    if not 0 <= value <= MAX_VALUE:  # also refuses NaN
+        raise VmioError(f"{where} {shown} is not a number in 0..{MAX_VALUE:g}")
     return value
 
 
