@@ -588,8 +588,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.csv is not None:
         write_new_file(args.csv, csv_text(c), args.force)
     if args.plot is not None:
-        parts = summary_line(c).removeprefix("vmio compare: ").split("; ")
-        title = "\n".join([f"vmio compare {args.real.name} {args.sim.name}", *parts])
+        points, *parts = summary_line(c).removeprefix("vmio compare: ").split("; ")
+        title = "\n".join([f"vmio compare {args.real.name} {args.sim.name}: {points}", *parts])
         write_new_file(args.plot, plot_png(c, title), args.force)
     sys.stdout.write("\n".join(out) + "\n")
     return 0
