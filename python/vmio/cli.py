@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from vmio import __version__, compare, stackhelp
+from vmio import __version__, compare, stackhelp, validate
 from vmio.sim import (
     VmioError,
     check_path,
@@ -580,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=lambda args: _missing_subcommand(b))
     stackhelp.add_parser(sub, _Parser, _Formatter, _missing)
     compare.add_parser(sub, _Parser, _Formatter)
+    validate.add_parser(sub, _Parser, _Formatter)
     return p
 
 

@@ -1,0 +1,152 @@
+"""`vmio validate`: the held-out family, and a whole run on a RAM-backed file."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from conftest import require_tool, run_vmio
+
+from vmio import validate
+from vmio.validate import BLOCK_SIZES, PATTERNS, QUEUE_DEPTHS, READ_SHARES, Workload, heldout
+
+
+def test_the_held_out_family_is_the_same_list_for_the_same_seed_and_another_for_another():
+    assert heldout(1, 30) == heldout(1, 30)
+    assert heldout(1, 30) != heldout(2, 30)
+    assert heldout(1, 10) == heldout(1, 30)[:10]
+
+
+def test_no_held_out_workload_is_a_calibration_point_and_none_repeats():
+    ws = heldout(3, 200)
+    assert len(set(ws)) == 200
+    assert not any(w.in_battery() for w in ws)
+    for w in ws:
+        assert w.pattern in PATTERNS and w.read_pct in READ_SHARES
+        assert w.bs in BLOCK_SIZES and w.iodepth in QUEUE_DEPTHS
+
+
+def test_the_battery_points_are_recognised_as_not_held_out():
+    k = 1024
+    assert Workload("sequential", 100, 64 * k, 8).in_battery()
+    assert Workload("sequential", 0, 1024 * k, 32).in_battery()
+    assert Workload("random", 100, 4 * k, 16).in_battery()
+    assert Workload("random", 70, 4 * k, 8).in_battery()
+    assert not Workload("random", 70, 4 * k, 4).in_battery()
+    assert not Workload("sequential", 100, 64 * k, 4).in_battery()
+    assert not Workload("random", 100, 8 * k, 16).in_battery()
+    assert not Workload("sequential", 50, 64 * k, 8).in_battery()
+
+
+def test_a_workload_names_its_fio_options():
+    w = Workload("random", 70, 16 * 1024, 8)
+    assert w.name == "randrw70-16k-qd8"
+    text = w.job_text(2.0, 1 << 30, direct=True)
+    assert text.splitlines() == [
+        "[randrw70-16k-qd8]",
+        "rw=randrw",
+        "rwmixread=70",
+        "bs=16384",
+        "iodepth=8",
+        "ioengine=libaio",
+        "direct=1",
+        "size=1073741824",
+        "runtime=2s",
+        "time_based=1",
+    ]
+    assert Workload("sequential", 0, 4096, 1).rw == "write"
+    assert Workload("sequential", 50, 4096, 1).rw == "rw"
+
+
+def test_too_many_points_is_an_error_naming_the_limit():
+    with pytest.raises(validate.VmioError, match="at most 400"):
+        heldout(1, 401)
+
+
+# A flash device for a RAM-backed file: the figures need not fit tmpfs for the workflow's test.
+STACK = """\
+[host]
+cores = 2
+hypervisor = "native"
+
+[[device]]
+name = "shm"
+model = "flash"
+capacity = 67108864
+units = 2
+read_latency = "20us"
+write_latency = "20us"
+
+[[volume]]
+name = "shm"
+layout = "single"
+devices = ["shm"]
+
+[scheduler]
+name = "none"
+
+[[vm]]
+name = "host"
+
+[[vm.disk]]
+name = "shm"
+volume = "shm"
+interface = "host"
+cache = "none"
+"""
+
+
+def test_a_validation_run_simulates_and_runs_every_held_out_workload_and_compares_them(
+    tmp_path: Path,
+):
+    require_tool("fio", "fio")
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm")
+    cal = tmp_path / "cal"
+    cal.mkdir()
+    (cal / "stack.toml").write_text(STACK, encoding="utf-8")
+    target = shm / f"vmio-validate-test-{tmp_path.name}.tmp"
+    out = tmp_path / "val"
+    r = run_vmio(
+        "validate",
+        target,
+        "--calibration",
+        cal,
+        "--points",
+        "3",
+        "--repeat",
+        "2",
+        "--runtime",
+        "0.5",
+        "-o",
+        out,
+    )
+    assert r.returncode == 0, r.stderr
+    assert not target.exists(), "the target file it created is removed"
+    names = [w.name for w in heldout(1, 3)]
+    assert sorted(p.stem for p in (out / "sim").glob("*.json")) == sorted(names)
+    assert len(list((out / "real").glob("*.rep*.json"))) == 6
+    for p in (out / "real").glob("*.json"):
+        job = json.loads(p.read_text())["jobs"][0]
+        assert job["job options"]["direct"] == "0", "tmpfs refuses O_DIRECT"
+    rows = list(csv.DictReader((out / "compare.csv").open()))
+    assert {row["file"] for row in rows} == set(names)
+    assert all(row["real_runs"] == "2" for row in rows)
+    assert (out / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    last = r.stdout.strip().splitlines()
+    assert any(line.startswith("vmio compare: ") for line in last)
+    assert any(line.startswith("vmio validate: targets") for line in last)
+    again = run_vmio("validate", target, "--calibration", cal, "-o", out)
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_a_bad_validate_value_is_one_error_line(tmp_path: Path):
+    r = run_vmio("validate", "--points", "0", "-o", tmp_path / "x")
+    assert r.returncode == 2
+    assert "--points" in r.stderr and "1..400" in r.stderr
+    r = run_vmio("validate", tmp_path, "-o", tmp_path / "y")
+    assert r.returncode == 2 and "not a regular file" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
