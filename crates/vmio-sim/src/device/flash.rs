@@ -6,7 +6,8 @@
 //! measurements of a real disk (REAL-SPEC.md section 1), so every figure has a closed form.
 //!
 //! **Sources.** Defaults (profile `datacenter-nvme`): round figures of the Intel SSD DC
-//! P4510 2 TB (U.2, PCIe 3.1 x4, NVMe; Intel's product brief, 2018): sequential read up to
+//! P4510 2 TB (U.2, PCIe 3.1 x4, NVMe; Intel's product brief, 2018, as recalled: not checked
+//! against a stored copy): sequential read up to
 //! 3,200 MB/s and write up to 2,000 MB/s (`read_rate` 3 GB/s, `write_rate` 2 GB/s), typical
 //! 4 KiB QD1 latency 77 µs read and 18 µs write (`read_latency` 80 µs, `write_latency`
 //! 20 µs; a write's latency is a program into the drive's power-protected DRAM, hence the
