@@ -358,7 +358,7 @@ pub const SHARE_KEYS: [KeyDoc; 3] = [
         name: "start",
         help: "with share: where the region begins on the hardware",
         accepted: "a size, a multiple of 4k",
-        default: "right after the earlier regions of the hardware (the shared device's from 0, of its size or capacity)",
+        default: "right after the earlier regions on the hardware, the shared device's own being [0, its size), or all of it without size",
     },
     KeyDoc {
         name: "capacity",
