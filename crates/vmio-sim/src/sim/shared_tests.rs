@@ -8,35 +8,26 @@ use vmio_core::units::transfer_ns;
 const RAM_BPS: u64 = 1_000_000_000;
 const RAM_LATENCY_NS: u64 = 1_000;
 
-/// A native host reading through a raid0 volume over devices `a` and `b`: `b` is the table
-/// after `name = "b"` (a region of `a` when it has `share`).
-fn raid0_stack(b: &str) -> String {
+/// A native host with the devices `devices` (TOML tables), one volume `volume` (its
+/// `layout` and `devices` lines) and one disk `disk` (more `[[vm.disk]]` keys).
+fn native_stack(devices: &str, volume: &str, disk: &str) -> String {
     format!(
-        r#"
-[host]
-hypervisor = "native"
-[[device]]
-name = "a"
-model = "ram"
-capacity = "1g"
-size = "512m"
-latency = "{RAM_LATENCY_NS}ns"
-bandwidth = {RAM_BPS}
-[[device]]
-name = "b"
-{b}
-[[volume]]
-name = "data"
-layout = "raid0"
-devices = ["a", "b"]
-[scheduler]
-name = "none"
-[[vm]]
-name = "host"
-[[vm.disk]]
-name = "sda"
-volume = "data"
-"#
+        "[host]\nhypervisor = \"native\"\n{devices}\n[[volume]]\nname = \"data\"\n{volume}\n\
+         [scheduler]\nname = \"none\"\n[[vm]]\nname = \"host\"\n\
+         [[vm.disk]]\nname = \"sda\"\nvolume = \"data\"\n{disk}\n"
+    )
+}
+
+/// Reading through a raid0 volume over a RAM device `a` and `b`, whose table is `b` after
+/// `name = "b"` (a region of `a` when it has `share`).
+fn raid0_stack(b: &str) -> String {
+    native_stack(
+        &format!(
+            "[[device]]\nname = \"a\"\nmodel = \"ram\"\ncapacity = \"1g\"\nsize = \"512m\"\n\
+             latency = \"{RAM_LATENCY_NS}ns\"\nbandwidth = {RAM_BPS}\n[[device]]\nname = \"b\"\n{b}"
+        ),
+        "layout = \"raid0\"\ndevices = [\"a\", \"b\"]",
+        "",
     )
 }
 
@@ -115,31 +106,13 @@ fn the_shared_device_reports_its_hardware_and_the_sharing_device_what_its_queue_
     );
 }
 
-/// A native host reading `volume`'s disk at `offset`, on an HDD `a` and maybe a region `b`
-/// of it.
+/// Reading 1 GiB at `offset` of a single volume over `volume_device`: an HDD `a`, and
+/// maybe a region of it (`b`: more `[[device]]` tables).
 fn hdd_stack(b: &str, volume_device: &str, offset: &str) -> String {
-    format!(
-        r#"
-[host]
-hypervisor = "native"
-[[device]]
-name = "a"
-model = "hdd"
-{b}
-[[volume]]
-name = "data"
-layout = "single"
-devices = ["{volume_device}"]
-[scheduler]
-name = "none"
-[[vm]]
-name = "host"
-[[vm.disk]]
-name = "sda"
-volume = "data"
-offset = "{offset}"
-size = "1g"
-"#
+    native_stack(
+        &format!("[[device]]\nname = \"a\"\nmodel = \"hdd\"\n{b}"),
+        &format!("layout = \"single\"\ndevices = [\"{volume_device}\"]"),
+        &format!("offset = \"{offset}\"\nsize = \"1g\""),
     )
 }
 
