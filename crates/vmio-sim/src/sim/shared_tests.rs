@@ -163,3 +163,24 @@ fn a_region_beyond_its_hardwares_capacity_is_refused_naming_the_field() {
         "stack.toml: device[1].capacity: start 536870912 + capacity 805306368 bytes exceeds the capacity of 'a' (1073741824 bytes); accepted: a capacity up to 536870912"
     );
 }
+
+#[test]
+fn shared_hardware_counts_its_models_memory_once() {
+    let ssd = "[[device]]\nname = \"a\"\nmodel = \"ssd\"\ncapacity = \"1t\"\nsize = \"512g\"";
+    let stack = |b: &str| {
+        let text = native_stack(
+            &format!("{ssd}\n[[device]]\nname = \"b\"\n{b}"),
+            "layout = \"raid0\"\ndevices = [\"a\", \"b\"]",
+            "",
+        );
+        vmio_core::stack::Stack::from_toml(&text, "stack.toml").unwrap()
+    };
+    let shared = stack("share = \"a\"");
+    let (one, _) =
+        crate::device::estimated_bytes("a", "ssd", None, &shared.devices[0].params).unwrap();
+    assert!(one > 0);
+    assert!(super::check_memory(&shared, one).is_ok());
+    let independent = stack("model = \"ssd\"\ncapacity = \"1t\"");
+    assert!(super::check_memory(&independent, one).is_err());
+    assert!(super::check_memory(&independent, 2 * one).is_ok());
+}
