@@ -522,7 +522,7 @@ pub fn open_exports(
             name: d.name.clone(),
         })?;
         dev_path[i] = device_path(stack_dir, p);
-        create_missing(&dev_path[i], &d.name, d.size_bytes)?;
+        create_missing(&dev_path[i], &d.name, d.backing_size_bytes())?;
         let lock = {
             let f = File::open(&dev_path[i]).map_err(io_err(&dev_path[i], "open"))?;
             // The file is opened once for its identity and its locks.
@@ -545,7 +545,7 @@ pub fn open_exports(
             lock_file(f, &dev_path[i])?
         };
         dev_lock[i] = Some(std::sync::Arc::new(lock));
-        dev_bytes[i] = prepare_device(&dev_path[i], &d.name, d.size_bytes, create)?;
+        dev_bytes[i] = prepare_device(&dev_path[i], &d.name, d.backing_size_bytes(), create)?;
     }
     // Volumes no disk uses keep an unbounded size (their devices were not opened).
     let mut vol_bytes = Vec::new();

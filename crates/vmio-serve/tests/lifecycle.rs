@@ -258,3 +258,18 @@ fn o_direct_on_tmpfs_works_or_fails_with_a_clear_message() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_sharing_device_is_a_backing_file_of_its_capacity_when_it_has_no_size() {
+    let dir = tempdir("share");
+    // b is a region of a's disk in the simulator; served, it is a file of its own.
+    let text = stack("raid0", "4m", 8 << 20, &["none"]).replace(
+        "name = \"b\"\nmodel = \"ssd\"\npath = \"b.img\"\nsize = \"4m\"",
+        "name = \"b\"\nshare = \"a\"\nstart = \"1g\"\ncapacity = \"4m\"\npath = \"b.img\"",
+    );
+    assert!(text.contains("share = \"a\""), "{text}");
+    let srv = Server::start(&dir, &text);
+    let (_, size) = Raw::go(&srv.socket, "vm1");
+    assert_eq!(size, 8 << 20);
+    assert_eq!(std::fs::metadata(dir.join("b.img")).unwrap().len(), 4 << 20);
+}

@@ -17,7 +17,8 @@
 //!             filesystems (key: mount; FS_PARAMS but type), guest page cache (eviction
 //!             policies; linux::PARAMS with the guest's memory), volume layouts (note: device
 //!             count), schedulers, eviction policies with the page cache's parameters, the
-//!             [pdc] detector's parameters (no selector), device models (note: profiles)]
+//!             [pdc] detector's parameters (no selector), device models (note: profiles;
+//!             keys: share, start, capacity)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per key and parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
@@ -27,7 +28,7 @@ use vmio_core::cache::{eviction, linux, pdc, CacheMode};
 use vmio_core::cpu;
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
-use vmio_core::stack::Interface;
+use vmio_core::stack::{Interface, SHARE_KEYS};
 use vmio_core::{sched, volume};
 
 use crate::device;
@@ -211,7 +212,7 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
         Layer {
             table: "[[device]]",
             selector: "model",
-            default: "required",
+            default: "required, unless share",
             entries: device::REGISTRY
                 .iter()
                 .map(|e| {
@@ -219,7 +220,7 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
                     Described::new(e, note)
                 })
                 .collect(),
-            keys: &[],
+            keys: &SHARE_KEYS,
             params: &[],
         },
     ]

@@ -4,7 +4,8 @@
 //! [host]                      # cores, memory
 //! [[device]]                  # name, model (vmio-sim's device::REGISTRY), profile, the model's
 //!                             # parameters, path, size (the real engine, `vmio serve`: backing
-//!                             # file or block device)
+//!                             # file or block device); or share, start, capacity (a region of
+//!                             # an earlier device's hardware, see below)
 //! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
 //!                             # layout's parameters (stripe_size, chunk)
 //! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
@@ -49,6 +50,27 @@
 //!        cache is the host kernel's), no vcpus and no [vm.cputune]
 //! ```
 //!
+//! Shared hardware (`share`): a device may be a region of an earlier device's hardware, as a
+//! second file or partition on the same disk is. vmio serve gives each device a backing file
+//! of its own (one request queue per backing file); the disk under those files is one. A
+//! sharing device names its hardware and nothing of a model (its model, profile and
+//! parameters are the hardware's); the engine that knows the hardware's capacity resolves
+//! the regions ([`Stack::regions`], the simulator with its models' capacities):
+//!
+//! ```text
+//! [[device]] share = "a", start, capacity, path, size
+//! share:    an earlier device that does not share itself (no chains)
+//! model, profile, a model parameter with share -> "'model' with 'share': ..."
+//! start, capacity: sizes, multiples of 4k, capacity > 0; start without share is refused
+//! regions of hardware a (capacity C, from a's model), in stack order:
+//!     a itself:  [0, a.size or C)              (its backing file's size when it has one)
+//!     sharer s:  start = s.start or the largest end of the earlier regions on a
+//!                capacity = s.capacity or C - start
+//!                start + capacity <= C, else an error naming the field
+//! regions may overlap (a disk and a partition of it); the simulator moves no data
+//! vmio serve: s is a backing file of s.size, else of s.capacity ([`DeviceSpec::backing_size_bytes`])
+//! ```
+//!
 //! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
 //! the accepted values.
 
@@ -56,9 +78,9 @@ use crate::cache::pdc::{self, PdcSpec};
 use crate::cache::{eviction, linux, CacheMode};
 use crate::cpu::{self, CoreSet};
 use crate::guest::{self, params::FsSpec};
-use crate::params::{self, ParamError, Values};
+use crate::params::{self, KeyDoc, ParamError, Values};
 use crate::sched::{self, SchedulerEntry};
-use crate::units::parse_size;
+use crate::units::{parse_size, quote};
 use crate::volume::{self, LayoutEntry};
 use crate::Ns;
 use serde::{Deserialize, Serialize};
@@ -97,8 +119,16 @@ pub struct RawHost {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct RawDevice {
     pub name: String,
-    pub model: String,
+    /// Required unless `share` is set (then refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub profile: Option<String>,
+    /// The earlier device whose hardware this device is a region of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<String>,
+    /// Where the region begins on the hardware (with `share`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<SizeValue>,
     /// Backing file or block device of the real engine (`vmio serve`); the simulator
     /// ignores it. Relative paths are relative to the stack file's directory.
     pub path: Option<String>,
@@ -280,7 +310,66 @@ pub struct DeviceSpec {
     /// Size of the backing file for `vmio serve` (a multiple of 4k).
     pub size_bytes: Option<u64>,
     pub params: BTreeMap<String, toml::Value>,
+    /// `share`: the device is a region of another device's hardware (then `model` is the
+    /// hardware's, `profile` None and `params` empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareSpec>,
 }
+
+impl DeviceSpec {
+    /// The size of the device's backing file for `vmio serve`: `size`, else a sharing
+    /// device's `capacity` (its region's size) when the stack writes it.
+    pub fn backing_size_bytes(&self) -> Option<u64> {
+        self.size_bytes
+            .or_else(|| self.share.as_ref().and_then(|s| s.capacity_bytes))
+    }
+}
+
+/// `share = "a"` as read: the region's hardware and what the file says of its place.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShareSpec {
+    /// The device whose hardware it shares (an index into [`Stack::devices`], earlier, not
+    /// itself sharing).
+    pub device: usize,
+    /// `start`: None, right after the earlier regions of the hardware.
+    pub start_bytes: Option<u64>,
+    /// `capacity`: None, up to the hardware's end.
+    pub capacity_bytes: Option<u64>,
+}
+
+/// A device's place on its hardware, as resolved by [`Stack::regions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// The device whose model is the hardware (an index into [`Stack::devices`]).
+    pub hardware: usize,
+    pub start_bytes: u64,
+    pub capacity_bytes: u64,
+}
+
+/// The `[[device]]` keys of a sharing device, for `vmio help stack`.
+pub const SHARE_KEYS: [KeyDoc; 3] = [
+    KeyDoc {
+        name: "share",
+        help: "this device is a region of that device's hardware (a second file or partition on the same disk): one device model, one request queue per device",
+        accepted: "the name of an earlier device that does not share (then no model, profile or model parameter)",
+        default: "none",
+    },
+    KeyDoc {
+        name: "start",
+        help: "with share: where the region begins on the hardware",
+        accepted: "a size, a multiple of 4k",
+        default: "right after the earlier regions on the hardware, the shared device's own being [0, its size), or all of it without size",
+    },
+    KeyDoc {
+        name: "capacity",
+        help: "with share: the region's size (the model's parameter otherwise)",
+        accepted: "a positive size, a multiple of 4k; start + capacity within the hardware's capacity",
+        default: "the hardware's capacity less start",
+    },
+];
+
+/// The keys a sharing device accepts (its error lines list them).
+const SHARE_ACCEPTED: &str = "name, share, start, capacity, path, size";
 
 /// A volume: a registered layout over some devices, with the values of every registered
 /// layout's parameters (its own as set, the others' at their defaults, as result records
@@ -599,13 +688,23 @@ impl Stack {
                     ));
                 }
             }
+            let share = Self::share(&c, i, d, &devices)?;
+            let (model, params) = match (&share, &d.model) {
+                (Some(s), _) => (devices[s.device].model.clone(), BTreeMap::new()),
+                (None, Some(m)) => (m.clone(), d.params.clone()),
+                (None, None) => return Err(c.err(
+                    format!("device[{i}].model"),
+                    "missing; accepted: a model (vmio help stack), or share = an earlier device",
+                )),
+            };
             devices.push(DeviceSpec {
                 name: d.name.clone(),
-                model: d.model.clone(),
+                model,
                 profile: d.profile.clone(),
                 path: d.path.clone(),
                 size_bytes,
-                params: d.params.clone(),
+                params,
+                share,
             });
         }
         if raw.volume.is_empty() {
@@ -897,6 +996,182 @@ impl Stack {
             cpu,
             vms,
         })
+    }
+
+    /// `share`, `start` and `capacity` of device `i` (`earlier`: the devices before it):
+    /// None when it does not share.
+    fn share(
+        c: &Ctx,
+        i: usize,
+        d: &RawDevice,
+        earlier: &[DeviceSpec],
+    ) -> Result<Option<ShareSpec>, StackError> {
+        let Some(target) = &d.share else {
+            if d.start.is_some() {
+                return Err(c.err(
+                    format!("device[{i}].start"),
+                    "only valid with share = an earlier device",
+                ));
+            }
+            return Ok(None);
+        };
+        let refused = |key: &str, what: &str| {
+            c.err(
+                format!("device[{i}] '{}'", quote(&d.name)),
+                format!(
+                    "'{}' with 'share': a shared device has its hardware's {what}; accepted: {SHARE_ACCEPTED}",
+                    quote(key)
+                ),
+            )
+        };
+        if d.model.is_some() {
+            return Err(refused("model", "model"));
+        }
+        if d.profile.is_some() {
+            return Err(refused("profile", "profile"));
+        }
+        if let Some(key) = d.params.keys().find(|k| *k != "capacity") {
+            return Err(refused(key, "parameters"));
+        }
+        let owners = earlier
+            .iter()
+            .filter(|e| e.share.is_none())
+            .map(|e| quote(&e.name))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let field = format!("device[{i}].share");
+        let device = match earlier.iter().position(|e| e.name == *target) {
+            Some(k) => match &earlier[k].share {
+                Some(s) => {
+                    return Err(c.err(
+                        field,
+                        format!(
+                            "'{}' shares '{}' itself; accepted: an earlier device with a model (no chains): {owners}",
+                            quote(target),
+                            quote(&earlier[s.device].name)
+                        ),
+                    ))
+                }
+                None => k,
+            },
+            None => {
+                return Err(c.err(
+                    field,
+                    format!(
+                        "no earlier device named '{}'; accepted: an earlier device with a model: {}",
+                        quote(target),
+                        if owners.is_empty() { "none" } else { &owners }
+                    ),
+                ))
+            }
+        };
+        let start_bytes = match &d.start {
+            Some(v) => Some(c.size(&format!("device[{i}].start"), v)?),
+            None => None,
+        };
+        let capacity_field = format!("device[{i}].capacity");
+        let capacity_bytes = match d.params.get("capacity") {
+            None => None,
+            Some(toml::Value::Integer(n)) if *n >= 0 => Some(*n as u64),
+            Some(toml::Value::String(t)) => {
+                Some(c.size(&capacity_field, &SizeValue::Text(t.clone()))?)
+            }
+            Some(other) => {
+                return Err(c.err(
+                    capacity_field,
+                    format!("{other}: {}", params::Kind::SIZE.expected()),
+                ))
+            }
+        };
+        if let Some(b) = start_bytes.filter(|b| b % 4096 != 0) {
+            return Err(c.err(
+                format!("device[{i}].start"),
+                format!("{b} bytes: accepted: a multiple of 4k"),
+            ));
+        }
+        if let Some(b) = capacity_bytes.filter(|b| *b == 0 || b % 4096 != 0) {
+            return Err(c.err(
+                capacity_field,
+                format!("{b} bytes: accepted: a positive multiple of 4k"),
+            ));
+        }
+        Ok(Some(ShareSpec {
+            device,
+            start_bytes,
+            capacity_bytes,
+        }))
+    }
+
+    /// Each device's region of its hardware when the hardware is shared (the shared device's
+    /// and every sharing device's), None for the others. `hardware_bytes[i]` is the capacity
+    /// of device `i`'s model (read for the shared devices). The rules are the module
+    /// documentation's; an error names the field.
+    pub fn regions(&self, hardware_bytes: &[u64]) -> Result<Vec<Option<Region>>, StackError> {
+        let c = Ctx { file: &self.file };
+        let mut out: Vec<Option<Region>> = vec![None; self.devices.len()];
+        for (i, d) in self.devices.iter().enumerate() {
+            let Some(s) = &d.share else { continue };
+            let hw = s.device;
+            let cap = hardware_bytes[hw];
+            let owner = quote(&self.devices[hw].name);
+            if out[hw].is_none() {
+                let own = self.devices[hw].size_bytes.unwrap_or(cap);
+                if own > cap {
+                    return Err(c.err(
+                        format!("device[{hw}].size"),
+                        format!(
+                            "{own} bytes: '{owner}' is shared, its region of its hardware is [0, size), beyond its capacity ({cap} bytes); accepted: a size up to {cap}"
+                        ),
+                    ));
+                }
+                out[hw] = Some(Region {
+                    hardware: hw,
+                    start_bytes: 0,
+                    capacity_bytes: own,
+                });
+            }
+            let start = match s.start_bytes {
+                Some(b) => b,
+                None => out
+                    .iter()
+                    .flatten()
+                    .filter(|r| r.hardware == hw)
+                    .map(|r| r.start_bytes + r.capacity_bytes)
+                    .max()
+                    .unwrap_or(0),
+            };
+            let capacity = s
+                .capacity_bytes
+                .unwrap_or(cap.saturating_sub(start) / 4096 * 4096);
+            if start >= cap || capacity == 0 {
+                let why = if s.start_bytes.is_some() {
+                    String::new()
+                } else {
+                    " (the default: right after the earlier regions on the hardware)".to_string()
+                };
+                return Err(c.err(
+                    format!("device[{i}].start"),
+                    format!(
+                        "{start} bytes{why} leaves no room on the hardware of '{owner}' ({cap} bytes); accepted: a start below {cap}, or a size on '{owner}' (its own region [0, size))"
+                    ),
+                ));
+            }
+            if !matches!(start.checked_add(capacity), Some(end) if end <= cap) {
+                return Err(c.err(
+                    format!("device[{i}].capacity"),
+                    format!(
+                        "start {start} + capacity {capacity} bytes exceeds the capacity of '{owner}' ({cap} bytes); accepted: a capacity up to {}",
+                        cap - start
+                    ),
+                ));
+            }
+            out[i] = Some(Region {
+                hardware: hw,
+                start_bytes: start,
+                capacity_bytes: capacity,
+            });
+        }
+        Ok(out)
     }
 
     /// `[cpu]`: the model, CFS's and the mechanisms' keys, and Xen's dom0.

@@ -533,3 +533,194 @@ fn a_native_host_runs_groups_of_processes_on_its_own_block_layer() {
     let e = err(&GOOD.replace("interface = \"virtio-scsi\"", "interface = \"host\""));
     assert!(e.starts_with("s.toml: vm[0].disk[0].interface: 'host' is only valid with host.hypervisor = \"native\""), "{e}");
 }
+
+/// GOOD with `sdb` replaced by a device whose table is `sdb` (a region of `sda` when it has
+/// `share`).
+fn shared(sdb: &str) -> String {
+    GOOD.replace(
+        "name = \"sdb\"\nmodel = \"hdd\"\nrpm = 5400",
+        &format!("name = \"sdb\"\n{sdb}"),
+    )
+}
+
+#[test]
+fn a_sharing_device_reads_its_region_and_takes_its_hardwares_model() {
+    let s = Stack::from_toml(
+        &shared("share = \"sda\"\nstart = \"128g\"\ncapacity = \"64g\"\npath = \"b.img\""),
+        "s.toml",
+    )
+    .unwrap();
+    let d = &s.devices[1];
+    assert_eq!(
+        d.share,
+        Some(ShareSpec {
+            device: 0,
+            start_bytes: Some(128 << 30),
+            capacity_bytes: Some(64 << 30),
+        })
+    );
+    assert_eq!((d.model.as_str(), d.profile.as_deref()), ("hdd", None));
+    assert!(d.params.is_empty());
+    assert_eq!(s.devices[0].share, None);
+    // vmio serve: the backing file is of the region's size unless size says otherwise.
+    assert_eq!(d.backing_size_bytes(), Some(64 << 30));
+    let s = Stack::from_toml(
+        &shared("share = \"sda\"\ncapacity = \"64g\"\nsize = \"1g\""),
+        "s.toml",
+    )
+    .unwrap();
+    assert_eq!(s.devices[1].backing_size_bytes(), Some(1 << 30));
+    assert_eq!(s.devices[0].backing_size_bytes(), None);
+}
+
+#[test]
+fn a_sharing_device_with_a_model_profile_or_parameter_is_refused_naming_the_key() {
+    for (key, what) in [
+        (
+            "model = \"ssd\"",
+            "'model' with 'share': a shared device has its hardware's model",
+        ),
+        (
+            "profile = \"x\"",
+            "'profile' with 'share': a shared device has its hardware's profile",
+        ),
+        (
+            "rpm = 5400",
+            "'rpm' with 'share': a shared device has its hardware's parameters",
+        ),
+    ] {
+        let e = err(&shared(&format!("share = \"sda\"\n{key}")));
+        assert_eq!(
+            e,
+            format!("s.toml: device[1] 'sdb': {what}; accepted: name, share, start, capacity, path, size")
+        );
+    }
+}
+
+#[test]
+fn share_must_name_an_earlier_device_that_does_not_share() {
+    let e = err(&shared("share = \"sdz\""));
+    assert_eq!(
+        e,
+        "s.toml: device[1].share: no earlier device named 'sdz'; accepted: an earlier device with a model: sda"
+    );
+    // Itself or a later device is not earlier.
+    let e = err(&shared("share = \"sdb\""));
+    assert!(
+        e.contains("device[1].share: no earlier device named 'sdb'"),
+        "{e}"
+    );
+    let chain = shared("share = \"sda\"").replace(
+        "[[volume]]",
+        "[[device]]\nname = \"sdc\"\nshare = \"sdb\"\n[[volume]]",
+    );
+    assert_eq!(
+        err(&chain),
+        "s.toml: device[2].share: 'sdb' shares 'sda' itself; accepted: an earlier device with a model (no chains): sda"
+    );
+}
+
+#[test]
+fn start_and_capacity_are_sizes_in_multiples_of_4k_and_start_needs_share() {
+    let e = err(&shared("share = \"sda\"\nstart = 1000"));
+    assert_eq!(
+        e,
+        "s.toml: device[1].start: 1000 bytes: accepted: a multiple of 4k"
+    );
+    let e = err(&shared("share = \"sda\"\ncapacity = 0"));
+    assert_eq!(
+        e,
+        "s.toml: device[1].capacity: 0 bytes: accepted: a positive multiple of 4k"
+    );
+    let e = err(&shared("share = \"sda\"\ncapacity = true"));
+    assert!(
+        e.starts_with("s.toml: device[1].capacity: true: must be a size in bytes"),
+        "{e}"
+    );
+    let e = err(&shared("share = \"sda\"\nstart = \"12q\""));
+    assert!(e.starts_with("s.toml: device[1].start: "), "{e}");
+    let e = err(&shared("model = \"hdd\"\nstart = \"4k\""));
+    assert_eq!(
+        e,
+        "s.toml: device[1].start: only valid with share = an earlier device"
+    );
+    let e = err(&shared("rpm = 5400"));
+    assert_eq!(
+        e,
+        "s.toml: device[1].model: missing; accepted: a model (vmio help stack), or share = an earlier device"
+    );
+}
+
+/// GOOD's sda of `size` (if any) shared by sdb and a third device sdc.
+fn three_regions(size: &str, sdb: &str, sdc: &str) -> Stack {
+    let text = shared(&format!("share = \"sda\"\n{sdb}"))
+        .replace(
+            "profile = \"hdd-7200-2tb\"",
+            &format!("profile = \"hdd-7200-2tb\"\n{size}"),
+        )
+        .replace(
+            "[[volume]]",
+            &format!("[[device]]\nname = \"sdc\"\nshare = \"sda\"\n{sdc}\n[[volume]]"),
+        );
+    Stack::from_toml(&text, "s.toml").unwrap()
+}
+
+fn region(hardware: usize, start_bytes: u64, capacity_bytes: u64) -> Option<Region> {
+    Some(Region {
+        hardware,
+        start_bytes,
+        capacity_bytes,
+    })
+}
+
+#[test]
+fn regions_follow_one_another_from_the_shared_devices_own_size() {
+    const G: u64 = 1 << 30;
+    let s = three_regions("size = \"128g\"", "capacity = \"64g\"", "");
+    assert_eq!(
+        s.regions(&[1024 * G, 0, 0]).unwrap(),
+        [
+            region(0, 0, 128 * G),
+            region(0, 128 * G, 64 * G),
+            region(0, 192 * G, 832 * G)
+        ]
+    );
+    // Without a size the shared device is its whole hardware; explicit regions may lie in
+    // it (a disk and its partitions).
+    let s = three_regions(
+        "",
+        "start = \"128g\"\ncapacity = \"64g\"",
+        "start = \"192g\"",
+    );
+    assert_eq!(
+        s.regions(&[1024 * G, 0, 0]).unwrap(),
+        [
+            region(0, 0, 1024 * G),
+            region(0, 128 * G, 64 * G),
+            region(0, 192 * G, 832 * G)
+        ]
+    );
+    // A stack without share has no regions.
+    let s = Stack::from_toml(GOOD, "s.toml").unwrap();
+    assert_eq!(s.regions(&[G, G]).unwrap(), [None, None]);
+}
+
+#[test]
+fn regions_beyond_the_hardware_are_refused_naming_the_field() {
+    const G: u64 = 1 << 30;
+    let e = |s: Stack| s.regions(&[256 * G, 0, 0]).unwrap_err().to_string();
+    assert_eq!(
+        e(three_regions("", "capacity = \"64g\"", "")),
+        "s.toml: device[1].start: 274877906944 bytes (the default: right after the earlier regions on the hardware) leaves no room on the hardware of 'sda' (274877906944 bytes); accepted: a start below 274877906944, or a size on 'sda' (its own region [0, size))"
+    );
+    assert_eq!(
+        e(three_regions("size = \"128g\"", "capacity = \"200g\"", "")),
+        "s.toml: device[1].capacity: start 137438953472 + capacity 214748364800 bytes exceeds the capacity of 'sda' (274877906944 bytes); accepted: a capacity up to 137438953472"
+    );
+    assert_eq!(
+        e(three_regions("size = \"300g\"", "", "")),
+        "s.toml: device[0].size: 322122547200 bytes: 'sda' is shared, its region of its hardware is [0, size), beyond its capacity (274877906944 bytes); accepted: a size up to 274877906944"
+    );
+    assert!(e(three_regions("size = \"128g\"", "start = \"256g\"", ""))
+        .starts_with("s.toml: device[1].start: 274877906944 bytes leaves no room"));
+}

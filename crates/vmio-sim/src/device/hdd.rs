@@ -652,18 +652,7 @@ impl Hdd {
 
     fn complete(&mut self, t: Ns, idx: u32, done: &mut Vec<u64>) {
         let c = self.cmds[idx as usize];
-        match c.op {
-            Op::Read => {
-                self.stats.read_ops += 1;
-                self.stats.read_bytes += c.len;
-            }
-            Op::Write => {
-                self.stats.write_ops += 1;
-                self.stats.write_bytes += c.len;
-            }
-            Op::Flush => self.stats.flush_ops += 1,
-            Op::Trim => {}
-        }
+        self.stats.count(c.op, c.len);
         self.busy.end(t);
         done.push(c.tag);
         self.free.push(idx);

@@ -70,6 +70,25 @@ pub struct DeviceStats {
     pub gc_ns: u64,
 }
 
+impl DeviceStats {
+    /// Count a completed command: its op and its bytes (a trim is not counted).
+    #[inline]
+    pub fn count(&mut self, op: Op, len_bytes: u64) {
+        match op {
+            Op::Read => {
+                self.read_ops += 1;
+                self.read_bytes += len_bytes;
+            }
+            Op::Write => {
+                self.write_ops += 1;
+                self.write_bytes += len_bytes;
+            }
+            Op::Flush => self.flush_ops += 1,
+            Op::Trim => {}
+        }
+    }
+}
+
 /// A host block device model. The engine submits commands (at most `queue_depth()` outstanding) and
 /// calls `advance(now)` when `next_event_ns()` is reached; the device decides internally the order of service (NCQ).
 pub trait Device {
@@ -347,18 +366,7 @@ impl Completions {
                 break;
             }
             let ((t, _), (tag, op, len)) = self.heap.pop().unwrap();
-            match op {
-                Op::Read => {
-                    stats.read_ops += 1;
-                    stats.read_bytes += len;
-                }
-                Op::Write => {
-                    stats.write_ops += 1;
-                    stats.write_bytes += len;
-                }
-                Op::Flush => stats.flush_ops += 1,
-                Op::Trim => {}
-            }
+            stats.count(op, len);
             busy.end(t);
             done.push(tag);
         }

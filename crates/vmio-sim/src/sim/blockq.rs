@@ -4,28 +4,44 @@
 //! the device has a free slot; a barrier counts the device requests of one host operation and
 //! hands its continuation back to the host cache driver.
 //!
+//! Shared hardware (`[[device]] share`): every stack device keeps its own request queue, and
+//! the queues of the devices that are regions of one hardware feed its one device model.
+//! Linux has one request queue per disk (a partition's requests go to its disk's queue);
+//! vmio serve has one per backing file, whose requests then reach the one disk under the
+//! files through the host's filesystem. The simulator follows vmio serve: one queue per
+//! stack device (the model's queue depth each), all of a hardware's queues dispatching into
+//! its model, so that a raid0 over two files of one disk shares that disk's time.
+//!
 //! ```text
+//! hardware h: one device model; members = its stack devices, the shared one first
+//! device d:   a queue, its hardware h, its member index m, its region's start on h
 //! submit_range(disk, op, off, len, b): volume.map(disk offset + off) → pieces;
-//!     barrier b += pieces; each piece → device prefetch hint, queue.insert;
+//!     barrier b += pieces; each piece → prefetch hint, queue.insert;
 //!     pump each touched device once
 //! flush_volume(disk, cont): one FLUSH CACHE per device of the disk's volume (queue.insert),
 //!     one barrier
-//! pump(dev): queue.dispatch → device submit (the slot is the device tag);
-//!     DevWake at the device's next completion, SchedWake at queue.wakeup_to_arm
-//! DevWake: device completions → queue.complete; every tag (merged requests too) →
-//!     barrier_done; pump
-//! SchedWake: queue.woke; pump
+//! pump(d): queue.dispatch → model(h).submit(tag = m << 32 | slot, offset = start + offset);
+//!     DevWake(h) at the model's next completion, SchedWake(d) at queue.wakeup_to_arm
+//! DevWake(h): model completions → member tag >> 32, slot tag & (2^32 - 1) → queue.complete;
+//!     every tag (merged requests too) → barrier_done; pump every member of h
+//! SchedWake(d): queue.woke; pump(d)
 //! barrier_done(b): remaining -= 1; at 0 → host cache driver's barrier_continue(cont)
 //! ```
 //!
+//! A device without sharing is member 0 of its own hardware: its tags are its slots and its
+//! offsets its own, as before sharing existed. A hardware's model may hold up to (members ×
+//! queue depth) commands (each queue has the model's depth, as each backing file has
+//! vmio serve's); the models accept more than their depth (device module).
+//!
 //! Sources: Linux block/blk-mq.c and block/blk-flush.c through [`vmio_core::blockq`], md/dm
 //! for the volume layouts (the core crate's [`vmio_core::volume`]), the schedulers of
-//! [`vmio_core::sched`].
+//! [`vmio_core::sched`]; block/partitions/core.c (`add_partition`: a partition is a
+//! start and a length on its disk, its I/O the disk's, offset by the start).
 
 use super::event::Event;
 use super::hostcache::Cont;
 use super::{Sim, SimError};
-use crate::device::{build_device_seeded, DevCmd, Device};
+use crate::device::{build_device_seeded, Busy, DevCmd, Device, DeviceStats};
 use vmio_core::blockq::DeviceQueue;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched;
@@ -34,11 +50,41 @@ use vmio_core::stack::Stack;
 use vmio_core::volume::{self, Piece, VolumeLayout};
 use vmio_core::Ns;
 
-pub(super) struct DevState {
+/// One device model: the hardware of a stack device and of the devices sharing it.
+pub(super) struct Hardware {
     pub(super) model: Box<dyn Device>,
-    queue: DeviceQueue,
+    /// The stack devices whose queues feed the model, the shared one first: a command's tag
+    /// is (member index) << [`MEMBER_SHIFT`] | its queue slot.
+    members: Vec<usize>,
     /// The device completion a DevWake event is pushed for.
     wake_at: Option<Ns>,
+}
+
+/// A model tag: member index << MEMBER_SHIFT | slot (slots are below the queue depth).
+const MEMBER_SHIFT: u32 = 32;
+const SLOT_MASK: u64 = (1 << MEMBER_SHIFT) - 1;
+
+/// A stack device: its request queue and its place on its hardware.
+pub(super) struct DevState {
+    pub(super) name: String,
+    queue: DeviceQueue,
+    /// Its hardware (an index into [`BlockQueue::hws`]).
+    pub(super) hw: usize,
+    /// Its member index on the hardware, shifted: the high bits of its commands' tags.
+    tag_base: u64,
+    /// Where its region begins on the hardware, and its size (the volume's device capacity).
+    pub(super) start_bytes: u64,
+    pub(super) capacity_bytes: u64,
+    /// What its queue sent, counted at completion (a sharing device's report).
+    pub(super) sent: DeviceStats,
+    pub(super) sent_busy: Busy,
+}
+
+impl DevState {
+    /// The device is a region of another device's hardware (not its model's first member).
+    pub(super) fn shares(&self) -> bool {
+        self.tag_base != 0
+    }
 }
 
 pub(super) struct VolState {
@@ -54,8 +100,9 @@ pub(super) struct Barrier {
     pub(super) cont: Cont,
 }
 
-/// The block layer's state: devices, volumes and the barriers in flight.
+/// The block layer's state: hardware, devices, volumes and the barriers in flight.
 pub(super) struct BlockQueue {
+    pub(super) hws: Vec<Hardware>,
     pub(super) devs: Vec<DevState>,
     pub(super) vols: Vec<VolState>,
     pub(super) barriers: Slab<Barrier>,
@@ -64,8 +111,9 @@ pub(super) struct BlockQueue {
 }
 
 impl BlockQueue {
-    pub(super) fn new(devs: Vec<DevState>, vols: Vec<VolState>) -> Self {
+    pub(super) fn new((hws, devs): (Vec<Hardware>, Vec<DevState>), vols: Vec<VolState>) -> Self {
         BlockQueue {
+            hws,
             devs,
             vols,
             barriers: Slab::new(),
@@ -75,11 +123,24 @@ impl BlockQueue {
     }
 }
 
-/// The stack's devices, each seeded from the run seed and its name, with its scheduler.
-pub(super) fn build_devices(stack: &Stack, seed: u64) -> Result<Vec<DevState>, SimError> {
+/// The stack's hardware (a model for each device that does not share, seeded from the run
+/// seed and its name) and its devices (each with its scheduler, its region and its place
+/// among its hardware's members).
+pub(super) fn build_devices(
+    stack: &Stack,
+    seed: u64,
+) -> Result<(Vec<Hardware>, Vec<DevState>), SimError> {
     let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
-    let mut devs = Vec::new();
-    for d in &stack.devices {
+    let mut hws: Vec<Hardware> = Vec::new();
+    // Each device's hardware index, and each hardware's capacity by device.
+    let mut hw_of = Vec::with_capacity(stack.devices.len());
+    let mut hardware_bytes = Vec::with_capacity(stack.devices.len());
+    for (i, d) in stack.devices.iter().enumerate() {
+        if let Some(s) = &d.share {
+            hw_of.push(hw_of[s.device]);
+            hardware_bytes.push(0);
+            continue;
+        }
         let dev_seed = vmio_core::rng::Rng::derive(seed, &format!("device/{}", d.name)).next_u64();
         let model =
             build_device_seeded(&d.name, &d.model, d.profile.as_deref(), &d.params, dev_seed)
@@ -87,28 +148,51 @@ pub(super) fn build_devices(stack: &Stack, seed: u64) -> Result<Vec<DevState>, S
                     file: stack.file.clone(),
                     source,
                 })?;
-        let queue = DeviceQueue::new(
-            sched::build(&stack.scheduler, &weights),
-            model.queue_depth(),
-        );
-        devs.push(DevState {
+        hw_of.push(hws.len());
+        hardware_bytes.push(model.capacity_bytes());
+        hws.push(Hardware {
             model,
-            queue,
+            members: vec![i],
             wake_at: None,
         });
     }
-    Ok(devs)
+    let regions = stack.regions(&hardware_bytes)?;
+    let mut devs = Vec::with_capacity(stack.devices.len());
+    for (i, d) in stack.devices.iter().enumerate() {
+        let hw = &mut hws[hw_of[i]];
+        let member = match hw.members.iter().position(|&m| m == i) {
+            Some(m) => m,
+            None => {
+                hw.members.push(i);
+                hw.members.len() - 1
+            }
+        };
+        let (start_bytes, capacity_bytes) = match regions[i] {
+            Some(r) => (r.start_bytes, r.capacity_bytes),
+            None => (0, hw.model.capacity_bytes()),
+        };
+        devs.push(DevState {
+            name: d.name.clone(),
+            queue: DeviceQueue::new(
+                sched::build(&stack.scheduler, &weights),
+                hw.model.queue_depth(),
+            ),
+            hw: hw_of[i],
+            tag_base: (member as u64) << MEMBER_SHIFT,
+            start_bytes,
+            capacity_bytes,
+            sent: DeviceStats::default(),
+            sent_busy: Busy::default(),
+        });
+    }
+    Ok((hws, devs))
 }
 
 /// The stack's volumes over `devs`, with their read-ahead (the layout's default unless set).
 pub(super) fn build_volumes(stack: &Stack, devs: &[DevState]) -> Result<Vec<VolState>, SimError> {
     let mut vols = Vec::new();
     for v in &stack.volumes {
-        let caps: Vec<u64> = v
-            .devices
-            .iter()
-            .map(|&i| devs[i].model.capacity_bytes())
-            .collect();
+        let caps: Vec<u64> = v.devices.iter().map(|&i| devs[i].capacity_bytes).collect();
         let layout = volume::build(&v.name, v.layout, &caps, &v.params).map_err(|source| {
             SimError::Volume {
                 file: stack.file.clone(),
@@ -164,7 +248,9 @@ impl Sim {
                 merged: Vec::new(),
             };
             let d = &mut self.blockq.devs[dev];
-            d.model.prefetch(op, p.offset_bytes, p.len_bytes);
+            self.blockq.hws[d.hw]
+                .model
+                .prefetch(op, d.start_bytes + p.offset_bytes, p.len_bytes);
             d.queue.insert(now, io);
         }
         let vol = self.disks[disk].volume;
@@ -207,23 +293,26 @@ impl Sim {
 
     pub(super) fn pump(&mut self, now: Ns, dev: usize) {
         let d = &mut self.blockq.devs[dev];
-        let model = &mut d.model;
+        let h = &mut self.blockq.hws[d.hw];
+        let model = &mut h.model;
+        let (tag_base, start, busy) = (d.tag_base, d.start_bytes, &mut d.sent_busy);
         d.queue.dispatch(now, |slot, io| {
+            busy.start(now);
             model.submit(
                 now,
                 DevCmd {
-                    tag: slot as u64,
+                    tag: tag_base | slot as u64,
                     op: io.op,
-                    offset_bytes: io.offset_bytes,
+                    offset_bytes: start + io.offset_bytes,
                     len_bytes: io.len_bytes,
                     fua: io.fua,
                 },
             )
         });
-        if let Some(t) = d.model.next_event_ns() {
-            if d.wake_at.is_none_or(|w| t < w || w < now) {
-                d.wake_at = Some(t);
-                self.q.push(t, Event::DevWake(dev).pack());
+        if let Some(t) = h.model.next_event_ns() {
+            if h.wake_at.is_none_or(|w| t < w || w < now) {
+                h.wake_at = Some(t);
+                self.q.push(t, Event::DevWake(d.hw).pack());
             }
         }
         if let Some(t) = d.queue.wakeup_to_arm(now) {
@@ -231,24 +320,33 @@ impl Sim {
         }
     }
 
-    pub(super) fn dev_wake(&mut self, now: Ns, dev: usize) {
+    /// Hardware `hw` has completions due: each goes back to its device's queue, then every
+    /// queue of the hardware may dispatch.
+    pub(super) fn dev_wake(&mut self, now: Ns, hw: usize) {
         let mut done = std::mem::take(&mut self.blockq.done);
         done.clear();
         {
-            let d = &mut self.blockq.devs[dev];
-            if d.wake_at == Some(now) {
-                d.wake_at = None;
+            let h = &mut self.blockq.hws[hw];
+            if h.wake_at == Some(now) {
+                h.wake_at = None;
             }
-            d.model.advance(now, &mut done);
+            h.model.advance(now, &mut done);
         }
-        for &slot in &done {
-            let io = self.blockq.devs[dev].queue.complete(now, slot as usize);
+        for &tag in &done {
+            let dev = self.blockq.hws[hw].members[(tag >> MEMBER_SHIFT) as usize];
+            let d = &mut self.blockq.devs[dev];
+            let io = d.queue.complete(now, (tag & SLOT_MASK) as usize);
+            d.sent.count(io.op, io.len_bytes);
+            d.sent_busy.end(now);
             for tag in io.tags() {
                 self.barrier_done(now, tag as usize);
             }
         }
         self.blockq.done = done;
-        self.pump(now, dev);
+        for m in 0..self.blockq.hws[hw].members.len() {
+            let dev = self.blockq.hws[hw].members[m];
+            self.pump(now, dev);
+        }
     }
 
     pub(super) fn sched_wake(&mut self, now: Ns, dev: usize) {

@@ -19,7 +19,7 @@ pub(super) enum Event {
     HostDone(usize),
     /// The VMM completed a request to the guest.
     GuestDone(usize),
-    /// A device has completions due.
+    /// A device model (a hardware, shared by its devices' queues) has completions due.
     DevWake(usize),
     /// A device's scheduler may dispatch again (an idle window or a slice ended).
     SchedWake(usize),

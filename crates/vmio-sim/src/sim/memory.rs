@@ -4,7 +4,8 @@
 //! ```text
 //! available = min(MemAvailable of /proc/meminfo (or FALLBACK), RLIMIT_AS - VmSize,
 //!                 cgroup v2 memory.max - memory.current)
-//! need      = Σ device estimated_bytes (SSD FTL tables) + page-cache slots (if any disk is buffered)
+//! need      = Σ device estimated_bytes (SSD FTL tables; a sharing device has none of its own)
+//!             + page-cache slots (if any disk is buffered)
 //! need > available → SimError::Job naming the largest consumer
 //! ```
 
@@ -100,7 +101,11 @@ fn binary_size(bytes: u64) -> String {
 pub fn check_memory(stack: &Stack, available: u64) -> Result<(), SimError> {
     let mut total = 0u64;
     let mut largest: Option<(usize, u64, u64)> = None;
+    // A sharing device has no model of its own: its hardware's is counted once.
     for (i, d) in stack.devices.iter().enumerate() {
+        if d.share.is_some() {
+            continue;
+        }
         let (bytes, capacity) =
             crate::device::estimated_bytes(&d.name, &d.model, d.profile.as_deref(), &d.params)
                 .map_err(|source| SimError::Device {

@@ -17,7 +17,8 @@
 //!                   then FLUSH CACHE to every device of the volume
 //!                 │ submit_range / flush_volume              ▲ barrier_continue
 //! blockq.rs     volume map → per-device requests → scheduler (flushes bypass it) → device
-//!               queue depth; DevWake / SchedWake; barrier_done counts a barrier's requests
+//!               queue depth; DevWake / SchedWake; barrier_done counts a barrier's requests;
+//!               the queues of devices sharing hardware feed its one model
 //!                 │ submit                                   ▲ advance (completions)
 //! device/       HDD, SSD, RAM models
 //! ```
@@ -325,7 +326,7 @@ impl Sim {
         check_job_count(&jobs)?;
         check_memory(&stack, available_memory_bytes())?;
         let devs = blockq::build_devices(&stack, seed)?;
-        let vols = blockq::build_volumes(&stack, &devs)?;
+        let vols = blockq::build_volumes(&stack, &devs.1)?;
         let vol_bytes: Vec<u64> = vols.iter().map(|v| v.layout.capacity_bytes()).collect();
         stack.resolve_disk_sizes(&vol_bytes)?;
         let (disks, vdisks, files, disk_base) = build_disks(&stack, &vols);
@@ -376,7 +377,7 @@ impl Sim {
                 Event::SubmitDone(r) => self.host_start(now, r),
                 Event::HostDone(r) => self.after_copy(now, r),
                 Event::GuestDone(r) => self.guest_done(now, r),
-                Event::DevWake(dev) => self.dev_wake(now, dev),
+                Event::DevWake(hw) => self.dev_wake(now, hw),
                 Event::SchedWake(dev) => self.sched_wake(now, dev),
                 Event::WbTimer => self.wb_timer(now),
                 Event::JobEnd(j) => self.job_end(now, j),
@@ -406,5 +407,7 @@ pub fn simulate(stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<SimRep
 
 #[cfg(test)]
 mod cpu_tests;
+#[cfg(test)]
+mod shared_tests;
 #[cfg(test)]
 mod tests;

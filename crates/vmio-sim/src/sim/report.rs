@@ -4,11 +4,14 @@
 //! ```text
 //! job runtime = min(end, max(finish, start + ramp)) - (start + ramp)   (measured window)
 //! devices, page cache, volumes: their own counters at the end of the run
+//! a device sharing hardware: its queue's completed commands and busy time; the shared
+//!      device: the hardware model's counters (all its devices' commands)
 //! pdc: per cache = "pdc" disk, its detector's report against the guest's journal (blocks
 //!      [first, last] of journal_extent → bytes [first × 4096, (last + 1) × 4096))
 //! ```
 
 use super::Sim;
+use crate::device::DeviceStats;
 use crate::metrics::DirStats;
 use vmio_core::cache::pdc::DetectorReport;
 use vmio_core::fio::JobSpec;
@@ -30,10 +33,15 @@ pub struct JobReport {
     pub iozone: Vec<vmio_core::workload::iozone::Timing>,
 }
 
+/// One stack device. A device whose hardware others share reports its model's figures, the
+/// whole hardware's (as Linux's disk line of /proc/diskstats counts its partitions' I/O); a
+/// sharing device reports what its own queue sent (commands and bytes completed, busy while
+/// one of its commands was in the model; the hardware's own figures, cache and flash, are 0)
+/// and its region as its parameters (share, start, capacity).
 pub struct DeviceReport {
     pub name: String,
     pub model: &'static str,
-    pub stats: crate::device::DeviceStats,
+    pub stats: DeviceStats,
     pub params: Vec<(String, String)>,
 }
 
@@ -99,11 +107,29 @@ impl Sim {
             .blockq
             .devs
             .iter()
-            .map(|d| DeviceReport {
-                name: d.model.name().to_string(),
-                model: d.model.model(),
-                stats: d.model.stats(now),
-                params: d.model.params(),
+            .map(|d| {
+                let hw = &self.blockq.hws[d.hw];
+                if !d.shares() {
+                    return DeviceReport {
+                        name: d.name.clone(),
+                        model: hw.model.model(),
+                        stats: hw.model.stats(now),
+                        params: hw.model.params(),
+                    };
+                }
+                DeviceReport {
+                    name: d.name.clone(),
+                    model: hw.model.model(),
+                    stats: DeviceStats {
+                        busy_ns: d.sent_busy.busy_at(now),
+                        ..d.sent.clone()
+                    },
+                    params: vec![
+                        ("share".to_string(), hw.model.name().to_string()),
+                        ("start".to_string(), d.start_bytes.to_string()),
+                        ("capacity".to_string(), d.capacity_bytes.to_string()),
+                    ],
+                }
             })
             .collect();
         let guest_stats = self.guests.stats();
