@@ -7,7 +7,9 @@
 //!
 //! Models, one file each: [`hdd`] (zoned disk with seek curve, rotational position, NCQ/SPTF,
 //! segmented read-ahead cache and write-back cache), [`ssd`] (channel/die parallelism with
-//! bandwidth caps, a page-mapped FTL with garbage collection in [`ftl`], clean or aged) and [`ram`] (fixed latency plus bandwidth).
+//! bandwidth caps, a page-mapped FTL with garbage collection in [`ftl`], clean or aged), [`ram`] (fixed latency plus bandwidth) and [`flash`] (a generic flash/NVMe device:
+//! parallel units, a data pipe per direction, a shared link and an optional write buffer;
+//! the model `vmio calibrate` fits).
 //! Built-in profiles give datasheet parameters; every parameter can be overridden from a stack
 //! file's `[[device]]` table. Each model file declares its parameters once
 //! ([`vmio_core::params::ParamSpec`]s, their defaults being its profile's figures) in an
@@ -28,6 +30,7 @@
 //! engine should not rely on it: real hosts never exceed the NCQ depth. Commands beyond the
 //! capacity complete (each model documents how); the engine validates ranges.
 
+pub mod flash;
 pub mod ftl;
 pub mod hdd;
 pub mod ram;
@@ -71,7 +74,7 @@ pub struct DeviceStats {
 /// calls `advance(now)` when `next_event_ns()` is reached; the device decides internally the order of service (NCQ).
 pub trait Device {
     fn name(&self) -> &str;
-    fn model(&self) -> &'static str; // "hdd" | "ssd" | "ram"
+    fn model(&self) -> &'static str; // "hdd" | "ssd" | "ram" | "flash"
     fn capacity_bytes(&self) -> u64;
     fn queue_depth(&self) -> usize; // e.g. NCQ 32
     fn submit(&mut self, now: Ns, cmd: DevCmd); // len_bytes may be 0 for Flush
@@ -107,7 +110,7 @@ pub type NewDevice = fn(&str, &str, &Values, u64) -> Result<Box<dyn Device>, Par
 pub type ModelEntry = Entry<ModelBuild>;
 
 /// Device models accepted in a stack file's `[[device]] model = ...`, in help order.
-pub const REGISTRY: &[&ModelEntry] = &[&hdd::ENTRY, &ssd::ENTRY, &ram::ENTRY];
+pub const REGISTRY: &[&ModelEntry] = &[&hdd::ENTRY, &ssd::ENTRY, &ram::ENTRY, &flash::ENTRY];
 
 /// A bad `[[device]]` table. Messages name the device, the parameter or value at fault and
 /// what is accepted. (Fields are boxed to keep the error small.)
@@ -277,7 +280,7 @@ pub fn build_device_seeded(
 }
 
 /// Memory a device's model will allocate, in bytes, and its capacity: the SSD's FTL tables
-/// ([`ftl::estimated_bytes`]); 0 for the HDD and RAM models, whose state does not grow with
+/// ([`ftl::estimated_bytes`]); 0 for the HDD, RAM and flash models, whose state does not grow with
 /// the capacity. Checks the model, profile and parameters like [`build_device_seeded`] (and
 /// returns its errors), without allocating anything.
 pub fn estimated_bytes(

@@ -1,0 +1,690 @@
+//! A generic flash/NVMe block device as the host sees it: `units` parallel units (dies,
+//! channels or a backend's servers) that each serve one command at a time, a data pipe per
+//! direction (the controller's read and write bandwidth), one host link shared by both
+//! directions, and an optional write buffer that acknowledges writes before their unit work.
+//! No FTL, no garbage collection: the few parameters are what `vmio calibrate` fits from fio
+//! measurements of a real disk (REAL-SPEC.md section 1), so every figure has a closed form.
+//!
+//! **Sources.** Defaults (profile `datacenter-nvme`): round figures of the Intel SSD DC
+//! P4510 2 TB (U.2, PCIe 3.1 x4, NVMe; Intel's product brief, 2018): sequential read up to
+//! 3,200 MB/s and write up to 2,000 MB/s (`read_rate` 3 GB/s, `write_rate` 2 GB/s), typical
+//! 4 KiB QD1 latency 77 µs read and 18 µs write (`read_latency` 80 µs, `write_latency`
+//! 20 µs; a write's latency is a program into the drive's power-protected DRAM, hence the
+//! short figure), 4 KiB random read up to 637k IOPS (`units` = 637,000 × 80 µs ≈ 51,
+//! rounded to 50: an estimate of the parallelism that gives the datasheet's random-read
+//! rate; the datasheet's 81.5k random-write IOPS is a steady state under garbage
+//! collection, which this model does not have). `link_rate`: PCIe 3.0 x4, 8 GT/s × 4 lanes
+//! × 128/130 = 3.94 GB/s, rounded to 4 GB/s (TLP overhead ignored). `capacity` 256 GiB,
+//! `queue_depth` 128 (blk-mq's default nr_requests), `flush_latency` 20 µs (an estimate:
+//! one command's round trip through the controller, as a write's), `write_buffer` 0 (the
+//! drive's DRAM is what `write_latency` already stands for). Command semantics follow NVM
+//! Express Base Specification 2.0: FLUSH commits the volatile write cache's data of writes
+//! completed before it (section 7.1, "Flush command"); a write with FUA completes only once
+//! its data is on non-volatile media ("Force Unit Access" of the Write command); Linux sets
+//! these in drivers/nvme/host/core.c (`nvme_setup_flush`, `nvme_setup_rw`: REQ_FUA →
+//! NVME_RW_FUA, `nvme_setup_discard`: a TRIM becomes a Dataset Management deallocate).
+//!
+//! **Rules.** Every resource is FIFO in the order commands become ready for it: the model
+//! keeps its own time-ordered stages (a read's unit work ending, a write's data arriving, a
+//! buffered write's unit work ending) and books each resource when a command reaches it,
+//! so a resource sees its commands in the order they became ready. With
+//! `t(L, d) = L / min(rate_d, link_rate)`:
+//!
+//! ```text
+//! transfer(ready, L, d): start = max(ready, pipe_d free, link free)
+//!                        pipe_d free = start + L/rate_d; link free = start + L/link_rate
+//!                        -> start + t(L, d)
+//! unit(ready, a):        the unit free first: start = max(ready, its free time); busy a
+//! read:   unit(now, read_latency) -> transfer(unit end, L, read)          -> done
+//! write, write_buffer = 0:
+//!         transfer(now, L, write) -> unit(transfer end, write_latency)    -> done
+//! write, write_buffer = B > 0: needs n = min(L, B) bytes of buffer (a write larger than
+//!         the buffer waits for it to be empty); writes wait FIFO for space; space taken
+//!         when the transfer is booked, at admission
+//!         transfer(admission, L, write) -> done (acknowledged) at its end, unless FUA
+//!         unit(transfer end, write_latency) -> n bytes freed; a FUA write is done here
+//! flush:  done = max(now, when every buffered write submitted before it has finished its
+//!         unit work) + flush_latency             (no unit; write_buffer = 0: now + ...)
+//! trim:   done = now + flush_latency             (no unit, no data: a command round trip)
+//! ```
+//!
+//! Closed forms (one kind of request, size L, q outstanding in a closed loop, N units,
+//! a = the op's latency, t = t(L, d), no buffer): latency at q = 1 is `a + t`; throughput
+//! `X(q) = min(q / (a + t), N / a, 1 / t)` requests per second; mean latency `q / X(q)`.
+//! Reads and writes together move at most `link_rate` bytes per second; each direction at
+//! most its own rate. With a buffer, a write at QD1 on an idle device takes `t`; once the
+//! buffer is full, acknowledgements come at the drain rate `N / write_latency` per command.
+//! Out-of-range commands are served like in-range ones (the engine validates ranges).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
+use vmio_core::request::Op;
+use vmio_core::units::transfer_ns;
+use vmio_core::{Ns, US};
+
+use super::{
+    capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    DURATION,
+};
+use crate::engine::MinHeap;
+
+pub const ENTRY: ModelEntry = Entry {
+    name: "flash",
+    help: "generic flash/NVMe device: parallel units, per-direction data pipes, a shared link, optional write buffer (what vmio calibrate fits)",
+    // Defaults: profile `datacenter-nvme` (see the module doc).
+    params: &[
+        capacity(256 << 30),
+        ParamSpec {
+            name: "units",
+            kind: Kind::Count { min: 1, max: 4096 },
+            default: Value::Int(50),
+            unit: "",
+            help: "parallel units (dies/channels/backend servers), one command each at a time",
+        },
+        ParamSpec {
+            name: "read_latency",
+            kind: DURATION,
+            default: Value::Int(80 * US),
+            unit: "ns",
+            help: "a read's time on its unit",
+        },
+        ParamSpec {
+            name: "write_latency",
+            kind: DURATION,
+            default: Value::Int(20 * US),
+            unit: "ns",
+            help: "a write's time on its unit (a program into the device's cache)",
+        },
+        ParamSpec {
+            name: "read_rate",
+            kind: Kind::Rate,
+            default: Value::Int(3_000_000_000),
+            unit: "bps",
+            help: "read data bandwidth, shared by all reads",
+        },
+        ParamSpec {
+            name: "write_rate",
+            kind: Kind::Rate,
+            default: Value::Int(2_000_000_000),
+            unit: "bps",
+            help: "write data bandwidth, shared by all writes",
+        },
+        ParamSpec {
+            name: "link_rate",
+            kind: Kind::Rate,
+            default: Value::Int(4_000_000_000),
+            unit: "bps",
+            help: "the host link, shared by reads and writes (PCIe 3.0 x4)",
+        },
+        ParamSpec {
+            name: "write_buffer",
+            kind: Kind::SIZE,
+            default: Value::Int(0),
+            unit: "bytes",
+            help: "bytes of writes acknowledged before their unit work (0: none)",
+        },
+        ParamSpec {
+            name: "flush_latency",
+            kind: DURATION,
+            default: Value::Int(20 * US),
+            unit: "ns",
+            help: "a FLUSH's cost once the buffer is empty (also a TRIM's cost)",
+        },
+        ParamSpec {
+            name: "queue_depth",
+            kind: Kind::Count {
+                min: 1,
+                max: 65_536,
+            },
+            default: Value::Int(128),
+            unit: "",
+            help: "commands outstanding (blk-mq default 128)",
+        },
+    ],
+    build: ModelBuild {
+        profiles: &["datacenter-nvme"],
+        new,
+        memory,
+    },
+};
+
+fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Device>, ParamError> {
+    Ok(Box::new(Flash::new(
+        name,
+        FlashParams::from_values(profile, v),
+    )))
+}
+
+/// The model's state does not grow with the capacity.
+fn memory(_: &Values) -> Result<(u64, u64), ParamError> {
+    Ok((0, 0))
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlashParams {
+    pub profile: String,
+    /// The values it was read from, in declaration order (the result record lists them).
+    pub values: Values,
+    pub capacity_bytes: u64,
+    pub units: u64,
+    pub read_latency_ns: Ns,
+    pub write_latency_ns: Ns,
+    pub read_rate_bps: u64,
+    pub write_rate_bps: u64,
+    pub link_rate_bps: u64,
+    pub write_buffer_bytes: u64,
+    pub flush_latency_ns: Ns,
+    pub queue_depth: u64,
+}
+
+impl FlashParams {
+    /// The parameters of profile `profile` from their declared values (each parameter's
+    /// kind is its whole check: no rule relates two of them).
+    pub fn from_values(profile: &str, v: &Values) -> Self {
+        Self {
+            profile: profile.to_string(),
+            values: v.clone(),
+            capacity_bytes: v.int("capacity"),
+            units: v.int("units"),
+            read_latency_ns: v.int("read_latency"),
+            write_latency_ns: v.int("write_latency"),
+            read_rate_bps: v.int("read_rate"),
+            write_rate_bps: v.int("write_rate"),
+            link_rate_bps: v.int("link_rate"),
+            write_buffer_bytes: v.int("write_buffer"),
+            flush_latency_ns: v.int("flush_latency"),
+            queue_depth: v.int("queue_depth"),
+        }
+    }
+}
+
+/// A command's next step, due at the stage's time.
+#[derive(Clone, Copy, Debug)]
+enum Stage {
+    /// A read's unit work ended: its data moves to the host.
+    ReadData(DevCmd),
+    /// An unbuffered write's data arrived: its unit work follows, then it is done.
+    WriteUnit(DevCmd),
+    /// A buffered write's data arrived: its unit work is queued.
+    BufferedUnit(DevCmd),
+    /// A buffered write's unit work ended: it leaves the buffer (done now if FUA).
+    Drained(DevCmd),
+}
+
+pub struct Flash {
+    name: String,
+    p: FlashParams,
+    /// When each unit is next free (a min-heap of `units` times).
+    unit_free: BinaryHeap<Reverse<Ns>>,
+    read_pipe_free: Ns,
+    write_pipe_free: Ns,
+    link_free: Ns,
+    /// Internal steps keyed by (time, order booked).
+    stages: MinHeap<Stage>,
+    seq: u64,
+    /// Write buffer: bytes held, writes waiting for space (FIFO), buffered writes submitted
+    /// and drained so far, flushes waiting for the drain (the count they need, the command).
+    buf_used: u64,
+    waiting: VecDeque<DevCmd>,
+    buffered: u64,
+    drained: u64,
+    flushes: VecDeque<(u64, DevCmd)>,
+    done: Completions,
+    stats: DeviceStats,
+    busy: Busy,
+}
+
+impl Flash {
+    pub fn new(name: &str, p: FlashParams) -> Self {
+        Self {
+            name: name.to_string(),
+            unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
+            read_pipe_free: 0,
+            write_pipe_free: 0,
+            link_free: 0,
+            stages: MinHeap::with_capacity(p.queue_depth as usize * 2),
+            seq: 0,
+            buf_used: 0,
+            waiting: VecDeque::new(),
+            buffered: 0,
+            drained: 0,
+            flushes: VecDeque::new(),
+            done: Completions::with_capacity(p.queue_depth as usize * 2),
+            stats: DeviceStats::default(),
+            busy: Busy::default(),
+            p,
+        }
+    }
+
+    fn stage(&mut self, at: Ns, s: Stage) {
+        self.seq += 1;
+        self.stages.push((at, self.seq), s);
+    }
+
+    /// Move `len` bytes in direction `op` from `ready`; returns when the last byte arrives.
+    fn transfer(&mut self, ready: Ns, op: Op, len: u64) -> Ns {
+        let (pipe, rate) = match op {
+            Op::Read => (&mut self.read_pipe_free, self.p.read_rate_bps),
+            _ => (&mut self.write_pipe_free, self.p.write_rate_bps),
+        };
+        let start = ready.max(*pipe).max(self.link_free);
+        *pipe = start + transfer_ns(len, rate);
+        self.link_free = start + transfer_ns(len, self.p.link_rate_bps);
+        start + transfer_ns(len, rate.min(self.p.link_rate_bps))
+    }
+
+    /// Unit work of `busy_ns` ready at `ready`, on the unit free first; returns its end.
+    fn unit(&mut self, ready: Ns, busy_ns: Ns) -> Ns {
+        let mut first = self
+            .unit_free
+            .peek_mut()
+            .expect("units >= 1 (its kind's minimum)");
+        let end = ready.max(first.0) + busy_ns;
+        *first = Reverse(end);
+        end
+    }
+
+    /// Buffer bytes a write holds: all of it, or the whole buffer if it is larger.
+    fn need(&self, cmd: &DevCmd) -> u64 {
+        cmd.len_bytes.min(self.p.write_buffer_bytes)
+    }
+
+    /// Admit waiting writes, first come first served, while the buffer has room.
+    fn admit(&mut self, now: Ns) {
+        while let Some(cmd) = self.waiting.front().copied() {
+            let need = self.need(&cmd);
+            if self.buf_used + need > self.p.write_buffer_bytes {
+                break;
+            }
+            self.waiting.pop_front();
+            self.buf_used += need;
+            let end = self.transfer(now, Op::Write, cmd.len_bytes);
+            if !cmd.fua {
+                self.done.push(end, &cmd);
+            }
+            self.stage(end, Stage::BufferedUnit(cmd));
+        }
+    }
+
+    /// Process the internal steps due at or before `now`, in time order.
+    fn run(&mut self, now: Ns) {
+        while let Some((t, _)) = self.stages.peek_key() {
+            if t > now {
+                break;
+            }
+            let Some((_, s)) = self.stages.pop() else {
+                break;
+            };
+            match s {
+                Stage::ReadData(cmd) => {
+                    let end = self.transfer(t, Op::Read, cmd.len_bytes);
+                    self.done.push(end, &cmd);
+                }
+                Stage::WriteUnit(cmd) => {
+                    let end = self.unit(t, self.p.write_latency_ns);
+                    self.done.push(end, &cmd);
+                }
+                Stage::BufferedUnit(cmd) => {
+                    let end = self.unit(t, self.p.write_latency_ns);
+                    self.stage(end, Stage::Drained(cmd));
+                }
+                Stage::Drained(cmd) => {
+                    self.buf_used -= self.need(&cmd);
+                    self.drained += 1;
+                    if cmd.fua {
+                        self.done.push(t, &cmd);
+                    }
+                    while let Some(&(target, f)) = self.flushes.front() {
+                        if target > self.drained {
+                            break;
+                        }
+                        self.flushes.pop_front();
+                        self.done.push(t + self.p.flush_latency_ns, &f);
+                    }
+                    self.admit(t);
+                }
+            }
+        }
+    }
+}
+
+impl Device for Flash {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn model(&self) -> &'static str {
+        ENTRY.name
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.p.capacity_bytes
+    }
+    fn queue_depth(&self) -> usize {
+        self.p.queue_depth as usize
+    }
+
+    fn submit(&mut self, now: Ns, cmd: DevCmd) {
+        // Steps due by now come first: they became ready before this command.
+        self.run(now);
+        self.busy.start(now);
+        match cmd.op {
+            Op::Read => {
+                let end = self.unit(now, self.p.read_latency_ns);
+                self.stage(end, Stage::ReadData(cmd));
+            }
+            Op::Write if self.p.write_buffer_bytes == 0 => {
+                let end = self.transfer(now, Op::Write, cmd.len_bytes);
+                self.stage(end, Stage::WriteUnit(cmd));
+            }
+            Op::Write => {
+                self.buffered += 1;
+                self.waiting.push_back(cmd);
+                self.admit(now);
+            }
+            Op::Flush if self.drained < self.buffered => {
+                self.flushes.push_back((self.buffered, cmd));
+            }
+            Op::Flush | Op::Trim => self.done.push(now + self.p.flush_latency_ns, &cmd),
+        }
+    }
+
+    fn next_event_ns(&self) -> Option<Ns> {
+        let stage = self.stages.peek_key().map(|k| k.0);
+        match (stage, self.done.next()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
+        self.run(now);
+        self.done
+            .drain_due(now, done, &mut self.stats, &mut self.busy);
+    }
+
+    fn stats(&self, now: Ns) -> DeviceStats {
+        DeviceStats {
+            busy_ns: self.busy.busy_at(now),
+            ..self.stats.clone()
+        }
+    }
+
+    fn params(&self) -> Vec<(String, String)> {
+        record(&self.p.profile, &self.p.values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{closed_loop, one, typed_params};
+    use super::super::{build_device, DeviceError};
+    use super::*;
+
+    /// A flash device with the defaults overridden by `table` (a `[[device]]` body).
+    fn flash(table: &str) -> Flash {
+        let p = typed_params("nv0", "flash", table, |profile, v| {
+            Ok(FlashParams::from_values(profile, v))
+        });
+        Flash::new("nv0", p.unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// t(L, d) of the closed forms, in ns (as the model rounds it).
+    fn t(d: &Flash, op: Op, len: u64) -> Ns {
+        let rate = match op {
+            Op::Read => d.p.read_rate_bps,
+            _ => d.p.write_rate_bps,
+        };
+        transfer_ns(len, rate.min(d.p.link_rate_bps))
+    }
+
+    /// X(q) = min(q / (a + t), N / a, 1 / t), requests per second.
+    fn closed_form_iops(q: u64, n: u64, a: Ns, t: Ns) -> f64 {
+        let (a, t) = (a as f64 / 1e9, t as f64 / 1e9);
+        (q as f64 / (a + t)).min(n as f64 / a).min(1.0 / t)
+    }
+
+    fn close(got: f64, want: f64, rel: f64) -> bool {
+        (got / want - 1.0).abs() <= rel
+    }
+
+    /// Closed-loop throughput and mean latency of `n` requests `op` of `len` bytes at `q`.
+    fn measured(d: &mut Flash, op: Op, len: u64, q: usize, n: usize) -> (f64, f64) {
+        let run = closed_loop(d, 0, q, n, |i| (op, i as u64 * len, len));
+        (run.iops(), run.mean_latency_ns())
+    }
+
+    #[test]
+    fn a_qd1_read_takes_the_read_latency_plus_its_transfer_at_the_slower_of_pipe_and_link() {
+        let mut d = flash("");
+        assert_eq!(
+            one(&mut d, 0, 1, Op::Read, 0, 4096, false),
+            80 * US + transfer_ns(4096, 3_000_000_000)
+        );
+        // A link slower than the read pipe sets the transfer.
+        let mut d = flash("link_rate = \"1g\"");
+        let t0 = 10 * US;
+        assert_eq!(
+            one(&mut d, t0, 1, Op::Read, 0, 1 << 20, false),
+            t0 + 80 * US + transfer_ns(1 << 20, 1 << 30)
+        );
+    }
+
+    #[test]
+    fn a_qd1_write_without_buffer_takes_its_transfer_then_the_write_latency() {
+        let mut d = flash("");
+        assert_eq!(
+            one(&mut d, 0, 1, Op::Write, 0, 65536, false),
+            transfer_ns(65536, 2_000_000_000) + 20 * US
+        );
+    }
+
+    /// The three regimes of X(q): (table, op, size, q, the bound that should bind).
+    const REGIMES: [(&str, Op, u64, usize, &str); 6] = [
+        ("units = 8", Op::Read, 4096, 2, "q/(a+t)"),
+        ("units = 8", Op::Read, 4096, 32, "N/a"),
+        ("units = 8", Op::Read, 1 << 20, 8, "1/t"),
+        (
+            "units = 4\nwrite_latency = \"100us\"",
+            Op::Write,
+            4096,
+            2,
+            "q/(a+t)",
+        ),
+        (
+            "units = 4\nwrite_latency = \"100us\"",
+            Op::Write,
+            4096,
+            16,
+            "N/a",
+        ),
+        (
+            "units = 4\nwrite_latency = \"100us\"",
+            Op::Write,
+            1 << 20,
+            8,
+            "1/t",
+        ),
+    ];
+
+    #[test]
+    fn closed_loop_throughput_is_the_least_of_the_queue_the_units_and_the_pipe_bounds() {
+        for (table, op, len, q, bound) in REGIMES {
+            let mut d = flash(table);
+            let a = match op {
+                Op::Read => d.p.read_latency_ns,
+                _ => d.p.write_latency_ns,
+            };
+            let (tt, n) = (t(&d, op, len), d.p.units);
+            let (qs, af, tf) = (q as f64, a as f64 / 1e9, tt as f64 / 1e9);
+            let bounds = [
+                ("q/(a+t)", qs / (af + tf)),
+                ("N/a", n as f64 / af),
+                ("1/t", 1.0 / tf),
+            ];
+            let want = closed_form_iops(q as u64, n, a, tt);
+            let binding = bounds.iter().find(|b| b.1 == want).unwrap().0;
+            assert_eq!(
+                binding, bound,
+                "{table} {op:?} {len} q{q}: the case's regime"
+            );
+            // The other bounds are at least 20 % away, so the case tests its own.
+            for (name, x) in bounds {
+                assert!(name == bound || x > 1.2 * want, "{table} {op:?}: {name}");
+            }
+            let (iops, lat) = measured(&mut d, op, len, q, 20_000);
+            assert!(
+                close(iops, want, 0.005),
+                "{table} {op:?} {len} q{q}: {iops} vs {want}"
+            );
+            let want_lat = q as f64 / want * 1e9;
+            assert!(
+                close(lat, want_lat, 0.005),
+                "{table} {op:?}: {lat} vs {want_lat}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_buffered_write_is_acknowledged_at_its_transfer_end_until_the_buffer_fills() {
+        // 16 writes of 4 KiB fill the buffer; one unit drains one write per 100 us.
+        let mut d = flash("units = 1\nwrite_latency = \"100us\"\nwrite_buffer = \"64k\"");
+        let tt = t(&d, Op::Write, 4096);
+        let run = closed_loop(&mut d, 0, 32, 4000, |i| (Op::Write, i as u64 * 4096, 4096));
+        for i in 0..16 {
+            assert_eq!(run.latencies_ns[i], (i as u64 + 1) * tt, "write {i}");
+        }
+        // The 17th waits for the first write's unit work to free its space.
+        assert_eq!(run.latencies_ns[16], tt + 100 * US + tt);
+        // Then acknowledgements come at the drain rate, N / write_latency.
+        assert!(
+            close(run.iops(), 1e9 / (100 * US) as f64, 0.01),
+            "{}",
+            run.iops()
+        );
+        // Alone, a buffered write takes only its transfer.
+        let mut d = flash("write_buffer = \"1m\"");
+        assert_eq!(one(&mut d, 0, 1, Op::Write, 0, 4096, false), tt);
+    }
+
+    #[test]
+    fn the_drain_rate_scales_with_the_units() {
+        let mut d = flash("units = 4\nwrite_latency = \"100us\"\nwrite_buffer = \"64k\"");
+        let run = closed_loop(&mut d, 0, 32, 8000, |i| (Op::Write, i as u64 * 4096, 4096));
+        assert!(
+            close(run.iops(), 4e9 / (100 * US) as f64, 0.01),
+            "{}",
+            run.iops()
+        );
+    }
+
+    #[test]
+    fn a_fua_write_waits_for_its_unit_work_even_with_a_buffer() {
+        let mut d = flash("write_buffer = \"1m\"\nwrite_latency = \"30us\"");
+        let tt = t(&d, Op::Write, 4096);
+        assert_eq!(one(&mut d, 0, 1, Op::Write, 0, 4096, true), tt + 30 * US);
+        let mut d = flash("write_latency = \"30us\"");
+        assert_eq!(one(&mut d, 0, 1, Op::Write, 0, 4096, true), tt + 30 * US);
+    }
+
+    #[test]
+    fn a_flush_waits_for_the_buffer_to_empty_then_takes_the_flush_latency() {
+        let table =
+            "units = 1\nwrite_latency = \"50us\"\nwrite_buffer = \"1m\"\nflush_latency = \"7us\"";
+        let mut d = flash(table);
+        let tt = t(&d, Op::Write, 4096);
+        for tag in 0..4 {
+            d.submit(
+                0,
+                DevCmd {
+                    tag,
+                    op: Op::Write,
+                    offset_bytes: tag * 4096,
+                    len_bytes: 4096,
+                    fua: false,
+                },
+            );
+        }
+        // The writes land at tt, 2tt, 3tt, 4tt; the one unit programs them back to back
+        // from tt: the buffer is empty at tt + 4 × 50 us.
+        let f = one(&mut d, 0, 9, Op::Flush, 0, 0, false);
+        assert_eq!(f, tt + 4 * 50 * US + 7 * US);
+        assert_eq!(d.stats(f).write_ops, 4);
+        assert_eq!(d.stats(f).flush_ops, 1);
+        // An empty buffer (or none): the flush latency alone, as a trim's.
+        assert_eq!(one(&mut d, f, 10, Op::Flush, 0, 0, false), f + 7 * US);
+        let mut d = flash("flush_latency = \"7us\"");
+        assert_eq!(one(&mut d, 5, 1, Op::Flush, 0, 0, false), 5 + 7 * US);
+        assert_eq!(one(&mut d, 5, 2, Op::Trim, 0, 1 << 20, false), 5 + 7 * US);
+    }
+
+    #[test]
+    fn reads_and_writes_together_never_exceed_the_link_rate() {
+        // Each pipe alone is below the link; together they would exceed it.
+        let mut d = flash("units = 64");
+        let len = 1u64 << 20;
+        let n = 4000;
+        let run = closed_loop(&mut d, 0, 32, n, |i| {
+            let op = if i % 2 == 0 { Op::Read } else { Op::Write };
+            (op, i as u64 * len, len)
+        });
+        let total = n as f64 * len as f64 / (run.elapsed_ns as f64 / 1e9);
+        assert!(total <= 4e9 * 1.001, "{total}");
+        assert!(total > 3e9 * 1.1, "both directions move at once: {total}");
+        let s = d.stats(Ns::MAX);
+        assert_eq!((s.read_bytes, s.write_bytes), (2000 * len, 2000 * len));
+    }
+
+    #[test]
+    fn the_same_commands_give_the_same_completion_times() {
+        let table = "units = 3\nwrite_buffer = \"256k\"";
+        let gen = |i: usize| {
+            let op = [Op::Read, Op::Write, Op::Write, Op::Read][i % 4];
+            let len = 4096 << (i * 7 % 6);
+            (op, (i as u64 * 7919 % 1000) * 65536, len)
+        };
+        let a = closed_loop(&mut flash(table), 0, 16, 3000, gen);
+        let b = closed_loop(&mut flash(table), 0, 16, 3000, gen);
+        assert_eq!(a.latencies_ns, b.latencies_ns);
+        assert_eq!(a.elapsed_ns, b.elapsed_ns);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_with_one_line_naming_the_parameter() {
+        let cases = [
+            ("units = 0", "units = 0: must be an integer from 1 to 4096"),
+            (
+                "units = 5000",
+                "units = 5000: must be an integer from 1 to 4096",
+            ),
+            ("read_rate = 0", "read_rate = 0: must be a positive rate"),
+            (
+                "queue_depth = 0",
+                "queue_depth = 0: must be an integer from 1 to 65536",
+            ),
+            (
+                "write_buffer = \"big\"",
+                "write_buffer = \"big\": must be a size",
+            ),
+            (
+                "flush_latency = -1",
+                "flush_latency = -1: must be a duration",
+            ),
+        ];
+        for (src, want) in cases {
+            let table: std::collections::BTreeMap<String, toml::Value> =
+                toml::from_str(src).unwrap();
+            let e = build_device("nv0", "flash", None, &table)
+                .err()
+                .unwrap_or_else(|| panic!("{src} accepted"))
+                .to_string();
+            assert!(e.starts_with("device 'nv0': "), "{e}");
+            assert!(e.contains(want), "{src}: got {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = typed_params("nv0", "flash", "unit = 8", |_, _| Ok(()))
+            .err()
+            .unwrap();
+        assert!(matches!(e, DeviceError::UnknownParam { .. }), "{e}");
+    }
+}
