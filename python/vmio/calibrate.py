@@ -124,6 +124,7 @@ from vmio.machineprofile import (
     disk_of_device,
     fio_missing,
     fio_version,
+    mount_of,
 )
 from vmio.progress import Progress, format_duration
 from vmio.sim import VmioError, parse_size, simulate_text
@@ -470,15 +471,6 @@ def _direct_ok(path: Path) -> bool:
     return True
 
 
-def _mount_fstype(directory: Path) -> str:
-    best = ("", "")
-    for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
-        mnt, fstype = line.split()[1:3]
-        if directory.resolve().is_relative_to(mnt) and len(mnt) >= len(best[0]):
-            best = (mnt, fstype)
-    return best[1]
-
-
 def _in_use(node: Path, disk: Disk) -> str | None:
     """Why writing to block device `node` would destroy something (None: nothing found)."""
     sysdir = Path("/sys/class/block") / disk.device
@@ -537,7 +529,7 @@ def open_target(path: Path, size: int | None, write: bool, force: bool) -> Targe
     parent = path.absolute().parent
     if not parent.is_dir():
         raise CalibrateError(f"target {path}: directory {parent} does not exist")
-    fstype = _mount_fstype(parent)
+    fstype = mount_of(parent)[1]
     try:
         disk: Disk | None = disk_of(parent)
     except ProfileError:  # tmpfs, overlay...: no block device under the file
@@ -641,14 +633,13 @@ def measure(
 # --- outputs -------------------------------------------------------------------------------
 
 
-def job_text(point: Point | Job, size: int | None = None, runtime_ms: int = SIM_RUNTIME_MS) -> str:
+def job_text(point: Point, runtime_ms: int = SIM_RUNTIME_MS) -> str:
     """The fio job file of a battery point for `vmio sim` on stack.toml: the VM's (the
-    host's) one disk, always direct=1 (the device is what the model stands for, whatever
-    page cache a direct=0 target went through), `runtime_ms` of simulated time."""
-    job = point.job if isinstance(point, Point) else point
-    region = size if size is not None else point.size_bytes if isinstance(point, Point) else GIB
-    opts = job.options(region, runtime_ms, 1)
-    return f"[{job.name}]\n" + "".join(f"{k}={v}\n" for k, v in opts)
+    host's) one disk, the point's region, always direct=1 (the device is what the model
+    stands for, whatever page cache a direct=0 target went through), `runtime_ms` of
+    simulated time (the simulation is deterministic: a short run is its steady state)."""
+    opts = point.job.options(point.size_bytes, runtime_ms, 1)
+    return f"[{point.job.name}]\n" + "".join(f"{k}={v}\n" for k, v in opts)
 
 
 def _cpu_model() -> str:

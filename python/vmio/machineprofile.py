@@ -106,7 +106,7 @@ class Disk:
     mount_options: str
 
 
-def _mount_of(directory: Path) -> tuple[str, str, str, str]:
+def mount_of(directory: Path) -> tuple[str, str, str, str]:
     """(mount point, fstype, source, options) of the mount holding `directory` (/proc/mounts:
     the longest mount point that is a prefix; the last such line wins, as the kernel
     stacks mounts)."""
@@ -146,7 +146,7 @@ def _block_dirs(directory: Path) -> tuple[Path, Path]:
 def disk_of(directory: Path) -> Disk:
     """The filesystem and block device under `directory` (/proc/mounts, /sys/dev/block)."""
     part, disk = _block_dirs(directory)
-    return _describe(str(directory), _mount_of(directory), part, disk)
+    return _describe(str(directory), mount_of(directory), part, disk)
 
 
 def disk_of_device(node: Path) -> Disk:
