@@ -15,7 +15,7 @@
 //! rate; the datasheet's 81.5k random-write IOPS is a steady state under garbage
 //! collection, which this model does not have). `link_rate`: PCIe 3.0 x4, 8 GT/s × 4 lanes
 //! × 128/130 = 3.94 GB/s, rounded to 4 GB/s (TLP overhead ignored). `capacity` 256 GiB,
-//! `queue_depth` 128 (blk-mq's default nr_requests), `flush_latency` 20 µs (an estimate:
+//! `queue_depth` 128 (BLKDEV_DEFAULT_RQ, as the RAM disk), `flush_latency` 20 µs (an estimate:
 //! one command's round trip through the controller, as a write's), `write_buffer` 0 (the
 //! drive's DRAM is what `write_latency` already stands for). Command semantics follow NVM
 //! Express Base Specification 2.0: FLUSH commits the volatile write cache's data of writes
@@ -66,7 +66,7 @@ use vmio_core::{Ns, US};
 
 use super::{
     capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
-    DURATION,
+    BLK_MQ_QUEUE_DEPTH, DURATION,
 };
 use crate::engine::MinHeap;
 
@@ -132,16 +132,7 @@ pub const ENTRY: ModelEntry = Entry {
             unit: "ns",
             help: "a FLUSH's cost once the buffer is empty (also a TRIM's cost)",
         },
-        ParamSpec {
-            name: "queue_depth",
-            kind: Kind::Count {
-                min: 1,
-                max: 65_536,
-            },
-            default: Value::Int(128),
-            unit: "",
-            help: "commands outstanding (blk-mq default 128)",
-        },
+        BLK_MQ_QUEUE_DEPTH,
     ],
     build: ModelBuild {
         profiles: &["datacenter-nvme"],
@@ -620,8 +611,9 @@ mod tests {
 
     #[test]
     fn reads_and_writes_together_never_exceed_the_link_rate() {
-        // Each pipe alone is below the link; together they would exceed it.
-        let mut d = flash("units = 64");
+        // Each pipe alone is below the link; together they would exceed it (equal numbers
+        // of reads and writes: 3 + 3 GB/s against a 4 GB/s link).
+        let mut d = flash("units = 64\nwrite_rate = 3_000_000_000");
         let len = 1u64 << 20;
         let n = 4000;
         let run = closed_loop(&mut d, 0, 32, n, |i| {
@@ -686,5 +678,55 @@ mod tests {
             .err()
             .unwrap();
         assert!(matches!(e, DeviceError::UnknownParam { .. }), "{e}");
+    }
+}
+
+/// The model in a whole run: a native host's fio job on a `flash` device.
+#[cfg(test)]
+mod whole_run {
+    use crate::run::{run_json, RunInput};
+    use crate::vdisk::{InterfaceModel, VirtualDisk};
+    use vmio_core::stack::Interface;
+    use vmio_core::units::transfer_ns;
+    use vmio_core::US;
+
+    const STACK: &str = "[host]\ncores = 2\nhypervisor = \"native\"\n\
+        [[device]]\nname = \"nv0\"\nmodel = \"flash\"\n\
+        [[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"nv0\"]\n\
+        [[vm]]\nname = \"host\"\n\
+        [[vm.disk]]\nname = \"nv0\"\nvolume = \"v\"\ninterface = \"host\"\ncache = \"none\"\n";
+
+    const RANDREAD_QD1: &str = "[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\n\
+        iodepth=1\nsize=1g\nruntime=1\ntime_based\n";
+
+    #[test]
+    fn a_native_qd1_4k_randread_takes_the_closed_form_plus_the_host_submission() {
+        let j =
+            run_json(&RunInput::texts(STACK, RANDREAD_QD1, 1)).unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        let read = &v["jobs"][0]["read"];
+        // The device's closed form at QD1 with the defaults: read_latency + 4k / read_rate.
+        let device = 80 * US + transfer_ns(4096, 3_000_000_000);
+        // The host path's fixed cost (sim/guest.rs, vdisk_submit and host_finish, with the
+        // default [cpu] model "dedicated"): the interface's guest_submit + vmm_submit +
+        // vmm_complete; interface "host" (vdisk.rs): a system call and block-layer
+        // submission of 1.5 us (fio's slat), no VMM. Its guest_complete (1 us) is charged
+        // only under [cpu] model = "cfs"; the default scheduler (mq-deadline) adds no time
+        // to a lone request.
+        let m = InterfaceModel::new(Interface::Host, None);
+        let host = m.guest_submit_ns() + m.vmm_submit_ns(4096) + m.vmm_complete_ns(4096);
+        assert_eq!(host, 1_500);
+        assert_eq!(read["clat_ns"]["mean"].as_f64(), Some(device as f64));
+        assert_eq!(
+            read["slat_ns"]["mean"].as_f64(),
+            Some(m.guest_submit_ns() as f64)
+        );
+        assert_eq!(
+            read["lat_ns"]["mean"].as_f64(),
+            Some((device + host) as f64)
+        );
+        let iops = read["iops"].as_f64().unwrap();
+        let want = 1e9 / (device + host) as f64;
+        assert!((iops / want - 1.0).abs() < 1e-3, "{iops} vs {want}");
     }
 }

@@ -250,6 +250,19 @@ pub(crate) const SATA_LINK_RATE: ParamSpec = ParamSpec {
     help: "SATA link rate (6 Gb/s after 8b/10b)",
 };
 
+/// The queue depth of models whose commands the host queues without a device limit of its
+/// own (RAM disk, NVMe): 128 requests, BLKDEV_DEFAULT_RQ (include/linux/blkdev.h).
+pub(crate) const BLK_MQ_QUEUE_DEPTH: ParamSpec = ParamSpec {
+    name: "queue_depth",
+    kind: Kind::Count {
+        min: 1,
+        max: 65_536,
+    },
+    default: Value::Int(128),
+    unit: "",
+    help: "commands outstanding (blk-mq default 128)",
+};
+
 /// A duration parameter of device models: a bare number is milliseconds.
 pub(crate) const DURATION: Kind = Kind::Duration {
     bare: MS,

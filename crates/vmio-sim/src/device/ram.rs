@@ -20,7 +20,7 @@ use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
     capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
-    DURATION,
+    BLK_MQ_QUEUE_DEPTH, DURATION,
 };
 
 pub const ENTRY: ModelEntry = Entry {
@@ -43,16 +43,7 @@ pub const ENTRY: ModelEntry = Entry {
             unit: "bps",
             help: "copy bandwidth shared by all commands",
         },
-        ParamSpec {
-            name: "queue_depth",
-            kind: Kind::Count {
-                min: 1,
-                max: 65_536,
-            },
-            default: Value::Int(128),
-            unit: "",
-            help: "commands outstanding (blk-mq default 128)",
-        },
+        BLK_MQ_QUEUE_DEPTH,
     ],
     build: ModelBuild {
         profiles: &["ram"],
