@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from vmio import __version__, compare, stackhelp, validate
+from vmio import __version__, calibrate, compare, stackhelp, validate
 from vmio.sim import (
     VmioError,
     check_path,
@@ -579,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
     stackhelp.add_parser(sub, _Parser, _Formatter, _missing)
+    calibrate.add_parser(sub, _Parser, _Formatter)
     compare.add_parser(sub, _Parser, _Formatter)
     validate.add_parser(sub, _Parser, _Formatter)
     return p

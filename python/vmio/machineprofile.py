@@ -106,7 +106,7 @@ class Disk:
     mount_options: str
 
 
-def _mount_of(directory: Path) -> tuple[str, str, str, str]:
+def mount_of(directory: Path) -> tuple[str, str, str, str]:
     """(mount point, fstype, source, options) of the mount holding `directory` (/proc/mounts:
     the longest mount point that is a prefix; the last such line wins, as the kernel
     stacks mounts)."""
@@ -145,8 +145,30 @@ def _block_dirs(directory: Path) -> tuple[Path, Path]:
 
 def disk_of(directory: Path) -> Disk:
     """The filesystem and block device under `directory` (/proc/mounts, /sys/dev/block)."""
-    mnt, fstype, source, options = _mount_of(directory)
     part, disk = _block_dirs(directory)
+    return _describe(str(directory), mount_of(directory), part, disk)
+
+
+def disk_of_device(node: Path) -> Disk:
+    """A block device node itself (`/dev/loop0`): its /sys/dev/block entry by st_rdev; mount
+    and fstype are the /proc/mounts line whose source is the node (empty when not mounted)."""
+    st = os.stat(node)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    if not dev.is_dir():
+        raise ProfileError(f"{node} is not a block device the kernel lists under /sys/dev/block")
+    dev = dev.resolve()
+    real = os.path.realpath(node)
+    mount = ("", "", str(node), "")
+    for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
+        source, mnt, fstype, options = line.split()[:4]
+        if source.startswith("/") and os.path.realpath(source) == real:
+            mount = (mnt, fstype, source, options)
+    return _describe(str(node), mount, dev, dev.parent if (dev / "partition").is_file() else dev)
+
+
+def _describe(where: str, mount: tuple[str, str, str, str], part: Path, disk: Path) -> Disk:
+    """The Disk of /sys block directories `part` (the device) and `disk` (its whole disk)."""
+    mnt, fstype, source, options = mount
     q = disk / "queue"
     sched = _sys(q / "scheduler")
     active = sched[sched.find("[") + 1 : sched.find("]")] if "[" in sched else sched
@@ -159,7 +181,7 @@ def disk_of(directory: Path) -> Disk:
         task = _sys(Path("/sys/fs/ext4") / part.name / "journal_task", "?")
         journal = None if task == "?" else task != "<none>"
     return Disk(
-        directory=str(directory),
+        directory=where,
         mount=mnt,
         fstype=fstype,
         source=source,

@@ -1,0 +1,1016 @@
+"""`vmio calibrate TARGET` (issue #13): a battery of fio runs on a file or a block device of
+this machine, fitted to the simulator's `flash` device model
+(crates/vmio-sim/src/device/flash.rs), written as a runnable native stack (`stack.toml`),
+the raw measurements (`measurements.json`) and the fit's account (`fit.txt`: every point
+measured, the model's closed form, and `vmio sim` of the same job on stack.toml).
+
+Sources. fio 3.33 (fio/HOWTO.rst): `filename`, `size`, `rw` (read, write, randread,
+randwrite, randrw), `bs`, `iodepth`, `ioengine=libaio` (the queue depth is real) and `psync`,
+`direct`, `rwmixread`, `fdatasync=1` (an fdatasync after every write), `time_based` with
+`runtime` (in ms), the command-line `--readonly` (fio refuses any job that writes) and
+`--output-format=json`; the JSON job's `read`/`write` objects (`iops`, `bw_bytes`,
+`lat_ns.mean` = submission + completion, `clat_ns.percentile["50.000000"|"99.000000"]`) and
+`sync.lat_ns.mean` (the fdatasync calls alone: fio's io_u of DDIR_DATASYNC is timed on its
+own, the write before it already completed). Linux: /proc/mounts; /sys/dev/block/<maj:min>
+(a file's st_dev, a device node's st_rdev) and its disk's queue/{scheduler, nr_requests,
+max_sectors_kb} (block/blk-sysfs.c), `size` in 512-byte sectors (block/genhd.c), `holders/`
+(block/holder.c: device-mapper, md); fs/open.c `do_dentry_open` refuses O_DIRECT (EINVAL) on a
+file whose filesystem does not set FMODE_CAN_ODIRECT (tmpfs before Linux 6.6, mm/shmem.c
+`shmem_file_open`): the target is probed with an O_DIRECT open and measured with direct=0
+when refused. util-linux `blkid -p` (low-level probing of superblocks and partition tables;
+exit status 2 when it finds none). The fit's parameters and closed forms are REAL-SPEC.md
+section 1 (the `flash` model's keys and rules).
+
+Target and safety:
+
+```text
+a file (default ./vmio-calibrate.tmp): created if missing and removed afterwards (also on
+    Ctrl-C); an existing file is overwritten only with --force (and kept afterwards).
+    Written through once (1 MiB sequential writes, direct) before the battery, so reads
+    hit written blocks and writes overwrite (no unwritten-extent conversion)
+a block device (/dev/...): read only (fio --readonly) unless --write; with --write it is
+    refused while mounted, held (holders/: dm, md), used as swap, or while `blkid -p` finds a
+    filesystem or partition-table signature on it, unless --force
+direct=1, or direct=0 when the O_DIRECT open fails with EINVAL (a note says so)
+--size (default 1 GiB, 256 MiB on tmpfs; a block device's own size at most): the region
+```
+
+Battery (`battery`; fio, one job each, time-based; libaio but the flush point):
+
+```text
+read, write        bs 4k 16k 64k 256k 1m  x QD 1 8 32          30 points
+randread, randwrite bs 4k  x QD 1 2 4 8 16 32                   12 points (clat p50/p99 kept)
+randrw rwmixread=70 bs 4k  x QD 1 8                              2 points
+fdatasync          randwrite 4k QD1 psync fdatasync=1             1 point  (sync.lat_ns mean)
+--quick: randread/randwrite 4k QD 1 8 32, read/write 1m QD 1 32, randrw QD 8, fdatasync
+reads only (a block device without --write): the read and randread points
+budget: default 300 s, --quick 60 s, --budget S: the whole run (write-through, battery and
+    the simulations of fit.txt, SIM_RESERVE_S a point). Before each point:
+    runtime = (battery deadline - now) / points left - fio's start-up (measured: the mean of
+    each finished point's wall time minus its runtime; FIO_STARTUP_S before the first),
+    at least MIN_RUNTIME_S
+```
+
+The fit (`fit`; per direction d; L bytes a request, q outstanding, X requests per second,
+T the mean latency fio's lat_ns gives, t(L,d) = L / min(rate_d, link_rate)):
+
+```text
+rate_d        = max bw_bytes of the d points with q >= 8 and bs >= 64k
+link_rate     = max(read_rate, write_rate, total bw_bytes of the randrw points)
+latency_d = a = argmin sum_i ((a + L_i / rate_d - T_i) / T_i)^2 over the QD1 d points
+              = sum_i (T_i - L_i / rate_d) / T_i^2 / sum_i 1 / T_i^2       (at least 1 ns)
+units         = the N in 1..4096 minimising sum (ln X_model(N) - ln X_measured)^2 over every
+                point with q > 1 (the smallest N of the least sum)
+  X_model, one direction: min(q / (a + t), N / a, 1 / t)
+  X_model, randrw (p = 0.7): a_m = p a_r + (1-p) a_w, t_m = p t_r + (1-p) t_w,
+       min(q / (a_m + t_m), N / a_m, read_rate / (p L), write_rate / ((1-p) L),
+           link_rate / L)
+flush_latency = the fdatasync point's mean (sync.lat_ns: the fdatasync calls alone)
+write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
+capacity      = the file's size rounded down to 4 KiB, or the block device's size
+model mean latency of a point = q / X_model; of the fdatasync point: flush_latency (the
+    model's FLUSH with no write buffer: now + flush_latency)
+reads only: write_latency, write_rate = the read's (a note in stack.toml says so); no
+    flush_latency (the model's default)
+```
+
+flush_latency departs from REAL-SPEC.md, which subtracted a 4 KiB write's model time from
+the fdatasync mean: fio's sync.lat_ns times the fdatasync calls alone (the direct write
+before each has completed) and the model's FLUSH with no buffer costs flush_latency alone,
+so nothing is subtracted. On a loop device on /dev/shm the spec's formula gave 0 (fdatasync
+18 us, a 4k write 342 us) and vmio sim an fdatasync of 1.5 us; this one gives 18 us.
+
+What the battery cannot fit, and why:
+- `write_buffer`: a buffer of B bytes acknowledges writes at their transfer's end while
+  their unit work drains at N / write_latency; in a closed loop of seconds it is either
+  never full (a writer slower than the drain: writes then look like write_latency ~ 0 with
+  enough units, which the fit already expresses) or full within B / rate (then writes
+  complete at the drain rate, as without a buffer). Only a burst after idle (latency that
+  jumps after B bytes) would show B; the battery's steady runs average it away.
+- `link_rate` above the larger direction's rate: only large mixed requests would load the
+  link beyond one direction; the mixed points are 4 KiB (command-bound), so the fit takes
+  the largest rate it saw.
+- a synchronous target (tmpfs, a loop device on it: the copy runs in the submitting thread,
+  so throughput does not grow with the queue depth): the model's least parallelism is one
+  unit with its transfer pipelined after it, X(q > 1) = min(1 / a, 1 / t), up to twice the
+  QD1 figure 1 / (a + t); its loaded points are overestimated by up to that much.
+- a cloud disk's or a host's throttling (token buckets) and the page cache of a direct=0
+  target look like rates and latencies; fit.txt shows how far the closed forms miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from vmio import __version__
+from vmio.machineprofile import (
+    Disk,
+    ProfileError,
+    disk_of,
+    disk_of_device,
+    fio_missing,
+    fio_version,
+    mount_of,
+)
+from vmio.progress import Progress, format_duration
+from vmio.sim import VmioError, parse_size, simulate_text
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+SEQ_SIZES: tuple[int, ...] = (4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB)
+SEQ_QDS: tuple[int, ...] = (1, 8, 32)
+RAND_QDS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+MIX_QDS: tuple[int, ...] = (1, 8)
+RWMIXREAD = 70
+SMALL = 4 * KIB
+# --quick's points (by name): enough for every parameter of the fit.
+QUICK: frozenset[str] = frozenset(
+    {
+        *(f"rand{d}-4k-qd{q}" for d in ("read", "write") for q in (1, 8, 32)),
+        *(f"{d}-1m-qd{q}" for d in ("read", "write") for q in (1, 32)),
+        "randrw-4k-qd8",
+        "fdatasync-4k",
+    }
+)
+
+DEFAULT_TARGET = Path("vmio-calibrate.tmp")
+DEFAULT_OUT = Path("vmio-calibration")
+DEFAULT_BUDGET_S = 300.0
+QUICK_BUDGET_S = 60.0
+MAX_BUDGET_S = 86_400.0
+DEFAULT_SIZE = GIB
+TMPFS_SIZE = 256 * MIB
+MIN_SIZE = 16 * MIB
+TMPFS = ("tmpfs", "ramfs")
+# Time per point besides fio's run: its start-up (an estimate until measured) and the
+# simulation of fit.txt's third column; the shortest run a point gets.
+FIO_STARTUP_S = 0.6
+SIM_RESERVE_S = 0.3
+MIN_RUNTIME_S = 0.25
+SIM_RUNTIME_MS = 500
+MAX_UNITS = 4096
+UNKNOWN_QUEUE_DEPTH = 128
+# The flash model's keys that are durations (written in ns) and its scheduler choices.
+DURATIONS = ("read_latency", "write_latency", "flush_latency")
+SCHEDULERS = ("none", "mq-deadline")
+
+
+class CalibrateError(VmioError):
+    """A target, option or measurement vmio calibrate cannot use; the message is the user's."""
+
+
+# --- the battery ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One fio job of the battery (a point, before it is measured)."""
+
+    name: str
+    rw: str
+    bs: int
+    iodepth: int
+    rwmixread: int | None = None
+    fdatasync: bool = False
+
+    @property
+    def ioengine(self) -> str:
+        return "psync" if self.fdatasync else "libaio"
+
+    @property
+    def direction(self) -> str:
+        """`read`, `write`, `mixed` or `flush` (the fdatasync point)."""
+        if self.fdatasync:
+            return "flush"
+        if self.rw == "randrw":
+            return "mixed"
+        return "write" if "write" in self.rw else "read"
+
+    def options(self, size: int, runtime_ms: int | None, direct: int) -> list[tuple[str, str]]:
+        """fio's options of the job but its name and file (time-based when `runtime_ms`)."""
+        opts = [
+            ("rw", self.rw),
+            ("bs", str(self.bs)),
+            ("iodepth", str(self.iodepth)),
+            ("ioengine", self.ioengine),
+            ("direct", str(direct)),
+            ("size", str(size)),
+        ]
+        if runtime_ms is not None:
+            opts += [("runtime", f"{runtime_ms}ms"), ("time_based", "1")]
+        if self.rwmixread is not None:
+            opts.append(("rwmixread", str(self.rwmixread)))
+        if self.fdatasync:
+            opts.append(("fdatasync", "1"))
+        return opts
+
+
+def _size_name(nbytes: int) -> str:
+    return f"{nbytes // MIB}m" if nbytes >= MIB else f"{nbytes // KIB}k"
+
+
+def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
+    """The battery's jobs in the order they run (module doc)."""
+    jobs = [
+        Job(f"{d}-{_size_name(bs)}-qd{q}", d, bs, q)
+        for d in ("read", "write")
+        for bs in SEQ_SIZES
+        for q in SEQ_QDS
+    ]
+    jobs += [Job(f"{d}-4k-qd{q}", d, SMALL, q) for d in ("randread", "randwrite") for q in RAND_QDS]
+    jobs += [Job(f"randrw-4k-qd{q}", "randrw", SMALL, q, RWMIXREAD) for q in MIX_QDS]
+    jobs.append(Job("fdatasync-4k", "randwrite", SMALL, 1, fdatasync=True))
+    return tuple(
+        j for j in jobs if (not quick or j.name in QUICK) and (writes or j.direction == "read")
+    )
+
+
+WRITE_THROUGH = Job("write-through", "write", MIB, 8)
+
+
+# --- measurements --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Side:
+    """One direction of a measured point (fio's JSON `read` or `write`)."""
+
+    iops: float
+    bw_bytes: float
+    lat_mean_ns: float
+    clat_p50_ns: float
+    clat_p99_ns: float
+
+
+@dataclass(frozen=True)
+class Point:
+    """A battery job as measured (or simulated): `size_bytes` the region, `runtime_s` the run,
+    per direction its figures (None when it did none), the mean fdatasync latency of the
+    flush point, and fio's whole JSON job."""
+
+    job: Job
+    size_bytes: int
+    runtime_s: float
+    read: Side | None
+    write: Side | None
+    fdatasync_ns: float | None
+    fio: dict[str, Any] = field(repr=False)
+
+    @property
+    def iops(self) -> float:
+        return sum(s.iops for s in (self.read, self.write) if s is not None)
+
+    @property
+    def bw_bytes(self) -> float:
+        return sum(s.bw_bytes for s in (self.read, self.write) if s is not None)
+
+    @property
+    def lat_mean_ns(self) -> float:
+        """The mean latency over both directions (weighted by their requests)."""
+        sides = [s for s in (self.read, self.write) if s is not None and s.iops > 0]
+        total = sum(s.iops for s in sides)
+        return sum(s.iops * s.lat_mean_ns for s in sides) / total if total else 0.0
+
+    def record(self) -> dict[str, Any]:
+        """The point as measurements.json holds it."""
+        j = self.job
+        return {
+            "name": j.name,
+            "rw": j.rw,
+            "bs": j.bs,
+            "iodepth": j.iodepth,
+            "rwmixread": j.rwmixread,
+            "ioengine": j.ioengine,
+            "fdatasync": j.fdatasync,
+            "size": self.size_bytes,
+            "runtime_s": self.runtime_s,
+            "read": asdict(self.read) if self.read else None,
+            "write": asdict(self.write) if self.write else None,
+            "fdatasync_lat_mean_ns": self.fdatasync_ns,
+            "fio": self.fio,
+        }
+
+
+def _side(d: dict[str, Any]) -> Side | None:
+    if not d.get("total_ios"):
+        return None
+    pct = d.get("clat_ns", {}).get("percentile", {})
+    return Side(
+        iops=float(d["iops"]),
+        bw_bytes=float(d["bw_bytes"]),
+        lat_mean_ns=float(d["lat_ns"]["mean"]),
+        clat_p50_ns=float(pct.get("50.000000", 0)),
+        clat_p99_ns=float(pct.get("99.000000", 0)),
+    )
+
+
+def point_of(job: Job, size: int, runtime_s: float, result: dict[str, Any]) -> Point:
+    """The point of fio's (or vmio sim's) JSON job `result` of `job`."""
+    read, write = _side(result.get("read", {})), _side(result.get("write", {}))
+    sync = result.get("sync", {}).get("lat_ns", {}).get("mean") if job.fdatasync else None
+    if (read is None and write is None) or (job.fdatasync and not sync):
+        raise CalibrateError(f"fio job {job.name}: no request completed (nothing was measured)")
+    return Point(job, size, runtime_s, read, write, float(sync) if sync else None, result)
+
+
+# --- the model's closed forms and the fit --------------------------------------------------
+
+
+def transfer_s(nbytes: float, rate: float, link: float) -> float:
+    """t(L, d): a request's transfer at min(rate_d, link_rate)."""
+    return nbytes / min(rate, link)
+
+
+def bounds(params: dict[str, int], job: Job) -> tuple[float, float]:
+    """(a, the bound of X without the units) of `job` on the flash model: X = min(N / a,
+    that bound) with N = units (the spec's closed forms, module doc)."""
+    p = params
+    q, link = job.iodepth, p["link_rate"]
+    a_r, a_w = p["read_latency"] / 1e9, p["write_latency"] / 1e9
+    t_r = transfer_s(job.bs, p["read_rate"], link)
+    t_w = transfer_s(job.bs, p["write_rate"], link)
+    if job.direction == "mixed":
+        f = (job.rwmixread or 0) / 100
+        a = f * a_r + (1 - f) * a_w
+        t = f * t_r + (1 - f) * t_w
+        return a, min(
+            q / (a + t),
+            p["read_rate"] / (f * job.bs) if f > 0 else math.inf,
+            p["write_rate"] / ((1 - f) * job.bs) if f < 1 else math.inf,
+            link / job.bs,
+        )
+    a, t = (a_r, t_r) if job.direction == "read" else (a_w, t_w)
+    return a, min(q / (a + t), 1 / t)
+
+
+def throughput(params: dict[str, int], job: Job) -> float:
+    """X_model: requests per second of `job` (closed loop of iodepth) on the flash model."""
+    a, other = bounds(params, job)
+    return min(params["units"] / a, other)
+
+
+def predicted(params: dict[str, int], job: Job) -> tuple[float, float]:
+    """(bytes per second, mean latency ns) of `job` on the model; the fdatasync point's
+    latency is its fdatasync (no bandwidth: NaN)."""
+    if job.fdatasync:
+        return math.nan, float(params.get("flush_latency", 0))
+    x = throughput(params, job)
+    return x * job.bs, job.iodepth / x * 1e9
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The flash model's parameters (durations in ns, rates in bytes/s) and the notes on what
+    was not measured."""
+
+    params: dict[str, int]
+    notes: tuple[str, ...]
+
+
+def _latency_ns(points: Sequence[Point], rate: float, side: str) -> float:
+    """a of T = a + L / rate, least relative squares (module doc), at least 1 ns."""
+    qd1 = [(p.job.bs, getattr(p, side).lat_mean_ns) for p in points if p.job.iodepth == 1]
+    qd1 = [(b, t) for b, t in qd1 if t > 0]
+    if not qd1:
+        raise CalibrateError(f"no {side} point at QD1 was measured; the fit needs one")
+    num = sum((t - b * 1e9 / rate) / (t * t) for b, t in qd1)
+    return max(1.0, num / sum(1 / (t * t) for _, t in qd1))
+
+
+def _rate(points: Sequence[Point], side: str) -> float:
+    bws = [getattr(p, side).bw_bytes for p in points if p.job.iodepth >= 8 and p.job.bs >= 64 * KIB]
+    if not bws or max(bws) <= 0:
+        raise CalibrateError(
+            f"no {side} point with bs >= 64k at QD >= 8 was measured; the fit needs one"
+        )
+    return max(bws)
+
+
+def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
+    """The flash parameters of the battery's `points` (module doc)."""
+    by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
+    notes: list[str] = []
+    read_rate = _rate(by["read"], "read")
+    read_lat = _latency_ns(by["read"], read_rate, "read")
+    if by["write"]:
+        write_rate = _rate(by["write"], "write")
+        write_lat = _latency_ns(by["write"], write_rate, "write")
+    else:
+        write_rate, write_lat = read_rate, read_lat
+        notes.append("reads only: write_latency and write_rate are the read's (not measured)")
+    link = max(read_rate, write_rate, *(p.bw_bytes for p in by["mixed"]))
+    params = {
+        "capacity": capacity,
+        "units": 1,
+        "read_latency": round(read_lat),
+        "write_latency": round(write_lat),
+        "read_rate": round(read_rate),
+        "write_rate": round(write_rate),
+        "link_rate": round(link),
+        "write_buffer": 0,
+        "queue_depth": queue_depth,
+    }
+    loaded = [(bounds(params, p.job), p.iops) for p in points if p.job.iodepth > 1 and p.iops]
+
+    def cost(n: int) -> float:
+        return sum((math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in loaded)
+
+    params["units"] = min(range(1, MAX_UNITS + 1), key=cost)
+    flush = [p.fdatasync_ns for p in points if p.fdatasync_ns is not None]
+    if flush:
+        params["flush_latency"] = round(statistics.fmean(flush))
+    else:
+        notes.append("no fdatasync measured: flush_latency is the model's default")
+    return Fit(params, tuple(notes))
+
+
+# --- the target ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the battery runs on: a file or a block device, its region and its disk."""
+
+    path: Path
+    block: bool
+    existed: bool
+    direct: int
+    size_bytes: int
+    capacity: int
+    name: str
+    fstype: str
+    disk: Disk | None
+    writes: bool
+
+
+def _direct_ok(path: Path) -> bool:
+    """Whether `path` (an existing file or device) opens with O_DIRECT (module doc)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            return False
+        raise
+    os.close(fd)
+    return True
+
+
+def _in_use(node: Path, disk: Disk) -> str | None:
+    """Why writing to block device `node` would destroy something (None: nothing found)."""
+    sysdir = Path("/sys/class/block") / disk.device
+    if disk.mount:
+        return f"it is mounted on {disk.mount}"
+    names = [disk.device, *(p.name for p in sysdir.iterdir() if (p / "partition").is_file())]
+    for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
+        source, mnt = line.split()[:2]
+        if source.startswith("/dev/") and os.path.basename(os.path.realpath(source)) in names:
+            return f"{source} is mounted on {mnt}"
+    for name in names:
+        holders = sorted(h.name for h in (Path("/sys/class/block") / name / "holders").glob("*"))
+        if holders:
+            return f"{name} is held by {', '.join(holders)}"
+    swaps = Path("/proc/swaps").read_text(encoding="utf-8").splitlines()[1:]
+    if any(os.path.realpath(s.split()[0]) == os.path.realpath(node) for s in swaps):
+        return "it is in use as swap"
+    if shutil.which("blkid") is None:
+        return "blkid (util-linux) is missing, so no filesystem signature can be ruled out"
+    r = subprocess.run(
+        ["blkid", "-p", "-o", "export", str(node)], capture_output=True, text=True, check=False
+    )
+    if r.returncode == 0:
+        found = [x for x in r.stdout.split() if x.startswith(("TYPE=", "PTTYPE="))]
+        return f"blkid -p finds a signature on it ({' '.join(found) or r.stdout.strip()})"
+    if r.returncode != 2:
+        return f"blkid -p cannot probe it ({r.stderr.strip() or r.returncode})"
+    return None
+
+
+def open_target(path: Path, size: int | None, write: bool, force: bool) -> Target:
+    """Check `path` and describe it (module doc: Target and safety). Creates nothing."""
+    if path.is_block_device():
+        disk = disk_of_device(path)
+        if disk.size_bytes <= 0:
+            raise CalibrateError(f"block device {path} has no size (no medium?)")
+        if write and not force and (why := _in_use(path, disk)):
+            raise CalibrateError(
+                f"refusing to write to {path}: {why}; pass --force to destroy its contents"
+            )
+        region = min(size or DEFAULT_SIZE, disk.size_bytes) // (4 * KIB) * (4 * KIB)
+        direct = 1 if _direct_ok(path) else 0
+        return Target(
+            path, True, True, direct, region, disk.size_bytes, disk.device, "", disk, write
+        )
+    if path.exists() and not path.is_file():
+        raise CalibrateError(
+            f"target {path} is neither a regular file nor a block device; accepted: a file "
+            "(created if missing) or a block device /dev/..."
+        )
+    if path.exists() and not force:
+        raise CalibrateError(
+            f"target file {path} exists and the battery would overwrite it; pass --force, or "
+            "name a file that does not exist (it is created and removed afterwards)"
+        )
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise CalibrateError(f"target {path}: directory {parent} does not exist")
+    fstype = mount_of(parent)[1]
+    try:
+        disk: Disk | None = disk_of(parent)
+    except ProfileError:  # tmpfs, overlay...: no block device under the file
+        disk = None
+    default = TMPFS_SIZE if fstype in TMPFS else DEFAULT_SIZE
+    region = (size or default) // (4 * KIB) * (4 * KIB)
+    free = shutil.disk_usage(parent).free + (path.stat().st_size if path.exists() else 0)
+    if region > free:
+        raise CalibrateError(
+            f"--size {region} bytes: only {free} bytes are free in {parent}; accepted: a size "
+            f"of {_size_name(MIN_SIZE)} to the free space"
+        )
+    name = disk.device if disk else (fstype or "file")
+    return Target(path, False, path.exists(), 1, region, region, name, fstype, disk, True)
+
+
+def _probe_direct(target: Target) -> Target:
+    """The target with direct=0 when its file refuses O_DIRECT (the file exists by now)."""
+    if target.block or _direct_ok(target.path):
+        return target
+    return replace(target, direct=0)
+
+
+# --- running fio ---------------------------------------------------------------------------
+
+
+def fio_args(job: Job, target: Target, runtime_ms: int | None) -> list[str]:
+    """fio's command line of `job` on `target` (read-only targets get --readonly)."""
+    opts = job.options(target.size_bytes, runtime_ms, target.direct)
+    args = ["fio", f"--name={job.name}", f"--filename={target.path}"]
+    args += [f"--{k}={v}" for k, v in opts] + ["--output-format=json"]
+    return args + ([] if target.writes else ["--readonly"])
+
+
+def run_fio(args: list[str], name: str) -> dict[str, Any]:
+    """Run fio; its first JSON job (a failure: CalibrateError with fio's first error line)."""
+    r = subprocess.run(args, capture_output=True, text=True, check=False)
+    if r.returncode != 0 or "{" not in r.stdout:
+        lines = r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}"
+        raise CalibrateError(f"fio job {name} failed: {lines.splitlines()[0]}")
+    return json.loads(r.stdout[r.stdout.find("{") :])["jobs"][0]
+
+
+class Schedule:
+    """Shares the budget's battery time among the points left (module doc)."""
+
+    def __init__(self, deadline: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.deadline = deadline
+        self.clock = clock
+        self.startups: list[float] = []
+
+    def startup_s(self) -> float:
+        return statistics.fmean(self.startups) if self.startups else FIO_STARTUP_S
+
+    def runtime_ms(self, points_left: int) -> int:
+        share = (self.deadline - self.clock()) / max(points_left, 1) - self.startup_s()
+        return round(1000 * max(MIN_RUNTIME_S, share))
+
+    def finished(self, wall_s: float, runtime_s: float) -> None:
+        self.startups.append(max(0.0, wall_s - runtime_s))
+
+
+def min_budget_s(points: int) -> float:
+    """The shortest budget for `points`: each its shortest run, fio's start-up, a sim."""
+    return points * (MIN_RUNTIME_S + FIO_STARTUP_S + SIM_RESERVE_S)
+
+
+class _PointProgress(Progress):
+    """vmio.progress.Progress, but one line per point off a terminal (points take seconds)."""
+
+    def advance(self, label: str = "") -> None:
+        if self.tty:
+            super().advance(label)
+            return
+        self.done = min(self.done + 1, self.total)
+        self.stream.write(f"vmio: {self.title}: {self.bar(label)}\n")
+        self.stream.flush()
+
+
+def measure(
+    target: Target, jobs: Sequence[Job], schedule: Schedule, progress: TextIO | None
+) -> list[Point]:
+    """Run `jobs` on `target` within the schedule, one progress line each."""
+    bar = _PointProgress(len(jobs), title="calibrate", stream=progress or sys.stderr)
+    points = []
+    for i, job in enumerate(jobs):
+        runtime_ms = schedule.runtime_ms(len(jobs) - i)
+        t0 = schedule.clock()
+        result = run_fio(fio_args(job, target, runtime_ms), job.name)
+        schedule.finished(schedule.clock() - t0, runtime_ms / 1000)
+        p = point_of(job, target.size_bytes, runtime_ms / 1000, result)
+        points.append(p)
+        what = (
+            f"{p.fdatasync_ns / 1e3:.0f} us" if p.fdatasync_ns else f"{p.bw_bytes / 1e6:.0f} MB/s"
+        )
+        bar.advance(f"{job.name} {runtime_ms / 1000:.2f} s: {p.iops:.0f} IOPS, {what}")
+    bar.close()
+    return points
+
+
+# --- outputs -------------------------------------------------------------------------------
+
+
+def job_text(point: Point, runtime_ms: int = SIM_RUNTIME_MS) -> str:
+    """The fio job file of a battery point for `vmio sim` on stack.toml: the VM's (the
+    host's) one disk, the point's region, always direct=1 (the device is what the model
+    stands for, whatever page cache a direct=0 target went through), `runtime_ms` of
+    simulated time (the simulation is deterministic: a short run is its steady state)."""
+    opts = point.job.options(point.size_bytes, runtime_ms, 1)
+    return f"[{point.job.name}]\n" + "".join(f"{k}={v}\n" for k, v in opts)
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def machine(target: Target) -> dict[str, Any]:
+    """This machine as measurements.json describes it."""
+    mem = Path("/proc/meminfo").read_text(encoding="utf-8").split()
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count() or 1,
+        "memory_bytes": int(mem[mem.index("MemTotal:") + 1]) * KIB,
+        "kernel": os.uname().release,
+        "fio": fio_version(),
+        "fstype": target.fstype,
+        "disk": asdict(target.disk) if target.disk else None,
+    }
+
+
+def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
+    """A runnable native stack of this machine whose one device is the fit (module doc)."""
+    disk = target.disk
+    sched = disk.scheduler if disk and disk.scheduler else "none"
+    kind = "block device" if target.block else "file"
+    head = [
+        f"# vmio calibrate {__version__} on {target.path} ({kind}, "
+        f"{target.fstype or 'raw'}, direct={target.direct}), {when}",
+        f"# machine: {os.uname().nodename}, {cores} cores, kernel {os.uname().release}, "
+        f"disk {disk.device + ' ' + disk.model if disk else target.name}",
+        *(f"# note: {n}" for n in fit_.notes),
+    ]
+    sched_lines = []
+    if sched not in SCHEDULERS:
+        sched_lines.append(f"# the disk's scheduler is {sched}, which the simulator lacks")
+        sched = "mq-deadline"
+    sched_lines += [f'name = "{sched}"']
+    if sched == "mq-deadline" and disk and disk.max_sectors_kb:
+        sched_lines.append(f'max_merge = "{disk.max_sectors_kb}k"')
+    dev = ["[[device]]", f'name = "{target.name}"', 'model = "flash"']
+    dev += [f'{k} = "{v}ns"' if k in DURATIONS else f"{k} = {v}" for k, v in fit_.params.items()]
+    n = target.name
+    sections = [
+        "\n".join(head) + f'\n[host]\ncores = {cores}\nhypervisor = "native"\n',
+        "\n".join(dev) + "\n",
+        f'[[volume]]\nname = "{n}"\nlayout = "single"\ndevices = ["{n}"]\n',
+        "[scheduler]\n" + "\n".join(sched_lines) + "\n",
+        '[[vm]]\nname = "host"\n',
+        f'[[vm.disk]]\nname = "{n}"\nvolume = "{n}"\ninterface = "host"\ncache = "none"\n',
+    ]
+    return "\n".join(sections)
+
+
+def simulate(stack: str, points: Sequence[Point]) -> list[Point]:
+    """`vmio sim` of every point's job on `stack` (deterministic: one run each)."""
+    out = []
+    for p in points:
+        text = job_text(p)
+        result = json.loads(simulate_text(stack, "stack.toml", text, f"{p.job.name}.fio"))
+        out.append(point_of(p.job, p.size_bytes, SIM_RUNTIME_MS / 1000, result["jobs"][0]))
+    return out
+
+
+def _err(x: float, ref: float) -> float:
+    return x / ref - 1 if ref > 0 and not math.isnan(x) else math.nan
+
+
+def errors(
+    params: dict[str, int], points: Sequence[Point], simulated: Sequence[Point] | None
+) -> list[tuple[Point, tuple[float, float], tuple[float, float] | None]]:
+    """Per point: (the point, model (bw, lat), sim (bw, lat) or None)."""
+    sims: Sequence[Point | None] = simulated if simulated is not None else [None] * len(points)
+    rows = []
+    for p, s in zip(points, sims, strict=True):
+        sim = None
+        if s is not None:
+            sim = (
+                (math.nan, s.fdatasync_ns or 0.0)
+                if p.job.fdatasync
+                else (s.bw_bytes, s.lat_mean_ns)
+            )
+        rows.append((p, predicted(params, p.job), sim))
+    return rows
+
+
+def measured(p: Point) -> tuple[float, float]:
+    """(bytes per second, mean latency ns) as measured; the fdatasync point's latency."""
+    return (math.nan, p.fdatasync_ns or 0.0) if p.job.fdatasync else (p.bw_bytes, p.lat_mean_ns)
+
+
+def median_abs(xs: Sequence[float]) -> float:
+    """The median of |x| over the numbers of `xs` (NaN: none)."""
+    xs = [abs(x) for x in xs if not math.isnan(x)]
+    return statistics.median(xs) if xs else math.nan
+
+
+def summary(
+    params: dict[str, int], points: Sequence[Point], simulated: Sequence[Point] | None
+) -> dict[str, float]:
+    """Median absolute relative errors: bw_model, lat_model, bw_sim, lat_sim (NaN: none)."""
+    rows = errors(params, points, simulated)
+    out = {}
+    for i, what in enumerate(("bw", "lat")):
+        out[f"{what}_model"] = median_abs([_err(m[i], measured(p)[i]) for p, m, _ in rows])
+        out[f"{what}_sim"] = median_abs(
+            [_err(s[i], measured(p)[i]) for p, _, s in rows if s is not None]
+        )
+    return out
+
+
+def fit_text(
+    params: dict[str, int], points: Sequence[Point], simulated: Sequence[Point] | None
+) -> str:
+    """fit.txt: every point measured, the model's closed form and vmio sim, with errors."""
+
+    def cell(x: float, scale: float, ref: float | None = None) -> str:
+        if math.isnan(x):
+            return f"{'-':>9}" + ("" if ref is None else f"{'':>8}")
+        e = "" if ref is None else f"{100 * _err(x, ref):>+7.1f}%"
+        return f"{x / scale:>9.1f}" + e
+
+    head = (
+        f"{'point':<16}{'MB/s':>9}{'model':>9}{'err':>8}{'sim':>9}{'err':>8}"
+        f"{'lat us':>9}{'model':>9}{'err':>8}{'sim':>9}{'err':>8}"
+    )
+    lines = [head]
+    for p, model, sim in errors(params, points, simulated):
+        mb, ml = measured(p)
+        s = sim or (math.nan, math.nan)
+        lines.append(
+            f"{p.job.name:<16}{cell(mb, 1e6)}{cell(model[0], 1e6, mb)}{cell(s[0], 1e6, mb)}"
+            f"{cell(ml, 1e3)}{cell(model[1], 1e3, ml)}{cell(s[1], 1e3, ml)}"
+        )
+    sm = summary(params, points, simulated)
+    lines.append(
+        f"median |error|: bandwidth model {100 * sm['bw_model']:.1f} %, vmio sim "
+        f"{100 * sm['bw_sim']:.1f} %; mean latency model {100 * sm['lat_model']:.1f} %, "
+        f"vmio sim {100 * sm['lat_sim']:.1f} %"
+    )
+    note = "(the fdatasync point: mean latency of the fdatasync calls; model = flush_latency)"
+    return "\n".join([*lines, note]) + "\n"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `run` made: the output files, the fitted parameters, the measured points and
+    vmio sim's run of each on the stack, and the notes (also in stack.toml)."""
+
+    out_dir: Path
+    stack_path: Path
+    params: dict[str, int]
+    points: list[Point]
+    simulated: list[Point]
+    notes: tuple[str, ...]
+
+
+def check_budget(budget_s: float | None, quick: bool, jobs: int) -> float:
+    """The budget in seconds (default by mode), refused outside the accepted range."""
+    budget = budget_s if budget_s is not None else QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S
+    low = math.ceil(min_budget_s(jobs))
+    if not (low <= budget <= MAX_BUDGET_S) or math.isnan(budget):
+        raise CalibrateError(
+            f"--budget {budget:g}: accepted: {low} to {MAX_BUDGET_S:.0f} seconds for the "
+            f"{jobs} points of this battery (each at least {MIN_RUNTIME_S} s of fio, its "
+            "start-up and a simulation)"
+        )
+    return budget
+
+
+def check_size(text: int | str | None) -> int | None:
+    """--size in bytes (None: the target's default), refused below MIN_SIZE."""
+    if text is None:
+        return None
+    try:
+        size = parse_size(text)
+    except VmioError as e:
+        raise CalibrateError(f"--size {e}") from None
+    if size < MIN_SIZE:
+        raise CalibrateError(
+            f"--size {size} bytes: accepted: {_size_name(MIN_SIZE)} or more (e.g. 64m, 1g)"
+        )
+    return size
+
+
+def run(
+    target: str | Path,
+    out_dir: str | Path,
+    quick: bool = False,
+    budget_s: float | None = None,
+    write: bool = False,
+    size: int | str | None = None,
+    progress: TextIO | None = None,
+    force: bool = False,
+) -> Calibration:
+    """Measure the battery on `target`, fit the flash model, write out_dir's three files."""
+    stream = progress or sys.stderr
+    if why := fio_missing():
+        raise CalibrateError(why)
+    out = Path(out_dir)
+    if out.exists() and not force:
+        raise CalibrateError(f"output directory {out} exists; pass --force to overwrite it")
+    t = open_target(Path(target), check_size(size), write, force)
+    jobs = battery(quick, t.writes)
+    budget = check_budget(budget_s, quick, len(jobs))
+    start = time.monotonic()
+    if t.block and not t.writes:
+        stream.write(
+            f"vmio: note: {t.path} is a block device: reads only (pass --write to "
+            "run the writes too, destroying its contents)\n"
+        )
+    created = not t.existed
+    try:
+        if t.writes and not t.block:
+            t0 = time.monotonic()
+            stream.write(f"vmio: calibrate: writing {t.path} through ({t.size_bytes} bytes)\n")
+            if created:
+                t.path.touch()
+            t = _probe_direct(t)
+            if not t.direct:
+                stream.write(
+                    f"vmio: note: {t.path} refuses O_DIRECT (EINVAL): measured with "
+                    "direct=0 (the page cache is part of what is measured)\n"
+                )
+            run_fio(fio_args(WRITE_THROUGH, t, None), WRITE_THROUGH.name)
+            stream.write(f"vmio: calibrate: written in {format_duration(time.monotonic() - t0)}\n")
+        deadline = start + budget - SIM_RESERVE_S * len(jobs)
+        points = measure(t, jobs, Schedule(deadline), stream)
+    finally:
+        if created:
+            t.path.unlink(missing_ok=True)
+    qd = t.disk.nr_requests if t.disk and t.disk.nr_requests else UNKNOWN_QUEUE_DEPTH
+    f = fit(points, t.capacity, qd)
+    cores = os.cpu_count() or 1
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stack = stack_toml(f, t, cores, when)
+    out.mkdir(parents=True, exist_ok=True)
+    stack_path = out / "stack.toml"
+    stack_path.write_text(stack, encoding="utf-8")
+    record = {
+        "vmio_calibrate": {
+            "version": __version__,
+            "date": when,
+            "target": str(t.path),
+            "block_device": t.block,
+            "writes": t.writes,
+            "direct": t.direct,
+            "size": t.size_bytes,
+            "quick": quick,
+            "budget_s": budget,
+            "elapsed_s": round(time.monotonic() - start, 3),
+            "params": f.params,
+            "notes": list(f.notes),
+        },
+        "machine": machine(t),
+        "points": [p.record() for p in points],
+    }
+    (out / "measurements.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    simulated = simulate(stack, points)
+    (out / "fit.txt").write_text(fit_text(f.params, points, simulated), encoding="utf-8")
+    return Calibration(out, stack_path, f.params, points, simulated, f.notes)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+EPILOG = """\
+The battery (fio, libaio, direct=1) runs on TARGET: sequential reads and writes of 4k..1m at
+QD 1, 8, 32, random 4k at QD 1..32, a 70/30 random mix and an fdatasync point; the fit maps
+them onto the simulator's `flash` device model. DIR receives stack.toml (a native stack of
+this machine with the fitted device), measurements.json (every point, fio's JSON) and
+fit.txt (measured vs the model's closed form vs vmio sim, with relative errors).
+
+A block device is only read unless --write (which destroys its contents, and is refused on
+a mounted device or one holding a filesystem signature unless --force).
+
+examples:
+  vmio calibrate                              ./vmio-calibrate.tmp, 1 GiB, 5 minutes
+  vmio calibrate /var/tmp/cal.tmp --quick     a one-minute subset
+  vmio calibrate /dev/nvme0n1 -o nvme         reads only, on the raw device
+  vmio calibrate /dev/shm/x --size 64m --budget 30
+  vmio sim --stack vmio-calibration/stack.toml job.fio
+"""
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value <= MAX_BUDGET_S):
+        raise argparse.ArgumentTypeError(
+            f"'{text[:40]}' is not a number of seconds in (0, {MAX_BUDGET_S:.0f}]"
+        )
+    return value
+
+
+def add_parser(
+    sub: argparse._SubParsersAction,
+    parser_class: type[argparse.ArgumentParser],
+    formatter_class: type[argparse.HelpFormatter],
+) -> None:
+    """Add `vmio calibrate TARGET` to the subcommands `sub`."""
+    c = sub.add_parser(
+        "calibrate",
+        help="measure this machine's disk with fio and fit the flash device model",
+        description="Run a battery of fio jobs on TARGET (a file, created and removed, or a "
+        "block device) and fit the simulator's `flash` device model to it.",
+        epilog=EPILOG,
+        formatter_class=formatter_class,
+    )
+    c.add_argument(
+        "target",
+        metavar="TARGET",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_TARGET,
+        help=f"a file (default ./{DEFAULT_TARGET}) or a block device /dev/...",
+    )
+    c.add_argument(
+        "-o",
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"output directory (default ./{DEFAULT_OUT}/; refused if it exists unless --force)",
+    )
+    c.add_argument("--quick", action="store_true", help="a subset in short runs (60 s budget)")
+    c.add_argument(
+        "--budget",
+        type=_budget,
+        metavar="S",
+        help=f"seconds for the whole run (default {DEFAULT_BUDGET_S:.0f}, --quick "
+        f"{QUICK_BUDGET_S:.0f})",
+    )
+    c.add_argument(
+        "--size",
+        metavar="SIZE",
+        help="bytes of the file or of the device's region (default 1g, 256m on tmpfs; "
+        f"at least {_size_name(MIN_SIZE)})",
+    )
+    c.add_argument(
+        "--write", action="store_true", help="on a block device: run the writes too (destroys it)"
+    )
+    c.add_argument(
+        "--force",
+        action="store_true",
+        help="replace DIR, overwrite an existing TARGET file, write to a device in use",
+    )
+    c.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    cal = run(
+        args.target,
+        args.out,
+        quick=args.quick,
+        budget_s=args.budget,
+        write=args.write,
+        size=args.size,
+        force=args.force,
+    )
+    sm = summary(cal.params, cal.points, cal.simulated)
+    p = cal.params
+    print(f"flash model of {args.target}: " + ", ".join(f"{k}={v}" for k, v in p.items()))
+    for n in cal.notes:
+        print(f"note: {n}")
+    print(
+        f"median |error| of bandwidth: model {100 * sm['bw_model']:.1f} %, vmio sim "
+        f"{100 * sm['bw_sim']:.1f} %; written: {cal.stack_path}, "
+        f"{cal.out_dir / 'measurements.json'}, {cal.out_dir / 'fit.txt'}"
+    )
+    return 0

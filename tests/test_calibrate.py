@@ -1,0 +1,386 @@
+"""`vmio calibrate` (vmio.calibrate): the fit held to the flash model's closed forms on
+synthetic measurements, round trips on a RAM-backed file and on a loop device (fio, the fit,
+stack.toml run by `vmio sim`), the read-only and in-use guards of block devices, the budget's
+schedule and the error lines.
+
+Tolerance of the round trips (RAM-backed targets: /dev/shm and a loop device on it):
+- the points the fit is anchored on are exact: the rate points (1m at QD32, the only
+  bs >= 64k QD >= 8 points of --quick) within 1 % in the model, 5 % in vmio sim;
+- vmio sim runs what was fitted: its bandwidth within 5 % of the closed form's, median over
+  the battery (it adds the host's per-request path, ~1.5 us, to the model's);
+- measured against the model: median absolute relative error of bandwidth at most 100 %
+  (a factor of 2). These targets are synchronous (the copy runs in fio's thread), which the
+  model cannot express: its loaded points come out up to 2x the QD1 figure (calibrate's
+  module doc) while the measured ones stay flat or fall; and the battery's sub-second points
+  run on 2 cores shared with builds (a loop device's 4k QD1 read took 23 us alone and
+  228 us within a battery at load 8; 1m reads on /dev/shm at QD32 half their QD1 rate).
+  Quick calibrations here gave medians of 31 % and 51 % (tmpfs), 35 % and 65 % (loop)
+  depending on the load. A factor of 2 still fails a rate or latency off by an order of
+  magnitude (a unit slip), a swapped direction or a stack that does not hold the fit; the
+  fit's arithmetic is held exactly by this file's synthetic tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import missing_tool, require_tool, run_vmio
+from vmio import calibrate, cli
+from vmio.calibrate import KIB, MIB, CalibrateError, Job, Point, Side
+
+TOLERANCE = 1.0
+
+# A device the fit must recover: the link equals the larger direction's rate (the battery
+# cannot see a faster link, module doc) and random 4k reads at QD >= 16 are unit-bound.
+KNOWN = {
+    "capacity": 1 << 30,
+    "units": 8,
+    "read_latency": 80_000,
+    "write_latency": 20_000,
+    "read_rate": 3_000_000_000,
+    "write_rate": 2_000_000_000,
+    "link_rate": 3_000_000_000,
+    "write_buffer": 0,
+    "queue_depth": 256,
+    "flush_latency": 50_000,
+}
+
+
+def synthetic(params: dict[str, int], job: Job) -> Point:
+    """The point the flash model's closed forms give for `job` (as fio would report it)."""
+    if job.fdatasync:
+        flush = params["flush_latency"]
+        w = Side(1e9 / flush, 4 * KIB * 1e9 / flush, 1.0, 1.0, 1.0)
+        return Point(job, 1 << 30, 1.0, None, w, flush, {})
+    x = calibrate.throughput(params, job)
+    lat = job.iodepth / x * 1e9
+    share = {"read": 1.0, "write": 0.0, "mixed": (job.rwmixread or 0) / 100}[job.direction]
+
+    def side(f: float) -> Side | None:
+        return Side(f * x, f * x * job.bs, lat, lat, lat) if f > 0 else None
+
+    return Point(job, 1 << 30, 1.0, side(share), side(1 - share), None, {})
+
+
+def test_the_closed_forms_give_the_hand_computed_figures_of_the_spec():
+    # randread 4k QD1: 1 / (80 us + 4096 B / 3 GB/s) requests per second.
+    qd1 = calibrate.throughput(KNOWN, Job("r", "randread", 4 * KIB, 1))
+    assert qd1 == pytest.approx(1 / (80e-6 + 4096 / 3e9))
+    # QD32: the 8 units bound it, 8 / 80 us.
+    assert calibrate.throughput(KNOWN, Job("r", "randread", 4 * KIB, 32)) == pytest.approx(1e5)
+    # 1m writes at QD32: the write pipe, 2 GB/s / 1 MiB.
+    assert calibrate.throughput(KNOWN, Job("w", "write", MIB, 32)) == pytest.approx(2e9 / MIB)
+    # 70/30 4k at QD8: 8 / (0.7 * 80 + 0.3 * 20 us + the mean transfer), under 8 / a_m.
+    mixed = calibrate.throughput(KNOWN, Job("m", "randrw", 4 * KIB, 8, 70))
+    t_m = 0.7 * 4096 / 3e9 + 0.3 * 4096 / 2e9
+    assert mixed == pytest.approx(8 / (62e-6 + t_m))
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_the_fit_recovers_known_parameters_from_closed_form_measurements(quick: bool):
+    points = [synthetic(KNOWN, j) for j in calibrate.battery(quick)]
+    got = calibrate.fit(points, KNOWN["capacity"], KNOWN["queue_depth"])
+    assert got.notes == ()
+    for key, want in KNOWN.items():
+        assert got.params[key] == pytest.approx(want, abs=2), key
+    # And the fitted model reproduces every point.
+    sm = calibrate.summary(got.params, points, None)
+    assert sm["bw_model"] < 1e-6 and sm["lat_model"] < 1e-6
+
+
+def test_the_units_follow_the_loaded_points_in_log_terms():
+    # Measurements of 6 units, then 30 % less throughput on the loaded 4k reads: the fit
+    # moves to fewer units (a compromise with the writes, which still show 6).
+    base = {**KNOWN, "units": 6}
+    points = []
+    for j in calibrate.battery():
+        p = synthetic(base, j)
+        if j.iodepth > 1 and j.direction == "read" and j.bs == 4 * KIB and p.read:
+            slow = replace(p.read, iops=0.7 * p.read.iops, bw_bytes=0.7 * p.read.bw_bytes)
+            p = replace(p, read=slow)
+        points.append(p)
+    units = calibrate.fit(points, 1 << 30, 256).params["units"]
+    assert 1 <= units < 6
+
+
+def test_without_writes_the_fit_copies_the_reads_figures_and_says_so():
+    points = [synthetic(KNOWN, j) for j in calibrate.battery(writes=False)]
+    got = calibrate.fit(points, KNOWN["capacity"], 128)
+    p = got.params
+    assert (p["write_latency"], p["write_rate"]) == (p["read_latency"], p["read_rate"])
+    assert "flush_latency" not in p
+    assert any("reads only" in n for n in got.notes)
+    assert any("flush_latency" in n for n in got.notes)
+
+
+def test_a_fit_without_a_large_loaded_point_names_what_is_missing():
+    points = [synthetic(KNOWN, j) for j in calibrate.battery() if j.bs < 64 * KIB]
+    with pytest.raises(CalibrateError, match=r"no read point with bs >= 64k at QD >= 8"):
+        calibrate.fit(points, 1 << 30, 128)
+
+
+def test_the_schedule_shares_the_time_left_among_the_points_left_minus_fios_start_up():
+    now = [0.0]
+    s = calibrate.Schedule(100.0, clock=lambda: now[0])
+    assert s.runtime_ms(10) == round(1000 * (10 - calibrate.FIO_STARTUP_S))
+    s.finished(wall_s=10.0, runtime_s=9.0)  # fio took 1 s beyond its run
+    now[0] = 10.0
+    assert s.runtime_ms(9) == 9000
+    now[0] = 99.0  # late: every point still gets the shortest run
+    assert s.runtime_ms(5) == round(1000 * calibrate.MIN_RUNTIME_S)
+
+
+def test_a_points_job_for_vmio_sim_is_direct_and_keeps_the_battery_options():
+    job = Job("randrw-4k-qd8", "randrw", 4 * KIB, 8, 70)
+    text = calibrate.job_text(Point(job, 64 * MIB, 1.0, None, None, None, {}))
+    assert text.splitlines()[0] == "[randrw-4k-qd8]"
+    for line in ("rw=randrw", "bs=4096", "iodepth=8", "direct=1", "rwmixread=70"):
+        assert line in text.splitlines()
+    assert f"size={64 * MIB}" in text and "runtime=500ms" in text
+
+
+# --- real runs -----------------------------------------------------------------------------
+
+
+def vmio(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    """`vmio ARGS` in this process (a spawned one costs seconds on a loaded machine):
+    (exit status, stdout, stderr)."""
+    try:
+        rc = cli.main([str(a) for a in args])
+    except SystemExit as e:  # argparse's errors
+        rc = int(e.code or 0)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def needs_fio() -> None:
+    require_tool("fio", "fio")
+
+
+def needs_root() -> None:
+    if os.geteuid() != 0:
+        missing_tool("loop devices need root (losetup)")
+
+
+@pytest.fixture
+def shm_file() -> Iterator[Path]:
+    path = Path("/dev/shm") / f"vmio-test-calibrate-{os.getpid()}.tmp"
+    yield path
+    path.unlink(missing_ok=True)
+
+
+def loop_device(backing: Path, mib: int, fill: bytes | None = None) -> str:
+    """A loop device on `backing` of `mib` MiB (zeros, or `fill` repeated)."""
+    with backing.open("wb") as f:
+        chunk = (fill * (MIB // len(fill))) if fill else bytes(MIB)
+        for _ in range(mib):
+            f.write(chunk)
+    r = subprocess.run(
+        ["losetup", "-f", "--show", str(backing)], capture_output=True, text=True, check=False
+    )
+    if r.returncode != 0:
+        missing_tool(f"losetup cannot attach a loop device: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+@pytest.fixture
+def loop(shm_file: Path) -> Iterator[Callable]:
+    made: list[str] = []
+
+    def make(mib: int, fill: bytes | None = None) -> str:
+        dev = loop_device(shm_file, mib, fill)
+        made.append(dev)
+        return dev
+
+    yield make
+    for dev in made:
+        subprocess.run(["losetup", "-d", dev], check=False)
+
+
+def sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(MIB):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def anchored(points, params, simulated) -> None:
+    """The rate points reproduced (module doc: tolerance)."""
+    rows = calibrate.errors(params, points, simulated)
+    for p, model, sim in rows:
+        if p.job.name in ("read-1m-qd32", "write-1m-qd32"):
+            assert model[0] == pytest.approx(p.bw_bytes, rel=0.01), p.job.name
+            assert sim is not None and sim[0] == pytest.approx(p.bw_bytes, rel=0.05), p.job.name
+    sim_vs_model = [s[0] / m[0] - 1 for _, m, s in rows if s is not None and s[0] == s[0]]
+    assert calibrate.median_abs(sim_vs_model) <= 0.05, sim_vs_model
+
+
+def check_round_trip(cal: calibrate.Calibration, out: Path) -> None:
+    """The three files, a stack `vmio sim` runs, and the tolerance (module doc)."""
+    assert (out / "measurements.json").is_file() and (out / "fit.txt").is_file()
+    rec = json.loads((out / "measurements.json").read_text())
+    assert [p["name"] for p in rec["points"]] == [p.job.name for p in cal.points]
+    assert all(p["fio"]["jobname"] == p["name"] for p in rec["points"])
+    stack = tomllib.loads(cal.stack_path.read_text())
+    assert stack["device"][0]["model"] == "flash" and stack["host"]["hypervisor"] == "native"
+    job = out / "job.fio"
+    job.write_text(calibrate.job_text(cal.points[0]))
+    r = run_vmio("sim", "--stack", cal.stack_path, job, "--output-format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"][0]["jobname"] == cal.points[0].job.name
+    anchored(cal.points, cal.params, cal.simulated)
+    sm = calibrate.summary(cal.params, cal.points, cal.simulated)
+    fit_txt = (out / "fit.txt").read_text()
+    assert sm["bw_model"] <= TOLERANCE, fit_txt
+    assert sm["bw_sim"] <= TOLERANCE, fit_txt
+
+
+def test_a_quick_calibration_of_a_ram_backed_file_round_trips_through_vmio_sim(
+    tmp_path: Path, shm_file: Path
+):
+    needs_fio()
+    err = io.StringIO()
+    out = tmp_path / "cal"
+    t0 = time.monotonic()
+    cal = calibrate.run(shm_file, out, quick=True, budget_s=18, size="64m", progress=err)
+    # The budget holds (a quarter more for a machine loaded beyond the schedule's estimates).
+    assert time.monotonic() - t0 <= 18 * 1.25
+    assert not shm_file.exists()  # created, so removed
+    assert len(cal.points) == len(calibrate.battery(quick=True))
+    lines = [x for x in err.getvalue().splitlines() if "ETA" in x]
+    assert len(lines) == len(cal.points), err.getvalue()
+    assert cal.params["capacity"] == 64 * MIB
+    check_round_trip(cal, out)
+
+
+def test_a_loop_device_with_write_round_trips_and_names_the_device(tmp_path: Path, loop, capsys):
+    needs_fio()
+    needs_root()
+    dev = loop(64)
+    out = tmp_path / "cal"
+    rc, stdout, stderr = vmio(
+        capsys, "calibrate", dev, "--write", "--quick", "--budget", "18", "-o", out
+    )
+    assert rc == 0, stderr
+    assert "flash model of" in stdout and "median |error|" in stdout
+    stack = tomllib.loads((out / "stack.toml").read_text())
+    name = os.path.basename(dev)
+    assert stack["device"][0]["name"] == name and stack["device"][0]["capacity"] == 64 * MIB
+    assert stack["scheduler"]["name"] in calibrate.SCHEDULERS
+    rec = json.loads((out / "measurements.json").read_text())
+    assert rec["vmio_calibrate"]["writes"] and rec["machine"]["disk"]["device"] == name
+    assert {p["rw"] for p in rec["points"]} >= {"write", "randwrite", "randrw"}
+    fit_txt = (out / "fit.txt").read_text()
+    bw_model, bw_sim = (
+        float(x.split()[-2]) for x in fit_txt.split("median |error|: ")[1].split(";")[0].split(",")
+    )
+    assert bw_model <= 100 * TOLERANCE and bw_sim <= 100 * TOLERANCE, fit_txt
+
+
+def test_a_block_device_without_write_is_only_read_and_says_so(tmp_path: Path, loop, capsys):
+    needs_fio()
+    needs_root()
+    dev = loop(32, fill=os.urandom(4096))
+    before = sha256(dev)
+    out = tmp_path / "cal"
+    rc, stdout, stderr = vmio(capsys, "calibrate", dev, "--quick", "--budget", "8", "-o", out)
+    assert rc == 0, stderr
+    assert "reads only" in stderr and "reads only" in stdout
+    assert sha256(dev) == before
+    rec = json.loads((out / "measurements.json").read_text())
+    assert {p["rw"] for p in rec["points"]} == {"read", "randread"}
+    dev_toml = tomllib.loads((out / "stack.toml").read_text())["device"][0]
+    assert dev_toml["write_latency"] == dev_toml["read_latency"]
+
+
+def test_writing_to_a_block_device_with_a_filesystem_is_refused_without_force(
+    tmp_path: Path, loop, capsys
+):
+    needs_fio()
+    needs_root()
+    require_tool("mkfs.ext4", "e2fsprogs")
+    dev = loop(16)
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True, capture_output=True)
+    before = sha256(dev)
+    rc, _, err = vmio(capsys, "calibrate", dev, "--write", "--quick", "-o", tmp_path / "cal")
+    assert rc == 2
+    assert err.startswith("vmio: error: refusing to write to") and "TYPE=ext4" in err
+    assert "--force" in err and len(err.splitlines()) == 1
+    assert sha256(dev) == before and not (tmp_path / "cal").exists()
+
+
+def test_ctrl_c_removes_the_temporary_target_file(tmp_path: Path, shm_file: Path):
+    needs_fio()
+    cmd = [sys.executable, "-m", "vmio", "calibrate", str(shm_file), "--quick"]
+    proc = subprocess.Popen(
+        [*cmd, "--size", "32m", "-o", str(tmp_path / "cal")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    t0 = time.monotonic()
+    while "written in" not in (line := proc.stderr.readline()):
+        assert line and time.monotonic() - t0 < 30, "the write-through did not end within 30 s"
+    assert shm_file.exists()
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in rest
+    assert not shm_file.exists() and not (tmp_path / "cal").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--size", "1x"], "--size '1x' is not a size"),
+        (["--size", "1m"], "--size 1048576 bytes: accepted: 16m or more"),
+        (["--budget", "abc"], "argument --budget: 'abc' is not a number of seconds"),
+        (["--budget", "5", "--quick"], "--budget 5: accepted: 14 to 86400 seconds"),
+        (["--budget", "30"], "--budget 30: accepted: 52 to 86400 seconds"),
+    ],
+)
+def test_bad_values_are_one_error_line_naming_the_option_and_what_is_accepted(
+    tmp_path: Path, shm_file: Path, capsys, args: list[str], message: str
+):
+    needs_fio()
+    rc, _, err = vmio(capsys, "calibrate", shm_file, *args, "-o", tmp_path / "cal")
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert message in err
+    assert not shm_file.exists() and not (tmp_path / "cal").exists()
+
+
+def test_an_existing_target_or_output_directory_or_a_directory_target_is_refused(
+    tmp_path: Path, shm_file: Path, capsys
+):
+    needs_fio()
+    out = tmp_path / "cal"
+    shm_file.write_bytes(b"keep")
+    rc, _, err = vmio(capsys, "calibrate", shm_file, "-o", out)
+    assert rc == 2 and "exists and the battery would overwrite it" in err
+    assert shm_file.read_bytes() == b"keep"
+    rc, _, err = vmio(capsys, "calibrate", tmp_path, "-o", out)
+    assert rc == 2 and "neither a regular file nor a block device" in err
+    out.mkdir()
+    rc, _, err = vmio(capsys, "calibrate", shm_file, "-o", out)
+    assert rc == 2 and "output directory" in err and "--force" in err
+
+
+def test_a_missing_fio_is_one_error_line(tmp_path: Path, capsys, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    rc, _, err = vmio(capsys, "calibrate", tmp_path / "t.tmp", "-o", tmp_path / "cal")
+    assert rc == 2
+    assert err == "vmio: error: 'fio' is not installed (apt-get install fio)\n"
