@@ -680,6 +680,7 @@ def cmd_trace_synth(args: argparse.Namespace) -> int:
 
 def cmd_study(args: argparse.Namespace) -> int:
     from vmio import study
+    from vmio.runner import SKIPPED_FILE
 
     if args.list:
         for name in study.builtin_studies():
@@ -723,7 +724,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         for note in res.notes:
             print(note, file=sys.stderr)
         sys.stdout.write(study.summary_text(res))
-        files = [f for f in study.OUTPUT_FILES if (out / f).is_file()]
+        files = [f for f in (*study.OUTPUT_FILES, SKIPPED_FILE) if (out / f).is_file()]
         print(f"\nResults in {out}/: {', '.join(files)}, json/", flush=True)
     if st.multipart:  # every part is written: the study is finished
         for exp in parts:

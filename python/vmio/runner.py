@@ -67,9 +67,10 @@ OUTPUT_FILES = (
     "calibration.csv",
     "figure.png",
     "tables.txt",
-    "skipped.csv",
     *pdcreport.FIGURE_FILES,
 )
+SKIPPED_FILE = "skipped.csv"
+"""With --engine real, the points not run and why (written only when some were skipped)."""
 
 
 def _is_index(key: str) -> bool:
@@ -450,7 +451,7 @@ def prepare_output_dir(out: Path, force: bool, name: str | None = None) -> Path:
                 f"output directory '{out}' is not empty; pass --force to replace the "
                 "results in it, or --out DIR to write elsewhere"
             )
-        for fname in OUTPUT_FILES:
+        for fname in (*OUTPUT_FILES, SKIPPED_FILE):
             (out / fname).unlink(missing_ok=True)
         for dname in ("json", PARTIAL_DIR):
             if (out / dname).is_dir():
@@ -509,9 +510,9 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     results.atomic_write(out / "tables.txt", summary_text(res))
     if res.skipped:
         rows = [{"point": p.label, "reason": why} for p, why in res.skipped]
-        results.write_csv(out / "skipped.csv", rows, ("point", "reason"))
+        results.write_csv(out / SKIPPED_FILE, rows, ("point", "reason"))
     else:
-        (out / "skipped.csv").unlink(missing_ok=True)
+        (out / SKIPPED_FILE).unlink(missing_ok=True)
     kind = res.experiment.figure.get("kind")
     tmp = results.temp_path(out / "figure.png")
     try:
