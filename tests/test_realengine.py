@@ -233,3 +233,16 @@ def test_a_calibration_whose_points_were_skipped_says_skipped():
     assert row.status == "skipped"
     (row,) = evaluate_calibration(exp, [], skipped=[points[0]])  # not the 64k point it checks
     assert row.status == "N/A"
+
+
+def test_a_block_device_path_is_described_as_that_device_not_as_devtmpfs():
+    root = machine.disk(Path("/"))
+    source = Path(root["source"])
+    if not source.is_block_device():
+        pytest.skip(f"/ is on {source}, not a block device")
+    d = machine.disk(source)
+    assert (d["device"], d["model"], d["rotational"]) == (
+        root["device"],
+        root["model"],
+        root["rotational"],
+    )

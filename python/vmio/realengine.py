@@ -84,8 +84,6 @@ MIB = 1 << 20
 DEFAULT_SIZE = 1 << 30
 """`--real-size`: each device's image file."""
 
-ENGINES = ("sim", "real")
-MODES = ("host", "serve")
 PARAVIRTUAL = ("virtio_blk", "xen_blkfront", "xen-vbd")
 """Disk drivers whose rotational flag is the kernel's default, not the storage's."""
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")

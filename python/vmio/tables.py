@@ -56,7 +56,9 @@ def calibration_table(res: StudyResult) -> str:
     tol = res.experiment.tolerance * 100
     units = {quantity_unit(c.quantity) for c in res.experiment.calibrations} or {"MB/s"}
     ref_head = "reference MB/s" if units == {"MB/s"} else "reference"
-    header = ["figure", ref_head, "simulated", "error %", "status", "description"]
+    real = any((pr.result.get("vmio") or {}).get("engine") == "real" for pr in res.points)
+    header = ["figure", ref_head, "measured" if real else "simulated", "error %", "status"]
+    header.append("description")
     body = []
     for row in res.calibration:
         body.append(
