@@ -123,11 +123,31 @@ def test_an_hdd_stack_is_skipped_with_its_reason_and_runs_on_files_with_substitu
     with open(out / "calibration.csv", encoding="utf-8") as f:
         assert [c["status"] for c in csv.DictReader(f)] == ["skipped"]
     assert "0 points, 2 skipped" in (out / "tables.txt").read_text(encoding="utf-8")
+    assert not (out / "figure.png").exists()  # nothing to draw
     out = study(tmp_path, "hdd", "--engine", "real", "--substitute")
     assert not (out / "skipped.csv").exists()
     doc = json.loads((out / "json" / "randread-4k.json").read_text(encoding="utf-8"))
     assert "needs a disk of class hdd" in doc["vmio"]["substituted"][0]
     assert doc["vmio"]["stack"]["device"][0]["real_substitute"] == doc["vmio"]["substituted"][0]
+
+
+def test_a_skipped_point_is_a_dash_in_the_tables_and_its_calibration_says_skipped(tmp_path):
+    require_tool("fio", "fio")
+    (tmp_path / "real").mkdir()
+    if realengine.disk_class(machine.disk(tmp_path / "real")) == "hdd":
+        pytest.skip("this machine's disk is an HDD: the HDD point runs")
+    out = study(tmp_path, "mixed", "--engine", "real")
+    tables = (out / "tables.txt").read_text(encoding="utf-8")
+    assert "1 points, 1 skipped" in tables and "\nhdd       -\n" in tables
+    with open(out / "calibration.csv", encoding="utf-8") as f:
+        assert [(c["id"], c["status"]) for c in csv.DictReader(f)] == [
+            ("ssd-moves", "PASS"),
+            ("hdd-moves", "skipped"),
+        ]
+    with open(out / "results.csv", encoding="utf-8") as f:
+        assert [r["model"] for r in csv.DictReader(f)] == ["ssd"]
+    assert (out / "figure.png").stat().st_size > 0
+    assert sorted(p.name for p in (out / "json").iterdir()) == ["ssd-4k.json"]
 
 
 @pytest.mark.parametrize(

@@ -513,6 +513,10 @@ def write_outputs(res: StudyResult, out: Path) -> None:
         results.write_csv(out / SKIPPED_FILE, rows, ("point", "reason"))
     else:
         (out / SKIPPED_FILE).unlink(missing_ok=True)
+    if not res.points:  # every point skipped (--engine real): nothing to draw
+        for fname in ("figure.png", *pdcreport.FIGURE_FILES):
+            (out / fname).unlink(missing_ok=True)
+        return
     kind = res.experiment.figure.get("kind")
     tmp = results.temp_path(out / "figure.png")
     try:
