@@ -31,6 +31,15 @@ def study(tmp_path: Path, name: str, *flags: str) -> Path:
     return out
 
 
+def on_a_disk_without_hdds(tmp_path: Path) -> None:
+    """The test needs fio and the directory of the images (tmp_path/real) on a disk whose
+    class is not hdd (an HDD stack runs there)."""
+    require_tool("fio", "fio")
+    (tmp_path / "real").mkdir()
+    if realengine.disk_class(machine.disk(tmp_path / "real")) == "hdd":
+        pytest.skip("this machine's disk is an HDD: HDD stacks run on it")
+
+
 def fio_keys(path: Path) -> dict:
     """What results.py reads of a point's JSON, per job and direction: the keys present."""
     doc = json.loads(path.read_text(encoding="utf-8"))
@@ -108,10 +117,7 @@ def test_a_vm_stack_runs_through_vmio_serve_with_fios_nbd_engine_in_the_same_sch
 
 
 def test_an_hdd_stack_is_skipped_with_its_reason_and_runs_on_files_with_substitute(tmp_path):
-    require_tool("fio", "fio")
-    (tmp_path / "real").mkdir()
-    if realengine.disk_class(machine.disk(tmp_path / "real")) == "hdd":
-        pytest.skip("this machine's disk is an HDD: the HDD stack runs")
+    on_a_disk_without_hdds(tmp_path)
     out = study(tmp_path, "hdd", "--engine", "real")
     with open(out / "skipped.csv", encoding="utf-8") as f:
         skipped = list(csv.DictReader(f))
@@ -132,10 +138,7 @@ def test_an_hdd_stack_is_skipped_with_its_reason_and_runs_on_files_with_substitu
 
 
 def test_a_skipped_point_is_a_dash_in_the_tables_and_its_calibration_says_skipped(tmp_path):
-    require_tool("fio", "fio")
-    (tmp_path / "real").mkdir()
-    if realengine.disk_class(machine.disk(tmp_path / "real")) == "hdd":
-        pytest.skip("this machine's disk is an HDD: the HDD point runs")
+    on_a_disk_without_hdds(tmp_path)
     out = study(tmp_path, "mixed", "--engine", "real")
     tables = (out / "tables.txt").read_text(encoding="utf-8")
     assert "1 points, 1 skipped" in tables and "\nhdd       -\n" in tables
