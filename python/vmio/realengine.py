@@ -169,8 +169,14 @@ class Plan:
     export: str = ""
 
     def set(self, option: str, value: str) -> None:
-        """Set a fio option in every job (vmio.runner.set_job_option) and record it."""
-        self.job_text = native().set_job_option(self.job_text, "job file", None, option, value)
+        """Set a fio option in every job and record it: where the job file sets it
+        (vmio.runner.set_job_option), then in each job that still does not see it (a job
+        after one that sets it, without a [global] that does)."""
+        text = native().set_job_option(self.job_text, "job file", None, option, value)
+        for name, opts in job_sections(text):
+            if opts.get(option) != value:
+                text = native().set_job_option(text, "job file", name, option, value)
+        self.job_text = text
         self.replaced[option] = value
 
 
@@ -441,6 +447,14 @@ def _plan_serve(
     )
 
 
+def with_uri(job_text: str, uri: str) -> str:
+    """The job with fio's nbd `uri=` in each job section: an engine option, which fio knows
+    only after `ioengine=nbd` (in the same section or before), not in a `[global]` above it."""
+    for name, _ in job_sections(job_text):
+        job_text = native().set_job_option(job_text, "job file", name, "uri", uri)
+    return job_text
+
+
 def _fio(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["fio", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
@@ -528,10 +542,8 @@ class Engine:
         assert p.served_stack is not None
         (tmp / "stack.toml").write_text(tomli_w.dumps(p.served_stack), encoding="utf-8")
         sock, stats = tmp / "nbd.sock", tmp / "stats.json"
-        uri = f"nbd+unix:///{p.export}?socket="
-        text = native().set_job_option(p.job_text, "job file", None, "uri", f"{uri}{sock}")
-        p.replaced["uri"] = f"{uri}<a socket of vmio serve>"
-        job_file.write_text(text, encoding="utf-8")
+        p.replaced["uri"] = f"nbd+unix:///{p.export}?socket=<a socket of vmio serve>"
+        job_file.write_text(with_uri(p.job_text, f"nbd+unix:///{p.export}?socket={sock}"))
         proc = realguest.start_serve(tmp, "--stats-file", str(stats))
         try:
             serve._wait_socket(sock, proc, "vmio serve")
