@@ -18,6 +18,7 @@ from vmio import machine, realengine
 from vmio.calibration import evaluate_calibration
 from vmio.experiment import load_experiment
 from vmio.runner import point_inputs, point_key
+from vmio.sim import parse_size
 
 HERE = Path(__file__).parent / "realengine"
 SIZE = "64m"
@@ -116,6 +117,33 @@ def test_a_vm_stack_runs_through_vmio_serve_with_fios_nbd_engine_in_the_same_sch
     (export,) = v["server"]
     assert export["export"] == "vm1/vda"
     assert export["read_ops"] >= doc["jobs"][0]["read"]["total_ios"] > 0
+
+
+def test_two_vms_own_workloads_run_at_once_against_one_server_as_the_simulator_merges_them(
+    tmp_path,
+):
+    require_tool("fio", "fio")
+    sim = study(tmp_path, "two-vms")
+    real = study(tmp_path, "two-vms", "--engine", "real")
+    s, r = pq.read_schema(sim / "results.parquet"), pq.read_schema(real / "results.parquet")
+    assert [(f.name, f.type) for f in s] == [(f.name, f.type) for f in r]
+    docs = [json.loads((d / "json" / "none-64k.json").read_text()) for d in (sim, real)]
+    for doc in docs:
+        assert [(j["vmio_vm"], parse_size(j["job options"]["bs"])) for j in doc["jobs"]] == [
+            ("vm1", 4096),
+            ("vm2", 65536),
+        ]
+        assert [(v["name"], v["weight"]) for v in doc["vmio"]["vms"]] == [
+            ("vm1", 1000),
+            ("vm2", 100),
+        ]
+    v = docs[1]["vmio"]
+    assert [x["bw_bytes"] for x in v["vms"]] == [j["read"]["bw_bytes"] for j in docs[1]["jobs"]]
+    assert [(e["export"], e["read_ops"] > 0) for e in v["server"]] == [
+        ("vm1/vda", True),
+        ("vm2/vda", True),
+    ]
+    assert "bandwidth of vm1" in (real / "tables.txt").read_text(encoding="utf-8")
 
 
 def test_an_hdd_stack_is_skipped_with_its_reason_and_runs_on_files_with_substitute(tmp_path):

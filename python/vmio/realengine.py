@@ -22,12 +22,14 @@ Each point's stack decides the mode (`plan`):
   volume (`--real-size` per device) are laid out anew, the volume shared evenly.
 
 In both modes a job `size` larger than its target (the file, the export) is cut to it. What
-the job, the stack and the machine then were goes into the point's JSON.
+the job, the stack and the machine then were goes into the point's JSON. Without a job file,
+every VM's `workload` runs at once, each in its own fio process (in serve mode all against
+one server, so the scheduler shares the devices among them by the VMs' weights), and their
+jobs are merged as the simulator merges them (`merge`).
 
 Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each once, writes
 `skipped.csv` and leaves them out of the tables), checked in this order:
 
-    no job file (every VM runs its own workload)      the engine runs one job file
     a device of a class this machine lacks             hdd on a flash disk, ssd/flash on a
       (unless --substitute: run on files anyway,       rotational one, ram off tmpfs, an aged
        the substitutions recorded)                     ssd (`precondition = "aged"`), more
@@ -55,10 +57,12 @@ A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
 
     engine "real", mode "host"|"serve", machine (vmio.machine.describe of DIR and the device
     paths), stack (the effective stack as run, parsed; a substituted device carries
-    `real_substitute` = why), stack_file, job_file, vm, targets {job file name: what fio
-    ran on}, replaced {option: value set in the job}, substituted [reasons], seed (the
-    experiment's: fio's own random seeds are its defaults), notes [...], server (serve mode:
-    `vmio serve`'s final per-export statistics)
+    `real_substitute` = why), stack_file, job_file, vm, targets {job name: what fio ran on},
+    replaced {option: value set in the job} (vm, targets, replaced: the first VM's), vms
+    [{name, weight, bw_bytes, job_file, targets, replaced}] (one per VM that ran a job, as
+    the simulator's `vmio.vms`), substituted [reasons], seed (the experiment's: fio's own
+    random seeds are its defaults), notes [...], server (serve mode: `vmio serve`'s final
+    per-export statistics); every job carries `vmio_vm`, as the simulator's
 
 Images `DIR/<device>.img` are written through once (1 MiB writes, then fsync) so reads hit
 written blocks, and reused by later points and runs while their size is `--real-size`.
@@ -78,6 +82,7 @@ from typing import Any
 import tomli_w
 
 from vmio import machine, machineprofile
+from vmio.results import total_bw_bytes
 from vmio.sim import VmioError, native, parse_size, parse_toml
 
 MIB = 1 << 20
@@ -455,21 +460,76 @@ def with_uri(job_text: str, uri: str) -> str:
     return job_text
 
 
-def _fio(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["fio", *args], cwd=cwd, capture_output=True, text=True, check=False)
-
-
-def _fio_json(r: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def _fio_json(stdout: str, stderr: str, status: int) -> dict[str, Any]:
     """fio's JSON output (the nbd engine prints a line before it); VmioError when fio failed."""
-    text = r.stdout[r.stdout.find("{") :] if "{" in r.stdout else ""
-    if r.returncode != 0 or not text:
-        why = (r.stderr.strip() or r.stdout.strip()).splitlines()
-        raise VmioError(f"fio failed (status {r.returncode}): {why[-1] if why else '?'}")
+    text = stdout[stdout.find("{") :] if "{" in stdout else ""
+    if status != 0 or not text:
+        why = (stderr.strip() or stdout.strip()).splitlines()
+        raise VmioError(f"fio failed (status {status}): {why[-1] if why else '?'}")
     doc = json.loads(text)
     for job in doc.get("jobs") or []:
         if job.get("error"):
             raise VmioError(f"fio job '{job.get('jobname')}' ended with error {job['error']}")
     return doc
+
+
+def _fio_all(job_files: Sequence[Path], cwd: Path) -> list[dict[str, Any]]:
+    """fio on each job file, all at once (one process each); their JSON outputs."""
+    procs = [
+        subprocess.Popen(
+            ["fio", "--output-format=json", str(f)],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for f in job_files
+    ]
+    outs = [(*proc.communicate(), proc.returncode) for proc in procs]
+    return [_fio_json(out, err, status) for out, err, status in outs]
+
+
+DEFAULT_WEIGHT = 500
+"""A [[vm]]'s weight when the stack gives none (vmio-core stack/mod.rs)."""
+
+
+def merge(plans: Sequence[Plan], docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One point's fio JSON from each VM's: one VM's as fio wrote it; several VMs' jobs in one
+    list, each job's options with its file's global ones folded in (`global options` then
+    empty), as the simulator writes several VMs' workloads. Every job gets `vmio_vm`."""
+    doc = dict(docs[0])
+    several = len(docs) > 1
+    doc["jobs"] = [
+        {
+            **j,
+            **(
+                {"job options": {**d.get("global options", {}), **j.get("job options", {})}}
+                if several
+                else {}
+            ),
+            "vmio_vm": p.vm,
+        }
+        for p, d in zip(plans, docs, strict=True)
+        for j in d["jobs"]
+    ]
+    if several:
+        doc["global options"] = {}
+    return doc
+
+
+def _vm_record(p: Plan, doc: Mapping[str, Any], job_file: str) -> dict[str, Any]:
+    """A VM's entry of `vmio.vms`: its name, weight, bandwidth (read + write + trim of its
+    jobs, as the simulator's `vmio.vms`), job file and what the engine changed in it."""
+    vm = next(v for v in p.stack.get("vm") or [] if v.get("name") == p.vm)
+    return {
+        "name": p.vm,
+        "weight": int(vm.get("weight", DEFAULT_WEIGHT)),
+        "bw_bytes": total_bw_bytes(doc),
+        "job_file": job_file,
+        "targets": p.targets,
+        "replaced": p.replaced,
+    }
 
 
 class Engine:
@@ -492,66 +552,80 @@ class Engine:
         self,
         stack_text: str,
         stack_path: str,
-        job_text: str,
-        job_path: str,
+        jobs: Sequence[tuple[str | None, str, str]],
         seed: int,
-        vm: str | None,
     ) -> str:
-        """Run one point; its JSON text (module doc). Raises Skipped with the reason."""
+        """Run one point: each (VM or None for the first, job text, job file) at once; the
+        point's JSON text (module doc). Raises Skipped with the reason."""
         self.opts.real_dir.mkdir(parents=True, exist_ok=True)
-        p = plan(stack_text, stack_path, job_text, vm, self.opts)
+        plans = [plan(stack_text, stack_path, text, vm, self.opts) for vm, text, _ in jobs]
+        first = plans[0]
         with tempfile.TemporaryDirectory(prefix="vmio-real-") as tmpdir:
             tmp = Path(tmpdir)
-            job_file = tmp / "job.fio"
-            job_file.write_text(p.job_text, encoding="utf-8")
-            parsed = _fio(["--parse-only", str(job_file)], tmp)
-            if parsed.returncode != 0:
-                lines = (parsed.stderr.strip() or parsed.stdout.strip()).splitlines() or ["?"]
-                raise Skipped(f"fio cannot run this job: {lines[0]}")
-            for img in p.images:
+            files = [tmp / f"job{i}.fio" for i in range(len(plans))]
+            for p, f in zip(plans, files, strict=True):
+                f.write_text(p.job_text, encoding="utf-8")
+                parsed = subprocess.run(
+                    ["fio", "--parse-only", str(f)], capture_output=True, text=True, check=False
+                )
+                if parsed.returncode != 0:
+                    why = (parsed.stderr.strip() or parsed.stdout.strip()).splitlines() or ["?"]
+                    raise Skipped(f"fio cannot run the job of VM '{p.vm}': {why[0]}")
+            for img in dict.fromkeys(i for p in plans for i in p.images):
                 image(img, self.opts.size)
             server = None
-            if p.mode == "serve":
-                doc, server = self._serve(p, tmp, job_file)
+            if first.mode == "serve":
+                docs, server = self._serve(plans, tmp, files)
             else:
-                doc = _fio_json(_fio(["--output-format=json", str(job_file)], tmp))
+                docs = _fio_all(files, tmp)
         paths = [str(self.opts.real_dir.resolve())]
-        if p.mode == "host":
-            paths += [str(Path(str(d["path"]))) for d in p.stack["device"] if d.get("path")]
+        if first.mode == "host":
+            paths += [str(Path(str(d["path"]))) for d in first.stack["device"] if d.get("path")]
+        vms = [_vm_record(p, d, j) for p, d, (_, _, j) in zip(plans, docs, jobs, strict=True)]
+        doc = merge(plans, docs)
+        notes = [n for p in plans for n in p.notes]
         doc["vmio"] = {
             "engine": "real",
-            "mode": p.mode,
+            "mode": first.mode,
             "machine": self.machine(paths),
-            "stack": p.served_stack if p.served_stack is not None else p.stack,
+            "stack": first.served_stack if first.served_stack is not None else first.stack,
             "stack_file": stack_path,
-            "job_file": job_path,
-            "vm": p.vm,
-            "targets": p.targets,
-            "replaced": p.replaced,
-            "substituted": p.substituted,
+            "job_file": jobs[0][2],
+            "vm": first.vm,
+            "targets": first.targets,
+            "replaced": first.replaced,
+            "substituted": first.substituted,
             "seed": seed,
-            "notes": [*p.notes, *(f"substituted: {s}" for s in p.substituted)],
+            "notes": list(
+                dict.fromkeys([*notes, *(f"substituted: {s}" for s in first.substituted)])
+            ),
+            "vms": vms,
             **({"server": server} if server is not None else {}),
         }
         return json.dumps(doc, indent=2) + "\n"
 
-    def _serve(self, p: Plan, tmp: Path, job_file: Path) -> tuple[dict[str, Any], list[Any]]:
-        """Serve the stack, run fio's nbd engine on the export; (fio's JSON, server stats)."""
+    def _serve(
+        self, plans: Sequence[Plan], tmp: Path, job_files: Sequence[Path]
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """Serve the stack, run fio's nbd engine on each VM's export at once; (fio's JSON of
+        each, the server's final statistics)."""
         from vmio import realguest, serve
 
-        assert p.served_stack is not None
-        (tmp / "stack.toml").write_text(tomli_w.dumps(p.served_stack), encoding="utf-8")
+        served = plans[0].served_stack
+        assert served is not None
+        (tmp / "stack.toml").write_text(tomli_w.dumps(served), encoding="utf-8")
         sock, stats = tmp / "nbd.sock", tmp / "stats.json"
-        p.replaced["uri"] = f"nbd+unix:///{p.export}?socket=<a socket of vmio serve>"
-        job_file.write_text(with_uri(p.job_text, f"nbd+unix:///{p.export}?socket={sock}"))
+        for p, f in zip(plans, job_files, strict=True):
+            p.replaced["uri"] = f"nbd+unix:///{p.export}?socket=<a socket of vmio serve>"
+            f.write_text(with_uri(p.job_text, f"nbd+unix:///{p.export}?socket={sock}"))
         proc = realguest.start_serve(tmp, "--stats-file", str(stats))
         try:
             serve._wait_socket(sock, proc, "vmio serve")
-            doc = _fio_json(_fio(["--output-format=json", str(job_file)], tmp))
+            docs = _fio_all(job_files, tmp)
         finally:
             serve._stop(proc)
         try:
             snaps = json.loads(stats.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             snaps = []
-        return doc, snaps
+        return docs, snaps

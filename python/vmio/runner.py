@@ -353,14 +353,9 @@ def run_study(
         if i in reused:
             text = reused[i]
         elif real is not None:
+            work = jobs[i] or [(exp.vm, inp.job_text or "", inp.job_path or "")]
             try:
-                if inp.job_text is None:
-                    raise realengine.Skipped(
-                        "every VM runs its own workload: the real engine runs one job file"
-                    )
-                text = real.run(
-                    inp.stack_text, inp.stack_path, inp.job_text, inp.job_path or "", seed, exp.vm
-                )
+                text = real.run(inp.stack_text, inp.stack_path, work, seed)
             except realengine.Skipped as why:
                 skipped[i] = str(why)
                 print(f"vmio: skipped {inp.point.label}: {why}", file=stream, flush=True)
