@@ -11,8 +11,8 @@ Each point's stack decides the mode (`plan`):
   `[vm.disk.filesystem]` becomes `DIR/fs-<disk>/`, a directory of the filesystem under DIR
   (the host's own). ioengine, direct, iodepth and the rest stay as the job says.
 - **serve** (every other hypervisor: a VM stack): the stack is served for real by `vmio
-  serve` (a `python -m vmio serve` process on a Unix socket of DIR, `vmio.realguest.
-  start_serve`), every device's `path` set to `DIR/<device>.img` and its `size` to
+  serve` (a `python -m vmio serve` process on a Unix socket in a temporary directory,
+  `vmio.realguest.start_serve`), every device's `path` set to `DIR/<device>.img` and its `size` to
   `--real-size`: the volume layout, the host cache mode of each VM disk and the scheduler with
   the VMs' weights are the server's, real (docs/serve.md). fio's nbd engine (fio/engines/nbd.c,
   libnbd) runs the job against the VM's export: `ioengine=nbd`, `uri=nbd+unix:///VM/DISK?
@@ -30,26 +30,29 @@ jobs are merged as the simulator merges them (`merge`).
 Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each once, writes
 `skipped.csv` and leaves them out of the tables), checked in this order:
 
-    a device of a class this machine lacks             hdd on a flash disk, ssd/flash on a
-      (unless --substitute: run on files anyway,       rotational one, ram off tmpfs, an aged
-       the substitutions recorded)                     ssd (`precondition = "aged"`), more
-                                                       devices than distinct disks under them
+    a job on files or needing a CPU                    "needs a guest (QEMU)": cpuio, a
+                                                       filename that is no disk of the VM;
+                                                       in serve mode also directory= and a
+                                                       disk with a [vm.disk.filesystem]
+    a device of a class this machine lacks             hdd on a flash disk, ssd/flash on an
+      (unless --substitute: run on files anyway,       hdd, ram off tmpfs, an aged ssd
+       the substitutions recorded)                     (`precondition = "aged"`), more devices
+                                                       than distinct disks under them
     host mode, a volume of several devices             needs md/dm, which the engine does not
                                                        build (a VM stack is served instead)
-    serve mode, a job on files or needing a CPU        "needs a guest (QEMU)": directory=,
-                                                       a filename that is no VM disk, a disk
-                                                       with a [vm.disk.filesystem], cpuio
-    fio --parse-only refuses the edited job            a vmio extension (iozone=, ...)
+    serve mode, one VM's jobs on several disks         one export per fio process
+    fio --parse-only refuses the edited job            a vmio extension (iozone=, cpu_profile=)
 
 A disk's class: tmpfs is `memory`; a block device whose queue is rotational is `hdd`, unless
 its driver is paravirtual (virtio_blk, xen-blkfront: drivers/block/virtio_blk.c
 `virtblk_probe` leaves the queue rotational, the kernel's default, whatever the host's
 storage is); else `flash`.
 
-Not real, and said so in each point's `vmio.notes`: in serve mode, the guest (its kernel,
-virtio-blk or IDE driver, vCPU and exits) is replaced by fio's nbd client on the host, so the
-path measured is NBD over a Unix socket into vmio's server, not a VM's; the job's
-`[vm]` memory and `[cpu]` settings are the simulator's only. A guest mode (QEMU under TCG,
+Not real: in serve mode (said in each point's `vmio.notes`), the guest (its kernel, virtio-blk
+or IDE driver, vCPU and exits) is replaced by fio's nbd client on the host, so the path
+measured is NBD over a Unix socket into vmio's server, not a VM's; in both modes the stack's
+`[cpu]`, `[page_cache]` and `[vm]` memory settings are the simulator's only (the host's
+kernel and page cache are what they are). A guest mode (QEMU under TCG,
 as tests/guest.py boots) is not built: under TCG the guest's timings would mean nothing, so
 points needing a guest are skipped with their reason.
 
