@@ -330,7 +330,8 @@ def plan(
     for dev in stack.get("device") or []:
         name = str(dev.get("name"))
         own = dev.get("path") if mode == "host" else None
-        files[name] = Path(own) if own else real_dir / f"{name}.img"
+        # A device's own path is relative to the current directory, as `vmio serve` takes it.
+        files[name] = Path(own).absolute() if own else real_dir / f"{name}.img"
     disks = {n: machine.disk(p if p.exists() else p.parent) for n, p in files.items()}
     p = Plan(mode=mode, job_text=job_text, stack=stack, vm=str(vm.get("name")))
     p.substituted = _check_devices(stack, opts, mode, disks)
