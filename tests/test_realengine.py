@@ -312,3 +312,17 @@ def test_a_block_device_path_is_described_as_that_device_not_as_devtmpfs():
         root["model"],
         root["rotational"],
     )
+
+
+def test_a_native_device_with_its_own_path_is_used_as_it_is_and_the_job_cut_to_its_size(
+    tmp_path,
+):
+    disk = tmp_path / "disk.bin"
+    disk.write_bytes(b"\0" * (4 << 20))
+    stack = (HERE / "host-stack.toml").read_text(encoding="utf-8")
+    stack = stack.replace('model = "ssd"', f'model = "ssd"\npath = "{disk}"')
+    job = (HERE / "job.fio").read_text(encoding="utf-8")
+    p = realengine.plan(stack, "host-stack.toml", job, None, realengine.Options(tmp_path / "r"))
+    assert (p.mode, p.images) == ("host", [])
+    assert p.replaced == {"filename": str(disk), "size": str(4 << 20)}
+    assert p.targets == {"j": f"device 'ssd0': {disk}"}
