@@ -214,7 +214,7 @@ OPTS = realengine.Options(Path("/nonexistent-real-dir"))
     ],
 )
 def test_a_vm_job_on_files_or_cpu_is_skipped_as_needing_a_guest(job, reason):
-    with pytest.raises(realengine.Skipped, match=r".*") as e:
+    with pytest.raises(realengine.Skipped) as e:
         realengine.plan(VM_STACK, "vm-stack.toml", job, None, OPTS)
     assert reason in str(e.value)
 
