@@ -10,13 +10,14 @@ Each `[[calibration]]` entry selects points (`where`, minus `exclude`), reduces 
     with reference:  error = (value - reference) / reference; PASS when |error| <= tolerance
     else:            PASS when value is within [at_least, at_most]
     no point selected: N/A
+    a selected point skipped (the real engine could not run it): skipped
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vmio import results
@@ -85,6 +86,8 @@ class StudyResult:
     points: list[PointResult]
     calibration: list[CalibrationRow]
     notes: list[str]
+    skipped: list[tuple[Point, str]] = field(default_factory=list)
+    """Points not run (the real engine's `Skipped`), each with its reason, in grid order."""
 
     def value_mb_s(self, point: Point, quantity: str = "total") -> float:
         """The bandwidth of a point in MB/s (read + write for `total`)."""
@@ -123,10 +126,20 @@ def _matches_any(point: Point, selection: Mapping[str, tuple[str, ...]]) -> bool
     return any(values.get(k) in vs for k, vs in selection.items())
 
 
-def evaluate_calibration(exp: Experiment, points: Sequence[PointResult]) -> list[CalibrationRow]:
-    """Compare the simulated points with every `[[calibration]]` entry."""
+def evaluate_calibration(
+    exp: Experiment, points: Sequence[PointResult], skipped: Sequence[Point] = ()
+) -> list[CalibrationRow]:
+    """Compare the simulated points with every `[[calibration]]` entry; an entry one of
+    whose points is in `skipped` is `skipped`."""
     rows = []
     for c in exp.calibrations:
+        if any(
+            (p.matches(c.where) or (c.ratio_to is not None and p.matches(c.ratio_to)))
+            and not (c.exclude and _matches_any(p, c.exclude))
+            for p in skipped
+        ):
+            rows.append(CalibrationRow(c, None, 0, None, "skipped"))
+            continue
         value, n = _reduce(points, c.where, c.exclude, c.reduce, c.quantity)
         if c.ratio_to is not None:
             base, n_base = _reduce(points, c.ratio_to, c.exclude, c.reduce, c.quantity)

@@ -124,6 +124,13 @@ Written to the output directory:
   figure.png                    bandwidth vs block size per layout, reference figures marked
   tables.txt                    what was printed on stdout
   json/<point>.json             fio JSON output of every point
+  skipped.csv                   --engine real: the points not run, and why
+
+--engine real runs every point on this machine with fio instead of simulating it, one at a
+time (vmio/realengine.py): a native stack's job on the devices' files, a VM stack's through
+'vmio serve' and fio's nbd engine. Devices without a path (all of a VM stack's) are files
+DIR/<device>.img of --real-size (kept for the next run). A point this machine cannot run
+(an HDD on a flash disk, a job needing a guest...) is skipped with its reason.
 
 A study of several parts (a study.toml listing experiment files) runs each part in turn
 and writes each into its own subdirectory, <out>/<part>/.
@@ -372,6 +379,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only this part of a study of several parts (repeatable; see --list)",
     )
     st.add_argument("--list", action="store_true", help="list the built-in studies and exit")
+    st.add_argument(
+        "--engine",
+        choices=("sim", "real"),
+        default="sim",
+        help="sim: simulate each point; real: run it on this machine with fio (default: sim)",
+    )
+    st.add_argument(
+        "--real-dir",
+        type=Path,
+        metavar="DIR",
+        help="--engine real: where the devices' image files go (default: ./vmio-real)",
+    )
+    st.add_argument(
+        "--real-size",
+        type=_size_in(1 << 20, 1 << 50, "1m..1p"),
+        metavar="SIZE",
+        help="--engine real: each device's image file (default: 1g)",
+    )
+    st.add_argument(
+        "--substitute",
+        action="store_true",
+        help="--engine real: run points whose devices this machine lacks on files anyway",
+    )
     st.set_defaults(func=cmd_study)
 
     t = sub.add_parser(
@@ -654,6 +684,7 @@ def cmd_trace_synth(args: argparse.Namespace) -> int:
 
 def cmd_study(args: argparse.Namespace) -> int:
     from vmio import study
+    from vmio.runner import SKIPPED_FILE
 
     if args.list:
         for name in study.builtin_studies():
@@ -669,6 +700,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             "missing STUDY (built-in: "
             f"{', '.join(study.builtin_studies())}); see 'vmio study --help'"
         )
+    engine = _real_engine(args)
     st = study.load_study(args.jobs_from if args.jobs_from is not None else args.study)
     parts = [st.part(p) for p in args.part] if args.part else st.parts
     base = args.out
@@ -691,17 +723,45 @@ def cmd_study(args: argparse.Namespace) -> int:
             force=args.force,
             parallel=args.parallel or study.default_parallelism(),
             finish=not st.multipart,
+            engine=engine,
         )
         for note in res.notes:
             print(note, file=sys.stderr)
         sys.stdout.write(study.summary_text(res))
-        files = [f for f in study.OUTPUT_FILES if (out / f).is_file()]
+        files = [f for f in (*study.OUTPUT_FILES, SKIPPED_FILE) if (out / f).is_file()]
         print(f"\nResults in {out}/: {', '.join(files)}, json/", flush=True)
     if st.multipart:  # every part is written: the study is finished
         for exp in parts:
             study.finish_output_dir(base / exp.path.stem)
         study.finish_output_dir(base)
     return 0
+
+
+def _real_engine(args: argparse.Namespace):  # -> realengine.Options | None
+    """--engine real's options (its note on --parallel printed), None for the simulator."""
+    from vmio import machine, realengine
+
+    if args.engine != "real":
+        if args.real_dir is not None or args.real_size is not None or args.substitute:
+            raise VmioError("--real-dir, --real-size and --substitute need --engine real")
+        return None
+    opts = realengine.Options(
+        args.real_dir or Path("vmio-real"),
+        args.real_size or realengine.DEFAULT_SIZE,
+        args.substitute,
+    )
+    if args.parallel not in (None, 1):
+        print(
+            f"vmio: note: --engine real runs one point at a time (not --parallel {args.parallel})",
+            file=sys.stderr,
+        )
+    realengine.Engine(opts)  # fio is there
+    opts.real_dir.mkdir(parents=True, exist_ok=True)
+    print(
+        f"vmio: real engine on {machine.short(machine.describe([opts.real_dir.resolve()]))}",
+        file=sys.stderr,
+    )
+    return opts
 
 
 def run_study_to_dir(
@@ -715,6 +775,7 @@ def run_study_to_dir(
     progress: TextIO | None = None,
     finish: bool = True,
     on_point: Callable | None = None,
+    engine=None,
 ):
     """Run a study and write its outputs; returns (StudyResult, output directory).
 
@@ -738,6 +799,7 @@ def run_study_to_dir(
             progress=progress,
             store=out,
             on_point=on_point,
+            engine=engine,
         )
         study.write_outputs(res, out)
         if finish:

@@ -143,6 +143,15 @@ def _block_dirs(directory: Path) -> tuple[Path, Path]:
     return dev, dev.parent if (dev / "partition").is_file() else dev
 
 
+def disk_model(disk: Path) -> str:
+    """The model of the disk at /sys directory `disk`, else its driver's name, else "?"."""
+    model = _sys(disk / "device" / "model")
+    if not model:
+        driver = disk / "device" / "driver"
+        model = os.path.basename(os.path.realpath(driver)) if driver.exists() else "?"
+    return model
+
+
 def disk_of(directory: Path) -> Disk:
     """The filesystem and block device under `directory` (/proc/mounts, /sys/dev/block)."""
     part, disk = _block_dirs(directory)
@@ -172,10 +181,7 @@ def _describe(where: str, mount: tuple[str, str, str, str], part: Path, disk: Pa
     q = disk / "queue"
     sched = _sys(q / "scheduler")
     active = sched[sched.find("[") + 1 : sched.find("]")] if "[" in sched else sched
-    model = _sys(disk / "device" / "model")
-    if not model:
-        driver = disk / "device" / "driver"
-        model = os.path.basename(os.path.realpath(driver)) if driver.exists() else "?"
+    model = disk_model(disk)
     journal = None
     if fstype == "ext4":
         task = _sys(Path("/sys/fs/ext4") / part.name / "journal_task", "?")

@@ -2,8 +2,10 @@
 
 A *tidy* table has one row per simulated point and I/O direction (read, write, trim), with
 the sweep's axis values as columns, so pandas/polars/R/DuckDB can group and plot it without
-reshaping. Bandwidths are bytes per second (`bw_bytes`); reports convert them to MB/s
-(1 MB = 1e6 bytes, the unit of the S0 report).
+reshaping. `engine` says whether the point was simulated ("sim") or run on this machine
+("real", `vmio.realengine`); `machine_json` is then the machine (`vmio.machine.describe`),
+"{}" for the simulator. Bandwidths are bytes per second (`bw_bytes`); reports convert them
+to MB/s (1 MB = 1e6 bytes, the unit of the S0 report).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("seed", pa.uint64()),
     ("stack_json", pa.string()),
     ("job_options_json", pa.string()),
+    ("engine", pa.string()),
+    ("machine_json", pa.string()),
 )
 
 
@@ -145,6 +149,8 @@ def tidy_rows(
         "seed": int(vmio.get("seed", 0)),
         "stack_json": json.dumps(vmio.get("stack", {}), sort_keys=True),
         "job_options_json": json.dumps(opts, sort_keys=True),
+        "engine": str(vmio.get("engine", "sim")),
+        "machine_json": json.dumps(vmio.get("machine", {}), sort_keys=True),
     }
     return [{**common, **direction_summary(result, d), **tail} for d in directions_of(rw)]
 

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from vmio import iozonereport, pdcreport, report, results
+from vmio import iozonereport, pdcreport, realengine, report, results
 from vmio.calibration import (
     CALIBRATION_COLUMNS,
     PointResult,
@@ -69,6 +69,8 @@ OUTPUT_FILES = (
     "tables.txt",
     *pdcreport.FIGURE_FILES,
 )
+SKIPPED_FILE = "skipped.csv"
+"""With --engine real, the points not run and why (written only when some were skipped)."""
 
 
 def _is_index(key: str) -> bool:
@@ -231,11 +233,16 @@ def _workload_jobs(exp: Experiment, inp: PointInput) -> list[tuple[str, str, str
 
 
 def point_key(
-    exp: Experiment, inp: PointInput, seed: int, jobs: Sequence[tuple[str, str, str]] | None
+    exp: Experiment,
+    inp: PointInput,
+    seed: int,
+    jobs: Sequence[tuple[str, str, str]] | None,
+    engine: realengine.Options | None = None,
 ) -> str:
     """A hash of everything a point's result depends on: the effective stack and job (or
-    per-VM workload) texts, the seed, the VM, the measured job, the axis values and vmio's
-    version. A stored point is reused only when its key is the same."""
+    per-VM workload) texts, the seed, the VM, the measured job, the axis values, the engine
+    (and the real engine's options) and vmio's version. A stored point is reused only when
+    its key is the same."""
     import hashlib
 
     from vmio import __version__
@@ -251,6 +258,7 @@ def point_key(
         "seed": seed,
         "vm": exp.vm,
         "measure": exp.measure,
+        "engine": "sim" if engine is None else {"real": engine.key()},
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -301,6 +309,7 @@ def run_study(
     progress_tty: bool | None = None,
     store: Path | None = None,
     on_point: Callable[[Point], None] | None = None,
+    engine: realengine.Options | None = None,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
@@ -310,11 +319,19 @@ def run_study(
     finished point is saved there at once (`json/<point>.json` and its key), and points
     saved by an earlier, interrupted run with the same key are reused instead of simulated.
     `on_point` is called (in grid order) after each point is done.
+
+    With `engine`, points run for real (`vmio.realengine`), one at a time; a point the real
+    engine cannot run is skipped: its reason is printed once and kept in the result's
+    `skipped`, and the point is left out of the tables.
     """
     seed = exp.seed if seed is None else seed
     inputs = point_inputs(exp, quick)
     jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
-    keys = [point_key(exp, inp, seed, j) for inp, j in zip(inputs, jobs, strict=True)]
+    keys = [point_key(exp, inp, seed, j, engine) for inp, j in zip(inputs, jobs, strict=True)]
+    real = None if engine is None else realengine.Engine(engine)
+    if real is not None:
+        parallel = 1
+    skipped: dict[int, str] = {}
     reused: dict[int, str] = {}
     if store is not None:
         for i, (inp, key) in enumerate(zip(inputs, keys, strict=True)):
@@ -331,10 +348,18 @@ def run_study(
         len(inputs) - len(reused), title=f"study {exp.name}", stream=progress, tty=progress_tty
     )
 
-    def one(i: int) -> PointResult:
+    def one(i: int) -> PointResult | None:
         inp = inputs[i]
         if i in reused:
             text = reused[i]
+        elif real is not None:
+            work = jobs[i] or [(exp.vm, inp.job_text or "", inp.job_path or "")]
+            try:
+                text = real.run(inp.stack_text, inp.stack_path, work, seed)
+            except realengine.Skipped as why:
+                skipped[i] = str(why)
+                print(f"vmio: skipped {inp.point.label}: {why}", file=stream, flush=True)
+                return None
         elif inp.job_text is None:
             text = native().simulate_many(inp.stack_text, inp.stack_path, jobs[i], seed)
         else:
@@ -353,7 +378,7 @@ def run_study(
         if on_point is not None:
             on_point(inputs[i].point)
 
-    done: list[PointResult] = []
+    done: list[PointResult | None] = []
     if parallel <= 1:
         for i in range(len(inputs)):
             done.append(one(i))
@@ -371,8 +396,9 @@ def run_study(
                 raise
     bar.close()
 
+    ran = [pr for pr in done if pr is not None]
     notes: list[str] = []
-    for pr in done:
+    for pr in ran:
         for line in report.result_notes(pr.result, str(exp.job_path or exp.stack_path)):
             if line not in notes:
                 notes.append(line)
@@ -380,9 +406,10 @@ def run_study(
         experiment=exp,
         seed=seed,
         quick=quick,
-        points=done,
-        calibration=evaluate_calibration(exp, done),
+        points=ran,
+        calibration=evaluate_calibration(exp, ran, [inputs[i].point for i in skipped]),
         notes=notes,
+        skipped=[(inputs[i].point, why) for i, why in sorted(skipped.items())],
     )
 
 
@@ -419,7 +446,7 @@ def prepare_output_dir(out: Path, force: bool, name: str | None = None) -> Path:
                 f"output directory '{out}' is not empty; pass --force to replace the "
                 "results in it, or --out DIR to write elsewhere"
             )
-        for fname in OUTPUT_FILES:
+        for fname in (*OUTPUT_FILES, SKIPPED_FILE):
             (out / fname).unlink(missing_ok=True)
         for dname in ("json", PARTIAL_DIR):
             if (out / dname).is_dir():
@@ -476,6 +503,15 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     results.write_tidy(out, res.tidy_table())
     results.write_csv(out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS)
     results.atomic_write(out / "tables.txt", summary_text(res))
+    if res.skipped:
+        rows = [{"point": p.label, "reason": why} for p, why in res.skipped]
+        results.write_csv(out / SKIPPED_FILE, rows, ("point", "reason"))
+    else:
+        (out / SKIPPED_FILE).unlink(missing_ok=True)
+    if not res.points:  # every point skipped (--engine real): nothing to draw
+        for fname in ("figure.png", *pdcreport.FIGURE_FILES):
+            (out / fname).unlink(missing_ok=True)
+        return
     kind = res.experiment.figure.get("kind")
     tmp = results.temp_path(out / "figure.png")
     try:

@@ -56,7 +56,9 @@ def calibration_table(res: StudyResult) -> str:
     tol = res.experiment.tolerance * 100
     units = {quantity_unit(c.quantity) for c in res.experiment.calibrations} or {"MB/s"}
     ref_head = "reference MB/s" if units == {"MB/s"} else "reference"
-    header = ["figure", ref_head, "simulated", "error %", "status", "description"]
+    real = any((pr.result.get("vmio") or {}).get("engine") == "real" for pr in res.points)
+    header = ["figure", ref_head, "measured" if real else "simulated", "error %", "status"]
+    header.append("description")
     body = []
     for row in res.calibration:
         body.append(
@@ -85,7 +87,8 @@ def summary_text(res: StudyResult) -> str:
     lines = [
         head,
         f"seed={res.seed}, {len(res.points)} points{' (--quick)' if res.quick else ''}, "
-        f"experiment {exp.path.name}, stack {exp.stack_path.name}, "
+        + (f"{len(res.skipped)} skipped, " if res.skipped else "")
+        + f"experiment {exp.path.name}, stack {exp.stack_path.name}, "
         + (f"job {exp.job_path.name}" if exp.job_path else "every VM's own workload"),
     ]
     extra = ""
@@ -93,4 +96,6 @@ def summary_text(res: StudyResult) -> str:
         extra = pdcreport.pdc_text(res) + "\n\n"
     # [report] iozone: S2's layout in place of the grid tables
     grid = iozonereport.iozone_text(res) if exp.report.get("iozone") else grid_tables(res)
-    return "\n".join(lines) + "\n\n" + grid + "\n\n" + extra + calibration_table(res) + "\n"
+    skipped = "".join(f"skipped {p.label}: {why}\n" for p, why in res.skipped)
+    body = grid + "\n\n" + extra + calibration_table(res) + "\n"
+    return "\n".join(lines) + "\n\n" + (skipped + "\n" if skipped else "") + body

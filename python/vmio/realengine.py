@@ -1,0 +1,635 @@
+"""`vmio study --engine real`: a study's points run for real on this machine, with fio 3.33,
+instead of in the simulator; the results go into the same files, in the same schema.
+
+Each point's stack decides the mode (`plan`):
+
+- **host** (`[host] hypervisor = "native"`: the `[[vm]]` is a group of host processes on the
+  host's block layer): fio runs the job on the host. The job's file `/dev/<disk>` (a disk of
+  the job's VM, `filename=`; none: the VM's first disk) becomes the file of the device under
+  the disk's volume: the device's `path` (a file or block device, as the stack gives it) or,
+  when it has none, `DIR/<device>.img` of `--real-size` bytes. `directory=<mount>` of a disk's
+  `[vm.disk.filesystem]` becomes `DIR/fs-<disk>/`, a directory of the filesystem under DIR
+  (the host's own). ioengine, direct, iodepth and the rest stay as the job says.
+- **serve** (every other hypervisor: a VM stack): the stack is served for real by `vmio
+  serve` (a `python -m vmio serve` process on a Unix socket in a temporary directory,
+  `vmio.realguest.start_serve`), every device's `path` set to `DIR/<device>.img` and its `size` to
+  `--real-size`: the volume layout, the host cache mode of each VM disk and the scheduler with
+  the VMs' weights are the server's, real (docs/serve.md). fio's nbd engine (fio/engines/nbd.c,
+  libnbd) runs the job against the VM's export: `ioengine=nbd`, `uri=nbd+unix:///VM/DISK?
+  socket=...`, `filename=VM/DISK` (a name only: the engine opens no file), `direct=0` (the
+  export's cache mode decides O_DIRECT on the host); a synchronous engine's job (psync, sync,
+  pvsync, pvsync2) gets `iodepth=1`, the depth it had. VM disks that do not fit in the served
+  volume (`--real-size` per device) are laid out anew, the volume shared evenly.
+
+In both modes a job `size` larger than its target (the file, the export) is cut to it. What
+the job, the stack and the machine then were goes into the point's JSON. Without a job file,
+every VM's `workload` runs at once, each in its own fio process (in serve mode all against
+one server, so the scheduler shares the devices among them by the VMs' weights), and their
+jobs are merged as the simulator merges them (`merge`).
+
+Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each once, writes
+`skipped.csv` and leaves them out of the tables), checked in this order:
+
+    a job on files or needing a CPU                    "needs a guest (QEMU)": cpuio, a
+                                                       filename that is no disk of the VM;
+                                                       in serve mode also directory= and a
+                                                       disk with a [vm.disk.filesystem]
+    a device of a class this machine lacks             hdd on a flash disk, ssd/flash on an
+      (unless --substitute: run on files anyway,       hdd, ram off tmpfs, an aged ssd
+       the substitutions recorded)                     (`precondition = "aged"`), more devices
+                                                       than distinct disks under them
+    host mode, a volume of several devices             needs md/dm, which the engine does not
+                                                       build (a VM stack is served instead)
+    serve mode, one VM's jobs on several disks         one export per fio process
+    fio --parse-only refuses the edited job            a vmio extension (iozone=, cpu_profile=)
+
+A disk's class: tmpfs is `memory`; a block device whose queue is rotational is `hdd`, unless
+its driver is paravirtual (virtio_blk, xen-blkfront: drivers/block/virtio_blk.c
+`virtblk_probe` leaves the queue rotational, the kernel's default, whatever the host's
+storage is); else `flash`.
+
+Not real: in serve mode (said in each point's `vmio.notes`), the guest (its kernel, virtio-blk
+or IDE driver, vCPU and exits) is replaced by fio's nbd client on the host, so the path
+measured is NBD over a Unix socket into vmio's server, not a VM's; in both modes the stack's
+`[cpu]`, `[page_cache]` and `[vm]` memory settings are the simulator's only (the host's
+kernel and page cache are what they are). A guest mode (QEMU under TCG,
+as tests/guest.py boots) is not built: under TCG the guest's timings would mean nothing, so
+points needing a guest are skipped with their reason.
+
+A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
+
+    engine "real", mode "host"|"serve", machine (vmio.machine.describe of DIR and the device
+    paths), stack (the effective stack as run, parsed; a substituted device carries
+    `real_substitute` = why), stack_file, job_file, vm, targets {job name: what fio ran on},
+    replaced {option: value set in the job} (vm, targets, replaced: the first VM's), vms
+    [{name, weight, bw_bytes, job_file, targets, replaced}] (one per VM that ran a job, as
+    the simulator's `vmio.vms`), substituted [reasons], seed (the experiment's: fio's own
+    random seeds are its defaults), notes [...], server (serve mode: `vmio serve`'s final
+    per-export statistics); every job carries `vmio_vm`, as the simulator's
+
+Images `DIR/<device>.img` are written through once (1 MiB writes, then fsync) so reads hit
+written blocks, and reused by later points and runs while their size is `--real-size`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from vmio import machine, machineprofile
+from vmio.results import total_bw_bytes
+from vmio.sim import VmioError, native, parse_size, parse_toml
+
+MIB = 1 << 20
+DEFAULT_SIZE = 1 << 30
+"""`--real-size`: each device's image file."""
+
+PARAVIRTUAL = ("virtio_blk", "xen_blkfront", "xen-vbd")
+"""Disk drivers whose rotational flag is the kernel's default, not the storage's."""
+SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
+DEVICE_CLASS = {"hdd": "hdd", "ssd": "flash", "flash": "flash", "ram": "memory"}
+"""The class of disk each device model needs."""
+
+
+Jobs = Sequence[tuple[str, dict[str, str]]]
+"""A job file's jobs with their effective options (`job_sections`)."""
+
+
+class Skipped(Exception):
+    """A point the real engine does not run; the message is the reason, one line."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """`--real-dir`, `--real-size`, `--substitute`."""
+
+    real_dir: Path
+    size: int = DEFAULT_SIZE
+    substitute: bool = False
+
+    def key(self) -> dict[str, Any]:
+        """What a point's stored result depends on (`vmio.runner.point_key`)."""
+        return {"real_dir": str(self.real_dir), "size": self.size, "substitute": self.substitute}
+
+
+def disk_class(d: Mapping[str, Any]) -> str:
+    """`memory`, `hdd` or `flash`: the class of `machine.disk`'s description (module doc)."""
+    if not d.get("device"):
+        return "memory" if d.get("fstype") == "tmpfs" else "flash"
+    if d.get("rotational") and d.get("model") not in PARAVIRTUAL:
+        return "hdd"
+    return "flash"
+
+
+def job_sections(text: str) -> Jobs:
+    """Each job of a fio job file with its effective options (the `[global]` sections before
+    it, then its own); option names as written, bare options as ""."""
+    glob: dict[str, str] = {}
+    jobs: list[tuple[str, dict[str, str]]] = []
+    current: dict[str, str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in ";#":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            name = line[1:-1].strip()
+            if name == "global":
+                current = glob
+            else:
+                current = dict(glob)
+                jobs.append((name, current))
+            continue
+        if current is not None:
+            key, _, value = line.partition("=")
+            current[key.strip()] = value.strip()
+    return jobs
+
+
+def _size(value: Any, where: str) -> int:
+    try:
+        return parse_size(value)
+    except VmioError as e:
+        raise VmioError(f"{where}: {e}") from None
+
+
+@dataclass
+class Plan:
+    """What one point runs: the mode, the job as edited, the stack as run."""
+
+    mode: str
+    job_text: str
+    stack: dict[str, Any]
+    served_stack: dict[str, Any] | None = None
+    images: list[Path] = field(default_factory=list)
+    targets: dict[str, str] = field(default_factory=dict)
+    replaced: dict[str, str] = field(default_factory=dict)
+    substituted: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    vm: str = ""
+    export: str = ""
+
+    def set(self, option: str, value: str) -> None:
+        """Set a fio option in every job and record it: where the job file sets it
+        (vmio.runner.set_job_option), then in each job that still does not see it (a job
+        after one that sets it, without a [global] that does)."""
+        text = native().set_job_option(self.job_text, "job file", None, option, value)
+        for name, opts in job_sections(text):
+            if opts.get(option) != value:
+                text = native().set_job_option(text, "job file", name, option, value)
+        self.job_text = text
+        self.replaced[option] = value
+
+
+def _vm(stack: Mapping[str, Any], vm: str | None, where: str) -> dict[str, Any]:
+    vms = stack.get("vm") or []
+    for v in vms:
+        if vm is None or v.get("name") == vm:
+            return v
+    raise VmioError(
+        f"{where}: no [[vm]] named '{vm}'" if vm else f"{where}: the stack has no [[vm]]"
+    )
+
+
+def _check_devices(
+    stack: dict[str, Any], opts: Options, mode: str, disks: Mapping[str, dict[str, Any]]
+) -> list[str]:
+    """The substitutions the stack's devices need on this machine (each a reason); raise
+    Skipped on the first without --substitute. `disks`: the machine's disk under each
+    device's file (by device name)."""
+    subs = []
+    under: dict[str, list[str]] = {}
+    for dev in stack.get("device") or []:
+        name, model = str(dev.get("name")), str(dev.get("model"))
+        d = disks[name]
+        have, want = disk_class(d), DEVICE_CLASS.get(model, "flash")
+        where = f"{d['device']} ({d.get('model')})" if d.get("device") else d.get("fstype")
+        why = None
+        if model == "ssd" and dev.get("precondition") == "aged":
+            why = (
+                f"device '{name}' is an aged SSD (precondition = \"aged\"): its garbage "
+                "collection cannot be reproduced on a file"
+            )
+        elif have != want:
+            why = (
+                f"device '{name}' (model {model}) needs a disk of class {want}; {where} "
+                f"under {d.get('path')} is of class {have}"
+            )
+        if why is not None:
+            if not opts.substitute:
+                raise Skipped(f"{why} (--substitute runs it on files anyway)")
+            subs.append(why)
+            dev["real_substitute"] = why
+        under.setdefault(str(d.get("device") or d.get("mount")), []).append(name)
+    for disk, names in sorted(under.items()):
+        if len(names) > 1:
+            why = (
+                f"devices {', '.join(names)} would share one disk ({disk}); the stack has "
+                f"{len(names)} devices there"
+                + (", give each a path on its own disk" if mode == "host" else "")
+            )
+            if not opts.substitute:
+                raise Skipped(f"{why} (--substitute runs them on files anyway)")
+            subs.append(why)
+    return subs
+
+
+def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tuple[str, str]]:
+    """Per job: ("disk", disk name) or ("dir", disk name) for directory= on its filesystem."""
+    disks = vm.get("disk") or []
+    if not disks:
+        raise Skipped(f"VM '{vm.get('name')}' has no [[vm.disk]]")
+    by_name = {str(d.get("name")): d for d in disks}
+    out = {}
+    for name, o in jobs:
+        if o.get("ioengine") == "cpuio":
+            raise Skipped(f"needs a guest (QEMU): job '{name}' burns CPU (ioengine=cpuio)")
+        if "directory" in o:
+            mount = o["directory"].rstrip("/")
+            owner = next(
+                (
+                    n
+                    for n, d in by_name.items()
+                    if (d.get("filesystem") or {}).get("mount", f"/mnt/{n}").rstrip("/") == mount
+                    and d.get("filesystem")
+                ),
+                None,
+            )
+            if mode == "serve" or owner is None:
+                raise Skipped(
+                    f"needs a guest (QEMU): job '{name}' works on files in "
+                    f"directory={o['directory']} of the VM's filesystem"
+                )
+            out[name] = ("dir", owner)
+            continue
+        files = o.get("filename", f"/dev/{next(iter(by_name))}").split(":")
+        disk = files[0].removeprefix("/dev/")
+        if len(files) > 1 or not files[0].startswith("/dev/") or disk not in by_name:
+            raise Skipped(
+                f"needs a guest (QEMU): job '{name}' works on filename={o['filename']}, "
+                f"not a disk of VM '{vm.get('name')}' ({', '.join('/dev/' + n for n in by_name)})"
+            )
+        if mode == "serve" and by_name[disk].get("filesystem"):
+            raise Skipped(
+                f"needs a guest (QEMU): disk '{disk}' of VM '{vm.get('name')}' carries a "
+                "[vm.disk.filesystem]"
+            )
+        out[name] = ("disk", disk)
+    return out
+
+
+def image(path: Path, size: int) -> None:
+    """`path` as a file of `size` bytes written through once (module doc); kept when it is
+    already that size."""
+    if path.is_file() and path.stat().st_size == size:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chunk = os.urandom(MIB)
+    with open(path, "wb") as f:
+        for _ in range(size // MIB):
+            f.write(chunk)
+        f.write(chunk[: size % MIB])
+        os.fsync(f.fileno())
+
+
+def _volume_devices(stack: Mapping[str, Any], volume: str) -> list[dict[str, Any]]:
+    vols = {str(v.get("name")): v for v in stack.get("volume") or []}
+    devs = {str(d.get("name")): d for d in stack.get("device") or []}
+    return [devs[str(n)] for n in vols[volume].get("devices") or []]
+
+
+def _cap_size(plan: Plan, jobs: Jobs, limit: int) -> None:
+    if any(_size(o.get("size", "0"), f"job '{n}' size") > limit for n, o in jobs):
+        plan.set("size", str(limit))
+
+
+def plan(
+    stack_text: str,
+    stack_path: str,
+    job_text: str,
+    vm_name: str | None,
+    opts: Options,
+) -> Plan:
+    """The point's mode and edits (module doc); raises Skipped with the reason."""
+    stack = parse_toml(stack_text, stack_path)
+    mode = "host" if (stack.get("host") or {}).get("hypervisor") == "native" else "serve"
+    vm = _vm(stack, vm_name, stack_path)
+    jobs = job_sections(job_text)
+    if not jobs:
+        raise VmioError("job file: no job section")
+    targets = _disk_target(jobs, vm, mode)
+    real_dir = opts.real_dir.resolve()
+    files: dict[str, Path] = {}
+    for dev in stack.get("device") or []:
+        name = str(dev.get("name"))
+        own = dev.get("path") if mode == "host" else None
+        # A device's own path is relative to the current directory, as `vmio serve` takes it.
+        files[name] = Path(own).absolute() if own else real_dir / f"{name}.img"
+    disks = {n: machine.disk(p if p.exists() else p.parent) for n, p in files.items()}
+    p = Plan(mode=mode, job_text=job_text, stack=stack, vm=str(vm.get("name")))
+    p.substituted = _check_devices(stack, opts, mode, disks)
+    vdisks = {str(d.get("name")): d for d in vm.get("disk") or []}
+    if mode == "host":
+        _plan_host(p, jobs, targets, vdisks, files, disks, opts)
+    else:
+        _plan_serve(p, jobs, targets, files, opts)
+    return p
+
+
+def _plan_host(
+    p: Plan,
+    jobs: Jobs,
+    targets: Mapping[str, tuple[str, str]],
+    vdisks: Mapping[str, Mapping[str, Any]],
+    files: Mapping[str, Path],
+    disks: Mapping[str, Mapping[str, Any]],
+    opts: Options,
+) -> None:
+    """Host mode: the jobs' disks become their device's file (module doc)."""
+    chosen: dict[str, str] = {}
+    for job, (kind, disk) in targets.items():
+        devs = _volume_devices(p.stack, str(vdisks[disk].get("volume")))
+        if len(devs) != 1:
+            raise Skipped(
+                f"disk '{disk}' is on volume '{vdisks[disk].get('volume')}' of {len(devs)} "
+                "devices: the host mode would need md/dm, which this engine does not build"
+            )
+        name = str(devs[0].get("name"))
+        if kind == "dir":
+            chosen[job] = str(opts.real_dir.resolve() / f"fs-{disk}")
+            Path(chosen[job]).mkdir(parents=True, exist_ok=True)
+            p.targets[job] = f"directory {chosen[job]} (the filesystem under --real-dir)"
+            continue
+        path = files[name]
+        chosen[job] = str(path)
+        if not devs[0].get("path"):
+            p.images.append(path)
+        p.targets[job] = f"device '{name}': {path}"
+    option = "directory" if all(k == "dir" for k, _ in targets.values()) else "filename"
+    if len(set(chosen.values())) == 1:
+        p.set(option, next(iter(chosen.values())))
+    else:
+        for job, target in chosen.items():
+            kind = targets[job][0]
+            opt = "directory" if kind == "dir" else "filename"
+            p.job_text = native().set_job_option(p.job_text, "job file", job, opt, target)
+            p.replaced[f"{job}.{opt}"] = target
+    sizes = [
+        opts.size if Path(f) in p.images else _file_bytes(Path(f))
+        for job, f in chosen.items()
+        if targets[job][0] == "disk"
+    ]
+    if sizes:
+        _cap_size(p, jobs, min(sizes))
+    if any(disk_class(d) == "memory" for d in disks.values()):
+        p.set("direct", "0")
+        p.notes.append("direct=0 on tmpfs, which refuses O_DIRECT")
+
+
+def _file_bytes(path: Path) -> int:
+    if path.is_block_device():
+        with open(path, "rb") as f:
+            return f.seek(0, os.SEEK_END)
+    return path.stat().st_size if path.exists() else 0
+
+
+def _plan_serve(
+    p: Plan,
+    jobs: Jobs,
+    targets: Mapping[str, tuple[str, str]],
+    files: Mapping[str, Path],
+    opts: Options,
+) -> None:
+    """Serve mode: the stack served on DIR's images, the job on the VM's export."""
+    served = json.loads(json.dumps(p.stack))
+    for dev in served.get("device") or []:
+        dev.pop("real_substitute", None)
+        dev["path"] = str(files[str(dev.get("name"))])
+        dev["size"] = opts.size
+        p.images.append(files[str(dev.get("name"))])
+    vol_disks: dict[str, list[dict[str, Any]]] = {}
+    for vm in served.get("vm") or []:
+        for d in vm.get("disk") or []:
+            vol_disks.setdefault(str(d.get("volume")), []).append(d)
+    for vol, ds in vol_disks.items():
+        cap = opts.size * len(_volume_devices(served, vol))
+        fits = all(
+            "size" in d and _size(d.get("offset", 0), "offset") + _size(d["size"], "size") <= cap
+            for d in ds
+        )
+        if not fits:
+            share = cap // len(ds) // MIB * MIB
+            for i, d in enumerate(ds):
+                d["offset"], d["size"] = i * share, share
+            p.notes.append(
+                f"volume '{vol}': VM disks laid out anew, {share // MIB} MiB each, to fit "
+                f"{len(ds)} disk(s) in --real-size x {cap // opts.size} device(s)"
+            )
+    p.served_stack = served
+    disks = {
+        str(d.get("name")): d for vm in served["vm"] if vm.get("name") == p.vm for d in vm["disk"]
+    }
+    exports = {job: f"{p.vm}/{disk}" for job, (_, disk) in targets.items()}
+    if len(set(exports.values())) != 1:
+        raise Skipped(
+            "the jobs work on several disks of the VM; the engine serves one per job file"
+        )
+    p.export = next(iter(exports.values()))
+    disk = disks[p.export.split("/", 1)[1]]
+    p.set("ioengine", "nbd")
+    p.set("filename", p.export)
+    p.set("direct", "0")
+    if any(o.get("ioengine", "psync") in SYNC_ENGINES for _, o in jobs):
+        p.set("iodepth", "1")
+    _cap_size(p, jobs, _size(disk["size"], "size"))
+    p.targets = {job: f"export {e} of vmio serve" for job, e in exports.items()}
+    p.notes.append(
+        "serve mode: fio's nbd engine on the host stands for the guest (no guest kernel, "
+        "driver or vCPU in the measurement)"
+    )
+
+
+def with_uri(job_text: str, uri: str) -> str:
+    """The job with fio's nbd `uri=` in each job section: an engine option, which fio knows
+    only after `ioengine=nbd` (in the same section or before), not in a `[global]` above it."""
+    for name, _ in job_sections(job_text):
+        job_text = native().set_job_option(job_text, "job file", name, "uri", uri)
+    return job_text
+
+
+def _fio_json(stdout: str, stderr: str, status: int) -> dict[str, Any]:
+    """fio's JSON output (the nbd engine prints a line before it); VmioError when fio failed."""
+    text = stdout[stdout.find("{") :] if "{" in stdout else ""
+    if status != 0 or not text:
+        why = (stderr.strip() or stdout.strip()).splitlines()
+        raise VmioError(f"fio failed (status {status}): {why[-1] if why else '?'}")
+    doc = json.loads(text)
+    for job in doc.get("jobs") or []:
+        if job.get("error"):
+            raise VmioError(f"fio job '{job.get('jobname')}' ended with error {job['error']}")
+    return doc
+
+
+def _fio_all(job_files: Sequence[Path], cwd: Path) -> list[dict[str, Any]]:
+    """fio on each job file, all at once (one process each); their JSON outputs."""
+    procs = [
+        subprocess.Popen(
+            ["fio", "--output-format=json", str(f)],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for f in job_files
+    ]
+    outs = [(*proc.communicate(), proc.returncode) for proc in procs]
+    return [_fio_json(out, err, status) for out, err, status in outs]
+
+
+DEFAULT_WEIGHT = 500
+"""A [[vm]]'s weight when the stack gives none (vmio-core stack/mod.rs)."""
+
+
+def merge(plans: Sequence[Plan], docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One point's fio JSON from each VM's: one VM's as fio wrote it; several VMs' jobs in one
+    list, each job's options with its file's global ones folded in (`global options` then
+    empty), as the simulator writes several VMs' workloads. Every job gets `vmio_vm`."""
+    doc = dict(docs[0])
+    several = len(docs) > 1
+    doc["jobs"] = [
+        {
+            **j,
+            **(
+                {"job options": {**d.get("global options", {}), **j.get("job options", {})}}
+                if several
+                else {}
+            ),
+            "vmio_vm": p.vm,
+        }
+        for p, d in zip(plans, docs, strict=True)
+        for j in d["jobs"]
+    ]
+    if several:
+        doc["global options"] = {}
+    return doc
+
+
+def _vm_record(p: Plan, doc: Mapping[str, Any], job_file: str) -> dict[str, Any]:
+    """A VM's entry of `vmio.vms`: its name, weight, bandwidth (read + write + trim of its
+    jobs, as the simulator's `vmio.vms`), job file and what the engine changed in it."""
+    vm = next(v for v in p.stack.get("vm") or [] if v.get("name") == p.vm)
+    return {
+        "name": p.vm,
+        "weight": int(vm.get("weight", DEFAULT_WEIGHT)),
+        "bw_bytes": total_bw_bytes(doc),
+        "job_file": job_file,
+        "targets": p.targets,
+        "replaced": p.replaced,
+    }
+
+
+class Engine:
+    """The real engine of one run: `run` runs a point (module doc)."""
+
+    def __init__(self, opts: Options) -> None:
+        if (why := machineprofile.fio_missing()) is not None:
+            raise VmioError(f"--engine real: {why}")
+        self.opts = opts
+        self._machines: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def machine(self, paths: Sequence[str]) -> dict[str, Any]:
+        """machine.describe of `paths`, once per run."""
+        key = tuple(sorted(set(paths)))
+        if key not in self._machines:
+            self._machines[key] = machine.describe(key)
+        return self._machines[key]
+
+    def run(
+        self,
+        stack_text: str,
+        stack_path: str,
+        jobs: Sequence[tuple[str | None, str, str]],
+        seed: int,
+    ) -> str:
+        """Run one point: each (VM or None for the first, job text, job file) at once; the
+        point's JSON text (module doc). Raises Skipped with the reason."""
+        self.opts.real_dir.mkdir(parents=True, exist_ok=True)
+        plans = [plan(stack_text, stack_path, text, vm, self.opts) for vm, text, _ in jobs]
+        first = plans[0]
+        with tempfile.TemporaryDirectory(prefix="vmio-real-") as tmpdir:
+            tmp = Path(tmpdir)
+            files = [tmp / f"job{i}.fio" for i in range(len(plans))]
+            for p, f in zip(plans, files, strict=True):
+                f.write_text(p.job_text, encoding="utf-8")
+                parsed = subprocess.run(
+                    ["fio", "--parse-only", str(f)], capture_output=True, text=True, check=False
+                )
+                if parsed.returncode != 0:
+                    why = (parsed.stderr.strip() or parsed.stdout.strip()).splitlines() or ["?"]
+                    raise Skipped(f"fio cannot run the job of VM '{p.vm}': {why[0]}")
+            for img in dict.fromkeys(i for p in plans for i in p.images):
+                image(img, self.opts.size)
+            server = None
+            if first.mode == "serve":
+                docs, server = self._serve(plans, tmp, files)
+            else:
+                docs = _fio_all(files, tmp)
+        paths = [str(self.opts.real_dir.resolve())]
+        if first.mode == "host":
+            paths += [str(Path(str(d["path"]))) for d in first.stack["device"] if d.get("path")]
+        vms = [_vm_record(p, d, j) for p, d, (_, _, j) in zip(plans, docs, jobs, strict=True)]
+        doc = merge(plans, docs)
+        notes = [n for p in plans for n in p.notes]
+        doc["vmio"] = {
+            "engine": "real",
+            "mode": first.mode,
+            "machine": self.machine(paths),
+            "stack": first.served_stack if first.served_stack is not None else first.stack,
+            "stack_file": stack_path,
+            "job_file": jobs[0][2],
+            "vm": first.vm,
+            "targets": first.targets,
+            "replaced": first.replaced,
+            "substituted": first.substituted,
+            "seed": seed,
+            "notes": list(
+                dict.fromkeys([*notes, *(f"substituted: {s}" for s in first.substituted)])
+            ),
+            "vms": vms,
+            **({"server": server} if server is not None else {}),
+        }
+        return json.dumps(doc, indent=2) + "\n"
+
+    def _serve(
+        self, plans: Sequence[Plan], tmp: Path, job_files: Sequence[Path]
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """Serve the stack, run fio's nbd engine on each VM's export at once; (fio's JSON of
+        each, the server's final statistics)."""
+        from vmio import realguest, serve
+
+        served = plans[0].served_stack
+        assert served is not None
+        (tmp / "stack.toml").write_text(tomli_w.dumps(served), encoding="utf-8")
+        sock, stats = tmp / "nbd.sock", tmp / "stats.json"
+        for p, f in zip(plans, job_files, strict=True):
+            p.replaced["uri"] = f"nbd+unix:///{p.export}?socket=<a socket of vmio serve>"
+            f.write_text(with_uri(p.job_text, f"nbd+unix:///{p.export}?socket={sock}"))
+        proc = realguest.start_serve(tmp, "--stats-file", str(stats))
+        try:
+            serve._wait_socket(sock, proc, "vmio serve")
+            docs = _fio_all(job_files, tmp)
+        finally:
+            serve._stop(proc)
+        try:
+            snaps = json.loads(stats.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            snaps = []
+        return docs, snaps
