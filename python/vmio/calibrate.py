@@ -459,7 +459,7 @@ class Target:
     writes: bool
 
 
-def _direct_ok(path: Path) -> bool:
+def direct_ok(path: Path) -> bool:
     """Whether `path` (an existing file or device) opens with O_DIRECT (module doc)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
@@ -512,7 +512,7 @@ def open_target(path: Path, size: int | None, write: bool, force: bool) -> Targe
                 f"refusing to write to {path}: {why}; pass --force to destroy its contents"
             )
         region = min(size or DEFAULT_SIZE, disk.size_bytes) // (4 * KIB) * (4 * KIB)
-        direct = 1 if _direct_ok(path) else 0
+        direct = 1 if direct_ok(path) else 0
         return Target(
             path, True, True, direct, region, disk.size_bytes, disk.device, "", disk, write
         )
@@ -548,7 +548,7 @@ def open_target(path: Path, size: int | None, write: bool, force: bool) -> Targe
 
 def _probe_direct(target: Target) -> Target:
     """The target with direct=0 when its file refuses O_DIRECT (the file exists by now)."""
-    if target.block or _direct_ok(target.path):
+    if target.block or direct_ok(target.path):
         return target
     return replace(target, direct=0)
 

@@ -24,7 +24,8 @@ every machine):
 | block size | 4k, 8k, 12k, 16k, 24k, 32k, 48k, 64k, 96k, 128k, 192k, 256k, 384k, 512k, 768k, 1m |
 | queue depth | 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 |
 
-Every job: `ioengine=libaio`, `direct=1` (0 on tmpfs, which refuses O_DIRECT), one job,
+Every job: `ioengine=libaio`, `direct=1` (0 where the file refuses O_DIRECT: tmpfs before
+Linux 6.6, as vmio.calibrate probes it), one job,
 `time_based` for `--runtime` seconds over the calibrated file. The simulator runs the same
 options on the calibrated stack's disk (no `filename`: the first disk). The fit saw sequential
 4k/16k/64k/256k/1m at depths 1, 8 and 32, random 4k at depths 1 to 32 and a 70/30 random 4k
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vmio import compare
+from vmio.calibrate import direct_ok
 from vmio.progress import Progress
 from vmio.sim import VmioError, read_text, simulate_text
 
@@ -182,13 +184,6 @@ def lay_out(target: Path, size: int, direct: bool) -> None:
     run_fio(args)
 
 
-def on_tmpfs(path: Path) -> bool:
-    """Whether `path`'s directory is on tmpfs (which refuses O_DIRECT)."""
-    from vmio.machineprofile import _mount_of
-
-    return _mount_of(path.parent)[1] == "tmpfs"
-
-
 @dataclass(frozen=True)
 class Plan:
     stack: Path
@@ -205,10 +200,12 @@ def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
     if shutil.which("fio") is None:
         raise VmioError("'fio' is not installed (apt-get install fio)")
     stack_text = read_text(plan.stack, "stack file")
-    direct = not on_tmpfs(plan.target)
     (out / "sim").mkdir(parents=True, exist_ok=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
     created = not plan.target.exists()
+    if created:
+        plan.target.touch()
+    direct = direct_ok(plan.target)
     bar = Progress(
         len(plan.workloads) * (plan.repeat + 1), title="validate", stream=progress or sys.stderr
     )
