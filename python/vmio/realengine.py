@@ -37,7 +37,9 @@ Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each on
     a device of a class this machine lacks             hdd on a flash disk, ssd/flash on an
       (unless --substitute: run on files anyway,       hdd, ram off tmpfs, an aged ssd
        the substitutions recorded)                     (`precondition = "aged"`), more devices
-                                                       than distinct disks under them
+                                                       than distinct disks under them (a
+                                                       device with `share` is on its
+                                                       hardware's disk: not counted)
     host mode, a volume of several devices             needs md/dm, which the engine does not
                                                        build (a VM stack is served instead)
     serve mode, one VM's jobs on several disks         one export per fio process
@@ -207,6 +209,8 @@ def _check_devices(
     subs = []
     under: dict[str, list[str]] = {}
     for dev in stack.get("device") or []:
+        if dev.get("share"):  # a region of an earlier device's hardware: on that disk
+            continue
         name, model = str(dev.get("name")), str(dev.get("model"))
         d = disks[name]
         have, want = disk_class(d), DEVICE_CLASS.get(model, "flash")

@@ -20,7 +20,7 @@ every machine):
 | dimension | values, each equally likely |
 |---|---|
 | pattern | sequential, random |
-| read share | 100, 0, 90, 70, 50, 30 % (`rw=read`/`write`/`rw` or `randread`/`randwrite`/`randrw` with `rwmixread`) |
+| read share | 100, 0, 90, 70, 50, 30 % (`rw=read`, `write`, `rw`; random: `rand...`) |
 | block size | 4k, 8k, 12k, 16k, 24k, 32k, 48k, 64k, 96k, 128k, 192k, 256k, 384k, 512k, 768k, 1m |
 | queue depth | 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 |
 
@@ -40,7 +40,6 @@ method, this machine's figures and what the model cannot predict.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import subprocess
@@ -226,13 +225,96 @@ def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
             plan.target.unlink(missing_ok=True)
 
 
+RAID0_VM = "vm1"
+
+
+def raid0_stack(calibrated: Path, size: int) -> str:
+    """A KVM stack whose VM disk is a raid0 volume over two files of one calibrated disk:
+    device `a` (the calibrated flash model, hardware of 2 x `size`, its own region the first
+    `size` bytes) and device `b` (`share = "a"`: the next `size` bytes of the same hardware),
+    the calibrated scheduler, virtio-blk with cache=none. The real engine serves it over two
+    image files (`vmio serve`, serve mode of vmio.realengine); the simulator runs the same
+    file, the two regions queueing separately into one device model."""
+    import tomllib
+
+    import tomli_w
+
+    cal = tomllib.loads(read_text(calibrated, "stack file"))
+    dev = {k: v for k, v in cal["device"][0].items() if k not in ("name", "path", "size")}
+    dev["capacity"] = 2 * size
+    stack = {
+        "host": {"cores": cal["host"]["cores"]},
+        "device": [
+            {"name": "a", **dev, "size": size},
+            {"name": "b", "share": "a", "capacity": size},
+        ],
+        "volume": [{"name": "r0", "layout": "raid0", "devices": ["a", "b"]}],
+        "scheduler": cal["scheduler"],
+        "vm": [
+            {
+                "name": RAID0_VM,
+                "disk": [
+                    {"name": "vda", "volume": "r0", "interface": "virtio-blk", "cache": "none"}
+                ],
+            }
+        ],
+    }
+    return tomli_w.dumps(stack)
+
+
+def run_raid0(plan: Plan, workloads: Sequence[Workload], out: Path) -> None:
+    """The raid0 part: each workload simulated on `raid0_stack` and run for real through
+    `vmio serve` (fio's nbd engine on the VM's export) `plan.repeat` times."""
+    from vmio import realengine
+
+    stack_path = out / "stack.toml"
+    stack_text = raid0_stack(plan.stack, plan.size)
+    (out / "sim").mkdir(parents=True, exist_ok=True)
+    (out / "real").mkdir(parents=True, exist_ok=True)
+    stack_path.write_text(stack_text, encoding="utf-8")
+    engine = realengine.Engine(
+        realengine.Options(
+            real_dir=plan.target.parent / f".{plan.target.name}.raid0", size=plan.size
+        )
+    )
+    bar = Progress(len(workloads) * (plan.repeat + 1), title="validate raid0", stream=sys.stderr)
+    try:
+        for w in workloads:
+            job = w.job_text(plan.runtime_s, plan.size, True)
+            text = simulate_text(stack_text, str(stack_path), job, f"{w.name}.fio", plan.seed)
+            (out / "sim" / f"{w.name}.json").write_text(text, encoding="utf-8")
+            bar.advance(f"sim {w.name}")
+            for k in range(1, plan.repeat + 1):
+                try:
+                    real = engine.run(
+                        stack_text, str(stack_path), [(None, job, f"{w.name}.fio")], plan.seed
+                    )
+                except realengine.Skipped as why:
+                    raise VmioError(f"raid0 {w.name}: the real engine skipped it: {why}") from None
+                (out / "real" / f"{w.name}.rep{k}.json").write_text(real, encoding="utf-8")
+                bar.advance(f"serve {w.name} rep {k}")
+    finally:
+        bar.close()
+        shutil.rmtree(engine.opts.real_dir, ignore_errors=True)
+
+
+def compare_dir(out: Path, title: str) -> str:
+    """Compare `out`/real with `out`/sim; write compare.txt/.csv/.png; the text."""
+    c = compare.compare(compare.load(out / "real"), compare.load(out / "sim"))
+    text = compare.table(c) + "\n" + compare.summary_line(c) + "\n" + verdict(c) + "\n"
+    (out / "compare.txt").write_text(text, encoding="utf-8")
+    (out / "compare.csv").write_text(compare.csv_text(c), encoding="utf-8")
+    (out / "compare.png").write_bytes(compare.plot_png(c, title))
+    return text
+
+
 def add_parser(
     sub: argparse._SubParsersAction,
     parser_class: type[argparse.ArgumentParser],
     formatter_class: type[argparse.HelpFormatter],
 ) -> None:
     """Add `vmio validate` to the subcommands `sub`."""
-    from vmio.cli import _int_in, _seed, _seconds_in, _size_in
+    from vmio.cli import _int_in, _seconds_in, _seed, _size_in
 
     v = sub.add_parser(
         "validate",
@@ -301,6 +383,14 @@ def add_parser(
         help="output directory (default ./vmio-validation; an existing one is refused unless "
         "--force)",
     )
+    v.add_argument(
+        "--raid0",
+        type=_int_in(0, 400),
+        default=None,
+        metavar="N",
+        help="also run the first N held-out workloads on a raid0 of two files of TARGET's disk "
+        "through vmio serve, real and simulated (default 8; --quick 3; 0: skip)",
+    )
     v.add_argument("--force", action="store_true", help="replace an existing output directory")
     v.add_argument("--quick", action="store_true", help="a short run (about a minute)")
     v.set_defaults(func=cmd_validate)
@@ -338,13 +428,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     run(plan, out)
-    c = compare.compare(compare.load(out / "real"), compare.load(out / "sim"))
-    text = compare.table(c) + "\n" + compare.summary_line(c) + "\n" + verdict(c) + "\n"
-    (out / "compare.txt").write_text(text, encoding="utf-8")
-    (out / "compare.csv").write_text(compare.csv_text(c), encoding="utf-8")
-    (out / "compare.png").write_bytes(compare.plot_png(c, f"vmio validate: {plan.target}"))
+    text = compare_dir(out, f"vmio validate: {plan.target}")
     sys.stdout.write(text)
-    print(f"\nResults in {out}/: compare.txt, compare.csv, compare.png, real/, sim/", flush=True)
+    files = "compare.txt, compare.csv, compare.png, real/, sim/"
+    n_raid = args.raid0 if args.raid0 is not None else (3 if args.quick else 8)
+    if n_raid:
+        run_raid0(plan, plan.workloads[:n_raid], out / "raid0")
+        text = compare_dir(out / "raid0", "vmio validate: raid0 over two files, vmio serve")
+        sys.stdout.write("\nraid0 over two files of this disk, through vmio serve:\n" + text)
+        files += ", raid0/"
+    print(f"\nResults in {out}/: {files}", flush=True)
     return 0
 
 
