@@ -40,6 +40,7 @@ method, this machine's figures and what the model cannot predict.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import subprocess
@@ -306,6 +307,93 @@ def compare_dir(out: Path, title: str) -> str:
     (out / "compare.csv").write_text(compare.csv_text(c), encoding="utf-8")
     (out / "compare.png").write_bytes(compare.plot_png(c, title))
     return text
+
+
+RECORD_VERSION = 1
+
+
+def _metrics_doc(m: compare.Metrics) -> dict[str, float | int | None]:
+    return {
+        "bw_bytes": m.bw_bytes,
+        "iops": m.iops,
+        "lat_mean_ns": m.lat_mean_ns,
+        "clat_p99_ns": m.clat_p99_ns,
+        "runs": m.runs,
+        "bw_spread": m.bw_spread,
+        "lat_spread": m.lat_spread,
+    }
+
+
+def _key_doc(key: compare.Key) -> str:
+    return "/".join(v for _, v in key)
+
+
+def record(out: Path, raid0_out: Path | None, seed: int, runtime_s: float) -> dict:
+    """What a validation run measured, to check later runs of the simulator against it without
+    the disk (tests/real_validation_figures.json; scripts/real-validation.py writes it): the
+    calibrated stack, the family's seed, each point's real median and spread and the
+    simulator's figures of the time."""
+    stack = out / "calibration" / "stack.toml"
+    measured = json.loads((out / "calibration" / "measurements.json").read_text())
+    parts = {"heldout": out}
+    if raid0_out is not None:
+        parts["raid0"] = raid0_out
+    doc: dict = {
+        "version": RECORD_VERSION,
+        "seed": seed,
+        "runtime_s": runtime_s,
+        "size": calibrated_size(stack),
+        "stack": read_text(stack, "stack file"),
+        "machine": measured.get("machine"),
+        "parts": {},
+    }
+    for part, d in parts.items():
+        real, sim = compare.load(d / "real"), compare.load(d / "sim")
+        c = compare.compare(real, sim)
+        names = sorted({dict(k)["file"] for k in real})
+        directs = {
+            json.loads(p.read_text())["jobs"][0]["job options"].get("direct", "1")
+            for p in (d / "real").glob("*.json")
+        }
+        doc["parts"][part] = {
+            "workloads": names,
+            "direct": directs == {"1"},
+            "real": {_key_doc(k): _metrics_doc(m) for k, m in sorted(real.items())},
+            "sim": {_key_doc(k): _metrics_doc(m) for k, m in sorted(sim.items())},
+            "summary": compare.summary_line(c),
+        }
+    return doc
+
+
+def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparison:
+    """Simulate a recorded part's workloads again into `sim_dir` (as `run` and `run_raid0`
+    do) and compare them with the recorded real figures."""
+    rec = doc["parts"][part]
+    wanted = set(rec["workloads"])
+    n = 0
+    workloads: list[Workload] = []
+    while len(workloads) < len(wanted):
+        n += 1
+        if n > 400:
+            raise VmioError(f"recorded {part} workloads are not of the family (seed {doc['seed']})")
+        workloads = [w for w in heldout(doc["seed"], n) if w.name in wanted]
+    stack_text = doc["stack"]
+    if part == "raid0":
+        tmp = sim_dir / "calibrated.toml"
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(stack_text, encoding="utf-8")
+        stack_text = raid0_stack(tmp, doc["size"])
+    sim_dir.mkdir(parents=True, exist_ok=True)
+    for w in workloads:
+        job = w.job_text(doc["runtime_s"], doc["size"], rec["direct"] or part == "raid0")
+        text = simulate_text(stack_text, "stack.toml", job, f"{w.name}.fio", doc["seed"])
+        (sim_dir / f"{w.name}.json").write_text(text, encoding="utf-8")
+    real = {}
+    for key_text, m in rec["real"].items():
+        name, job, direction = key_text.split("/")
+        key = (("file", name), ("job", job), ("direction", direction))
+        real[key] = compare.Metrics(**m)
+    return compare.compare(real, compare.load(sim_dir))
 
 
 def add_parser(

@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""Record a `vmio validate` run for tests/test_real_validation.py (issue #13, item 4).
+
+    vmio validate /work/val/target.tmp -o run1                  # calibration + held-out
+    vmio validate ... --calibration run1/calibration -o run2     # (optionally) the raid0 part
+    python3 scripts/real-validation.py run1 [--raid0 run2/raid0] [--seed 1] [--runtime 3] \
+        > tests/real_validation_figures.json
+
+The file keeps the calibrated stack, the family's seed, every point's real median and spread
+(bandwidth, IOPS, mean and p99 latency) and what the simulator predicted then; the test
+simulates the workloads again and checks the comparison is still the recorded one.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from vmio import validate
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+p.add_argument("out", type=Path, help="a vmio validate output directory (with calibration/)")
+p.add_argument("--raid0", type=Path, help="a vmio validate raid0/ directory of the same calibration")
+p.add_argument("--seed", type=int, default=1)
+p.add_argument("--runtime", type=float, default=3.0)
+a = p.parse_args()
+doc = validate.record(a.out, a.raid0, a.seed, a.runtime)
+json.dump(doc, sys.stdout, indent=1, sort_keys=True)
+sys.stdout.write("\n")

@@ -1,0 +1,55 @@
+"""The validation of issue #13 (item 4) as recorded on the development machine: the simulator,
+run again on the recorded calibration, must give the recorded predictions, so a change of the
+simulator that moves them is seen here (re-record with scripts/real-validation.py after
+`vmio validate`; docs/validation.md has the figures and their reading)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vmio import compare, validate
+
+RECORD = Path(__file__).with_name("real_validation_figures.json")
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    return json.loads(RECORD.read_text(encoding="utf-8"))
+
+
+def test_the_recorded_workloads_are_the_held_out_family_of_the_recorded_seed(doc):
+    for part in doc["parts"].values():
+        names = set(part["workloads"])
+        drawn = [w.name for w in validate.heldout(doc["seed"], 400)]
+        assert names <= set(drawn)
+        assert not any(w.in_battery() for w in validate.heldout(doc["seed"], 400))
+
+
+@pytest.mark.parametrize("part", ["heldout", "raid0"])
+def test_the_simulator_still_predicts_what_was_recorded_beside_the_real_figures(
+    doc, part, tmp_path: Path
+):
+    c = validate.recorded_comparison(doc, part, tmp_path / part)
+    rec = doc["parts"][part]
+    assert len(c.rows) == len(rec["real"]) and not c.unmatched_real and not c.unmatched_sim
+    for row in c.rows:
+        want = rec["sim"]["/".join(v for _, v in row.key)]
+        assert row.sim.bw_bytes == pytest.approx(want["bw_bytes"], rel=1e-9)
+        assert row.sim.lat_mean_ns == pytest.approx(want["lat_mean_ns"], rel=1e-9)
+        assert row.real.runs >= 3, "several real repetitions per point"
+    assert compare.summary_line(c) == rec["summary"]
+
+
+def test_the_raid0_prediction_is_one_disk_shared_by_two_files(doc, tmp_path: Path):
+    """Two regions of one device never beat the device: every raid0 prediction is within 5 %
+    of the single file's at the same workload (both recorded parts ran the first workloads)."""
+    single = validate.recorded_comparison(doc, "heldout", tmp_path / "h")
+    raid = validate.recorded_comparison(doc, "raid0", tmp_path / "r")
+    one = {row.key: row.sim.bw_bytes for row in single.rows}
+    both = [(row.sim.bw_bytes, one[row.key]) for row in raid.rows if row.key in one]
+    assert both
+    for r, s in both:
+        assert r <= s * 1.05, (r, s)
