@@ -20,7 +20,7 @@ from vmio import validate
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 p.add_argument("out", type=Path, help="a vmio validate output directory (with calibration/)")
-p.add_argument("--raid0", type=Path, help="a vmio validate raid0/ directory of the same calibration")
+p.add_argument("--raid0", type=Path, help="a vmio validate raid0/ directory, same calibration")
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--runtime", type=float, default=3.0)
 a = p.parse_args()

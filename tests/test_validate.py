@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import require_tool, run_vmio
 
+from conftest import require_tool, run_vmio
 from vmio import validate
 from vmio.validate import BLOCK_SIZES, PATTERNS, QUEUE_DEPTHS, READ_SHARES, Workload, heldout
 
