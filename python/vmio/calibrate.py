@@ -116,14 +116,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from vmio import __version__
+from vmio import __version__, machine
 from vmio.machineprofile import (
     Disk,
     ProfileError,
     disk_of,
     disk_of_device,
     fio_missing,
-    fio_version,
     mount_of,
 )
 from vmio.progress import Progress, format_duration
@@ -642,22 +641,11 @@ def job_text(point: Point, runtime_ms: int = SIM_RUNTIME_MS) -> str:
     return f"[{point.job.name}]\n" + "".join(f"{k}={v}\n" for k, v in opts)
 
 
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
-
-
-def machine(target: Target) -> dict[str, Any]:
-    """This machine as measurements.json describes it."""
-    mem = Path("/proc/meminfo").read_text(encoding="utf-8").split()
+def machine_of(target: Target) -> dict[str, Any]:
+    """This machine as measurements.json describes it: vmio.machine's description of the
+    target, and the target's filesystem and disk as the fit read them."""
     return {
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count() or 1,
-        "memory_bytes": int(mem[mem.index("MemTotal:") + 1]) * KIB,
-        "kernel": os.uname().release,
-        "fio": fio_version(),
+        **machine.describe([str(target.path)]),
         "fstype": target.fstype,
         "disk": asdict(target.disk) if target.disk else None,
     }
@@ -896,7 +884,7 @@ def run(
             "params": f.params,
             "notes": list(f.notes),
         },
-        "machine": machine(t),
+        "machine": machine_of(t),
         "points": [p.record() for p in points],
     }
     (out / "measurements.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
