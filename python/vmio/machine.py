@@ -84,7 +84,7 @@ def disk(path: Path) -> dict[str, Any]:
     try:
         d = machineprofile.disk_of(directory)
     except machineprofile.ProfileError:
-        mnt, fstype, source, _ = machineprofile._mount_of(directory)
+        mnt, fstype, source, _ = machineprofile.mount_of(directory)
         return {"path": str(path), "mount": mnt, "fstype": fstype, "source": source, "device": ""}
     return {
         "path": str(path),

@@ -274,8 +274,13 @@ def run_raid0(plan: Plan, workloads: Sequence[Workload], out: Path) -> None:
     (out / "real").mkdir(parents=True, exist_ok=True)
     stack_path.write_text(stack_text, encoding="utf-8")
     engine = realengine.Engine(
+        # The device is the calibration of TARGET's own disk and the image files go on that
+        # disk: whatever class the real engine finds there (a tmpfs is "memory"), the files
+        # are what the fitted model stands for.
         realengine.Options(
-            real_dir=plan.target.parent / f".{plan.target.name}.raid0", size=plan.size
+            real_dir=plan.target.parent / f".{plan.target.name}.raid0",
+            size=plan.size,
+            substitute=True,
         )
     )
     bar = Progress(len(workloads) * (plan.repeat + 1), title="validate raid0", stream=sys.stderr)
