@@ -44,7 +44,9 @@ from vmio.calibrate import KIB, MIB, CalibrateError, Job, Point, Side
 TOLERANCE = 1.0
 
 # A device the fit must recover: the link equals the larger direction's rate (the battery
-# cannot see a faster link, module doc) and random 4k reads at QD >= 16 are unit-bound.
+# cannot see a faster link, module doc), random 4k reads at QD >= 16 are unit-bound, and a
+# 5 us set-up a command on one pipe shared by both directions (64k writes at QD >= 8 and
+# the large mixes are bound by it).
 KNOWN = {
     "capacity": 1 << 30,
     "units": 8,
@@ -53,6 +55,8 @@ KNOWN = {
     "read_rate": 3_000_000_000,
     "write_rate": 2_000_000_000,
     "link_rate": 3_000_000_000,
+    "duplex": "half",
+    "transfer_overhead": 5_000,
     "write_buffer": 0,
     "queue_depth": 256,
     "flush_latency": 50_000,
@@ -76,26 +80,52 @@ def synthetic(params: dict[str, int], job: Job) -> Point:
 
 
 def test_the_closed_forms_give_the_hand_computed_figures_of_the_spec():
-    # randread 4k QD1: 1 / (80 us + 4096 B / 3 GB/s) requests per second.
+    # randread 4k QD1: 1 / (80 us + 5 us + 4096 B / 3 GB/s) requests per second.
     qd1 = calibrate.throughput(KNOWN, Job("r", "randread", 4 * KIB, 1))
-    assert qd1 == pytest.approx(1 / (80e-6 + 4096 / 3e9))
+    assert qd1 == pytest.approx(1 / (80e-6 + 5e-6 + 4096 / 3e9))
     # QD32: the 8 units bound it, 8 / 80 us.
     assert calibrate.throughput(KNOWN, Job("r", "randread", 4 * KIB, 32)) == pytest.approx(1e5)
-    # 1m writes at QD32: the write pipe, 2 GB/s / 1 MiB.
-    assert calibrate.throughput(KNOWN, Job("w", "write", MIB, 32)) == pytest.approx(2e9 / MIB)
+    # 1m writes at QD32: the write pipe, 1 / (5 us + 1 MiB / 2 GB/s).
+    w1m = calibrate.throughput(KNOWN, Job("w", "write", MIB, 32))
+    assert w1m == pytest.approx(1 / (5e-6 + MIB / 2e9))
     # 70/30 4k at QD8: 8 / (0.7 * 80 + 0.3 * 20 us + the mean transfer), under 8 / a_m.
     mixed = calibrate.throughput(KNOWN, Job("m", "randrw", 4 * KIB, 8, 70))
     t_m = 0.7 * 4096 / 3e9 + 0.3 * 4096 / 2e9
-    assert mixed == pytest.approx(8 / (62e-6 + t_m))
+    assert mixed == pytest.approx(8 / (62e-6 + 5e-6 + t_m))
+    # 64k writes at QD32: the pipe with its set-up, 1 / (c + L / write_rate).
+    w64 = calibrate.throughput(KNOWN, Job("w", "write", 64 * KIB, 32))
+    assert w64 == pytest.approx(1 / (5e-6 + 65536 / 2e9))
+    # A 50/50 mix of 256k: half duplex, one pipe time a command, 1 / (c + L/2r + L/2w);
+    # full duplex, the slower (writes') pipe, 1 / (0.5 (c + L / w)), or the link, here
+    # 3 GB/s / L, below it.
+    mix = Job("m", "rw", 256 * KIB, 8, 50)
+    big = 256 * KIB
+    half = calibrate.throughput(KNOWN, mix)
+    assert half == pytest.approx(1 / (5e-6 + 0.5 * big / 3e9 + 0.5 * big / 2e9))
+    full = {**KNOWN, "duplex": "full"}
+    assert calibrate.throughput(full, mix) == pytest.approx(3e9 / big)
+    fast_link = {**full, "link_rate": 8_000_000_000}
+    assert calibrate.throughput(fast_link, mix) == pytest.approx(1 / (0.5 * (5e-6 + big / 2e9)))
+
+
+def same(got: dict, want: dict) -> None:
+    """Every parameter of `want` in `got`: numbers within 2 (ns, bytes) or a millionth,
+    names equal."""
+    for key, w in want.items():
+        if isinstance(w, str):
+            assert got[key] == w, key
+        else:
+            assert got[key] == pytest.approx(w, rel=1e-6, abs=2), key
 
 
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
-def test_the_fit_recovers_known_parameters_from_closed_form_measurements(quick: bool):
-    points = [synthetic(KNOWN, j) for j in calibrate.battery(quick)]
-    got = calibrate.fit(points, KNOWN["capacity"], KNOWN["queue_depth"])
+@pytest.mark.parametrize("duplex", ["half", "full"])
+def test_the_fit_recovers_known_parameters_from_closed_form_measurements(quick: bool, duplex: str):
+    known = {**KNOWN, "duplex": duplex}
+    points = [synthetic(known, j) for j in calibrate.battery(quick)]
+    got = calibrate.fit(points, known["capacity"], known["queue_depth"])
     assert got.notes == ()
-    for key, want in KNOWN.items():
-        assert got.params[key] == pytest.approx(want, abs=2), key
+    same(got.params, known)
     # And the fitted model reproduces every point.
     sm = calibrate.summary(got.params, points, None)
     assert sm["bw_model"] < 1e-6 and sm["lat_model"] < 1e-6
@@ -347,8 +377,8 @@ def test_ctrl_c_removes_the_temporary_target_file(tmp_path: Path, shm_file: Path
         (["--size", "1x"], "--size '1x' is not a size"),
         (["--size", "1m"], "--size 1048576 bytes: accepted: 16m or more"),
         (["--budget", "abc"], "argument --budget: 'abc' is not a number of seconds"),
-        (["--budget", "5", "--quick"], "--budget 5: accepted: 14 to 86400 seconds"),
-        (["--budget", "30"], "--budget 30: accepted: 52 to 86400 seconds"),
+        (["--budget", "5", "--quick"], "--budget 5: accepted: 15 to 86400 seconds"),
+        (["--budget", "30"], "--budget 30: accepted: 55 to 86400 seconds"),
     ],
 )
 def test_bad_values_are_one_error_line_naming_the_option_and_what_is_accepted(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_tool, run_vmio
-from vmio import validate
+from vmio import calibrate, validate
 from vmio.validate import BLOCK_SIZES, PATTERNS, QUEUE_DEPTHS, READ_SHARES, Workload, heldout
 
 
@@ -37,7 +37,19 @@ def test_the_battery_points_are_recognised_as_not_held_out():
     assert not Workload("random", 70, 4 * k, 4).in_battery()
     assert not Workload("sequential", 100, 64 * k, 4).in_battery()
     assert not Workload("random", 100, 8 * k, 16).in_battery()
-    assert not Workload("sequential", 50, 64 * k, 8).in_battery()
+    assert Workload("sequential", 50, 256 * k, 8).in_battery()
+    assert not Workload("sequential", 50, 128 * k, 8).in_battery()
+    assert not Workload("sequential", 70, 64 * k, 8).in_battery()
+    assert not Workload("random", 50, 64 * k, 8).in_battery()
+
+
+def test_every_job_of_the_calibration_battery_is_in_the_battery_here():
+    for job in calibrate.battery():
+        if job.fdatasync:
+            continue
+        share = {"read": 100, "write": 0}.get(job.direction, job.rwmixread)
+        pattern = "random" if job.rw.startswith("rand") else "sequential"
+        assert Workload(pattern, share, job.bs, job.iodepth).in_battery(), job.name
 
 
 def test_a_workload_names_its_fio_options():

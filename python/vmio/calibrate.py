@@ -41,8 +41,10 @@ Battery (`battery`; fio, one job each, time-based; libaio but the flush point):
 read, write        bs 4k 16k 64k 256k 1m  x QD 1 8 32          30 points
 randread, randwrite bs 4k  x QD 1 2 4 8 16 32                   12 points (clat p50/p99 kept)
 randrw rwmixread=70 bs 4k  x QD 1 8                              2 points
+rw rwmixread=50    bs 64k 256k  x QD 8                           2 points (duplex)
 fdatasync          randwrite 4k QD1 psync fdatasync=1             1 point  (sync.lat_ns mean)
---quick: randread/randwrite 4k QD 1 8 32, read/write 1m QD 1 32, randrw QD 8, fdatasync
+--quick: randread/randwrite 4k QD 1 8 32, read/write 1m QD 1 32, randrw QD 8, rw 256k QD 8,
+    fdatasync
 reads only (a block device without --write): the read and randread points
 budget: default 300 s, --quick 60 s, --budget S: the whole run (write-through, battery and
     the simulations of fit.txt, SIM_RESERVE_S a point). Before each point:
@@ -52,19 +54,30 @@ budget: default 300 s, --quick 60 s, --budget S: the whole run (write-through, b
 ```
 
 The fit (`fit`; per direction d; L bytes a request, q outstanding, X requests per second,
-T the mean latency fio's lat_ns gives, t(L,d) = L / min(rate_d, link_rate)):
+T the mean latency fio's lat_ns gives, c = transfer_overhead, t(L,d) = c + L / min(rate_d,
+link_rate)). Every parameter but units, duplex and c follows from c in closed form; c and
+units are fitted together on the loaded points, once per duplex:
 
 ```text
-rate_d        = max bw_bytes of the d points with q >= 8 and bs >= 64k
-link_rate     = max(read_rate, write_rate, total bw_bytes of the randrw points)
-latency_d = a = argmin sum_i ((a + L_i / rate_d - T_i) / T_i)^2 over the QD1 d points
-              = sum_i (T_i - L_i / rate_d) / T_i^2 / sum_i 1 / T_i^2       (at least 1 ns)
-units         = the N in 1..4096 minimising sum (ln X_model(N) - ln X_measured)^2 over every
-                point with q > 1 (the smallest N of the least sum)
+S_d           = the d point of the largest bw_bytes with q >= 8 and bs >= 64k (pipe-bound)
+rate_d(c)     = L_S / (1 / X_S - c)             (S's 1 / X = c + L / rate_d)
+link_rate     = max(read_rate, write_rate, total bw_bytes of the mixed points)
+latency_d = a = argmin sum_i ((a + c + L_i / rate_d - T_i) / T_i)^2 over the QD1 d points
+              = sum_i (T_i - L_i / rate_d) / T_i^2 / sum_i 1 / T_i^2 - c   (at least 1 ns)
+E(N, c, duplex) = sum (ln X_model - ln X_measured)^2 over every point with q > 1
+units, c      = argmin E for the duplex, by alternation from c = 0: units = the N in
+                1..4096 of the least E (the smallest N of a tie), then c = the least E on a
+                grid of C_GRID steps over [0, c_max) refined by golden section (to 0.1 ns)
+                between the best step's neighbours, until neither changes (ROUNDS at most);
+                c_max = min(the smaller QD1 intercept a + c at c = 0, 1 / X_S of either
+                direction): beyond it a or a rate would be negative
+duplex        = the one whose (units, c) give the smaller sum (ln X_model - ln X)^2 over the
+                mixed points ("full", the model's default, on a tie)
   X_model, one direction: min(q / (a + t), N / a, 1 / t)
-  X_model, randrw (p = 0.7): a_m = p a_r + (1-p) a_w, t_m = p t_r + (1-p) t_w,
-       min(q / (a_m + t_m), N / a_m, read_rate / (p L), write_rate / ((1-p) L),
-           link_rate / L)
+  X_model, mixed (randrw, rw; p = rwmixread / 100): a_m = p a_r + (1-p) a_w,
+       t_m = p t_r + (1-p) t_w,  min(q / (a_m + t_m), N / a_m, the pipes, link_rate / L)
+       pipes, duplex = "full": 1 / (p (c + L / read_rate)), 1 / ((1-p) (c + L / write_rate))
+       pipes, duplex = "half": 1 / (c + p L / read_rate + (1-p) L / write_rate)
 flush_latency = the fdatasync point's mean (sync.lat_ns: the fdatasync calls alone)
 write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
 capacity      = the file's size rounded down to 4 KiB, or the block device's size
@@ -73,6 +86,16 @@ model mean latency of a point = q / X_model; of the fdatasync point: flush_laten
 reads only: write_latency, write_rate = the read's (a note in stack.toml says so); no
     flush_latency (the model's default)
 ```
+
+Why these fits. c: a per-command cost on the pipe shows where the rates (set by large
+requests) overestimate mid-size requests at depth (16k-64k at QD 8-32: 1 / X well above
+L / rate) while QD1 only gives a + c together, so c is what the loaded points say beyond
+the QD1 intercept; fitting it with units on the same log errors keeps one criterion for
+both (a smaller a raises the unit bound N / a that c's pipe bound lowers). The rw points
+are 50/50, sequential, at QD 8: pipe-bound for a device of a few units, and the mix where
+the two duplexes differ most (full moves 1 / (p t_r) or 1 / ((1-p) t_w), half 1 / (p t_r +
+(1-p) t_w): a factor 2 at p = 0.5 when t_r = t_w, 1.43 at 70/30); 64k and 256k so that c
+weighs differently in them.
 
 flush_latency departs from REAL-SPEC.md, which subtracted a 4 KiB write's model time from
 the fdatasync mean: fio's sync.lat_ns times the fdatasync calls alone (the direct write
@@ -87,9 +110,9 @@ What the battery cannot fit, and why:
   enough units, which the fit already expresses) or full within B / rate (then writes
   complete at the drain rate, as without a buffer). Only a burst after idle (latency that
   jumps after B bytes) would show B; the battery's steady runs average it away.
-- `link_rate` above the larger direction's rate: only large mixed requests would load the
-  link beyond one direction; the mixed points are 4 KiB (command-bound), so the fit takes
-  the largest rate it saw.
+- `link_rate` above the largest total the battery moved: the link is seen only when large
+  mixed requests on a full-duplex device load it beyond one direction (the rw points), and
+  then only as high as they went.
 - a synchronous target (tmpfs, a loop device on it: the copy runs in the submitting thread,
   so throughput does not grow with the queue depth): the model's least parallelism is one
   unit with its transfer pipelined after it, X(q > 1) = min(1 / a, 1 / t), up to twice the
@@ -137,6 +160,10 @@ SEQ_QDS: tuple[int, ...] = (1, 8, 32)
 RAND_QDS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 MIX_QDS: tuple[int, ...] = (1, 8)
 RWMIXREAD = 70
+# Large sequential 50/50 mixes at QD 8: pipe-bound, so they tell half from full duplex.
+DUPLEX_SIZES: tuple[int, ...] = (64 * KIB, 256 * KIB)
+DUPLEX_QD = 8
+DUPLEX_MIX = 50
 SMALL = 4 * KIB
 # --quick's points (by name): enough for every parameter of the fit.
 QUICK: frozenset[str] = frozenset(
@@ -144,6 +171,7 @@ QUICK: frozenset[str] = frozenset(
         *(f"rand{d}-4k-qd{q}" for d in ("read", "write") for q in (1, 8, 32)),
         *(f"{d}-1m-qd{q}" for d in ("read", "write") for q in (1, 32)),
         "randrw-4k-qd8",
+        "rw-256k-qd8",
         "fdatasync-4k",
     }
 )
@@ -164,9 +192,15 @@ SIM_RESERVE_S = 0.3
 MIN_RUNTIME_S = 0.25
 SIM_RUNTIME_MS = 500
 MAX_UNITS = 4096
+# The flash model's duplex choices, the default first (it wins a tie); the overhead's
+# search: grid steps, the golden ratio of its refinement, rounds of the alternation.
+DUPLEX = ("full", "half")
+C_GRID = 100
+GOLDEN = (1 + 5**0.5) / 2
+ROUNDS = 20
 UNKNOWN_QUEUE_DEPTH = 128
 # The flash model's keys that are durations (written in ns) and its scheduler choices.
-DURATIONS = ("read_latency", "write_latency", "flush_latency")
+DURATIONS = ("read_latency", "write_latency", "transfer_overhead", "flush_latency")
 SCHEDULERS = ("none", "mq-deadline")
 
 
@@ -197,7 +231,7 @@ class Job:
         """`read`, `write`, `mixed` or `flush` (the fdatasync point)."""
         if self.fdatasync:
             return "flush"
-        if self.rw == "randrw":
+        if self.rw in ("randrw", "rw"):
             return "mixed"
         return "write" if "write" in self.rw else "read"
 
@@ -234,6 +268,10 @@ def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
     ]
     jobs += [Job(f"{d}-4k-qd{q}", d, SMALL, q) for d in ("randread", "randwrite") for q in RAND_QDS]
     jobs += [Job(f"randrw-4k-qd{q}", "randrw", SMALL, q, RWMIXREAD) for q in MIX_QDS]
+    jobs += [
+        Job(f"rw-{_size_name(bs)}-qd{DUPLEX_QD}", "rw", bs, DUPLEX_QD, DUPLEX_MIX)
+        for bs in DUPLEX_SIZES
+    ]
     jobs.append(Job("fdatasync-4k", "randwrite", SMALL, 1, fdatasync=True))
     return tuple(
         j for j in jobs if (not quick or j.name in QUICK) and (writes or j.direction == "read")
@@ -331,40 +369,47 @@ def point_of(job: Job, size: int, runtime_s: float, result: dict[str, Any]) -> P
 # --- the model's closed forms and the fit --------------------------------------------------
 
 
-def transfer_s(nbytes: float, rate: float, link: float) -> float:
-    """t(L, d): a request's transfer at min(rate_d, link_rate)."""
-    return nbytes / min(rate, link)
+Params = dict[str, Any]
+"""The flash model's parameters as stack.toml gives them: durations in ns, sizes in bytes,
+rates in bytes/s, `duplex` "full" | "half"."""
 
 
-def bounds(params: dict[str, int], job: Job) -> tuple[float, float]:
+def transfer_s(nbytes: float, rate: float, link: float, overhead_s: float = 0.0) -> float:
+    """t(L, d) = c + L / min(rate_d, link_rate): a request's time on its pipe."""
+    return overhead_s + nbytes / min(rate, link)
+
+
+def bounds(params: Params, job: Job) -> tuple[float, float]:
     """(a, the bound of X without the units) of `job` on the flash model: X = min(N / a,
-    that bound) with N = units (the spec's closed forms, module doc)."""
+    that bound) with N = units (the closed forms of the module doc)."""
     p = params
-    q, link = job.iodepth, p["link_rate"]
+    q, link, L = job.iodepth, p["link_rate"], job.bs
+    c = p.get("transfer_overhead", 0) / 1e9
     a_r, a_w = p["read_latency"] / 1e9, p["write_latency"] / 1e9
-    t_r = transfer_s(job.bs, p["read_rate"], link)
-    t_w = transfer_s(job.bs, p["write_rate"], link)
+    t_r = transfer_s(L, p["read_rate"], link, c)
+    t_w = transfer_s(L, p["write_rate"], link, c)
     if job.direction == "mixed":
         f = (job.rwmixread or 0) / 100
         a = f * a_r + (1 - f) * a_w
         t = f * t_r + (1 - f) * t_w
-        return a, min(
-            q / (a + t),
-            p["read_rate"] / (f * job.bs) if f > 0 else math.inf,
-            p["write_rate"] / ((1 - f) * job.bs) if f < 1 else math.inf,
-            link / job.bs,
-        )
+        pipe_r, pipe_w = c + L / p["read_rate"], c + L / p["write_rate"]
+        if p.get("duplex", "full") == "half":
+            pipes = [1 / (f * pipe_r + (1 - f) * pipe_w)]
+        else:
+            pipes = [1 / (f * pipe_r) if f > 0 else math.inf]
+            pipes.append(1 / ((1 - f) * pipe_w) if f < 1 else math.inf)
+        return a, min(q / (a + t), *pipes, link / L)
     a, t = (a_r, t_r) if job.direction == "read" else (a_w, t_w)
     return a, min(q / (a + t), 1 / t)
 
 
-def throughput(params: dict[str, int], job: Job) -> float:
+def throughput(params: Params, job: Job) -> float:
     """X_model: requests per second of `job` (closed loop of iodepth) on the flash model."""
     a, other = bounds(params, job)
     return min(params["units"] / a, other)
 
 
-def predicted(params: dict[str, int], job: Job) -> tuple[float, float]:
+def predicted(params: Params, job: Job) -> tuple[float, float]:
     """(bytes per second, mean latency ns) of `job` on the model; the fdatasync point's
     latency is its fdatasync (no bandwidth: NaN)."""
     if job.fdatasync:
@@ -375,15 +420,14 @@ def predicted(params: dict[str, int], job: Job) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Fit:
-    """The flash model's parameters (durations in ns, rates in bytes/s) and the notes on what
-    was not measured."""
+    """The flash model's parameters and the notes on what was not measured."""
 
-    params: dict[str, int]
+    params: Params
     notes: tuple[str, ...]
 
 
 def _latency_ns(points: Sequence[Point], rate: float, side: str) -> float:
-    """a of T = a + L / rate, least relative squares (module doc), at least 1 ns."""
+    """a + c of T = a + c + L / rate, least relative squares (module doc), at least 1 ns."""
     qd1 = [(p.job.bs, getattr(p, side).lat_mean_ns) for p in points if p.job.iodepth == 1]
     qd1 = [(b, t) for b, t in qd1 if t > 0]
     if not qd1:
@@ -392,45 +436,107 @@ def _latency_ns(points: Sequence[Point], rate: float, side: str) -> float:
     return max(1.0, num / sum(1 / (t * t) for _, t in qd1))
 
 
-def _rate(points: Sequence[Point], side: str) -> float:
-    bws = [getattr(p, side).bw_bytes for p in points if p.job.iodepth >= 8 and p.job.bs >= 64 * KIB]
-    if not bws or max(bws) <= 0:
+def _saturated(points: Sequence[Point], side: str) -> Point:
+    """The point of the largest bandwidth in direction `side` with q >= 8 and bs >= 64k."""
+    sat = [p for p in points if p.job.iodepth >= 8 and p.job.bs >= 64 * KIB]
+    if not sat or max(getattr(p, side).bw_bytes for p in sat) <= 0:
         raise CalibrateError(
             f"no {side} point with bs >= 64k at QD >= 8 was measured; the fit needs one"
         )
-    return max(bws)
+    return max(sat, key=lambda p: getattr(p, side).bw_bytes)
+
+
+@dataclass(frozen=True)
+class _Direction:
+    """What the fit of a direction rests on: its saturated point (bs, requests per second)
+    and its QD1 points, from which rate_d and a_d follow once c is chosen."""
+
+    points: tuple[Point, ...]
+    side: str
+    sat_bs: int
+    sat_iops: float
+
+    @classmethod
+    def of(cls, points: Sequence[Point], side: str) -> _Direction:
+        sat = _saturated(points, side)
+        return cls(tuple(points), side, sat.job.bs, getattr(sat, side).iops)
+
+    def rate(self, c_s: float) -> float:
+        """rate_d: the saturated point is pipe-bound, 1 / X = c + L / rate_d."""
+        return self.sat_bs / max(1 / self.sat_iops - c_s, 1e-12)
+
+    def latency_ns(self, c_s: float) -> float:
+        """a_d = (a + c of the QD1 fit at rate_d) - c, at least 1 ns."""
+        return max(1.0, _latency_ns(self.points, self.rate(c_s), self.side) - c_s * 1e9)
 
 
 def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     """The flash parameters of the battery's `points` (module doc)."""
     by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     notes: list[str] = []
-    read_rate = _rate(by["read"], "read")
-    read_lat = _latency_ns(by["read"], read_rate, "read")
+    read = _Direction.of(by["read"], "read")
     if by["write"]:
-        write_rate = _rate(by["write"], "write")
-        write_lat = _latency_ns(by["write"], write_rate, "write")
+        write = _Direction.of(by["write"], "write")
     else:
-        write_rate, write_lat = read_rate, read_lat
+        write = read
         notes.append("reads only: write_latency and write_rate are the read's (not measured)")
-    link = max(read_rate, write_rate, *(p.bw_bytes for p in by["mixed"]))
-    params = {
-        "capacity": capacity,
-        "units": 1,
-        "read_latency": round(read_lat),
-        "write_latency": round(write_lat),
-        "read_rate": round(read_rate),
-        "write_rate": round(write_rate),
-        "link_rate": round(link),
-        "write_buffer": 0,
-        "queue_depth": queue_depth,
-    }
-    loaded = [(bounds(params, p.job), p.iops) for p in points if p.job.iodepth > 1 and p.iops]
+    loaded = [p for p in points if p.job.iodepth > 1 and p.iops and not p.job.fdatasync]
+    # c is at most the smaller QD1 intercept (a_d >= 0), at most the saturated points' time.
+    c_max = min(_latency_ns(d.points, d.rate(0.0), d.side) / 1e9 for d in (read, write))
+    c_max = min(c_max, 1 / read.sat_iops, 1 / write.sat_iops)
 
-    def cost(n: int) -> float:
-        return sum((math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in loaded)
+    def params_of(c_s: float, units: int, duplex: str) -> Params:
+        r_rate, w_rate = read.rate(c_s), write.rate(c_s)
+        return {
+            "capacity": capacity,
+            "units": units,
+            "read_latency": read.latency_ns(c_s),
+            "write_latency": write.latency_ns(c_s),
+            "read_rate": r_rate,
+            "write_rate": w_rate,
+            "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
+            "duplex": duplex,
+            "transfer_overhead": c_s * 1e9,
+            "write_buffer": 0,
+            "queue_depth": queue_depth,
+        }
 
-    params["units"] = min(range(1, MAX_UNITS + 1), key=cost)
+    def cost(params: Params, which: Sequence[Point]) -> float:
+        return sum((math.log(throughput(params, p.job)) - math.log(p.iops)) ** 2 for p in which)
+
+    def best_units(c_s: float, duplex: str) -> int:
+        base = params_of(c_s, 1, duplex)
+        terms = [(bounds(base, p.job), p.iops) for p in loaded]
+
+        def units_cost(n: int) -> float:
+            return sum((math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms)
+
+        return min(range(1, MAX_UNITS + 1), key=units_cost)
+
+    def best_c(units: int, duplex: str) -> float:
+        def c_cost(c_s: float) -> float:
+            return cost(params_of(c_s, units, duplex), loaded)
+
+        grid = [c_max * k / C_GRID for k in range(C_GRID)]
+        k = min(range(C_GRID), key=lambda i: c_cost(grid[i]))
+        lo, hi = grid[max(k - 1, 0)], c_max * min(k + 1, C_GRID) / C_GRID
+        while hi - lo > 1e-10:  # golden section to 0.1 ns
+            m1, m2 = hi - (hi - lo) / GOLDEN, lo + (hi - lo) / GOLDEN
+            lo, hi = (lo, m2) if c_cost(m1) <= c_cost(m2) else (m1, hi)
+        return min((grid[k], (lo + hi) / 2), key=c_cost)
+
+    fits = {}
+    for duplex in DUPLEX:
+        c_s, units = 0.0, best_units(0.0, duplex)
+        for _ in range(ROUNDS):
+            c_new = best_c(units, duplex)
+            units_new = best_units(c_new, duplex)
+            if (c_new, units_new) == (c_s, units):
+                break
+            c_s, units = c_new, units_new
+        fits[duplex] = params_of(c_s, units, duplex)
+    duplex = min(DUPLEX, key=lambda d: cost(fits[d], by["mixed"]))
+    params = {k: v if isinstance(v, str) else round(v) for k, v in fits[duplex].items()}
     flush = [p.fdatasync_ns for p in points if p.fdatasync_ns is not None]
     if flush:
         params["flush_latency"] = round(statistics.fmean(flush))
@@ -671,7 +777,9 @@ def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
     if sched == "mq-deadline" and disk and disk.max_sectors_kb:
         sched_lines.append(f'max_merge = "{disk.max_sectors_kb}k"')
     dev = ["[[device]]", f'name = "{target.name}"', 'model = "flash"']
-    dev += [f'{k} = "{v}ns"' if k in DURATIONS else f"{k} = {v}" for k, v in fit_.params.items()]
+    for k, v in fit_.params.items():
+        quoted = f"{v}ns" if k in DURATIONS else v if isinstance(v, str) else None
+        dev.append(f"{k} = {v}" if quoted is None else f'{k} = "{quoted}"')
     n = target.name
     sections = [
         "\n".join(head) + f'\n[host]\ncores = {cores}\nhypervisor = "native"\n',
@@ -699,7 +807,7 @@ def _err(x: float, ref: float) -> float:
 
 
 def errors(
-    params: dict[str, int], points: Sequence[Point], simulated: Sequence[Point] | None
+    params: Params, points: Sequence[Point], simulated: Sequence[Point] | None
 ) -> list[tuple[Point, tuple[float, float], tuple[float, float] | None]]:
     """Per point: (the point, model (bw, lat), sim (bw, lat) or None)."""
     sims: Sequence[Point | None] = simulated if simulated is not None else [None] * len(points)
@@ -728,7 +836,7 @@ def median_abs(xs: Sequence[float]) -> float:
 
 
 def summary(
-    params: dict[str, int], points: Sequence[Point], simulated: Sequence[Point] | None
+    params: Params, points: Sequence[Point], simulated: Sequence[Point] | None
 ) -> dict[str, float]:
     """Median absolute relative errors: bw_model, lat_model, bw_sim, lat_sim (NaN: none)."""
     rows = errors(params, points, simulated)
@@ -741,9 +849,7 @@ def summary(
     return out
 
 
-def fit_text(
-    params: dict[str, int], points: Sequence[Point], simulated: Sequence[Point] | None
-) -> str:
+def fit_text(params: Params, points: Sequence[Point], simulated: Sequence[Point] | None) -> str:
     """fit.txt: every point measured, the model's closed form and vmio sim, with errors."""
 
     def cell(x: float, scale: float, ref: float | None = None) -> str:
@@ -781,7 +887,7 @@ class Calibration:
 
     out_dir: Path
     stack_path: Path
-    params: dict[str, int]
+    params: Params
     points: list[Point]
     simulated: list[Point]
     notes: tuple[str, ...]
@@ -897,7 +1003,8 @@ def run(
 
 EPILOG = """\
 The battery (fio, libaio, direct=1) runs on TARGET: sequential reads and writes of 4k..1m at
-QD 1, 8, 32, random 4k at QD 1..32, a 70/30 random mix and an fdatasync point; the fit maps
+QD 1, 8, 32, random 4k at QD 1..32, a 70/30 random 4k mix, 50/50 sequential mixes of 64k
+and 256k at QD 8 and an fdatasync point; the fit maps
 them onto the simulator's `flash` device model. DIR receives stack.toml (a native stack of
 this machine with the fitted device), measurements.json (every point, fio's JSON) and
 fit.txt (measured vs the model's closed form vs vmio sim, with relative errors).

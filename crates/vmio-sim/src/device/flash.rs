@@ -1,7 +1,9 @@
 //! A generic flash/NVMe block device as the host sees it: `units` parallel units (dies,
 //! channels or a backend's servers) that each serve one command at a time, a data pipe per
-//! direction (the controller's read and write bandwidth), one host link shared by both
-//! directions, and an optional write buffer that acknowledges writes before their unit work.
+//! direction (the controller's read and write bandwidth) or one pipe for both (`duplex =
+//! "half"`), a fixed set-up per command on its pipe (`transfer_overhead`), one host link
+//! shared by both directions, and an optional write buffer that acknowledges writes before
+//! their unit work.
 //! No FTL, no garbage collection: the few parameters are what `vmio calibrate` fits from fio
 //! measurements of a real disk (REAL-SPEC.md section 1), so every figure has a closed form.
 //!
@@ -25,15 +27,30 @@
 //! these in drivers/nvme/host/core.c (`nvme_setup_flush`, `nvme_setup_rw`: REQ_FUA →
 //! NVME_RW_FUA, `nvme_setup_discard`: a TRIM becomes a Dataset Management deallocate).
 //!
+//! `duplex` (default `full`: the datasheet's read and write rates are separate figures, and
+//! a PCIe link is full duplex) and `transfer_overhead` (default 0) are there for what `vmio
+//! calibrate` measures. `half`: reads and writes share one data pipe, a read holding it
+//! `L / read_rate`, a write `L / write_rate`, as on media where a die either reads or
+//! programs (ONFI 4.x: a LUN executes one array operation at a time, and a channel's data bus
+//! carries one direction at a time; as recalled, not checked against a stored copy) or
+//! behind a network block backend whose per-volume bandwidth budget counts reads and writes
+//! together. `transfer_overhead`: each command's fixed set-up on its pipe before its bytes
+//! move: the host's mapping of a request to a PRP list or SGL and its DMA set-up
+//! (drivers/nvme/host/pci.c `nvme_map_data`; a virtio disk's descriptor chain,
+//! drivers/block/virtio_blk.c `virtblk_add_req`) and the device's fetch of that list, or a
+//! backend request's fixed cost; it caps a pipe at `1 / (c + L / rate)` commands a second,
+//! which the rates alone (fitted on large requests) do not see at mid sizes.
+//!
 //! **Rules.** Every resource is FIFO in the order commands become ready for it: the model
 //! keeps its own time-ordered stages (a read's unit work ending, a write's data arriving, a
 //! buffered write's unit work ending) and books each resource when a command reaches it,
 //! so a resource sees its commands in the order they became ready. With
-//! `t(L, d) = L / min(rate_d, link_rate)`:
+//! `c = transfer_overhead` and `t(L, d) = c + L / min(rate_d, link_rate)`:
 //!
 //! ```text
-//! transfer(ready, L, d): start = max(ready, pipe_d free, link free)
-//!                        pipe_d free = start + L/rate_d; link free = start + L/link_rate
+//! pipe(d) = the pipe of direction d (duplex = "full"); the one pipe (duplex = "half")
+//! transfer(ready, L, d): start = max(ready, pipe(d) free, link free)
+//!                        pipe(d) free = start + c + L/rate_d; link free = start + L/link_rate
 //!                        -> start + t(L, d)
 //! unit(ready, a):        the unit free first: start = max(ready, its free time); busy a
 //! read:   unit(now, read_latency) -> transfer(unit end, L, read)          -> done
@@ -50,10 +67,13 @@
 //! ```
 //!
 //! Closed forms (one kind of request, size L, q outstanding in a closed loop, N units,
-//! a = the op's latency, t = t(L, d), no buffer): latency at q = 1 is `a + t`; throughput
-//! `X(q) = min(q / (a + t), N / a, 1 / t)` requests per second; mean latency `q / X(q)`.
-//! Reads and writes together move at most `link_rate` bytes per second; each direction at
-//! most its own rate. With a buffer, a write at QD1 on an idle device takes `t`; once the
+//! a = the op's latency, t = t(L, d) = c + L / min(rate_d, link_rate), no buffer): latency
+//! at q = 1 is `a + t`; throughput `X(q) = min(q / (a + t), N / a, 1 / t)` requests per
+//! second; mean latency `q / X(q)`. Reads and writes together move at most `link_rate`
+//! bytes per second. `duplex = "full"`: each direction at most `1 / (c + L / rate_d)`
+//! commands a second on its own pipe, so a mix adds both; `"half"`: a mix with a read
+//! fraction p of the commands at most `1 / (c + p L / read_rate + (1 - p) L / write_rate)`
+//! commands a second in all (the one pipe's time per command). With a buffer, a write at QD1 on an idle device takes `t`; once the
 //! buffer is full, acknowledgements come at the drain rate `N / write_latency` per command.
 //! Out-of-range commands are served like in-range ones (the engine validates ranges).
 
@@ -73,7 +93,7 @@ use crate::engine::MinHeap;
 
 pub const ENTRY: ModelEntry = Entry {
     name: "flash",
-    help: "generic flash/NVMe device: parallel units, per-direction data pipes, a shared link, optional write buffer (what vmio calibrate fits)",
+    help: "generic flash/NVMe device: parallel units, data pipes (one per direction, or one shared: duplex), a shared link, optional write buffer (what vmio calibrate fits)",
     // Defaults: profile `datacenter-nvme` (see the module doc).
     params: &[
         capacity(256 << 30),
@@ -120,6 +140,20 @@ pub const ENTRY: ModelEntry = Entry {
             help: "the host link, shared by reads and writes (PCIe 3.0 x4)",
         },
         ParamSpec {
+            name: "duplex",
+            kind: Kind::Choice(Duplex::NAMES),
+            default: Value::Choice("full"),
+            unit: "",
+            help: "full: a data pipe per direction; half: reads and writes share one pipe (a die reads or programs; a backend's one bandwidth budget)",
+        },
+        ParamSpec {
+            name: "transfer_overhead",
+            kind: DURATION,
+            default: Value::Int(0),
+            unit: "ns",
+            help: "a command's set-up on its data pipe before its bytes (PRP/SGL and DMA set-up; a backend request's fixed cost)",
+        },
+        ParamSpec {
             name: "write_buffer",
             kind: Kind::SIZE,
             default: Value::Int(0),
@@ -154,6 +188,25 @@ fn memory(_: &Values) -> Result<(u64, u64), ParamError> {
     Ok((0, 0))
 }
 
+/// Whether reads and writes have a data pipe each or share one (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Duplex {
+    Full,
+    Half,
+}
+
+impl Duplex {
+    pub const NAMES: &'static [&'static str] = &["full", "half"];
+
+    /// The pipe a command of direction `op` uses (an index into the model's pipes).
+    fn pipe(self, op: Op) -> usize {
+        match (self, op) {
+            (Duplex::Full, Op::Read) | (Duplex::Half, _) => 0,
+            (Duplex::Full, _) => 1,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlashParams {
     pub profile: String,
@@ -166,6 +219,8 @@ pub struct FlashParams {
     pub read_rate_bps: u64,
     pub write_rate_bps: u64,
     pub link_rate_bps: u64,
+    pub duplex: Duplex,
+    pub transfer_overhead_ns: Ns,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     pub queue_depth: u64,
@@ -185,6 +240,11 @@ impl FlashParams {
             read_rate_bps: v.int("read_rate"),
             write_rate_bps: v.int("write_rate"),
             link_rate_bps: v.int("link_rate"),
+            duplex: match v.choice("duplex") {
+                "half" => Duplex::Half,
+                _ => Duplex::Full,
+            },
+            transfer_overhead_ns: v.int("transfer_overhead"),
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             queue_depth: v.int("queue_depth"),
@@ -210,8 +270,8 @@ pub struct Flash {
     p: FlashParams,
     /// When each unit is next free (a min-heap of `units` times).
     unit_free: BinaryHeap<Reverse<Ns>>,
-    read_pipe_free: Ns,
-    write_pipe_free: Ns,
+    /// When each data pipe is next free (`Duplex::pipe` indexes them).
+    pipe_free: [Ns; 2],
     link_free: Ns,
     /// Internal steps keyed by (time, order booked).
     stages: MinHeap<Stage>,
@@ -233,8 +293,7 @@ impl Flash {
         Self {
             name: name.to_string(),
             unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
-            read_pipe_free: 0,
-            write_pipe_free: 0,
+            pipe_free: [0; 2],
             link_free: 0,
             stages: MinHeap::with_capacity(p.queue_depth as usize * 2),
             seq: 0,
@@ -257,14 +316,16 @@ impl Flash {
 
     /// Move `len` bytes in direction `op` from `ready`; returns when the last byte arrives.
     fn transfer(&mut self, ready: Ns, op: Op, len: u64) -> Ns {
-        let (pipe, rate) = match op {
-            Op::Read => (&mut self.read_pipe_free, self.p.read_rate_bps),
-            _ => (&mut self.write_pipe_free, self.p.write_rate_bps),
+        let rate = match op {
+            Op::Read => self.p.read_rate_bps,
+            _ => self.p.write_rate_bps,
         };
+        let c = self.p.transfer_overhead_ns;
+        let pipe = &mut self.pipe_free[self.p.duplex.pipe(op)];
         let start = ready.max(*pipe).max(self.link_free);
-        *pipe = start + transfer_ns(len, rate);
+        *pipe = start + c + transfer_ns(len, rate);
         self.link_free = start + transfer_ns(len, self.p.link_rate_bps);
-        start + transfer_ns(len, rate.min(self.p.link_rate_bps))
+        start + c + transfer_ns(len, rate.min(self.p.link_rate_bps))
     }
 
     /// Unit work of `busy_ns` ready at `ready`, on the unit free first; returns its end.
@@ -421,13 +482,14 @@ mod tests {
         Flash::new("nv0", p.unwrap_or_else(|e| panic!("{e}")))
     }
 
-    /// t(L, d) of the closed forms, in ns (as the model rounds it).
+    /// t(L, d) = c + L / min(rate_d, link_rate) of the closed forms, in ns (as the model
+    /// rounds it).
     fn t(d: &Flash, op: Op, len: u64) -> Ns {
         let rate = match op {
             Op::Read => d.p.read_rate_bps,
             _ => d.p.write_rate_bps,
         };
-        transfer_ns(len, rate.min(d.p.link_rate_bps))
+        d.p.transfer_overhead_ns + transfer_ns(len, rate.min(d.p.link_rate_bps))
     }
 
     /// X(q) = min(q / (a + t), N / a, 1 / t), requests per second.
@@ -460,6 +522,12 @@ mod tests {
             one(&mut d, t0, 1, Op::Read, 0, 1 << 20, false),
             t0 + 80 * US + transfer_ns(1 << 20, 1 << 30)
         );
+        // A transfer overhead adds its set-up to the transfer.
+        let mut d = flash("transfer_overhead = \"30us\"");
+        assert_eq!(
+            one(&mut d, 0, 1, Op::Read, 0, 4096, false),
+            80 * US + 30 * US + transfer_ns(4096, 3_000_000_000)
+        );
     }
 
     #[test]
@@ -469,10 +537,19 @@ mod tests {
             one(&mut d, 0, 1, Op::Write, 0, 65536, false),
             transfer_ns(65536, 2_000_000_000) + 20 * US
         );
+        let mut d = flash("transfer_overhead = \"30us\"");
+        assert_eq!(
+            one(&mut d, 0, 1, Op::Write, 0, 65536, false),
+            30 * US + transfer_ns(65536, 2_000_000_000) + 20 * US
+        );
     }
 
-    /// The three regimes of X(q): (table, op, size, q, the bound that should bind).
-    const REGIMES: [(&str, Op, u64, usize, &str); 6] = [
+    /// A device whose pipes cost 30 us a command besides the bytes.
+    const OVERHEAD: &str = "units = 64\ntransfer_overhead = \"30us\"";
+
+    /// The three regimes of X(q): (table, op, size, q, the bound that should bind); with a
+    /// transfer overhead, mid-size requests saturate their pipe at 1 / (c + L / rate).
+    const REGIMES: [(&str, Op, u64, usize, &str); 8] = [
         ("units = 8", Op::Read, 4096, 2, "q/(a+t)"),
         ("units = 8", Op::Read, 4096, 32, "N/a"),
         ("units = 8", Op::Read, 1 << 20, 8, "1/t"),
@@ -497,6 +574,8 @@ mod tests {
             8,
             "1/t",
         ),
+        (OVERHEAD, Op::Read, 65536, 32, "1/t"),
+        (OVERHEAD, Op::Write, 16384, 32, "1/t"),
     ];
 
     #[test]
@@ -628,6 +707,46 @@ mod tests {
         assert_eq!((s.read_bytes, s.write_bytes), (2000 * len, 2000 * len));
     }
 
+    /// Bytes per second of a closed loop of `q` alternating reads and writes of `len`.
+    fn mixed_rate(table: &str, len: u64, q: usize, n: usize) -> f64 {
+        let mut d = flash(table);
+        let run = closed_loop(&mut d, 0, q, n, |i| {
+            let op = if i % 2 == 0 { Op::Read } else { Op::Write };
+            (op, i as u64 * len, len)
+        });
+        n as f64 * len as f64 / (run.elapsed_ns as f64 / 1e9)
+    }
+
+    #[test]
+    fn half_duplex_moves_a_mix_at_one_pipe_time_per_command_and_full_duplex_adds_the_pipes() {
+        // Equal pipes, a link that never binds: full duplex moves both directions at once
+        // (the sum, 4 GB/s), half duplex one at a time (2 GB/s).
+        let base = "units = 64\nread_rate = 2_000_000_000\nwrite_rate = 2_000_000_000\n\
+                    link_rate = 8_000_000_000";
+        let len = 1u64 << 20;
+        let full = mixed_rate(base, len, 32, 20_000);
+        assert!(close(full, 4e9, 0.005), "full: {full}");
+        let half = mixed_rate(&format!("{base}\nduplex = \"half\""), len, 32, 20_000);
+        assert!(close(half, 2e9, 0.005), "half: {half}");
+        // Unequal pipes: a 50/50 mix moves 1 / (0.5 L / r + 0.5 L / w) commands a second;
+        // with an overhead c, 1 / (c + 0.5 L / r + 0.5 L / w).
+        let (r, w) = (3e9, 1.5e9);
+        let table = "units = 64\nread_rate = 3_000_000_000\nwrite_rate = 1_500_000_000\n\
+                     link_rate = 8_000_000_000\nduplex = \"half\"";
+        let l = len as f64;
+        let got = mixed_rate(table, len, 32, 20_000);
+        let want = l / (0.5 * l / r + 0.5 * l / w);
+        assert!(close(got, want, 0.005), "{got} vs {want}");
+        let got = mixed_rate(
+            &format!("{table}\ntransfer_overhead = \"100us\""),
+            len,
+            32,
+            20_000,
+        );
+        let want = l / (100e-6 + 0.5 * l / r + 0.5 * l / w);
+        assert!(close(got, want, 0.005), "{got} vs {want}");
+    }
+
     #[test]
     fn the_same_commands_give_the_same_completion_times() {
         let table = "units = 3\nwrite_buffer = \"256k\"";
@@ -662,6 +781,10 @@ mod tests {
             (
                 "flush_latency = -1",
                 "flush_latency = -1: must be a duration",
+            ),
+            (
+                "duplex = \"simplex\"",
+                "duplex = \"simplex\": must be one of full, half",
             ),
         ];
         for (src, want) in cases {
