@@ -77,7 +77,12 @@ duplex        = the one whose (units, c) give the smaller sum (ln X_model - ln X
   X_model, mixed (randrw, rw; p = rwmixread / 100): a_m = p a_r + (1-p) a_w,
        t_m = p t_r + (1-p) t_w,  min(q / (a_m + t_m), N / a_m, the pipes, link_rate / L)
        pipes, duplex = "full": 1 / (p (c + L / read_rate)), 1 / ((1-p) (c + L / write_rate))
-       pipes, duplex = "half": 1 / (c + p L / read_rate + (1-p) L / write_rate)
+       pipes, duplex = "half": 1 / (c + p L / read_rate + (1-p) L / write_rate
+                                    + 2 p (1-p) turnaround)   (a pipe turns on 2p(1-p) of
+                                    its commands when fio draws each direction alone)
+turnaround    = "half" only: fitted with c and units, each round after c, by the same grid
+                and golden section over [0, the longest 1 / X of a mixed point), on the
+                same E; "full": 0 (its pipes never turn)
 flush_latency = the fdatasync point's mean (sync.lat_ns: the fdatasync calls alone)
 write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
 capacity      = the file's size rounded down to 4 KiB, or the block device's size
@@ -200,7 +205,13 @@ GOLDEN = (1 + 5**0.5) / 2
 ROUNDS = 20
 UNKNOWN_QUEUE_DEPTH = 128
 # The flash model's keys that are durations (written in ns) and its scheduler choices.
-DURATIONS = ("read_latency", "write_latency", "transfer_overhead", "flush_latency")
+DURATIONS = (
+    "read_latency",
+    "write_latency",
+    "transfer_overhead",
+    "turnaround",
+    "flush_latency",
+)
 SCHEDULERS = ("none", "mq-deadline")
 
 
@@ -394,7 +405,8 @@ def bounds(params: Params, job: Job) -> tuple[float, float]:
         t = f * t_r + (1 - f) * t_w
         pipe_r, pipe_w = c + L / p["read_rate"], c + L / p["write_rate"]
         if p.get("duplex", "full") == "half":
-            pipes = [1 / (f * pipe_r + (1 - f) * pipe_w)]
+            turns = 2 * f * (1 - f) * p.get("turnaround", 0) / 1e9
+            pipes = [1 / (f * pipe_r + (1 - f) * pipe_w + turns)]
         else:
             pipes = [1 / (f * pipe_r) if f > 0 else math.inf]
             pipes.append(1 / ((1 - f) * pipe_w) if f < 1 else math.inf)
@@ -485,7 +497,7 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     c_max = min(_latency_ns(d.points, d.rate(0.0), d.side) / 1e9 for d in (read, write))
     c_max = min(c_max, 1 / read.sat_iops, 1 / write.sat_iops)
 
-    def params_of(c_s: float, units: int, duplex: str) -> Params:
+    def params_of(c_s: float, units: int, duplex: str, turn_s: float = 0.0) -> Params:
         r_rate, w_rate = read.rate(c_s), write.rate(c_s)
         return {
             "capacity": capacity,
@@ -497,6 +509,7 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
             "duplex": duplex,
             "transfer_overhead": c_s * 1e9,
+            "turnaround": turn_s * 1e9,
             "write_buffer": 0,
             "queue_depth": queue_depth,
         }
@@ -504,8 +517,8 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     def cost(params: Params, which: Sequence[Point]) -> float:
         return sum((math.log(throughput(params, p.job)) - math.log(p.iops)) ** 2 for p in which)
 
-    def best_units(c_s: float, duplex: str) -> int:
-        base = params_of(c_s, 1, duplex)
+    def best_units(c_s: float, duplex: str, turn_s: float) -> int:
+        base = params_of(c_s, 1, duplex, turn_s)
         terms = [(bounds(base, p.job), p.iops) for p in loaded]
 
         def units_cost(n: int) -> float:
@@ -513,28 +526,39 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
 
         return min(range(1, MAX_UNITS + 1), key=units_cost)
 
-    def best_c(units: int, duplex: str) -> float:
-        def c_cost(c_s: float) -> float:
-            return cost(params_of(c_s, units, duplex), loaded)
+    def argmin(f: Callable[[float], float], hi: float) -> float:
+        """The least f on [0, hi): a grid of C_GRID steps, then golden section (0.1 ns)
+        between the best step's neighbours."""
+        grid = [hi * k / C_GRID for k in range(C_GRID)]
+        k = min(range(C_GRID), key=lambda i: f(grid[i]))
+        lo, up = grid[max(k - 1, 0)], hi * min(k + 1, C_GRID) / C_GRID
+        while up - lo > 1e-10:
+            m1, m2 = up - (up - lo) / GOLDEN, lo + (up - lo) / GOLDEN
+            lo, up = (lo, m2) if f(m1) <= f(m2) else (m1, up)
+        return min((grid[k], (lo + up) / 2), key=f)
 
-        grid = [c_max * k / C_GRID for k in range(C_GRID)]
-        k = min(range(C_GRID), key=lambda i: c_cost(grid[i]))
-        lo, hi = grid[max(k - 1, 0)], c_max * min(k + 1, C_GRID) / C_GRID
-        while hi - lo > 1e-10:  # golden section to 0.1 ns
-            m1, m2 = hi - (hi - lo) / GOLDEN, lo + (hi - lo) / GOLDEN
-            lo, hi = (lo, m2) if c_cost(m1) <= c_cost(m2) else (m1, hi)
-        return min((grid[k], (lo + hi) / 2), key=c_cost)
-
+    # A turnaround is at most a mixed point's whole time per command.
+    turn_max = max((1 / p.iops for p in loaded if p.job.direction == "mixed"), default=0.0)
     fits = {}
     for duplex in DUPLEX:
-        c_s, units = 0.0, best_units(0.0, duplex)
+        c_s, turn_s = 0.0, 0.0
+        units = best_units(c_s, duplex, turn_s)
         for _ in range(ROUNDS):
-            c_new = best_c(units, duplex)
-            units_new = best_units(c_new, duplex)
-            if (c_new, units_new) == (c_s, units):
+            c_new = argmin(
+                lambda c, n=units, d=duplex, ts=turn_s: cost(params_of(c, n, d, ts), loaded),
+                c_max,
+            )
+            turn_new = 0.0
+            if duplex == "half" and turn_max > 0:
+                turn_new = argmin(
+                    lambda ts, c=c_new, n=units: cost(params_of(c, n, "half", ts), loaded),
+                    turn_max,
+                )
+            units_new = best_units(c_new, duplex, turn_new)
+            if (c_new, units_new, turn_new) == (c_s, units, turn_s):
                 break
-            c_s, units = c_new, units_new
-        fits[duplex] = params_of(c_s, units, duplex)
+            c_s, units, turn_s = c_new, units_new, turn_new
+        fits[duplex] = params_of(c_s, units, duplex, turn_s)
     duplex = min(DUPLEX, key=lambda d: cost(fits[d], by["mixed"]))
     params = {k: v if isinstance(v, str) else round(v) for k, v in fits[duplex].items()}
     flush = [p.fdatasync_ns for p in points if p.fdatasync_ns is not None]

@@ -39,7 +39,11 @@
 //! (drivers/nvme/host/pci.c `nvme_map_data`; a virtio disk's descriptor chain,
 //! drivers/block/virtio_blk.c `virtblk_add_req`) and the device's fetch of that list, or a
 //! backend request's fixed cost; it caps a pipe at `1 / (c + L / rate)` commands a second,
-//! which the rates alone (fitted on large requests) do not see at mid sizes.
+//! which the rates alone (fitted on large requests) do not see at mid sizes. `turnaround`
+//! (default 0; half duplex only): a busy pipe, after a transfer, waits this long before a
+//! transfer in the other direction (an idle pipe has turned meanwhile), as a bus turnaround
+//! or a die switching between reading and programming (an estimate of the mechanism, fitted by `vmio calibrate` from mixed
+//! loads: a cloud disk here lost half its throughput when reads and writes were mixed).
 //!
 //! **Rules.** Every resource is FIFO in the order commands become ready for it: the model
 //! keeps its own time-ordered stages (a read's unit work ending, a write's data arriving, a
@@ -49,7 +53,9 @@
 //!
 //! ```text
 //! pipe(d) = the pipe of direction d (duplex = "full"); the one pipe (duplex = "half")
-//! transfer(ready, L, d): start = max(ready, pipe(d) free, link free)
+//! transfer(ready, L, d): start = max(ready, pipe(d) free [+ turnaround if pipe(d) is busy
+//!                                   at ready and its last transfer was of the other
+//!                                   direction], link free)
 //!                        pipe(d) free = start + c + L/rate_d; link free = start + L/link_rate
 //!                        -> start + t(L, d)
 //! unit(ready, a):        the unit free first: start = max(ready, its free time); busy a
@@ -73,7 +79,9 @@
 //! bytes per second. `duplex = "full"`: each direction at most `1 / (c + L / rate_d)`
 //! commands a second on its own pipe, so a mix adds both; `"half"`: a mix with a read
 //! fraction p of the commands at most `1 / (c + p L / read_rate + (1 - p) L / write_rate)`
-//! commands a second in all (the one pipe's time per command). With a buffer, a write at QD1 on an idle device takes `t`; once the
+//! commands a second in all (the one pipe's time per command), and with `turnaround` s and
+//! directions drawn independently (fio's rwmixread) `1 / (c + p L / read_rate + (1 - p) L /
+//! write_rate + 2 p (1 - p) s)`: a saturated pipe turns on 2 p (1 - p) of its commands. With a buffer, a write at QD1 on an idle device takes `t`; once the
 //! buffer is full, acknowledgements come at the drain rate `N / write_latency` per command.
 //! Out-of-range commands are served like in-range ones (the engine validates ranges).
 
@@ -154,6 +162,13 @@ pub const ENTRY: ModelEntry = Entry {
             help: "a command's set-up on its data pipe before its bytes (PRP/SGL and DMA set-up; a backend request's fixed cost)",
         },
         ParamSpec {
+            name: "turnaround",
+            kind: DURATION,
+            default: Value::Int(0),
+            unit: "ns",
+            help: "duplex = half: how long the one pipe, after a transfer, waits before one in the other direction (a die's switch between reading and programming; a backend's change of direction); unused with full",
+        },
+        ParamSpec {
             name: "write_buffer",
             kind: Kind::SIZE,
             default: Value::Int(0),
@@ -221,6 +236,7 @@ pub struct FlashParams {
     pub link_rate_bps: u64,
     pub duplex: Duplex,
     pub transfer_overhead_ns: Ns,
+    pub turnaround_ns: Ns,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     pub queue_depth: u64,
@@ -245,6 +261,7 @@ impl FlashParams {
                 _ => Duplex::Full,
             },
             transfer_overhead_ns: v.int("transfer_overhead"),
+            turnaround_ns: v.int("turnaround"),
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             queue_depth: v.int("queue_depth"),
@@ -270,8 +287,10 @@ pub struct Flash {
     p: FlashParams,
     /// When each unit is next free (a min-heap of `units` times).
     unit_free: BinaryHeap<Reverse<Ns>>,
-    /// When each data pipe is next free (`Duplex::pipe` indexes them).
+    /// When each data pipe is next free (`Duplex::pipe` indexes them), and the direction of
+    /// its last transfer (true: read).
     pipe_free: [Ns; 2],
+    pipe_read: [Option<bool>; 2],
     link_free: Ns,
     /// Internal steps keyed by (time, order booked).
     stages: MinHeap<Stage>,
@@ -294,6 +313,7 @@ impl Flash {
             name: name.to_string(),
             unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
             pipe_free: [0; 2],
+            pipe_read: [None; 2],
             link_free: 0,
             stages: MinHeap::with_capacity(p.queue_depth as usize * 2),
             seq: 0,
@@ -321,9 +341,17 @@ impl Flash {
             _ => self.p.write_rate_bps,
         };
         let c = self.p.transfer_overhead_ns;
-        let pipe = &mut self.pipe_free[self.p.duplex.pipe(op)];
-        let start = ready.max(*pipe).max(self.link_free);
-        *pipe = start + c + transfer_ns(len, rate);
+        let i = self.p.duplex.pipe(op);
+        let read = matches!(op, Op::Read);
+        // A busy pipe turning to the other direction waits `turnaround` after its last
+        // transfer (only the half-duplex pipe ever carries both; an idle one has turned).
+        let turn = match self.pipe_read[i] {
+            Some(last) if last != read && self.pipe_free[i] > ready => self.p.turnaround_ns,
+            _ => 0,
+        };
+        self.pipe_read[i] = Some(read);
+        let start = ready.max(self.pipe_free[i] + turn).max(self.link_free);
+        self.pipe_free[i] = start + c + transfer_ns(len, rate);
         self.link_free = start + transfer_ns(len, self.p.link_rate_bps);
         start + c + transfer_ns(len, rate.min(self.p.link_rate_bps))
     }
@@ -745,6 +773,45 @@ mod tests {
         );
         let want = l / (100e-6 + 0.5 * l / r + 0.5 * l / w);
         assert!(close(got, want, 0.005), "{got} vs {want}");
+    }
+
+    #[test]
+    fn a_busy_half_duplex_pipe_waits_its_turnaround_before_changing_direction() {
+        // A 1 MiB write and a 64 KiB read at 0: the write's transfer holds the pipe until
+        // w = L / write_rate; the read's unit work ends at 80 us, while the pipe is busy,
+        // so its transfer starts at w + 1 ms. An idle pipe has turned: a write after the
+        // read, once everything is done, pays nothing.
+        let table = "duplex = \"half\"\nturnaround = \"1ms\"";
+        let (big, len) = (1u64 << 20, 65536);
+        let w = transfer_ns(big, 2_000_000_000);
+        let r = transfer_ns(len, 3_000_000_000);
+        let mut d = flash(table);
+        d.submit(0, cmd(1, Op::Write, big));
+        let read_done = one(&mut d, 0, 2, Op::Read, 0, len, false);
+        assert_eq!(read_done, w + 1_000 * US + r);
+        let later = read_done + 10 * US;
+        let write_done = one(&mut d, later, 3, Op::Write, 0, len, false);
+        assert_eq!(
+            write_done,
+            later + transfer_ns(len, 2_000_000_000) + 20 * US
+        );
+        // Full duplex: a pipe per direction never turns, whatever the turnaround; the read
+        // waits only for the shared link, which the write holds for L / link_rate.
+        let mut d = flash("turnaround = \"1ms\"");
+        d.submit(0, cmd(1, Op::Write, big));
+        let read_done = one(&mut d, 0, 2, Op::Read, 0, len, false);
+        assert_eq!(read_done, transfer_ns(big, 4_000_000_000) + r);
+    }
+
+    /// A command at offset 0 (for `Device::submit`).
+    fn cmd(tag: u64, op: Op, len: u64) -> DevCmd {
+        DevCmd {
+            tag,
+            op,
+            offset_bytes: 0,
+            len_bytes: len,
+            fua: false,
+        }
     }
 
     #[test]
