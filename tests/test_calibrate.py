@@ -360,6 +360,9 @@ def test_ctrl_c_removes_the_temporary_target_file(tmp_path: Path, shm_file: Path
         [*cmd, "--size", "32m", "-o", str(tmp_path / "cal")],
         stderr=subprocess.PIPE,
         text=True,
+        # A shell running the tests in the background ignores SIGINT, and its children
+        # inherit that (Python then installs no handler): give the child a terminal's default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     t0 = time.monotonic()
     while "written in" not in (line := proc.stderr.readline()):
