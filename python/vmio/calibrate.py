@@ -693,13 +693,27 @@ def fio_args(job: Job, target: Target, runtime_ms: int | None) -> list[str]:
     return args + ([] if target.writes else ["--readonly"])
 
 
-def run_fio(args: list[str], name: str) -> dict[str, Any]:
-    """Run fio; its first JSON job (a failure: CalibrateError with fio's first error line)."""
-    r = subprocess.run(args, capture_output=True, text=True, check=False)
+def fio_json(args: Sequence[str], name: str) -> str:
+    """Run fio; the text of its JSON output (a failure: CalibrateError with fio's first error
+    line)."""
+    r = subprocess.run(list(args), capture_output=True, text=True, check=False)
     if r.returncode != 0 or "{" not in r.stdout:
         lines = r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}"
         raise CalibrateError(f"fio job {name} failed: {lines.splitlines()[0]}")
-    return json.loads(r.stdout[r.stdout.find("{") :])["jobs"][0]
+    return r.stdout[r.stdout.find("{") :]
+
+
+def run_fio(args: list[str], name: str) -> dict[str, Any]:
+    """Run fio; its first JSON job (a failure: CalibrateError with fio's first error line)."""
+    return json.loads(fio_json(args, name))["jobs"][0]
+
+
+def write_through(path: Path, size: int, direct: int) -> None:
+    """Write `[0, size)` of `path` once, sequentially (WRITE_THROUGH), so that reads find
+    written blocks and writes overwrite (module doc)."""
+    opts = WRITE_THROUGH.options(size, None, direct)
+    args = ["fio", f"--name={WRITE_THROUGH.name}", f"--filename={path}"]
+    fio_json([*args, *(f"--{k}={v}" for k, v in opts), "--output-format=json"], "write-through")
 
 
 class Schedule:
@@ -984,7 +998,7 @@ def run(
                     f"vmio: note: {t.path} refuses O_DIRECT (EINVAL): measured with "
                     "direct=0 (the page cache is part of what is measured)\n"
                 )
-            run_fio(fio_args(WRITE_THROUGH, t, None), WRITE_THROUGH.name)
+            write_through(t.path, t.size_bytes, t.direct)
             stream.write(f"vmio: calibrate: written in {format_duration(time.monotonic() - t0)}\n")
         deadline = start + budget - SIM_RESERVE_S * len(jobs)
         points = measure(t, jobs, Schedule(deadline), stream)
@@ -1045,24 +1059,14 @@ examples:
 """
 
 
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (0 < value <= MAX_BUDGET_S):
-        raise argparse.ArgumentTypeError(
-            f"'{text[:40]}' is not a number of seconds in (0, {MAX_BUDGET_S:.0f}]"
-        )
-    return value
-
-
 def add_parser(
     sub: argparse._SubParsersAction,
     parser_class: type[argparse.ArgumentParser],
     formatter_class: type[argparse.HelpFormatter],
 ) -> None:
     """Add `vmio calibrate TARGET` to the subcommands `sub`."""
+    from vmio.cli import _seconds_in
+
     c = sub.add_parser(
         "calibrate",
         help="measure this machine's disk with fio and fit the flash device model",
@@ -1090,7 +1094,7 @@ def add_parser(
     c.add_argument("--quick", action="store_true", help="a subset in short runs (60 s budget)")
     c.add_argument(
         "--budget",
-        type=_budget,
+        type=_seconds_in(0, MAX_BUDGET_S),  # the battery's own minimum: check_budget
         metavar="S",
         help=f"seconds for the whole run (default {DEFAULT_BUDGET_S:.0f}, --quick "
         f"{QUICK_BUDGET_S:.0f})",

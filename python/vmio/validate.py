@@ -44,7 +44,6 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vmio import compare
-from vmio.calibrate import direct_ok
+from vmio.calibrate import direct_ok, fio_json, write_through
 from vmio.progress import Progress
 from vmio.sim import VmioError, read_text, simulate_text
 
@@ -154,39 +153,9 @@ def heldout(seed: int, n: int) -> list[Workload]:
     return out
 
 
-def run_fio(args: Sequence[str]) -> str:
-    """fio's JSON output of a command line; a failure is a VmioError with fio's message."""
-    r = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
-        raise VmioError(f"fio failed ({' '.join(args[:3])} ...): {msg[-1] if msg else '?'}")
-    start = r.stdout.find("{")
-    if start < 0:
-        raise VmioError("fio printed no JSON")
-    return r.stdout[start:]
-
-
 def fio_args(w: Workload, target: Path, runtime_s: float, size: int, direct: bool) -> list[str]:
     opts = [("name", w.name), ("filename", str(target)), *w.options(runtime_s, size, direct)]
     return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
-
-
-def lay_out(target: Path, size: int, direct: bool) -> None:
-    """Write `target` through once (1 MiB sequential writes) so reads find written blocks and
-    writes overwrite, as the calibration's file was."""
-    args = [
-        "fio",
-        "--name=layout",
-        f"--filename={target}",
-        f"--size={size}",
-        "--rw=write",
-        "--bs=1m",
-        "--ioengine=libaio",
-        "--iodepth=8",
-        f"--direct={1 if direct else 0}",
-        "--output-format=json",
-    ]
-    run_fio(args)
 
 
 @dataclass(frozen=True)
@@ -215,14 +184,14 @@ def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
         len(plan.workloads) * (plan.repeat + 1), title="validate", stream=progress or sys.stderr
     )
     try:
-        lay_out(plan.target, plan.size, direct)
+        write_through(plan.target, plan.size, int(direct))
         for w in plan.workloads:
             job = w.job_text(plan.runtime_s, plan.size, direct)
             text = simulate_text(stack_text, str(plan.stack), job, f"{w.name}.fio", plan.seed)
             (out / "sim" / f"{w.name}.json").write_text(text, encoding="utf-8")
             bar.advance(f"sim {w.name}")
             for k in range(1, plan.repeat + 1):
-                real = run_fio(fio_args(w, plan.target, plan.runtime_s, plan.size, direct))
+                real = fio_json(fio_args(w, plan.target, plan.runtime_s, plan.size, direct), w.name)
                 (out / "real" / f"{w.name}.rep{k}.json").write_text(real, encoding="utf-8")
                 bar.advance(f"fio {w.name} rep {k}")
     finally:
