@@ -3,8 +3,9 @@ disk under each directory the run used.
 
 Sources: Linux's /proc/cpuinfo (`model name`, x86; `Hardware`/`cpu model` elsewhere),
 /proc/meminfo (`MemTotal`, kB), uname(2) (`release`), `fio --version`; the disk comes from
-`vmio.machineprofile.disk_of` (/proc/mounts, /sys/dev/block/<major:minor>/queue: rotational,
-scheduler, nr_requests, write_cache; block/blk-sysfs.c).
+`vmio.machineprofile.disk_of`, or `disk_of_device` for a block device node (/proc/mounts,
+/sys/dev/block/<major:minor>/queue: rotational, scheduler, nr_requests, write_cache;
+block/blk-sysfs.c).
 
     describe(paths) = {cpu, cores, memory_bytes, kernel, fio, disks: [disk_of(p) for p in
                        sorted(paths)]}            keys always in this order, disks by path
@@ -52,37 +53,15 @@ def _read(path: str) -> str:
         return ""
 
 
-def _block_device(path: Path) -> dict[str, Any]:
-    """A block device `path` itself (/sys/dev/block/<major:minor> of its st_rdev; a
-    partition's queue is its disk's)."""
-    rdev = os.stat(path).st_rdev
-    part = Path(f"/sys/dev/block/{os.major(rdev)}:{os.minor(rdev)}").resolve()
-    whole = part.parent if (part / "partition").is_file() else part
-    q = whole / "queue"
-    sched = machineprofile._sys(q / "scheduler")
-    return {
-        "path": str(path),
-        "mount": "",
-        "fstype": "",
-        "source": str(path),
-        "device": part.name,
-        "model": machineprofile.disk_model(whole),
-        "size_bytes": int(machineprofile._sys(part / "size", "0")) * 512,
-        "rotational": machineprofile._sys(q / "rotational") == "1",
-        "scheduler": sched[sched.find("[") + 1 : sched.find("]")] if "[" in sched else sched,
-        "nr_requests": int(machineprofile._sys(q / "nr_requests", "0")),
-        "write_cache": machineprofile._sys(q / "write_cache"),
-    }
-
-
 def disk(path: Path) -> dict[str, Any]:
     """The filesystem and disk under `path` (a directory, or a file's directory), or the
     block device `path` is."""
-    if path.is_block_device():
-        return _block_device(path)
     directory = path if path.is_dir() else path.parent
     try:
-        d = machineprofile.disk_of(directory)
+        if path.is_block_device():
+            d = machineprofile.disk_of_device(path)
+        else:
+            d = machineprofile.disk_of(directory)
     except machineprofile.ProfileError:
         mnt, fstype, source, _ = machineprofile.mount_of(directory)
         return {"path": str(path), "mount": mnt, "fstype": fstype, "source": source, "device": ""}
