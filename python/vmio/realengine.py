@@ -69,7 +69,8 @@ A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
     random seeds are its defaults), notes [...], server (serve mode: `vmio serve`'s final
     per-export statistics); every job carries `vmio_vm`, as the simulator's
 
-Images `DIR/<device>.img` are written through once (1 MiB writes, then fsync) so reads hit
+Images `DIR/<device>.img` are written through once (`vmio.calibrate.write_through`: fio's
+sequential 1 MiB writes, O_DIRECT where the file takes it) so reads hit
 written blocks, and reused by later points and runs while their size is `--real-size`.
 """
 
@@ -292,15 +293,13 @@ def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tupl
 def image(path: Path, size: int) -> None:
     """`path` as a file of `size` bytes written through once (module doc); kept when it is
     already that size."""
+    from vmio.calibrate import direct_ok, write_through  # calibrate imports vmio's top
+
     if path.is_file() and path.stat().st_size == size:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    chunk = os.urandom(MIB)
-    with open(path, "wb") as f:
-        for _ in range(size // MIB):
-            f.write(chunk)
-        f.write(chunk[: size % MIB])
-        os.fsync(f.fileno())
+    path.write_bytes(b"")
+    write_through(path, size, int(direct_ok(path)))
 
 
 def _volume_devices(stack: Mapping[str, Any], volume: str) -> list[dict[str, Any]]:
