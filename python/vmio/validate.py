@@ -52,6 +52,7 @@ from typing import TextIO
 
 from vmio import compare
 from vmio.calibrate import direct_ok, fio_json, write_through
+from vmio.machineprofile import fio_missing
 from vmio.progress import Progress
 from vmio.sim import VmioError, read_text, simulate_text
 
@@ -69,6 +70,9 @@ BATTERY_SEQ_DEPTHS = (1, 8, 32)
 BATTERY_RAND_DEPTHS = (1, 2, 4, 8, 16, 32)
 BATTERY_MIX_DEPTHS = (1, 8)
 BATTERY_DUPLEX = (50, (64 * KIB, 256 * KIB), 8)  # sequential rw: read share, sizes, depth
+
+MAX_POINTS = 400
+"""The most held-out workloads one draw gives (`--points`)."""
 
 TARGETS = {"median": 0.15, "p90": 0.30}
 """The issue's bounds on absolute relative errors of bandwidth and of mean latency."""
@@ -134,8 +138,10 @@ class Workload:
 
 def heldout(seed: int, n: int) -> list[Workload]:
     """`n` distinct held-out workloads of the family (module doc), drawn with `seed`."""
-    if n > 400:
-        raise VmioError(f"--points {n}: at most 400 held-out workloads; accepted: 1..400")
+    if n > MAX_POINTS:
+        raise VmioError(
+            f"--points {n}: at most {MAX_POINTS} held-out workloads; accepted: 1..{MAX_POINTS}"
+        )
     rng = random.Random(seed)
     out: list[Workload] = []
     seen: set[Workload] = set()
@@ -171,8 +177,8 @@ class Plan:
 
 def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
     """Simulate and run every held-out workload of `plan` into `out`/sim and `out`/real."""
-    if shutil.which("fio") is None:
-        raise VmioError("'fio' is not installed (apt-get install fio)")
+    if (why := fio_missing()) is not None:
+        raise VmioError(why)
     stack_text = read_text(plan.stack, "stack file")
     (out / "sim").mkdir(parents=True, exist_ok=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
@@ -349,13 +355,10 @@ def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparis
     do) and compare them with the recorded real figures."""
     rec = doc["parts"][part]
     wanted = set(rec["workloads"])
-    n = 0
-    workloads: list[Workload] = []
-    while len(workloads) < len(wanted):
-        n += 1
-        if n > 400:
-            raise VmioError(f"recorded {part} workloads are not of the family (seed {doc['seed']})")
-        workloads = [w for w in heldout(doc["seed"], n) if w.name in wanted]
+    # A shorter draw is a prefix of a longer one: the longest holds every recorded workload.
+    workloads = [w for w in heldout(doc["seed"], MAX_POINTS) if w.name in wanted]
+    if len(workloads) < len(wanted):
+        raise VmioError(f"recorded {part} workloads are not of the family (seed {doc['seed']})")
     stack_text = doc["stack"]
     if part == "raid0":
         tmp = sim_dir / "calibrated.toml"
@@ -415,10 +418,10 @@ def add_parser(
     v.add_argument("--seed", type=_seed, default=1, metavar="N", help="family seed (default 1)")
     v.add_argument(
         "--points",
-        type=_int_in(1, 400),
+        type=_int_in(1, MAX_POINTS),
         default=None,
         metavar="N",
-        help="held-out workloads, 1..400 (default 24; --quick 8)",
+        help=f"held-out workloads, 1..{MAX_POINTS} (default 24; --quick 8)",
     )
     v.add_argument(
         "--repeat",
@@ -452,7 +455,7 @@ def add_parser(
     )
     v.add_argument(
         "--raid0",
-        type=_int_in(0, 400),
+        type=_int_in(0, MAX_POINTS),
         default=None,
         metavar="N",
         help="also run the first N held-out workloads on a raid0 of two files of TARGET's disk "
