@@ -66,7 +66,7 @@ KNOWN = {
 def synthetic(params: dict[str, int], job: Job) -> Point:
     """The point the flash model's closed forms give for `job` (as fio would report it)."""
     if job.fdatasync:
-        flush = params["flush_latency"]
+        flush = calibrate.predicted(params, job)[1]
         w = Side(1e9 / flush, 4 * KIB * 1e9 / flush, 1.0, 1.0, 1.0)
         return Point(job, 1 << 30, 1.0, None, w, flush, {})
     x = calibrate.throughput(params, job)
@@ -129,6 +129,70 @@ def test_the_fit_recovers_known_parameters_from_closed_form_measurements(quick: 
     # And the fitted model reproduces every point.
     sm = calibrate.summary(got.params, points, None)
     assert sm["bw_model"] < 1e-6 and sm["lat_model"] < 1e-6
+
+
+def test_the_processor_bound_is_the_lone_commands_round_trip_at_q1_and_one_over_k_at_depth():
+    b, k, r0 = 40e-6, 10e-6, 50e-6
+    # No processor: the queue or the cap.
+    assert calibrate.processor_x(8, 0.0, 0.0, r0, 1e9) == pytest.approx(8 / r0)
+    assert calibrate.processor_x(8, 0.0, 0.0, r0, 1e4) == 1e4
+    # One command: a batch of one, b + k, then the rest.
+    assert calibrate.processor_x(1, b, k, r0, 1e9) == pytest.approx(1 / (b + k + r0))
+    xs = [calibrate.processor_x(q, b, k, r0, 1e9) for q in (1, 2, 4, 8, 16, 32, 256)]
+    # Throughput grows with depth, and gradually: at q = 2 less than twice q = 1's, as the
+    # second command waits for the first's batch.
+    assert all(x1 < x2 for x1, x2 in zip(xs, xs[1:], strict=False))
+    assert xs[1] < 1.9 * xs[0]
+    # At depth batches are long and b is shared: close to 1 / k, never above.
+    assert 0.9 / k < xs[-1] <= 1 / k
+    # A cap below all that binds.
+    assert calibrate.processor_x(32, b, k, r0, 5e4) == pytest.approx(5e4)
+
+
+def test_the_rates_are_the_line_through_every_saturated_point():
+    # Two saturated reads on the line 1 / X = 7 us + L / 1 GB/s, and a third 10 % slower:
+    # the least relative squares put the rate between, and for c = 7 us exactly the line's
+    # when the outlier is left out.
+    line = [(64 * KIB, 8), (1 * MIB, 32)]
+    pts = [
+        Point(
+            Job(f"r{bs}", "read", bs, q),
+            1 << 30,
+            1.0,
+            Side(1 / (7e-6 + bs / 1e9), bs / (7e-6 + bs / 1e9), 1.0, 1.0, 1.0),
+            None,
+            None,
+            {},
+        )
+        for bs, q in line
+    ]
+    d = calibrate._Direction.of(pts, "read")
+    assert d.rate(7e-6) == pytest.approx(1e9)
+    slow = replace(pts[1], read=replace(pts[1].read, iops=pts[1].read.iops / 1.1))
+    rate = calibrate._Direction.of([pts[0], slow], "read").rate(7e-6)
+    assert 1e9 / 1.1 < rate < 1e9
+
+
+def test_a_device_with_a_batching_processor_is_fitted_to_every_point():
+    known = {
+        **KNOWN,
+        "units": 64,
+        "read_latency": 40_000,
+        "transfer_overhead": 2_000,
+        "batch_overhead": 40_000,
+        "command_overhead": 8_000,
+    }
+    points = [synthetic(known, j) for j in calibrate.battery()]
+    got = calibrate.fit(points, known["capacity"], known["queue_depth"]).params
+    assert got["batch_overhead"] > 0 and got["command_overhead"] > 0
+    # The parameters are not unique (units matter little behind a processor), the figures
+    # are: every point within 1 %, the fdatasync's too.
+    sm = calibrate.summary(got, points, None)
+    assert sm["bw_model"] < 0.01 and sm["lat_model"] < 0.01
+    flush = Job("f", "randwrite", 4 * KIB, 1, fdatasync=True)
+    assert calibrate.predicted(got, flush)[1] == pytest.approx(
+        calibrate.predicted(known, flush)[1], rel=0.01
+    )
 
 
 def test_the_units_follow_the_loaded_points_in_log_terms():
