@@ -60,6 +60,8 @@
 //!   of the whole file (every section's `numjobs` added up); a simulation checks the same
 //!   limit over all VMs together.
 
+pub mod pace;
+
 use crate::units::{parse_duration_ns, parse_size, quote};
 use crate::{Ns, SEC};
 use serde::Serialize;
@@ -343,6 +345,9 @@ pub struct JobSpec {
     /// fio's `cpus_allowed_policy=split`: clone k gets the k-th CPU of `cpus_allowed` alone
     /// (`shared`, the default: every clone may use the whole set).
     pub cpus_allowed_split: bool,
+    /// fiopace: rate, thinktime, startdelay, iodepth batching, random_distribution,
+    /// percentage_random and verify ([`pace`]).
+    pub pace: pace::Pace,
 }
 
 impl JobSpec {
@@ -406,6 +411,7 @@ impl Default for JobSpec {
             cpu_work_ns: None,
             cpus_allowed: None,
             cpus_allowed_split: false,
+            pace: pace::Pace::default(),
         }
     }
 }
@@ -1076,6 +1082,9 @@ impl Parser<'_> {
             }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}
+            // fiopace: options that change when and where a job issues (fio/pace.rs).
+            k if pace::OPTIONS.contains(&k) => pace::apply(&mut j.pace, k, value)
+                .map_err(|accepted| self.bad(line, key, value, &accepted))?,
             _ => self.ignore(key, line),
         }
         Ok(())
