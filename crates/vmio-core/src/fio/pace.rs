@@ -78,7 +78,10 @@ pub enum Distribution {
     Normal { dev: f64, center: Option<f64> },
     /// Zones per direction [read, write]; sizes in percent (`zoned`) or bytes (`zoned_abs`).
     #[serde(rename = "zoned")]
-    Zoned { zones: [Vec<Zone>; 2], absolute: bool },
+    Zoned {
+        zones: [Vec<Zone>; 2],
+        absolute: bool,
+    },
 }
 
 impl Distribution {
@@ -161,8 +164,23 @@ impl Default for Pace {
 
 /// fio's verify methods (`verify=` in `options.c`); `0`/`none` turn it off.
 pub const VERIFY_METHODS: &[&str] = &[
-    "md5", "crc64", "crc32", "crc32c", "crc32c-intel", "crc16", "crc7", "sha1", "sha256",
-    "sha512", "sha3-224", "sha3-256", "sha3-384", "sha3-512", "xxhash", "meta", "pattern",
+    "md5",
+    "crc64",
+    "crc32",
+    "crc32c",
+    "crc32c-intel",
+    "crc16",
+    "crc7",
+    "sha1",
+    "sha256",
+    "sha512",
+    "sha3-224",
+    "sha3-256",
+    "sha3-384",
+    "sha3-512",
+    "xxhash",
+    "meta",
+    "pattern",
     "null",
 ];
 
@@ -209,9 +227,12 @@ pub fn apply(p: &mut Pace, key: &str, value: Option<&str>) -> Result<(), String>
     let v = value.unwrap_or("").trim();
     let err = |accepted: &str| accepted.to_string();
     match key {
-        "rate" => p.rate_bps = pair(v, p.rate_bps, |s| parse_size(s).ok()).ok_or(err(ACCEPT_RATE))?,
+        "rate" => {
+            p.rate_bps = pair(v, p.rate_bps, |s| parse_size(s).ok()).ok_or(err(ACCEPT_RATE))?
+        }
         "rate_min" | "ratemin" => {
-            p.rate_min_bps = pair(v, p.rate_min_bps, |s| parse_size(s).ok()).ok_or(err(ACCEPT_RATE))?
+            p.rate_min_bps =
+                pair(v, p.rate_min_bps, |s| parse_size(s).ok()).ok_or(err(ACCEPT_RATE))?
         }
         "rate_iops" => p.rate_iops = pair(v, p.rate_iops, int).ok_or(err(ACCEPT_COUNT_PAIR))?,
         "rate_iops_min" => {
@@ -409,7 +430,11 @@ fn parse_zones(text: &str, absolute: bool) -> Option<[Vec<Zone>; 2]> {
             });
         }
         let access: u32 = zones.iter().map(|z| z.access_pct).sum();
-        let sized: u64 = zones.iter().filter(|z| z.size != u64::MAX).map(|z| z.size).sum();
+        let sized: u64 = zones
+            .iter()
+            .filter(|z| z.size != u64::MAX)
+            .map(|z| z.size)
+            .sum();
         if zones.is_empty() || access != 100 || (!absolute && sized > 100) {
             return None;
         }
@@ -489,10 +514,15 @@ impl Pacer {
 
     /// Whether any rule is set (a job without one skips the pacer).
     pub fn is_active(&self) -> bool {
-        self.bps != [0; 2]
-            || self.think_ns > 0
-            || self.min_bps != [0; 2]
-            || self.min_iops != [0; 2]
+        self.bps != [0; 2] || self.think_ns > 0 || self.min_bps != [0; 2] || self.min_iops != [0; 2]
+    }
+
+    /// The ramp ended: fio's `reset_io_counters` starts the rate over from the new epoch.
+    pub fn restart(&mut self) {
+        self.issued_bytes = [0; 2];
+        self.next_ns = [0; 2];
+        self.last_ns = [0; 2];
+        self.checked = [None; 2];
     }
 
     /// fio's `rate_ddir`: may an I/O of direction `dir` (0 read, 1 write) go at `now` (since
@@ -533,7 +563,11 @@ impl Pacer {
         if self.think_ns == 0 {
             return None;
         }
-        let b = if self.think_on_issue { issued } else { completed };
+        let b = if self.think_on_issue {
+            issued
+        } else {
+            completed
+        };
         if b < self.think_last + self.think_blocks {
             return None;
         }
@@ -627,7 +661,10 @@ mod tests {
     #[test]
     fn rate_takes_one_value_for_both_directions_or_a_read_write_pair() {
         assert_eq!(parsed(&[("rate", "1m")]).rate_bps, [1 << 20, 1 << 20]);
-        assert_eq!(parsed(&[("rate", "500k,1m")]).rate_bps, [500 << 10, 1 << 20]);
+        assert_eq!(
+            parsed(&[("rate", "500k,1m")]).rate_bps,
+            [500 << 10, 1 << 20]
+        );
         assert_eq!(parsed(&[("rate", ",1m")]).rate_bps, [0, 1 << 20]);
         assert_eq!(parsed(&[("rate_iops", "100,")]).rate_iops, [100, 0]);
         assert_eq!(parsed(&[("rate_iops", "1,2,3")]).rate_iops, [1, 2]);
@@ -640,7 +677,11 @@ mod tests {
 
     #[test]
     fn thinktime_is_microseconds_when_bare_and_startdelay_seconds() {
-        let p = parsed(&[("thinktime", "250"), ("thinktime_spin", "1ms"), ("startdelay", "2-5")]);
+        let p = parsed(&[
+            ("thinktime", "250"),
+            ("thinktime_spin", "1ms"),
+            ("startdelay", "2-5"),
+        ]);
         assert_eq!(p.thinktime_ns, 250 * US);
         assert_eq!(p.thinktime_spin_ns, crate::MS);
         assert_eq!(p.startdelay_ns, (2 * SEC, 5 * SEC));
@@ -656,18 +697,46 @@ mod tests {
     #[test]
     fn distributions_follow_fios_defaults_and_ranges() {
         let d = |v: &str| parse_distribution(v);
-        assert_eq!(d("zipf"), Some(Distribution::Zipf { theta: 1.1, center: None }));
+        assert_eq!(
+            d("zipf"),
+            Some(Distribution::Zipf {
+                theta: 1.1,
+                center: None
+            })
+        );
         assert_eq!(
             d("zipf:1.2:0.5"),
-            Some(Distribution::Zipf { theta: 1.2, center: Some(0.5) })
+            Some(Distribution::Zipf {
+                theta: 1.2,
+                center: Some(0.5)
+            })
         );
-        assert_eq!(d("zipf:1"), None, "fio: zipf theta must be different than 1.0");
-        assert_eq!(d("pareto"), Some(Distribution::Pareto { h: 0.2, center: None }));
+        assert_eq!(
+            d("zipf:1"),
+            None,
+            "fio: zipf theta must be different than 1.0"
+        );
+        assert_eq!(
+            d("pareto"),
+            Some(Distribution::Pareto {
+                h: 0.2,
+                center: None
+            })
+        );
         assert_eq!(d("pareto:1.0"), None);
-        assert_eq!(d("normal:5"), Some(Distribution::Normal { dev: 5.0, center: None }));
+        assert_eq!(
+            d("normal:5"),
+            Some(Distribution::Normal {
+                dev: 5.0,
+                center: None
+            })
+        );
         assert_eq!(d("gauss:100"), None);
         assert_eq!(d("zipf:1.2:2"), None, "center is in [0, 1]");
-        let z = |a, s| Zone { access_pct: a, size: s };
+        let z = |a, s| Zone {
+            access_pct: a,
+            size: s,
+        };
         assert_eq!(
             d("zoned:50/10:50/90"),
             Some(Distribution::Zoned {
@@ -683,7 +752,10 @@ mod tests {
         assert_eq!(
             d("zoned_abs:60/1m:40/4m,90/4k:10/8k"),
             Some(Distribution::Zoned {
-                zones: [vec![z(60, 1 << 20), z(40, 4 << 20)], vec![z(90, 4096), z(10, 8192)]],
+                zones: [
+                    vec![z(60, 1 << 20), z(40, 4 << 20)],
+                    vec![z(90, 4096), z(10, 8192)]
+                ],
                 absolute: true
             })
         );
@@ -733,7 +805,10 @@ mod tests {
         let mean = sum / n as f64;
         let sd = (sum2 / n as f64 - mean * mean).sqrt();
         assert!((mean - 1.0).abs() < 0.01, "mean {mean} ms");
-        assert!((sd - 1.0).abs() < 0.02, "an exponential's sd is its mean: {sd}");
+        assert!(
+            (sd - 1.0).abs() < 0.02,
+            "an exponential's sd is its mean: {sd}"
+        );
         // P(gap < mean) = 1 - 1/e.
         let frac = below_mean as f64 / n as f64;
         assert!((frac - (1.0 - (-1.0f64).exp())).abs() < 0.01, "{frac}");
@@ -768,7 +843,9 @@ mod tests {
         );
         assert_eq!(pacer.min_rate_missed(3 * SEC, [3 * mib, 0], [1, 0]), None);
         assert_eq!(
-            pacer.min_rate_missed(4 * SEC, [3 * mib + mib / 2, 0], [1, 0]).as_deref(),
+            pacer
+                .min_rate_missed(4 * SEC, [3 * mib + mib / 2, 0], [1, 0])
+                .as_deref(),
             Some("rate_min=1048576B/s not met, got 524288B/s")
         );
     }
