@@ -1723,8 +1723,8 @@ mod tests {
     #[test]
     fn unmodelled_options_are_reported_once_with_their_first_line() {
         let f = parse(
-            "[global]\ngroup_reporting\nthread\n[a]\nverify=crc32c\ngroup_reporting\n\
-             description=x\n[b]\nverify=md5\nlat_percentiles=1\n",
+            "[global]\ngroup_reporting\nthread\n[a]\nzero_buffers\ngroup_reporting\n\
+             description=x\n[b]\nzero_buffers=1\nlat_percentiles=1\n",
         );
         let names: Vec<(&str, usize)> = f
             .ignored
@@ -1736,7 +1736,7 @@ mod tests {
             vec![
                 ("group_reporting", 2),
                 ("thread", 3),
-                ("verify", 5),
+                ("zero_buffers", 5),
                 ("lat_percentiles", 10)
             ]
         );

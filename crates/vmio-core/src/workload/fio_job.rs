@@ -40,9 +40,11 @@
 //! returned even after the last I/O, so every group of `fsync` writes is followed by its
 //! fsync; on files the job stops at its bytes first, as fio's `do_io` does.
 
+use super::distribution::{self, OffsetDraw};
 use super::fio_files::{self, FileJob};
 use super::perm::Permutation;
 use super::{FileDecl, FileOp, Step, Workload, WorkloadError};
+use crate::fio::pace::Distribution;
 use crate::fio::JobSpec;
 use crate::request::{Extent, Op};
 use crate::rng::Rng;
@@ -141,6 +143,8 @@ struct Pattern {
     align: u64,
     random: bool,
     norandommap: bool,
+    /// fio's `percentage_random` per direction [read, write].
+    perc_random: [u32; 2],
 }
 
 /// The offsets of one region: the job's span of a disk, or one file's `[offset, offset +
@@ -154,12 +158,14 @@ pub(super) struct Region {
     perm: Permutation,
     perm_next: u64,
     blocks: u64,
+    /// A non-uniform `random_distribution`'s draws (None: uniform).
+    draw: Option<OffsetDraw>,
     /// The last I/O ended a pass (a sequential position wrapped, the random map is full).
     exhausted: bool,
 }
 
 impl Region {
-    fn new(start: u64, len: u64, align: u64, rng: &mut Rng) -> Self {
+    fn new(start: u64, len: u64, align: u64, rng: &mut Rng, draw: Option<OffsetDraw>) -> Self {
         let blocks = len.div_ceil(align);
         Self {
             start,
@@ -168,15 +174,28 @@ impl Region {
             perm: Permutation::new(blocks, rng),
             perm_next: 0,
             blocks,
+            draw,
             exhausted: false,
         }
     }
 
     /// The offset and length of an I/O of `bs` bytes in direction `dir` (module doc).
     #[inline]
-    fn next(&mut self, dir: usize, bs: u64, p: Pattern, rng: &mut Rng) -> (u64, u64) {
-        let offset = if !p.random {
+    fn next(
+        &mut self,
+        dir: usize,
+        bs: u64,
+        p: Pattern,
+        rng: &mut Rng,
+        choice: &mut Rng,
+    ) -> (u64, u64) {
+        // fio's should_do_random: a draw in 1..=100 at most percentage_random.
+        let perc = p.perc_random[dir];
+        let random = p.random && (perc >= 100 || choice.below(100) < u64::from(perc));
+        let offset = if !random && self.pos[dir] < self.end {
             self.pos[dir]
+        } else if let Some(draw) = &self.draw {
+            self.start + draw.block(dir, rng) * p.align
         } else if p.norandommap {
             let room = (self.end - self.start).saturating_sub(bs) / p.align;
             self.start + rng.below(room + 1) * p.align
@@ -191,7 +210,10 @@ impl Region {
             self.start + block * p.align
         };
         let len = bs.min(self.end - offset);
-        if !p.random {
+        if p.random && perc < 100 {
+            // fio's last_pos follows every I/O: a sequential one continues from the last.
+            self.pos[dir] = offset + len;
+        } else if !p.random {
             let next = offset + len;
             self.pos[dir] = if next >= self.end {
                 self.exhausted = true;
@@ -289,6 +311,8 @@ pub struct Generator {
     offsets: Rng,
     sizes_rng: Rng,
     mix: Rng,
+    /// fio's `percentage_random` draws (seq_rand_state).
+    choice: Rng,
     byte_limit: u64,
     io_limit: u64,
     bytes_done: u64,
@@ -421,10 +445,18 @@ impl Generator {
         let mut offsets = Rng::new(base.next_u64());
         let sizes_rng = Rng::new(base.next_u64());
         let mix = Rng::new(base.next_u64());
+        let mut dist_rng = Rng::new(base.next_u64());
+        let choice = Rng::new(base.next_u64());
+        let dist = &spec.pace.random_distribution;
         let regions = regions
             .iter()
-            .map(|&(start, len)| Region::new(start, len, align, &mut offsets))
-            .collect();
+            .map(|&(start, len)| {
+                let draw = OffsetDraw::new(dist, len, align, &mut dist_rng).map_err(|end| {
+                    distribution::zones_beyond(&spec.name, spec.line, end, len)
+                })?;
+                Ok(Region::new(start, len, align, &mut offsets, draw))
+            })
+            .collect::<Result<_, WorkloadError>>()?;
         let (byte_limit, io_limit) = if spec.time_based {
             (u64::MAX, u64::MAX)
         } else {
@@ -459,7 +491,9 @@ impl Generator {
             pattern: Pattern {
                 align,
                 random: spec.rw.is_random(),
-                norandommap: spec.norandommap,
+                // fio's fixup_options: a non-uniform distribution has no random map.
+                norandommap: spec.norandommap || *dist != Distribution::Random,
+                perc_random: spec.pace.percentage_random,
             },
             dirs: shape.dirs,
             rwmixread: u64::from(spec.rwmixread.min(100)),
@@ -468,6 +502,7 @@ impl Generator {
             offsets,
             sizes_rng,
             mix,
+            choice,
             byte_limit,
             io_limit,
             bytes_done: 0,
@@ -540,7 +575,8 @@ impl Generator {
         } else {
             (self.write_sizes.draw(&mut self.sizes_rng), 1)
         };
-        let (offset, len) = self.regions[r].next(dir, bs, self.pattern, &mut self.offsets);
+        let (offset, len) =
+            self.regions[r].next(dir, bs, self.pattern, &mut self.offsets, &mut self.choice);
         self.ios_done += 1;
         self.bytes_done = self.bytes_done.saturating_add(len);
         if op == Op::Write {
@@ -1013,6 +1049,46 @@ pub(super) mod tests {
         );
         assert!(check_ends(&job("rw=read\ntime_based\nruntime=1\n")).is_ok());
         assert!(check_ends(&job("rw=read\n")).is_ok());
+    }
+
+    #[test]
+    fn percentage_random_makes_that_share_of_ios_random_and_the_rest_follow_the_last() {
+        let spec = job("rw=randread\nbs=4k\nsize=1g\npercentage_random=30\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
+        let got = ios(&mut g, 100_000);
+        // An I/O that starts where the previous ended is sequential (a random one lands
+        // there once in 262,144).
+        let follows = got.windows(2).filter(|w| w[1].1 == w[0].1 + w[0].2).count();
+        let share = follows as f64 / (got.len() - 1) as f64;
+        assert!((share - 0.7).abs() < 0.01, "{share}");
+        // percentage_random=100 (fio's default) draws exactly the plain random sequence.
+        let plain = job("rw=randread\nbs=4k\nsize=1g\ntime_based\n");
+        let full = job("rw=randread\nbs=4k\nsize=1g\ntime_based\npercentage_random=100\n");
+        let a = ios(&mut Generator::new(&plain, 0, GIB, 4).unwrap(), 1000);
+        let b = ios(&mut Generator::new(&full, 0, GIB, 4).unwrap(), 1000);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_zoned_distribution_places_the_generators_offsets_in_its_zones() {
+        let spec = job("rw=randrw\nbs=4k\noffset=1m\nsize=100m\nrandom_distribution=zoned:50/10:50/90,100/5\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
+        let got = ios(&mut g, 100_000);
+        let (mut reads, mut reads_low) = (0, 0);
+        for &(op, off, len) in &got {
+            assert!(off >= MIB && off + len <= 101 * MIB && (off - MIB) % (4 * KIB) == 0);
+            if op == Op::Read {
+                reads += 1;
+                reads_low += usize::from(off < 11 * MIB);
+            } else {
+                assert!(off < 6 * MIB, "writes go to the first 5 %: {off}");
+            }
+        }
+        let share = reads_low as f64 / reads as f64;
+        assert!((share - 0.5).abs() < 0.01, "{share}");
+        let bad = job("rw=randread\nsize=1m\nrandom_distribution=zoned_abs:50/1m:50/1m\n");
+        let e = Generator::new(&bad, 0, GIB, 1).unwrap_err();
+        assert!(e.to_string().contains("zoned_abs sizes exceed file size"), "{e}");
     }
 
     #[test]

@@ -75,6 +75,7 @@
 
 pub mod apps;
 pub mod cpu;
+pub mod distribution;
 pub mod filebench;
 pub mod files;
 pub mod fio_files;
@@ -594,6 +595,9 @@ pub enum WorkloadError {
     App(#[from] AppError),
     #[error(transparent)]
     Cpu(#[from] cpu::CpuJobError),
+    /// fiopace: a random_distribution that does not fit the job's region.
+    #[error(transparent)]
+    Distribution(#[from] distribution::DistributionError),
 }
 
 #[cfg(test)]
