@@ -269,7 +269,11 @@ mod tests {
         }
         // The generator approximates the exact zipf law sum_{i<=k} i^-θ / zetan closely.
         let exact = (1..=1000u64).map(|i| (i as f64).powf(-theta)).sum::<f64>() / zetan;
-        assert!((share(1000.0) - exact).abs() < 0.02, "{} vs {exact}", share(1000.0));
+        assert!(
+            (share(1000.0) - exact).abs() < 0.02,
+            "{} vs {exact}",
+            share(1000.0)
+        );
     }
 
     #[test]
@@ -302,7 +306,9 @@ mod tests {
     fn zoned_abs_zones_are_bytes_and_must_fit_the_region() {
         let mut rng = Rng::new(1);
         let d = dist("zoned_abs:80/4k:20/1m");
-        let draw = OffsetDraw::new(&d, 4 << 20, 4096, &mut rng).unwrap().unwrap();
+        let draw = OffsetDraw::new(&d, 4 << 20, 4096, &mut rng)
+            .unwrap()
+            .unwrap();
         let mut first = 0;
         for _ in 0..10_000 {
             let b = draw.block(0, &mut rng);

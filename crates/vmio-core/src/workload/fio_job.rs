@@ -33,6 +33,27 @@
 //!       fdatasync-th an fdatasync (fio's get_rw_ddir; on a disk both are Fsync)
 //! ```
 //!
+//! fiopace options ([`crate::fio::pace`]):
+//!
+//! ```text
+//! random offset: percentage_random < 100 and a draw in 1..=100 above it → sequential:
+//!                pos[op], which follows every I/O (fio's last_pos), random past the end;
+//!                a non-uniform random_distribution → its draw (workload::distribution),
+//!                with no random map (fio's fixup_options)
+//! verify (a job on a disk that writes, verify set, do_verify=1; fio's log_io_piece and
+//!         do_verify): a clone of the generator at its start replays the writes, so the
+//!         reads come in the order written with no log in memory
+//!   every verify_backlog writes → that many reads of the oldest unverified writes
+//!   a time_based job's size written → Drain, reads of every unverified write
+//!   the job's bytes done (after its end_fsync) → Drain, reads of the rest, then Done
+//!   verify_only → the writes are drawn, not issued; only the reads are
+//!   stop (runtime over) → no verify (fio's do_verify stops on terminate)
+//! ```
+//!
+//! fio's log of a job without the random map (norandommap, non-uniform distributions) is
+//! sorted by offset and keeps one entry per overlapped block; vmio reads back in write order,
+//! every write once.
+//!
 //! The random map is a keyed permutation of the region's `ceil(size / align)` blocks
 //! (`workload::perm`), so a pass visits every block start exactly once in O(1) memory. Unlike
 //! fio's bitmap it does not shrink an I/O that overlaps blocks already done, so with mixed
@@ -131,6 +152,37 @@ pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
             spec.name, spec.ioengine, spec.iodepth
         )
     })
+}
+
+/// Notes on what vmio does differently from fio for the job's fiopace options
+/// ([`crate::fio::pace`]): the checksums' CPU time, verify on files, a mixed job's rate.
+pub fn pace_notes(spec: &JobSpec, on_files: bool) -> Vec<String> {
+    let p = &spec.pace;
+    let mut notes = Vec::new();
+    if let Some(method) = p
+        .verify
+        .as_deref()
+        .filter(|_| p.do_verify && spec.rw.writes())
+    {
+        notes.push(if on_files {
+            format!(
+                "job '{}': verify={method} on a filesystem's files is not modelled: no read-back phase",
+                spec.name
+            )
+        } else {
+            format!(
+                "job '{}': verify={method}: the read-back phase is modelled, the checksum's CPU time is not",
+                spec.name
+            )
+        });
+    }
+    if spec.rw.reads() && spec.rw.writes() && (p.rate_bps != [0; 2] || p.rate_iops != [0; 2]) {
+        notes.push(format!(
+            "job '{}': a mixed job's rate waits in the direction drawn; fio switches to the other direction when that one is behind its rate (io_u.c rate_ddir)",
+            spec.name
+        ));
+    }
+    notes
 }
 
 /// Most I/Os one numjobs clone may issue when no `runtime` stops it: 2^32, about an hour of
@@ -326,6 +378,28 @@ pub struct Generator {
     depth: u32,
     /// The files of a job on a filesystem ([`super::fio_files`]).
     files: Option<Box<FileJob>>,
+    /// fio's verify phase (a job on a disk that writes, with `verify` and `do_verify`).
+    verify: Option<Box<Verify>>,
+}
+
+/// fio's verify of a job's writes (module doc, "verify"): a replay of the generator from its
+/// start gives the written blocks again, in the order they were written.
+#[derive(Clone, Debug)]
+struct Verify {
+    replay: Generator,
+    /// fio's `verify_backlog` (0: verify at the end of each pass).
+    backlog: u64,
+    /// Writes issued, not yet verified.
+    pending: u64,
+    /// Verify reads to issue before anything else.
+    queued: u64,
+    /// A drain is due before the queued reads (the end of a pass: fio's do_io returns).
+    drain: bool,
+    /// The bytes of writes after which a time_based job's pass ends.
+    pass_end: u64,
+    pass_bytes: u64,
+    /// fio's `verify_only`: the writes are drawn, not issued.
+    only: bool,
 }
 
 impl Generator {
@@ -451,9 +525,8 @@ impl Generator {
         let regions = regions
             .iter()
             .map(|&(start, len)| {
-                let draw = OffsetDraw::new(dist, len, align, &mut dist_rng).map_err(|end| {
-                    distribution::zones_beyond(&spec.name, spec.line, end, len)
-                })?;
+                let draw = OffsetDraw::new(dist, len, align, &mut dist_rng)
+                    .map_err(|end| distribution::zones_beyond(&spec.name, spec.line, end, len))?;
                 Ok(Region::new(start, len, align, &mut offsets, draw))
             })
             .collect::<Result<_, WorkloadError>>()?;
@@ -514,7 +587,33 @@ impl Generator {
             end_fsync: spec.end_fsync,
             depth: iodepth(spec),
             files,
+            verify: None,
         })
+        .map(|g| g.with_verify(spec, bytes))
+    }
+
+    /// fio's verify phase for a job on a disk that writes (`verify` set, `do_verify` on):
+    /// the generator as it is now, replayed, gives the blocks to read back.
+    fn with_verify(mut self, spec: &JobSpec, pass_bytes: u64) -> Self {
+        let p = &spec.pace;
+        if p.verify.is_none() || !p.do_verify || !spec.rw.writes() || self.files.is_some() {
+            return self;
+        }
+        self.verify = Some(Box::new(Verify {
+            replay: self.clone(),
+            backlog: p.verify_backlog,
+            pending: 0,
+            queued: 0,
+            drain: false,
+            pass_end: if spec.time_based {
+                pass_bytes
+            } else {
+                u64::MAX
+            },
+            pass_bytes,
+            only: p.verify_only,
+        }));
+        self
     }
 
     /// Every clone of `spec` (numjobs of them, at least one), in clone order.
@@ -549,6 +648,63 @@ impl Generator {
     /// sequence of [`super::fio_files`]), then Done.
     pub fn stop(&mut self) {
         self.byte_limit = 0;
+        // fio's do_verify does nothing once the job is terminated.
+        self.verify = None;
+    }
+
+    /// The next verify step, if one is due: a drain at the end of a pass, then a read of the
+    /// oldest unverified write (the replay's next write).
+    fn verify_step(&mut self) -> Option<Step> {
+        let v = self.verify.as_deref_mut()?;
+        if v.queued == 0 {
+            return None;
+        }
+        if std::mem::take(&mut v.drain) {
+            return Some(Step::Drain);
+        }
+        let (offset_bytes, len_bytes) = loop {
+            if let (Op::Write, off, len) = v.replay.draw_io(0) {
+                break (off, len);
+            }
+        };
+        v.queued -= 1;
+        v.pending -= 1;
+        Some(Step::Io {
+            op: Op::Read,
+            offset_bytes,
+            len_bytes,
+        })
+    }
+
+    /// A write was drawn: log it for the verify (fio's log_io_piece), queue a backlog's
+    /// reads (every verify_backlog writes) or a pass's (a time_based job's `size` written).
+    /// Whether it is issued (not under verify_only).
+    fn verify_logged(&mut self) -> bool {
+        let bytes = self.bytes_done;
+        let Some(v) = self.verify.as_deref_mut() else {
+            return true;
+        };
+        v.pending += 1;
+        if v.backlog > 0 && v.pending.is_multiple_of(v.backlog) {
+            v.queued = v.backlog;
+        }
+        if bytes >= v.pass_end {
+            v.pass_end = v.pass_end.saturating_add(v.pass_bytes);
+            v.queued = v.pending;
+            v.drain = true;
+        }
+        !v.only
+    }
+
+    /// The job's writes are done: verify what is left (after a drain), if anything.
+    fn verify_rest(&mut self) -> Option<Step> {
+        let v = self.verify.as_deref_mut()?;
+        if v.pending == 0 {
+            return None;
+        }
+        v.queued = v.pending;
+        v.drain = true;
+        self.verify_step()
     }
 
     fn limits_reached(&self) -> bool {
@@ -660,21 +816,37 @@ impl Workload for Generator {
         if self.files.is_some() {
             return self.next_on_files();
         }
+        if let Some(step) = self.verify_step() {
+            return step;
+        }
         if self.sync_pending.take().is_some() {
             return Step::Fsync;
         }
-        if self.limits_reached() {
-            if self.end_fsync {
-                self.end_fsync = false;
-                return Step::Fsync;
+        loop {
+            if self.limits_reached() {
+                if self.end_fsync {
+                    self.end_fsync = false;
+                    return Step::Fsync;
+                }
+                return self.verify_rest().unwrap_or(Step::Done);
             }
-            return Step::Done;
-        }
-        let (op, offset_bytes, len_bytes) = self.draw_io(0);
-        Step::Io {
-            op,
-            offset_bytes,
-            len_bytes,
+            let (op, offset_bytes, len_bytes) = self.draw_io(0);
+            let issued = if op == Op::Write {
+                self.verify_logged()
+            } else {
+                !self.verify.as_ref().is_some_and(|v| v.only)
+            };
+            if issued {
+                return Step::Io {
+                    op,
+                    offset_bytes,
+                    len_bytes,
+                };
+            }
+            // verify_only: nothing is issued until a pass's reads are due.
+            if let Some(step) = self.verify_step() {
+                return step;
+            }
         }
     }
 
@@ -1088,7 +1260,92 @@ pub(super) mod tests {
         assert!((share - 0.5).abs() < 0.01, "{share}");
         let bad = job("rw=randread\nsize=1m\nrandom_distribution=zoned_abs:50/1m:50/1m\n");
         let e = Generator::new(&bad, 0, GIB, 1).unwrap_err();
-        assert!(e.to_string().contains("zoned_abs sizes exceed file size"), "{e}");
+        assert!(
+            e.to_string().contains("zoned_abs sizes exceed file size"),
+            "{e}"
+        );
+    }
+
+    /// Every step of `g` until Done (at most `max`).
+    fn steps(g: &mut Generator, max: usize) -> Vec<Step> {
+        std::iter::from_fn(|| Some(g.next(0)))
+            .take_while(|s| *s != Step::Done)
+            .take(max)
+            .collect()
+    }
+
+    fn io_list(steps: &[Step], want: Op) -> Vec<(u64, u64)> {
+        steps
+            .iter()
+            .filter_map(|s| match *s {
+                Step::Io {
+                    op,
+                    offset_bytes,
+                    len_bytes,
+                } if op == want => Some((offset_bytes, len_bytes)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn verify_reads_back_every_write_in_write_order_after_a_drain() {
+        let spec = job("rw=randwrite\nbssplit=4k/50:16k/50\nsize=4m\nverify=crc32c\n");
+        let s = steps(&mut Generator::new(&spec, 0, GIB, 5).unwrap(), 100_000);
+        let writes = io_list(&s, Op::Write);
+        let reads = io_list(&s, Op::Read);
+        assert_eq!(reads, writes, "the same blocks, in the order written");
+        let drain = s.iter().position(|x| *x == Step::Drain).unwrap();
+        assert_eq!(
+            drain,
+            writes.len(),
+            "every write, then the drain, then the reads"
+        );
+        let bytes = |v: &[(u64, u64)]| v.iter().map(|x| x.1).sum::<u64>();
+        assert!(bytes(&writes) >= 4 * MIB);
+        // do_verify=0 (or no verify) reads nothing.
+        let off = job("rw=randwrite\nsize=4m\nverify=crc32c\ndo_verify=0\n");
+        let s = steps(&mut Generator::new(&off, 0, GIB, 5).unwrap(), 100_000);
+        assert!(io_list(&s, Op::Read).is_empty());
+        assert!(pace_notes(&off, false).is_empty());
+        assert_eq!(
+            pace_notes(&spec, true),
+            ["job 'j': verify=crc32c on a filesystem's files is not modelled: no read-back phase"]
+        );
+    }
+
+    #[test]
+    fn verify_backlog_reads_each_batch_of_writes_as_it_fills_and_verify_only_just_reads() {
+        let spec = job("rw=write\nbs=4k\nsize=64k\nverify=md5\nverify_backlog=4\n");
+        let s = steps(&mut Generator::new(&spec, 0, GIB, 5).unwrap(), 1000);
+        let kinds: String = s
+            .iter()
+            .map(|x| match x {
+                Step::Io { op: Op::Write, .. } => 'W',
+                Step::Io { op: Op::Read, .. } => 'R',
+                _ => '-',
+            })
+            .collect();
+        assert_eq!(kinds, "WWWWRRRR".repeat(4));
+        let only = job("rw=write\nbs=4k\nsize=64k\nverify=md5\nverify_only\n");
+        let s = steps(&mut Generator::new(&only, 0, GIB, 5).unwrap(), 1000);
+        assert!(io_list(&s, Op::Write).is_empty());
+        assert_eq!(
+            io_list(&s, Op::Read),
+            (0..16).map(|i| (i * 4 * KIB, 4 * KIB)).collect::<Vec<_>>()
+        );
+        // A time_based job verifies after each pass of size.
+        let timed = job("rw=write\nbs=4k\nsize=16k\nverify=crc32c\ntime_based\nruntime=1\n");
+        let s = steps(&mut Generator::new(&timed, 0, GIB, 5).unwrap(), 20);
+        let kinds: String = s
+            .iter()
+            .map(|x| match x {
+                Step::Io { op: Op::Write, .. } => 'W',
+                Step::Io { op: Op::Read, .. } => 'R',
+                _ => '-',
+            })
+            .collect();
+        assert_eq!(kinds, "WWWW-RRRRWWWW-RRRRWW");
     }
 
     #[test]

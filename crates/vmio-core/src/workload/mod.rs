@@ -273,6 +273,10 @@ pub fn workloads(
 ) -> Result<Vec<JobWorkload>, WorkloadError> {
     let disk_bytes = target.bytes();
     notes.extend(fio_job::iodepth_note(spec));
+    notes.extend(fio_job::pace_notes(
+        spec,
+        matches!(target, Target::Filesystem { .. }),
+    ));
     let depth = fio_job::iodepth(spec);
     let base = spec.offset_bytes.min(disk_bytes);
     let region = spec

@@ -833,6 +833,17 @@ mod tests {
     }
 
     #[test]
+    fn verify_reads_back_what_the_job_wrote_doubling_the_bytes_moved() {
+        let o = sim("rw=randwrite\nioengine=libaio\niodepth=8\nsize=64m\nverify=crc32c\n");
+        let st = &o.report.jobs[0].stats;
+        assert_eq!(st[1].io_bytes, 64 << 20);
+        assert_eq!(st[0].io_bytes, st[1].io_bytes, "reads equal writes");
+        assert_eq!(st[0].total_ios, st[1].total_ios);
+        let plain = sim("rw=randwrite\nioengine=libaio\niodepth=8\nsize=64m\n");
+        assert_eq!(plain.report.jobs[0].stats[0].io_bytes, 0);
+    }
+
+    #[test]
     fn startdelay_shifts_the_job_and_not_its_runtime() {
         let plain = sim("rw=read\nioengine=psync\nruntime=1\ntime_based\n");
         let late = sim("rw=read\nioengine=psync\nruntime=1\ntime_based\nstartdelay=2\n");
