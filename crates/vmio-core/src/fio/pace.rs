@@ -31,9 +31,9 @@
 //!   measures it from its genesis, not from its stonewall group's start)
 //! ```
 //!
-//! What vmio does differently: a mixed job's rate does not switch to the other direction
-//! when this one is ahead (`rate_ddir`'s switch): the direction was drawn already, so it
-//! waits; `thinktime_spin` is waiting time, its CPU is not charged to the CPU model;
+//! A fio job on a disk draws its direction first and lets [`Pacer::choose`] switch it (fio's
+//! `rate_ddir`); other workloads (traces, FileBench, files) have drawn their step already, so
+//! it waits for its direction's time. What vmio does differently: `thinktime_spin` is waiting time, its CPU is not charged to the CPU model;
 //! `rate_ign_think` and `thinktime_iotime` are not modelled (listed as ignored).
 
 use crate::rng::Rng;
@@ -525,6 +525,11 @@ impl Pacer {
         self.checked = [None; 2];
     }
 
+    /// Whether a rate limits either direction.
+    pub fn limits_rate(&self) -> bool {
+        self.bps != [0; 2]
+    }
+
     /// fio's `rate_ddir`: may an I/O of direction `dir` (0 read, 1 write) go at `now` (since
     /// the job's epoch)?
     pub fn gate(&self, dir: usize, now: Ns) -> Gate {
@@ -532,6 +537,24 @@ impl Pacer {
             Gate::Go
         } else {
             Gate::Until(self.next_ns[dir])
+        }
+    }
+
+    /// fio's `rate_ddir` for a job issuing both directions, whose mix drew `dir`: the
+    /// direction to issue and when. `dir` when its time has come; else the other one when its
+    /// time has come (or it has no rate); else the one whose time comes first, at that time.
+    pub fn choose(&self, dir: usize, now: Ns) -> (usize, Gate) {
+        let other = 1 - dir;
+        if self.gate(dir, now) == Gate::Go {
+            return (dir, Gate::Go);
+        }
+        if self.gate(other, now) == Gate::Go {
+            return (other, Gate::Go);
+        }
+        if self.next_ns[dir] <= self.next_ns[other] {
+            (dir, Gate::Until(self.next_ns[dir]))
+        } else {
+            (other, Gate::Until(self.next_ns[other]))
         }
     }
 
@@ -782,6 +805,23 @@ mod tests {
         let mut pacer = Pacer::new(&p, [4096, 4096], Rng::new(1));
         pacer.issued(0, 1 << 20);
         assert_eq!(pacer.gate(0, 0), Gate::Until(SEC));
+    }
+
+    #[test]
+    fn a_direction_ahead_of_its_rate_gives_way_to_the_other_as_fios_rate_ddir() {
+        let p = parsed(&[("rate_iops", "1000,500")]);
+        let mut pacer = Pacer::new(&p, [4096, 4096], Rng::new(1));
+        assert_eq!(pacer.choose(0, 0), (0, Gate::Go));
+        pacer.issued(0, 4096);
+        assert_eq!(
+            pacer.choose(0, 0),
+            (1, Gate::Go),
+            "reads ahead, writes behind"
+        );
+        pacer.issued(1, 4096);
+        // Reads due at 1 ms, writes at 2 ms: sleep until the earlier, in its direction.
+        assert_eq!(pacer.choose(1, 0), (0, Gate::Until(crate::MS)));
+        assert_eq!(pacer.choose(1, 2 * crate::MS), (1, Gate::Go));
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
 }
 
 /// Notes on what vmio does differently from fio for the job's fiopace options
-/// ([`crate::fio::pace`]): the checksums' CPU time, verify on files, a mixed job's rate.
+/// ([`crate::fio::pace`]): the checksums' CPU time, verify on files.
 pub fn pace_notes(spec: &JobSpec, on_files: bool) -> Vec<String> {
     let p = &spec.pace;
     let mut notes = Vec::new();
@@ -175,12 +175,6 @@ pub fn pace_notes(spec: &JobSpec, on_files: bool) -> Vec<String> {
                 spec.name
             )
         });
-    }
-    if spec.rw.reads() && spec.rw.writes() && (p.rate_bps != [0; 2] || p.rate_iops != [0; 2]) {
-        notes.push(format!(
-            "job '{}': a mixed job's rate waits in the direction drawn; fio switches to the other direction when that one is behind its rate (io_u.c rate_ddir)",
-            spec.name
-        ));
     }
     notes
 }
@@ -380,6 +374,8 @@ pub struct Generator {
     files: Option<Box<FileJob>>,
     /// fio's verify phase (a job on a disk that writes, with `verify` and `do_verify`).
     verify: Option<Box<Verify>>,
+    /// The direction of the next drawn I/O, chosen ahead ([`Generator::next_dir`]).
+    forced: Option<Op>,
 }
 
 /// fio's verify of a job's writes (module doc, "verify"): a replay of the generator from its
@@ -588,6 +584,7 @@ impl Generator {
             depth: iodepth(spec),
             files,
             verify: None,
+            forced: None,
         })
         .map(|g| g.with_verify(spec, bytes))
     }
@@ -718,13 +715,10 @@ impl Generator {
         let op = match self.dirs {
             Dirs::Read => Op::Read,
             Dirs::Write => Op::Write,
-            Dirs::Mixed => {
-                if self.mix.below(100) < self.rwmixread {
-                    Op::Read
-                } else {
-                    Op::Write
-                }
-            }
+            Dirs::Mixed => match self.forced.take() {
+                Some(op) => op,
+                None => self.mix_op(),
+            },
         };
         let (bs, dir) = if op == Op::Read {
             (self.read_sizes.draw(&mut self.sizes_rng), 0)
@@ -745,6 +739,37 @@ impl Generator {
             }
         }
         (op, offset, len)
+    }
+
+    /// A mixed job's draw of its next direction (rwmixread).
+    fn mix_op(&mut self) -> Op {
+        if self.mix.below(100) < self.rwmixread {
+            Op::Read
+        } else {
+            Op::Write
+        }
+    }
+
+    /// For a job on a disk that issues both directions (0 < rwmixread < 100): the
+    /// direction (0 read, 1 write) of its next drawn I/O, drawn from the mix now, as fio's
+    /// get_rw_ddir does before rate_ddir may switch it ([`Generator::force_dir`]); None
+    /// for any other job.
+    pub fn next_dir(&mut self) -> Option<usize> {
+        if self.dirs != Dirs::Mixed || !(1..100).contains(&self.rwmixread) || self.files.is_some() {
+            return None;
+        }
+        let op = match self.forced {
+            Some(op) => op,
+            None => self.mix_op(),
+        };
+        self.forced = Some(op);
+        Some(usize::from(op == Op::Write))
+    }
+
+    /// The next drawn I/O goes in direction `dir` (0 read, 1 write): fio's rate_ddir switched
+    /// it.
+    pub fn force_dir(&mut self, dir: usize) {
+        self.forced = Some(if dir == 0 { Op::Read } else { Op::Write });
     }
 
     /// The next step of a job on files (module doc of [`super::fio_files`]).

@@ -554,6 +554,18 @@ impl Sim {
                         self.pace_sleep(now, j);
                         break;
                     }
+                    // A fio job drawing both directions: fio's rate_ddir picks one first.
+                    if let (None, JobWorkload::Fio(g)) = (&p.held, &mut job.work) {
+                        if let Some(d) = g.next_dir().filter(|_| p.rules.limits_rate()) {
+                            let (dir, gate) = p.rules.choose(d, now - p.epoch_ns);
+                            g.force_dir(dir);
+                            if let Gate::Until(t) = gate {
+                                p.hold = Some(Hold::Until(p.epoch_ns + t));
+                                self.pace_sleep(now, j);
+                                break;
+                            }
+                        }
+                    }
                     let step = match p.held.take() {
                         Some(step) => step,
                         None => job.work.next(now - job.start_ns),
@@ -777,6 +789,17 @@ mod tests {
                 (bw / want as f64 - 1.0).abs() < 0.01,
                 "{rw}: {bw} vs {want}"
             );
+        }
+    }
+
+    #[test]
+    fn a_mixed_job_meets_each_directions_rate_as_fio_switches_directions() {
+        // rwmixread=70 would give 7 reads per 3 writes; the rates ask for 1:1, and fio's
+        // rate_ddir gives way to the direction behind its rate.
+        let o = sim("rw=randrw\nrwmixread=70\nioengine=libaio\niodepth=4\nrate_iops=1000\nruntime=2\ntime_based\n");
+        for d in [0, 1] {
+            let got = iops(&o, d);
+            assert!((got / 1000.0 - 1.0).abs() < 0.01, "dir {d}: {got}");
         }
     }
 
