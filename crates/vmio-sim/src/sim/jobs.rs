@@ -555,8 +555,9 @@ impl Sim {
                         break;
                     }
                     // A fio job drawing both directions: fio's rate_ddir picks one first.
-                    if let (None, JobWorkload::Fio(g)) = (&p.held, &mut job.work) {
-                        if let Some(d) = g.next_dir().filter(|_| p.rules.limits_rate()) {
+                    let rated = p.held.is_none() && p.rules.limits_rate();
+                    if let (true, JobWorkload::Fio(g)) = (rated, &mut job.work) {
+                        if let Some(d) = g.next_dir() {
                             let (dir, gate) = p.rules.choose(d, now - p.epoch_ns);
                             g.force_dir(dir);
                             if let Gate::Until(t) = gate {
@@ -864,6 +865,61 @@ mod tests {
         assert_eq!(st[0].total_ios, st[1].total_ios);
         let plain = sim("rw=randwrite\nioengine=libaio\niodepth=8\nsize=64m\n");
         assert_eq!(plain.report.jobs[0].stats[0].io_bytes, 0);
+    }
+
+    /// Nanoseconds per I/O of `job` (4k reads of 64 MiB) on a RAM disk of `latency` and
+    /// `bandwidth` bytes/s.
+    fn ns_per_io(latency: &str, bandwidth: u64, job: &str) -> f64 {
+        let stack = RAM_STACK
+            .replace("latency = \"1000ns\"", &format!("latency = \"{latency}\""))
+            .replace(
+                "bandwidth = 1000000000",
+                &format!("bandwidth = {bandwidth}"),
+            );
+        let job = format!("[j]\ndirect=1\nbs=4k\nsize=64m\nrw=randread\n{job}");
+        let o = run(&RunInput::texts(&stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"));
+        let j = &o.report.jobs[0];
+        j.runtime_ns as f64 / j.stats[0].total_ios as f64
+    }
+
+    #[test]
+    fn iodepth_batch_complete_min_waits_for_that_many_completions_before_refilling() {
+        // 1 GB/s: a 4k transfer takes 4096 ns, one at a time. Refilled at each completion,
+        // 8 outstanding keep the device busy: 4096 ns per I/O. Waiting for all 8, each
+        // batch takes 7 transfers plus what one I/O alone takes (t1, queue depth 1).
+        let xfer = 4096.0;
+        let t1 = ns_per_io("1000ns", 1_000_000_000, "ioengine=psync\n");
+        let qd8 = "ioengine=libaio\niodepth=8\n";
+        let refill = ns_per_io("1000ns", 1_000_000_000, qd8);
+        assert!((refill / xfer - 1.0).abs() < 0.001, "{refill}");
+        let batch = ns_per_io(
+            "1000ns",
+            1_000_000_000,
+            &format!("{qd8}iodepth_batch_complete_min=8\n"),
+        );
+        let want = (7.0 * xfer + t1) / 8.0;
+        assert!((batch / want - 1.0).abs() < 0.01, "{batch} vs {want}");
+        // Submitting in batches and reaping up to 8 at once change nothing: vmio's
+        // submissions and reaps take no time.
+        let same = ns_per_io(
+            "1000ns",
+            1_000_000_000,
+            &format!("{qd8}iodepth_batch_submit=8\niodepth_batch_complete_max=8\n"),
+        );
+        assert_eq!(same, refill);
+    }
+
+    #[test]
+    fn iodepth_low_lets_the_queue_drain_to_it_before_refilling() {
+        // A latency-bound disk (100 µs, transfers of 4 ns): 8 outstanding I/Os complete
+        // together, 8 per t1. With iodepth_low=1 the job refills only with one left in
+        // flight: 7 new I/Os per t1.
+        let t1 = ns_per_io("100us", 1_000_000_000_000, "ioengine=psync\n");
+        let qd8 = "ioengine=libaio\niodepth=8\n";
+        let full = ns_per_io("100us", 1_000_000_000_000, qd8);
+        let low = ns_per_io("100us", 1_000_000_000_000, &format!("{qd8}iodepth_low=1\n"));
+        assert!((full / (t1 / 8.0) - 1.0).abs() < 0.01, "{full} vs {t1}/8");
+        assert!((low / (t1 / 7.0) - 1.0).abs() < 0.01, "{low} vs {t1}/7");
     }
 
     #[test]
