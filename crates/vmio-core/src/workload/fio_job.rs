@@ -1273,7 +1273,7 @@ pub(super) mod tests {
         let got = ios(&mut g, 100_000);
         let (mut reads, mut reads_low) = (0, 0);
         for &(op, off, len) in &got {
-            assert!(off >= MIB && off + len <= 101 * MIB && (off - MIB) % (4 * KIB) == 0);
+            assert!(off >= MIB && off + len <= 101 * MIB && (off - MIB).is_multiple_of(4 * KIB));
             if op == Op::Read {
                 reads += 1;
                 reads_low += usize::from(off < 11 * MIB);
