@@ -1313,6 +1313,18 @@ pub(super) mod tests {
             .collect()
     }
 
+    /// Steps as letters: W a write, R a read, - anything else.
+    fn kinds(steps: &[Step]) -> String {
+        steps
+            .iter()
+            .map(|x| match x {
+                Step::Io { op: Op::Write, .. } => 'W',
+                Step::Io { op: Op::Read, .. } => 'R',
+                _ => '-',
+            })
+            .collect()
+    }
+
     #[test]
     fn verify_reads_back_every_write_in_write_order_after_a_drain() {
         let spec = job("rw=randwrite\nbssplit=4k/50:16k/50\nsize=4m\nverify=crc32c\n");
@@ -1343,15 +1355,7 @@ pub(super) mod tests {
     fn verify_backlog_reads_each_batch_of_writes_as_it_fills_and_verify_only_just_reads() {
         let spec = job("rw=write\nbs=4k\nsize=64k\nverify=md5\nverify_backlog=4\n");
         let s = steps(&mut Generator::new(&spec, 0, GIB, 5).unwrap(), 1000);
-        let kinds: String = s
-            .iter()
-            .map(|x| match x {
-                Step::Io { op: Op::Write, .. } => 'W',
-                Step::Io { op: Op::Read, .. } => 'R',
-                _ => '-',
-            })
-            .collect();
-        assert_eq!(kinds, "WWWWRRRR".repeat(4));
+        assert_eq!(kinds(&s), "WWWWRRRR".repeat(4));
         let only = job("rw=write\nbs=4k\nsize=64k\nverify=md5\nverify_only\n");
         let s = steps(&mut Generator::new(&only, 0, GIB, 5).unwrap(), 1000);
         assert!(io_list(&s, Op::Write).is_empty());
@@ -1362,15 +1366,7 @@ pub(super) mod tests {
         // A time_based job verifies after each pass of size.
         let timed = job("rw=write\nbs=4k\nsize=16k\nverify=crc32c\ntime_based\nruntime=1\n");
         let s = steps(&mut Generator::new(&timed, 0, GIB, 5).unwrap(), 20);
-        let kinds: String = s
-            .iter()
-            .map(|x| match x {
-                Step::Io { op: Op::Write, .. } => 'W',
-                Step::Io { op: Op::Read, .. } => 'R',
-                _ => '-',
-            })
-            .collect();
-        assert_eq!(kinds, "WWWW-RRRRWWWW-RRRRWW");
+        assert_eq!(kinds(&s), "WWWW-RRRRWWWW-RRRRWW");
     }
 
     #[test]
