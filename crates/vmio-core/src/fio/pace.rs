@@ -33,8 +33,8 @@
 //!
 //! A fio job on a disk draws its direction first and lets [`Pacer::choose`] switch it (fio's
 //! `rate_ddir`); other workloads (traces, FileBench, files) have drawn their step already, so
-//! it waits for its direction's time. What vmio does differently: `thinktime_spin` is waiting time, its CPU is not charged to the CPU model;
-//! `rate_ign_think` and `thinktime_iotime` are not modelled (listed as ignored).
+//! it waits for its direction's time. `thinktime_spin` is CPU time on the
+//! job's thread (the simulator's CPU layer). What vmio does not model: `rate_ign_think` and `thinktime_iotime` are not modelled (listed as ignored).
 
 use crate::rng::Rng;
 use crate::units::{parse_duration_ns, parse_size};
@@ -473,6 +473,7 @@ pub struct Pacer {
     issued_bytes: [u64; 2],
     next_ns: [Ns; 2],
     think_ns: Ns,
+    spin_ns: Ns,
     think_blocks: u64,
     think_on_issue: bool,
     think_last: u64,
@@ -502,6 +503,8 @@ impl Pacer {
             issued_bytes: [0; 2],
             next_ns: [0; 2],
             think_ns: pace.thinktime_ns,
+            // fio's fixup_options: thinktime_spin <= thinktime.
+            spin_ns: pace.thinktime_spin_ns.min(pace.thinktime_ns),
             think_blocks: pace.thinktime_blocks.max(1),
             think_on_issue: pace.thinktime_blocks_issue,
             think_last: 0,
@@ -580,9 +583,9 @@ impl Pacer {
     }
 
     /// fio's `handle_thinktime` after an issue: `completed` and `issued` are the job's I/O
-    /// counts so far; when a think is due it returns its length (spin and sleep), the caller
-    /// waiting for the I/Os in flight first.
-    pub fn think(&mut self, completed: u64, issued: u64) -> Option<Ns> {
+    /// counts so far; when a think is due it returns its spin (CPU time) and the sleep after
+    /// it, the caller waiting for the I/Os in flight first.
+    pub fn think(&mut self, completed: u64, issued: u64) -> Option<(Ns, Ns)> {
         if self.think_ns == 0 {
             return None;
         }
@@ -595,7 +598,7 @@ impl Pacer {
             return None;
         }
         self.think_last = b;
-        Some(self.think_ns)
+        Some((self.spin_ns, self.think_ns - self.spin_ns))
     }
 
     /// fio's `__check_min_rate` at `now` since the job's start, with `bytes` and `ios`
@@ -865,8 +868,11 @@ mod tests {
         );
         let p = parsed(&[("thinktime", "1ms"), ("thinktime_blocks_type", "issue")]);
         let mut pacer = Pacer::new(&p, [4096, 4096], Rng::new(1));
-        assert_eq!(pacer.think(0, 1), Some(crate::MS));
+        assert_eq!(pacer.think(0, 1), Some((0, crate::MS)));
         assert_eq!(pacer.think(5, 1), None, "issue-side counts issues");
+        let p = parsed(&[("thinktime", "1ms"), ("thinktime_spin", "5ms")]);
+        let mut pacer = Pacer::new(&p, [4096, 4096], Rng::new(1));
+        assert_eq!(pacer.think(1, 1), Some((crate::MS, 0)), "spin <= thinktime");
     }
 
     #[test]

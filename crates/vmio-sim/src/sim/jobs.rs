@@ -35,10 +35,11 @@
 //! ```text
 //! JobStart before the start delay (from the run's start) → JobStart again at the delay
 //! try_issue, each turn: ramp over → the rate's epoch moves to the ramp's end;
-//!     a think due (handle_thinktime) → hold Think(t);
+//!     a think due (handle_thinktime) → hold Think(spin, sleep);
 //!     the step (a held one first) is a read/write the rate holds back (rate_ddir) → keep
 //!     it, hold Until(its time); a hold waits for nothing in flight (io_u_quiesce), then
-//!     an Arrival at now + t / at its time
+//!     a think's spin runs as a CPU step on the job's thread (cpu.rs), then an Arrival at
+//!     now + sleep / at the rate's time
 //!   queue full → reap: wait for min(complete_min, in flight) completions and at most
 //!     iodepth_low in flight (wait_for_completions)
 //! io_done: count completions; reap progress; rate_min checked (the job stops, a note)
@@ -136,6 +137,8 @@ struct Pacing {
     /// Bytes and I/Os completed per direction since the epoch (the minimum-rate check).
     done_bytes: [u64; 2],
     done_ios: [u64; 2],
+    /// The think's spin is on the job's thread (a CPU step in flight).
+    spinning: bool,
     /// fio's wait_for_completions when the queue is full: `(need, got)` completions.
     reap: Option<(u32, u32)>,
     complete_min: u32,
@@ -145,8 +148,8 @@ struct Pacing {
 /// What a paced job waits for once nothing is in flight.
 #[derive(Clone, Copy)]
 enum Hold {
-    /// A think of this length.
-    Think(Ns),
+    /// A think: `spin` ns of CPU on the job's thread, then a sleep of `sleep` ns.
+    Think { spin: Ns, sleep: Ns },
     /// The rate's time for the held I/O (absolute).
     Until(Ns),
 }
@@ -174,6 +177,7 @@ impl Pacing {
                 completed: 0,
                 done_bytes: [0; 2],
                 done_ios: [0; 2],
+                spinning: false,
                 reap: None,
                 complete_min: if reaps { complete_min } else { 1 },
                 low: if reaps { low } else { depth },
@@ -200,8 +204,8 @@ impl Pacing {
     /// A think is due (fio's handle_thinktime): hold for it.
     fn think_due(&mut self) -> bool {
         let think = self.rules.think(self.completed, self.issued);
-        if let Some(t) = think {
-            self.hold = Some(Hold::Think(t));
+        if let Some((spin, sleep)) = think {
+            self.hold = Some(Hold::Think { spin, sleep });
         }
         think.is_some()
     }
@@ -448,7 +452,15 @@ impl Sim {
             return;
         };
         let at = match hold {
-            Hold::Think(t) => now + t,
+            Hold::Think { spin, sleep } if spin > 0 => {
+                // fio's usec_spin: CPU time on the job's thread; the sleep follows it.
+                p.hold = Some(Hold::Think { spin: 0, sleep });
+                p.spinning = true;
+                job.inflight += 1;
+                self.cpu_job(now, j, spin);
+                return;
+            }
+            Hold::Think { sleep, .. } => now + sleep,
             Hold::Until(t) => t.max(now),
         };
         job.arrival_pending = true;
@@ -680,8 +692,16 @@ impl Sim {
 
     /// Job `j`'s CPU step is done (cpu.rs): no data, nothing counted.
     pub(super) fn cpu_job_done(&mut self, now: Ns, j: usize) {
-        let tag = self.work.jobs[j].cpu_tag;
-        self.work.jobs[j].work.completed(tag);
+        let job = &mut self.work.jobs[j];
+        // A think's spin is the driver's, not a step of the workload.
+        let spin = job
+            .pace
+            .as_deref_mut()
+            .map(|p| std::mem::take(&mut p.spinning));
+        if spin != Some(true) {
+            let tag = job.cpu_tag;
+            job.work.completed(tag);
+        }
         self.io_done(now, j, None, 0, now, 0);
     }
 
@@ -832,6 +852,31 @@ mod tests {
         let want = 4.0 / (1e-3 + 4.0 * service_s);
         let got = iops(&o, 0);
         assert!((got / want - 1.0).abs() < 0.01, "{got} vs {want}");
+    }
+
+    #[test]
+    fn thinktime_spin_is_cpu_time_so_two_spinning_jobs_share_one_core() {
+        // One core (CFS): 1 ms of spin per I/O caps both clones together at 1,000 I/Os per
+        // second; a think that sleeps lets each clone do 1/(1 ms + service).
+        let stack = RAM_STACK.replace(
+            "hypervisor = \"native\"\n",
+            "hypervisor = \"native\"\ncores = 1\n[cpu]\nmodel = \"cfs\"\n",
+        );
+        let total = |think: &str| {
+            let job = format!(
+                "[j]\ndirect=1\nbs=4k\nsize=512m\nrw=randread\nioengine=psync\nnumjobs=2\n{think}runtime=2\ntime_based\n"
+            );
+            let o = run(&RunInput::texts(&stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"));
+            o.report
+                .jobs
+                .iter()
+                .map(|j| j.stats[0].total_ios as f64 * SEC as f64 / j.runtime_ns as f64)
+                .sum::<f64>()
+        };
+        let spin = total("thinktime=1ms\nthinktime_spin=1ms\n");
+        assert!((950.0..=1000.0).contains(&spin), "{spin}");
+        let sleep = total("thinktime=1ms\n");
+        assert!(sleep > 1900.0, "{sleep}");
     }
 
     #[test]
