@@ -33,8 +33,9 @@
 //!
 //! A fio job on a disk draws its direction first and lets [`Pacer::choose`] switch it (fio's
 //! `rate_ddir`); other workloads (traces, FileBench, files) have drawn their step already, so
-//! it waits for its direction's time. `thinktime_spin` is CPU time on the
-//! job's thread (the simulator's CPU layer). What vmio does not model: `rate_ign_think` and `thinktime_iotime` are not modelled (listed as ignored).
+//! it waits for its direction's time. `thinktime_spin` is CPU time on the job's thread (the
+//! simulator's CPU layer). `rate_ign_think` and `thinktime_iotime` are not modelled (they are
+//! listed as ignored).
 
 use crate::rng::Rng;
 use crate::units::{parse_duration_ns, parse_size};
