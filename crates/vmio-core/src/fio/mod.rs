@@ -60,6 +60,8 @@
 //!   of the whole file (every section's `numjobs` added up); a simulation checks the same
 //!   limit over all VMs together.
 
+pub mod pace;
+
 use crate::units::{parse_duration_ns, parse_size, quote};
 use crate::{Ns, SEC};
 use serde::Serialize;
@@ -343,6 +345,9 @@ pub struct JobSpec {
     /// fio's `cpus_allowed_policy=split`: clone k gets the k-th CPU of `cpus_allowed` alone
     /// (`shared`, the default: every clone may use the whole set).
     pub cpus_allowed_split: bool,
+    /// fiopace: rate, thinktime, startdelay, iodepth batching, random_distribution,
+    /// percentage_random and verify ([`pace`]).
+    pub pace: pace::Pace,
 }
 
 impl JobSpec {
@@ -406,6 +411,7 @@ impl Default for JobSpec {
             cpu_work_ns: None,
             cpus_allowed: None,
             cpus_allowed_split: false,
+            pace: pace::Pace::default(),
         }
     }
 }
@@ -1076,6 +1082,9 @@ impl Parser<'_> {
             }
             "name" => s.name = Some(self.text(key, value, line, "a job name")?),
             "description" => {}
+            // fiopace: options that change when and where a job issues (fio/pace.rs).
+            k if pace::OPTIONS.contains(&k) => pace::apply(&mut j.pace, k, value)
+                .map_err(|accepted| self.bad(line, key, value, &accepted))?,
             _ => self.ignore(key, line),
         }
         Ok(())
@@ -1714,8 +1723,8 @@ mod tests {
     #[test]
     fn unmodelled_options_are_reported_once_with_their_first_line() {
         let f = parse(
-            "[global]\ngroup_reporting\nthread\n[a]\nverify=crc32c\ngroup_reporting\n\
-             description=x\n[b]\nverify=md5\nlat_percentiles=1\n",
+            "[global]\ngroup_reporting\nthread\n[a]\nzero_buffers\ngroup_reporting\n\
+             description=x\n[b]\nzero_buffers=1\nlat_percentiles=1\n",
         );
         let names: Vec<(&str, usize)> = f
             .ignored
@@ -1727,7 +1736,7 @@ mod tests {
             vec![
                 ("group_reporting", 2),
                 ("thread", 3),
-                ("verify", 5),
+                ("zero_buffers", 5),
                 ("lat_percentiles", 10)
             ]
         );

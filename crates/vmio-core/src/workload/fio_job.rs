@@ -33,6 +33,27 @@
 //!       fdatasync-th an fdatasync (fio's get_rw_ddir; on a disk both are Fsync)
 //! ```
 //!
+//! fiopace options ([`crate::fio::pace`]):
+//!
+//! ```text
+//! random offset: percentage_random < 100 and a draw in 1..=100 above it → sequential:
+//!                pos[op], which follows every I/O (fio's last_pos), random past the end;
+//!                a non-uniform random_distribution → its draw (workload::distribution),
+//!                with no random map (fio's fixup_options)
+//! verify (a job on a disk that writes, verify set, do_verify=1; fio's log_io_piece and
+//!         do_verify): a clone of the generator at its start replays the writes, so the
+//!         reads come in the order written with no log in memory
+//!   every verify_backlog writes → that many reads of the oldest unverified writes
+//!   a time_based job's size written → Drain, reads of every unverified write
+//!   the job's bytes done (after its end_fsync) → Drain, reads of the rest, then Done
+//!   verify_only → the writes are drawn, not issued; only the reads are
+//!   stop (runtime over) → no verify (fio's do_verify stops on terminate)
+//! ```
+//!
+//! fio's log of a job without the random map (norandommap, non-uniform distributions) is
+//! sorted by offset and keeps one entry per overlapped block; vmio reads back in write order,
+//! every write once.
+//!
 //! The random map is a keyed permutation of the region's `ceil(size / align)` blocks
 //! (`workload::perm`), so a pass visits every block start exactly once in O(1) memory. Unlike
 //! fio's bitmap it does not shrink an I/O that overlaps blocks already done, so with mixed
@@ -40,9 +61,11 @@
 //! returned even after the last I/O, so every group of `fsync` writes is followed by its
 //! fsync; on files the job stops at its bytes first, as fio's `do_io` does.
 
+use super::distribution::{self, OffsetDraw};
 use super::fio_files::{self, FileJob};
 use super::perm::Permutation;
 use super::{FileDecl, FileOp, Step, Workload, WorkloadError};
+use crate::fio::pace::Distribution;
 use crate::fio::JobSpec;
 use crate::request::{Extent, Op};
 use crate::rng::Rng;
@@ -131,6 +154,31 @@ pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
     })
 }
 
+/// Notes on what vmio does differently from fio for the job's fiopace options
+/// ([`crate::fio::pace`]): the checksums' CPU time, verify on files.
+pub fn pace_notes(spec: &JobSpec, on_files: bool) -> Vec<String> {
+    let p = &spec.pace;
+    let mut notes = Vec::new();
+    if let Some(method) = p
+        .verify
+        .as_deref()
+        .filter(|_| p.do_verify && spec.rw.writes())
+    {
+        notes.push(if on_files {
+            format!(
+                "job '{}': verify={method} on a filesystem's files is not modelled: no read-back phase",
+                spec.name
+            )
+        } else {
+            format!(
+                "job '{}': verify={method}: the read-back phase is modelled, the checksum's CPU time is not",
+                spec.name
+            )
+        });
+    }
+    notes
+}
+
 /// Most I/Os one numjobs clone may issue when no `runtime` stops it: 2^32, about an hour of
 /// simulation at a million simulated I/Os per second (`vmio bench sim`).
 pub const MAX_IOS_WITHOUT_RUNTIME: u64 = 1 << 32;
@@ -141,6 +189,8 @@ struct Pattern {
     align: u64,
     random: bool,
     norandommap: bool,
+    /// fio's `percentage_random` per direction [read, write].
+    perc_random: [u32; 2],
 }
 
 /// The offsets of one region: the job's span of a disk, or one file's `[offset, offset +
@@ -154,12 +204,14 @@ pub(super) struct Region {
     perm: Permutation,
     perm_next: u64,
     blocks: u64,
+    /// A non-uniform `random_distribution`'s draws (None: uniform).
+    draw: Option<OffsetDraw>,
     /// The last I/O ended a pass (a sequential position wrapped, the random map is full).
     exhausted: bool,
 }
 
 impl Region {
-    fn new(start: u64, len: u64, align: u64, rng: &mut Rng) -> Self {
+    fn new(start: u64, len: u64, align: u64, rng: &mut Rng, draw: Option<OffsetDraw>) -> Self {
         let blocks = len.div_ceil(align);
         Self {
             start,
@@ -168,15 +220,28 @@ impl Region {
             perm: Permutation::new(blocks, rng),
             perm_next: 0,
             blocks,
+            draw,
             exhausted: false,
         }
     }
 
     /// The offset and length of an I/O of `bs` bytes in direction `dir` (module doc).
     #[inline]
-    fn next(&mut self, dir: usize, bs: u64, p: Pattern, rng: &mut Rng) -> (u64, u64) {
-        let offset = if !p.random {
+    fn next(
+        &mut self,
+        dir: usize,
+        bs: u64,
+        p: Pattern,
+        rng: &mut Rng,
+        choice: &mut Rng,
+    ) -> (u64, u64) {
+        // fio's should_do_random: a draw in 1..=100 at most percentage_random.
+        let perc = p.perc_random[dir];
+        let random = p.random && (perc >= 100 || choice.below(100) < u64::from(perc));
+        let offset = if !random && self.pos[dir] < self.end {
             self.pos[dir]
+        } else if let Some(draw) = &self.draw {
+            self.start + draw.block(dir, rng) * p.align
         } else if p.norandommap {
             let room = (self.end - self.start).saturating_sub(bs) / p.align;
             self.start + rng.below(room + 1) * p.align
@@ -191,7 +256,10 @@ impl Region {
             self.start + block * p.align
         };
         let len = bs.min(self.end - offset);
-        if !p.random {
+        if p.random && perc < 100 {
+            // fio's last_pos follows every I/O: a sequential one continues from the last.
+            self.pos[dir] = offset + len;
+        } else if !p.random {
             let next = offset + len;
             self.pos[dir] = if next >= self.end {
                 self.exhausted = true;
@@ -289,6 +357,8 @@ pub struct Generator {
     offsets: Rng,
     sizes_rng: Rng,
     mix: Rng,
+    /// fio's `percentage_random` draws (seq_rand_state).
+    choice: Rng,
     byte_limit: u64,
     io_limit: u64,
     bytes_done: u64,
@@ -302,6 +372,30 @@ pub struct Generator {
     depth: u32,
     /// The files of a job on a filesystem ([`super::fio_files`]).
     files: Option<Box<FileJob>>,
+    /// fio's verify phase (a job on a disk that writes, with `verify` and `do_verify`).
+    verify: Option<Box<Verify>>,
+    /// The direction of the next drawn I/O, chosen ahead ([`Generator::next_dir`]).
+    forced: Option<Op>,
+}
+
+/// fio's verify of a job's writes (module doc, "verify"): a replay of the generator from its
+/// start gives the written blocks again, in the order they were written.
+#[derive(Clone, Debug)]
+struct Verify {
+    replay: Generator,
+    /// fio's `verify_backlog` (0: verify at the end of each pass).
+    backlog: u64,
+    /// Writes issued, not yet verified.
+    pending: u64,
+    /// Verify reads to issue before anything else.
+    queued: u64,
+    /// A drain is due before the queued reads (the end of a pass: fio's do_io returns).
+    drain: bool,
+    /// The bytes of writes after which a time_based job's pass ends.
+    pass_end: u64,
+    pass_bytes: u64,
+    /// fio's `verify_only`: the writes are drawn, not issued.
+    only: bool,
 }
 
 impl Generator {
@@ -421,10 +515,17 @@ impl Generator {
         let mut offsets = Rng::new(base.next_u64());
         let sizes_rng = Rng::new(base.next_u64());
         let mix = Rng::new(base.next_u64());
+        let mut dist_rng = Rng::new(base.next_u64());
+        let choice = Rng::new(base.next_u64());
+        let dist = &spec.pace.random_distribution;
         let regions = regions
             .iter()
-            .map(|&(start, len)| Region::new(start, len, align, &mut offsets))
-            .collect();
+            .map(|&(start, len)| {
+                let draw = OffsetDraw::new(dist, len, align, &mut dist_rng)
+                    .map_err(|end| distribution::zones_beyond(&spec.name, spec.line, end, len))?;
+                Ok(Region::new(start, len, align, &mut offsets, draw))
+            })
+            .collect::<Result<_, WorkloadError>>()?;
         let (byte_limit, io_limit) = if spec.time_based {
             (u64::MAX, u64::MAX)
         } else {
@@ -459,7 +560,9 @@ impl Generator {
             pattern: Pattern {
                 align,
                 random: spec.rw.is_random(),
-                norandommap: spec.norandommap,
+                // fio's fixup_options: a non-uniform distribution has no random map.
+                norandommap: spec.norandommap || *dist != Distribution::Random,
+                perc_random: spec.pace.percentage_random,
             },
             dirs: shape.dirs,
             rwmixread: u64::from(spec.rwmixread.min(100)),
@@ -468,6 +571,7 @@ impl Generator {
             offsets,
             sizes_rng,
             mix,
+            choice,
             byte_limit,
             io_limit,
             bytes_done: 0,
@@ -479,7 +583,34 @@ impl Generator {
             end_fsync: spec.end_fsync,
             depth: iodepth(spec),
             files,
+            verify: None,
+            forced: None,
         })
+        .map(|g| g.with_verify(spec, bytes))
+    }
+
+    /// fio's verify phase for a job on a disk that writes (`verify` set, `do_verify` on):
+    /// the generator as it is now, replayed, gives the blocks to read back.
+    fn with_verify(mut self, spec: &JobSpec, pass_bytes: u64) -> Self {
+        let p = &spec.pace;
+        if p.verify.is_none() || !p.do_verify || !spec.rw.writes() || self.files.is_some() {
+            return self;
+        }
+        self.verify = Some(Box::new(Verify {
+            replay: self.clone(),
+            backlog: p.verify_backlog,
+            pending: 0,
+            queued: 0,
+            drain: false,
+            pass_end: if spec.time_based {
+                pass_bytes
+            } else {
+                u64::MAX
+            },
+            pass_bytes,
+            only: p.verify_only,
+        }));
+        self
     }
 
     /// Every clone of `spec` (numjobs of them, at least one), in clone order.
@@ -514,6 +645,63 @@ impl Generator {
     /// sequence of [`super::fio_files`]), then Done.
     pub fn stop(&mut self) {
         self.byte_limit = 0;
+        // fio's do_verify does nothing once the job is terminated.
+        self.verify = None;
+    }
+
+    /// The next verify step, if one is due: a drain at the end of a pass, then a read of the
+    /// oldest unverified write (the replay's next write).
+    fn verify_step(&mut self) -> Option<Step> {
+        let v = self.verify.as_deref_mut()?;
+        if v.queued == 0 {
+            return None;
+        }
+        if std::mem::take(&mut v.drain) {
+            return Some(Step::Drain);
+        }
+        let (offset_bytes, len_bytes) = loop {
+            if let (Op::Write, off, len) = v.replay.draw_io(0) {
+                break (off, len);
+            }
+        };
+        v.queued -= 1;
+        v.pending -= 1;
+        Some(Step::Io {
+            op: Op::Read,
+            offset_bytes,
+            len_bytes,
+        })
+    }
+
+    /// A write was drawn: log it for the verify (fio's log_io_piece), queue a backlog's
+    /// reads (every verify_backlog writes) or a pass's (a time_based job's `size` written).
+    /// Whether it is issued (not under verify_only).
+    fn verify_logged(&mut self) -> bool {
+        let bytes = self.bytes_done;
+        let Some(v) = self.verify.as_deref_mut() else {
+            return true;
+        };
+        v.pending += 1;
+        if v.backlog > 0 && v.pending.is_multiple_of(v.backlog) {
+            v.queued = v.backlog;
+        }
+        if bytes >= v.pass_end {
+            v.pass_end = v.pass_end.saturating_add(v.pass_bytes);
+            v.queued = v.pending;
+            v.drain = true;
+        }
+        !v.only
+    }
+
+    /// The job's writes are done: verify what is left (after a drain), if anything.
+    fn verify_rest(&mut self) -> Option<Step> {
+        let v = self.verify.as_deref_mut()?;
+        if v.pending == 0 {
+            return None;
+        }
+        v.queued = v.pending;
+        v.drain = true;
+        self.verify_step()
     }
 
     fn limits_reached(&self) -> bool {
@@ -527,20 +715,18 @@ impl Generator {
         let op = match self.dirs {
             Dirs::Read => Op::Read,
             Dirs::Write => Op::Write,
-            Dirs::Mixed => {
-                if self.mix.below(100) < self.rwmixread {
-                    Op::Read
-                } else {
-                    Op::Write
-                }
-            }
+            Dirs::Mixed => match self.forced.take() {
+                Some(op) => op,
+                None => self.mix_op(),
+            },
         };
         let (bs, dir) = if op == Op::Read {
             (self.read_sizes.draw(&mut self.sizes_rng), 0)
         } else {
             (self.write_sizes.draw(&mut self.sizes_rng), 1)
         };
-        let (offset, len) = self.regions[r].next(dir, bs, self.pattern, &mut self.offsets);
+        let (offset, len) =
+            self.regions[r].next(dir, bs, self.pattern, &mut self.offsets, &mut self.choice);
         self.ios_done += 1;
         self.bytes_done = self.bytes_done.saturating_add(len);
         if op == Op::Write {
@@ -553,6 +739,37 @@ impl Generator {
             }
         }
         (op, offset, len)
+    }
+
+    /// A mixed job's draw of its next direction (rwmixread).
+    fn mix_op(&mut self) -> Op {
+        if self.mix.below(100) < self.rwmixread {
+            Op::Read
+        } else {
+            Op::Write
+        }
+    }
+
+    /// For a job on a disk that issues both directions (0 < rwmixread < 100): the
+    /// direction (0 read, 1 write) of its next drawn I/O, drawn from the mix now, as fio's
+    /// get_rw_ddir does before rate_ddir may switch it ([`Generator::force_dir`]); None
+    /// for any other job.
+    pub fn next_dir(&mut self) -> Option<usize> {
+        if self.dirs != Dirs::Mixed || !(1..100).contains(&self.rwmixread) || self.files.is_some() {
+            return None;
+        }
+        let op = match self.forced {
+            Some(op) => op,
+            None => self.mix_op(),
+        };
+        self.forced = Some(op);
+        Some(usize::from(op == Op::Write))
+    }
+
+    /// The next drawn I/O goes in direction `dir` (0 read, 1 write): fio's rate_ddir switched
+    /// it.
+    pub fn force_dir(&mut self, dir: usize) {
+        self.forced = Some(if dir == 0 { Op::Read } else { Op::Write });
     }
 
     /// The next step of a job on files (module doc of [`super::fio_files`]).
@@ -624,21 +841,37 @@ impl Workload for Generator {
         if self.files.is_some() {
             return self.next_on_files();
         }
+        if let Some(step) = self.verify_step() {
+            return step;
+        }
         if self.sync_pending.take().is_some() {
             return Step::Fsync;
         }
-        if self.limits_reached() {
-            if self.end_fsync {
-                self.end_fsync = false;
-                return Step::Fsync;
+        loop {
+            if self.limits_reached() {
+                if self.end_fsync {
+                    self.end_fsync = false;
+                    return Step::Fsync;
+                }
+                return self.verify_rest().unwrap_or(Step::Done);
             }
-            return Step::Done;
-        }
-        let (op, offset_bytes, len_bytes) = self.draw_io(0);
-        Step::Io {
-            op,
-            offset_bytes,
-            len_bytes,
+            let (op, offset_bytes, len_bytes) = self.draw_io(0);
+            let issued = if op == Op::Write {
+                self.verify_logged()
+            } else {
+                !self.verify.as_ref().is_some_and(|v| v.only)
+            };
+            if issued {
+                return Step::Io {
+                    op,
+                    offset_bytes,
+                    len_bytes,
+                };
+            }
+            // verify_only: nothing is issued until a pass's reads are due.
+            if let Some(step) = self.verify_step() {
+                return step;
+            }
         }
     }
 
@@ -1013,6 +1246,127 @@ pub(super) mod tests {
         );
         assert!(check_ends(&job("rw=read\ntime_based\nruntime=1\n")).is_ok());
         assert!(check_ends(&job("rw=read\n")).is_ok());
+    }
+
+    #[test]
+    fn percentage_random_makes_that_share_of_ios_random_and_the_rest_follow_the_last() {
+        let spec = job("rw=randread\nbs=4k\nsize=1g\npercentage_random=30\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
+        let got = ios(&mut g, 100_000);
+        // An I/O that starts where the previous ended is sequential (a random one lands
+        // there once in 262,144).
+        let follows = got.windows(2).filter(|w| w[1].1 == w[0].1 + w[0].2).count();
+        let share = follows as f64 / (got.len() - 1) as f64;
+        assert!((share - 0.7).abs() < 0.01, "{share}");
+        // percentage_random=100 (fio's default) draws exactly the plain random sequence.
+        let plain = job("rw=randread\nbs=4k\nsize=1g\ntime_based\n");
+        let full = job("rw=randread\nbs=4k\nsize=1g\ntime_based\npercentage_random=100\n");
+        let a = ios(&mut Generator::new(&plain, 0, GIB, 4).unwrap(), 1000);
+        let b = ios(&mut Generator::new(&full, 0, GIB, 4).unwrap(), 1000);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_zoned_distribution_places_the_generators_offsets_in_its_zones() {
+        let spec = job("rw=randrw\nbs=4k\noffset=1m\nsize=100m\nrandom_distribution=zoned:50/10:50/90,100/5\ntime_based\n");
+        let mut g = Generator::new(&spec, 0, GIB, 4).unwrap();
+        let got = ios(&mut g, 100_000);
+        let (mut reads, mut reads_low) = (0, 0);
+        for &(op, off, len) in &got {
+            assert!(off >= MIB && off + len <= 101 * MIB && (off - MIB).is_multiple_of(4 * KIB));
+            if op == Op::Read {
+                reads += 1;
+                reads_low += usize::from(off < 11 * MIB);
+            } else {
+                assert!(off < 6 * MIB, "writes go to the first 5 %: {off}");
+            }
+        }
+        let share = reads_low as f64 / reads as f64;
+        assert!((share - 0.5).abs() < 0.01, "{share}");
+        let bad = job("rw=randread\nsize=1m\nrandom_distribution=zoned_abs:50/1m:50/1m\n");
+        let e = Generator::new(&bad, 0, GIB, 1).unwrap_err();
+        assert!(
+            e.to_string().contains("zoned_abs sizes exceed file size"),
+            "{e}"
+        );
+    }
+
+    /// Every step of `g` until Done (at most `max`).
+    fn steps(g: &mut Generator, max: usize) -> Vec<Step> {
+        std::iter::from_fn(|| Some(g.next(0)))
+            .take_while(|s| *s != Step::Done)
+            .take(max)
+            .collect()
+    }
+
+    fn io_list(steps: &[Step], want: Op) -> Vec<(u64, u64)> {
+        steps
+            .iter()
+            .filter_map(|s| match *s {
+                Step::Io {
+                    op,
+                    offset_bytes,
+                    len_bytes,
+                } if op == want => Some((offset_bytes, len_bytes)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Steps as letters: W a write, R a read, - anything else.
+    fn kinds(steps: &[Step]) -> String {
+        steps
+            .iter()
+            .map(|x| match x {
+                Step::Io { op: Op::Write, .. } => 'W',
+                Step::Io { op: Op::Read, .. } => 'R',
+                _ => '-',
+            })
+            .collect()
+    }
+
+    #[test]
+    fn verify_reads_back_every_write_in_write_order_after_a_drain() {
+        let spec = job("rw=randwrite\nbssplit=4k/50:16k/50\nsize=4m\nverify=crc32c\n");
+        let s = steps(&mut Generator::new(&spec, 0, GIB, 5).unwrap(), 100_000);
+        let writes = io_list(&s, Op::Write);
+        let reads = io_list(&s, Op::Read);
+        assert_eq!(reads, writes, "the same blocks, in the order written");
+        let drain = s.iter().position(|x| *x == Step::Drain).unwrap();
+        assert_eq!(
+            drain,
+            writes.len(),
+            "every write, then the drain, then the reads"
+        );
+        let bytes = |v: &[(u64, u64)]| v.iter().map(|x| x.1).sum::<u64>();
+        assert!(bytes(&writes) >= 4 * MIB);
+        // do_verify=0 (or no verify) reads nothing.
+        let off = job("rw=randwrite\nsize=4m\nverify=crc32c\ndo_verify=0\n");
+        let s = steps(&mut Generator::new(&off, 0, GIB, 5).unwrap(), 100_000);
+        assert!(io_list(&s, Op::Read).is_empty());
+        assert!(pace_notes(&off, false).is_empty());
+        assert_eq!(
+            pace_notes(&spec, true),
+            ["job 'j': verify=crc32c on a filesystem's files is not modelled: no read-back phase"]
+        );
+    }
+
+    #[test]
+    fn verify_backlog_reads_each_batch_of_writes_as_it_fills_and_verify_only_just_reads() {
+        let spec = job("rw=write\nbs=4k\nsize=64k\nverify=md5\nverify_backlog=4\n");
+        let s = steps(&mut Generator::new(&spec, 0, GIB, 5).unwrap(), 1000);
+        assert_eq!(kinds(&s), "WWWWRRRR".repeat(4));
+        let only = job("rw=write\nbs=4k\nsize=64k\nverify=md5\nverify_only\n");
+        let s = steps(&mut Generator::new(&only, 0, GIB, 5).unwrap(), 1000);
+        assert!(io_list(&s, Op::Write).is_empty());
+        assert_eq!(
+            io_list(&s, Op::Read),
+            (0..16).map(|i| (i * 4 * KIB, 4 * KIB)).collect::<Vec<_>>()
+        );
+        // A time_based job verifies after each pass of size.
+        let timed = job("rw=write\nbs=4k\nsize=16k\nverify=crc32c\ntime_based\nruntime=1\n");
+        let s = steps(&mut Generator::new(&timed, 0, GIB, 5).unwrap(), 20);
+        assert_eq!(kinds(&s), "WWWW-RRRRWWWW-RRRRWW");
     }
 
     #[test]

@@ -75,6 +75,7 @@
 
 pub mod apps;
 pub mod cpu;
+pub mod distribution;
 pub mod filebench;
 pub mod files;
 pub mod fio_files;
@@ -272,6 +273,10 @@ pub fn workloads(
 ) -> Result<Vec<JobWorkload>, WorkloadError> {
     let disk_bytes = target.bytes();
     notes.extend(fio_job::iodepth_note(spec));
+    notes.extend(fio_job::pace_notes(
+        spec,
+        matches!(target, Target::Filesystem { .. }),
+    ));
     let depth = fio_job::iodepth(spec);
     let base = spec.offset_bytes.min(disk_bytes);
     let region = spec
@@ -594,6 +599,9 @@ pub enum WorkloadError {
     App(#[from] AppError),
     #[error(transparent)]
     Cpu(#[from] cpu::CpuJobError),
+    /// fiopace: a random_distribution that does not fit the job's region.
+    #[error(transparent)]
+    Distribution(#[from] distribution::DistributionError),
 }
 
 #[cfg(test)]

@@ -28,6 +28,28 @@
 //! the next non-empty phase (fio's stonewall groups)
 //! ```
 //!
+//! Pacing (fio's `rate`, `rate_iops`, `rate_process`, `rate_min`, `thinktime*`, `startdelay`,
+//! `iodepth_batch_complete_min`, `iodepth_low`; rules in `vmio_core::fio::pace`), for a job
+//! that sets one of them:
+//!
+//! ```text
+//! JobStart before the start delay (from the run's start) → JobStart again at the delay
+//! try_issue, each turn: ramp over → the rate's epoch moves to the ramp's end;
+//!     a think due (handle_thinktime) → hold Think(spin, sleep);
+//!     the step (a held one first) is a read/write the rate holds back (rate_ddir) → keep
+//!     it, hold Until(its time); a hold waits for nothing in flight (io_u_quiesce), then
+//!     a think's spin runs as a CPU step on the job's thread (cpu.rs), then an Arrival at
+//!     now + sleep / at the rate's time
+//!   queue full → reap: wait for min(complete_min, in flight) completions and at most
+//!     iodepth_low in flight (wait_for_completions)
+//! io_done: count completions; reap progress; rate_min checked (the job stops, a note)
+//! ```
+//!
+//! `iodepth_batch_submit` and `iodepth_batch_complete_max` change nothing here: vmio submits
+//! and reaps in no time, so a batch goes out (and completions are reaped) at the instant fio
+//! would commit it (fio commits a partial batch whenever it waits for completions). fio
+//! stamps a completion when it reaps it; vmio when the disk completes it.
+//!
 //! An open-loop replay (depth u32::MAX) thus issues one request per Arrival and nothing on a
 //! completion; a closed-loop one (fio, FileBench, `replay_no_stall`) issues on completions.
 //! A VM's per-second bytes count its jobs' direct I/O, or, for a VM with a guest kernel, what
@@ -42,8 +64,11 @@ use super::guest::Origin;
 use super::guestos::App;
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
+use vmio_core::fio::pace::{depth_rules, start_delay, Gate, Pacer};
+use vmio_core::fio::JobSpec;
 use vmio_core::guest::os::{AppOp, Invalidate};
 use vmio_core::request::Op;
+use vmio_core::rng::Rng;
 use vmio_core::workload::{FileOp, JobWorkload, Step, Target, Workload};
 use vmio_core::Ns;
 
@@ -88,6 +113,147 @@ pub(super) struct JobState {
     pub(super) stats: [DirStats; 4],
     /// The tag of the job's CPU step in flight (CPU jobs run one step at a time).
     cpu_tag: u32,
+    /// fio's rate, thinktime, rate_min, startdelay and iodepth batching (`Pacing`); None:
+    /// the job sets none of them.
+    pace: Option<Box<Pacing>>,
+}
+
+/// A job's pacing state (module doc: "pacing").
+struct Pacing {
+    rules: Pacer,
+    /// The I/O the rate held back until its time.
+    held: Option<Step>,
+    /// Waiting for the job's I/Os in flight to complete, then sleeping (fio's io_u_quiesce
+    /// before a rate or think sleep).
+    hold: Option<Hold>,
+    /// The start delay, not yet waited.
+    delay_ns: Ns,
+    /// The rate's epoch: the start, then the end of the ramp (fio's reset_all_stats).
+    epoch_ns: Ns,
+    ramp_reset: bool,
+    /// I/Os issued and completed (thinktime_blocks counts one of them).
+    issued: u64,
+    completed: u64,
+    /// Bytes and I/Os completed per direction since the epoch (the minimum-rate check).
+    done_bytes: [u64; 2],
+    done_ios: [u64; 2],
+    /// The think's spin is on the job's thread (a CPU step in flight).
+    spinning: bool,
+    /// fio's wait_for_completions when the queue is full: `(need, got)` completions.
+    reap: Option<(u32, u32)>,
+    complete_min: u32,
+    low: u32,
+}
+
+/// What a paced job waits for once nothing is in flight.
+#[derive(Clone, Copy)]
+enum Hold {
+    /// A think: `spin` ns of CPU on the job's thread, then a sleep of `sleep` ns.
+    Think { spin: Ns, sleep: Ns },
+    /// The rate's time for the held I/O (absolute).
+    Until(Ns),
+}
+
+impl Pacing {
+    /// The pacing of clone `clone` of `spec` with `depth`, or None when it sets nothing.
+    fn new(spec: &JobSpec, clone: u32, depth: u32, seed: u64) -> Option<Box<Pacing>> {
+        let p = &spec.pace;
+        let min_bs = [&spec.bs.read, &spec.bs.write]
+            .map(|t| t.iter().map(|&(b, _)| b).min().unwrap_or(4096));
+        let label = |what: &str| format!("{what}/{}/{clone}", spec.name);
+        let rules = Pacer::new(p, min_bs, Rng::derive(seed, &label("pace")));
+        let delay_ns = start_delay(p, &mut Rng::derive(seed, &label("startdelay")));
+        let (_, complete_min, _, low) = depth_rules(p, depth);
+        let reaps = complete_min > 1 || low < depth;
+        (rules.is_active() || delay_ns > 0 || reaps).then(|| {
+            Box::new(Pacing {
+                rules,
+                held: None,
+                hold: None,
+                delay_ns,
+                epoch_ns: 0,
+                ramp_reset: false,
+                issued: 0,
+                completed: 0,
+                done_bytes: [0; 2],
+                done_ios: [0; 2],
+                spinning: false,
+                reap: None,
+                complete_min: if reaps { complete_min } else { 1 },
+                low: if reaps { low } else { depth },
+            })
+        })
+    }
+
+    /// Whether the job waits (a hold, or a reap not yet complete).
+    fn waiting(&self) -> bool {
+        self.hold.is_some() || self.reap.is_some()
+    }
+
+    /// The ramp ended (at `ramp_end`): fio's reset_all_stats restarts the rate's clock.
+    fn ramp(&mut self, now: Ns, ramp_end: Ns) {
+        if !self.ramp_reset && ramp_end > self.epoch_ns && now >= ramp_end {
+            self.ramp_reset = true;
+            self.epoch_ns = ramp_end;
+            self.rules.restart();
+            self.done_bytes = [0; 2];
+            self.done_ios = [0; 2];
+        }
+    }
+
+    /// A think is due (fio's handle_thinktime): hold for it.
+    fn think_due(&mut self) -> bool {
+        let think = self.rules.think(self.completed, self.issued);
+        if let Some((spin, sleep)) = think {
+            self.hold = Some(Hold::Think { spin, sleep });
+        }
+        think.is_some()
+    }
+
+    /// The rate holds `step` back (fio's rate_ddir): keep it and hold until its time.
+    fn rate_holds(&mut self, now: Ns, step: Step) -> bool {
+        let Some((dir, _)) = data_dir(&step) else {
+            return false;
+        };
+        match self.rules.gate(dir, now - self.epoch_ns) {
+            Gate::Go => false,
+            Gate::Until(t) => {
+                self.held = Some(step);
+                self.hold = Some(Hold::Until(self.epoch_ns + t));
+                true
+            }
+        }
+    }
+
+    /// `step` is issued now.
+    fn issued(&mut self, step: Step) {
+        if let Some((dir, bytes)) = data_dir(&step) {
+            self.issued += 1;
+            self.rules.issued(dir, bytes);
+        }
+    }
+}
+
+/// The direction (0 read, 1 write) and bytes of a data step, for the rate.
+fn data_dir(step: &Step) -> Option<(usize, u64)> {
+    let op = match *step {
+        Step::Io { op, len_bytes, .. } => return dir_of(op).map(|d| (d, len_bytes)),
+        Step::File { op, .. } => op,
+        _ => return None,
+    };
+    match op {
+        FileOp::Read { len, .. } => Some((0, len)),
+        FileOp::Write { len, .. } => Some((1, len)),
+        _ => None,
+    }
+}
+
+fn dir_of(op: Op) -> Option<usize> {
+    match op {
+        Op::Read => Some(0),
+        Op::Write => Some(1),
+        _ => None,
+    }
 }
 
 impl JobDriver {
@@ -176,6 +342,7 @@ impl JobDriver {
                     })?;
             phases = phases.max(b.spec.group_id + 1);
             for (c, work) in works.into_iter().enumerate() {
+                let pace = Pacing::new(&b.spec, c as u32, work.depth(), seed);
                 job_states.push(JobState {
                     name: b.spec.name.clone(),
                     depth: work.depth(),
@@ -198,6 +365,7 @@ impl JobDriver {
                     draining: false,
                     stats: Default::default(),
                     cpu_tag: 0,
+                    pace,
                 });
                 bindings.push((b.clone(), c as u32));
             }
@@ -227,6 +395,15 @@ impl Sim {
     }
 
     pub(super) fn job_start(&mut self, now: Ns, j: usize) {
+        // fio's startdelay counts from the run's start (its genesis), not the group's.
+        if let Some(p) = self.work.jobs[j].pace.as_mut() {
+            let delay = std::mem::take(&mut p.delay_ns);
+            if now < delay {
+                self.q.push(delay, Event::JobStart(j).pack());
+                return;
+            }
+            p.epoch_ns = now;
+        }
         self.invalidate(j);
         let job = &mut self.work.jobs[j];
         job.start_ns = now;
@@ -259,6 +436,69 @@ impl Sim {
             }
             Route::Files { handles } => g.os.invalidate(Invalidate::Files(handles)),
         }
+    }
+
+    /// A paced job's hold (a think, a rate's time) starts once nothing is in flight (fio's
+    /// io_u_quiesce, then its sleep); io_done calls this again at the last completion.
+    fn pace_sleep(&mut self, now: Ns, j: usize) {
+        let job = &mut self.work.jobs[j];
+        let Some(p) = job.pace.as_deref_mut() else {
+            return;
+        };
+        if job.inflight > 0 {
+            return;
+        }
+        let Some(hold) = p.hold.take() else {
+            return;
+        };
+        let at = match hold {
+            Hold::Think { spin, sleep } if spin > 0 => {
+                // fio's usec_spin: CPU time on the job's thread; the sleep follows it.
+                p.hold = Some(Hold::Think { spin: 0, sleep });
+                p.spinning = true;
+                job.inflight += 1;
+                self.cpu_job(now, j, spin);
+                return;
+            }
+            Hold::Think { sleep, .. } => now + sleep,
+            Hold::Until(t) => t.max(now),
+        };
+        job.arrival_pending = true;
+        self.q.push(at, Event::Arrival(j).pack());
+    }
+
+    /// A paced job's completion of `len` bytes of `op` (None: no data; `measured`: inside the
+    /// measured window): thinktime's count, the reap of a full queue, the minimum rate.
+    fn pace_done(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64, measured: bool) {
+        let job = &mut self.work.jobs[j];
+        let Some(p) = job.pace.as_deref_mut() else {
+            return;
+        };
+        let dir = op.and_then(dir_of);
+        if dir.is_some() {
+            p.completed += 1;
+        }
+        if let Some((need, got)) = p.reap {
+            let got = got + 1;
+            p.reap = (got < need || job.inflight > p.low).then_some((need, got));
+        }
+        let Some(d) = dir.filter(|_| measured) else {
+            return;
+        };
+        p.done_bytes[d] += len;
+        p.done_ios[d] += 1;
+        let Some(why) = p
+            .rules
+            .min_rate_missed(now - p.epoch_ns, p.done_bytes, p.done_ios)
+        else {
+            return;
+        };
+        let at = (now - job.start_ns) as f64 / vmio_core::SEC as f64;
+        self.notes.push(format!(
+            "job '{}': {why}; the job stopped at {at:.3} s as fio's does (fio ends it with error EIO, \"check_min_rate\")",
+            job.name
+        ));
+        self.job_end(now, j);
     }
 
     /// The time a workload named came: ask it again.
@@ -306,11 +546,52 @@ impl Sim {
                 || job.fsync_waiting
                 || job.arrival_pending
                 || job.draining
-                || job.inflight >= job.depth
+                || job.pace.as_ref().is_some_and(|p| p.waiting())
             {
                 break;
             }
-            match job.work.next(now - job.start_ns) {
+            if job.inflight >= job.depth {
+                if let Some(p) = job.pace.as_mut() {
+                    // fio's wait_for_completions: reap at least min(complete_min, in
+                    // flight), then on while more than iodepth_low are in flight.
+                    p.reap = Some((p.complete_min.min(job.inflight).max(1), 0));
+                }
+                break;
+            }
+            let step = match job.pace.as_deref_mut() {
+                None => job.work.next(now - job.start_ns),
+                Some(p) => {
+                    p.ramp(now, job.start_ns + job.ramp_ns);
+                    if p.think_due() {
+                        self.pace_sleep(now, j);
+                        break;
+                    }
+                    // A fio job drawing both directions: fio's rate_ddir picks one first.
+                    let rated = p.held.is_none() && p.rules.limits_rate();
+                    if let (true, JobWorkload::Fio(g)) = (rated, &mut job.work) {
+                        if let Some(d) = g.next_dir() {
+                            let (dir, gate) = p.rules.choose(d, now - p.epoch_ns);
+                            g.force_dir(dir);
+                            if let Gate::Until(t) = gate {
+                                p.hold = Some(Hold::Until(p.epoch_ns + t));
+                                self.pace_sleep(now, j);
+                                break;
+                            }
+                        }
+                    }
+                    let step = match p.held.take() {
+                        Some(step) => step,
+                        None => job.work.next(now - job.start_ns),
+                    };
+                    if p.rate_holds(now, step) {
+                        self.pace_sleep(now, j);
+                        break;
+                    }
+                    p.issued(step);
+                    step
+                }
+            };
+            match step {
                 Step::Io {
                     op,
                     offset_bytes,
@@ -411,8 +692,16 @@ impl Sim {
 
     /// Job `j`'s CPU step is done (cpu.rs): no data, nothing counted.
     pub(super) fn cpu_job_done(&mut self, now: Ns, j: usize) {
-        let tag = self.work.jobs[j].cpu_tag;
-        self.work.jobs[j].work.completed(tag);
+        let job = &mut self.work.jobs[j];
+        // A think's spin is the driver's, not a step of the workload.
+        let spin = job
+            .pace
+            .as_deref_mut()
+            .map(|p| std::mem::take(&mut p.spinning));
+        if spin != Some(true) {
+            let tag = job.cpu_tag;
+            job.work.completed(tag);
+        }
         self.io_done(now, j, None, 0, now, 0);
     }
 
@@ -442,7 +731,8 @@ impl Sim {
         job.inflight -= 1;
         let op = op.into();
         let mut timeline = 0;
-        if let Some(op) = op.filter(|_| now >= job.start_ns + job.ramp_ns && now <= job.end_ns) {
+        let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
+        if let Some(op) = op.filter(|_| measured) {
             let clat = now.saturating_sub(issue_ns + slat_ns);
             job.stats[dir_index(op)].record(len, slat_ns, clat);
             // A guest's VM counts the bytes its virtual disks move (guestos.rs).
@@ -462,7 +752,232 @@ impl Sim {
         if fsync {
             self.issue(now, j, Op::Flush, 0, 0);
         }
+        self.pace_done(now, j, op, len, measured);
+        self.pace_sleep(now, j);
         self.try_issue(now, j);
         self.maybe_finish(now, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! fio's pacing options against closed forms, on a native host with a RAM disk.
+    use crate::output::RunOutput;
+    use crate::run::{run, RunInput};
+    use vmio_core::{MS, SEC};
+
+    /// A native host whose one disk is a RAM device of 1 µs latency and 1 GB/s.
+    const RAM_STACK: &str = "[host]\nhypervisor = \"native\"\n[[device]]\nname = \"a\"\n\
+        model = \"ram\"\ncapacity = \"1g\"\nlatency = \"1000ns\"\nbandwidth = 1000000000\n\
+        [[volume]]\nname = \"data\"\nlayout = \"single\"\ndevices = [\"a\"]\n\
+        [scheduler]\nname = \"none\"\n[[vm]]\nname = \"host\"\n\
+        [[vm.disk]]\nname = \"sda\"\nvolume = \"data\"\n";
+
+    fn sim(job: &str) -> RunOutput {
+        let job = format!("[j]\ndirect=1\nbs=4k\nsize=512m\n{job}");
+        run(&RunInput::texts(RAM_STACK, &job, 1)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The job's IOPS in direction `d` (0 read, 1 write) over its runtime.
+    fn iops(o: &RunOutput, d: usize) -> f64 {
+        let j = &o.report.jobs[0];
+        j.stats[d].total_ios as f64 * SEC as f64 / j.runtime_ns as f64
+    }
+
+    #[test]
+    fn a_job_limited_to_1000_iops_reports_1000_iops_within_one_percent() {
+        for engine in ["ioengine=psync", "ioengine=libaio\niodepth=16"] {
+            let o = sim(&format!(
+                "rw=randread\n{engine}\nrate_iops=1000\nruntime=2\ntime_based\n"
+            ));
+            let got = iops(&o, 0);
+            assert!((got / 1000.0 - 1.0).abs() < 0.01, "{engine}: {got}");
+        }
+        // Unlimited, the RAM disk does far more.
+        let o = sim("rw=randread\nioengine=psync\nruntime=1\ntime_based\n");
+        assert!(iops(&o, 0) > 20_000.0, "{}", iops(&o, 0));
+    }
+
+    #[test]
+    fn a_byte_rate_limits_bandwidth_and_each_direction_has_its_own() {
+        for (rw, d, want) in [("randread", 0, 1u64 << 20), ("randwrite", 1, 2 << 20)] {
+            let o = sim(&format!(
+                "rw={rw}\nioengine=libaio\niodepth=4\nrate=1m,2m\nruntime=4\ntime_based\n"
+            ));
+            let j = &o.report.jobs[0];
+            let bw = j.stats[d].io_bytes as f64 * SEC as f64 / j.runtime_ns as f64;
+            assert!(
+                (bw / want as f64 - 1.0).abs() < 0.01,
+                "{rw}: {bw} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_mixed_job_meets_each_directions_rate_as_fio_switches_directions() {
+        // rwmixread=70 would give 7 reads per 3 writes; the rates ask for 1:1, and fio's
+        // rate_ddir gives way to the direction behind its rate.
+        let o = sim("rw=randrw\nrwmixread=70\nioengine=libaio\niodepth=4\nrate_iops=1000\nruntime=2\ntime_based\n");
+        for d in [0, 1] {
+            let got = iops(&o, d);
+            assert!((got / 1000.0 - 1.0).abs() < 0.01, "dir {d}: {got}");
+        }
+    }
+
+    #[test]
+    fn a_poisson_rate_keeps_the_mean_and_draws_from_the_run_seed() {
+        let job = "rw=randread\nioengine=libaio\niodepth=4\nrate_iops=2000\nrate_process=poisson\nruntime=5\ntime_based\n";
+        let a = sim(job);
+        // 10,000 exponential gaps: the count's relative sd is 1 %.
+        let got = iops(&a, 0);
+        assert!((got / 2000.0 - 1.0).abs() < 0.03, "{got}");
+        assert_eq!(
+            a.report.jobs[0].stats[0].total_ios,
+            sim(job).report.jobs[0].stats[0].total_ios
+        );
+    }
+
+    #[test]
+    fn thinktime_at_queue_depth_one_gives_one_io_per_think_plus_service() {
+        let base = sim("rw=randread\nioengine=psync\nruntime=1\ntime_based\n");
+        let service_s = 1.0 / iops(&base, 0);
+        let o = sim("rw=randread\nioengine=psync\nthinktime=1ms\nruntime=2\ntime_based\n");
+        let want = 1.0 / (1e-3 + service_s);
+        let got = iops(&o, 0);
+        assert!((got / want - 1.0).abs() < 0.01, "{got} vs {want}");
+        // Every 4 blocks, with part of the think spent spinning: the same total.
+        let o = sim(
+            "rw=randread\nioengine=psync\nthinktime=1ms\nthinktime_spin=200us\nthinktime_blocks=4\nruntime=2\ntime_based\n",
+        );
+        let want = 4.0 / (1e-3 + 4.0 * service_s);
+        let got = iops(&o, 0);
+        assert!((got / want - 1.0).abs() < 0.01, "{got} vs {want}");
+    }
+
+    #[test]
+    fn thinktime_spin_is_cpu_time_so_two_spinning_jobs_share_one_core() {
+        // One core (CFS): 1 ms of spin per I/O caps both clones together at 1,000 I/Os per
+        // second; a think that sleeps lets each clone do 1/(1 ms + service).
+        let stack = RAM_STACK.replace(
+            "hypervisor = \"native\"\n",
+            "hypervisor = \"native\"\ncores = 1\n[cpu]\nmodel = \"cfs\"\n",
+        );
+        let total = |think: &str| {
+            let job = format!(
+                "[j]\ndirect=1\nbs=4k\nsize=512m\nrw=randread\nioengine=psync\nnumjobs=2\n{think}runtime=2\ntime_based\n"
+            );
+            let o = run(&RunInput::texts(&stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"));
+            o.report
+                .jobs
+                .iter()
+                .map(|j| j.stats[0].total_ios as f64 * SEC as f64 / j.runtime_ns as f64)
+                .sum::<f64>()
+        };
+        let spin = total("thinktime=1ms\nthinktime_spin=1ms\n");
+        assert!((950.0..=1000.0).contains(&spin), "{spin}");
+        let sleep = total("thinktime=1ms\n");
+        assert!(sleep > 1900.0, "{sleep}");
+    }
+
+    #[test]
+    fn a_missed_rate_min_stops_the_job_after_the_settle_and_one_cycle_with_a_note() {
+        let o = sim("rw=randread\nioengine=psync\nrate_min=100g\nruntime=10\ntime_based\n");
+        let j = &o.report.jobs[0];
+        // fio: 2 s of settling, a first sample, then the check one rate_cycle later.
+        assert!(
+            (j.runtime_ns as i64 - 3 * SEC as i64).abs() < MS as i64,
+            "{}",
+            j.runtime_ns
+        );
+        assert!(
+            o.report
+                .notes
+                .iter()
+                .any(|n| n.starts_with("job 'j': rate_min=107374182400B/s not met")),
+            "{:?}",
+            o.report.notes
+        );
+        let o = sim("rw=randread\nioengine=psync\nrate_min=1m\nruntime=4\ntime_based\n");
+        assert_eq!(o.report.jobs[0].runtime_ns, 4 * SEC);
+    }
+
+    #[test]
+    fn verify_reads_back_what_the_job_wrote_doubling_the_bytes_moved() {
+        let o = sim("rw=randwrite\nioengine=libaio\niodepth=8\nsize=64m\nverify=crc32c\n");
+        let st = &o.report.jobs[0].stats;
+        assert_eq!(st[1].io_bytes, 64 << 20);
+        assert_eq!(st[0].io_bytes, st[1].io_bytes, "reads equal writes");
+        assert_eq!(st[0].total_ios, st[1].total_ios);
+        let plain = sim("rw=randwrite\nioengine=libaio\niodepth=8\nsize=64m\n");
+        assert_eq!(plain.report.jobs[0].stats[0].io_bytes, 0);
+    }
+
+    /// Nanoseconds per I/O of `job` (4k reads of 64 MiB) on a RAM disk of `latency` and
+    /// `bandwidth` bytes/s.
+    fn ns_per_io(latency: &str, bandwidth: u64, job: &str) -> f64 {
+        let stack = RAM_STACK
+            .replace("latency = \"1000ns\"", &format!("latency = \"{latency}\""))
+            .replace(
+                "bandwidth = 1000000000",
+                &format!("bandwidth = {bandwidth}"),
+            );
+        let job = format!("[j]\ndirect=1\nbs=4k\nsize=64m\nrw=randread\n{job}");
+        let o = run(&RunInput::texts(&stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"));
+        let j = &o.report.jobs[0];
+        j.runtime_ns as f64 / j.stats[0].total_ios as f64
+    }
+
+    #[test]
+    fn iodepth_batch_complete_min_waits_for_that_many_completions_before_refilling() {
+        // 1 GB/s: a 4k transfer takes 4096 ns, one at a time. Refilled at each completion,
+        // 8 outstanding keep the device busy: 4096 ns per I/O. Waiting for all 8, each
+        // batch takes 7 transfers plus what one I/O alone takes (t1, queue depth 1).
+        let xfer = 4096.0;
+        let t1 = ns_per_io("1000ns", 1_000_000_000, "ioengine=psync\n");
+        let qd8 = "ioengine=libaio\niodepth=8\n";
+        let refill = ns_per_io("1000ns", 1_000_000_000, qd8);
+        assert!((refill / xfer - 1.0).abs() < 0.001, "{refill}");
+        let batch = ns_per_io(
+            "1000ns",
+            1_000_000_000,
+            &format!("{qd8}iodepth_batch_complete_min=8\n"),
+        );
+        let want = (7.0 * xfer + t1) / 8.0;
+        assert!((batch / want - 1.0).abs() < 0.01, "{batch} vs {want}");
+        // Submitting in batches and reaping up to 8 at once change nothing: vmio's
+        // submissions and reaps take no time.
+        let same = ns_per_io(
+            "1000ns",
+            1_000_000_000,
+            &format!("{qd8}iodepth_batch_submit=8\niodepth_batch_complete_max=8\n"),
+        );
+        assert_eq!(same, refill);
+    }
+
+    #[test]
+    fn iodepth_low_lets_the_queue_drain_to_it_before_refilling() {
+        // A latency-bound disk (100 µs, transfers of 4 ns): 8 outstanding I/Os complete
+        // together, 8 per t1. With iodepth_low=1 the job refills only with one left in
+        // flight: 7 new I/Os per t1.
+        let t1 = ns_per_io("100us", 1_000_000_000_000, "ioengine=psync\n");
+        let qd8 = "ioengine=libaio\niodepth=8\n";
+        let full = ns_per_io("100us", 1_000_000_000_000, qd8);
+        let low = ns_per_io("100us", 1_000_000_000_000, &format!("{qd8}iodepth_low=1\n"));
+        assert!((full / (t1 / 8.0) - 1.0).abs() < 0.01, "{full} vs {t1}/8");
+        assert!((low / (t1 / 7.0) - 1.0).abs() < 0.01, "{low} vs {t1}/7");
+    }
+
+    #[test]
+    fn startdelay_shifts_the_job_and_not_its_runtime() {
+        let plain = sim("rw=read\nioengine=psync\nruntime=1\ntime_based\n");
+        let late = sim("rw=read\nioengine=psync\nruntime=1\ntime_based\nstartdelay=2\n");
+        assert_eq!(
+            plain.report.jobs[0].runtime_ns,
+            late.report.jobs[0].runtime_ns
+        );
+        assert_eq!(
+            late.report.virtual_time_ns,
+            plain.report.virtual_time_ns + 2 * SEC
+        );
     }
 }
