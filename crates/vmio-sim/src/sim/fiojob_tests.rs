@@ -1,0 +1,79 @@
+//! fio job files as fio reads them, through a whole run: a `filename` that is no disk of the
+//! VM, percentages of the disk, `$ncpus` of the simulated guest.
+
+use crate::run::{run, RunInput};
+
+/// One VM of 3 vCPUs with a 1 GiB disk `vda` on a RAM device; `fs` adds a filesystem on it.
+fn stack(fs: bool) -> String {
+    let fs = if fs {
+        "[vm.disk.filesystem]\ntype = \"ext4\"\nmount = \"/mnt\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "[[device]]\nname = \"ram\"\nmodel = \"ram\"\n\
+         [[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"ram\"]\n\
+         [[vm]]\nname = \"vm1\"\nvcpus = 3\nmemory = \"2g\"\n\
+         [[vm.disk]]\nname = \"vda\"\nvolume = \"v\"\nsize = \"1g\"\ncache = \"none\"\n{fs}"
+    )
+}
+
+fn run_job(fs: bool, job: &str) -> crate::output::RunOutput {
+    let s = stack(fs);
+    run(&RunInput::texts(&s, job, 1)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_filename_that_is_no_disk_runs_on_the_first_disk_with_a_note() {
+    let o = run_job(
+        false,
+        "[j]\nrw=read\nsize=1m\ndirect=1\nfilename=/dev/sdj\n",
+    );
+    assert_eq!(o.report.jobs[0].stats[0].total_ios, 256);
+    assert!(
+        o.report.notes.iter().any(|n| n
+            == "job 'j': filename '/dev/sdj' is not a disk of VM 'vm1'; it runs on its first disk 'vda'"),
+        "{:?}",
+        o.report.notes
+    );
+}
+
+#[test]
+fn a_path_off_every_mount_is_a_file_on_the_first_disks_filesystem() {
+    let o = run_job(true, "[j]\nrw=write\nsize=1m\nfilename=/tmp/fio-test\n");
+    assert!(o.report.notes.iter().any(|n| n.ends_with(
+        "filename '/tmp/fio-test' is not a disk of VM 'vm1'; it runs on a file of its first disk 'vda' (the filesystem mounted at /mnt)"
+    )), "{:?}", o.report.notes);
+    assert_eq!(o.report.jobs[0].stats[1].total_ios, 256);
+}
+
+#[test]
+fn percent_size_and_offset_are_shares_of_the_disk_aligned_to_the_block_size() {
+    // 1 GiB disk: offset 10 % = 107374182.4 -> up to 64 KiB: 107413504; size 50 % = 536870912.
+    let o = run_job(
+        false,
+        "[j]\nrw=read\nbs=64k\nsize=50%\noffset=10%\ndirect=1\n",
+    );
+    let spec = &o.report.jobs[0].spec;
+    assert_eq!(spec.offset_bytes, 107_413_504);
+    assert_eq!(spec.size_bytes, Some(536_870_912));
+    assert_eq!(o.report.jobs[0].stats[0].io_bytes, 536_870_912);
+    // size capped at what follows the offset: 90 % + 50 % > 100 %.
+    let o = run_job(
+        false,
+        "[j]\nrw=read\nbs=64k\nsize=50%\noffset=90%\ndirect=1\n",
+    );
+    let spec = &o.report.jobs[0].spec;
+    assert_eq!(spec.size_bytes, Some((1 << 30) - spec.offset_bytes));
+}
+
+#[test]
+fn ncpus_is_the_vcpus_of_the_simulated_guest() {
+    let o = run_job(false, "[j]\nrw=read\nsize=64k\nnumjobs=$ncpus\ndirect=1\n");
+    assert_eq!(o.report.jobs.len(), 3);
+    let o = run_job(
+        false,
+        "[j]\nrw=read\nsize=64k\nnumjobs=$mb_memory/1024\ndirect=1\n",
+    );
+    assert_eq!(o.report.jobs.len(), 2);
+}
