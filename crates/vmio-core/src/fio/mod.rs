@@ -18,10 +18,11 @@
 //! Modelled options (fio's HOWTO names; aliases in parentheses):
 //! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
+//! `ioengine` ([`engine`]: modelled, null, cpuio, or refused naming the engine),
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
 //! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `sync`, `fsync`,
 //! `fdatasync`, `end_fsync`, `invalidate`, `randseed`, `norandommap`, `filename`, `stonewall`
-//! (`wait_for_previous`), `new_group`, `ioengine` (recorded only) and `name` (overrides the
+//! (`wait_for_previous`), `new_group` and `name` (overrides the
 //! section name); files on a filesystem with `directory`, `nrfiles` (`nr_files`),
 //! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
 //! and `overwrite` (`workload::fio_files` follows them); trace replay with fio's
@@ -64,6 +65,7 @@
 //!   of the whole file (every section's `numjobs` added up); a simulation checks the same
 //!   limit over all VMs together.
 
+pub mod engine;
 mod read;
 
 pub use read::{Host, ReadContext, MAX_INCLUDE_DEPTH};
@@ -362,6 +364,15 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// How vmio runs the job's `ioengine` ([`engine::classify`]; an engine the parser would
+    /// refuse, in a spec built by hand, runs as psync).
+    pub fn engine(&self) -> engine::EngineModel {
+        match engine::classify(&self.ioengine) {
+            Some(Ok(model)) => model,
+            _ => engine::EngineModel::Sync,
+        }
+    }
+
     /// The job runs CPU work, not I/O (`ioengine=cpuio` or a `cpu_profile`).
     pub fn is_cpu(&self) -> bool {
         self.ioengine == "cpuio" || self.cpu_profile.is_some()
@@ -486,6 +497,14 @@ pub enum FioError {
         line: usize,
         text: String,
         reason: String,
+    },
+    #[error("{file}:{line}: ioengine={engine}: vmio does not model this engine: {reason}; accepted: {accepted}")]
+    Engine {
+        file: String,
+        line: usize,
+        engine: String,
+        reason: &'static str,
+        accepted: String,
     },
     #[error("{file}: no job section; accepted: at least one [jobname] section besides [global]")]
     NoJobs { file: String },
@@ -1153,7 +1172,22 @@ impl Parser {
             "filename" => {
                 j.filename = Some(self.text(key, value, line, "a file or device path")?)
             }
-            "ioengine" => j.ioengine = self.text(key, value, line, "an fio ioengine name")?,
+            "ioengine" => {
+                let v = self.text(key, value, line, "an fio ioengine name")?;
+                match engine::classify(&v) {
+                    Some(Ok(_)) => j.ioengine = v,
+                    Some(Err(reason)) => {
+                        return Err(FioError::Engine {
+                            file: self.path.clone(),
+                            line,
+                            engine: shown(&v),
+                            reason,
+                            accepted: engine::accepted(),
+                        })
+                    }
+                    None => return Err(self.bad(line, key, value, &engine::accepted())),
+                }
+            }
             "read_iolog" => {
                 j.read_iolog = Some(self.text(key, value, line, "a trace file path")?)
             }

@@ -43,6 +43,7 @@
 use super::fio_files::{self, FileJob};
 use super::perm::Permutation;
 use super::{FileDecl, FileOp, Step, Workload, WorkloadError};
+use crate::fio::engine::EngineModel;
 use crate::fio::JobSpec;
 use crate::request::{Extent, Op};
 use crate::rng::Rng;
@@ -107,14 +108,12 @@ pub fn check_ends(spec: &JobSpec) -> Result<(), WorkloadError> {
     Ok(())
 }
 
-/// fio's synchronous ioengines: one request at a time whatever `iodepth` says.
-const SYNC_IOENGINES: [&str; 5] = ["psync", "sync", "pvsync", "pvsync2", "vsync"];
-
-/// The requests a job keeps outstanding: 1 with a synchronous ioengine (fio(1) `iodepth`:
+/// The requests a job keeps outstanding: 1 with a synchronous ioengine
+/// ([`crate::fio::engine`], fio's `FIO_SYNCIO`) (fio(1) `iodepth`:
 /// "increasing iodepth beyond 1 will not affect synchronous ioengines"), else
 /// `max(iodepth, 1)`.
 pub fn iodepth(spec: &JobSpec) -> u32 {
-    if SYNC_IOENGINES.contains(&spec.ioengine.as_str()) {
+    if spec.engine() == EngineModel::Sync {
         1
     } else {
         spec.iodepth.max(1)
@@ -123,7 +122,7 @@ pub fn iodepth(spec: &JobSpec) -> u32 {
 
 /// The note for a run whose job asks a synchronous ioengine for an iodepth above 1.
 pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
-    (spec.iodepth > 1 && SYNC_IOENGINES.contains(&spec.ioengine.as_str())).then(|| {
+    (spec.iodepth > 1 && spec.engine() == EngineModel::Sync).then(|| {
         format!(
             "job '{}': ioengine={} is synchronous; iodepth={} behaves as 1 (as in fio)",
             spec.name, spec.ioengine, spec.iodepth

@@ -77,3 +77,35 @@ fn ncpus_is_the_vcpus_of_the_simulated_guest() {
     );
     assert_eq!(o.report.jobs.len(), 2);
 }
+
+#[test]
+fn the_null_engine_moves_nothing_on_the_device_and_takes_its_loop_cost_per_io() {
+    use vmio_core::fio::engine::NULL_IO_NS;
+    let o = run_job(false, "[j]\nioengine=null\nrw=randwrite\nbs=4k\nsize=1m\n");
+    let j = &o.report.jobs[0];
+    assert_eq!(j.stats[1].total_ios, 256);
+    assert_eq!(j.runtime_ns, 256 * NULL_IO_NS);
+    let dev = &o.report.devices[0].stats;
+    assert_eq!(dev.read_bytes + dev.write_bytes, 0);
+    // time_based: runtime / cost I/Os, however deep the queue.
+    let o = run_job(
+        false,
+        "[j]\nioengine=null\nrw=read\niodepth=32\nruntime=1ms\ntime_based\n",
+    );
+    assert_eq!(o.report.jobs[0].stats[0].total_ios, 1_000_000 / NULL_IO_NS);
+}
+
+#[test]
+fn an_engine_vmio_does_not_model_is_refused_in_one_line_naming_it() {
+    let s = stack(false);
+    let job = "[j]\nioengine=net\nhostname=localhost\n";
+    let e = run(&RunInput::texts(&s, job, 1))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.starts_with("job.fio:2: ioengine=net: vmio does not model this engine: network I/O"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1);
+}

@@ -189,6 +189,8 @@ pub fn bind_jobs(
                     }
                 },
             };
+            // fio's null engine does no file I/O (FIO_DISKLESSIO): its I/Os stay off the disk.
+            let files = files && spec.engine() != vmio_core::fio::engine::EngineModel::Null;
             Ok(JobBinding {
                 spec: spec.clone(),
                 vm,
