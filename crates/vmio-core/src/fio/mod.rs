@@ -113,11 +113,21 @@ pub enum RwMode {
     ReadWrite,
     #[serde(rename = "randrw")]
     RandRw,
+    /// fio's trims (BLKDISCARD on a block device); trims take the write block sizes.
+    #[serde(rename = "trim")]
+    Trim,
+    #[serde(rename = "randtrim")]
+    RandTrim,
+    /// Each block is trimmed, then written (fio's `io_u.c`, `get_rw_ddir` for trimwrite).
+    #[serde(rename = "trimwrite")]
+    TrimWrite,
+    #[serde(rename = "randtrimwrite")]
+    RandTrimWrite,
 }
 
 impl RwMode {
     /// The values `rw=` accepts.
-    pub const ACCEPTED: &'static str = "read, write, randread, randwrite, rw, readwrite, randrw";
+    pub const ACCEPTED: &'static str = "read, write, trim, randread, randwrite, randtrim, rw, readwrite, randrw, trimwrite, randtrimwrite";
 
     /// fio's canonical spelling (`rw` for mixed sequential).
     pub fn fio_name(self) -> &'static str {
@@ -128,21 +138,46 @@ impl RwMode {
             RwMode::RandWrite => "randwrite",
             RwMode::ReadWrite => "rw",
             RwMode::RandRw => "randrw",
+            RwMode::Trim => "trim",
+            RwMode::RandTrim => "randtrim",
+            RwMode::TrimWrite => "trimwrite",
+            RwMode::RandTrimWrite => "randtrimwrite",
         }
     }
 
     pub fn is_random(self) -> bool {
-        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+        matches!(
+            self,
+            RwMode::RandRead
+                | RwMode::RandWrite
+                | RwMode::RandRw
+                | RwMode::RandTrim
+                | RwMode::RandTrimWrite
+        )
     }
 
     /// Whether the mode issues reads.
     pub fn reads(self) -> bool {
-        !matches!(self, RwMode::Write | RwMode::RandWrite)
+        matches!(
+            self,
+            RwMode::Read | RwMode::RandRead | RwMode::ReadWrite | RwMode::RandRw
+        )
     }
 
     /// Whether the mode issues writes.
     pub fn writes(self) -> bool {
-        !matches!(self, RwMode::Read | RwMode::RandRead)
+        !matches!(
+            self,
+            RwMode::Read | RwMode::RandRead | RwMode::Trim | RwMode::RandTrim
+        )
+    }
+
+    /// Whether the mode issues trims.
+    pub fn trims(self) -> bool {
+        matches!(
+            self,
+            RwMode::Trim | RwMode::RandTrim | RwMode::TrimWrite | RwMode::RandTrimWrite
+        )
     }
 
     /// Parse one of [`RwMode::ACCEPTED`] (case-insensitive).
@@ -154,6 +189,10 @@ impl RwMode {
             "randwrite" => Some(RwMode::RandWrite),
             "rw" | "readwrite" => Some(RwMode::ReadWrite),
             "randrw" => Some(RwMode::RandRw),
+            "trim" => Some(RwMode::Trim),
+            "randtrim" => Some(RwMode::RandTrim),
+            "trimwrite" => Some(RwMode::TrimWrite),
+            "randtrimwrite" => Some(RwMode::RandTrimWrite),
             _ => None,
         }
     }

@@ -92,6 +92,20 @@ enum Dirs {
     Read,
     Write,
     Mixed,
+    /// fio's trim and randtrim: trims of the write block sizes.
+    Trim,
+    /// fio's trimwrite and randtrimwrite: a trim, then a write of the same block.
+    TrimWrite,
+}
+
+impl Dirs {
+    fn uses_read(self) -> bool {
+        matches!(self, Dirs::Read | Dirs::Mixed)
+    }
+
+    fn uses_write(self) -> bool {
+        self != Dirs::Read
+    }
 }
 
 /// Refuse a job that would run forever: fio's `time_based` without a `runtime` (fio warns
@@ -229,9 +243,11 @@ struct Shape {
 
 impl Shape {
     fn new(spec: &JobSpec) -> Result<Self, WorkloadError> {
-        let dirs = match (spec.rw.reads(), spec.rw.writes()) {
-            (true, false) => Dirs::Read,
-            (false, true) => Dirs::Write,
+        let dirs = match (spec.rw.reads(), spec.rw.writes(), spec.rw.trims()) {
+            (_, true, true) => Dirs::TrimWrite,
+            (_, false, true) => Dirs::Trim,
+            (true, false, _) => Dirs::Read,
+            (false, true, _) => Dirs::Write,
             _ => Dirs::Mixed,
         };
         let table = |direction: &'static str, entries: &[(u64, u32)], used: bool| {
@@ -257,17 +273,17 @@ impl Shape {
                 0
             }
         };
-        let read_sizes = table("read", &spec.bs.read, dirs != Dirs::Write)?;
-        let write_sizes = table("write", &spec.bs.write, dirs != Dirs::Read)?;
+        let read_sizes = table("read", &spec.bs.read, dirs.uses_read())?;
+        let write_sizes = table("write", &spec.bs.write, dirs.uses_write())?;
         let align = match dirs {
             Dirs::Read => read_sizes.min(),
-            Dirs::Write => write_sizes.min(),
+            Dirs::Write | Dirs::Trim | Dirs::TrimWrite => write_sizes.min(),
             Dirs::Mixed => read_sizes.min().min(write_sizes.min()),
         };
         Ok(Self {
             dirs,
-            largest: largest(&spec.bs.read, dirs != Dirs::Write)
-                .max(largest(&spec.bs.write, dirs != Dirs::Read)),
+            largest: largest(&spec.bs.read, dirs.uses_read())
+                .max(largest(&spec.bs.write, dirs.uses_write())),
             read_sizes,
             write_sizes,
             align,
@@ -301,6 +317,8 @@ pub struct Generator {
     depth: u32,
     /// The files of a job on a filesystem ([`super::fio_files`]).
     files: Option<Box<FileJob>>,
+    /// trimwrite: the block just trimmed, to be written next.
+    trimmed: Option<(u64, u64)>,
 }
 
 impl Generator {
@@ -478,6 +496,7 @@ impl Generator {
             end_fsync: spec.end_fsync,
             depth: iodepth(spec),
             files,
+            trimmed: None,
         })
     }
 
@@ -526,6 +545,9 @@ impl Generator {
         let op = match self.dirs {
             Dirs::Read => Op::Read,
             Dirs::Write => Op::Write,
+            Dirs::Trim => Op::Trim,
+            Dirs::TrimWrite if self.trimmed.is_some() => Op::Write,
+            Dirs::TrimWrite => Op::Trim,
             Dirs::Mixed => {
                 if self.mix.below(100) < self.rwmixread {
                     Op::Read
@@ -539,7 +561,16 @@ impl Generator {
         } else {
             (self.write_sizes.draw(&mut self.sizes_rng), 1)
         };
-        let (offset, len) = self.regions[r].next(dir, bs, self.pattern, &mut self.offsets);
+        let (offset, len) = match self.trimmed.take() {
+            // trimwrite: the write of the block just trimmed.
+            Some(block) if op == Op::Write => block,
+            _ => self.regions[r].next(dir, bs, self.pattern, &mut self.offsets),
+        };
+        if op == Op::Trim && self.dirs == Dirs::TrimWrite {
+            // fio counts a trimwrite job's size in its writes (backend.c, io_bytes_exceeded).
+            self.trimmed = Some((offset, len));
+            return (op, offset, len);
+        }
         self.ios_done += 1;
         self.bytes_done = self.bytes_done.saturating_add(len);
         if op == Op::Write {
@@ -690,6 +721,29 @@ pub(super) mod tests {
         assert_eq!(g.region(), Extent::new(8 * KIB, 16 * KIB));
         let offs: Vec<u64> = ios(&mut g, 10).iter().map(|x| x.1 / KIB).collect();
         assert_eq!(offs, vec![8, 12, 16, 20, 8, 12, 16, 20, 8, 12]);
+    }
+
+    #[test]
+    fn trimwrite_trims_each_block_then_writes_it_and_counts_its_size_in_writes() {
+        let spec = job("rw=trimwrite\nbs=4k\nsize=12k\n");
+        let mut g = Generator::new(&spec, 0, MIB, 1).unwrap();
+        let k = |n: u64| n * KIB;
+        assert_eq!(
+            ios(&mut g, 100),
+            vec![
+                (Op::Trim, 0, k(4)),
+                (Op::Write, 0, k(4)),
+                (Op::Trim, k(4), k(4)),
+                (Op::Write, k(4), k(4)),
+                (Op::Trim, k(8), k(4)),
+                (Op::Write, k(8), k(4)),
+            ]
+        );
+        let spec = job("rw=randtrim\nbs=4k\nsize=16k\n");
+        let mut g = Generator::new(&spec, 0, MIB, 1).unwrap();
+        let mut offs: Vec<u64> = ios(&mut g, 100).iter().map(|x| x.1 / KIB).collect();
+        offs.sort_unstable();
+        assert_eq!(offs, vec![0, 4, 8, 12]);
     }
 
     #[test]

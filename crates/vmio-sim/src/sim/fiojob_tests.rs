@@ -109,3 +109,30 @@ fn an_engine_vmio_does_not_model_is_refused_in_one_line_naming_it() {
     );
     assert_eq!(e.lines().count(), 1);
 }
+
+#[test]
+fn trims_reach_the_device_and_are_reported_under_trim() {
+    let o = run_job(false, "[j]\nrw=trim\nbs=64k\nsize=1m\ndirect=1\n");
+    let j = &o.report.jobs[0];
+    assert_eq!((j.stats[2].total_ios, j.stats[2].io_bytes), (16, 1 << 20));
+    assert_eq!(o.report.devices[0].stats.write_bytes, 0);
+    // trimwrite: every block trimmed, then written; size counts the writes (fio 3.33 with
+    // ioengine=null, bs=64k, size=2m: 32 trims and 32 writes).
+    let o = run_job(false, "[j]\nrw=trimwrite\nbs=64k\nsize=2m\ndirect=1\n");
+    let j = &o.report.jobs[0];
+    assert_eq!((j.stats[2].total_ios, j.stats[1].total_ios), (32, 32));
+    assert_eq!(o.report.devices[0].stats.write_bytes, 2 << 20);
+}
+
+#[test]
+fn a_trim_on_a_file_is_refused_as_fio_trims_block_devices_only() {
+    let s = stack(true);
+    let e = run(&RunInput::texts(&s, "[j]\nrw=randtrim\nsize=1m\n", 1))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.starts_with("job.fio:1: job 'j': rw=randtrim on a file: fio trims with BLKDISCARD"),
+        "{e}"
+    );
+}

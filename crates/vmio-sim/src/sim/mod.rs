@@ -191,6 +191,15 @@ pub fn bind_jobs(
             };
             // fio's null engine does no file I/O (FIO_DISKLESSIO): its I/Os stay off the disk.
             let files = files && spec.engine() != vmio_core::fio::engine::EngineModel::Null;
+            if files && spec.rw.trims() {
+                return Err(SimError::Job(format!(
+                    "{job_file}:{}: job '{}': rw={} on a file: fio trims with BLKDISCARD, on a block device only; accepted: filename={}",
+                    spec.line,
+                    quote(&spec.name),
+                    spec.rw.fio_name(),
+                    v.disks.iter().map(|d| format!("/dev/{}", d.name)).collect::<Vec<_>>().join(" or ")
+                )));
+            }
             Ok(JobBinding {
                 spec: spec.clone(),
                 vm,
