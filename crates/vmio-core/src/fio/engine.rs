@@ -101,6 +101,13 @@ pub fn accepted() -> String {
     MODELLED.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")
 }
 
+/// Whether a job of engine `name` works on files when the disk has a filesystem: not the
+/// null engine (fio's `FIO_DISKLESSIO`: no file is opened), cpuio (no I/O) or nbd (its target
+/// is the NBD export, here the VM's disk itself).
+pub fn uses_files(name: &str) -> bool {
+    !matches!(name, "null" | "cpuio" | "nbd")
+}
+
 /// What vmio does with `ioengine=name`: its model, or `Err(reason)` for a refused engine
 /// (None: not an engine of fio 3.33). fio's `external:path` and a path to a `.so` are
 /// external engines, refused.
@@ -108,9 +115,13 @@ pub fn classify(name: &str) -> Option<Result<EngineModel, &'static str>> {
     if let Some(&(_, model)) = MODELLED.iter().find(|m| m.0 == name) {
         return Some(Ok(model));
     }
-    if name.starts_with("external") || name.contains('/') || name.ends_with(".so") {
+    if name.starts_with("external")
+        || name.contains('/')
+        || name.ends_with(".so")
+        || name == "cpp_null"
+    {
         return Some(Err(
-            "an external engine (a shared object) that vmio cannot load",
+            "an external engine (a shared object, like fio's examples/cpp_null.cpp) that vmio cannot load",
         ));
     }
     REFUSED
@@ -139,6 +150,11 @@ mod tests {
         assert_eq!(classify("null"), Some(Ok(EngineModel::Null)));
         assert!(classify("net").unwrap().unwrap_err().contains("network"));
         assert!(classify("external:/x/e.so").unwrap().is_err());
+        assert!(classify("cpp_null")
+            .unwrap()
+            .unwrap_err()
+            .contains("external"));
+        assert!(!uses_files("null") && !uses_files("nbd") && uses_files("psync"));
         assert_eq!(classify("nosuch"), None);
     }
 }

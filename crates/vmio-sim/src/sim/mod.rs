@@ -189,11 +189,11 @@ pub fn bind_jobs(
                     }
                 },
             };
-            // fio's null engine does no file I/O (FIO_DISKLESSIO): its I/Os stay off the disk.
-            let files = files && spec.engine() != vmio_core::fio::engine::EngineModel::Null;
+            // null (fio's FIO_DISKLESSIO), cpuio and nbd (the export is the disk) use no file.
+            let files = files && vmio_core::fio::engine::uses_files(&spec.ioengine);
             if files && spec.rw.trims() {
                 return Err(SimError::Job(format!(
-                    "{job_file}:{}: job '{}': rw={} on a file: fio trims with BLKDISCARD, on a block device only; accepted: filename={}",
+                    "{job_file}:{}: job '{}': rw={} on a file: fio trims with BLKDISCARD, on a block device only (fio 3.33 on a file: \"Inappropriate ioctl for device\"); accepted: filename={}",
                     spec.line,
                     quote(&spec.name),
                     spec.rw.fio_name(),
