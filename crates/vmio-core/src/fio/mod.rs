@@ -57,6 +57,7 @@
 //!   none, native, posix, truncate, 0, 1 (fio's default on Linux: native); `keep` is refused;
 //! - `group_id` follows fio's `groupid`: 0 for the first job, then +1 at every job with
 //!   `stonewall` or `new_group`;
+//! - `offset_increment` (bytes, %, zones) moves clone k's region k increments on;
 //! - `size=50%`, `offset=10%` are kept as [`JobSpec::size_percent`]/[`JobSpec::offset_percent`]
 //!   and resolved by the simulator against the disk; `size=8z` (also `offset`, `io_size`) is
 //!   8 x `zonesize` under `zonemode=strided|zbd`, else refused as fio fails;
@@ -400,6 +401,10 @@ pub struct JobSpec {
     /// fio's `offset=N%` (1..100): the region starts at that share, rounded up to the
     /// smallest block size (fio's `get_start_offset`).
     pub offset_percent: Option<u32>,
+    /// fio's `offset_increment`: clone k's region starts k increments after `offset`.
+    pub offset_increment_bytes: u64,
+    /// fio's `offset_increment=N%` (1..100), resolved like `offset_percent`.
+    pub offset_increment_percent: Option<u32>,
 }
 
 impl JobSpec {
@@ -474,6 +479,8 @@ impl Default for JobSpec {
             cpus_allowed_split: false,
             size_percent: None,
             offset_percent: None,
+            offset_increment_bytes: 0,
+            offset_increment_percent: None,
         }
     }
 }
@@ -571,7 +578,7 @@ const ACCEPT_BOOL: &str = "1, 0, true, false, or the bare option name for 1";
 const ACCEPT_SIZE: &str =
     "a size like 4k, 64KiB, 1g (fio kb_base: 4k = 4096 and 4KiB = 4000 under the default 1024)";
 const ACCEPT_REGION_SIZE: &str =
-    "a size like 4k, 1g, a percentage 0% to 100% (size, offset) or a zone count like 8z";
+    "a size like 4k, 1g, a percentage 0% to 100% (size, offset, offset_increment) or a zone count like 8z";
 const ACCEPT_DURATION: &str =
     "a duration like 30 (seconds), 500ms, 2m, 1h (suffixes ns, us, ms, s, m, h, d)";
 const ACCEPT_BS: &str =
@@ -1076,6 +1083,7 @@ impl Parser {
             match option {
                 "size" => s.spec.size_bytes = Some(bytes),
                 "offset" => s.spec.offset_bytes = bytes,
+                "offset_increment" => s.spec.offset_increment_bytes = bytes,
                 _ => s.spec.io_size_bytes = Some(bytes).filter(|&b| b > 0),
             }
         }
@@ -1160,7 +1168,9 @@ impl Parser {
             }
             "iodepth" => j.iodepth = self.count(key, value, line)?,
             "numjobs" => j.numjobs = self.count(key, value, line)?,
-            "size" | "offset" | "io_size" => self.region_size(s, key, value, line)?,
+            "size" | "offset" | "offset_increment" | "io_size" => {
+                self.region_size(s, key, value, line)?
+            }
             "filesize" => j.filesize = Some(self.size_range(key, value, line, s.kb_base)?),
             "kb_base" => {
                 s.kb_base = match value {
@@ -1504,6 +1514,7 @@ impl Parser {
         let option: &'static str = match key {
             "size" => "size",
             "offset" => "offset",
+            "offset_increment" => "offset_increment",
             _ => "io_size",
         };
         let parsed = read::size_value(value.unwrap_or(""), s.kb_base)
@@ -1519,6 +1530,10 @@ impl Parser {
             ("offset", SizeValue::Percent(p)) => {
                 j.offset_bytes = 0;
                 j.offset_percent = Some(p).filter(|&p| p > 0);
+            }
+            ("offset_increment", SizeValue::Percent(p)) => {
+                j.offset_increment_bytes = 0;
+                j.offset_increment_percent = Some(p).filter(|&p| p > 0);
             }
             (_, SizeValue::Percent(_)) => {
                 return Err(FioError::Unsupported {
@@ -1537,6 +1552,10 @@ impl Parser {
             ("offset", SizeValue::Bytes(b)) => {
                 j.offset_bytes = b;
                 j.offset_percent = None;
+            }
+            ("offset_increment", SizeValue::Bytes(b)) => {
+                j.offset_increment_bytes = b;
+                j.offset_increment_percent = None;
             }
             (_, SizeValue::Bytes(b)) => j.io_size_bytes = Some(b).filter(|&b| b > 0),
         }

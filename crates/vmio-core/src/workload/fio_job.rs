@@ -333,7 +333,10 @@ impl Generator {
         check_clone(spec, clone_index)?;
         let job = || crate::units::quote(&spec.name);
         let shape = Shape::new(spec)?;
-        let offset = spec.offset_bytes;
+        // fio's get_start_offset: clone k starts k offset_increments further.
+        let offset = spec
+            .offset_bytes
+            .saturating_add(u64::from(clone_index).saturating_mul(spec.offset_increment_bytes));
         let size = spec
             .size_bytes
             .or_else(|| {
@@ -721,6 +724,18 @@ pub(super) mod tests {
         assert_eq!(g.region(), Extent::new(8 * KIB, 16 * KIB));
         let offs: Vec<u64> = ios(&mut g, 10).iter().map(|x| x.1 / KIB).collect();
         assert_eq!(offs, vec![8, 12, 16, 20, 8, 12, 16, 20, 8, 12]);
+    }
+
+    #[test]
+    fn offset_increment_starts_clone_k_k_increments_after_the_offset() {
+        let spec = job("rw=read\nsize=64k\nnumjobs=3\noffset=1m\noffset_increment=256k\n");
+        for k in 0..3u32 {
+            let g = Generator::new(&spec, k, 4 * MIB, 1).unwrap();
+            assert_eq!(
+                g.region(),
+                Extent::new(MIB + u64::from(k) * 256 * KIB, 64 * KIB)
+            );
+        }
     }
 
     #[test]

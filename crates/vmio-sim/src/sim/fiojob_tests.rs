@@ -136,3 +136,21 @@ fn a_trim_on_a_file_is_refused_as_fio_trims_block_devices_only() {
         "{e}"
     );
 }
+
+#[test]
+fn offset_increment_moves_each_clone_on_in_bytes_or_percent() {
+    let o = run_job(
+        false,
+        "[j]\nrw=read\nbs=64k\nsize=1m\nnumjobs=3\noffset=1m\noffset_increment=10%\ndirect=1\n",
+    );
+    // 10 % of 1 GiB = 107374182.4 bytes, aligned up to 64 KiB: 107413504.
+    let starts: Vec<u64> = o
+        .report
+        .jobs
+        .iter()
+        .map(|j| j.spec.offset_increment_bytes)
+        .collect();
+    assert_eq!(starts, vec![107_413_504; 3]);
+    let total: u64 = o.report.jobs.iter().map(|j| j.stats[0].io_bytes).sum();
+    assert_eq!(total, 3 << 20);
+}

@@ -257,7 +257,7 @@ pub struct Sim {
 /// ```text
 /// whole  = the disk's size (block jobs) or the fixed filesize (file jobs; a filesize range
 ///          or none is refused: fio takes each file's real size, which a new file lacks)
-/// offset = ceil(whole * pct / 100 / min_bs) * min_bs
+/// offset = ceil(whole * pct / 100 / min_bs) * min_bs      (offset_increment likewise)
 /// size   = min(whole * pct / 100, whole - offset), rounded down to min_bs
 /// ```
 ///
@@ -265,7 +265,10 @@ pub struct Sim {
 fn resolve_percentages(stack: &Stack, jobs: &mut [JobBinding]) -> Result<(), SimError> {
     for b in jobs.iter_mut() {
         let s = &mut b.spec;
-        if s.size_percent.is_none() && s.offset_percent.is_none() {
+        if s.size_percent.is_none()
+            && s.offset_percent.is_none()
+            && s.offset_increment_percent.is_none()
+        {
             continue;
         }
         let whole = if b.files {
@@ -292,8 +295,12 @@ fn resolve_percentages(stack: &Stack, jobs: &mut [JobBinding]) -> Result<(), Sim
                 .unwrap_or(vmio_core::fio::BlockSizes::DEFAULT_BYTES)
                 .max(1);
         let share = |pct: u32| (u128::from(whole) * u128::from(pct) / 100) as u64;
+        let aligned = |bytes: u64| bytes.div_ceil(min_bs).saturating_mul(min_bs);
         if let Some(p) = s.offset_percent {
-            s.offset_bytes = share(p).div_ceil(min_bs).saturating_mul(min_bs);
+            s.offset_bytes = aligned(share(p));
+        }
+        if let Some(p) = s.offset_increment_percent {
+            s.offset_increment_bytes = aligned(share(p));
         }
         if let Some(p) = s.size_percent {
             let size = share(p).min(whole.saturating_sub(s.offset_bytes));
