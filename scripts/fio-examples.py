@@ -62,7 +62,7 @@ memory = "4g"
 [[vm.disk]]
 name = "vdb"
 volume = "v"
-size = "64g"
+size = "200g"
 cache = "none"
 
 [vm.disk.filesystem]
