@@ -2074,7 +2074,7 @@ mod tests {
         let e = err("[global]\nbs=4k\n\n\n\n[j]\nrw=randon\n");
         assert_eq!(
             e,
-            "job.fio:7: rw: 'randon' is not valid; accepted: read, write, randread, randwrite, rw, readwrite, randrw"
+            "job.fio:7: rw: 'randon' is not valid; accepted: read, write, trim, randread, randwrite, randtrim, rw, readwrite, randrw, trimwrite, randtrimwrite"
         );
     }
 
