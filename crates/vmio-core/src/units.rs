@@ -3,8 +3,10 @@
 //! The one size parser of vmio: stack and job files, and Python's `vmio.parse_size` (the
 //! command line, studies, reports) through `vmio._native.parse_size`.
 //!
-//! Sizes follow fio's default `kb_base=1024`: `4k`, `4K`, `4KB`, `4KiB` are all 4096 bytes;
-//! suffixes k, m, g, t, p (optionally followed by `b`, `ib`, `iB`, `B`); a bare number is bytes.
+//! Sizes of stack files and the command line are binary: `4k`, `4K`, `4KB`, `4KiB` are all
+//! 4096 bytes; suffixes k, m, g, t, p (optionally followed by `b`, `ib`, `iB`, `B`); a bare
+//! number is bytes. Job files read sizes as fio does ([`parse_size_kb_base`]: under fio's
+//! default `kb_base=1024`, `4KiB` is 4000 bytes).
 //! Durations follow fio's `runtime`: a bare number is in `default_unit`; suffixes `ns`, `us`,
 //! `ms`, `s`, `m`, `h`, `d`.
 

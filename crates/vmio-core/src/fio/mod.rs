@@ -7,7 +7,7 @@
 //! lines, CRLF line ends. A `[global]` section's options are the defaults of every job section
 //! that follows it; several globals may appear and a later one overrides an earlier one, exactly
 //! like fio. fio's `include`, `${VAR}` and `$ncpus`/`$pagesize`/`$mb_memory` are read as fio
-//! reads them ([`read`]; [`parse_job_file_with`] takes the environment, a file loader and the
+//! reads them (rules in `fio/read.rs`; [`parse_job_file_with`] takes the environment, a file loader and the
 //! simulated guest from the caller: vmio-core does no I/O).
 //!
 //! Editing: [`set_option`] sets one option in the text of a job file (what a study's `job:`
@@ -690,7 +690,7 @@ enum Source {
     Option(OptionLine),
 }
 
-/// Parse a job file with what [`read`] needs from outside: the environment for `${VAR}`, a
+/// Parse a job file with what it needs from outside ([`ReadContext`]): the environment for `${VAR}`, a
 /// loader for `include` and the simulated machine for `$ncpus`, `$pagesize`, `$mb_memory`.
 pub fn parse_job_file_with(text: &str, path: &str, ctx: &ReadContext) -> Result<JobFile, FioError> {
     let mut p = Parser {
@@ -1503,7 +1503,7 @@ impl Parser {
     }
 
     /// `size`, `offset`, `io_size`: bytes, a percentage (`size`, `offset`) or zones
-    /// ([`read`]); the last setting of an option wins whatever its form.
+    /// (`fio/read.rs`); the last setting of an option wins whatever its form.
     fn region_size(
         &self,
         s: &mut Settings,
