@@ -34,7 +34,7 @@ installed_version() { { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null
     | awk '$3 == "installed" {print $4}'; }
 
 # --- 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(fio libnbd-bin nbdkit linux-image-cloud-amd64 busybox-static)
+APT_PACKAGES=(fio fio-examples libnbd-bin nbdkit linux-image-cloud-amd64 busybox-static)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     [[ -n $(installed_version "$pkg") ]] || missing+=("$pkg")

@@ -3,8 +3,10 @@
 //! The one size parser of vmio: stack and job files, and Python's `vmio.parse_size` (the
 //! command line, studies, reports) through `vmio._native.parse_size`.
 //!
-//! Sizes follow fio's default `kb_base=1024`: `4k`, `4K`, `4KB`, `4KiB` are all 4096 bytes;
-//! suffixes k, m, g, t, p (optionally followed by `b`, `ib`, `iB`, `B`); a bare number is bytes.
+//! Sizes of stack files and the command line are binary: `4k`, `4K`, `4KB`, `4KiB` are all
+//! 4096 bytes; suffixes k, m, g, t, p (optionally followed by `b`, `ib`, `iB`, `B`); a bare
+//! number is bytes. Job files read sizes as fio does ([`parse_size_kb_base`]: under fio's
+//! default `kb_base=1024`, `4KiB` is 4000 bytes).
 //! Durations follow fio's `runtime`: a bare number is in `default_unit`; suffixes `ns`, `us`,
 //! `ms`, `s`, `m`, `h`, `d`.
 
@@ -58,6 +60,29 @@ fn split_number(text: &str) -> (&str, &str) {
 
 /// Parse a size in bytes (`4k`, `64KiB`, `1g`, `512`).
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    parse_size_with(text, |pow, _| 1u64 << (10 * pow))
+}
+
+/// Parse a size as a fio job file means it under fio's `kb_base` (fio's `parse.c`,
+/// `__get_mult_bytes`): with `kb_base=1024` (fio's default) `k`/`kb`/`K`/`KB` are 1024 and the
+/// IEC spellings `KiB`, `MiB`... are read "inverted" as powers of 1000; with `kb_base=1000`
+/// the SI spellings are powers of 1000 and the IEC ones powers of 1024. So under the default
+/// `4KiB` is 4000 bytes and `4k` 4096, exactly as fio 3.33 reads a job file.
+///
+/// ```text
+/// suffix ki/mi/gi/ti/pi + b -> (2024 - kb_base)^pow   (the other base)
+/// suffix k/m/g/t/p [+ b]    -> kb_base^pow
+/// ```
+pub fn parse_size_kb_base(text: &str, kb_base: u64) -> Result<u64, UnitError> {
+    parse_size_with(text, |pow, iec| {
+        let base = if iec { 2024 - kb_base } else { kb_base };
+        base.pow(pow)
+    })
+}
+
+/// The one size reader: `mult(pow, iec)` gives the multiplier of the `pow`-th prefix (k = 1),
+/// `iec` when it is spelled `KiB`-style.
+fn parse_size_with(text: &str, mult: impl Fn(u32, bool) -> u64) -> Result<u64, UnitError> {
     let bad = || UnitError::BadSize(quote(text));
     let overflow = || UnitError::Overflow {
         text: quote(text),
@@ -67,15 +92,21 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     if num.is_empty() {
         return Err(bad());
     }
-    let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        "p" | "pb" | "pib" => 1 << 50,
+    let lower = suffix.to_ascii_lowercase();
+    let (prefix, iec) = match lower.strip_suffix("ib") {
+        Some(p) if p.len() == 1 => (p, true),
+        _ => (lower.strip_suffix('b').unwrap_or(&lower), false),
+    };
+    let pow = match prefix {
+        "" if !iec => 0,
+        "k" => 1,
+        "m" => 2,
+        "g" => 3,
+        "t" => 4,
+        "p" => 5,
         _ => return Err(bad()),
     };
+    let mult = mult(pow, iec);
     if num.contains('.') {
         let v: f64 = num.parse().map_err(|_| bad())?;
         let bytes = v * mult as f64;

@@ -5,7 +5,7 @@
 use crate::output::{fio_json, RunOutput};
 use crate::sim::{bind_jobs, simulate, SimError};
 use thiserror::Error;
-use vmio_core::fio::{parse_job_file, FioError};
+use vmio_core::fio::{parse_job_file_with, FioError, Host, ReadContext};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::workload::{parse_trace, TimedIo, TraceFormat};
 
@@ -91,7 +91,6 @@ pub fn run_many(
     let mut job_files = Vec::new();
     let mut bindings = Vec::new();
     for vj in vm_jobs {
-        let job_file = parse_job_file(vj.job_text, vj.job_path)?;
         let vm = match vj.vm {
             None => 0,
             Some(name) => stack
@@ -109,6 +108,7 @@ pub fn run_many(
                         .join(", "),
                 })?,
         };
+        let job_file = parse_job_file_with(vj.job_text, vj.job_path, &read_context(&stack, vm))?;
         let mut bound = bind_jobs(&stack, &job_file.jobs, vm, vj.job_path)?;
         for b in &mut bound {
             if let Some(trace) = &b.spec.read_iolog {
@@ -130,6 +130,33 @@ pub fn run_many(
         stack,
         job_files,
     })
+}
+
+/// Largest job file `include` reads: 1 MiB.
+const MAX_INCLUDE_BYTES: u64 = 1 << 20;
+
+fn environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn load_include(path: &str) -> Result<String, String> {
+    read_bounded(std::path::Path::new(path), MAX_INCLUDE_BYTES)
+}
+
+/// What fio's job-file reading takes from outside (`vmio_core::fio::ReadContext`): this
+/// process's environment for `${VAR}` (the Python CLI's `os.environ`), included files from
+/// disk, and for `$ncpus`, `$mb_memory`, `$pagesize` the SIMULATED guest of VM `vm` (its
+/// vCPUs, its memory, the 4 KiB page of x86-64 Linux), not this machine.
+fn read_context(stack: &Stack, vm: usize) -> ReadContext<'static> {
+    ReadContext {
+        env: Some(&environment),
+        load: Some(&load_include),
+        host: stack.vms.get(vm).map(|v| Host {
+            ncpus: v.vcpus,
+            pagesize: vmio_core::cache::PAGE_BYTES,
+            mb_memory: v.memory_bytes >> 20,
+        }),
+    }
 }
 
 /// Largest trace file `read_iolog` reads: 512 MiB of text (about 10 M records of an

@@ -6,8 +6,9 @@
 //! or `;` (a trailing comment must follow a blank, so `filename=a#b` keeps its `#`), blank
 //! lines, CRLF line ends. A `[global]` section's options are the defaults of every job section
 //! that follows it; several globals may appear and a later one overrides an earlier one, exactly
-//! like fio. fio's `include` directive and its `$VAR`/`${VAR}`/`$ncpus` substitutions are
-//! rejected as unsupported.
+//! like fio. fio's `include`, `${VAR}` and `$ncpus`/`$pagesize`/`$mb_memory` are read as fio
+//! reads them (rules in `fio/read.rs`; [`parse_job_file_with`] takes the environment, a file loader and the
+//! simulated guest from the caller: vmio-core does no I/O).
 //!
 //! Editing: [`set_option`] sets one option in the text of a job file (what a study's `job:`
 //! target does), finding it through the same reading of each line as the parser and under
@@ -17,10 +18,11 @@
 //! Modelled options (fio's HOWTO names; aliases in parentheses):
 //! `rw` (`readwrite`, including fio's `:N` suffix, which is accepted and reported as ignored),
 //! `rwmixread`, `rwmixwrite`, `bs` (`blocksize`), `bsrange` (`blocksize_range`), `bssplit`,
+//! `ioengine` ([`engine`]: modelled, null, cpuio, or refused naming the engine),
 //! `iodepth`, `numjobs`, `size`, `offset`, `filesize`, `io_size` (`io_limit`), `number_ios`,
 //! `runtime` (`timeout`), `time_based`, `ramp_time`, `direct`, `buffered`, `sync`, `fsync`,
 //! `fdatasync`, `end_fsync`, `invalidate`, `randseed`, `norandommap`, `filename`, `stonewall`
-//! (`wait_for_previous`), `new_group`, `ioengine` (recorded only) and `name` (overrides the
+//! (`wait_for_previous`), `new_group` and `name` (overrides the
 //! section name); files on a filesystem with `directory`, `nrfiles` (`nr_files`),
 //! `openfiles`, `file_service_type`, `fallocate`, `create_fsync`, `create_on_open`, `unlink`
 //! and `overwrite` (`workload::fio_files` follows them); trace replay with fio's
@@ -31,8 +33,9 @@
 //! first line where it appeared, so callers can warn that vmio does not model it.
 //!
 //! fio semantics followed:
-//! - sizes use fio's default `kb_base=1024` (`4k` = 4096); a bare `runtime`/`ramp_time` is in
-//!   seconds; `runtime=0`, `io_size=0` and `number_ios=0` mean "not set", as in fio;
+//! - sizes follow fio's `kb_base` (default 1024: `4k` = `4KB` = 4096 but `4KiB` = 4000, fio's
+//!   "inverted" IEC prefixes; `kb_base=1000`: `4k` = 4000, `4KiB` = 4096), applied to the whole
+//!   section wherever it is written, as fio does; a bare `runtime`/`ramp_time` is in seconds; `runtime=0`, `io_size=0` and `number_ios=0` mean "not set", as in fio;
 //! - `bs=8k,32k` gives reads 8k and writes 32k (a third, trim, value is accepted and
 //!   dropped); an empty field keeps fio's default 4k (`bs=,8k`);
 //! - `bssplit=4k/10:64k/50:1m/` gives each size a percentage; blank percentages share the
@@ -54,16 +57,24 @@
 //!   none, native, posix, truncate, 0, 1 (fio's default on Linux: native); `keep` is refused;
 //! - `group_id` follows fio's `groupid`: 0 for the first job, then +1 at every job with
 //!   `stonewall` or `new_group`;
-//! - percent sizes (`size=50%`, `offset=10%`) are rejected: vmio does not support them yet;
+//! - `offset_increment` (bytes, %, zones) moves clone k's region k increments on;
+//! - `size=50%`, `offset=10%` are kept as [`JobSpec::size_percent`]/[`JobSpec::offset_percent`]
+//!   and resolved by the simulator against the disk; `size=8z` (also `offset`, `io_size`) is
+//!   8 x `zonesize` under `zonemode=strided|zbd`, else refused as fio fails;
 //! - `numjobs` is at most [`FIO_MAX_JOBS`] = 4096, fio's "maximum number of jobs" (`FIO_MAX_JOBS`
 //!   in fio's `os/os.h`, checked in `init.c` when jobs are added), and so is the number of jobs
 //!   of the whole file (every section's `numjobs` added up); a simulation checks the same
 //!   limit over all VMs together.
 
+pub mod engine;
 pub mod pace;
+mod read;
 
-use crate::units::{parse_duration_ns, parse_size, quote};
+pub use read::{Host, ReadContext, MAX_INCLUDE_DEPTH};
+
+use crate::units::{parse_duration_ns, parse_size_kb_base, quote};
 use crate::{Ns, SEC};
+use read::SizeValue;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use thiserror::Error;
@@ -104,11 +115,21 @@ pub enum RwMode {
     ReadWrite,
     #[serde(rename = "randrw")]
     RandRw,
+    /// fio's trims (BLKDISCARD on a block device); trims take the write block sizes.
+    #[serde(rename = "trim")]
+    Trim,
+    #[serde(rename = "randtrim")]
+    RandTrim,
+    /// Each block is trimmed, then written (fio's `io_u.c`, `get_rw_ddir` for trimwrite).
+    #[serde(rename = "trimwrite")]
+    TrimWrite,
+    #[serde(rename = "randtrimwrite")]
+    RandTrimWrite,
 }
 
 impl RwMode {
     /// The values `rw=` accepts.
-    pub const ACCEPTED: &'static str = "read, write, randread, randwrite, rw, readwrite, randrw";
+    pub const ACCEPTED: &'static str = "read, write, trim, randread, randwrite, randtrim, rw, readwrite, randrw, trimwrite, randtrimwrite";
 
     /// fio's canonical spelling (`rw` for mixed sequential).
     pub fn fio_name(self) -> &'static str {
@@ -119,21 +140,46 @@ impl RwMode {
             RwMode::RandWrite => "randwrite",
             RwMode::ReadWrite => "rw",
             RwMode::RandRw => "randrw",
+            RwMode::Trim => "trim",
+            RwMode::RandTrim => "randtrim",
+            RwMode::TrimWrite => "trimwrite",
+            RwMode::RandTrimWrite => "randtrimwrite",
         }
     }
 
     pub fn is_random(self) -> bool {
-        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+        matches!(
+            self,
+            RwMode::RandRead
+                | RwMode::RandWrite
+                | RwMode::RandRw
+                | RwMode::RandTrim
+                | RwMode::RandTrimWrite
+        )
     }
 
     /// Whether the mode issues reads.
     pub fn reads(self) -> bool {
-        !matches!(self, RwMode::Write | RwMode::RandWrite)
+        matches!(
+            self,
+            RwMode::Read | RwMode::RandRead | RwMode::ReadWrite | RwMode::RandRw
+        )
     }
 
     /// Whether the mode issues writes.
     pub fn writes(self) -> bool {
-        !matches!(self, RwMode::Read | RwMode::RandRead)
+        !matches!(
+            self,
+            RwMode::Read | RwMode::RandRead | RwMode::Trim | RwMode::RandTrim
+        )
+    }
+
+    /// Whether the mode issues trims.
+    pub fn trims(self) -> bool {
+        matches!(
+            self,
+            RwMode::Trim | RwMode::RandTrim | RwMode::TrimWrite | RwMode::RandTrimWrite
+        )
     }
 
     /// Parse one of [`RwMode::ACCEPTED`] (case-insensitive).
@@ -145,6 +191,10 @@ impl RwMode {
             "randwrite" => Some(RwMode::RandWrite),
             "rw" | "readwrite" => Some(RwMode::ReadWrite),
             "randrw" => Some(RwMode::RandRw),
+            "trim" => Some(RwMode::Trim),
+            "randtrim" => Some(RwMode::RandTrim),
+            "trimwrite" => Some(RwMode::TrimWrite),
+            "randtrimwrite" => Some(RwMode::RandTrimWrite),
             _ => None,
         }
     }
@@ -348,9 +398,29 @@ pub struct JobSpec {
     /// fiopace: rate, thinktime, startdelay, iodepth batching, random_distribution,
     /// percentage_random and verify ([`pace`]).
     pub pace: pace::Pace,
+    /// fio's `size=N%` (1..100): that share of the disk (block jobs) or of the fixed
+    /// `filesize` (file jobs), rounded down to the smallest block size; resolved by the
+    /// simulator's `bind_jobs`. Setting `size` in bytes clears it.
+    pub size_percent: Option<u32>,
+    /// fio's `offset=N%` (1..100): the region starts at that share, rounded up to the
+    /// smallest block size (fio's `get_start_offset`).
+    pub offset_percent: Option<u32>,
+    /// fio's `offset_increment`: clone k's region starts k increments after `offset`.
+    pub offset_increment_bytes: u64,
+    /// fio's `offset_increment=N%` (1..100), resolved like `offset_percent`.
+    pub offset_increment_percent: Option<u32>,
 }
 
 impl JobSpec {
+    /// How vmio runs the job's `ioengine` ([`engine::classify`]; an engine the parser would
+    /// refuse, in a spec built by hand, runs as psync).
+    pub fn engine(&self) -> engine::EngineModel {
+        match engine::classify(&self.ioengine) {
+            Some(Ok(model)) => model,
+            _ => engine::EngineModel::Sync,
+        }
+    }
+
     /// The job runs CPU work, not I/O (`ioengine=cpuio` or a `cpu_profile`).
     pub fn is_cpu(&self) -> bool {
         self.ioengine == "cpuio" || self.cpu_profile.is_some()
@@ -412,6 +482,10 @@ impl Default for JobSpec {
             cpus_allowed: None,
             cpus_allowed_split: false,
             pace: pace::Pace::default(),
+            size_percent: None,
+            offset_percent: None,
+            offset_increment_bytes: 0,
+            offset_increment_percent: None,
         }
     }
 }
@@ -461,6 +535,28 @@ pub enum FioError {
         line: usize,
         text: String,
     },
+    #[error("{file}:{line}: include {name}: {reason}; accepted: a readable job file of options only, included from a section, at most 16 levels deep, without cycles")]
+    Include {
+        file: String,
+        line: usize,
+        name: String,
+        reason: String,
+    },
+    #[error("{file}:{line}: '{text}': {reason}; accepted: ${{NAME}} (environment), $ncpus, $pagesize, $mb_memory, with + - * / % ( ) after one of those")]
+    Substitution {
+        file: String,
+        line: usize,
+        text: String,
+        reason: String,
+    },
+    #[error("{file}:{line}: ioengine={engine}: vmio does not model this engine: {reason}; accepted: {accepted}")]
+    Engine {
+        file: String,
+        line: usize,
+        engine: String,
+        reason: &'static str,
+        accepted: String,
+    },
     #[error("{file}: no job section; accepted: at least one [jobname] section besides [global]")]
     NoJobs { file: String },
     #[error("{file}: cannot set '{option}={value}': {reason}; accepted: {accepted}")]
@@ -484,7 +580,10 @@ pub enum FioError {
 }
 
 const ACCEPT_BOOL: &str = "1, 0, true, false, or the bare option name for 1";
-const ACCEPT_SIZE: &str = "a size like 4k, 64KiB, 1g (fio kb_base=1024)";
+const ACCEPT_SIZE: &str =
+    "a size like 4k, 64KiB, 1g (fio kb_base: 4k = 4096 and 4KiB = 4000 under the default 1024)";
+const ACCEPT_REGION_SIZE: &str =
+    "a size like 4k, 1g, a percentage 0% to 100% (size, offset, offset_increment) or a zone count like 8z";
 const ACCEPT_DURATION: &str =
     "a duration like 30 (seconds), 500ms, 2m, 1h (suffixes ns, us, ms, s, m, h, d)";
 const ACCEPT_BS: &str =
@@ -492,7 +591,6 @@ const ACCEPT_BS: &str =
 const ACCEPT_BSSPLIT: &str =
     "size/percent entries joined by ':' (4k/10:64k/50:1m/), optionally reads,writes; <= 100 %";
 const ACCEPT_PERCENT: &str = "an integer from 0 to 100";
-const NO_PERCENT_SIZES: &str = "percent sizes are not supported by vmio yet";
 
 /// Offending text as quoted in an error: see [`crate::units::quote`].
 fn shown(text: &str) -> String {
@@ -501,39 +599,39 @@ fn shown(text: &str) -> String {
 
 /// Options as they accumulate for one section: the job spec plus what fio resolves only when
 /// the job is complete (the name override and `bssplit`, which wins over `bs`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Settings {
     spec: JobSpec,
     name: Option<String>,
     bssplit_read: Option<Vec<(u64, u32)>>,
     bssplit_write: Option<Vec<(u64, u32)>>,
+    /// fio's `kb_base` (1024 or 1000).
+    kb_base: u64,
+    /// fio's `zonesize` (0: none) and whether `zonemode` gives zones (strided or zbd).
+    zonesize: u64,
+    zoned: bool,
+    /// Sizes given in zones (`size=8z`): (option, zones, file, line), resolved at the end.
+    zone_sizes: Vec<(&'static str, u64, String, usize)>,
 }
 
-impl Settings {
-    fn finish(mut self, section: &str, line: usize) -> JobSpec {
-        self.spec.name = self.name.unwrap_or_else(|| section.to_string());
-        self.spec.line = line;
-        if let Some(r) = self.bssplit_read {
-            self.spec.bs.read = r;
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            spec: JobSpec::default(),
+            name: None,
+            bssplit_read: None,
+            bssplit_write: None,
+            kb_base: 1024,
+            zonesize: 0,
+            zoned: false,
+            zone_sizes: Vec::new(),
         }
-        if let Some(w) = self.bssplit_write {
-            self.spec.bs.write = w;
-        }
-        self.spec
     }
 }
 
-enum Section {
-    Global,
-    Job {
-        name: String,
-        line: usize,
-        settings: Box<Settings>,
-    },
-}
-
-struct Parser<'a> {
-    path: &'a str,
+struct Parser {
+    /// The file of the option being read (an included file's own name).
+    path: String,
     ignored: Vec<IgnoredOption>,
     ignored_names: BTreeSet<String>,
 }
@@ -577,84 +675,76 @@ fn same_setting(a: &str, b: &str) -> bool {
 }
 
 /// Parse the text of a fio job file; `path` is used in error messages and recorded in the result.
+/// Nothing from outside is known: `include`, `${VAR}` and `$ncpus`-style keywords need
+/// [`parse_job_file_with`].
 pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
+    parse_job_file_with(text, path, &ReadContext::default())
+}
+
+/// One option line of the flattened file (includes expanded, substitutions done).
+struct OptionLine {
+    file: String,
+    line: usize,
+    key: String,
+    value: Option<String>,
+}
+
+/// A line of the flattened file: a section header or an option.
+enum Source {
+    Header { name: String, line: usize },
+    Option(OptionLine),
+}
+
+/// Parse a job file with what it needs from outside ([`ReadContext`]): the environment for `${VAR}`, a
+/// loader for `include` and the simulated machine for `$ncpus`, `$pagesize`, `$mb_memory`.
+pub fn parse_job_file_with(text: &str, path: &str, ctx: &ReadContext) -> Result<JobFile, FioError> {
     let mut p = Parser {
-        path,
+        path: path.to_string(),
         ignored: Vec::new(),
         ignored_names: BTreeSet::new(),
     };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut source = Vec::new();
+    let mut chain = vec![path.to_string()];
+    p.flatten(text, path, ctx, &mut chain, false, &mut source)?;
     let mut defaults = Settings::default();
-    let mut current: Option<Section> = None;
+    // The open section: None before the first header, Some(None) for [global].
+    let mut current: Option<Option<(String, usize)>> = None;
+    let mut pending: Vec<OptionLine> = Vec::new();
     let mut jobs: Vec<JobSpec> = Vec::new();
-
-    for (index, raw) in text.lines().enumerate() {
-        let line_no = index + 1;
-        let (line, kind) = read_line(raw);
-        let (key, value) = match kind {
-            Line::Blank => continue,
-            Line::Header(name) => {
-                if let Some(Section::Job {
-                    name,
-                    line,
-                    settings,
-                }) = current.take()
-                {
-                    jobs.push(settings.finish(&name, line));
-                }
-                let name = name.ok_or_else(|| p.bad_line(line_no, line))?;
-                if name.contains('$') {
-                    return Err(p.no_substitution(line_no, "section", name));
-                }
-                current = Some(if name == "global" {
-                    Section::Global
-                } else {
-                    Section::Job {
-                        name: name.to_string(),
-                        line: line_no,
-                        settings: Box::new(defaults.clone()),
-                    }
-                });
-                continue;
-            }
-            Line::Include(rest) => {
-                return Err(FioError::Unsupported {
-                    file: p.path.to_string(),
-                    line: line_no,
-                    option: "include".to_string(),
-                    value: shown(rest),
-                    reason: "include directives are not supported by vmio",
-                    accepted: "the included options written into this file",
-                })
-            }
-            Line::Bad => return Err(p.bad_line(line_no, line)),
-            Line::Option { key, value } => (key.to_ascii_lowercase(), value),
-        };
-        if let Some(v) = value {
-            if v.contains('$') {
-                return Err(p.no_substitution(line_no, &key, v));
+    let mut close = |p: &mut Parser,
+                     current: Option<Option<(String, usize)>>,
+                     pending: &mut Vec<OptionLine>,
+                     defaults: &mut Settings|
+     -> Result<(), FioError> {
+        match current {
+            None => {}
+            Some(None) => p.apply_section(defaults, pending)?,
+            Some(Some((name, line))) => {
+                let mut settings = defaults.clone();
+                p.apply_section(&mut settings, pending)?;
+                jobs.push(p.finish(settings, &name, line)?);
             }
         }
-        match current.as_mut() {
-            None => {
+        pending.clear();
+        Ok(())
+    };
+    for item in source {
+        match item {
+            Source::Header { name, line } => {
+                close(&mut p, current.take(), &mut pending, &mut defaults)?;
+                current = Some((name != "global").then_some((name, line)));
+            }
+            Source::Option(opt) if current.is_none() => {
                 return Err(FioError::OptionOutsideSection {
-                    file: p.path.to_string(),
-                    line: line_no,
-                    option: shown(&key),
+                    file: opt.file,
+                    line: opt.line,
+                    option: shown(&opt.key),
                 })
             }
-            Some(Section::Global) => p.apply(&mut defaults, &key, value, line_no)?,
-            Some(Section::Job { settings, .. }) => p.apply(settings, &key, value, line_no)?,
+            Source::Option(opt) => pending.push(opt),
         }
     }
-    if let Some(Section::Job {
-        name,
-        line,
-        settings,
-    }) = current
-    {
-        jobs.push(settings.finish(&name, line));
-    }
+    close(&mut p, current, &mut pending, &mut defaults)?;
     if jobs.is_empty() {
         return Err(FioError::NoJobs {
             file: path.to_string(),
@@ -866,23 +956,159 @@ fn is_option_name(key: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-impl Parser<'_> {
+impl Parser {
+    /// The lines of `text` (file `path`) with includes expanded and substitutions done, in
+    /// order; `chain` is the files being read (for cycles), `nested` whether `text` is an
+    /// included file (it may not open sections).
+    fn flatten(
+        &mut self,
+        text: &str,
+        path: &str,
+        ctx: &ReadContext,
+        chain: &mut Vec<String>,
+        nested: bool,
+        out: &mut Vec<Source>,
+    ) -> Result<(), FioError> {
+        self.path = path.to_string();
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        for (index, raw) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let (line, kind) = read_line(raw);
+            match kind {
+                Line::Blank => {}
+                Line::Header(name) => {
+                    let name = name.ok_or_else(|| self.bad_line(line_no, line))?;
+                    if nested {
+                        return Err(self.include_error(
+                            line_no,
+                            name,
+                            "an included file cannot open a section (fio: \"No new sections in included files\")",
+                        ));
+                    }
+                    out.push(Source::Header {
+                        name: name.to_string(),
+                        line: line_no,
+                    });
+                }
+                Line::Include(name) => {
+                    if !nested && !out.iter().any(|s| matches!(s, Source::Header { .. })) {
+                        return Err(FioError::OptionOutsideSection {
+                            file: path.to_string(),
+                            line: line_no,
+                            option: "include".to_string(),
+                        });
+                    }
+                    let target = read::include_path(path, name);
+                    if chain.contains(&target) {
+                        return Err(self.include_error(
+                            line_no,
+                            name,
+                            "it includes itself (a cycle)",
+                        ));
+                    }
+                    if chain.len() > read::MAX_INCLUDE_DEPTH {
+                        return Err(self.include_error(line_no, name, "includes nest too deep"));
+                    }
+                    let Some(load) = ctx.load else {
+                        return Err(self.include_error(
+                            line_no,
+                            name,
+                            "this reading of the job file has no file access",
+                        ));
+                    };
+                    let included =
+                        load(&target).map_err(|why| self.include_error(line_no, name, &why))?;
+                    chain.push(target.clone());
+                    self.flatten(&included, &target, ctx, chain, true, out)?;
+                    chain.pop();
+                    self.path = path.to_string();
+                }
+                Line::Bad => return Err(self.bad_line(line_no, line)),
+                Line::Option { .. } => {
+                    let text =
+                        read::substitute(line, ctx).map_err(|why| FioError::Substitution {
+                            file: path.to_string(),
+                            line: line_no,
+                            text: shown(line),
+                            reason: why,
+                        })?;
+                    let (key, value) = match read_line(&text).1 {
+                        Line::Option { key, value } => {
+                            (key.to_ascii_lowercase(), value.map(str::to_string))
+                        }
+                        _ => return Err(self.bad_line(line_no, &text)),
+                    };
+                    out.push(Source::Option(OptionLine {
+                        file: path.to_string(),
+                        line: line_no,
+                        key,
+                        value,
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply one section's options: `kb_base` first (fio sorts a section's options by
+    /// priority, and `kb_base` has the first), then the others in order.
+    fn apply_section(&mut self, s: &mut Settings, opts: &[OptionLine]) -> Result<(), FioError> {
+        let (first, rest): (Vec<&OptionLine>, Vec<&OptionLine>) =
+            opts.iter().partition(|o| o.key == "kb_base");
+        for o in first.into_iter().chain(rest) {
+            self.path.clone_from(&o.file);
+            self.apply(s, &o.key, o.value.as_deref(), o.line)?;
+        }
+        Ok(())
+    }
+
+    /// The job spec of a complete section: the name override, `bssplit` (which wins over
+    /// `bs`) and sizes in zones.
+    fn finish(&mut self, mut s: Settings, section: &str, line: usize) -> Result<JobSpec, FioError> {
+        s.spec.name = s.name.unwrap_or_else(|| section.to_string());
+        s.spec.line = line;
+        if let Some(r) = s.bssplit_read {
+            s.spec.bs.read = r;
+        }
+        if let Some(w) = s.bssplit_write {
+            s.spec.bs.write = w;
+        }
+        for (option, zones, file, at) in s.zone_sizes {
+            if !s.zoned || s.zonesize == 0 {
+                return Err(FioError::Unsupported {
+                    file,
+                    line: at,
+                    option: option.to_string(),
+                    value: format!("{zones}z"),
+                    reason: "a size in zones needs a zone size (fio: \"you need to specify size=\"); vmio's disks are not zoned",
+                    accepted: "zonemode=strided (or zbd) with zonesize=, or a size like 4k, 1g, 50%",
+                });
+            }
+            let bytes = zones.saturating_mul(s.zonesize);
+            match option {
+                "size" => s.spec.size_bytes = Some(bytes),
+                "offset" => s.spec.offset_bytes = bytes,
+                "offset_increment" => s.spec.offset_increment_bytes = bytes,
+                _ => s.spec.io_size_bytes = Some(bytes).filter(|&b| b > 0),
+            }
+        }
+        Ok(s.spec)
+    }
+
+    fn include_error(&self, line: usize, name: &str, reason: &str) -> FioError {
+        FioError::Include {
+            file: self.path.clone(),
+            line,
+            name: shown(name),
+            reason: reason.to_string(),
+        }
+    }
+
     fn bad_line(&self, line: usize, text: &str) -> FioError {
         FioError::BadLine {
             file: self.path.to_string(),
             line,
             text: shown(text),
-        }
-    }
-
-    fn no_substitution(&self, line: usize, option: &str, value: &str) -> FioError {
-        FioError::Unsupported {
-            file: self.path.to_string(),
-            line,
-            option: shown(option),
-            value: shown(value),
-            reason: "fio's $VAR, ${VAR} and $ncpus-style substitutions are not supported by vmio",
-            accepted: "a literal value",
         }
     }
 
@@ -929,12 +1155,12 @@ impl Parser<'_> {
             "rwmixread" => j.rwmixread = self.percent(key, value, line)?,
             "rwmixwrite" => j.rwmixread = 100 - self.percent(key, value, line)?,
             "bs" => {
-                j.bs = parse_bs(value.unwrap_or("")).map_err(|why| {
+                j.bs = parse_bs(value.unwrap_or(""), s.kb_base).map_err(|why| {
                     self.bad(line, key, value, &format!("{ACCEPT_BS} ({})", quote(&why)))
                 })?;
             }
             "bssplit" => {
-                let (r, w) = parse_bssplit(value.unwrap_or("")).map_err(|why| {
+                let (r, w) = parse_bssplit(value.unwrap_or(""), s.kb_base).map_err(|why| {
                     self.bad(
                         line,
                         key,
@@ -947,10 +1173,29 @@ impl Parser<'_> {
             }
             "iodepth" => j.iodepth = self.count(key, value, line)?,
             "numjobs" => j.numjobs = self.count(key, value, line)?,
-            "size" => j.size_bytes = Some(self.size(key, value, line)?),
-            "offset" => j.offset_bytes = self.size(key, value, line)?,
-            "filesize" => j.filesize = Some(self.size_range(key, value, line)?),
-            "io_size" => j.io_size_bytes = Some(self.size(key, value, line)?).filter(|&b| b > 0),
+            "size" | "offset" | "offset_increment" | "io_size" => {
+                self.region_size(s, key, value, line)?
+            }
+            "filesize" => j.filesize = Some(self.size_range(key, value, line, s.kb_base)?),
+            "kb_base" => {
+                s.kb_base = match value {
+                    Some("1024") => 1024,
+                    Some("1000") => 1000,
+                    _ => return Err(self.bad(line, key, value, "1024, 1000")),
+                }
+            }
+            "zonesize" => {
+                s.zonesize = self.size(key, value, line, s.kb_base)?;
+                self.ignore(key, line);
+            }
+            "zonemode" => {
+                s.zoned = match value.map(str::to_ascii_lowercase).as_deref() {
+                    Some("none") => false,
+                    Some("strided") | Some("zbd") => true,
+                    _ => return Err(self.bad(line, key, value, "none, strided, zbd")),
+                };
+                self.ignore(key, line);
+            }
             "number_ios" => j.number_ios = Some(self.int(key, value, line)?).filter(|&n| n > 0),
             "runtime" => j.runtime_ns = Some(self.duration(key, value, line)?).filter(|&t| t > 0),
             "ramp_time" => j.ramp_time_ns = self.duration(key, value, line)?,
@@ -981,7 +1226,22 @@ impl Parser<'_> {
             "filename" => {
                 j.filename = Some(self.text(key, value, line, "a file or device path")?)
             }
-            "ioengine" => j.ioengine = self.text(key, value, line, "an fio ioengine name")?,
+            "ioengine" => {
+                let v = self.text(key, value, line, "an fio ioengine name")?;
+                match engine::classify(&v) {
+                    Some(Ok(_)) => j.ioengine = v,
+                    Some(Err(reason)) => {
+                        return Err(FioError::Engine {
+                            file: self.path.clone(),
+                            line,
+                            engine: shown(&v),
+                            reason,
+                            accepted: engine::accepted(),
+                        })
+                    }
+                    None => return Err(self.bad(line, key, value, &engine::accepted())),
+                }
+            }
             "read_iolog" => {
                 j.read_iolog = Some(self.text(key, value, line, "a trace file path")?)
             }
@@ -1198,16 +1458,17 @@ impl Parser<'_> {
         key: &str,
         value: Option<&str>,
         line: usize,
+        kb_base: u64,
     ) -> Result<SizeRange, FioError> {
         let v = value.unwrap_or("");
         let accepted = "a size (1g) or a range lo-hi (1m-4m), sizes > 0, lo <= hi";
         let (lo, hi) = match v.split_once(['-', ':']) {
             Some((lo, hi)) => (
-                self.size(key, Some(lo.trim()), line)?,
-                self.size(key, Some(hi.trim()), line)?,
+                self.size(key, Some(lo.trim()), line, kb_base)?,
+                self.size(key, Some(hi.trim()), line, kb_base)?,
             ),
             None => {
-                let b = self.size(key, value, line)?;
+                let b = self.size(key, value, line, kb_base)?;
                 (b, b)
             }
         };
@@ -1237,19 +1498,76 @@ impl Parser<'_> {
         }
     }
 
-    fn size(&self, key: &str, value: Option<&str>, line: usize) -> Result<u64, FioError> {
-        let v = value.unwrap_or("");
-        if v.ends_with('%') {
-            return Err(FioError::Unsupported {
-                file: self.path.to_string(),
-                line,
-                option: shown(key),
-                value: shown(v),
-                reason: NO_PERCENT_SIZES,
-                accepted: ACCEPT_SIZE,
-            });
+    /// A size in bytes under `kb_base`.
+    fn size(
+        &self,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+        kb_base: u64,
+    ) -> Result<u64, FioError> {
+        parse_size_kb_base(value.unwrap_or(""), kb_base)
+            .map_err(|_| self.bad(line, key, value, ACCEPT_SIZE))
+    }
+
+    /// `size`, `offset`, `io_size`: bytes, a percentage (`size`, `offset`) or zones
+    /// (`fio/read.rs`); the last setting of an option wins whatever its form.
+    fn region_size(
+        &self,
+        s: &mut Settings,
+        key: &str,
+        value: Option<&str>,
+        line: usize,
+    ) -> Result<(), FioError> {
+        let option: &'static str = match key {
+            "size" => "size",
+            "offset" => "offset",
+            "offset_increment" => "offset_increment",
+            _ => "io_size",
+        };
+        let parsed = read::size_value(value.unwrap_or(""), s.kb_base)
+            .map_err(|_| self.bad(line, key, value, ACCEPT_REGION_SIZE))?;
+        s.zone_sizes.retain(|z| z.0 != option);
+        let j = &mut s.spec;
+        match (option, parsed) {
+            (_, SizeValue::Zones(n)) => s.zone_sizes.push((option, n, self.path.clone(), line)),
+            ("size", SizeValue::Percent(p)) => {
+                j.size_bytes = None;
+                j.size_percent = Some(p).filter(|&p| p > 0);
+            }
+            ("offset", SizeValue::Percent(p)) => {
+                j.offset_bytes = 0;
+                j.offset_percent = Some(p).filter(|&p| p > 0);
+            }
+            ("offset_increment", SizeValue::Percent(p)) => {
+                j.offset_increment_bytes = 0;
+                j.offset_increment_percent = Some(p).filter(|&p| p > 0);
+            }
+            (_, SizeValue::Percent(_)) => {
+                return Err(FioError::Unsupported {
+                    file: self.path.clone(),
+                    line,
+                    option: shown(key),
+                    value: shown(value.unwrap_or("")),
+                    reason: "a percentage of io_size is not modelled by vmio",
+                    accepted: ACCEPT_SIZE,
+                })
+            }
+            ("size", SizeValue::Bytes(b)) => {
+                j.size_bytes = Some(b);
+                j.size_percent = None;
+            }
+            ("offset", SizeValue::Bytes(b)) => {
+                j.offset_bytes = b;
+                j.offset_percent = None;
+            }
+            ("offset_increment", SizeValue::Bytes(b)) => {
+                j.offset_increment_bytes = b;
+                j.offset_increment_percent = None;
+            }
+            (_, SizeValue::Bytes(b)) => j.io_size_bytes = Some(b).filter(|&b| b > 0),
         }
-        parse_size(v).map_err(|_| self.bad(line, key, value, ACCEPT_SIZE))
+        Ok(())
     }
 
     fn duration(&self, key: &str, value: Option<&str>, line: usize) -> Result<Ns, FioError> {
@@ -1287,8 +1605,8 @@ impl Parser<'_> {
     }
 }
 
-fn parse_block_size(text: &str) -> Result<u64, String> {
-    match parse_size(text) {
+fn parse_block_size(text: &str, kb_base: u64) -> Result<u64, String> {
+    match parse_size_kb_base(text, kb_base) {
         Ok(0) => Err("a block size must be > 0".to_string()),
         Ok(b) => Ok(b),
         Err(e) => Err(e.to_string()),
@@ -1296,15 +1614,18 @@ fn parse_block_size(text: &str) -> Result<u64, String> {
 }
 
 /// One `bs`/`bsrange` field: `4k` or `4k-64k`.
-fn parse_bs_field(field: &str) -> Result<Vec<(u64, u32)>, String> {
+fn parse_bs_field(field: &str, kb_base: u64) -> Result<Vec<(u64, u32)>, String> {
     let field = field.trim();
     if field.is_empty() {
         return Ok(vec![(BlockSizes::DEFAULT_BYTES, 100)]);
     }
     let Some((lo, hi)) = field.split_once('-') else {
-        return Ok(vec![(parse_block_size(field)?, 100)]);
+        return Ok(vec![(parse_block_size(field, kb_base)?, 100)]);
     };
-    let (lo, hi) = (parse_block_size(lo)?, parse_block_size(hi)?);
+    let (lo, hi) = (
+        parse_block_size(lo, kb_base)?,
+        parse_block_size(hi, kb_base)?,
+    );
     if lo > hi {
         return Err(format!("range {lo}-{hi} runs backwards"));
     }
@@ -1322,7 +1643,7 @@ fn parse_bs_field(field: &str) -> Result<Vec<(u64, u32)>, String> {
         .collect())
 }
 
-fn parse_bs(value: &str) -> Result<BlockSizes, String> {
+fn parse_bs(value: &str, kb_base: u64) -> Result<BlockSizes, String> {
     let fields: Vec<&str> = value.split(',').collect();
     if value.trim().is_empty() {
         return Err("empty value".to_string());
@@ -1330,20 +1651,20 @@ fn parse_bs(value: &str) -> Result<BlockSizes, String> {
     if fields.len() > 3 {
         return Err("at most read,write,trim".to_string());
     }
-    let read = parse_bs_field(fields[0])?;
+    let read = parse_bs_field(fields[0], kb_base)?;
     let write = match fields.get(1) {
-        Some(f) => parse_bs_field(f)?,
+        Some(f) => parse_bs_field(f, kb_base)?,
         None => read.clone(),
     };
     if let Some(f) = fields.get(2) {
-        parse_bs_field(f)?; // trim: validated, not modelled
+        parse_bs_field(f, kb_base)?; // trim: validated, not modelled
     }
     Ok(BlockSizes { read, write })
 }
 
 type Split = Option<Vec<(u64, u32)>>;
 
-fn parse_bssplit(value: &str) -> Result<(Split, Split), String> {
+fn parse_bssplit(value: &str, kb_base: u64) -> Result<(Split, Split), String> {
     if value.trim().is_empty() {
         return Err("empty value".to_string());
     }
@@ -1351,26 +1672,26 @@ fn parse_bssplit(value: &str) -> Result<(Split, Split), String> {
     if fields.len() > 3 {
         return Err("at most reads,writes,trims".to_string());
     }
-    let read = parse_split_list(fields[0])?;
+    let read = parse_split_list(fields[0], kb_base)?;
     let write = match fields.get(1) {
-        Some(f) => parse_split_list(f)?,
+        Some(f) => parse_split_list(f, kb_base)?,
         None => read.clone(),
     };
     if let Some(f) = fields.get(2) {
-        parse_split_list(f)?;
+        parse_split_list(f, kb_base)?;
     }
     Ok((read, write))
 }
 
 /// One direction of `bssplit`; `None` for an empty field (that direction keeps `bs`).
-fn parse_split_list(list: &str) -> Result<Split, String> {
+fn parse_split_list(list: &str, kb_base: u64) -> Result<Split, String> {
     let mut entries: Vec<(u64, Option<u32>)> = Vec::new();
     for entry in list.split(':').map(str::trim).filter(|e| !e.is_empty()) {
         let (bs, pct) = match entry.split_once('/') {
             Some((b, p)) => (b, p.trim()),
             None => (entry, ""),
         };
-        let bs = parse_block_size(bs)?;
+        let bs = parse_block_size(bs, kb_base)?;
         let pct = if pct.is_empty() {
             None
         } else {
@@ -1761,7 +2082,7 @@ mod tests {
         let e = err("[global]\nbs=4k\n\n\n\n[j]\nrw=randon\n");
         assert_eq!(
             e,
-            "job.fio:7: rw: 'randon' is not valid; accepted: read, write, randread, randwrite, rw, readwrite, randrw"
+            "job.fio:7: rw: 'randon' is not valid; accepted: read, write, trim, randread, randwrite, randtrim, rw, readwrite, randrw, trimwrite, randtrimwrite"
         );
     }
 
@@ -1899,23 +2220,131 @@ mod tests {
     }
 
     #[test]
-    fn percent_sizes_are_rejected_as_unsupported() {
-        let e = err("[a]\nsize=50%\n");
-        assert!(e.starts_with("job.fio:2: size: '50%': percent sizes are not supported by vmio yet; accepted: a size like"), "{e}");
-        assert!(err("[a]\noffset=10%\n").contains("percent sizes are not supported by vmio yet"));
+    fn percent_sizes_and_offsets_are_kept_for_the_simulator_and_bytes_clear_them() {
+        let j = &parse("[a]\nsize=50%\noffset=10%\n").jobs[0];
+        assert_eq!((j.size_percent, j.offset_percent), (Some(50), Some(10)));
+        assert_eq!((j.size_bytes, j.offset_bytes), (None, 0));
+        let j = &parse("[global]\nsize=50%\n[a]\nsize=1m\n").jobs[0];
+        assert_eq!((j.size_percent, j.size_bytes), (None, Some(1 << 20)));
+        assert!(err("[a]\nsize=150%\n").contains("a percentage 0% to 100%"));
+        assert!(err("[a]\nio_size=50%\n").contains("io_size is not modelled"));
     }
 
     #[test]
-    fn include_and_substitutions_are_rejected_as_unsupported() {
-        let e = err("[a]\ninclude other.fio\n");
+    fn a_size_in_zones_is_that_many_zone_sizes_and_needs_a_zone_size() {
+        let j = &parse("[a]\nsize=8z\noffset=2z\nzonemode=strided\nzonesize=1m\n").jobs[0];
+        assert_eq!((j.size_bytes, j.offset_bytes), (Some(8 << 20), 2 << 20));
+        let e = err("[a]\nsize=8z\n");
         assert!(
-            e.starts_with("job.fio:2: include: 'other.fio': include directives are not supported"),
+            e.starts_with("job.fio:2: size: '8z': a size in zones needs a zone size"),
             "{e}"
         );
-        let e = err("[a]\nsize=${SIZE}\n");
-        assert!(e.starts_with("job.fio:2: size: '${SIZE}':"), "{e}");
-        assert!(e.contains("not supported"), "{e}");
-        assert!(err("[a]\nnumjobs=$ncpus\n").contains("not supported"));
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn kb_base_follows_fio_inverting_iec_prefixes_under_the_default() {
+        let bs = |text: &str| parse(text).jobs[0].bs.read[0].0;
+        assert_eq!(bs("[a]\nbs=4KiB\n"), 4000);
+        assert_eq!(bs("[a]\nbs=4k\n"), 4096);
+        assert_eq!(bs("[a]\nbs=4kB\n"), 4096);
+        // kb_base applies to the whole section wherever it stands, and from [global].
+        assert_eq!(bs("[a]\nbs=4k\nkb_base=1000\n"), 4000);
+        assert_eq!(bs("[a]\nbs=4KiB\nkb_base=1000\n"), 4096);
+        assert_eq!(bs("[global]\nkb_base=1000\n[a]\nbs=1m\n"), 1_000_000);
+        let j = &parse("[a]\nkb_base=1000\nsize=1m\nfilesize=2k\n").jobs[0];
+        assert_eq!(
+            (j.size_bytes, j.filesize.unwrap().lo_bytes),
+            (Some(1_000_000), 2000)
+        );
+        assert!(err("[a]\nkb_base=1001\n").contains("accepted: 1024, 1000"));
+    }
+
+    fn with(text: &str, files: &[(&str, &str)]) -> Result<JobFile, String> {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let load = move |path: &str| {
+            files
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| "no such file".to_string())
+        };
+        let env = |name: &str| (name == "FIO_BS").then(|| "16k".to_string());
+        let ctx = ReadContext {
+            env: Some(&env),
+            load: Some(&load),
+            host: Some(Host {
+                ncpus: 6,
+                pagesize: 4096,
+                mb_memory: 1024,
+            }),
+        };
+        parse_job_file_with(text, "/jobs/job.fio", &ctx).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_include_adds_its_options_to_the_section_from_the_including_files_directory() {
+        let f = with(
+            "[a]\nrw=write\ninclude common.fio\niodepth=4\n",
+            &[
+                ("/jobs/common.fio", "bs=64k\ninclude /etc/deep.fio\n"),
+                ("/etc/deep.fio", "numjobs=2\n"),
+            ],
+        )
+        .unwrap();
+        let j = &f.jobs[0];
+        assert_eq!(
+            (j.rw, j.bs.read[0].0, j.numjobs, j.iodepth),
+            (RwMode::Write, 65536, 2, 4)
+        );
+    }
+
+    #[test]
+    fn a_bad_include_is_one_line_naming_the_file_and_the_reason() {
+        let e = with(
+            "[a]\ninclude self.fio\n",
+            &[("/jobs/self.fio", "include self.fio\n")],
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("/jobs/self.fio:1: include self.fio: it includes itself"),
+            "{e}"
+        );
+        let e = with("[a]\ninclude s.fio\n", &[("/jobs/s.fio", "[b]\n")]).unwrap_err();
+        assert!(e.contains("cannot open a section"), "{e}");
+        let e = with("[a]\ninclude gone.fio\n", &[]).unwrap_err();
+        assert!(
+            e.starts_with("/jobs/job.fio:2: include gone.fio: no such file"),
+            "{e}"
+        );
+        let e = with("include x.fio\n[a]\n", &[]).unwrap_err();
+        assert!(
+            e.contains("option 'include' appears before any section"),
+            "{e}"
+        );
+        let e = err("[a]\ninclude other.fio\n");
+        assert!(e.contains("no file access"), "{e}");
+        assert!(e.lines().count() == 1);
+    }
+
+    #[test]
+    fn variables_and_keywords_are_substituted_as_fio_does() {
+        let f = with(
+            "[a]\nbs=${FIO_BS}\nnumjobs=$ncpus/2\ndirectory=/mnt${UNSET}\nfilename_format=f.$jobnum\n",
+            &[],
+        )
+        .unwrap();
+        let j = &f.jobs[0];
+        assert_eq!((j.bs.read[0].0, j.numjobs), (16384, 3));
+        assert_eq!(j.directory.as_deref(), Some("/mnt"));
+        let e = err("[a]\nnumjobs=$ncpus\n");
+        assert!(
+            e.starts_with("job.fio:2: 'numjobs=$ncpus': $ncpus needs the simulated machine"),
+            "{e}"
+        );
     }
 
     #[test]

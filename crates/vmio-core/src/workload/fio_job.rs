@@ -66,6 +66,7 @@ use super::fio_files::{self, FileJob};
 use super::perm::Permutation;
 use super::{FileDecl, FileOp, Step, Workload, WorkloadError};
 use crate::fio::pace::Distribution;
+use crate::fio::engine::EngineModel;
 use crate::fio::JobSpec;
 use crate::request::{Extent, Op};
 use crate::rng::Rng;
@@ -114,6 +115,20 @@ enum Dirs {
     Read,
     Write,
     Mixed,
+    /// fio's trim and randtrim: trims of the write block sizes.
+    Trim,
+    /// fio's trimwrite and randtrimwrite: a trim, then a write of the same block.
+    TrimWrite,
+}
+
+impl Dirs {
+    fn uses_read(self) -> bool {
+        matches!(self, Dirs::Read | Dirs::Mixed)
+    }
+
+    fn uses_write(self) -> bool {
+        self != Dirs::Read
+    }
 }
 
 /// Refuse a job that would run forever: fio's `time_based` without a `runtime` (fio warns
@@ -130,14 +145,12 @@ pub fn check_ends(spec: &JobSpec) -> Result<(), WorkloadError> {
     Ok(())
 }
 
-/// fio's synchronous ioengines: one request at a time whatever `iodepth` says.
-const SYNC_IOENGINES: [&str; 5] = ["psync", "sync", "pvsync", "pvsync2", "vsync"];
-
-/// The requests a job keeps outstanding: 1 with a synchronous ioengine (fio(1) `iodepth`:
+/// The requests a job keeps outstanding: 1 with a synchronous ioengine
+/// ([`crate::fio::engine`], fio's `FIO_SYNCIO`) (fio(1) `iodepth`:
 /// "increasing iodepth beyond 1 will not affect synchronous ioengines"), else
 /// `max(iodepth, 1)`.
 pub fn iodepth(spec: &JobSpec) -> u32 {
-    if SYNC_IOENGINES.contains(&spec.ioengine.as_str()) {
+    if spec.engine() == EngineModel::Sync {
         1
     } else {
         spec.iodepth.max(1)
@@ -146,7 +159,7 @@ pub fn iodepth(spec: &JobSpec) -> u32 {
 
 /// The note for a run whose job asks a synchronous ioengine for an iodepth above 1.
 pub fn iodepth_note(spec: &JobSpec) -> Option<String> {
-    (spec.iodepth > 1 && SYNC_IOENGINES.contains(&spec.ioengine.as_str())).then(|| {
+    (spec.iodepth > 1 && spec.engine() == EngineModel::Sync).then(|| {
         format!(
             "job '{}': ioengine={} is synchronous; iodepth={} behaves as 1 (as in fio)",
             spec.name, spec.ioengine, spec.iodepth
@@ -298,9 +311,11 @@ struct Shape {
 
 impl Shape {
     fn new(spec: &JobSpec) -> Result<Self, WorkloadError> {
-        let dirs = match (spec.rw.reads(), spec.rw.writes()) {
-            (true, false) => Dirs::Read,
-            (false, true) => Dirs::Write,
+        let dirs = match (spec.rw.reads(), spec.rw.writes(), spec.rw.trims()) {
+            (_, true, true) => Dirs::TrimWrite,
+            (_, false, true) => Dirs::Trim,
+            (true, false, _) => Dirs::Read,
+            (false, true, _) => Dirs::Write,
             _ => Dirs::Mixed,
         };
         let table = |direction: &'static str, entries: &[(u64, u32)], used: bool| {
@@ -326,17 +341,17 @@ impl Shape {
                 0
             }
         };
-        let read_sizes = table("read", &spec.bs.read, dirs != Dirs::Write)?;
-        let write_sizes = table("write", &spec.bs.write, dirs != Dirs::Read)?;
+        let read_sizes = table("read", &spec.bs.read, dirs.uses_read())?;
+        let write_sizes = table("write", &spec.bs.write, dirs.uses_write())?;
         let align = match dirs {
             Dirs::Read => read_sizes.min(),
-            Dirs::Write => write_sizes.min(),
+            Dirs::Write | Dirs::Trim | Dirs::TrimWrite => write_sizes.min(),
             Dirs::Mixed => read_sizes.min().min(write_sizes.min()),
         };
         Ok(Self {
             dirs,
-            largest: largest(&spec.bs.read, dirs != Dirs::Write)
-                .max(largest(&spec.bs.write, dirs != Dirs::Read)),
+            largest: largest(&spec.bs.read, dirs.uses_read())
+                .max(largest(&spec.bs.write, dirs.uses_write())),
             read_sizes,
             write_sizes,
             align,
@@ -376,6 +391,8 @@ pub struct Generator {
     verify: Option<Box<Verify>>,
     /// The direction of the next drawn I/O, chosen ahead ([`Generator::next_dir`]).
     forced: Option<Op>,
+    /// trimwrite: the block just trimmed, to be written next.
+    trimmed: Option<(u64, u64)>,
 }
 
 /// fio's verify of a job's writes (module doc, "verify"): a replay of the generator from its
@@ -410,7 +427,10 @@ impl Generator {
         check_clone(spec, clone_index)?;
         let job = || crate::units::quote(&spec.name);
         let shape = Shape::new(spec)?;
-        let offset = spec.offset_bytes;
+        // fio's get_start_offset: clone k starts k offset_increments further.
+        let offset = spec
+            .offset_bytes
+            .saturating_add(u64::from(clone_index).saturating_mul(spec.offset_increment_bytes));
         let size = spec
             .size_bytes
             .or_else(|| {
@@ -585,6 +605,7 @@ impl Generator {
             files,
             verify: None,
             forced: None,
+            trimmed: None,
         })
         .map(|g| g.with_verify(spec, bytes))
     }
@@ -715,6 +736,9 @@ impl Generator {
         let op = match self.dirs {
             Dirs::Read => Op::Read,
             Dirs::Write => Op::Write,
+            Dirs::Trim => Op::Trim,
+            Dirs::TrimWrite if self.trimmed.is_some() => Op::Write,
+            Dirs::TrimWrite => Op::Trim,
             Dirs::Mixed => match self.forced.take() {
                 Some(op) => op,
                 None => self.mix_op(),
@@ -725,8 +749,16 @@ impl Generator {
         } else {
             (self.write_sizes.draw(&mut self.sizes_rng), 1)
         };
-        let (offset, len) =
-            self.regions[r].next(dir, bs, self.pattern, &mut self.offsets, &mut self.choice);
+        let (offset, len) = match self.trimmed.take() {
+            // trimwrite: the write of the block just trimmed.
+            Some(block) if op == Op::Write => block,
+            _ => self.regions[r].next(dir, bs, self.pattern, &mut self.offsets, &mut self.choice),
+        };
+        if op == Op::Trim && self.dirs == Dirs::TrimWrite {
+            // fio counts a trimwrite job's size in its writes (backend.c, io_bytes_exceeded).
+            self.trimmed = Some((offset, len));
+            return (op, offset, len);
+        }
         self.ios_done += 1;
         self.bytes_done = self.bytes_done.saturating_add(len);
         if op == Op::Write {
@@ -924,6 +956,41 @@ pub(super) mod tests {
         assert_eq!(g.region(), Extent::new(8 * KIB, 16 * KIB));
         let offs: Vec<u64> = ios(&mut g, 10).iter().map(|x| x.1 / KIB).collect();
         assert_eq!(offs, vec![8, 12, 16, 20, 8, 12, 16, 20, 8, 12]);
+    }
+
+    #[test]
+    fn offset_increment_starts_clone_k_k_increments_after_the_offset() {
+        let spec = job("rw=read\nsize=64k\nnumjobs=3\noffset=1m\noffset_increment=256k\n");
+        for k in 0..3u32 {
+            let g = Generator::new(&spec, k, 4 * MIB, 1).unwrap();
+            assert_eq!(
+                g.region(),
+                Extent::new(MIB + u64::from(k) * 256 * KIB, 64 * KIB)
+            );
+        }
+    }
+
+    #[test]
+    fn trimwrite_trims_each_block_then_writes_it_and_counts_its_size_in_writes() {
+        let spec = job("rw=trimwrite\nbs=4k\nsize=12k\n");
+        let mut g = Generator::new(&spec, 0, MIB, 1).unwrap();
+        let k = |n: u64| n * KIB;
+        assert_eq!(
+            ios(&mut g, 100),
+            vec![
+                (Op::Trim, 0, k(4)),
+                (Op::Write, 0, k(4)),
+                (Op::Trim, k(4), k(4)),
+                (Op::Write, k(4), k(4)),
+                (Op::Trim, k(8), k(4)),
+                (Op::Write, k(8), k(4)),
+            ]
+        );
+        let spec = job("rw=randtrim\nbs=4k\nsize=16k\n");
+        let mut g = Generator::new(&spec, 0, MIB, 1).unwrap();
+        let mut offs: Vec<u64> = ios(&mut g, 100).iter().map(|x| x.1 / KIB).collect();
+        offs.sort_unstable();
+        assert_eq!(offs, vec![0, 4, 8, 12]);
     }
 
     #[test]

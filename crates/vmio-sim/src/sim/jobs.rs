@@ -82,6 +82,9 @@ pub(super) enum Route {
     /// File operations on the guest filesystem of the disk: the guest's handle of each of
     /// the workload's files (set once the guest opened them).
     Files { handles: Vec<u32> },
+    /// fio's null engine: no device I/O; each request completes after fio's own loop cost
+    /// (`vmio_core::fio::engine::NULL_IO_NS`), one at a time.
+    Null,
 }
 
 pub(super) struct JobState {
@@ -316,6 +319,8 @@ impl JobDriver {
             let gd = disk_base[b.vm] + b.disk;
             let route = if b.spec.is_cpu() {
                 Route::Direct
+            } else if b.spec.engine() == vmio_core::fio::engine::EngineModel::Null {
+                Route::Null
             } else if b.files {
                 Route::Files {
                     handles: Vec::new(),
@@ -429,7 +434,7 @@ impl Sim {
             return;
         };
         match &job.route {
-            Route::Direct => {}
+            Route::Direct | Route::Null => {}
             Route::Block { .. } => {
                 let local = (job.disk - self.disk_base[vm]) as u32;
                 g.os.invalidate(Invalidate::Disk(local));
@@ -657,6 +662,16 @@ impl Sim {
     fn issue(&mut self, now: Ns, j: usize, op: Op, offset: u64, len: u64) {
         let job = &mut self.work.jobs[j];
         let disk = job.disk;
+        // fiojob: ioengine=null completes here, the next request after the engine's cost.
+        if job.route == Route::Null {
+            use vmio_core::fio::engine::NULL_IO_NS;
+            if now >= job.start_ns + job.ramp_ns && now + NULL_IO_NS <= job.end_ns {
+                job.stats[dir_index(op)].record(len, 0, NULL_IO_NS);
+            }
+            job.arrival_pending = true;
+            self.q.push(now + NULL_IO_NS, Event::Arrival(j).pack());
+            return;
+        }
         job.inflight += 1;
         // A job on a filesystem asks for block steps only for its fsyncs and flushes (the
         // guest's block device fsync); anything else is buffered block I/O.
@@ -665,7 +680,7 @@ impl Sim {
                 return self.guest_issue(now, Origin::Job(j), disk, op, offset, len);
             }
             Route::Block { sync } => sync,
-            Route::Files { .. } => false,
+            Route::Files { .. } | Route::Null => false,
         };
         let vm = job.vm;
         let app = App {

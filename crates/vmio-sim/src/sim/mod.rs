@@ -36,6 +36,8 @@
 mod blockq;
 mod cpu;
 mod event;
+#[cfg(test)]
+mod fiojob_tests;
 mod guest;
 mod guestos;
 mod hostcache;
@@ -104,6 +106,8 @@ pub struct JobBinding {
     pub trace: Option<Vec<TimedIo>>,
     /// The job works on files of the disk's guest filesystem (else on its block device).
     pub files: bool,
+    /// What the binding decided that fio would not (a `filename` that is no disk of the VM).
+    pub note: Option<String>,
 }
 
 /// Resolve a job to one of the VM's disks and say whether it works on files of the disk's
@@ -115,8 +119,13 @@ pub struct JobBinding {
 ///                                              → that disk (the deepest mount), files
 /// neither                                      → the first disk: files if it has a
 ///                                                filesystem, else its block device
-/// otherwise                                    → an error naming the disks and mount points
+/// otherwise (a path that is neither)           → the first disk, with a note: a file on its
+///                                                filesystem when it has one and the name is
+///                                                not under /dev/, else its block device
 /// ```
+///
+/// The README promises the last rule ("the first disk is used"); fio's own examples name
+/// devices and paths of the machine they were written on (`/dev/sdj`, `/tmp/fio-test`).
 pub fn bind_jobs(
     stack: &Stack,
     jobs: &[JobSpec],
@@ -150,31 +159,47 @@ pub fn bind_jobs(
                     None => None,
                 }
             };
-            let (disk, files) = match (by_name, spec.filename.is_some() || spec.directory.is_some()) {
-                (Some(d), _) => (d, false),
-                (None, false) => (0, v.disks[0].filesystem.is_some()),
+            let first = &v.disks[0];
+            let (disk, files, note) = match (by_name, spec.filename.is_some() || spec.directory.is_some()) {
+                (Some(d), _) => (d, false, None),
+                (None, false) => (0, first.filesystem.is_some(), None),
                 (None, true) => match by_path() {
-                    Some(d) => (d, true),
+                    Some(d) => (d, true, None),
                     None => {
-                        let mut accepted: Vec<String> =
-                            v.disks.iter().map(|d| format!("/dev/{}", d.name)).collect();
-                        accepted.extend(v.disks.iter().filter_map(|d| {
-                            d.filesystem.as_ref().map(|f| format!("a path under {}", f.mount))
-                        }));
                         let what = match (&spec.filename, &spec.directory) {
-                            (Some(f), _) => format!("filename: '{f}'"),
-                            (None, Some(d)) => format!("directory: '{d}'"),
+                            (Some(f), _) => format!("filename '{}'", quote(f)),
+                            (None, Some(d)) => format!("directory '{}'", quote(d)),
                             (None, None) => unreachable!("one of them is set"),
                         };
-                        return Err(SimError::Job(format!(
-                            "{job_file}:{}: {what} is neither a disk of VM '{}' nor a path on one of its filesystems; accepted: {}",
-                            spec.line,
-                            v.name,
-                            accepted.join(", ")
-                        )));
+                        let device = spec.filename.as_deref().is_some_and(|f| f.starts_with("/dev/"));
+                        let on_fs = first.filesystem.as_ref().filter(|_| !device);
+                        let where_ = match on_fs {
+                            Some(fs) => format!(
+                                "it runs on a file of its first disk '{}' (the filesystem mounted at {})",
+                                first.name, fs.mount
+                            ),
+                            None => format!("it runs on its first disk '{}'", first.name),
+                        };
+                        let note = format!(
+                            "job '{}': {what} is not a disk of VM '{}'; {where_}",
+                            quote(&spec.name),
+                            v.name
+                        );
+                        (0, on_fs.is_some(), Some(note))
                     }
                 },
             };
+            // null (fio's FIO_DISKLESSIO), cpuio and nbd (the export is the disk) use no file.
+            let files = files && vmio_core::fio::engine::uses_files(&spec.ioengine);
+            if files && spec.rw.trims() {
+                return Err(SimError::Job(format!(
+                    "{job_file}:{}: job '{}': rw={} on a file: fio trims with BLKDISCARD, on a block device only (fio 3.33 on a file: \"Inappropriate ioctl for device\"); accepted: filename={}",
+                    spec.line,
+                    quote(&spec.name),
+                    spec.rw.fio_name(),
+                    v.disks.iter().map(|d| format!("/dev/{}", d.name)).collect::<Vec<_>>().join(" or ")
+                )));
+            }
             Ok(JobBinding {
                 spec: spec.clone(),
                 vm,
@@ -182,6 +207,7 @@ pub fn bind_jobs(
                 job_file: job_file.to_string(),
                 trace: None,
                 files,
+                note,
             })
         })
         .collect()
@@ -223,6 +249,65 @@ pub struct Sim {
     /// Each disk's name (in `disks` order).
     disk_names: Vec<String>,
     vm_weights: Vec<u32>,
+}
+
+/// fio's `size=N%` and `offset=N%` (fio's `filesetup.c`, `get_start_offset` and
+/// `setup_files`) once the disks' sizes are known:
+///
+/// ```text
+/// whole  = the disk's size (block jobs) or the fixed filesize (file jobs; a filesize range
+///          or none is refused: fio takes each file's real size, which a new file lacks)
+/// offset = ceil(whole * pct / 100 / min_bs) * min_bs      (offset_increment likewise)
+/// size   = min(whole * pct / 100, whole - offset), rounded down to min_bs
+/// ```
+///
+/// `min_bs` is the job's smallest block size (fio's `td_min_bs`).
+fn resolve_percentages(stack: &Stack, jobs: &mut [JobBinding]) -> Result<(), SimError> {
+    for b in jobs.iter_mut() {
+        let s = &mut b.spec;
+        if s.size_percent.is_none()
+            && s.offset_percent.is_none()
+            && s.offset_increment_percent.is_none()
+        {
+            continue;
+        }
+        let whole = if b.files {
+            match s.filesize {
+                Some(r) if r.lo_bytes == r.hi_bytes => r.lo_bytes,
+                _ => {
+                    return Err(SimError::Job(format!(
+                        "{}:{}: job '{}': size or offset in percent of a file needs a fixed filesize; accepted: filesize=SIZE beside it, or sizes in bytes",
+                        b.job_file,
+                        s.line,
+                        quote(&s.name)
+                    )))
+                }
+            }
+        } else {
+            stack.vms[b.vm].disks[b.disk].size_bytes
+        };
+        let min_bs =
+            s.bs.read
+                .iter()
+                .chain(&s.bs.write)
+                .map(|e| e.0)
+                .min()
+                .unwrap_or(vmio_core::fio::BlockSizes::DEFAULT_BYTES)
+                .max(1);
+        let share = |pct: u32| (u128::from(whole) * u128::from(pct) / 100) as u64;
+        let aligned = |bytes: u64| bytes.div_ceil(min_bs).saturating_mul(min_bs);
+        if let Some(p) = s.offset_percent {
+            s.offset_bytes = aligned(share(p));
+        }
+        if let Some(p) = s.offset_increment_percent {
+            s.offset_increment_bytes = aligned(share(p));
+        }
+        if let Some(p) = s.size_percent {
+            let size = share(p).min(whole.saturating_sub(s.offset_bytes));
+            s.size_bytes = Some(size - size % min_bs);
+        }
+    }
+    Ok(())
 }
 
 /// Refuse a run of more than fio's FIO_MAX_JOBS jobs (all clones of all VMs together).
@@ -322,7 +407,7 @@ fn build_guests(stack: &Stack, work: &mut JobDriver) -> Result<Guests, SimError>
 
 impl Sim {
     /// Build a simulation of `stack` running `jobs` with `seed`.
-    pub fn new(mut stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
+    pub fn new(mut stack: Stack, mut jobs: Vec<JobBinding>, seed: u64) -> Result<Sim, SimError> {
         check_job_count(&jobs)?;
         check_memory(&stack, available_memory_bytes())?;
         let devs = blockq::build_devices(&stack, seed)?;
@@ -330,7 +415,8 @@ impl Sim {
         let vol_bytes: Vec<u64> = vols.iter().map(|v| v.layout.capacity_bytes()).collect();
         stack.resolve_disk_sizes(&vol_bytes)?;
         let (disks, vdisks, files, disk_base) = build_disks(&stack, &vols);
-        let mut notes = Vec::new();
+        resolve_percentages(&stack, &mut jobs)?;
+        let mut notes: Vec<String> = jobs.iter().filter_map(|b| b.note.clone()).collect();
         let mut work =
             JobDriver::build(&jobs, &disks, &disk_base, stack.vms.len(), seed, &mut notes)?;
         let guests = build_guests(&stack, &mut work)?;
