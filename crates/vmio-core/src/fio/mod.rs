@@ -78,6 +78,8 @@ pub struct JobFile {
     pub jobs: Vec<JobSpec>,
     /// Options vmio accepts but does not model, once per name, in order of first appearance.
     pub ignored: Vec<IgnoredOption>,
+    /// Every `[global]` section's options as written, in file order (fio's `global options`).
+    pub global_options: Vec<(String, Option<String>)>,
 }
 
 /// An option vmio does not model; `line` is the first line where it appeared.
@@ -343,6 +345,19 @@ pub struct JobSpec {
     /// fio's `cpus_allowed_policy=split`: clone k gets the k-th CPU of `cpus_allowed` alone
     /// (`shared`, the default: every clone may use the whole set).
     pub cpus_allowed_split: bool,
+    /// The options as written (fio's `job options` and `global options`).
+    pub written: WrittenOptions,
+}
+
+/// Options as the job file wrote them, in order: fio's option name (an alias such as
+/// `blocksize` becomes `bs`, as fio's `add_to_dump_list` keeps `o->name`) and the value as
+/// written (None for a bare `key`). fio's JSON prints them (stat.c `json_add_job_opts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WrittenOptions {
+    /// The `[global]` sections read before this job's section.
+    pub global: Vec<(String, Option<String>)>,
+    /// The job's own section.
+    pub own: Vec<(String, Option<String>)>,
 }
 
 impl JobSpec {
@@ -406,6 +421,7 @@ impl Default for JobSpec {
             cpu_work_ns: None,
             cpus_allowed: None,
             cpus_allowed_split: false,
+            written: WrittenOptions::default(),
         }
     }
 }
@@ -637,8 +653,22 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
                     option: shown(&key),
                 })
             }
-            Some(Section::Global) => p.apply(&mut defaults, &key, value, line_no)?,
-            Some(Section::Job { settings, .. }) => p.apply(settings, &key, value, line_no)?,
+            Some(Section::Global) => {
+                p.apply(&mut defaults, &key, value, line_no)?;
+                let written = (
+                    canonical_option(&key).to_string(),
+                    value.map(str::to_string),
+                );
+                defaults.spec.written.global.push(written);
+            }
+            Some(Section::Job { settings, .. }) => {
+                p.apply(settings, &key, value, line_no)?;
+                let written = (
+                    canonical_option(&key).to_string(),
+                    value.map(str::to_string),
+                );
+                settings.spec.written.own.push(written);
+            }
         }
     }
     if let Some(Section::Job {
@@ -683,6 +713,7 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
         path: path.to_string(),
         jobs,
         ignored: p.ignored,
+        global_options: defaults.spec.written.global,
     })
 }
 

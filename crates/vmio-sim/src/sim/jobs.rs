@@ -444,7 +444,8 @@ impl Sim {
         let mut timeline = 0;
         if let Some(op) = op.filter(|_| now >= job.start_ns + job.ramp_ns && now <= job.end_ns) {
             let clat = now.saturating_sub(issue_ns + slat_ns);
-            job.stats[dir_index(op)].record(len, slat_ns, clat);
+            let at = now - (job.start_ns + job.ramp_ns);
+            job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
             // A guest's VM counts the bytes its virtual disks move (guestos.rs).
             if job.route == Route::Direct {
                 timeline = len;
