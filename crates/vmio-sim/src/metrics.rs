@@ -22,7 +22,7 @@
 //! samples     per-interval bandwidth and IOPS (sim/samples.rs)
 //! ```
 
-use crate::sim::samples::Sampler;
+use crate::sim::samples::{IoLog, LogConfig, Sampler};
 use serde_json::{json, Map, Value};
 use vmio_core::Ns;
 
@@ -230,6 +230,19 @@ pub struct DirStats {
     pub depth: [u64; 7],
     /// I/Os by completion latency bucket (ns, µs, ms).
     pub lat_map: [u64; LAT_NR],
+    /// The lines of the job's `write_*_log`s, when it asked for any.
+    pub log: Option<Box<IoLog>>,
+}
+
+/// A job's four directions (read, write, trim, sync) sampled as its options ask, or one
+/// line naming a bad log option.
+pub fn job_stats(spec: &vmio_core::fio::JobSpec) -> Result<[DirStats; 4], String> {
+    let c = LogConfig::of(spec)?;
+    Ok(std::array::from_fn(|_| DirStats {
+        samples: c.sampler(),
+        log: IoLog::new(&c),
+        ..DirStats::default()
+    }))
 }
 
 impl DirStats {
@@ -242,7 +255,10 @@ impl DirStats {
         self.slat.record(slat_ns);
         self.clat.record(clat_ns);
         self.lat.record(slat_ns + clat_ns);
-        self.samples.record(at_ns, bytes);
+        self.samples.record(at_ns, bytes, clat_ns);
+        if let Some(log) = &mut self.log {
+            log.record(at_ns, bytes, slat_ns, clat_ns);
+        }
         self.depth[depth_index(depth)] += 1;
         self.lat_map[lat_index(clat_ns)] += 1;
     }

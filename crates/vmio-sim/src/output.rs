@@ -7,6 +7,7 @@
 //! total_ios, slat_ns/clat_ns/lat_ns with percentiles on clat), `sync`, `job_runtime`.
 //! `timestamp` is 0: results must be byte-identical for identical inputs.
 
+use crate::sim::samples::{LogConfig, LOG_KINDS};
 use crate::sim::{JobReport, PdcDiskReport, SimReport};
 use serde_json::{json, Map, Value};
 use vmio_core::fio::JobFile;
@@ -186,6 +187,35 @@ fn job_json(entry: &[&JobReport], all: &[JobReport]) -> Value {
     v
 }
 
+/// The log files of the jobs that asked for them (`vmio.logs`: name and text, which the
+/// front end writes; see sim/samples.rs): job N (1-based, every clone) writes
+/// `<prefix>_<kind>.<N>.log`, its directions' lines merged in time order.
+fn logs_json(jobs: &[JobReport]) -> Vec<Value> {
+    let mut files = Vec::new();
+    for (n, j) in jobs.iter().enumerate() {
+        let Ok(c) = LogConfig::of(&j.spec) else {
+            continue;
+        };
+        let asked = [&c.bw, &c.iops, &c.lat, &c.lat, &c.lat];
+        for (k, kind) in LOG_KINDS.iter().enumerate() {
+            let Some(prefix) = asked[k] else { continue };
+            let mut lines: Vec<(u64, usize, u64, u64)> = j.stats[..3]
+                .iter()
+                .enumerate()
+                .filter_map(|(d, s)| Some((d, s.log.as_ref()?)))
+                .flat_map(|(d, log)| log.lines[k].iter().map(move |&(t, v, bs)| (t, d, v, bs)))
+                .collect();
+            lines.sort_by_key(|&(t, d, ..)| (t, d));
+            let text: String = lines
+                .iter()
+                .map(|(t, d, v, bs)| format!("{t}, {v}, {d}, {bs}, 0\n"))
+                .collect();
+            files.push(json!({"name": format!("{prefix}_{kind}.{}.log", n + 1), "text": text}));
+        }
+    }
+    files
+}
+
 /// The whole fio JSON document for a run.
 pub fn fio_json(out: &RunOutput) -> Value {
     let r = &out.report;
@@ -306,6 +336,10 @@ pub fn fio_json(out: &RunOutput) -> Value {
             "events": r.events,
         }
     });
+    let logs = logs_json(&r.jobs);
+    if !logs.is_empty() {
+        v["vmio"]["logs"] = Value::Array(logs);
+    }
     if let Some(c) = &r.cpu {
         v["vmio"]["cpu"] = cpu_json(c, &out.stack.host.hypervisor);
     }
@@ -419,6 +453,93 @@ mod tests {
         assert_eq!(g[0]["read"]["bw_min"].as_u64(), Some(sum("bw_min")));
         assert_eq!(g[0]["job_runtime"], 3 * 2000);
         assert_eq!(g[0]["jobname"], "r");
+    }
+
+    fn logs(d: &Value) -> Vec<(String, Vec<String>)> {
+        d["vmio"]["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                let lines = l["text"].as_str().unwrap().lines().map(String::from);
+                (l["name"].as_str().unwrap().to_string(), lines.collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn per_io_logs_have_a_line_per_io_and_make_the_samples_per_io_as_fio_s_do() {
+        let d = doc(&format!("{JOB}write_lat_log=p\nwrite_iops_log\n"));
+        let ios = d["jobs"][0]["read"]["total_ios"].as_u64().unwrap() as usize;
+        let l = logs(&d);
+        let names: Vec<&str> = l.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "r_iops.1.log",
+                "p_lat.1.log",
+                "p_clat.1.log",
+                "p_slat.1.log"
+            ]
+        );
+        for (name, lines) in &l {
+            assert_eq!(lines.len(), ios, "{name}");
+        }
+        assert!(
+            l[0].1.iter().all(|x| x.ends_with(", 1, 0, 4096, 0")),
+            "{:?}",
+            &l[0].1[..3]
+        );
+        // clat + slat = lat, line by line.
+        let col =
+            |i: usize, k: usize| -> u64 { l[i].1[k].split(", ").nth(1).unwrap().parse().unwrap() };
+        assert_eq!(col(1, 7), col(2, 7) + col(3, 7));
+        assert_eq!(
+            d["jobs"][0]["read"]["iops_samples"].as_u64(),
+            Some(ios as u64)
+        );
+    }
+
+    #[test]
+    fn averaged_logs_have_a_line_per_log_avg_msec_window() {
+        let d = doc(&format!(
+            "{JOB}write_bw_log=b\nwrite_lat_log=b\nlog_avg_msec=250\n"
+        ));
+        let r = &d["jobs"][0]["read"];
+        assert_eq!(r["bw_samples"], 8, "bw_avg_time follows log_avg_msec");
+        let l = logs(&d);
+        let times: Vec<&str> = l[0]
+            .1
+            .iter()
+            .map(|x| x.split(", ").next().unwrap())
+            .collect();
+        assert_eq!(
+            times,
+            ["250", "500", "750", "1000", "1250", "1500", "1750", "2000"]
+        );
+        let mean: f64 = l[0]
+            .1
+            .iter()
+            .map(|x| x.split(", ").nth(1).unwrap().parse::<f64>().unwrap())
+            .sum::<f64>()
+            / 8.0;
+        assert!((mean - r["bw_mean"].as_f64().unwrap()).abs() < 1e-9);
+        assert_eq!(l[1].0, "b_lat.1.log");
+        assert_eq!(l[1].1.len(), 8);
+    }
+
+    #[test]
+    fn a_log_avg_msec_that_is_no_number_is_refused_naming_it() {
+        let s = two_hdd_stack("raid0", "none");
+        let job = format!("{JOB}write_bw_log\nlog_avg_msec=fast\n");
+        let e = run(&RunInput::texts(&s, &job, 3))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("job 'r': log_avg_msec: 'fast' is not valid; accepted: a whole number of milliseconds"),
+            "{e}"
+        );
     }
 
     #[test]

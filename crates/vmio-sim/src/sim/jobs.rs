@@ -196,7 +196,7 @@ impl JobDriver {
                     fsync_waiting: false,
                     arrival_pending: false,
                     draining: false,
-                    stats: Default::default(),
+                    stats: crate::metrics::job_stats(&b.spec).map_err(SimError::Job)?,
                     cpu_tag: 0,
                 });
                 bindings.push((b.clone(), c as u32));

@@ -93,6 +93,9 @@ impl Sim {
                 let mut stats = j.stats;
                 for s in &mut stats {
                     s.samples.finish(runtime_ns);
+                    if let Some(log) = &mut s.log {
+                        log.finish(&s.samples);
+                    }
                 }
                 JobReport {
                     name: j.name,
