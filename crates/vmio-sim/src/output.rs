@@ -2,10 +2,25 @@
 //! fio-plot and existing scripts read it, plus a top-level `vmio` object with the seed, the
 //! effective stack, ignored options, device counters and engine figures.
 //!
-//! Fields follow fio's `show_thread_status_json`: per job `jobname`, `groupid`, `error`,
-//! `job options`, `read`/`write`/`trim` (io_bytes, io_kbytes, bw_bytes, bw, iops, runtime,
-//! total_ios, slat_ns/clat_ns/lat_ns with percentiles on clat), `sync`, `job_runtime`.
-//! `timestamp` is 0: results must be byte-identical for identical inputs.
+//! Fields follow fio 3.33's `stat.c` `show_thread_status_json` and `add_ddir_status_json`
+//! (checked key by key and type by type against the installed fio by
+//! tests/test_fio_output.py): per entry `jobname`, `groupid`, `error`, `eta`, `elapsed`,
+//! `job options` (as written), `read`/`write`/`trim` (bytes, bandwidth, IOPS, slat/clat/lat
+//! with clat percentiles and json+'s `bins`, bw/iops samples: metrics.rs, sim/samples.rs),
+//! `sync`, `job_runtime`, CPU figures (0: no process accounting), `iodepth_level`,
+//! `iodepth_submit`, `iodepth_complete`, `latency_ns/us/ms`, `latency_depth/target/
+//! percentile/window`; top level `fio version`, `timestamp` (0: results must be
+//! byte-identical for identical inputs), `time`, `global options`, `jobs`, `disk_util` (the
+//! host's devices, with no tick counts).
+//!
+//! ```text
+//! entries: a job starts one unless it has group_reporting and follows a job of its VM and
+//!          groupid (stat.c __show_run_stats); an entry sums its jobs (sum_thread_stats):
+//!          first job's name, last job's options, longest runtime, sum of job runtimes
+//! bw_agg:  the entry's mean bandwidth sample over its group's aggregate (all the VM's jobs
+//!          of the groupid: their bytes over the longest runtime), at most 100 %
+//! vmio.logs: the write_*_log files of the jobs that ask (name, text)
+//! ```
 
 use crate::sim::samples::{LogConfig, LOG_KINDS};
 use crate::sim::{JobReport, PdcDiskReport, SimReport};
