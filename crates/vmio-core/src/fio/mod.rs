@@ -645,6 +645,11 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
                 return Err(p.no_substitution(line_no, &key, v));
             }
         }
+        // fio's `job options`/`global options` entry (the option's name, the value written).
+        let written = (
+            canonical_option(&key).to_string(),
+            value.map(str::to_string),
+        );
         match current.as_mut() {
             None => {
                 return Err(FioError::OptionOutsideSection {
@@ -655,18 +660,10 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, FioError> {
             }
             Some(Section::Global) => {
                 p.apply(&mut defaults, &key, value, line_no)?;
-                let written = (
-                    canonical_option(&key).to_string(),
-                    value.map(str::to_string),
-                );
                 defaults.spec.written.global.push(written);
             }
             Some(Section::Job { settings, .. }) => {
                 p.apply(settings, &key, value, line_no)?;
-                let written = (
-                    canonical_option(&key).to_string(),
-                    value.map(str::to_string),
-                );
                 settings.spec.written.own.push(written);
             }
         }
