@@ -188,3 +188,21 @@ def test_several_formats_come_in_fio_s_order(tmp_path, write_stack):
             "comma list of them"
         )
     )
+
+
+def test_fio_s_jsonplus_tool_reads_every_clat_bin_of_vmio_s_json_plus(tmp_path, write_stack):
+    tool = shutil.which("fio_jsonplus_clat2csv")
+    if tool is None:
+        missing_tool("fio_jsonplus_clat2csv (fio's tools) is not installed")
+    engine, sections = JOBS["randread-psync"]
+    (tmp_path / "run.json").write_text(
+        vmio_json(tmp_path, write_stack(), engine, sections, "json+"), encoding="utf-8"
+    )
+    r = subprocess.run(
+        [tool, "run.json", "clat"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    rows = (tmp_path / "clat_job0").read_text().splitlines()[1:]
+    bins = json.loads((tmp_path / "run.json").read_text())["jobs"][0]["read"]["clat_ns"]["bins"]
+    assert len(rows) == len(bins) > 0
+    assert [int(r.split(",")[0]) for r in rows] == sorted(int(k) for k in bins)
