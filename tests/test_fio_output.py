@@ -27,6 +27,11 @@ JOBS = {
     "randrw-libaio-qd4": ("libaio", "[b]\nrw=randrw\nrwmixread=70\niodepth=4\n"),
     "group-reporting": ("psync", "[g]\nrw=randread\nnumjobs=2\ngroup_reporting\n"),
     "two-groups": ("psync", "[x]\nrw=read\n[y]\nstonewall\nrw=write\n"),
+    "two-jobs-one-group": (
+        "psync",
+        "[g1]\nrw=randread\nnumjobs=2\ngroup_reporting\n[g2]\nrw=read\ngroup_reporting\n"
+        "[h]\nstonewall\nrw=write\nnumjobs=2\n",
+    ),
 }
 
 
