@@ -109,12 +109,12 @@ def test_normal_output_looks_like_fio(write_stack, write_job):
 def test_unmodelled_fio_options_are_noted_once_on_stderr(write_stack, tmp_path):
     job = tmp_path / "noted.fio"
     job.write_text(
-        "[global]\ngroup_reporting\nruntime=1\ntime_based\nsize=1g\n\n[a]\nrw=read\nbs=64k\n",
+        "[global]\nthread\nruntime=1\ntime_based\nsize=1g\n\n[a]\nrw=read\nbs=64k\n",
         encoding="utf-8",
     )
     r = run_vmio("sim", "--stack", write_stack(), job)
     assert r.returncode == 0, r.stderr
-    note = f"vmio: note: fio option 'group_reporting' ({job}:2) is not modelled; ignored"
+    note = f"vmio: note: fio option 'thread' ({job}:2) is not modelled; ignored"
     assert r.stderr.count(note) == 1, r.stderr
 
 

@@ -309,9 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vm", metavar="NAME", help="VM that runs the job (default: the first)")
     s.add_argument(
         "--output-format",
-        choices=("normal", "json"),
         default="normal",
-        help="fio's report format: normal (human) or json (default: normal)",
+        metavar="FORMAT[,FORMAT]",
+        help="fio's report formats: normal (human), json, json+ (json with clat bins; vmio's "
+        "json has them too), terse (fio's version 3), or a comma list as fio accepts "
+        "(default: normal)",
     )
     s.add_argument(
         "--output",
@@ -629,6 +631,9 @@ def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
+    from vmio import report
+
+    formats = report.output_formats(args.output_format)
     if args.output is not None and args.output.exists() and not args.force:
         raise VmioError(f"output file '{args.output}' exists; pass --force to overwrite it")
     stack_text = read_text(args.stack, "stack file")
@@ -640,14 +645,16 @@ def cmd_sim(args: argparse.Namespace) -> int:
         job_text = read_text(args.job, "fio job file")
         text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
     result = json.loads(text)
-    from vmio import report
-
     for note in report.result_notes(result, args.job or args.stack):
         print(note, file=sys.stderr)
-    if args.output_format == "json":
-        out = text if text.endswith("\n") else text + "\n"
-    else:
-        out = report.fio_text(result)
+    logs = result.get("vmio", {}).pop("logs", None)
+    if logs:
+        # fio writes its logs (write_bw_log, ...) in the current directory; the report
+        # goes without their lines.
+        for log in logs:
+            write_new_file(Path(log["name"]), log["text"], args.force)
+        text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    out = report.fio_report(result, text, formats)
     if args.output is None:
         sys.stdout.write(out)
         return 0

@@ -4,6 +4,21 @@
 choices: fio's `num2str` with 4 significant digits, latencies shown in nsec/usec/msec by
 fio's thresholds), so people who read fio output read vmio's without a key. Lines fio would
 fill from the live system (pid, date, CPU usage) are printed only when the JSON has them.
+
+`fio_terse` is fio 3.33's terse format version 3 (stat.c `show_thread_status_terse_all`,
+`show_ddir_status_terse`; disk_util as diskutil.c `print_disk_util` in terse mode): one line
+per `jobs` entry,
+
+    3;fio version;jobname;groupid;error
+    read, then write: ;KiB;KiB/s;IOPS;runtime ms ; slat, clat: ;min;max;mean;stddev (usec)
+        ;p%=clat usec x 20 (missing ones `0%=0`) ;lat min;max;mean;stddev
+        ;bw min;max;agg%;mean;stddev
+    ;usr%;sys%;ctx;majf;minf ;7 iodepth levels (%3.1f%%) ;10 usec latency buckets (the nsec
+    ones added to the first) ;12 msec buckets (%3.2f%%) ;name;8 disk_util figures per disk
+
+`fio_report` joins several formats as fio does for `--output-format=a,b`: the normal
+header lines, then terse, then JSON, then the normal report (stat.c `__show_run_stats`
+fills one buffer per format and flushes them in the order terse, json, normal).
 """
 
 from __future__ import annotations
@@ -111,7 +126,8 @@ def _percent_map(level: Mapping[str, Any], fmt: str = "{:.1f}") -> str:
 def _job_lines(result: Mapping[str, Any], index: int) -> list[str]:
     job = result["jobs"][index]
     seed = result.get("vmio", {}).get("seed")
-    jobs_in_job = int(job_options(result, index).get("numjobs", 1) or 1)
+    # One entry is one job, or a group_reporting group of `vmio_group_jobs`.
+    jobs_in_job = int(job.get("vmio_group_jobs", 1))
     out = [
         f"{job['jobname']}: (groupid={job.get('groupid', 0)}, jobs={jobs_in_job}): "
         f"err={int(job.get('error', 0)):2d}: simulated by vmio, seed={seed}"
@@ -162,6 +178,13 @@ def _job_lines(result: Mapping[str, Any], index: int) -> list[str]:
         out.append("     complete  : " + _percent_map(job["iodepth_complete"]))
     totals = ",".join(str(int((job.get(d) or {}).get("total_ios", 0))) for d in DIRECTIONS)
     out.append(f"     issued rwts: total={totals},0 short=0,0,0,0 dropped=0,0,0,0")
+    if "latency_depth" in job:
+        out.append(
+            f"     latency   : target={int(job['latency_target'])}, "
+            f"window={int(job['latency_window'])}, "
+            f"percentile={float(job['latency_percentile']):.2f}%, "
+            f"depth={int(job['latency_depth'])}"
+        )
     iozone = job.get("vmio_iozone")
     if iozone:
         out.append("  iozone (KB/s):")
@@ -202,6 +225,11 @@ def _group_lines(result: Mapping[str, Any]) -> list[str]:
 
 def fio_text(result: Mapping[str, Any]) -> str:
     """fio's normal (human) output for a fio JSON result, as one string ending in a newline."""
+    return _header_text(result) + _body_text(result)
+
+
+def _header_text(result: Mapping[str, Any]) -> str:
+    """The lines fio's normal output prints before the run: each job, version, process count."""
     lines: list[str] = []
     for i, job in enumerate(result["jobs"]):
         opts = job_options(result, i)
@@ -213,8 +241,13 @@ def fio_text(result: Mapping[str, Any]) -> str:
     lines.append(str(result.get("fio version", "vmio")))
     n = len(result["jobs"])
     lines.append(f"Starting {n} process{'es' if n != 1 else ''} (simulated)")
-    lines.append("")
-    for i in range(n):
+    return "\n".join(lines) + "\n"
+
+
+def _body_text(result: Mapping[str, Any]) -> str:
+    """fio's normal output after the run: per job, per group, disks (and vmio's lines)."""
+    lines = [""]
+    for i in range(len(result["jobs"])):
         lines += _job_lines(result, i)
         lines.append("")
     lines += _group_lines(result)
@@ -274,6 +307,96 @@ def fio_text(result: Mapping[str, Any]) -> str:
                 f"{'-' if jain is None else f'{jain:.3f}'}"
             )
     return "\n".join(lines) + "\n"
+
+
+#: The formats of `--output-format` (fio's `output-format`; a comma list joins several).
+OUTPUT_FORMATS = ("normal", "json", "json+", "terse")
+
+
+def output_formats(text: str) -> list[str]:
+    """fio's comma list of output formats, each once, or one error line naming the accepted."""
+    names = [n.strip() for n in text.split(",")]
+    bad = [n for n in names if n not in OUTPUT_FORMATS]
+    if bad or not names:
+        raise VmioError(
+            f"--output-format: '{bad[0] if bad else text}' is not a format; accepted: "
+            f"{', '.join(OUTPUT_FORMATS)} or a comma list of them"
+        )
+    return list(dict.fromkeys(names))
+
+
+def fio_report(result: Mapping[str, Any], json_text: str, formats: Sequence[str]) -> str:
+    """The report of `formats` (see the module doc) for a result and its JSON text. vmio's
+    JSON carries json+'s clat `bins` in both `json` and `json+` (a superset of fio's json)."""
+    out = _header_text(result) if "normal" in formats else ""
+    if "terse" in formats:
+        out += fio_terse(result)
+    if "json" in formats or "json+" in formats:
+        out += json_text if json_text.endswith("\n") else json_text + "\n"
+    if "normal" in formats:
+        out += _body_text(result)
+    return out
+
+
+def _terse_lat(stats: Mapping[str, Any]) -> str:
+    if not stats.get("N"):
+        return ";0;0;0.000000;0.000000"
+    return (
+        f";{int(stats['min']) // 1000};{int(stats['max']) // 1000}"
+        f";{float(stats['mean']) / 1000:f};{float(stats['stddev']) / 1000:f}"
+    )
+
+
+def _terse_dir(st: Mapping[str, Any]) -> str:
+    runtime = int(st.get("runtime", 0))
+    io_bytes, ios = int(st.get("io_bytes", 0)), int(st.get("total_ios", 0))
+    bw = 1000 * io_bytes // runtime // 1024 if runtime else 0
+    iops = 1000 * ios // runtime if runtime else 0
+    out = f";{io_bytes >> 10};{bw};{iops};{runtime}"
+    out += _terse_lat(st.get("slat_ns") or {}) + _terse_lat(st.get("clat_ns") or {})
+    percentiles = (st.get("clat_ns") or {}).get("percentile") or {}
+    pct = sorted((float(k), int(v)) for k, v in percentiles.items())
+    cells = [f";{p:f}%={v // 1000}" for p, v in pct[:20]]
+    out += "".join(cells) + ";0%=0" * (20 - len(cells))
+    out += _terse_lat(st.get("lat_ns") or {})
+    if st.get("bw_samples"):
+        out += (
+            f";{int(st['bw_min'])};{int(st['bw_max'])};{float(st['bw_agg']):f}%"
+            f";{float(st['bw_mean']):f};{float(st['bw_dev']):f}"
+        )
+    else:
+        out += ";0;0;0.000000%;0.000000;0.000000"
+    return out
+
+
+def fio_terse(result: Mapping[str, Any]) -> str:
+    """fio's terse output, version 3 (see the module doc), one line per `jobs` entry."""
+    version = str(result.get("fio version", "vmio"))
+    disks = "".join(
+        f";{d['name']};{int(d.get('read_ios', 0))};{int(d.get('write_ios', 0))}"
+        f";{int(d.get('read_merges', 0))};{int(d.get('write_merges', 0))}"
+        f";{int(d.get('read_ticks', 0))};{int(d.get('write_ticks', 0))}"
+        f";{int(d.get('in_queue', 0))};{float(d.get('util', 0.0)):3.2f}%"
+        for d in result.get("disk_util") or []
+    )
+    lines = []
+    for job in result["jobs"]:
+        line = f"3;{version};{job['jobname']};{int(job.get('groupid', 0))}"
+        line += f";{int(job.get('error', 0))}"
+        line += _terse_dir(job.get("read") or {}) + _terse_dir(job.get("write") or {})
+        line += (
+            f";{float(job.get('usr_cpu', 0.0)):f}%;{float(job.get('sys_cpu', 0.0)):f}%"
+            f";{int(job.get('ctx', 0))};{int(job.get('majf', 0))};{int(job.get('minf', 0))}"
+        )
+        line += "".join(f";{float(v):3.1f}%" for v in (job.get("iodepth_level") or {}).values())
+        lat_ns = sum(float(v) for v in (job.get("latency_ns") or {}).values())
+        lat_us = [float(v) for v in (job.get("latency_us") or {}).values()]
+        if lat_us:
+            lat_us[0] += lat_ns
+        line += "".join(f";{v:3.2f}%" for v in lat_us)
+        line += "".join(f";{float(v):3.2f}%" for v in (job.get("latency_ms") or {}).values())
+        lines.append(line + disks)
+    return "".join(line + "\n" for line in lines)
 
 
 def _pct(part: float, whole: float) -> str:

@@ -5,8 +5,26 @@
 //! above that the relative bucket width is at most 1/64 (≈1.6 %). Percentiles are read the
 //! way fio reads them: the first bucket whose cumulative count reaches p·N, reported at the
 //! bucket's midpoint. Mean and standard deviation are exact (Welford).
+//!
+//! Per job and direction, beside the latencies, what fio's `thread_stat` keeps (fio 3.33
+//! `stat.c` `show_thread_status_json`, `add_ddir_status_json`; `io_u.c` `io_u_mark_depth`,
+//! `io_u_mark_latency`):
+//!
+//! ```text
+//! depth map   iodepth_level "1" "2" "4" "8" "16" "32" ">=64": the I/Os in flight when one
+//!             completes (vmio's stand-in for fio's cur_depth at submission; equal in a
+//!             closed loop), bucket = the largest key ≤ depth
+//! latency map latency_ns/us/ms: the completion latency, in ns below 1 µs, in µs below
+//!             1 ms, else in ms; bucket = the first key > value in its unit ("2" holds 0–1,
+//!             "1000" holds 750–999, ms "2000" 1000–1999, ">=2000" the rest)
+//! percentages over the job's read+write+trim I/Os
+//! bins (json+) every non-empty clat bucket: fio's plat_idx_to_val(idx) -> count
+//! samples     per-interval bandwidth and IOPS (sim/samples.rs)
+//! ```
 
+use crate::sim::samples::{IoLog, LogConfig, Sampler};
 use serde_json::{json, Map, Value};
+use vmio_core::Ns;
 
 const PLAT_BITS: u32 = 6;
 const PLAT_VAL: u64 = 1 << PLAT_BITS;
@@ -78,6 +96,28 @@ impl LatencyStats {
     pub fn count(&self) -> u64 {
         self.n
     }
+
+    /// Add another job's latencies (group_reporting): counts, sums and buckets add up.
+    pub fn merge(&mut self, o: &LatencyStats) {
+        for (a, b) in self.buckets.iter_mut().zip(o.buckets.iter()) {
+            *a += b;
+        }
+        self.n += o.n;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.sum += o.sum;
+        self.sum_sq += o.sum_sq;
+    }
+
+    /// fio's json+ `bins`: every non-empty bucket's value and count.
+    fn bins(&self) -> Map<String, Value> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (idx_to_val(i).to_string(), json!(c)))
+            .collect()
+    }
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
             0.0
@@ -110,6 +150,15 @@ impl LatencyStats {
         self.max
     }
 
+    /// fio's JSON object for a latency (`clat_ns` etc.), with json+'s `bins` when asked.
+    pub fn to_json_plus(&self, with_percentiles: bool) -> Value {
+        let mut v = self.to_json(with_percentiles);
+        if self.n > 0 {
+            v["bins"] = Value::Object(self.bins());
+        }
+        v
+    }
+
     /// fio's JSON object for a latency (`clat_ns` etc.).
     pub fn to_json(&self, with_percentiles: bool) -> Value {
         let mut m = Map::new();
@@ -133,6 +182,40 @@ pub fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
+/// fio's `iodepth_level` keys (`io_u_map`).
+pub const DEPTH_KEYS: [&str; 7] = ["1", "2", "4", "8", "16", "32", ">=64"];
+/// fio's `iodepth_submit`/`iodepth_complete` keys (I/Os per submit/reap call).
+pub const BATCH_KEYS: [&str; 7] = ["0", "4", "8", "16", "32", "64", ">=64"];
+/// Upper bounds (exclusive) of fio's latency buckets in one unit; ms adds "2000" and ">=2000".
+const LAT_BOUNDS: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+/// Number of latency buckets: 10 ns, 10 µs, 12 ms.
+const LAT_NR: usize = 32;
+
+fn depth_index(depth: u32) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+/// A latency's bucket among the 32 (ns, then µs, then ms).
+fn lat_index(ns: u64) -> usize {
+    let within = |v: u64| LAT_BOUNDS.iter().position(|&b| v < b);
+    if ns < 1_000 {
+        within(ns).unwrap_or(9)
+    } else if ns < 1_000_000 {
+        10 + within(ns / 1_000).unwrap_or(9)
+    } else {
+        let ms = ns / 1_000_000;
+        20 + within(ms).unwrap_or(if ms < 2_000 { 10 } else { 11 })
+    }
+}
+
 /// Per-direction counters of one job (fio's `read`/`write`/`trim`/`sync` objects).
 #[derive(Clone, Default)]
 pub struct DirStats {
@@ -141,16 +224,60 @@ pub struct DirStats {
     pub slat: LatencyStats,
     pub clat: LatencyStats,
     pub lat: LatencyStats,
+    /// Per-interval bandwidth and IOPS samples.
+    pub samples: Sampler,
+    /// I/Os by depth bucket ([`DEPTH_KEYS`]).
+    pub depth: [u64; 7],
+    /// I/Os by completion latency bucket (ns, µs, ms).
+    pub lat_map: [u64; LAT_NR],
+    /// The lines of the job's `write_*_log`s, when it asked for any.
+    pub log: Option<Box<IoLog>>,
+}
+
+/// A job's four directions (read, write, trim, sync) sampled as its options ask, or one
+/// line naming a bad log option.
+pub fn job_stats(spec: &vmio_core::fio::JobSpec) -> Result<[DirStats; 4], String> {
+    let c = LogConfig::of(spec)?;
+    Ok(std::array::from_fn(|_| DirStats {
+        samples: c.sampler(),
+        log: IoLog::new(&c),
+        ..DirStats::default()
+    }))
 }
 
 impl DirStats {
+    /// An I/O of `bytes` completed `at_ns` after the job's measured start with `depth` I/Os
+    /// in flight (itself included).
     #[inline]
-    pub fn record(&mut self, bytes: u64, slat_ns: u64, clat_ns: u64) {
+    pub fn record(&mut self, at_ns: Ns, depth: u32, bytes: u64, slat_ns: u64, clat_ns: u64) {
         self.io_bytes += bytes;
         self.total_ios += 1;
         self.slat.record(slat_ns);
         self.clat.record(clat_ns);
         self.lat.record(slat_ns + clat_ns);
+        self.samples.record(at_ns, bytes, clat_ns);
+        if let Some(log) = &mut self.log {
+            log.record(at_ns, bytes, slat_ns, clat_ns);
+        }
+        self.depth[depth_index(depth)] += 1;
+        self.lat_map[lat_index(clat_ns)] += 1;
+    }
+
+    /// Add a job of the same group (fio's `sum_thread_stats`).
+    pub fn merge(&mut self, o: &DirStats) {
+        self.io_bytes += o.io_bytes;
+        self.total_ios += o.total_ios;
+        self.slat.merge(&o.slat);
+        self.clat.merge(&o.clat);
+        self.lat.merge(&o.lat);
+        self.samples.bw.add_group_member(&o.samples.bw);
+        self.samples.iops.add_group_member(&o.samples.iops);
+        for (a, b) in self.depth.iter_mut().zip(o.depth) {
+            *a += b;
+        }
+        for (a, b) in self.lat_map.iter_mut().zip(o.lat_map) {
+            *a += b;
+        }
     }
 
     pub fn bw_bytes(&self, runtime_ns: u64) -> u64 {
@@ -161,13 +288,21 @@ impl DirStats {
         }
     }
 
-    /// fio's JSON object for one direction.
-    pub fn to_json(&self, runtime_ns: u64) -> Value {
+    /// fio's JSON object for one direction; `agg_bytes_s` is the group's aggregate
+    /// bandwidth of this direction (fio's `group_run_stats.agg`, for `bw_agg`).
+    pub fn to_json(&self, runtime_ns: u64, agg_bytes_s: u64) -> Value {
         let bw_bytes = self.bw_bytes(runtime_ns);
         let iops = if runtime_ns == 0 {
             0.0
         } else {
             self.total_ios as f64 * 1e9 / runtime_ns as f64
+        };
+        let (bw, io) = (&self.samples.bw, &self.samples.iops);
+        // convert_agg_kbytes_percent: the mean sample over the group's KiB/s, at most 100.
+        let bw_agg = match bw.samples {
+            0 => 0.0,
+            _ if agg_bytes_s > 1024 => (bw.mean * 100.0 / (agg_bytes_s as f64 / 1024.0)).min(100.0),
+            _ => 100.0,
         };
         json!({
             "io_bytes": self.io_bytes,
@@ -180,21 +315,68 @@ impl DirStats {
             "short_ios": 0,
             "drop_ios": 0,
             "slat_ns": self.slat.to_json(false),
-            "clat_ns": self.clat.to_json(true),
+            "clat_ns": self.clat.to_json_plus(true),
             "lat_ns": self.lat.to_json(false),
-            "bw_min": bw_bytes / 1024,
-            "bw_max": bw_bytes / 1024,
-            "bw_agg": if self.total_ios > 0 { 100.0 } else { 0.0 },
-            "bw_mean": (bw_bytes / 1024) as f64,
-            "bw_dev": 0.0,
-            "bw_samples": 0,
-            "iops_min": iops as u64,
-            "iops_max": iops as u64,
-            "iops_mean": round6(iops),
-            "iops_stddev": 0.0,
-            "iops_samples": 0
+            "bw_min": bw.min,
+            "bw_max": bw.max,
+            "bw_agg": round6(bw_agg),
+            "bw_mean": round6(bw.mean),
+            "bw_dev": round6(bw.stddev()),
+            "bw_samples": bw.samples,
+            "iops_min": io.min,
+            "iops_max": io.max,
+            "iops_mean": round6(io.mean),
+            "iops_stddev": round6(io.stddev()),
+            "iops_samples": io.samples
         })
     }
+}
+
+/// A job's `iodepth_level`, `iodepth_submit`, `iodepth_complete`, `latency_ns`,
+/// `latency_us` and `latency_ms` over its read, write and trim directions. vmio submits
+/// and reaps one I/O per call, so every I/O is in the "4" (1 to 4) batch bucket.
+pub fn depth_and_latency_json(dirs: &[DirStats]) -> Map<String, Value> {
+    let total: u64 = dirs.iter().map(|d| d.total_ios).sum();
+    let pct = |c: u64| {
+        round6(if total == 0 {
+            0.0
+        } else {
+            100.0 * c as f64 / total as f64
+        })
+    };
+    let obj = |keys: &[String], counts: &[u64]| -> Value {
+        Value::Object(
+            keys.iter()
+                .zip(counts)
+                .map(|(k, &c)| (k.clone(), json!(pct(c))))
+                .collect(),
+        )
+    };
+    let strings = |keys: &[&str]| -> Vec<String> { keys.iter().map(|k| k.to_string()).collect() };
+    let sum = |f: &dyn Fn(&DirStats) -> &[u64]| -> Vec<u64> {
+        let n = f(&dirs[0]).len();
+        (0..n).map(|i| dirs.iter().map(|d| f(d)[i]).sum()).collect()
+    };
+    let depth = sum(&|d| &d.depth);
+    let lat = sum(&|d| &d.lat_map);
+    let batch = [0, total, 0, 0, 0, 0, 0];
+    let lat_keys: Vec<String> = LAT_BOUNDS.iter().map(u64::to_string).collect();
+    let ms_keys: Vec<String> = lat_keys
+        .iter()
+        .cloned()
+        .chain(["2000".to_string(), ">=2000".to_string()])
+        .collect();
+    let mut m = Map::new();
+    m.insert("iodepth_level".into(), obj(&strings(&DEPTH_KEYS), &depth));
+    m.insert("iodepth_submit".into(), obj(&strings(&BATCH_KEYS), &batch));
+    m.insert(
+        "iodepth_complete".into(),
+        obj(&strings(&BATCH_KEYS), &batch),
+    );
+    m.insert("latency_ns".into(), obj(&lat_keys, &lat[..10]));
+    m.insert("latency_us".into(), obj(&lat_keys, &lat[10..20]));
+    m.insert("latency_ms".into(), obj(&ms_keys, &lat[20..]));
+    m
 }
 
 #[cfg(test)]
@@ -224,6 +406,30 @@ mod tests {
         assert!((p99 - 9_900_000.0).abs() / 9.9e6 < 0.02, "{p99}");
         assert!((s.mean() - 5_000_500.0).abs() < 1.0);
         assert_eq!(s.percentile(100.0), 10_000_000);
+    }
+
+    #[test]
+    fn a_latency_lands_in_fio_s_bucket_of_its_unit() {
+        // (value ns, bucket): ns "2" holds 0-1, µs "100" 50-99 µs, ms "2" 1-1.999 ms,
+        // ms "2000" 1-1.999 s, ">=2000" the rest.
+        for (ns, idx) in [
+            (0, 0),
+            (1, 0),
+            (2, 1),
+            (999, 9),
+            (1_000, 10),
+            (78_366, 15),
+            (999_999, 19),
+            (1_367_770, 20),
+            (1_500_000_000, 30),
+            (2_000_000_000, 31),
+        ] {
+            assert_eq!(lat_index(ns), idx, "{ns}");
+        }
+        assert_eq!(
+            [1, 2, 3, 4, 63, 64, 1000].map(depth_index),
+            [0, 1, 1, 2, 5, 6, 6]
+        );
     }
 
     #[test]

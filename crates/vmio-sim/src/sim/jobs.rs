@@ -368,7 +368,7 @@ impl JobDriver {
                     fsync_waiting: false,
                     arrival_pending: false,
                     draining: false,
-                    stats: Default::default(),
+                    stats: crate::metrics::job_stats(&b.spec).map_err(SimError::Job)?,
                     cpu_tag: 0,
                     pace,
                 });
@@ -749,7 +749,8 @@ impl Sim {
         let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
         if let Some(op) = op.filter(|_| measured) {
             let clat = now.saturating_sub(issue_ns + slat_ns);
-            job.stats[dir_index(op)].record(len, slat_ns, clat);
+            let at = now - (job.start_ns + job.ramp_ns);
+            job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
             // A guest's VM counts the bytes its virtual disks move (guestos.rs).
             if job.route == Route::Direct {
                 timeline = len;

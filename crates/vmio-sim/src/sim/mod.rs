@@ -44,6 +44,7 @@ mod hostcache;
 mod jobs;
 mod memory;
 mod report;
+pub(crate) mod samples;
 
 pub use cpu::{CpuReport, ThreadLabel};
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! job runtime = min(end, max(finish, start + ramp)) - (start + ramp)   (measured window)
+//! bandwidth/IOPS samples: the last interval counts when full (samples.rs)
 //! devices, page cache, volumes: their own counters at the end of the run
 //! a device sharing hardware: its queue's completed commands and busy time; the shared
 //!      device: the hardware model's counters (all its devices' commands)
@@ -88,14 +89,22 @@ impl Sim {
             .map(|(j, (b, clone))| {
                 let measured_from = j.start_ns + j.ramp_ns;
                 let end = j.end_ns.min(j.finish_ns.max(measured_from));
+                let runtime_ns = end.saturating_sub(measured_from);
+                let mut stats = j.stats;
+                for s in &mut stats {
+                    s.samples.finish(runtime_ns);
+                    if let Some(log) = &mut s.log {
+                        log.finish(&s.samples);
+                    }
+                }
                 JobReport {
                     name: j.name,
                     vm: self.vm_names[b.vm].clone(),
                     disk: b.spec.filename.clone().unwrap_or_default(),
                     spec: b.spec,
                     clone,
-                    runtime_ns: end.saturating_sub(measured_from),
-                    stats: j.stats,
+                    runtime_ns,
+                    stats,
                     iozone: match &j.work {
                         JobWorkload::Iozone(w) => w.timings().to_vec(),
                         _ => Vec::new(),

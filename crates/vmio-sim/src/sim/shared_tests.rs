@@ -128,7 +128,10 @@ fn a_sharing_devices_commands_reach_the_model_shifted_by_its_start() {
     // The job's runtime and its read figures as fio's JSON gives them.
     let stats = |o: &RunOutput| {
         let j = &o.report.jobs[0];
-        (j.runtime_ns, j.stats[0].to_json(j.runtime_ns).to_string())
+        (
+            j.runtime_ns,
+            j.stats[0].to_json(j.runtime_ns, 0).to_string(),
+        )
     };
     assert_eq!(stats(&via_region), stats(&at_offset));
     assert!(
