@@ -323,6 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="let --output replace an existing file")
     s.set_defaults(func=cmd_sim)
 
+    # --- vmio fio (fio's command line; vmio.fiocli reads it) ---
+    f = sub.add_parser(
+        "fio",
+        help="run fio's command line (options and/or job files) on the simulator",
+        description="Run fio's command line on the simulator; 'vmio fio --help' for more.",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to vmio.fiocli, which reads it as fio does
+    )
+    f.add_argument("argv", nargs=argparse.REMAINDER)
+    f.set_defaults(func=cmd_fio)
+
     st = sub.add_parser(
         "study",
         help="run a built-in or custom study (a sweep with tables, figure, calibration)",
@@ -637,7 +648,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
             raise VmioError("--vm needs a JOB file (without one, each VM runs its own workload)")
         text = simulate_workloads_text(stack_text, args.stack, args.seed)
     else:
-        job_text = read_text(args.job, "fio job file")
+        job_text = getattr(args, "job_text", None) or read_text(args.job, "fio job file")
         text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
     result = json.loads(text)
     from vmio import report
@@ -653,6 +664,18 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return 0
     write_new_file(args.output, out, args.force)
     return 0
+
+
+def cmd_fio(args: argparse.Namespace) -> int:
+    from vmio import fiocli
+
+    def seed(text: str) -> int:
+        try:
+            return _seed(text)
+        except argparse.ArgumentTypeError as err:
+            raise VmioError(f"--seed: {err}") from None
+
+    return fiocli.cmd_fio(args.argv, cmd_sim, seed)
 
 
 def write_new_file(path: Path, data: str | bytes, force: bool) -> None:
