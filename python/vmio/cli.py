@@ -31,6 +31,8 @@ from vmio.sim import (
 )
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Exit status of a command Ctrl-C stopped (the shell's 128 + SIGINT)."""
 DEFAULT_RESULTS = Path("vmio-results")
 
 
@@ -321,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         "an existing file unless --force)",
     )
     s.add_argument("--force", action="store_true", help="let --output replace an existing file")
-    s.set_defaults(func=cmd_sim)
+    s.set_defaults(func=interactive(cmd_sim, EXIT_INTERRUPTED))
 
     # --- vmio fio (fio's command line; vmio.fiocli reads it) ---
     f = sub.add_parser(
@@ -664,6 +666,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return 0
     write_new_file(args.output, out, args.force)
     return 0
+
+
+def interactive(
+    command: Callable[[argparse.Namespace], int], interrupted: int
+) -> Callable[[argparse.Namespace], int]:
+    """`command` run by a person (vmio.sim.interactive): a progress line per `args.eta`
+    (fio's --eta; default auto) and, when Ctrl-C stops the simulation, the report of what ran
+    so far and exit status `interrupted`."""
+
+    def run(args: argparse.Namespace) -> int:
+        from vmio import sim
+
+        with sim.interactive(getattr(args, "eta", "auto")) as ctx:
+            status = command(args)
+        return interrupted if ctx.interrupted else status
+
+    return run
 
 
 def cmd_fio(args: argparse.Namespace) -> int:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vmio import __version__
-from vmio.sim import VmioError, read_text, shown_text
+from vmio.sim import VmioError, interactive, read_text, shown_text
 
 FIO_VERSION = "fio-3.33"
 """The fio whose command line and outputs vmio follows."""
@@ -76,6 +76,10 @@ they take a value only after `=` (getopt's optional_argument, options.c `add_to_
 
 OUTPUT_FORMATS = ("normal", "terse", "json", "json+")
 """fio's `--output-format` values (init.c, `parse_output_format`); a comma list combines them."""
+
+EXIT_INTERRUPTED = 128
+"""fio's exit status after SIGINT: backend.c `sig_int` sets `exit_value = 128` (and the
+report of what ran is still written)."""
 
 ETA_MODES = ("auto", "always", "never")
 """fio's `--eta` values: a progress line on a terminal (auto), always, or never."""
@@ -347,7 +351,8 @@ def cmd_fio(
     parse_seed: Callable[[str], int],
 ) -> int:
     """`vmio fio`: read the command line, then run it through `run_sim` (`vmio sim`'s
-    command, given a namespace with `job_text`); `parse_seed` reads `--seed`."""
+    command, given a namespace with `job_text`) with a progress line per `--eta`; Ctrl-C
+    gives the report of what ran and fio's exit status 128. `parse_seed` reads `--seed`."""
     cmd = parse_command_line(argv)
     if "help" in cmd.own:
         sys.stdout.write(FIO_HELP)
@@ -381,8 +386,10 @@ def cmd_fio(
         force="force" in cmd.own,
         eta=eta,
     )
-    if output is None:
-        return run_sim(ns)
-    # fio sends its error stream into --output (module doc): keep stderr quiet.
-    with contextlib.redirect_stderr(io.StringIO()):
-        return run_sim(ns)
+    with interactive(eta) as ctx:  # the progress line on this stderr, Ctrl-C
+        if output is None:
+            status = run_sim(ns)
+        else:  # fio sends its error stream into --output (module doc): stderr stays quiet
+            with contextlib.redirect_stderr(io.StringIO()):
+                status = run_sim(ns)
+    return EXIT_INTERRUPTED if ctx.interrupted else status
