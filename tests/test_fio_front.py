@@ -3,13 +3,18 @@ tools of fio's users (bench-fio, fio-plot) on vmio's output (check (c))."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import STACK, require_tool, run_vmio
+from conftest import STACK, missing_tool, require_tool, run_vmio
 
 TWO_JOBS = """\
 [global]
@@ -170,3 +175,279 @@ def test_the_shim_runs_vmio_fio_as_fio(tmp_path):
     assert subprocess.run([shim, "--version"], capture_output=True, text=True).stdout.startswith(
         "fio-3"
     )
+
+
+# --- Ctrl-C, the progress line, repeated notes -------------------------------------------
+
+LONG_JOB = """\
+[global]
+ioengine=libaio
+direct=1
+size=10g
+runtime=1000h
+time_based
+
+[long]
+rw=randread
+bs=4k
+iodepth=16
+numjobs=4
+"""
+"""A job of 1,000 simulated hours: minutes of wall time, so only Ctrl-C ends it soon."""
+
+
+def _interrupt(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run `vmio ARGS` (in tmp_path, with long.fio and stack.toml), send SIGINT once it has
+    simulated for a while, and return its outcome and the seconds it took to stop."""
+    (tmp_path / "long.fio").write_text(LONG_JOB, encoding="utf-8")
+    (tmp_path / "stack.toml").write_text(
+        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vmio", *args],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if "--eta=always" in args:  # the progress line says when the simulation loop runs
+        first = proc.stderr.readline()
+        assert first.startswith("vmio: simulated "), first
+    else:
+        first = ""
+        time.sleep(2.0)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    took = time.monotonic() - t0
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, first + err), took
+
+
+def test_ctrl_c_stops_vmio_sim_within_a_second_with_the_report_of_what_ran(tmp_path):
+    r, took = _interrupt(
+        tmp_path, "sim", "--stack", "stack.toml", "long.fio", "--output-format", "json"
+    )
+    assert took < 1.0, f"stopped {took:.2f} s after SIGINT"
+    assert r.returncode == 130, r.stderr
+    result = json.loads(r.stdout)
+    stop_ns = result["vmio"]["interrupted"]["virtual_time_ns"]
+    assert 0 < stop_ns < 1000 * 3600 * 10**9
+    read = result["jobs"][0]["read"]
+    assert read["total_ios"] > 0 and read["bw_bytes"] > 0
+    # The jobs ran up to the stop: the runtime (ms) is the simulated time reached.
+    assert abs(read["runtime"] - stop_ns / 1e6) <= 1.0 + stop_ns / 1e6 * 0.01
+    assert "vmio: note: interrupted at simulated time" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_ctrl_c_stops_vmio_fio_with_fio_s_exit_status(tmp_path):
+    r, took = _interrupt(tmp_path, "fio", "--stack", "stack.toml", "--eta=always", "long.fio")
+    assert took < 1.0, f"stopped {took:.2f} s after SIGINT"
+    assert r.returncode == 128, r.stderr
+    assert "long: (groupid=0" in r.stdout  # fio's normal report of what ran
+    assert "Traceback" not in r.stderr
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_extrapolates_the_eta_from_the_simulated_fraction():
+    from vmio.progress import RunProgress
+
+    clock = iter([0.0, 2.0, 2.5]).__next__
+    tty = _Tty()
+    line = RunProgress("auto", stream=tty, clock=clock)
+    line(1 * 10**9, 4 * 10**9)  # 2 s of wall time for a quarter: 6 s left
+    assert tty.getvalue() == (
+        "\rvmio: simulated 1.00 s of 4.00 s [#####...............] 25% ETA 6s\x1b[K"
+    )
+    line(2 * 10**9, None)  # no planned time (a job ending on its bytes): no ETA
+    assert tty.getvalue().endswith("\rvmio: simulated 2.00 s in 2s\x1b[K")
+    line.close()
+    assert tty.getvalue().endswith("\r\x1b[K")
+
+
+def test_the_progress_line_stays_off_a_pipe_unless_eta_is_always():
+    from vmio.progress import RunProgress
+
+    pipe = io.StringIO()
+    RunProgress("auto", stream=pipe, clock=iter([0.0, 5.0]).__next__)(10**9, None)
+    RunProgress("never", stream=_Tty(), clock=iter([0.0, 5.0]).__next__)(10**9, None)
+    assert pipe.getvalue() == ""
+    always = RunProgress("always", stream=pipe, clock=iter([0.0, 0.1, 0.5, 1.2]).__next__)
+    for t in (1, 2, 3):
+        always(t * 10**9, None)
+    # One line a second elsewhere than on a terminal: at 0.1 s and 1.2 s.
+    assert pipe.getvalue().splitlines() == [
+        "vmio: simulated 1.00 s in 0s",
+        "vmio: simulated 3.00 s in 1s",
+    ]
+
+
+def test_a_note_repeated_by_every_clone_is_printed_once_with_its_count():
+    from vmio.report import collapse_repeats, result_notes
+
+    assert collapse_repeats(["a", "b", "a", "a"]) == ["a (x3)", "b"]
+    notes = result_notes({"vmio": {"notes": ["job 'x': slow"] * 12}}, "job.fio")
+    assert notes == ["vmio: note: job 'x': slow (x12)"]
+
+
+# --- bench-fio and fio-plot (check (c)) ----------------------------------------------------
+
+STUDY_JOB = """\
+[global]
+ioengine=libaio
+direct=1
+size=1g
+runtime=1
+time_based
+
+[job]
+rw=randread
+bs=4k
+iodepth=1
+numjobs=1
+"""
+
+STUDY = """\
+[experiment]
+name = "qd"
+stack = "stack.toml"
+job = "job.fio"
+
+[[axis]]
+name = "iodepth"
+target = "job:iodepth"
+values = ["1", "4"]
+
+[[axis]]
+name = "numjobs"
+target = "job:numjobs"
+values = ["1", "2"]
+"""
+
+CHARTS = {
+    "-l": ["-d", "1", "4", "-n", "1"],
+    "-L": ["-t", "iops", "-d", "1", "4", "-n", "1", "2"],
+    "-N": ["-d", "1", "-n", "1", "2"],
+    "-H": ["-d", "1", "-n", "1"],
+}
+"""fio-plot's chart types (2D iodepth bars, 3D iodepth x numjobs, numjobs bars, latency
+histogram) with the iodepth/numjobs values each accepts."""
+
+
+def _require_fio_plot() -> None:
+    import importlib.util
+
+    if (
+        importlib.util.find_spec("fio_plot") is None
+        or importlib.util.find_spec("bench_fio") is None
+    ):
+        missing_tool("fio-plot is not installed (pip install fio-plot: the test requirements)")
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def _render(tmp_path: Path, data: Path, chart: str) -> Path:
+    """fio-plot's `chart` of the fio JSON files in `data`; the PNG it wrote."""
+    out = tmp_path / f"png{chart}"
+    out.mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "fio_plot", "-i", str(data), "-T", "t", chart, *CHARTS[chart]]
+        + ["-r", "randread"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (png,) = out.glob("*.png")
+    return png
+
+
+def _assert_charts(tmp_path: Path, data: Path) -> None:
+    for chart in CHARTS:
+        png = _render(tmp_path, data, chart)
+        width, height = _png_size(png)
+        assert width >= 600 and height >= 400, (chart, width, height)
+        assert png.stat().st_size > 20_000, (chart, png.stat().st_size)  # more than axes
+
+
+def _bench_fio(tmp_path: Path, env: dict[str, str], target: str) -> Path:
+    """bench-fio over iodepth 1, 4 x numjobs 1, 2 on `target` (a file in tmp_path); the
+    directory of its JSON files."""
+    r = subprocess.run(
+        [sys.executable, "-m", "bench_fio", "-d", target, "-t", "file", "-s", "8M"]
+        + ["-o", "out", "--iodepth", "1", "4", "--numjobs", "1", "2", "--runtime", "1"]
+        + ["--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    data = tmp_path / "out" / target / "4k"
+    names = sorted(p.name for p in data.glob("*.json"))
+    assert names == [f"randread-{d}-{n}.json" for d in (1, 4) for n in (1, 2)]
+    return data
+
+
+def test_a_study_over_iodepth_and_numjobs_writes_bench_fio_s_layout(tmp_path):
+    (tmp_path / "stack.toml").write_text(
+        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
+    )
+    (tmp_path / "job.fio").write_text(STUDY_JOB, encoding="utf-8")
+    (tmp_path / "experiment.toml").write_text(STUDY, encoding="utf-8")
+    r = run_vmio("study", "experiment.toml", "--out", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    layout = tmp_path / "out" / "bench-fio" / "sda"
+    files = sorted(str(p.relative_to(layout)) for p in layout.rglob("*.json"))
+    (bs,) = {Path(f).parent.name for f in files}  # the job's bs, as its JSON gives it
+    assert files == [f"{bs}/randread-{d}-{n}.json" for d in (1, 4) for n in (1, 2)]
+    for d in (1, 4):
+        for n in (1, 2):
+            result = json.loads((layout / bs / f"randread-{d}-{n}.json").read_text())
+            options = result["jobs"][0]["job options"]
+            assert (options["iodepth"], options["numjobs"]) == (str(d), str(n))
+            assert len(result["jobs"]) == n  # one entry per clone, as fio without group_reporting
+    # The study's point JSON, unchanged.
+    assert (layout / bs / "randread-4-2.json").read_text() == (
+        tmp_path / "out" / "json" / "4-2.json"
+    ).read_text()
+
+
+def test_fio_plot_draws_its_charts_from_real_fio_run_by_bench_fio(tmp_path):
+    """The check's machinery against fio itself: bench-fio runs real fio, fio-plot draws."""
+    require_tool("fio", "fio")
+    _require_fio_plot()
+    (tmp_path / "target.img").write_bytes(b"\0" * (16 << 20))
+    data = _bench_fio(tmp_path, dict(os.environ), "target.img")
+    _assert_charts(tmp_path, data)
+
+
+def test_bench_fio_drives_vmio_fio_and_fio_plot_draws_its_charts_from_vmio_output(tmp_path):
+    """Check (c): bench-fio calls `fio` from PATH, here vmio's shim; fio-plot draws -l, -L,
+    -N and -H from the files it wrote."""
+    _require_fio_plot()
+    (tmp_path / "stack.toml").write_text(
+        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
+    )
+    r = run_vmio("fio", "--stack", "stack.toml", "--force", "--write-shim", "bin", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # bench-fio checks that its target exists: a file named as the VM's disk.
+    (tmp_path / "sda").write_bytes(b"")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    data = _bench_fio(tmp_path, env, "sda")
+    result = json.loads((data / "randread-4-2.json").read_text())
+    assert result["vmio"]["seed"] == 1 and len(result["jobs"]) == 2
+    _assert_charts(tmp_path, data)
