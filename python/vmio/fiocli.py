@@ -32,7 +32,7 @@ and nothing is printed on stderr.
 
 bench-fio calls `fio` from PATH: `--write-shim DIR` writes an executable `DIR/fio` that runs
 `vmio fio` with this command line's vmio options (`--stack`, `--seed`, `--vm`, `--force`);
-put DIR first on PATH (docs/fio.md).
+put DIR first on PATH (docs/fio-front.md).
 """
 
 from __future__ import annotations
