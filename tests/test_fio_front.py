@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import STACK, missing_tool, require_tool, run_vmio
+from conftest import JOB, STACK, missing_tool, require_tool, run_vmio
 
 TWO_JOBS = """\
 [global]
@@ -46,13 +46,17 @@ COMMAND_LINES = [
 """Typical fio command lines; every one runs on a null engine (no file, no device)."""
 
 
+def _write_stack(d: Path) -> None:
+    (d / "stack.toml").write_text(
+        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
+    )
+
+
 def _workdir(tmp_path: Path, name: str) -> Path:
     d = tmp_path / name
     d.mkdir()
     (d / "two.fio").write_text(TWO_JOBS, encoding="utf-8")
-    (d / "stack.toml").write_text(
-        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
-    )
+    _write_stack(d)
     return d
 
 
@@ -200,9 +204,7 @@ def _interrupt(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[
     """Run `vmio ARGS` (in tmp_path, with long.fio and stack.toml), send SIGINT once it has
     simulated for a while, and return its outcome and the seconds it took to stop."""
     (tmp_path / "long.fio").write_text(LONG_JOB, encoding="utf-8")
-    (tmp_path / "stack.toml").write_text(
-        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
-    )
+    _write_stack(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "vmio", *args],
         cwd=tmp_path,
@@ -298,21 +300,6 @@ def test_a_note_repeated_by_every_clone_is_printed_once_with_its_count():
 
 # --- bench-fio and fio-plot (check (c)) ----------------------------------------------------
 
-STUDY_JOB = """\
-[global]
-ioengine=libaio
-direct=1
-size=1g
-runtime=1
-time_based
-
-[job]
-rw=randread
-bs=4k
-iodepth=1
-numjobs=1
-"""
-
 STUDY = """\
 [experiment]
 name = "qd"
@@ -403,10 +390,8 @@ def _bench_fio(tmp_path: Path, env: dict[str, str], target: str) -> Path:
 
 
 def test_a_study_over_iodepth_and_numjobs_writes_bench_fio_s_layout(tmp_path):
-    (tmp_path / "stack.toml").write_text(
-        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
-    )
-    (tmp_path / "job.fio").write_text(STUDY_JOB, encoding="utf-8")
+    _write_stack(tmp_path)
+    (tmp_path / "job.fio").write_text(JOB.format(rw="randread", bs="4k"), encoding="utf-8")
     (tmp_path / "experiment.toml").write_text(STUDY, encoding="utf-8")
     r = run_vmio("study", "experiment.toml", "--out", "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -439,9 +424,7 @@ def test_bench_fio_drives_vmio_fio_and_fio_plot_draws_its_charts_from_vmio_outpu
     """Check (c): bench-fio calls `fio` from PATH, here vmio's shim; fio-plot draws -l, -L,
     -N and -H from the files it wrote."""
     _require_fio_plot()
-    (tmp_path / "stack.toml").write_text(
-        STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8"
-    )
+    _write_stack(tmp_path)
     r = run_vmio("fio", "--stack", "stack.toml", "--force", "--write-shim", "bin", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     # bench-fio checks that its target exists: a file named as the VM's disk.
