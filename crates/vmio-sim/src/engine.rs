@@ -202,7 +202,7 @@ impl EventQueue {
     /// watch stopped the run.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, u64)> {
-        if self.processed % WATCH_EVERY == 0 {
+        if self.processed.is_multiple_of(WATCH_EVERY) {
             if let Some(watch) = self.watch.as_mut() {
                 if self.stopped || !watch(self.now) {
                     self.stopped = true;
