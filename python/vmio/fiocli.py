@@ -96,8 +96,6 @@ FIO_OWN: dict[str, str] = {
     "help": NONE,
     "section": REQUIRED,
     "eta": REQUIRED,
-    "eta-interval": REQUIRED,
-    "eta-newline": REQUIRED,
 }
 """fio's own options that `vmio fio` honours, with getopt's argument kind (init.c `l_opts`)."""
 
@@ -106,9 +104,12 @@ NO_EFFECT: dict[str, str] = {
     "warnings-fatal": NONE,
     "max-jobs": REQUIRED,
     "alloc-size": REQUIRED,
+    "eta-interval": REQUIRED,
+    "eta-newline": REQUIRED,
 }
 """fio's own options accepted without effect: `readonly` guards real files (a simulation
-writes none), `max-jobs`/`alloc-size` size fio's process and shared memory."""
+writes none), `max-jobs`/`alloc-size` size fio's process and shared memory, the progress
+line has its own pace (`progress.RunProgress`)."""
 
 REFUSED: dict[str, tuple[str, str]] = {
     "latency-log": (REQUIRED, "use write_lat_log in the job"),
