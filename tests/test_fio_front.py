@@ -42,6 +42,8 @@ COMMAND_LINES = [
     ["--eta=never", "--name=x", "--size=1m", "--name=y", "--stonewall", "--size=1m"],
     ["--name=x", "--size=1m", "--thread", "--norandommap", "--rw=randread", "--direct=1"],
     ["--name=x", "--size=1m", "--output-format=json", "--", "two.fio"],
+    ["--minimal", "--name=x", "--size=1m"],
+    ["--output-format=json+", "--name=x", "--size=1m", "--rw=randwrite"],
 ]
 """Typical fio command lines; every one runs on a null engine (no file, no device)."""
 
@@ -83,7 +85,7 @@ def test_vmio_fio_accepts_the_command_lines_real_fio_accepts(tmp_path, args):
     ours = run_vmio("fio", "--stack", "stack.toml", "--ioengine=null", *args, cwd=vmio_dir)
     assert ours.returncode == 0, ours.stderr
     assert "Traceback" not in ours.stderr
-    if any(a.startswith("--output-format=json") for a in args):
+    if "--output-format=json" in args or "--output=out.json" in args:
         fio_json, vmio_json = _json_of(real, fio_dir, args), _json_of(ours, vmio_dir, args)
         # The same jobs, in the same order.
         names = [j["jobname"] for j in fio_json["jobs"]]
@@ -155,7 +157,7 @@ def test_a_command_line_vmio_cannot_honour_is_one_error_line(tmp_path, args, mes
 
 def test_with_output_the_notes_stay_out_of_stderr(tmp_path):
     d = _workdir(tmp_path, "w")
-    args = ("--name=x", "--size=1m", "--write_bw_log=x", "--output-format=json")
+    args = ("--name=x", "--size=1m", "--gtod_reduce=1", "--output-format=json")
     loud = run_vmio("fio", "--stack", "stack.toml", *args, cwd=d)
     assert loud.returncode == 0 and "vmio: note:" in loud.stderr
     quiet = run_vmio("fio", "--stack", "stack.toml", *args, "--output=o.json", cwd=d)
@@ -390,6 +392,8 @@ def _bench_fio(tmp_path: Path, env: dict[str, str], target: str) -> Path:
 
 
 def test_a_study_over_iodepth_and_numjobs_writes_bench_fio_s_layout(tmp_path):
+    from vmio.benchfio import job_options
+
     _write_stack(tmp_path)
     (tmp_path / "job.fio").write_text(JOB.format(rw="randread", bs="4k"), encoding="utf-8")
     (tmp_path / "experiment.toml").write_text(STUDY, encoding="utf-8")
@@ -402,7 +406,7 @@ def test_a_study_over_iodepth_and_numjobs_writes_bench_fio_s_layout(tmp_path):
     for d in (1, 4):
         for n in (1, 2):
             result = json.loads((layout / bs / f"randread-{d}-{n}.json").read_text())
-            options = result["jobs"][0]["job options"]
+            options = job_options(result)  # fio-plot's reading: job over global options
             assert (options["iodepth"], options["numjobs"]) == (str(d), str(n))
             assert len(result["jobs"]) == n  # one entry per clone, as fio without group_reporting
     # The study's point JSON, unchanged.
