@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vmio_sim::engine::Watch;
 use vmio_sim::output::fio_json;
-use vmio_sim::run::{json_text, planned_ns, run_many_watched, RunError, VmJob};
+use vmio_sim::run::{json_text, run_many_watched, RunError, VmJob};
 
 create_exception!(
     _native,
@@ -85,19 +85,11 @@ fn run_watched(
     seed: Option<u64>,
     progress: Option<PyObject>,
 ) -> PyResult<String> {
-    let mut jobs = Vec::new();
-    for vj in vm_jobs {
-        // Only for the progress line; a bad file is reported by the run itself.
-        match vmio_core::fio::parse_job_file(vj.job_text, vj.job_path) {
-            Ok(f) => jobs.extend(f.jobs),
-            Err(_) => break,
-        }
-    }
-    let planned = planned_ns(&jobs);
     let looked = Arc::new(Mutex::new(Looked::default()));
-    let w = watch(progress, planned, looked.clone());
+    let seen = looked.clone();
+    let make = Box::new(move |planned| watch(progress, planned, seen));
     let out = py
-        .allow_threads(|| run_many_watched(stack_text, stack_path, vm_jobs, seed, Some(w)))
+        .allow_threads(|| run_many_watched(stack_text, stack_path, vm_jobs, seed, Some(make)))
         .map_err(|e: RunError| err(e))?;
     let mut v = fio_json(&out);
     let looked = std::mem::take(&mut *looked.lock().unwrap_or_else(|e| e.into_inner()));

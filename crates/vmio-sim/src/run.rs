@@ -88,13 +88,17 @@ pub fn run_many(
     run_many_watched(stack_text, stack_path, vm_jobs, seed, None)
 }
 
+/// A [`Watch`] made once the job files are read, given the virtual time they plan
+/// ([`planned_ns`]; None when a job ends on its bytes).
+pub type WatchFor = Box<dyn FnOnce(Option<Ns>) -> Watch + Send>;
+
 /// [`run_many`] with a [`Watch`] looking at the simulation (Ctrl-C, progress).
 pub fn run_many_watched(
     stack_text: &str,
     stack_path: &str,
     vm_jobs: &[VmJob],
     seed: Option<u64>,
-    watch: Option<Watch>,
+    watch: Option<WatchFor>,
 ) -> Result<RunOutput, RunError> {
     let stack = Stack::from_toml(stack_text, stack_path)?;
     let dir = std::path::Path::new(stack_path)
@@ -137,6 +141,7 @@ pub fn run_many_watched(
         job_files.push(job_file);
     }
     let seed = seed.or(stack.seed).unwrap_or(1);
+    let watch = watch.map(|make| make(planned_ns(job_files.iter().flat_map(|f| &f.jobs))));
     let report = simulate_watched(stack.clone(), bindings, seed, watch)?;
     Ok(RunOutput {
         report,
@@ -258,7 +263,7 @@ pub fn json_text(v: &serde_json::Value) -> String {
 /// ```text
 /// planned = Σ over groups g of max over jobs j in g of (ramp_time_j + runtime_j)
 /// ```
-pub fn planned_ns(jobs: &[JobSpec]) -> Option<Ns> {
+pub fn planned_ns<'a>(jobs: impl IntoIterator<Item = &'a JobSpec>) -> Option<Ns> {
     let mut groups: std::collections::BTreeMap<u32, Ns> = Default::default();
     for j in jobs {
         let t = j.ramp_time_ns + j.runtime_ns.filter(|&r| r > 0)?;
