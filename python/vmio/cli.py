@@ -31,6 +31,8 @@ from vmio.sim import (
 )
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Exit status of a command Ctrl-C stopped (the shell's 128 + SIGINT)."""
 DEFAULT_RESULTS = Path("vmio-results")
 
 
@@ -323,7 +325,18 @@ def build_parser() -> argparse.ArgumentParser:
         "an existing file unless --force)",
     )
     s.add_argument("--force", action="store_true", help="let --output replace an existing file")
-    s.set_defaults(func=cmd_sim)
+    s.set_defaults(func=interactive(cmd_sim, EXIT_INTERRUPTED))
+
+    # --- vmio fio (fio's command line; vmio.fiocli reads it) ---
+    f = sub.add_parser(
+        "fio",
+        help="run fio's command line (options and/or job files) on the simulator",
+        description="Run fio's command line on the simulator; 'vmio fio --help' for more.",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to vmio.fiocli, which reads it as fio does
+    )
+    f.add_argument("argv", nargs=argparse.REMAINDER)
+    f.set_defaults(func=cmd_fio)
 
     st = sub.add_parser(
         "study",
@@ -642,7 +655,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
             raise VmioError("--vm needs a JOB file (without one, each VM runs its own workload)")
         text = simulate_workloads_text(stack_text, args.stack, args.seed)
     else:
-        job_text = read_text(args.job, "fio job file")
+        job_text = getattr(args, "job_text", None) or read_text(args.job, "fio job file")
         text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
     result = json.loads(text)
     for note in report.result_notes(result, args.job or args.stack):
@@ -660,6 +673,35 @@ def cmd_sim(args: argparse.Namespace) -> int:
         return 0
     write_new_file(args.output, out, args.force)
     return 0
+
+
+def interactive(
+    command: Callable[[argparse.Namespace], int], interrupted: int
+) -> Callable[[argparse.Namespace], int]:
+    """`command` run by a person (vmio.sim.interactive): a progress line per `args.eta`
+    (fio's --eta; default auto) and, when Ctrl-C stops the simulation, the report of what ran
+    so far and exit status `interrupted`."""
+
+    def run(args: argparse.Namespace) -> int:
+        from vmio import sim
+
+        with sim.interactive(getattr(args, "eta", "auto")) as ctx:
+            status = command(args)
+        return interrupted if ctx.interrupted else status
+
+    return run
+
+
+def cmd_fio(args: argparse.Namespace) -> int:
+    from vmio import fiocli
+
+    def seed(text: str) -> int:
+        try:
+            return _seed(text)
+        except argparse.ArgumentTypeError as err:
+            raise VmioError(f"--seed: {err}") from None
+
+    return fiocli.cmd_fio(args.argv, cmd_sim, seed)
 
 
 def write_new_file(path: Path, data: str | bytes, force: bool) -> None:

@@ -497,7 +497,8 @@ def _guest_lines(guests: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def result_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
     """The `vmio: note:` lines of a result: each fio option the simulator does not model,
-    then the simulator's own notes (what it approximated), each once."""
+    then the simulator's own notes (what it approximated), then an interruption; a line
+    repeated is given once with its count (`collapse_repeats`)."""
     vmio = result.get("vmio") or {}
     lines = [
         f"vmio: note: fio option '{opt['name']}' ({opt.get('file', job_path)}:{opt['line']}) "
@@ -505,7 +506,21 @@ def result_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
         for opt in vmio.get("ignored_options") or []
     ]
     lines += [f"vmio: note: {note}" for note in vmio.get("notes") or []]
-    return list(dict.fromkeys(lines))
+    if (stop := vmio.get("interrupted")) is not None:
+        lines.append(
+            f"vmio: note: interrupted at simulated time {stop['virtual_time_ns'] / 1e9:.3f} s; "
+            "the report covers what ran so far"
+        )
+    return collapse_repeats(lines)
+
+
+def collapse_repeats(lines: Sequence[str]) -> list[str]:
+    """Each distinct line once, in first-seen order, with ` (xN)` when it came N > 1 times
+    (a note of every clone of a `numjobs` job)."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        counts[line] = counts.get(line, 0) + 1
+    return [line if n == 1 else f"{line} (x{n})" for line, n in counts.items()]
 
 
 # --- plain-text tables -------------------------------------------------------------------

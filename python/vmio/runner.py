@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from vmio import iozonereport, pdcreport, realengine, report, results
+from vmio import benchfio, iozonereport, pdcreport, realengine, report, results
 from vmio.calibration import (
     CALIBRATION_COLUMNS,
     PointResult,
@@ -500,6 +500,8 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     for path in jdir.glob("*.json"):  # points of an earlier grid of a resumed run
         if path.name not in slugs:
             path.unlink()
+    if benchfio.sweeps_iodepth_and_numjobs(res.experiment):  # fio-plot reads it (vmio fio)
+        benchfio.write_layout(res, out)
     results.write_tidy(out, res.tidy_table())
     results.write_csv(out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS)
     results.atomic_write(out / "tables.txt", summary_text(res))

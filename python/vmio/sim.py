@@ -13,6 +13,10 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -143,7 +147,55 @@ def simulate_text(
     `stack_path` and `job_path` are only used to name the files in error messages and in
     the result's `vmio.job_file`. `seed=None` takes the stack file's `seed`, else 1.
     """
-    return native().simulate(stack_text, stack_path, job_text, job_path, seed, vm)
+    return _watched(
+        lambda progress: native().simulate(
+            stack_text, stack_path, job_text, job_path, seed, vm, progress
+        )
+    )
+
+
+@dataclass
+class Interactive:
+    """A command run by a person: a progress line (fio's `--eta` mode) and Ctrl-C giving
+    the report of what ran so far (`interrupted` tells it happened)."""
+
+    eta: str = "auto"
+    stream: Any = None
+    interrupted: bool = False
+
+
+_INTERACTIVE: ContextVar[Interactive | None] = ContextVar("vmio_interactive", default=None)
+
+
+@contextmanager
+def interactive(eta: str = "auto") -> Iterator[Interactive]:
+    """Within it, a simulation shows a progress line on this stderr (as it is on entry) and
+    Ctrl-C makes it return fio's JSON of what ran so far, marked in `vmio.interrupted`,
+    instead of raising KeyboardInterrupt (what a study, which must not keep a partial
+    point, gets outside it)."""
+    ctx = Interactive(eta, sys.stderr)
+    token = _INTERACTIVE.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _INTERACTIVE.reset(token)
+
+
+def _watched(run: Callable[[Callable[[int, int | None], None] | None], str]) -> str:
+    """`run(progress)` under the current `interactive` context, if any."""
+    ctx = _INTERACTIVE.get()
+    if ctx is None:
+        return run(None)
+    from vmio.progress import RunProgress
+
+    line = RunProgress(ctx.eta, stream=ctx.stream)
+    try:
+        return run(line)
+    except native().Interrupted as err:
+        ctx.interrupted = True
+        return str(err.args[0])
+    finally:
+        line.close()
 
 
 _TOML_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
@@ -216,7 +268,9 @@ def simulate_workloads_text(
             f"{stack_path}: no job file given and no [[vm]] has a workload; pass JOB.fio or "
             'set `workload = "job.fio"` in a [[vm]]'
         )
-    return native().simulate_many(stack_text, str(stack_path), jobs, seed)
+    return _watched(
+        lambda progress: native().simulate_many(stack_text, str(stack_path), jobs, seed, progress)
+    )
 
 
 def simulate(

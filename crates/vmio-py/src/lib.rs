@@ -6,10 +6,14 @@
 #![allow(clippy::useless_conversion)]
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use vmio_sim::run::{run_json, run_many_json, RunInput, VmJob};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use vmio_sim::engine::Watch;
+use vmio_sim::output::fio_json;
+use vmio_sim::run::{json_text, run_many_watched, RunError, VmJob};
 
 create_exception!(
     _native,
@@ -18,13 +22,93 @@ create_exception!(
     "Bad input or a failed run; the message says what and where."
 );
 
+create_exception!(
+    _native,
+    Interrupted,
+    PyKeyboardInterrupt,
+    "Ctrl-C stopped a simulation; args[0] is fio's JSON of what ran so far, marked in its \
+     `vmio.interrupted` object (simulated time reached)."
+);
+
 fn err(e: impl std::fmt::Display) -> PyErr {
     VmioError::new_err(e.to_string())
 }
 
-/// Run one simulation; returns fio's JSON output as text.
+/// Wall time between two looks at a running simulation: Python's signal handlers run (so
+/// Ctrl-C is seen within it) and the progress callback is called.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// What the looks of one run saw: the exception that stopped it, the virtual time reached.
+#[derive(Default)]
+struct Looked {
+    error: Option<PyErr>,
+    now_ns: u64,
+}
+
+/// The run's [`Watch`]: every [`LOOK_EVERY`] of wall time, with the GIL, Python's signal
+/// handlers (`check_signals`: Ctrl-C raises KeyboardInterrupt there), then
+/// `progress(now_ns, planned_ns or None)`; an exception from either stops the run and is
+/// kept in `looked`.
+fn watch(progress: Option<PyObject>, planned: Option<u64>, looked: Arc<Mutex<Looked>>) -> Watch {
+    let mut last = Instant::now();
+    Box::new(move |now| {
+        if last.elapsed() < LOOK_EVERY {
+            return true;
+        }
+        last = Instant::now();
+        let result = Python::with_gil(|py| {
+            py.check_signals()?;
+            if let Some(f) = &progress {
+                f.call1(py, (now, planned))?;
+            }
+            Ok::<(), PyErr>(())
+        });
+        let mut l = looked.lock().unwrap_or_else(|e| e.into_inner());
+        l.now_ns = now;
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                l.error = Some(e);
+                false
+            }
+        }
+    })
+}
+
+/// One run of `vm_jobs`, watched (Ctrl-C, `progress`); fio's JSON text. A run Ctrl-C
+/// stopped raises [`Interrupted`] with the JSON of what ran so far.
+fn run_watched(
+    py: Python<'_>,
+    stack_text: &str,
+    stack_path: &str,
+    vm_jobs: &[VmJob],
+    seed: Option<u64>,
+    progress: Option<PyObject>,
+) -> PyResult<String> {
+    let looked = Arc::new(Mutex::new(Looked::default()));
+    let seen = looked.clone();
+    let make = Box::new(move |planned| watch(progress, planned, seen));
+    let out = py
+        .allow_threads(|| run_many_watched(stack_text, stack_path, vm_jobs, seed, Some(make)))
+        .map_err(|e: RunError| err(e))?;
+    let mut v = fio_json(&out);
+    let looked = std::mem::take(&mut *looked.lock().unwrap_or_else(|e| e.into_inner()));
+    match looked.error {
+        None => Ok(json_text(&v)),
+        Some(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => {
+            v["vmio"]["interrupted"] = serde_json::json!({ "virtual_time_ns": looked.now_ns });
+            Err(Interrupted::new_err(json_text(&v)))
+        }
+        Some(e) => Err(e),
+    }
+}
+
+/// Run one simulation; returns fio's JSON output as text. `progress(now_ns, planned_ns)`
+/// is called about every 100 ms of wall time (planned_ns None when the job has no
+/// runtime); Ctrl-C raises `Interrupted` carrying the JSON of what ran so far.
 #[pyfunction]
-#[pyo3(signature = (stack_text, stack_path, job_text, job_path, seed=None, vm=None))]
+#[pyo3(signature = (stack_text, stack_path, job_text, job_path, seed=None, vm=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
     stack_text: &str,
@@ -33,43 +117,38 @@ fn simulate(
     job_path: &str,
     seed: Option<u64>,
     vm: Option<&str>,
+    progress: Option<PyObject>,
 ) -> PyResult<String> {
-    py.allow_threads(|| {
-        run_json(&RunInput {
-            stack_text,
-            stack_path,
-            job_text,
-            job_path,
-            seed,
-            vm,
-        })
-    })
-    .map_err(err)
+    let vm_jobs = [VmJob {
+        vm,
+        job_text,
+        job_path,
+    }];
+    run_watched(py, stack_text, stack_path, &vm_jobs, seed, progress)
 }
 
 /// Run several VMs at once, each with its own fio job file: `jobs` is a list of
-/// `(vm_name_or_None, job_text, job_path)`. Returns fio's JSON output as text.
+/// `(vm_name_or_None, job_text, job_path)`. Returns fio's JSON output as text; `progress`
+/// and Ctrl-C as [`simulate`].
 #[pyfunction]
-#[pyo3(signature = (stack_text, stack_path, jobs, seed=None))]
+#[pyo3(signature = (stack_text, stack_path, jobs, seed=None, progress=None))]
 fn simulate_many(
     py: Python<'_>,
     stack_text: &str,
     stack_path: &str,
     jobs: Vec<(Option<String>, String, String)>,
     seed: Option<u64>,
+    progress: Option<PyObject>,
 ) -> PyResult<String> {
-    py.allow_threads(|| {
-        let vm_jobs: Vec<VmJob> = jobs
-            .iter()
-            .map(|(vm, text, path)| VmJob {
-                vm: vm.as_deref(),
-                job_text: text,
-                job_path: path,
-            })
-            .collect();
-        run_many_json(stack_text, stack_path, &vm_jobs, seed)
-    })
-    .map_err(err)
+    let vm_jobs: Vec<VmJob> = jobs
+        .iter()
+        .map(|(vm, text, path)| VmJob {
+            vm: vm.as_deref(),
+            job_text: text,
+            job_path: path,
+        })
+        .collect();
+    run_watched(py, stack_text, stack_path, &vm_jobs, seed, progress)
 }
 
 /// Run one simulator benchmark case; returns a dict of its figures.
@@ -317,6 +396,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VmioError", m.py().get_type_bound::<VmioError>())?;
+    m.add("Interrupted", m.py().get_type_bound::<Interrupted>())?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_many, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;

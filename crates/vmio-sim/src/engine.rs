@@ -9,6 +9,16 @@
 //! unique (the sequence number), so the pop order is exactly the (time, seq) order whatever
 //! the heap's internal layout. The device models use the same heap for their pending
 //! completions and write-buffer releases.
+//!
+//! A run can be watched from outside ([`Watch`]): every [`WATCH_EVERY`] events the queue
+//! shows the watch the virtual time, and a watch that answers `false` ends the run there,
+//! as if no event were left (Ctrl-C: the caller checks its signals in the watch, and the
+//! run reports what ran so far; a progress line: the watch draws it). Without a watch the
+//! queue behaves exactly as before; the watch only reads, so it changes no result.
+//!
+//! ```text
+//! pop():  if events processed % WATCH_EVERY == 0 and watch(now) == false: stop, return None
+//! ```
 
 use vmio_core::Ns;
 
@@ -117,6 +127,13 @@ impl<T: Copy> MinHeap<T> {
     }
 }
 
+/// Looks at a run from outside: given the virtual time, answers whether the run goes on.
+pub type Watch = Box<dyn FnMut(Ns) -> bool + Send>;
+
+/// Events between two looks of a [`Watch`]: a few milliseconds of simulation (millions of
+/// events a second), so Ctrl-C is seen well within a second and the check costs nothing.
+pub const WATCH_EVERY: u64 = 1 << 14;
+
 #[derive(Default)]
 pub struct EventQueue {
     heap: MinHeap<u64>,
@@ -125,6 +142,9 @@ pub struct EventQueue {
     processed: u64,
     /// Events pushed with [`EventQueue::push_background`] and not popped yet.
     background: usize,
+    watch: Option<Watch>,
+    /// The watch stopped the run.
+    stopped: bool,
 }
 
 impl EventQueue {
@@ -168,9 +188,28 @@ impl EventQueue {
         self.heap.len() - self.background
     }
 
-    /// The next event, advancing virtual time to it.
+    /// Let `watch` look at the run every [`WATCH_EVERY`] events (None: nobody looks).
+    pub fn set_watch(&mut self, watch: Option<Watch>) {
+        self.watch = watch;
+    }
+
+    /// A watch ended the run before its last event.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The next event, advancing virtual time to it; None when there is none left or a
+    /// watch stopped the run.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ns, u64)> {
+        if self.processed.is_multiple_of(WATCH_EVERY) {
+            if let Some(watch) = self.watch.as_mut() {
+                if self.stopped || !watch(self.now) {
+                    self.stopped = true;
+                    return None;
+                }
+            }
+        }
         let ((t, _), p) = self.heap.pop()?;
         self.now = t;
         self.processed += 1;
@@ -244,6 +283,33 @@ mod tests {
         let rest: Vec<_> = std::iter::from_fn(|| h.pop().map(|(k, _)| k)).collect();
         assert_eq!(rest, keys);
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn a_watch_looks_every_watch_every_events_and_stops_the_run_when_it_says_so() {
+        let looks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = looks.clone();
+        let mut q = EventQueue::new();
+        q.set_watch(Some(Box::new(move |now| {
+            let mut seen = seen.lock().unwrap();
+            seen.push(now);
+            seen.len() < 3
+        })));
+        for t in 0..10 * WATCH_EVERY {
+            q.push(t, t);
+        }
+        let mut popped = 0;
+        while q.pop().is_some() {
+            popped += 1;
+        }
+        // Looks after 0, WATCH_EVERY and 2 * WATCH_EVERY events; the third says stop.
+        assert_eq!(popped, 2 * WATCH_EVERY);
+        assert_eq!(
+            *looks.lock().unwrap(),
+            vec![0, WATCH_EVERY - 1, 2 * WATCH_EVERY - 1]
+        );
+        assert!(q.stopped());
+        assert_eq!(q.pop(), None, "a stopped run stays stopped");
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! [`RunOutput`] (the [`crate::sim::SimReport`] with the stack and job files) and fio's JSON
 //! output out. This is what the CLI and the bindings call.
 
+use crate::engine::Watch;
 use crate::output::{fio_json, RunOutput};
-use crate::sim::{bind_jobs, simulate, SimError};
+use crate::sim::{bind_jobs, simulate_watched, SimError};
 use thiserror::Error;
-use vmio_core::fio::{parse_job_file_with, FioError, Host, ReadContext};
+use vmio_core::fio::{parse_job_file_with, FioError, Host, JobSpec, ReadContext};
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::workload::{parse_trace, TimedIo, TraceFormat};
+use vmio_core::Ns;
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -83,6 +85,21 @@ pub fn run_many(
     vm_jobs: &[VmJob],
     seed: Option<u64>,
 ) -> Result<RunOutput, RunError> {
+    run_many_watched(stack_text, stack_path, vm_jobs, seed, None)
+}
+
+/// A [`Watch`] made once the job files are read, given the virtual time they plan
+/// ([`planned_ns`]; None when a job ends on its bytes).
+pub type WatchFor = Box<dyn FnOnce(Option<Ns>) -> Watch + Send>;
+
+/// [`run_many`] with a [`Watch`] looking at the simulation (Ctrl-C, progress).
+pub fn run_many_watched(
+    stack_text: &str,
+    stack_path: &str,
+    vm_jobs: &[VmJob],
+    seed: Option<u64>,
+    watch: Option<WatchFor>,
+) -> Result<RunOutput, RunError> {
     let stack = Stack::from_toml(stack_text, stack_path)?;
     let dir = std::path::Path::new(stack_path)
         .parent()
@@ -124,7 +141,8 @@ pub fn run_many(
         job_files.push(job_file);
     }
     let seed = seed.or(stack.seed).unwrap_or(1);
-    let report = simulate(stack.clone(), bindings, seed)?;
+    let watch = watch.map(|make| make(planned_ns(job_files.iter().flat_map(|f| &f.jobs))));
+    let report = simulate_watched(stack.clone(), bindings, seed, watch)?;
     Ok(RunOutput {
         report,
         stack,
@@ -251,19 +269,54 @@ pub fn run_many_json(
     seed: Option<u64>,
 ) -> Result<String, RunError> {
     let out = run_many(stack_text, stack_path, vm_jobs, seed)?;
-    Ok(serde_json::to_string_pretty(&fio_json(&out)).expect("JSON values always serialize") + "\n")
+    Ok(json_text(&fio_json(&out)))
 }
 
 /// Run and render fio's JSON output (pretty-printed, deterministic).
 pub fn run_json(input: &RunInput) -> Result<String, RunError> {
     let out = run(input)?;
-    let v = fio_json(&out);
-    Ok(serde_json::to_string_pretty(&v).expect("JSON values always serialize") + "\n")
+    Ok(json_text(&fio_json(&out)))
+}
+
+/// A JSON value as vmio prints it: pretty, with a final newline.
+pub fn json_text(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).expect("JSON values always serialize") + "\n"
+}
+
+/// The virtual time a job file should take, for a progress line: its stonewall groups one
+/// after the other, each as long as its longest job's `ramp_time + runtime`. None when a
+/// job has no runtime (it ends when its bytes are done, which only the run tells).
+///
+/// ```text
+/// planned = Σ over groups g of max over jobs j in g of (ramp_time_j + runtime_j)
+/// ```
+pub fn planned_ns<'a>(jobs: impl IntoIterator<Item = &'a JobSpec>) -> Option<Ns> {
+    let mut groups: std::collections::BTreeMap<u32, Ns> = Default::default();
+    for j in jobs {
+        let t = j.ramp_time_ns + j.runtime_ns.filter(|&r| r > 0)?;
+        let g = groups.entry(j.group_id).or_default();
+        *g = (*g).max(t);
+    }
+    Some(groups.values().sum())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::read_bounded;
+    use super::{planned_ns, read_bounded};
+    use vmio_core::fio::parse_job_file;
+    use vmio_core::SEC;
+
+    #[test]
+    fn the_planned_time_adds_up_the_groups_each_as_long_as_its_longest_job() {
+        let f = parse_job_file(
+            "[global]\nruntime=2\n[a]\n[b]\nruntime=3\nramp_time=1\n[c]\nstonewall\n",
+            "j.fio",
+        )
+        .unwrap();
+        assert_eq!(planned_ns(&f.jobs), Some(4 * SEC + 2 * SEC));
+        let f = parse_job_file("[a]\nruntime=2\n[b]\nsize=1m\n", "j.fio").unwrap();
+        assert_eq!(planned_ns(&f.jobs), None, "b ends when its bytes are done");
+    }
     use std::path::Path;
 
     fn scratch(tag: &str) -> std::path::PathBuf {

@@ -489,7 +489,21 @@ impl Sim {
 
 /// Convenience: parse nothing, just run a stack and bound jobs.
 pub fn simulate(stack: Stack, jobs: Vec<JobBinding>, seed: u64) -> Result<SimReport, SimError> {
-    Ok(Sim::new(stack, jobs, seed)?.run())
+    simulate_watched(stack, jobs, seed, None)
+}
+
+/// [`simulate`] with a [`crate::engine::Watch`] looking at it (Ctrl-C, progress): a watch
+/// that stops the run gets the report of what ran so far (an unfinished job's runtime ends
+/// at the stop).
+pub fn simulate_watched(
+    stack: Stack,
+    jobs: Vec<JobBinding>,
+    seed: u64,
+    watch: Option<crate::engine::Watch>,
+) -> Result<SimReport, SimError> {
+    let mut sim = Sim::new(stack, jobs, seed)?;
+    sim.q.set_watch(watch);
+    Ok(sim.run())
 }
 
 #[cfg(test)]

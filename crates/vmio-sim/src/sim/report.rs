@@ -88,7 +88,9 @@ impl Sim {
             .zip(self.work.bindings)
             .map(|(j, (b, clone))| {
                 let measured_from = j.start_ns + j.ramp_ns;
-                let end = j.end_ns.min(j.finish_ns.max(measured_from));
+                // A run stopped from outside (engine::Watch) leaves jobs unfinished: up to now.
+                let finish = if j.finished { j.finish_ns } else { now };
+                let end = j.end_ns.min(finish.max(measured_from));
                 let runtime_ns = end.saturating_sub(measured_from);
                 let mut stats = j.stats;
                 for s in &mut stats {
