@@ -665,8 +665,11 @@ impl Sim {
         // fiojob: ioengine=null completes here, the next request after the engine's cost.
         if job.route == Route::Null {
             use vmio_core::fio::engine::NULL_IO_NS;
-            if now >= job.start_ns + job.ramp_ns && now + NULL_IO_NS <= job.end_ns {
-                job.stats[dir_index(op)].record(len, 0, NULL_IO_NS);
+            let from = job.start_ns + job.ramp_ns;
+            if now >= from && now + NULL_IO_NS <= job.end_ns {
+                // One I/O at a time: depth 1, done NULL_IO_NS after now.
+                let at = now + NULL_IO_NS - from;
+                job.stats[dir_index(op)].record(at, 1, len, 0, NULL_IO_NS);
             }
             job.arrival_pending = true;
             self.q.push(now + NULL_IO_NS, Event::Arrival(j).pack());
