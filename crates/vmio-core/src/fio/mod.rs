@@ -347,6 +347,10 @@ pub struct JobSpec {
     /// fio's `directory`: where the files go (a ':'-separated list: clone `c` uses entry
     /// `c % n`); None: the filesystem's mount point.
     pub directory: Option<String>,
+    /// fio's `filename_format`: the name of a job's own files, with `$jobname`, `$jobnum`
+    /// (the clone), `$filenum` and `$clientuid` replaced (`workload::fio_files`); None: fio's
+    /// default `$jobname.$jobnum.$filenum`.
+    pub filename_format: Option<String>,
     /// fio's `fallocate`: how the layout phase allocates a file the job only writes.
     pub fallocate: Fallocate,
     /// fio's `create_on_open`: files are created when the job first opens them, not laid out.
@@ -471,6 +475,7 @@ impl Default for JobSpec {
             openfiles: 0,
             file_service: FileService::default(),
             directory: None,
+            filename_format: None,
             fallocate: Fallocate::Native,
             create_on_open: false,
             unlink: false,
@@ -1246,6 +1251,14 @@ impl Parser {
             "directory" => {
                 j.directory =
                     Some(self.text(key, value, line, "a directory path (':' separates several)")?)
+            }
+            "filename_format" => {
+                j.filename_format = Some(self.text(
+                    key,
+                    value,
+                    line,
+                    "a file name with $jobname, $jobnum, $filenum",
+                )?)
             }
             "randseed" => j.randseed = Some(self.int(key, value, line)?),
             "norandommap" => j.norandommap = self.boolean(key, value, line)?,

@@ -20,8 +20,9 @@
 //!                 replaced and the value holds + - * or /, the value is computed as bc would
 //!                 (integers, + - * / %, parentheses, division truncating)
 //! $jobnum $jobname $filenum $clientuid
-//!                 left as written: fio expands them only in filename_format, which vmio does
-//!                 not model; any other '$' is literal text, as in fio
+//!                 left as written here: fio expands them only in filename_format, when it
+//!                 names a job's files (`workload::fio_files`); any other '$' is literal
+//!                 text, as in fio
 //! (expr)          fio's arithmetic is compiled in only with CONFIG_ARITHMETIC, which Debian's
 //!                 fio 3.33 lacks ("failed parsing bs=(2*2048)"): vmio refuses it the same way
 //! size N%         a share of the disk (block jobs) or of the fixed filesize (file jobs),

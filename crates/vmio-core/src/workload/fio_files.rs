@@ -40,7 +40,8 @@
 //!         per file: unlink -> Delete, open -> Close; Done
 //! ```
 //!
-//! Not modelled: `filename_format`, `unique_filename`, `file_append`, `unlink_each_loop`,
+//! `filename_format` names a job's own files as fio's `make_filename` does ([`file_name`]).
+//! Not modelled: `unique_filename`, `file_append`, `unlink_each_loop`,
 //! `fsync_on_close`, `end_syncfs`, non-uniform file service (refused by the parser) and the
 //! wait fio makes for a completion when its open limit refuses a pick (fio's EBUSY reap).
 
@@ -117,10 +118,38 @@ pub(super) fn file_paths(spec: &JobSpec, clone: u32, mount: &str) -> Vec<String>
         _ => {
             let dir = &dirs[clone as usize % dirs.len()];
             (0..spec.nrfiles)
-                .map(|i| join(dir, &format!("{}.{clone}.{i}", spec.name), true))
+                .map(|i| join(dir, &file_name(spec, clone, i), true))
                 .collect()
         }
     }
+}
+
+/// The name of file `filenum` of clone `clone` (fio's `make_filename`, init.c): the job's
+/// `filename_format` with each of `$jobname`, `$jobnum`, `$filenum` and `$clientuid` replaced
+/// wherever it appears, in any case (fio looks them up with `strcasestr`); `$clientuid` is the
+/// client's address in fio's client/server mode and empty in a local run, as here. Without a
+/// format, fio's default `$jobname.$jobnum.$filenum`.
+fn file_name(spec: &JobSpec, clone: u32, filenum: u32) -> String {
+    let Some(format) = spec.filename_format.as_deref() else {
+        return format!("{}.{clone}.{filenum}", spec.name);
+    };
+    let values = [
+        ("$jobname", spec.name.clone()),
+        ("$jobnum", clone.to_string()),
+        ("$filenum", filenum.to_string()),
+        ("$clientuid", String::new()),
+    ];
+    let mut name = format.to_string();
+    for (keyword, value) in values {
+        // Replace left to right; a value is never searched again for the same keyword.
+        let mut from = 0;
+        while let Some(at) = name[from..].to_ascii_lowercase().find(keyword) {
+            let at = from + at;
+            name.replace_range(at..at + keyword.len(), &value);
+            from = at + value.len();
+        }
+    }
+    name
 }
 
 /// What the generator needs of a job's files: the declarations, each file's I/O region
@@ -528,6 +557,16 @@ mod tests {
         );
         assert_eq!(paths(&w[1]), ["/mnt/j.1.0", "/mnt/j.1.1", "/mnt/j.1.2"]);
         assert!(w[0].files().iter().all(|d| d.dir == 0));
+    }
+
+    #[test]
+    fn filename_format_replaces_jobname_jobnum_and_filenum_in_any_case_as_fio_does() {
+        let w = clones("numjobs=2\nnrfiles=2\nsize=2m\nfilename_format=data.$JOBNUM.$filenum\n");
+        assert_eq!(paths(&w[0]), ["/mnt/data.0.0", "/mnt/data.0.1"]);
+        assert_eq!(paths(&w[1]), ["/mnt/data.1.0", "/mnt/data.1.1"]);
+        // Every occurrence, the job's name too; $clientuid is empty outside client/server.
+        let w = clones("size=1m\nfilename_format=$jobname-$jobname.$clientuid$jobnum\n");
+        assert_eq!(paths(&w[0]), ["/mnt/j-j.0"]);
     }
 
     #[test]
