@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         stack = work / "stack.toml"
         stack.write_text(STACK)
         for path in files:
-            row = run_one(path, work, stack, args.cap, args.timeout)
+            # Each example in a directory of its own, as a user would run it: the log files
+            # one writes (write_lat_log=prio-run.log ...) never meet another's.
+            own = work / path.name.removesuffix(".gz").removesuffix(".fio")
+            own.mkdir()
+            row = run_one(path, own, stack, args.cap, args.timeout)
             print(
                 f"{row['file']}: {row['outcome']} ({row.get('seconds', '-')} s)",
                 file=sys.stderr,
