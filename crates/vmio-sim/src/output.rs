@@ -10,7 +10,8 @@
 //! `sync`, `job_runtime`, CPU figures (0: no process accounting), `iodepth_level`,
 //! `iodepth_submit`, `iodepth_complete`, `latency_ns/us/ms`, `latency_depth/target/
 //! percentile/window`; top level `fio version`, `timestamp` (0: results must be
-//! byte-identical for identical inputs), `time`, `global options`, `jobs`, `disk_util` (the
+//! byte-identical for identical inputs), `time`, `global options`, `jobs`, `disk_util` (each
+//! disk of a VM that ran a job, as its guest kernel counts it; then, on a native host, the
 //! host's devices, with no tick counts).
 //!
 //! ```text
@@ -243,25 +244,7 @@ pub fn fio_json(out: &RunOutput) -> Value {
         .iter()
         .flat_map(|f| f.global_options.iter().cloned())
         .collect();
-    let total_ns = r.virtual_time_ns.max(1);
-    let disk_util: Vec<Value> = r
-        .devices
-        .iter()
-        .map(|d| {
-            let s = &d.stats;
-            json!({
-                "name": d.name,
-                "read_ios": s.read_ops,
-                "write_ios": s.write_ops,
-                "read_merges": 0,
-                "write_merges": 0,
-                "read_ticks": 0,
-                "write_ticks": 0,
-                "in_queue": 0,
-                "util": crate::metrics::round6(100.0 * s.busy_ns as f64 / total_ns as f64),
-            })
-        })
-        .collect();
+    let disk_util = disk_util(r, &out.stack);
     let devices: Vec<Value> = r
         .devices
         .iter()
@@ -362,6 +345,54 @@ pub fn fio_json(out: &RunOutput) -> Value {
 }
 
 /// `vmio.cpu` (a stack with `[cpu]`): the host's threads and cores.
+/// fio's `disk_util` as fio in each VM that ran a job would print it (its `show_disk_util`,
+/// from the guest kernel's diskstats: `sim/guest.rs` [`crate::sim::DiskAcct`]), times in ms;
+/// merges are 0 (the guest's block layer does not merge here). On a native host (no guest),
+/// the host devices follow, as fio on the host sees them below its volume.
+fn disk_util(r: &SimReport, stack: &Stack) -> Vec<Value> {
+    let total_ns = r.virtual_time_ns.max(1);
+    let util = |busy_ns: u64| crate::metrics::round6(100.0 * busy_ns as f64 / total_ns as f64);
+    let ms = |ns: u64| ns / 1_000_000;
+    let ran: Vec<&str> = r.jobs.iter().map(|j| j.vm.as_str()).collect();
+    let mut out: Vec<Value> = r
+        .guest_disks
+        .iter()
+        .filter(|d| ran.contains(&d.vm.as_str()))
+        .map(|d| {
+            let s = &d.stats;
+            json!({
+                "name": d.disk,
+                "read_ios": s.read_ios,
+                "write_ios": s.write_ios,
+                "read_merges": 0,
+                "write_merges": 0,
+                "read_ticks": ms(s.read_ticks_ns),
+                "write_ticks": ms(s.write_ticks_ns),
+                "in_queue": ms(s.in_queue_ns),
+                "util": util(s.io_ticks_ns),
+                "vm": d.vm,
+            })
+        })
+        .collect();
+    if stack.host.hypervisor == "native" {
+        out.extend(r.devices.iter().map(|d| {
+            let s = &d.stats;
+            json!({
+                "name": d.name,
+                "read_ios": s.read_ops,
+                "write_ios": s.write_ops,
+                "read_merges": 0,
+                "write_merges": 0,
+                "read_ticks": 0,
+                "write_ticks": 0,
+                "in_queue": 0,
+                "util": util(s.busy_ns),
+            })
+        }));
+    }
+    out
+}
+
 fn cpu_json(c: &crate::sim::CpuReport, hypervisor: &str) -> Value {
     let threads: Vec<Value> = c
         .threads

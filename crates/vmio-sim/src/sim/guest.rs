@@ -10,6 +10,18 @@
 //! guest_done: free the queue slot (start the first waiter); last part → jobs.rs io_done
 //! ```
 //!
+//! Each virtual disk keeps the statistics the guest kernel keeps of it and fio's `disk_util`
+//! prints ([`DiskAcct`]: Linux block/genhd.c `diskstats_show`, block/blk-core.c
+//! `update_io_ticks` and `blk_account_io_done`, fio diskutil.c): a part is a request of the
+//! guest's block layer from its issue to its completion.
+//!
+//! ```text
+//! issue (each part):   in_flight += 1 (0 → 1: a busy period starts)
+//! done (each part):    in_flight -= 1 (1 → 0: io_ticks += the busy period)
+//!                      read/write: ios += 1, ticks += done - issue; in_queue += done - issue
+//! end of the run:      a busy period still open is counted up to the end
+//! ```
+//!
 //! Sources: Linux block/blk-merge.c (a bio above the queue limits is split), QEMU
 //! hw/block/virtio-blk.c (queue size, seg_max; one VMM thread per disk); the costs come from
 //! [`crate::vdisk`].
@@ -49,12 +61,14 @@ pub(super) struct VReq {
     pub(super) len: u64,
 }
 
-/// A virtual disk: its interface model, the VMM thread and the queue slots.
+/// A virtual disk: its interface model, the VMM thread, the queue slots and the guest's
+/// statistics of it.
 pub(super) struct VDiskState {
     model: InterfaceModel,
     vmm_busy: Ns,
     inflight: u32,
     waitq: VecDeque<usize>,
+    acct: DiskAcct,
 }
 
 impl VDiskState {
@@ -64,7 +78,61 @@ impl VDiskState {
             vmm_busy: 0,
             inflight: 0,
             waitq: VecDeque::new(),
+            acct: DiskAcct::default(),
         }
+    }
+}
+
+/// The guest kernel's statistics of a disk (module doc), in ns; fio prints the times in ms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskAcct {
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub read_ticks_ns: Ns,
+    pub write_ticks_ns: Ns,
+    /// Every request's time from issue to completion, added up (Linux's `time_in_queue`).
+    pub in_queue_ns: Ns,
+    /// Time with at least one request in flight (Linux's `io_ticks`).
+    pub io_ticks_ns: Ns,
+    in_flight: u32,
+    busy_since: Ns,
+}
+
+impl DiskAcct {
+    fn issue(&mut self, now: Ns) {
+        if self.in_flight == 0 {
+            self.busy_since = now;
+        }
+        self.in_flight += 1;
+    }
+
+    fn done(&mut self, now: Ns, op: Op, issued: Ns) {
+        self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.io_ticks_ns += now - self.busy_since;
+        }
+        let took = now - issued;
+        self.in_queue_ns += took;
+        match op {
+            Op::Read => {
+                self.read_ios += 1;
+                self.read_ticks_ns += took;
+            }
+            Op::Write => {
+                self.write_ios += 1;
+                self.write_ticks_ns += took;
+            }
+            Op::Flush | Op::Trim => {}
+        }
+    }
+
+    /// The statistics at `now`, a busy period still open counted up to it.
+    pub(super) fn at(&self, now: Ns) -> DiskAcct {
+        let mut a = self.clone();
+        if a.in_flight > 0 {
+            a.io_ticks_ns += now - a.busy_since;
+        }
+        a
     }
 }
 
@@ -111,6 +179,11 @@ impl GuestState {
     pub(super) fn guest_complete_ns(&self, r: usize) -> Ns {
         self.model_of(r).0.guest_complete_ns()
     }
+
+    /// Each virtual disk's statistics at `now`, indexed like `Sim::disks`.
+    pub(super) fn disk_stats(&self, now: Ns) -> impl Iterator<Item = DiskAcct> + '_ {
+        self.vdisks.iter().map(move |d| d.acct.at(now))
+    }
 }
 
 impl Sim {
@@ -149,6 +222,7 @@ impl Sim {
                 len: n,
             });
             off += n;
+            self.guest.vdisks[disk].acct.issue(now);
             self.vdisk_submit(now, r);
         }
     }
@@ -187,7 +261,9 @@ impl Sim {
 
     pub(super) fn guest_done(&mut self, now: Ns, r: usize) {
         let v = self.guest.vreqs.remove(r);
+        let issued = self.guest.gios.get_ref(v.gio).issue_ns;
         let d = &mut self.guest.vdisks[v.disk];
+        d.acct.done(now, v.op, issued);
         d.inflight -= 1;
         if let Some(next) = d.waitq.pop_front() {
             self.vdisk_submit(now, next);

@@ -47,8 +47,9 @@ mod report;
 pub(crate) mod samples;
 
 pub use cpu::{CpuReport, ThreadLabel};
+pub use guest::DiskAcct;
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
-pub use report::{DeviceReport, JobReport, PdcDiskReport, SimReport};
+pub use report::{DeviceReport, GuestDiskReport, JobReport, PdcDiskReport, SimReport};
 
 use crate::device::DeviceError;
 use crate::engine::EventQueue;

@@ -46,10 +46,19 @@ pub struct DeviceReport {
     pub params: Vec<(String, String)>,
 }
 
+/// A VM's disk as its guest kernel counts it (fio's `disk_util` in the guest).
+pub struct GuestDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub stats: super::DiskAcct,
+}
+
 pub struct SimReport {
     pub seed: u64,
     pub jobs: Vec<JobReport>,
     pub devices: Vec<DeviceReport>,
+    /// Every VM's disks, in stack order.
+    pub guest_disks: Vec<GuestDiskReport>,
     pub virtual_time_ns: Ns,
     pub events: u64,
     pub page_cache: vmio_core::cache::pagecache::PageCacheStats,
@@ -167,10 +176,21 @@ impl Sim {
             .zip(guest_stats)
             .filter_map(|(n, g)| g.map(|g| (n.clone(), g)))
             .collect();
+        let guest_disks = self
+            .guest
+            .disk_stats(now)
+            .enumerate()
+            .map(|(i, stats)| GuestDiskReport {
+                vm: self.vm_names[self.disks[i].owner as usize].clone(),
+                disk: self.disk_names[i].clone(),
+                stats,
+            })
+            .collect();
         let host = self.cache.stats();
         let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
             cpu,
+            guest_disks,
             guests,
             seed: self.seed,
             jobs,

@@ -643,3 +643,44 @@ fn the_same_run_in_writeback_reports_no_pdc_disk_and_the_same_flush_count() {
         wb["vmio"]["page_cache"]["flushes"]
     );
 }
+
+#[test]
+fn disk_util_counts_the_guests_requests_their_times_and_the_busy_share_as_diskstats_does() {
+    // One job at QD1 on a VM's disk: every request of the guest is one of the disk's; the
+    // ticks add up the requests' times (fio's lat less nothing: issue to completion); busy
+    // the whole time the job ran, and idle at no point in between.
+    let job =
+        "[j]\nrw=randread\nbs=4k\nioengine=psync\ndirect=1\nsize=64m\nruntime=1\ntime_based\n";
+    let o = sim("linear", "none", job, 1);
+    let j = &o.report.jobs[0];
+    let d = o
+        .report
+        .guest_disks
+        .iter()
+        .find(|d| d.vm == j.vm)
+        .expect("the job's VM's disk is reported");
+    let s = &d.stats;
+    // The disk also counts the request in flight when the job's runtime ended, which fio's
+    // job statistics leave out (as diskstats does in a guest).
+    let n = j.stats[0].total_ios;
+    assert!(
+        s.read_ios == n || s.read_ios == n + 1,
+        "{} vs {n}",
+        s.read_ios
+    );
+    assert_eq!(s.write_ios, 0);
+    let lat_sum = j.stats[0].lat.mean() * s.read_ios as f64;
+    let ticks = s.read_ticks_ns as f64;
+    assert!((ticks / lat_sum - 1.0).abs() < 0.02, "{ticks} vs {lat_sum}");
+    assert_eq!(s.in_queue_ns, s.read_ticks_ns);
+    // QD1 back to back: busy as long as the requests took, which is the run.
+    assert!(s.io_ticks_ns <= o.report.virtual_time_ns);
+    assert!((s.io_ticks_ns as f64 / ticks - 1.0).abs() < 0.02);
+    // fio's disk_util entry carries it, in ms.
+    let v: serde_json::Value =
+        serde_json::from_str(&crate::output::fio_json(&o).to_string()).unwrap();
+    let e = &v["disk_util"][0];
+    assert_eq!(e["name"], d.disk.as_str());
+    assert_eq!(e["read_ios"], s.read_ios);
+    assert_eq!(e["read_ticks"], s.read_ticks_ns / 1_000_000);
+}
