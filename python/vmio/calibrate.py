@@ -600,14 +600,17 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     def cost(params: Params, which: Sequence[Point]) -> float:
         return sum((math.log(throughput(params, p.job)) - math.log(p.iops)) ** 2 for p in which)
 
-    def best_units(c_s: float, duplex: str, proc: tuple[float, float]) -> int:
+    def units_cost(c_s: float, duplex: str, proc: tuple[float, float]) -> Callable[[int], float]:
+        """E over the loaded points as a function of N, the rest fixed: N enters only the
+        unit bound N / a, so each point's other bound is computed once."""
         base = params_of(c_s, 1, duplex, proc)
         terms = [(bounds(base, p.job), p.iops) for p in loaded]
+        return lambda n: sum(
+            (math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms
+        )
 
-        def units_cost(n: int) -> float:
-            return sum((math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms)
-
-        return min(range(1, MAX_UNITS + 1), key=units_cost)
+    def best_units(c_s: float, duplex: str, proc: tuple[float, float]) -> int:
+        return min(range(1, MAX_UNITS + 1), key=units_cost(c_s, duplex, proc))
 
     def argmin(f: Callable[[float], float], hi: float) -> float:
         """The least f on [0, hi): a grid of C_GRID steps, then golden section (0.1 ns)
@@ -631,12 +634,7 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         grid = []
         steps = [_steps(hi, n) for hi, n in zip((c_max, b_max, k_max), START_GRID, strict=True)]
         for c, b, k in itertools.product(*steps):
-            base = params_of(c, 1, duplex, (b, k))
-            terms = [(bounds(base, p.job), p.iops) for p in loaded]
-            e = min(
-                sum((math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms)
-                for n in START_UNITS
-            )
+            e = min(map(units_cost(c, duplex, (b, k)), START_UNITS))
             grid.append((e, c, b, k))
         _, c, b, k = min(grid)
         return c, (b, k)

@@ -589,10 +589,9 @@ impl Device for Flash {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{closed_loop, one, typed_params};
+    use super::super::testkit::{burst, closed_loop, drain, one, typed_params};
     use super::super::{build_device, DeviceError};
     use super::*;
-    use std::collections::BTreeMap;
 
     /// A flash device with the defaults overridden by `table` (a `[[device]]` body).
     fn flash(table: &str) -> Flash {
@@ -801,27 +800,8 @@ mod tests {
     fn commands_arriving_while_the_processor_is_busy_go_together_as_the_next_batch() {
         let mut d = flash(PROCESSOR);
         let tt = t(&d, Op::Read, 4096);
-        for tag in 0..5 {
-            d.submit(
-                0,
-                DevCmd {
-                    tag,
-                    op: Op::Read,
-                    offset_bytes: tag * 4096,
-                    len_bytes: 4096,
-                    fua: false,
-                },
-            );
-        }
-        let mut done_at = BTreeMap::new();
-        let mut done = Vec::new();
-        while let Some(now) = d.next_event_ns() {
-            done.clear();
-            d.advance(now, &mut done);
-            for tag in &done {
-                done_at.insert(*tag, now);
-            }
-        }
+        burst(&mut d, 0, Op::Read, 4096, 5);
+        let done_at = drain(&mut d);
         // The first is a batch of its own; the four behind it leave together after
         // 40 + 4 x 10 us more, then each reads on its own unit and queues for the pipe.
         assert_eq!(done_at[&0], 50 * US + 80 * US + tt);
@@ -854,18 +834,7 @@ mod tests {
             "units = 1\nwrite_latency = \"50us\"\nwrite_buffer = \"1m\"\nflush_latency = \"7us\"";
         let mut d = flash(table);
         let tt = t(&d, Op::Write, 4096);
-        for tag in 0..4 {
-            d.submit(
-                0,
-                DevCmd {
-                    tag,
-                    op: Op::Write,
-                    offset_bytes: tag * 4096,
-                    len_bytes: 4096,
-                    fua: false,
-                },
-            );
-        }
+        burst(&mut d, 0, Op::Write, 4096, 4);
         // The writes land at tt, 2tt, 3tt, 4tt; the one unit programs them back to back
         // from tt: the buffer is empty at tt + 4 × 50 us.
         let f = one(&mut d, 0, 9, Op::Flush, 0, 0, false);

@@ -503,6 +503,35 @@ pub(crate) mod testkit {
         from_values(profile, &values).map_err(|e| param_error(name, entry, e))
     }
 
+    /// Submit `n` commands `op` of `len` bytes at `now`, tags 0..n at consecutive offsets
+    /// (command i at i × len), all at once.
+    pub fn burst(dev: &mut dyn Device, now: Ns, op: Op, len: u64, n: u64) {
+        for tag in 0..n {
+            dev.submit(
+                now,
+                DevCmd {
+                    tag,
+                    op,
+                    offset_bytes: tag * len,
+                    len_bytes: len,
+                    fua: false,
+                },
+            );
+        }
+    }
+
+    /// Run the device until it has nothing left to do; returns each tag's completion time.
+    pub fn drain(dev: &mut dyn Device) -> BTreeMap<u64, Ns> {
+        let mut done_at = BTreeMap::new();
+        let mut done = Vec::new();
+        while let Some(now) = dev.next_event_ns() {
+            done.clear();
+            dev.advance(now, &mut done);
+            done_at.extend(done.iter().map(|&tag| (tag, now)));
+        }
+        done_at
+    }
+
     /// Submit one command at `now` and run the device until it completes; returns the
     /// completion time.
     pub fn one(
