@@ -351,8 +351,21 @@ pub fn fio_json(out: &RunOutput) -> Value {
 /// the host devices follow, as fio on the host sees them below its volume.
 fn disk_util(r: &SimReport, stack: &Stack) -> Vec<Value> {
     let total_ns = r.virtual_time_ns.max(1);
-    let util = |busy_ns: u64| crate::metrics::round6(100.0 * busy_ns as f64 / total_ns as f64);
-    let ms = |ns: u64| ns / 1_000_000;
+    // One fio entry: ios, ticks and in_queue per [read, write]; busy time in ns.
+    let entry = |name: &str, ios: [u64; 2], ticks_ns: [u64; 2], in_queue_ns: u64, busy_ns: u64| {
+        let ms = |ns: u64| ns / 1_000_000;
+        json!({
+            "name": name,
+            "read_ios": ios[0],
+            "write_ios": ios[1],
+            "read_merges": 0,
+            "write_merges": 0,
+            "read_ticks": ms(ticks_ns[0]),
+            "write_ticks": ms(ticks_ns[1]),
+            "in_queue": ms(in_queue_ns),
+            "util": crate::metrics::round6(100.0 * busy_ns as f64 / total_ns as f64),
+        })
+    };
     let ran: Vec<&str> = r.jobs.iter().map(|j| j.vm.as_str()).collect();
     let mut out: Vec<Value> = r
         .guest_disks
@@ -360,34 +373,21 @@ fn disk_util(r: &SimReport, stack: &Stack) -> Vec<Value> {
         .filter(|d| ran.contains(&d.vm.as_str()))
         .map(|d| {
             let s = &d.stats;
-            json!({
-                "name": d.disk,
-                "read_ios": s.read_ios,
-                "write_ios": s.write_ios,
-                "read_merges": 0,
-                "write_merges": 0,
-                "read_ticks": ms(s.read_ticks_ns),
-                "write_ticks": ms(s.write_ticks_ns),
-                "in_queue": ms(s.in_queue_ns),
-                "util": util(s.io_ticks_ns),
-                "vm": d.vm,
-            })
+            let mut e = entry(
+                &d.disk,
+                [s.read_ios, s.write_ios],
+                [s.read_ticks_ns, s.write_ticks_ns],
+                s.in_queue_ns,
+                s.io_ticks_ns,
+            );
+            e["vm"] = json!(d.vm);
+            e
         })
         .collect();
     if stack.host.hypervisor == "native" {
         out.extend(r.devices.iter().map(|d| {
             let s = &d.stats;
-            json!({
-                "name": d.name,
-                "read_ios": s.read_ops,
-                "write_ios": s.write_ops,
-                "read_merges": 0,
-                "write_merges": 0,
-                "read_ticks": 0,
-                "write_ticks": 0,
-                "in_queue": 0,
-                "util": util(s.busy_ns),
-            })
+            entry(&d.name, [s.read_ops, s.write_ops], [0, 0], 0, s.busy_ns)
         }));
     }
     out

@@ -103,8 +103,10 @@ pub struct Sampler {
     pub bw: SampleStats,
     pub iops: SampleStats,
     /// Every closed interval with data: (end ns from the measured start, KiB/s, IOPS),
-    /// what fio's `write_bw_log`/`write_iops_log` print at `log_avg_msec`.
+    /// what fio's `write_bw_log`/`write_iops_log` print at `log_avg_msec`; kept only for
+    /// such a log ([`Sampler::logged`]), as it grows with the run.
     pub intervals: Vec<(Ns, u64, u64)>,
+    keep_intervals: bool,
     /// A per-I/O bandwidth/IOPS log (`log_avg_msec=0`): samples are per I/O.
     per_io: bool,
 }
@@ -125,8 +127,15 @@ impl Sampler {
             bw: SampleStats::default(),
             iops: SampleStats::default(),
             intervals: Vec::new(),
+            keep_intervals: false,
             per_io: false,
         }
+    }
+
+    /// The same sampler keeping its intervals for a bandwidth or IOPS log.
+    pub fn logged(mut self) -> Self {
+        self.keep_intervals = true;
+        self
     }
 
     /// A completion of `bytes` at `at_ns` from the measured start, `clat_ns` after its
@@ -162,7 +171,9 @@ impl Sampler {
         let iops = self.ios * 1000 / ms;
         self.bw.add(kib_s);
         self.iops.add(iops);
-        self.intervals.push((self.end_ns, kib_s, iops));
+        if self.keep_intervals {
+            self.intervals.push((self.end_ns, kib_s, iops));
+        }
         self.bytes = 0;
         self.ios = 0;
     }
@@ -237,7 +248,11 @@ impl LogConfig {
     /// The job's sampler: its interval, per I/O when a bandwidth or IOPS log is per I/O.
     pub fn sampler(&self) -> Sampler {
         let mut s = Sampler::new(self.interval_ms * vmio_core::MS);
-        s.per_io = self.avg_ms == 0 && (self.bw.is_some() || self.iops.is_some());
+        let logged = self.bw.is_some() || self.iops.is_some();
+        s.per_io = self.avg_ms == 0 && logged;
+        if logged {
+            s = s.logged();
+        }
         s
     }
 }
@@ -363,7 +378,7 @@ mod tests {
 
     #[test]
     fn an_idle_interval_gives_no_sample() {
-        let mut s = Sampler::default();
+        let mut s = Sampler::default().logged();
         s.record(10 * MS, 4096, MS);
         s.record(1600 * MS, 4096, MS);
         s.finish(2000 * MS);
