@@ -164,3 +164,9 @@ def test_a_bad_validate_value_is_one_error_line(tmp_path: Path):
     r = run_vmio("validate", tmp_path, "-o", tmp_path / "y")
     assert r.returncode == 2 and "not a regular file" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_real_runs_go_in_rounds_so_a_workloads_repetitions_are_apart():
+    a, b, c = validate.heldout(3, 3)
+    order = validate.rounds(2, [a, b, c])
+    assert order == [(1, a), (1, b), (1, c), (2, a), (2, b), (2, c)]

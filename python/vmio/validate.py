@@ -8,7 +8,7 @@ workloads = heldout(seed, n)       (the family below; a draw equal to a battery 
                                       again, so no held-out workload was fitted on)
 for each workload w:
     vmio sim  stack.toml  w         -> DIR/sim/<w>.json          (same seed: deterministic)
-    fio       TARGET      w  x K    -> DIR/real/<w>.rep<k>.json  (K repetitions, one at a time)
+    fio       TARGET      w  x K    -> DIR/real/<w>.rep<k>.json  (K rounds of every w, one run at a time)
 vmio compare DIR/real DIR/sim       -> DIR/compare.txt, compare.csv, compare.png, the summary:
     per point and direction: bandwidth and mean latency, error = sim / median(real) - 1,
     and the real spread = (max - min) / median over the K repetitions
@@ -175,6 +175,13 @@ class Plan:
     seed: int
 
 
+def rounds(repeat: int, workloads: Sequence[Workload]) -> list[tuple[int, Workload]]:
+    """The real runs in the order they are made: `repeat` rounds, each running every
+    workload once, so that the repetitions of one workload are minutes apart and its median
+    spans the disk's drift over the whole run rather than one moment of it."""
+    return [(k, w) for k in range(1, repeat + 1) for w in workloads]
+
+
 def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
     """Simulate and run every held-out workload of `plan` into `out`/sim and `out`/real."""
     if (why := fio_missing()) is not None:
@@ -196,10 +203,10 @@ def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
             text = simulate_text(stack_text, str(plan.stack), job, f"{w.name}.fio", plan.seed)
             (out / "sim" / f"{w.name}.json").write_text(text, encoding="utf-8")
             bar.advance(f"sim {w.name}")
-            for k in range(1, plan.repeat + 1):
-                real = fio_json(fio_args(w, plan.target, plan.runtime_s, plan.size, direct), w.name)
-                (out / "real" / f"{w.name}.rep{k}.json").write_text(real, encoding="utf-8")
-                bar.advance(f"fio {w.name} rep {k}")
+        for k, w in rounds(plan.repeat, plan.workloads):
+            real = fio_json(fio_args(w, plan.target, plan.runtime_s, plan.size, direct), w.name)
+            (out / "real" / f"{w.name}.rep{k}.json").write_text(real, encoding="utf-8")
+            bar.advance(f"fio {w.name} rep {k}")
     finally:
         bar.close()
         if created:
@@ -265,20 +272,21 @@ def run_raid0(plan: Plan, workloads: Sequence[Workload], out: Path) -> None:
     )
     bar = Progress(len(workloads) * (plan.repeat + 1), title="validate raid0", stream=sys.stderr)
     try:
+        jobs = {}
         for w in workloads:
-            job = w.job_text(plan.runtime_s, plan.size, True)
+            jobs[w.name] = job = w.job_text(plan.runtime_s, plan.size, True)
             text = simulate_text(stack_text, str(stack_path), job, f"{w.name}.fio", plan.seed)
             (out / "sim" / f"{w.name}.json").write_text(text, encoding="utf-8")
             bar.advance(f"sim {w.name}")
-            for k in range(1, plan.repeat + 1):
-                try:
-                    real = engine.run(
-                        stack_text, str(stack_path), [(None, job, f"{w.name}.fio")], plan.seed
-                    )
-                except realengine.Skipped as why:
-                    raise VmioError(f"raid0 {w.name}: the real engine skipped it: {why}") from None
-                (out / "real" / f"{w.name}.rep{k}.json").write_text(real, encoding="utf-8")
-                bar.advance(f"serve {w.name} rep {k}")
+        for k, w in rounds(plan.repeat, workloads):
+            try:
+                real = engine.run(
+                    stack_text, str(stack_path), [(None, jobs[w.name], f"{w.name}.fio")], plan.seed
+                )
+            except realengine.Skipped as why:
+                raise VmioError(f"raid0 {w.name}: the real engine skipped it: {why}") from None
+            (out / "real" / f"{w.name}.rep{k}.json").write_text(real, encoding="utf-8")
+            bar.advance(f"serve {w.name} rep {k}")
     finally:
         bar.close()
         shutil.rmtree(engine.opts.real_dir, ignore_errors=True)

@@ -17,6 +17,7 @@ pub mod cache;
 pub mod cpu;
 pub mod fio;
 pub mod guest;
+pub mod nbd;
 pub mod params;
 pub mod request;
 pub mod rng;

@@ -6,7 +6,7 @@
 //! [`vmio_core::cache::CacheMode::REGISTRY`], [`vmio_core::guest::params::FS_PARAMS`] and
 //! [`vmio_core::guest::params::FS_MOUNT`], [`vmio_core::cache::eviction::REGISTRY`] and
 //! [`vmio_core::cache::linux::PARAMS`] (the guest's with its own `memory`,
-//! [`vmio_core::guest::params::GUEST_CACHE_MEMORY`]), [`vmio_core::cache::pdc::PARAMS`],
+//! [`vmio_core::guest::params::GUEST_CACHE_MEMORY`]), [`vmio_core::cache::pdc::PARAMS`], [`vmio_core::nbd::PARAMS`],
 //! [`vmio_core::sched::REGISTRY`],
 //! [`vmio_core::volume::REGISTRY`], [`crate::device::REGISTRY`]) the stack parser reads, as
 //! `qemu-system-x86_64 -device help` lists device properties. The README's tables are this
@@ -29,7 +29,7 @@ use vmio_core::cpu;
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::{Interface, SHARE_KEYS};
-use vmio_core::{sched, volume};
+use vmio_core::{nbd, sched, volume};
 
 use crate::device;
 
@@ -189,6 +189,14 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             entries: Vec::new(),
             keys: &[],
             params: pdc::PARAMS,
+        },
+        Layer {
+            table: "[nbd]",
+            selector: "",
+            default: "the NBD path of every [[vm.disk]] with interface = \"nbd\" (vmio calibrate --serve-path measures it)",
+            entries: Vec::new(),
+            keys: &[],
+            params: nbd::PARAMS,
         },
         Layer {
             table: "[cpu]",

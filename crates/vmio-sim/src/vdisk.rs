@@ -26,6 +26,12 @@
 //!   sectors, block/blk-settings.c), a system call and block-layer submission of about
 //!   1.5 µs (estimate), no VMM.
 //!
+//! - nbd: an NBD client on the host and vmio serve (vmio_core::nbd, the `[nbd]` table): no
+//!   guest, so no guest costs; `request` split between submission and completion, a WRITE's
+//!   payload copied on submission and a READ's on completion at the path's rates, and the
+//!   thread hand-offs (`handoff`) added to the completion without occupying the path. Queue
+//!   depth 256 and requests up to 32 MiB (vmio serve's bounds).
+//!
 //! `guest_complete` is the interrupt's cost in the guest (with `[cpu] model = "cfs"` it runs
 //! on the issuing vCPU; the dedicated model does not charge it): virtio, an injected
 //! interrupt and its EOI exit with the driver's handler (about 2 µs); IDE, that and libata's
@@ -36,6 +42,8 @@
 //! With `[cpu] model = "cfs"` these costs are work on host threads (sim/cpu.rs): the guest's
 //! on the issuing vCPU, the VMM's on its main loop, iothread or dom0 vCPU.
 
+use vmio_core::nbd::{self, NbdSpec};
+use vmio_core::request::Op;
 use vmio_core::stack::Interface;
 use vmio_core::{Ns, US};
 
@@ -44,9 +52,13 @@ pub trait VirtualDisk {
     fn queue_depth(&self) -> u32;
     fn max_request_bytes(&self) -> u64;
     fn guest_submit_ns(&self) -> Ns;
-    fn vmm_submit_ns(&self, len_bytes: u64) -> Ns;
-    fn vmm_complete_ns(&self, len_bytes: u64) -> Ns;
+    fn vmm_submit_ns(&self, op: Op, len_bytes: u64) -> Ns;
+    fn vmm_complete_ns(&self, op: Op, len_bytes: u64) -> Ns;
     fn guest_complete_ns(&self) -> Ns;
+    /// Latency added to each completion that occupies nothing (thread hand-offs).
+    fn handoff_ns(&self) -> Ns {
+        0
+    }
 }
 
 /// A table-driven interface model (one row per QEMU device).
@@ -59,15 +71,28 @@ pub struct InterfaceModel {
     pub vmm_submit_ns: Ns,
     pub vmm_complete_ns: Ns,
     pub guest_complete_ns: Ns,
+    /// The NBD path's copies and hand-offs (`interface = "nbd"` only).
+    pub nbd: Option<NbdSpec>,
 }
 
 impl InterfaceModel {
-    pub fn new(interface: Interface, queue_depth: Option<u32>) -> Self {
-        let (qd, max, g, s, c, gc) = match interface {
-            Interface::VirtioBlk => (256, 1016 << 10, 2 * US, 6 * US, 4 * US, 2 * US),
-            Interface::VirtioScsi => (128, 1016 << 10, 2 * US, 8 * US, 5 * US, 2 * US),
-            Interface::Ide => (1, 512 << 10, 25 * US, 20 * US, 15 * US, 17 * US),
-            Interface::Host => (u32::MAX, 1280 << 10, 1_500, 0, 0, US),
+    /// The model of `interface`; `nbd` gives the `[nbd]` costs of an NBD disk (default:
+    /// [`NbdSpec::default`]) and is ignored by the others.
+    pub fn new(interface: Interface, queue_depth: Option<u32>, nbd: Option<&NbdSpec>) -> Self {
+        let path = (interface == Interface::Nbd).then(|| nbd.cloned().unwrap_or_default());
+        let (qd, max, g, s, c, gc) = match (interface, &path) {
+            (Interface::VirtioBlk, _) => (256, 1016 << 10, 2 * US, 6 * US, 4 * US, 2 * US),
+            (Interface::VirtioScsi, _) => (128, 1016 << 10, 2 * US, 8 * US, 5 * US, 2 * US),
+            (Interface::Ide, _) => (1, 512 << 10, 25 * US, 20 * US, 15 * US, 17 * US),
+            (Interface::Nbd, Some(p)) => (
+                nbd::QUEUE_DEPTH,
+                nbd::MAX_REQUEST_BYTES,
+                0,
+                p.request_ns / 2,
+                p.request_ns - p.request_ns / 2,
+                0,
+            ),
+            (Interface::Host | Interface::Nbd, _) => (u32::MAX, 1280 << 10, 1_500, 0, 0, US),
         };
         Self {
             interface,
@@ -83,6 +108,22 @@ impl InterfaceModel {
             vmm_submit_ns: s,
             vmm_complete_ns: c,
             guest_complete_ns: gc,
+            nbd: path,
+        }
+    }
+
+    /// The path's copy of `len` bytes of `op` in direction `copied` (0 without `[nbd]`).
+    fn copy_ns(&self, op: Op, copied: Op, len: u64) -> Ns {
+        match &self.nbd {
+            Some(p) if op == copied => NbdSpec::copy_ns(
+                len,
+                if op == Op::Read {
+                    p.read_rate_bps
+                } else {
+                    p.write_rate_bps
+                },
+            ),
+            _ => 0,
         }
     }
 }
@@ -100,14 +141,17 @@ impl VirtualDisk for InterfaceModel {
     fn guest_submit_ns(&self) -> Ns {
         self.guest_submit_ns
     }
-    fn vmm_submit_ns(&self, _len_bytes: u64) -> Ns {
-        self.vmm_submit_ns
+    fn vmm_submit_ns(&self, op: Op, len_bytes: u64) -> Ns {
+        self.vmm_submit_ns + self.copy_ns(op, Op::Write, len_bytes)
     }
-    fn vmm_complete_ns(&self, _len_bytes: u64) -> Ns {
-        self.vmm_complete_ns
+    fn vmm_complete_ns(&self, op: Op, len_bytes: u64) -> Ns {
+        self.vmm_complete_ns + self.copy_ns(op, Op::Read, len_bytes)
     }
     fn guest_complete_ns(&self) -> Ns {
         self.guest_complete_ns
+    }
+    fn handoff_ns(&self) -> Ns {
+        self.nbd.as_ref().map_or(0, |p| p.handoff_ns)
     }
 }
 
@@ -117,13 +161,38 @@ mod tests {
 
     #[test]
     fn ide_has_no_command_queueing_and_costs_more_than_virtio() {
-        let ide = InterfaceModel::new(Interface::Ide, Some(32));
-        let blk = InterfaceModel::new(Interface::VirtioBlk, None);
+        let ide = InterfaceModel::new(Interface::Ide, Some(32), None);
+        let blk = InterfaceModel::new(Interface::VirtioBlk, None, None);
         assert_eq!(ide.queue_depth(), 1);
         assert!(
-            ide.guest_submit_ns() + ide.vmm_submit_ns(4096)
-                > 3 * (blk.guest_submit_ns() + blk.vmm_submit_ns(4096))
+            ide.guest_submit_ns() + ide.vmm_submit_ns(Op::Read, 4096)
+                > 3 * (blk.guest_submit_ns() + blk.vmm_submit_ns(Op::Read, 4096))
         );
         assert_eq!(blk.queue_depth(), 256);
+    }
+
+    #[test]
+    fn nbd_copies_a_write_on_submission_and_a_read_on_completion() {
+        let spec = NbdSpec {
+            handoff_ns: 100 * US,
+            request_ns: 21 * US,
+            read_rate_bps: 1_000_000_000,
+            write_rate_bps: 500_000_000,
+        };
+        let m = InterfaceModel::new(Interface::Nbd, None, Some(&spec));
+        assert_eq!(m.vmm_submit_ns(Op::Write, 1000), 10_500 + 2_000);
+        assert_eq!(m.vmm_complete_ns(Op::Write, 1000), 10_500);
+        assert_eq!(m.vmm_submit_ns(Op::Read, 1000), 10_500);
+        assert_eq!(m.vmm_complete_ns(Op::Read, 1000), 10_500 + 1_000);
+        assert_eq!(m.handoff_ns(), 100 * US);
+        assert_eq!((m.queue_depth(), m.max_request_bytes()), (256, 32 << 20));
+        assert_eq!(m.guest_submit_ns() + m.guest_complete_ns(), 0);
+    }
+
+    #[test]
+    fn nbd_costs_are_ignored_by_the_other_interfaces() {
+        let m = InterfaceModel::new(Interface::VirtioBlk, None, Some(&NbdSpec::default()));
+        assert_eq!(m.handoff_ns(), 0);
+        assert_eq!(m.vmm_submit_ns(Op::Write, 1 << 20), 6 * US);
     }
 }

@@ -16,6 +16,8 @@
 //!                             # dom0_vcpus, dom0_pin (xen)
 //! [pdc]                       # the journal detector of cache = "pdc" disks (cache::pdc::PARAMS:
 //!                             # group, streams, min_pass, ...)
+//! [nbd]                       # the NBD path of interface = "nbd" disks (nbd::PARAMS: handoff,
+//!                             # request, read_rate, write_rate)
 //! [[vm]]                      # name, vcpus, memory, weight, workload
 //! [vm.cputune]                # libvirt's <cputune>: vcpupin (a cpuset per vCPU), emulatorpin,
 //!                             # iothreadpin (a cpuset per iothread)
@@ -27,7 +29,7 @@
 //! ```
 //!
 //! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, `[[volume]]`, `[scheduler]`, `[page_cache]` and `[pdc]`, whose other keys are
+//! `[[device]]`, `[[volume]]`, `[scheduler]`, `[page_cache]`, `[pdc]` and `[nbd]`, whose other keys are
 //! declared parameters), then [`Stack::validate`] checks cross references and ranges, and reads the
 //! layers' parameters against their registries ([`crate::params`]):
 //!
@@ -42,6 +44,8 @@
 //!               dirty_background_ratio must not exceed dirty_ratio)
 //! [pdc]: every key read against cache::pdc::PARAMS; the effective stack shows it when a
 //!        disk has cache = "pdc" (a [pdc] table without one is checked, then unused)
+//! [nbd]: every key read against nbd::PARAMS; shown when a disk has interface = "nbd"
+//!        (checked, then unused, without one)
 //! [cpu]: model names cpu::MODELS; the other keys against cpu::cfs::PARAMS and
 //!        cpu::hypervisor::PARAMS; dom0_* only with hypervisor = "xen"; the effective stack
 //!        shows [cpu] only when the file has it
@@ -78,6 +82,7 @@ use crate::cache::pdc::{self, PdcSpec};
 use crate::cache::{eviction, linux, CacheMode};
 use crate::cpu::{self, CoreSet};
 use crate::guest::{self, params::FsSpec};
+use crate::nbd::{self, NbdSpec};
 use crate::params::{self, KeyDoc, ParamError, Values};
 use crate::sched::{self, SchedulerEntry};
 use crate::units::{parse_size, quote};
@@ -157,6 +162,8 @@ pub type RawPageCache = BTreeMap<String, toml::Value>;
 
 /// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
 pub type RawPdc = BTreeMap<String, toml::Value>;
+/// `[nbd]`: the parameters of [`crate::nbd::PARAMS`].
+pub type RawNbd = BTreeMap<String, toml::Value>;
 
 /// `[cpu]`: `model`, `dom0_vcpus`, `dom0_pin` and the parameters of [`cpu::cfs::PARAMS`] and
 /// [`cpu::hypervisor::PARAMS`].
@@ -222,6 +229,8 @@ pub struct RawStack {
     pub page_cache: RawPageCache,
     #[serde(default)]
     pub pdc: RawPdc,
+    #[serde(default)]
+    pub nbd: RawNbd,
     pub cpu: Option<RawCpu>,
     #[serde(default)]
     pub vm: Vec<RawVm>,
@@ -234,6 +243,8 @@ pub enum Interface {
     VirtioBlk,
     VirtioScsi,
     Ide,
+    /// An NBD export reached by an NBD client on the host (`[nbd]`, [`crate::nbd`]).
+    Nbd,
     /// No VM: the host's own block layer (`hypervisor = "native"`).
     Host,
 }
@@ -246,7 +257,7 @@ impl Interface {
         &'static str,
         &'static [&'static str],
         &'static str,
-    ); 4] = [
+    ); 5] = [
         (
             Interface::VirtioBlk,
             "virtio-blk",
@@ -264,6 +275,12 @@ impl Interface {
             "ide",
             &[],
             "emulated IDE disk (QEMU ide-hd): port I/O, one command per channel",
+        ),
+        (
+            Interface::Nbd,
+            "nbd",
+            &[],
+            "an NBD export of vmio serve, reached by an NBD client on the host over a Unix socket (fio's nbd engine, qemu-io); costs in [nbd]",
         ),
         (
             Interface::Host,
@@ -534,6 +551,9 @@ pub struct Stack {
     /// `[pdc]`, the journal detector's parameters, when a disk has `cache = "pdc"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pdc: Option<PdcSpec>,
+    /// `[nbd]`, the NBD path's costs, when a disk has `interface = "nbd"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nbd: Option<NbdSpec>,
     /// `[cpu]`, when the file has it (absent: every thread has a core of its own).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuSpec>,
@@ -799,6 +819,10 @@ impl Stack {
         pdc_values
             .read(&raw.pdc, &[])
             .map_err(|e| c.param("pdc", e))?;
+        let mut nbd_values = Values::defaults(nbd::PARAMS);
+        nbd_values
+            .read(&raw.nbd, &[])
+            .map_err(|e| c.param("nbd", e))?;
         let cpu = match &raw.cpu {
             Some(t) => Some(Self::cpu(&c, t, &host)?),
             None => None,
@@ -869,7 +893,7 @@ impl Stack {
                             format!("'{interface_name}' needs a VM, but host.hypervisor is \"native\"; accepted: host")
                         } else {
                             format!(
-                                "'host' is only valid with host.hypervisor = \"native\" (here \"{}\"); accepted: virtio-blk, virtio-scsi, ide",
+                                "'host' is only valid with host.hypervisor = \"native\" (here \"{}\"); accepted: virtio-blk, virtio-scsi, ide, nbd",
                                 host.hypervisor
                             )
                         },
@@ -980,6 +1004,7 @@ impl Stack {
                 disks,
             });
         }
+        let any_disk = |f: &dyn Fn(&DiskSpec) -> bool| vms.iter().flat_map(|v| &v.disks).any(f);
         Ok(Stack {
             file: file.to_string(),
             seed: raw.seed,
@@ -988,11 +1013,10 @@ impl Stack {
             volumes,
             scheduler,
             page_cache,
-            pdc: vms
-                .iter()
-                .flat_map(|v| &v.disks)
-                .any(|d| d.cache == CacheMode::Pdc)
+            pdc: any_disk(&|d| d.cache == CacheMode::Pdc)
                 .then(|| PdcSpec::from_values(&pdc_values)),
+            nbd: any_disk(&|d| d.interface == Interface::Nbd)
+                .then(|| NbdSpec::from_values(&nbd_values)),
             cpu,
             vms,
         })

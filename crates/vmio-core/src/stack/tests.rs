@@ -1,5 +1,6 @@
 use super::*;
 use crate::cache::pdc::{self, PdcSpec};
+use crate::nbd::{self, NbdSpec};
 use crate::SEC;
 
 const GOOD: &str = r#"
@@ -723,4 +724,41 @@ fn regions_beyond_the_hardware_are_refused_naming_the_field() {
     );
     assert!(e(three_regions("size = \"128g\"", "start = \"256g\"", ""))
         .starts_with("s.toml: device[1].start: 274877906944 bytes leaves no room"));
+}
+
+#[test]
+fn the_nbd_table_gives_the_costs_of_nbd_disks_and_is_refused_on_a_native_host() {
+    let with = |nbd: &str, interface: &str| {
+        GOOD.replace("[[vm]]", &format!("[nbd]\n{nbd}\n[[vm]]"))
+            .replace("\"virtio-scsi\"", &format!("\"{interface}\""))
+    };
+    let s = Stack::from_toml(&with("", "nbd"), "s.toml").unwrap();
+    assert_eq!(s.vms[0].disks[0].interface, Interface::Nbd);
+    assert_eq!(s.nbd, Some(NbdSpec::default()));
+    let s = Stack::from_toml(
+        &with("handoff = \"90us\"\nread_rate = \"800m\"", "nbd"),
+        "s.toml",
+    )
+    .unwrap();
+    let spec = s.nbd.unwrap();
+    assert_eq!((spec.handoff_ns, spec.read_rate_bps), (90_000, 800 << 20));
+    let record = toml::to_string(&spec).unwrap();
+    let keys: Vec<&str> = record
+        .lines()
+        .map(|l| l.split(" = ").next().unwrap())
+        .collect();
+    let declared: Vec<String> = nbd::PARAMS.iter().map(|p| p.record_key()).collect();
+    assert_eq!(keys, declared);
+    // Without an NBD disk the table is checked, then left out of the effective stack.
+    let s = Stack::from_toml(&with("request = \"5us\"", "virtio-blk"), "s.toml").unwrap();
+    assert_eq!(s.nbd, None);
+    let e = err(&with("copy = 1", "nbd"));
+    assert!(e.starts_with("s.toml: nbd.copy: unknown key"), "{e}");
+    assert!(e.contains("handoff, request, read_rate, write_rate"), "{e}");
+    let native = with("", "nbd").replace("cores = 8", "cores = 8\nhypervisor = \"native\"");
+    let e = err(&native);
+    assert!(
+        e.contains("interface: 'nbd' needs a VM") && e.contains("accepted: host"),
+        "{e}"
+    );
 }

@@ -1035,8 +1035,10 @@ mod whole_run {
         // submission of 1.5 us (fio's slat), no VMM. Its guest_complete (1 us) is charged
         // only under [cpu] model = "cfs"; the default scheduler (mq-deadline) adds no time
         // to a lone request.
-        let m = InterfaceModel::new(Interface::Host, None);
-        let host = m.guest_submit_ns() + m.vmm_submit_ns(4096) + m.vmm_complete_ns(4096);
+        let m = InterfaceModel::new(Interface::Host, None, None);
+        let host = m.guest_submit_ns()
+            + m.vmm_submit_ns(vmio_core::request::Op::Read, 4096)
+            + m.vmm_complete_ns(vmio_core::request::Op::Read, 4096);
         assert_eq!(host, 1_500);
         assert_eq!(read["clat_ns"]["mean"].as_f64(), Some(device as f64));
         assert_eq!(

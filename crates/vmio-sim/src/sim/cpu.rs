@@ -460,7 +460,7 @@ impl Sim {
                 None => self.vreq_guest_complete(now, r),
             },
             Work::VmmComplete(r) => self.vreq_guest_complete(now, r),
-            Work::GuestComplete(r) => self.guest_done(now, r),
+            Work::GuestComplete(r) => self.guest_complete(now, r),
             Work::Periodic => {}
         }
     }

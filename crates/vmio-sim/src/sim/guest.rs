@@ -6,7 +6,10 @@
 //! guest_issue: parts = ⌈len / max_request⌉ (1 for a flush); one VReq per part → vdisk_submit
 //! vdisk_submit: inflight = queue_depth → waitq; else
 //!     SubmitDone at max(now + guest_submit, vmm_busy) + vmm_submit(len)   (host_start)
-//! host_finish (host side done): GuestDone at max(now, vmm_busy) + vmm_complete(len)
+//!     (vmm_submit and vmm_complete take the op: the NBD path copies a write's payload on
+//!     submission and a read's on completion)
+//! host_finish (host side done): GuestDone at max(now, vmm_busy) + vmm_complete(len) + handoff
+//!     (handoff: the interface's latency that occupies nothing, the NBD path's thread hand-offs)
 //! guest_done: free the queue slot (start the first waiter); last part → jobs.rs io_done
 //! ```
 //!
@@ -159,9 +162,9 @@ impl GuestState {
         (self.gios.get_ref(v.gio).origin, v.disk)
     }
 
-    fn model_of(&self, r: usize) -> (&InterfaceModel, u64) {
+    fn model_of(&self, r: usize) -> (&InterfaceModel, Op, u64) {
         let v = self.vreqs.get_ref(r);
-        (&self.vdisks[v.disk].model, v.len)
+        (&self.vdisks[v.disk].model, v.op, v.len)
     }
 
     /// The CPU costs of request `r` on its virtual disk (the CPU layer's work items).
@@ -169,15 +172,18 @@ impl GuestState {
         self.model_of(r).0.guest_submit_ns()
     }
     pub(super) fn vmm_submit_ns(&self, r: usize) -> Ns {
-        let (m, len) = self.model_of(r);
-        m.vmm_submit_ns(len)
+        let (m, op, len) = self.model_of(r);
+        m.vmm_submit_ns(op, len)
     }
     pub(super) fn vmm_complete_ns(&self, r: usize) -> Ns {
-        let (m, len) = self.model_of(r);
-        m.vmm_complete_ns(len)
+        let (m, op, len) = self.model_of(r);
+        m.vmm_complete_ns(op, len)
     }
     pub(super) fn guest_complete_ns(&self, r: usize) -> Ns {
         self.model_of(r).0.guest_complete_ns()
+    }
+    fn handoff_ns(&self, r: usize) -> Ns {
+        self.model_of(r).0.handoff_ns()
     }
 
     /// Each virtual disk's statistics at `now`, indexed like `Sim::disks`.
@@ -229,7 +235,6 @@ impl Sim {
 
     fn vdisk_submit(&mut self, now: Ns, r: usize) {
         let disk = self.guest.vreqs.get(r).disk;
-        let len = self.guest.vreqs.get(r).len;
         let d = &mut self.guest.vdisks[disk];
         if d.inflight >= d.model.queue_depth() {
             d.waitq.push_back(r);
@@ -239,8 +244,8 @@ impl Sim {
         if self.cpu.priced {
             return self.cpu_guest_submit(now, r);
         }
-        let t = (now + d.model.guest_submit_ns()).max(d.vmm_busy) + d.model.vmm_submit_ns(len);
-        d.vmm_busy = t;
+        let t = (now + d.model.guest_submit_ns()).max(d.vmm_busy) + self.guest.vmm_submit_ns(r);
+        self.guest.vdisks[disk].vmm_busy = t;
         self.q.push(t, Event::SubmitDone(r).pack());
     }
 
@@ -249,14 +254,20 @@ impl Sim {
         if self.cpu.priced {
             return self.cpu_host_finish(now, r);
         }
-        let (disk, len) = {
-            let v = self.guest.vreqs.get(r);
-            (v.disk, v.len)
-        };
-        let d = &mut self.guest.vdisks[disk];
-        let t = now.max(d.vmm_busy) + d.model.vmm_complete_ns(len);
-        d.vmm_busy = t;
-        self.q.push(t, Event::GuestDone(r).pack());
+        let disk = self.guest.vreqs.get(r).disk;
+        let t = now.max(self.guest.vdisks[disk].vmm_busy) + self.guest.vmm_complete_ns(r);
+        self.guest.vdisks[disk].vmm_busy = t;
+        self.q
+            .push(t + self.guest.handoff_ns(r), Event::GuestDone(r).pack());
+    }
+
+    /// The guest has request `r`'s completion at `now` (cfs): done now, or after the
+    /// interface's hand-offs.
+    pub(super) fn guest_complete(&mut self, now: Ns, r: usize) {
+        match self.guest.handoff_ns(r) {
+            0 => self.guest_done(now, r),
+            h => self.q.push(now + h, Event::GuestDone(r).pack()),
+        }
     }
 
     pub(super) fn guest_done(&mut self, now: Ns, r: usize) {

@@ -359,6 +359,7 @@ fn build_disks(
             vdisks.push(VDiskState::new(InterfaceModel::new(
                 d.interface,
                 d.queue_depth,
+                stack.nbd.as_ref(),
             )));
             files.push(HostDisk {
                 mode: d.cache,

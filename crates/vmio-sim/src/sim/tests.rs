@@ -684,3 +684,43 @@ fn disk_util_counts_the_guests_requests_their_times_and_the_busy_share_as_diskst
     assert_eq!(e["read_ios"], s.read_ios);
     assert_eq!(e["read_ticks"], s.read_ticks_ns / 1_000_000);
 }
+
+/// A VM whose disk is an NBD export (`interface = "nbd"`) of a RAM device of 1 µs and
+/// 100 GB/s: the NBD path's costs of `[nbd]` dominate.
+fn nbd_run(job: &str) -> RunOutput {
+    let stack = "[host]\ncores = 2\n[[device]]\nname = \"a\"\nmodel = \"ram\"\ncapacity = \"1g\"\n\
+        latency = \"1000ns\"\nbandwidth = 100000000000\n[[volume]]\nname = \"v\"\n\
+        layout = \"single\"\ndevices = [\"a\"]\n[scheduler]\nname = \"none\"\n\
+        [nbd]\nhandoff = \"100us\"\nrequest = \"20us\"\nread_rate = 1000000000\n\
+        write_rate = 500000000\n[[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\n\
+        volume = \"v\"\ninterface = \"nbd\"\ncache = \"none\"\n";
+    let job = format!("[j]\ndirect=1\nioengine=libaio\nsize=512m\nruntime=1\ntime_based\n{job}");
+    run(&RunInput::texts(stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn an_nbd_disk_at_qd1_pays_the_hand_offs_the_request_and_the_copy_of_its_direction() {
+    use vmio_core::SEC;
+    // 64 KiB: a read copies 65.536 µs at 1 GB/s, a write 131.072 µs at 0.5 GB/s; the RAM
+    // device adds 1 µs and 0.655 µs of transfer.
+    for (rw, d, copy_ns) in [("randread", 0, 65_536.0), ("randwrite", 1, 131_072.0)] {
+        let o = nbd_run(&format!("rw={rw}\nbs=64k\niodepth=1\n"));
+        let s = &o.report.jobs[0].stats[d];
+        let mean = s.lat.mean();
+        let want = 100_000.0 + 20_000.0 + copy_ns + 1_000.0 + 655.36;
+        assert!((mean / want - 1.0).abs() < 0.005, "{rw}: {mean} vs {want}");
+        let iops = s.total_ios as f64 * SEC as f64 / o.report.jobs[0].runtime_ns as f64;
+        assert!((iops * want / 1e9 - 1.0).abs() < 0.01, "{rw}: {iops}");
+    }
+}
+
+#[test]
+fn at_depth_an_nbd_disk_is_limited_by_its_serialized_path_not_by_the_hand_offs() {
+    use vmio_core::SEC;
+    // QD 32 overlaps the 100 µs hand-offs: IOPS = 1 / (request + copy) = 1 / 85.536 µs.
+    let o = nbd_run("rw=randread\nbs=64k\niodepth=32\n");
+    let s = &o.report.jobs[0].stats[0];
+    let iops = s.total_ios as f64 * SEC as f64 / o.report.jobs[0].runtime_ns as f64;
+    let want = 1e9 / 85_536.0;
+    assert!((iops / want - 1.0).abs() < 0.01, "{iops} vs {want}");
+}

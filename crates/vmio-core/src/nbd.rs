@@ -1,0 +1,143 @@
+//! `[nbd]`: the costs of the NBD path, the virtual disk of `interface = "nbd"`.
+//!
+//! A disk with `interface = "nbd"` is an export of `vmio serve` (or any NBD server) reached by
+//! an NBD client on the host over a Unix socket: fio's nbd engine (fio engines/nbd.c, libnbd's
+//! `nbd_aio_pread`/`nbd_aio_pwrite`), `qemu-io`/`qemu-img` or QEMU's own NBD block driver. There
+//! is no guest kernel and no virtqueue: what a request costs is the path between the client's
+//! thread and the server's threads. vmio serve hands a request from its connection's reader
+//! thread to the dispatcher and an I/O worker, and the reply to the connection's writer thread
+//! (docs/serve.md, crates/vmio-serve/src/server.rs); the client sends the request with one
+//! `send` and polls for the reply (libnbd lib/aio.c). Three kinds of cost follow:
+//!
+//! - **hand-offs** (`handoff`): each hand-off wakes a sleeping thread, possibly on another
+//!   core; on a VM host that is an IPI, a VM exit and a vCPU scheduled again (Linux
+//!   kernel/sched/core.c `try_to_wake_up`, `ttwu_queue_wakelist`). It delays a request but
+//!   occupies nothing: at depth the threads are awake and the hand-offs of several requests
+//!   overlap.
+//! - **serialized work per request** (`request`): the system calls on both sides, parsing the
+//!   128-byte-or-smaller request and reply headers (the NBD protocol's `struct nbd_request`,
+//!   `struct nbd_simple_reply`), the dispatch through the layout and the scheduler. On the
+//!   connection's reader and writer threads, one request after the other.
+//! - **copies** (`read_rate`, `write_rate`): a WRITE's payload crosses the socket with the
+//!   request (client → kernel → server buffer), a READ's with its reply (server buffer →
+//!   kernel → client); each is copied twice by the CPU, on the serialized threads.
+//!
+//! The defaults are what `vmio calibrate --serve-path` measured on the reference machine of
+//! docs/validation.md (a 2-vCPU Firecracker VM, kernel 6.18, fio 3.33 with libnbd, vmio serve
+//! over a tmpfs image: 4k QD1 reads at 154 µs, 16k QD12 reads at 39k IOPS, 96k QD4 reads at
+//! 1.2 GB/s, 128k QD6 writes at 0.99 GB/s). Another machine differs by its wake-up latency
+//! and copy speed: measure it there (`vmio calibrate --serve-path`) and put the printed
+//! `[nbd]` table into the stack.
+//!
+//! ```text
+//! submit (request of len bytes, op):
+//!     t = max(now, path_busy) + request / 2 + (write ? len / write_rate : 0)
+//!     path_busy = t; the volume gets the request at t
+//! complete (the host side is done):
+//!     t = max(now, path_busy) + request / 2 + (read ? len / read_rate : 0)
+//!     path_busy = t; the client has the reply at t + handoff
+//! closed forms: QD1 latency = device + handoff + request + len / rate(op)
+//!               saturated IOPS of the path = 1 / (request + len / rate(op))
+//! ```
+//!
+//! The queue depth is vmio serve's bound on requests in flight per connection (256) and the
+//! largest request its largest payload (32 MiB, `MAX_PAYLOAD_BYTES` in
+//! crates/vmio-serve/src/proto/mod.rs; the NBD protocol's limit for a server without block
+//! size constraints).
+
+use crate::params::{Kind, ParamSpec, Value, Values};
+use crate::{Ns, MS, SEC, US};
+use serde::Serialize;
+
+const DURATION: Kind = Kind::Duration {
+    bare: MS,
+    positive: false,
+};
+
+pub const HANDOFF: ParamSpec = ParamSpec {
+    name: "handoff",
+    kind: DURATION,
+    default: Value::Int(130 * US),
+    unit: "ns",
+    help: "latency of a request's thread hand-offs (client -> server threads -> client): delays it, occupies nothing",
+};
+pub const REQUEST: ParamSpec = ParamSpec {
+    name: "request",
+    kind: DURATION,
+    default: Value::Int(20 * US),
+    unit: "ns",
+    help: "serialized work per request on the path (system calls, headers, dispatch), half on submission and half on completion",
+};
+pub const READ_RATE: ParamSpec = ParamSpec {
+    name: "read_rate",
+    kind: Kind::Rate,
+    default: Value::Int(1_700_000_000),
+    unit: "bps",
+    help: "bytes per second the path copies a READ's payload (the reply), serialized",
+};
+pub const WRITE_RATE: ParamSpec = ParamSpec {
+    name: "write_rate",
+    kind: Kind::Rate,
+    default: Value::Int(1_200_000_000),
+    unit: "bps",
+    help: "bytes per second the path copies a WRITE's payload (the request), serialized",
+};
+/// The `[nbd]` parameters, in the order of [`NbdSpec`]'s fields.
+pub const PARAMS: &[ParamSpec] = &[HANDOFF, REQUEST, READ_RATE, WRITE_RATE];
+
+/// Requests in flight per connection (vmio serve's bound, docs/serve.md).
+pub const QUEUE_DEPTH: u32 = 256;
+/// The largest READ or WRITE (vmio serve's `MAX_PAYLOAD_BYTES`).
+pub const MAX_REQUEST_BYTES: u64 = 32 << 20;
+
+/// The NBD path's costs (`[nbd]`, [`PARAMS`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NbdSpec {
+    pub handoff_ns: Ns,
+    pub request_ns: Ns,
+    pub read_rate_bps: u64,
+    pub write_rate_bps: u64,
+}
+
+impl NbdSpec {
+    /// The spec of resolved `[nbd]` values (read against [`PARAMS`]).
+    pub fn from_values(v: &Values) -> Self {
+        NbdSpec {
+            handoff_ns: v.int(HANDOFF.name),
+            request_ns: v.int(REQUEST.name),
+            read_rate_bps: v.int(READ_RATE.name).max(1),
+            write_rate_bps: v.int(WRITE_RATE.name).max(1),
+        }
+    }
+
+    /// Nanoseconds to copy `len` bytes at `rate_bps`, rounded up.
+    pub fn copy_ns(len: u64, rate_bps: u64) -> Ns {
+        ((len as u128 * SEC as u128).div_ceil(rate_bps.max(1) as u128)).min(Ns::MAX as u128) as Ns
+    }
+}
+
+impl Default for NbdSpec {
+    fn default() -> Self {
+        Self::from_values(&Values::defaults(PARAMS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_give_a_qd1_4k_read_of_about_150_us_without_the_device() {
+        let s = NbdSpec::default();
+        let t = s.handoff_ns + s.request_ns + NbdSpec::copy_ns(4096, s.read_rate_bps);
+        assert_eq!(NbdSpec::copy_ns(4096, s.read_rate_bps), 2410);
+        assert_eq!(t, 152_410);
+    }
+
+    #[test]
+    fn a_copy_rounds_up_to_the_next_nanosecond_and_never_divides_by_zero() {
+        assert_eq!(NbdSpec::copy_ns(1, 3), 333_333_334);
+        // A rate of 0 counts as 1 byte/s.
+        assert_eq!(NbdSpec::copy_ns(1 << 20, 0), 1_048_576 * SEC);
+    }
+}
