@@ -8,7 +8,7 @@ workloads = heldout(seed, n)       (the family below; a draw equal to a battery 
                                       again, so no held-out workload was fitted on)
 for each workload w:
     vmio sim  stack.toml  w         -> DIR/sim/<w>.json          (same seed: deterministic)
-    fio       TARGET      w  x K    -> DIR/real/<w>.rep<k>.json  (K rounds of every w, one run at a time)
+    fio       TARGET      w  x K    -> DIR/real/<w>.rep<k>.json  (K rounds of all w, one at a time)
 vmio compare DIR/real DIR/sim       -> DIR/compare.txt, compare.csv, compare.png, the summary:
     per point and direction: bandwidth and mean latency, error = sim / median(real) - 1,
     and the real spread = (max - min) / median over the K repetitions
