@@ -1224,10 +1224,27 @@ def add_parser(
         action="store_true",
         help="replace DIR, overwrite an existing TARGET file, write to a device in use",
     )
+    c.add_argument(
+        "--serve-path",
+        action="store_true",
+        help="instead: measure the NBD path (fio's nbd engine into vmio serve over a RAM "
+        "image) and fit its [nbd] table into DIR/serve-path.toml (--quick 10 s, default 30 s; "
+        "vmio.calserve)",
+    )
+    c.add_argument(
+        "--dir",
+        type=Path,
+        metavar="TMPFS",
+        help="with --serve-path: the tmpfs directory of the RAM image (default /dev/shm)",
+    )
     c.set_defaults(func=cmd_calibrate)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.serve_path or args.dir is not None:
+        from vmio import calserve
+
+        return calserve.cmd(args)
     cal = run(
         args.target,
         args.out,

@@ -52,9 +52,11 @@ storage is); else `flash`.
 
 Not real: in serve mode (said in each point's `vmio.notes`), the guest (its kernel, virtio-blk
 or IDE driver, vCPU and exits) is replaced by fio's nbd client on the host, so the path
-measured is NBD over a Unix socket into vmio's server, not a VM's; in both modes the stack's
-`[cpu]`, `[page_cache]` and `[vm]` memory settings are the simulator's only (the host's
-kernel and page cache are what they are). A guest mode (QEMU under TCG,
+measured is NBD over a Unix socket into vmio's server, not a VM's (but for a disk with
+`interface = "nbd"`, which models that very path with `[nbd]`: its client is the one the
+stack says, and its note says so); in both modes the stack's `[cpu]`, `[page_cache]` and
+`[vm]` memory settings are the simulator's only (the host's kernel and page cache are what
+they are). A guest mode (QEMU under TCG,
 as tests/guest.py boots) is not built: under TCG the guest's timings would mean nothing, so
 points needing a guest are skipped with their reason.
 
@@ -454,7 +456,10 @@ def _plan_serve(
     _cap_size(p, jobs, _size(disk["size"], "size"))
     p.targets = {job: f"export {e} of vmio serve" for job, e in exports.items()}
     p.notes.append(
-        "serve mode: fio's nbd engine on the host stands for the guest (no guest kernel, "
+        'serve mode: the disk is interface = "nbd": fio\'s nbd engine on the host is the NBD '
+        "client the stack models"
+        if disk.get("interface") == "nbd"
+        else "serve mode: fio's nbd engine on the host stands for the guest (no guest kernel, "
         "driver or vCPU in the measurement)"
     )
 

@@ -12,6 +12,13 @@ for each workload w:
 vmio compare DIR/real DIR/sim       -> DIR/compare.txt, compare.csv, compare.png, the summary:
     per point and direction: bandwidth and mean latency, error = sim / median(real) - 1,
     and the real spread = (max - min) / median over the K repetitions
+raid0 part (--raid0 N, the first N workloads):
+    vmio calibrate --serve-path     -> DIR/raid0/serve-path.{toml,json}: the NBD path's [nbd]
+                                       table over a RAM image in /dev/shm (vmio.calserve; 10 s
+                                       with --quick, else 30 s)
+    the same steps on raid0_stack   -> DIR/raid0/{sim,real,compare.*}: a raid0 of two files
+                                       of TARGET's disk, served by vmio serve to fio's nbd
+                                       engine, simulated as interface = "nbd" with that table
 ```
 
 **The family** (`heldout`, Python's `random.Random(seed)`, so a seed gives the same list on
@@ -45,10 +52,11 @@ import json
 import random
 import shutil
 import sys
-from collections.abc import Sequence
+import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from vmio import compare
 from vmio.calibrate import direct_ok, fio_json, write_through
@@ -216,15 +224,16 @@ def run(plan: Plan, out: Path, progress: TextIO | None = None) -> None:
 RAID0_VM = "vm1"
 
 
-def raid0_stack(calibrated: Path, size: int) -> str:
+def raid0_stack(calibrated: Path, size: int, nbd: Mapping[str, Any] | None = None) -> str:
     """A KVM stack whose VM disk is a raid0 volume over two files of one calibrated disk:
     device `a` (the calibrated flash model, hardware of 2 x `size`, its own region the first
     `size` bytes) and device `b` (`share = "a"`: the next `size` bytes of the same hardware),
-    the calibrated scheduler, virtio-blk with cache=none. The real engine serves it over two
-    image files (`vmio serve`, serve mode of vmio.realengine); the simulator runs the same
-    file, the two regions queueing separately into one device model."""
-    import tomllib
-
+    the calibrated scheduler, cache=none. The real engine serves it over two image files
+    (`vmio serve`, serve mode of vmio.realengine) to fio's nbd engine, so the disk is
+    `interface = "nbd"` with `nbd`, the [nbd] table of `vmio calibrate --serve-path`
+    (vmio.calserve); without one (runs recorded before the serve path was measured) it is
+    virtio-blk. The simulator runs the same file, the two regions queueing separately into
+    one device model."""
     import tomli_w
 
     cal = tomllib.loads(read_text(calibrated, "stack file"))
@@ -238,11 +247,17 @@ def raid0_stack(calibrated: Path, size: int) -> str:
         ],
         "volume": [{"name": "r0", "layout": "raid0", "devices": ["a", "b"]}],
         "scheduler": cal["scheduler"],
+        **({"nbd": dict(nbd)} if nbd is not None else {}),
         "vm": [
             {
                 "name": RAID0_VM,
                 "disk": [
-                    {"name": "vda", "volume": "r0", "interface": "virtio-blk", "cache": "none"}
+                    {
+                        "name": "vda",
+                        "volume": "r0",
+                        "interface": "virtio-blk" if nbd is None else "nbd",
+                        "cache": "none",
+                    }
                 ],
             }
         ],
@@ -250,13 +265,19 @@ def raid0_stack(calibrated: Path, size: int) -> str:
     return tomli_w.dumps(stack)
 
 
-def run_raid0(plan: Plan, workloads: Sequence[Workload], out: Path) -> None:
-    """The raid0 part: each workload simulated on `raid0_stack` and run for real through
-    `vmio serve` (fio's nbd engine on the VM's export) `plan.repeat` times."""
-    from vmio import realengine
+def run_raid0(
+    plan: Plan, workloads: Sequence[Workload], out: Path, quick: bool = False, force: bool = False
+) -> None:
+    """The raid0 part: the serve path measured first (vmio.calserve over a RAM image in
+    /dev/shm, its --quick budget with `quick`, into `out`/serve-path.toml and .json; `force`
+    overwrites a stale image there), then each workload simulated on `raid0_stack` with that
+    [nbd] table and run for real through `vmio serve` (fio's nbd engine on the VM's export)
+    `plan.repeat` times."""
+    from vmio import calserve, realengine
 
+    path = calserve.measure(calserve.DEFAULT_DIR, out, quick=quick, force=force)
     stack_path = out / "stack.toml"
-    stack_text = raid0_stack(plan.stack, plan.size)
+    stack_text = raid0_stack(plan.stack, plan.size, calserve.nbd_table(path.fit.nbd))
     (out / "sim").mkdir(parents=True, exist_ok=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
     stack_path.write_text(stack_text, encoding="utf-8")
@@ -342,6 +363,7 @@ def record(out: Path, raid0_out: Path | None, seed: int, runtime_s: float) -> di
     }
     for part, d in parts.items():
         real, sim = compare.load(d / "real"), compare.load(d / "sim")
+        serve_path = d / "serve-path.toml"
         c = compare.compare(real, sim)
         names = sorted({dict(k)["file"] for k in real})
         directs = {
@@ -355,6 +377,8 @@ def record(out: Path, raid0_out: Path | None, seed: int, runtime_s: float) -> di
             "sim": {_key_doc(k): _metrics_doc(m) for k, m in sorted(sim.items())},
             "summary": compare.summary_line(c),
         }
+        if serve_path.is_file():  # the raid0 part's [nbd] table (vmio calibrate --serve-path)
+            doc["parts"][part]["nbd"] = tomllib.loads(read_text(serve_path, "serve path"))["nbd"]
     return doc
 
 
@@ -372,7 +396,7 @@ def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparis
         tmp = sim_dir / "calibrated.toml"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(stack_text, encoding="utf-8")
-        stack_text = raid0_stack(tmp, doc["size"])
+        stack_text = raid0_stack(tmp, doc["size"], rec.get("nbd"))
     sim_dir.mkdir(parents=True, exist_ok=True)
     for w in workloads:
         job = w.job_text(doc["runtime_s"], doc["size"], rec["direct"] or part == "raid0")
@@ -469,7 +493,11 @@ def add_parser(
         help="also run the first N held-out workloads on a raid0 of two files of TARGET's disk "
         "through vmio serve, real and simulated (default 8; --quick 3; 0: skip)",
     )
-    v.add_argument("--force", action="store_true", help="replace an existing output directory")
+    v.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing output directory (and a serve-path image left in /dev/shm)",
+    )
     v.add_argument("--quick", action="store_true", help="a short run (about a minute)")
     v.set_defaults(func=cmd_validate)
 
@@ -511,7 +539,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     files = "compare.txt, compare.csv, compare.png, real/, sim/"
     n_raid = args.raid0 if args.raid0 is not None else (3 if args.quick else 8)
     if n_raid:
-        run_raid0(plan, plan.workloads[:n_raid], out / "raid0")
+        run_raid0(plan, plan.workloads[:n_raid], out / "raid0", args.quick, args.force)
         text = compare_dir(out / "raid0", "vmio validate: raid0 over two files, vmio serve")
         sys.stdout.write("\nraid0 over two files of this disk, through vmio serve:\n" + text)
         files += ", raid0/"
@@ -540,7 +568,5 @@ def verdict(c: compare.Comparison) -> str:
 
 def calibrated_size(stack: Path) -> int:
     """The file size a calibration measured on: its device's capacity."""
-    import tomllib
-
     data = tomllib.loads(read_text(stack, "stack file"))
     return int(data["device"][0]["capacity"])
