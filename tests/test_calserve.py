@@ -33,7 +33,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require_tool, run_vmio
-from vmio import calserve, cli, validate
+from test_calibrate import vmio
+from test_validate import STACK as CALIBRATED
+from vmio import calserve, validate
 from vmio.calibrate import KIB, MIB, CalibrateError, Point, Side
 from vmio.sim import simulate_text
 
@@ -125,7 +127,9 @@ def test_times_that_do_not_grow_with_the_size_are_one_error_naming_them():
             side = Side(40_000.0, 40_000.0 * p.bs, 400_000.0, 0, 0)
             pt = replace(pt, write=side)
         points.append(pt)
-    with pytest.raises(CalibrateError, match=r"of writes do not grow with the size \(4k: 25.0"):
+    with pytest.raises(
+        CalibrateError, match=r"per request \(write\) do not grow with the size \(4k: 25.0"
+    ):
         calserve.fit(points)
 
 
@@ -149,15 +153,6 @@ def test_the_served_and_simulated_stacks_differ_only_in_the_device_and_the_table
     for doc in (served, sim):
         doc.pop("device"), doc.pop("nbd", None)
     assert served == sim and served["vm"][0]["disk"][0]["interface"] == "nbd"
-
-
-def vmio(capsys, *args: str | Path) -> tuple[int, str, str]:
-    try:
-        rc = cli.main([str(a) for a in args])
-    except SystemExit as e:  # argparse's errors
-        rc = int(e.code or 0)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def needs_shm() -> None:
@@ -262,37 +257,6 @@ def test_an_existing_image_is_refused_without_force(tmp_path: Path, capsys):
 
 
 # --- vmio validate's raid0 part --------------------------------------------------------------
-
-CALIBRATED = """\
-[host]
-cores = 2
-hypervisor = "native"
-
-[[device]]
-name = "shm"
-model = "flash"
-capacity = 67108864
-units = 2
-read_latency = "20us"
-write_latency = "20us"
-
-[[volume]]
-name = "shm"
-layout = "single"
-devices = ["shm"]
-
-[scheduler]
-name = "none"
-
-[[vm]]
-name = "host"
-
-[[vm.disk]]
-name = "shm"
-volume = "shm"
-interface = "host"
-cache = "none"
-"""
 
 
 def test_the_raid0_stack_is_an_nbd_disk_with_the_table_and_virtio_blk_without(tmp_path: Path):

@@ -99,7 +99,7 @@ from vmio.calibrate import (
 from vmio.calibrate import (
     measure as measure_points,
 )
-from vmio.machineprofile import ProfileError, fio_missing, mount_of
+from vmio.machineprofile import ProfileError, fio_missing, fio_version, mount_of
 
 DEFAULT_DIR = Path("/dev/shm")
 IMAGE_NAME = "vmio-serve-path.img"
@@ -212,11 +212,11 @@ def _line(groups: Mapping[str, Sequence[tuple[float, float]]]) -> tuple[float, d
     """(intercept, {group: slope}) of y = intercept + x slope_g, least relative squares over
     every (x, y) of every group, the intercept shared (module doc); an intercept below 0 is
     0 and the slopes are refitted through it."""
-    sums = {
+    sums = {  # per group: A = sum w x y, B = sum w x, C = sum w x^2 with w = 1 / y^2
         g: (
-            sum(x * y / y**2 for x, y in pts),
+            sum(x / y for x, y in pts),
             sum(x / y**2 for x, y in pts),
-            sum(x * x / y**2 for x, y in pts),
+            sum((x / y) ** 2 for x, y in pts),
         )
         for g, pts in groups.items()
     }
@@ -245,7 +245,7 @@ def _slopes(
         if s <= 0:
             sizes = ", ".join(f"{_size_name(int(x))}: {y / 1e3:.1f} us" for x, y in groups[g])
             raise CalibrateError(
-                f"{what} of {g}s do not grow with the size ({sizes}): no rate follows; "
+                f"{what} ({g}) do not grow with the size ({sizes}): no rate follows; "
                 "measure again (a longer --budget) on an idle machine"
             )
     return intercept, slopes
@@ -299,7 +299,7 @@ def fit(points: Sequence[Point]) -> Fit:
     if handoff < 0:
         notes.append("handoff: the QD1 latencies are below request + copy + RAM; set to 0")
     latency, ram_slope = _slopes(
-        {"RAM image psync": [(bs, t) for (_, bs), t in ram.items()]}, "the latencies"
+        {"RAM image": [(bs, t) for (_, bs), t in ram.items()]}, "the psync latencies"
     )
     return Fit(
         nbd={
@@ -308,7 +308,7 @@ def fit(points: Sequence[Point]) -> Fit:
             "read_rate": round(1e9 / slopes["read"]),
             "write_rate": round(1e9 / slopes["write"]),
         },
-        ram={"latency": round(latency), "bandwidth": round(1e9 / ram_slope["RAM image psync"])},
+        ram={"latency": round(latency), "bandwidth": round(1e9 / ram_slope["RAM image"])},
         notes=tuple(notes),
     )
 
@@ -419,7 +419,7 @@ def _run_path(
 def header(directory: Path, fstype: str, when: str) -> list[str]:
     """serve-path.toml's comment lines: what was measured, where and on which machine."""
     u = os.uname()
-    fio = machine.describe().get("fio", "")
+    fio = fio_version()
     return [
         f"# vmio calibrate --serve-path {__version__}: fio's nbd engine into vmio serve over "
         f"{directory / IMAGE_NAME} ({fstype}), {when}",
