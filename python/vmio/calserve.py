@@ -24,9 +24,10 @@ the path (fio ioengine=nbd on the export path/disk of a `vmio serve` whose one d
     cache = "none", or "writeback" where the tmpfs refuses O_DIRECT, said in a note):
     nbd-rand{read,write}-{4k,128k[,1m]}-qd{1,16}     QD1: latency; QD16: saturation
     (1m: not with --quick)
-budget: default 30 s, --quick 10 s, --budget S: the whole run; each point time-based with an
-    equal share of what is left (vmio.calibrate.Schedule: fio's start-up measured and taken
-    off), SIM_RESERVE_S a path point kept for vmio sim's check
+budget: default 30 s, --quick 10 s, --budget S: the whole run. Each point time-based: the
+    RAM image's the shortest run (MIN_RUNTIME_S: its latency of a few µs is steady), the
+    path's an equal share of what is left (vmio.calibrate.Schedule: fio's start-up measured
+    and taken off), SIM_RESERVE_S a path point kept for vmio sim's check
 ```
 
 The fit (`fit`; d a direction, L a point's bytes, X its IOPS, T its mean latency, R(L, d) the
@@ -366,15 +367,17 @@ def sim_stack(f: Fit) -> str:
 
 
 class _Phases(Schedule):
-    """vmio.calibrate.Schedule over phases run by separate calls of vmio.calibrate.measure:
-    a call's points left are followed by `later` points of the next phases."""
+    """vmio.calibrate.Schedule, but while `shortest` (the RAM image's points) each point runs
+    MIN_RUNTIME_S: a psync latency of a few µs is steady over the hundreds of thousands of
+    requests of that run, and the path's points get the rest. fio's start-up is measured
+    throughout."""
 
-    def __init__(self, deadline: float, later: int) -> None:
-        super().__init__(deadline)
-        self.later = later
+    shortest = True
 
     def runtime_ms(self, points_left: int) -> int:
-        return super().runtime_ms(points_left + self.later)
+        if self.shortest:
+            return round(1000 * MIN_RUNTIME_S)
+        return super().runtime_ms(points_left)
 
 
 @dataclass(frozen=True)
@@ -445,7 +448,7 @@ def measure(
     path_probes = [p for p in probes if p.engine == "nbd"]
     budget = check_budget(budget_s, quick, probes)
     start = time.monotonic()
-    schedule = _Phases(start + budget - SIM_RESERVE_S * len(path_probes), len(path_probes))
+    schedule = _Phases(start + budget - SIM_RESERVE_S * len(path_probes))
     image = directory / IMAGE_NAME
     notes: list[str] = []
     try:
@@ -460,7 +463,7 @@ def measure(
         write_through(image, IMAGE_SIZE, direct)
         ram = Target(image, False, True, direct, IMAGE_SIZE, IMAGE_SIZE, "ram", fstype, None, True)
         points = measure_points(ram, [p for p in probes if p.engine != "nbd"], schedule, stream)
-        schedule.later = 0
+        schedule.shortest = False
         points += _run_path(image, path_probes, cache, schedule, stream)
     finally:
         image.unlink(missing_ok=True)
