@@ -1166,6 +1166,7 @@ examples:
   vmio calibrate /var/tmp/cal.tmp --quick     a one-minute subset
   vmio calibrate /dev/nvme0n1 -o nvme         reads only, on the raw device
   vmio calibrate /dev/shm/x --size 64m --budget 30
+  vmio calibrate --serve-path --quick -o nbd  the NBD path's [nbd] table (10 s, /dev/shm)
   vmio sim --stack vmio-calibration/stack.toml job.fio
 """
 
