@@ -529,10 +529,11 @@ def check(sp: ServePath) -> dict[str, list[float]]:
 def report(sp: ServePath) -> str:
     """What `vmio calibrate --serve-path` prints: the [nbd] table, its notes, the check."""
     lines = [sp.toml_path.read_text(encoding="utf-8").rstrip()]
+    labels = {"qd1_lat": "QD1 mean latency", "saturated_iops": f"QD{SATURATED_QD} IOPS"}
     for what, errs in check(sp).items():
         worst = max(errs, key=abs)
         lines.append(
-            f"vmio sim over the RAM image's model, {what.replace('_', ' ')}: median |error| "
+            f"vmio sim on the table over the RAM image's model, {labels[what]}: median |error| "
             f"{100 * statistics.median(map(abs, errs)):.1f} %, worst {100 * worst:+.1f} %"
         )
     lines.append(f"written: {sp.toml_path}, {sp.json_path}")

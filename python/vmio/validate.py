@@ -275,7 +275,10 @@ def run_raid0(
     `plan.repeat` times."""
     from vmio import calserve, realengine
 
-    path = calserve.measure(calserve.DEFAULT_DIR, out, quick=quick, force=force)
+    try:
+        path = calserve.measure(calserve.DEFAULT_DIR, out, quick=quick, force=force)
+    except VmioError as e:
+        raise VmioError(f"raid0 part: the NBD path: {e} (--raid0 0 skips the part)") from None
     stack_path = out / "stack.toml"
     stack_text = raid0_stack(plan.stack, plan.size, calserve.nbd_table(path.fit.nbd))
     (out / "sim").mkdir(parents=True, exist_ok=True)
