@@ -126,9 +126,9 @@ def missing(fio: bool = False) -> str | None:
     if kernel() is None:
         return "no kernel with modules under /boot (Debian package linux-image-cloud-amd64)"
     if not BUSYBOX.is_file():
-        return "no static busybox at /bin/busybox (Debian package busybox-static)"
+        return f"no static busybox at {BUSYBOX} (Debian package busybox-static)"
     if fio and not FIO.is_file():
-        return "no fio at /usr/bin/fio to run in the guest (Debian package fio)"
+        return f"no fio at {FIO} to run in the guest (Debian package fio)"
     return None
 
 
