@@ -83,13 +83,19 @@ def test_a_vm_point_runs_in_a_tcg_guest_in_serve_modes_schema_and_compare_leaves
 
 
 @pytest.mark.parametrize(
-    ("interface", "device"),
-    [("virtio-blk", "/dev/vda"), ("ide", "/dev/sda"), ("virtio-scsi", "/dev/sda")],
+    ("written", "interface", "device"),
+    [
+        ("virtio-blk", "virtio-blk", "/dev/vda"),
+        ("virtio", "virtio-blk", "/dev/vda"),  # vmio-core's alias
+        ("ide", "ide", "/dev/sda"),
+        ("virtio-scsi", "virtio-scsi", "/dev/sda"),
+        ("scsi", "virtio-scsi", "/dev/sda"),
+    ],
 )
 def test_guest_mode_points_the_job_at_the_disk_the_guest_sees_on_the_vm_disks_interface(
-    interface, device
+    written, interface, device
 ):
-    stack = VM_STACK.replace('interface = "virtio-blk"', f'interface = "{interface}"')
+    stack = VM_STACK.replace('interface = "virtio-blk"', f'interface = "{written}"')
     p = realengine.plan(stack, "vm-stack.toml", JOB, None, OPTS)
     assert (p.mode, p.interface, p.export) == ("guest", interface, "vm1/vda")
     # the job's size cut to the 32 MiB disk; ioengine and direct as the job says

@@ -1,7 +1,8 @@
 """`vmio study --engine real`: a study's points run for real on this machine, with fio 3.33,
 instead of in the simulator; the results go into the same files, in the same schema.
 
-Each point's stack decides the mode (`plan`):
+`--real-mode` decides the mode (`plan`, `_mode`); `auto`, the default, is host for a native
+stack and serve for a VM stack; serve or guest on a native stack is skipped:
 
 - **host** (`[host] hypervisor = "native"`: the `[[vm]]` is a group of host processes on the
   host's block layer): fio runs the job on the host. The job's file `/dev/<disk>` (a disk of
@@ -20,8 +21,20 @@ Each point's stack decides the mode (`plan`):
   export's cache mode decides O_DIRECT on the host); a synchronous engine's job (psync, sync,
   pvsync, pvsync2) gets `iodepth=1`, the depth it had. VM disks that do not fit in the served
   volume (`--real-size` per device) are laid out anew, the volume shared evenly.
+- **guest** (`--real-mode guest`, a VM stack): served as in serve mode; the job runs with the
+  host's fio in a QEMU guest (`vmio.qemuguest.run_fio`) whose disk is the VM's export through
+  QEMU's NBD client, on the disk's `interface` (`qemuguest.INTERFACES`: virtio-blk /dev/vda,
+  ide and virtio-scsi /dev/sda; others skipped): `filename=` that device, the rest as the job
+  says. Each VM boots its own guest, all at once. The accelerator is `--real-accel`
+  (`qemuguest.accelerator`: auto is kvm when a probe boot ends, else tcg). Bounds
+  (`boot_timeout`, `run_timeout`):
 
-In both modes a job `size` larger than its target (the file, the export) is cut to it. What
+      boot   BOOT_TIMEOUT[accel]                          (tcg 180 s, kvm 60 s)
+      run    RUN_MARGIN + SLOWDOWN[accel] x max over VMs of sum over jobs of
+             (runtime + ramp_time)                        (120 s + 10x tcg, 2x kvm);
+             NO_RUNTIME_TIMEOUT (1800 s) when a job has no runtime
+
+In every mode a job `size` larger than its target (the file, the export) is cut to it. What
 the job, the stack and the machine then were goes into the point's JSON. Without a job file,
 every VM's `workload` runs at once, each in its own fio process (in serve mode all against
 one server, so the scheduler shares the devices among them by the VMs' weights), and their
@@ -30,10 +43,13 @@ jobs are merged as the simulator merges them (`merge`).
 Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each once, writes
 `skipped.csv` and leaves them out of the tables), checked in this order:
 
+    --real-mode serve or guest on a native stack       no VM disk to serve
     a job on files or needing a CPU                    "needs a guest (QEMU)": cpuio, a
                                                        filename that is no disk of the VM;
                                                        in serve mode also directory= and a
-                                                       disk with a [vm.disk.filesystem]
+                                                       disk with a [vm.disk.filesystem]; in
+                                                       guest mode the same, as
+                                                       GUEST_HAS_NO_FS
     a device of a class this machine lacks             hdd on a flash disk, ssd/flash on an
       (unless --substitute: run on files anyway,       hdd, ram off tmpfs, an aged ssd
        the substitutions recorded)                     (`precondition = "aged"`), more devices
@@ -42,7 +58,8 @@ Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each on
                                                        hardware's disk: not counted)
     host mode, a volume of several devices             needs md/dm, which the engine does not
                                                        build (a VM stack is served instead)
-    serve mode, one VM's jobs on several disks         one export per fio process
+    serve, guest mode: one VM's jobs on several disks  one export per fio process
+    guest mode, a disk of an interface no guest has    interface = "nbd" (serve mode runs it)
     fio --parse-only refuses the edited job            a vmio extension (iozone=, cpu_profile=)
 
 A disk's class: tmpfs is `memory`; a block device whose queue is rotational is `hdd`, unless
@@ -54,20 +71,22 @@ Not real: in serve mode (said in each point's `vmio.notes`), the guest (its kern
 or IDE driver, vCPU and exits) is replaced by fio's nbd client on the host, so the path
 measured is NBD over a Unix socket into vmio's server, not a VM's; in both modes the stack's
 `[cpu]`, `[page_cache]` and `[vm]` memory settings are the simulator's only (the host's
-kernel and page cache are what they are). A guest mode (QEMU under TCG,
-as tests/guest.py boots) is not built: under TCG the guest's timings would mean nothing, so
-points needing a guest are skipped with their reason.
+kernel and page cache are what they are). In guest mode under TCG (software emulation, the
+only way guests boot where KVM does not) the timings mean nothing: the point's `vmio.timing`
+is "functional-only" and `vmio compare` leaves it out.
 
 A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
 
-    engine "real", mode "host"|"serve", machine (vmio.machine.describe of DIR and the device
-    paths), stack (the effective stack as run, parsed; a substituted device carries
+    engine "real", mode "host"|"serve"|"guest", machine (vmio.machine.describe of DIR and
+    the device paths), stack (the effective stack as run, parsed; a substituted device carries
     `real_substitute` = why), stack_file, job_file, vm, targets {job name: what fio ran on},
     replaced {option: value set in the job} (vm, targets, replaced: the first VM's), vms
     [{name, weight, bw_bytes, job_file, targets, replaced}] (one per VM that ran a job, as
     the simulator's `vmio.vms`), substituted [reasons], seed (the experiment's: fio's own
-    random seeds are its defaults), notes [...], server (serve mode: `vmio serve`'s final
-    per-export statistics); every job carries `vmio_vm`, as the simulator's
+    random seeds are its defaults), notes [...], server (serve and guest modes: `vmio
+    serve`'s final per-export statistics), accel "tcg"|"kvm" and timing
+    "functional-only" (tcg) | "measured" (kvm) (guest mode); every job carries `vmio_vm`, as
+    the simulator's
 
 Images `DIR/<device>.img` are written through once (`vmio.calibrate.write_through`: fio's
 sequential 1 MiB writes, O_DIRECT where the file takes it) so reads hit
@@ -494,14 +513,13 @@ def _plan_guest(
     from vmio import qemuguest
 
     disk = _one_export(p, targets, files, opts)
-    name = str(disk.get("interface", "virtio-blk"))
-    iface = qemuguest.INTERFACES.get(name)
+    iface = qemuguest.interface(name := str(disk.get("interface", "virtio-blk")))
     if iface is None:
         raise Skipped(
             f"guest mode: disk '{disk.get('name')}' has interface = \"{name}\", which the guest "
             f"has no driver for (accepted: {', '.join(qemuguest.INTERFACES)}); serve mode runs it"
         )
-    p.interface = name
+    p.interface = name = iface.name
     p.set("filename", iface.device)
     _cap_size(p, jobs, _size(disk["size"], "size"))
     p.targets = {
