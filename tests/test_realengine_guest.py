@@ -195,17 +195,24 @@ def test_the_initramfs_carries_fios_libraries_at_their_paths_each_directory_once
     ]
 
 
-def test_auto_falls_back_to_tcg_with_the_reason_and_a_forced_kvm_needs_dev_kvm(
-    monkeypatch, tmp_path
-):
+def test_auto_falls_back_to_tcg_with_the_reason_and_a_forced_kvm_needs_dev_kvm(monkeypatch):
     monkeypatch.setattr(qemuguest, "kvm_unusable", lambda: "/dev/kvm: Permission denied")
-    assert qemuguest.accelerator("auto", tmp_path) == (
+    assert qemuguest.accelerator("auto") == (
         "tcg",
         "KVM unusable here (/dev/kvm: Permission denied)",
     )
-    assert qemuguest.accelerator("tcg", tmp_path) == ("tcg", "--real-accel tcg")
+    assert qemuguest.accelerator("tcg") == ("tcg", "--real-accel tcg")
     with pytest.raises(qemuguest.GuestError, match=r"^--real-accel kvm: /dev/kvm: Permission"):
-        qemuguest.accelerator("kvm", tmp_path)
+        qemuguest.accelerator("kvm")
+    monkeypatch.setattr(qemuguest, "kvm_unusable", lambda: None)
+    assert qemuguest.accelerator("kvm") == ("kvm", "--real-accel kvm")  # forced: no probe
+    monkeypatch.setattr(qemuguest, "_probe_kvm", lambda: None)
+    assert qemuguest.accelerator("auto") == ("kvm", "a KVM probe boot ended within 20 s")
+    monkeypatch.setattr(qemuguest, "_probe_kvm", lambda: "a KVM probe boot failed: hung")
+    assert qemuguest.accelerator("auto") == (
+        "tcg",
+        "KVM unusable here (a KVM probe boot failed: hung)",
+    )
 
 
 def test_a_compared_point_with_functional_only_timing_is_left_out_of_errors_and_summary(

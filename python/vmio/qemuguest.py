@@ -47,6 +47,7 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -370,19 +371,20 @@ def kvm_unusable() -> str | None:
 
 
 @functools.cache
-def _probe_kvm(workdir: str) -> str | None:
+def _probe_kvm() -> str | None:
     """Why a KVM boot of this kernel fails here (PROBE_TIMEOUT), or None; once per process."""
-    initrd = build_initramfs("echo VMIO-PROBE-OK", Path(workdir) / "probe.cpio", device=None)
-    try:
-        console = boot(qemu_command(initrd, "kvm", MEMORY_MIB), PROBE_TIMEOUT, PROBE_TIMEOUT)
-    except GuestError as e:
-        return f"a KVM probe boot failed: {e}"
+    with tempfile.TemporaryDirectory(prefix="vmio-kvm-probe-") as tmp:
+        initrd = build_initramfs("echo VMIO-PROBE-OK", Path(tmp) / "probe.cpio", device=None)
+        try:
+            console = boot(qemu_command(initrd, "kvm", MEMORY_MIB), PROBE_TIMEOUT, PROBE_TIMEOUT)
+        except GuestError as e:
+            return f"a KVM probe boot failed: {e}"
     if "VMIO-PROBE-OK" not in console:
         return f"a KVM probe boot failed{_tail(console.splitlines())}"
     return None
 
 
-def accelerator(choice: str, workdir: Path) -> tuple[str, str]:
+def accelerator(choice: str) -> tuple[str, str]:
     """(`kvm`|`tcg`, why) for `--real-accel CHOICE` (module doc); GuestError when kvm is
     forced and /dev/kvm cannot be opened."""
     if choice not in ACCELS:
@@ -395,7 +397,7 @@ def accelerator(choice: str, workdir: Path) -> tuple[str, str]:
             raise GuestError(f"--real-accel kvm: {why}")
         return "kvm", "--real-accel kvm"
     if why is None:
-        why = _probe_kvm(str(workdir))
+        why = _probe_kvm()
     if why is None:
         return "kvm", f"a KVM probe boot ended within {PROBE_TIMEOUT:g} s"
     return "tcg", f"KVM unusable here ({why})"
@@ -435,10 +437,10 @@ def read_fio(console: str) -> FioRun:
     if status is None:
         raise GuestError(f"fio did not run in the guest{_tail(console.splitlines())}")
     log = [x.split("VMIO-FIO-LOG ", 1)[1] for x in lines if "VMIO-FIO-LOG " in x]
-    start = next((i for i, x in enumerate(lines) if JSON_RE.search(x)), None)
-    if start is None:
+    found = next(((i, m) for i, x in enumerate(lines) if (m := JSON_RE.search(x))), None)
+    if found is None:
         return FioRun(status, "", log, console)
-    md5 = JSON_RE.search(lines[start]).group(1)  # type: ignore[union-attr]
+    start, md5 = found[0], found[1].group(1)
     body = []
     for x in lines[start + 1 :]:
         if x.endswith("VMIO-FIO-JSON-END"):

@@ -744,7 +744,7 @@ class Engine:
 
         from vmio import qemuguest
 
-        accel, why = self.accelerator(tmp)
+        accel, why = self.accelerator()
         sock = tmp / "nbd.sock"
         timeout = boot_timeout(accel), run_timeout(accel, [job_sections(p.job_text) for p in plans])
 
@@ -762,12 +762,12 @@ class Engine:
             p.notes.append(GUEST_NOTE[accel].format(why=why))
         return _served(plans, tmp, run)
 
-    def accelerator(self, workdir: Path) -> tuple[str, str]:
+    def accelerator(self) -> tuple[str, str]:
         """(`kvm`|`tcg`, why) of this run's guests (`vmio.qemuguest.accelerator`), once."""
         from vmio import qemuguest
 
         if self._accel is None:
-            self._accel = qemuguest.accelerator(self.opts.accel, workdir)
+            self._accel = qemuguest.accelerator(self.opts.accel)
             print(f"vmio: guest mode under {self._accel[0]}: {self._accel[1]}", file=sys.stderr)
         return self._accel
 
