@@ -136,6 +136,7 @@ def test_a_guests_run_timeout_is_a_margin_plus_its_jobs_runtime_times_the_accele
     assert realengine.run_timeout("kvm", [jobs]) == realengine.RUN_MARGIN + 2.0 * 62.5
     size_based = realengine.job_sections("[a]\nruntime=1\n[b]\nsize=1g\n")
     assert realengine.run_timeout("tcg", [jobs, size_based]) == realengine.NO_RUNTIME_TIMEOUT
+    assert realengine.fio_seconds("250msec") == realengine.fio_seconds("250ms") == 0.25
     with pytest.raises(VmioError, match="'2x' is not a fio time"):
         realengine.fio_seconds("2x")
 

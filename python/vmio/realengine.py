@@ -730,7 +730,6 @@ class Engine:
     ) -> tuple[list[dict[str, Any]], list[Any]]:
         """Serve the stack, run fio's nbd engine on each VM's export at once; (fio's JSON of
         each, the server's final statistics)."""
-
         sock = tmp / "nbd.sock"
         for p, f in zip(plans, job_files, strict=True):
             p.replaced["uri"] = f"nbd+unix:///{p.export}?socket=<a socket of vmio serve>"
@@ -816,7 +815,7 @@ def run_timeout(accel: str, job_files: Sequence[Jobs]) -> float:
     return RUN_MARGIN + SLOWDOWN[accel] * longest
 
 
-FIO_TIME = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|m|h|d)?\s*$", re.IGNORECASE)
+FIO_TIME = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usec|us|msec|ms|s|m|h|d)?\s*$", re.IGNORECASE)
 TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 """fio's time suffixes (fio HOWTO "Time"): a bare number is seconds."""
 
@@ -828,7 +827,7 @@ def fio_seconds(value: str) -> float:
         raise VmioError(
             f"job file: '{value}' is not a fio time (a number with us, ms, s, m, h or d)"
         )
-    return float(m.group(1)) * TIME_UNITS[(m.group(2) or "s").lower()]
+    return float(m.group(1)) * TIME_UNITS[(m.group(2) or "s").lower().replace("sec", "s")]
 
 
 def _served(
