@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from vmio import __version__, calibrate, compare, stackhelp, validate
+from vmio import __version__, calibrate, compare, qemuguest, stackhelp, validate
 from vmio.sim import (
     VmioError,
     check_path,
@@ -131,8 +131,10 @@ Written to the output directory:
 --engine real runs every point on this machine with fio instead of simulating it, one at a
 time (vmio/realengine.py): a native stack's job on the devices' files, a VM stack's through
 'vmio serve' and fio's nbd engine. Devices without a path (all of a VM stack's) are files
-DIR/<device>.img of --real-size (kept for the next run). A point this machine cannot run
-(an HDD on a flash disk, a job needing a guest...) is skipped with its reason.
+DIR/<device>.img of --real-size (kept for the next run). --real-mode guest runs a VM stack's
+job in a QEMU guest instead, whose disk is the 'vmio serve' export (under TCG, when KVM does
+not boot here, its timings are functional-only: vmio compare leaves them out). A point this
+machine cannot run (an HDD on a flash disk, a job on files...) is skipped with its reason.
 
 A study of several parts (a study.toml listing experiment files) runs each part in turn
 and writes each into its own subdirectory, <out>/<part>/.
@@ -416,6 +418,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--substitute",
         action="store_true",
         help="--engine real: run points whose devices this machine lacks on files anyway",
+    )
+    st.add_argument(
+        "--real-mode",
+        choices=("auto", "host", "serve", "guest"),
+        help="--engine real: host runs the job on the host, serve through vmio serve and "
+        "fio's nbd engine, guest in a QEMU guest whose disk is the vmio serve export "
+        "(default: auto, host for a native stack, serve for a VM stack)",
+    )
+    st.add_argument(
+        "--real-accel",
+        choices=qemuguest.ACCELS,
+        help="--real-mode guest: the guest's accelerator; auto is kvm when a probe boot "
+        f"under KVM ends within {qemuguest.PROBE_TIMEOUT:g} s, else tcg, whose timings are "
+        "functional-only (default: auto)",
     )
     st.set_defaults(func=cmd_study)
 
@@ -793,11 +809,17 @@ def _real_engine(args: argparse.Namespace):  # -> realengine.Options | None
     if args.engine != "real":
         if args.real_dir is not None or args.real_size is not None or args.substitute:
             raise VmioError("--real-dir, --real-size and --substitute need --engine real")
+        if args.real_mode is not None or args.real_accel is not None:
+            raise VmioError("--real-mode and --real-accel need --engine real")
         return None
+    if args.real_accel is not None and args.real_mode != "guest":
+        raise VmioError("--real-accel needs --real-mode guest")
     opts = realengine.Options(
         args.real_dir or Path("vmio-real"),
         args.real_size or realengine.DEFAULT_SIZE,
         args.substitute,
+        args.real_mode or "auto",
+        args.real_accel or "auto",
     )
     if args.parallel not in (None, 1):
         print(

@@ -47,6 +47,12 @@ summary   = over the common points with a defined error, of |error|:
             q(p) = v[floor(h)] + (h - floor(h)) (v[floor(h)+1] - v[floor(h)]), h = p (n - 1))
 ```
 
+Excluded: a REAL point whose JSON says `vmio.timing = "functional-only"` (vmio.realengine's
+guest mode under TCG: software emulation, its timings mean nothing) is left out of the rows,
+the errors and the summary, and listed on one line before the summary with the reason; in a
+study directory a row's JSON is `json/<slug>.json`, slug = its axis values joined by `-` (a
+`/` in a value as `_`, vmio.experiment `Point.slug`), read for rows of engine `real`.
+
 Summary line (the output's last line; `real spread` only when REAL has repetitions):
 
 ```
@@ -68,7 +74,7 @@ import re
 import statistics
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +99,8 @@ class Metrics:
     """(max - min) / median of the runs' bandwidths; None for a single run."""
     lat_spread: float | None = None
     """(max - min) / median of the runs' mean latencies; None for a single run."""
+    excluded: str | None = None
+    """Why the point's timing is not compared (`timing_excluded`); None when it is."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,8 @@ class Comparison:
     unmatched_real: list[Key]
     unmatched_sim: list[Key]
     summary: Summary
+    excluded: list[tuple[Key, str]] = field(default_factory=list)
+    """REAL points left out of the rows, with the reason (`Metrics.excluded`)."""
 
     @property
     def repeated(self) -> bool:
@@ -215,11 +225,25 @@ def median_of(runs: Sequence[Metrics]) -> Metrics:
         runs=len(runs),
         bw_spread=spread(BW),
         lat_spread=spread(LAT),
+        excluded=next((m.excluded for m in runs if m.excluded), None),
     )
+
+
+FUNCTIONAL_ONLY = "functional-only"
+"""`vmio.timing` of a real point whose timings mean nothing (a guest under TCG)."""
+
+
+def timing_excluded(result: Mapping[str, Any]) -> str | None:
+    """Why a fio JSON's timings are not compared (module doc), or None."""
+    v = result.get("vmio")
+    if isinstance(v, dict) and v.get("timing") == FUNCTIONAL_ONLY:
+        return f"timing {FUNCTIONAL_ONLY} (a guest under {v.get('accel', '?')})"
+    return None
 
 
 def _json_points(path: Path) -> dict[Key, Metrics]:
     result = read_fio_json(path)
+    why = timing_excluded(result)
     names: dict[str, list[int]] = {}
     for i, job in enumerate(result["jobs"]):
         names.setdefault(str(job.get("jobname", f"job{i}")), []).append(i)
@@ -234,9 +258,10 @@ def _json_points(path: Path) -> dict[Key, Metrics]:
                     where = f"'{path}' job {name} {d}:"
                     points[(("job", name), ("direction", d))] = Metrics(
                         *(
-                            _in_range(f"{where} {field}", float(s[field]), f"{float(s[field]):g}")
-                            for field in JSON_METRICS
-                        )
+                            _in_range(f"{where} {f}", float(s[f]), f"{float(s[f]):g}")
+                            for f in JSON_METRICS
+                        ),
+                        excluded=why,
                     )
     except (AttributeError, KeyError, TypeError, ValueError) as err:
         raise VmioError(f"'{path}' is not a fio JSON output: bad value ({err})") from None
@@ -276,17 +301,31 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
                 )
             axes = [c for c in header[: header.index("rw")] if c not in not_axes]
             points: dict[Key, Metrics] = {}
+            excluded: dict[str, str | None] = {}
             for row in reader:
                 line = reader.line_num
                 key = (*((a, row[a] or "") for a in axes), ("direction", row["direction"] or ""))
                 if key in points:
                     raise VmioError(f"'{path}' line {line}: point {key_text(key)} appears twice")
-                points[key] = Metrics(*(_number(path, line, c, row[c]) for c in CSV_METRICS))
+                why = None
+                if row.get("engine") == "real":
+                    slug = "-".join((row[a] or "").replace("/", "_") for a in axes)
+                    if slug not in excluded:
+                        excluded[slug] = _point_json_excluded(path.parent / "json" / f"{slug}.json")
+                    why = excluded[slug]
+                points[key] = Metrics(
+                    *(_number(path, line, c, row[c]) for c in CSV_METRICS), excluded=why
+                )
     except UnicodeDecodeError:
         raise VmioError(f"'{path}' is not a study results.csv (not UTF-8 text)") from None
     except csv.Error as err:
         raise VmioError(f"'{path}' is not a study results.csv: {err}") from None
     return points
+
+
+def _point_json_excluded(path: Path) -> str | None:
+    """`timing_excluded` of a study point's JSON; None when it is absent."""
+    return timing_excluded(read_fio_json(path)) if path.is_file() else None
 
 
 MAX_VALUE = 1e30
@@ -328,7 +367,15 @@ def quantile(values: Iterable[float], p: float) -> float | None:
 
 
 def compare(real: Mapping[Key, Metrics], sim: Mapping[Key, Metrics]) -> Comparison:
-    """Match the points of REAL and SIM by key; errors and summary of the common ones."""
+    """Match the points of REAL and SIM by key; errors and summary of the common ones, but
+    for REAL's excluded points (listed in `Comparison.excluded`)."""
+    excluded = [(key, m.excluded) for key, m in real.items() if m.excluded is not None]
+    if not any(key in sim for key in real):
+        raise VmioError(
+            f"REAL and SIM have no point in common (REAL: {len(real)} point(s), e.g. "
+            f"{_first(real)}; SIM: {len(sim)} point(s), e.g. {_first(sim)})"
+        )
+    real = {key: m for key, m in real.items() if m.excluded is None}
     rows = [
         Row(
             key,
@@ -342,11 +389,6 @@ def compare(real: Mapping[Key, Metrics], sim: Mapping[Key, Metrics]) -> Comparis
         for key, m in real.items()
         if key in sim
     ]
-    if not rows:
-        raise VmioError(
-            f"REAL and SIM have no point in common (REAL: {len(real)} point(s), e.g. "
-            f"{_first(real)}; SIM: {len(sim)} point(s), e.g. {_first(sim)})"
-        )
 
     def abs_errors(metric: Metric) -> list[float]:
         return [abs(e) for r in rows if (e := r.errors[metric.short]) is not None]
@@ -363,11 +405,13 @@ def compare(real: Mapping[Key, Metrics], sim: Mapping[Key, Metrics]) -> Comparis
         bw_spread_median=quantile(spreads("bw_spread"), 0.5),
         lat_spread_median=quantile(spreads("lat_spread"), 0.5),
     )
+    gone = {key for key, _ in excluded}
     return Comparison(
         rows,
         [k for k in real if k not in sim],
-        [k for k in sim if k not in real],
+        [k for k in sim if k not in real and k not in gone],
         summary,
+        excluded,
     )
 
 
@@ -377,6 +421,22 @@ def _first(points: Mapping[Key, Metrics]) -> str:
 
 def key_text(key: Key) -> str:
     return " ".join(f"{name}={value}" for name, value in key)
+
+
+def excluded_line(c: Comparison) -> str | None:
+    """One line naming the excluded REAL points and why (None when there are none)."""
+    if not c.excluded:
+        return None
+    by_why: dict[str, list[Key]] = {}
+    for key, why in c.excluded:
+        by_why.setdefault(why, []).append(key)
+    groups = [
+        f"{why}: {'; '.join(key_text(k) for k in keys[:10])}{'; ...' if len(keys) > 10 else ''}"
+        for why, keys in by_why.items()
+    ]
+    return f"{len(c.excluded)} REAL point(s) left out of the errors and summary, " + " | ".join(
+        groups
+    )
 
 
 def _percent(x: float | None) -> str:
@@ -584,6 +644,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if keys:
             shown = "; ".join(key_text(k) for k in keys[:5]) + ("; ..." if len(keys) > 5 else "")
             out.append(f"{len(keys)} {side} point(s) not in {other}: {shown}")
+    if (line := excluded_line(c)) is not None:
+        out.append(line)
     out.append(summary_line(c))
     if args.csv is not None:
         write_new_file(args.csv, csv_text(c), args.force)

@@ -1,7 +1,8 @@
 """`vmio study --engine real`: a study's points run for real on this machine, with fio 3.33,
 instead of in the simulator; the results go into the same files, in the same schema.
 
-Each point's stack decides the mode (`plan`):
+`--real-mode` decides the mode (`plan`, `_mode`); `auto`, the default, is host for a native
+stack and serve for a VM stack; serve or guest on a native stack is skipped:
 
 - **host** (`[host] hypervisor = "native"`: the `[[vm]]` is a group of host processes on the
   host's block layer): fio runs the job on the host. The job's file `/dev/<disk>` (a disk of
@@ -20,8 +21,20 @@ Each point's stack decides the mode (`plan`):
   export's cache mode decides O_DIRECT on the host); a synchronous engine's job (psync, sync,
   pvsync, pvsync2) gets `iodepth=1`, the depth it had. VM disks that do not fit in the served
   volume (`--real-size` per device) are laid out anew, the volume shared evenly.
+- **guest** (`--real-mode guest`, a VM stack): served as in serve mode; the job runs with the
+  host's fio in a QEMU guest (`vmio.qemuguest.run_fio`) whose disk is the VM's export through
+  QEMU's NBD client, on the disk's `interface` (`qemuguest.INTERFACES`: virtio-blk /dev/vda,
+  ide and virtio-scsi /dev/sda; others skipped): `filename=` that device, the rest as the job
+  says. Each VM boots its own guest, all at once. The accelerator is `--real-accel`
+  (`qemuguest.accelerator`: auto is kvm when a probe boot ends, else tcg). Bounds
+  (`boot_timeout`, `run_timeout`):
 
-In both modes a job `size` larger than its target (the file, the export) is cut to it. What
+      boot   BOOT_TIMEOUT[accel]                          (tcg 180 s, kvm 60 s)
+      run    RUN_MARGIN + SLOWDOWN[accel] x max over VMs of sum over jobs of
+             (runtime + ramp_time)                        (120 s + 10x tcg, 2x kvm);
+             NO_RUNTIME_TIMEOUT (1800 s) when a job has no runtime
+
+In every mode a job `size` larger than its target (the file, the export) is cut to it. What
 the job, the stack and the machine then were goes into the point's JSON. Without a job file,
 every VM's `workload` runs at once, each in its own fio process (in serve mode all against
 one server, so the scheduler shares the devices among them by the VMs' weights), and their
@@ -30,10 +43,13 @@ jobs are merged as the simulator merges them (`merge`).
 Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each once, writes
 `skipped.csv` and leaves them out of the tables), checked in this order:
 
+    --real-mode serve or guest on a native stack       no VM disk to serve
     a job on files or needing a CPU                    "needs a guest (QEMU)": cpuio, a
                                                        filename that is no disk of the VM;
                                                        in serve mode also directory= and a
-                                                       disk with a [vm.disk.filesystem]
+                                                       disk with a [vm.disk.filesystem]; in
+                                                       guest mode the same, as
+                                                       GUEST_HAS_NO_FS
     a device of a class this machine lacks             hdd on a flash disk, ssd/flash on an
       (unless --substitute: run on files anyway,       hdd, ram off tmpfs, an aged ssd
        the substitutions recorded)                     (`precondition = "aged"`), more devices
@@ -42,7 +58,8 @@ Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each on
                                                        hardware's disk: not counted)
     host mode, a volume of several devices             needs md/dm, which the engine does not
                                                        build (a VM stack is served instead)
-    serve mode, one VM's jobs on several disks         one export per fio process
+    serve, guest mode: one VM's jobs on several disks  one export per fio process
+    guest mode, a disk of an interface no guest has    interface = "nbd" (serve mode runs it)
     fio --parse-only refuses the edited job            a vmio extension (iozone=, cpu_profile=)
 
 A disk's class: tmpfs is `memory`; a block device whose queue is rotational is `hdd`, unless
@@ -56,20 +73,22 @@ measured is NBD over a Unix socket into vmio's server, not a VM's (but for a dis
 `interface = "nbd"`, which models that very path with `[nbd]`: its client is the one the
 stack says, and its note says so); in both modes the stack's `[cpu]`, `[page_cache]` and
 `[vm]` memory settings are the simulator's only (the host's kernel and page cache are what
-they are). A guest mode (QEMU under TCG,
-as tests/guest.py boots) is not built: under TCG the guest's timings would mean nothing, so
-points needing a guest are skipped with their reason.
+they are). In guest mode under TCG (software emulation, the only way guests boot where KVM
+does not) the timings mean nothing: the point's `vmio.timing` is "functional-only" and
+`vmio compare` leaves it out.
 
 A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
 
-    engine "real", mode "host"|"serve", machine (vmio.machine.describe of DIR and the device
-    paths), stack (the effective stack as run, parsed; a substituted device carries
+    engine "real", mode "host"|"serve"|"guest", machine (vmio.machine.describe of DIR and
+    the device paths), stack (the effective stack as run, parsed; a substituted device carries
     `real_substitute` = why), stack_file, job_file, vm, targets {job name: what fio ran on},
     replaced {option: value set in the job} (vm, targets, replaced: the first VM's), vms
     [{name, weight, bw_bytes, job_file, targets, replaced}] (one per VM that ran a job, as
     the simulator's `vmio.vms`), substituted [reasons], seed (the experiment's: fio's own
-    random seeds are its defaults), notes [...], server (serve mode: `vmio serve`'s final
-    per-export statistics); every job carries `vmio_vm`, as the simulator's
+    random seeds are its defaults), notes [...], server (serve and guest modes: `vmio
+    serve`'s final per-export statistics), accel "tcg"|"kvm" and timing
+    "functional-only" (tcg) | "measured" (kvm) (guest mode); every job carries `vmio_vm`, as
+    the simulator's
 
 Images `DIR/<device>.img` are written through once (`vmio.calibrate.write_through`: fio's
 sequential 1 MiB writes, O_DIRECT where the file takes it) so reads hit
@@ -80,9 +99,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,17 +133,30 @@ class Skipped(Exception):
     """A point the real engine does not run; the message is the reason, one line."""
 
 
+MODES = ("auto", "host", "serve", "guest")
+"""`--real-mode`: auto is host for a native stack, serve for a VM stack."""
+
+
 @dataclass(frozen=True)
 class Options:
-    """`--real-dir`, `--real-size`, `--substitute`."""
+    """`--real-dir`, `--real-size`, `--substitute`, `--real-mode`, `--real-accel`."""
 
     real_dir: Path
     size: int = DEFAULT_SIZE
     substitute: bool = False
+    mode: str = "auto"
+    accel: str = "auto"
 
     def key(self) -> dict[str, Any]:
-        """What a point's stored result depends on (`vmio.runner.point_key`)."""
-        return {"real_dir": str(self.real_dir), "size": self.size, "substitute": self.substitute}
+        """What a point's stored result depends on (`vmio.runner.point_key`); the mode and
+        accelerator only when chosen (results stored before they existed stay valid)."""
+        chosen = {k: v for k, v in (("mode", self.mode), ("accel", self.accel)) if v != "auto"}
+        return {
+            "real_dir": str(self.real_dir),
+            "size": self.size,
+            "substitute": self.substitute,
+            **chosen,
+        }
 
 
 def disk_class(d: Mapping[str, Any]) -> str:
@@ -180,6 +214,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     vm: str = ""
     export: str = ""
+    interface: str = ""
+    """Guest mode: the VM disk's interface (`vmio.qemuguest.INTERFACES`)."""
 
     def set(self, option: str, value: str) -> None:
         """Set a fio option in every job and record it: where the job file sets it
@@ -248,16 +284,21 @@ def _check_devices(
     return subs
 
 
+GUEST_HAS_NO_FS = "guest mode runs jobs on a VM disk only (no mkfs, no files in its initramfs)"
+"""The reason guest mode skips a job on files or on CPU."""
+
+
 def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tuple[str, str]]:
     """Per job: ("disk", disk name) or ("dir", disk name) for directory= on its filesystem."""
     disks = vm.get("disk") or []
     if not disks:
         raise Skipped(f"VM '{vm.get('name')}' has no [[vm.disk]]")
     by_name = {str(d.get("name")): d for d in disks}
+    needs = GUEST_HAS_NO_FS if mode == "guest" else "needs a guest (QEMU)"
     out = {}
     for name, o in jobs:
         if o.get("ioengine") == "cpuio":
-            raise Skipped(f"needs a guest (QEMU): job '{name}' burns CPU (ioengine=cpuio)")
+            raise Skipped(f"{needs}: job '{name}' burns CPU (ioengine=cpuio)")
         if "directory" in o:
             mount = o["directory"].rstrip("/")
             owner = next(
@@ -269,9 +310,9 @@ def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tupl
                 ),
                 None,
             )
-            if mode == "serve" or owner is None:
+            if mode != "host" or owner is None:
                 raise Skipped(
-                    f"needs a guest (QEMU): job '{name}' works on files in "
+                    f"{needs}: job '{name}' works on files in "
                     f"directory={o['directory']} of the VM's filesystem"
                 )
             out[name] = ("dir", owner)
@@ -280,13 +321,12 @@ def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tupl
         disk = files[0].removeprefix("/dev/")
         if len(files) > 1 or not files[0].startswith("/dev/") or disk not in by_name:
             raise Skipped(
-                f"needs a guest (QEMU): job '{name}' works on filename={o['filename']}, "
+                f"{needs}: job '{name}' works on filename={o['filename']}, "
                 f"not a disk of VM '{vm.get('name')}' ({', '.join('/dev/' + n for n in by_name)})"
             )
-        if mode == "serve" and by_name[disk].get("filesystem"):
+        if mode != "host" and by_name[disk].get("filesystem"):
             raise Skipped(
-                f"needs a guest (QEMU): disk '{disk}' of VM '{vm.get('name')}' carries a "
-                "[vm.disk.filesystem]"
+                f"{needs}: disk '{disk}' of VM '{vm.get('name')}' carries a [vm.disk.filesystem]"
             )
         out[name] = ("disk", disk)
     return out
@@ -324,7 +364,7 @@ def plan(
 ) -> Plan:
     """The point's mode and edits (module doc); raises Skipped with the reason."""
     stack = parse_toml(stack_text, stack_path)
-    mode = "host" if (stack.get("host") or {}).get("hypervisor") == "native" else "serve"
+    mode = _mode(stack, opts)
     vm = _vm(stack, vm_name, stack_path)
     jobs = job_sections(job_text)
     if not jobs:
@@ -343,9 +383,25 @@ def plan(
     vdisks = {str(d.get("name")): d for d in vm.get("disk") or []}
     if mode == "host":
         _plan_host(p, jobs, targets, vdisks, files, disks, opts)
+    elif mode == "guest":
+        _plan_guest(p, jobs, targets, files, opts)
     else:
         _plan_serve(p, jobs, targets, files, opts)
     return p
+
+
+def _mode(stack: Mapping[str, Any], opts: Options) -> str:
+    """The point's mode: `--real-mode`, or (auto) host for a native stack, serve for a VM's;
+    Skipped for serve or guest on a native stack (no VM disk to serve)."""
+    native_stack = (stack.get("host") or {}).get("hypervisor") == "native"
+    if opts.mode == "auto":
+        return "host" if native_stack else "serve"
+    if native_stack and opts.mode != "host":
+        raise Skipped(
+            f"--real-mode {opts.mode} needs a VM stack; this one is native "
+            '(host.hypervisor = "native": no VM disk to serve)'
+        )
+    return opts.mode
 
 
 def _plan_host(
@@ -405,14 +461,11 @@ def _file_bytes(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _plan_serve(
-    p: Plan,
-    jobs: Jobs,
-    targets: Mapping[str, tuple[str, str]],
-    files: Mapping[str, Path],
-    opts: Options,
-) -> None:
-    """Serve mode: the stack served on DIR's images, the job on the VM's export."""
+def _one_export(
+    p: Plan, targets: Mapping[str, tuple[str, str]], files: Mapping[str, Path], opts: Options
+) -> dict[str, Any]:
+    """The stack as served on DIR's images (`p.served_stack`, VM disks laid out anew when they
+    do not fit) and the one VM disk the jobs work on (`p.export`): serve and guest modes."""
     served = json.loads(json.dumps(p.stack))
     for dev in served.get("device") or []:
         dev.pop("real_substitute", None)
@@ -447,7 +500,50 @@ def _plan_serve(
             "the jobs work on several disks of the VM; the engine serves one per job file"
         )
     p.export = next(iter(exports.values()))
-    disk = disks[p.export.split("/", 1)[1]]
+    return disks[p.export.split("/", 1)[1]]
+
+
+def _plan_guest(
+    p: Plan,
+    jobs: Jobs,
+    targets: Mapping[str, tuple[str, str]],
+    files: Mapping[str, Path],
+    opts: Options,
+) -> None:
+    """Guest mode: the stack served as in serve mode, the job in a QEMU guest whose disk is
+    the VM's export (module doc)."""
+    from vmio import qemuguest
+
+    disk = _one_export(p, targets, files, opts)
+    iface = qemuguest.interface(name := str(disk.get("interface", "virtio-blk")))
+    if iface is None:
+        raise Skipped(
+            f"guest mode: disk '{disk.get('name')}' has interface = \"{name}\", which the guest "
+            f"has no driver for (accepted: {', '.join(qemuguest.INTERFACES)}); serve mode runs it"
+        )
+    p.interface = name = iface.name
+    p.set("filename", iface.device)
+    _cap_size(p, jobs, _size(disk["size"], "size"))
+    p.targets = {
+        job: f"{iface.device} of the guest ({name}): export {p.export} of vmio serve"
+        for job in targets
+    }
+    p.notes.append(
+        f"guest mode: fio in a QEMU guest (the host's kernel and fio, a busybox initramfs) "
+        f"whose {name} disk is the export, through QEMU's NBD client"
+    )
+
+
+def _plan_serve(
+    p: Plan,
+    jobs: Jobs,
+    targets: Mapping[str, tuple[str, str]],
+    files: Mapping[str, Path],
+    opts: Options,
+) -> None:
+    """Serve mode: the stack served on DIR's images, the job on the VM's export."""
+    disk = _one_export(p, targets, files, opts)
+    exports = dict.fromkeys(targets, p.export)
     p.set("ioengine", "nbd")
     p.set("filename", p.export)
     p.set("direct", "0")
@@ -550,8 +646,23 @@ class Engine:
     def __init__(self, opts: Options) -> None:
         if (why := machineprofile.fio_missing()) is not None:
             raise VmioError(f"--engine real: {why}")
+        if opts.mode not in MODES:
+            raise VmioError(
+                f"--real-mode: '{opts.mode}' is not valid; accepted: {', '.join(MODES)}"
+            )
+        if opts.mode == "guest":
+            from vmio import qemuguest
+
+            if (why := qemuguest.missing(fio=True)) is not None:
+                raise VmioError(f"--real-mode guest: {why}")
+            if opts.accel not in qemuguest.ACCELS:
+                raise VmioError(
+                    f"--real-accel: '{opts.accel}' is not valid; accepted: "
+                    + ", ".join(qemuguest.ACCELS)
+                )
         self.opts = opts
         self._machines: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._accel: tuple[str, str] | None = None
 
     def machine(self, paths: Sequence[str]) -> dict[str, Any]:
         """machine.describe of `paths`, once per run."""
@@ -588,6 +699,8 @@ class Engine:
             server = None
             if first.mode == "serve":
                 docs, server = self._serve(plans, tmp, files)
+            elif first.mode == "guest":
+                docs, server = self._guests(plans, tmp)
             else:
                 docs = _fio_all(files, tmp)
         paths = [str(self.opts.real_dir.resolve())]
@@ -613,6 +726,7 @@ class Engine:
             ),
             "vms": vms,
             **({"server": server} if server is not None else {}),
+            **(self._guest_record() if first.mode == "guest" else {}),
         }
         return json.dumps(doc, indent=2) + "\n"
 
@@ -621,23 +735,125 @@ class Engine:
     ) -> tuple[list[dict[str, Any]], list[Any]]:
         """Serve the stack, run fio's nbd engine on each VM's export at once; (fio's JSON of
         each, the server's final statistics)."""
-        from vmio import realguest, serve
-
-        served = plans[0].served_stack
-        assert served is not None
-        (tmp / "stack.toml").write_text(tomli_w.dumps(served), encoding="utf-8")
-        sock, stats = tmp / "nbd.sock", tmp / "stats.json"
+        sock = tmp / "nbd.sock"
         for p, f in zip(plans, job_files, strict=True):
             p.replaced["uri"] = f"nbd+unix:///{p.export}?socket=<a socket of vmio serve>"
             f.write_text(with_uri(p.job_text, f"nbd+unix:///{p.export}?socket={sock}"))
-        proc = realguest.start_serve(tmp, "--stats-file", str(stats))
-        try:
-            serve._wait_socket(sock, proc, "vmio serve")
-            docs = _fio_all(job_files, tmp)
-        finally:
-            serve._stop(proc)
-        try:
-            snaps = json.loads(stats.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            snaps = []
-        return docs, snaps
+        return _served(plans, tmp, lambda: _fio_all(job_files, tmp))
+
+    def _guests(self, plans: Sequence[Plan], tmp: Path) -> tuple[list[dict[str, Any]], list[Any]]:
+        """Serve the stack, boot one guest per VM at once, each running its job on its
+        export; (fio's JSON of each, the server's final statistics)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from vmio import qemuguest
+
+        accel, why = self.accelerator()
+        sock = tmp / "nbd.sock"
+        timeout = boot_timeout(accel), run_timeout(accel, [job_sections(p.job_text) for p in plans])
+
+        def one(i: int, p: Plan) -> dict[str, Any]:
+            (work := tmp / f"guest{i}").mkdir()
+            uri = f"nbd+unix:///{p.export}?socket={sock}"
+            r = qemuguest.run_fio(p.job_text, uri, p.interface, work, accel, *timeout)
+            return _fio_json(r.json_text, "\n".join(r.log), r.status)
+
+        def run() -> list[dict[str, Any]]:
+            with ThreadPoolExecutor(max_workers=len(plans)) as pool:
+                return list(pool.map(one, range(len(plans)), plans))
+
+        for p in plans:
+            p.notes.append(GUEST_NOTE[accel].format(why=why))
+        return _served(plans, tmp, run)
+
+    def accelerator(self) -> tuple[str, str]:
+        """(`kvm`|`tcg`, why) of this run's guests (`vmio.qemuguest.accelerator`), once."""
+        from vmio import qemuguest
+
+        if self._accel is None:
+            self._accel = qemuguest.accelerator(self.opts.accel)
+            print(f"vmio: guest mode under {self._accel[0]}: {self._accel[1]}", file=sys.stderr)
+        return self._accel
+
+    def _guest_record(self) -> dict[str, str]:
+        """`vmio.accel` and `vmio.timing` of a guest-mode point."""
+        assert self._accel is not None
+        accel = self._accel[0]
+        return {"accel": accel, "timing": "functional-only" if accel == "tcg" else "measured"}
+
+
+GUEST_NOTE = {
+    "tcg": "guest under TCG ({why}): software emulation, its timings are functional-only, "
+    "never used in timing comparisons (vmio compare leaves the point out)",
+    "kvm": "guest under KVM ({why})",
+}
+"""The note of a guest-mode point, by accelerator."""
+BOOT_TIMEOUT = {"tcg": 180.0, "kvm": 60.0}
+"""Seconds from QEMU's start until the guest runs its script (a TCG boot with fio's
+libraries takes ~10 s on an idle core)."""
+SLOWDOWN = {"tcg": 10.0, "kvm": 2.0}
+"""How many times its runtime a job may take in the guest (fio's setup, the layout of its
+file, emulation)."""
+RUN_MARGIN = 120.0
+"""Seconds added to a guest's run timeout (fio's start, the JSON over the console)."""
+NO_RUNTIME_TIMEOUT = 1800.0
+"""A guest's run timeout when some job has no `runtime` (a size-based job)."""
+
+
+def boot_timeout(accel: str) -> float:
+    """Seconds a guest may take to boot (BOOT_TIMEOUT)."""
+    return BOOT_TIMEOUT[accel]
+
+
+def run_timeout(accel: str, job_files: Sequence[Jobs]) -> float:
+    """Seconds a guest may take to run its job file once booted: RUN_MARGIN + SLOWDOWN x
+    the longest file's sum of ramp_time + runtime over its jobs (jobs in turn at worst);
+    NO_RUNTIME_TIMEOUT when a job has no runtime."""
+    longest = 0.0
+    for jobs in job_files:
+        total = 0.0
+        for _, o in jobs:
+            if "runtime" not in o:
+                return NO_RUNTIME_TIMEOUT
+            total += fio_seconds(o["runtime"]) + fio_seconds(o.get("ramp_time", "0"))
+        longest = max(longest, total)
+    return RUN_MARGIN + SLOWDOWN[accel] * longest
+
+
+FIO_TIME = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(usec|us|msec|ms|s|m|h|d)?\s*$", re.IGNORECASE)
+TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+"""fio's time suffixes (fio HOWTO "Time"): a bare number is seconds."""
+
+
+def fio_seconds(value: str) -> float:
+    """A fio time value in seconds; VmioError naming it when it is not one."""
+    m = FIO_TIME.match(value)
+    if m is None:
+        raise VmioError(
+            f"job file: '{value}' is not a fio time (a number with us, ms, s, m, h or d)"
+        )
+    return float(m.group(1)) * TIME_UNITS[(m.group(2) or "s").lower().replace("sec", "s")]
+
+
+def _served(
+    plans: Sequence[Plan], tmp: Path, run: Callable[[], list[dict[str, Any]]]
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """`run` while `vmio serve` serves the plans' stack on tmp/nbd.sock; (what `run`
+    returned, the server's final statistics)."""
+    from vmio import realguest, serve
+
+    served = plans[0].served_stack
+    assert served is not None
+    (tmp / "stack.toml").write_text(tomli_w.dumps(served), encoding="utf-8")
+    sock, stats = tmp / "nbd.sock", tmp / "stats.json"
+    proc = realguest.start_serve(tmp, "--stats-file", str(stats))
+    try:
+        serve._wait_socket(sock, proc, "vmio serve")
+        docs = run()
+    finally:
+        serve._stop(proc)
+    try:
+        snaps = json.loads(stats.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        snaps = []
+    return docs, snaps
