@@ -14,7 +14,7 @@ shared with the server, fio and whatever else runs):
   directions and the runs' noise. On this machine the same quick run gave request 20 to
   54 us and handoff 12 to 128 us from one run to the next, with median errors of 6 to 22 %
   (QD1) and 5 to 10 % (QD16), single points up to 64 % off, and one point moved by a factor of
-  2 to 4 between runs (4k at QD16: 15k to 67k IOPS). With a bound of 50 %, one run of this
+  2 to 4 between runs (4k reads at QD16: 19k to 78k IOPS). With a bound of 50 %, one run of this
   test in twelve failed at a load of 2.4 (its message was not kept). A factor of 2 still
   fails a unit slip (1000), a handoff counted at depth (a factor of 4 and more at QD16) or
   rates in bits (8). The fit's arithmetic is held exactly by the synthetic tests.
