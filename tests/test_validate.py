@@ -133,6 +133,7 @@ def test_a_validation_run_simulates_and_runs_every_held_out_workload_and_compare
         "2",
         "--runtime",
         "0.5",
+        "--quick",
         "-o",
         out,
     )
