@@ -22,12 +22,13 @@
 //!   request (client → kernel → server buffer), a READ's with its reply (server buffer →
 //!   kernel → client); each is copied twice by the CPU, on the serialized threads.
 //!
-//! The defaults are what `vmio calibrate --serve-path` measured on the reference machine of
+//! The defaults come from four fio nbd jobs run by hand on the reference machine of
 //! docs/validation.md (a 2-vCPU Firecracker VM, kernel 6.18, fio 3.33 with libnbd, vmio serve
-//! over a tmpfs image: 4k QD1 reads at 154 µs, 16k QD12 reads at 39k IOPS, 96k QD4 reads at
-//! 1.2 GB/s, 128k QD6 writes at 0.99 GB/s). Another machine differs by its wake-up latency
-//! and copy speed: measure it there (`vmio calibrate --serve-path`) and put the printed
-//! `[nbd]` table into the stack.
+//! over a tmpfs image): 4k QD1 reads at 154 µs, 16k QD12 reads at 39k IOPS, 96k QD4 reads at
+//! 1.2 GB/s, 128k QD6 writes at 0.99 GB/s. `vmio calibrate --serve-path` measures the table
+//! on the machine at hand (python/vmio/calserve.py); on the reference machine, which is
+//! shared, its runs ranged over handoff 12–128 µs, request 13–54 µs and rates 1.3–5 GB/s
+//! (docs/validation.md, "The NBD path"). Put the table it prints into the stack.
 //!
 //! ```text
 //! submit (request of len bytes, op):
