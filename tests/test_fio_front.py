@@ -214,6 +214,9 @@ def _interrupt(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell without job control starts background commands with SIGINT ignored, and a
+        # program keeps what it inherits (as nohup relies on): give the child Ctrl-C back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     if "--eta=always" in args:  # the progress line says when the simulation loop runs
         first = proc.stderr.readline()
