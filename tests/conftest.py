@@ -111,6 +111,18 @@ def start_vmio_serve(
             time.sleep(0.05)
 
 
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """`proc.communicate(timeout)`; on a timeout the process is killed (a test that fails
+    must not leave a server or a long simulation loading the tests after it) and the
+    timeout raised."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+
+
 def run_vmio(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run `python -m vmio ARGS` (the installed package) and capture its output."""
     return subprocess.run(

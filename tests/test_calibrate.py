@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import missing_tool, require_tool, run_vmio
+from conftest import finish, missing_tool, require_tool, run_vmio
 from vmio import calibrate, cli
 from vmio.calibrate import KIB, MIB, CalibrateError, Job, Point, Side
 
@@ -433,7 +433,7 @@ def test_ctrl_c_removes_the_temporary_target_file(tmp_path: Path, shm_file: Path
         assert line and time.monotonic() - t0 < 30, "the write-through did not end within 30 s"
     assert shm_file.exists()
     proc.send_signal(signal.SIGINT)
-    _, rest = proc.communicate(timeout=30)
+    _, rest = finish(proc, 30)
     assert proc.returncode == 130 and "interrupted" in rest
     assert not shm_file.exists() and not (tmp_path / "cal").exists()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import JOB, STACK, missing_tool, require_tool, run_vmio
+from conftest import JOB, STACK, finish, missing_tool, require_tool, run_vmio
 
 TWO_JOBS = """\
 [global]
@@ -227,7 +227,7 @@ def _interrupt(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[
     time.sleep(0.5)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = finish(proc, 30)
     took = time.monotonic() - t0
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, first + err), took
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_tool, run_vmio, start_vmio_serve
+from conftest import finish, require_tool, run_vmio, start_vmio_serve
 
 STACK = """\
 [[device]]
@@ -92,7 +92,7 @@ def test_nbdinfo_lists_the_vm_disks_and_qemu_tools_read_back_what_they_wrote(ser
     ).stdout
     assert "Pattern verification failed" not in io
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+    _, err = finish(proc, 30)
     assert proc.returncode == 0, err
     assert "vmio: shut down" in err and "vm1/disk0" in err
     assert not sock.exists()
@@ -140,7 +140,7 @@ def test_a_served_trace_is_a_fio_iolog_v3_that_vmio_sim_replays(tmp_path: Path, 
         check=True,
     )
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+    _, err = finish(proc, 30)
     assert proc.returncode == 0, err
     lines = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()[1:]]
     assert lines[2:5] == ["vm1/disk0 write 0 65536", "vm1/disk0 sync 0 0", "vm1/disk0 read 0 65536"]
@@ -182,7 +182,7 @@ def test_a_pdc_disk_is_named_at_start_and_its_detected_journal_is_in_the_statist
     ).stdout
     assert "Pattern verification failed" not in out
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
+    _, err = finish(proc, 30)
     assert proc.returncode == 0, err
     assert "vm1/disk0 is pdc, RWF_DONTCACHE" in err.splitlines()[0], err
     snaps = {s["export"]: s for s in json.loads(stats.read_text())}

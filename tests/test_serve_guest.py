@@ -8,7 +8,7 @@ import hashlib
 import signal
 
 import guest
-from conftest import missing_tool, start_vmio_serve
+from conftest import finish, missing_tool, start_vmio_serve
 
 CHUNK = 64 << 10
 DEVICE_BYTES = 16 << 20
@@ -72,7 +72,7 @@ def test_a_qemu_guest_reads_and_writes_its_disk_through_vmio_serve(tmp_path):
         console = guest.run_guest(f"nbd+unix:///vm1?socket={sock}", script, tmp_path)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = finish(proc, 60)
     lines = guest.between_markers(console)
     assert lines[0] == "HOST-WROTE-THIS", console
     read_back, written = lines[1].split()[0], lines[2].split()[0]
