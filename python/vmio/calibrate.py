@@ -299,14 +299,15 @@ class Job:
         return opts
 
 
-def _size_name(nbytes: int) -> str:
+def size_name(nbytes: int) -> str:
+    """A battery size as its job names spell it (`4k`, `1m`)."""
     return f"{nbytes // MIB}m" if nbytes >= MIB else f"{nbytes // KIB}k"
 
 
 def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
     """The battery's jobs in the order they run (module doc)."""
     jobs = [
-        Job(f"{d}-{_size_name(bs)}-qd{q}", d, bs, q)
+        Job(f"{d}-{size_name(bs)}-qd{q}", d, bs, q)
         for d in ("read", "write")
         for bs in SEQ_SIZES
         for q in SEQ_QDS
@@ -314,7 +315,7 @@ def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
     jobs += [Job(f"{d}-4k-qd{q}", d, SMALL, q) for d in ("randread", "randwrite") for q in RAND_QDS]
     jobs += [Job(f"randrw-4k-qd{q}", "randrw", SMALL, q, RWMIXREAD) for q in MIX_QDS]
     jobs += [
-        Job(f"rw-{_size_name(bs)}-qd{DUPLEX_QD}", "rw", bs, DUPLEX_QD, DUPLEX_MIX)
+        Job(f"rw-{size_name(bs)}-qd{DUPLEX_QD}", "rw", bs, DUPLEX_QD, DUPLEX_MIX)
         for bs in DUPLEX_SIZES
     ]
     jobs.append(Job("fdatasync-4k", "randwrite", SMALL, 1, fdatasync=True))
@@ -780,7 +781,7 @@ def open_target(path: Path, size: int | None, write: bool, force: bool) -> Targe
     if region > free:
         raise CalibrateError(
             f"--size {region} bytes: only {free} bytes are free in {parent}; accepted: a size "
-            f"of {_size_name(MIN_SIZE)} to the free space"
+            f"of {size_name(MIN_SIZE)} to the free space"
         )
     name = disk.device if disk else (fstype or "file")
     return Target(path, False, path.exists(), 1, region, region, name, fstype, disk, True)
@@ -1065,7 +1066,7 @@ def check_size(text: int | str | None) -> int | None:
         raise CalibrateError(f"--size {e}") from None
     if size < MIN_SIZE:
         raise CalibrateError(
-            f"--size {size} bytes: accepted: {_size_name(MIN_SIZE)} or more (e.g. 64m, 1g)"
+            f"--size {size} bytes: accepted: {size_name(MIN_SIZE)} or more (e.g. 64m, 1g)"
         )
     return size
 
@@ -1215,7 +1216,7 @@ def add_parser(
         "--size",
         metavar="SIZE",
         help="bytes of the file or of the device's region (default 1g, 256m on tmpfs; "
-        f"at least {_size_name(MIN_SIZE)})",
+        f"at least {size_name(MIN_SIZE)})",
     )
     c.add_argument(
         "--write", action="store_true", help="on a block device: run the writes too (destroys it)"

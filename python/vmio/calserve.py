@@ -95,6 +95,7 @@ from vmio.calibrate import (
     Target,
     direct_ok,
     simulate,
+    size_name,
     write_through,
 )
 from vmio.calibrate import (
@@ -141,20 +142,16 @@ class Probe(Job):
         return opts + ([("uri", self.uri)] if self.uri else [])
 
 
-def _size_name(nbytes: int) -> str:
-    return f"{nbytes // MIB}m" if nbytes >= MIB else f"{nbytes // KIB}k"
-
-
 def battery(quick: bool = False) -> tuple[Probe, ...]:
     """The RAM image's points, then the path's (module doc), in the order they run."""
     sizes = QUICK_SIZES if quick else SIZES
     ram = [
-        Probe(f"ram-rand{d}-{_size_name(bs)}", f"rand{d}", bs, 1, engine="psync")
+        Probe(f"ram-rand{d}-{size_name(bs)}", f"rand{d}", bs, 1, engine="psync")
         for d in DIRECTIONS
         for bs in sizes
     ]
     path = [
-        Probe(f"nbd-rand{d}-{_size_name(bs)}-qd{q}", f"rand{d}", bs, q)
+        Probe(f"nbd-rand{d}-{size_name(bs)}-qd{q}", f"rand{d}", bs, q)
         for d in DIRECTIONS
         for bs in sizes
         for q in DEPTHS
@@ -244,7 +241,7 @@ def _slopes(
     intercept, slopes = _line(groups)
     for g, s in slopes.items():
         if s <= 0:
-            sizes = ", ".join(f"{_size_name(int(x))}: {y / 1e3:.1f} us" for x, y in groups[g])
+            sizes = ", ".join(f"{size_name(int(x))}: {y / 1e3:.1f} us" for x, y in groups[g])
             raise CalibrateError(
                 f"{what} ({g}) do not grow with the size ({sizes}): no rate follows; "
                 "measure again (a longer --budget) on an idle machine"

@@ -47,7 +47,7 @@
 //! size constraints).
 
 use crate::params::{Kind, ParamSpec, Value, Values};
-use crate::{Ns, MS, SEC, US};
+use crate::{Ns, MS, US};
 use serde::Serialize;
 
 const DURATION: Kind = Kind::Duration {
@@ -102,6 +102,7 @@ pub struct NbdSpec {
 
 impl NbdSpec {
     /// The spec of resolved `[nbd]` values (read against [`PARAMS`]).
+    /// Rates are at least 1 byte/s, so a copy always takes a finite time.
     pub fn from_values(v: &Values) -> Self {
         NbdSpec {
             handoff_ns: v.int(HANDOFF.name),
@@ -109,11 +110,6 @@ impl NbdSpec {
             read_rate_bps: v.int(READ_RATE.name).max(1),
             write_rate_bps: v.int(WRITE_RATE.name).max(1),
         }
-    }
-
-    /// Nanoseconds to copy `len` bytes at `rate_bps`, rounded up.
-    pub fn copy_ns(len: u64, rate_bps: u64) -> Ns {
-        ((len as u128 * SEC as u128).div_ceil(rate_bps.max(1) as u128)).min(Ns::MAX as u128) as Ns
     }
 }
 
@@ -126,19 +122,13 @@ impl Default for NbdSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::transfer_ns;
 
     #[test]
     fn defaults_give_a_qd1_4k_read_of_about_150_us_without_the_device() {
         let s = NbdSpec::default();
-        let t = s.handoff_ns + s.request_ns + NbdSpec::copy_ns(4096, s.read_rate_bps);
-        assert_eq!(NbdSpec::copy_ns(4096, s.read_rate_bps), 2410);
+        assert_eq!(transfer_ns(4096, s.read_rate_bps), 2410);
+        let t = s.handoff_ns + s.request_ns + transfer_ns(4096, s.read_rate_bps);
         assert_eq!(t, 152_410);
-    }
-
-    #[test]
-    fn a_copy_rounds_up_to_the_next_nanosecond_and_never_divides_by_zero() {
-        assert_eq!(NbdSpec::copy_ns(1, 3), 333_333_334);
-        // A rate of 0 counts as 1 byte/s.
-        assert_eq!(NbdSpec::copy_ns(1 << 20, 0), 1_048_576 * SEC);
     }
 }

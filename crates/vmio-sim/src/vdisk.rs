@@ -45,6 +45,7 @@
 use vmio_core::nbd::{self, NbdSpec};
 use vmio_core::request::Op;
 use vmio_core::stack::Interface;
+use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
 pub trait VirtualDisk {
@@ -80,19 +81,16 @@ impl InterfaceModel {
     /// [`NbdSpec::default`]) and is ignored by the others.
     pub fn new(interface: Interface, queue_depth: Option<u32>, nbd: Option<&NbdSpec>) -> Self {
         let path = (interface == Interface::Nbd).then(|| nbd.cloned().unwrap_or_default());
-        let (qd, max, g, s, c, gc) = match (interface, &path) {
-            (Interface::VirtioBlk, _) => (256, 1016 << 10, 2 * US, 6 * US, 4 * US, 2 * US),
-            (Interface::VirtioScsi, _) => (128, 1016 << 10, 2 * US, 8 * US, 5 * US, 2 * US),
-            (Interface::Ide, _) => (1, 512 << 10, 25 * US, 20 * US, 15 * US, 17 * US),
-            (Interface::Nbd, Some(p)) => (
-                nbd::QUEUE_DEPTH,
-                nbd::MAX_REQUEST_BYTES,
-                0,
-                p.request_ns / 2,
-                p.request_ns - p.request_ns / 2,
-                0,
-            ),
-            (Interface::Host | Interface::Nbd, _) => (u32::MAX, 1280 << 10, 1_500, 0, 0, US),
+        let request = path.as_ref().map_or(0, |p| p.request_ns);
+        let (qd, max, g, s, c, gc) = match interface {
+            Interface::VirtioBlk => (256, 1016 << 10, 2 * US, 6 * US, 4 * US, 2 * US),
+            Interface::VirtioScsi => (128, 1016 << 10, 2 * US, 8 * US, 5 * US, 2 * US),
+            Interface::Ide => (1, 512 << 10, 25 * US, 20 * US, 15 * US, 17 * US),
+            Interface::Nbd => {
+                let (qd, max) = (nbd::QUEUE_DEPTH, nbd::MAX_REQUEST_BYTES);
+                (qd, max, 0, request / 2, request - request / 2, 0)
+            }
+            Interface::Host => (u32::MAX, 1280 << 10, 1_500, 0, 0, US),
         };
         Self {
             interface,
@@ -115,7 +113,7 @@ impl InterfaceModel {
     /// The path's copy of `len` bytes of `op` in direction `copied` (0 without `[nbd]`).
     fn copy_ns(&self, op: Op, copied: Op, len: u64) -> Ns {
         match &self.nbd {
-            Some(p) if op == copied => NbdSpec::copy_ns(
+            Some(p) if op == copied => transfer_ns(
                 len,
                 if op == Op::Read {
                     p.read_rate_bps
