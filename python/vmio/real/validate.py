@@ -3,7 +3,8 @@ never saw? (issue #13, item 4)
 
 ```text
 vmio calibrate TARGET              -> DIR/calibration/stack.toml (a `flash` device fitted to the
-                                      battery of vmio.calibrate), unless --calibration names one
+                                      battery of vmio.real.calibrate), unless --calibration
+                                      names one
 workloads = heldout(seed, n)       (the family below; a draw equal to a battery point is drawn
                                       again, so no held-out workload was fitted on)
 for each workload w:
@@ -14,7 +15,7 @@ vmio compare DIR/real DIR/sim       -> DIR/compare.txt, compare.csv, compare.png
     and the real spread = (max - min) / median over the K repetitions
 raid0 part (--raid0 N, the first N workloads):
     vmio calibrate --serve-path     -> DIR/raid0/serve-path.{toml,json}: the NBD path's [nbd]
-                                       table over a RAM image in /dev/shm (vmio.calserve; 10 s
+                                       table over a RAM image in /dev/shm (vmio.real.servepath; 10 s
                                        with --quick, else 30 s)
     the same steps on raid0_stack   -> DIR/raid0/{sim,real,compare.*}: a raid0 of two files
                                        of TARGET's disk, served by vmio serve to fio's nbd
@@ -32,11 +33,11 @@ every machine):
 | queue depth | 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 |
 
 Every job: `ioengine=libaio`, `direct=1` (0 where the file refuses O_DIRECT: tmpfs before
-Linux 6.6, as vmio.calibrate probes it), one job,
+Linux 6.6, as vmio.real.calibrate probes it), one job,
 `time_based` for `--runtime` seconds over the calibrated file. The simulator runs the same
 options on the calibrated stack's disk (no `filename`: the first disk). The fit saw sequential
 4k/16k/64k/256k/1m at depths 1, 8 and 32, random 4k at depths 1 to 32, a 70/30 random 4k
-mix and sequential 50/50 mixes of 64k and 256k at depth 8 (vmio.calibrate); `heldout`
+mix and sequential 50/50 mixes of 64k and 256k at depth 8 (vmio.real.calibrate); `heldout`
 redraws any workload among those.
 
 Targets (the issue's): median absolute error of bandwidth and of mean latency at most 15 %,
@@ -47,7 +48,6 @@ method, this machine's figures and what the model cannot predict.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
@@ -58,10 +58,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from vmio import compare
-from vmio.calibrate import direct_ok, fio_json, write_through
-from vmio.machineprofile import fio_missing
 from vmio.progress import Progress
+from vmio.real import compare
+from vmio.real.calibrate import direct_ok, fio_json, write_through
+from vmio.real.machineprofile import fio_missing
 from vmio.sim import VmioError, read_text, simulate_text
 
 KIB = 1024
@@ -72,7 +72,7 @@ BLOCK_SIZES = tuple(
 )
 QUEUE_DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
-# What the calibration battery ran (vmio.calibrate's docstring): never drawn as held out.
+# What the calibration battery ran (vmio.real.calibrate's docstring): never drawn as held out.
 BATTERY_SEQ_SIZES = tuple(k * KIB for k in (4, 16, 64, 256, 1024))
 BATTERY_SEQ_DEPTHS = (1, 8, 32)
 BATTERY_RAND_DEPTHS = (1, 2, 4, 8, 16, 32)
@@ -229,9 +229,9 @@ def raid0_stack(calibrated: Path, size: int, nbd: Mapping[str, Any] | None = Non
     device `a` (the calibrated flash model, hardware of 2 x `size`, its own region the first
     `size` bytes) and device `b` (`share = "a"`: the next `size` bytes of the same hardware),
     the calibrated scheduler, cache=none. The real engine serves it over two image files
-    (`vmio serve`, serve mode of vmio.realengine) to fio's nbd engine, so the disk is
+    (`vmio serve`, serve mode of vmio.real.engine) to fio's nbd engine, so the disk is
     `interface = "nbd"` with `nbd`, the [nbd] table of `vmio calibrate --serve-path`
-    (vmio.calserve); without one (runs recorded before the serve path was measured) it is
+    (vmio.real.servepath); without one (runs recorded before the serve path was measured) it is
     virtio-blk. The simulator runs the same file, the two regions queueing separately into
     one device model."""
     import tomli_w
@@ -268,12 +268,13 @@ def raid0_stack(calibrated: Path, size: int, nbd: Mapping[str, Any] | None = Non
 def run_raid0(
     plan: Plan, workloads: Sequence[Workload], out: Path, quick: bool = False, force: bool = False
 ) -> None:
-    """The raid0 part: the serve path measured first (vmio.calserve over a RAM image in
+    """The raid0 part: the serve path measured first (vmio.real.servepath over a RAM image in
     /dev/shm, its --quick budget with `quick`, into `out`/serve-path.toml and .json; `force`
     overwrites a stale image there), then each workload simulated on `raid0_stack` with that
     [nbd] table and run for real through `vmio serve` (fio's nbd engine on the VM's export)
     `plan.repeat` times."""
-    from vmio import calserve, realengine
+    from vmio.real import engine as realengine
+    from vmio.real import servepath as calserve
 
     try:
         path = calserve.measure(calserve.DEFAULT_DIR, out, quick=quick, force=force)
@@ -411,143 +412,6 @@ def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparis
         key = (("file", name), ("job", job), ("direction", direction))
         real[key] = compare.Metrics(**m)
     return compare.compare(real, compare.load(sim_dir))
-
-
-def add_parser(
-    sub: argparse._SubParsersAction,
-    parser_class: type[argparse.ArgumentParser],
-    formatter_class: type[argparse.HelpFormatter],
-) -> None:
-    """Add `vmio validate` to the subcommands `sub`."""
-    from vmio.cli import _int_in, _seconds_in, _seed, _size_in
-
-    v = sub.add_parser(
-        "validate",
-        help="calibrate on a file here, then predict held-out fio workloads and run them for real",
-        description="Calibrate a flash device model on TARGET (or take --calibration), draw "
-        "held-out fio workloads from a seeded family (read/write mix, block size, queue depth, "
-        "random or sequential; never a calibration point), simulate each on the calibrated "
-        "stack and run it for real --repeat times, and compare: bandwidth and mean latency, "
-        "errors, the real run-to-run spread, a figure. See docs/validation.md.",
-        epilog="examples:\n  vmio validate --quick\n"
-        "  vmio validate /srv/scratch/vmio.tmp --points 30 --repeat 5 -o val/\n"
-        "  vmio validate --calibration vmio-calibration/ --seed 7",
-        formatter_class=formatter_class,
-    )
-    v.add_argument(
-        "target",
-        nargs="?",
-        type=Path,
-        default=Path("vmio-validate.tmp"),
-        metavar="TARGET",
-        help="a file on the filesystem under test (created and removed unless it exists; "
-        "default ./vmio-validate.tmp)",
-    )
-    v.add_argument(
-        "--calibration",
-        type=Path,
-        metavar="DIR",
-        help="a finished 'vmio calibrate' directory of TARGET's filesystem (default: calibrate "
-        "first, into OUT/calibration)",
-    )
-    v.add_argument("--seed", type=_seed, default=1, metavar="N", help="family seed (default 1)")
-    v.add_argument(
-        "--points",
-        type=_int_in(1, MAX_POINTS),
-        default=None,
-        metavar="N",
-        help=f"held-out workloads, 1..{MAX_POINTS} (default 24; --quick 8)",
-    )
-    v.add_argument(
-        "--repeat",
-        type=_int_in(1, 20),
-        default=None,
-        metavar="K",
-        help="real runs per workload, 1..20 (default 3; --quick 2)",
-    )
-    v.add_argument(
-        "--runtime",
-        type=_seconds_in(0.5, 600),
-        default=None,
-        metavar="S",
-        help="seconds per run, 0.5..600 (default 3; --quick 1)",
-    )
-    v.add_argument(
-        "--size",
-        type=_size_in(16 << 20, 1 << 40, "16m..1t"),
-        default=None,
-        metavar="SIZE",
-        help="size of TARGET, 16m..1t (default: the calibration's)",
-    )
-    v.add_argument(
-        "-o",
-        "--output",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="output directory (default ./vmio-validation; an existing one is refused unless "
-        "--force)",
-    )
-    v.add_argument(
-        "--raid0",
-        type=_int_in(0, MAX_POINTS),
-        default=None,
-        metavar="N",
-        help="also run the first N held-out workloads on a raid0 of two files of TARGET's disk "
-        "through vmio serve, real and simulated (default 8; --quick 3; 0: skip)",
-    )
-    v.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing output directory (and a serve-path image left in /dev/shm)",
-    )
-    v.add_argument("--quick", action="store_true", help="a short run (about a minute)")
-    v.set_defaults(func=cmd_validate)
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    from vmio import calibrate
-
-    out = args.output or Path("vmio-validation")
-    if out.exists():
-        if not args.force:
-            raise VmioError(f"output directory '{out}' exists; pass --force to replace it")
-        shutil.rmtree(out)
-    if args.target.exists() and not args.target.is_file():
-        raise VmioError(
-            f"TARGET '{args.target}': not a regular file; accepted: a file (block devices: "
-            "vmio calibrate DEVICE --write, then a study with --engine real)"
-        )
-    out.mkdir(parents=True)
-    if args.calibration is None:
-        cal = calibrate.run(args.target, out / "calibration", quick=args.quick, size=args.size)
-        stack = Path(cal.stack_path)
-    else:
-        stack = args.calibration / "stack.toml"
-        if not stack.is_file():
-            raise VmioError(f"--calibration {args.calibration}: no stack.toml in it")
-    size = args.size or calibrated_size(stack)
-    plan = Plan(
-        stack=stack,
-        target=args.target,
-        size=size,
-        workloads=heldout(args.seed, args.points or (8 if args.quick else 24)),
-        repeat=args.repeat or (2 if args.quick else 3),
-        runtime_s=args.runtime or (1.0 if args.quick else 3.0),
-        seed=args.seed,
-    )
-    run(plan, out)
-    text = compare_dir(out, f"vmio validate: {plan.target}")
-    sys.stdout.write(text)
-    files = "compare.txt, compare.csv, compare.png, real/, sim/"
-    n_raid = args.raid0 if args.raid0 is not None else (3 if args.quick else 8)
-    if n_raid:
-        run_raid0(plan, plan.workloads[:n_raid], out / "raid0", args.quick, args.force)
-        text = compare_dir(out / "raid0", "vmio validate: raid0 over two files, vmio serve")
-        sys.stdout.write("\nraid0 over two files of this disk, through vmio serve:\n" + text)
-        files += ", raid0/"
-    print(f"\nResults in {out}/: {files}", flush=True)
-    return 0
 
 
 def verdict(c: compare.Comparison) -> str:

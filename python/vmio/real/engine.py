@@ -13,7 +13,7 @@ stack and serve for a VM stack; serve or guest on a native stack is skipped:
   (the host's own). ioengine, direct, iodepth and the rest stay as the job says.
 - **serve** (every other hypervisor: a VM stack): the stack is served for real by `vmio
   serve` (a `python -m vmio serve` process on a Unix socket in a temporary directory,
-  `vmio.realguest.start_serve`), every device's `path` set to `DIR/<device>.img` and its `size` to
+  `vmio.real.guest.start_serve`), every device's `path` set to `DIR/<device>.img` and its `size` to
   `--real-size`: the volume layout, the host cache mode of each VM disk and the scheduler with
   the VMs' weights are the server's, real (docs/serve.md). fio's nbd engine (fio/engines/nbd.c,
   libnbd) runs the job against the VM's export: `ioengine=nbd`, `uri=nbd+unix:///VM/DISK?
@@ -22,7 +22,7 @@ stack and serve for a VM stack; serve or guest on a native stack is skipped:
   pvsync, pvsync2) gets `iodepth=1`, the depth it had. VM disks that do not fit in the served
   volume (`--real-size` per device) are laid out anew, the volume shared evenly.
 - **guest** (`--real-mode guest`, a VM stack): served as in serve mode; the job runs with the
-  host's fio in a QEMU guest (`vmio.qemuguest.run_fio`) whose disk is the VM's export through
+  host's fio in a QEMU guest (`vmio.real.qemu.run_fio`) whose disk is the VM's export through
   QEMU's NBD client, on the disk's `interface` (`qemuguest.INTERFACES`: virtio-blk /dev/vda,
   ide and virtio-scsi /dev/sda; others skipped): `filename=` that device, the rest as the job
   says. Each VM boots its own guest, all at once. The accelerator is `--real-accel`
@@ -40,7 +40,7 @@ every VM's `workload` runs at once, each in its own fio process (in serve mode a
 one server, so the scheduler shares the devices among them by the VMs' weights), and their
 jobs are merged as the simulator merges them (`merge`).
 
-Skipped points (`Skipped`, one line of reason each; `vmio.runner` prints each once, writes
+Skipped points (`Skipped`, one line of reason each; `vmio.study.runner` prints each once, writes
 `skipped.csv` and leaves them out of the tables), checked in this order:
 
     --real-mode serve or guest on a native stack       no VM disk to serve
@@ -79,7 +79,7 @@ does not) the timings mean nothing: the point's `vmio.timing` is "functional-onl
 
 A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
 
-    engine "real", mode "host"|"serve"|"guest", machine (vmio.machine.describe of DIR and
+    engine "real", mode "host"|"serve"|"guest", machine (vmio.real.machine.describe of DIR and
     the device paths), stack (the effective stack as run, parsed; a substituted device carries
     `real_substitute` = why), stack_file, job_file, vm, targets {job name: what fio ran on},
     replaced {option: value set in the job} (vm, targets, replaced: the first VM's), vms
@@ -90,7 +90,7 @@ A real point's JSON is fio's JSON as fio wrote it, plus a `vmio` object:
     "functional-only" (tcg) | "measured" (kvm) (guest mode); every job carries `vmio_vm`, as
     the simulator's
 
-Images `DIR/<device>.img` are written through once (`vmio.calibrate.write_through`: fio's
+Images `DIR/<device>.img` are written through once (`vmio.real.calibrate.write_through`: fio's
 sequential 1 MiB writes, O_DIRECT where the file takes it) so reads hit
 written blocks, and reused by later points and runs while their size is `--real-size`.
 """
@@ -110,7 +110,7 @@ from typing import Any
 
 import tomli_w
 
-from vmio import machine, machineprofile
+from vmio.real import machine, machineprofile
 from vmio.results import total_bw_bytes
 from vmio.sim import VmioError, native, parse_size, parse_toml
 
@@ -148,7 +148,7 @@ class Options:
     accel: str = "auto"
 
     def key(self) -> dict[str, Any]:
-        """What a point's stored result depends on (`vmio.runner.point_key`); the mode and
+        """What a point's stored result depends on (`vmio.study.runner.point_key`); the mode and
         accelerator only when chosen (results stored before they existed stay valid)."""
         chosen = {k: v for k, v in (("mode", self.mode), ("accel", self.accel)) if v != "auto"}
         return {
@@ -215,11 +215,11 @@ class Plan:
     vm: str = ""
     export: str = ""
     interface: str = ""
-    """Guest mode: the VM disk's interface (`vmio.qemuguest.INTERFACES`)."""
+    """Guest mode: the VM disk's interface (`vmio.real.qemu.INTERFACES`)."""
 
     def set(self, option: str, value: str) -> None:
         """Set a fio option in every job and record it: where the job file sets it
-        (vmio.runner.set_job_option), then in each job that still does not see it (a job
+        (vmio.study.runner.set_job_option), then in each job that still does not see it (a job
         after one that sets it, without a [global] that does)."""
         text = native().set_job_option(self.job_text, "job file", None, option, value)
         for name, opts in job_sections(text):
@@ -335,7 +335,7 @@ def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tupl
 def image(path: Path, size: int) -> None:
     """`path` as a file of `size` bytes written through once (module doc); kept when it is
     already that size."""
-    from vmio.calibrate import direct_ok, write_through  # calibrate imports vmio's top
+    from vmio.real.calibrate import direct_ok, write_through  # calibrate imports vmio's top
 
     if path.is_file() and path.stat().st_size == size:
         return
@@ -512,7 +512,7 @@ def _plan_guest(
 ) -> None:
     """Guest mode: the stack served as in serve mode, the job in a QEMU guest whose disk is
     the VM's export (module doc)."""
-    from vmio import qemuguest
+    from vmio.real import qemu as qemuguest
 
     disk = _one_export(p, targets, files, opts)
     iface = qemuguest.interface(name := str(disk.get("interface", "virtio-blk")))
@@ -651,7 +651,7 @@ class Engine:
                 f"--real-mode: '{opts.mode}' is not valid; accepted: {', '.join(MODES)}"
             )
         if opts.mode == "guest":
-            from vmio import qemuguest
+            from vmio.real import qemu as qemuguest
 
             if (why := qemuguest.missing(fio=True)) is not None:
                 raise VmioError(f"--real-mode guest: {why}")
@@ -746,7 +746,7 @@ class Engine:
         export; (fio's JSON of each, the server's final statistics)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from vmio import qemuguest
+        from vmio.real import qemu as qemuguest
 
         accel, why = self.accelerator()
         sock = tmp / "nbd.sock"
@@ -767,8 +767,8 @@ class Engine:
         return _served(plans, tmp, run)
 
     def accelerator(self) -> tuple[str, str]:
-        """(`kvm`|`tcg`, why) of this run's guests (`vmio.qemuguest.accelerator`), once."""
-        from vmio import qemuguest
+        """(`kvm`|`tcg`, why) of this run's guests (`vmio.real.qemu.accelerator`), once."""
+        from vmio.real import qemu as qemuguest
 
         if self._accel is None:
             self._accel = qemuguest.accelerator(self.opts.accel)
@@ -840,7 +840,8 @@ def _served(
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """`run` while `vmio serve` serves the plans' stack on tmp/nbd.sock; (what `run`
     returned, the server's final statistics)."""
-    from vmio import realguest, serve
+    from vmio.real import guest as realguest
+    from vmio.real import serve
 
     served = plans[0].served_stack
     assert served is not None

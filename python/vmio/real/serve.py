@@ -96,7 +96,7 @@ def serve(
 
 def stats_table(snaps: list[dict]) -> str:
     """The per-export statistics as a text table, then a line per `cache = "pdc"` export."""
-    from vmio import report
+    from vmio import fioreport as report
 
     header = ["export", "read ops", "read MB", "write ops", "write MB", "flushes", "errors"]
     header += ["read p99 us", "write p99 us"]

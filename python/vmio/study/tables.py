@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from vmio import iozonereport, pdcreport, report
-from vmio.calibration import StudyResult
-from vmio.quantities import format_quantity, quantity_title, quantity_unit, quantity_value
+from vmio import fioreport as report
+from vmio.study import iozone as iozonereport
+from vmio.study import pdc as pdcreport
+from vmio.study.evaluation import StudyResult
+from vmio.study.quantities import format_quantity, quantity_title, quantity_unit, quantity_value
 
 
 def grid_tables(res: StudyResult) -> str:

@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vmio import report
-from vmio.quantities import quantity_title, quantity_value
+from vmio import fioreport as report
+from vmio.study.quantities import quantity_title, quantity_value
 
 if TYPE_CHECKING:
-    from vmio.calibration import PointResult, StudyResult
+    from vmio.study.evaluation import PointResult, StudyResult
 
 FIGURE_FILES = ("figure-detection.png", "figure-journal.png")
 """The figures `kind = "pdc"` writes besides figure.png."""
@@ -283,9 +283,10 @@ def draw_gain_bounds(ax, exp, x_name: str, x_values: Sequence[str], quantity: st
 
 def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
     """figure.png (to `figure`, Fig. 4) and FIGURE_FILES into `out_dir` (Fig. 3, Fig. 2)."""
-    from vmio import plot, results  # matplotlib is slow to import
+    from vmio import results  # matplotlib is slow to import
+    from vmio.study import bars
 
-    plt = plot.plt
+    plt = bars.plt
     exp = res.experiment
     axis, over = exp.report["gain"]
     x_axis = exp.axes_for(res.quick)[[a.name for a in exp.axes].index(exp.figure["x"])]
@@ -304,7 +305,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
             coords = tuple((n, {x_axis.name: xv, axis: v}.get(n, fixed[n])) for n in fixed)
             ys.append(g.get(coords, float("nan")))
         series[exp.axis(axis).label(v)] = ys
-    plot.grouped_bars(ax, groups, series, f"gain over {exp.axis(axis).label(over)}, %")
+    bars.grouped_bars(ax, groups, series, f"gain over {exp.axis(axis).label(over)}, %")
     ax.axhline(0, color="black", linewidth=0.8)
     draw_gain_bounds(ax, exp, x_axis.name, x_axis.values, quantity)
     ax.set_title(f"{exp.title}\n{quantity_title(quantity, short=True)}", fontsize=9)
@@ -359,7 +360,7 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
         ]
         for q in base_q
     }
-    plot.grouped_bars(grid[0], groups, series, "%")
+    bars.grouped_bars(grid[0], groups, series, "%")
     grid[0].set_title(f"journal traffic, {exp.axis(axis).label(over)}", fontsize=9)
     grid[0].legend(fontsize=7)
     for k, q in enumerate(host_q):
@@ -370,19 +371,19 @@ def write_figures(res: StudyResult, figure: Path, out_dir: Path) -> None:
             ]
             for v in exp.axis(axis).values
         }
-        plot.grouped_bars(ax, groups, series, quantity_title(q, short=True))
+        bars.grouped_bars(ax, groups, series, quantity_title(q, short=True))
         ax.set_title(quantity_title(q, short=True), fontsize=9)
         ax.legend(fontsize=7)
     _save(fig, out_dir / FIGURE_FILES[1], results)
 
 
 def _save(fig, path: Path, results) -> None:
-    from vmio import plot
+    from vmio.study import bars
 
     tmp = results.temp_path(path)
     try:
         fig.savefig(tmp, dpi=110)
-        plot.plt.close(fig)
+        bars.plt.close(fig)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -10,7 +10,6 @@ its block size when it names one, otherwise a dashed segment over the block size
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,18 +20,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
-from vmio import pdcreport  # noqa: E402
-from vmio.experiment import Axis  # noqa: E402
-from vmio.quantities import (  # noqa: E402
+from vmio.sim import VmioError, parse_size  # noqa: E402
+from vmio.study import pdc as pdcreport  # noqa: E402
+from vmio.study.experiment import Axis  # noqa: E402
+from vmio.study.quantities import (  # noqa: E402
     REDUCERS,
     quantity_title,
     quantity_unit,
     quantity_value,
 )
-from vmio.sim import VmioError, parse_size  # noqa: E402
 
 if TYPE_CHECKING:
-    from vmio.calibration import StudyResult
+    from vmio.study.evaluation import StudyResult
 
 
 def _x_of(value: str) -> float:
@@ -212,7 +211,7 @@ def study_bars(res: StudyResult, path: Path) -> None:
     """`[figure] kind = "bars"`: one panel per value of `columns` (one row of panels per value of
     `rows`, when given), groups of bars along `x`, one bar per value of `series`; the bar is
     the mean of `quantity` over the points of any further axis. With `gain = true`, the bar is
-    the `[report] gain` of the point in % (`vmio.pdcreport.gains`: its quantity over the same
+    the `[report] gain` of the point in % (`vmio.study.pdc.gains`: its quantity over the same
     point with the gain axis at its baseline, minus 1), the gmean over further axes; the gain
     axis's baseline value gets no panel, and the reference band of each `ratio_to`
     calibration that names one value of `x` is drawn in grey."""
@@ -297,28 +296,6 @@ def _panel_values(res: StudyResult, axis: Axis, gains: dict | None) -> tuple[str
     if gains is None or res.experiment.report["gain"][0] != axis.name:
         return axis.values
     return tuple(v for v in axis.values if v != res.experiment.report["gain"][1])
-
-
-def grouped_bars(
-    ax,
-    groups: Sequence[str],
-    series: dict[str, list[float]],
-    ylabel: str,
-    colors: Sequence[str] | None = None,
-) -> None:
-    """Groups of bars on `ax`: one group per `groups` entry, one bar per series (label ->
-    one value per group, NaN drawn as 0), each 0.8 / len(series) wide; `colors`, one per
-    series (default: matplotlib's cycle)."""
-    n = max(1, len(series))
-    width = 0.8 / n
-    for i, (name, ys) in enumerate(series.items()):
-        xs = [j + (i - (n - 1) / 2) * width for j in range(len(groups))]
-        color = None if colors is None else colors[i]
-        ax.bar(xs, [0.0 if y != y else y for y in ys], width, label=name, color=color)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
 
 
 def study_timeline(res: StudyResult, path: Path) -> None:

@@ -54,7 +54,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vmio import iozone, report, results
+from vmio import fioreport as report
+from vmio import iozone, results
 from vmio.sim import VmioError
 
 REDUCERS: dict[str, Callable[[Sequence[float]], float]] = {

@@ -48,8 +48,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmio import __version__
+from vmio.cli import common
+from vmio.cli import sim as sim_command
 from vmio.sim import VmioError, interactive, read_text, shown_text
+from vmio.version import __version__
 
 FIO_VERSION = "fio-3.33"
 """The fio whose command line and outputs vmio follows."""
@@ -394,3 +396,29 @@ def cmd_fio(
             with contextlib.redirect_stderr(io.StringIO()):
                 status = run_sim(ns)
     return EXIT_INTERRUPTED if ctx.interrupted else status
+
+
+# --- the subcommand ------------------------------------------------------------------------
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `vmio fio` to the subcommands `sub`: every argument goes to `parse_command_line`."""
+    f = sub.add_parser(
+        "fio",
+        help="run fio's command line (options and/or job files) on the simulator",
+        description="Run fio's command line on the simulator; 'vmio fio --help' for more.",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to parse_command_line, which reads it as fio does
+    )
+    f.add_argument("argv", nargs=argparse.REMAINDER)
+    f.set_defaults(func=_cmd)
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    def seed(text: str) -> int:
+        try:
+            return common.parse_seed(text)
+        except argparse.ArgumentTypeError as err:
+            raise VmioError(f"--seed: {err}") from None
+
+    return cmd_fio(args.argv, sim_command.cmd_sim, seed)

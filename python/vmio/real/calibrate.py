@@ -152,7 +152,6 @@ What the battery cannot fit, and why:
 
 from __future__ import annotations
 
-import argparse
 import errno
 import itertools
 import json
@@ -169,8 +168,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from vmio import __version__, machine
-from vmio.machineprofile import (
+from vmio.progress import Progress, format_duration
+from vmio.real import machine
+from vmio.real.machineprofile import (
     Disk,
     ProfileError,
     disk_of,
@@ -178,8 +178,8 @@ from vmio.machineprofile import (
     fio_missing,
     mount_of,
 )
-from vmio.progress import Progress, format_duration
 from vmio.sim import VmioError, parse_size, simulate_text
+from vmio.version import __version__
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -898,7 +898,7 @@ def job_text(point: Point, runtime_ms: int = SIM_RUNTIME_MS) -> str:
 
 
 def machine_of(target: Target) -> dict[str, Any]:
-    """This machine as measurements.json describes it: vmio.machine's description of the
+    """This machine as measurements.json describes it: vmio.real.machine's description of the
     target, and the target's filesystem and disk as the fit read them."""
     return {
         **machine.describe([str(target.path)]),
@@ -1147,123 +1147,3 @@ def run(
     simulated = simulate(stack, points)
     (out / "fit.txt").write_text(fit_text(f.params, points, simulated), encoding="utf-8")
     return Calibration(out, stack_path, f.params, points, simulated, f.notes)
-
-
-# --- the command line ----------------------------------------------------------------------
-
-EPILOG = """\
-The battery (fio, libaio, direct=1) runs on TARGET: sequential reads and writes of 4k..1m at
-QD 1, 8, 32, random 4k at QD 1..32, a 70/30 random 4k mix, 50/50 sequential mixes of 64k
-and 256k at QD 8 and an fdatasync point; the fit maps
-them onto the simulator's `flash` device model. DIR receives stack.toml (a native stack of
-this machine with the fitted device), measurements.json (every point, fio's JSON) and
-fit.txt (measured vs the model's closed form vs vmio sim, with relative errors).
-
-A block device is only read unless --write (which destroys its contents, and is refused on
-a mounted device or one holding a filesystem signature unless --force).
-
-examples:
-  vmio calibrate                              ./vmio-calibrate.tmp, 1 GiB, 5 minutes
-  vmio calibrate /var/tmp/cal.tmp --quick     a one-minute subset
-  vmio calibrate /dev/nvme0n1 -o nvme         reads only, on the raw device
-  vmio calibrate /dev/shm/x --size 64m --budget 30
-  vmio calibrate --serve-path --quick -o nbd  the NBD path's [nbd] table (10 s, /dev/shm)
-  vmio sim --stack vmio-calibration/stack.toml job.fio
-"""
-
-
-def add_parser(
-    sub: argparse._SubParsersAction,
-    parser_class: type[argparse.ArgumentParser],
-    formatter_class: type[argparse.HelpFormatter],
-) -> None:
-    """Add `vmio calibrate TARGET` to the subcommands `sub`."""
-    from vmio.cli import _seconds_in
-
-    c = sub.add_parser(
-        "calibrate",
-        help="measure this machine's disk with fio and fit the flash device model",
-        description="Run a battery of fio jobs on TARGET (a file, created and removed, or a "
-        "block device) and fit the simulator's `flash` device model to it.",
-        epilog=EPILOG,
-        formatter_class=formatter_class,
-    )
-    c.add_argument(
-        "target",
-        metavar="TARGET",
-        nargs="?",
-        type=Path,
-        default=DEFAULT_TARGET,
-        help=f"a file (default ./{DEFAULT_TARGET}) or a block device /dev/...",
-    )
-    c.add_argument(
-        "-o",
-        "--out",
-        metavar="DIR",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"output directory (default ./{DEFAULT_OUT}/; refused if it exists unless --force)",
-    )
-    c.add_argument("--quick", action="store_true", help="a subset in short runs (60 s budget)")
-    c.add_argument(
-        "--budget",
-        type=_seconds_in(0, MAX_BUDGET_S),  # the battery's own minimum: check_budget
-        metavar="S",
-        help=f"seconds for the whole run (default {DEFAULT_BUDGET_S:.0f}, --quick "
-        f"{QUICK_BUDGET_S:.0f})",
-    )
-    c.add_argument(
-        "--size",
-        metavar="SIZE",
-        help="bytes of the file or of the device's region (default 1g, 256m on tmpfs; "
-        f"at least {size_name(MIN_SIZE)})",
-    )
-    c.add_argument(
-        "--write", action="store_true", help="on a block device: run the writes too (destroys it)"
-    )
-    c.add_argument(
-        "--force",
-        action="store_true",
-        help="replace DIR, overwrite an existing TARGET file, write to a device in use",
-    )
-    c.add_argument(
-        "--serve-path",
-        action="store_true",
-        help="instead: measure the NBD path (fio's nbd engine into vmio serve over a RAM "
-        "image) and fit its [nbd] table into DIR/serve-path.toml (--quick 10 s, default 30 s; "
-        "vmio.calserve)",
-    )
-    c.add_argument(
-        "--dir",
-        type=Path,
-        metavar="TMPFS",
-        help="with --serve-path: the tmpfs directory of the RAM image (default /dev/shm)",
-    )
-    c.set_defaults(func=cmd_calibrate)
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    if args.serve_path or args.dir is not None:
-        from vmio import calserve
-
-        return calserve.cmd(args)
-    cal = run(
-        args.target,
-        args.out,
-        quick=args.quick,
-        budget_s=args.budget,
-        write=args.write,
-        size=args.size,
-        force=args.force,
-    )
-    sm = summary(cal.params, cal.points, cal.simulated)
-    p = cal.params
-    print(f"flash model of {args.target}: " + ", ".join(f"{k}={v}" for k, v in p.items()))
-    for n in cal.notes:
-        print(f"note: {n}")
-    print(
-        f"median |error| of bandwidth: model {100 * sm['bw_model']:.1f} %, vmio sim "
-        f"{100 * sm['bw_sim']:.1f} %; written: {cal.stack_path}, "
-        f"{cal.out_dir / 'measurements.json'}, {cal.out_dir / 'fit.txt'}"
-    )
-    return 0

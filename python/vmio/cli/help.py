@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
+from vmio.cli.common import Formatter, Parser, missing
 from vmio.sim import native
 
 EPILOG = """examples:
@@ -23,21 +23,16 @@ EPILOG = """examples:
                                   synthetic profiles"""
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    parser_class: type[argparse.ArgumentParser],
-    formatter_class: type[argparse.HelpFormatter],
-    missing: Callable[[argparse.ArgumentParser, str], int],
-) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add `vmio help TOPIC` to the subcommands `sub`."""
     h = sub.add_parser(
         "help",
         help="what a stack file accepts: layouts, schedulers, device models",
         description="Reference of the stack file's selectable layers.",
         epilog=EPILOG,
-        formatter_class=formatter_class,
+        formatter_class=Formatter,
     )
-    hsub = h.add_subparsers(dest="topic", metavar="TOPIC", parser_class=parser_class)
+    hsub = h.add_subparsers(dest="topic", metavar="TOPIC", parser_class=Parser)
     hs = hsub.add_parser(
         "stack",
         help="volume layouts, schedulers and device models with their parameters",
@@ -45,7 +40,7 @@ def add_parser(
         "[vm.page_cache], [page_cache] and [pdc] key, [[volume]] layout, [scheduler] name and "
         "[[device]] model with its parameters: accepted values, default and meaning.",
         epilog=EPILOG,
-        formatter_class=formatter_class,
+        formatter_class=Formatter,
     )
     hs.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
     hs.set_defaults(func=cmd_help_stack)
@@ -55,7 +50,7 @@ def add_parser(
         description="List the workload kinds a job file can name (filebench=, app=, iolog_format=, "
         "vmio trace synth PROFILE) with their sources.",
         epilog=EPILOG,
-        formatter_class=formatter_class,
+        formatter_class=Formatter,
     )
     hw.set_defaults(func=cmd_help_workload)
     h.set_defaults(

@@ -1,6 +1,6 @@
 """PDC (issue #11, point 5) checked against a real ext4 in a real guest and on this host's
 real storage: `vmio serve` with `cache = "pdc"` (crates/vmio-serve/src/pdc.rs, the detector's
-rule in crates/vmio-core/src/cache/pdc.rs) serving the guest of `vmio.realguest`.
+rule in crates/vmio-core/src/cache/pdc.rs) serving the guest of `vmio.real.guest`.
 
 (a) Detection. The TCG guest (tests/guest.py) mounts a fresh 1 GiB ext4 (mke2fs defaults:
 a 32 MiB journal, 8192 blocks, in group 4) served with `cache = "pdc"`, `--trace` and
@@ -72,8 +72,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vmio import realguest
-from vmio.realguest import BLOCK, Event, Workload
+from vmio.real import guest as realguest
+from vmio.real.guest import BLOCK, Event, Workload
 
 WORKLOAD = Workload(appends=3000)
 """realguest's workload, 3000 fsyncs: the default journal (8192 blocks) wraps after about
@@ -292,7 +292,7 @@ def run_guest(
 
 
 def detection_table(d: Detection) -> str:
-    from vmio import report
+    from vmio import fioreport as report
 
     def mib(r: tuple[int, int] | None) -> str:
         if r is None:
@@ -404,7 +404,7 @@ def cached_bytes(path: Path) -> int:
 
 def replay(workdir: Path, iolog: Path, cache: str, round_: int, w: Workload = WORKLOAD) -> Replay:
     """One replay of `iolog` against a fresh server and a fresh sparse image."""
-    from vmio import serve
+    from vmio.real import serve
 
     image = workdir / "ext4.img"
     image.unlink(missing_ok=True)
@@ -458,7 +458,7 @@ def summary(runs: list[Replay]) -> dict[str, dict[str, float]]:
 
 def replay_table(runs: list[Replay]) -> str:
     """Every run, then the mean of each cache mode."""
-    from vmio import report
+    from vmio import fioreport as report
 
     def row(label: str, cache: str, m: dict) -> list[str]:
         mib = [f"{m[k] / 2**20:.2f}" for k in ("written_bytes", "cached_bytes", "bypassed_bytes")]

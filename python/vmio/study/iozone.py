@@ -3,7 +3,7 @@ target's share of a baseline's, and `[figure] kind = "iozone"` (study "interface
 docs/calibration-s2.md).
 
 `[report] iozone = { axis, over }` replaces the grid tables by S2's layout. From each point's
-iozone passes (`vmio.quantities.iozone_kb_s`, the simulator's `vmio_iozone`):
+iozone passes (`vmio.study.quantities.iozone_kb_s`, the simulator's `vmio_iozone`):
 
     KB/s table   one row per (record size, point), record sizes in the order iozone ran
                  them, points in grid order; one column per iozone test (write, rewrite,
@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vmio import iozone, report
-from vmio.quantities import (
+from vmio import fioreport as report
+from vmio import iozone
+from vmio.study.quantities import (
     IOZONE_PREFIX,
     iozone_kb_s,
     iozone_passes,
@@ -37,7 +38,7 @@ from vmio.quantities import (
 )
 
 if TYPE_CHECKING:
-    from vmio.calibration import PointResult, StudyResult
+    from vmio.study.evaluation import PointResult, StudyResult
 
 Coords = tuple[tuple[str, str], ...]
 
@@ -138,9 +139,9 @@ def references(res: StudyResult) -> dict[tuple[int, str, Coords], float]:
 
 def write_figure(res: StudyResult, path: Path) -> None:
     """figure.png (module doc)."""
-    from vmio import plot  # matplotlib is slow to import
+    from vmio.study import bars  # matplotlib is slow to import
 
-    plt = plot.plt
+    plt = bars.plt
     exp = res.experiment
     axis, over = exp.report["iozone"]
     recs = records_of(res.points)
@@ -163,12 +164,12 @@ def write_figure(res: StudyResult, path: Path) -> None:
             for pr in res.points
         }
         top, bottom = grid[0][ci], grid[1][ci]
-        plot.grouped_bars(
+        bars.grouped_bars(
             top, tests, {_label(res, pr): kb[pr.point.coords] for pr in res.points}, "KB/s", colors
         )
         _stars(top, [ref[pr.point.coords] for pr in res.points])
         top.set_title(f"record {record_label(rec)}", fontsize=10)
-        plot.grouped_bars(
+        bars.grouped_bars(
             bottom,
             tests,
             {
@@ -206,7 +207,7 @@ def _label(res: StudyResult, pr: PointResult) -> str:
 
 def _stars(ax, values: Sequence[Sequence[float | None]]) -> None:
     """A black star at each value (one list per bar series, one value per group) on the
-    bar `plot.grouped_bars` draws there; None: no star."""
+    bar `bars.grouped_bars` draws there; None: no star."""
     n = max(1, len(values))
     width = 0.8 / n
     for i, ys in enumerate(values):

@@ -4,8 +4,8 @@ An experiment file (TOML, see `studies/volumes-cache/experiment.toml` for the an
 format) names a stack file, a fio job file and a list of axes. Without a job file (no `job`,
 or `job = ""`) every point runs the stack's own per-VM `workload` files at once. Each axis has
 a *target* (`stack:<key.path>`, `job:<fio option>`, `job[<vm>]:<fio option>`; how each edits
-its file: `vmio.runner`). The quantities a report, a figure or a calibration names are those
-of `vmio.quantities`.
+its file: `vmio.study.runner`). The quantities a report, a figure or a calibration names are those
+of `vmio.study.quantities`.
 
 A *study* is one experiment file (`experiment.toml`) or several parts: a `study.toml` in the
 study directory lists them (`[study] name, title, parts = ["a.toml", ...]`); each part is an
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vmio.quantities import REDUCERS, check_quantity
 from vmio.sim import VmioError, check_path, parse_toml, read_text, short_repr
+from vmio.study.quantities import REDUCERS, check_quantity
 
-BUILTIN_STUDIES = Path(__file__).resolve().parent / "studies"
+BUILTIN_STUDIES = Path(__file__).resolve().parent.parent / "studies"
 """Where the built-in studies live (shipped inside the package; `studies/` in a checkout)."""
 
 
@@ -278,8 +278,8 @@ def _read_toml(path: Path, what: str) -> dict[str, Any]:
 
 FIGURE_KINDS = ("lines", "bars", "timeline", "pdc", "iozone")
 """`[figure] kind`: lines (the S0 grid), bars, timeline (bandwidth over time), pdc (the S3
-figures: gains, detection over time, journal traffic; `vmio.pdcreport`), iozone (S2: KB/s
-per record size, test and target, and in % of a baseline; `vmio.iozonereport`)."""
+figures: gains, detection over time, journal traffic; `vmio.study.pdc`), iozone (S2: KB/s
+per record size, test and target, and in % of a baseline; `vmio.study.iozone`)."""
 
 STUDY_FILES = ("study.toml", "experiment.toml")
 """What makes a directory a study: a list of parts, or a single experiment."""

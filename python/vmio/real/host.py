@@ -1,7 +1,7 @@
 """S2's host row for real (issue #12 item 6): iozone's write/read/random passes run on a file
-of this machine (vmio.realiozone, `-e -I`: O_DIRECT, the fsync timed) several times, next
+of this machine (vmio.real.iozone, `-e -I`: O_DIRECT, the fsync timed) several times, next
 to what the simulator predicts for the same iozone command on a stack of this machine whose
-device is the measured profile (vmio.machineprofile).
+device is the measured profile (vmio.real.machineprofile).
 
 ```text
 disk = machineprofile.disk_of(directory)                  filesystem, block device, queue
@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmio import iozone, realiozone
-from vmio.machineprofile import (
+from vmio import iozone
+from vmio.real import iozone as realiozone
+from vmio.real.machineprofile import (
     FILE_BYTES,
     JOBS,
     Disk,
@@ -44,7 +45,7 @@ from vmio.machineprofile import (
     point_of,
     ssd_params,
 )
-from vmio.machineprofile import measure as measure_profile
+from vmio.real.machineprofile import measure as measure_profile
 from vmio.sim import simulate_text
 
 # The schedulers of the simulator's [scheduler] a real disk can report.

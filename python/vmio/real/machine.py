@@ -3,7 +3,7 @@ disk under each directory the run used.
 
 Sources: Linux's /proc/cpuinfo (`model name`, x86; `Hardware`/`cpu model` elsewhere),
 /proc/meminfo (`MemTotal`, kB), uname(2) (`release`), `fio --version`; the disk comes from
-`vmio.machineprofile.disk_of`, or `disk_of_device` for a block device node (/proc/mounts,
+`vmio.real.machineprofile.disk_of`, or `disk_of_device` for a block device node (/proc/mounts,
 /sys/dev/block/<major:minor>/queue: rotational, scheduler, nr_requests, write_cache;
 block/blk-sysfs.c).
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vmio import machineprofile
+from vmio.real import machineprofile
 
 CPU_KEYS = ("model name", "Hardware", "cpu model", "Processor")
 """/proc/cpuinfo's name of the CPU, by architecture (x86 first)."""

@@ -60,7 +60,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vmio import report
+from vmio import fioreport as report
 from vmio.sim import simulate_text
 
 PROGRAM = ("bzip2", "-9", "-c")
@@ -254,7 +254,7 @@ def summary(runs: Sequence[Run]) -> list[Summary]:
 
 
 STACK = """\
-# This machine as the simulator sees it for vmio.realcpu: its cores shared by CFS, no VMM.
+# This machine as the simulator sees it for vmio.real.cpu: its cores shared by CFS, no VMM.
 [host]
 cores = {cores}
 hypervisor = "native"
@@ -282,7 +282,7 @@ size = "10g"
 """
 
 JOB = """\
-; {k} concurrent copies of a bzip2-like job with {work_ms} ms of CPU work each (vmio.realcpu)
+; {k} concurrent copies of a bzip2-like job with {work_ms} ms of CPU work each (vmio.real.cpu)
 [bzip2]
 cpu_profile=bzip2
 cpu_work={work_ms}ms

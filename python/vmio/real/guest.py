@@ -2,7 +2,7 @@
 (issue #10, item 6) is checked against.
 
 The host makes an ext4 image with mkfs.ext4 (e2fsprogs) on a sparse file, serves it with
-`vmio serve --trace` (`serve_guest`; cache=writeback here, cache=pdc in vmio.realpdc), and
+`vmio serve --trace` (`serve_guest`; cache=writeback here, cache=pdc in vmio.real.pdc), and
 a TCG QEMU guest (tests/guest.py: the host's Debian kernel, ext4 and jbd2 built in, a busybox
 initramfs) mounts it and runs an fsync-heavy workload; the trace is then read against the
 filesystem's own map of itself:
@@ -421,7 +421,7 @@ def analyse(
 
 def table(a: Analysis) -> str:
     """The figures as a text table."""
-    from vmio import report
+    from vmio import fioreport as report
 
     mean = sum(a.commit_blocks) / a.commits if a.commits else 0.0
     rows = [
@@ -518,7 +518,7 @@ def serve_guest(
     """Make the image, serve it (host cache mode `cache`) with `--trace` and `--stats-file`,
     boot the guest with `boot(drive, script, workdir)` (tests/guest.py's run_guest) running
     `guest_script(w)`, stop the server (which writes its final statistics)."""
-    from vmio import serve
+    from vmio.real import serve
 
     image = workdir / "ext4.img"
     make_image(image, w)
@@ -538,7 +538,7 @@ def start_serve(workdir: Path, *extra: str) -> subprocess.Popen:
     """`vmio serve --stack stack.toml --socket nbd.sock EXTRA` in `workdir`, this vmio
     whatever the working directory (its stderr piped)."""
     cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml"]
-    here = str(Path(__file__).resolve().parent.parent)
+    here = str(Path(__file__).resolve().parents[2])  # python/, above the package
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     return subprocess.Popen(
         [*cmd, "--socket", str(workdir / "nbd.sock"), *extra],
@@ -758,7 +758,7 @@ def compare(real: Figures, model: Figures) -> list[Row]:
 
 def side_by_side(rows: list[Row]) -> str:
     """The comparison as a text table; a figure out of tolerance is marked 'MISS'."""
-    from vmio import report
+    from vmio import fioreport as report
 
     return report.text_table(
         ["figure", "real ext4", "model", "difference", "check"],

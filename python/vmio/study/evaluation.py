@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vmio import results
-from vmio.experiment import Calibration, Experiment, Point
-from vmio.quantities import QUANTITIES, REDUCERS, format_quantity, quantity_value
+from vmio.study.experiment import Calibration, Experiment, Point
+from vmio.study.quantities import QUANTITIES, REDUCERS, format_quantity, quantity_value
 
 
 @dataclass

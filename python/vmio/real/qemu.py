@@ -3,7 +3,7 @@
 every shared library it loads, and a shell script as /init. The guest runs the script
 against its disk (a `-drive file=` value, e.g. an `nbd+unix://` URI of `vmio serve`) and
 powers off; its serial console is returned. Used by `vmio study --engine real --real-mode
-guest` (vmio.realengine, `run_fio`) and by the tests that boot guests against `vmio serve`
+guest` (vmio.real.engine, `run_fio`) and by the tests that boot guests against `vmio serve`
 (tests/guest.py re-exports this module).
 
 Sources: the newc format and how the kernel unpacks it (linux Documentation/driver-api/

@@ -40,16 +40,10 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from vmio import benchfio, iozonereport, pdcreport, realengine, report, results
-from vmio.calibration import (
-    CALIBRATION_COLUMNS,
-    PointResult,
-    StudyResult,
-    calibration_records,
-    evaluate_calibration,
-)
-from vmio.experiment import Experiment, Point, job_vm
+from vmio import fioreport as report
+from vmio import results
 from vmio.progress import Progress
+from vmio.real import engine as realengine
 from vmio.sim import (
     VmioError,
     native,
@@ -58,7 +52,18 @@ from vmio.sim import (
     simulate_text,
     stack_workloads,
 )
-from vmio.tables import summary_text
+from vmio.study import benchfio
+from vmio.study import iozone as iozonereport
+from vmio.study import pdc as pdcreport
+from vmio.study.evaluation import (
+    CALIBRATION_COLUMNS,
+    PointResult,
+    StudyResult,
+    calibration_records,
+    evaluate_calibration,
+)
+from vmio.study.experiment import Experiment, Point, job_vm
+from vmio.study.tables import summary_text
 
 # Files a study writes into its output directory (and may replace with --force).
 OUTPUT_FILES = (
@@ -245,7 +250,7 @@ def point_key(
     its key is the same."""
     import hashlib
 
-    from vmio import __version__
+    from vmio.version import __version__
 
     doc = {
         "vmio": __version__,
@@ -320,7 +325,7 @@ def run_study(
     saved by an earlier, interrupted run with the same key are reused instead of simulated.
     `on_point` is called (in grid order) after each point is done.
 
-    With `engine`, points run for real (`vmio.realengine`), one at a time; a point the real
+    With `engine`, points run for real (`vmio.real.engine`), one at a time; a point the real
     engine cannot run is skipped: its reason is printed once and kept in the result's
     `skipped`, and the point is left out of the tables.
     """
@@ -482,7 +487,7 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png (and, for
     `[figure] kind = "pdc"`, `pdcreport.FIGURE_FILES`) and json/, each file atomically (a
     temporary name in the same directory, renamed)."""
-    from vmio import plot  # matplotlib is slow to import; only needed here
+    from vmio.study import plot  # matplotlib is slow to import; only needed here
 
     jdir = out / "json"
     jdir.mkdir(exist_ok=True)

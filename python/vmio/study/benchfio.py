@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from vmio import results
-from vmio.calibration import StudyResult
-from vmio.experiment import Experiment
 from vmio.sim import VmioError
+from vmio.study.evaluation import StudyResult
+from vmio.study.experiment import Experiment
 
 DIRECTORY = "bench-fio"
 """Where a study writes the layout, under its output directory."""

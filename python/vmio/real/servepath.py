@@ -15,7 +15,7 @@ What runs (`battery`, `measure`):
 ```text
 DIR (--dir, default /dev/shm) must be a tmpfs (or ramfs): the image is RAM, so what is
     measured is the path, not a disk. DIR/vmio-serve-path.img, 256 MiB, is created, written
-    through once (1 MiB sequential writes, vmio.calibrate.write_through) so that reads hit
+    through once (1 MiB sequential writes, vmio.real.calibrate.write_through) so that reads hit
     data, and removed afterwards (also on Ctrl-C); an existing one is refused unless --force
 the RAM image itself, before the server starts (fio psync, direct=1 where the file takes
     O_DIRECT, QD1): ram-rand{read,write}-{4k,128k[,1m]}  the image's own latency per size
@@ -26,7 +26,7 @@ the path (fio ioengine=nbd on the export path/disk of a `vmio serve` whose one d
     (1m: not with --quick)
 budget: default 30 s, --quick 10 s, --budget S: the whole run. Each point time-based: the
     RAM image's the shortest run (MIN_RUNTIME_S: its latency of a few µs is steady), the
-    path's an equal share of what is left (vmio.calibrate.Schedule: fio's start-up measured
+    path's an equal share of what is left (vmio.real.calibrate.Schedule: fio's start-up measured
     and taken off), SIM_RESERVE_S a path point kept for vmio sim's check
 ```
 
@@ -64,7 +64,6 @@ parameters, notes, the machine, every point with fio's JSON and vmio sim's figur
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -81,8 +80,8 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from vmio import __version__, machine
-from vmio.calibrate import (
+from vmio.real import machine
+from vmio.real.calibrate import (
     KIB,
     MIB,
     MIN_RUNTIME_S,
@@ -98,10 +97,11 @@ from vmio.calibrate import (
     size_name,
     write_through,
 )
-from vmio.calibrate import (
+from vmio.real.calibrate import (
     measure as measure_points,
 )
-from vmio.machineprofile import ProfileError, fio_missing, fio_version, mount_of
+from vmio.real.machineprofile import ProfileError, fio_missing, fio_version, mount_of
+from vmio.version import __version__
 
 DEFAULT_DIR = Path("/dev/shm")
 IMAGE_NAME = "vmio-serve-path.img"
@@ -125,7 +125,7 @@ DURATIONS = ("handoff", "request")
 
 @dataclass(frozen=True)
 class Probe(Job):
-    """A battery job (vmio.calibrate.Job) on the path (`engine` "nbd": `uri` the export's,
+    """A battery job (vmio.real.calibrate.Job) on the path (`engine` "nbd": `uri` the export's,
     set once the server listens) or on the RAM image itself (`engine` "psync")."""
 
     engine: str = "nbd"
@@ -136,7 +136,7 @@ class Probe(Job):
         return self.engine
 
     def options(self, size: int, runtime_ms: int | None, direct: int) -> list[tuple[str, str]]:
-        """vmio.calibrate.Job's options, then the nbd engine's `uri` (an engine option: fio
+        """vmio.real.calibrate.Job's options, then the nbd engine's `uri` (an engine option: fio
         takes it after `ioengine`)."""
         opts = super().options(size, runtime_ms, direct)
         return opts + ([("uri", self.uri)] if self.uri else [])
@@ -364,7 +364,7 @@ def sim_stack(f: Fit) -> str:
 
 
 class _Phases(Schedule):
-    """vmio.calibrate.Schedule, but while `shortest` (the RAM image's points) each point runs
+    """vmio.real.calibrate.Schedule, but while `shortest` (the RAM image's points) each point runs
     MIN_RUNTIME_S: a psync latency of a few µs is steady over the hundreds of thousands of
     requests of that run, and the path's points get the rest. fio's start-up is measured
     throughout."""
@@ -393,7 +393,8 @@ def _run_path(
     image: Path, probes: Sequence[Probe], cache: str, schedule: Schedule, stream: TextIO
 ) -> list[Point]:
     """Serve `image` (`stack`) with vmio serve and run the path's probes on its export."""
-    from vmio import realguest, serve
+    from vmio.real import guest as realguest
+    from vmio.real import serve
 
     with tempfile.TemporaryDirectory(prefix="vmio-serve-path-") as tmp:
         work = Path(tmp)
@@ -498,7 +499,7 @@ def measure(
 
 
 def _point_record(p: Point, f: Fit, sim: Point | None) -> dict[str, Any]:
-    """A point as serve-path.json holds it: vmio.calibrate's record, and for a path point its
+    """A point as serve-path.json holds it: vmio.real.calibrate's record, and for a path point its
     closed form and vmio sim's figures on `sim_stack`."""
     rec: dict[str, Any] = {**p.record(), "closed_form": None, "sim": None}
     if p.job.ioengine == "nbd":
@@ -535,33 +536,3 @@ def report(sp: ServePath) -> str:
         )
     lines.append(f"written: {sp.toml_path}, {sp.json_path}")
     return "\n".join(lines) + "\n"
-
-
-# --- the command line (vmio calibrate --serve-path) ----------------------------------------
-
-
-def cmd(args: argparse.Namespace) -> int:
-    """`vmio calibrate --serve-path [--dir DIR] [--quick] [--budget S] [-o OUT] [--force]`."""
-    from vmio.calibrate import DEFAULT_TARGET
-
-    if not args.serve_path:
-        raise CalibrateError(f"--dir {args.dir}: only with --serve-path (the RAM image's tmpfs)")
-    others = [
-        f
-        for f, on in (
-            ("TARGET", args.target != DEFAULT_TARGET),
-            ("--size", args.size),
-            ("--write", args.write),
-        )
-        if on
-    ]
-    if others:
-        raise CalibrateError(
-            f"{', '.join(others)}: not with --serve-path, which measures a RAM image in --dir"
-        )
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise CalibrateError(f"output directory {out} exists; pass --force to overwrite it")
-    sp = measure(args.dir or DEFAULT_DIR, out, args.quick, args.budget, force=args.force)
-    sys.stdout.write(report(sp))
-    return 0
