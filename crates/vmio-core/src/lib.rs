@@ -24,6 +24,7 @@ pub mod rng;
 pub mod sched;
 pub mod slab;
 pub mod stack;
+pub mod table;
 pub mod units;
 pub mod volume;
 pub mod workload;

@@ -78,16 +78,20 @@
 //! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
 //! the accepted values.
 
-use crate::cache::pdc::{self, PdcSpec};
-use crate::cache::{eviction, linux, CacheMode};
-use crate::cpu::{self, CoreSet};
+pub use crate::cache::{PageCacheSpec, RawPageCache};
+pub use crate::sched::{RawScheduler, SchedulerSpec};
+pub use crate::table::{FieldError, SizeValue, Table};
+
+use crate::cache::pdc::PdcSpec;
+use crate::cache::{CacheMemory, CacheMode};
+pub use crate::cpu::{CpuSpec, CpuTune, RawCpu, RawCpuTune};
+
+use crate::cpu::{self, HostCpus, VmThreads};
 use crate::guest::{self, params::FsSpec};
-use crate::nbd::{self, NbdSpec};
+use crate::nbd::NbdSpec;
 use crate::params::{self, KeyDoc, ParamError, Values};
-use crate::sched::{self, SchedulerEntry};
-use crate::units::{parse_size, quote};
+use crate::units::quote;
 use crate::volume::{self, LayoutEntry};
-use crate::Ns;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -103,14 +107,6 @@ pub enum StackError {
         field: String,
         message: String,
     },
-}
-
-/// A size written as a string ("64k") or an integer (bytes).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(untagged)]
-pub enum SizeValue {
-    Int(u64),
-    Text(String),
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -154,32 +150,10 @@ pub struct RawVolume {
     pub params: BTreeMap<String, toml::Value>,
 }
 
-/// `[scheduler]`: `name` and the parameters the schedulers declare ([`sched::REGISTRY`]).
-pub type RawScheduler = BTreeMap<String, toml::Value>;
-
-/// `[page_cache]`: `eviction` and the parameters of [`crate::cache::linux::PARAMS`].
-pub type RawPageCache = BTreeMap<String, toml::Value>;
-
 /// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
-pub type RawPdc = BTreeMap<String, toml::Value>;
+pub type RawPdc = <PdcSpec as Table>::Raw;
 /// `[nbd]`: the parameters of [`crate::nbd::PARAMS`].
-pub type RawNbd = BTreeMap<String, toml::Value>;
-
-/// `[cpu]`: `model`, `dom0_vcpus`, `dom0_pin` and the parameters of [`cpu::cfs::PARAMS`] and
-/// [`cpu::hypervisor::PARAMS`].
-pub type RawCpu = BTreeMap<String, toml::Value>;
-
-/// `[vm.cputune]`: libvirt's `<cputune>` pinning, cpusets in libvirt's syntax.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCpuTune {
-    /// A cpuset per vCPU, by vCPU index (`<vcpupin vcpu='i' cpuset='…'/>`).
-    pub vcpupin: Option<Vec<String>>,
-    /// QEMU's main loop (`<emulatorpin cpuset='…'/>`).
-    pub emulatorpin: Option<String>,
-    /// A cpuset per iothread, in the order of the disks with `iothread = true`.
-    pub iothreadpin: Option<Vec<String>>,
-}
+pub type RawNbd = <NbdSpec as Table>::Raw;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -416,96 +390,6 @@ impl Serialize for VolumeSpec {
     }
 }
 
-/// The scheduler a stack names, valid by construction: a registered entry and the values of
-/// every registered scheduler's parameters (its own as set, the others' at their defaults:
-/// result records list them all, `{"name": ..., "read_expire_ns": ..., ...}`).
-#[derive(Clone, Debug)]
-pub struct SchedulerSpec {
-    pub entry: &'static SchedulerEntry,
-    pub params: Values,
-}
-
-impl SchedulerSpec {
-    pub fn name(&self) -> &'static str {
-        self.entry.name
-    }
-}
-
-impl Serialize for SchedulerSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("name", self.entry.name)?;
-        for (spec, v) in self.params.iter() {
-            m.serialize_entry(&spec.record_key(), &v)?;
-        }
-        m.end()
-    }
-}
-
-/// The page cache a stack describes: each field is the record key of one of
-/// [`crate::cache::linux::PARAMS`] (`memory_bytes`, `dirty_expire_ns`, ...), where the
-/// meanings and defaults are declared.
-#[derive(Clone, Debug, Serialize)]
-pub struct PageCacheSpec {
-    pub memory_bytes: u64,
-    pub dirty_ratio: u32,
-    pub dirty_background_ratio: u32,
-    pub dirty_expire_ns: Ns,
-    pub writeback_interval_ns: Ns,
-    /// Memory-copy bandwidth of the host for page-cache hits and buffered writes (bytes/s),
-    /// shared by all copies ([`crate::cache::linux::COPY_RATE`]).
-    pub copy_rate_bps: u64,
-    /// Page eviction policy, a name of [`crate::cache::eviction::REGISTRY`] (shown only when
-    /// not the default).
-    #[serde(skip_serializing_if = "crate::cache::eviction::is_default")]
-    pub eviction: String,
-}
-
-/// `[cpu]` as validated: the model, its and the hypervisor mechanisms' parameters, and
-/// Xen's dom0.
-#[derive(Clone, Debug)]
-pub struct CpuSpec {
-    /// One of [`cpu::MODELS`].
-    pub model: &'static str,
-    /// Every key of [`cpu::cfs::PARAMS`] and [`cpu::hypervisor::PARAMS`].
-    pub params: Values,
-    /// Xen's dom0 vCPUs (`dom0_max_vcpus`); 0 unless the hypervisor is xen.
-    pub dom0_vcpus: u32,
-    /// Xen's `dom0_vcpus_pin`: where dom0's vCPUs run (None: anywhere).
-    pub dom0_pin: Option<CoreSet>,
-}
-
-impl Serialize for CpuSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("model", self.model)?;
-        for (spec, v) in self.params.iter() {
-            m.serialize_entry(&spec.record_key(), &v)?;
-        }
-        if self.dom0_vcpus > 0 {
-            m.serialize_entry("dom0_vcpus", &self.dom0_vcpus)?;
-            m.serialize_entry("dom0_pin", &self.dom0_pin.map(|c| c.0))?;
-        }
-        m.end()
-    }
-}
-
-/// `[vm.cputune]` as validated (cpusets as [`CoreSet`]s; None: not pinned).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CpuTune {
-    pub vcpupin: Vec<Option<CoreSet>>,
-    pub emulatorpin: Option<CoreSet>,
-    pub iothreadpin: Vec<Option<CoreSet>>,
-}
-
-impl CpuTune {
-    fn is_empty(&self) -> bool {
-        *self == CpuTune::default()
-    }
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct DiskSpec {
     pub name: String,
@@ -560,6 +444,16 @@ pub struct Stack {
     pub vms: Vec<VmSpec>,
 }
 
+impl Host {
+    /// What `[cpu]`'s checks read of the host.
+    fn cpus(&self) -> HostCpus<'_> {
+        HostCpus {
+            cores: self.cores,
+            hypervisor: &self.hypervisor,
+        }
+    }
+}
+
 impl Stack {
     /// The CPU model in effect: `[cpu] model`, or "dedicated" without `[cpu]`.
     pub fn cpu_model(&self) -> &'static str {
@@ -600,23 +494,16 @@ impl Ctx<'_> {
             message: one_line(&message.into()),
         }
     }
+    /// A layer's error, with the file.
+    fn at(&self, e: FieldError) -> StackError {
+        self.err(e.field, e.message)
+    }
     /// A bad key or value of table `table` (`scheduler`, `volume[0]`).
     fn param(&self, table: &str, e: ParamError) -> StackError {
-        let field = format!("{table}.{}", e.key());
-        let message = match e {
-            ParamError::Unknown { accepted, .. } => format!("unknown key; accepted: {accepted}"),
-            ParamError::OnlyFor { valid_with, .. } => format!("only valid with {valid_with}"),
-            ParamError::Bad {
-                value, expected, ..
-            } => format!("{value}: {expected}"),
-        };
-        self.err(field, message)
+        self.at(FieldError::param(table, e))
     }
     fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
-        match v {
-            SizeValue::Int(n) => Ok(*n),
-            SizeValue::Text(t) => parse_size(t).map_err(|e| self.err(field, e.to_string())),
-        }
+        v.bytes(field).map_err(|e| self.at(e))
     }
 }
 
@@ -791,40 +678,22 @@ impl Stack {
                 read_ahead_kb: v.read_ahead_kb,
             });
         }
-        let s = &raw.scheduler;
-        let sched_name = match s.get("name") {
-            None => sched::DEFAULT,
-            Some(toml::Value::String(n)) => n.as_str(),
-            Some(other) => {
-                return Err(c.err(
-                    "scheduler.name",
-                    format!(
-                        "{other} is not a scheduler name; accepted: {}",
-                        params::names(sched::REGISTRY)
-                    ),
-                ))
-            }
-        };
-        let entry =
-            params::lookup(sched::REGISTRY, sched_name).map_err(|m| c.err("scheduler.name", m))?;
-        let mut values = params::union(sched::REGISTRY);
-        params::read_for(&mut values, s, &["name"], entry, sched::REGISTRY, "name")
-            .map_err(|e| c.param("scheduler", e))?;
-        let scheduler = SchedulerSpec {
-            entry,
-            params: values,
-        };
-        let page_cache = Self::page_cache(&c, &raw.page_cache, &host)?;
-        let mut pdc_values = Values::defaults(pdc::PARAMS);
-        pdc_values
-            .read(&raw.pdc, &[])
-            .map_err(|e| c.param("pdc", e))?;
-        let mut nbd_values = Values::defaults(nbd::PARAMS);
-        nbd_values
-            .read(&raw.nbd, &[])
-            .map_err(|e| c.param("nbd", e))?;
+        let scheduler =
+            SchedulerSpec::from_raw(&raw.scheduler, SchedulerSpec::KEY, ()).map_err(|e| c.at(e))?;
+        let page_cache = PageCacheSpec::from_raw(
+            &raw.page_cache,
+            PageCacheSpec::KEY,
+            CacheMemory {
+                default_bytes: host.memory_bytes / 2,
+                limit_bytes: host.memory_bytes,
+                limit_field: "host.memory",
+            },
+        )
+        .map_err(|e| c.at(e))?;
+        let pdc = PdcSpec::from_raw(&raw.pdc, PdcSpec::KEY, ()).map_err(|e| c.at(e))?;
+        let nbd = NbdSpec::from_raw(&raw.nbd, NbdSpec::KEY, ()).map_err(|e| c.at(e))?;
         let cpu = match &raw.cpu {
-            Some(t) => Some(Self::cpu(&c, t, &host)?),
+            Some(t) => Some(CpuSpec::from_raw(t, CpuSpec::KEY, host.cpus()).map_err(|e| c.at(e))?),
             None => None,
         };
         let native = host.hypervisor == "native";
@@ -930,19 +799,13 @@ impl Stack {
                 if d.queue_depth == Some(0) {
                     return Err(c.err(f("queue_depth"), "must be at least 1"));
                 }
-                let read_ahead_kb = d.read_ahead_kb.unwrap_or(guest::params::READ_AHEAD_KB);
-                if read_ahead_kb % 4 != 0 || read_ahead_kb > 1 << 20 {
-                    return Err(c.err(
-                        f("read_ahead_kb"),
-                        format!(
-                            "{read_ahead_kb}: accepted: {}",
-                            guest::params::READ_AHEAD_KB_KEY.accepted
-                        ),
-                    ));
-                }
+                let read_ahead_bytes = guest::params::read_ahead_bytes(d.read_ahead_kb)
+                    .map_err(|m| c.err(f("read_ahead_kb"), m))?;
                 let filesystem = match &d.filesystem {
                     None => None,
-                    Some(t) => Some(Self::filesystem(&c, &f("filesystem"), t, &d.name)?),
+                    Some(t) => {
+                        Some(FsSpec::from_raw(t, &f(FsSpec::KEY), &d.name).map_err(|e| c.at(e))?)
+                    }
                 };
                 disks.push(DiskSpec {
                     name: d.name.clone(),
@@ -953,7 +816,7 @@ impl Stack {
                     cache,
                     queue_depth: d.queue_depth,
                     iothread: d.iothread.unwrap_or(false),
-                    read_ahead_bytes: read_ahead_kb * 1024,
+                    read_ahead_bytes,
                     filesystem,
                 });
             }
@@ -962,13 +825,16 @@ impl Stack {
                 None => 1 << 30,
             };
             let empty = RawPageCache::new();
-            let guest_cache = Self::page_cache_table(
-                &c,
-                &format!("vm[{i}].page_cache"),
+            let guest_cache = PageCacheSpec::from_raw(
                 v.page_cache.as_ref().unwrap_or(&empty),
-                guest::params::guest_cache_bytes(memory_bytes),
-                (memory_bytes, &format!("vm[{i}].memory")),
-            )?;
+                &format!("vm[{i}].page_cache"),
+                CacheMemory {
+                    default_bytes: guest::params::guest_cache_bytes(memory_bytes),
+                    limit_bytes: memory_bytes,
+                    limit_field: &format!("vm[{i}].memory"),
+                },
+            )
+            .map_err(|e| c.at(e))?;
             if native && v.vcpus.is_some() {
                 return Err(c.err(
                     format!("vm[{i}].vcpus"),
@@ -983,14 +849,16 @@ impl Stack {
                         "has no meaning with host.hypervisor = \"native\" (no VM); pin jobs with fio's cpus_allowed",
                     ));
                 }
-                Some(t) => Self::cputune(
-                    &c,
-                    i,
+                Some(t) => CpuTune::from_raw(
                     t,
-                    &host,
-                    vcpus,
-                    disks.iter().filter(|d| d.iothread).count(),
-                )?,
+                    &format!("vm[{i}].cputune"),
+                    VmThreads {
+                        cores: host.cores,
+                        vcpus,
+                        iothreads: disks.iter().filter(|d| d.iothread).count(),
+                    },
+                )
+                .map_err(|e| c.at(e))?,
                 None => CpuTune::default(),
             };
             vms.push(VmSpec {
@@ -1013,10 +881,8 @@ impl Stack {
             volumes,
             scheduler,
             page_cache,
-            pdc: any_disk(&|d| d.cache == CacheMode::Pdc)
-                .then(|| PdcSpec::from_values(&pdc_values)),
-            nbd: any_disk(&|d| d.interface == Interface::Nbd)
-                .then(|| NbdSpec::from_values(&nbd_values)),
+            pdc: any_disk(&|d| d.cache == CacheMode::Pdc).then_some(pdc),
+            nbd: any_disk(&|d| d.interface == Interface::Nbd).then_some(nbd),
             cpu,
             vms,
         })
@@ -1196,260 +1062,6 @@ impl Stack {
             });
         }
         Ok(out)
-    }
-
-    /// `[cpu]`: the model, CFS's and the mechanisms' keys, and Xen's dom0.
-    fn cpu(c: &Ctx, t: &RawCpu, host: &Host) -> Result<CpuSpec, StackError> {
-        let model = match t.get("model") {
-            None => cpu::DEDICATED,
-            Some(v) => match v
-                .as_str()
-                .and_then(|m| cpu::MODELS.iter().find(|n| **n == m))
-            {
-                Some(n) => n,
-                None => {
-                    let shown = v.as_str().map_or_else(|| v.to_string(), String::from);
-                    return Err(c.err(
-                        "cpu.model",
-                        format!(
-                            "'{shown}' is not valid; accepted: {}",
-                            cpu::MODELS.join(", ")
-                        ),
-                    ));
-                }
-            },
-        };
-        let xen = host.hypervisor == "xen";
-        let mut dom0_vcpus = u32::from(xen);
-        if let Some(v) = t.get("dom0_vcpus") {
-            match v.as_integer() {
-                Some(n) if xen && (1..=i64::from(host.cores)).contains(&n) => dom0_vcpus = n as u32,
-                _ if !xen => {
-                    return Err(c.err(
-                        "cpu.dom0_vcpus",
-                        "only valid with host.hypervisor = \"xen\"",
-                    ))
-                }
-                _ => {
-                    return Err(c.err(
-                        "cpu.dom0_vcpus",
-                        format!(
-                            "{v}: accepted: an integer from 1 to host.cores ({})",
-                            host.cores
-                        ),
-                    ))
-                }
-            }
-        }
-        let dom0_pin = match t.get("dom0_pin") {
-            None => None,
-            Some(_) if !xen => {
-                return Err(c.err("cpu.dom0_pin", "only valid with host.hypervisor = \"xen\""))
-            }
-            Some(toml::Value::String(s)) => {
-                Some(CoreSet::parse(s, host.cores as usize).map_err(|m| c.err("cpu.dom0_pin", m))?)
-            }
-            Some(other) => {
-                return Err(c.err(
-                    "cpu.dom0_pin",
-                    format!("{other}: accepted: a libvirt cpuset string such as \"0\" or \"0-1\""),
-                ))
-            }
-        };
-        let mut params = Values::defaults(cpu::params());
-        params
-            .read(t, &["model", "dom0_vcpus", "dom0_pin"])
-            .map_err(|e| c.param("cpu", e))?;
-        if host.cores as usize > cpu::MAX_CORES {
-            return Err(c.err(
-                "host.cores",
-                format!(
-                    "{}: [cpu] models at most {} cores",
-                    host.cores,
-                    cpu::MAX_CORES
-                ),
-            ));
-        }
-        Ok(CpuSpec {
-            model,
-            params,
-            dom0_vcpus,
-            dom0_pin,
-        })
-    }
-
-    /// `[vm.cputune]` of VM `i` with `vcpus` vCPUs and `iothreads` iothreads.
-    fn cputune(
-        c: &Ctx,
-        i: usize,
-        t: &RawCpuTune,
-        host: &Host,
-        vcpus: u32,
-        iothreads: usize,
-    ) -> Result<CpuTune, StackError> {
-        let cores = host.cores as usize;
-        let set = |field: String, s: &str| CoreSet::parse(s, cores).map_err(|m| c.err(field, m));
-        let list = |name: &str, v: &Option<Vec<String>>, max: usize, what: &str| {
-            let v = v.as_deref().unwrap_or(&[]);
-            if v.len() > max {
-                return Err(c.err(
-                    format!("vm[{i}].cputune.{name}"),
-                    format!(
-                        "{} cpusets for {max} {what}; accepted: at most one per {what}",
-                        v.len()
-                    ),
-                ));
-            }
-            v.iter()
-                .enumerate()
-                .map(|(k, s)| set(format!("vm[{i}].cputune.{name}[{k}]"), s).map(Some))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        Ok(CpuTune {
-            vcpupin: list("vcpupin", &t.vcpupin, vcpus as usize, "vCPU")?,
-            emulatorpin: match &t.emulatorpin {
-                Some(s) => Some(set(format!("vm[{i}].cputune.emulatorpin"), s)?),
-                None => None,
-            },
-            iothreadpin: list(
-                "iothreadpin",
-                &t.iothreadpin,
-                iothreads,
-                "iothread (disk with iothread = true)",
-            )?,
-        })
-    }
-
-    /// `[page_cache]`: the eviction policy by name, the other keys against
-    /// [`linux::PARAMS`], then the rules between them and `[host]`.
-    fn page_cache(c: &Ctx, p: &RawPageCache, host: &Host) -> Result<PageCacheSpec, StackError> {
-        Self::page_cache_table(
-            c,
-            "page_cache",
-            p,
-            host.memory_bytes / 2,
-            (host.memory_bytes, "host.memory"),
-        )
-    }
-
-    /// A page-cache table (`[page_cache]`, a VM's `[vm.page_cache]`) named `table`: memory
-    /// defaults to `default_memory` and must not exceed `limit` (bytes, and its field).
-    fn page_cache_table(
-        c: &Ctx,
-        table: &str,
-        p: &RawPageCache,
-        default_memory: u64,
-        limit: (u64, &str),
-    ) -> Result<PageCacheSpec, StackError> {
-        let eviction = match p.get("eviction") {
-            None => eviction::DEFAULT.to_string(),
-            Some(toml::Value::String(e)) if eviction::find(e).is_some() => e.clone(),
-            Some(other) => {
-                let shown = other
-                    .as_str()
-                    .map_or_else(|| other.to_string(), String::from);
-                return Err(c.err(
-                    format!("{table}.eviction"),
-                    format!("'{shown}' is not valid; accepted: {}", eviction::accepted()),
-                ));
-            }
-        };
-        let mut v = Values::defaults(linux::PARAMS);
-        v.read(p, &["eviction"]).map_err(|e| {
-            c.param(
-                table,
-                match e {
-                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
-                        key,
-                        accepted: format!("eviction, {accepted}"),
-                    },
-                    other => other,
-                },
-            )
-        })?;
-        let spec = PageCacheSpec {
-            memory_bytes: v.int_or(linux::MEMORY.name, default_memory),
-            // Counts of 0..=100.
-            dirty_ratio: v.int(linux::DIRTY_RATIO.name) as u32,
-            dirty_background_ratio: v.int(linux::DIRTY_BACKGROUND_RATIO.name) as u32,
-            dirty_expire_ns: v.int(linux::DIRTY_EXPIRE.name),
-            writeback_interval_ns: v.int(linux::WRITEBACK_INTERVAL.name),
-            copy_rate_bps: v.int(linux::COPY_RATE.name),
-            eviction,
-        };
-        if spec.memory_bytes > limit.0 {
-            return Err(c.err(
-                format!("{table}.memory"),
-                format!(
-                    "{} bytes exceeds {} ({} bytes)",
-                    spec.memory_bytes, limit.1, limit.0
-                ),
-            ));
-        }
-        if spec.dirty_background_ratio > spec.dirty_ratio {
-            return Err(c.err(
-                format!("{table}.dirty_background_ratio"),
-                format!(
-                    "{}: must not exceed {table}.dirty_ratio ({})",
-                    spec.dirty_background_ratio, spec.dirty_ratio
-                ),
-            ));
-        }
-        Ok(spec)
-    }
-
-    /// `[vm.disk.filesystem]` (at `field`) of disk `disk`: `type`, `mount` and
-    /// [`guest::params::FS_PARAMS`].
-    fn filesystem(
-        c: &Ctx,
-        field: &str,
-        t: &BTreeMap<String, toml::Value>,
-        disk: &str,
-    ) -> Result<FsSpec, StackError> {
-        use guest::params as gp;
-        let mount = match t.get(gp::FS_MOUNT_KEY) {
-            None => format!("/mnt/{disk}"),
-            Some(toml::Value::String(m))
-                if m.starts_with('/') && m.len() > 1 && !m.contains('\0') =>
-            {
-                m.trim_end_matches('/').to_string()
-            }
-            Some(other) => {
-                return Err(c.err(
-                    format!("{field}.mount"),
-                    format!(
-                        "{other}: accepted: {}, e.g. \"/mnt/{disk}\"",
-                        gp::FS_MOUNT.accepted
-                    ),
-                ))
-            }
-        };
-        let mut v = Values::defaults(gp::FS_PARAMS);
-        v.read(t, &[gp::FS_MOUNT_KEY]).map_err(|e| {
-            c.param(
-                field,
-                match e {
-                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
-                        key,
-                        accepted: format!("{}, {accepted}", gp::FS_MOUNT_KEY),
-                    },
-                    other => other,
-                },
-            )
-        })?;
-        let opt = |name: &str| match v.iter().find(|(s, _)| s.name == name) {
-            Some((_, params::Value::Int(n))) => Some(n),
-            _ => None,
-        };
-        Ok(FsSpec {
-            fs_type: v.choice(gp::FS_TYPE.name),
-            mount,
-            size_bytes: opt(gp::FS_SIZE.name),
-            data: v.choice(gp::FS_DATA.name),
-            commit_ns: v.int(gp::FS_COMMIT.name),
-            barrier: v.flag(gp::FS_BARRIER.name),
-            journal_bytes: opt(gp::FS_JOURNAL_SIZE.name),
-        })
     }
 
     /// Check that every disk fits in its volume once device capacities are known
