@@ -79,19 +79,21 @@
 //! the accepted values.
 
 pub use crate::cache::{PageCacheSpec, RawPageCache};
+pub use crate::cpu::{CpuSpec, CpuTune, RawCpu, RawCpuTune};
+pub use crate::device::{DeviceSpec, RawDevice, Region, ShareSpec, SHARE_KEYS};
 pub use crate::sched::{RawScheduler, SchedulerSpec};
 pub use crate::table::{FieldError, SizeValue, Table};
+pub use crate::vdisk::{DiskSpec, Interface, RawDisk};
+pub use crate::volume::{RawVolume, VolumeSpec};
 
 use crate::cache::pdc::PdcSpec;
 use crate::cache::{CacheMemory, CacheMode};
-pub use crate::cpu::{CpuSpec, CpuTune, RawCpu, RawCpuTune};
-
 use crate::cpu::{self, HostCpus, VmThreads};
-use crate::guest::{self, params::FsSpec};
+use crate::guest;
 use crate::nbd::NbdSpec;
-use crate::params::{self, KeyDoc, ParamError, Values};
 use crate::units::quote;
-use crate::volume::{self, LayoutEntry};
+use crate::vdisk::DiskContext;
+use crate::volume;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -117,59 +119,10 @@ pub struct RawHost {
     pub hypervisor: Option<String>,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RawDevice {
-    pub name: String,
-    /// Required unless `share` is set (then refused).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    pub profile: Option<String>,
-    /// The earlier device whose hardware this device is a region of.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub share: Option<String>,
-    /// Where the region begins on the hardware (with `share`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start: Option<SizeValue>,
-    /// Backing file or block device of the real engine (`vmio serve`); the simulator
-    /// ignores it. Relative paths are relative to the stack file's directory.
-    pub path: Option<String>,
-    /// Size of the backing file (created sparse at this size when missing).
-    pub size: Option<SizeValue>,
-    #[serde(flatten)]
-    pub params: BTreeMap<String, toml::Value>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RawVolume {
-    pub name: String,
-    pub layout: String,
-    pub devices: Vec<String>,
-    pub read_ahead_kb: Option<u64>,
-    /// The layouts' parameters ([`volume::REGISTRY`]); any other key is refused there.
-    #[serde(flatten)]
-    pub params: BTreeMap<String, toml::Value>,
-}
-
 /// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
 pub type RawPdc = <PdcSpec as Table>::Raw;
 /// `[nbd]`: the parameters of [`crate::nbd::PARAMS`].
 pub type RawNbd = <NbdSpec as Table>::Raw;
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawDisk {
-    pub name: String,
-    pub volume: String,
-    pub offset: Option<SizeValue>,
-    pub size: Option<SizeValue>,
-    pub interface: Option<String>,
-    pub cache: Option<String>,
-    pub queue_depth: Option<u32>,
-    pub iothread: Option<bool>,
-    pub read_ahead_kb: Option<u64>,
-    /// `[vm.disk.filesystem]`: `type`, `mount` and [`guest::params::FS_PARAMS`].
-    pub filesystem: Option<BTreeMap<String, toml::Value>>,
-}
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -210,201 +163,11 @@ pub struct RawStack {
     pub vm: Vec<RawVm>,
 }
 
-/// Virtual disk interfaces (QEMU device models).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Interface {
-    VirtioBlk,
-    VirtioScsi,
-    Ide,
-    /// An NBD export reached by an NBD client on the host (`[nbd]`, [`crate::nbd`]).
-    Nbd,
-    /// No VM: the host's own block layer (`hypervisor = "native"`).
-    Host,
-}
-
-impl Interface {
-    /// Every interface with its stack-file name, accepted aliases and help line: the one
-    /// declaration the stack parser, its error lines and `vmio help stack` read.
-    pub const REGISTRY: [(
-        Interface,
-        &'static str,
-        &'static [&'static str],
-        &'static str,
-    ); 5] = [
-        (
-            Interface::VirtioBlk,
-            "virtio-blk",
-            &["virtio"],
-            "paravirtual block device (QEMU virtio-blk-pci)",
-        ),
-        (
-            Interface::VirtioScsi,
-            "virtio-scsi",
-            &["scsi"],
-            "paravirtual SCSI host adapter with one disk (QEMU virtio-scsi-pci + scsi-hd)",
-        ),
-        (
-            Interface::Ide,
-            "ide",
-            &[],
-            "emulated IDE disk (QEMU ide-hd): port I/O, one command per channel",
-        ),
-        (
-            Interface::Nbd,
-            "nbd",
-            &[],
-            "an NBD export of vmio serve, reached by an NBD client on the host over a Unix socket (fio's nbd engine, qemu-io); costs in [nbd]",
-        ),
-        (
-            Interface::Host,
-            "host",
-            &["native"],
-            "no VM: the host's own block layer (hypervisor = \"native\" only)",
-        ),
-    ];
-
-    /// The accepted names, for error lines: `virtio-blk, virtio-scsi, ide`.
-    pub fn accepted() -> String {
-        Self::REGISTRY.map(|(_, n, _, _)| n).join(", ")
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::REGISTRY
-            .iter()
-            .find(|(_, n, aliases, _)| *n == s || aliases.contains(&s))
-            .map(|(i, _, _, _)| *i)
-    }
-
-    pub fn name(self) -> &'static str {
-        Self::REGISTRY
-            .iter()
-            .find(|(i, _, _, _)| *i == self)
-            .map_or("", |(_, n, _, _)| n)
-    }
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct Host {
     pub cores: u32,
     pub memory_bytes: u64,
     pub hypervisor: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct DeviceSpec {
-    pub name: String,
-    pub model: String,
-    pub profile: Option<String>,
-    /// Backing file or block device for `vmio serve`, as written in the stack file.
-    pub path: Option<String>,
-    /// Size of the backing file for `vmio serve` (a multiple of 4k).
-    pub size_bytes: Option<u64>,
-    pub params: BTreeMap<String, toml::Value>,
-    /// `share`: the device is a region of another device's hardware (then `model` is the
-    /// hardware's, `profile` None and `params` empty).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub share: Option<ShareSpec>,
-}
-
-impl DeviceSpec {
-    /// The size of the device's backing file for `vmio serve`: `size`, else a sharing
-    /// device's `capacity` (its region's size) when the stack writes it.
-    pub fn backing_size_bytes(&self) -> Option<u64> {
-        self.size_bytes
-            .or_else(|| self.share.as_ref().and_then(|s| s.capacity_bytes))
-    }
-}
-
-/// `share = "a"` as read: the region's hardware and what the file says of its place.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ShareSpec {
-    /// The device whose hardware it shares (an index into [`Stack::devices`], earlier, not
-    /// itself sharing).
-    pub device: usize,
-    /// `start`: None, right after the earlier regions of the hardware.
-    pub start_bytes: Option<u64>,
-    /// `capacity`: None, up to the hardware's end.
-    pub capacity_bytes: Option<u64>,
-}
-
-/// A device's place on its hardware, as resolved by [`Stack::regions`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// The device whose model is the hardware (an index into [`Stack::devices`]).
-    pub hardware: usize,
-    pub start_bytes: u64,
-    pub capacity_bytes: u64,
-}
-
-/// The `[[device]]` keys of a sharing device, for `vmio help stack`.
-pub const SHARE_KEYS: [KeyDoc; 3] = [
-    KeyDoc {
-        name: "share",
-        help: "this device is a region of that device's hardware (a second file or partition on the same disk): one device model, one request queue per device",
-        accepted: "the name of an earlier device that does not share (then no model, profile or model parameter)",
-        default: "none",
-    },
-    KeyDoc {
-        name: "start",
-        help: "with share: where the region begins on the hardware",
-        accepted: "a size, a multiple of 4k",
-        default: "right after the earlier regions on the hardware, the shared device's own being [0, its size), or all of it without size",
-    },
-    KeyDoc {
-        name: "capacity",
-        help: "with share: the region's size (the model's parameter otherwise)",
-        accepted: "a positive size, a multiple of 4k; start + capacity within the hardware's capacity",
-        default: "the hardware's capacity less start",
-    },
-];
-
-/// The keys a sharing device accepts (its error lines list them).
-const SHARE_ACCEPTED: &str = "name, share, start, capacity, path, size";
-
-/// A volume: a registered layout over some devices, with the values of every registered
-/// layout's parameters (its own as set, the others' at their defaults, as result records
-/// have always listed them).
-#[derive(Clone, Debug)]
-pub struct VolumeSpec {
-    pub name: String,
-    pub layout: &'static LayoutEntry,
-    /// Indices into [`Stack::devices`].
-    pub devices: Vec<usize>,
-    pub params: Values,
-    pub read_ahead_kb: Option<u64>,
-}
-
-impl Serialize for VolumeSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("name", &self.name)?;
-        m.serialize_entry("layout", self.layout.name)?;
-        m.serialize_entry("devices", &self.devices)?;
-        for (spec, v) in self.params.iter() {
-            m.serialize_entry(&spec.record_key(), &v)?;
-        }
-        m.serialize_entry("read_ahead_kb", &self.read_ahead_kb)?;
-        m.end()
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct DiskSpec {
-    pub name: String,
-    /// Index into [`Stack::volumes`].
-    pub volume: usize,
-    pub offset_bytes: u64,
-    pub size_bytes: u64,
-    pub interface: Interface,
-    pub cache: CacheMode,
-    pub queue_depth: Option<u32>,
-    pub iothread: bool,
-    /// The guest's read-ahead window on this disk (`read_ahead_kb`), in bytes.
-    pub read_ahead_bytes: u64,
-    /// The guest filesystem on the disk; None: the guest uses the raw block device.
-    pub filesystem: Option<FsSpec>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -498,10 +261,6 @@ impl Ctx<'_> {
     fn at(&self, e: FieldError) -> StackError {
         self.err(e.field, e.message)
     }
-    /// A bad key or value of table `table` (`scheduler`, `volume[0]`).
-    fn param(&self, table: &str, e: ParamError) -> StackError {
-        self.at(FieldError::param(table, e))
-    }
     fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
         v.bytes(field).map_err(|e| self.at(e))
     }
@@ -562,57 +321,13 @@ impl Stack {
         if raw.device.is_empty() {
             return Err(c.err("device", "at least one [[device]] is required"));
         }
-        let mut devices = Vec::new();
+        let mut devices: Vec<DeviceSpec> = Vec::new();
         let mut dev_index = BTreeMap::new();
         for (i, d) in raw.device.iter().enumerate() {
-            if d.name.is_empty() {
-                return Err(c.err(format!("device[{i}].name"), "must not be empty"));
-            }
-            if dev_index.insert(d.name.clone(), i).is_some() {
-                return Err(c.err(
-                    format!("device[{i}].name"),
-                    format!("'{}' is defined twice", d.name),
-                ));
-            }
-            if d.path
-                .as_deref()
-                .is_some_and(|p| p.is_empty() || p.contains('\0'))
-            {
-                return Err(c.err(
-                    format!("device[{i}].path"),
-                    "must be a non-empty file or block-device path",
-                ));
-            }
-            let size_bytes = match &d.size {
-                Some(v) => Some(c.size(&format!("device[{i}].size"), v)?),
-                None => None,
-            };
-            if let Some(b) = size_bytes {
-                if b == 0 || b % 4096 != 0 {
-                    return Err(c.err(
-                        format!("device[{i}].size"),
-                        format!("{b} bytes: must be a positive multiple of 4k"),
-                    ));
-                }
-            }
-            let share = Self::share(&c, i, d, &devices)?;
-            let (model, params) = match (&share, &d.model) {
-                (Some(s), _) => (devices[s.device].model.clone(), BTreeMap::new()),
-                (None, Some(m)) => (m.clone(), d.params.clone()),
-                (None, None) => return Err(c.err(
-                    format!("device[{i}].model"),
-                    "missing; accepted: a model (vmio help stack), or share = an earlier device",
-                )),
-            };
-            devices.push(DeviceSpec {
-                name: d.name.clone(),
-                model,
-                profile: d.profile.clone(),
-                path: d.path.clone(),
-                size_bytes,
-                params,
-                share,
-            });
+            let device =
+                DeviceSpec::from_raw(d, &format!("device[{i}]"), &devices).map_err(|e| c.at(e))?;
+            dev_index.insert(d.name.clone(), i);
+            devices.push(device);
         }
         if raw.volume.is_empty() {
             return Err(c.err("volume", "at least one [[volume]] is required"));
@@ -622,7 +337,8 @@ impl Stack {
         let mut dev_volume: BTreeMap<usize, usize> = BTreeMap::new();
         for (i, v) in raw.volume.iter().enumerate() {
             let f = |k: &str| format!("volume[{i}].{k}");
-            let layout = volume::lookup(&v.layout).map_err(|m| c.err(f("layout"), m))?;
+            // The layout's name first, then the references (the volume's other checks last).
+            volume::lookup(&v.layout).map_err(|m| c.err(f("layout"), m))?;
             if vol_index.insert(v.name.clone(), i).is_some() {
                 return Err(c.err(f("name"), format!("'{}' is defined twice", v.name)));
             }
@@ -658,25 +374,8 @@ impl Stack {
                 }
                 devs.push(idx);
             }
-            volume::check_device_count(layout, devs.len()).map_err(|m| c.err(f("devices"), m))?;
-            let mut values = volume::defaults();
-            params::read_for(
-                &mut values,
-                &v.params,
-                // Read by serde; named so that an unknown key's error lists them.
-                &["name", "layout", "devices", "read_ahead_kb"],
-                layout,
-                volume::REGISTRY,
-                "layout",
-            )
-            .map_err(|e| c.param(&format!("volume[{i}]"), e))?;
-            volumes.push(VolumeSpec {
-                name: v.name.clone(),
-                layout,
-                devices: devs,
-                params: values,
-                read_ahead_kb: v.read_ahead_kb,
-            });
+            volumes
+                .push(VolumeSpec::from_raw(v, &format!("volume[{i}]"), devs).map_err(|e| c.at(e))?);
         }
         let scheduler =
             SchedulerSpec::from_raw(&raw.scheduler, SchedulerSpec::KEY, ()).map_err(|e| c.at(e))?;
@@ -741,84 +440,14 @@ impl Stack {
                         ),
                     )
                 })?;
-                let default_interface = if native { "host" } else { "virtio-blk" };
-                let interface_name = d
-                    .interface
-                    .clone()
-                    .unwrap_or_else(|| default_interface.into());
-                let interface = Interface::parse(&interface_name).ok_or_else(|| {
-                    c.err(
-                        f("interface"),
-                        format!(
-                            "'{interface_name}' is not valid; accepted: {}",
-                            Interface::accepted()
-                        ),
-                    )
-                })?;
-                if native != (interface == Interface::Host) {
-                    return Err(c.err(
-                        f("interface"),
-                        if native {
-                            format!("'{interface_name}' needs a VM, but host.hypervisor is \"native\"; accepted: host")
-                        } else {
-                            format!(
-                                "'host' is only valid with host.hypervisor = \"native\" (here \"{}\"); accepted: virtio-blk, virtio-scsi, ide, nbd",
-                                host.hypervisor
-                            )
-                        },
-                    ));
-                }
-                let default_cache = if native { "none" } else { "writeback" };
-                let cache_name = d.cache.clone().unwrap_or_else(|| default_cache.into());
-                let cache = CacheMode::parse(&cache_name).ok_or_else(|| {
-                    c.err(
-                        f("cache"),
-                        format!(
-                            "'{cache_name}' is not valid; accepted: {}",
-                            CacheMode::accepted()
-                        ),
-                    )
-                })?;
-                if native && cache != CacheMode::None {
-                    return Err(c.err(
-                        f("cache"),
-                        format!("'{cache_name}' needs a VMM, but host.hypervisor is \"native\": the host kernel's page cache is the group's [vm.page_cache]; accepted: none"),
-                    ));
-                }
-                let offset = match &d.offset {
-                    Some(s) => c.size(&f("offset"), s)?,
-                    None => 0,
-                };
-                let size = match &d.size {
-                    Some(s) => c.size(&f("size"), s)?,
-                    None => 0,
-                };
-                if offset % 4096 != 0 || size % 4096 != 0 {
-                    return Err(c.err(f("offset"), "offset and size must be multiples of 4k"));
-                }
-                if d.queue_depth == Some(0) {
-                    return Err(c.err(f("queue_depth"), "must be at least 1"));
-                }
-                let read_ahead_bytes = guest::params::read_ahead_bytes(d.read_ahead_kb)
-                    .map_err(|m| c.err(f("read_ahead_kb"), m))?;
-                let filesystem = match &d.filesystem {
-                    None => None,
-                    Some(t) => {
-                        Some(FsSpec::from_raw(t, &f(FsSpec::KEY), &d.name).map_err(|e| c.at(e))?)
-                    }
-                };
-                disks.push(DiskSpec {
-                    name: d.name.clone(),
+                let cx = DiskContext {
                     volume,
-                    offset_bytes: offset,
-                    size_bytes: size,
-                    interface,
-                    cache,
-                    queue_depth: d.queue_depth,
-                    iothread: d.iothread.unwrap_or(false),
-                    read_ahead_bytes,
-                    filesystem,
-                });
+                    hypervisor: &host.hypervisor,
+                };
+                disks.push(
+                    DiskSpec::from_raw(d, &format!("vm[{i}].disk[{j}]"), cx)
+                        .map_err(|e| c.at(e))?,
+                );
             }
             let memory_bytes = match &v.memory {
                 Some(m) => c.size(&format!("vm[{i}].memory"), m)?,
@@ -886,110 +515,6 @@ impl Stack {
             cpu,
             vms,
         })
-    }
-
-    /// `share`, `start` and `capacity` of device `i` (`earlier`: the devices before it):
-    /// None when it does not share.
-    fn share(
-        c: &Ctx,
-        i: usize,
-        d: &RawDevice,
-        earlier: &[DeviceSpec],
-    ) -> Result<Option<ShareSpec>, StackError> {
-        let Some(target) = &d.share else {
-            if d.start.is_some() {
-                return Err(c.err(
-                    format!("device[{i}].start"),
-                    "only valid with share = an earlier device",
-                ));
-            }
-            return Ok(None);
-        };
-        let refused = |key: &str, what: &str| {
-            c.err(
-                format!("device[{i}] '{}'", quote(&d.name)),
-                format!(
-                    "'{}' with 'share': a shared device has its hardware's {what}; accepted: {SHARE_ACCEPTED}",
-                    quote(key)
-                ),
-            )
-        };
-        if d.model.is_some() {
-            return Err(refused("model", "model"));
-        }
-        if d.profile.is_some() {
-            return Err(refused("profile", "profile"));
-        }
-        if let Some(key) = d.params.keys().find(|k| *k != "capacity") {
-            return Err(refused(key, "parameters"));
-        }
-        let owners = earlier
-            .iter()
-            .filter(|e| e.share.is_none())
-            .map(|e| quote(&e.name))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let field = format!("device[{i}].share");
-        let device = match earlier.iter().position(|e| e.name == *target) {
-            Some(k) => match &earlier[k].share {
-                Some(s) => {
-                    return Err(c.err(
-                        field,
-                        format!(
-                            "'{}' shares '{}' itself; accepted: an earlier device with a model (no chains): {owners}",
-                            quote(target),
-                            quote(&earlier[s.device].name)
-                        ),
-                    ))
-                }
-                None => k,
-            },
-            None => {
-                return Err(c.err(
-                    field,
-                    format!(
-                        "no earlier device named '{}'; accepted: an earlier device with a model: {}",
-                        quote(target),
-                        if owners.is_empty() { "none" } else { &owners }
-                    ),
-                ))
-            }
-        };
-        let start_bytes = match &d.start {
-            Some(v) => Some(c.size(&format!("device[{i}].start"), v)?),
-            None => None,
-        };
-        let capacity_field = format!("device[{i}].capacity");
-        let capacity_bytes = match d.params.get("capacity") {
-            None => None,
-            Some(toml::Value::Integer(n)) if *n >= 0 => Some(*n as u64),
-            Some(toml::Value::String(t)) => {
-                Some(c.size(&capacity_field, &SizeValue::Text(t.clone()))?)
-            }
-            Some(other) => {
-                return Err(c.err(
-                    capacity_field,
-                    format!("{other}: {}", params::Kind::SIZE.expected()),
-                ))
-            }
-        };
-        if let Some(b) = start_bytes.filter(|b| b % 4096 != 0) {
-            return Err(c.err(
-                format!("device[{i}].start"),
-                format!("{b} bytes: accepted: a multiple of 4k"),
-            ));
-        }
-        if let Some(b) = capacity_bytes.filter(|b| *b == 0 || b % 4096 != 0) {
-            return Err(c.err(
-                capacity_field,
-                format!("{b} bytes: accepted: a positive multiple of 4k"),
-            ));
-        }
-        Ok(Some(ShareSpec {
-            device,
-            start_bytes,
-            capacity_bytes,
-        }))
     }
 
     /// Each device's region of its hardware when the hardware is shared (the shared device's
