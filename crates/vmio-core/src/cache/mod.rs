@@ -167,14 +167,14 @@ pub trait HostCache: Send {
     fn on_timer(&mut self, now: Ns, out: &mut Vec<Action>);
     /// Serve `req` (a read or write) around the page cache, as O_DIRECT does whatever the
     /// disk's mode: cached pages of a written range are dropped (dirty ones too: the write
-    /// supersedes them), one Io of the range, then Complete. PDC ([`super::pdc`]) sends the
+    /// supersedes them), one Io of the range, then Complete. PDC ([`pdc`]) sends the
     /// journal writes it detects here.
     fn bypass(&mut self, now: Ns, req: Request, out: &mut Vec<Action>);
     /// How `vmio serve` opens and syncs `disk` (an index into the disks the policy was built
     /// with).
     fn real_io(&self, disk: u32) -> RealIo;
     fn stats(&self) -> HostCacheStats;
-    /// The journal detector of `disk` when the policy runs one (PDC, [`super::pdc`]).
+    /// The journal detector of `disk` when the policy runs one (PDC, [`pdc`]).
     fn pdc(&self, _disk: u32) -> Option<&JournalDetector> {
         None
     }
@@ -182,7 +182,7 @@ pub trait HostCache: Send {
 
 /// A page cache whose files come and go: the guest's, whose files are the guest's block
 /// devices and the inodes of its filesystems (`crate::guest`). The same policy as the host's
-/// ([`super::linux::Linux`]): requests on a file with [`HostCache::on_request`], a FLUSH of a
+/// ([`linux::Linux`]): requests on a file with [`HostCache::on_request`], a FLUSH of a
 /// buffered file being its fsync (write its dirty pages, wait for its writeback, then an
 /// [`Action::Flush`] of the file that the caller carries out and reports with `on_done`).
 pub trait FileCache: HostCache {

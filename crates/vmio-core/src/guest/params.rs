@@ -67,7 +67,7 @@ pub const READ_AHEAD_KB_MAX: u64 = 1 << 20;
 /// error is the value and [`READ_AHEAD_KB_KEY`]'s accepted text.
 pub fn read_ahead_bytes(read_ahead_kb: Option<u64>) -> Result<u64, String> {
     let kb = read_ahead_kb.unwrap_or(READ_AHEAD_KB);
-    if kb % READ_AHEAD_KB_STEP != 0 || kb > READ_AHEAD_KB_MAX {
+    if !kb.is_multiple_of(READ_AHEAD_KB_STEP) || kb > READ_AHEAD_KB_MAX {
         return Err(format!("{kb}: accepted: {}", READ_AHEAD_KB_KEY.accepted));
     }
     Ok(kb * 1024)

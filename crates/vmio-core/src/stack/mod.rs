@@ -1,71 +1,79 @@
-//! The stack file: one TOML description of a KVM host's storage path.
+//! The stack file: one TOML description of a KVM host's storage path, assembled from the
+//! tables its layers own.
 //!
 //! ```toml
-//! [host]                      # cores, memory
-//! [[device]]                  # name, model (vmio-sim's device::REGISTRY), profile, the model's
-//!                             # parameters, path, size (the real engine, `vmio serve`: backing
-//!                             # file or block device); or share, start, capacity (a region of
-//!                             # an earlier device's hardware, see below)
-//! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
-//!                             # layout's parameters (stripe_size, chunk)
-//! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
-//! [page_cache]                # eviction (cache::eviction::REGISTRY), the page cache's
-//!                             # parameters (cache::linux::PARAMS: memory, dirty_ratio, ...)
-//! [cpu]                       # model (dedicated, cfs), CFS's and the hypervisor mechanisms'
-//!                             # parameters (cpu::cfs::PARAMS, cpu::hypervisor::PARAMS),
-//!                             # dom0_vcpus, dom0_pin (xen)
-//! [pdc]                       # the journal detector of cache = "pdc" disks (cache::pdc::PARAMS:
-//!                             # group, streams, min_pass, ...)
-//! [nbd]                       # the NBD path of interface = "nbd" disks (nbd::PARAMS: handoff,
-//!                             # request, read_rate, write_rate)
-//! [[vm]]                      # name, vcpus, memory, weight, workload
-//! [vm.cputune]                # libvirt's <cputune>: vcpupin (a cpuset per vCPU), emulatorpin,
-//!                             # iothreadpin (a cpuset per iothread)
-//! [vm.page_cache]             # the guest's page cache: cache::linux::PARAMS (memory defaults
-//!                             # to the VM's memory less guest::params::GUEST_RESERVE_BYTES)
-//! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth,
-//!                             # iothread, read_ahead_kb (the guest's)
-//! [vm.disk.filesystem]        # type (ext4), mount, guest::params::FS_PARAMS (data, commit, ...)
+//! [host]                      # cores, memory, hypervisor (stack: hypervisor-wide rules)
+//! [[device]]                  # crate::device: name, model (vmio-sim's device::REGISTRY),
+//!                             # profile, the model's parameters, path, size; or share,
+//!                             # start, capacity (a region of an earlier device's hardware)
+//! [[volume]]                  # crate::volume: name, layout (volume::REGISTRY), devices,
+//!                             # read_ahead_kb, the layout's parameters
+//! [scheduler]                 # crate::sched: name (sched::REGISTRY), its parameters
+//! [page_cache]                # crate::cache: eviction (cache::eviction::REGISTRY),
+//!                             # cache::linux::PARAMS (memory, dirty_ratio, ...)
+//! [cpu]                       # crate::cpu::table: model (cpu::MODELS), cpu::cfs::PARAMS,
+//!                             # cpu::hypervisor::PARAMS, dom0_vcpus, dom0_pin (xen)
+//! [pdc]                       # crate::cache::pdc: cache::pdc::PARAMS (cache = "pdc" disks)
+//! [nbd]                       # crate::nbd: nbd::PARAMS (interface = "nbd" disks)
+//! [[vm]]                      # stack: name, vcpus, memory, weight, workload
+//! [vm.cputune]                # crate::cpu::table: vcpupin, emulatorpin, iothreadpin
+//! [vm.page_cache]             # crate::cache: the guest's page cache (memory defaults to the
+//!                             # VM's less guest::params::GUEST_RESERVE_BYTES)
+//! [[vm.disk]]                 # crate::vdisk: name, volume, offset, size, interface, cache,
+//!                             # queue_depth, iothread, read_ahead_kb (guest::params' rule)
+//! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
 //! ```
 //!
-//! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, `[[volume]]`, `[scheduler]`, `[page_cache]`, `[pdc]` and `[nbd]`, whose other keys are
-//! declared parameters), then [`Stack::validate`] checks cross references and ranges, and reads the
-//! layers' parameters against their registries ([`crate::params`]):
+//! ## The lattice
+//!
+//! Each layer's module owns its table ([`crate::table::Table`]): the raw struct serde reads,
+//! the spec the engines read, the checks that concern only it, and its help (its
+//! declarations, rendered by `vmio help stack`). This module only assembles them and checks
+//! what spans them. Data flows one way: stack names the layers, no layer names stack.
 //!
 //! ```text
-//! entry  = registry entry named by the selector (layout, name), else error listing the names
-//! values = every parameter of every entry of the registry at its default
-//! each key of the table: the entry's -> parsed against its kind into values
-//!                        another entry's -> "only valid with <selector> = <those entries>"
-//!                        else -> "unknown key; accepted: <all keys>"
-//! [page_cache]: eviction names a policy; the other keys are read against cache::linux::PARAMS
-//!               (memory defaults to half of [host] memory, and must not exceed it;
-//!               dirty_background_ratio must not exceed dirty_ratio)
-//! [pdc]: every key read against cache::pdc::PARAMS; the effective stack shows it when a
-//!        disk has cache = "pdc" (a [pdc] table without one is checked, then unused)
-//! [nbd]: every key read against nbd::PARAMS; shown when a disk has interface = "nbd"
-//!        (checked, then unused, without one)
-//! [cpu]: model names cpu::MODELS; the other keys against cpu::cfs::PARAMS and
-//!        cpu::hypervisor::PARAMS; dom0_* only with hypervisor = "xen"; the effective stack
-//!        shows [cpu] only when the file has it
+//! stack  ──> device, volume, sched, cache, cache::pdc, nbd, cpu, vdisk, guest::params
+//!   │            (each: Raw + Spec + impl Table, errors as table::FieldError)
+//!   └──> table (Table, FieldError, SizeValue), params (the layers' declared parameters)
+//! stack checks: [host]; at least one device, volume, VM and disk per VM; references by
+//!   name (volume -> devices, each device in one volume; disk -> volume); names unique in
+//!   [[vm]] and in a VM's disks; the [[vm]] table itself (weight, memory, vcpus, [vm.cputune]
+//!   and the hypervisor = "native" rules); [pdc]/[nbd] kept only when a disk uses them;
+//!   after the engine knows capacities: shared regions (regions), disk sizes and overlaps
+//!   (resolve_disk_sizes), one device per backing file (check_backing_files)
 //! hypervisor = "native": the [[vm]]s are groups of host processes: interface "host" (the
-//!        default; refused under kvm and xen), cache "none" (the default; the group's page
-//!        cache is the host kernel's), no vcpus and no [vm.cputune]
+//!   default; refused under kvm and xen), cache "none" (the default; the group's page cache
+//!   is the host kernel's; both checked by vdisk with the hypervisor as context), no vcpus
+//!   and no [vm.cputune]
 //! ```
+//!
+//! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in the
+//! tables whose other keys are declared parameters: `[[device]]`, `[[volume]]`,
+//! `[scheduler]`, `[page_cache]`, `[cpu]`, `[pdc]`, `[nbd]`, `[vm.disk.filesystem]`), then
+//! [`Stack::validate`] calls each table's [`Table::from_raw`] with its field path and what
+//! it needs of the tables before it, and adds the file's name to a [`FieldError`].
+//!
+//! ## Adding a layer's table (e.g. `[vm.disk.image]`)
+//!
+//! 1. In the layer's module: `RawImage` (serde, `deny_unknown_fields`, or a map read against
+//!    the layer's `PARAMS`), `ImageSpec` (`Serialize`: the effective stack shows it), and
+//!    `impl Table for ImageSpec` (`KEY = "image"`, its `Context`, `from_raw` returning
+//!    `FieldError`s that name `{field}.key` and the accepted values); its `PARAMS`/`KeyDoc`s
+//!    are its help (a `Layer` in vmio-sim's help.rs lists them).
+//! 2. Register it where its table sits: `pub image: Option<RawImage>` in the enclosing raw
+//!    struct (`RawDisk`), `pub image: Option<ImageSpec>` in the enclosing spec, and the one
+//!    line `ImageSpec::from_raw(raw, &f(ImageSpec::KEY), cx)?` in the enclosing table's
+//!    `from_raw` (or in [`Stack::validate`] for a top-level table).
+//! 3. Whatever spans tables (a reference to another table, a rule of the hypervisor) goes
+//!    here, in [`Stack::validate`].
 //!
 //! Shared hardware (`share`): a device may be a region of an earlier device's hardware, as a
 //! second file or partition on the same disk is. vmio serve gives each device a backing file
-//! of its own (one request queue per backing file); the disk under those files is one. A
-//! sharing device names its hardware and nothing of a model (its model, profile and
-//! parameters are the hardware's); the engine that knows the hardware's capacity resolves
-//! the regions ([`Stack::regions`], the simulator with its models' capacities):
+//! of its own (one request queue per backing file); the disk under those files is one. The
+//! device's own keys are [`crate::device`]'s; the engine that knows the hardware's capacity
+//! resolves the regions ([`Stack::regions`], the simulator with its models' capacities):
 //!
 //! ```text
-//! [[device]] share = "a", start, capacity, path, size
-//! share:    an earlier device that does not share itself (no chains)
-//! model, profile, a model parameter with share -> "'model' with 'share': ..."
-//! start, capacity: sizes, multiples of 4k, capacity > 0; start without share is refused
 //! regions of hardware a (capacity C, from a's model), in stack order:
 //!     a itself:  [0, a.size or C)              (its backing file's size when it has one)
 //!     sharer s:  start = s.start or the largest end of the earlier regions on a
@@ -134,7 +142,7 @@ pub struct RawVm {
     pub workload: Option<String>,
     /// `[vm.cputune]`: libvirt's pinning of the VM's threads.
     pub cputune: Option<RawCpuTune>,
-    /// `[vm.page_cache]`: the guest page cache, keys of [`linux::PARAMS`].
+    /// `[vm.page_cache]`: the guest page cache, keys of [`crate::cache::linux::PARAMS`].
     pub page_cache: Option<RawPageCache>,
     #[serde(default)]
     pub disk: Vec<RawDisk>,
