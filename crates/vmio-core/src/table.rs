@@ -88,3 +88,54 @@ pub trait Table: Sized {
     /// `vm[0].page_cache`), for errors.
     fn from_raw(raw: &Self::Raw, field: &str, cx: Self::Context<'_>) -> Result<Self, FieldError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{CacheMemory, PageCacheSpec};
+    use crate::sched::SchedulerSpec;
+
+    fn map(text: &str) -> std::collections::BTreeMap<String, toml::Value> {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_layer_reads_its_table_alone_and_names_the_field_it_was_given() {
+        let s = SchedulerSpec::from_raw(&map("name = \"none\""), SchedulerSpec::KEY, ()).unwrap();
+        assert_eq!(s.name(), "none");
+        let e = SchedulerSpec::from_raw(&map("name = \"cfq\"\nbogus = 1"), "x.scheduler", ())
+            .unwrap_err();
+        assert_eq!(e.field, "x.scheduler.bogus");
+        assert!(e.message.starts_with("unknown key; accepted: "), "{e}");
+    }
+
+    #[test]
+    fn a_table_checks_what_its_context_gives_it() {
+        let cx = CacheMemory {
+            default_bytes: 1 << 20,
+            limit_bytes: 2 << 20,
+            limit_field: "vm[0].memory",
+        };
+        let spec = PageCacheSpec::from_raw(&map(""), "vm[0].page_cache", cx).unwrap();
+        assert_eq!(spec.memory_bytes, 1 << 20);
+        let e =
+            PageCacheSpec::from_raw(&map("memory = \"4m\""), "vm[0].page_cache", cx).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "vm[0].page_cache.memory: 4194304 bytes exceeds vm[0].memory (2097152 bytes)"
+        );
+    }
+
+    #[test]
+    fn a_size_is_an_integer_of_bytes_or_a_text_and_a_bad_text_names_the_field() {
+        assert_eq!(SizeValue::Int(4096).bytes("f"), Ok(4096));
+        assert_eq!(SizeValue::Text("64k".into()).bytes("f"), Ok(64 << 10));
+        assert_eq!(
+            SizeValue::Text("lots".into())
+                .bytes("a.size")
+                .unwrap_err()
+                .field,
+            "a.size"
+        );
+    }
+}
