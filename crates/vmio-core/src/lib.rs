@@ -15,6 +15,7 @@
 pub mod blockq;
 pub mod cache;
 pub mod cpu;
+pub mod device;
 pub mod fio;
 pub mod guest;
 pub mod nbd;
@@ -24,7 +25,9 @@ pub mod rng;
 pub mod sched;
 pub mod slab;
 pub mod stack;
+pub mod table;
 pub mod units;
+pub mod vdisk;
 pub mod volume;
 pub mod workload;
 

@@ -47,6 +47,7 @@
 //! size constraints).
 
 use crate::params::{Kind, ParamSpec, Value, Values};
+use crate::table::{FieldError, Table};
 use crate::{Ns, MS, US};
 use serde::Serialize;
 
@@ -110,6 +111,20 @@ impl NbdSpec {
             read_rate_bps: v.int(READ_RATE.name).max(1),
             write_rate_bps: v.int(WRITE_RATE.name).max(1),
         }
+    }
+}
+
+/// `[nbd]`: every key read against [`PARAMS`] (the NBD path's parameters; the stack keeps the spec
+/// only when a disk uses it, a table without one is checked, then unused).
+impl Table for NbdSpec {
+    const KEY: &'static str = "nbd";
+    type Raw = std::collections::BTreeMap<String, toml::Value>;
+    type Context<'a> = ();
+
+    fn from_raw(raw: &Self::Raw, field: &str, _: ()) -> Result<Self, FieldError> {
+        let mut v = Values::defaults(PARAMS);
+        v.read(raw, &[]).map_err(|e| FieldError::param(field, e))?;
+        Ok(Self::from_values(&v))
     }
 }
 

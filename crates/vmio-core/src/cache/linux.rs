@@ -40,17 +40,14 @@
 //! vm.dirty_writeback_centisecs 500 (5 s); the cache may use half the host memory and copies
 //! run at 21.33 GB/s (see [`COPY_RATE`]).
 
-use super::eviction::Eviction;
 use super::pagecache::{PageCache, PageRange, ReadLookup};
-use super::policy::{
-    Action, FileCache, FlushRule, HostCache, HostCacheStats, HostDisk, RealIo, ReqId, Request,
-    Token,
+use super::{
+    page_span, Action, CacheMode, Eviction, FileCache, FlushRule, HostCache, HostCacheStats,
+    HostDisk, PageCacheSpec, Readahead, RealIo, ReqId, Request, Token, PAGE_BYTES,
 };
-use super::{page_span, CacheMode, Readahead, PAGE_BYTES};
 use crate::params::{Kind, ParamSpec, Value};
 use crate::request::Op;
 use crate::slab::Slab;
-use crate::stack::PageCacheSpec;
 use crate::{Ns, SEC};
 use std::collections::VecDeque;
 

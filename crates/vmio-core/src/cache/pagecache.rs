@@ -23,7 +23,7 @@
 //! a touched 4 MiB region, one 32-byte slot per cached page and the eviction policy's
 //! state (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU).
 
-use super::eviction::{Clock, Eviction, Probe, Slots};
+use super::{Eviction, Probe, Slots};
 use crate::Ns;
 
 const NIL: u32 = u32::MAX;
@@ -152,7 +152,7 @@ impl Slots for SlotView<'_> {
     }
 }
 
-pub struct PageCache<E: Eviction = Clock> {
+pub struct PageCache<E: Eviction> {
     files: Vec<FileIndex>,
     nodes: Vec<Node>,
     free: Vec<u32>,
@@ -599,6 +599,7 @@ impl<E: Eviction> PageCache<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::eviction::Clock;
 
     #[test]
     fn a_second_read_of_the_same_pages_hits() {

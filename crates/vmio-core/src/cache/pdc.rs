@@ -110,9 +110,10 @@
 //!   FLUSH and FUA as writeback
 //! ```
 
-use super::policy::{Action, HostCache, HostCacheStats, RealIo, ReqId, Request, Token};
+use super::{Action, HostCache, HostCacheStats, RealIo, ReqId, Request, Token};
 use crate::params::{Kind, ParamSpec, Value, Values};
 use crate::request::Op;
+use crate::table::{FieldError, Table};
 use crate::Ns;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -227,6 +228,20 @@ impl PdcSpec {
             journals: count(JOURNALS.name),
             events: count(EVENTS.name),
         }
+    }
+}
+
+/// `[pdc]`: every key read against [`PARAMS`] (the journal detector's parameters; the stack keeps the spec
+/// only when a disk uses it, a table without one is checked, then unused).
+impl Table for PdcSpec {
+    const KEY: &'static str = "pdc";
+    type Raw = std::collections::BTreeMap<String, toml::Value>;
+    type Context<'a> = ();
+
+    fn from_raw(raw: &Self::Raw, field: &str, _: ()) -> Result<Self, FieldError> {
+        let mut v = Values::defaults(PARAMS);
+        v.read(raw, &[]).map_err(|e| FieldError::param(field, e))?;
+        Ok(Self::from_values(&v))
     }
 }
 

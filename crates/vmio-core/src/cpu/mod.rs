@@ -34,6 +34,9 @@
 pub mod cfs;
 pub mod dedicated;
 pub mod hypervisor;
+pub mod table;
+
+pub use table::{CpuSpec, CpuTune, HostCpus, RawCpu, RawCpuTune, VmThreads};
 
 use crate::Ns;
 use thiserror::Error;

@@ -73,12 +73,12 @@ use super::ext4::{Ext4, Ext4Error, Layout, Mapped, MkfsOptions, BLOCK_BYTES};
 use super::jbd2::{CheckpointStep, DataMode, Jbd2Error, Journal, JournalParams, JournalStats, Tid};
 use super::params::FsSpec;
 use crate::cache::{
-    page_span, Action, CacheMode, FileCache, HostCacheStats, HostDisk, ReqId, Request, Token,
-    PAGE_BYTES,
+    page_span, Action, CacheMode, FileCache, HostCacheStats, HostDisk, PageCacheSpec, ReqId,
+    Request, Token, PAGE_BYTES,
 };
 use crate::request::Op;
 use crate::slab::Slab;
-use crate::stack::PageCacheSpec;
+
 use crate::workload::{FileDecl, FileLayout, FileOp};
 use crate::Ns;
 use std::collections::BTreeMap;

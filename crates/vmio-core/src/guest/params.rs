@@ -22,8 +22,10 @@
 //! (`read_ahead_kb`, 128 by default: VM_READAHEAD_PAGES in include/linux/mm.h).
 
 use crate::cache::linux;
-use crate::params::{KeyDoc, Kind, ParamSpec, Value};
+use crate::params::{self, KeyDoc, Kind, ParamError, ParamSpec, Value, Values};
+use crate::table::{FieldError, Table};
 use crate::SEC;
+use std::collections::BTreeMap;
 
 /// Guest memory the page cache cannot use: the kernel (text, data, slab, per-CPU areas), the
 /// `struct page` array (64 bytes per 4 KiB page, 1.6 % of memory: include/linux/mm_types.h),
@@ -55,9 +57,25 @@ pub const GUEST_COPY_RATE: ParamSpec = ParamSpec {
 
 /// `[[vm.disk]] read_ahead_kb` default: VM_READAHEAD_PAGES (128 KiB).
 pub const READ_AHEAD_KB: u64 = 128;
+/// `read_ahead_kb` is counted in pages (4 KiB) ...
+pub const READ_AHEAD_KB_STEP: u64 = 4;
+/// ... and at most 1 GiB (in KiB).
+pub const READ_AHEAD_KB_MAX: u64 = 1 << 20;
 
-/// `[[vm.disk]] read_ahead_kb` as help shows it (read by the stack parser, which states
-/// `accepted` in its error).
+/// The guest's read-ahead window of a disk in bytes: `read_ahead_kb` as written (None:
+/// [`READ_AHEAD_KB`]), a multiple of [`READ_AHEAD_KB_STEP`] up to [`READ_AHEAD_KB_MAX`]; the
+/// error is the value and [`READ_AHEAD_KB_KEY`]'s accepted text.
+pub fn read_ahead_bytes(read_ahead_kb: Option<u64>) -> Result<u64, String> {
+    let kb = read_ahead_kb.unwrap_or(READ_AHEAD_KB);
+    if !kb.is_multiple_of(READ_AHEAD_KB_STEP) || kb > READ_AHEAD_KB_MAX {
+        return Err(format!("{kb}: accepted: {}", READ_AHEAD_KB_KEY.accepted));
+    }
+    Ok(kb * 1024)
+}
+
+/// `[[vm.disk]] read_ahead_kb` as help shows it ([`read_ahead_bytes`] states `accepted` in
+/// its error; a test keeps the text equal to [`READ_AHEAD_KB_STEP`] and
+/// [`READ_AHEAD_KB_MAX`]).
 pub const READ_AHEAD_KB_KEY: KeyDoc = KeyDoc {
     name: "read_ahead_kb",
     help: "the guest's read-ahead window on the disk, in KiB (/sys/block/vdX/queue/read_ahead_kb; used by buffered I/O in the guest)",
@@ -154,9 +172,79 @@ pub struct FsSpec {
     pub journal_bytes: Option<u64>,
 }
 
+/// `[vm.disk.filesystem]`: `mount` (a path, default `/mnt/<disk>`), `type` and the other
+/// keys of [`FS_PARAMS`]. The context is the disk's name.
+impl Table for FsSpec {
+    const KEY: &'static str = "filesystem";
+    type Raw = BTreeMap<String, toml::Value>;
+    type Context<'a> = &'a str;
+
+    fn from_raw(t: &Self::Raw, field: &str, disk: &str) -> Result<Self, FieldError> {
+        let mount = match t.get(FS_MOUNT_KEY) {
+            None => format!("/mnt/{disk}"),
+            Some(toml::Value::String(m))
+                if m.starts_with('/') && m.len() > 1 && !m.contains('\0') =>
+            {
+                m.trim_end_matches('/').to_string()
+            }
+            Some(other) => {
+                return Err(FieldError::new(
+                    format!("{field}.mount"),
+                    format!(
+                        "{other}: accepted: {}, e.g. \"/mnt/{disk}\"",
+                        FS_MOUNT.accepted
+                    ),
+                ))
+            }
+        };
+        let mut v = Values::defaults(FS_PARAMS);
+        v.read(t, &[FS_MOUNT_KEY]).map_err(|e| {
+            FieldError::param(
+                field,
+                match e {
+                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
+                        key,
+                        accepted: format!("{FS_MOUNT_KEY}, {accepted}"),
+                    },
+                    other => other,
+                },
+            )
+        })?;
+        let opt = |name: &str| match v.iter().find(|(s, _)| s.name == name) {
+            Some((_, params::Value::Int(n))) => Some(n),
+            _ => None,
+        };
+        Ok(FsSpec {
+            fs_type: v.choice(FS_TYPE.name),
+            mount,
+            size_bytes: opt(FS_SIZE.name),
+            data: v.choice(FS_DATA.name),
+            commit_ns: v.int(FS_COMMIT.name),
+            barrier: v.flag(FS_BARRIER.name),
+            journal_bytes: opt(FS_JOURNAL_SIZE.name),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_ahead_rule_and_its_help_text_state_the_same_bounds() {
+        assert_eq!(
+            READ_AHEAD_KB_KEY.accepted,
+            format!("a multiple of {READ_AHEAD_KB_STEP} (pages) up to {READ_AHEAD_KB_MAX}")
+        );
+        assert_eq!(read_ahead_bytes(None), Ok(READ_AHEAD_KB * 1024));
+        assert_eq!(read_ahead_bytes(Some(READ_AHEAD_KB_MAX)), Ok(1 << 30));
+        for bad in [READ_AHEAD_KB_MAX + READ_AHEAD_KB_STEP, 6] {
+            assert_eq!(
+                read_ahead_bytes(Some(bad)),
+                Err(format!("{bad}: accepted: {}", READ_AHEAD_KB_KEY.accepted))
+            );
+        }
+    }
 
     #[test]
     fn the_help_texts_state_the_defaults_the_code_applies() {

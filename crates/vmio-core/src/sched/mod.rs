@@ -23,10 +23,11 @@ pub mod mots;
 pub mod mq_deadline;
 pub mod none;
 
-use crate::params::{Entry, Values};
+use crate::params::{self, Entry, Values};
 use crate::request::DevIo;
-use crate::stack::SchedulerSpec;
+use crate::table::{FieldError, Table};
 use crate::Ns;
+use serde::Serialize;
 
 /// A registered scheduler: `build` makes it from its parameters' values and the VMs' blkio
 /// weights (indexed by owner).
@@ -38,6 +39,69 @@ pub const REGISTRY: &[&SchedulerEntry] =
 
 /// The scheduler of a stack file without `[scheduler] name` (Linux's default for SATA disks).
 pub const DEFAULT: &str = "mq-deadline";
+
+/// `[scheduler]`: `name` and the parameters the schedulers declare ([`REGISTRY`]).
+pub type RawScheduler = std::collections::BTreeMap<String, toml::Value>;
+
+/// The scheduler a stack names, valid by construction: a registered entry and the values of
+/// every registered scheduler's parameters (its own as set, the others' at their defaults:
+/// result records list them all, `{"name": ..., "read_expire_ns": ..., ...}`).
+#[derive(Clone, Debug)]
+pub struct SchedulerSpec {
+    pub entry: &'static SchedulerEntry,
+    pub params: Values,
+}
+
+impl SchedulerSpec {
+    pub fn name(&self) -> &'static str {
+        self.entry.name
+    }
+}
+
+impl Serialize for SchedulerSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", self.entry.name)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        m.end()
+    }
+}
+
+/// `[scheduler]`: `name` selects an entry of [`REGISTRY`] ([`DEFAULT`] without it); every
+/// other key is a parameter of that entry (one of another entry's is "only valid with").
+impl Table for SchedulerSpec {
+    const KEY: &'static str = "scheduler";
+    type Raw = RawScheduler;
+    type Context<'a> = ();
+
+    fn from_raw(s: &RawScheduler, field: &str, _: ()) -> Result<Self, FieldError> {
+        let name_field = format!("{field}.name");
+        let name = match s.get("name") {
+            None => DEFAULT,
+            Some(toml::Value::String(n)) => n.as_str(),
+            Some(other) => {
+                return Err(FieldError::new(
+                    name_field,
+                    format!(
+                        "{other} is not a scheduler name; accepted: {}",
+                        params::names(REGISTRY)
+                    ),
+                ))
+            }
+        };
+        let entry = params::lookup(REGISTRY, name).map_err(|m| FieldError::new(&name_field, m))?;
+        let mut values = params::union(REGISTRY);
+        params::read_for(&mut values, s, &["name"], entry, REGISTRY, "name")
+            .map_err(|e| FieldError::param(field, e))?;
+        Ok(SchedulerSpec {
+            entry,
+            params: values,
+        })
+    }
+}
 
 pub trait IoScheduler: Send {
     fn name(&self) -> &'static str;

@@ -1,71 +1,79 @@
-//! The stack file: one TOML description of a KVM host's storage path.
+//! The stack file: one TOML description of a KVM host's storage path, assembled from the
+//! tables its layers own.
 //!
 //! ```toml
-//! [host]                      # cores, memory
-//! [[device]]                  # name, model (vmio-sim's device::REGISTRY), profile, the model's
-//!                             # parameters, path, size (the real engine, `vmio serve`: backing
-//!                             # file or block device); or share, start, capacity (a region of
-//!                             # an earlier device's hardware, see below)
-//! [[volume]]                  # name, layout (volume::REGISTRY), devices, read_ahead_kb, the
-//!                             # layout's parameters (stripe_size, chunk)
-//! [scheduler]                 # name (sched::REGISTRY), the scheduler's parameters
-//! [page_cache]                # eviction (cache::eviction::REGISTRY), the page cache's
-//!                             # parameters (cache::linux::PARAMS: memory, dirty_ratio, ...)
-//! [cpu]                       # model (dedicated, cfs), CFS's and the hypervisor mechanisms'
-//!                             # parameters (cpu::cfs::PARAMS, cpu::hypervisor::PARAMS),
-//!                             # dom0_vcpus, dom0_pin (xen)
-//! [pdc]                       # the journal detector of cache = "pdc" disks (cache::pdc::PARAMS:
-//!                             # group, streams, min_pass, ...)
-//! [nbd]                       # the NBD path of interface = "nbd" disks (nbd::PARAMS: handoff,
-//!                             # request, read_rate, write_rate)
-//! [[vm]]                      # name, vcpus, memory, weight, workload
-//! [vm.cputune]                # libvirt's <cputune>: vcpupin (a cpuset per vCPU), emulatorpin,
-//!                             # iothreadpin (a cpuset per iothread)
-//! [vm.page_cache]             # the guest's page cache: cache::linux::PARAMS (memory defaults
-//!                             # to the VM's memory less guest::params::GUEST_RESERVE_BYTES)
-//! [[vm.disk]]                 # name, volume, offset, size, interface, cache, queue_depth,
-//!                             # iothread, read_ahead_kb (the guest's)
-//! [vm.disk.filesystem]        # type (ext4), mount, guest::params::FS_PARAMS (data, commit, ...)
+//! [host]                      # cores, memory, hypervisor (stack: hypervisor-wide rules)
+//! [[device]]                  # crate::device: name, model (vmio-sim's device::REGISTRY),
+//!                             # profile, the model's parameters, path, size; or share,
+//!                             # start, capacity (a region of an earlier device's hardware)
+//! [[volume]]                  # crate::volume: name, layout (volume::REGISTRY), devices,
+//!                             # read_ahead_kb, the layout's parameters
+//! [scheduler]                 # crate::sched: name (sched::REGISTRY), its parameters
+//! [page_cache]                # crate::cache: eviction (cache::eviction::REGISTRY),
+//!                             # cache::linux::PARAMS (memory, dirty_ratio, ...)
+//! [cpu]                       # crate::cpu::table: model (cpu::MODELS), cpu::cfs::PARAMS,
+//!                             # cpu::hypervisor::PARAMS, dom0_vcpus, dom0_pin (xen)
+//! [pdc]                       # crate::cache::pdc: cache::pdc::PARAMS (cache = "pdc" disks)
+//! [nbd]                       # crate::nbd: nbd::PARAMS (interface = "nbd" disks)
+//! [[vm]]                      # stack: name, vcpus, memory, weight, workload
+//! [vm.cputune]                # crate::cpu::table: vcpupin, emulatorpin, iothreadpin
+//! [vm.page_cache]             # crate::cache: the guest's page cache (memory defaults to the
+//!                             # VM's less guest::params::GUEST_RESERVE_BYTES)
+//! [[vm.disk]]                 # crate::vdisk: name, volume, offset, size, interface, cache,
+//!                             # queue_depth, iothread, read_ahead_kb (guest::params' rule)
+//! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
 //! ```
 //!
-//! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in
-//! `[[device]]`, `[[volume]]`, `[scheduler]`, `[page_cache]`, `[pdc]` and `[nbd]`, whose other keys are
-//! declared parameters), then [`Stack::validate`] checks cross references and ranges, and reads the
-//! layers' parameters against their registries ([`crate::params`]):
+//! ## The lattice
+//!
+//! Each layer's module owns its table ([`crate::table::Table`]): the raw struct serde reads,
+//! the spec the engines read, the checks that concern only it, and its help (its
+//! declarations, rendered by `vmio help stack`). This module only assembles them and checks
+//! what spans them. Data flows one way: stack names the layers, no layer names stack.
 //!
 //! ```text
-//! entry  = registry entry named by the selector (layout, name), else error listing the names
-//! values = every parameter of every entry of the registry at its default
-//! each key of the table: the entry's -> parsed against its kind into values
-//!                        another entry's -> "only valid with <selector> = <those entries>"
-//!                        else -> "unknown key; accepted: <all keys>"
-//! [page_cache]: eviction names a policy; the other keys are read against cache::linux::PARAMS
-//!               (memory defaults to half of [host] memory, and must not exceed it;
-//!               dirty_background_ratio must not exceed dirty_ratio)
-//! [pdc]: every key read against cache::pdc::PARAMS; the effective stack shows it when a
-//!        disk has cache = "pdc" (a [pdc] table without one is checked, then unused)
-//! [nbd]: every key read against nbd::PARAMS; shown when a disk has interface = "nbd"
-//!        (checked, then unused, without one)
-//! [cpu]: model names cpu::MODELS; the other keys against cpu::cfs::PARAMS and
-//!        cpu::hypervisor::PARAMS; dom0_* only with hypervisor = "xen"; the effective stack
-//!        shows [cpu] only when the file has it
+//! stack  ──> device, volume, sched, cache, cache::pdc, nbd, cpu, vdisk, guest::params
+//!   │            (each: Raw + Spec + impl Table, errors as table::FieldError)
+//!   └──> table (Table, FieldError, SizeValue), params (the layers' declared parameters)
+//! stack checks: [host]; at least one device, volume, VM and disk per VM; references by
+//!   name (volume -> devices, each device in one volume; disk -> volume); names unique in
+//!   [[vm]] and in a VM's disks; the [[vm]] table itself (weight, memory, vcpus, [vm.cputune]
+//!   and the hypervisor = "native" rules); [pdc]/[nbd] kept only when a disk uses them;
+//!   after the engine knows capacities: shared regions (regions), disk sizes and overlaps
+//!   (resolve_disk_sizes), one device per backing file (check_backing_files)
 //! hypervisor = "native": the [[vm]]s are groups of host processes: interface "host" (the
-//!        default; refused under kvm and xen), cache "none" (the default; the group's page
-//!        cache is the host kernel's), no vcpus and no [vm.cputune]
+//!   default; refused under kvm and xen), cache "none" (the default; the group's page cache
+//!   is the host kernel's; both checked by vdisk with the hypervisor as context), no vcpus
+//!   and no [vm.cputune]
 //! ```
+//!
+//! Parsing is two steps: serde reads the raw tables (unknown keys are errors, except in the
+//! tables whose other keys are declared parameters: `[[device]]`, `[[volume]]`,
+//! `[scheduler]`, `[page_cache]`, `[cpu]`, `[pdc]`, `[nbd]`, `[vm.disk.filesystem]`), then
+//! [`Stack::validate`] calls each table's [`Table::from_raw`] with its field path and what
+//! it needs of the tables before it, and adds the file's name to a [`FieldError`].
+//!
+//! ## Adding a layer's table (e.g. `[vm.disk.image]`)
+//!
+//! 1. In the layer's module: `RawImage` (serde, `deny_unknown_fields`, or a map read against
+//!    the layer's `PARAMS`), `ImageSpec` (`Serialize`: the effective stack shows it), and
+//!    `impl Table for ImageSpec` (`KEY = "image"`, its `Context`, `from_raw` returning
+//!    `FieldError`s that name `{field}.key` and the accepted values); its `PARAMS`/`KeyDoc`s
+//!    are its help (a `Layer` in vmio-sim's help.rs lists them).
+//! 2. Register it where its table sits: `pub image: Option<RawImage>` in the enclosing raw
+//!    struct (`RawDisk`), `pub image: Option<ImageSpec>` in the enclosing spec, and the one
+//!    line `ImageSpec::from_raw(raw, &f(ImageSpec::KEY), cx)?` in the enclosing table's
+//!    `from_raw` (or in [`Stack::validate`] for a top-level table).
+//! 3. Whatever spans tables (a reference to another table, a rule of the hypervisor) goes
+//!    here, in [`Stack::validate`].
 //!
 //! Shared hardware (`share`): a device may be a region of an earlier device's hardware, as a
 //! second file or partition on the same disk is. vmio serve gives each device a backing file
-//! of its own (one request queue per backing file); the disk under those files is one. A
-//! sharing device names its hardware and nothing of a model (its model, profile and
-//! parameters are the hardware's); the engine that knows the hardware's capacity resolves
-//! the regions ([`Stack::regions`], the simulator with its models' capacities):
+//! of its own (one request queue per backing file); the disk under those files is one. The
+//! device's own keys are [`crate::device`]'s; the engine that knows the hardware's capacity
+//! resolves the regions ([`Stack::regions`], the simulator with its models' capacities):
 //!
 //! ```text
-//! [[device]] share = "a", start, capacity, path, size
-//! share:    an earlier device that does not share itself (no chains)
-//! model, profile, a model parameter with share -> "'model' with 'share': ..."
-//! start, capacity: sizes, multiples of 4k, capacity > 0; start without share is refused
 //! regions of hardware a (capacity C, from a's model), in stack order:
 //!     a itself:  [0, a.size or C)              (its backing file's size when it has one)
 //!     sharer s:  start = s.start or the largest end of the earlier regions on a
@@ -78,16 +86,22 @@
 //! Every error names the file and the field (`stack.toml: volume[0].layout: ...`) and lists
 //! the accepted values.
 
-use crate::cache::pdc::{self, PdcSpec};
-use crate::cache::{eviction, linux, CacheMode};
-use crate::cpu::{self, CoreSet};
-use crate::guest::{self, params::FsSpec};
-use crate::nbd::{self, NbdSpec};
-use crate::params::{self, KeyDoc, ParamError, Values};
-use crate::sched::{self, SchedulerEntry};
-use crate::units::{parse_size, quote};
-use crate::volume::{self, LayoutEntry};
-use crate::Ns;
+pub use crate::cache::{PageCacheSpec, RawPageCache};
+pub use crate::cpu::{CpuSpec, CpuTune, RawCpu, RawCpuTune};
+pub use crate::device::{DeviceSpec, RawDevice, Region, ShareSpec, SHARE_KEYS};
+pub use crate::sched::{RawScheduler, SchedulerSpec};
+pub use crate::table::{FieldError, SizeValue, Table};
+pub use crate::vdisk::{DiskSpec, Interface, RawDisk};
+pub use crate::volume::{RawVolume, VolumeSpec};
+
+use crate::cache::pdc::PdcSpec;
+use crate::cache::{CacheMemory, CacheMode};
+use crate::cpu::{self, HostCpus, VmThreads};
+use crate::guest;
+use crate::nbd::NbdSpec;
+use crate::units::quote;
+use crate::vdisk::DiskContext;
+use crate::volume;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -105,14 +119,6 @@ pub enum StackError {
     },
 }
 
-/// A size written as a string ("64k") or an integer (bytes).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(untagged)]
-pub enum SizeValue {
-    Int(u64),
-    Text(String),
-}
-
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawHost {
@@ -121,81 +127,10 @@ pub struct RawHost {
     pub hypervisor: Option<String>,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RawDevice {
-    pub name: String,
-    /// Required unless `share` is set (then refused).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    pub profile: Option<String>,
-    /// The earlier device whose hardware this device is a region of.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub share: Option<String>,
-    /// Where the region begins on the hardware (with `share`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start: Option<SizeValue>,
-    /// Backing file or block device of the real engine (`vmio serve`); the simulator
-    /// ignores it. Relative paths are relative to the stack file's directory.
-    pub path: Option<String>,
-    /// Size of the backing file (created sparse at this size when missing).
-    pub size: Option<SizeValue>,
-    #[serde(flatten)]
-    pub params: BTreeMap<String, toml::Value>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RawVolume {
-    pub name: String,
-    pub layout: String,
-    pub devices: Vec<String>,
-    pub read_ahead_kb: Option<u64>,
-    /// The layouts' parameters ([`volume::REGISTRY`]); any other key is refused there.
-    #[serde(flatten)]
-    pub params: BTreeMap<String, toml::Value>,
-}
-
-/// `[scheduler]`: `name` and the parameters the schedulers declare ([`sched::REGISTRY`]).
-pub type RawScheduler = BTreeMap<String, toml::Value>;
-
-/// `[page_cache]`: `eviction` and the parameters of [`crate::cache::linux::PARAMS`].
-pub type RawPageCache = BTreeMap<String, toml::Value>;
-
 /// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
-pub type RawPdc = BTreeMap<String, toml::Value>;
+pub type RawPdc = <PdcSpec as Table>::Raw;
 /// `[nbd]`: the parameters of [`crate::nbd::PARAMS`].
-pub type RawNbd = BTreeMap<String, toml::Value>;
-
-/// `[cpu]`: `model`, `dom0_vcpus`, `dom0_pin` and the parameters of [`cpu::cfs::PARAMS`] and
-/// [`cpu::hypervisor::PARAMS`].
-pub type RawCpu = BTreeMap<String, toml::Value>;
-
-/// `[vm.cputune]`: libvirt's `<cputune>` pinning, cpusets in libvirt's syntax.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCpuTune {
-    /// A cpuset per vCPU, by vCPU index (`<vcpupin vcpu='i' cpuset='…'/>`).
-    pub vcpupin: Option<Vec<String>>,
-    /// QEMU's main loop (`<emulatorpin cpuset='…'/>`).
-    pub emulatorpin: Option<String>,
-    /// A cpuset per iothread, in the order of the disks with `iothread = true`.
-    pub iothreadpin: Option<Vec<String>>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawDisk {
-    pub name: String,
-    pub volume: String,
-    pub offset: Option<SizeValue>,
-    pub size: Option<SizeValue>,
-    pub interface: Option<String>,
-    pub cache: Option<String>,
-    pub queue_depth: Option<u32>,
-    pub iothread: Option<bool>,
-    pub read_ahead_kb: Option<u64>,
-    /// `[vm.disk.filesystem]`: `type`, `mount` and [`guest::params::FS_PARAMS`].
-    pub filesystem: Option<BTreeMap<String, toml::Value>>,
-}
+pub type RawNbd = <NbdSpec as Table>::Raw;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -207,7 +142,7 @@ pub struct RawVm {
     pub workload: Option<String>,
     /// `[vm.cputune]`: libvirt's pinning of the VM's threads.
     pub cputune: Option<RawCpuTune>,
-    /// `[vm.page_cache]`: the guest page cache, keys of [`linux::PARAMS`].
+    /// `[vm.page_cache]`: the guest page cache, keys of [`crate::cache::linux::PARAMS`].
     pub page_cache: Option<RawPageCache>,
     #[serde(default)]
     pub disk: Vec<RawDisk>,
@@ -236,291 +171,11 @@ pub struct RawStack {
     pub vm: Vec<RawVm>,
 }
 
-/// Virtual disk interfaces (QEMU device models).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Interface {
-    VirtioBlk,
-    VirtioScsi,
-    Ide,
-    /// An NBD export reached by an NBD client on the host (`[nbd]`, [`crate::nbd`]).
-    Nbd,
-    /// No VM: the host's own block layer (`hypervisor = "native"`).
-    Host,
-}
-
-impl Interface {
-    /// Every interface with its stack-file name, accepted aliases and help line: the one
-    /// declaration the stack parser, its error lines and `vmio help stack` read.
-    pub const REGISTRY: [(
-        Interface,
-        &'static str,
-        &'static [&'static str],
-        &'static str,
-    ); 5] = [
-        (
-            Interface::VirtioBlk,
-            "virtio-blk",
-            &["virtio"],
-            "paravirtual block device (QEMU virtio-blk-pci)",
-        ),
-        (
-            Interface::VirtioScsi,
-            "virtio-scsi",
-            &["scsi"],
-            "paravirtual SCSI host adapter with one disk (QEMU virtio-scsi-pci + scsi-hd)",
-        ),
-        (
-            Interface::Ide,
-            "ide",
-            &[],
-            "emulated IDE disk (QEMU ide-hd): port I/O, one command per channel",
-        ),
-        (
-            Interface::Nbd,
-            "nbd",
-            &[],
-            "an NBD export of vmio serve, reached by an NBD client on the host over a Unix socket (fio's nbd engine, qemu-io); costs in [nbd]",
-        ),
-        (
-            Interface::Host,
-            "host",
-            &["native"],
-            "no VM: the host's own block layer (hypervisor = \"native\" only)",
-        ),
-    ];
-
-    /// The accepted names, for error lines: `virtio-blk, virtio-scsi, ide`.
-    pub fn accepted() -> String {
-        Self::REGISTRY.map(|(_, n, _, _)| n).join(", ")
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::REGISTRY
-            .iter()
-            .find(|(_, n, aliases, _)| *n == s || aliases.contains(&s))
-            .map(|(i, _, _, _)| *i)
-    }
-
-    pub fn name(self) -> &'static str {
-        Self::REGISTRY
-            .iter()
-            .find(|(i, _, _, _)| *i == self)
-            .map_or("", |(_, n, _, _)| n)
-    }
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct Host {
     pub cores: u32,
     pub memory_bytes: u64,
     pub hypervisor: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct DeviceSpec {
-    pub name: String,
-    pub model: String,
-    pub profile: Option<String>,
-    /// Backing file or block device for `vmio serve`, as written in the stack file.
-    pub path: Option<String>,
-    /// Size of the backing file for `vmio serve` (a multiple of 4k).
-    pub size_bytes: Option<u64>,
-    pub params: BTreeMap<String, toml::Value>,
-    /// `share`: the device is a region of another device's hardware (then `model` is the
-    /// hardware's, `profile` None and `params` empty).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub share: Option<ShareSpec>,
-}
-
-impl DeviceSpec {
-    /// The size of the device's backing file for `vmio serve`: `size`, else a sharing
-    /// device's `capacity` (its region's size) when the stack writes it.
-    pub fn backing_size_bytes(&self) -> Option<u64> {
-        self.size_bytes
-            .or_else(|| self.share.as_ref().and_then(|s| s.capacity_bytes))
-    }
-}
-
-/// `share = "a"` as read: the region's hardware and what the file says of its place.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ShareSpec {
-    /// The device whose hardware it shares (an index into [`Stack::devices`], earlier, not
-    /// itself sharing).
-    pub device: usize,
-    /// `start`: None, right after the earlier regions of the hardware.
-    pub start_bytes: Option<u64>,
-    /// `capacity`: None, up to the hardware's end.
-    pub capacity_bytes: Option<u64>,
-}
-
-/// A device's place on its hardware, as resolved by [`Stack::regions`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// The device whose model is the hardware (an index into [`Stack::devices`]).
-    pub hardware: usize,
-    pub start_bytes: u64,
-    pub capacity_bytes: u64,
-}
-
-/// The `[[device]]` keys of a sharing device, for `vmio help stack`.
-pub const SHARE_KEYS: [KeyDoc; 3] = [
-    KeyDoc {
-        name: "share",
-        help: "this device is a region of that device's hardware (a second file or partition on the same disk): one device model, one request queue per device",
-        accepted: "the name of an earlier device that does not share (then no model, profile or model parameter)",
-        default: "none",
-    },
-    KeyDoc {
-        name: "start",
-        help: "with share: where the region begins on the hardware",
-        accepted: "a size, a multiple of 4k",
-        default: "right after the earlier regions on the hardware, the shared device's own being [0, its size), or all of it without size",
-    },
-    KeyDoc {
-        name: "capacity",
-        help: "with share: the region's size (the model's parameter otherwise)",
-        accepted: "a positive size, a multiple of 4k; start + capacity within the hardware's capacity",
-        default: "the hardware's capacity less start",
-    },
-];
-
-/// The keys a sharing device accepts (its error lines list them).
-const SHARE_ACCEPTED: &str = "name, share, start, capacity, path, size";
-
-/// A volume: a registered layout over some devices, with the values of every registered
-/// layout's parameters (its own as set, the others' at their defaults, as result records
-/// have always listed them).
-#[derive(Clone, Debug)]
-pub struct VolumeSpec {
-    pub name: String,
-    pub layout: &'static LayoutEntry,
-    /// Indices into [`Stack::devices`].
-    pub devices: Vec<usize>,
-    pub params: Values,
-    pub read_ahead_kb: Option<u64>,
-}
-
-impl Serialize for VolumeSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("name", &self.name)?;
-        m.serialize_entry("layout", self.layout.name)?;
-        m.serialize_entry("devices", &self.devices)?;
-        for (spec, v) in self.params.iter() {
-            m.serialize_entry(&spec.record_key(), &v)?;
-        }
-        m.serialize_entry("read_ahead_kb", &self.read_ahead_kb)?;
-        m.end()
-    }
-}
-
-/// The scheduler a stack names, valid by construction: a registered entry and the values of
-/// every registered scheduler's parameters (its own as set, the others' at their defaults:
-/// result records list them all, `{"name": ..., "read_expire_ns": ..., ...}`).
-#[derive(Clone, Debug)]
-pub struct SchedulerSpec {
-    pub entry: &'static SchedulerEntry,
-    pub params: Values,
-}
-
-impl SchedulerSpec {
-    pub fn name(&self) -> &'static str {
-        self.entry.name
-    }
-}
-
-impl Serialize for SchedulerSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("name", self.entry.name)?;
-        for (spec, v) in self.params.iter() {
-            m.serialize_entry(&spec.record_key(), &v)?;
-        }
-        m.end()
-    }
-}
-
-/// The page cache a stack describes: each field is the record key of one of
-/// [`crate::cache::linux::PARAMS`] (`memory_bytes`, `dirty_expire_ns`, ...), where the
-/// meanings and defaults are declared.
-#[derive(Clone, Debug, Serialize)]
-pub struct PageCacheSpec {
-    pub memory_bytes: u64,
-    pub dirty_ratio: u32,
-    pub dirty_background_ratio: u32,
-    pub dirty_expire_ns: Ns,
-    pub writeback_interval_ns: Ns,
-    /// Memory-copy bandwidth of the host for page-cache hits and buffered writes (bytes/s),
-    /// shared by all copies ([`crate::cache::linux::COPY_RATE`]).
-    pub copy_rate_bps: u64,
-    /// Page eviction policy, a name of [`crate::cache::eviction::REGISTRY`] (shown only when
-    /// not the default).
-    #[serde(skip_serializing_if = "crate::cache::eviction::is_default")]
-    pub eviction: String,
-}
-
-/// `[cpu]` as validated: the model, its and the hypervisor mechanisms' parameters, and
-/// Xen's dom0.
-#[derive(Clone, Debug)]
-pub struct CpuSpec {
-    /// One of [`cpu::MODELS`].
-    pub model: &'static str,
-    /// Every key of [`cpu::cfs::PARAMS`] and [`cpu::hypervisor::PARAMS`].
-    pub params: Values,
-    /// Xen's dom0 vCPUs (`dom0_max_vcpus`); 0 unless the hypervisor is xen.
-    pub dom0_vcpus: u32,
-    /// Xen's `dom0_vcpus_pin`: where dom0's vCPUs run (None: anywhere).
-    pub dom0_pin: Option<CoreSet>,
-}
-
-impl Serialize for CpuSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("model", self.model)?;
-        for (spec, v) in self.params.iter() {
-            m.serialize_entry(&spec.record_key(), &v)?;
-        }
-        if self.dom0_vcpus > 0 {
-            m.serialize_entry("dom0_vcpus", &self.dom0_vcpus)?;
-            m.serialize_entry("dom0_pin", &self.dom0_pin.map(|c| c.0))?;
-        }
-        m.end()
-    }
-}
-
-/// `[vm.cputune]` as validated (cpusets as [`CoreSet`]s; None: not pinned).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CpuTune {
-    pub vcpupin: Vec<Option<CoreSet>>,
-    pub emulatorpin: Option<CoreSet>,
-    pub iothreadpin: Vec<Option<CoreSet>>,
-}
-
-impl CpuTune {
-    fn is_empty(&self) -> bool {
-        *self == CpuTune::default()
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct DiskSpec {
-    pub name: String,
-    /// Index into [`Stack::volumes`].
-    pub volume: usize,
-    pub offset_bytes: u64,
-    pub size_bytes: u64,
-    pub interface: Interface,
-    pub cache: CacheMode,
-    pub queue_depth: Option<u32>,
-    pub iothread: bool,
-    /// The guest's read-ahead window on this disk (`read_ahead_kb`), in bytes.
-    pub read_ahead_bytes: u64,
-    /// The guest filesystem on the disk; None: the guest uses the raw block device.
-    pub filesystem: Option<FsSpec>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -558,6 +213,16 @@ pub struct Stack {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuSpec>,
     pub vms: Vec<VmSpec>,
+}
+
+impl Host {
+    /// What `[cpu]`'s checks read of the host.
+    fn cpus(&self) -> HostCpus<'_> {
+        HostCpus {
+            cores: self.cores,
+            hypervisor: &self.hypervisor,
+        }
+    }
 }
 
 impl Stack {
@@ -600,23 +265,12 @@ impl Ctx<'_> {
             message: one_line(&message.into()),
         }
     }
-    /// A bad key or value of table `table` (`scheduler`, `volume[0]`).
-    fn param(&self, table: &str, e: ParamError) -> StackError {
-        let field = format!("{table}.{}", e.key());
-        let message = match e {
-            ParamError::Unknown { accepted, .. } => format!("unknown key; accepted: {accepted}"),
-            ParamError::OnlyFor { valid_with, .. } => format!("only valid with {valid_with}"),
-            ParamError::Bad {
-                value, expected, ..
-            } => format!("{value}: {expected}"),
-        };
-        self.err(field, message)
+    /// A layer's error, with the file.
+    fn at(&self, e: FieldError) -> StackError {
+        self.err(e.field, e.message)
     }
     fn size(&self, field: &str, v: &SizeValue) -> Result<u64, StackError> {
-        match v {
-            SizeValue::Int(n) => Ok(*n),
-            SizeValue::Text(t) => parse_size(t).map_err(|e| self.err(field, e.to_string())),
-        }
+        v.bytes(field).map_err(|e| self.at(e))
     }
 }
 
@@ -675,57 +329,13 @@ impl Stack {
         if raw.device.is_empty() {
             return Err(c.err("device", "at least one [[device]] is required"));
         }
-        let mut devices = Vec::new();
+        let mut devices: Vec<DeviceSpec> = Vec::new();
         let mut dev_index = BTreeMap::new();
         for (i, d) in raw.device.iter().enumerate() {
-            if d.name.is_empty() {
-                return Err(c.err(format!("device[{i}].name"), "must not be empty"));
-            }
-            if dev_index.insert(d.name.clone(), i).is_some() {
-                return Err(c.err(
-                    format!("device[{i}].name"),
-                    format!("'{}' is defined twice", d.name),
-                ));
-            }
-            if d.path
-                .as_deref()
-                .is_some_and(|p| p.is_empty() || p.contains('\0'))
-            {
-                return Err(c.err(
-                    format!("device[{i}].path"),
-                    "must be a non-empty file or block-device path",
-                ));
-            }
-            let size_bytes = match &d.size {
-                Some(v) => Some(c.size(&format!("device[{i}].size"), v)?),
-                None => None,
-            };
-            if let Some(b) = size_bytes {
-                if b == 0 || b % 4096 != 0 {
-                    return Err(c.err(
-                        format!("device[{i}].size"),
-                        format!("{b} bytes: must be a positive multiple of 4k"),
-                    ));
-                }
-            }
-            let share = Self::share(&c, i, d, &devices)?;
-            let (model, params) = match (&share, &d.model) {
-                (Some(s), _) => (devices[s.device].model.clone(), BTreeMap::new()),
-                (None, Some(m)) => (m.clone(), d.params.clone()),
-                (None, None) => return Err(c.err(
-                    format!("device[{i}].model"),
-                    "missing; accepted: a model (vmio help stack), or share = an earlier device",
-                )),
-            };
-            devices.push(DeviceSpec {
-                name: d.name.clone(),
-                model,
-                profile: d.profile.clone(),
-                path: d.path.clone(),
-                size_bytes,
-                params,
-                share,
-            });
+            let device =
+                DeviceSpec::from_raw(d, &format!("device[{i}]"), &devices).map_err(|e| c.at(e))?;
+            dev_index.insert(d.name.clone(), i);
+            devices.push(device);
         }
         if raw.volume.is_empty() {
             return Err(c.err("volume", "at least one [[volume]] is required"));
@@ -735,7 +345,8 @@ impl Stack {
         let mut dev_volume: BTreeMap<usize, usize> = BTreeMap::new();
         for (i, v) in raw.volume.iter().enumerate() {
             let f = |k: &str| format!("volume[{i}].{k}");
-            let layout = volume::lookup(&v.layout).map_err(|m| c.err(f("layout"), m))?;
+            // The layout's name first, then the references (the volume's other checks last).
+            volume::lookup(&v.layout).map_err(|m| c.err(f("layout"), m))?;
             if vol_index.insert(v.name.clone(), i).is_some() {
                 return Err(c.err(f("name"), format!("'{}' is defined twice", v.name)));
             }
@@ -771,60 +382,25 @@ impl Stack {
                 }
                 devs.push(idx);
             }
-            volume::check_device_count(layout, devs.len()).map_err(|m| c.err(f("devices"), m))?;
-            let mut values = volume::defaults();
-            params::read_for(
-                &mut values,
-                &v.params,
-                // Read by serde; named so that an unknown key's error lists them.
-                &["name", "layout", "devices", "read_ahead_kb"],
-                layout,
-                volume::REGISTRY,
-                "layout",
-            )
-            .map_err(|e| c.param(&format!("volume[{i}]"), e))?;
-            volumes.push(VolumeSpec {
-                name: v.name.clone(),
-                layout,
-                devices: devs,
-                params: values,
-                read_ahead_kb: v.read_ahead_kb,
-            });
+            volumes
+                .push(VolumeSpec::from_raw(v, &format!("volume[{i}]"), devs).map_err(|e| c.at(e))?);
         }
-        let s = &raw.scheduler;
-        let sched_name = match s.get("name") {
-            None => sched::DEFAULT,
-            Some(toml::Value::String(n)) => n.as_str(),
-            Some(other) => {
-                return Err(c.err(
-                    "scheduler.name",
-                    format!(
-                        "{other} is not a scheduler name; accepted: {}",
-                        params::names(sched::REGISTRY)
-                    ),
-                ))
-            }
-        };
-        let entry =
-            params::lookup(sched::REGISTRY, sched_name).map_err(|m| c.err("scheduler.name", m))?;
-        let mut values = params::union(sched::REGISTRY);
-        params::read_for(&mut values, s, &["name"], entry, sched::REGISTRY, "name")
-            .map_err(|e| c.param("scheduler", e))?;
-        let scheduler = SchedulerSpec {
-            entry,
-            params: values,
-        };
-        let page_cache = Self::page_cache(&c, &raw.page_cache, &host)?;
-        let mut pdc_values = Values::defaults(pdc::PARAMS);
-        pdc_values
-            .read(&raw.pdc, &[])
-            .map_err(|e| c.param("pdc", e))?;
-        let mut nbd_values = Values::defaults(nbd::PARAMS);
-        nbd_values
-            .read(&raw.nbd, &[])
-            .map_err(|e| c.param("nbd", e))?;
+        let scheduler =
+            SchedulerSpec::from_raw(&raw.scheduler, SchedulerSpec::KEY, ()).map_err(|e| c.at(e))?;
+        let page_cache = PageCacheSpec::from_raw(
+            &raw.page_cache,
+            PageCacheSpec::KEY,
+            CacheMemory {
+                default_bytes: host.memory_bytes / 2,
+                limit_bytes: host.memory_bytes,
+                limit_field: "host.memory",
+            },
+        )
+        .map_err(|e| c.at(e))?;
+        let pdc = PdcSpec::from_raw(&raw.pdc, PdcSpec::KEY, ()).map_err(|e| c.at(e))?;
+        let nbd = NbdSpec::from_raw(&raw.nbd, NbdSpec::KEY, ()).map_err(|e| c.at(e))?;
         let cpu = match &raw.cpu {
-            Some(t) => Some(Self::cpu(&c, t, &host)?),
+            Some(t) => Some(CpuSpec::from_raw(t, CpuSpec::KEY, host.cpus()).map_err(|e| c.at(e))?),
             None => None,
         };
         let native = host.hypervisor == "native";
@@ -872,103 +448,30 @@ impl Stack {
                         ),
                     )
                 })?;
-                let default_interface = if native { "host" } else { "virtio-blk" };
-                let interface_name = d
-                    .interface
-                    .clone()
-                    .unwrap_or_else(|| default_interface.into());
-                let interface = Interface::parse(&interface_name).ok_or_else(|| {
-                    c.err(
-                        f("interface"),
-                        format!(
-                            "'{interface_name}' is not valid; accepted: {}",
-                            Interface::accepted()
-                        ),
-                    )
-                })?;
-                if native != (interface == Interface::Host) {
-                    return Err(c.err(
-                        f("interface"),
-                        if native {
-                            format!("'{interface_name}' needs a VM, but host.hypervisor is \"native\"; accepted: host")
-                        } else {
-                            format!(
-                                "'host' is only valid with host.hypervisor = \"native\" (here \"{}\"); accepted: virtio-blk, virtio-scsi, ide, nbd",
-                                host.hypervisor
-                            )
-                        },
-                    ));
-                }
-                let default_cache = if native { "none" } else { "writeback" };
-                let cache_name = d.cache.clone().unwrap_or_else(|| default_cache.into());
-                let cache = CacheMode::parse(&cache_name).ok_or_else(|| {
-                    c.err(
-                        f("cache"),
-                        format!(
-                            "'{cache_name}' is not valid; accepted: {}",
-                            CacheMode::accepted()
-                        ),
-                    )
-                })?;
-                if native && cache != CacheMode::None {
-                    return Err(c.err(
-                        f("cache"),
-                        format!("'{cache_name}' needs a VMM, but host.hypervisor is \"native\": the host kernel's page cache is the group's [vm.page_cache]; accepted: none"),
-                    ));
-                }
-                let offset = match &d.offset {
-                    Some(s) => c.size(&f("offset"), s)?,
-                    None => 0,
-                };
-                let size = match &d.size {
-                    Some(s) => c.size(&f("size"), s)?,
-                    None => 0,
-                };
-                if offset % 4096 != 0 || size % 4096 != 0 {
-                    return Err(c.err(f("offset"), "offset and size must be multiples of 4k"));
-                }
-                if d.queue_depth == Some(0) {
-                    return Err(c.err(f("queue_depth"), "must be at least 1"));
-                }
-                let read_ahead_kb = d.read_ahead_kb.unwrap_or(guest::params::READ_AHEAD_KB);
-                if read_ahead_kb % 4 != 0 || read_ahead_kb > 1 << 20 {
-                    return Err(c.err(
-                        f("read_ahead_kb"),
-                        format!(
-                            "{read_ahead_kb}: accepted: {}",
-                            guest::params::READ_AHEAD_KB_KEY.accepted
-                        ),
-                    ));
-                }
-                let filesystem = match &d.filesystem {
-                    None => None,
-                    Some(t) => Some(Self::filesystem(&c, &f("filesystem"), t, &d.name)?),
-                };
-                disks.push(DiskSpec {
-                    name: d.name.clone(),
+                let cx = DiskContext {
                     volume,
-                    offset_bytes: offset,
-                    size_bytes: size,
-                    interface,
-                    cache,
-                    queue_depth: d.queue_depth,
-                    iothread: d.iothread.unwrap_or(false),
-                    read_ahead_bytes: read_ahead_kb * 1024,
-                    filesystem,
-                });
+                    hypervisor: &host.hypervisor,
+                };
+                disks.push(
+                    DiskSpec::from_raw(d, &format!("vm[{i}].disk[{j}]"), cx)
+                        .map_err(|e| c.at(e))?,
+                );
             }
             let memory_bytes = match &v.memory {
                 Some(m) => c.size(&format!("vm[{i}].memory"), m)?,
                 None => 1 << 30,
             };
             let empty = RawPageCache::new();
-            let guest_cache = Self::page_cache_table(
-                &c,
-                &format!("vm[{i}].page_cache"),
+            let guest_cache = PageCacheSpec::from_raw(
                 v.page_cache.as_ref().unwrap_or(&empty),
-                guest::params::guest_cache_bytes(memory_bytes),
-                (memory_bytes, &format!("vm[{i}].memory")),
-            )?;
+                &format!("vm[{i}].page_cache"),
+                CacheMemory {
+                    default_bytes: guest::params::guest_cache_bytes(memory_bytes),
+                    limit_bytes: memory_bytes,
+                    limit_field: &format!("vm[{i}].memory"),
+                },
+            )
+            .map_err(|e| c.at(e))?;
             if native && v.vcpus.is_some() {
                 return Err(c.err(
                     format!("vm[{i}].vcpus"),
@@ -983,14 +486,16 @@ impl Stack {
                         "has no meaning with host.hypervisor = \"native\" (no VM); pin jobs with fio's cpus_allowed",
                     ));
                 }
-                Some(t) => Self::cputune(
-                    &c,
-                    i,
+                Some(t) => CpuTune::from_raw(
                     t,
-                    &host,
-                    vcpus,
-                    disks.iter().filter(|d| d.iothread).count(),
-                )?,
+                    &format!("vm[{i}].cputune"),
+                    VmThreads {
+                        cores: host.cores,
+                        vcpus,
+                        iothreads: disks.iter().filter(|d| d.iothread).count(),
+                    },
+                )
+                .map_err(|e| c.at(e))?,
                 None => CpuTune::default(),
             };
             vms.push(VmSpec {
@@ -1013,117 +518,11 @@ impl Stack {
             volumes,
             scheduler,
             page_cache,
-            pdc: any_disk(&|d| d.cache == CacheMode::Pdc)
-                .then(|| PdcSpec::from_values(&pdc_values)),
-            nbd: any_disk(&|d| d.interface == Interface::Nbd)
-                .then(|| NbdSpec::from_values(&nbd_values)),
+            pdc: any_disk(&|d| d.cache == CacheMode::Pdc).then_some(pdc),
+            nbd: any_disk(&|d| d.interface == Interface::Nbd).then_some(nbd),
             cpu,
             vms,
         })
-    }
-
-    /// `share`, `start` and `capacity` of device `i` (`earlier`: the devices before it):
-    /// None when it does not share.
-    fn share(
-        c: &Ctx,
-        i: usize,
-        d: &RawDevice,
-        earlier: &[DeviceSpec],
-    ) -> Result<Option<ShareSpec>, StackError> {
-        let Some(target) = &d.share else {
-            if d.start.is_some() {
-                return Err(c.err(
-                    format!("device[{i}].start"),
-                    "only valid with share = an earlier device",
-                ));
-            }
-            return Ok(None);
-        };
-        let refused = |key: &str, what: &str| {
-            c.err(
-                format!("device[{i}] '{}'", quote(&d.name)),
-                format!(
-                    "'{}' with 'share': a shared device has its hardware's {what}; accepted: {SHARE_ACCEPTED}",
-                    quote(key)
-                ),
-            )
-        };
-        if d.model.is_some() {
-            return Err(refused("model", "model"));
-        }
-        if d.profile.is_some() {
-            return Err(refused("profile", "profile"));
-        }
-        if let Some(key) = d.params.keys().find(|k| *k != "capacity") {
-            return Err(refused(key, "parameters"));
-        }
-        let owners = earlier
-            .iter()
-            .filter(|e| e.share.is_none())
-            .map(|e| quote(&e.name))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let field = format!("device[{i}].share");
-        let device = match earlier.iter().position(|e| e.name == *target) {
-            Some(k) => match &earlier[k].share {
-                Some(s) => {
-                    return Err(c.err(
-                        field,
-                        format!(
-                            "'{}' shares '{}' itself; accepted: an earlier device with a model (no chains): {owners}",
-                            quote(target),
-                            quote(&earlier[s.device].name)
-                        ),
-                    ))
-                }
-                None => k,
-            },
-            None => {
-                return Err(c.err(
-                    field,
-                    format!(
-                        "no earlier device named '{}'; accepted: an earlier device with a model: {}",
-                        quote(target),
-                        if owners.is_empty() { "none" } else { &owners }
-                    ),
-                ))
-            }
-        };
-        let start_bytes = match &d.start {
-            Some(v) => Some(c.size(&format!("device[{i}].start"), v)?),
-            None => None,
-        };
-        let capacity_field = format!("device[{i}].capacity");
-        let capacity_bytes = match d.params.get("capacity") {
-            None => None,
-            Some(toml::Value::Integer(n)) if *n >= 0 => Some(*n as u64),
-            Some(toml::Value::String(t)) => {
-                Some(c.size(&capacity_field, &SizeValue::Text(t.clone()))?)
-            }
-            Some(other) => {
-                return Err(c.err(
-                    capacity_field,
-                    format!("{other}: {}", params::Kind::SIZE.expected()),
-                ))
-            }
-        };
-        if let Some(b) = start_bytes.filter(|b| b % 4096 != 0) {
-            return Err(c.err(
-                format!("device[{i}].start"),
-                format!("{b} bytes: accepted: a multiple of 4k"),
-            ));
-        }
-        if let Some(b) = capacity_bytes.filter(|b| *b == 0 || b % 4096 != 0) {
-            return Err(c.err(
-                capacity_field,
-                format!("{b} bytes: accepted: a positive multiple of 4k"),
-            ));
-        }
-        Ok(Some(ShareSpec {
-            device,
-            start_bytes,
-            capacity_bytes,
-        }))
     }
 
     /// Each device's region of its hardware when the hardware is shared (the shared device's
@@ -1196,260 +595,6 @@ impl Stack {
             });
         }
         Ok(out)
-    }
-
-    /// `[cpu]`: the model, CFS's and the mechanisms' keys, and Xen's dom0.
-    fn cpu(c: &Ctx, t: &RawCpu, host: &Host) -> Result<CpuSpec, StackError> {
-        let model = match t.get("model") {
-            None => cpu::DEDICATED,
-            Some(v) => match v
-                .as_str()
-                .and_then(|m| cpu::MODELS.iter().find(|n| **n == m))
-            {
-                Some(n) => n,
-                None => {
-                    let shown = v.as_str().map_or_else(|| v.to_string(), String::from);
-                    return Err(c.err(
-                        "cpu.model",
-                        format!(
-                            "'{shown}' is not valid; accepted: {}",
-                            cpu::MODELS.join(", ")
-                        ),
-                    ));
-                }
-            },
-        };
-        let xen = host.hypervisor == "xen";
-        let mut dom0_vcpus = u32::from(xen);
-        if let Some(v) = t.get("dom0_vcpus") {
-            match v.as_integer() {
-                Some(n) if xen && (1..=i64::from(host.cores)).contains(&n) => dom0_vcpus = n as u32,
-                _ if !xen => {
-                    return Err(c.err(
-                        "cpu.dom0_vcpus",
-                        "only valid with host.hypervisor = \"xen\"",
-                    ))
-                }
-                _ => {
-                    return Err(c.err(
-                        "cpu.dom0_vcpus",
-                        format!(
-                            "{v}: accepted: an integer from 1 to host.cores ({})",
-                            host.cores
-                        ),
-                    ))
-                }
-            }
-        }
-        let dom0_pin = match t.get("dom0_pin") {
-            None => None,
-            Some(_) if !xen => {
-                return Err(c.err("cpu.dom0_pin", "only valid with host.hypervisor = \"xen\""))
-            }
-            Some(toml::Value::String(s)) => {
-                Some(CoreSet::parse(s, host.cores as usize).map_err(|m| c.err("cpu.dom0_pin", m))?)
-            }
-            Some(other) => {
-                return Err(c.err(
-                    "cpu.dom0_pin",
-                    format!("{other}: accepted: a libvirt cpuset string such as \"0\" or \"0-1\""),
-                ))
-            }
-        };
-        let mut params = Values::defaults(cpu::params());
-        params
-            .read(t, &["model", "dom0_vcpus", "dom0_pin"])
-            .map_err(|e| c.param("cpu", e))?;
-        if host.cores as usize > cpu::MAX_CORES {
-            return Err(c.err(
-                "host.cores",
-                format!(
-                    "{}: [cpu] models at most {} cores",
-                    host.cores,
-                    cpu::MAX_CORES
-                ),
-            ));
-        }
-        Ok(CpuSpec {
-            model,
-            params,
-            dom0_vcpus,
-            dom0_pin,
-        })
-    }
-
-    /// `[vm.cputune]` of VM `i` with `vcpus` vCPUs and `iothreads` iothreads.
-    fn cputune(
-        c: &Ctx,
-        i: usize,
-        t: &RawCpuTune,
-        host: &Host,
-        vcpus: u32,
-        iothreads: usize,
-    ) -> Result<CpuTune, StackError> {
-        let cores = host.cores as usize;
-        let set = |field: String, s: &str| CoreSet::parse(s, cores).map_err(|m| c.err(field, m));
-        let list = |name: &str, v: &Option<Vec<String>>, max: usize, what: &str| {
-            let v = v.as_deref().unwrap_or(&[]);
-            if v.len() > max {
-                return Err(c.err(
-                    format!("vm[{i}].cputune.{name}"),
-                    format!(
-                        "{} cpusets for {max} {what}; accepted: at most one per {what}",
-                        v.len()
-                    ),
-                ));
-            }
-            v.iter()
-                .enumerate()
-                .map(|(k, s)| set(format!("vm[{i}].cputune.{name}[{k}]"), s).map(Some))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        Ok(CpuTune {
-            vcpupin: list("vcpupin", &t.vcpupin, vcpus as usize, "vCPU")?,
-            emulatorpin: match &t.emulatorpin {
-                Some(s) => Some(set(format!("vm[{i}].cputune.emulatorpin"), s)?),
-                None => None,
-            },
-            iothreadpin: list(
-                "iothreadpin",
-                &t.iothreadpin,
-                iothreads,
-                "iothread (disk with iothread = true)",
-            )?,
-        })
-    }
-
-    /// `[page_cache]`: the eviction policy by name, the other keys against
-    /// [`linux::PARAMS`], then the rules between them and `[host]`.
-    fn page_cache(c: &Ctx, p: &RawPageCache, host: &Host) -> Result<PageCacheSpec, StackError> {
-        Self::page_cache_table(
-            c,
-            "page_cache",
-            p,
-            host.memory_bytes / 2,
-            (host.memory_bytes, "host.memory"),
-        )
-    }
-
-    /// A page-cache table (`[page_cache]`, a VM's `[vm.page_cache]`) named `table`: memory
-    /// defaults to `default_memory` and must not exceed `limit` (bytes, and its field).
-    fn page_cache_table(
-        c: &Ctx,
-        table: &str,
-        p: &RawPageCache,
-        default_memory: u64,
-        limit: (u64, &str),
-    ) -> Result<PageCacheSpec, StackError> {
-        let eviction = match p.get("eviction") {
-            None => eviction::DEFAULT.to_string(),
-            Some(toml::Value::String(e)) if eviction::find(e).is_some() => e.clone(),
-            Some(other) => {
-                let shown = other
-                    .as_str()
-                    .map_or_else(|| other.to_string(), String::from);
-                return Err(c.err(
-                    format!("{table}.eviction"),
-                    format!("'{shown}' is not valid; accepted: {}", eviction::accepted()),
-                ));
-            }
-        };
-        let mut v = Values::defaults(linux::PARAMS);
-        v.read(p, &["eviction"]).map_err(|e| {
-            c.param(
-                table,
-                match e {
-                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
-                        key,
-                        accepted: format!("eviction, {accepted}"),
-                    },
-                    other => other,
-                },
-            )
-        })?;
-        let spec = PageCacheSpec {
-            memory_bytes: v.int_or(linux::MEMORY.name, default_memory),
-            // Counts of 0..=100.
-            dirty_ratio: v.int(linux::DIRTY_RATIO.name) as u32,
-            dirty_background_ratio: v.int(linux::DIRTY_BACKGROUND_RATIO.name) as u32,
-            dirty_expire_ns: v.int(linux::DIRTY_EXPIRE.name),
-            writeback_interval_ns: v.int(linux::WRITEBACK_INTERVAL.name),
-            copy_rate_bps: v.int(linux::COPY_RATE.name),
-            eviction,
-        };
-        if spec.memory_bytes > limit.0 {
-            return Err(c.err(
-                format!("{table}.memory"),
-                format!(
-                    "{} bytes exceeds {} ({} bytes)",
-                    spec.memory_bytes, limit.1, limit.0
-                ),
-            ));
-        }
-        if spec.dirty_background_ratio > spec.dirty_ratio {
-            return Err(c.err(
-                format!("{table}.dirty_background_ratio"),
-                format!(
-                    "{}: must not exceed {table}.dirty_ratio ({})",
-                    spec.dirty_background_ratio, spec.dirty_ratio
-                ),
-            ));
-        }
-        Ok(spec)
-    }
-
-    /// `[vm.disk.filesystem]` (at `field`) of disk `disk`: `type`, `mount` and
-    /// [`guest::params::FS_PARAMS`].
-    fn filesystem(
-        c: &Ctx,
-        field: &str,
-        t: &BTreeMap<String, toml::Value>,
-        disk: &str,
-    ) -> Result<FsSpec, StackError> {
-        use guest::params as gp;
-        let mount = match t.get(gp::FS_MOUNT_KEY) {
-            None => format!("/mnt/{disk}"),
-            Some(toml::Value::String(m))
-                if m.starts_with('/') && m.len() > 1 && !m.contains('\0') =>
-            {
-                m.trim_end_matches('/').to_string()
-            }
-            Some(other) => {
-                return Err(c.err(
-                    format!("{field}.mount"),
-                    format!(
-                        "{other}: accepted: {}, e.g. \"/mnt/{disk}\"",
-                        gp::FS_MOUNT.accepted
-                    ),
-                ))
-            }
-        };
-        let mut v = Values::defaults(gp::FS_PARAMS);
-        v.read(t, &[gp::FS_MOUNT_KEY]).map_err(|e| {
-            c.param(
-                field,
-                match e {
-                    ParamError::Unknown { key, accepted } => ParamError::Unknown {
-                        key,
-                        accepted: format!("{}, {accepted}", gp::FS_MOUNT_KEY),
-                    },
-                    other => other,
-                },
-            )
-        })?;
-        let opt = |name: &str| match v.iter().find(|(s, _)| s.name == name) {
-            Some((_, params::Value::Int(n))) => Some(n),
-            _ => None,
-        };
-        Ok(FsSpec {
-            fs_type: v.choice(gp::FS_TYPE.name),
-            mount,
-            size_bytes: opt(gp::FS_SIZE.name),
-            data: v.choice(gp::FS_DATA.name),
-            commit_ns: v.int(gp::FS_COMMIT.name),
-            barrier: v.flag(gp::FS_BARRIER.name),
-            journal_bytes: opt(gp::FS_JOURNAL_SIZE.name),
-        })
     }
 
     /// Check that every disk fits in its volume once device capacities are known

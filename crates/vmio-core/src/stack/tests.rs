@@ -1,5 +1,6 @@
 use super::*;
 use crate::cache::pdc::{self, PdcSpec};
+use crate::cpu::CoreSet;
 use crate::nbd::{self, NbdSpec};
 use crate::SEC;
 

@@ -20,6 +20,9 @@ pub mod single;
 pub mod stripe;
 
 use crate::params::{self, Entry, Kind, Values};
+use crate::table::{FieldError, Table};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -173,6 +176,78 @@ pub fn check_range(
         });
     }
     Ok(())
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct RawVolume {
+    pub name: String,
+    pub layout: String,
+    pub devices: Vec<String>,
+    pub read_ahead_kb: Option<u64>,
+    /// The layouts' parameters ([`REGISTRY`]); any other key is refused there.
+    #[serde(flatten)]
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+/// A volume: a registered layout over some devices, with the values of every registered
+/// layout's parameters (its own as set, the others' at their defaults, as result records
+/// have always listed them).
+#[derive(Clone, Debug)]
+pub struct VolumeSpec {
+    pub name: String,
+    pub layout: &'static LayoutEntry,
+    /// Indices into the stack's `[[device]]`s.
+    pub devices: Vec<usize>,
+    pub params: Values,
+    pub read_ahead_kb: Option<u64>,
+}
+
+impl Serialize for VolumeSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("name", &self.name)?;
+        m.serialize_entry("layout", self.layout.name)?;
+        m.serialize_entry("devices", &self.devices)?;
+        for (spec, v) in self.params.iter() {
+            m.serialize_entry(&spec.record_key(), &v)?;
+        }
+        m.serialize_entry("read_ahead_kb", &self.read_ahead_kb)?;
+        m.end()
+    }
+}
+
+/// `[[volume]]`: `layout` names an entry of [`REGISTRY`], whose device count the devices
+/// (resolved by the stack: its indices, the context) must meet; the other keys are the
+/// layouts' parameters (one of another layout's is "only valid with layout = ...").
+impl Table for VolumeSpec {
+    const KEY: &'static str = "volume";
+    type Raw = RawVolume;
+    type Context<'a> = Vec<usize>;
+
+    fn from_raw(v: &RawVolume, field: &str, devices: Vec<usize>) -> Result<Self, FieldError> {
+        let f = |k: &str| format!("{field}.{k}");
+        let layout = lookup(&v.layout).map_err(|m| FieldError::new(f("layout"), m))?;
+        check_device_count(layout, devices.len()).map_err(|m| FieldError::new(f("devices"), m))?;
+        let mut values = defaults();
+        params::read_for(
+            &mut values,
+            &v.params,
+            // Read by serde; named so that an unknown key's error lists them.
+            &["name", "layout", "devices", "read_ahead_kb"],
+            layout,
+            REGISTRY,
+            "layout",
+        )
+        .map_err(|e| FieldError::param(field, e))?;
+        Ok(VolumeSpec {
+            name: v.name.clone(),
+            layout,
+            devices,
+            params: values,
+            read_ahead_kb: v.read_ahead_kb,
+        })
+    }
 }
 
 #[cfg(test)]

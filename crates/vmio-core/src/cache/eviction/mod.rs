@@ -9,7 +9,7 @@
 //! The traits, from the engine down:
 //!
 //! ```text
-//! HostCache (policy.rs)            decisions of a host cache -> Actions for the engine
+//! HostCache (cache/mod.rs)         decisions of a host cache -> Actions for the engine
 //!   └─ Linux<E> (linux.rs)          the Linux page cache under QEMU's cache modes
 //!        └─ PageCache<E>            pages, dirty list, fetches; calls E on every change:
 //!             └─ E: Eviction        inserted / touched / removed / victim(&mut Slots)
@@ -39,46 +39,13 @@
 pub mod clock;
 pub mod lru;
 
+/// The traits, declared with the cache's lattice ([`super`]).
+pub use super::{Eviction, Probe, Slots};
 pub use clock::Clock;
 pub use lru::Lru;
 
 use super::pagecache::PageCache;
-use super::policy::{FileCache, HostCache, HostDisk};
-use crate::stack::PageCacheSpec;
-
-/// What a slot holds, as an eviction policy sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Probe {
-    /// No page (a free slot).
-    Free,
-    /// A page that cannot be evicted: dirty, or being fetched.
-    Busy,
-    /// A clean page; `referenced` is its PG_referenced flag.
-    Clean { referenced: bool },
-}
-
-/// The page cache's slots, seen by [`Eviction::victim`].
-pub trait Slots {
-    /// Slots allocated so far (live or free); slot numbers are `0..count()`.
-    fn count(&self) -> usize;
-    fn probe(&self, slot: u32) -> Probe;
-    /// Clear the referenced flag of a clean page (CLOCK's second chance).
-    fn clear_referenced(&mut self, slot: u32);
-}
-
-/// An eviction policy: orders the slots of the page cache.
-pub trait Eviction: Default + Send + 'static {
-    /// Name in `[page_cache] eviction = "..."`.
-    const NAME: &'static str;
-    /// One line for the accepted-values lists and help.
-    const HELP: &'static str;
-    /// Bytes of the policy's own state per slot (for the memory estimate).
-    const SLOT_BYTES: u64 = 0;
-    fn inserted(&mut self, _slot: u32) {}
-    fn touched(&mut self, _slot: u32) {}
-    fn removed(&mut self, _slot: u32) {}
-    fn victim(&mut self, slots: &mut impl Slots) -> Option<u32>;
-}
+use super::{FileCache, HostCache, HostDisk, PageCacheSpec};
 
 /// A registered eviction policy: its name, help, and the host caches built on it.
 pub struct Registered {
