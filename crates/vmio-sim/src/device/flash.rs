@@ -575,10 +575,11 @@ impl ClosedForm {
         least(self.units / a, rest)
     }
 
-    /// `(bytes per second, mean latency in ns)` of the closed loop: `X L` and `q / X`.
+    /// `(requests per second, mean latency in ns)` of the closed loop: X and `q / X`
+    /// (bytes per second: `X L`).
     pub fn closed_loop(&self, job: &ClosedLoop) -> (f64, f64) {
         let x = self.requests_per_s(job);
-        (x * job.bs as f64, job.iodepth as f64 / x * 1e9)
+        (x, job.iodepth as f64 / x * 1e9)
     }
 
     /// A FLUSH's latency on a device without a write buffer, in ns: through the processor
@@ -1267,9 +1268,10 @@ mod tests {
             let table = format!("{base}{extra}");
             let got = mixed_rate(&table, len, 32, 20_000);
             let form = ClosedForm::from(&flash(&table).p);
-            let (want, lat) = form.closed_loop(&job(Load::Mixed { read_percent: 50 }, len, 32));
+            let (x, lat) = form.closed_loop(&job(Load::Mixed { read_percent: 50 }, len, 32));
+            let want = x * len as f64;
             assert!(close(got, want, 0.005), "{table}: {got} vs {want}");
-            assert!(close(lat, 32.0 * len as f64 / want * 1e9, 1e-12), "{lat}");
+            assert!(close(lat, 32.0 / x * 1e9, 1e-12), "{lat}");
         }
     }
 
