@@ -64,7 +64,10 @@ fn job(job: &Bound<'_, PyDict>) -> PyResult<Job> {
     for k in job.keys() {
         let k: String = k.extract()?;
         if !KEYS.contains(&k.as_str()) {
-            return Err(err(format!("job key '{k}'; accepted: {}", KEYS.join(", "))));
+            return Err(err(format!(
+                "job: unknown key '{k}'; accepted: {}",
+                KEYS.join(", ")
+            )));
         }
     }
     let get = |name: &str| job.get_item(name).ok().flatten().filter(|v| !v.is_none());

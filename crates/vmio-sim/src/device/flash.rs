@@ -390,9 +390,8 @@ pub enum Load {
     Mixed { read_percent: u32 },
 }
 
-/// Python's `min(a, b)`: `a` unless `b` is smaller (so NaN never wins, and a tie keeps `a`),
-/// which keeps the closed forms' figures those `vmio calibrate` computed before they moved
-/// here, to the last bit.
+/// Python's `min(a, b)`: `a` unless `b` is smaller (NaN never wins, a tie keeps `a`), so
+/// that `vmio calibrate`'s fit, written with Python's, sees the same figures to the last bit.
 fn least(a: f64, b: f64) -> f64 {
     if b < a {
         b
