@@ -142,6 +142,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::OnceLock;
 
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 use vmio_core::request::Op;
@@ -474,22 +475,39 @@ impl ClosedForm {
     pub fn from_figures<'a>(
         figures: impl IntoIterator<Item = (&'a str, Figure<'a>)>,
     ) -> Result<Self, ParamError> {
-        let defaults = Values::defaults(ENTRY.params.iter());
-        let mut numbers: Vec<(&str, f64)> = Vec::new();
-        let mut duplex = defaults.choice("duplex");
+        // The defaults once per process: a fit builds the closed forms for every trial.
+        static DEFAULTS: OnceLock<ClosedForm> = OnceLock::new();
+        let mut form = DEFAULTS
+            .get_or_init(|| {
+                let values = Values::defaults(ENTRY.params.iter());
+                ClosedForm::from(&FlashParams::from_values(ENTRY.build.profiles[0], &values))
+            })
+            .clone();
         for (key, figure) in figures {
             let Some(spec) = ENTRY.params.iter().find(|s| s.name == key) else {
                 return Err(ParamError::Unknown {
                     key: key.to_string(),
-                    accepted: defaults.names().join(", "),
+                    accepted: ENTRY
+                        .params
+                        .iter()
+                        .map(|s| s.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 });
             };
-            match figure {
-                Figure::Number(x) => numbers.push((spec.name, number(spec, x)?)),
+            let x = match figure {
+                Figure::Number(x) => number(spec, x)?,
                 Figure::Text(s) => match spec.parse(&toml::Value::String(s.to_string()))? {
-                    Value::Choice(name) => duplex = name,
-                    Value::Int(n) => numbers.push((spec.name, n as f64)),
-                    Value::Float(x) => numbers.push((spec.name, x)),
+                    Value::Choice("half") => {
+                        form.duplex = Duplex::Half;
+                        continue;
+                    }
+                    Value::Choice(_) => {
+                        form.duplex = Duplex::Full;
+                        continue;
+                    }
+                    Value::Int(n) => n as f64,
+                    Value::Float(x) => x,
                     Value::Bool(_) | Value::Computed(_) => {
                         return Err(ParamError::Bad {
                             key: spec.name.to_string(),
@@ -498,31 +516,30 @@ impl ClosedForm {
                         })
                     }
                 },
+            };
+            if let Some(slot) = form.slot(spec.name) {
+                *slot = x;
             }
         }
-        let get = |name: &str| {
-            numbers
-                .iter()
-                .rev()
-                .find(|(k, _)| *k == name)
-                .map_or_else(|| defaults.int(name) as f64, |(_, x)| *x)
-        };
-        Ok(Self {
-            units: get("units"),
-            read_latency_ns: get("read_latency"),
-            write_latency_ns: get("write_latency"),
-            read_rate_bps: get("read_rate"),
-            write_rate_bps: get("write_rate"),
-            link_rate_bps: get("link_rate"),
-            duplex: match duplex {
-                "half" => Duplex::Half,
-                _ => Duplex::Full,
-            },
-            transfer_overhead_ns: get("transfer_overhead"),
-            turnaround_ns: get("turnaround"),
-            batch_overhead_ns: get("batch_overhead"),
-            command_overhead_ns: get("command_overhead"),
-            flush_latency_ns: get("flush_latency"),
+        Ok(form)
+    }
+
+    /// The figure of parameter `name` (None: one the closed forms do not use, as
+    /// `capacity`, or `duplex`).
+    fn slot(&mut self, name: &str) -> Option<&mut f64> {
+        Some(match name {
+            "units" => &mut self.units,
+            "read_latency" => &mut self.read_latency_ns,
+            "write_latency" => &mut self.write_latency_ns,
+            "read_rate" => &mut self.read_rate_bps,
+            "write_rate" => &mut self.write_rate_bps,
+            "link_rate" => &mut self.link_rate_bps,
+            "transfer_overhead" => &mut self.transfer_overhead_ns,
+            "turnaround" => &mut self.turnaround_ns,
+            "batch_overhead" => &mut self.batch_overhead_ns,
+            "command_overhead" => &mut self.command_overhead_ns,
+            "flush_latency" => &mut self.flush_latency_ns,
+            _ => return None,
         })
     }
 
