@@ -84,18 +84,11 @@ N, c, b, k    = the lesser E of two descents, each alternating until a round low
 duplex        = the one whose fit gives the smaller sum (ln X_model - ln X)^2 over the mixed
                 points ("full", the model's default, on a tie)
 turnaround    = 0: not fitted (below)
-  X_model, one direction: min(N / a, P(q, b, k, a + t, 1 / t))
-  X_model, mixed (randrw, rw; p = rwmixread / 100): a_m = p a_r + (1-p) a_w,
-       t_m = p t_r + (1-p) t_w,  min(N / a_m, P(q, b, k, a_m + t_m, the pipes, link_rate / L))
-       pipes, duplex = "full": 1 / (p (c + L / read_rate)), 1 / ((1-p) (c + L / write_rate))
-       pipes, duplex = "half": 1 / (c + p L / read_rate + (1-p) L / write_rate)
-  P(q, b, k, R0, cap): the processor's mean-value approximation (`processor_x`): X solves
-       X = min(cap, 1 / k, q / (W(X) + R0)); a saturated processor's batches hold
-       n = X B commands and last B = b / (1 - k X) (a batch of 1, B = b + k, when n < 1);
-       it is busy a share rho = min(1, X B / n) (q - 1) / q of the time (what the other
-       q - 1 commands see, the arrival theorem); a command waits half a batch when it
-       finds one running, then its own: W = B (1 + rho / 2). Without a processor
-       P = min(q / R0, cap). Solved by bisection (X meets it once: W grows with X).
+  X_model = the flash model's closed forms with these parameters, in real numbers (one
+       direction min(N / a, P(q, a + t, 1 / t)); a mix of read share p = rwmixread / 100
+       with the mean a and t and the pipes of its duplex; P the processor's mean-value
+       approximation): crates/vmio-sim/src/device/flash.rs, `ClosedForm`, called through
+       vmio._native (`flash_predict`, `flash_bounds`)
 flush_latency = the fdatasync point's mean (sync.lat_ns: the fdatasync calls alone) less
                 b + k (the model's FLUSH passes the processor, then takes flush_latency)
 write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
@@ -153,6 +146,7 @@ What the battery cannot fit, and why:
 from __future__ import annotations
 
 import errno
+import functools
 import itertools
 import json
 import math
@@ -178,7 +172,7 @@ from vmio.real.machineprofile import (
     fio_missing,
     mount_of,
 )
-from vmio.sim import VmioError, parse_size, simulate_text
+from vmio.sim import VmioError, native, parse_size, simulate_text
 from vmio.version import __version__
 
 KIB = 1024
@@ -222,30 +216,19 @@ SIM_RESERVE_S = 0.3
 MIN_RUNTIME_S = 0.25
 SIM_RUNTIME_MS = 500
 MAX_UNITS = 4096
-# The flash model's duplex choices, the default first (it wins a tie); the overhead's
-# search: grid steps, the golden ratio of its refinement, rounds of the alternation.
-DUPLEX = ("full", "half")
+# The overhead's search: grid steps, the golden ratio of its refinement, rounds of the
+# alternation.
 C_GRID = 100
 GOLDEN = (1 + 5**0.5) / 2
 ROUNDS = 20
 # The descent stops when a round lowers E by less than this fraction.
 ROUND_GAIN = 1e-3
-# Bisection steps of the processor's mean-value approximation (`processor_x`): 2^-30 of X.
-PROCESSOR_ITERATIONS = 30
 # The coarse grid the fit's descent starts from: steps of (c, b, k) and the units tried.
 START_GRID = (6, 12, 10)
 START_UNITS = tuple(2**i for i in range(13))
 UNKNOWN_QUEUE_DEPTH = 128
-# The flash model's keys that are durations (written in ns) and its scheduler choices.
-DURATIONS = (
-    "read_latency",
-    "write_latency",
-    "transfer_overhead",
-    "batch_overhead",
-    "command_overhead",
-    "turnaround",
-    "flush_latency",
-)
+# The disk schedulers stack.toml keeps as the kernel names them: blk-mq's (none, mq-deadline,
+# bfq, kyber) that the simulator has; the others become mq-deadline.
 SCHEDULERS = ("none", "mq-deadline")
 
 
@@ -416,82 +399,65 @@ def point_of(job: Job, size: int, runtime_s: float, result: dict[str, Any]) -> P
 
 
 Params = dict[str, Any]
-"""The flash model's parameters as stack.toml gives them: durations in ns, sizes in bytes,
-rates in bytes/s, `duplex` "full" | "half"."""
+"""The flash model's parameters as stack.toml names them: numbers in their unit (durations in
+ns, sizes in bytes, rates in bytes/s, unrounded), `duplex` "full" | "half"; a missing one is
+the model's default."""
+
+# The closed forms are the flash model's own (crates/vmio-sim/src/device/flash.rs,
+# `ClosedForm`), evaluated through vmio._native; they take the stack file's names.
 
 
-def transfer_s(nbytes: float, rate: float, link: float, overhead_s: float = 0.0) -> float:
-    """t(L, d) = c + L / min(rate_d, link_rate): a request's time on its pipe."""
-    return overhead_s + nbytes / min(rate, link)
+@functools.cache
+def flash_specs() -> dict[str, dict[str, Any]]:
+    """The flash model's declared parameters by name: `kind`, `unit`, `default`, `choices`
+    (its ParamSpecs, through vmio._native)."""
+    return {p["name"]: p for p in native().device_params("flash")}
+
+
+def duplexes() -> tuple[str, ...]:
+    """The model's duplex choices, its default first (it wins the fit's tie)."""
+    d = flash_specs()["duplex"]
+    return (d["default"], *(c for c in d["choices"] if c != d["default"]))
+
+
+def durations() -> frozenset[str]:
+    """The model's keys that are durations (stack.toml writes them in ns)."""
+    return frozenset(n for n, p in flash_specs().items() if p["kind"] == "duration")
+
+
+def _job(job: Job) -> dict[str, Any]:
+    """`job` as the model's closed forms take it (fio's option names)."""
+    return {
+        "rw": job.rw,
+        "bs": job.bs,
+        "iodepth": job.iodepth,
+        "rwmixread": job.rwmixread,
+        "fdatasync": job.fdatasync,
+    }
 
 
 def processor_x(q: int, b_s: float, c_s: float, r0_s: float, cap: float) -> float:
     """X of a closed loop of q commands through the flash model's command processor (a batch
-    of k costs b_s + k c_s) and then r0_s more, at most `cap`: the mean-value approximation
-    of the module doc, solved by bisection. Without a processor, min(q / r0, cap)."""
-    if b_s <= 0 and c_s <= 0:
-        return min(q / r0_s, cap)
-
-    def through(x: float) -> float:
-        """q / R(x): the loop's rate if the processor saw x commands a second."""
-        busy = b_s / (1 - c_s * x) if c_s * x < 1 else math.inf
-        k = x * busy
-        if k < 1:
-            k, busy = 1.0, b_s + c_s
-        rho = min(1.0, x / k * busy) * (q - 1) / q
-        return q / (busy * (1 + rho / 2) + r0_s)
-
-    # through() falls as x grows: X is where it meets x, or the cap (and 1 / c) below that.
-    hi = min(cap, 1 / c_s if c_s > 0 else math.inf, q / (b_s + c_s + r0_s))
-    lo = 0.0
-    if through(hi) >= hi:
-        return hi
-    for _ in range(PROCESSOR_ITERATIONS):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if through(mid) >= mid else (lo, mid)
-    return lo
+    of k costs b_s + k c_s) and then r0_s more, at most `cap`: its mean-value approximation
+    (flash.rs `processor_x`). Without a processor, min(q / r0, cap)."""
+    return native().flash_processor_x(q, b_s, c_s, r0_s, cap)
 
 
 def bounds(params: Params, job: Job) -> tuple[float, float]:
     """(a, the bound of X without the units) of `job` on the flash model: X = min(N / a,
-    that bound) with N = units (the closed forms of the module doc)."""
-    p = params
-    q, link, L = job.iodepth, p["link_rate"], job.bs
-    c = p.get("transfer_overhead", 0) / 1e9
-    b, k = p.get("batch_overhead", 0) / 1e9, p.get("command_overhead", 0) / 1e9
-    a_r, a_w = p["read_latency"] / 1e9, p["write_latency"] / 1e9
-    t_r = transfer_s(L, p["read_rate"], link, c)
-    t_w = transfer_s(L, p["write_rate"], link, c)
-    if job.direction == "mixed":
-        f = (job.rwmixread or 0) / 100
-        a = f * a_r + (1 - f) * a_w
-        t = f * t_r + (1 - f) * t_w
-        pipe_r, pipe_w = c + L / p["read_rate"], c + L / p["write_rate"]
-        if p.get("duplex", "full") == "half":
-            turns = 2 * f * (1 - f) * p.get("turnaround", 0) / 1e9
-            pipes = [1 / (f * pipe_r + (1 - f) * pipe_w + turns)]
-        else:
-            pipes = [1 / (f * pipe_r) if f > 0 else math.inf]
-            pipes.append(1 / ((1 - f) * pipe_w) if f < 1 else math.inf)
-        return a, processor_x(q, b, k, a + t, min(*pipes, link / L))
-    a, t = (a_r, t_r) if job.direction == "read" else (a_w, t_w)
-    return a, processor_x(q, b, k, a + t, 1 / t)
+    that bound) with N = units (flash.rs `ClosedForm::bounds`)."""
+    return native().flash_bounds(params, _job(job))
 
 
 def throughput(params: Params, job: Job) -> float:
     """X_model: requests per second of `job` (closed loop of iodepth) on the flash model."""
-    a, other = bounds(params, job)
-    return min(params["units"] / a, other)
+    return native().flash_predict(params, _job(job))[0]
 
 
 def predicted(params: Params, job: Job) -> tuple[float, float]:
     """(bytes per second, mean latency ns) of `job` on the model; the fdatasync point's
     latency is its fdatasync, a FLUSH through the processor (no bandwidth: NaN)."""
-    if job.fdatasync:
-        front = params.get("batch_overhead", 0) + params.get("command_overhead", 0)
-        return math.nan, float(params.get("flush_latency", 0) + front)
-    x = throughput(params, job)
-    return x * job.bs, job.iodepth / x * 1e9
+    return native().flash_predict(params, _job(job))[1:]
 
 
 @dataclass(frozen=True)
@@ -667,9 +633,9 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     # Two descents, the better end: from the grid's start with a processor, and without one
     # (the plain units-and-pipes device, whose c the coarse grid may miss).
     fits = {
-        d: min((descend(d, b) for b in (start(d), None)), key=lambda r: r[0])[1] for d in DUPLEX
+        d: min((descend(d, b) for b in (start(d), None)), key=lambda r: r[0])[1] for d in duplexes()
     }
-    duplex = min(DUPLEX, key=lambda d: cost(fits[d], by["mixed"]))
+    duplex = min(duplexes(), key=lambda d: cost(fits[d], by["mixed"]))
     params = {k: v if isinstance(v, str) else round(v) for k, v in fits[duplex].items()}
     flush = [p.fdatasync_ns for p in points if p.fdatasync_ns is not None]
     if flush:
@@ -928,7 +894,7 @@ def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
         sched_lines.append(f'max_merge = "{disk.max_sectors_kb}k"')
     dev = ["[[device]]", f'name = "{target.name}"', 'model = "flash"']
     for k, v in fit_.params.items():
-        quoted = f"{v}ns" if k in DURATIONS else v if isinstance(v, str) else None
+        quoted = f"{v}ns" if k in durations() else v if isinstance(v, str) else None
         dev.append(f"{k} = {v}" if quoted is None else f'{k} = "{quoted}"')
     n = target.name
     sections = [
