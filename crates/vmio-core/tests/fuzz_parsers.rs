@@ -1,4 +1,4 @@
-//! Fuzz targets for vmio-core's text parsers (issue #8), as a short, bounded, deterministic
+//! Fuzz targets for vmio-core's text parsers, as a short, bounded, deterministic
 //! pass that runs with the ordinary test command:
 //!
 //! ```text

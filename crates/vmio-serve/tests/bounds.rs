@@ -1,4 +1,4 @@
-//! Bounds on what clients can make the server hold (issue #8): the connection limit, the
+//! Bounds on what clients can make the server hold: the connection limit, the
 //! payload budgets, the handshake and idle timeouts, the shutdown grace, locked backing
 //! files, statistics of failed writes, and a hostile crowd against a well-behaved client.
 

@@ -1,23 +1,23 @@
 //! Simulator benchmarks: simulated I/O completions per wall-clock second on one core.
 //!
-//! Cases (issue #2):
+//! Cases:
 //! - `hdd-raid0-randread-qd32`: 4 KiB random reads at QD32, cache=none, RAID 0 of two HDDs;
 //! - `ssd-aged-mcfq-randwrite-4k`: four VMs (weights 1000/700/400/100) writing 4 KiB blocks
 //!   randomly at QD32 each to an aged 256 GB SSD (the FTL doing GC) under MCFQ (S1); aging
 //!   the SSD (a few seconds) is timed apart as the set-up, not in the run's wall time;
 //! - `pagecache-hit-randread-4k`: 4 KiB random reads all served by the host page cache
 //!   (cache=writeback, a 256 MiB region read once to warm the cache, then measured);
-//! - `guest-cache-hit-randread-4k` (issue #10): 4 KiB buffered random reads (`direct=0`) all
+//! - `guest-cache-hit-randread-4k`: 4 KiB buffered random reads (`direct=0`) all
 //!   served by the guest's page cache (cache=none: the host caches nothing): a 256 MiB region
 //!   read once with `direct=0`, then measured with fio's `invalidate=0`, which keeps the pages
 //!   the warm-up left (fio's default `invalidate=1` would drop them as the job starts);
-//! - `filebench-varmail-ext4-ssd` (issue #10): FileBench varmail (16 threads, fsync-heavy
+//! - `filebench-varmail-ext4-ssd`: FileBench varmail (16 threads, fsync-heavy
 //!   mail-server flows) on the ext4 filesystem of a 30 GiB disk, one 1 GiB VM, cache=none,
 //!   on a clean 256 GB SSD; simulated I/Os are varmail's file operations (its flowops).
-//! - `pdc-varmail-ext4-ssd` (issue #11): the same with `cache = "pdc"` and a 16 MiB journal,
+//! - `pdc-varmail-ext4-ssd`: the same with `cache = "pdc"` and a 16 MiB journal,
 //!   so the detector finds the journal early in the run and bypasses its writes from then on
 //!   (PDC's cost over the writeback path, next to the case before).
-//! - `cpu-kvm-virtio-randread-4k` (issue #12): the CPU layer active on the I/O path: a
+//! - `cpu-kvm-virtio-randread-4k`: the CPU layer active on the I/O path: a
 //!   4-core KVM host (`[cpu] model = "cfs"`), one VM of 2 vCPUs with a virtio-blk disk,
 //!   cache=none, on a clean 256 GB SSD; 4 KiB random reads at QD32 on one vCPU while a
 //!   gobmk-like CPU job runs on the other; every request's submit, VMM, host-completion and

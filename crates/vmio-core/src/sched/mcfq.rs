@@ -1,4 +1,4 @@
-//! MCFQ: CFQ plus one MoTS controller per device (seeds.md, S1) — weight-proportional
+//! MCFQ: CFQ plus one MoTS controller per device (S1, docs/references.md) — weight-proportional
 //! *bandwidth* for VMs sharing a device whose cost per byte differs between VMs (an aged
 //! SSD where one VM's random writes trigger garbage collection).
 //!

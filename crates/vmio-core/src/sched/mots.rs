@@ -1,5 +1,5 @@
 //! MoTS (Manager of Time Slice), the feedback controller that turns CFQ into MCFQ
-//! (seeds.md, S1): once per second it compares each VM's bandwidth share with its weight
+//! (S1, docs/references.md): once per second it compares each VM's bandwidth share with its weight
 //! share and rescales the VM's CFQ time slice. Pure: no clock, no I/O; whoever drives it
 //! passes the time and the bytes each owner completed since the previous sample.
 //!

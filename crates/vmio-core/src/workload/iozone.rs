@@ -1,4 +1,4 @@
-//! iozone's automatic write/read/random tests as a file-level workload (issue #12 item 3):
+//! iozone's automatic write/read/random tests as a file-level workload:
 //! `iozone -e -I -a -s SIZE -r R [-r R2 ...] -i 0 -i 1 -i 2` on one file of the guest
 //! filesystem, with iozone's own sequence of system calls, shuffle and throughput rule.
 //!

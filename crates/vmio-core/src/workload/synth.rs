@@ -1,9 +1,9 @@
-//! Synthetic block traces shaped like the MSN, Exchange and Financial traces of seeds.md S1
+//! Synthetic block traces shaped like the MSN, Exchange and Financial traces of S1 (docs/references.md)
 //! (the real traces cannot be downloaded here). Open loop: each request carries its issue
 //! time (as a workload: [`super::Paced`] with [`super::Pacing::Open`]). [`write_spc_csv`] writes a stream in UMass/SPC CSV so it can go through the real
 //! trace replay path.
 //!
-//! What is matched to the table (seeds.md S1): the write/read ratio and the mean request size
+//! What is matched to the table (S1, docs/references.md): the write/read ratio and the mean request size
 //! (KB read as KiB). Everything else is a stated assumption, not a measurement of the traces:
 //!
 //! | profile | W/R | mean size | mean rate | hot region | seq. prob. |
@@ -112,7 +112,7 @@ pub const PROFILES: &[KindEntry<SynthProfile, SynthParams>] = &[
         name: "msn",
         aliases: &[],
         quiet_aliases: &["msnfs"],
-        help: "MSN file server: 66.7 writes per read, 22.5 KiB mean, 300 IOPS (seeds.md S1)",
+        help: "MSN file server: 66.7 writes per read, 22.5 KiB mean, 300 IOPS (S1, docs/references.md)",
         params: SynthParams {
             write_read_ratio: 66.7,
             mean_size_bytes: 22.5 * 1024.0,
@@ -128,7 +128,7 @@ pub const PROFILES: &[KindEntry<SynthProfile, SynthParams>] = &[
         name: "exchange",
         aliases: &[],
         quiet_aliases: &[],
-        help: "Exchange mail server: 1.5 writes per read, 12.5 KiB mean, 500 IOPS (seeds.md S1)",
+        help: "Exchange mail server: 1.5 writes per read, 12.5 KiB mean, 500 IOPS (S1, docs/references.md)",
         params: SynthParams {
             write_read_ratio: 1.5,
             mean_size_bytes: 12.5 * 1024.0,
@@ -141,7 +141,7 @@ pub const PROFILES: &[KindEntry<SynthProfile, SynthParams>] = &[
         name: "financial",
         aliases: &[],
         quiet_aliases: &["financial1", "fin"],
-        help: "Financial1 OLTP: 0.24 writes per read, 2.38 KiB mean, 122 IOPS (seeds.md S1)",
+        help: "Financial1 OLTP: 0.24 writes per read, 2.38 KiB mean, 122 IOPS (S1, docs/references.md)",
         params: SynthParams {
             write_read_ratio: 0.24,
             mean_size_bytes: 2.38 * 1024.0,

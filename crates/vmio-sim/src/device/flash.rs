@@ -5,7 +5,7 @@
 //! shared by both directions, and an optional write buffer that acknowledges writes before
 //! their unit work.
 //! No FTL, no garbage collection: the few parameters are what `vmio calibrate` fits from fio
-//! measurements of a real disk (REAL-SPEC.md section 1), so every figure has a closed form.
+//! measurements of a real disk (docs/validation.md), so every figure has a closed form.
 //!
 //! **Sources.** Defaults (profile `datacenter-nvme`): round figures of the Intel SSD DC
 //! P4510 2 TB (U.2, PCIe 3.1 x4, NVMe; Intel's product brief, 2018, as recalled: not checked

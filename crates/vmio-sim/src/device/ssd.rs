@@ -14,7 +14,7 @@
 //! and the model reproduces them only where the controller is the bottleneck.
 //! FTL figures: 256 pages of 8 KiB per block (2 MiB blocks, typical of 2x-nm MLC); raw flash
 //! 32 × 64 Gbit = 256 GiB for 256,060,514,304 user bytes, i.e. `over_provisioning` = 0.0735
-//! (seeds.md: "256 GB raw flash for 238 GiB user space", ~7 %); block erase 3 ms (typical
+//! (S1, docs/references.md: "256 GB raw flash for 238 GiB user space", ~7 %); block erase 3 ms (typical
 //! t_BERS of MLC NAND of that generation, data sheets give ~1.5–5 ms typical, 10 ms max);
 //! `gc_threshold` = 4 free blocks per die (an assumption: "a few blocks"; 0.1 % of the 4096
 //! blocks of a die); greedy victim selection; `precondition` = clean (fresh) or aged (GC

@@ -1,4 +1,4 @@
-//! Application workloads at file level (issue #11 point 4): what a database or a key-value
+//! Application workloads at file level: what a database or a key-value
 //! store asks of its files, one generator per application in its own file with its own
 //! defaults and sources, like libCacheSim's trace generators or fio's engines:
 //!
