@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import subprocess
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import finish, require_tool, run_vmio, start_vmio_serve
+from vmio.cli import build_parser
+from vmio.sim import VmioError, native
 
 STACK = """\
 [[device]]
@@ -127,6 +130,74 @@ def test_an_out_of_range_serve_flag_is_one_line_naming_the_flag(tmp_path: Path, 
     assert r.stderr.startswith("vmio: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert flag in r.stderr and len(r.stderr) < 400, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["serve"]
+
+
+def test_vmio_serve_takes_the_options_of_the_native_table_with_its_help_and_defaults():
+    table = native().serve_options()
+    parser = _serve_parser()
+    actions = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    assert [a.option_strings for a in actions] == [[o["flag"]] for o in table]
+    for a, o in zip(actions, table, strict=True):
+        assert (a.dest, a.help, a.required) == (o["dest"], o["help"], o["required"]), o["flag"]
+        assert a.default is None, "an option not given is not passed: the server's default"
+        if o["default_text"] is not None:
+            args = ["--stack", "s.toml", o["flag"], o["default_text"]]
+            if o["needs"]:
+                args += [o["needs"], "t.iolog"]
+            value = getattr(parser.parse_args(args), o["dest"])
+            assert value == (Path(o["default"]) if o["kind"] == "path" else o["default"])
+    flags = {o["flag"]: o for o in table}
+    assert flags["--queue-depth"]["default"] == 32 and flags["--workers"]["range"] == "1..1024"
+    assert flags["--max-conn-payload"]["default"] == 64 << 20
+    assert flags["--max-conn-payload"]["range"] == "32m..1t"
+    assert flags["--idle-timeout"]["default"] == 300.0
+    assert flags["--trace-overwrite"]["needs"] == "--trace"
+    assert flags["--socket"]["excludes"] == "--tcp"
+    about, epilog = native().serve_text("vmio serve")
+    assert (parser.description, parser.epilog) == (about, epilog)
+
+
+def test_serve_refuses_an_unknown_option_and_a_value_out_of_its_range_in_one_line(tmp_path):
+    from vmio.real import serve
+
+    stack = tmp_path / "stack.toml"
+    stack.write_text(STACK, encoding="utf-8")
+    with pytest.raises(VmioError, match=r"^unknown argument 'colour'$"):
+        serve.serve(stack, colour=True)
+    with pytest.raises(VmioError, match=r"^--workers '0': must be an integer in 1\.\.=1024$"):
+        serve.serve(stack, workers=0)
+    with pytest.raises(VmioError, match=r"^--queue-depth '-1': must be an integer in"):
+        serve.serve(stack, queue_depth=-1)
+    with pytest.raises(VmioError, match=r"^--max-conn-payload '1m': must be a size in 32m\.\.1t"):
+        serve.serve(stack, max_conn_payload="1m")
+    with pytest.raises(VmioError, match=r"^give only one of --socket and --tcp$"):
+        serve.serve(stack, socket=tmp_path / "s.sock", tcp=0)
+    with pytest.raises(VmioError, match=r"need --trace FILE$"):
+        serve.serve(stack, trace_max_bytes=4096)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tcp", "70000"], "argument --tcp: '70000' is not an integer in 0..65535"),
+        (["--trace-overwrite"], "--trace-max-bytes and --trace-overwrite need --trace FILE"),
+        (
+            ["--socket", "a.sock", "--tcp", "1"],
+            "argument --tcp: not allowed with argument --socket",
+        ),
+        (["--max-conn-payload", "2g"], "--max-conn-payload 2147483648 exceeds --max-total-payload"),
+    ],
+)
+def test_the_rules_between_serve_options_are_one_error_line(tmp_path: Path, args, message):
+    (tmp_path / "stack.toml").write_text(STACK, encoding="utf-8")
+    r = run_vmio("serve", "--stack", tmp_path / "stack.toml", *args, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("vmio: error: ") and message in r.stderr, r.stderr
 
 
 def test_a_served_trace_is_a_fio_iolog_v3_that_vmio_sim_replays(tmp_path: Path, write_stack):

@@ -16,6 +16,7 @@ use vmio_sim::output::fio_json;
 use vmio_sim::run::{json_text, run_many_watched, RunError, VmJob};
 
 mod flash;
+mod serve;
 
 create_exception!(
     _native,
@@ -190,68 +191,6 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// Serve the stack's VM disks over NBD until SIGINT/SIGTERM (the GIL is released meanwhile).
-/// Prints `vmio: serving EXPORTS on ADDRESS` on stderr once listening; returns the final
-/// per-export statistics as JSON text. Bad settings, and an internal failure of the server,
-/// raise VmioError. Timeouts are in seconds (idle_timeout 0: never). `trace`: record every
-/// served request as a fio iolog v3 (vmio_serve::trace).
-#[pyfunction]
-#[pyo3(signature = (stack_path, socket=None, tcp=None, create=false, stats_file=None, queue_depth=32, workers=32, max_connections=256, max_conn_payload=64 << 20, max_total_payload=1 << 30, handshake_timeout=10.0, idle_timeout=300.0, shutdown_grace=10.0, trace=None, trace_max_bytes=1 << 30, trace_overwrite=false))]
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    py: Python<'_>,
-    stack_path: &str,
-    socket: Option<&str>,
-    tcp: Option<u16>,
-    create: bool,
-    stats_file: Option<&str>,
-    queue_depth: usize,
-    workers: usize,
-    max_connections: usize,
-    max_conn_payload: u64,
-    max_total_payload: u64,
-    handshake_timeout: f64,
-    idle_timeout: f64,
-    shutdown_grace: f64,
-    trace: Option<&str>,
-    trace_max_bytes: u64,
-    trace_overwrite: bool,
-) -> PyResult<String> {
-    use std::time::Duration;
-    use vmio_serve::{Config, Listen, TraceConfig};
-    let listen = match (socket, tcp) {
-        (Some(_), Some(_)) => return Err(err("give only one of socket and tcp")),
-        (_, Some(port)) => Listen::Tcp(port),
-        (s, None) => Listen::Unix(s.unwrap_or("vmio.sock").into()),
-    };
-    let secs = |name: &str, v: f64| {
-        Duration::try_from_secs_f64(v).map_err(|_| err(format!("--{name} {v}: must be >= 0")))
-    };
-    let mut cfg = Config::new(stack_path, listen);
-    cfg.create = create;
-    cfg.stats_file = stats_file.map(Into::into);
-    cfg.queue_depth = queue_depth;
-    cfg.workers = workers;
-    cfg.max_connections = max_connections;
-    cfg.max_conn_payload_bytes = max_conn_payload;
-    cfg.max_total_payload_bytes = max_total_payload;
-    cfg.handshake_timeout = secs("handshake-timeout", handshake_timeout)?;
-    cfg.idle_timeout = secs("idle-timeout", idle_timeout)?;
-    cfg.shutdown_grace = secs("shutdown-grace", shutdown_grace)?;
-    cfg.trace = trace.map(|path| TraceConfig {
-        path: path.into(),
-        max_bytes: trace_max_bytes,
-        overwrite: trace_overwrite,
-    });
-    py.allow_threads(|| {
-        let server = vmio_serve::start(&cfg)?;
-        eprintln!("vmio: {}", server.banner());
-        let snaps = server.wait()?;
-        Ok::<_, vmio_serve::ServeError>(serde_json::to_string(&snaps).unwrap_or_default())
-    })
-    .map_err(err)
-}
-
 /// Built-in device profiles per model.
 #[pyfunction]
 fn profiles() -> Vec<(&'static str, Vec<&'static str>)> {
@@ -417,7 +356,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iozone_rate, m)?)?;
     m.add_function(wrap_pyfunction!(iozone_table, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
-    m.add_function(wrap_pyfunction!(serve, m)?)?;
     flash::register(m)?;
+    serve::register(m)?;
     Ok(())
 }

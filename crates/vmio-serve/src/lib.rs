@@ -12,7 +12,8 @@
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
 //! [`aligned`] (O_DIRECT payload buffers and their pool),
 //! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
-//! bounds, shutdown), [`limits`] (payload budget, rate-limited logging), [`pdc`]
+//! bounds, shutdown), [`options`] (the one table of the server's options and the
+//! [`Config`] they make), [`limits`] (payload budget, rate-limited logging), [`pdc`]
 //! (`cache = "pdc"`: the journal detector and the bypass of the host page cache), [`stats`]
 //! (per-export counters), [`trace`] (`--trace`: every served request as a fio iolog v3). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
 //! the same [`server::start`] in process.
@@ -21,11 +22,13 @@ pub mod aligned;
 pub mod dispatch;
 pub mod export;
 pub mod limits;
+pub mod options;
 pub mod pdc;
 pub mod proto;
 pub mod server;
 pub mod stats;
 pub mod trace;
 
-pub use server::{start, Config, Listen, ServeError, Server, Usage};
+pub use options::{Config, Listen};
+pub use server::{start, ServeError, Server, Usage};
 pub use trace::TraceConfig;

@@ -66,11 +66,12 @@
 use crate::dispatch::{Dispatcher, ReplySink, Request};
 use crate::export::{self, AlignedBuf, Export, ExportError};
 use crate::limits::{lock, shown, Budget, RateLog};
+use crate::options::{Config, Listen, OptionError};
 use crate::proto::handshake::{self as hs, ClientOption};
 use crate::proto::transmission::{self as tx, Command, REQUEST_BYTES};
 use crate::proto::{self, ProtoError};
 use crate::stats::{self, Snapshot};
-use crate::trace::{TraceConfig, Tracer};
+use crate::trace::Tracer;
 use std::collections::HashMap;
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -85,16 +86,6 @@ use vmio_core::stack::{Stack, StackError};
 
 /// Requests one connection may have in flight before its reader waits.
 pub const MAX_INFLIGHT: usize = 256;
-/// Accepted ranges of the configuration (command-line flags).
-pub const WORKERS_RANGE: (usize, usize) = (1, 1024);
-pub const QUEUE_DEPTH_RANGE: (usize, usize) = (1, 1024);
-pub const MAX_CONNECTIONS_RANGE: (usize, usize) = (1, 4096);
-/// Payload budgets: at least one largest request, at most 1 TiB.
-pub const PAYLOAD_BUDGET_RANGE: (u64, u64) = (proto::MAX_PAYLOAD_BYTES as u64, 1 << 40);
-/// Timeouts in seconds (idle: 0 = never; grace: 0 = close at once).
-pub const HANDSHAKE_TIMEOUT_RANGE_S: (f64, f64) = (0.001, 3600.0);
-pub const IDLE_TIMEOUT_RANGE_S: (f64, f64) = (0.0, 86400.0);
-pub const SHUTDOWN_GRACE_RANGE_S: (f64, f64) = (0.0, 3600.0);
 /// Refused connections handled at once by the refuser thread; more are closed at once.
 pub const REFUSING_MAX: usize = 64;
 /// A refused connection is closed after this long at the latest.
@@ -126,6 +117,8 @@ pub enum ServeError {
     SocketInUse(String),
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Option(#[from] OptionError),
     #[error("cannot start the {what} thread: {source}")]
     Thread {
         what: &'static str,
@@ -135,123 +128,6 @@ pub enum ServeError {
     Trace(#[from] crate::trace::TraceError),
     #[error("the server stopped on an internal error: {0}")]
     Fatal(String),
-}
-
-/// Where to listen.
-#[derive(Clone, Debug)]
-pub enum Listen {
-    Unix(PathBuf),
-    /// TCP port on 127.0.0.1 (0: any free port).
-    Tcp(u16),
-}
-
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub stack: PathBuf,
-    pub listen: Listen,
-    /// Create or resize backing files to their configured sizes (may truncate).
-    pub create: bool,
-    pub stats_file: Option<PathBuf>,
-    /// Requests each device's scheduler may have outstanding at once.
-    pub queue_depth: usize,
-    pub workers: usize,
-    /// Install SIGINT/SIGTERM/SIGUSR1 handlers (the binary and `vmio serve` do).
-    pub signals: bool,
-    /// Connections served at once (handshaking or transmitting); more are refused.
-    pub max_connections: usize,
-    /// Payload bytes (READ buffers awaiting their reply, WRITE payloads) one connection may
-    /// hold.
-    pub max_conn_payload_bytes: u64,
-    /// Payload bytes all connections together may hold.
-    pub max_total_payload_bytes: u64,
-    pub handshake_timeout: Duration,
-    /// Zero: never.
-    pub idle_timeout: Duration,
-    /// How long a shutdown waits for connections before closing them.
-    pub shutdown_grace: Duration,
-    /// Record every served request as a fio iolog v3 ([`crate::trace`]).
-    pub trace: Option<TraceConfig>,
-}
-
-impl Config {
-    pub fn new(stack: impl Into<PathBuf>, listen: Listen) -> Self {
-        Self {
-            stack: stack.into(),
-            listen,
-            create: false,
-            stats_file: None,
-            queue_depth: 32,
-            workers: 32,
-            signals: true,
-            max_connections: 256,
-            max_conn_payload_bytes: 64 << 20,
-            max_total_payload_bytes: 1 << 30,
-            handshake_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(300),
-            shutdown_grace: Duration::from_secs(10),
-            trace: None,
-        }
-    }
-
-    /// Every value within its range; the error names the command-line flag.
-    pub fn check(&self) -> Result<(), ServeError> {
-        fn int(flag: &str, v: usize, (lo, hi): (usize, usize)) -> Result<(), ServeError> {
-            if (lo..=hi).contains(&v) {
-                return Ok(());
-            }
-            Err(ServeError::Usage(format!(
-                "{flag} {v}: must be an integer in {lo}..={hi}"
-            )))
-        }
-        fn secs(flag: &str, v: Duration, (lo, hi): (f64, f64)) -> Result<(), ServeError> {
-            let s = v.as_secs_f64();
-            if (lo..=hi).contains(&s) {
-                return Ok(());
-            }
-            Err(ServeError::Usage(format!(
-                "{flag} {s}: must be a number of seconds in {lo}..={hi}"
-            )))
-        }
-        int("--workers", self.workers, WORKERS_RANGE)?;
-        int("--queue-depth", self.queue_depth, QUEUE_DEPTH_RANGE)?;
-        int(
-            "--max-connections",
-            self.max_connections,
-            MAX_CONNECTIONS_RANGE,
-        )?;
-        let (lo, hi) = PAYLOAD_BUDGET_RANGE;
-        for (flag, v) in [
-            ("--max-conn-payload", self.max_conn_payload_bytes),
-            ("--max-total-payload", self.max_total_payload_bytes),
-        ] {
-            if !(lo..=hi).contains(&v) {
-                return Err(ServeError::Usage(format!(
-                    "{flag} {v}: must be in {}..={} bytes (32m..1t; one request may carry 32 MiB)",
-                    lo, hi
-                )));
-            }
-        }
-        if self.max_conn_payload_bytes > self.max_total_payload_bytes {
-            return Err(ServeError::Usage(format!(
-                "--max-conn-payload {} exceeds --max-total-payload {}",
-                self.max_conn_payload_bytes, self.max_total_payload_bytes
-            )));
-        }
-        secs(
-            "--handshake-timeout",
-            self.handshake_timeout,
-            HANDSHAKE_TIMEOUT_RANGE_S,
-        )?;
-        secs("--idle-timeout", self.idle_timeout, IDLE_TIMEOUT_RANGE_S)?;
-        if let Some(t) = &self.trace {
-            t.check()?;
-        }
-        secs(
-            "--shutdown-grace",
-            self.shutdown_grace,
-            SHUTDOWN_GRACE_RANGE_S,
-        )
-    }
 }
 
 /// What the clients make the server hold now ([`Server::usage`]).

@@ -27,67 +27,30 @@ from pathlib import Path
 from vmio.sim import VmioError, native
 
 
-def serve(
-    stack: str | Path,
-    socket_path: str | Path | None = None,
-    tcp: int | None = None,
-    create: bool = False,
-    stats_file: str | Path | None = None,
-    queue_depth: int = 32,
-    workers: int = 32,
-    max_connections: int = 256,
-    max_conn_payload: int = 64 << 20,
-    max_total_payload: int = 1 << 30,
-    handshake_timeout: float = 10.0,
-    idle_timeout: float = 300.0,
-    shutdown_grace: float = 10.0,
-    trace: str | Path | None = None,
-    trace_max_bytes: int = 1 << 30,
-    trace_overwrite: bool = False,
-) -> list[dict]:
+def serve(stack: str | Path, **options: object) -> list[dict]:
     """Serve until SIGINT/SIGTERM; returns the final per-export statistics.
 
-    Bounds (see README.md, "vmio serve"): connections at once, payload bytes in flight per
-    connection and in total, handshake and idle timeouts (seconds; idle 0: never), and the grace
-    a shutdown gives connections before closing them. `trace`: record every served request as a
-    fio iolog v3 (time in microseconds since the start, export, read/write/trim/sync, offset,
-    length; a FUA write is followed by `datasync 0 0`), at most `trace_max_bytes`; an existing
-    file is refused unless `trace_overwrite`. Out-of-range values, a backing file locked by
-    another process, an existing trace file and an internal failure of the server raise
+    `options` are `vmio serve`'s, by name (`socket="/tmp/vmio.sock"`, `tcp=7000`,
+    `queue_depth=8`, `max_conn_payload="64m"`, `idle_timeout=0`, `trace="t.iolog"`; None: not
+    given): the one table `native().serve_options()` lists with their ranges, defaults and help
+    (vmio_serve::options, which the `vmio-serve` binary's parser is built from too). Bounds (see
+    README.md, "vmio serve"): connections at once, payload bytes in flight per connection and in
+    total, handshake and idle timeouts (seconds; idle 0: never), and the grace a shutdown gives
+    connections before closing them. `trace`: record every served request as a fio iolog v3
+    (time in microseconds since the start, export, read/write/trim/sync, offset, length; a FUA
+    write is followed by `datasync 0 0`), at most `trace_max_bytes`; an existing file is refused
+    unless `trace_overwrite`. An unknown option, a value outside its range, a backing file locked
+    by another process, an existing trace file and an internal failure of the server raise
     VmioError."""
-    for name, value, lo, hi in (
-        ("--workers", workers, 1, 1024),
-        ("--queue-depth", queue_depth, 1, 1024),
-        ("--max-connections", max_connections, 1, 4096),
-    ):
-        if not isinstance(value, int) or not lo <= value <= hi:
-            raise VmioError(f"{name} {value}: must be an integer in {lo}..{hi}")
     nat = native()
-    if not hasattr(nat, "serve"):
+    if not hasattr(nat, "serve_options"):
         raise VmioError("this build of vmio has no NBD server; reinstall vmio (pip install .)")
     if not Path(stack).is_file():
         raise VmioError(f"stack file '{stack}' does not exist")
     # The server's own handlers (SIGINT, SIGTERM, SIGUSR1) replace Python's while it runs.
     old = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        text = nat.serve(
-            str(stack),
-            socket=None if socket_path is None else str(socket_path),
-            tcp=tcp,
-            create=create,
-            stats_file=None if stats_file is None else str(stats_file),
-            queue_depth=queue_depth,
-            workers=workers,
-            max_connections=max_connections,
-            max_conn_payload=max_conn_payload,
-            max_total_payload=max_total_payload,
-            handshake_timeout=handshake_timeout,
-            idle_timeout=idle_timeout,
-            shutdown_grace=shutdown_grace,
-            trace=None if trace is None else str(trace),
-            trace_max_bytes=trace_max_bytes,
-            trace_overwrite=trace_overwrite,
-        )
+        text = nat.serve(str(stack), **options)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
