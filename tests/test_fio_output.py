@@ -1,4 +1,4 @@
-"""Check (b) of issue #14: `vmio sim` writes fio's JSON as fio 3.33 does.
+"""`vmio sim` writes fio's JSON as fio 3.33 does.
 
 Real fio and `vmio sim` run the same job file (fio on a small file of the test's directory,
 vmio on its VM's disk: the file's `filename=` line is the only difference) and vmio's document

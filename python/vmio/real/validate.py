@@ -1,5 +1,5 @@
 """`vmio validate`: does the simulator predict the disk it was calibrated on, on work the fit
-never saw? (issue #13, item 4)
+never saw? (docs/validation.md)
 
 ```text
 vmio calibrate TARGET              -> DIR/calibration/stack.toml (a `flash` device fitted to the
