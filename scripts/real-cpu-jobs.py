@@ -2,7 +2,7 @@
 """Run N-1, N and N+1 concurrent CPU-bound jobs (bzip2 with fixed work) natively on this
 machine's N cores, measure each job's wall time, predict the same with the simulator
 (hypervisor native, [cpu] model cfs) and print measured vs predicted slowdowns with the
-run-to-run spread (issue #12 item 6; vmio.real.cpu has the method).
+run-to-run spread (vmio.real.cpu has the method; docs/cpu.md).
 
   PYTHONPATH=python scripts/real-cpu-jobs.py [--reps 5] [--seconds 6] [--json PATH]
   PYTHONPATH=python scripts/real-cpu-jobs.py --from tests/real_cpu_figures.json [--json PATH]

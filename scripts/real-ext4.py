@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the real ext4 check of issue #10 (item 6) and print its figures, then the guest
+"""Run the real ext4 check of the guest model (docs/guest.md) and print its figures, then the guest
 model's on the same workload side by side (each within 25 %, the journal at the same blocks);
 see python/vmio/real/guest.py for the workload and the analysis, tests/guest.py for the guest.
 

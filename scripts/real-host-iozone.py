@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""S2's host row for real on this machine (issue #12 item 6): REPEAT times, measure a device profile
-of the disk under DIR with fio, map it onto the simulator's ssd model, predict iozone's passes
-(`-e -I`) with vmio sim on the profile's stack and run them for real; print measured against
-predicted KB/s (mean and spread over the repetitions) with the relative error, and the mean
-profile against its fio points; see python/vmio/real/host.py.
+"""S2's host row for real on this machine (docs/real-host.md): REPEAT times, measure a device
+profile of the disk under DIR with fio, map it onto the simulator's ssd model, predict iozone's
+passes (`-e -I`) with vmio sim on the profile's stack and run them for real; print measured
+against predicted KB/s (mean and spread over the repetitions) with the relative error, and the
+mean profile against its fio points; see python/vmio/real/host.py.
 
   PYTHONPATH=python scripts/real-host-iozone.py --dir /var/tmp
       [--size 100m] [-r 4k -r 4m -r 16m] [--repeat 5] [--fio-runtime 2]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the real PDC check of issue #11 (point 5) and print its figures: (a) how well
+"""Run the real PDC check (docs/pdc.md) and print its figures: (a) how well
 `vmio serve`'s `cache = "pdc"` detects the journal of a real ext4 in a TCG guest (precision
 and recall of the predicted range against debugfs's journal extents, commits before
 detection), (b) what it changes on this host's storage when the guest's trace is replayed

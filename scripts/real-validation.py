@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record a `vmio validate` run for tests/test_real_validation.py (issue #13, item 4).
+"""Record a `vmio validate` run for tests/test_real_validation.py (docs/validation.md).
 
     vmio validate /work/val/target.tmp -o run1                  # calibration + held-out
     vmio validate ... --calibration run1/calibration -o run2     # (optionally) the raid0 part

@@ -1,6 +1,6 @@
 """Golden outputs: the simulator's results, byte for byte, for a set of varied configurations.
 
-They guard behaviour while code moves (issue #9): `vmio sim` JSON for every volume layout,
+They guard behaviour while code moves: `vmio sim` JSON for every volume layout,
 QEMU cache mode and host scheduler, on HDDs, clean and aged SSDs and RAM, with trace replay,
 FileBench and several VMs; and the `tables.txt` and `calibration.csv` of the built-in
 studies run with `--quick`. A difference fails with the first differing line.

@@ -1,4 +1,4 @@
-"""Check (a) of issue 14: fio's own example job files run in `vmio sim` unchanged (but for a
+"""fio's own example job files run in `vmio sim` unchanged (but for a
 bound on simulated runtime) or are refused with one line naming the engine or feature; none
 crashes or hangs. The outcome table is printed (`pytest -s`) for the release note.
 
@@ -36,7 +36,7 @@ def test_fios_examples_run_or_are_refused_in_one_line(tmp_path: Path) -> None:
     for r in rows:
         if r["outcome"] == "refused":
             assert r["reason"].startswith("vmio: error: ") and "accepted: " in r["reason"], r
-    # What the features of issue 14 make run, and what they refuse by name.
+    # What vmio's fio front runs, and what it refuses by name.
     for name in ("fio-rand-read.fio", "null.fio", "zipf.fio", "tiobench-example.fio"):
         assert by_file[name]["outcome"] == "ran", by_file[name]
     for name, engine in (

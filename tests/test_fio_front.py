@@ -1,5 +1,5 @@
-"""`vmio fio`: fio's command line (check (d) of issue #14), a run that Ctrl-C stops, and the
-tools of fio's users (bench-fio, fio-plot) on vmio's output (check (c))."""
+"""`vmio fio`: fio's command line, a run that Ctrl-C stops, and the
+tools of fio's users (bench-fio, fio-plot) on vmio's output."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_vmio_fio_accepts_the_command_lines_real_fio_accepts(tmp_path, args):
         assert [j["jobname"] for j in vmio_json["jobs"]] == names
         # The options before any --name are global options (with the job files' [global]).
         assert fio_json["global options"]["ioengine"] == "null"
-        if vmio_json.get("global options"):  # issue #14 item 2 (fio/mod.rs keeps them)
+        if vmio_json.get("global options"):  # fio/mod.rs keeps them
             assert vmio_json["global options"] == fio_json["global options"]
 
 

@@ -1,4 +1,4 @@
-"""Check (b) of issue #14: `vmio sim` writes fio's JSON as fio 3.33 does.
+"""`vmio sim` writes fio's JSON as fio 3.33 does.
 
 Real fio and `vmio sim` run the same job file (fio on a small file of the test's directory,
 vmio on its VM's disk: the file's `filename=` line is the only difference) and vmio's document
@@ -10,6 +10,7 @@ tests fail under CI and the test command, and are skipped elsewhere (conftest.mi
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -195,10 +196,43 @@ def test_several_formats_come_in_fio_s_order(tmp_path, write_stack):
     )
 
 
+def script_python(script: Path) -> str:
+    """The interpreter a Python script's `#!` line names, found on PATH as the kernel would
+    (`#!/usr/bin/env python3` is the first `python3` on PATH: a venv's when one is active)."""
+    words = script.read_text(encoding="utf-8", errors="replace").splitlines()[0][2:].split()
+    name = words[1] if Path(words[0]).name == "env" and len(words) > 1 else words[0]
+    return shutil.which(name) or name
+
+
+def modules_the_python_lacks(python: str, script: Path) -> list[str]:
+    """The top-level modules `script` imports that `python` cannot find."""
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    names = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    roots = sorted({n.split(".")[0] for n in names} - {"__future__"})
+    probe = (
+        "import importlib.util as u, sys\nprint(*[m for m in sys.argv[1:] if not u.find_spec(m)])"
+    )
+    r = subprocess.run(
+        [python, "-c", probe, *roots], capture_output=True, text=True, timeout=60, check=True
+    )
+    return r.stdout.split()
+
+
 def test_fio_s_jsonplus_tool_reads_every_clat_bin_of_vmio_s_json_plus(tmp_path, write_stack):
     tool = shutil.which("fio_jsonplus_clat2csv")
     if tool is None:
         missing_tool("fio_jsonplus_clat2csv (fio's tools) is not installed")
+    # The tool runs under the first python3 on PATH (a venv's in a venv): name what it lacks
+    # rather than show its traceback. The test extras (pyproject.toml) install it.
+    python = script_python(Path(tool))
+    lacking = modules_the_python_lacks(python, Path(tool))
+    if lacking:
+        pytest.fail(
+            f"fio_jsonplus_clat2csv runs under {python}, which cannot import "
+            f"{', '.join(lacking)}: pip install '.[test]' (or pip install {' '.join(lacking)})",
+            pytrace=False,
+        )
     engine, sections = JOBS["randread-psync"]
     (tmp_path / "run.json").write_text(
         vmio_json(tmp_path, write_stack(), engine, sections, "json+"), encoding="utf-8"

@@ -1,4 +1,4 @@
-"""Bad input of every kind ends as one `vmio: error: ...` line and exit status 2 (issue #8).
+"""Bad input of every kind ends as one `vmio: error: ...` line and exit status 2.
 
 Run in-process (`cli.main`) so that each case is quick; a traceback would fail the test.
 """

@@ -1,4 +1,4 @@
-"""iozone (issue #12 items 3 and 6): the record order and table of vmio.iozone (the same
+"""iozone: the record order and table of vmio.iozone (the same
 known lists and text as crates/vmio-core/src/workload/iozone.rs's tests), and the real
 engine vmio.real.iozone on a small file in a temporary directory."""
 

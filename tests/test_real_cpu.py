@@ -1,4 +1,4 @@
-"""Issue #12 item 6, second half: N vs N+1 CPU-bound jobs natively on this machine, measured
+"""S4 on this machine (docs/cpu.md): N vs N+1 CPU-bound jobs natively on this machine, measured
 (real bzip2 processes with fixed work) and predicted (the simulator's CFS, `hypervisor =
 "native"`). scripts/real-cpu-jobs.py measures K = 1 .. nproc + 1 several times and records
 tests/real_cpu_figures.json; these tests check the analysis on known runs, the recorded

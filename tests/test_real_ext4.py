@@ -1,10 +1,10 @@
-"""Issue #10, item 6: a TCG QEMU guest mounts an ext4 made on the host with mkfs.ext4,
-served by `vmio serve --trace`, and appends + fsyncs (vmio.real.guest.WORKLOAD); the trace is
-read against the filesystem's map (debugfs, dumpe2fs), and the guest model runs the same
-workload as a fio job in the simulator: each figure within realguest.TOLERANCE (25 %) of the
-real one, the journal at the same blocks. The figures are printed and, with
-VMIO_REAL_EXT4_JSON=PATH, the analysis saved as JSON. A fast test holds the model to the real
-figures recorded in real_ext4_figures.json (no QEMU needed)."""
+"""The guest model (docs/guest.md) against a real guest: a TCG QEMU guest mounts an ext4 made
+on the host with mkfs.ext4, served by `vmio serve --trace`, and appends + fsyncs
+(vmio.real.guest.WORKLOAD); the trace is read against the filesystem's map (debugfs, dumpe2fs),
+and the guest model runs the same workload as a fio job in the simulator: each figure within
+vmio.real.guest.TOLERANCE (25 %) of the real one, the journal at the same blocks. The figures are
+printed and, with VMIO_REAL_EXT4_JSON=PATH, the analysis saved as JSON. A fast test holds the
+model to the real figures recorded in real_ext4_figures.json (no QEMU needed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""S2's host row for real (issue #12 item 6): the device profile's mapping onto the ssd model
+"""S2's host row for real (docs/real-host.md): the device profile's mapping onto the ssd model
 (vmio.real.machineprofile) held to its closed forms on synthetic fio results, the comparison
 tables (vmio.real.host), the recorded figures (tests/real_host_iozone_figures.json, written by
 scripts/real-host-iozone.py), and a short real run: fio profile, real iozone, vmio sim."""

@@ -1,4 +1,4 @@
-"""Issue #11, point 5: PDC against a real ext4 and real storage. A TCG QEMU guest appends and
+"""PDC (docs/pdc.md) against a real ext4 and real storage. A TCG QEMU guest appends and
 fsyncs (vmio.real.pdc.WORKLOAD: 3000 fsyncs, the journal wraps twice) on an ext4 served by
 `vmio serve` with cache = "pdc"; the predicted journal is held to debugfs's journal extents;
 then the guest's trace is replayed once with cache = writeback and once with pdc (fio's nbd

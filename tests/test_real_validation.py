@@ -1,4 +1,4 @@
-"""The validation of issue #13 (item 4) as recorded on the development machine: the simulator,
+"""The validation of docs/validation.md as recorded on the development machine: the simulator,
 run again on the recorded calibration, must give the recorded predictions, so a change of the
 simulator that moves them is seen here (re-record with scripts/real-validation.py after
 `vmio validate`; docs/validation.md has the figures and their reading)."""

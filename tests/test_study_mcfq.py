@@ -169,7 +169,7 @@ def test_vmio_study_mcfq_quick_end_to_end(tmp_path):
         assert [row["id"] for row in rows] == list(ids)
         cal.update({row["id"]: row for row in rows})
     # Golden: the GC experiment's clean SSD is flat; MCFQ beats CFQ on the aged SSD with
-    # both FileBench personalities (on the guests' ext4 since issue #10). MCFQ's ratios at
+    # both FileBench personalities (at file level on the guests' ext4). MCFQ's ratios at
     # BW = 10 s keep the weights' order, below S1's 10.3 : 7.6 : 4.4 : 1 (a documented miss,
     # docs/calibration-s1.md: the guests' page caches leave the heavy VMs too little
     # outstanding I/O to use their longer slices).

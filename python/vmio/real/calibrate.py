@@ -1,4 +1,4 @@
-"""`vmio calibrate TARGET` (issue #13): a battery of fio runs on a file or a block device of
+"""`vmio calibrate TARGET`: a battery of fio runs on a file or a block device of
 this machine, fitted to the simulator's `flash` device model
 (crates/vmio-sim/src/device/flash.rs), written as a runnable native stack (`stack.toml`),
 the raw measurements (`measurements.json`) and the fit's account (`fit.txt`: every point
@@ -18,8 +18,8 @@ max_sectors_kb} (block/blk-sysfs.c), `size` in 512-byte sectors (block/genhd.c),
 file whose filesystem does not set FMODE_CAN_ODIRECT (tmpfs before Linux 6.6, mm/shmem.c
 `shmem_file_open`): the target is probed with an O_DIRECT open and measured with direct=0
 when refused. util-linux `blkid -p` (low-level probing of superblocks and partition tables;
-exit status 2 when it finds none). The fit's parameters and closed forms are REAL-SPEC.md
-section 1 (the `flash` model's keys and rules).
+exit status 2 when it finds none). The fit's parameters and closed forms are the `flash` model's
+keys and rules (crates/vmio-sim/src/device/flash.rs's module doc; docs/validation.md).
 
 Target and safety:
 
@@ -119,10 +119,10 @@ made as large as 97 us, while the same disk mixed small requests at QD 32 at the
 its pure loads. In the recorded runs of seeds 2 and 3 (docs/validation.md) the fitted
 turnaround raised the held-out errors; it stays a model parameter a user may set.
 
-flush_latency departs from REAL-SPEC.md, which subtracted a 4 KiB write's model time from
-the fdatasync mean: fio's sync.lat_ns times the fdatasync calls alone (the direct write
+flush_latency is the fdatasync mean as measured, not less a 4 KiB write's model time (the
+first version's rule): fio's sync.lat_ns times the fdatasync calls alone (the direct write
 before each has completed) and the model's FLUSH with no buffer costs flush_latency alone,
-so nothing is subtracted. On a loop device on /dev/shm the spec's formula gave 0 (fdatasync
+so nothing is subtracted. On a loop device on /dev/shm that rule gave 0 (fdatasync
 18 us, a 4k write 342 us) and vmio sim an fdatasync of 1.5 us; this one gives 18 us.
 
 What the battery cannot fit, and why:

@@ -1,5 +1,5 @@
-"""N vs N+1 CPU-bound jobs natively on this machine, measured and predicted (issue #12 item 6,
-second half; S4's 3 vs 4 jobs on a quad core, here around this machine's `nproc`).
+"""N vs N+1 CPU-bound jobs natively on this machine, measured and predicted (S4's 3 vs 4 jobs
+on a quad core, here around this machine's `nproc`).
 
 Measured. K copies of one real CPU-bound program with FIXED work run at once, for K = 1 ..
 nproc + 1, `reps` times (the K values in turn within a repetition, so that a change of the

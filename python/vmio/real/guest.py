@@ -1,5 +1,5 @@
 """A real ext4 under a real guest, traced by `vmio serve --trace`: the truth the guest model
-(issue #10, item 6) is checked against.
+(docs/guest.md) is checked against.
 
 The host makes an ext4 image with mkfs.ext4 (e2fsprogs) on a sparse file, serves it with
 `vmio serve --trace` (`serve_guest`; cache=writeback here, cache=pdc in vmio.real.pdc), and
@@ -61,7 +61,7 @@ Real versus model (`model`, `compare`, `side_by_side`): the fio job runs in the 
 /mnt) and its `vmio.guests[].disks[]` report gives the same `Figures` as the trace: where
 the journal is (the model's mke2fs against debugfs's extents) and the blocks written in it,
 the journal's share of bytes written, flushes and commits per fsync, commit sizes. Each must
-be within TOLERANCE (25 %, issue #10) of the real figure, the journal at the same blocks.
+be within TOLERANCE (25 %) of the real figure, the journal at the same blocks.
 tests/real_ext4_figures.json records the real figures for a check without QEMU.
 """
 
@@ -582,7 +582,7 @@ def run(
 # --- real versus model ---------------------------------------------------------------------
 
 TOLERANCE = 0.25
-"""How far a model figure may be from the real one (issue #10's target: within 25 %)."""
+"""How far a model figure may be from the real one (within 25 %)."""
 
 
 @dataclass(frozen=True)

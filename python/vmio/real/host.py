@@ -1,4 +1,4 @@
-"""S2's host row for real (issue #12 item 6): iozone's write/read/random passes run on a file
+"""S2's host row for real (docs/real-host.md): iozone's write/read/random passes run on a file
 of this machine (vmio.real.iozone, `-e -I`: O_DIRECT, the fsync timed) several times, next
 to what the simulator predicts for the same iozone command on a stack of this machine whose
 device is the measured profile (vmio.real.machineprofile).

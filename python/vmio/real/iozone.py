@@ -1,5 +1,5 @@
-"""iozone's automatic write/read/random tests run for real on a file of this machine (issue
-#12 item 6, S2's host row): the same system calls, in the same order, with the same record
+"""iozone's automatic write/read/random tests run for real on a file of this machine (S2's host
+row, docs/real-host.md): the same system calls, in the same order, with the same record
 order as the simulator's `iozone=` workload (crates/vmio-core/src/workload/iozone.rs), timed
 with time.perf_counter_ns, reported as iozone's `-a` table (vmio.iozone.table).
 

@@ -1,8 +1,8 @@
-"""A device profile of this machine's disk (issue #12 item 6, S2's host row): short fio runs
+"""A device profile of this machine's disk (S2's host row, docs/real-host.md): short fio runs
 on a file of the directory under test, mapped by a fixed computation onto the parameters of
 the simulator's `ssd` model (crates/vmio-sim/src/device/ssd.rs), written as a `[[device]]`
-of a stack file. This is the small, one-model version; issue #13's `vmio calibrate` is the
-general one.
+of a stack file. This is the small, one-model version; `vmio calibrate` (vmio.real.calibrate) is
+the general one.
 
 Sources: fio 3.33 (fio/HOWTO.rst: `ioengine=psync`, `direct`, `fdatasync`, `time_based`;
 the JSON output's `lat_ns` and `sync.lat_ns`); Linux block/blk-sysfs.c for

@@ -1,6 +1,6 @@
-"""PDC (issue #11, point 5) checked against a real ext4 in a real guest and on this host's
-real storage: `vmio serve` with `cache = "pdc"` (crates/vmio-serve/src/pdc.rs, the detector's
-rule in crates/vmio-core/src/cache/pdc.rs) serving the guest of `vmio.real.guest`.
+"""PDC (S3, docs/references.md; docs/pdc.md) checked against a real ext4 in a real guest and on
+this host's real storage: `vmio serve` with `cache = "pdc"` (crates/vmio-serve/src/pdc.rs, the
+detector's rule in crates/vmio-core/src/cache/pdc.rs) serving the guest of `vmio.real.guest`.
 
 (a) Detection. The TCG guest (tests/guest.py) mounts a fresh 1 GiB ext4 (mke2fs defaults:
 a 32 MiB journal, 8192 blocks, in group 4) served with `cache = "pdc"`, `--trace` and
@@ -27,13 +27,13 @@ The detector misses the first pass by design (it predicts a journal when the log
 to its start), so `commits before detection` is about `first pass`.
 
 What the real ext4 does at a wrap (tests/real_pdc_figures.json, both wraps of the run, and
-every earlier run alike): JBD2 rewrites the journal's superblock (its first block, right
-below the log's first block) when a checkpoint moves the log tail, several times a pass; and
-the transaction that spans the wrap reaches the server as two requests, its head (from the
-log's first block) before its tail (up to the journal's end), both before the commit's
-FLUSH (the guest kernel 6.1 dispatches a plug's requests last-in first-out; axboe/liburing
-issue #1000). A detector must take a wrap that continues a run begun at the superblock and
-whose pass grows by the tail after the head arrived.
+every earlier run alike): JBD2 rewrites the journal's superblock (its first block, right below
+the log's first block) when a checkpoint moves the log tail, several times a pass; and the
+transaction that spans the wrap reaches the server as two requests, its head (from the log's
+first block) before its tail (up to the journal's end), both before the commit's FLUSH (the
+guest kernel 6.1 dispatches a plug's requests last-in first-out; liburing's
+https://github.com/axboe/liburing/issues/1000). A detector must take a wrap that continues a
+run begun at the superblock and whose pass grows by the tail after the head arrived.
 
 (b) Benefit. The guest's trace is replayed by fio (`ioengine=nbd`, `read_iolog`,
 `replay_no_stall=1`: the recorded order as fast as the server answers, `iodepth=1`: one

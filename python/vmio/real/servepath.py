@@ -1,6 +1,6 @@
-"""`vmio calibrate --serve-path` (issue #13, the raid0 part of `vmio validate`): the costs of
-the NBD path, fio's nbd engine into `vmio serve` over a Unix socket, measured over a RAM image
-so that no disk is in them, and fitted to the `[nbd]` table of `interface = "nbd"`
+"""`vmio calibrate --serve-path` (the raid0 part of `vmio validate`, docs/validation.md): the
+costs of the NBD path, fio's nbd engine into `vmio serve` over a Unix socket, measured over a
+RAM image so that no disk is in them, and fitted to the `[nbd]` table of `interface = "nbd"`
 (crates/vmio-core/src/nbd.rs: `handoff`, `request`, `read_rate`, `write_rate`).
 
 Sources. fio 3.33 engines/nbd.c (the `nbd` engine: libnbd's `nbd_aio_pread`/`nbd_aio_pwrite`

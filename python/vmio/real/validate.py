@@ -1,5 +1,5 @@
 """`vmio validate`: does the simulator predict the disk it was calibrated on, on work the fit
-never saw? (issue #13, item 4)
+never saw? (docs/validation.md)
 
 ```text
 vmio calibrate TARGET              -> DIR/calibration/stack.toml (a `flash` device fitted to the
@@ -40,7 +40,7 @@ options on the calibrated stack's disk (no `filename`: the first disk). The fit 
 mix and sequential 50/50 mixes of 64k and 256k at depth 8 (vmio.real.calibrate); `heldout`
 redraws any workload among those.
 
-Targets (the issue's): median absolute error of bandwidth and of mean latency at most 15 %,
+Targets (docs/validation.md): median absolute error of bandwidth and of mean latency at most 15 %,
 90th percentile at most 30 %. The real spread is reported beside them: on a shared machine a
 point's repetitions can differ by more than the model's error. docs/validation.md has the
 method, this machine's figures and what the model cannot predict.
@@ -83,7 +83,7 @@ MAX_POINTS = 400
 """The most held-out workloads one draw gives (`--points`)."""
 
 TARGETS = {"median": 0.15, "p90": 0.30}
-"""The issue's bounds on absolute relative errors of bandwidth and of mean latency."""
+"""The bounds (docs/validation.md) on absolute relative errors of bandwidth and of mean latency."""
 
 
 @dataclass(frozen=True)
@@ -415,7 +415,7 @@ def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparis
 
 
 def verdict(c: compare.Comparison) -> str:
-    """The issue's targets against the comparison's summary, one line."""
+    """The targets (docs/validation.md) against the comparison's summary, one line."""
     s = c.summary
     parts = []
     for what, median, p90 in (
