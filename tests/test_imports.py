@@ -30,22 +30,7 @@ def test_the_python_package_has_no_import_cycle_counting_imports_inside_function
     assert find_cycle(graph) is None, "cycles:\n" + shown(graph)
 
 
-# Crates whose cycles other branches of the same change are taking apart; the marks go when
-# those branches are merged (strict: a crate that passes fails its mark).
-OPEN_CYCLES = {
-    "vmio-core": "stack <-> cache/*, sched, guest/params: split on another branch",
-}
-
-
-@pytest.mark.parametrize(
-    "crate",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=OPEN_CYCLES[c]))
-        if c in OPEN_CYCLES
-        else c
-        for c in CRATES
-    ],
-)
+@pytest.mark.parametrize("crate", CRATES)
 def test_a_rust_crate_has_no_module_cycle(crate):
     graph = rust_graph(crate)
     assert find_cycle(graph) is None, f"{crate} cycles:\n" + shown(graph)
