@@ -15,6 +15,8 @@ use vmio_sim::engine::Watch;
 use vmio_sim::output::fio_json;
 use vmio_sim::run::{json_text, run_many_watched, RunError, VmJob};
 
+mod stackview;
+
 create_exception!(
     _native,
     VmioError,
@@ -416,5 +418,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iozone_table, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
+    stackview::register(m)?;
     Ok(())
 }
