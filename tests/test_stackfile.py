@@ -4,6 +4,8 @@ of stack files."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,21 @@ def test_the_writer_round_trips_through_the_native_parser() -> None:
     assert s.devices[0].params == {"read_latency": "80000ns"}
     fs = s.vm("host").disk("d").filesystem
     assert fs is not None and fs.mount == "/mnt/x"
+
+
+def _recorded_stacks() -> list[str]:
+    host = json.loads((ROOT / "tests" / "real_host_iozone_figures.json").read_text())
+    val = json.loads((ROOT / "tests" / "real_validation_figures.json").read_text())
+    return [r["stack"] for r in host["repetitions"]] + [val["stack"]]
+
+
+@pytest.mark.parametrize("text", _recorded_stacks())
+def test_the_writer_writes_the_stacks_vmio_wrote_before_byte_for_byte(text: str) -> None:
+    comments = [line[2:] for line in text.splitlines() if line.startswith("# ")]
+    assert stackfile.render(tomllib.loads(text), comments) == text
+
+
+def test_the_writer_puts_arrays_of_values_on_one_line_and_quotes_odd_keys() -> None:
+    text = stackfile.render({"seed": 3, "volume": [{"devices": ["a", "b"], "x y": 1.5}]})
+    assert text == 'seed = 3\n\n[[volume]]\ndevices = ["a", "b"]\n"x y" = 1.5\n'
+    assert tomllib.loads(text) == {"seed": 3, "volume": [{"devices": ["a", "b"], "x y": 1.5}]}

@@ -13,14 +13,17 @@ dataclasses, tuples and read-only mappings; references between tables are names.
     disk = vm.disks[0]                  # disk.interface, disk.cache, disk.filesystem.mount
     devs = stack.volume_devices(disk.volume)
 
-Writing: `render(doc, comments)` is a stack file's text from a dict of its tables (tomli_w,
-one writer for every stack Python writes), `comments` as `# ` lines on top; `write(path, ...)`
-writes it. Only Python that edits a user's stack on purpose (a study's `stack:` targets, the
-real engine's served stack) builds such a dict from the file's own TOML.
+Writing: `render(doc, comments)` is a stack file's text from a dict of its tables, in the
+house style of the shipped stacks (`[[device]]` tables separated by blank lines, arrays of
+values on one line; scalars as tomli_w writes them), `comments` as `# ` lines on top;
+`write(path, ...)` writes it. Every stack file Python writes comes from it. Only Python that
+edits a user's stack on purpose (a study's `stack:` targets, the real engine's served stack)
+builds such a dict from the file's own TOML.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,8 @@ import tomli_w
 from vmio.sim import VmioError, native, read_text
 
 Params = Mapping[str, Any]
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _ro(m: Mapping[str, Any] | None) -> Params:
@@ -294,11 +299,47 @@ def load(path: str | Path) -> Stack:
     return loads(read_text(path, "stack file"), path)
 
 
+def _value(v: Any) -> str:
+    """A TOML value as stack files write it: scalars as tomli_w writes them, an array of
+    scalars on one line (`devices = ["a", "b"]`)."""
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    return tomli_w.dumps({"v": v})[len("v = ") : -1]
+
+
+def _key(k: str) -> str:
+    return k if _BARE_KEY.fullmatch(k) else _value(k)
+
+
+def _is_tables(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and bool(v) and all(isinstance(x, Mapping) for x in v)
+
+
+def _sections(name: str, table: Mapping[str, Any], header: str) -> list[str]:
+    """Table `table` at dotted `name` under `header` (`[name]`, `[[name]]`, or "" at the top),
+    then its tables and arrays of tables: one section each."""
+    keys = [
+        f"{_key(k)} = {_value(v)}\n"
+        for k, v in table.items()
+        if not isinstance(v, Mapping) and not _is_tables(v)
+    ]
+    out = [header + "".join(keys)] if header or keys else []
+    for k, v in table.items():
+        sub = f"{name}.{_key(k)}" if name else _key(k)
+        if isinstance(v, Mapping):
+            out += _sections(sub, v, f"[{sub}]\n")
+        elif _is_tables(v):
+            for t in v:
+                out += _sections(sub, t, f"[[{sub}]]\n")
+    return out
+
+
 def render(doc: Mapping[str, Any], comments: Iterable[str] = ()) -> str:
-    """A stack file's text: `comments` as `# ` lines, then the tables of `doc` (tomli_w:
-    keys in `doc`'s order, sub-tables and arrays of tables after a table's keys)."""
+    """A stack file's text, as vmio writes every stack: `comments` as `# ` lines on top, then
+    each table of `doc` (keys in its order) after a blank line, arrays of tables as
+    `[[device]]` tables, arrays of values on one line."""
     head = "".join(f"# {c}\n" if c else "#\n" for c in comments)
-    return head + tomli_w.dumps(dict(doc))
+    return head + "\n".join(_sections("", doc, ""))
 
 
 def write(path: str | Path, doc: Mapping[str, Any], comments: Iterable[str] = ()) -> Path:
