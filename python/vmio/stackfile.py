@@ -302,9 +302,9 @@ def load(path: str | Path) -> Stack:
 def _value(v: Any) -> str:
     """A TOML value as stack files write it: scalars as tomli_w writes them, an array of
     scalars on one line (`devices = ["a", "b"]`)."""
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple)) and not any(isinstance(x, Mapping) for x in v):
         return "[" + ", ".join(_value(x) for x in v) + "]"
-    return tomli_w.dumps({"v": v})[len("v = ") : -1]
+    return tomli_w.dumps({"v": v})[len("v = ") : -1]  # inline tables: tomli_w's layout
 
 
 def _key(k: str) -> str:
