@@ -2,7 +2,7 @@
 """Run N-1, N and N+1 concurrent CPU-bound jobs (bzip2 with fixed work) natively on this
 machine's N cores, measure each job's wall time, predict the same with the simulator
 (hypervisor native, [cpu] model cfs) and print measured vs predicted slowdowns with the
-run-to-run spread (issue #12 item 6; vmio.realcpu has the method).
+run-to-run spread (issue #12 item 6; vmio.real.cpu has the method).
 
   PYTHONPATH=python scripts/real-cpu-jobs.py [--reps 5] [--seconds 6] [--json PATH]
   PYTHONPATH=python scripts/real-cpu-jobs.py --from tests/real_cpu_figures.json [--json PATH]
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vmio import realcpu
+from vmio.real import cpu as realcpu
 from vmio.sim import VmioError
 
 INPUT_BYTES = 8 << 20
@@ -96,7 +96,7 @@ def main() -> int:
             "how": (
                 f"PYTHONPATH=python scripts/real-cpu-jobs.py --reps {a.reps} --budget "
                 f"{a.budget:g} --seconds {a.seconds:g} --json tests/real_cpu_figures.json: "
-                "vmio.realcpu (its module doc: the jobs, the figures, how each is measured "
+                "vmio.real.cpu (its module doc: the jobs, the figures, how each is measured "
                 "and predicted)"
             ),
             "measured": "; ".join(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the real ext4 check of issue #10 (item 6) and print its figures, then the guest
 model's on the same workload side by side (each within 25 %, the journal at the same blocks);
-see python/vmio/realguest.py for the workload and the analysis, tests/guest.py for the guest.
+see python/vmio/real/guest.py for the workload and the analysis, tests/guest.py for the guest.
 
   PYTHONPATH=python scripts/real-ext4.py --json real-ext4.json [--workdir DIR]
 
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import guest  # noqa: E402
-from vmio import realguest  # noqa: E402
+from vmio.real import guest as realguest  # noqa: E402
 
 
 def main() -> int:

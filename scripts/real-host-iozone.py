@@ -3,7 +3,7 @@
 of the disk under DIR with fio, map it onto the simulator's ssd model, predict iozone's passes
 (`-e -I`) with vmio sim on the profile's stack and run them for real; print measured against
 predicted KB/s (mean and spread over the repetitions) with the relative error, and the mean
-profile against its fio points; see python/vmio/realhost.py.
+profile against its fio points; see python/vmio/real/host.py.
 
   PYTHONPATH=python scripts/real-host-iozone.py --dir /var/tmp
       [--size 100m] [-r 4k -r 4m -r 16m] [--repeat 5] [--fio-runtime 2]
@@ -22,7 +22,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from vmio import machineprofile, realhost, realiozone
+from vmio.real import host as realhost
+from vmio.real import iozone as realiozone
+from vmio.real import machineprofile
 
 RECORDS = ("4k", "4m", "16m")
 
@@ -82,8 +84,8 @@ def main() -> int:
             "how": (
                 f"PYTHONPATH=python scripts/real-host-iozone.py --dir {a.dir} --size {a.size} "
                 + " ".join(f"-r {r}" for r in records)
-                + f" --repeat {a.repeat} --fio-runtime {a.fio_runtime}: vmio.machineprofile "
-                "(the profile and its mapping), vmio.realhost (the comparison)"
+                + f" --repeat {a.repeat} --fio-runtime {a.fio_runtime}: vmio.real.machineprofile "
+                "(the profile and its mapping), vmio.real.host (the comparison)"
             ),
             "measured": "; ".join(
                 [

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run iozone's write/rewrite, read/reread, random read/write tests for real on a file of
-this machine, with iozone's sequence and record order (vmio.realiozone), and print iozone's
+this machine, with iozone's sequence and record order (vmio.real.iozone), and print iozone's
 -a table: `iozone -e -I -a -s SIZE -r R [-r R2 ...] -i 0 -i 1 -i 2`.
 
   PYTHONPATH=python scripts/real-iozone.py --size 100m -r 4k -r 4m -r 16m --dir DIR
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from vmio import realiozone
+from vmio.real import iozone as realiozone
 
 
 def main() -> int:

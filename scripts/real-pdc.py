@@ -3,7 +3,7 @@
 `vmio serve`'s `cache = "pdc"` detects the journal of a real ext4 in a TCG guest (precision
 and recall of the predicted range against debugfs's journal extents, commits before
 detection), (b) what it changes on this host's storage when the guest's trace is replayed
-by fio, alternately with cache = writeback and pdc; see python/vmio/realpdc.py.
+by fio, alternately with cache = writeback and pdc; see python/vmio/real/pdc.py.
 
   PYTHONPATH=python scripts/real-pdc.py --json tests/real_pdc_figures.json [--rounds 3]
       [--workdir DIR]
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import guest  # noqa: E402
-from vmio import realpdc  # noqa: E402
+from vmio.real import pdc as realpdc  # noqa: E402
 
 
 def version(cmd: list[str]) -> str:
@@ -68,7 +68,7 @@ def main() -> int:
         figures = {
             "how": (
                 "PYTHONPATH=python scripts/real-pdc.py --json tests/real_pdc_figures.json "
-                f"--rounds {args.rounds}: vmio.realpdc (its module doc: the workload, the "
+                f"--rounds {args.rounds}: vmio.real.pdc (its module doc: the workload, the "
                 "figures, how each is measured)"
             ),
             "measured": "; ".join(

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from vmio import validate
+from vmio.real import validate
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
 p.add_argument("out", type=Path, help="a vmio validate output directory (with calibration/)")

@@ -3,21 +3,24 @@
 Rust (`rust_graph`): one node per source file of a crate's `src/` (`a/mod.rs` and `a.rs` are
 module `a`; an inline `mod x { ... }` belongs to its file). An edge `A -> B` is any path in
 file A that names module B or an item of it: `use` declarations (braces expanded), paths
-written in code (`crate::x::y`, `super::z`, `self::w`). A `mod` declaration is containment,
-not an edge; an inline module (`#[cfg(test)] mod tests { ... }`) is a node of its own, so a
-module's unit tests may use the whole crate as the separate test files do. A path resolves to the deepest module it names, so `crate::cache::linux::Linux` is an
-edge to `cache::linux` and `crate::cache::CacheMode` one to `cache`. The one edge kind left out
-is a module's use of its own ancestors (`super::Trait` from `sched/cfq.rs` to `sched/mod.rs`):
-a layer's `mod.rs` holds its trait lattice and registry, and its children implement the trait
-and are named by the registry, as in cloud-hypervisor's `block` crate. Every other pair of
-modules that name each other, directly or through others, is a cycle.
+written in code (`crate::x::y`, `super::z`, `self::w`). A `mod` declaration is containment, not
+an edge; an inline module (`#[cfg(test)] mod tests { ... }`) is a node of its own, so a
+module's unit tests may use the whole crate as the separate test files do. A path resolves to
+the deepest module it names, so `crate::cache::linux::Linux` is an edge to `cache::linux` and
+`crate::cache::CacheMode` one to `cache`. The one edge kind left out is a module's use of its
+own ancestors (`super::Trait` from `sched/cfq.rs` to `sched/mod.rs`): a layer's `mod.rs` holds
+its trait lattice and registry, and its children implement the trait and are named by the
+registry, as in cloud-hypervisor's `block` crate. Every other pair of modules that name each
+other, directly or through others, is a cycle.
 
 Python (`python_graph`): one node per module of `python/vmio` (a package is its `__init__`).
 An edge is every `import` and `from ... import` statement anywhere in the module, inside
 functions, classes, `if` and `try` too: an import inside a function is an import all the same,
 only later. `from vmio.a import b` names the module `vmio.a.b` when there is one, else
 `vmio.a`; relative imports resolve against the importing module's package. A package's
-implicit import of its parent packages is not an edge (`__init__` files stay small).
+implicit import of its parent packages is not an edge (`__init__` files stay small). The
+compiled module (`vmio._native`, pyproject.toml's `[tool.maturin] module-name`) is a leaf node
+of its own: importing it is not an import of the package `vmio`.
 """
 
 from __future__ import annotations
@@ -257,9 +260,26 @@ def python_imports(module: str, path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def python_graph(package: Path = PY_PACKAGE) -> dict[str, set[str]]:
+def native_modules() -> tuple[str, ...]:
+    """The compiled modules of the package (pyproject.toml's `[tool.maturin] module-name`)."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        name = tomllib.load(f).get("tool", {}).get("maturin", {}).get("module-name")
+    return (name,) if name else ()
+
+
+def python_graph(
+    package: Path = PY_PACKAGE, native: tuple[str, ...] | None = None
+) -> dict[str, set[str]]:
+    """The import graph of a package's modules; `native`: its compiled modules (leaf nodes;
+    default: pyproject.toml's for vmio's own package, none for another)."""
+    if native is None:
+        native = native_modules() if package == PY_PACKAGE else ()
     mods = python_modules(package)
-    return {name: python_imports(name, path, set(mods)) for name, path in mods.items()}
+    names = set(mods) | set(native)
+    graph = {name: python_imports(name, path, names) for name, path in mods.items()}
+    return graph | {name: set() for name in native if name not in graph}
 
 
 # --- cycles ----------------------------------------------------------------------------------

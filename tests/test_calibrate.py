@@ -1,4 +1,4 @@
-"""`vmio calibrate` (vmio.calibrate): the fit held to the flash model's closed forms on
+"""`vmio calibrate` (vmio.real.calibrate): the fit held to the flash model's closed forms on
 synthetic measurements, round trips on a RAM-backed file and on a loop device (fio, the fit,
 stack.toml run by `vmio sim`), the read-only and in-use guards of block devices, the budget's
 schedule and the error lines.
@@ -38,8 +38,9 @@ from pathlib import Path
 import pytest
 
 from conftest import finish, missing_tool, require_tool, run_vmio
-from vmio import calibrate, cli
-from vmio.calibrate import KIB, MIB, CalibrateError, Job, Point, Side
+from vmio import cli
+from vmio.real import calibrate
+from vmio.real.calibrate import KIB, MIB, CalibrateError, Job, Point, Side
 
 TOLERANCE = 1.0
 

@@ -1,5 +1,5 @@
-"""`vmio calibrate --serve-path` (vmio.calserve): the fit of the [nbd] table held to the closed
-forms of crates/vmio-core/src/nbd.rs on synthetic points, a round trip on /dev/shm (fio's nbd
+"""`vmio calibrate --serve-path` (vmio.real.servepath): the fit of the [nbd] table held to the
+closed forms of crates/vmio-core/src/nbd.rs on synthetic points, a round trip on /dev/shm (fio's nbd
 engine into vmio serve, the fit, vmio sim of every point on the fitted table), the error lines,
 and `vmio validate`'s raid0 part on an nbd disk.
 
@@ -37,8 +37,9 @@ import pytest
 from conftest import require_tool, run_vmio
 from test_calibrate import vmio
 from test_validate import STACK as CALIBRATED
-from vmio import calserve, validate
-from vmio.calibrate import KIB, MIB, CalibrateError, Point, Side
+from vmio.real import servepath as calserve
+from vmio.real import validate
+from vmio.real.calibrate import KIB, MIB, CalibrateError, Point, Side
 from vmio.sim import VmioError, simulate_text
 
 KNOWN = {

@@ -149,7 +149,7 @@ def test_the_input_files_are_left_untouched(write_stack, write_job):
 
 
 def test_the_study_stack_and_job_simulate_as_they_are():
-    from vmio.study import BUILTIN_STUDIES
+    from vmio.study.experiment import BUILTIN_STUDIES
 
     d = BUILTIN_STUDIES / "volumes-cache"
     r = run_vmio("sim", "--stack", d / "stack.toml", d / "job.fio", "--output-format", "json")

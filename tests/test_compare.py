@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from vmio import compare
 from vmio.cli import main
-from vmio.compare import Metrics
+from vmio.real import compare
+from vmio.real.compare import Metrics
 
 MB = 1e6
 US = 1e3

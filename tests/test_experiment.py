@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from vmio import runner, study
 from vmio.sim import VmioError
+from vmio.study import experiment, runner, tables
 
 
 def test_the_built_in_experiment_has_the_s0_grid():
-    exp = study.load_experiment("volumes-cache")
+    exp = experiment.load_experiment("volumes-cache")
     assert [a.name for a in exp.axes] == ["layout", "cache", "guest", "workload", "bs"]
     assert exp.axis("layout").values == ("linear", "stripe", "raid0")
     assert exp.axis("cache").values == ("none", "writeback")
@@ -30,8 +30,8 @@ def test_the_built_in_experiment_has_the_s0_grid():
 
 
 def test_points_set_the_stack_and_job_as_the_axes_say():
-    exp = study.load_experiment("volumes-cache")
-    inputs = study.point_inputs(exp, quick=True)
+    exp = experiment.load_experiment("volumes-cache")
+    inputs = runner.point_inputs(exp, quick=True)
     p = next(i for i in inputs if i.point.label == "stripe/writeback/0/randrw bs=1m")
     stack = tomllib.loads(p.stack_text)
     assert stack["volume"][0]["layout"] == "stripe"
@@ -44,9 +44,9 @@ def test_points_set_the_stack_and_job_as_the_axes_say():
 
 
 def test_an_axis_value_brings_its_also_settings():
-    exp = study.load_experiment("volumes-cache")
+    exp = experiment.load_experiment("volumes-cache")
     by_layout = {
-        i.point.get("layout"): tomllib.loads(i.stack_text) for i in study.point_inputs(exp)
+        i.point.get("layout"): tomllib.loads(i.stack_text) for i in runner.point_inputs(exp)
     }
     assert by_layout["raid0"]["volume"][0]["chunk"] == "512k"
     assert "stripe_size" not in by_layout["raid0"]["volume"][0]
@@ -56,29 +56,29 @@ def test_an_axis_value_brings_its_also_settings():
 
 def test_set_job_option_replaces_in_every_section_and_keeps_line_numbers():
     text = "[global]\nbs=4k\n; comment\n[a]\nbs=8k\n[b]\nrw=read\n"
-    out = study.set_job_option(text, "bs", "1m")
+    out = runner.set_job_option(text, "bs", "1m")
     assert out == "[global]\nbs=1m\n; comment\n[a]\nbs=1m\n[b]\nrw=read\n"
 
 
 def test_set_job_option_adds_a_missing_option_to_global():
-    assert study.set_job_option("[global]\n[a]\nrw=read\n", "bs", "64k") == (
+    assert runner.set_job_option("[global]\n[a]\nrw=read\n", "bs", "64k") == (
         "[global]\nbs=64k\n[a]\nrw=read\n"
     )
-    assert study.set_job_option("[a]\nrw=read\n", "bs", "64k") == (
+    assert runner.set_job_option("[a]\nrw=read\n", "bs", "64k") == (
         "[global]\nbs=64k\n\n[a]\nrw=read\n"
     )
 
 
 def test_set_job_option_finds_an_option_under_every_spelling_fio_accepts():
     text = "[global]\nBlockSize=4k  ; small\n[a]\nreadwrite=randrw\nrwmixwrite=30\n"
-    out = study.set_job_option(study.set_job_option(text, "bs", "1m"), "rw", "randread")
+    out = runner.set_job_option(runner.set_job_option(text, "bs", "1m"), "rw", "randread")
     assert out == "[global]\nbs=1m  ; small\n[a]\nrw=randread\nrwmixwrite=30\n"
-    assert study.set_job_option(out, "a.rwmixread", "90").endswith("\nrwmixread=90\n")
+    assert runner.set_job_option(out, "a.rwmixread", "90").endswith("\nrwmixread=90\n")
 
 
 def test_set_job_option_names_the_file_and_the_missing_section():
     with pytest.raises(VmioError, match=r"^x.fio: cannot set 'bs=4k': the job file has no "):
-        study.set_job_option("[a]\nrw=read\n", "b.bs", "4k", "x.fio")
+        runner.set_job_option("[a]\nrw=read\n", "b.bs", "4k", "x.fio")
 
 
 def test_an_axis_sets_a_job_option_the_job_file_spells_with_an_alias(tmp_path):
@@ -87,23 +87,23 @@ def test_an_axis_sets_a_job_option_the_job_file_spells_with_an_alias(tmp_path):
     )
     job = tmp_path / "job.fio"
     job.write_text(job.read_text(encoding="utf-8").replace("\nbs=32k", "\nblocksize=32k"))
-    inputs = study.point_inputs(study.load_experiment(path))
+    inputs = runner.point_inputs(experiment.load_experiment(path))
     options = [[line for line in i.job_text.splitlines() if line.startswith("bs=")] for i in inputs]
     assert options == [["bs=1m", "bs=8k"], ["bs=1m", "bs=16k"]]  # [layout]'s, [s0]'s
 
 
 def test_set_stack_value_names_the_bad_path():
     stack = {"volume": [{"layout": "linear"}]}
-    study.set_stack_value(stack, "volume.0.layout", "raid0", "x.toml")
+    runner.set_stack_value(stack, "volume.0.layout", "raid0", "x.toml")
     assert stack["volume"][0]["layout"] == "raid0"
     with pytest.raises(VmioError, match=r"x.toml: stack target 'volume.3.layout'"):
-        study.set_stack_value(stack, "volume.3.layout", "raid0", "x.toml")
+        runner.set_stack_value(stack, "volume.3.layout", "raid0", "x.toml")
     with pytest.raises(VmioError, match="the stack has no 'vm'"):
-        study.set_stack_value(stack, "vm.0.disk.0.cache", "none", "x.toml")
+        runner.set_stack_value(stack, "vm.0.disk.0.cache", "none", "x.toml")
 
 
 def _experiment(tmp_path: Path, body: str) -> Path:
-    src = study.BUILTIN_STUDIES / "volumes-cache"
+    src = experiment.BUILTIN_STUDIES / "volumes-cache"
     for name in ("stack.toml", "job.fio"):
         (tmp_path / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
     path = tmp_path / "experiment.toml"
@@ -138,7 +138,7 @@ def _experiment(tmp_path: Path, body: str) -> Path:
 def test_a_bad_experiment_file_is_an_error_naming_the_file_and_field(tmp_path, body, message):
     path = _experiment(tmp_path, body)
     with pytest.raises(VmioError) as err:
-        study.load_experiment(path)
+        experiment.load_experiment(path)
     assert str(path) in str(err.value)
     assert message in str(err.value)
 
@@ -193,20 +193,20 @@ def fake_simulator(monkeypatch):
 
 
 def test_run_study_keeps_grid_order_whatever_the_parallelism(fake_simulator):
-    exp = study.load_experiment("volumes-cache")
-    serial = study.run_study(exp, quick=True, parallel=1, progress_tty=False)
-    threaded = study.run_study(exp, quick=True, parallel=3, progress_tty=False)
+    exp = experiment.load_experiment("volumes-cache")
+    serial = runner.run_study(exp, quick=True, parallel=1, progress_tty=False)
+    threaded = runner.run_study(exp, quick=True, parallel=3, progress_tty=False)
     assert [p.point for p in serial.points] == exp.points(quick=True)
     assert [p.json_text for p in serial.points] == [p.json_text for p in threaded.points]
-    assert study.summary_text(serial) == study.summary_text(threaded)
+    assert tables.summary_text(serial) == tables.summary_text(threaded)
     assert serial.notes == [
         "vmio: note: fio option 'x' (" + str(exp.job_path) + ":3) is not modelled; ignored"
     ]
 
 
 def test_calibration_compares_reduced_points_within_the_tolerance(fake_simulator):
-    exp = study.load_experiment("volumes-cache")
-    res = study.run_study(exp, quick=True, progress_tty=False)
+    exp = experiment.load_experiment("volumes-cache")
+    res = runner.run_study(exp, quick=True, progress_tty=False)
     rows = {r.calibration.id: r for r in res.calibration}
     linear = rows["A-linear-read"]
     assert linear.simulated == pytest.approx(200.0)
@@ -221,12 +221,12 @@ def test_calibration_compares_reduced_points_within_the_tolerance(fake_simulator
 
 
 def test_study_outputs_are_deterministic(fake_simulator, tmp_path):
-    exp = study.load_experiment("volumes-cache")
+    exp = experiment.load_experiment("volumes-cache")
     outs = []
     for name in ("a", "b"):
-        res = study.run_study(exp, quick=True, progress_tty=False)
-        out = study.prepare_output_dir(tmp_path / name, force=False)
-        study.write_outputs(res, out)
+        res = runner.run_study(exp, quick=True, progress_tty=False)
+        out = runner.prepare_output_dir(tmp_path / name, force=False)
+        runner.write_outputs(res, out)
         outs.append(out)
     for name in ("results.csv", "calibration.csv", "tables.txt", "figure.png"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
@@ -234,11 +234,11 @@ def test_study_outputs_are_deterministic(fake_simulator, tmp_path):
 
 def test_the_default_output_directory_is_numbered_when_taken(tmp_path):
     base = tmp_path / "volumes-cache"
-    assert study.next_free_dir(base) == base
+    assert runner.next_free_dir(base) == base
     base.mkdir()
-    assert study.next_free_dir(base) == base  # empty: reuse
+    assert runner.next_free_dir(base) == base  # empty: reuse
     (base / "results.csv").write_text("x", encoding="utf-8")
-    assert study.next_free_dir(base) == tmp_path / "volumes-cache-2"
+    assert runner.next_free_dir(base) == tmp_path / "volumes-cache-2"
 
 
 def _files(out: Path) -> dict[str, bytes]:
@@ -248,11 +248,11 @@ def _files(out: Path) -> dict[str, bytes]:
 def test_a_study_killed_after_some_points_resumes_to_byte_identical_files(
     fake_simulator, tmp_path, capsys
 ):
-    from vmio import cli
+    from vmio.cli.study import run_study_to_dir
 
-    exp = study.load_experiment("volumes-cache")
+    exp = experiment.load_experiment("volumes-cache")
     run = dict(seed=None, quick=True, force=False, parallel=2, progress=io.StringIO())
-    cli.run_study_to_dir(exp, out=tmp_path / "a", **run)
+    run_study_to_dir(exp, out=tmp_path / "a", **run)
 
     def stop_after(k):
         seen = []
@@ -266,18 +266,18 @@ def test_a_study_killed_after_some_points_resumes_to_byte_identical_files(
 
     b = tmp_path / "b"
     with pytest.raises(KeyboardInterrupt):
-        cli.run_study_to_dir(exp, out=b, on_point=stop_after(5), **{**run, "parallel": 1})
+        run_study_to_dir(exp, out=b, on_point=stop_after(5), **{**run, "parallel": 1})
     assert not (b / "results.csv").exists()  # summaries only once every point is done
     # a point whose inputs changed since is recomputed, never mixed in
     first = exp.points(quick=True)[0].slug
-    (b / study.PARTIAL_DIR / f"{first}.key").write_text("stale", encoding="utf-8")
+    (b / runner.PARTIAL_DIR / f"{first}.key").write_text("stale", encoding="utf-8")
     (b / "json" / f"{first}.json").write_text("{}", encoding="utf-8")
     (b / "json" / ".tmp-1-x.json").write_text("half", encoding="utf-8")  # killed mid-write
     progress = io.StringIO()
-    cli.run_study_to_dir(exp, out=b, **{**run, "progress": progress})
+    run_study_to_dir(exp, out=b, **{**run, "progress": progress})
     n = len(exp.points(quick=True))
     assert f"vmio: study volumes-cache: resuming: 4 of {n} points done" in progress.getvalue()
     assert _files(tmp_path / "a") == _files(b)
     # a finished directory is left alone without --force
     with pytest.raises(VmioError, match="not empty"):
-        cli.run_study_to_dir(exp, out=b, **run)
+        run_study_to_dir(exp, out=b, **run)

@@ -97,7 +97,7 @@ def test_vmio_fio_accepts_the_command_lines_real_fio_accepts(tmp_path, args):
 
 
 def test_the_command_line_becomes_a_global_section_then_one_section_per_name():
-    from vmio.fiocli import compose_job, parse_command_line
+    from vmio.cli.fio import compose_job, parse_command_line
 
     cmd = parse_command_line(
         ["--ioengine=null", "--name", "a", "--bs=8k", "--time_based", "-name=b", "--rw", "write"]
@@ -110,7 +110,7 @@ def test_the_command_line_becomes_a_global_section_then_one_section_per_name():
 
 
 def test_a_flag_option_does_not_take_the_next_argument_as_its_value():
-    from vmio.fiocli import parse_command_line
+    from vmio.cli.fio import parse_command_line
 
     cmd = parse_command_line(["--name=x", "--group_reporting", "job.fio", "--bs", "4k"])
     assert cmd.files == ["job.fio"]
@@ -118,7 +118,7 @@ def test_a_flag_option_does_not_take_the_next_argument_as_its_value():
 
 
 def test_section_keeps_only_the_named_sections_and_the_line_numbers():
-    from vmio.fiocli import keep_sections
+    from vmio.cli.fio import keep_sections
 
     kept = keep_sections(TWO_JOBS, ["b"])
     assert kept.splitlines() == ["[global]", "size=1m", "", "", "", "", "[b]", "rw=write", "bs=8k"]
@@ -296,7 +296,7 @@ def test_the_progress_line_stays_off_a_pipe_unless_eta_is_always():
 
 
 def test_a_note_repeated_by_every_clone_is_printed_once_with_its_count():
-    from vmio.report import collapse_repeats, result_notes
+    from vmio.fioreport import collapse_repeats, result_notes
 
     assert collapse_repeats(["a", "b", "a", "a"]) == ["a (x3)", "b"]
     notes = result_notes({"vmio": {"notes": ["job 'x': slow"] * 12}}, "job.fio")
@@ -395,7 +395,7 @@ def _bench_fio(tmp_path: Path, env: dict[str, str], target: str) -> Path:
 
 
 def test_a_study_over_iodepth_and_numjobs_writes_bench_fio_s_layout(tmp_path):
-    from vmio.benchfio import job_options
+    from vmio.study.benchfio import job_options
 
     _write_stack(tmp_path)
     (tmp_path / "job.fio").write_text(JOB.format(rw="randread", bs="4k"), encoding="utf-8")

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import pytest
 
-from vmio import study
+from vmio.study import experiment, runner
 
 
 @pytest.fixture(scope="module")
 def s0():
-    exp = study.load_experiment("volumes-cache")
-    return study.run_study(exp, quick=True, parallel=2, progress_tty=False)
+    exp = experiment.load_experiment("volumes-cache")
+    return runner.run_study(exp, quick=True, parallel=2, progress_tty=False)
 
 
 def mb_s(res, layout: str, cache: str, workload: str, bs: str, guest: str = "1") -> float:
     """A point's MB/s; `guest` "1" is fio's direct=1 in the guest (S0's Direct), "0" Cached."""
     coords = (("layout", layout), ("cache", cache), ("guest", guest))
-    point = study.Point((*coords, ("workload", workload), ("bs", bs)))
+    point = experiment.Point((*coords, ("workload", workload), ("bs", bs)))
     return res.value_mb_s(point)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from vmio import cli, sim
+from vmio.cli import sim as cli_sim
 
 
 def vmio(capsys, *args: str | Path) -> tuple[int, str]:
@@ -143,7 +144,7 @@ def test_an_unexpected_error_from_input_is_one_escaped_line_of_at_most_300_chara
     def boom(args):
         raise OverflowError("out of range: " + "\x1b[31m" * 200)
 
-    monkeypatch.setattr(cli, "cmd_sim", boom)
+    monkeypatch.setattr(cli_sim, "cmd_sim", boom)
     err = one_error_line(*vmio(capsys, "sim", "--stack", "s.toml"))
     assert "\\x1b[31m" in err and "\x1b" not in err and err.endswith("…\n")
 

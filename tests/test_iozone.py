@@ -1,6 +1,6 @@
 """iozone (issue #12 items 3 and 6): the record order and table of vmio.iozone (the same
 known lists and text as crates/vmio-core/src/workload/iozone.rs's tests), and the real
-engine vmio.realiozone on a small file in a temporary directory."""
+engine vmio.real.iozone on a small file in a temporary directory."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from vmio import iozone, realiozone
-from vmio.report import _job_lines
+from vmio import iozone
+from vmio.fioreport import _job_lines
+from vmio.real import iozone as realiozone
 
 KIB = 1024
 

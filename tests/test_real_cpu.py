@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import missing_tool
-from vmio import realcpu
-from vmio.realcpu import Job, Run
+from vmio.real import cpu as realcpu
+from vmio.real.cpu import Job, Run
 
 
 def run(k: int, rep: int, walls: list[float], cpu: float = 1.0, other: float = 0.0) -> Run:

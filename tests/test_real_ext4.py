@@ -1,5 +1,5 @@
 """Issue #10, item 6: a TCG QEMU guest mounts an ext4 made on the host with mkfs.ext4,
-served by `vmio serve --trace`, and appends + fsyncs (vmio.realguest.WORKLOAD); the trace is
+served by `vmio serve --trace`, and appends + fsyncs (vmio.real.guest.WORKLOAD); the trace is
 read against the filesystem's map (debugfs, dumpe2fs), and the guest model runs the same
 workload as a fio job in the simulator: each figure within realguest.TOLERANCE (25 %) of the
 real one, the journal at the same blocks. The figures are printed and, with
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import guest
 from conftest import missing_tool
-from vmio import realguest
+from vmio.real import guest as realguest
 
 
 def test_a_guest_ext4_appending_with_fsync_writes_its_journal_inside_the_journal_extents(

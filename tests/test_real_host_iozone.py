@@ -1,6 +1,6 @@
 """S2's host row for real (issue #12 item 6): the device profile's mapping onto the ssd model
-(vmio.machineprofile) held to its closed forms on synthetic fio results, the comparison
-tables (vmio.realhost), the recorded figures (tests/real_host_iozone_figures.json, written by
+(vmio.real.machineprofile) held to its closed forms on synthetic fio results, the comparison
+tables (vmio.real.host), the recorded figures (tests/real_host_iozone_figures.json, written by
 scripts/real-host-iozone.py), and a short real run: fio profile, real iozone, vmio sim."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import missing_tool, require_tool
-from vmio import iozone, machineprofile, realhost
-from vmio.machineprofile import KIB, MIB, SEQ_SIZES, SMALL, Figures, Point, ProfileError
+from vmio import iozone
+from vmio.real import host as realhost
+from vmio.real import machineprofile
+from vmio.real.machineprofile import KIB, MIB, SEQ_SIZES, SMALL, Figures, Point, ProfileError
 
 # A synthetic disk: reads 100 µs + L / 1 GB/s, writes 80 µs + L / 2 GB/s, flush 500 µs.
 READ = machineprofile.Line(100_000, 1e9)

@@ -1,5 +1,5 @@
 """Issue #11, point 5: PDC against a real ext4 and real storage. A TCG QEMU guest appends and
-fsyncs (vmio.realpdc.WORKLOAD: 3000 fsyncs, the journal wraps twice) on an ext4 served by
+fsyncs (vmio.real.pdc.WORKLOAD: 3000 fsyncs, the journal wraps twice) on an ext4 served by
 `vmio serve` with cache = "pdc"; the predicted journal is held to debugfs's journal extents;
 then the guest's trace is replayed once with cache = writeback and once with pdc (fio's nbd
 engine) and the host page cache each leaves is compared. The figures are printed and, with
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import guest
 from conftest import missing_tool
-from vmio import realguest, realpdc
-from vmio.realguest import BLOCK
+from vmio.real import guest as realguest
+from vmio.real import pdc as realpdc
+from vmio.real.guest import BLOCK
 
 
 def test_pdc_predicts_a_real_ext4_journal_and_keeps_its_writes_out_of_the_host_page_cache(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vmio import compare, validate
+from vmio.real import compare, validate
 
 RECORD = Path(__file__).with_name("real_validation_figures.json")
 

@@ -1,4 +1,4 @@
-"""`vmio study --engine real` (vmio/realengine.py): the same experiment simulated and run on
+"""`vmio study --engine real` (vmio/real/engine.py): the same experiment simulated and run on
 this machine gives the same tidy schema and fio JSON keys; points this machine cannot run are
 skipped with their reason. The experiments are in tests/realengine/ (2 points of 1 s each)."""
 
@@ -14,11 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import require_tool, run_vmio
-from vmio import machine, realengine
-from vmio.calibration import evaluate_calibration
-from vmio.experiment import load_experiment
-from vmio.runner import point_inputs, point_key
+from vmio.real import engine as realengine
+from vmio.real import machine
 from vmio.sim import parse_size
+from vmio.study.evaluation import evaluate_calibration
+from vmio.study.experiment import load_experiment
+from vmio.study.runner import point_inputs, point_key
 
 HERE = Path(__file__).parent / "realengine"
 SIZE = "64m"

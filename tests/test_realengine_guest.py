@@ -1,4 +1,4 @@
-"""`vmio study --engine real --real-mode guest` (vmio/realengine.py, vmio/qemuguest.py): a VM
+"""`vmio study --engine real --real-mode guest` (vmio/real/engine.py, vmio/real/qemu.py): a VM
 point's job runs with the host's fio inside a QEMU guest whose disk is the `vmio serve` export;
 under TCG its timings are functional-only and `vmio compare` leaves it out. One guest boot
 (tests/realengine/guest.toml: one point, 1 s of random reads then 1 MiB written and verified);
@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import missing_tool, require_tool, run_vmio
-from vmio import qemuguest, realengine
+from vmio.real import engine as realengine
+from vmio.real import qemu as qemuguest
 from vmio.sim import VmioError
 
 HERE = Path(__file__).parent / "realengine"

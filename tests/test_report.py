@@ -6,8 +6,8 @@ import io
 
 import pytest
 
+from vmio.fioreport import fio_text, num2str, text_table
 from vmio.progress import Progress, format_duration
-from vmio.report import fio_text, num2str, text_table
 from vmio.sim import VmioError, format_size, parse_size
 
 

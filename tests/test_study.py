@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_vmio
-from vmio import study
 from vmio.results import directions_of
+from vmio.study import experiment
 
 S0_FIGURES = {
     "A-linear-read",
@@ -43,7 +43,7 @@ def test_the_quick_study_writes_every_output_file(quick_study):
 
 def test_the_tidy_table_has_one_row_per_point_and_direction(quick_study):
     out, _ = quick_study
-    exp = study.load_experiment("volumes-cache")
+    exp = experiment.load_experiment("volumes-cache")
     points = exp.points(quick=True)
     expected = sum(len(directions_of(p.get("workload"))) for p in points)
     assert expected == 3 * 2 * 2 * len(exp.quick_values["bs"]) * (1 + 1 + 2)

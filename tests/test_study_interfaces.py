@@ -9,10 +9,12 @@ import pytest
 
 from conftest import run_vmio
 from golden_outputs import check_study_dir
-from vmio import iozone, iozonereport, study
-from vmio.calibration import PointResult, StudyResult
-from vmio.experiment import Point
+from vmio import iozone
 from vmio.sim import VmioError
+from vmio.study import experiment, quantities, runner
+from vmio.study import iozone as iozonereport
+from vmio.study.evaluation import PointResult, StudyResult
+from vmio.study.experiment import Point
 
 TARGETS = ("host", "virtio-blk", "ide")
 RECORDS = ("4K", "4096K", "16384K")
@@ -31,39 +33,39 @@ def iozone_result(rates: dict[int, list[int]]) -> dict:
 
 def test_an_iozone_rate_is_its_passs_kb_per_s_and_a_rows_is_the_gmean_of_the_six_tests():
     r = iozone_result({4: [10, 20, 40, 80, 160, 320], 4096: [500] * 6})
-    assert study.quantity_value(r, "iozone:4k:write") == 10.0
-    assert study.quantity_value(r, "iozone:4:random write") == 320.0  # a bare number is KB
-    assert study.quantity_value(r, "iozone:4m:read") == 500.0
+    assert quantities.quantity_value(r, "iozone:4k:write") == 10.0
+    assert quantities.quantity_value(r, "iozone:4:random write") == 320.0  # a bare number is KB
+    assert quantities.quantity_value(r, "iozone:4m:read") == 500.0
     # gmean(10 * 2^k, k = 0..5) = 10 * 2^2.5
-    assert study.quantity_value(r, "iozone:4k") == pytest.approx(10 * 2**2.5)
-    assert study.quantity_value(r, "iozone:4k/4096k") == pytest.approx(10 * 2**2.5 / 500)
-    assert study.quantity_value(r, "iozone:4k/4096k:reread") == pytest.approx(80 / 500)
-    assert study.quantity_unit("iozone:4096k:read") == "KB/s"
-    assert study.quantity_unit("iozone:4k/4096k") == ""
-    assert study.format_quantity(506168.4, "iozone:4096k:reread") == "506168"
+    assert quantities.quantity_value(r, "iozone:4k") == pytest.approx(10 * 2**2.5)
+    assert quantities.quantity_value(r, "iozone:4k/4096k") == pytest.approx(10 * 2**2.5 / 500)
+    assert quantities.quantity_value(r, "iozone:4k/4096k:reread") == pytest.approx(80 / 500)
+    assert quantities.quantity_unit("iozone:4096k:read") == "KB/s"
+    assert quantities.quantity_unit("iozone:4k/4096k") == ""
+    assert quantities.format_quantity(506168.4, "iozone:4096k:reread") == "506168"
 
 
 def test_two_iozone_jobs_add_up_as_iozones_children_do():
     one = iozone_result({16384: [100, 200, 300, 400, 500, 600]})
     two = {"jobs": one["jobs"] * 2, "vmio": {}}
-    assert study.quantity_value(two, "iozone:16m:random read") == 1000.0
+    assert quantities.quantity_value(two, "iozone:16m:random read") == 1000.0
 
 
 def test_bad_iozone_quantities_name_the_accepted_forms_and_a_missing_pass_names_the_records():
-    assert study.check_quantity("iozone:4096k:random read") is None
-    assert "'seq' is not an iozone test" in study.check_quantity("iozone:4k:seq")
-    assert "is not a size" in study.check_quantity("iozone:4q")
-    assert "accepted: iozone:R, iozone:R:TEST" in study.check_quantity("iozone:4k/8k/16k")
-    assert "iozone:<record>[:<test>]" in study.check_quantity("iozones")
+    assert quantities.check_quantity("iozone:4096k:random read") is None
+    assert "'seq' is not an iozone test" in quantities.check_quantity("iozone:4k:seq")
+    assert "is not a size" in quantities.check_quantity("iozone:4q")
+    assert "accepted: iozone:R, iozone:R:TEST" in quantities.check_quantity("iozone:4k/8k/16k")
+    assert "iozone:<record>[:<test>]" in quantities.check_quantity("iozones")
     r = iozone_result({4: [1] * 6})
     with pytest.raises(VmioError, match=r"'iozone:8k': no iozone pass 'write' with 8k.*: 4k\)"):
-        study.quantity_value(r, "iozone:8k")
+        quantities.quantity_value(r, "iozone:8k")
     with pytest.raises(VmioError, match="none: no iozone job"):
-        study.quantity_value({"jobs": [{}]}, "iozone:4k:read")
+        quantities.quantity_value({"jobs": [{}]}, "iozone:4k:read")
 
 
 def fake_study(rates: dict[str, dict[int, list[int]]]) -> StudyResult:
-    exp = study.load_experiment("interfaces")
+    exp = experiment.load_experiment("interfaces")
     points = [
         PointResult(Point((("target", t),)), "", iozone_result(rates[t]))
         for t in exp.axis("target").values
@@ -73,7 +75,7 @@ def fake_study(rates: dict[str, dict[int, list[int]]]) -> StudyResult:
 
 
 def test_the_share_table_is_each_tests_kb_s_over_the_baselines_and_the_gmean_of_those():
-    over = study.load_experiment("interfaces").report["iozone"][1]
+    over = experiment.load_experiment("interfaces").report["iozone"][1]
     other = next(t for t in TARGETS if t != over)
     res = fake_study(
         {
@@ -93,14 +95,14 @@ def test_the_share_table_is_each_tests_kb_s_over_the_baselines_and_the_gmean_of_
 
 
 def test_the_interfaces_study_sweeps_the_disk_interface_under_s2s_iozone_command():
-    exp = study.load_experiment("interfaces")
+    exp = experiment.load_experiment("interfaces")
     assert exp.axis("target").target == "stack:vm.0.disk.0.interface"
     assert exp.axis("target").values == TARGETS
     assert exp.report["iozone"] == ("target", "host")
     assert exp.figure["kind"] == "iozone"
     job = exp.job_path.read_text()
     assert "iozone=-e -I -a -s 100M -r 4k -r 4096k -r 16384k -i 0 -i 1 -i 2" in job
-    host, virtio, ide = (inp.stack_text for inp in study.point_inputs(exp))
+    host, virtio, ide = (inp.stack_text for inp in runner.point_inputs(exp))
     assert 'hypervisor = "native"' in host and 'interface = "host"' in host
     assert 'hypervisor = "kvm"' in virtio and 'interface = "virtio-blk"' in virtio
     assert 'hypervisor = "kvm"' in ide and 'interface = "ide"' in ide
@@ -118,19 +120,19 @@ def test_the_interfaces_study_sweeps_the_disk_interface_under_s2s_iozone_command
 
 
 def test_an_iozone_figure_without_an_iozone_report_is_refused(tmp_path):
-    src = study.BUILTIN_STUDIES / "interfaces"
+    src = experiment.BUILTIN_STUDIES / "interfaces"
     for name in ("stack.toml", "iozone.fio"):
         (tmp_path / name).write_text((src / name).read_text())
     text = (src / "experiment.toml").read_text()
     line = next(x for x in text.splitlines() if x.startswith("iozone = {"))
     (tmp_path / "experiment.toml").write_text(text.replace(line, ""))
     with pytest.raises(VmioError, match=r'kind = "iozone" needs a \[report\] iozone'):
-        study.load_experiment(tmp_path / "experiment.toml")
+        experiment.load_experiment(tmp_path / "experiment.toml")
     (tmp_path / "experiment.toml").write_text(
         text.replace(line, line.split("over")[0] + 'over = "scsi" }')
     )
     with pytest.raises(VmioError, match=r"\[report\]\.iozone\.over: 'scsi' is not a value of axis"):
-        study.load_experiment(tmp_path / "experiment.toml")
+        experiment.load_experiment(tmp_path / "experiment.toml")
 
 
 def test_vmio_study_interfaces_end_to_end_in_s2s_layout_and_byte_for_byte_again(tmp_path):
@@ -143,14 +145,14 @@ def test_vmio_study_interfaces_end_to_end_in_s2s_layout_and_byte_for_byte_again(
     for name in ("results.csv", "results.parquet", "calibration.csv", "tables.txt", "figure.png"):
         assert (out / name).is_file(), name
     assert len(list((out / "json").glob("*.json"))) == len(
-        study.load_experiment("interfaces").axis("target").values
+        experiment.load_experiment("interfaces").axis("target").values
     )
     text = (out / "tables.txt").read_text()
     lines = text.splitlines()
     head = lines.index("iozone, KB/s (1 KB = 1024 bytes), per record size and test")
     assert lines[head + 1].split() == ["record", "target", "write", "rewrite", "read", "reread",
                                        "random", "read", "random", "write"]  # fmt: skip
-    values = study.load_experiment("interfaces").axis("target").values
+    values = experiment.load_experiment("interfaces").axis("target").values
     rows = [line.split() for line in lines[head + 3 : head + 3 + len(RECORDS) * len(values)]]
     assert [(row[0], row[1]) for row in rows] == [(rec, t) for rec in RECORDS for t in values]
     assert all(len(row) == 8 and all(int(x) > 0 for x in row[2:]) for row in rows)

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import run_vmio
 from golden_outputs import check_study_dir
-from vmio import study
 from vmio.sim import VmioError
+from vmio.study import evaluation, experiment, quantities, runner
 
 PARTS = {
     "gc": ("gc-clean-flat", "gc-aged-drops"),
@@ -38,83 +38,83 @@ def fake_result(bws=(400.0, 280.0, 160.0, 40.0), error=12.5, jain=0.97):
 
 def test_share_quantities_come_from_vmio_share():
     r = fake_result()
-    assert study.quantity_value(r, "error_rate_pct") == 12.5
-    assert study.quantity_value(r, "jain") == 0.97
+    assert quantities.quantity_value(r, "error_rate_pct") == 12.5
+    assert quantities.quantity_value(r, "jain") == 0.97
 
 
 def test_ratio_is_relative_to_the_lightest_weight_vm():
     r = fake_result(bws=(400.0, 280.0, 160.0, 40.0))
-    assert study.quantity_value(r, "ratio:vm1") == pytest.approx(10.0)
-    assert study.quantity_value(r, "ratio:vm3") == pytest.approx(4.0)
-    assert study.quantity_value(r, "ratio:vm4") == pytest.approx(1.0)
+    assert quantities.quantity_value(r, "ratio:vm1") == pytest.approx(10.0)
+    assert quantities.quantity_value(r, "ratio:vm3") == pytest.approx(4.0)
+    assert quantities.quantity_value(r, "ratio:vm4") == pytest.approx(1.0)
     with pytest.raises(VmioError, match="no VM 'vm9'"):
-        study.quantity_value(r, "ratio:vm9")
+        quantities.quantity_value(r, "ratio:vm9")
 
 
 def test_unknown_quantities_are_refused():
-    assert study.check_quantity("ratio:vm2") is None
-    assert study.check_quantity("total") is None
-    assert "error_rate_pct" in study.check_quantity("errors")
+    assert quantities.check_quantity("ratio:vm2") is None
+    assert quantities.check_quantity("total") is None
+    assert "error_rate_pct" in quantities.check_quantity("errors")
 
 
 def test_a_star_in_a_stack_path_sets_every_element():
     stack = {"vm": [{"name": "a"}, {"name": "b"}]}
-    study.set_stack_value(stack, "vm.*.workload", "x.fio", "test")
+    runner.set_stack_value(stack, "vm.*.workload", "x.fio", "test")
     assert [v["workload"] for v in stack["vm"]] == ["x.fio", "x.fio"]
     with pytest.raises(VmioError, match="not an array"):
-        study.set_stack_value(stack, "host.*.x", 1, "test")
+        runner.set_stack_value(stack, "host.*.x", 1, "test")
 
 
 def test_bw_is_that_vms_bandwidth_in_mb_s():
     r = fake_result(bws=(400e6, 280e6, 160e6, 40e6))
-    assert study.quantity_value(r, "bw:vm2") == pytest.approx(280.0)
-    assert study.check_quantity("bw:vm1") is None
-    assert "bw:<vm>" in study.check_quantity("bw:")
+    assert quantities.quantity_value(r, "bw:vm2") == pytest.approx(280.0)
+    assert quantities.check_quantity("bw:vm1") is None
+    assert "bw:<vm>" in quantities.check_quantity("bw:")
 
 
 def test_the_mcfq_study_has_three_parts_and_refuses_an_unknown_one():
-    st = study.load_study("mcfq")
+    st = experiment.load_study("mcfq")
     assert st.multipart
     assert [e.path.stem for e in st.parts] == list(PARTS)
     assert st.part("gc").name == "mcfq-gc"
     with pytest.raises(VmioError, match="no part 'nope'; parts: gc, bw-window, error-rates"):
         st.part("nope")
     with pytest.raises(VmioError, match="study of 3 parts"):
-        study.load_experiment("mcfq")
-    assert "mcfq" in study.builtin_studies()
+        experiment.load_experiment("mcfq")
+    assert "mcfq" in experiment.builtin_studies()
 
 
 def test_a_bad_study_file_is_named_with_the_accepted_keys(tmp_path):
     (tmp_path / "study.toml").write_text('[study]\nname = "x"\nparts = ["missing.toml"]\n')
     with pytest.raises(VmioError, match="no experiment file 'missing.toml'"):
-        study.load_study(tmp_path)
+        experiment.load_study(tmp_path)
     (tmp_path / "study.toml").write_text('[study]\nname = "x"\nparst = ["a.toml"]\n')
     with pytest.raises(VmioError, match=r"\[study\]\.parst: unknown key; accepted: name, title"):
-        study.load_study(tmp_path)
+        experiment.load_study(tmp_path)
 
 
 def test_a_job_vm_target_edits_only_that_vms_workload():
-    exp = study.load_study("mcfq").part("gc")
-    inputs = study.point_inputs(exp, quick=True)
+    exp = experiment.load_study("mcfq").part("gc")
+    inputs = runner.point_inputs(exp, quick=True)
     assert [i.point.get("vm2_bs") for i in inputs[:3]] == ["4k", "64k", "512k"]
     assert ("vm2", "bs", "64k") in inputs[1].job_settings
     assert (None, "size", "256m") in inputs[1].job_settings  # [quick] set, every VM
 
 
 def test_stack_axis_values_keep_their_toml_type():
-    exp = study.load_study("mcfq").part("bw-window")
-    inputs = study.point_inputs(exp)
+    exp = experiment.load_study("mcfq").part("bw-window")
+    inputs = runner.point_inputs(exp)
     assert "bw_window = 20" in inputs[-1].stack_text
     assert 'name = "mcfq"' in inputs[-1].stack_text
     assert ("runtime", "60") in [(o, v) for _, o, v in inputs[-1].job_settings]
-    quick = study.point_inputs(exp, quick=True)
+    quick = runner.point_inputs(exp, quick=True)
     assert ("runtime", "20") in [(o, v) for _, o, v in quick[0].job_settings]
 
 
 def test_the_mcfq_error_rate_part_runs_the_vms_own_workloads():
-    exp = study.load_study("mcfq").part("error-rates")
+    exp = experiment.load_study("mcfq").part("error-rates")
     assert exp.job_path is None
-    inputs = study.point_inputs(exp, quick=True)
+    inputs = runner.point_inputs(exp, quick=True)
     assert len(inputs) <= 8
     first = inputs[0]
     assert first.job_text is None
@@ -126,12 +126,14 @@ def test_the_mcfq_error_rate_part_runs_the_vms_own_workloads():
 
 
 def test_bounds_and_value_calibrations_on_fake_points():
-    exp = study.load_study("mcfq").part("error-rates")
+    exp = experiment.load_study("mcfq").part("error-rates")
     points = [
-        study.PointResult(p, "", fake_result(error=22.0 if p.get("scheduler") == "cfq" else 5.5))
+        evaluation.PointResult(
+            p, "", fake_result(error=22.0 if p.get("scheduler") == "cfq" else 5.5)
+        )
         for p in exp.points()
     ]
-    rows = {r.calibration.id: r for r in study.evaluate_calibration(exp, points)}
+    rows = {r.calibration.id: r for r in evaluation.evaluate_calibration(exp, points)}
     assert list(rows) == list(PARTS["error-rates"])
     assert rows["cfq-aged-fileserver"].status == "PASS"
     assert rows["cfq-clean-varmail"].status == "MISS"  # 22 > 15 + 5
@@ -140,9 +142,9 @@ def test_bounds_and_value_calibrations_on_fake_points():
 
 
 def test_bw_window_calibration_reads_the_ratios_at_bw_10():
-    exp = study.load_study("mcfq").part("bw-window")
-    points = [study.PointResult(p, "", fake_result()) for p in exp.points()]
-    rows = {r.calibration.id: r for r in study.evaluate_calibration(exp, points)}
+    exp = experiment.load_study("mcfq").part("bw-window")
+    points = [evaluation.PointResult(p, "", fake_result()) for p in exp.points()]
+    rows = {r.calibration.id: r for r in evaluation.evaluate_calibration(exp, points)}
     assert rows["mcfq-ratio-vm1"].simulated == pytest.approx(10.0)
     assert rows["mcfq-ratio-vm1"].status == "PASS"  # within 15 % of 10.3
 

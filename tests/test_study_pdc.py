@@ -9,8 +9,9 @@ import pytest
 
 from conftest import run_vmio
 from golden_outputs import check_study_dir
-from vmio import pdcreport, study
 from vmio.sim import VmioError
+from vmio.study import experiment, quantities, runner
+from vmio.study import pdc as pdcreport
 
 WORKLOADS = (
     "varmail",
@@ -55,28 +56,28 @@ def test_journal_quantities_are_shares_of_the_summed_guest_disks():
          "journal_flushes": 6, "fsyncs": 10, "fsyncs_committing": 7},
     )  # fmt: skip
     r = guest_result(disks=disks)
-    assert study.quantity_value(r, "journal_io_pct") == pytest.approx(100 * 150 / 1000)
-    assert study.quantity_value(r, "journal_write_pct") == pytest.approx(100 * 150 / 900)
-    assert study.quantity_value(r, "journal_flush_pct") == pytest.approx(90.0)
-    assert study.quantity_value(r, "fsync_commit_pct") == pytest.approx(80.0)
-    assert study.quantity_value(r, "host_hit_pct") == pytest.approx(25.0)
-    assert study.quantity_value(r, "host_writeout_mb") == pytest.approx(4.096)
-    assert study.quantity_value(r, "host_fsync_mb") == pytest.approx(2.048)
-    assert study.quantity_value(r, "host_flushes") == 7.0
-    assert study.quantity_value(r, "ops") == pytest.approx(40.0)
+    assert quantities.quantity_value(r, "journal_io_pct") == pytest.approx(100 * 150 / 1000)
+    assert quantities.quantity_value(r, "journal_write_pct") == pytest.approx(100 * 150 / 900)
+    assert quantities.quantity_value(r, "journal_flush_pct") == pytest.approx(90.0)
+    assert quantities.quantity_value(r, "fsync_commit_pct") == pytest.approx(80.0)
+    assert quantities.quantity_value(r, "host_hit_pct") == pytest.approx(25.0)
+    assert quantities.quantity_value(r, "host_writeout_mb") == pytest.approx(4.096)
+    assert quantities.quantity_value(r, "host_fsync_mb") == pytest.approx(2.048)
+    assert quantities.quantity_value(r, "host_flushes") == 7.0
+    assert quantities.quantity_value(r, "ops") == pytest.approx(40.0)
 
 
 def test_a_share_of_no_fsyncs_is_nan_shown_as_a_dash_and_left_out_of_a_calibration():
     r = guest_result()
-    value = study.quantity_value(r, "fsync_commit_pct")
+    value = quantities.quantity_value(r, "fsync_commit_pct")
     assert math.isnan(value)
-    assert study.format_quantity(value, "fsync_commit_pct") == "-"
+    assert quantities.format_quantity(value, "fsync_commit_pct") == "-"
     with pytest.raises(VmioError, match="no vmio.guests"):
-        study.quantity_value({"jobs": [], "vmio": {}}, "journal_io_pct")
+        quantities.quantity_value({"jobs": [], "vmio": {}}, "journal_io_pct")
 
 
 def test_gmean_of_ratios_is_the_ratio_of_gmeans():
-    gmean = study.REDUCERS["gmean"]
+    gmean = quantities.REDUCERS["gmean"]
     assert gmean([2.0, 8.0]) == pytest.approx(4.0)
     pdc, wb = [1.32 * 100, 1.03 * 7, 1.17 * 55], [100.0, 7.0, 55.0]
     assert gmean(pdc) / gmean(wb) == pytest.approx((1.32 * 1.03 * 1.17) ** (1 / 3))
@@ -119,7 +120,7 @@ def test_the_first_pass_is_the_journal_size_over_the_disks_mean_journal_rate():
 
 
 def test_the_pdc_study_has_two_scenarios_with_every_workload_and_both_modes():
-    st = study.load_study("pdc")
+    st = experiment.load_study("pdc")
     assert [e.path.stem for e in st.parts] == ["single", "shared"]
     for exp in st.parts:
         assert exp.axis("workload").values == WORKLOADS
@@ -129,19 +130,19 @@ def test_the_pdc_study_has_two_scenarios_with_every_workload_and_both_modes():
         ids = [c.id for c in exp.calibrations]
         assert ids[:2] == ["gain-mean", "gain-varmail"]
         assert {f"gain-{w}" for w in WORKLOADS} <= set(ids)
-    shared = study.point_inputs(st.part("shared"))
+    shared = runner.point_inputs(st.part("shared"))
     assert shared[0].stack_text.count("[[vm]]") == 4
     assert shared[1].stack_text.count('cache = "pdc"') == 4
 
 
 def test_a_gain_over_an_unknown_value_is_refused(tmp_path):
-    exp = study.BUILTIN_STUDIES / "pdc" / "single.toml"
+    exp = experiment.BUILTIN_STUDIES / "pdc" / "single.toml"
     text = exp.read_text().replace('over = "writeback"', 'over = "none"')
     for name in ("stack-single.toml", "varmail.fio"):
         (tmp_path / name).write_text((exp.parent / name).read_text())
     (tmp_path / "single.toml").write_text(text)
     with pytest.raises(VmioError, match=r"\[report\]\.gain\.over: 'none' is not a value of axis"):
-        study.load_experiment(tmp_path / "single.toml")
+        experiment.load_experiment(tmp_path / "single.toml")
 
 
 def read_csv(path):
@@ -157,7 +158,7 @@ def test_vmio_study_pdc_quick_end_to_end_and_byte_for_byte_again(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "=== study pdc, part 2/2: shared" in r.stdout
     for part in ("single", "shared"):
-        for name in (*study.OUTPUT_FILES, "json"):
+        for name in (*runner.OUTPUT_FILES, "json"):
             assert (out / part / name).exists(), (part, name)
         rows = read_csv(out / part / "results.csv")
         assert {(row["workload"], row["mode"]) for row in rows} == {

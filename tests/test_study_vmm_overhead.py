@@ -12,8 +12,9 @@ import pytest
 
 from conftest import run_vmio
 from golden_outputs import check_study_dir
-from vmio import pdcreport, runner, study
 from vmio.sim import VmioError
+from vmio.study import evaluation, experiment, quantities, runner, tables
+from vmio.study import pdc as pdcreport
 
 PLATFORMS = ("native", "native-pinned", "kvm", "kvm-pinned", "xen", "xen-pinned")
 PROGRAMS = ("bzip2", "gobmk")
@@ -57,31 +58,31 @@ def test_cpu_quantities_read_the_jobs_and_the_cpu_models_threads():
         ),
         core_busy_ns=(1000, 650),
     )
-    assert study.quantity_value(r, "job_runtime_s") == pytest.approx(30.2)
+    assert quantities.quantity_value(r, "job_runtime_s") == pytest.approx(30.2)
     # The VMM's threads (vmm-main, kernel, dom0): 50 ns of 1650 ns busy.
-    assert study.quantity_value(r, "vmm_cpu_pct") == pytest.approx(100 * 50 / 1650)
+    assert quantities.quantity_value(r, "vmm_cpu_pct") == pytest.approx(100 * 50 / 1650)
     # The job carriers: 400 ns waiting of 2000 ns runnable; their migrations only.
-    assert study.quantity_value(r, "job_wait_pct") == pytest.approx(20.0)
-    assert study.quantity_value(r, "job_migrations") == 4.0
+    assert quantities.quantity_value(r, "job_wait_pct") == pytest.approx(20.0)
+    assert quantities.quantity_value(r, "job_migrations") == 4.0
     native = cpu_result(threads=(thread("job", cpu_ns=10, migrations=2),), core_busy_ns=(10, 0))
-    assert study.quantity_value(native, "vmm_cpu_pct") == 0.0
-    assert study.quantity_value(native, "job_migrations") == 2.0
-    assert study.format_quantity(30.2, "job_runtime_s") == "30.200"
-    assert study.format_quantity(3.0303, "vmm_cpu_pct") == "3.03 %"
-    assert study.quantity_unit("job_runtime_s") == "s"
+    assert quantities.quantity_value(native, "vmm_cpu_pct") == 0.0
+    assert quantities.quantity_value(native, "job_migrations") == 2.0
+    assert quantities.format_quantity(30.2, "job_runtime_s") == "30.200"
+    assert quantities.format_quantity(3.0303, "vmm_cpu_pct") == "3.03 %"
+    assert quantities.quantity_unit("job_runtime_s") == "s"
 
 
 def test_cpu_quantities_without_the_cpu_model_or_jobs_name_what_is_missing():
     with pytest.raises(VmioError, match=r"no vmio.cpu \(the stack's \[cpu\] model must be"):
-        study.quantity_value({"jobs": [], "vmio": {}}, "vmm_cpu_pct")
+        quantities.quantity_value({"jobs": [], "vmio": {}}, "vmm_cpu_pct")
     with pytest.raises(VmioError, match="'job_runtime_s': the result has no jobs"):
-        study.quantity_value({"jobs": [], "vmio": {}}, "job_runtime_s")
-    assert study.check_quantity("job_migrations") is None
-    assert "job_runtime_s" in study.check_quantity("runtime")
+        quantities.quantity_value({"jobs": [], "vmio": {}}, "job_runtime_s")
+    assert quantities.check_quantity("job_migrations") is None
+    assert "job_runtime_s" in quantities.check_quantity("runtime")
 
 
 def test_the_study_sweeps_six_platforms_two_programs_and_three_vs_four_jobs():
-    exp = study.load_experiment("vmm-overhead")
+    exp = experiment.load_experiment("vmm-overhead")
     assert [a.name for a in exp.axes] == ["platform", "program", "jobs"]
     assert exp.axis("platform").values == PLATFORMS
     assert exp.axis("program").values == PROGRAMS
@@ -97,7 +98,7 @@ def _point(inputs, **coords):
 
 
 def test_each_platform_sets_only_its_own_hypervisors_pinning_keys():
-    inputs = study.point_inputs(study.load_experiment("vmm-overhead"))
+    inputs = runner.point_inputs(experiment.load_experiment("vmm-overhead"))
     native = _point(inputs, platform="native", program="gobmk", jobs="4")
     stack = tomllib.loads(native.stack_text)
     assert stack["host"] == {"cores": 4, "memory": "8g", "hypervisor": "native"}
@@ -135,14 +136,16 @@ def fake_runtime_ms(platform: str, program: str, jobs: str) -> int:
 
 
 def test_the_slowdown_is_the_gain_of_four_jobs_over_three_and_the_calibration_reads_it():
-    exp = study.load_experiment("vmm-overhead")
+    exp = experiment.load_experiment("vmm-overhead")
     points = [
-        study.PointResult(
+        evaluation.PointResult(
             p, "", cpu_result(runtimes_ms=[fake_runtime_ms(*dict(p.coords).values())])
         )
         for p in exp.points()
     ]
-    res = study.StudyResult(exp, 1, False, points, study.evaluate_calibration(exp, points), [])
+    res = evaluation.StudyResult(
+        exp, 1, False, points, evaluation.evaluate_calibration(exp, points), []
+    )
     gains = pdcreport.gains(res, "job_runtime_s")
     key = (("platform", "kvm"), ("program", "bzip2"), ("jobs", "4"))
     assert gains[key] == pytest.approx(4.89, abs=0.01)
@@ -157,7 +160,7 @@ def test_the_slowdown_is_the_gain_of_four_jobs_over_three_and_the_calibration_re
     busy = 1.01 * 1.0489 / (1.02 * 1.02)
     assert rows["kvm-above-xen-cores-busy"].simulated == pytest.approx(busy, abs=1e-4)
     assert rows["kvm-above-xen-cores-busy"].status == "PASS"
-    text = study.summary_text(res)
+    text = tables.summary_text(res)
     assert "Gain over jobs=3, mean run time of the jobs, s" in text
     assert "\nkvm/bzip2 " in text and "+4.9 %" in text
 
@@ -178,16 +181,16 @@ def fake_simulator(monkeypatch):
 def test_the_figure_draws_the_slowdown_bars_and_without_a_report_gain_says_why(
     fake_simulator, tmp_path
 ):
-    exp = study.load_experiment("vmm-overhead")
-    res = study.run_study(exp, quick=True, progress_tty=False)
-    out = study.prepare_output_dir(tmp_path / "out", force=False)
-    study.write_outputs(res, out)
+    exp = experiment.load_experiment("vmm-overhead")
+    res = runner.run_study(exp, quick=True, progress_tty=False)
+    out = runner.prepare_output_dir(tmp_path / "out", force=False)
+    runner.write_outputs(res, out)
     assert (out / "figure.png").stat().st_size > 10_000
     with open(out / "calibration.csv", encoding="utf-8") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["PASS"] * 4
     exp.report["gain"] = None
     with pytest.raises(VmioError, match=r"\[figure\] gain = true needs a \[report\] gain"):
-        study.write_outputs(res, study.prepare_output_dir(tmp_path / "again", force=False))
+        runner.write_outputs(res, runner.prepare_output_dir(tmp_path / "again", force=False))
 
 
 def test_vmio_study_vmm_overhead_quick_end_to_end_and_byte_for_byte_again(tmp_path):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require_tool, run_vmio
-from vmio import calibrate, validate
-from vmio.validate import BLOCK_SIZES, PATTERNS, QUEUE_DEPTHS, READ_SHARES, Workload, heldout
+from vmio.real import calibrate, validate
+from vmio.real.validate import BLOCK_SIZES, PATTERNS, QUEUE_DEPTHS, READ_SHARES, Workload, heldout
 
 
 def test_the_held_out_family_is_the_same_list_for_the_same_seed_and_another_for_another():

@@ -15,19 +15,12 @@ reports and plots. The Python API in short:
 Every bad input raises `vmio.VmioError`, whose message is meant for the user.
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
-
-from vmio.calibration import StudyResult
-from vmio.experiment import Experiment, load_experiment
-from vmio.report import fio_text
-from vmio.runner import run_study
+from vmio.fioreport import fio_text
 from vmio.sim import VmioError, parse_size, simulate, simulate_text
-
-try:
-    __version__ = _dist_version("vmio")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+from vmio.study.evaluation import StudyResult
+from vmio.study.experiment import Experiment, load_experiment
+from vmio.study.runner import run_study
+from vmio.version import __version__
 
 __all__ = [
     "Experiment",

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vmio.cli import MAX_ERROR
+from vmio.cli.common import MAX_ERROR
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 KINDS = ("stack", "job", "trace", "experiment", "study", "cli")
@@ -563,7 +563,7 @@ def run(
 
 def summary(outcomes: list[Outcome]) -> str:
     """The table of outcomes by kind, then every failing case."""
-    from vmio.report import text_table
+    from vmio.fioreport import text_table
 
     header = ["kind", "cases", SUCCESS, CLEAN, "anything else", "seconds"]
     rows = []

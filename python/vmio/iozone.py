@@ -1,4 +1,4 @@
-"""iozone's record order, sizes, rates and report for the real engine (vmio.realiozone): the
+"""iozone's record order, sizes, rates and report for the real engine (vmio.real.iozone): the
 simulator's own (crates/vmio-core/src/workload/iozone.rs, through vmio._native), so the real
 engine visits records in the simulator's order and prints the simulator's table.
 

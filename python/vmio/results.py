@@ -3,7 +3,7 @@
 A *tidy* table has one row per simulated point and I/O direction (read, write, trim), with
 the sweep's axis values as columns, so pandas/polars/R/DuckDB can group and plot it without
 reshaping. `engine` says whether the point was simulated ("sim") or run on this machine
-("real", `vmio.realengine`); `machine_json` is then the machine (`vmio.machine.describe`),
+("real", `vmio.real.engine`); `machine_json` is then the machine (`vmio.real.machine.describe`),
 "{}" for the simulator. Bandwidths are bytes per second (`bw_bytes`); reports convert them
 to MB/s (1 MB = 1e6 bytes, the unit of the S0 report).
 """

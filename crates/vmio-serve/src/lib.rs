@@ -10,12 +10,14 @@
 //!
 //! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
+//! [`aligned`] (O_DIRECT payload buffers and their pool),
 //! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
 //! bounds, shutdown), [`limits`] (payload budget, rate-limited logging), [`pdc`]
 //! (`cache = "pdc"`: the journal detector and the bypass of the host page cache), [`stats`]
 //! (per-export counters), [`trace`] (`--trace`: every served request as a fio iolog v3). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
 //! the same [`server::start`] in process.
 
+pub mod aligned;
 pub mod dispatch;
 pub mod export;
 pub mod limits;

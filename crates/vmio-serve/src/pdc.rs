@@ -53,7 +53,7 @@
 //! completes when the device has it) but not necessarily past the device's volatile cache,
 //! which the FLUSH's fdatasync covers.
 
-use crate::export::ALIGN_BYTES;
+use crate::aligned::{AlignedBuf, ALIGN_BYTES};
 use serde::Serialize;
 use std::fs::File;
 use std::io;
@@ -205,7 +205,7 @@ pub fn write_direct(direct: &File, off: u64, buf: &[u8]) -> io::Result<()> {
     if (buf.as_ptr() as usize).is_multiple_of(ALIGN_BYTES) {
         direct.write_all_at(buf, off)?;
     } else {
-        let mut bounce = crate::export::AlignedBuf::pooled(buf.len().min(BOUNCE_BYTES))
+        let mut bounce = AlignedBuf::pooled(buf.len().min(BOUNCE_BYTES))
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         for (i, part) in buf.chunks(BOUNCE_BYTES).enumerate() {
             let b = &mut bounce.as_mut_slice()[..part.len()];
@@ -270,7 +270,7 @@ pub fn write_dropped(f: &File, off: u64, buf: &[u8]) -> io::Result<()> {
 /// buffered read would read ahead). EOPNOTSUPP or EINVAL: no. An empty file is not written
 /// to (it would grow): no.
 pub fn probe_dontcache(f: &File, direct: &File) -> io::Result<bool> {
-    let mut b = crate::export::AlignedBuf::zeroed(ALIGN_BYTES)
+    let mut b = AlignedBuf::zeroed(ALIGN_BYTES)
         .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
     if direct.read_at(b.as_mut_slice(), 0)? == 0 {
         return Ok(false);

@@ -521,7 +521,7 @@ pub enum FioError {
         line: usize,
         value: String,
         /// Boxed: a large variant would grow every `FioError`.
-        error: Box<crate::workload::IozoneError>,
+        error: Box<crate::workload::iozone::IozoneError>,
     },
     #[error("{file}:{line}: {option}: '{value}' is not valid; accepted: {accepted}")]
     BadValue {
@@ -1307,14 +1307,14 @@ impl Parser {
                     .ok_or_else(|| self.bad(line, key, value, "an integer >= 1"))?
             }
             "filebench" => {
-                use crate::workload::Personality;
+                use crate::workload::filebench::Personality;
                 let accepted = Personality::accepted();
                 j.filebench = Some(self.named(key, value, line, &accepted, |v| {
                     Personality::parse(v).is_ok()
                 })?)
             }
             "app" => {
-                use crate::workload::App;
+                use crate::workload::apps::App;
                 let accepted = App::accepted();
                 j.app = Some(self.named(key, value, line, &accepted, |v| App::parse(v).is_ok())?)
             }

@@ -45,7 +45,7 @@
 //! `fsync_on_close`, `end_syncfs`, non-uniform file service (refused by the parser) and the
 //! wait fio makes for a completion when its open limit refuses a pick (fio's EBUSY reap).
 
-use super::fio_job::Region;
+use super::region::Region;
 use super::{FileDecl, FileId, FileLayout, FileOp, IoFlags, Step, WorkloadError};
 use crate::fio::{Fallocate, FileServiceKind, JobSpec, SizeRange};
 use crate::rng::Rng;

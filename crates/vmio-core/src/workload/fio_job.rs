@@ -63,7 +63,7 @@
 
 use super::distribution::{self, OffsetDraw};
 use super::fio_files::{self, FileJob};
-use super::perm::Permutation;
+use super::region::{Pattern, Region};
 use super::{FileDecl, FileOp, Step, Workload, WorkloadError};
 use crate::fio::engine::EngineModel;
 use crate::fio::pace::Distribution;
@@ -195,109 +195,6 @@ pub fn pace_notes(spec: &JobSpec, on_files: bool) -> Vec<String> {
 /// Most I/Os one numjobs clone may issue when no `runtime` stops it: 2^32, about an hour of
 /// simulation at a million simulated I/Os per second (`vmio bench sim`).
 pub const MAX_IOS_WITHOUT_RUNTIME: u64 = 1 << 32;
-
-/// How offsets are drawn, the same for every region of a job.
-#[derive(Clone, Copy, Debug)]
-struct Pattern {
-    align: u64,
-    random: bool,
-    norandommap: bool,
-    /// fio's `percentage_random` per direction [read, write].
-    perc_random: [u32; 2],
-}
-
-/// The offsets of one region: the job's span of a disk, or one file's `[offset, offset +
-/// io size)` (fio keeps these per file: `last_pos`, the random map).
-#[derive(Clone, Debug)]
-pub(super) struct Region {
-    start: u64,
-    end: u64,
-    /// Sequential positions, [read, write].
-    pos: [u64; 2],
-    perm: Permutation,
-    perm_next: u64,
-    blocks: u64,
-    /// A non-uniform `random_distribution`'s draws (None: uniform).
-    draw: Option<OffsetDraw>,
-    /// The last I/O ended a pass (a sequential position wrapped, the random map is full).
-    exhausted: bool,
-}
-
-impl Region {
-    fn new(start: u64, len: u64, align: u64, rng: &mut Rng, draw: Option<OffsetDraw>) -> Self {
-        let blocks = len.div_ceil(align);
-        Self {
-            start,
-            end: start + len,
-            pos: [start, start],
-            perm: Permutation::new(blocks, rng),
-            perm_next: 0,
-            blocks,
-            draw,
-            exhausted: false,
-        }
-    }
-
-    /// The offset and length of an I/O of `bs` bytes in direction `dir` (module doc).
-    #[inline]
-    fn next(
-        &mut self,
-        dir: usize,
-        bs: u64,
-        p: Pattern,
-        rng: &mut Rng,
-        choice: &mut Rng,
-    ) -> (u64, u64) {
-        // fio's should_do_random: a draw in 1..=100 at most percentage_random.
-        let perc = p.perc_random[dir];
-        let random = p.random && (perc >= 100 || choice.below(100) < u64::from(perc));
-        let offset = if !random && self.pos[dir] < self.end {
-            self.pos[dir]
-        } else if let Some(draw) = &self.draw {
-            self.start + draw.block(dir, rng) * p.align
-        } else if p.norandommap {
-            let room = (self.end - self.start).saturating_sub(bs) / p.align;
-            self.start + rng.below(room + 1) * p.align
-        } else {
-            if self.perm_next == self.blocks {
-                self.perm = Permutation::new(self.blocks, rng);
-                self.perm_next = 0;
-            }
-            let block = self.perm.at(self.perm_next);
-            self.perm_next += 1;
-            self.exhausted |= self.perm_next == self.blocks;
-            self.start + block * p.align
-        };
-        let len = bs.min(self.end - offset);
-        if p.random && perc < 100 {
-            // fio's last_pos follows every I/O: a sequential one continues from the last.
-            self.pos[dir] = offset + len;
-        } else if !p.random {
-            let next = offset + len;
-            self.pos[dir] = if next >= self.end {
-                self.exhausted = true;
-                self.start
-            } else {
-                next
-            };
-        }
-        (offset, len)
-    }
-
-    /// Whether the last I/O ended a pass over the region.
-    pub(super) fn exhausted(&self) -> bool {
-        self.exhausted
-    }
-
-    /// A new pass (fio's `fio_file_reset`): positions back at the start, a new random order.
-    pub(super) fn reset(&mut self) {
-        self.pos = [self.start; 2];
-        if self.perm_next > 0 {
-            self.perm_next = self.blocks;
-        }
-        self.exhausted = false;
-    }
-}
 
 /// What a job's options make of its block sizes: directions, size tables, the largest size
 /// used and the alignment (the smallest).
@@ -647,8 +544,7 @@ impl Generator {
 
     /// The byte range this clone addresses (on a filesystem: of its first file).
     pub fn region(&self) -> Extent {
-        let r = &self.regions[0];
-        Extent::new(r.start, r.end - r.start)
+        self.regions[0].extent()
     }
 
     /// I/Os issued so far (fsyncs not counted).

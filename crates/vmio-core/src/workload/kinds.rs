@@ -2,12 +2,14 @@
 //! (`filebench::PERSONALITIES`), applications (`apps::APPS`), trace formats (`trace::FORMATS`) and
 //! synthetic trace profiles (`synth::PROFILES`). Each kind declares its entries
 //! once, in its own file, as a list of [`KindEntry`]; its `parse`, `name`, the accepted list
-//! of its error line and [`help_text`] all read that list, so a new entry is one line there.
+//! of its error line and [`help_text`](super::help_text) all read that list, so a new entry
+//! is one line there. This file is the kinds' shared vocabulary; the workload layer's `mod.rs`
+//! lists the four registries in `help_text`.
 //!
 //! ```text
 //! find(table, s):  the entry whose name, alias or quiet alias is trim(lowercase(s))
 //! accepted(table): "name1, name2 (alias, ...), ..."  (quiet aliases are not shown)
-//! help_text():     per kind a title line, then per entry "  name (aliases)  help"
+//! section(table):  a title line, then per entry "  name (aliases)  help" (help_text)
 //! ```
 
 /// One entry of a kind's registry. The kind's enum lists its variants in the registry's
@@ -55,7 +57,7 @@ pub(crate) fn accepted<K, P>(table: &[KindEntry<K, P>]) -> String {
     table.iter().map(label).collect::<Vec<_>>().join(", ")
 }
 
-fn section<K, P>(out: &mut String, title: &str, table: &[KindEntry<K, P>]) {
+pub(super) fn section<K, P>(out: &mut String, title: &str, table: &[KindEntry<K, P>]) {
     let labels: Vec<String> = table.iter().map(label).collect();
     let width = labels.iter().map(String::len).max().unwrap_or(0);
     out.push_str(title);
@@ -65,56 +67,9 @@ fn section<K, P>(out: &mut String, title: &str, table: &[KindEntry<K, P>]) {
     }
 }
 
-/// The workload kinds with their help, plain text (for `vmio help workload`).
-pub fn help_text() -> String {
-    let mut out = String::new();
-    section(
-        &mut out,
-        "FileBench personalities (job option filebench=NAME):",
-        super::filebench::PERSONALITIES,
-    );
-    out.push('\n');
-    section(
-        &mut out,
-        "Applications (job option app=NAME):",
-        super::apps::APPS,
-    );
-    out.push('\n');
-    section(
-        &mut out,
-        "Trace formats (job options read_iolog=PATH, iolog_format=NAME; detected from the first lines when absent):",
-        super::trace::FORMATS,
-    );
-    out.push('\n');
-    section(
-        &mut out,
-        "Synthetic trace profiles (vmio trace synth PROFILE):",
-        super::synth::PROFILES,
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_help_lists_every_entry_of_every_kind_with_its_aliases_and_help() {
-        let h = help_text();
-        for (name, help) in [
-            ("fileserver", "fileserver.f"),
-            ("varmail", "varmail.f"),
-            ("sqlite-delete (sqlite)", "Mobibench"),
-            ("leveldb-compact", "db_bench fillrandom"),
-            ("spc (umass)", "UMass Trace Repository"),
-            ("fio-iolog (iolog)", "iolog v2"),
-            ("financial", "S1"),
-        ] {
-            let line = h.lines().find(|l| l.trim_start().starts_with(name));
-            assert!(line.is_some_and(|l| l.contains(help)), "{name}: {h}");
-        }
-        assert!(!h.contains("snia-msr"), "a quiet alias is not shown: {h}");
-    }
 
     #[test]
     fn find_accepts_a_quiet_alias_in_any_case_with_blanks_around() {

@@ -23,8 +23,11 @@
 //! - [`stream`]: [`Paced`], a stream of [`TimedIo`] (a trace, a synthetic trace, FileBench's
 //!   requests) placed on the job's region and paced open loop (each request at its time) or
 //!   closed loop (a fixed number outstanding);
-//! - [`kinds`]: the registries of the kinds above (personalities, trace formats, synthetic
-//!   profiles: name, aliases, one help line, parameters) and [`help_text`];
+//! - [`kinds`]: the shape of the kinds' registries above (personalities, applications, trace
+//!   formats, synthetic profiles: name, aliases, one help line, parameters); [`help_text`]
+//!   lists them all;
+//! - `region` (internal): the offsets of one region of a fio job (a disk span or a file):
+//!   sequential positions, the random map, a distribution's draws;
 //! - `perm` (internal): the O(1)-memory random permutation behind fio's random map.
 //!
 //! [`workloads`] turns a job bound to a [`Target`] (a disk, or a filesystem on one) into its
@@ -83,6 +86,7 @@ pub mod fio_job;
 pub mod iozone;
 pub mod kinds;
 mod perm;
+mod region;
 pub mod stream;
 pub mod synth;
 pub mod trace;
@@ -92,7 +96,7 @@ pub use filebench::{FilebenchError, FilebenchFlows, Personality};
 pub use files::{FileDecl, FileId, FileLayout, FileOp, IoFlags};
 pub use fio_job::Generator;
 pub use iozone::{IozoneError, IozoneFlows};
-pub use kinds::{help_text, KindEntry};
+pub use kinds::KindEntry;
 pub use stream::{IoStream, Paced, Pacing};
 pub use synth::{SynthGen, SynthProfile};
 pub use trace::{parse_trace, Replay, TimedIo, TraceError, TraceFormat};
@@ -604,6 +608,31 @@ pub enum WorkloadError {
     Distribution(#[from] distribution::DistributionError),
 }
 
+/// The workload kinds with their help, plain text (for `vmio help workload`).
+pub fn help_text() -> String {
+    let mut out = String::new();
+    kinds::section(
+        &mut out,
+        "FileBench personalities (job option filebench=NAME):",
+        filebench::PERSONALITIES,
+    );
+    out.push('\n');
+    kinds::section(&mut out, "Applications (job option app=NAME):", apps::APPS);
+    out.push('\n');
+    kinds::section(
+        &mut out,
+        "Trace formats (job options read_iolog=PATH, iolog_format=NAME; detected from the first lines when absent):",
+        trace::FORMATS,
+    );
+    out.push('\n');
+    kinds::section(
+        &mut out,
+        "Synthetic trace profiles (vmio trace synth PROFILE):",
+        synth::PROFILES,
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::fio_job::tests::job as spec;
@@ -865,5 +894,23 @@ mod tests {
         assert!(err("read_iolog=t.log\noffset=5g\n", Some(&[]))
             .contains("region offset=5368709120 size=0 is empty on a disk of 4294967296 bytes"));
         assert!(err("rw=read\ntime_based\n", None).contains("time_based without a runtime"));
+    }
+
+    #[test]
+    fn the_help_lists_every_entry_of_every_kind_with_its_aliases_and_help() {
+        let h = help_text();
+        for (name, help) in [
+            ("fileserver", "fileserver.f"),
+            ("varmail", "varmail.f"),
+            ("sqlite-delete (sqlite)", "Mobibench"),
+            ("leveldb-compact", "db_bench fillrandom"),
+            ("spc (umass)", "UMass Trace Repository"),
+            ("fio-iolog (iolog)", "iolog v2"),
+            ("financial", "S1"),
+        ] {
+            let line = h.lines().find(|l| l.trim_start().starts_with(name));
+            assert!(line.is_some_and(|l| l.contains(help)), "{name}: {h}");
+        }
+        assert!(!h.contains("snia-msr"), "a quiet alias is not shown: {h}");
     }
 }

@@ -122,7 +122,7 @@ use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
 use super::{
-    capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    capacity, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild, ModelEntry,
     BLK_MQ_QUEUE_DEPTH, DURATION,
 };
 use crate::engine::MinHeap;
@@ -536,17 +536,10 @@ impl Flash {
 }
 
 impl Device for Flash {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn model(&self) -> &'static str {
-        ENTRY.name
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.p.capacity_bytes
-    }
-    fn queue_depth(&self) -> usize {
-        self.p.queue_depth as usize
+    fn identity(&self) -> Identity<'_> {
+        let p = &self.p;
+        Identity::new(&self.name, &ENTRY, &p.profile, &p.values)
+            .limits(p.capacity_bytes, p.queue_depth)
     }
 
     fn submit(&mut self, now: Ns, cmd: DevCmd) {
@@ -576,14 +569,7 @@ impl Device for Flash {
     }
 
     fn stats(&self, now: Ns) -> DeviceStats {
-        DeviceStats {
-            busy_ns: self.busy.busy_at(now),
-            ..self.stats.clone()
-        }
-    }
-
-    fn params(&self) -> Vec<(String, String)> {
-        record(&self.p.profile, &self.p.values)
+        self.stats.as_of(&self.busy, now)
     }
 }
 

@@ -81,8 +81,8 @@ use vmio_core::{Ns, MS, SEC, US};
 use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    bad, capacity, record, Busy, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry, DURATION,
-    SATA_LINK_RATE,
+    bad, capacity, record, Busy, DevCmd, Device, DeviceStats, Identity, ModelBuild, ModelEntry,
+    DURATION, SATA_LINK_RATE,
 };
 
 pub const ENTRY: ModelEntry = Entry {
@@ -1165,17 +1165,10 @@ impl Hdd {
 }
 
 impl Device for Hdd {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn model(&self) -> &'static str {
-        ENTRY.name
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.p.capacity_bytes
-    }
-    fn queue_depth(&self) -> usize {
-        self.p.ncq_depth as usize
+    fn identity(&self) -> Identity<'_> {
+        let p = &self.p;
+        Identity::new(&self.name, &ENTRY, &p.profile, &p.values)
+            .limits(p.capacity_bytes, p.ncq_depth)
     }
 
     fn submit(&mut self, now: Ns, cmd: DevCmd) {
@@ -1228,10 +1221,7 @@ impl Device for Hdd {
     }
 
     fn stats(&self, now: Ns) -> DeviceStats {
-        DeviceStats {
-            busy_ns: self.busy.busy_at(now),
-            ..self.stats.clone()
-        }
+        self.stats.as_of(&self.busy, now)
     }
 
     fn params(&self) -> Vec<(String, String)> {

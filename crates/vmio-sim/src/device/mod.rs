@@ -15,6 +15,9 @@
 //! ([`vmio_core::params::ParamSpec`]s, their defaults being its profile's figures) in an
 //! `ENTRY`; [`REGISTRY`] lists the models for the stack parser's errors and `vmio help
 //! stack`. All models are deterministic and use no randomness.
+//! A model states who it is once, as an [`Identity`] (name, model, profile and values,
+//! capacity, queue depth); the trait's getters (`name`, `model`, `capacity_bytes`,
+//! `queue_depth`, `params`) are provided methods that read it.
 //!
 //! Engine protocol (what every model assumes):
 //!
@@ -87,22 +90,88 @@ impl DeviceStats {
             Op::Trim => {}
         }
     }
+
+    /// These counters with the busy time as of `now` (a busy period still open counts up to
+    /// `now`): what [`Device::stats`] returns for a model that keeps a [`Busy`].
+    pub(crate) fn as_of(&self, busy: &Busy, now: Ns) -> DeviceStats {
+        DeviceStats {
+            busy_ns: busy.busy_at(now),
+            ..self.clone()
+        }
+    }
+}
+
+/// Who a device is, as the engine and the result records read it: its `[[device]]` name, its
+/// model (`hdd`, `ssd`, `ram`, `flash`: its registry entry's name), the profile and values it
+/// was built from, its capacity and the commands it takes at once (NCQ 32, an NVMe queue).
+/// Every model hands one out ([`Device::identity`]) and the trait's getters read it, so each
+/// getter is written once, here.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity<'a> {
+    pub name: &'a str,
+    pub model: &'static str,
+    pub profile: &'a str,
+    pub values: &'a Values,
+    pub capacity_bytes: u64,
+    pub queue_depth: u64,
+}
+
+impl<'a> Identity<'a> {
+    /// Device `name` of the model of `entry`, built from `profile` and `values` (the
+    /// model's parameters' struct holds them); capacity and queue depth 0 until
+    /// [`Identity::limits`] sets them.
+    pub fn new(name: &'a str, entry: &ModelEntry, profile: &'a str, values: &'a Values) -> Self {
+        Identity {
+            name,
+            model: entry.name,
+            profile,
+            values,
+            capacity_bytes: 0,
+            queue_depth: 0,
+        }
+    }
+
+    /// The limits the engine keeps to: requests within `capacity_bytes`, at most
+    /// `queue_depth` commands outstanding.
+    pub fn limits(self, capacity_bytes: u64, queue_depth: u64) -> Self {
+        Identity {
+            capacity_bytes,
+            queue_depth,
+            ..self
+        }
+    }
 }
 
 /// A host block device model. The engine submits commands (at most `queue_depth()` outstanding) and
 /// calls `advance(now)` when `next_event_ns()` is reached; the device decides internally the order of service (NCQ).
+/// A model implements [`Device::identity`] and the engine protocol; the getters are provided.
 pub trait Device {
-    fn name(&self) -> &str;
-    fn model(&self) -> &'static str; // "hdd" | "ssd" | "ram" | "flash"
-    fn capacity_bytes(&self) -> u64;
-    fn queue_depth(&self) -> usize; // e.g. NCQ 32
+    /// Name, model, profile, values, capacity and queue depth (the getters below read it).
+    fn identity(&self) -> Identity<'_>;
+    fn name(&self) -> &str {
+        self.identity().name
+    }
+    fn model(&self) -> &'static str {
+        self.identity().model
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.identity().capacity_bytes
+    }
+    /// Commands the device takes at once (e.g. NCQ 32).
+    fn queue_depth(&self) -> usize {
+        self.identity().queue_depth as usize
+    }
     fn submit(&mut self, now: Ns, cmd: DevCmd); // len_bytes may be 0 for Flush
     fn next_event_ns(&self) -> Option<Ns>; // earliest time something completes / internal state changes
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>); // process up to `now`, push tags of completed commands (in completion order)
     /// The counters as of `now` (a busy period still open at `now` counts up to it).
     fn stats(&self, now: Ns) -> DeviceStats;
-    /// Effective parameters (for result records), as (name, value-as-string) in a stable order.
-    fn params(&self) -> Vec<(String, String)>;
+    /// Effective parameters (for result records), as (name, value-as-string) in a stable
+    /// order: by default the profile and every declared value (`record`).
+    fn params(&self) -> Vec<(String, String)> {
+        let id = self.identity();
+        record(id.profile, id.values)
+    }
     /// Performance hint, no effect on results: a command `op` on `[offset, offset + len)` is
     /// queued and will be submitted later, so the model may start loading the state it will
     /// need into the CPU cache (the SSD prefetches the FTL mapping entries).
@@ -585,6 +654,31 @@ mod tests {
             for p in e.build.profiles {
                 build_device("d0", model, Some(p), &BTreeMap::new()).unwrap();
             }
+        }
+    }
+
+    #[test]
+    fn the_getters_read_each_models_identity_with_the_tables_overrides() {
+        for (model, depth_key) in [
+            ("hdd", "ncq_depth"),
+            ("ssd", "queue_depth"),
+            ("ram", "queue_depth"),
+            ("flash", "queue_depth"),
+        ] {
+            let t = table(&format!("capacity = \"16g\"\n{depth_key} = 7"));
+            let d = build_device("dev9", model, None, &t).unwrap();
+            let id = d.identity();
+            assert_eq!((id.name, id.model), ("dev9", model));
+            assert_eq!((d.name(), d.model()), ("dev9", model));
+            assert_eq!(
+                (d.capacity_bytes(), d.queue_depth()),
+                (16 << 30, 7),
+                "{model}"
+            );
+            assert_eq!(
+                d.params()[0],
+                ("profile".to_string(), id.profile.to_string())
+            );
         }
     }
 

@@ -23,7 +23,7 @@ use vmio_core::{Ns, US};
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
+    capacity, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild, ModelEntry,
     BLK_MQ_QUEUE_DEPTH, DURATION,
 };
 
@@ -113,17 +113,10 @@ impl Ram {
 }
 
 impl Device for Ram {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn model(&self) -> &'static str {
-        ENTRY.name
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.p.capacity_bytes
-    }
-    fn queue_depth(&self) -> usize {
-        self.p.queue_depth as usize
+    fn identity(&self) -> Identity<'_> {
+        let p = &self.p;
+        Identity::new(&self.name, &ENTRY, &p.profile, &p.values)
+            .limits(p.capacity_bytes, p.queue_depth)
     }
 
     fn submit(&mut self, now: Ns, cmd: DevCmd) {
@@ -148,14 +141,7 @@ impl Device for Ram {
     }
 
     fn stats(&self, now: Ns) -> DeviceStats {
-        DeviceStats {
-            busy_ns: self.busy.busy_at(now),
-            ..self.stats.clone()
-        }
-    }
-
-    fn params(&self) -> Vec<(String, String)> {
-        record(&self.p.profile, &self.p.values)
+        self.stats.as_of(&self.busy, now)
     }
 }
 

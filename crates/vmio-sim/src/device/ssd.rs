@@ -66,8 +66,8 @@ use super::ftl::{Ftl, FtlGeometry, FtlStats, GcPolicy, Precondition, UNIT_BYTES}
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    bad, capacity, record, Busy, Completions, DevCmd, Device, DeviceStats, ModelBuild, ModelEntry,
-    DURATION, SATA_LINK_RATE,
+    bad, capacity, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild,
+    ModelEntry, DURATION, SATA_LINK_RATE,
 };
 
 /// Seed of the aged layout (device constructors take no run seed; the layout is a property of
@@ -617,17 +617,10 @@ impl Ssd {
 }
 
 impl Device for Ssd {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn model(&self) -> &'static str {
-        ENTRY.name
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.p.capacity_bytes
-    }
-    fn queue_depth(&self) -> usize {
-        self.p.queue_depth as usize
+    fn identity(&self) -> Identity<'_> {
+        let p = &self.p;
+        Identity::new(&self.name, &ENTRY, &p.profile, &p.values)
+            .limits(p.capacity_bytes, p.queue_depth)
     }
 
     fn submit(&mut self, now: Ns, cmd: DevCmd) {
@@ -695,16 +688,11 @@ impl Device for Ssd {
     fn stats(&self, now: Ns) -> DeviceStats {
         let f = self.ftl.stats();
         DeviceStats {
-            busy_ns: self.busy.busy_at(now),
             flash_write_bytes: f.flash_write_pages * self.p.page_bytes,
             gc_count: f.gc_count,
             gc_ns: self.gc_ns,
-            ..self.stats.clone()
+            ..self.stats.as_of(&self.busy, now)
         }
-    }
-
-    fn params(&self) -> Vec<(String, String)> {
-        record(&self.p.profile, &self.p.values)
     }
 }
 

@@ -39,10 +39,10 @@
 //! start and a length on its disk, its I/O the disk's, offset by the start).
 
 use super::event::Event;
-use super::hostcache::Cont;
 use super::{Sim, SimError};
 use crate::device::{build_device_seeded, Busy, DevCmd, Device, DeviceStats};
 use vmio_core::blockq::DeviceQueue;
+use vmio_core::cache::Token;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched;
 use vmio_core::slab::Slab;
@@ -93,6 +93,10 @@ pub(super) struct VolState {
     devices: Vec<usize>,
     pub(super) read_ahead_bytes: u64,
 }
+
+/// What a barrier hands back to the host-cache policy when its device requests completed
+/// (`Sim::barrier_continue`).
+pub(super) type Cont = Token;
 
 /// Device requests of one host operation still outstanding, and what to do after the last.
 pub(super) struct Barrier {

@@ -22,17 +22,14 @@
 //! while its actions are carried out (no action completes synchronously), so none is added
 //! to the buffer while it is read.
 
-use super::blockq::Barrier;
+use super::blockq::{Barrier, Cont};
 use super::event::Event;
 use super::{Sim, SimError};
 use vmio_core::cache::pdc::JournalDetector;
-use vmio_core::cache::{self, Action, HostCacheStats, HostDisk, Request, Token};
+use vmio_core::cache::{self, Action, HostCacheStats, HostDisk, Request};
 use vmio_core::stack::Stack;
 use vmio_core::units::transfer_ns;
 use vmio_core::Ns;
-
-/// What a barrier hands back to the policy when its device requests completed.
-pub(super) type Cont = Token;
 
 /// The host cache driver's state: the policy, the action buffer and the memory bus.
 pub(super) struct HostCache {

@@ -1,0 +1,200 @@
+"""`vmio bench`: vmio's own performance: the simulator (`bench sim`: built-in cases and a
+whole study's wall time) and the NBD server against qemu-nbd and nbdkit (`bench serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from vmio import fioreport as report
+from vmio.cli.common import Formatter, Parser, int_in, size_in
+from vmio.cli.study import run_study_to_dir
+from vmio.real import serve
+from vmio.sim import VmioError, native
+from vmio.study import experiment, runner
+
+BENCH_EPILOG = """\
+'vmio bench sim' measures the simulator (wall-clock numbers: they vary from run to run and
+machine to machine; tests never assert them):
+  each benchmark case of the native module: simulated I/Os, wall time, simulated I/Os per
+  second of wall time, peak resident memory;
+  the whole 'vmio study volumes-cache', run in this process with output to a temporary
+  directory.
+
+examples:
+  vmio bench sim
+  vmio bench sim --case pagecache-hit-randread-4k --no-study
+  vmio bench sim --quick
+"""
+
+BENCH_SERVE_EPILOG = """\
+Runs fio's nbd engine (4k randread QD32, 1M sequential read QD4, 4k randwrite QD32) against
+vmio serve (cache=none), qemu-nbd --cache=none --aio=threads and nbdkit file cache=none, all
+on Unix sockets over the same IMAGE (created with random data when missing), and prints IOPS,
+MB/s, p99 completion latency and vmio's IOPS ratio to each. Then four fio jobs read four
+exports with weights 1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq
+(bw_window = 2 s), and the bandwidth ratios are printed. IMAGE must be on a file system
+with O_DIRECT.
+
+examples:
+  vmio bench serve /var/tmp/bench.img
+  vmio help stack
+  vmio bench serve /var/tmp/bench.img --size 2g --runtime 20
+"""
+
+
+def _bench_cases() -> tuple[str, ...]:
+    """The simulator's benchmark cases (the one list: vmio_sim::bench::CASES); none when the
+    native module is missing (`vmio --help` still works then)."""
+    try:
+        return tuple(native().bench_cases())
+    except VmioError:
+        return ()
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `vmio bench sim` and `vmio bench serve` to the subcommands `sub`."""
+    b = sub.add_parser(
+        "bench",
+        help="measure vmio's own performance",
+        description="Benchmarks of vmio itself.",
+        epilog=BENCH_EPILOG,
+        formatter_class=Formatter,
+    )
+    bsub = b.add_subparsers(dest="bench", metavar="WHAT", parser_class=Parser)
+    bs = bsub.add_parser(
+        "sim",
+        help="simulator throughput and memory, and the wall time of a study",
+        description="Measure the simulator: built-in benchmark cases and a whole study.",
+        epilog=BENCH_EPILOG,
+        formatter_class=Formatter,
+    )
+    bs.add_argument(
+        "--case",
+        action="append",
+        metavar="CASE",
+        help=f"run only this case (repeatable; cases: {', '.join(_bench_cases())})",
+    )
+    bs.add_argument(
+        "--no-study", action="store_true", help="skip timing 'vmio study volumes-cache'"
+    )
+    bs.add_argument("--quick", action="store_true", help="time the study with --quick")
+    bs.set_defaults(func=cmd_bench_sim)
+    bsv = bsub.add_parser(
+        "serve",
+        help="vmio serve vs qemu-nbd and nbdkit, and weighted sharing under cfq",
+        description="Measure the NBD server with fio against qemu-nbd and nbdkit.",
+        epilog=BENCH_SERVE_EPILOG,
+        formatter_class=Formatter,
+    )
+    bsv.add_argument("image", type=Path, metavar="IMAGE")
+    bsv.add_argument(
+        "--size",
+        type=size_in(1 << 20, 1 << 40, "1m..1t"),
+        default=1 << 30,
+        help="size of a new IMAGE, 1m..1t (default 1g)",
+    )
+    bsv.add_argument(
+        "--runtime",
+        type=int_in(1, 3600),
+        default=10,
+        metavar="S",
+        help="seconds per fio run, 1..3600 (default 10)",
+    )
+    bsv.add_argument(
+        "--share-runtime",
+        type=int_in(1, 3600),
+        default=30,
+        metavar="S",
+        help="seconds of each weighted-sharing run, 1..3600 (default 30)",
+    )
+    bsv.set_defaults(func=cmd_bench_serve)
+    b.set_defaults(func=lambda args: _missing_subcommand(b))
+
+
+def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    raise VmioError("missing what to benchmark (vmio bench sim | vmio bench serve IMAGE)")
+
+
+def cmd_bench_serve(args: argparse.Namespace) -> int:
+    rows, share = serve.bench_serve(
+        args.image,
+        args.size,
+        args.runtime,
+        lambda m: print(f"vmio: bench serve: {m}", file=sys.stderr, flush=True),
+        share_s=args.share_runtime,
+    )
+    header = ["workload", "server", "IOPS", "MB/s", "p99 us", "vmio/qemu-nbd", "vmio/nbdkit"]
+    print(report.text_table(header, rows, align="llrrrrr"))
+    print()
+    header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
+    print(report.text_table(header, share, align="llrrrr"))
+    print(
+        "\nIOPS, MB/s (1 MB = 1e6 bytes) and p99 completion latency are fio's (nbd engine, "
+        "Unix sockets); ratios are of IOPS. Ratios are to the lightest export (weight 100)."
+    )
+    return 0
+
+
+def cmd_bench_sim(args: argparse.Namespace) -> int:
+    nat = native()
+    cases = args.case or nat.bench_cases()
+    header = ["case", "simulated I/Os", "wall s", "I/Os per s", "set-up s", "peak RSS MiB"]
+    rows = []
+    for case in cases:
+        print(f"vmio: bench: {case} ...", file=sys.stderr, flush=True)
+        r = nat.bench(case)
+        rows.append(
+            [
+                str(r["case"]),
+                f"{int(r['simulated_ios']):,}",
+                f"{float(r['wall_s']):.3f}",
+                f"{float(r['ios_per_s']):,.0f}",
+                f"{float(r.get('setup_s', 0.0)):.3f}",
+                f"{int(r['peak_rss_bytes']) / 2**20:.1f}",
+            ]
+        )
+    if not args.no_study:
+        exp = experiment.load_experiment("volumes-cache")
+        name = f"study {exp.name}{' --quick' if args.quick else ''}"
+        print(f"vmio: bench: {name} ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="vmio-bench-") as tmp:
+            t0 = time.perf_counter()
+            res, _ = run_study_to_dir(
+                exp,
+                seed=None,
+                quick=args.quick,
+                out=Path(tmp) / "out",
+                force=False,
+                parallel=runner.default_parallelism(),
+            )
+            wall = time.perf_counter() - t0
+        ios = sum(
+            int((job.get(d) or {}).get("total_ios", 0))
+            for pr in res.points
+            for job in pr.result["jobs"]
+            for d in ("read", "write", "trim")
+        )
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+        rows.append(
+            [
+                f"{name} ({len(res.points)} points)",
+                f"{ios:,}",
+                f"{wall:.3f}",
+                f"{ios / wall:,.0f}" if wall > 0 else "-",
+                "-",
+                f"{rss / 2**20:.1f}",
+            ]
+        )
+    print(report.text_table(header, rows, align="lrrrrr"))
+    print(
+        "\nwall s and I/Os per s are wall-clock measurements of the simulation run; set-up s "
+        "(building the stack, e.g. aging an SSD) is not in them. Peak RSS is that of this whole "
+        "process so far."
+    )
+    return 0

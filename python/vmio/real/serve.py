@@ -1,0 +1,333 @@
+"""`vmio serve`: the real engine, an NBD server exporting a stack file's VM disks.
+
+The server is the Rust crate `vmio-serve` running inside this process (`vmio._native.serve`,
+which releases the GIL while serving). Exports are named `VM/DISK` (`VM` alone is the VM's
+first disk). See README.md ("vmio serve") and docs/serve.md.
+
+`bench_serve` compares it with qemu-nbd (`--cache=none --aio=threads`) and nbdkit's file plugin
+(`cache=none`) on one image, with fio's nbd engine over Unix sockets, and measures weighted
+sharing under cfq.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vmio.sim import VmioError, native
+
+
+def serve(
+    stack: str | Path,
+    socket_path: str | Path | None = None,
+    tcp: int | None = None,
+    create: bool = False,
+    stats_file: str | Path | None = None,
+    queue_depth: int = 32,
+    workers: int = 32,
+    max_connections: int = 256,
+    max_conn_payload: int = 64 << 20,
+    max_total_payload: int = 1 << 30,
+    handshake_timeout: float = 10.0,
+    idle_timeout: float = 300.0,
+    shutdown_grace: float = 10.0,
+    trace: str | Path | None = None,
+    trace_max_bytes: int = 1 << 30,
+    trace_overwrite: bool = False,
+) -> list[dict]:
+    """Serve until SIGINT/SIGTERM; returns the final per-export statistics.
+
+    Bounds (see README.md, "vmio serve"): connections at once, payload bytes in flight per
+    connection and in total, handshake and idle timeouts (seconds; idle 0: never), and the grace
+    a shutdown gives connections before closing them. `trace`: record every served request as a
+    fio iolog v3 (time in microseconds since the start, export, read/write/trim/sync, offset,
+    length; a FUA write is followed by `datasync 0 0`), at most `trace_max_bytes`; an existing
+    file is refused unless `trace_overwrite`. Out-of-range values, a backing file locked by
+    another process, an existing trace file and an internal failure of the server raise
+    VmioError."""
+    for name, value, lo, hi in (
+        ("--workers", workers, 1, 1024),
+        ("--queue-depth", queue_depth, 1, 1024),
+        ("--max-connections", max_connections, 1, 4096),
+    ):
+        if not isinstance(value, int) or not lo <= value <= hi:
+            raise VmioError(f"{name} {value}: must be an integer in {lo}..{hi}")
+    nat = native()
+    if not hasattr(nat, "serve"):
+        raise VmioError("this build of vmio has no NBD server; reinstall vmio (pip install .)")
+    if not Path(stack).is_file():
+        raise VmioError(f"stack file '{stack}' does not exist")
+    # The server's own handlers (SIGINT, SIGTERM, SIGUSR1) replace Python's while it runs.
+    old = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        text = nat.serve(
+            str(stack),
+            socket=None if socket_path is None else str(socket_path),
+            tcp=tcp,
+            create=create,
+            stats_file=None if stats_file is None else str(stats_file),
+            queue_depth=queue_depth,
+            workers=workers,
+            max_connections=max_connections,
+            max_conn_payload=max_conn_payload,
+            max_total_payload=max_total_payload,
+            handshake_timeout=handshake_timeout,
+            idle_timeout=idle_timeout,
+            shutdown_grace=shutdown_grace,
+            trace=None if trace is None else str(trace),
+            trace_max_bytes=trace_max_bytes,
+            trace_overwrite=trace_overwrite,
+        )
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return json.loads(text)
+
+
+def stats_table(snaps: list[dict]) -> str:
+    """The per-export statistics as a text table, then a line per `cache = "pdc"` export."""
+    from vmio import fioreport as report
+
+    header = ["export", "read ops", "read MB", "write ops", "write MB", "flushes", "errors"]
+    header += ["read p99 us", "write p99 us"]
+    rows = [
+        [
+            s["export"],
+            f"{s['read_ops']:,}",
+            f"{s['read_bytes'] / 1e6:.1f}",
+            f"{s['write_ops']:,}",
+            f"{s['write_bytes'] / 1e6:.1f}",
+            f"{s['flush_ops']:,}",
+            f"{s['errors']:,}",
+            f"{s['read_lat_p99_ns'] / 1e3:.1f}",
+            f"{s['write_lat_p99_ns'] / 1e3:.1f}",
+        ]
+        for s in snaps
+    ]
+    return report.text_table(header, rows, align="lrrrrrrrr") + "".join(
+        _pdc_line(s["export"], s["pdc"]) for s in snaps if "pdc" in s
+    )
+
+
+def _pdc_line(export: str, p: dict) -> str:
+    """What a `cache = "pdc"` export's detector predicted and bypassed (vmio_serve::pdc)."""
+    journals = " ".join(f"[{j['lo']}, {j['hi']})" for j in p["journals"]) or "none"
+    dontcache = "supported" if p["dontcache_supported"] else "not supported"
+    return (
+        f"\n{export} pdc: journals {journals}; {p['bypassed_writes']:,} of {p['writes']:,} writes"
+        f" bypassed ({p['bypassed_bytes'] / 1e6:.1f} MB); RWF_DONTCACHE {dontcache}"
+    )
+
+
+# --- benchmark ---------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    name: str
+    rw: str
+    bs: str
+    iodepth: int
+
+
+CASES = (
+    Case("4k randread QD32", "randread", "4k", 32),
+    Case("1M seqread QD4", "read", "1m", 4),
+    Case("4k randwrite QD32", "randwrite", "4k", 32),
+)
+WEIGHTS = (1000, 700, 400, 100)
+
+
+def _wait_socket(path: Path, proc: subprocess.Popen, what: str, timeout_s: float = 30) -> None:
+    t0 = time.monotonic()
+    while True:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise VmioError(f"{what} exited with status {proc.returncode}: {err.strip()}")
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(path))
+            return
+        except OSError:
+            if time.monotonic() - t0 > timeout_s:
+                raise VmioError(f"{what} did not listen on {path}") from None
+            time.sleep(0.05)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _fio(jobs: list[tuple[str, str]], case: Case, runtime_s: int, size_bytes: int) -> list[dict]:
+    """Run fio's nbd engine, one job per (name, uri), at once; returns fio's job results."""
+    lines = [
+        "[global]",
+        "ioengine=nbd",
+        f"rw={case.rw}",
+        f"bs={case.bs}",
+        f"iodepth={case.iodepth}",
+        f"size={size_bytes}",
+        "time_based",
+        f"runtime={runtime_s}",
+        "ramp_time=1",
+        "randrepeat=0",
+        "norandommap",
+    ]
+    for name, uri in jobs:
+        lines += [f"[{name}]", f"uri={uri}"]
+    with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+        path = f.name
+    try:
+        out = subprocess.run(
+            ["fio", "--output-format=json", path], capture_output=True, text=True, check=False
+        )
+    finally:
+        os.unlink(path)
+    if out.returncode != 0:
+        raise VmioError(f"fio failed: {out.stderr.strip() or out.stdout.strip()}")
+    return json.loads(out.stdout[out.stdout.index("{") :])["jobs"]
+
+
+def _figures(job: dict, rw: str) -> dict:
+    d = job["write" if "write" in rw else "read"]
+    pct = d.get("clat_ns", {}).get("percentile", {})
+    return {
+        "iops": float(d["iops"]),
+        "mb_s": float(d["bw_bytes"]) / 1e6,
+        "p99_us": float(pct.get("99.000000", 0)) / 1e3,
+    }
+
+
+def _stack(image: Path, disks: int, scheduler: str, weights: tuple[int, ...]) -> str:
+    size = image.stat().st_size // disks // 4096 * 4096
+    text = (
+        f'[[device]]\nname = "img"\nmodel = "ssd"\npath = "{image}"\n'
+        f'[[volume]]\nname = "data"\nlayout = "single"\ndevices = ["img"]\n'
+        f'[scheduler]\nname = "{scheduler}"\n' + ("bw_window = 2\n" if scheduler == "mcfq" else "")
+    )
+    for i in range(disks):
+        text += (
+            f'[[vm]]\nname = "vm{i + 1}"\nweight = {weights[i]}\n'
+            f'[[vm.disk]]\nname = "disk0"\nvolume = "data"\noffset = {i * size}\n'
+            f'size = {size}\ncache = "none"\n'
+        )
+    return text
+
+
+def _vmio_server(tmp: Path, stack_text: str, tag: str) -> tuple[subprocess.Popen, Path]:
+    stack = tmp / f"{tag}.toml"
+    stack.write_text(stack_text)
+    sock = tmp / f"{tag}.sock"
+    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_socket(sock, proc, "vmio serve")
+    return proc, sock
+
+
+def bench_serve(
+    image: Path,
+    size_bytes: int,
+    runtime_s: int,
+    log: Callable[[str], None],
+    servers: tuple[str, ...] = ("vmio", "qemu-nbd", "nbdkit"),
+    share_s: int = 30,
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Run the comparison and the weighted-sharing measurement; returns two tables' rows."""
+    for tool in ("fio", *[s for s in servers if s != "vmio"]):
+        if shutil.which(tool) is None:
+            raise VmioError(f"'{tool}' is not installed (apt-get install fio qemu-utils nbdkit)")
+    if not image.exists():
+        log(f"creating {image} ({size_bytes / 2**20:.0f} MiB of data)")
+        chunk = os.urandom(1 << 20)
+        with open(image, "wb") as f:
+            for _ in range(size_bytes // len(chunk)):
+                f.write(chunk)
+            os.fsync(f.fileno())
+    size = image.stat().st_size // 4096 * 4096
+    results: dict[tuple[str, str], dict] = {}
+    with tempfile.TemporaryDirectory(prefix="vmio-bench-serve-") as tmpdir:
+        tmp = Path(tmpdir)
+        for server in servers:
+            sock = tmp / f"{server}.sock"
+            if server == "vmio":
+                proc, sock = _vmio_server(tmp, _stack(image, 1, "none", WEIGHTS), "vmio")
+                uri = f"nbd+unix:///vm1/disk0?socket={sock}"
+            elif server == "qemu-nbd":
+                cmd = ["qemu-nbd", "--format=raw", "--cache=none", "--aio=threads"]
+                cmd += ["--persistent", "--shared=16", f"--socket={sock}", str(image)]
+                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                _wait_socket(sock, proc, "qemu-nbd")
+                uri = f"nbd+unix:///?socket={sock}"
+            else:
+                cmd = ["nbdkit", "--foreground", "--unix", str(sock), "file", str(image)]
+                cmd += ["cache=none"]
+                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                _wait_socket(sock, proc, "nbdkit")
+                uri = f"nbd+unix:///?socket={sock}"
+            try:
+                for case in CASES:
+                    log(f"{server}: {case.name} ({runtime_s} s)")
+                    job = _fio([("j", uri)], case, runtime_s, size)[0]
+                    results[(server, case.name)] = _figures(job, case.rw)
+            finally:
+                _stop(proc)
+        rows = []
+        for case in CASES:
+            for server in servers:
+                r = results[(server, case.name)]
+                ratios = [
+                    f"{results[('vmio', case.name)]['iops'] / results[(o, case.name)]['iops']:.2f}"
+                    if server == "vmio" and o in servers and results[(o, case.name)]["iops"]
+                    else "-"
+                    for o in ("qemu-nbd", "nbdkit")
+                ]
+                rows.append(
+                    [
+                        case.name,
+                        server,
+                        f"{r['iops']:,.0f}",
+                        f"{r['mb_s']:.1f}",
+                        f"{r['p99_us']:.0f}",
+                        *ratios,
+                    ]
+                )
+        share = []
+        for sched in ("cfq", "mcfq"):
+            log(f"vmio {sched} weighted sharing: 4 exports, weights {WEIGHTS} ({share_s} s)")
+            proc, sock = _vmio_server(tmp, _stack(image, 4, sched, WEIGHTS), sched)
+            try:
+                jobs = [(f"vm{i + 1}", f"nbd+unix:///vm{i + 1}?socket={sock}") for i in range(4)]
+                case = Case("4k randread QD32", "randread", "4k", 32)
+                res = _fio(jobs, case, share_s, size // 4)
+            finally:
+                _stop(proc)
+            bws = [float(j["read"]["bw_bytes"]) for j in res]
+            for i, (w, bw) in enumerate(zip(WEIGHTS, bws, strict=True)):
+                share.append(
+                    [
+                        sched,
+                        f"vm{i + 1}",
+                        str(w),
+                        f"{bw / 1e6:.2f}",
+                        f"{w / WEIGHTS[-1]:.1f}",
+                        f"{bw / bws[-1]:.2f}" if bws[-1] > 0 else "-",
+                    ]
+                )
+    return rows, share

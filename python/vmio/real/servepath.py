@@ -1,0 +1,538 @@
+"""`vmio calibrate --serve-path` (issue #13, the raid0 part of `vmio validate`): the costs of
+the NBD path, fio's nbd engine into `vmio serve` over a Unix socket, measured over a RAM image
+so that no disk is in them, and fitted to the `[nbd]` table of `interface = "nbd"`
+(crates/vmio-core/src/nbd.rs: `handoff`, `request`, `read_rate`, `write_rate`).
+
+Sources. fio 3.33 engines/nbd.c (the `nbd` engine: libnbd's `nbd_aio_pread`/`nbd_aio_pwrite`
+on the export `uri=nbd+unix:///EXPORT?socket=PATH`; `filename` is only a name, the engine
+opens no file) and fio/HOWTO.rst (`psync`, `direct`, `time_based`, `runtime`, the JSON
+`read`/`write` objects: `iops`, `lat_ns.mean`); vmio serve (docs/serve.md: a connection's
+reader thread, the dispatcher and I/O workers, the writer thread; `cache = "none"` opens the
+image with O_DIRECT, which tmpfs takes since Linux 6.6, mm/shmem.c `shmem_file_open`).
+
+What runs (`battery`, `measure`):
+
+```text
+DIR (--dir, default /dev/shm) must be a tmpfs (or ramfs): the image is RAM, so what is
+    measured is the path, not a disk. DIR/vmio-serve-path.img, 256 MiB, is created, written
+    through once (1 MiB sequential writes, vmio.real.calibrate.write_through) so that reads hit
+    data, and removed afterwards (also on Ctrl-C); an existing one is refused unless --force
+the RAM image itself, before the server starts (fio psync, direct=1 where the file takes
+    O_DIRECT, QD1): ram-rand{read,write}-{4k,128k[,1m]}  the image's own latency per size
+the path (fio ioengine=nbd on the export path/disk of a `vmio serve` whose one device is the
+    image: model "ram", layout single, [scheduler] name = "none", interface = "nbd",
+    cache = "none", or "writeback" where the tmpfs refuses O_DIRECT, said in a note):
+    nbd-rand{read,write}-{4k,128k[,1m]}-qd{1,16}     QD1: latency; QD16: saturation
+    (1m: not with --quick)
+budget: default 30 s, --quick 10 s, --budget S: the whole run. Each point time-based: the
+    RAM image's the shortest run (MIN_RUNTIME_S: its latency of a few µs is steady), the
+    path's an equal share of what is left (vmio.real.calibrate.Schedule: fio's start-up measured
+    and taken off), SIM_RESERVE_S a path point kept for vmio sim's check
+```
+
+The fit (`fit`; d a direction, L a point's bytes, X its IOPS, T its mean latency, R(L, d) the
+RAM image's psync latency of the same size and direction):
+
+```text
+saturated time per request  Y = 1 / X(QD16)  = request + L / rate_d    (the closed form of the
+    [nbd] path at depth: hand-offs overlap, the serialized work does not)
+request, 1 / rate_read, 1 / rate_write = the least relative squares sum ((Y_i - model_i) / Y_i)^2
+    over every QD16 point, both directions sharing request (closed form, `_line`):
+    w = 1 / Y^2, per direction A_d = sum w L Y, B_d = sum w L, C_d = sum w L^2;
+    request = (sum w Y - sum_d A_d B_d / C_d) / (sum w - sum_d B_d^2 / C_d)
+    1 / rate_d = (A_d - request B_d) / C_d
+    (request < 0: 0, the slopes refitted through 0, a note; a slope <= 0: an error)
+handoff = max(0, median over the QD1 points of (T - request - L / rate_d - R(L, d)))
+```
+
+Not fitted: the RAM device is treated as free at depth (its psync time runs in the server's
+workers, in parallel and beside the serialized path; it is taken off the QD1 latencies only);
+the path's CPU is the machine's: fio, libnbd's and vmio serve's threads share its cores, so
+on a 2-core machine the saturated points include that contention (a fair share of the
+machine, which is what the raid0 runs of `vmio validate` meet too). One `request` serves both
+directions (the table has one): when writes cost more per request than reads at 4 KiB, the
+least squares split the difference, and the check below shows how far each direction lands.
+
+The check (`check`): `vmio sim` of every path point on `sim_stack`, the [nbd] table over a
+`ram` device model (latency and bandwidth: the least relative squares line through the RAM
+image's psync points, `_line` with one group), beside the measured QD1 latency and QD16 IOPS.
+
+Outputs: OUT/serve-path.toml (the `[nbd]` table under a comment header naming the machine, to
+paste into a stack or to give `vmio validate`'s raid0 stack) and OUT/serve-path.json (the
+parameters, notes, the machine, every point with fio's JSON and vmio sim's figures).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import tomli_w
+
+from vmio.real import machine
+from vmio.real.calibrate import (
+    KIB,
+    MIB,
+    MIN_RUNTIME_S,
+    SIM_RESERVE_S,
+    TMPFS,
+    CalibrateError,
+    Job,
+    Point,
+    Schedule,
+    Target,
+    direct_ok,
+    simulate,
+    size_name,
+    write_through,
+)
+from vmio.real.calibrate import (
+    measure as measure_points,
+)
+from vmio.real.machineprofile import ProfileError, fio_missing, fio_version, mount_of
+from vmio.version import __version__
+
+DEFAULT_DIR = Path("/dev/shm")
+IMAGE_NAME = "vmio-serve-path.img"
+IMAGE_SIZE = 256 * MIB
+SIZES: tuple[int, ...] = (4 * KIB, 128 * KIB, MIB)
+QUICK_SIZES: tuple[int, ...] = (4 * KIB, 128 * KIB)
+SATURATED_QD = 16
+DEPTHS: tuple[int, ...] = (1, SATURATED_QD)
+DIRECTIONS = ("read", "write")
+DEFAULT_BUDGET_S = 30.0
+QUICK_BUDGET_S = 10.0
+# fio's start-up with the nbd engine (measured here: about 0.3 s a run); the schedule measures
+# it after the first point.
+STARTUP_S = 0.3
+# The served stack: one VM, one disk; fio's `filename` of the export.
+VM, DISK = "path", "disk"
+EXPORT = f"{VM}/{DISK}"
+# The [nbd] keys that are durations (written in ns), in the table's order.
+DURATIONS = ("handoff", "request")
+
+
+@dataclass(frozen=True)
+class Probe(Job):
+    """A battery job (vmio.real.calibrate.Job) on the path (`engine` "nbd": `uri` the export's,
+    set once the server listens) or on the RAM image itself (`engine` "psync")."""
+
+    engine: str = "nbd"
+    uri: str | None = None
+
+    @property
+    def ioengine(self) -> str:
+        return self.engine
+
+    def options(self, size: int, runtime_ms: int | None, direct: int) -> list[tuple[str, str]]:
+        """vmio.real.calibrate.Job's options, then the nbd engine's `uri` (an engine option: fio
+        takes it after `ioengine`)."""
+        opts = super().options(size, runtime_ms, direct)
+        return opts + ([("uri", self.uri)] if self.uri else [])
+
+
+def battery(quick: bool = False) -> tuple[Probe, ...]:
+    """The RAM image's points, then the path's (module doc), in the order they run."""
+    sizes = QUICK_SIZES if quick else SIZES
+    ram = [
+        Probe(f"ram-rand{d}-{size_name(bs)}", f"rand{d}", bs, 1, engine="psync")
+        for d in DIRECTIONS
+        for bs in sizes
+    ]
+    path = [
+        Probe(f"nbd-rand{d}-{size_name(bs)}-qd{q}", f"rand{d}", bs, q)
+        for d in DIRECTIONS
+        for bs in sizes
+        for q in DEPTHS
+    ]
+    return (*ram, *path)
+
+
+def check_budget(budget_s: float | None, quick: bool, probes: Sequence[Probe]) -> float:
+    """The budget in seconds (default by mode), refused below each point's shortest run (and
+    a path point's simulation)."""
+    budget = budget_s if budget_s is not None else QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S
+    sims = sum(p.engine == "nbd" for p in probes)
+    low = math.ceil(len(probes) * (MIN_RUNTIME_S + STARTUP_S) + sims * SIM_RESERVE_S)
+    if math.isnan(budget) or budget < low:
+        raise CalibrateError(
+            f"--budget {budget:g}: accepted: {low} seconds or more for the {len(probes)} "
+            f"points of the serve path's battery (each at least {MIN_RUNTIME_S} s of fio and "
+            "its start-up, a path point's simulation)"
+        )
+    return budget
+
+
+def check_dir(directory: Path, force: bool) -> str:
+    """The filesystem type of `directory`, which must be a tmpfs (module doc) with room for
+    the image; refuses an existing image unless `force`."""
+    accepted = f"accepted: a directory on a tmpfs (default {DEFAULT_DIR})"
+    if not directory.is_dir():
+        raise CalibrateError(f"--dir {directory}: no such directory; {accepted}")
+    try:
+        fstype = mount_of(directory)[1]
+    except ProfileError as e:
+        raise CalibrateError(f"--dir {e}; {accepted}") from None
+    if fstype not in TMPFS:
+        raise CalibrateError(
+            f"--dir {directory} is on {fstype}, not a tmpfs: the image must be RAM so that no "
+            f"disk is in the measurement; {accepted}"
+        )
+    image = directory / IMAGE_NAME
+    if image.exists() and not force:
+        raise CalibrateError(
+            f"--dir {directory}: {image} exists; pass --force to overwrite it (it is created "
+            "and removed by the run)"
+        )
+    free = shutil.disk_usage(directory).free + (image.stat().st_size if image.exists() else 0)
+    if free < IMAGE_SIZE:
+        raise CalibrateError(
+            f"--dir {directory}: {free} bytes free, the image needs {IMAGE_SIZE}; {accepted}"
+        )
+    return fstype
+
+
+# --- the fit -------------------------------------------------------------------------------
+
+
+def _line(groups: Mapping[str, Sequence[tuple[float, float]]]) -> tuple[float, dict[str, float]]:
+    """(intercept, {group: slope}) of y = intercept + x slope_g, least relative squares over
+    every (x, y) of every group, the intercept shared (module doc); an intercept below 0 is
+    0 and the slopes are refitted through it."""
+    sums = {  # per group: A = sum w x y, B = sum w x, C = sum w x^2 with w = 1 / y^2
+        g: (
+            sum(x / y for x, y in pts),
+            sum(x / y**2 for x, y in pts),
+            sum((x / y) ** 2 for x, y in pts),
+        )
+        for g, pts in groups.items()
+    }
+    w = sum(1 / y**2 for pts in groups.values() for _, y in pts)
+    wy = sum(1 / y for pts in groups.values() for _, y in pts)
+    den = w - sum(b * b / c for _, b, c in sums.values())
+    if den <= 0:
+        raise CalibrateError(
+            "the fit needs two sizes in a direction (each direction's points have one)"
+        )
+    intercept = max(0.0, (wy - sum(a * b / c for a, b, c in sums.values())) / den)
+    return intercept, {g: (a - intercept * b) / c for g, (a, b, c) in sums.items()}
+
+
+def _side(p: Point) -> Any:
+    """The point's figures in its direction (fio's `read` or `write`)."""
+    return getattr(p, p.job.direction)
+
+
+def _slopes(
+    groups: Mapping[str, Sequence[tuple[float, float]]], what: str
+) -> tuple[float, dict[str, float]]:
+    """`_line`, refusing a slope <= 0 (a time that does not grow with the size)."""
+    intercept, slopes = _line(groups)
+    for g, s in slopes.items():
+        if s <= 0:
+            sizes = ", ".join(f"{size_name(int(x))}: {y / 1e3:.1f} us" for x, y in groups[g])
+            raise CalibrateError(
+                f"{what} ({g}) do not grow with the size ({sizes}): no rate follows; "
+                "measure again (a longer --budget) on an idle machine"
+            )
+    return intercept, slopes
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The `[nbd]` table (durations in ns, rates in bytes/s), the RAM image's device model
+    for the check (`sim_stack`) and the notes."""
+
+    nbd: dict[str, int]
+    ram: dict[str, int]
+    notes: tuple[str, ...]
+
+
+def fit(points: Sequence[Point]) -> Fit:
+    """The `[nbd]` parameters of the battery's `points` (module doc)."""
+    path = [p for p in points if p.job.ioengine == "nbd"]
+    ram = {
+        (p.job.direction, p.job.bs): _side(p).lat_mean_ns for p in points if p.job.ioengine != "nbd"
+    }
+    sat = {
+        d: [
+            (p.job.bs, 1e9 / _side(p).iops)
+            for p in path
+            if p.job.iodepth > 1 and p.job.direction == d
+        ]
+        for d in DIRECTIONS
+    }
+    if not all(sat.values()):
+        raise CalibrateError("the fit needs saturated (QD16) points of both directions")
+    request, slopes = _slopes(sat, "the saturated times per request")
+    notes = []
+    if request == 0:
+        notes.append("request: the saturated points' line crosses below 0; set to 0")
+    qd1 = [p for p in path if p.job.iodepth == 1]
+    missing = [p.job.name for p in qd1 if (p.job.direction, p.job.bs) not in ram]
+    if not qd1 or missing:
+        raise CalibrateError(
+            "the fit needs QD1 points of the path and the RAM image's latency at their sizes"
+            + (f" (none for {', '.join(missing)})" if missing else "")
+        )
+    handoffs = [
+        _side(p).lat_mean_ns
+        - request
+        - p.job.bs * slopes[p.job.direction]
+        - ram[(p.job.direction, p.job.bs)]
+        for p in qd1
+    ]
+    handoff = statistics.median(handoffs)
+    if handoff < 0:
+        notes.append("handoff: the QD1 latencies are below request + copy + RAM; set to 0")
+    latency, ram_slope = _slopes(
+        {"RAM image": [(bs, t) for (_, bs), t in ram.items()]}, "the psync latencies"
+    )
+    return Fit(
+        nbd={
+            "handoff": round(max(0.0, handoff)),
+            "request": round(request),
+            "read_rate": round(1e9 / slopes["read"]),
+            "write_rate": round(1e9 / slopes["write"]),
+        },
+        ram={"latency": round(latency), "bandwidth": round(1e9 / ram_slope["RAM image"])},
+        notes=tuple(notes),
+    )
+
+
+def closed_form(nbd: Mapping[str, int], ram: Mapping[str, int], job: Job) -> tuple[float, float]:
+    """(IOPS, mean latency ns) of a path job on the [nbd] table's closed forms over the RAM
+    model (crates/vmio-core/src/nbd.rs): QD1, device + handoff + request + L / rate_d;
+    saturated, 1 / (request + L / rate_d) at depth q (latency q / X)."""
+    copy = job.bs * 1e9 / nbd[f"{job.direction}_rate"]
+    if job.iodepth == 1:
+        lat = ram["latency"] + job.bs * 1e9 / ram["bandwidth"] + nbd["handoff"]
+        lat += nbd["request"] + copy
+        return 1e9 / lat, lat
+    x = 1e9 / (nbd["request"] + copy)
+    return x, job.iodepth / x * 1e9
+
+
+# --- the stacks ----------------------------------------------------------------------------
+
+
+def stack(device: Mapping[str, Any], nbd: Mapping[str, int] | None, cache: str) -> str:
+    """The one-device stack of the serve path: `device` (name "ram", model "ram" and its
+    keys), layout single, [scheduler] none, one VM whose disk is `interface = "nbd"` with
+    `cache`; with `nbd`, its [nbd] table."""
+    doc: dict[str, Any] = {
+        "host": {"cores": os.cpu_count() or 1, "hypervisor": "kvm"},
+        "device": [{"name": "ram", "model": "ram", **device}],
+        "volume": [{"name": "v", "layout": "single", "devices": ["ram"]}],
+        "scheduler": {"name": "none"},
+    }
+    if nbd is not None:
+        doc["nbd"] = nbd_table(nbd)
+    doc["vm"] = [
+        {"name": VM, "disk": [{"name": DISK, "volume": "v", "interface": "nbd", "cache": cache}]}
+    ]
+    return tomli_w.dumps(doc)
+
+
+def nbd_table(nbd: Mapping[str, int]) -> dict[str, int | str]:
+    """The [nbd] table as a stack writes it: durations as "Nns"."""
+    return {k: f"{v}ns" if k in DURATIONS else v for k, v in nbd.items()}
+
+
+def sim_stack(f: Fit) -> str:
+    """The stack `vmio sim` checks the fit on: the [nbd] table over the RAM image's model."""
+    dev = {
+        "capacity": IMAGE_SIZE,
+        "latency": f"{f.ram['latency']}ns",
+        "bandwidth": f.ram["bandwidth"],
+    }
+    return stack(dev, f.nbd, "none")
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+class _Phases(Schedule):
+    """vmio.real.calibrate.Schedule, but while `shortest` (the RAM image's points) each point runs
+    MIN_RUNTIME_S: a psync latency of a few µs is steady over the hundreds of thousands of
+    requests of that run, and the path's points get the rest. fio's start-up is measured
+    throughout."""
+
+    shortest = True
+
+    def runtime_ms(self, points_left: int) -> int:
+        if self.shortest:
+            return round(1000 * MIN_RUNTIME_S)
+        return super().runtime_ms(points_left)
+
+
+@dataclass(frozen=True)
+class ServePath:
+    """What `measure` made: the fit, the measured points, vmio sim's run of each path point on
+    `sim_stack`, and the two files."""
+
+    fit: Fit
+    points: list[Point]
+    simulated: list[Point]
+    toml_path: Path
+    json_path: Path
+
+
+def _run_path(
+    image: Path, probes: Sequence[Probe], cache: str, schedule: Schedule, stream: TextIO
+) -> list[Point]:
+    """Serve `image` (`stack`) with vmio serve and run the path's probes on its export."""
+    from vmio.real import guest as realguest
+    from vmio.real import serve
+
+    with tempfile.TemporaryDirectory(prefix="vmio-serve-path-") as tmp:
+        work = Path(tmp)
+        dev = {"path": str(image), "size": IMAGE_SIZE}
+        (work / "stack.toml").write_text(stack(dev, None, cache), encoding="utf-8")
+        sock = work / "nbd.sock"
+        proc = realguest.start_serve(work)
+        try:
+            serve._wait_socket(sock, proc, "vmio serve")
+            uri = f"nbd+unix:///{EXPORT}?socket={sock}"
+            # fio's filename of an nbd job is the export's name: the engine opens no file.
+            export = Target(
+                Path(EXPORT), False, True, 0, IMAGE_SIZE, IMAGE_SIZE, EXPORT, "", None, True
+            )
+            on = [replace(p, uri=uri) for p in probes]
+            points = measure_points(export, on, schedule, stream)
+        finally:
+            serve._stop(proc)
+    # The battery's probes (without the socket of a server that is gone).
+    return [replace(pt, job=p) for pt, p in zip(points, probes, strict=True)]
+
+
+def header(directory: Path, fstype: str, when: str) -> list[str]:
+    """serve-path.toml's comment lines: what was measured, where and on which machine."""
+    u = os.uname()
+    fio = fio_version()
+    return [
+        f"# vmio calibrate --serve-path {__version__}: fio's nbd engine into vmio serve over "
+        f"{directory / IMAGE_NAME} ({fstype}), {when}",
+        f"# machine: {u.nodename}, {os.cpu_count()} cores, kernel {u.release}, {fio}",
+    ]
+
+
+def measure(
+    directory: Path = DEFAULT_DIR,
+    out_dir: Path = Path("."),
+    quick: bool = False,
+    budget_s: float | None = None,
+    progress: TextIO | None = None,
+    force: bool = False,
+) -> ServePath:
+    """Measure the serve path over a RAM image in `directory`, fit [nbd], check it with vmio
+    sim, write out_dir/serve-path.toml and serve-path.json (module doc)."""
+    stream = progress or sys.stderr
+    if why := fio_missing():
+        raise CalibrateError(why)
+    fstype = check_dir(directory, force)
+    probes = battery(quick)
+    path_probes = [p for p in probes if p.engine == "nbd"]
+    budget = check_budget(budget_s, quick, probes)
+    start = time.monotonic()
+    schedule = _Phases(start + budget - SIM_RESERVE_S * len(path_probes))
+    image = directory / IMAGE_NAME
+    notes: list[str] = []
+    try:
+        image.write_bytes(b"")
+        direct = int(direct_ok(image))
+        cache = "none" if direct else "writeback"
+        if not direct:
+            notes.append(f'{directory} refuses O_DIRECT: served with cache = "writeback"')
+        stream.write(
+            f"vmio: calibrate --serve-path: writing {image} through ({IMAGE_SIZE} bytes)\n"
+        )
+        write_through(image, IMAGE_SIZE, direct)
+        ram = Target(image, False, True, direct, IMAGE_SIZE, IMAGE_SIZE, "ram", fstype, None, True)
+        points = measure_points(ram, [p for p in probes if p.engine != "nbd"], schedule, stream)
+        schedule.shortest = False
+        points += _run_path(image, path_probes, cache, schedule, stream)
+    finally:
+        image.unlink(missing_ok=True)
+    f = fit(points)
+    f = replace(f, notes=(*notes, *f.notes))
+    simulated = simulate(sim_stack(f), [p for p in points if p.job.ioengine == "nbd"])
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    toml_path, json_path = out_dir / "serve-path.toml", out_dir / "serve-path.json"
+    head = [*header(directory, fstype, when), *(f"# note: {n}" for n in f.notes)]
+    toml_path.write_text(
+        "\n".join(head) + "\n" + tomli_w.dumps({"nbd": nbd_table(f.nbd)}), encoding="utf-8"
+    )
+    sims = {s.job.name: s for s in simulated}
+    record = {
+        "vmio_calibrate_serve_path": {
+            "version": __version__,
+            "date": when,
+            "dir": str(directory),
+            "fstype": fstype,
+            "image_size": IMAGE_SIZE,
+            "cache": cache,
+            "quick": quick,
+            "budget_s": budget,
+            "elapsed_s": round(time.monotonic() - start, 3),
+            "nbd": f.nbd,
+            "ram": f.ram,
+            "notes": list(f.notes),
+        },
+        "machine": machine.describe([str(directory)]),
+        "points": [_point_record(p, f, sims.get(p.job.name)) for p in points],
+    }
+    json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return ServePath(f, points, simulated, toml_path, json_path)
+
+
+def _point_record(p: Point, f: Fit, sim: Point | None) -> dict[str, Any]:
+    """A point as serve-path.json holds it: vmio.real.calibrate's record, and for a path point its
+    closed form and vmio sim's figures on `sim_stack`."""
+    rec: dict[str, Any] = {**p.record(), "closed_form": None, "sim": None}
+    if p.job.ioengine == "nbd":
+        iops, lat = closed_form(f.nbd, f.ram, p.job)
+        rec["closed_form"] = {"iops": iops, "lat_mean_ns": lat}
+    if sim is not None:
+        rec["sim"] = {"iops": sim.iops, "lat_mean_ns": sim.lat_mean_ns}
+    return rec
+
+
+def check(sp: ServePath) -> dict[str, list[float]]:
+    """vmio sim against the measurements: `qd1_lat` the relative errors (sim / real - 1) of
+    the QD1 points' mean latency, `saturated_iops` of the QD16 points' IOPS."""
+    real = {p.job.name: p for p in sp.points}
+    out: dict[str, list[float]] = {"qd1_lat": [], "saturated_iops": []}
+    for s in sp.simulated:
+        r = real[s.job.name]
+        if s.job.iodepth == 1:
+            out["qd1_lat"].append(s.lat_mean_ns / r.lat_mean_ns - 1)
+        else:
+            out["saturated_iops"].append(s.iops / r.iops - 1)
+    return out
+
+
+def report(sp: ServePath) -> str:
+    """What `vmio calibrate --serve-path` prints: the [nbd] table, its notes, the check."""
+    lines = [sp.toml_path.read_text(encoding="utf-8").rstrip()]
+    labels = {"qd1_lat": "QD1 mean latency", "saturated_iops": f"QD{SATURATED_QD} IOPS"}
+    for what, errs in check(sp).items():
+        worst = max(errs, key=abs)
+        lines.append(
+            f"vmio sim on the table over the RAM image's model, {labels[what]}: median |error| "
+            f"{100 * statistics.median(map(abs, errs)):.1f} %, worst {100 * worst:+.1f} %"
+        )
+    lines.append(f"written: {sp.toml_path}, {sp.json_path}")
+    return "\n".join(lines) + "\n"
