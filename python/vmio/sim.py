@@ -230,22 +230,16 @@ def parse_toml(text: str, path: str | Path) -> dict[str, Any]:
 
 def stack_workloads(stack_text: str, stack_path: str | Path) -> list[tuple[str, str, str]]:
     """The `(vm, job_text, job_path)` of every `[[vm]]` with a `workload` (a fio job file,
-    relative to the stack file's directory)."""
-    data = parse_toml(stack_text, stack_path)
-    vms = data.get("vm") or []
-    if not isinstance(vms, list) or not all(isinstance(vm, dict) for vm in vms):
-        raise VmioError(f"{stack_path}: vm: must be [[vm]] tables, not {short_repr(vms)}")
+    relative to the stack file's directory), from the stack as the simulator reads it
+    (`vmio._native.load_stack`, whose typed view is `vmio.stackfile`): a bad stack is its
+    one-line error."""
+    stack = native().load_stack(stack_text, str(stack_path))
     out = []
-    for i, vm in enumerate(vms):
-        wl = vm.get("workload")
-        if wl is None:
+    for i, vm in enumerate(stack["vms"]):
+        if vm["workload"] is None:
             continue
-        if not isinstance(wl, str) or not wl:
-            raise VmioError(f"{stack_path}: vm[{i}].workload: must be a fio job file path")
-        name = vm.get("name")
-        name = name if isinstance(name, str) else short_repr(name)
-        path = Path(stack_path).parent / wl
-        out.append((name, read_text(path, f"vm[{i}].workload job file"), str(path)))
+        path = Path(stack_path).parent / vm["workload"]
+        out.append((vm["name"], read_text(path, f"vm[{i}].workload job file"), str(path)))
     return out
 
 

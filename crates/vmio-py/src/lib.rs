@@ -17,6 +17,7 @@ use vmio_sim::run::{json_text, run_many_watched, RunError, VmJob};
 
 mod flash;
 mod serve;
+mod stackview;
 
 create_exception!(
     _native,
@@ -358,5 +359,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     flash::register(m)?;
     serve::register(m)?;
+    stackview::register(m)?;
     Ok(())
 }

@@ -162,6 +162,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from vmio import stackfile
 from vmio.progress import Progress, format_duration
 from vmio.real import machine
 from vmio.real.machineprofile import (
@@ -879,33 +880,34 @@ def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
     sched = disk.scheduler if disk and disk.scheduler else "none"
     kind = "block device" if target.block else "file"
     head = [
-        f"# vmio calibrate {__version__} on {target.path} ({kind}, "
+        f"vmio calibrate {__version__} on {target.path} ({kind}, "
         f"{target.fstype or 'raw'}, direct={target.direct}), {when}",
-        f"# machine: {os.uname().nodename}, {cores} cores, kernel {os.uname().release}, "
+        f"machine: {os.uname().nodename}, {cores} cores, kernel {os.uname().release}, "
         f"disk {disk.device + ' ' + disk.model if disk else target.name}",
-        *(f"# note: {n}" for n in fit_.notes),
+        *(f"note: {n}" for n in fit_.notes),
     ]
-    sched_lines = []
     if sched not in SCHEDULERS:
-        sched_lines.append(f"# the disk's scheduler is {sched}, which the simulator lacks")
+        head.append(f"the disk's scheduler is {sched}, which the simulator lacks")
         sched = "mq-deadline"
-    sched_lines += [f'name = "{sched}"']
+    scheduler: dict[str, Any] = {"name": sched}
     if sched == "mq-deadline" and disk and disk.max_sectors_kb:
-        sched_lines.append(f'max_merge = "{disk.max_sectors_kb}k"')
-    dev = ["[[device]]", f'name = "{target.name}"', 'model = "flash"']
-    for k, v in fit_.params.items():
-        quoted = f"{v}ns" if k in durations() else v if isinstance(v, str) else None
-        dev.append(f"{k} = {v}" if quoted is None else f'{k} = "{quoted}"')
+        scheduler["max_merge"] = f"{disk.max_sectors_kb}k"
     n = target.name
-    sections = [
-        "\n".join(head) + f'\n[host]\ncores = {cores}\nhypervisor = "native"\n',
-        "\n".join(dev) + "\n",
-        f'[[volume]]\nname = "{n}"\nlayout = "single"\ndevices = ["{n}"]\n',
-        "[scheduler]\n" + "\n".join(sched_lines) + "\n",
-        '[[vm]]\nname = "host"\n',
-        f'[[vm.disk]]\nname = "{n}"\nvolume = "{n}"\ninterface = "host"\ncache = "none"\n',
-    ]
-    return "\n".join(sections)
+    dev = {"name": n, "model": "flash"}
+    dev |= {k: f"{v}ns" if k in durations() else v for k, v in fit_.params.items()}
+    doc = {
+        "host": {"cores": cores, "hypervisor": "native"},
+        "device": [dev],
+        "volume": [{"name": n, "layout": "single", "devices": [n]}],
+        "scheduler": scheduler,
+        "vm": [
+            {
+                "name": "host",
+                "disk": [{"name": n, "volume": n, "interface": "host", "cache": "none"}],
+            }
+        ],
+    }
+    return stackfile.render(doc, head)
 
 
 def simulate(stack: str, points: Sequence[Point]) -> list[Point]:

@@ -61,6 +61,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vmio import fioreport as report
+from vmio import stackfile
 from vmio.sim import simulate_text
 
 PROGRAM = ("bzip2", "-9", "-c")
@@ -253,33 +254,18 @@ def summary(runs: Sequence[Run]) -> list[Summary]:
     return out
 
 
-STACK = """\
-# This machine as the simulator sees it for vmio.real.cpu: its cores shared by CFS, no VMM.
-[host]
-cores = {cores}
-hypervisor = "native"
+def stack_text(cores: int) -> str:
+    """This machine as the simulator sees it: its `cores` cores shared by CFS, no VMM."""
+    doc = {
+        "host": {"cores": cores, "hypervisor": "native"},
+        "cpu": {"model": "cfs"},
+        "device": [{"name": "sda", "model": "ssd", "profile": "samsung-840pro-256g"}],
+        "volume": [{"name": "data", "layout": "single", "devices": ["sda"]}],
+        "vm": [{"name": "host", "disk": [{"name": "sda", "volume": "data", "size": "10g"}]}],
+    }
+    comment = "This machine as the simulator sees it for vmio.real.cpu: its cores shared by CFS, "
+    return stackfile.render(doc, [comment + "no VMM."])
 
-[cpu]
-model = "cfs"
-
-[[device]]
-name = "sda"
-model = "ssd"
-profile = "samsung-840pro-256g"
-
-[[volume]]
-name = "data"
-layout = "single"
-devices = ["sda"]
-
-[[vm]]
-name = "host"
-
-[[vm.disk]]
-name = "sda"
-volume = "data"
-size = "10g"
-"""
 
 JOB = """\
 ; {k} concurrent copies of a bzip2-like job with {work_ms} ms of CPU work each (vmio.real.cpu)
@@ -324,7 +310,7 @@ def predict(
     """The simulator's mean run time (s) of the K bzip2 jobs, for each K (module doc); with
     `other_cores`, the others' load measured with K."""
     out = {}
-    stack = STACK.format(cores=cores)
+    stack = stack_text(cores)
     for k in ks:
         job = job_text(k, work_s, (other_cores or {}).get(k, 0.0))
         result = json.loads(simulate_text(stack, "realcpu-stack.toml", job, "realcpu.fio", seed))
@@ -434,10 +420,10 @@ __all__ = [
     "OTHERS",
     "QUIET_CORES",
     "PROGRAM",
-    "STACK",
     "Job",
     "Prediction",
     "Run",
+    "stack_text",
     "Summary",
     "figures",
     "job_argv",

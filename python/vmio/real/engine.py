@@ -108,8 +108,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
+from vmio import stackfile
 from vmio.real import machine, machineprofile
 from vmio.results import total_bw_bytes
 from vmio.sim import VmioError, native, parse_size, parse_toml
@@ -206,6 +205,9 @@ class Plan:
     mode: str
     job_text: str
     stack: dict[str, Any]
+    """The stack file's tables as written (the point's record; `served_stack` edits a copy)."""
+    view: stackfile.Stack
+    """The stack as the simulator reads it: every fact the plan needs, with Rust's defaults."""
     served_stack: dict[str, Any] | None = None
     images: list[Path] = field(default_factory=list)
     targets: dict[str, str] = field(default_factory=dict)
@@ -229,33 +231,29 @@ class Plan:
         self.replaced[option] = value
 
 
-def _vm(stack: Mapping[str, Any], vm: str | None, where: str) -> dict[str, Any]:
-    vms = stack.get("vm") or []
-    for v in vms:
-        if vm is None or v.get("name") == vm:
+def _vm(stack: stackfile.Stack, vm: str | None, where: str) -> stackfile.Vm:
+    for v in stack.vms:
+        if vm is None or v.name == vm:
             return v
-    raise VmioError(
-        f"{where}: no [[vm]] named '{vm}'" if vm else f"{where}: the stack has no [[vm]]"
-    )
+    raise VmioError(f"{where}: no [[vm]] named '{vm}'")
 
 
-def _check_devices(
-    stack: dict[str, Any], opts: Options, mode: str, disks: Mapping[str, dict[str, Any]]
-) -> list[str]:
-    """The substitutions the stack's devices need on this machine (each a reason); raise
-    Skipped on the first without --substitute. `disks`: the machine's disk under each
-    device's file (by device name)."""
+def _check_devices(p: Plan, opts: Options, disks: Mapping[str, dict[str, Any]]) -> list[str]:
+    """The substitutions the stack's devices need on this machine (each a reason, also in
+    the recorded device's `real_substitute`); raise Skipped on the first without
+    --substitute. `disks`: the machine's disk under each device's file (by device name)."""
     subs = []
     under: dict[str, list[str]] = {}
-    for dev in stack.get("device") or []:
-        if dev.get("share"):  # a region of an earlier device's hardware: on that disk
+    written = {str(d.get("name")): d for d in p.stack.get("device") or []}
+    for dev in p.view.devices:
+        if dev.share:  # a region of an earlier device's hardware: on that disk
             continue
-        name, model = str(dev.get("name")), str(dev.get("model"))
+        name, model = dev.name, dev.model
         d = disks[name]
         have, want = disk_class(d), DEVICE_CLASS.get(model, "flash")
         where = f"{d['device']} ({d.get('model')})" if d.get("device") else d.get("fstype")
         why = None
-        if model == "ssd" and dev.get("precondition") == "aged":
+        if model == "ssd" and dev.settings.get("precondition") == "aged":
             why = (
                 f"device '{name}' is an aged SSD (precondition = \"aged\"): its garbage "
                 "collection cannot be reproduced on a file"
@@ -269,14 +267,14 @@ def _check_devices(
             if not opts.substitute:
                 raise Skipped(f"{why} (--substitute runs it on files anyway)")
             subs.append(why)
-            dev["real_substitute"] = why
+            written[name]["real_substitute"] = why
         under.setdefault(str(d.get("device") or d.get("mount")), []).append(name)
     for disk, names in sorted(under.items()):
         if len(names) > 1:
             why = (
                 f"devices {', '.join(names)} would share one disk ({disk}); the stack has "
                 f"{len(names)} devices there"
-                + (", give each a path on its own disk" if mode == "host" else "")
+                + (", give each a path on its own disk" if p.mode == "host" else "")
             )
             if not opts.substitute:
                 raise Skipped(f"{why} (--substitute runs them on files anyway)")
@@ -288,12 +286,9 @@ GUEST_HAS_NO_FS = "guest mode runs jobs on a VM disk only (no mkfs, no files in 
 """The reason guest mode skips a job on files or on CPU."""
 
 
-def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tuple[str, str]]:
+def _disk_target(jobs: Jobs, vm: stackfile.Vm, mode: str) -> dict[str, tuple[str, str]]:
     """Per job: ("disk", disk name) or ("dir", disk name) for directory= on its filesystem."""
-    disks = vm.get("disk") or []
-    if not disks:
-        raise Skipped(f"VM '{vm.get('name')}' has no [[vm.disk]]")
-    by_name = {str(d.get("name")): d for d in disks}
+    by_name = {d.name: d for d in vm.disks}
     needs = GUEST_HAS_NO_FS if mode == "guest" else "needs a guest (QEMU)"
     out = {}
     for name, o in jobs:
@@ -302,12 +297,7 @@ def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tupl
         if "directory" in o:
             mount = o["directory"].rstrip("/")
             owner = next(
-                (
-                    n
-                    for n, d in by_name.items()
-                    if (d.get("filesystem") or {}).get("mount", f"/mnt/{n}").rstrip("/") == mount
-                    and d.get("filesystem")
-                ),
+                (n for n, d in by_name.items() if d.filesystem and d.filesystem.mount == mount),
                 None,
             )
             if mode != "host" or owner is None:
@@ -322,11 +312,11 @@ def _disk_target(jobs: Jobs, vm: Mapping[str, Any], mode: str) -> dict[str, tupl
         if len(files) > 1 or not files[0].startswith("/dev/") or disk not in by_name:
             raise Skipped(
                 f"{needs}: job '{name}' works on filename={o['filename']}, "
-                f"not a disk of VM '{vm.get('name')}' ({', '.join('/dev/' + n for n in by_name)})"
+                f"not a disk of VM '{vm.name}' ({', '.join('/dev/' + n for n in by_name)})"
             )
-        if mode != "host" and by_name[disk].get("filesystem"):
+        if mode != "host" and by_name[disk].filesystem:
             raise Skipped(
-                f"{needs}: disk '{disk}' of VM '{vm.get('name')}' carries a [vm.disk.filesystem]"
+                f"{needs}: disk '{disk}' of VM '{vm.name}' carries a [vm.disk.filesystem]"
             )
         out[name] = ("disk", disk)
     return out
@@ -344,12 +334,6 @@ def image(path: Path, size: int) -> None:
     write_through(path, size, int(direct_ok(path)))
 
 
-def _volume_devices(stack: Mapping[str, Any], volume: str) -> list[dict[str, Any]]:
-    vols = {str(v.get("name")): v for v in stack.get("volume") or []}
-    devs = {str(d.get("name")): d for d in stack.get("device") or []}
-    return [devs[str(n)] for n in vols[volume].get("devices") or []]
-
-
 def _cap_size(plan: Plan, jobs: Jobs, limit: int) -> None:
     if any(_size(o.get("size", "0"), f"job '{n}' size") > limit for n, o in jobs):
         plan.set("size", str(limit))
@@ -363,24 +347,24 @@ def plan(
     opts: Options,
 ) -> Plan:
     """The point's mode and edits (module doc); raises Skipped with the reason."""
-    stack = parse_toml(stack_text, stack_path)
-    mode = _mode(stack, opts)
-    vm = _vm(stack, vm_name, stack_path)
+    view = stackfile.loads(stack_text, stack_path)
+    mode = _mode(view, opts)
+    vm = _vm(view, vm_name, stack_path)
     jobs = job_sections(job_text)
     if not jobs:
         raise VmioError("job file: no job section")
     targets = _disk_target(jobs, vm, mode)
     real_dir = opts.real_dir.resolve()
     files: dict[str, Path] = {}
-    for dev in stack.get("device") or []:
-        name = str(dev.get("name"))
-        own = dev.get("path") if mode == "host" else None
+    for dev in view.devices:
+        own = dev.path if mode == "host" else None
         # A device's own path is relative to the current directory, as `vmio serve` takes it.
-        files[name] = Path(own).absolute() if own else real_dir / f"{name}.img"
+        files[dev.name] = Path(own).absolute() if own else real_dir / f"{dev.name}.img"
     disks = {n: machine.disk(p if p.exists() else p.parent) for n, p in files.items()}
-    p = Plan(mode=mode, job_text=job_text, stack=stack, vm=str(vm.get("name")))
-    p.substituted = _check_devices(stack, opts, mode, disks)
-    vdisks = {str(d.get("name")): d for d in vm.get("disk") or []}
+    stack = parse_toml(stack_text, stack_path)
+    p = Plan(mode=mode, job_text=job_text, stack=stack, view=view, vm=vm.name)
+    p.substituted = _check_devices(p, opts, disks)
+    vdisks = {d.name: d for d in vm.disks}
     if mode == "host":
         _plan_host(p, jobs, targets, vdisks, files, disks, opts)
     elif mode == "guest":
@@ -390,13 +374,12 @@ def plan(
     return p
 
 
-def _mode(stack: Mapping[str, Any], opts: Options) -> str:
+def _mode(stack: stackfile.Stack, opts: Options) -> str:
     """The point's mode: `--real-mode`, or (auto) host for a native stack, serve for a VM's;
     Skipped for serve or guest on a native stack (no VM disk to serve)."""
-    native_stack = (stack.get("host") or {}).get("hypervisor") == "native"
     if opts.mode == "auto":
-        return "host" if native_stack else "serve"
-    if native_stack and opts.mode != "host":
+        return "host" if stack.native else "serve"
+    if stack.native and opts.mode != "host":
         raise Skipped(
             f"--real-mode {opts.mode} needs a VM stack; this one is native "
             '(host.hypervisor = "native": no VM disk to serve)'
@@ -408,7 +391,7 @@ def _plan_host(
     p: Plan,
     jobs: Jobs,
     targets: Mapping[str, tuple[str, str]],
-    vdisks: Mapping[str, Mapping[str, Any]],
+    vdisks: Mapping[str, stackfile.Disk],
     files: Mapping[str, Path],
     disks: Mapping[str, Mapping[str, Any]],
     opts: Options,
@@ -416,13 +399,13 @@ def _plan_host(
     """Host mode: the jobs' disks become their device's file (module doc)."""
     chosen: dict[str, str] = {}
     for job, (kind, disk) in targets.items():
-        devs = _volume_devices(p.stack, str(vdisks[disk].get("volume")))
+        devs = p.view.volume_devices(vdisks[disk].volume)
         if len(devs) != 1:
             raise Skipped(
-                f"disk '{disk}' is on volume '{vdisks[disk].get('volume')}' of {len(devs)} "
+                f"disk '{disk}' is on volume '{vdisks[disk].volume}' of {len(devs)} "
                 "devices: the host mode would need md/dm, which this engine does not build"
             )
-        name = str(devs[0].get("name"))
+        name = devs[0].name
         if kind == "dir":
             chosen[job] = str(opts.real_dir.resolve() / f"fs-{disk}")
             Path(chosen[job]).mkdir(parents=True, exist_ok=True)
@@ -430,7 +413,7 @@ def _plan_host(
             continue
         path = files[name]
         chosen[job] = str(path)
-        if not devs[0].get("path"):
+        if not devs[0].path:
             p.images.append(path)
         p.targets[job] = f"device '{name}': {path}"
     option = "directory" if all(k == "dir" for k, _ in targets.values()) else "filename"
@@ -477,7 +460,7 @@ def _one_export(
         for d in vm.get("disk") or []:
             vol_disks.setdefault(str(d.get("volume")), []).append(d)
     for vol, ds in vol_disks.items():
-        cap = opts.size * len(_volume_devices(served, vol))
+        cap = opts.size * len(p.view.volume(vol).devices)
         fits = all(
             "size" in d and _size(d.get("offset", 0), "offset") + _size(d["size"], "size") <= cap
             for d in ds
@@ -515,7 +498,8 @@ def _plan_guest(
     from vmio.real import qemu as qemuguest
 
     disk = _one_export(p, targets, files, opts)
-    iface = qemuguest.interface(name := str(disk.get("interface", "virtio-blk")))
+    name = p.view.vm(p.vm).disk(str(disk.get("name"))).interface
+    iface = qemuguest.INTERFACES.get(name)
     if iface is None:
         raise Skipped(
             f"guest mode: disk '{disk.get('name')}' has interface = \"{name}\", which the guest "
@@ -554,7 +538,7 @@ def _plan_serve(
     p.notes.append(
         'serve mode: the disk is interface = "nbd": fio\'s nbd engine on the host is the NBD '
         "client the stack models"
-        if disk.get("interface") == "nbd"
+        if p.view.vm(p.vm).disk(str(disk.get("name"))).interface == "nbd"
         else "serve mode: fio's nbd engine on the host stands for the guest (no guest kernel, "
         "driver or vCPU in the measurement)"
     )
@@ -598,10 +582,6 @@ def _fio_all(job_files: Sequence[Path], cwd: Path) -> list[dict[str, Any]]:
     return [_fio_json(out, err, status) for out, err, status in outs]
 
 
-DEFAULT_WEIGHT = 500
-"""A [[vm]]'s weight when the stack gives none (vmio-core stack/mod.rs)."""
-
-
 def merge(plans: Sequence[Plan], docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One point's fio JSON from each VM's: one VM's as fio wrote it; several VMs' jobs in one
     list, each job's options with its file's global ones folded in (`global options` then
@@ -629,10 +609,9 @@ def merge(plans: Sequence[Plan], docs: Sequence[dict[str, Any]]) -> dict[str, An
 def _vm_record(p: Plan, doc: Mapping[str, Any], job_file: str) -> dict[str, Any]:
     """A VM's entry of `vmio.vms`: its name, weight, bandwidth (read + write + trim of its
     jobs, as the simulator's `vmio.vms`), job file and what the engine changed in it."""
-    vm = next(v for v in p.stack.get("vm") or [] if v.get("name") == p.vm)
     return {
         "name": p.vm,
-        "weight": int(vm.get("weight", DEFAULT_WEIGHT)),
+        "weight": p.view.vm(p.vm).weight,
         "bw_bytes": total_bw_bytes(doc),
         "job_file": job_file,
         "targets": p.targets,
@@ -705,7 +684,7 @@ class Engine:
                 docs = _fio_all(files, tmp)
         paths = [str(self.opts.real_dir.resolve())]
         if first.mode == "host":
-            paths += [str(Path(str(d["path"]))) for d in first.stack["device"] if d.get("path")]
+            paths += [str(Path(d.path)) for d in first.view.devices if d.path]
         vms = [_vm_record(p, d, j) for p, d, (_, _, j) in zip(plans, docs, jobs, strict=True)]
         doc = merge(plans, docs)
         notes = [n for p in plans for n in p.notes]
@@ -845,7 +824,7 @@ def _served(
 
     served = plans[0].served_stack
     assert served is not None
-    (tmp / "stack.toml").write_text(tomli_w.dumps(served), encoding="utf-8")
+    stackfile.write(tmp / "stack.toml", served)
     sock, stats = tmp / "nbd.sock", tmp / "stats.json"
     proc = realguest.start_serve(tmp, "--stats-file", str(stats))
     try:

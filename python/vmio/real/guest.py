@@ -78,6 +78,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+from vmio import stackfile
 
 BLOCK = 4096
 
@@ -460,30 +463,22 @@ def table(a: Analysis) -> str:
 
 # --- the whole run -------------------------------------------------------------------------
 
-STACK = """\
-[[device]]
-name = "disk"
-model = "ssd"
-{path}size = "{size}"
 
-[[volume]]
-name = "v"
-layout = "single"
-devices = ["disk"]
-
-[[vm]]
-name = "vm1"
-
-[[vm.disk]]
-name = "vda"
-volume = "v"
-cache = "{cache}"
-{filesystem}"""
+def _stack(w: Workload, path: bool, cache: str, disk: dict[str, Any]) -> str:
+    """One SSD of `w.disk_bytes` (with `path`: the served image ext4.img), one VM whose
+    disk `vda` is in host cache mode `cache`, with `disk`'s other keys."""
+    device = {"name": "disk", "model": "ssd", **({"path": "ext4.img"} if path else {})}
+    doc = {
+        "device": [{**device, "size": str(w.disk_bytes)}],
+        "volume": [{"name": "v", "layout": "single", "devices": ["disk"]}],
+        "vm": [{"name": "vm1", "disk": [{"name": "vda", "volume": "v", "cache": cache, **disk}]}],
+    }
+    return stackfile.render(doc)
 
 
 def real_stack(w: Workload, cache: str = "writeback") -> str:
     """The stack `vmio serve` serves the image with, its disk in host cache mode `cache`."""
-    return STACK.format(path='path = "ext4.img"\n', size=w.disk_bytes, cache=cache, filesystem="")
+    return _stack(w, True, cache, {})
 
 
 def model_stack(w: Workload) -> str:
@@ -493,8 +488,8 @@ def model_stack(w: Workload) -> str:
     device model's capacity, not the device's `size` (which only sizes a served image)."""
     if w.mount_options != "defaults":
         raise ValueError(f"mount_options: {w.mount_options!r}; the model runs only 'defaults'")
-    fs = f'size = "{w.disk_bytes}"\n[vm.disk.filesystem]\ntype = "ext4"\nmount = "/mnt"\n'
-    return STACK.format(path="", size=w.disk_bytes, cache="writeback", filesystem=fs)
+    fs = {"type": "ext4", "mount": "/mnt"}
+    return _stack(w, False, "writeback", {"size": str(w.disk_bytes), "filesystem": fs})
 
 
 @dataclass

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vmio import iozone
+from vmio import iozone, stackfile
 from vmio.real import iozone as realiozone
 from vmio.real.machineprofile import (
     FILE_BYTES,
@@ -40,7 +40,7 @@ from vmio.real.machineprofile import (
     Figures,
     Profile,
     ProfileError,
-    device_toml,
+    device_table,
     figures_of,
     point_of,
     ssd_params,
@@ -75,21 +75,34 @@ def stack_toml(profile: Profile, disk: Disk, cores: int) -> str:
         raise ProfileError(
             f"scheduler '{disk.scheduler}' of {disk.device}; accepted: {', '.join(SCHEDULERS)}"
         )
-    merge = f'max_merge = "{disk.max_sectors_kb}k"\n' if disk.scheduler == "mq-deadline" else ""
+    merge = {"max_merge": f"{disk.max_sectors_kb}k"} if disk.scheduler == "mq-deadline" else {}
     kind = "rotational" if disk.rotational else "non-rotational"
-    sections = [
-        f"# {disk.device}: {disk.model}, {disk.size_bytes} bytes, {kind} as the kernel sees "
-        f"it; {disk.fstype} on {disk.mount} ({disk.mount_options})\n"
-        f'[host]\ncores = {cores}\nhypervisor = "native"\n',
-        device_toml(profile, disk.device),
-        f'[[volume]]\nname = "{disk.device}"\nlayout = "single"\ndevices = ["{disk.device}"]\n',
-        f'[scheduler]\nname = "{disk.scheduler}"\n{merge}',
-        '[[vm]]\nname = "host"\n',
-        f'[[vm.disk]]\nname = "{disk.device}"\nvolume = "{disk.device}"\n'
-        'interface = "host"\ncache = "none"\n',
-        f'[vm.disk.filesystem]\ntype = "ext4"\nmount = "{mount_point(disk)}"\n',
-    ]
-    return "\n".join(sections)
+    d = disk.device
+    doc = {
+        "host": {"cores": cores, "hypervisor": "native"},
+        "device": [device_table(profile, d)],
+        "volume": [{"name": d, "layout": "single", "devices": [d]}],
+        "scheduler": {"name": disk.scheduler, **merge},
+        "vm": [
+            {
+                "name": "host",
+                "disk": [
+                    {
+                        "name": d,
+                        "volume": d,
+                        "interface": "host",
+                        "cache": "none",
+                        "filesystem": {"type": "ext4", "mount": mount_point(disk)},
+                    }
+                ],
+            }
+        ],
+    }
+    comment = (
+        f"{d}: {disk.model}, {disk.size_bytes} bytes, {kind} as the kernel sees it; "
+        f"{disk.fstype} on {disk.mount} ({disk.mount_options})"
+    )
+    return stackfile.render(doc, [comment])
 
 
 def simulate_profile(stack: str, disk: Disk, runtime_s: float) -> Figures:

@@ -66,6 +66,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -449,10 +450,10 @@ def residual_table(profile: Profile, measured: Figures, simulated: Figures | Non
 DURATIONS = ("read_latency", "program_latency")
 
 
-def device_toml(profile: Profile, name: str) -> str:
-    """The profile as a `[[device]]` table of the ssd model."""
-    lines = ["[[device]]", f'name = "{name}"', 'model = "ssd"']
-    lines += [
-        f'{k} = "{v}ns"' if k in DURATIONS else f"{k} = {v}" for k, v in profile.params.items()
-    ]
-    return "\n".join(lines) + "\n"
+def device_table(profile: Profile, name: str) -> dict[str, Any]:
+    """The profile as a `[[device]]` table of the ssd model (`vmio.stackfile.render`)."""
+    return {
+        "name": name,
+        "model": "ssd",
+        **{k: f"{v}ns" if k in DURATIONS else v for k, v in profile.params.items()},
+    }

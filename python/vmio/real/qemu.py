@@ -84,8 +84,6 @@ class Interface:
     """The disk's node in the guest."""
     modules: tuple[str, ...]
     """Guest modules to load (their dependencies come from modules.dep)."""
-    aliases: tuple[str, ...] = ()
-    """Other names a stack file may give it (vmio-core stack/mod.rs, `Interface::REGISTRY`)."""
 
     def qemu_args(self, drive: str) -> list[str]:
         """QEMU's arguments attaching `drive` (a -drive file= value) through this interface."""
@@ -105,17 +103,13 @@ class Interface:
 INTERFACES = {
     i.name: i
     for i in (
-        Interface("virtio-blk", "/dev/vda", MODULES, ("virtio",)),
-        Interface("virtio-scsi", "/dev/sda", ("virtio_pci", "virtio_scsi", "sd_mod"), ("scsi",)),
+        Interface("virtio-blk", "/dev/vda", MODULES),
+        Interface("virtio-scsi", "/dev/sda", ("virtio_pci", "virtio_scsi", "sd_mod")),
         Interface("ide", "/dev/sda", ("ata_piix", "sd_mod")),
     )
 }
-"""The stack's `interface` values a guest can have (a `[[vm.disk]]` without one: virtio-blk)."""
-
-
-def interface(name: str) -> Interface | None:
-    """The guest interface a stack's `interface = NAME` (or one of its aliases) is, or None."""
-    return next((i for i in INTERFACES.values() if name in (i.name, *i.aliases)), None)
+"""The interfaces a guest can have, by the name the validated stack gives a disk's
+(`vmio.stackfile`: Rust's names, its aliases and its default resolved)."""
 
 
 def kernel() -> tuple[Path, Path] | None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vmio import stackfile
 from vmio.sim import VmioError, native
 
 
@@ -180,18 +181,28 @@ def _figures(job: dict, rw: str) -> dict:
 
 def _stack(image: Path, disks: int, scheduler: str, weights: tuple[int, ...]) -> str:
     size = image.stat().st_size // disks // 4096 * 4096
-    text = (
-        f'[[device]]\nname = "img"\nmodel = "ssd"\npath = "{image}"\n'
-        f'[[volume]]\nname = "data"\nlayout = "single"\ndevices = ["img"]\n'
-        f'[scheduler]\nname = "{scheduler}"\n' + ("bw_window = 2\n" if scheduler == "mcfq" else "")
-    )
-    for i in range(disks):
-        text += (
-            f'[[vm]]\nname = "vm{i + 1}"\nweight = {weights[i]}\n'
-            f'[[vm.disk]]\nname = "disk0"\nvolume = "data"\noffset = {i * size}\n'
-            f'size = {size}\ncache = "none"\n'
-        )
-    return text
+    doc = {
+        "device": [{"name": "img", "model": "ssd", "path": str(image)}],
+        "volume": [{"name": "data", "layout": "single", "devices": ["img"]}],
+        "scheduler": {"name": scheduler, **({"bw_window": 2} if scheduler == "mcfq" else {})},
+        "vm": [
+            {
+                "name": f"vm{i + 1}",
+                "weight": weights[i],
+                "disk": [
+                    {
+                        "name": "disk0",
+                        "volume": "data",
+                        "offset": i * size,
+                        "size": size,
+                        "cache": "none",
+                    }
+                ],
+            }
+            for i in range(disks)
+        ],
+    }
+    return stackfile.render(doc)
 
 
 def _vmio_server(tmp: Path, stack_text: str, tag: str) -> tuple[subprocess.Popen, Path]:

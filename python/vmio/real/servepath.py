@@ -78,8 +78,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-import tomli_w
-
+from vmio import stackfile
 from vmio.real import machine
 from vmio.real.calibrate import (
     KIB,
@@ -342,7 +341,7 @@ def stack(device: Mapping[str, Any], nbd: Mapping[str, int] | None, cache: str) 
     doc["vm"] = [
         {"name": VM, "disk": [{"name": DISK, "volume": "v", "interface": "nbd", "cache": cache}]}
     ]
-    return tomli_w.dumps(doc)
+    return stackfile.render(doc)
 
 
 def nbd_table(nbd: Mapping[str, int]) -> dict[str, int | str]:
@@ -472,9 +471,7 @@ def measure(
     out_dir.mkdir(parents=True, exist_ok=True)
     toml_path, json_path = out_dir / "serve-path.toml", out_dir / "serve-path.json"
     head = [*header(directory, fstype, when), *(f"# note: {n}" for n in f.notes)]
-    toml_path.write_text(
-        "\n".join(head) + "\n" + tomli_w.dumps({"nbd": nbd_table(f.nbd)}), encoding="utf-8"
-    )
+    stackfile.write(toml_path, {"nbd": nbd_table(f.nbd)}, [h.removeprefix("# ") for h in head])
     sims = {s.job.name: s for s in simulated}
     record = {
         "vmio_calibrate_serve_path": {

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from vmio import stackfile
 from vmio.progress import Progress
 from vmio.real import compare
 from vmio.real.calibrate import direct_ok, fio_json, write_through
@@ -233,9 +234,8 @@ def raid0_stack(calibrated: Path, size: int, nbd: Mapping[str, Any] | None = Non
     `interface = "nbd"` with `nbd`, the [nbd] table of `vmio calibrate --serve-path`
     (vmio.real.servepath); without one (runs recorded before the serve path was measured) it is
     virtio-blk. The simulator runs the same file, the two regions queueing separately into
-    one device model."""
-    import tomli_w
-
+    one device model. The calibrated file's [[device]] and [scheduler] tables are copied as
+    written (their keys and units, not the effective values), so they are read as TOML."""
     cal = tomllib.loads(read_text(calibrated, "stack file"))
     dev = {k: v for k, v in cal["device"][0].items() if k not in ("name", "path", "size")}
     dev["capacity"] = 2 * size
@@ -262,7 +262,7 @@ def raid0_stack(calibrated: Path, size: int, nbd: Mapping[str, Any] | None = Non
             }
         ],
     }
-    return tomli_w.dumps(stack)
+    return stackfile.render(stack)
 
 
 def run_raid0(
@@ -435,5 +435,4 @@ def verdict(c: compare.Comparison) -> str:
 
 def calibrated_size(stack: Path) -> int:
     """The file size a calibration measured on: its device's capacity."""
-    data = tomllib.loads(read_text(stack, "stack file"))
-    return int(data["device"][0]["capacity"])
+    return stackfile.load(stack).devices[0].capacity_bytes

@@ -6,7 +6,7 @@ A point's settings come from its axis values (and their `also`), then `[quick].s
 
 - `stack:<path>` edits the stack: the file is parsed with tomllib, the key at `<path>` is set
   (tables by key, arrays of tables by index: `vm.0.disk.0.cache`, `*` for every element:
-  `vm.*.workload`) and the dict is written back with tomli_w;
+  `vm.*.workload`) and the dict is written back by `vmio.stackfile.render`;
 - `job:<option>` edits the fio job through the Rust fio parser (`vmio._native.set_job_option`):
   the option, under any of its fio spellings, is set wherever it is set, and added to the
   leading `[global]` when some job would not see it; `job:<section>.<option>` sets it in that
@@ -38,10 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import tomli_w
-
 from vmio import fioreport as report
-from vmio import results
+from vmio import results, stackfile
 from vmio.progress import Progress
 from vmio.real import engine as realengine
 from vmio.sim import (
@@ -194,7 +192,7 @@ def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
         out.append(
             PointInput(
                 point=point,
-                stack_text=tomli_w.dumps(stack),
+                stack_text=stackfile.render(stack),
                 stack_path=f"{exp.stack_path} (as set by the study: {edited})"
                 if edited
                 else str(exp.stack_path),
