@@ -47,7 +47,7 @@
 //! size constraints).
 
 use crate::params::{Kind, ParamSpec, Value, Values};
-use crate::table::{FieldError, Table};
+use crate::table::{param_table, FieldError, Table};
 use crate::{Ns, MS, US};
 use serde::Serialize;
 
@@ -122,9 +122,7 @@ impl Table for NbdSpec {
     type Context<'a> = ();
 
     fn from_raw(raw: &Self::Raw, field: &str, _: ()) -> Result<Self, FieldError> {
-        let mut v = Values::defaults(PARAMS);
-        v.read(raw, &[]).map_err(|e| FieldError::param(field, e))?;
-        Ok(Self::from_values(&v))
+        Ok(Self::from_values(&param_table(raw, field, PARAMS)?))
     }
 }
 

@@ -18,9 +18,10 @@
 //!
 //! Data flows one way: the stack names the layers, a layer never names the stack.
 
-use crate::params::ParamError;
+use crate::params::{ParamError, ParamSpec, Values};
 use crate::units::parse_size;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// A bad field of a stack table: its path from the file's root (`vm[0].disk[1].cache`,
@@ -53,6 +54,18 @@ impl FieldError {
         };
         FieldError::new(field, message)
     }
+}
+
+/// A table whose every key is one of `params` (`[pdc]`, `[nbd]`): the parameters at their
+/// defaults, then each key of `raw` read against its spec; a bad one is an error of `table`.
+pub fn param_table(
+    raw: &BTreeMap<String, toml::Value>,
+    table: &str,
+    params: &'static [ParamSpec],
+) -> Result<Values, FieldError> {
+    let mut v = Values::defaults(params);
+    v.read(raw, &[]).map_err(|e| FieldError::param(table, e))?;
+    Ok(v)
 }
 
 /// A size written as a string ("64k") or an integer (bytes).

@@ -113,7 +113,7 @@
 use super::{Action, HostCache, HostCacheStats, RealIo, ReqId, Request, Token};
 use crate::params::{Kind, ParamSpec, Value, Values};
 use crate::request::Op;
-use crate::table::{FieldError, Table};
+use crate::table::{param_table, FieldError, Table};
 use crate::Ns;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -239,9 +239,7 @@ impl Table for PdcSpec {
     type Context<'a> = ();
 
     fn from_raw(raw: &Self::Raw, field: &str, _: ()) -> Result<Self, FieldError> {
-        let mut v = Values::defaults(PARAMS);
-        v.read(raw, &[]).map_err(|e| FieldError::param(field, e))?;
-        Ok(Self::from_values(&v))
+        Ok(Self::from_values(&param_table(raw, field, PARAMS)?))
     }
 }
 
