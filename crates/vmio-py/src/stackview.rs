@@ -23,7 +23,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use serde_json::{json, Map, Value};
-use vmio_core::params::{self, Values};
+use vmio_core::params::Values;
 use vmio_core::stack::Stack;
 use vmio_core::volume;
 use vmio_sim::device::{estimated_bytes, read_params};
@@ -73,19 +73,14 @@ pub fn view(text: &str, path: &str) -> Result<Value, SimError> {
         let hw = &stack.devices[d.share.as_ref().map_or(models.len(), |s| s.device)];
         let (_, profile, vals) =
             read_params(&hw.name, &hw.model, hw.profile.as_deref(), &hw.params).map_err(dev_err)?;
-        // A model's capacity is its `capacity` parameter (device::capacity); estimated_bytes
-        // runs the checks of the model's constructor without allocating.
+        // estimated_bytes runs the checks of the model's constructor without allocating and
+        // gives the capacity the model would have.
         let cap = match &d.share {
             Some(_) => 0,
             None => {
                 estimated_bytes(&d.name, &d.model, d.profile.as_deref(), &d.params)
-                    .map_err(dev_err)?;
-                vals.iter()
-                    .find_map(|(s, v)| match (s.name, v) {
-                        ("capacity", params::Value::Int(n)) => Some(n),
-                        _ => None,
-                    })
-                    .unwrap_or(0)
+                    .map_err(dev_err)?
+                    .1
             }
         };
         hardware_bytes.push(cap);

@@ -268,9 +268,9 @@ fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Devi
     )))
 }
 
-/// The model's state does not grow with the capacity.
-fn memory(_: &Values) -> Result<(u64, u64), ParamError> {
-    Ok((0, 0))
+/// The model's state does not grow with the capacity: no memory, and the capacity.
+fn memory(v: &Values) -> Result<(u64, u64), ParamError> {
+    Ok((0, FlashParams::from_values("", v).capacity_bytes))
 }
 
 /// Whether reads and writes have a data pipe each or share one (module doc).

@@ -191,9 +191,9 @@ fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Devi
     )))
 }
 
-/// The model's state does not grow with the capacity.
+/// The model's state does not grow with the capacity: no memory, and the capacity.
 fn memory(v: &Values) -> Result<(u64, u64), ParamError> {
-    HddParams::from_values("", v).map(|_| (0, 0))
+    HddParams::from_values("", v).map(|p| (0, p.capacity_bytes))
 }
 
 /// A command older than this is served before any SPTF choice.

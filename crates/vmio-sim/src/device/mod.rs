@@ -380,9 +380,10 @@ pub fn build_device_seeded(
     (entry.build.new)(name, profile, &values, seed).map_err(|e| param_error(name, entry, e))
 }
 
-/// Memory a device's model will allocate, in bytes, and its capacity: the SSD's FTL tables
-/// ([`ftl::estimated_bytes`]); 0 for the HDD, RAM and flash models, whose state does not grow with
-/// the capacity. Checks the model, profile and parameters like [`build_device_seeded`] (and
+/// Memory a device's model will allocate, in bytes, and its capacity
+/// ([`Device::capacity_bytes`] of the model it would build): the SSD's FTL tables
+/// ([`ftl::estimated_bytes`]); 0 bytes for the HDD, RAM and flash models, whose state does not
+/// grow with the capacity. Checks the model, profile and parameters like [`build_device_seeded`] (and
 /// returns its errors), without allocating anything.
 pub fn estimated_bytes(
     name: &str,
@@ -679,6 +680,19 @@ mod tests {
                 d.params()[0],
                 ("profile".to_string(), id.profile.to_string())
             );
+        }
+    }
+
+    #[test]
+    fn estimated_bytes_gives_the_capacity_each_model_builds_with_its_default_and_an_override() {
+        for entry in REGISTRY {
+            for t in [table(""), table("capacity = \"16g\"")] {
+                let built = build_device("d", entry.name, None, &t)
+                    .unwrap()
+                    .capacity_bytes();
+                let (_, capacity) = estimated_bytes("d", entry.name, None, &t).unwrap();
+                assert_eq!(capacity, built, "{}", entry.name);
+            }
         }
     }
 

@@ -60,9 +60,9 @@ fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Devi
     Ok(Box::new(Ram::new(name, RamParams::from_values(profile, v))))
 }
 
-/// The model's state does not grow with the capacity.
-fn memory(_: &Values) -> Result<(u64, u64), ParamError> {
-    Ok((0, 0))
+/// The model's state does not grow with the capacity: no memory, and the capacity.
+fn memory(v: &Values) -> Result<(u64, u64), ParamError> {
+    Ok((0, RamParams::from_values("", v).capacity_bytes))
 }
 
 #[derive(Clone, Debug, PartialEq)]
