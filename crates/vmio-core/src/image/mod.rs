@@ -1,0 +1,78 @@
+//! QEMU's block layer between a virtual disk and the host: the image format driver of a VM
+//! disk (raw, qcow2) as decisions the engine carries out, like the host cache's
+//! ([`crate::cache::HostCache`]).
+//!
+//! ```text
+//! virtio/IDE device model ─> throttle (crate::throttle) ─> format driver (here) ─> host file
+//!                                                          (block/raw-format.c,      (page cache
+//!                                                           block/qcow2*.c)           by cache mode)
+//! ```
+//!
+//! The driver sees a guest request on the virtual disk and answers with [`ImageAction`]s on
+//! its host file: reads and writes of data and metadata, flushes of the file, and the guest
+//! request's completion. The file's bytes are the disk's region of its volume (the image
+//! file and, after it, its backing files, laid out by the driver: [`ImageFormat::file_bytes`]).
+//!
+//! ```text
+//! engine                                     driver (ImageFormat)
+//!   a guest request reaches the driver ────>  on_request(now, req, out)
+//!   out: Io / Flush / Complete, executed in order, never calling back
+//!   the Io or Flush of `token` is done ────>  on_done(now, token, out)
+//! ```
+//!
+//! raw is the identity (one Io of the same range, then Complete), so the engine passes a raw
+//! disk's requests straight to the host cache without a driver ([`build`] returns None).
+
+use crate::cache::{ReqId, Request, Token};
+use crate::request::Op;
+use crate::Ns;
+
+/// A decision of a format driver for the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageAction {
+    /// Read, write or trim `[offset, offset + len)` bytes of the disk's host file (its
+    /// region: the image, then its backing files) through the host cache under the disk's
+    /// cache mode; `on_done(token)` when it completed.
+    Io {
+        op: Op,
+        offset: u64,
+        len: u64,
+        token: Token,
+    },
+    /// Flush the host file (QEMU's `bdrv_co_flush` to the protocol layer: the host cache's
+    /// FLUSH of the disk: fdatasync, then FLUSH CACHE); `on_done(token)` when it completed.
+    Flush { token: Token },
+    /// The driver is done with guest request `req`.
+    Complete { req: ReqId },
+}
+
+/// A disk's format-driver figures for the report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImageStats {
+    pub l2_hits: u64,
+    pub l2_misses: u64,
+    pub metadata_read_bytes: u64,
+    pub metadata_written_bytes: u64,
+    /// Clusters allocated by writes (first writes to a cluster).
+    pub allocations: u64,
+    /// Bytes copied (or zero-filled) around partial writes to newly allocated clusters.
+    pub cow_bytes: u64,
+    /// Bytes read from backing files (reads of clusters the top image lacks, copy-up).
+    pub backing_read_bytes: u64,
+    /// Clusters freed by discards.
+    pub discarded_clusters: u64,
+}
+
+/// A format driver of one disk. Calls never reenter: the engine executes the actions a call
+/// pushed onto `out` (in order) after it returns.
+pub trait ImageFormat: Send {
+    /// A guest request (read, write, trim or flush) of `[req.offset, req.offset + req.len)` of
+    /// the virtual disk (`req.disk` is the engine's and only echoed).
+    fn on_request(&mut self, now: Ns, req: Request, out: &mut Vec<ImageAction>);
+    /// The Io or Flush of `token` completed.
+    fn on_done(&mut self, now: Ns, token: Token, out: &mut Vec<ImageAction>);
+    fn stats(&self) -> ImageStats;
+    /// Bytes of the disk's host file the driver may use (image and backing files): the
+    /// disk's region of its volume, and its page-cache file's size.
+    fn file_bytes(&self) -> u64;
+}
