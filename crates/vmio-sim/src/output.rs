@@ -341,6 +341,21 @@ pub fn fio_json(out: &RunOutput) -> Value {
     if let Some(c) = &r.cpu {
         v["vmio"]["cpu"] = cpu_json(c, &out.stack.host.hypervisor);
     }
+    if !r.images.is_empty() {
+        v["vmio"]["images"] = r
+            .images
+            .iter()
+            .map(|i| {
+                let mut e = json!({"vm": i.vm, "disk": i.disk});
+                if let (Value::Object(m), Ok(Value::Object(s))) =
+                    (&mut e, serde_json::to_value(i.stats))
+                {
+                    m.extend(s);
+                }
+                e
+            })
+            .collect();
+    }
     v
 }
 

@@ -449,9 +449,9 @@ impl Sim {
                     let ns = self.guest.vmm_submit_ns(r);
                     self.cpu_submit(now, t, ns, Work::VmmSubmit(r))
                 }
-                None => self.host_start(now, r),
+                None => self.block_start(now, r),
             },
-            Work::VmmSubmit(r) => self.host_start(now, r),
+            Work::VmmSubmit(r) => self.block_start(now, r),
             Work::KernelDone(r) => match self.vmm_thread(r) {
                 Some(t) => {
                     let ns = self.guest.vmm_complete_ns(r);

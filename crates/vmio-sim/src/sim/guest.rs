@@ -58,6 +58,9 @@ pub(super) struct GIo {
 /// One part of a guest request on the virtual disk, as the host sees it.
 pub(super) struct VReq {
     gio: usize,
+    /// A format driver's sub-request (blocklayer.rs) with the driver's token; its `gio` is
+    /// meaningless.
+    sub: Option<Token>,
     pub(super) disk: usize,
     pub(super) op: Op,
     pub(super) offset: u64,
@@ -186,6 +189,32 @@ impl GuestState {
         self.model_of(r).0.handoff_ns()
     }
 
+    /// A format driver's request of `[offset, offset + len)` of `disk`'s host file: a request
+    /// the host cache serves like a guest's, whose completion goes back to the driver.
+    pub(super) fn insert_sub(
+        &mut self,
+        disk: usize,
+        op: Op,
+        offset: u64,
+        len: u64,
+        token: Token,
+    ) -> usize {
+        self.vreqs.insert(VReq {
+            gio: usize::MAX,
+            sub: Some(token),
+            disk,
+            op,
+            offset,
+            len,
+        })
+    }
+
+    /// Free sub-request `h`: its disk and its driver's token.
+    pub(super) fn remove_sub(&mut self, h: usize) -> (usize, Token) {
+        let v = self.vreqs.remove(h);
+        (v.disk, v.sub.expect("a format driver's sub-request"))
+    }
+
     /// Each virtual disk's statistics at `now`, indexed like `Sim::disks`.
     pub(super) fn disk_stats(&self, now: Ns) -> impl Iterator<Item = DiskAcct> + '_ {
         self.vdisks.iter().map(move |d| d.acct.at(now))
@@ -222,6 +251,7 @@ impl Sim {
             let n = (end - off).min(max);
             let r = self.guest.vreqs.insert(VReq {
                 gio: g,
+                sub: None,
                 disk,
                 op,
                 offset: off,
@@ -251,6 +281,9 @@ impl Sim {
 
     /// The host side is done with a request: the VMM completes it to the guest.
     pub(super) fn host_finish(&mut self, now: Ns, r: usize) {
+        if self.guest.vreqs.get_ref(r).sub.is_some() {
+            return self.sub_finish(now, r);
+        }
         if self.cpu.priced {
             return self.cpu_host_finish(now, r);
         }

@@ -33,6 +33,7 @@
 //! from the workload generators seeded from the run seed, and no hash-map order reaches
 //! the output. Page-cache "files" are the VM disks (QEMU opens one image per disk).
 
+mod blocklayer;
 mod blockq;
 mod cpu;
 mod event;
@@ -49,11 +50,14 @@ pub(crate) mod samples;
 pub use cpu::{CpuReport, ThreadLabel};
 pub use guest::DiskAcct;
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
-pub use report::{DeviceReport, GuestDiskReport, JobReport, PdcDiskReport, SimReport};
+pub use report::{
+    DeviceReport, GuestDiskReport, ImageDiskReport, JobReport, PdcDiskReport, SimReport,
+};
 
 use crate::device::DeviceError;
 use crate::engine::EventQueue;
 use crate::vdisk::InterfaceModel;
+use blocklayer::ImageLayer;
 use blockq::{BlockQueue, VolState};
 use event::Event;
 use guest::{GuestState, VDiskState};
@@ -65,8 +69,10 @@ use thiserror::Error;
 use vmio_core::cache::{HostDisk, PAGE_BYTES};
 use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::guest::os::{GuestDisk, GuestOs};
+use vmio_core::image::ImageFormat;
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::quote;
+use vmio_core::vdisk::DiskSpec;
 use vmio_core::volume::VolumeError;
 use vmio_core::workload::{TimedIo, WorkloadError};
 
@@ -233,6 +239,8 @@ pub struct Sim {
     work: JobDriver,
     /// Guest requests and virtual disks (guest.rs).
     guest: GuestState,
+    /// The disks' image format drivers (blocklayer.rs).
+    image: ImageLayer,
     /// The host page cache and its writeback (hostcache.rs).
     cache: HostCache,
     /// Devices, volumes and barriers (blockq.rs).
@@ -333,17 +341,20 @@ fn check_job_count(jobs: &[JobBinding]) -> Result<(), SimError> {
 
 /// The VM disks in order (VM by VM), with their virtual disk and host file state, and the
 /// index of each VM's first disk.
-fn build_disks(
-    stack: &Stack,
-    vols: &[VolState],
-) -> (Vec<DiskPlace>, Vec<VDiskState>, Vec<HostDisk>, Vec<usize>) {
+fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
     let mut disks = Vec::new();
     let mut vdisks = Vec::new();
     let mut files = Vec::new();
+    let mut drivers = Vec::new();
     let mut disk_base = Vec::new();
     for (vi, vm) in stack.vms.iter().enumerate() {
         disk_base.push(disks.len());
         for d in &vm.disks {
+            let driver = image_driver(d);
+            // The host file: the image (and its backing files) under a driver, else the
+            // disk's bytes themselves.
+            let file_bytes = driver.as_ref().map_or(d.size_bytes, |x| x.file_bytes());
+            drivers.push(driver);
             disks.push(DiskPlace {
                 volume: d.volume,
                 offset_bytes: d.offset_bytes,
@@ -363,12 +374,32 @@ fn build_disks(
             )));
             files.push(HostDisk {
                 mode: d.cache,
-                size_bytes: d.size_bytes,
+                size_bytes: file_bytes,
                 read_ahead_pages: vols[d.volume].read_ahead_bytes / PAGE_BYTES,
             });
         }
     }
-    (disks, vdisks, files, disk_base)
+    BuiltDisks {
+        disks,
+        vdisks,
+        files,
+        drivers,
+        disk_base,
+    }
+}
+
+/// What [`build_disks`] makes: each layer's per-disk state, in disk order.
+struct BuiltDisks {
+    disks: Vec<DiskPlace>,
+    vdisks: Vec<VDiskState>,
+    files: Vec<HostDisk>,
+    drivers: Vec<Option<Box<dyn ImageFormat>>>,
+    disk_base: Vec<usize>,
+}
+
+/// The format driver of disk `d` (None: raw, the identity).
+fn image_driver(_d: &DiskSpec) -> Option<Box<dyn ImageFormat>> {
+    None
 }
 
 /// A guest kernel for every VM with a job that is not direct block I/O; each job on files
@@ -417,7 +448,13 @@ impl Sim {
         let vols = blockq::build_volumes(&stack, &devs.1)?;
         let vol_bytes: Vec<u64> = vols.iter().map(|v| v.layout.capacity_bytes()).collect();
         stack.resolve_disk_sizes(&vol_bytes)?;
-        let (disks, vdisks, files, disk_base) = build_disks(&stack, &vols);
+        let BuiltDisks {
+            disks,
+            vdisks,
+            files,
+            drivers,
+            disk_base,
+        } = build_disks(&stack, &vols);
         resolve_percentages(&stack, &mut jobs)?;
         let mut notes: Vec<String> = jobs.iter().filter_map(|b| b.note.clone()).collect();
         let mut work =
@@ -440,6 +477,7 @@ impl Sim {
             disks,
             work,
             guest: GuestState::new(vdisks),
+            image: ImageLayer::new(drivers),
             cache: HostCache::new(&stack, files)?,
             blockq: BlockQueue::new(devs, vols),
             guests,
@@ -463,7 +501,7 @@ impl Sim {
         while let Some((now, p)) = self.q.pop() {
             match Event::unpack(p) {
                 Event::JobStart(j) => self.job_start(now, j),
-                Event::SubmitDone(r) => self.host_start(now, r),
+                Event::SubmitDone(r) => self.block_start(now, r),
                 Event::HostDone(r) => self.after_copy(now, r),
                 Event::GuestDone(r) => self.guest_done(now, r),
                 Event::DevWake(hw) => self.dev_wake(now, hw),
@@ -475,6 +513,7 @@ impl Sim {
                 Event::GuestTimer(vm) => self.guest_timer(now, vm),
                 Event::CpuWake => self.cpu_wake(now),
                 Event::CpuTick(id) => self.cpu_tick(now, id),
+                Event::ImageDone(h) => self.image_done(now, h),
             }
             if self.all_done() {
                 break;

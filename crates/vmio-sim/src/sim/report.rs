@@ -7,6 +7,7 @@
 //! devices, page cache, volumes: their own counters at the end of the run
 //! a device sharing hardware: its queue's completed commands and busy time; the shared
 //!      device: the hardware model's counters (all its devices' commands)
+//! images: per disk with a format driver, its figures (l2 hits, metadata bytes, ...)
 //! pdc: per cache = "pdc" disk, its detector's report against the guest's journal (blocks
 //!      [first, last] of journal_extent → bytes [first × 4096, (last + 1) × 4096))
 //! ```
@@ -78,6 +79,15 @@ pub struct SimReport {
     pub pdc: Vec<PdcDiskReport>,
     /// The CPU layer, when the stack has `[cpu]`.
     pub cpu: Option<super::CpuReport>,
+    /// Per disk with a format driver (qcow2; stack order): its driver's figures.
+    pub images: Vec<ImageDiskReport>,
+}
+
+/// A disk's format driver figures (blocklayer.rs).
+pub struct ImageDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub stats: vmio_core::image::ImageStats,
 }
 
 /// A PDC disk's journal detection.
@@ -186,10 +196,20 @@ impl Sim {
                 stats,
             })
             .collect();
+        let images = (0..self.disks.len())
+            .filter_map(|i| {
+                Some(ImageDiskReport {
+                    stats: self.image.stats(i)?,
+                    vm: self.vm_names[self.disks[i].owner as usize].clone(),
+                    disk: self.disk_names[i].clone(),
+                })
+            })
+            .collect();
         let host = self.cache.stats();
         let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
             cpu,
+            images,
             guest_disks,
             guests,
             seed: self.seed,

@@ -1,0 +1,123 @@
+//! QEMU's block layer in the simulator: what happens to a virtual-disk request between the
+//! device model taking it (SubmitDone) and the host file (the host cache, hostcache.rs):
+//! the disk's image format driver ([`vmio_core::image`]), whose decisions this file carries
+//! out in virtual time, in the order the driver emitted them.
+//!
+//! ```text
+//! SubmitDone(r)          → block_start(r) → block_resume(r)
+//! block_resume(r)        raw disk (no driver): host_start(r), as before this layer existed
+//!                        else driver.on_request(r)
+//! actions:
+//!   Io { op, offset, len, token } → a sub-request h of the disk's host file (a VReq that
+//!                                   carries token): host_start(h)
+//!   Flush { token }               → a sub-request h, op Flush: host_start(h) (fdatasync of
+//!                                   the image file, then FLUSH CACHE)
+//!   Complete { req }              → host_finish(req): the VMM completes it to the guest
+//! host_finish(h) of a sub-request → ImageDone(h) now (an event: the host cache's actions
+//!                                   are being carried out, and the driver may start new
+//!                                   requests on the host cache) → driver.on_done(token)
+//! ```
+//!
+//! Sub-requests pay no VMM or guest costs of their own: QEMU issues them from the coroutine
+//! of the guest request, whose costs the device model already counts (a simplification: the
+//! format driver's own CPU work, the metadata lookups, is not priced).
+
+use super::event::Event;
+use super::Sim;
+use vmio_core::cache::Request;
+use vmio_core::image::{ImageAction, ImageFormat, ImageStats};
+use vmio_core::request::Op;
+use vmio_core::Ns;
+
+/// The format drivers of the disks (indexed like `Sim::disks`; None: raw) and the action
+/// buffer they share.
+pub(super) struct ImageLayer {
+    drivers: Vec<Option<Box<dyn ImageFormat>>>,
+    actions: Vec<ImageAction>,
+}
+
+impl ImageLayer {
+    pub(super) fn new(drivers: Vec<Option<Box<dyn ImageFormat>>>) -> Self {
+        ImageLayer {
+            drivers,
+            actions: Vec::new(),
+        }
+    }
+
+    /// The driver figures of `disk`, if it has a driver.
+    pub(super) fn stats(&self, disk: usize) -> Option<ImageStats> {
+        self.drivers
+            .get(disk)
+            .and_then(|d| d.as_ref())
+            .map(|d| d.stats())
+    }
+}
+
+impl Sim {
+    /// The device model has taken request `r`: QEMU's block layer starts it.
+    #[inline]
+    pub(super) fn block_start(&mut self, now: Ns, r: usize) {
+        self.block_resume(now, r)
+    }
+
+    /// Request `r` goes on to the format driver (after throttling, when the disk has it).
+    #[inline]
+    pub(super) fn block_resume(&mut self, now: Ns, r: usize) {
+        let v = self.guest.vreqs.get_ref(r);
+        let disk = v.disk;
+        let Some(driver) = self.image.drivers[disk].as_mut() else {
+            return self.host_start(now, r);
+        };
+        let req = Request {
+            id: r as u32,
+            disk: disk as u32,
+            op: v.op,
+            offset: v.offset,
+            len: v.len,
+        };
+        driver.on_request(now, req, &mut self.image.actions);
+        self.image_act(now, disk);
+    }
+
+    /// Sub-request `h` of a format driver completed at the host (an ImageDone event).
+    pub(super) fn image_done(&mut self, now: Ns, h: usize) {
+        let (disk, token) = self.guest.remove_sub(h);
+        if let Some(driver) = self.image.drivers[disk].as_mut() {
+            driver.on_done(now, token, &mut self.image.actions);
+            self.image_act(now, disk);
+        }
+    }
+
+    /// Carry out the driver's actions in order, then empty the buffer. Never reentered: a
+    /// driver runs only from block_resume and image_done, which events call, and no action
+    /// calls a driver synchronously (sub-request completions come back as events).
+    fn image_act(&mut self, now: Ns, disk: usize) {
+        let mut i = 0;
+        while let Some(&a) = self.image.actions.get(i) {
+            i += 1;
+            match a {
+                ImageAction::Io {
+                    op,
+                    offset,
+                    len,
+                    token,
+                } => {
+                    let h = self.guest.insert_sub(disk, op, offset, len, token);
+                    self.host_start(now, h);
+                }
+                ImageAction::Flush { token } => {
+                    let h = self.guest.insert_sub(disk, Op::Flush, 0, 0, token);
+                    self.host_start(now, h);
+                }
+                ImageAction::Complete { req } => self.host_finish(now, req as usize),
+            }
+        }
+        self.image.actions.clear();
+    }
+
+    /// The host is done with sub-request `h` (`token` is its driver's): hand it back to the
+    /// driver at `now`, through the event queue.
+    pub(super) fn sub_finish(&mut self, now: Ns, h: usize) {
+        self.q.push(now, Event::ImageDone(h).pack());
+    }
+}
