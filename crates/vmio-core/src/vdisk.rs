@@ -11,6 +11,9 @@
 //! offset, size: sizes, multiples of 4k (size 0: the rest of the volume, resolved by the
 //!            engine that knows the volume's capacity)
 //! queue_depth: at least 1; read_ahead_kb: guest::params::read_ahead_bytes
+//! format:    raw (default) | qcow2; its parameters in [vm.disk.image] (crate::image::spec);
+//!            size stays the guest-visible (virtual) size, the disk's region of its volume
+//!            is ImageSpec::file_bytes(size) (an image and its backing files)
 //! ```
 //!
 //! The stack resolves `volume` (a reference to a `[[volume]]`) and checks that a VM's disks
@@ -18,6 +21,7 @@
 
 use crate::cache::CacheMode;
 use crate::guest::params::{self, FsSpec};
+use crate::image::{Format, ImageSpec};
 use crate::table::{FieldError, SizeValue, Table};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -110,6 +114,10 @@ pub struct RawDisk {
     pub read_ahead_kb: Option<u64>,
     /// `[vm.disk.filesystem]`: `type`, `mount` and [`crate::guest::params::FS_PARAMS`].
     pub filesystem: Option<BTreeMap<String, toml::Value>>,
+    /// `raw` (default) or `qcow2` ([`Format::REGISTRY`]).
+    pub format: Option<String>,
+    /// `[vm.disk.image]`: [`crate::image::spec::PARAMS`] and `backing`.
+    pub image: Option<BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -127,6 +135,12 @@ pub struct DiskSpec {
     pub read_ahead_bytes: u64,
     /// The guest filesystem on the disk; None: the guest uses the raw block device.
     pub filesystem: Option<FsSpec>,
+    /// The image format of the disk's file (left out of the effective stack when raw).
+    #[serde(skip_serializing_if = "Format::is_raw")]
+    pub format: Format,
+    /// `[vm.disk.image]` (raw without the table: left out of the effective stack).
+    #[serde(skip_serializing_if = "ImageSpec::is_plain_raw")]
+    pub image: ImageSpec,
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
@@ -213,6 +227,24 @@ impl Table for DiskSpec {
             None => None,
             Some(t) => Some(FsSpec::from_raw(t, &f(FsSpec::KEY), &d.name)?),
         };
+        let format = match &d.format {
+            None => Format::Raw,
+            Some(name) => Format::parse(name).ok_or_else(|| {
+                FieldError::new(
+                    f("format"),
+                    format!(
+                        "'{}' is not valid; accepted: {}",
+                        crate::units::quote(name),
+                        Format::accepted()
+                    ),
+                )
+            })?,
+        };
+        let image = ImageSpec::from_raw(
+            d.image.as_ref().unwrap_or(&BTreeMap::new()),
+            &f(ImageSpec::KEY),
+            format,
+        )?;
         Ok(DiskSpec {
             name: d.name.clone(),
             volume: cx.volume,
@@ -224,6 +256,8 @@ impl Table for DiskSpec {
             iothread: d.iothread.unwrap_or(false),
             read_ahead_bytes,
             filesystem,
+            format,
+            image,
         })
     }
 }

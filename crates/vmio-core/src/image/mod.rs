@@ -22,6 +22,18 @@
 //!
 //! raw is the identity (one Io of the same range, then Complete), so the engine passes a raw
 //! disk's requests straight to the host cache without a driver ([`build`] returns None).
+//!
+//! - [`spec`]: `[[vm.disk]] format` and `[vm.disk.image]` ([`ImageSpec`]), QEMU's cache-size
+//!   defaults and the host bytes of an image and its backing chain ([`ImageSpec::file_bytes`]);
+//! - [`qcow2`]: the qcow2 driver (layout, allocation, copy-on-write, backing reads, flush,
+//!   discard, the image lock);
+//! - [`l2cache`]: the LRU metadata cache the driver keeps for L2 slices and refcount blocks.
+
+pub mod l2cache;
+pub mod qcow2;
+pub mod spec;
+
+pub use spec::{BackingSpec, Discard, Format, ImageSpec, Preallocation};
 
 use crate::cache::{ReqId, Request, Token};
 use crate::request::Op;
@@ -76,3 +88,38 @@ pub trait ImageFormat: Send {
     /// disk's region of its volume, and its page-cache file's size.
     fn file_bytes(&self) -> u64;
 }
+
+/// The format driver of an image of `virtual_size` bytes: None for raw (the identity), the
+/// qcow2 driver otherwise.
+pub fn build(spec: &ImageSpec, virtual_size: u64) -> Option<Box<dyn ImageFormat>> {
+    match spec.format {
+        Format::Raw => None,
+        Format::Qcow2 => Some(Box::new(qcow2::Qcow2::new(spec, virtual_size))),
+    }
+}
+
+/// `vmio help stack`'s layer for `[vm.disk.image]`: the formats, `format` and `backing`, and
+/// [`spec::PARAMS`].
+pub fn help_layer() -> crate::params::Layer<'static> {
+    crate::params::Layer {
+        table: "[vm.disk.image]",
+        selector: "format",
+        default: "raw",
+        entries: Format::REGISTRY
+            .iter()
+            .map(|(_, name, help)| crate::params::Described {
+                name,
+                help,
+                note: "format is a key of [[vm.disk]]".to_string(),
+                params: &[],
+            })
+            .collect(),
+        keys: &HELP_KEYS,
+        params: spec::PARAMS,
+    }
+}
+
+static HELP_KEYS: [crate::params::KeyDoc; 1] = [spec::BACKING_KEY];
+
+#[cfg(test)]
+mod tests;

@@ -20,7 +20,9 @@
 //! [vm.page_cache]             # crate::cache: the guest's page cache (memory defaults to the
 //!                             # VM's less guest::params::GUEST_RESERVE_BYTES)
 //! [[vm.disk]]                 # crate::vdisk: name, volume, offset, size, interface, cache,
-//!                             # queue_depth, iothread, read_ahead_kb (guest::params' rule)
+//!                             # queue_depth, iothread, read_ahead_kb (guest::params' rule),
+//!                             # format
+//! [vm.disk.image]             # crate::image::spec: image::spec::PARAMS, backing
 //! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
 //! ```
 //!
@@ -598,7 +600,9 @@ impl Stack {
     }
 
     /// Check that every disk fits in its volume once device capacities are known
-    /// (`volume_bytes[i]` = usable size of volume i). A disk of size 0 takes the rest.
+    /// (`volume_bytes[i]` = usable size of volume i). A disk of size 0 takes the rest (an
+    /// image chain: the largest virtual size whose host bytes fit). A disk's region is its
+    /// image chain's host bytes ([`crate::image::ImageSpec::file_bytes`]; raw: its size).
     pub fn resolve_disk_sizes(&mut self, volume_bytes: &[u64]) -> Result<(), StackError> {
         let file = self.file.clone();
         let c = Ctx { file: &file };
@@ -615,15 +619,29 @@ impl Stack {
                     ));
                 }
                 if d.size_bytes == 0 {
-                    d.size_bytes = (cap - d.offset_bytes) / 4096 * 4096;
+                    // the rest of the volume; an image chain: the largest virtual size it fits
+                    d.size_bytes = d.image.largest_virtual_size(cap - d.offset_bytes);
                 }
-                if !matches!(d.offset_bytes.checked_add(d.size_bytes), Some(end) if end <= cap) {
+                if let Err(m) = d.image.check_size(d.size_bytes) {
+                    return Err(c.err(format!("vm[{i}].disk[{j}].size"), m));
+                }
+                let region = d.image.file_bytes(d.size_bytes);
+                if !matches!(d.offset_bytes.checked_add(region), Some(end) if end <= cap) {
                     return Err(c.err(
                         format!("vm[{i}].disk[{j}].size"),
-                        format!(
-                            "offset {} + size {} exceeds the volume's {cap} bytes",
-                            d.offset_bytes, d.size_bytes
-                        ),
+                        if region == d.size_bytes {
+                            format!(
+                                "offset {} + size {} exceeds the volume's {cap} bytes",
+                                d.offset_bytes, d.size_bytes
+                            )
+                        } else {
+                            format!(
+                                "offset {} + the {region} host bytes of its {} image chain (size {}) exceed the volume's {cap} bytes",
+                                d.offset_bytes,
+                                d.format.name(),
+                                d.size_bytes
+                            )
+                        },
                     ));
                 }
             }
@@ -636,7 +654,7 @@ impl Stack {
                 spans.push((
                     d.volume,
                     d.offset_bytes,
-                    d.offset_bytes + d.size_bytes,
+                    d.offset_bytes + d.image.file_bytes(d.size_bytes),
                     i,
                     j,
                 ));

@@ -211,6 +211,63 @@ fn overlapping_vm_disks_on_one_volume_are_refused_naming_both_disks_and_ranges()
 }
 
 #[test]
+fn a_qcow2_disk_occupies_its_image_chains_host_bytes_on_the_volume() {
+    // 100 GiB of qcow2 at 64 KiB clusters is 107390828544 host bytes (qemu-img measure):
+    // a second disk at offset 100g overlaps it, one at the region's end does not.
+    let qcow2 = |offset: &str| {
+        let text = GOOD.replace(
+            "cache = \"none\"\n",
+            "cache = \"none\"\nformat = \"qcow2\"\n",
+        );
+        let text = format!(
+            "{text}[[vm]]\nname = \"vm2\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"data\"\noffset = {offset}\nsize = \"100g\"\ncache = \"none\"\n"
+        );
+        Stack::from_toml(&text, "s.toml").unwrap()
+    };
+    let e = qcow2("\"100g\"")
+        .resolve_disk_sizes(&[1 << 40])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("overlap vm[0].disk[0] (bytes 0..107390828544)"),
+        "{e}"
+    );
+    assert!(qcow2("107390894080").resolve_disk_sizes(&[1 << 40]).is_ok());
+    // size = 0: the largest virtual size whose chain fits the rest of the volume.
+    let text = GOOD.replace("size = \"100g\"\n", "").replace(
+        "cache = \"none\"\n",
+        "cache = \"none\"\nformat = \"qcow2\"\n",
+    );
+    let mut s = Stack::from_toml(&text, "s.toml").unwrap();
+    s.resolve_disk_sizes(&[107_390_828_544]).unwrap();
+    assert_eq!(s.vms[0].disks[0].size_bytes, 100 << 30);
+    // A raw disk's region stays its size, and a stack without images shows no image keys.
+    let raw = Stack::from_toml(GOOD, "s.toml").unwrap();
+    let shown = toml::to_string(&raw.vms[0].disks[0]).unwrap();
+    assert!(
+        !shown.contains("image") && !shown.contains("format"),
+        "{shown}"
+    );
+    // A bad image key is one line naming the field.
+    let bad = GOOD.replace(
+        "cache = \"none\"\n",
+        "cache = \"none\"\n[vm.disk.image]\ncluster_size = \"64k\"\n",
+    );
+    assert_eq!(
+        err(&bad),
+        "s.toml: vm[0].disk[0].image.cluster_size: only valid with format = \"qcow2\" (a raw image has no clusters, caches or backing file); accepted with raw: preallocation, discard"
+    );
+    let bad = GOOD.replace(
+        "cache = \"none\"\n",
+        "cache = \"none\"\nformat = \"vmdk\"\n",
+    );
+    assert_eq!(
+        err(&bad),
+        "s.toml: vm[0].disk[0].format: 'vmdk' is not valid; accepted: raw, qcow2"
+    );
+}
+
+#[test]
 fn a_device_used_by_two_volumes_is_refused() {
     let text = GOOD.replace(
         "[scheduler]",

@@ -1,0 +1,1084 @@
+//! The qcow2 format driver (docs/interop/qcow2.txt; QEMU block/qcow2.c, qcow2-cluster.c,
+//! qcow2-refcount.c, qcow2-cache.c, read from QEMU's sources through the project's code
+//! search): a guest request becomes the metadata and data I/O QEMU does on the image file.
+//!
+//! ## Layout (qcow2_co_create, qcow2-refcount.c `alloc_clusters_noref`)
+//!
+//! ```text
+//! cluster 0              header
+//! clusters 1..1+T        refcount table (T: enough for the fully allocated file; QEMU
+//!                        starts with one cluster and grows it, which only matters below
+//!                        64 KiB clusters)
+//! next                   refcount block 0 (refcount blocks: one cluster of 16-bit refcounts,
+//!                        cluster_size / 2 clusters each)
+//! next                   L1 table (in memory at run time, written one sector per L2 table
+//!                        allocation: qcow2_write_l1_entry)
+//! then, appended in allocation order at the end of the file:
+//!                        L2 tables (one cluster, cluster_size / 8 entries), data clusters,
+//!                        refcount blocks when the file reaches a range without one (each
+//!                        describes itself: alloc_refcount_block); freed clusters are reused
+//!                        lowest first (free_cluster_index)
+//! populated p / preallocation != off: the first p x clusters (all) allocated in guest order
+//!                        at creation, as a sequential fill does: [L2][data x entries][L2]...
+//! ```
+//!
+//! ## The image lock (block/qcow2.c `s->lock`)
+//!
+//! QEMU runs every metadata lookup and update of an image under one coroutine mutex, held
+//! across the metadata I/O (a cache miss reads the slice with the lock held); data I/O runs
+//! unlocked, several requests' at once. So here: one request at a time holds the lock (FIFO),
+//! its metadata steps run one after the other, then it releases the lock and issues its data
+//! I/O; an allocating write takes the lock again to link its clusters (qcow2_handle_l2meta).
+//!
+//! ```text
+//! read (qcow2_co_preadv_part):
+//!   lock; per L2 slice of the range: L2 lookup (miss: evict LRU, write it if dirty, read the
+//!   slice: entry_size bytes); unlock
+//!   allocated clusters: one read per contiguous host run within a slice
+//!   unallocated: down the backing chain (each qcow2 backing file's own L2 lookup, then its
+//!   data; a raw one at the same offset); no layer has it: zeroes, no I/O
+//! write (qcow2_co_pwritev_part, qcow2_alloc_host_offset):
+//!   lock; handle_dependencies: a cluster being allocated by another write -> wait for it
+//!   per slice: L2 table missing -> l2_allocate: new cluster (refcount +1), flush the
+//!     refcount cache (writes + fdatasync), the new table's slices dirty, flush the L2 cache,
+//!     write the L1 entry's sector + fdatasync (qcow2_write_l1_entry: bdrv_pwrite_sync)
+//!     L2 lookup
+//!   allocated cluster: data written in place (handle_copied)
+//!   unallocated (handle_alloc): new host cluster at the end of the file (refcount block
+//!     lookup, refcount +1: the block dirty)
+//!   unlock
+//!   perform_cow: the untouched head and tail of a new cluster read from the backing chain
+//!     (zeroes without one) and written with the guest data as one write of whole clusters
+//!     (merge_cow): cow_bytes = cluster_size x clusters - length
+//!   lock; qcow2_alloc_cluster_link_l2: qcow2_cache_set_dependency(L2 -> refcounts) (lazy
+//!     refcounts: qcow2_mark_dirty instead, the header's dirty bit written once + fdatasync);
+//!     the L2 slice's entries set (dirty); unlock
+//! flush (qcow2_co_flush_to_os, qcow2_write_caches, then bdrv_co_flush of the file):
+//!   lock; write every dirty L2 slice, then (unless lazy refcounts) every dirty refcount
+//!   block; unlock; fdatasync (Flush)
+//! discard, discard = unmap (qcow2_co_pdiscard, qcow2_cluster_discard, whole clusters only):
+//!   lock; per cluster: L2 lookup, entry cleared (set to read as zeroes when there is a
+//!   backing file) and dirty; refcount -1 (set_dependency(refcounts -> L2): the L2 slice is
+//!   written before the refcount block), the host range trimmed (qcow2_process_discards);
+//!   unlock
+//! writing back a dirty entry (qcow2_cache_entry_flush): if its cache depends on the other,
+//!   flush the other first (its dirty entries written, then fdatasync); then write the entry
+//! ```
+//!
+//! Not modelled: compressed clusters, internal snapshots (QCOW_OFLAG_COPIED is always set),
+//! extended L2 entries (subclusters), encryption, external data files, `cache-clean-interval`
+//! (the cache is never trimmed), handle_alloc_space (QEMU >= 4.2 zeroes the COW areas of a
+//! cluster without a backing file with one fallocate instead of writing zeroes, when the
+//! file supports it; here the zeroes are written, as QEMU 2.x does), L2 table allocation by
+//! a discard of a range without one, the growth of the refcount table, and the backing
+//! files' own locks (their lookups run in the reading request's unlocked phase). Metadata
+//! writes smaller than a sector (the L1 entry, the header's dirty bit) are written as one
+//! 512-byte sector.
+
+use super::l2cache::{Lookup, MetaCache};
+use super::spec::{
+    qcow2_file_bytes, refcount_metadata_clusters, refcounts_per_block, BackingSpec, Discard,
+    Format, ImageSpec, Preallocation, ENTRY_BYTES,
+};
+use super::{ImageAction, ImageFormat, ImageStats};
+use crate::cache::{Request, Token};
+use crate::request::Op;
+use crate::Ns;
+use std::collections::{BTreeSet, VecDeque};
+
+/// A map entry: unallocated (reads go to the backing chain).
+const UNALLOC: u32 = 0;
+/// A map entry: reads as zeroes (QCOW_OFLAG_ZERO, after a discard over a backing file).
+const ZERO: u32 = u32::MAX;
+const SECTOR: u64 = 512;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Which {
+    L2,
+    Refcount,
+}
+
+/// One step of a request's plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Io {
+        op: Op,
+        offset: u64,
+        len: u64,
+    },
+    Flush,
+    /// Wait for every Io and Flush issued so far.
+    Wait,
+    /// Release the image lock.
+    Unlock,
+    /// Take the image lock again for the link phase.
+    Relock,
+}
+
+/// One qcow2 file: its layout, map and caches.
+#[derive(Clone, Debug)]
+struct File {
+    /// Byte offset of the file in the disk's region.
+    base: u64,
+    cs: u64,
+    /// L2 entries per table, per slice; slices per table; slice bytes.
+    ept: u64,
+    eps: u64,
+    spt: u64,
+    entry_bytes: u64,
+    /// Guest cluster -> host cluster + 1 (UNALLOC, ZERO).
+    map: Vec<u32>,
+    /// L2 table -> host cluster + 1 (0: none).
+    l2_host: Vec<u32>,
+    /// Refcount block -> host cluster + 1 (0: none).
+    rb_host: Vec<u32>,
+    rpb: u64,
+    /// Host clusters in use (the file's end).
+    end: u64,
+    free: BTreeSet<u32>,
+    reftable_off: u64,
+    l1_off: u64,
+    l2: MetaCache,
+    rc: MetaCache,
+    /// qcow2_cache_set_dependency: the L2 cache's writes wait for the refcount cache, or the
+    /// reverse.
+    l2_depends: bool,
+    rc_depends: bool,
+    lazy: bool,
+    /// The header's dirty bit is set (lazy refcounts after the first allocation).
+    marked_dirty: bool,
+    scratch_l2: Vec<u32>,
+    scratch_rc: Vec<u32>,
+}
+
+impl File {
+    fn new(base: u64, virtual_size: u64, spec: &ImageSpec, populated_clusters: u64) -> Self {
+        let cs = spec.cluster_size;
+        let clusters = virtual_size.div_ceil(cs);
+        let ept = cs / ENTRY_BYTES;
+        let entry_bytes = spec.l2_cache_entry_bytes(virtual_size).min(cs);
+        let eps = entry_bytes / ENTRY_BYTES;
+        let spt = cs / entry_bytes;
+        let tables = clusters.div_ceil(ept);
+        let rpb = refcounts_per_block(cs);
+        let full = qcow2_file_bytes(virtual_size, cs) / cs;
+        let (_, table_clusters) = refcount_metadata_clusters(full, cs);
+        let mut f = File {
+            base,
+            cs,
+            ept,
+            eps,
+            spt,
+            entry_bytes,
+            map: vec![UNALLOC; clusters as usize],
+            l2_host: vec![0; tables as usize],
+            rb_host: vec![0; (full / rpb + 2) as usize],
+            rpb,
+            end: 0,
+            free: BTreeSet::new(),
+            reftable_off: cs,
+            l1_off: 0,
+            l2: MetaCache::new(
+                spec.l2_cache_entries(virtual_size) as usize,
+                (tables * spt) as usize,
+            ),
+            rc: MetaCache::new(
+                spec.refcount_cache_entries() as usize,
+                (full / rpb + 2) as usize,
+            ),
+            l2_depends: false,
+            rc_depends: false,
+            lazy: spec.lazy_refcounts,
+            marked_dirty: false,
+            scratch_l2: Vec::new(),
+            scratch_rc: Vec::new(),
+        };
+        // header, refcount table, refcount block 0, L1 table
+        f.end = 1 + table_clusters;
+        f.rb_host[0] = f.end as u32 + 1;
+        f.end += 1;
+        f.l1_off = f.end * cs;
+        f.end += (tables * ENTRY_BYTES).div_ceil(cs).max(1);
+        // the ranges the L1 table spans (below 64 KiB clusters a block covers little)
+        for rb in 1..=((f.end - 1) / rpb) as usize {
+            if f.rb_host[rb] == 0 {
+                f.rb_host[rb] = f.end as u32 + 1;
+                f.end += 1;
+            }
+        }
+        for c in 0..populated_clusters.min(clusters) {
+            let t = (c / ept) as usize;
+            if f.l2_host[t] == 0 {
+                let h = f.alloc_quiet();
+                f.l2_host[t] = h + 1;
+            }
+            let h = f.alloc_quiet();
+            f.map[c as usize] = h + 1;
+        }
+        f
+    }
+
+    fn host(&self, cluster: u32) -> u64 {
+        self.base + cluster as u64 * self.cs
+    }
+
+    fn slice_key(&self, c: u64) -> u32 {
+        (c / self.eps) as u32
+    }
+
+    fn entry_off(&self, which: Which, key: u32) -> (u64, u64) {
+        match which {
+            Which::L2 => {
+                let t = key as u64 / self.spt;
+                let table = self.l2_host[t as usize].saturating_sub(1);
+                (
+                    self.host(table) + (key as u64 % self.spt) * self.entry_bytes,
+                    self.entry_bytes,
+                )
+            }
+            Which::Refcount => (
+                self.host(self.rb_host[key as usize].saturating_sub(1)),
+                self.cs,
+            ),
+        }
+    }
+
+    fn cache(&mut self, which: Which) -> &mut MetaCache {
+        match which {
+            Which::L2 => &mut self.l2,
+            Which::Refcount => &mut self.rc,
+        }
+    }
+
+    fn depends(&mut self, which: Which) -> &mut bool {
+        match which {
+            Which::L2 => &mut self.l2_depends,
+            Which::Refcount => &mut self.rc_depends,
+        }
+    }
+
+    fn write_entry(&mut self, which: Which, key: u32, plan: &mut Vec<Step>, st: &mut ImageStats) {
+        let (offset, len) = self.entry_off(which, key);
+        plan.push(Step::Io {
+            op: Op::Write,
+            offset,
+            len,
+        });
+        plan.push(Step::Wait);
+        st.metadata_written_bytes += len;
+        self.cache(which).clean(key);
+    }
+
+    /// qcow2_cache_entry_flush's dependency: flush the other cache first.
+    fn flush_dependency_of(&mut self, which: Which, plan: &mut Vec<Step>, st: &mut ImageStats) {
+        if *self.depends(which) {
+            let other = match which {
+                Which::L2 => Which::Refcount,
+                Which::Refcount => Which::L2,
+            };
+            self.cache_flush(other, plan, st);
+            *self.depends(which) = false;
+        }
+    }
+
+    /// qcow2_cache_write: every dirty entry, in slot order.
+    fn cache_write(&mut self, which: Which, plan: &mut Vec<Step>, st: &mut ImageStats) {
+        let mut keys = std::mem::take(match which {
+            Which::L2 => &mut self.scratch_l2,
+            Which::Refcount => &mut self.scratch_rc,
+        });
+        keys.clear();
+        self.cache(which).dirty_keys(&mut keys);
+        for &k in &keys {
+            if self.cache(which).is_dirty(k) {
+                self.flush_dependency_of(which, plan, st);
+                self.write_entry(which, k, plan, st);
+            }
+        }
+        match which {
+            Which::L2 => self.scratch_l2 = keys,
+            Which::Refcount => self.scratch_rc = keys,
+        }
+    }
+
+    /// qcow2_cache_flush: write, then fdatasync.
+    fn cache_flush(&mut self, which: Which, plan: &mut Vec<Step>, st: &mut ImageStats) {
+        self.cache_write(which, plan, st);
+        plan.push(Step::Flush);
+        plan.push(Step::Wait);
+    }
+
+    /// qcow2_cache_set_dependency(c, dependency).
+    fn set_dependency(&mut self, c: Which, plan: &mut Vec<Step>, st: &mut ImageStats) {
+        let dependency = match c {
+            Which::L2 => Which::Refcount,
+            Which::Refcount => Which::L2,
+        };
+        if *self.depends(dependency) {
+            self.flush_dependency_of(dependency, plan, st);
+        }
+        *self.depends(c) = true;
+    }
+
+    /// qcow2_cache_get (`read`) or qcow2_cache_get_empty of entry `key`.
+    fn get(
+        &mut self,
+        which: Which,
+        key: u32,
+        read: bool,
+        plan: &mut Vec<Step>,
+        st: &mut ImageStats,
+    ) {
+        match self.cache(which).get(key) {
+            Lookup::Hit => {
+                if which == Which::L2 && read {
+                    st.l2_hits += 1;
+                }
+            }
+            Lookup::Miss { victim } => {
+                if which == Which::L2 && read {
+                    st.l2_misses += 1;
+                }
+                if let Some((v, true)) = victim {
+                    self.flush_dependency_of(which, plan, st);
+                    let (offset, len) = self.entry_off(which, v);
+                    plan.push(Step::Io {
+                        op: Op::Write,
+                        offset,
+                        len,
+                    });
+                    plan.push(Step::Wait);
+                    st.metadata_written_bytes += len;
+                }
+                if read {
+                    let (offset, len) = self.entry_off(which, key);
+                    plan.push(Step::Io {
+                        op: Op::Read,
+                        offset,
+                        len,
+                    });
+                    plan.push(Step::Wait);
+                    st.metadata_read_bytes += len;
+                }
+            }
+        }
+    }
+
+    /// The L2 lookup of guest cluster `c`: false when its table does not exist (no I/O).
+    fn l2_lookup(&mut self, c: u64, plan: &mut Vec<Step>, st: &mut ImageStats) -> bool {
+        if self.l2_host[(c / self.ept) as usize] == 0 {
+            return false;
+        }
+        let key = self.slice_key(c);
+        self.get(Which::L2, key, true, plan, st);
+        true
+    }
+
+    /// Refcount blocks for every range up to the file's end (alloc_refcount_block: the new
+    /// block sits at the end and describes itself). With a plan: the new block enters the
+    /// cache dirty, the refcount cache is flushed, the refcount table's sector written + sync.
+    fn place_refblocks(&mut self, mut plan: Option<&mut Vec<Step>>, st: &mut ImageStats) {
+        loop {
+            let rb = (self.end / self.rpb) as usize;
+            if rb >= self.rb_host.len() {
+                self.rb_host.resize(rb + 1, 0);
+            }
+            if self.rb_host[rb] != 0 {
+                return;
+            }
+            self.rb_host[rb] = self.end as u32 + 1;
+            self.end += 1;
+            if let Some(plan) = plan.as_deref_mut() {
+                self.get(Which::Refcount, rb as u32, false, plan, st);
+                self.rc.mark_dirty(rb as u32);
+                self.cache_flush(Which::Refcount, plan, st);
+                let off = self.reftable_off + rb as u64 * ENTRY_BYTES;
+                plan.push(Step::Io {
+                    op: Op::Write,
+                    offset: self.base + off / SECTOR * SECTOR,
+                    len: SECTOR,
+                });
+                plan.push(Step::Wait);
+                plan.push(Step::Flush);
+                plan.push(Step::Wait);
+                st.metadata_written_bytes += SECTOR;
+            }
+        }
+    }
+
+    /// A host cluster without I/O (creation).
+    fn alloc_quiet(&mut self) -> u32 {
+        if let Some(h) = self.free.pop_first() {
+            return h;
+        }
+        self.place_refblocks(None, &mut ImageStats::default());
+        let h = self.end as u32;
+        self.end += 1;
+        h
+    }
+
+    /// qcow2_alloc_clusters for one cluster: reuse the lowest freed one or append (a new
+    /// refcount block first when the end reaches a range without one), then refcount +1 in
+    /// the refcount cache (update_refcount).
+    fn alloc_cluster(&mut self, plan: &mut Vec<Step>, st: &mut ImageStats) -> u32 {
+        let h = match self.free.pop_first() {
+            Some(h) => h,
+            None => {
+                self.place_refblocks(Some(plan), st);
+                let h = self.end as u32;
+                self.end += 1;
+                h
+            }
+        };
+        let rb = (h as u64 / self.rpb) as u32;
+        self.get(Which::Refcount, rb, true, plan, st);
+        self.rc.mark_dirty(rb);
+        h
+    }
+
+    /// l2_allocate(t): a new L2 table.
+    fn l2_allocate(&mut self, t: u64, plan: &mut Vec<Step>, st: &mut ImageStats) {
+        let h = self.alloc_cluster(plan, st);
+        self.cache_flush(Which::Refcount, plan, st);
+        self.l2_host[t as usize] = h + 1;
+        for s in 0..self.spt {
+            let key = (t * self.spt + s) as u32;
+            self.get(Which::L2, key, false, plan, st);
+            self.l2.mark_dirty(key);
+        }
+        self.cache_flush(Which::L2, plan, st);
+        let off = self.l1_off + t * ENTRY_BYTES;
+        plan.push(Step::Io {
+            op: Op::Write,
+            offset: self.base + off / SECTOR * SECTOR,
+            len: SECTOR,
+        });
+        plan.push(Step::Wait);
+        plan.push(Step::Flush);
+        plan.push(Step::Wait);
+        st.metadata_written_bytes += SECTOR;
+    }
+
+    /// Whether this file holds guest cluster `c` (a backing file's view).
+    fn has(&self, c: u64) -> bool {
+        matches!(self.map.get(c as usize), Some(&v) if v != UNALLOC && v != ZERO)
+    }
+}
+
+/// A backing file.
+#[derive(Clone, Debug)]
+enum Layer {
+    Raw { base: u64 },
+    Qcow2(Box<File>),
+}
+
+/// A piece of a request's data I/O.
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    /// 0: the image; k: backing file k - 1; ZERO_SEG: no I/O.
+    layer: u32,
+    /// Old cluster (in place) or new (whole clusters); for merging like with like.
+    new: bool,
+    host: u64,
+    len: u64,
+    /// The top image's L2 slice of the piece (QEMU issues one I/O per run within a slice).
+    slice: u64,
+}
+
+const ZERO_SEG: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+struct Job {
+    req: Request,
+    plan: Vec<Step>,
+    pos: usize,
+    pending: u32,
+    /// Guest clusters this job allocates [first, end), until its link phase is done.
+    alloc: Option<(u64, u64)>,
+}
+
+/// The qcow2 driver of one disk.
+pub struct Qcow2 {
+    top: File,
+    backing: Vec<Layer>,
+    virtual_size: u64,
+    file_bytes: u64,
+    discard: Discard,
+    jobs: Vec<Job>,
+    free_jobs: Vec<usize>,
+    lock: Option<usize>,
+    lock_queue: VecDeque<(usize, bool)>,
+    inflight: Vec<(u64, u64, usize)>,
+    dep_waiters: Vec<usize>,
+    segs: Vec<Seg>,
+    cow: Vec<(u64, u64)>,
+    trims: Vec<(u64, u64)>,
+    stats: ImageStats,
+}
+
+impl Qcow2 {
+    /// The driver of a qcow2 `spec` of `virtual_size` bytes (files laid out one after the
+    /// other from region offset 0, the image first).
+    pub fn new(spec: &ImageSpec, virtual_size: u64) -> Self {
+        let cs = spec.cluster_size;
+        let clusters = virtual_size.div_ceil(cs);
+        let populated = if spec.preallocation != Preallocation::Off {
+            clusters
+        } else {
+            (spec.populated * clusters as f64).round() as u64
+        };
+        let top = File::new(0, virtual_size, spec, populated);
+        let mut base = spec.own_file_bytes(virtual_size);
+        let mut backing = Vec::new();
+        for b in &spec.backing {
+            backing.push(match b.format {
+                Format::Raw => Layer::Raw { base },
+                Format::Qcow2 => {
+                    let bspec = backing_spec(b);
+                    let n = virtual_size.div_ceil(b.cluster_size);
+                    let p = (b.populated * n as f64).round() as u64;
+                    Layer::Qcow2(Box::new(File::new(base, virtual_size, &bspec, p)))
+                }
+            });
+            base += b.file_bytes(virtual_size);
+        }
+        Qcow2 {
+            top,
+            backing,
+            virtual_size,
+            file_bytes: spec.file_bytes(virtual_size),
+            discard: spec.discard,
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            lock: None,
+            lock_queue: VecDeque::new(),
+            inflight: Vec::new(),
+            dep_waiters: Vec::new(),
+            segs: Vec::new(),
+            cow: Vec::new(),
+            trims: Vec::new(),
+            stats: ImageStats::default(),
+        }
+    }
+
+    /// Host clusters the image file uses (its end).
+    pub fn image_clusters(&self) -> u64 {
+        self.top.end
+    }
+
+    fn in_flight(&self, c: u64) -> bool {
+        self.inflight.iter().any(|&(a, b, _)| c >= a && c < b)
+    }
+
+    fn acquire(&mut self, slot: usize, link: bool, out: &mut Vec<ImageAction>) {
+        if self.lock.is_none() {
+            self.grant(slot, link, out);
+        } else {
+            self.lock_queue.push_back((slot, link));
+        }
+    }
+
+    fn unlock(&mut self, out: &mut Vec<ImageAction>) {
+        self.lock = None;
+        if let Some((s, link)) = self.lock_queue.pop_front() {
+            self.grant(s, link, out);
+        }
+    }
+
+    fn grant(&mut self, slot: usize, link: bool, out: &mut Vec<ImageAction>) {
+        self.lock = Some(slot);
+        let req = self.jobs[slot].req;
+        let mut plan = std::mem::take(&mut self.jobs[slot].plan);
+        if link {
+            self.plan_link(slot, &mut plan);
+        } else {
+            match req.op {
+                Op::Read => self.plan_read(req, &mut plan),
+                Op::Write => {
+                    let (first, last) = self.span(req);
+                    if self
+                        .inflight
+                        .iter()
+                        .any(|&(a, b, _)| first < b && a <= last)
+                    {
+                        // handle_dependencies: wait for the allocation, then start again.
+                        self.jobs[slot].plan = plan;
+                        self.dep_waiters.push(slot);
+                        self.unlock(out);
+                        return;
+                    }
+                    self.plan_write(slot, req, &mut plan);
+                }
+                Op::Flush => self.plan_flush(&mut plan),
+                Op::Trim => self.plan_discard(req, &mut plan),
+            }
+        }
+        self.jobs[slot].plan = plan;
+        self.run(slot, out);
+    }
+
+    /// First and last guest cluster of a request.
+    fn span(&self, req: Request) -> (u64, u64) {
+        let cs = self.top.cs;
+        (req.offset / cs, (req.offset + req.len - 1) / cs)
+    }
+
+    fn run(&mut self, slot: usize, out: &mut Vec<ImageAction>) {
+        loop {
+            let job = &mut self.jobs[slot];
+            if job.pos == job.plan.len() {
+                if job.pending == 0 {
+                    self.finish(slot, out);
+                }
+                return;
+            }
+            let step = job.plan[job.pos];
+            job.pos += 1;
+            match step {
+                Step::Io { op, offset, len } => {
+                    job.pending += 1;
+                    out.push(ImageAction::Io {
+                        op,
+                        offset,
+                        len,
+                        token: Token(slot as u64),
+                    });
+                }
+                Step::Flush => {
+                    job.pending += 1;
+                    out.push(ImageAction::Flush {
+                        token: Token(slot as u64),
+                    });
+                }
+                Step::Wait => {
+                    if job.pending > 0 {
+                        job.pos -= 1;
+                        return;
+                    }
+                }
+                Step::Unlock => self.unlock(out),
+                Step::Relock => {
+                    self.acquire(slot, true, out);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, slot: usize, out: &mut Vec<ImageAction>) {
+        let job = &mut self.jobs[slot];
+        out.push(ImageAction::Complete { req: job.req.id });
+        job.plan.clear();
+        job.pos = 0;
+        if job.alloc.take().is_some() {
+            self.inflight.retain(|&(_, _, s)| s != slot);
+            for i in 0..self.dep_waiters.len() {
+                let w = self.dep_waiters[i];
+                self.lock_queue.push_back((w, false));
+            }
+            self.dep_waiters.clear();
+            if self.lock.is_none() {
+                if let Some((s, link)) = self.lock_queue.pop_front() {
+                    self.grant(s, link, out);
+                }
+            }
+        }
+        self.free_jobs.push(slot);
+    }
+
+    /// Resolve `[guest, guest + len)` of cluster `c` down the backing chain into `segs`
+    /// (lookups planned as steps), counting backing reads.
+    fn backing_seg(&mut self, guest: u64, len: u64, slice: u64, plan: &mut Vec<Step>) -> Seg {
+        for (k, layer) in self.backing.iter_mut().enumerate() {
+            match layer {
+                Layer::Raw { base } => {
+                    self.stats.backing_read_bytes += len;
+                    return Seg {
+                        layer: k as u32 + 1,
+                        new: false,
+                        host: *base + guest,
+                        len,
+                        slice,
+                    };
+                }
+                Layer::Qcow2(f) => {
+                    let bc = guest / f.cs;
+                    if !f.l2_lookup(bc, plan, &mut self.stats) || !f.has(bc) {
+                        continue;
+                    }
+                    self.stats.backing_read_bytes += len;
+                    return Seg {
+                        layer: k as u32 + 1,
+                        new: false,
+                        host: f.host(f.map[bc as usize] - 1) + guest % f.cs,
+                        len,
+                        slice,
+                    };
+                }
+            }
+        }
+        Seg {
+            layer: ZERO_SEG,
+            new: false,
+            host: 0,
+            len,
+            slice,
+        }
+    }
+
+    /// Issue `segs` as I/O of `op`, merging contiguous pieces of one kind within a slice.
+    fn issue(segs: &[Seg], op: Op, plan: &mut Vec<Step>) -> bool {
+        let mut any = false;
+        let mut cur: Option<Seg> = None;
+        for s in segs.iter().filter(|s| s.layer != ZERO_SEG) {
+            match cur.as_mut() {
+                Some(c)
+                    if c.layer == s.layer
+                        && c.new == s.new
+                        && c.slice == s.slice
+                        && c.host + c.len == s.host =>
+                {
+                    c.len += s.len;
+                }
+                _ => {
+                    if let Some(c) = cur {
+                        plan.push(Step::Io {
+                            op,
+                            offset: c.host,
+                            len: c.len,
+                        });
+                        any = true;
+                    }
+                    cur = Some(*s);
+                }
+            }
+        }
+        if let Some(c) = cur {
+            plan.push(Step::Io {
+                op,
+                offset: c.host,
+                len: c.len,
+            });
+            any = true;
+        }
+        any
+    }
+
+    fn plan_read(&mut self, req: Request, plan: &mut Vec<Step>) {
+        let (first, last) = self.span(req);
+        let cs = self.top.cs;
+        let end = req.offset + req.len;
+        let mut segs = std::mem::take(&mut self.segs);
+        segs.clear();
+        let mut slice = u64::MAX;
+        let mut exists = false;
+        for c in first..=last {
+            let s = c / self.top.eps;
+            if s != slice {
+                slice = s;
+                exists = self.top.l2_lookup(c, plan, &mut self.stats);
+            }
+            let a = req.offset.max(c * cs);
+            let len = end.min((c + 1) * cs) - a;
+            let v = if exists && !self.in_flight(c) {
+                self.top.map[c as usize]
+            } else {
+                UNALLOC
+            };
+            segs.push(match v {
+                ZERO => Seg {
+                    layer: ZERO_SEG,
+                    new: false,
+                    host: 0,
+                    len,
+                    slice: s,
+                },
+                UNALLOC => Seg {
+                    // resolved below, after the lock is released
+                    layer: ZERO_SEG - 1,
+                    new: false,
+                    host: a,
+                    len,
+                    slice: s,
+                },
+                h => Seg {
+                    layer: 0,
+                    new: false,
+                    host: self.top.host(h - 1) + (a - c * cs),
+                    len,
+                    slice: s,
+                },
+            });
+        }
+        plan.push(Step::Unlock);
+        for i in 0..segs.len() {
+            if segs[i].layer == ZERO_SEG - 1 {
+                let s = segs[i];
+                segs[i] = self.backing_seg(s.host, s.len, s.slice, plan);
+            }
+        }
+        if Self::issue(&segs, Op::Read, plan) {
+            plan.push(Step::Wait);
+        }
+        self.segs = segs;
+    }
+
+    fn plan_write(&mut self, slot: usize, req: Request, plan: &mut Vec<Step>) {
+        let (first, last) = self.span(req);
+        let cs = self.top.cs;
+        let end = req.offset + req.len;
+        let mut segs = std::mem::take(&mut self.segs);
+        let mut cow = std::mem::take(&mut self.cow);
+        segs.clear();
+        cow.clear();
+        let mut slice = u64::MAX;
+        let mut alloc: Option<(u64, u64)> = None;
+        for c in first..=last {
+            let s = c / self.top.eps;
+            if s != slice {
+                slice = s;
+                let t = c / self.top.ept;
+                if self.top.l2_host[t as usize] == 0 {
+                    self.top.l2_allocate(t, plan, &mut self.stats);
+                }
+                self.top.l2_lookup(c, plan, &mut self.stats);
+            }
+            let a = req.offset.max(c * cs);
+            let b = end.min((c + 1) * cs);
+            let v = self.top.map[c as usize];
+            if v != UNALLOC && v != ZERO {
+                segs.push(Seg {
+                    layer: 0,
+                    new: false,
+                    host: self.top.host(v - 1) + (a - c * cs),
+                    len: b - a,
+                    slice: s,
+                });
+                continue;
+            }
+            let h = self.top.alloc_cluster(plan, &mut self.stats);
+            self.top.map[c as usize] = h + 1;
+            self.stats.allocations += 1;
+            alloc = Some(alloc.map_or((c, c + 1), |(f, _)| (f, c + 1)));
+            segs.push(Seg {
+                layer: 0,
+                new: true,
+                host: self.top.host(h),
+                len: cs,
+                slice: s,
+            });
+            let (head, tail) = (a - c * cs, (c + 1) * cs - b);
+            self.stats.cow_bytes += head + tail;
+            if v == UNALLOC {
+                if head > 0 {
+                    cow.push((c * cs, head));
+                }
+                if tail > 0 {
+                    cow.push((b, tail));
+                }
+            }
+        }
+        plan.push(Step::Unlock);
+        // perform_cow: read the untouched parts from the backing chain.
+        if !cow.is_empty() && !self.backing.is_empty() {
+            let mut reads = std::mem::take(&mut self.trims);
+            reads.clear();
+            for &(g, len) in &cow {
+                let s = self.backing_seg(g, len, 0, plan);
+                if s.layer != ZERO_SEG {
+                    reads.push((s.host, s.len));
+                }
+            }
+            for &(offset, len) in &reads {
+                plan.push(Step::Io {
+                    op: Op::Read,
+                    offset,
+                    len,
+                });
+            }
+            if !reads.is_empty() {
+                plan.push(Step::Wait);
+            }
+            self.trims = reads;
+        }
+        if Self::issue(&segs, Op::Write, plan) {
+            plan.push(Step::Wait);
+        }
+        if let Some((f, e)) = alloc {
+            self.jobs[slot].alloc = Some((f, e));
+            self.inflight.push((f, e, slot));
+            plan.push(Step::Relock);
+        }
+        self.segs = segs;
+        self.cow = cow;
+    }
+
+    fn plan_link(&mut self, slot: usize, plan: &mut Vec<Step>) {
+        let Some((f, e)) = self.jobs[slot].alloc else {
+            plan.push(Step::Unlock);
+            return;
+        };
+        if self.top.lazy {
+            if !self.top.marked_dirty {
+                // qcow2_mark_dirty: the header's incompatible_features, bdrv_pwrite_sync
+                self.top.marked_dirty = true;
+                plan.push(Step::Io {
+                    op: Op::Write,
+                    offset: self.top.base,
+                    len: SECTOR,
+                });
+                plan.push(Step::Wait);
+                plan.push(Step::Flush);
+                plan.push(Step::Wait);
+                self.stats.metadata_written_bytes += SECTOR;
+            }
+        } else {
+            self.top.set_dependency(Which::L2, plan, &mut self.stats);
+        }
+        let mut slice = u64::MAX;
+        for c in f..e {
+            let s = c / self.top.eps;
+            if s != slice {
+                slice = s;
+                self.top.l2_lookup(c, plan, &mut self.stats);
+                self.top.l2.mark_dirty(s as u32);
+            }
+        }
+        plan.push(Step::Unlock);
+    }
+
+    fn plan_flush(&mut self, plan: &mut Vec<Step>) {
+        self.top.cache_write(Which::L2, plan, &mut self.stats);
+        if !(self.top.lazy && self.top.marked_dirty) {
+            self.top.cache_write(Which::Refcount, plan, &mut self.stats);
+        }
+        plan.push(Step::Unlock);
+        plan.push(Step::Flush);
+        plan.push(Step::Wait);
+    }
+
+    fn plan_discard(&mut self, req: Request, plan: &mut Vec<Step>) {
+        let cs = self.top.cs;
+        let (c0, c1) = (req.offset.div_ceil(cs), (req.offset + req.len) / cs);
+        let new = if self.backing.is_empty() {
+            UNALLOC
+        } else {
+            ZERO
+        };
+        let mut trims = std::mem::take(&mut self.trims);
+        trims.clear();
+        let mut slice = u64::MAX;
+        let mut exists = false;
+        let mut dependency = false;
+        for c in c0..c1 {
+            let s = c / self.top.eps;
+            if s != slice {
+                slice = s;
+                exists = self.top.l2_lookup(c, plan, &mut self.stats);
+            }
+            if !exists || self.in_flight(c) {
+                continue;
+            }
+            let v = self.top.map[c as usize];
+            if v == new {
+                continue;
+            }
+            self.top.l2.mark_dirty(s as u32);
+            self.top.map[c as usize] = new;
+            if v == UNALLOC || v == ZERO {
+                continue;
+            }
+            let h = v - 1;
+            if !dependency {
+                self.top
+                    .set_dependency(Which::Refcount, plan, &mut self.stats);
+                dependency = true;
+            }
+            let rb = (h as u64 / self.top.rpb) as u32;
+            self.top
+                .get(Which::Refcount, rb, true, plan, &mut self.stats);
+            self.top.rc.mark_dirty(rb);
+            self.top.free.insert(h);
+            self.stats.discarded_clusters += 1;
+            let host = self.top.host(h);
+            match trims.last_mut() {
+                Some((o, l)) if *o + *l == host => *l += cs,
+                _ => trims.push((host, cs)),
+            }
+        }
+        for &(offset, len) in &trims {
+            plan.push(Step::Io {
+                op: Op::Trim,
+                offset,
+                len,
+            });
+            plan.push(Step::Wait);
+        }
+        plan.push(Step::Unlock);
+        self.trims = trims;
+    }
+}
+
+/// A backing file's spec: its cluster size, QEMU's default caches.
+fn backing_spec(b: &BackingSpec) -> ImageSpec {
+    ImageSpec {
+        cluster_size: b.cluster_size,
+        ..ImageSpec::qcow2()
+    }
+}
+
+impl ImageFormat for Qcow2 {
+    fn on_request(&mut self, _now: Ns, req: Request, out: &mut Vec<ImageAction>) {
+        let mut req = req;
+        if req.op != Op::Flush {
+            if req.offset >= self.virtual_size || req.len == 0 {
+                out.push(ImageAction::Complete { req: req.id });
+                return;
+            }
+            req.len = req.len.min(self.virtual_size - req.offset);
+        }
+        if req.op == Op::Trim && self.discard == Discard::Ignore {
+            out.push(ImageAction::Complete { req: req.id });
+            return;
+        }
+        let slot = match self.free_jobs.pop() {
+            Some(s) => s,
+            None => {
+                self.jobs.push(Job {
+                    req,
+                    plan: Vec::new(),
+                    pos: 0,
+                    pending: 0,
+                    alloc: None,
+                });
+                self.jobs.len() - 1
+            }
+        };
+        let job = &mut self.jobs[slot];
+        job.req = req;
+        job.plan.clear();
+        job.pos = 0;
+        job.pending = 0;
+        job.alloc = None;
+        self.acquire(slot, false, out);
+    }
+
+    fn on_done(&mut self, _now: Ns, token: Token, out: &mut Vec<ImageAction>) {
+        let slot = token.0 as usize;
+        let Some(job) = self.jobs.get_mut(slot) else {
+            return;
+        };
+        job.pending = job.pending.saturating_sub(1);
+        if job.pending == 0 {
+            self.run(slot, out);
+        }
+    }
+
+    fn stats(&self) -> ImageStats {
+        self.stats
+    }
+
+    fn file_bytes(&self) -> u64 {
+        self.file_bytes
+    }
+}

@@ -1,0 +1,394 @@
+//! The qcow2 driver against closed forms.
+
+use super::qcow2::Qcow2;
+use super::*;
+use crate::table::Table;
+use std::collections::VecDeque;
+
+const K: u64 = 1024;
+const M: u64 = 1 << 20;
+const G: u64 = 1 << 30;
+
+fn spec(text: &str) -> ImageSpec {
+    let t: std::collections::BTreeMap<String, toml::Value> = toml::from_str(text).unwrap();
+    ImageSpec::from_raw(&t, "vm[0].disk[0].image", Format::Qcow2).unwrap()
+}
+
+/// An engine that completes every Io and Flush at once, in issue order.
+struct Engine {
+    d: Qcow2,
+    next: u32,
+    log: Vec<ImageAction>,
+}
+
+impl Engine {
+    fn new(text: &str, size: u64) -> Self {
+        Engine {
+            d: Qcow2::new(&spec(text), size),
+            next: 0,
+            log: Vec::new(),
+        }
+    }
+
+    /// Submit one request, run it to completion, return its actions (Io and Flush only).
+    fn run(&mut self, op: Op, offset: u64, len: u64) -> Vec<ImageAction> {
+        self.next += 1;
+        let req = Request {
+            id: self.next,
+            disk: 0,
+            op,
+            offset,
+            len,
+        };
+        let mut out = Vec::new();
+        self.d.on_request(0, req, &mut out);
+        let mut q: VecDeque<ImageAction> = out.drain(..).collect();
+        let mut seen = Vec::new();
+        let mut completed = false;
+        while let Some(a) = q.pop_front() {
+            match a {
+                ImageAction::Io { token, .. } | ImageAction::Flush { token } => {
+                    seen.push(a);
+                    self.d.on_done(0, token, &mut out);
+                    q.extend(out.drain(..));
+                }
+                ImageAction::Complete { req: r } => {
+                    assert_eq!(r, req.id);
+                    completed = true;
+                }
+            }
+        }
+        assert!(completed, "request {req:?} did not complete");
+        self.log.extend(seen.iter().copied());
+        seen
+    }
+
+    fn stats(&self) -> ImageStats {
+        self.d.stats()
+    }
+}
+
+/// (op, offset, len) of the Ios, "F" for a Flush.
+fn shape(a: &[ImageAction]) -> Vec<(char, u64, u64)> {
+    a.iter()
+        .map(|a| match *a {
+            ImageAction::Io {
+                op, offset, len, ..
+            } => (
+                match op {
+                    Op::Read => 'R',
+                    Op::Write => 'W',
+                    Op::Trim => 'T',
+                    Op::Flush => 'f',
+                },
+                offset,
+                len,
+            ),
+            ImageAction::Flush { .. } => ('F', 0, 0),
+            ImageAction::Complete { .. } => ('C', 0, 0),
+        })
+        .collect()
+}
+
+fn kinds(a: &[ImageAction]) -> String {
+    shape(a).iter().map(|s| s.0).collect()
+}
+
+#[test]
+fn an_l2_cache_of_s_bytes_covers_s_times_cluster_size_over_8_bytes_of_disk() {
+    // 16 GiB, fully populated, 64 KiB clusters, 1 MiB of L2 cache: 4 KiB slices (the cache
+    // does not cover the 2 MiB of L2 tables), 256 of them, covering 1 MiB x 64 KiB / 8 = 8 GiB.
+    let mut e = Engine::new("populated = 1.0\nl2_cache_size = \"1m\"", 16 * G);
+    let covered = M * 64 * K / 8;
+    assert_eq!(covered, 8 * G);
+    let slice_span = 4 * K / 8 * 64 * K; // 32 MiB of disk per slice
+    let slices = covered / slice_span;
+    assert_eq!(slices, 256);
+    for i in 0..slices {
+        e.run(Op::Read, i * slice_span + 12 * K, 4 * K);
+    }
+    assert_eq!(e.stats().l2_misses, 256);
+    for i in (0..slices).rev() {
+        e.run(Op::Read, i * slice_span, 4 * K);
+    }
+    let s = e.stats();
+    assert_eq!(
+        (s.l2_hits, s.l2_misses),
+        (256, 256),
+        "the first 8 GiB stay cached"
+    );
+    // One slice beyond the covered range evicts the least recently used (slice 255).
+    e.run(Op::Read, covered, 4 * K);
+    e.run(Op::Read, 255 * slice_span, 4 * K);
+    assert_eq!(e.stats().l2_misses, 258);
+    e.run(Op::Read, 0, 4 * K);
+    assert_eq!(e.stats().l2_misses, 258, "slice 0 was used last, it stays");
+}
+
+#[test]
+fn a_cold_random_read_costs_one_metadata_read_and_one_data_read_and_a_warm_one_only_the_data() {
+    let mut e = Engine::new("populated = 1.0\nl2_cache_size = \"1m\"", 16 * G);
+    let a = e.run(Op::Read, 5 * G + 8 * K, 4 * K);
+    let s = shape(&a);
+    assert_eq!(kinds(&a), "RR");
+    assert_eq!(s[0].2, 4 * K, "one L2 slice");
+    assert_eq!(s[1].2, 4 * K, "the data");
+    // The data of a sequentially filled image: [L2][8192 clusters][L2]... after the header,
+    // refcount table, first refcount block and L1 table.
+    assert!(s[1].1 > 5 * G);
+    let b = e.run(Op::Read, 5 * G + 32 * K, 4 * K);
+    assert_eq!(kinds(&b), "R");
+    assert_eq!(shape(&b)[0].1, s[1].1 + 24 * K);
+    let st = e.stats();
+    assert_eq!((st.l2_misses, st.l2_hits), (1, 1));
+    assert_eq!(st.metadata_read_bytes, 4 * K);
+}
+
+#[test]
+fn a_read_of_a_new_image_completes_after_the_lookup_with_no_io() {
+    let mut e = Engine::new("", G);
+    assert_eq!(kinds(&e.run(Op::Read, 0, 64 * K)), "");
+    assert_eq!(e.stats().l2_misses, 0, "no L2 table, no lookup I/O");
+}
+
+#[test]
+fn a_first_write_in_an_existing_table_dirties_one_slice_and_one_refcount_block() {
+    // 1 GiB, a quarter populated: table 0 exists; cluster 5000 is not allocated.
+    // The L2 cache covers the image (128 KiB of tables): whole-cluster slices.
+    let mut e = Engine::new("populated = 0.25", G);
+    let a = e.run(Op::Write, 5000 * 64 * K + 4 * K, 4 * K);
+    let s = shape(&a);
+    // L2 slice read, refcount block read, the data with its copy-on-write: one write of the
+    // whole new cluster, at the file's end.
+    assert_eq!(kinds(&a), "RRW");
+    assert_eq!((s[0].2, s[1].2, s[2].2), (64 * K, 64 * K, 64 * K));
+    assert_eq!(s[2].1, e.d.image_clusters() * 64 * K - 64 * K);
+    let st = e.stats();
+    assert_eq!(st.allocations, 1);
+    assert_eq!(st.cow_bytes, 60 * K, "4 KiB head + 56 KiB tail");
+    assert_eq!(
+        st.metadata_written_bytes, 0,
+        "the metadata waits in the caches"
+    );
+    // A guest flush: the L2 slice depends on the refcount block (set_dependency), so the
+    // refcount block is written and synced first, then the slice, then the fdatasync.
+    let f = e.run(Op::Flush, 0, 0);
+    assert_eq!(kinds(&f), "WFWF");
+    assert_eq!(shape(&f)[0].1, s[1].1, "the refcount block");
+    assert_eq!(shape(&f)[2].1, s[0].1, "the L2 slice");
+    assert_eq!(e.stats().metadata_written_bytes, 128 * K);
+    // Every dirty entry is written once: a second flush only syncs.
+    assert_eq!(kinds(&e.run(Op::Flush, 0, 0)), "F");
+    // The cluster is allocated now: an overwrite is one data write in place.
+    let o = e.run(Op::Write, 5000 * 64 * K, 4 * K);
+    assert_eq!(shape(&o), vec![('W', s[2].1, 4 * K)]);
+}
+
+#[test]
+fn lazy_refcounts_set_the_dirty_bit_once_and_flushes_write_only_l2_slices() {
+    let mut e = Engine::new("populated = 0.25\nlazy_refcounts = true", G);
+    let a = e.run(Op::Write, 5000 * 64 * K, 4 * K);
+    // lookups, the data, then qcow2_mark_dirty: the header's sector written and synced.
+    assert_eq!(kinds(&a), "RRWWF");
+    assert_eq!(shape(&a)[3], ('W', 0, 512));
+    let f = e.run(Op::Flush, 0, 0);
+    assert_eq!(kinds(&f), "WF", "the L2 slice, then the fdatasync");
+    let b = e.run(Op::Write, 5001 * 64 * K, 4 * K);
+    assert_eq!(
+        kinds(&b),
+        "W",
+        "cached slice and refcount block, dirty bit already set"
+    );
+}
+
+#[test]
+fn copy_on_write_covers_the_untouched_head_and_tail_and_a_full_cluster_has_none() {
+    let mut e = Engine::new("", G);
+    let c = 64 * K;
+    e.run(Op::Write, 10 * c + 8 * K, 4 * K);
+    assert_eq!(e.stats().cow_bytes, 8 * K + 52 * K);
+    e.run(Op::Write, 20 * c, c);
+    assert_eq!(
+        e.stats().cow_bytes,
+        60 * K,
+        "a whole cluster: no copy-on-write"
+    );
+    // Two clusters from the middle of one to the middle of the next: head and tail.
+    let a = e.run(Op::Write, 30 * c + 16 * K, c);
+    assert_eq!(e.stats().cow_bytes, 60 * K + 16 * K + 48 * K);
+    // Both new clusters are contiguous at the file's end: one write of 128 KiB.
+    let w: Vec<_> = shape(&a)
+        .into_iter()
+        .filter(|s| s.0 == 'W' && s.2 > 512)
+        .collect();
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].2, 2 * c);
+    assert_eq!(e.stats().allocations, 4);
+}
+
+#[test]
+fn the_first_write_to_a_new_image_allocates_an_l2_table_with_three_syncs() {
+    // l2_allocate: the table's cluster (refcount block read and dirtied), the refcount
+    // cache flushed (block + sync), the new table written (all its slices) + sync, the L1
+    // entry's sector + sync; then the data cluster.
+    let mut e = Engine::new("", G);
+    let a = e.run(Op::Write, 0, 64 * K);
+    let s = shape(&a);
+    assert_eq!(kinds(&a), "RWFWFWFW");
+    assert_eq!(s[0].2, 64 * K, "the refcount block");
+    assert_eq!(s[3].2, 64 * K, "the new L2 table, one slice of a cluster");
+    assert_eq!(s[5].2, 512, "the L1 entry's sector");
+    assert_eq!(s[7].2, 64 * K, "the data");
+    assert_eq!(
+        s[7].1,
+        s[3].1 + 64 * K,
+        "the data cluster follows its table"
+    );
+}
+
+#[test]
+fn a_flush_writes_every_dirty_slice_once_then_one_fdatasync() {
+    // 4 KiB slices (the 1 MiB cache does not cover 16 GiB of tables): four writes in four
+    // slices of one populated table, with lazy refcounts (no refcount writes at a flush).
+    let mut e = Engine::new(
+        "populated = 0.0\nlazy_refcounts = true\nl2_cache_size = \"1m\"",
+        16 * G,
+    );
+    e.run(Op::Write, 0, 4 * K); // allocates table 0 (its slices written at once)
+    e.run(Op::Flush, 0, 0);
+    let slice_span = 512 * 64 * K;
+    for i in 1..5 {
+        e.run(Op::Write, i * slice_span, 4 * K);
+    }
+    let f = e.run(Op::Flush, 0, 0);
+    assert_eq!(kinds(&f), "WWWWF");
+    assert!(shape(&f)[..4].iter().all(|s| s.2 == 4 * K));
+}
+
+#[test]
+fn a_backing_chain_read_goes_to_the_deepest_layer_that_has_the_cluster() {
+    // top (empty) -> qcow2 backing, half populated -> raw backing.
+    let text = "backing = [{ format = \"qcow2\", populated = 0.5 }, { format = \"raw\" }]";
+    let mut e = Engine::new(text, G);
+    let top = qcow2_file_bytes(G);
+    // A cluster in the first half: the qcow2 backing file's L2 slice, then its data.
+    let a = e.run(Op::Read, 64 * K, 4 * K);
+    let s = shape(&a);
+    assert_eq!(kinds(&a), "RR");
+    assert!(s[0].1 >= top && s[0].1 < 2 * top);
+    assert!(s[1].1 >= top && s[1].1 < 2 * top);
+    // A cluster of the second half: the qcow2 backing file's lookup finds no L2 table
+    // (its tables cover its first half only), so the raw file at the same offset.
+    let b = e.run(Op::Read, 768 * M, 4 * K);
+    assert_eq!(shape(&b), vec![('R', 2 * top + 768 * M, 4 * K)]);
+    assert_eq!(e.stats().backing_read_bytes, 8 * K);
+    // A partial first write copies the rest of the cluster up from the backing file.
+    let w = e.run(Op::Write, 768 * M, 4 * K);
+    let reads: Vec<_> = shape(&w)
+        .into_iter()
+        .filter(|s| s.0 == 'R' && s.1 >= top)
+        .collect();
+    assert_eq!(reads, vec![('R', 2 * top + 768 * M + 4 * K, 60 * K)]);
+    assert_eq!(e.stats().backing_read_bytes, 8 * K + 60 * K);
+    // Now the top image has it.
+    let r = e.run(Op::Read, 768 * M, 4 * K);
+    assert!(shape(&r).iter().all(|s| s.1 < top));
+}
+
+fn qcow2_file_bytes(size: u64) -> u64 {
+    spec::qcow2_file_bytes(size, 64 * K)
+}
+
+#[test]
+fn preallocated_metadata_makes_first_writes_plain_writes() {
+    let mut e = Engine::new("preallocation = \"metadata\"", G);
+    let a = e.run(Op::Write, 100 * M, 4 * K);
+    assert_eq!(kinds(&a), "RW", "the L2 lookup and the data in place");
+    assert_eq!(shape(&a)[1].2, 4 * K);
+    let st = e.stats();
+    assert_eq!(
+        (st.allocations, st.cow_bytes, st.metadata_written_bytes),
+        (0, 0, 0)
+    );
+    assert_eq!(kinds(&e.run(Op::Flush, 0, 0)), "F");
+}
+
+#[test]
+fn a_discard_with_unmap_frees_the_clusters_and_trims_them() {
+    let mut e = Engine::new("populated = 1.0\ndiscard = \"unmap\"", G);
+    let before = e.run(Op::Read, 0, 4 * K);
+    let host0 = shape(&before)[1].1; // [0] is the L2 slice
+                                     // 200 KiB from 10 KiB: clusters 1 and 2 are whole, 0 and 3 partial (ignored).
+    let d = e.run(Op::Trim, 10 * K, 200 * K);
+    let trims: Vec<_> = shape(&d).into_iter().filter(|s| s.0 == 'T').collect();
+    assert_eq!(trims, vec![('T', host0 + 64 * K, 128 * K)]);
+    assert_eq!(e.stats().discarded_clusters, 2);
+    // They read as zeroes now, and the next allocation reuses the lowest freed cluster.
+    assert_eq!(kinds(&e.run(Op::Read, 64 * K, 4 * K)), "");
+    let w = e.run(Op::Write, 64 * K, 64 * K);
+    assert!(shape(&w).contains(&('W', host0 + 64 * K, 64 * K)));
+    // discard = ignore (the default) completes at once.
+    let mut i = Engine::new("populated = 1.0", G);
+    assert_eq!(kinds(&i.run(Op::Trim, 0, M)), "");
+    assert_eq!(i.stats().discarded_clusters, 0);
+}
+
+#[test]
+fn a_request_over_several_clusters_is_one_io_per_contiguous_run() {
+    let mut e = Engine::new("populated = 1.0", G);
+    let a = e.run(Op::Read, 0, M);
+    assert_eq!(kinds(&a), "RR");
+    assert_eq!(shape(&a)[1].2, M);
+    // Across an L2 table boundary (8192 clusters = 512 MiB): the table's cluster sits
+    // between the runs, two lookups, two reads.
+    let b = e.run(Op::Read, 512 * M - 64 * K, 128 * K);
+    assert_eq!(kinds(&b), "RRR");
+}
+
+#[test]
+fn a_write_to_a_cluster_being_allocated_waits_for_the_first() {
+    let mut d = Qcow2::new(&spec("populated = 0.25"), G);
+    let req = |id, offset| Request {
+        id,
+        disk: 0,
+        op: Op::Write,
+        offset,
+        len: 4 * K,
+    };
+    let c = 5000 * 64 * K;
+    let mut out = Vec::new();
+    d.on_request(0, req(1, c), &mut out);
+    d.on_request(0, req(2, c + 8 * K), &mut out);
+    // Only the first request's L2 lookup is out: the lock serialises metadata.
+    assert_eq!(out.len(), 1);
+    let mut pending: VecDeque<ImageAction> = out.drain(..).collect();
+    let mut order = Vec::new();
+    while let Some(a) = pending.pop_front() {
+        match a {
+            ImageAction::Io { token, op, len, .. } => {
+                order.push((token.0, op, len));
+                d.on_done(0, token, &mut out);
+            }
+            ImageAction::Flush { token } => d.on_done(0, token, &mut out),
+            ImageAction::Complete { req } => order.push((100 + req as u64, Op::Flush, 0)),
+        }
+        pending.extend(out.drain(..));
+    }
+    // Request 1 allocates (whole-cluster write); request 2 waits for its link, then finds
+    // the cluster allocated: a 4 KiB write in place, no second allocation.
+    let st = d.stats();
+    assert_eq!(st.allocations, 1);
+    let first_done = order.iter().position(|o| o.0 == 101).unwrap();
+    let second_write = order
+        .iter()
+        .position(|o| o.1 == Op::Write && o.2 == 4 * K)
+        .unwrap();
+    assert!(second_write > first_done, "{order:?}");
+}
+
+#[test]
+fn build_gives_no_driver_for_raw_and_the_region_for_qcow2() {
+    assert!(build(&ImageSpec::raw(), G).is_none());
+    let d = build(&ImageSpec::qcow2(), G).unwrap();
+    assert_eq!(d.file_bytes(), 1_074_135_040);
+}
