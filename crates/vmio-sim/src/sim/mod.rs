@@ -42,6 +42,8 @@ mod fiojob_tests;
 mod guest;
 mod guestos;
 mod hostcache;
+#[cfg(test)]
+mod image_tests;
 mod jobs;
 mod memory;
 mod report;
@@ -398,8 +400,8 @@ struct BuiltDisks {
 }
 
 /// The format driver of disk `d` (None: raw, the identity).
-fn image_driver(_d: &DiskSpec) -> Option<Box<dyn ImageFormat>> {
-    None
+fn image_driver(d: &DiskSpec) -> Option<Box<dyn ImageFormat>> {
+    vmio_core::image::build(&d.image, d.size_bytes)
 }
 
 /// A guest kernel for every VM with a job that is not direct block I/O; each job on files
