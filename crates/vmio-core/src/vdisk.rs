@@ -19,6 +19,7 @@
 use crate::cache::CacheMode;
 use crate::guest::params::{self, FsSpec};
 use crate::table::{FieldError, SizeValue, Table};
+use crate::throttle::IotuneSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -110,6 +111,8 @@ pub struct RawDisk {
     pub read_ahead_kb: Option<u64>,
     /// `[vm.disk.filesystem]`: `type`, `mount` and [`crate::guest::params::FS_PARAMS`].
     pub filesystem: Option<BTreeMap<String, toml::Value>>,
+    /// `[vm.disk.iotune]`: [`crate::throttle::KEYS`].
+    pub iotune: Option<BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -127,6 +130,9 @@ pub struct DiskSpec {
     pub read_ahead_bytes: u64,
     /// The guest filesystem on the disk; None: the guest uses the raw block device.
     pub filesystem: Option<FsSpec>,
+    /// QEMU's I/O throttling of the disk (`[vm.disk.iotune]`); None: unthrottled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iotune: Option<IotuneSpec>,
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
@@ -213,6 +219,10 @@ impl Table for DiskSpec {
             None => None,
             Some(t) => Some(FsSpec::from_raw(t, &f(FsSpec::KEY), &d.name)?),
         };
+        let iotune = match &d.iotune {
+            None => None,
+            Some(t) => Some(IotuneSpec::from_raw(t, &f(IotuneSpec::KEY), ())?),
+        };
         Ok(DiskSpec {
             name: d.name.clone(),
             volume: cx.volume,
@@ -224,6 +234,7 @@ impl Table for DiskSpec {
             iothread: d.iothread.unwrap_or(false),
             read_ahead_bytes,
             filesystem,
+            iotune,
         })
     }
 }
