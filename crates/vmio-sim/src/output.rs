@@ -341,6 +341,14 @@ pub fn fio_json(out: &RunOutput) -> Value {
     if let Some(c) = &r.cpu {
         v["vmio"]["cpu"] = cpu_json(c, &out.stack.host.hypervisor);
     }
+    // Only when a disk has [vm.disk.iotune]: per throttled disk, its time throttled.
+    if !r.throttle.is_empty() {
+        v["vmio"]["throttle"] = r
+            .throttle
+            .iter()
+            .map(|t| json!({"vm": t.vm, "disk": t.disk, "requests": t.stats.requests, "delayed": t.stats.delayed, "throttled_ns": t.stats.throttled_ns}))
+            .collect();
+    }
     v
 }
 

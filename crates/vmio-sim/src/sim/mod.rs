@@ -45,11 +45,14 @@ mod jobs;
 mod memory;
 mod report;
 pub(crate) mod samples;
+mod throttle;
 
 pub use cpu::{CpuReport, ThreadLabel};
 pub use guest::DiskAcct;
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
-pub use report::{DeviceReport, GuestDiskReport, JobReport, PdcDiskReport, SimReport};
+pub use report::{
+    DeviceReport, GuestDiskReport, JobReport, PdcDiskReport, SimReport, ThrottleDiskReport,
+};
 
 use crate::device::DeviceError;
 use crate::engine::EventQueue;
@@ -241,6 +244,8 @@ pub struct Sim {
     guests: Guests,
     /// The host's threads and cores (cpu.rs).
     cpu: cpu::CpuLayer,
+    /// The disks' throttle groups (throttle.rs).
+    throttle: throttle::SimThrottle,
     /// `[cpu] model` when the stack has `[cpu]` (the report's `vmio.cpu`).
     cpu_model: Option<&'static str>,
     /// Index in `disks` of each VM's first disk.
@@ -434,6 +439,7 @@ impl Sim {
         let cpu = cpu::build(&stack, &clones, &vol_first_dev, &disk_volume)?;
         drop(clones);
         Ok(Sim {
+            throttle: throttle::SimThrottle::new(&stack)?,
             cpu,
             cpu_model: stack.cpu.as_ref().map(|c| c.model),
             q: EventQueue::new(),
@@ -463,7 +469,7 @@ impl Sim {
         while let Some((now, p)) = self.q.pop() {
             match Event::unpack(p) {
                 Event::JobStart(j) => self.job_start(now, j),
-                Event::SubmitDone(r) => self.host_start(now, r),
+                Event::SubmitDone(r) => self.throttle_or_start(now, r),
                 Event::HostDone(r) => self.after_copy(now, r),
                 Event::GuestDone(r) => self.guest_done(now, r),
                 Event::DevWake(hw) => self.dev_wake(now, hw),
@@ -475,6 +481,7 @@ impl Sim {
                 Event::GuestTimer(vm) => self.guest_timer(now, vm),
                 Event::CpuWake => self.cpu_wake(now),
                 Event::CpuTick(id) => self.cpu_tick(now, id),
+                Event::ThrottleWake(g) => self.throttle_wake(now, g),
             }
             if self.all_done() {
                 break;

@@ -78,6 +78,15 @@ pub struct SimReport {
     pub pdc: Vec<PdcDiskReport>,
     /// The CPU layer, when the stack has `[cpu]`.
     pub cpu: Option<super::CpuReport>,
+    /// Per disk with `[vm.disk.iotune]` (stack order): its throttling.
+    pub throttle: Vec<ThrottleDiskReport>,
+}
+
+/// A throttled disk's figures (throttle.rs).
+pub struct ThrottleDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub stats: vmio_core::throttle::ThrottleStats,
 }
 
 /// A PDC disk's journal detection.
@@ -186,9 +195,19 @@ impl Sim {
                 stats,
             })
             .collect();
+        let throttle = (0..self.disks.len())
+            .filter_map(|i| {
+                Some(ThrottleDiskReport {
+                    stats: self.throttle.stats(i)?,
+                    vm: self.vm_names[self.disks[i].owner as usize].clone(),
+                    disk: self.disk_names[i].clone(),
+                })
+            })
+            .collect();
         let host = self.cache.stats();
         let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
+            throttle,
             cpu,
             guest_disks,
             guests,
