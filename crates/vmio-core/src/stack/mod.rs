@@ -22,6 +22,7 @@
 //! [[vm.disk]]                 # crate::vdisk: name, volume, offset, size, interface, cache,
 //!                             # queue_depth, iothread, read_ahead_kb (guest::params' rule)
 //! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
+//! [vm.disk.iotune]            # crate::throttle: libvirt's <iotune> keys (throttle::KEYS)
 //! ```
 //!
 //! ## The lattice
