@@ -581,27 +581,28 @@ impl<T> ThrottleGroup<T> {
     /// order; returns the timers armed again (call `wake` at each). A wake with no timer due
     /// does nothing.
     pub fn wake(&mut self, now: Ns, out: &mut Vec<(usize, T)>) -> [Option<Ns>; 2] {
-        let mut armed = [None; 2];
-        for dir in 0..2 {
-            match self.timer[dir] {
-                Some(at) if at <= now => self.timer[dir] = None,
-                _ => continue,
-            }
-            let token = self.token[dir];
-            self.pass(now, token, dir, out);
-            while let Some(next) = self.next_token(dir) {
-                self.token[dir] = next;
-                match self.throttle.wait(now, dir) {
-                    0 => self.pass(now, next, dir, out),
-                    w => {
-                        self.timer[dir] = Some(now + w);
-                        armed[dir] = Some(now + w);
-                        break;
-                    }
+        [0, 1].map(|dir| self.wake_dir(now, dir, out))
+    }
+
+    /// [`ThrottleGroup::wake`] for one direction: the timer it armed again, if any.
+    fn wake_dir(&mut self, now: Ns, dir: usize, out: &mut Vec<(usize, T)>) -> Option<Ns> {
+        match self.timer[dir] {
+            Some(at) if at <= now => self.timer[dir] = None,
+            _ => return None,
+        }
+        let token = self.token[dir];
+        self.pass(now, token, dir, out);
+        while let Some(next) = self.next_token(dir) {
+            self.token[dir] = next;
+            match self.throttle.wait(now, dir) {
+                0 => self.pass(now, next, dir, out),
+                w => {
+                    self.timer[dir] = Some(now + w);
+                    return Some(now + w);
                 }
             }
         }
-        armed
+        None
     }
 
     /// Requests waiting in the group.

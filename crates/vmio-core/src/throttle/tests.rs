@@ -135,11 +135,11 @@ fn group_run(text: &str, until: Ns) -> (Vec<usize>, [ThrottleStats; 2]) {
     let mut timers: Vec<Ns> = Vec::new();
     // Member m submits at `now` until one of its requests waits (it keeps `depth` in flight
     // and a request admitted is done at once).
-    let mut feed = |g: &mut ThrottleGroup<u32>,
-                    m: usize,
-                    now: Ns,
-                    order: &mut Vec<usize>,
-                    timers: &mut Vec<Ns>| loop {
+    let feed = |g: &mut ThrottleGroup<u32>,
+                m: usize,
+                now: Ns,
+                order: &mut Vec<usize>,
+                timers: &mut Vec<Ns>| loop {
         match g.submit(now, m, Op::Read, 4096, 0) {
             Submit::Now(_) => order.push(m),
             Submit::Queued(at) => {
