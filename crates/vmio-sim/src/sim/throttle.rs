@@ -71,6 +71,9 @@ impl SimThrottle {
 impl Sim {
     /// The VMM took request `r`: through its disk's throttle group, if it has one.
     pub(super) fn throttle_or_start(&mut self, now: Ns, r: usize) {
+        if self.throttle.of_disk.is_empty() {
+            return self.host_start(now, r);
+        }
         let v = self.guest.vreqs.get_ref(r);
         let Some((g, m)) = self.throttle.of_disk.get(v.disk).copied().flatten() else {
             return self.host_start(now, r);
@@ -157,6 +160,33 @@ mod tests {
         let ios = o.report.jobs[0].stats[0].total_ios as f64;
         let expected = 200.0 + 50.0 * 3.8 + 1.0 + 50.0 * (8.0 - 3.8);
         assert!((ios / expected - 1.0).abs() < 0.03, "{ios} vs {expected}");
+    }
+
+    #[test]
+    fn two_disks_of_one_group_share_its_budget_evenly() {
+        let group = "[vm.disk.iotune]\ntotal_iops_sec = 60\ngroup_name = \"g\"\n";
+        let stack = format!(
+            "{}{group}[[vm.disk]]\nname = \"sdc\"\nvolume = \"vol\"\noffset = \"100g\"\n\
+             size = \"100g\"\ninterface = \"virtio-scsi\"\ncache = \"none\"\n{group}",
+            two_hdd_stack("raid0", "none")
+        );
+        let jobs = format!(
+            "{}filename=sdb\n{}filename=sdc\n",
+            RANDREAD,
+            RANDREAD.replace("[j]", "[k]")
+        );
+        let o = run(&RunInput::texts(&stack, &jobs, 1)).unwrap();
+        let iops: Vec<f64> = o
+            .report
+            .jobs
+            .iter()
+            .map(|j| j.stats[0].total_ios as f64 * 1e9 / j.runtime_ns as f64)
+            .collect();
+        // 60 per second for the two together (plus the slack of 7 at the start).
+        let total = iops[0] + iops[1];
+        assert!((total / (60.0 + 7.0 / 4.0) - 1.0).abs() < 0.03, "{iops:?}");
+        assert!((iops[0] / iops[1] - 1.0).abs() < 0.05, "{iops:?}");
+        assert_eq!(o.report.throttle.len(), 2);
     }
 
     #[test]
