@@ -59,6 +59,11 @@
 //! the hot path). Disks of one group must give the same limits (QEMU's last configuration
 //! wins; here a difference is an error, [`plan_groups`]).
 //!
+//! The table's rules are `throttle_is_valid`'s (total with read/write of one kind, a burst
+//! below its average or without one, a burst length without a burst rate or of 0, values
+//! above `THROTTLE_VALUE_MAX`, `iops_size` without an iops limit); one is vmio's own: the
+//! bucket `max x max_length` must stay within `THROTTLE_VALUE_MAX` too.
+//!
 //! Stats per member ([`ThrottleStats`]): requests, requests delayed, and the time spent
 //! throttled (the sum of each delayed request's wait, submit to admission).
 
