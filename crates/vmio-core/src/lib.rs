@@ -27,6 +27,7 @@ pub mod sched;
 pub mod slab;
 pub mod stack;
 pub mod table;
+pub mod throttle;
 pub mod units;
 pub mod vdisk;
 pub mod volume;

@@ -23,6 +23,7 @@ use crate::cache::CacheMode;
 use crate::guest::params::{self, FsSpec};
 use crate::image::{Format, ImageSpec};
 use crate::table::{FieldError, SizeValue, Table};
+use crate::throttle::IotuneSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -118,6 +119,8 @@ pub struct RawDisk {
     pub format: Option<String>,
     /// `[vm.disk.image]`: [`crate::image::spec::PARAMS`] and `backing`.
     pub image: Option<BTreeMap<String, toml::Value>>,
+    /// `[vm.disk.iotune]`: [`crate::throttle::KEYS`].
+    pub iotune: Option<BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -141,6 +144,9 @@ pub struct DiskSpec {
     /// `[vm.disk.image]` (raw without the table: left out of the effective stack).
     #[serde(skip_serializing_if = "ImageSpec::is_plain_raw")]
     pub image: ImageSpec,
+    /// QEMU's I/O throttling of the disk (`[vm.disk.iotune]`); None: unthrottled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iotune: Option<IotuneSpec>,
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
@@ -245,6 +251,10 @@ impl Table for DiskSpec {
             &f(ImageSpec::KEY),
             format,
         )?;
+        let iotune = match &d.iotune {
+            None => None,
+            Some(t) => Some(IotuneSpec::from_raw(t, &f(IotuneSpec::KEY), ())?),
+        };
         Ok(DiskSpec {
             name: d.name.clone(),
             volume: cx.volume,
@@ -258,6 +268,7 @@ impl Table for DiskSpec {
             filesystem,
             format,
             image,
+            iotune,
         })
     }
 }

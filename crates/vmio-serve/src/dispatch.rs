@@ -24,6 +24,22 @@
 //! export keeps in one place. Requests merged by a scheduler (mq-deadline) keep their own
 //! buffers: a merged `DevIo` is executed tag by tag.
 //!
+//! An export with `[vm.disk.iotune]` passes its throttle group first
+//! ([`vmio_core::throttle::ThrottleGroup`], QEMU's BlockBackend throttling before the format
+//! driver and the host file), the same policy the simulator drives:
+//!
+//! ```text
+//! submit(request): throttled export: group.submit(now, member, op, len, request)
+//!                    now -> begin(request); queued -> the timer thread wakes the group at
+//!                    the time it armed (arm_timer), which starts what it admits, in order
+//! begin(request):  the PDC detector, then the device queues as above
+//! ```
+//!
+//! Reads and writes (WRITE_ZEROES as a write) are throttled; FLUSH, TRIM and DISC pass, as in
+//! QEMU's BlockBackend. A waiting request holds no thread: it sits in its member's FIFO, and
+//! the FIFO is bounded by the connection's requests in flight (its payload budget and
+//! depth, crates/vmio-serve/src/limits.rs). Its wait counts in the export's `throttle` stats.
+//!
 //! A `cache = "pdc"` export's detector ([`crate::pdc`]) sees its WRITEs and FLUSHes in
 //! `submit`, in arrival order, before the scheduler: `now` is the same clock. A WRITE it
 //! bypasses carries the verdict to the workers, which write its pieces around the cache.
@@ -41,6 +57,7 @@ use vmio_core::blockq::DeviceQueue;
 use vmio_core::cache::pdc::Verdict;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::stack::Stack;
+use vmio_core::throttle::{Submit, ThrottleGroup};
 use vmio_core::volume::Piece;
 
 /// Where a finished request goes for its reply (a connection's writer).
@@ -144,6 +161,8 @@ struct DevQueue {
 
 pub struct Dispatcher {
     devices: Vec<Mutex<DevQueue>>,
+    /// The exports' throttle groups ([`crate::export::throttle_groups`]).
+    throttle: Vec<Mutex<ThrottleGroup<Request>>>,
     work_tx: Sender<Work>,
     epoch: Instant,
     /// Earliest wake-up a device queue asked for.
@@ -174,6 +193,14 @@ impl Dispatcher {
                     })
                 })
                 .collect(),
+            throttle: crate::export::throttle_groups(stack)
+                .map(|p| {
+                    p.groups
+                        .iter()
+                        .map(|(spec, n)| Mutex::new(ThrottleGroup::new(spec, *n)))
+                        .collect()
+                })
+                .unwrap_or_default(),
             work_tx: tx,
             epoch: Instant::now(),
             timer: Mutex::new(None),
@@ -209,9 +236,51 @@ impl Dispatcher {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Take a request: through its export's throttle group when it has one, then
+    /// [`Dispatcher::begin`].
+    pub fn submit(&self, req: Request) {
+        let op = match req.command {
+            Command::Read => Op::Read,
+            Command::Write | Command::WriteZeroes { .. } => Op::Write,
+            _ => Op::Flush,
+        };
+        let Some((g, m)) = req.export.throttle.filter(|_| op != Op::Flush) else {
+            return self.begin(req);
+        };
+        let Some(group) = self.throttle.get(g) else {
+            return self.begin(req);
+        };
+        let len = req.len_bytes;
+        let decided = lock(group).submit(self.now_ns(), m, op, len, req);
+        match decided {
+            Submit::Now(req) => self.begin(req),
+            Submit::Queued(Some(at)) => self.arm_timer(at),
+            Submit::Queued(None) => {}
+        }
+    }
+
+    /// The throttle groups' timers due at `now`: start what they admit, in order; arm the
+    /// timers they set again.
+    fn throttle_wake(&self, now: u64) {
+        let mut admitted = Vec::new();
+        for g in &self.throttle {
+            let armed = lock(g).wake(now, &mut admitted);
+            for at in armed.into_iter().flatten() {
+                self.arm_timer(at);
+            }
+            for (_, req) in admitted.drain(..) {
+                let st = &req.export.stats;
+                st.throttle_delayed.fetch_add(1, Ordering::Relaxed);
+                st.throttled_ns
+                    .fetch_add(req.arrived.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                self.begin(req);
+            }
+        }
+    }
+
     /// Queue a request: FLUSH goes to a worker at once, DISC is not submitted, everything
     /// else is mapped onto its devices' queues.
-    pub fn submit(&self, mut req: Request) {
+    fn begin(&self, mut req: Request) {
         if let Some(p) = &req.export.pdc {
             match req.command {
                 Command::Flush => p.on_flush(),
@@ -303,6 +372,7 @@ impl Dispatcher {
                 Some(t) if t <= now => {
                     *w = None;
                     drop(w);
+                    self.throttle_wake(now);
                     for (i, dev) in self.devices.iter().enumerate() {
                         let mut q = lock(dev);
                         q.queue.woke(now);

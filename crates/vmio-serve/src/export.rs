@@ -65,6 +65,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use vmio_core::cache::{CacheError, CacheMode, FlushRule, HostDisk, RealIo};
 use vmio_core::stack::{Stack, StackError};
+use vmio_core::throttle::{plan_groups, GroupPlan};
 use vmio_core::volume::{self, Piece, VolumeError, VolumeLayout};
 
 pub use crate::aligned::{AlignedBuf, ALIGN_BYTES, POOL_MAX_BYTES};
@@ -149,6 +150,32 @@ pub struct Export {
     pub stats: ExportStats,
     /// The journal detector and bypass counters of a `cache = "pdc"` disk.
     pub pdc: Option<PdcExport>,
+    /// Its throttle group and member in the dispatcher (`[vm.disk.iotune]`).
+    pub throttle: Option<(usize, usize)>,
+}
+
+/// The throttle groups of the stack's disks, in stack order ([`vmio_core::throttle::plan_groups`]).
+pub fn throttle_groups(stack: &Stack) -> Result<GroupPlan, StackError> {
+    let disks: Vec<_> = stack
+        .vms
+        .iter()
+        .enumerate()
+        .flat_map(|(vi, vm)| {
+            vm.disks.iter().enumerate().map(move |(di, d)| {
+                (
+                    format!("vm[{vi}].disk[{di}]"),
+                    vm.name.as_str(),
+                    d.name.as_str(),
+                    d.iotune.as_ref(),
+                )
+            })
+        })
+        .collect();
+    plan_groups(&disks).map_err(|e| StackError::Field {
+        file: stack.file.clone(),
+        field: e.field,
+        message: e.message,
+    })
 }
 
 fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> ExportError + 'a {
@@ -428,6 +455,7 @@ pub fn open_exports(
         })?;
     // The detector's parameters: the stack's [pdc] table (Some when a disk is pdc).
     let pdc_spec = stack.pdc.clone().unwrap_or_default();
+    let throttle = throttle_groups(stack)?;
     let mut out = Vec::new();
     for (vi, vm) in stack.vms.iter().enumerate() {
         for d in &vm.disks {
@@ -466,6 +494,7 @@ pub fn open_exports(
                 size_bytes: d.size_bytes,
                 backings,
                 stats: ExportStats::default(),
+                throttle: throttle.of_disk[out.len()],
                 pdc,
             });
         }

@@ -516,6 +516,16 @@ fn snapshots(exports: &[Arc<Export>]) -> Vec<Snapshot> {
         .iter()
         .map(|e| Snapshot {
             pdc: e.pdc.as_ref().map(|p| p.snapshot()),
+            throttle: e.throttle.map(|_| crate::stats::ThrottleSnapshot {
+                delayed: e
+                    .stats
+                    .throttle_delayed
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                throttled_ns: e
+                    .stats
+                    .throttled_ns
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            }),
             ..e.stats.snapshot(&e.name)
         })
         .collect()

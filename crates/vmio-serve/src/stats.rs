@@ -99,6 +99,9 @@ pub struct ExportStats {
     pub errors: AtomicU64,
     pub read_lat: Histogram,
     pub write_lat: Histogram,
+    /// Requests that waited in the export's throttle group, and their waits (ns).
+    pub throttle_delayed: AtomicU64,
+    pub throttled_ns: AtomicU64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -123,6 +126,15 @@ pub struct Snapshot {
     /// A `cache = "pdc"` export's detection state and bypass counters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pdc: Option<PdcSnapshot>,
+    /// An export with `[vm.disk.iotune]`: requests delayed and the time they spent throttled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<ThrottleSnapshot>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct ThrottleSnapshot {
+    pub delayed: u64,
+    pub throttled_ns: u64,
 }
 
 impl ExportStats {
@@ -147,6 +159,7 @@ impl ExportStats {
             write_lat_p99_ns: self.write_lat.quantile_ns(0.99),
             write_lat_p999_ns: self.write_lat.quantile_ns(0.999),
             pdc: None,
+            throttle: None,
         }
     }
 }

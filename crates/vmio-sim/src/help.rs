@@ -1,7 +1,7 @@
 //! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` (with the
 //! guest's `read_ahead_kb`) and `cache`, `[vm.disk.filesystem] type`, `[vm.page_cache]`
 //! `eviction`, `[page_cache] eviction`, `[pdc]`, `[scheduler] name`, `[[volume]] layout`,
-//! `[[device]] model` — with every entry's parameters (and the tables' own), rendered from
+//! `[[device]] model`, `[vm.disk.iotune]` ([`vmio_core::throttle::KEYS`]) — with every entry's parameters (and the tables' own), rendered from
 //! the registries and declarations ([`vmio_core::stack::Interface::REGISTRY`],
 //! [`vmio_core::cache::CacheMode::REGISTRY`], [`vmio_core::guest::params::FS_PARAMS`] and
 //! [`vmio_core::guest::params::FS_MOUNT`], [`vmio_core::cache::eviction::REGISTRY`] and
@@ -29,7 +29,7 @@ use vmio_core::cpu;
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::{Interface, SHARE_KEYS};
-use vmio_core::{nbd, sched, volume};
+use vmio_core::{nbd, sched, throttle, volume};
 
 use crate::device;
 
@@ -143,6 +143,14 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
                 .collect(),
             keys: &[gp::FS_MOUNT],
             params: &d.fs_params,
+        },
+        Layer {
+            table: "[vm.disk.iotune]",
+            selector: "",
+            default: "QEMU's I/O throttling of the disk, libvirt's <iotune> (vmio sim and vmio serve; a total_ limit excludes the read_ and write_ ones of its kind); without the table: none",
+            entries: Vec::new(),
+            keys: &throttle::KEYS,
+            params: &[],
         },
         Layer {
             table: "[vm.page_cache]",

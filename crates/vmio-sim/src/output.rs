@@ -356,6 +356,14 @@ pub fn fio_json(out: &RunOutput) -> Value {
             })
             .collect();
     }
+    // Only when a disk has [vm.disk.iotune]: per throttled disk, its time throttled.
+    if !r.throttle.is_empty() {
+        v["vmio"]["throttle"] = r
+            .throttle
+            .iter()
+            .map(|t| json!({"vm": t.vm, "disk": t.disk, "requests": t.stats.requests, "delayed": t.stats.delayed, "throttled_ns": t.stats.throttled_ns}))
+            .collect();
+    }
     v
 }
 

@@ -24,6 +24,7 @@
 //!                             # format
 //! [vm.disk.image]             # crate::image::spec: image::spec::PARAMS, backing
 //! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
+//! [vm.disk.iotune]            # crate::throttle: libvirt's <iotune> keys (throttle::KEYS)
 //! ```
 //!
 //! ## The lattice

@@ -4,7 +4,8 @@
 //! out in virtual time, in the order the driver emitted them.
 //!
 //! ```text
-//! SubmitDone(r)          → block_start(r) → block_resume(r)
+//! SubmitDone(r)          → block_start(r): throttling (throttle.rs, the disk's iotune and
+//!                        its group) → block_resume(r), at once or after a ThrottleWake
 //! block_resume(r)        raw disk (no driver): host_start(r), as before this layer existed
 //!                        else driver.on_request(r)
 //! actions:
@@ -57,7 +58,7 @@ impl Sim {
     /// The device model has taken request `r`: QEMU's block layer starts it.
     #[inline]
     pub(super) fn block_start(&mut self, now: Ns, r: usize) {
-        self.block_resume(now, r)
+        self.throttle_or_start(now, r)
     }
 
     /// Request `r` goes on to the format driver (after throttling, when the disk has it).

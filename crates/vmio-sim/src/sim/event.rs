@@ -2,7 +2,7 @@
 //! queue's `u64` payload.
 //!
 //! ```text
-//! payload = kind << 56 | id      kind: 0 JobStart .. 13 ImageDone (declaration order); id < 2^56
+//! payload = kind << 56 | id      kind: 0 JobStart .. 14 ThrottleWake (declaration order); id < 2^56
 //! ```
 //!
 //! The queue stores the packed `u64` (a `Copy` word keeps its heap small and fast) and orders
@@ -39,6 +39,8 @@ pub(super) enum Event {
     CpuTick(usize),
     /// A format driver's sub-request completed at the host (blocklayer.rs).
     ImageDone(usize),
+    /// A throttle group's timer (throttle.rs).
+    ThrottleWake(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -63,6 +65,7 @@ impl Event {
             Event::CpuWake => (11, 0),
             Event::CpuTick(i) => (12, i),
             Event::ImageDone(i) => (13, i),
+            Event::ThrottleWake(i) => (14, i),
         };
         debug_assert!(
             id as u64 <= ID_MASK,
@@ -90,6 +93,7 @@ impl Event {
             11 => Event::CpuWake,
             12 => Event::CpuTick(id),
             13 => Event::ImageDone(id),
+            14 => Event::ThrottleWake(id),
             k => unreachable!("event payload {p:#x} of unknown kind {k}: not made by Event::pack"),
         }
     }
@@ -118,6 +122,7 @@ mod tests {
                 Event::CpuWake,
                 Event::CpuTick(id),
                 Event::ImageDone(id),
+                Event::ThrottleWake(id),
             ] {
                 assert_eq!(Event::unpack(e.pack()), e);
             }

@@ -48,12 +48,14 @@ mod jobs;
 mod memory;
 mod report;
 pub(crate) mod samples;
+mod throttle;
 
 pub use cpu::{CpuReport, ThreadLabel};
 pub use guest::DiskAcct;
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
 pub use report::{
     DeviceReport, GuestDiskReport, ImageDiskReport, JobReport, PdcDiskReport, SimReport,
+    ThrottleDiskReport,
 };
 
 use crate::device::DeviceError;
@@ -251,6 +253,8 @@ pub struct Sim {
     guests: Guests,
     /// The host's threads and cores (cpu.rs).
     cpu: cpu::CpuLayer,
+    /// The disks' throttle groups (throttle.rs).
+    throttle: throttle::SimThrottle,
     /// `[cpu] model` when the stack has `[cpu]` (the report's `vmio.cpu`).
     cpu_model: Option<&'static str>,
     /// Index in `disks` of each VM's first disk.
@@ -473,6 +477,7 @@ impl Sim {
         let cpu = cpu::build(&stack, &clones, &vol_first_dev, &disk_volume)?;
         drop(clones);
         Ok(Sim {
+            throttle: throttle::SimThrottle::new(&stack)?,
             cpu,
             cpu_model: stack.cpu.as_ref().map(|c| c.model),
             q: EventQueue::new(),
@@ -516,6 +521,7 @@ impl Sim {
                 Event::CpuWake => self.cpu_wake(now),
                 Event::CpuTick(id) => self.cpu_tick(now, id),
                 Event::ImageDone(h) => self.image_done(now, h),
+                Event::ThrottleWake(g) => self.throttle_wake(now, g),
             }
             if self.all_done() {
                 break;

@@ -81,6 +81,8 @@ pub struct SimReport {
     pub cpu: Option<super::CpuReport>,
     /// Per disk with a format driver (qcow2; stack order): its driver's figures.
     pub images: Vec<ImageDiskReport>,
+    /// Per disk with `[vm.disk.iotune]` (stack order): its throttling.
+    pub throttle: Vec<ThrottleDiskReport>,
 }
 
 /// A disk's format driver figures (blocklayer.rs).
@@ -88,6 +90,13 @@ pub struct ImageDiskReport {
     pub vm: String,
     pub disk: String,
     pub stats: vmio_core::image::ImageStats,
+}
+
+/// A throttled disk's figures (throttle.rs).
+pub struct ThrottleDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub stats: vmio_core::throttle::ThrottleStats,
 }
 
 /// A PDC disk's journal detection.
@@ -205,9 +214,19 @@ impl Sim {
                 })
             })
             .collect();
+        let throttle = (0..self.disks.len())
+            .filter_map(|i| {
+                Some(ThrottleDiskReport {
+                    stats: self.throttle.stats(i)?,
+                    vm: self.vm_names[self.disks[i].owner as usize].clone(),
+                    disk: self.disk_names[i].clone(),
+                })
+            })
+            .collect();
         let host = self.cache.stats();
         let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
+            throttle,
             cpu,
             images,
             guest_disks,
