@@ -6,10 +6,12 @@ put vmio's prediction of every point beside them; see python/vmio/real/images.py
       [--dir /var/tmp] [--size 4g] [--runtime 3] [--rounds 3] [--parts a,b,c]
       [--aio threads,native,io_uring] [--images qcow2-64k-off,...]
       [--calibration vmio-calibration] [--no-sim]
+  PYTHONPATH=python scripts/real-images.py --from real-images.json --json again.json
 
 Part a: first write against overwrite; b: small against large L2 cache on random reads over a
 populated image; c: qcow2 against raw. The images live in a new directory under --dir, removed
-afterwards. Exit status 2 on a missing tool or a bad flag (one line on stderr).
+afterwards. --from predicts an earlier run's points again (a newer vmio, another
+calibration) without measuring. Exit status 2 on a missing tool or a bad flag (one line on stderr).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 from vmio.real import images
-from vmio.sim import VmioError
+from vmio.sim import VmioError, read_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         help="vmio calibrate's output (stack.toml, serve-path.toml); default ./vmio-calibration",
     )
     p.add_argument("--no-sim", action="store_true", help="measure only")
+    p.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: predict the points of an earlier run's JSON again",
+    )
     a = p.parse_args(argv)
     try:
         for out in (a.json, a.markdown):
@@ -65,7 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.images is not None:
             names = images.check_choices(a.images.split(","), images.IMAGE_NAMES, "--images")
         cal = None if a.no_sim else images.Calibration.find(a.calibration)
-        m = images.run(a.dir, size, runtime, rounds, parts, aios, names=names)
+        if a.source is not None:
+            text = read_text(a.source, "real-images JSON")
+            try:
+                m = images.Measurement.of_record(json.loads(text))
+            except ValueError as e:
+                raise images.ImagesError(f"{a.source}: not JSON ({e})") from None
+        else:
+            m = images.run(a.dir, size, runtime, rounds, parts, aios, names=names)
         pred = images.predict(m, cal) if cal is not None else {}
     except VmioError as e:
         print(f"real-images: {e}", file=sys.stderr)

@@ -7,7 +7,8 @@ skipped elsewhere (conftest.missing_tool). The stack tests need no tool and no s
 
 from __future__ import annotations
 
-import subprocess
+import importlib.util
+import json
 import sys
 import tomllib
 from pathlib import Path
@@ -85,7 +86,9 @@ def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device(
     cal = images.Calibration(
         {
             "host": {"cores": 2, "hypervisor": "native"},
-            "device": [{"name": "vda", "model": "flash", "read_latency": "90000ns"}],
+            "device": [
+                {"name": "vda", "model": "flash", "capacity": GIB, "read_latency": "90000ns"}
+            ],
             "volume": [{"name": "vda", "layout": "single", "devices": ["vda"]}],
             "scheduler": {"name": "mq-deadline"},
             "vm": [{"name": "host", "disk": [{"name": "vda", "volume": "vda"}]}],
@@ -100,7 +103,8 @@ def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device(
     body = text[text.index("[host]") :]
     assert body == (
         '[host]\ncores = 2\nhypervisor = "kvm"\n\n'
-        '[[device]]\nname = "vda"\nmodel = "flash"\nread_latency = "90000ns"\n\n'
+        '[[device]]\nname = "vda"\nmodel = "flash"\ncapacity = 8589934592\n'
+        'read_latency = "90000ns"\n\n'
         '[[volume]]\nname = "vda"\nlayout = "single"\ndevices = ["vda"]\nfilesystem = "ext4"\n\n'
         '[scheduler]\nname = "mq-deadline"\n\n'
         '[nbd]\nhandoff = "5000ns"\nrequest = "9000ns"\nread_rate = 2000000000\n\n'
@@ -134,13 +138,11 @@ def test_ratios_pair_rounds_and_report_their_spread():
     assert "| first/over qcow2-64k-off randwrite-4k-qd16 | 0.42 | 0.25-0.60 | 82 % | 0.40 |" in md
 
 
-def _script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts/real-images.py"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def _script():
+    spec = importlib.util.spec_from_file_location("real_images", ROOT / "scripts/real-images.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.mark.parametrize(
@@ -149,18 +151,36 @@ def _script(*args: str) -> subprocess.CompletedProcess[str]:
         (["--size", "1m"], "real-images: --size 1m: an image is a multiple of 1 MiB"),
         (["--parts", "a,x"], "real-images: --parts a,x: accepted values are a, b, c"),
         (["--aio", "posix"], "real-images: --aio posix: accepted values are threads"),
+        (["--images", "vmdk"], "real-images: --images vmdk: accepted values are raw-off"),
         (["--rounds", "0"], "real-images: --rounds 0: from 1 to 100"),
         (["--runtime", "abc"], "real-images: argument --runtime: invalid float value"),
+        (["--calibration", "/nonexistent"], "real-images: --calibration /nonexistent: neither"),
+        (["--from", "/nonexistent"], "real-images: real-images JSON '/nonexistent' does not"),
         (["--dir", "/nonexistent", "--no-sim"], "real-images: --dir /nonexistent: not a dir"),
         (["--dir", "/", "--size", "100t", "--no-sim"], "real-images: --dir /: "),
     ],
 )
-def test_a_bad_flag_is_one_line_and_status_2(args, message):
-    r = _script(*args)
+def test_a_bad_flag_is_one_line_and_status_2(args, message, capsys):
     if images.tools_missing() and "--dir" in args:
         pytest.skip("the check needs the tools first")
-    assert r.returncode == 2 and r.stderr.startswith(message), r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    try:
+        status = _script().main(args)
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith(message), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_run_s_json_gives_back_its_measurement_to_predict_again():
+    m = images.Measurement(GIB, 1.0, 1, "/tmp", "ext4", notes=["x", images.SIM_REFUSES + " y"])
+    p = images.Point("c", images.Q64_OFF, images.Serve("native", "large"), images.SEQ_R_ALL, "over")
+    m.points[p.key] = p
+    m.runs[p.key] = [images.Run(10.0, 1e7, 2e6)]
+    back = images.Measurement.of_record(json.loads(json.dumps(images.record(m, {}, None))))
+    assert back.points == m.points and back.runs == m.runs and back.notes == ["x"]
+    with pytest.raises(images.ImagesError, match="not a real-images JSON"):
+        images.Measurement.of_record({"points": []})
 
 
 def test_a_short_real_run_measures_a_first_qcow2_write_slower_than_its_overwrite(tmp_path):

@@ -97,6 +97,7 @@ EXPORT = "e0"
 VM, DISK = "img", "disk"
 TOOLS = ("qemu-img", "qemu-storage-daemon", "fio")
 TARGETS = {"ratio": 0.20, "median": 0.15, "p90": 0.30}
+SIM_REFUSES = "vmio sim refuses the image stack"
 
 
 class ImagesError(VmioError):
@@ -539,6 +540,29 @@ class Measurement:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
+    @classmethod
+    def of_record(cls, rec: Mapping[str, Any]) -> Measurement:
+        """The measurement a JSON of `record` holds (to predict it again: `--from`); its notes
+        but those of an earlier prediction."""
+        try:
+            head = rec["vmio_real_images"]
+            m = cls(head["size"], head["runtime_s"], head["rounds"], head["dir"], head["fstype"])
+            m.notes = [n for n in head["notes"] if not n.startswith(SIM_REFUSES)]
+            m.elapsed_s = head["elapsed_s"]
+            for pt in rec["points"]:
+                p = Point(
+                    pt["part"],
+                    Image(**pt["image"]),
+                    Serve(pt["aio"], pt["l2"]),
+                    Job(**pt["job"]),
+                    pt["state"],
+                )
+                m.points[p.key] = p
+                m.runs[p.key] = [Run(**r) for r in pt["runs"]]
+        except (KeyError, TypeError) as e:
+            raise ImagesError(f"not a real-images JSON (no {e})") from None
+        return m
+
 
 def _unit(
     u: Unit, path: Path, size: int, runtime_s: float, work: Path, new: bool, done: Callable
@@ -742,6 +766,10 @@ def sim_doc(p: Point, size: int, cal: Calibration, fstype: str = "ext4") -> dict
     host = dict(base.get("host", {"cores": os.cpu_count() or 1}))
     host["hypervisor"] = "kvm"
     devices = [dict(d) for d in base.get("device", [UNCALIBRATED_DEVICE])]
+    for d in devices:
+        # vmio calibrate's capacity is its target file's: the image and its metadata need more.
+        if "capacity" in d and parse_size(d["capacity"]) < 2 * size:
+            d["capacity"] = 2 * size
     names = [d["name"] for d in devices]
     vols = base.get("volume") or [{"name": "host", "layout": "single", "devices": names[:1]}]
     volume = {**vols[0], "filesystem": fstype}
@@ -780,8 +808,8 @@ def predict_point(p: Point, size: int, runtime_s: float, cal: Calibration, fstyp
         out = simulate_text(stack, "stack.toml", p.job.text(size, runtime_s), f"{p.job.name}.fio")
     except VmioError as e:
         raise ImagesError(
-            f"vmio sim refuses the image stack ({' '.join(str(e).split())}); this vmio lacks "
-            "the image keys ([[vm.disk]] format, aio, [vm.disk.image], [[volume]] filesystem)"
+            f"{SIM_REFUSES} of {p.key}: {' '.join(str(e).split())} (it needs [[vm.disk]] "
+            "format and aio, [vm.disk.image], [[volume]] filesystem)"
         ) from None
     return figures(json.loads(out)["jobs"][0], p.job.direction)
 
@@ -835,7 +863,8 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
                 "l2_cache": asdict(l2_cache(p.image.cluster, m.size, p.serve.l2))
                 if p.image.cluster and p.serve.l2
                 else None,
-                "job": p.job.text(m.size, m.runtime_s),
+                "job": asdict(p.job),
+                "job_file": p.job.text(m.size, m.runtime_s),
                 "state": p.state,
                 "runs": [asdict(r) for r in runs],
                 "iops": asdict(s),
@@ -894,8 +923,9 @@ def markdown(m: Measurement, pred: Mapping[str, Run]) -> str:
     """The tables: every point (IOPS median, min-max, spread, MB/s, sim, error), every ratio
     (median, min-max, spread, sim, error), and the errors' summary against TARGETS."""
     lines = [
-        f"Images of {format_size(m.size)} on {m.directory} ({m.fstype}), {m.rounds} rounds of "
-        f"{m.runtime_s:g} s per point, qemu-storage-daemon over NBD, fio's nbd engine.",
+        f"Images of {format_size(m.size)} on {m.directory} ({m.fstype}), {m.rounds} "
+        f"round{'s' if m.rounds > 1 else ''} of {m.runtime_s:g} s per point, "
+        "qemu-storage-daemon over NBD, fio's nbd engine.",
         "",
         "| point | IOPS median | min-max | spread | MB/s | sim IOPS | error |",
         "|---|---|---|---|---|---|---|",
