@@ -6,12 +6,13 @@ put vmio's prediction of every point beside them; see python/vmio/real/images.py
       [--dir /var/tmp] [--size 4g] [--runtime 3] [--rounds 3] [--parts a,b,c]
       [--aio threads,native,io_uring] [--images qcow2-64k-off,...]
       [--calibration vmio-calibration] [--no-sim]
-  PYTHONPATH=python scripts/real-images.py --from real-images.json --json again.json
+  PYTHONPATH=python scripts/real-images.py --from tests/real_images_figures.json --json again.json
 
 Part a: first write against overwrite; b: small against large L2 cache on random reads over a
 populated image; c: qcow2 against raw. The images live in a new directory under --dir, removed
-afterwards. --from predicts an earlier run's points again (a newer vmio, another
-calibration) without measuring. Exit status 2 on a missing tool or a bad flag (one line on stderr).
+afterwards. --from predicts an earlier run's points again (a newer vmio) without measuring,
+on the calibration it recorded unless --calibration names another. Exit status 2 on a missing
+tool or a bad flag (one line on stderr).
 """
 
 from __future__ import annotations
@@ -77,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         if a.source is not None:
             text = read_text(a.source, "real-images JSON")
             try:
-                m = images.Measurement.of_record(json.loads(text))
+                rec = json.loads(text)
             except ValueError as e:
                 raise images.ImagesError(f"{a.source}: not JSON ({e})") from None
+            m = images.Measurement.of_record(rec)
+            if a.calibration is None and not a.no_sim:
+                cal = images.Calibration.of_record(rec) or cal
         else:
             m = images.run(a.dir, size, runtime, rounds, parts, aios, names=names)
         pred = images.predict(m, cal) if cal is not None else {}

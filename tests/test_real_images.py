@@ -8,6 +8,7 @@ skipped elsewhere (conftest.missing_tool). The stack tests need no tool and no s
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import sys
 import tomllib
@@ -138,6 +139,18 @@ def test_ratios_pair_rounds_and_report_their_spread():
     assert "| first/over qcow2-64k-off randwrite-4k-qd16 | 0.42 | 0.25-0.60 | 82 % | 0.40 |" in md
 
 
+def test_every_point_is_predicted_with_the_image_layer_or_else_without_it():
+    m = images.Measurement(64 * MIB, 0.5, 1, "/tmp", "ext4")
+    p = images.Point("c", images.Q64_OFF, images.Serve(), images.RAND_R_ALL, "over")
+    m.points[p.key] = p
+    m.runs[p.key] = [images.Run(1000.0, 4096e3, 16e6)]
+    pred = images.predict(m, images.Calibration(None, None, "none"), io.StringIO())
+    assert pred[p.key].iops > 0
+    layer = images.NO_LAYER not in m.notes
+    assert layer == (not any(n.startswith(images.SIM_REFUSES) for n in m.notes)), m.notes
+    assert ("without the image layer" in images.markdown(m, pred)) != layer
+
+
 def _script():
     spec = importlib.util.spec_from_file_location("real_images", ROOT / "scripts/real-images.py")
     mod = importlib.util.module_from_spec(spec)
@@ -199,3 +212,14 @@ def test_a_short_real_run_measures_a_first_qcow2_write_slower_than_its_overwrite
     assert first.iops < over.iops, (first, over)
     ratios = {r.name: r.spread.median for r in images.ratios(m)}
     assert "small/large L2 qcow2-64k-off randread-4k-qd16" in ratios
+
+
+RECORDED = Path(__file__).with_name("real_images_figures.json")
+
+
+def test_the_recorded_run_on_this_machine_holds_every_point_of_the_plan_in_three_rounds():
+    m = images.Measurement.of_record(json.loads(RECORDED.read_text(encoding="utf-8")))
+    assert sorted(m.points) == sorted(p.key for u in images.plan() for p in u.points)
+    assert m.rounds == 3 and all(len(runs) == 3 for runs in m.runs.values())
+    # Every ratio of the plan has its pair measured: 8 x 2 first/over, 2 L2, 3 aio x 4 jobs.
+    assert len(images.ratios(m)) == 16 + 2 + 12

@@ -547,7 +547,7 @@ class Measurement:
         try:
             head = rec["vmio_real_images"]
             m = cls(head["size"], head["runtime_s"], head["rounds"], head["dir"], head["fstype"])
-            m.notes = [n for n in head["notes"] if not n.startswith(SIM_REFUSES)]
+            m.notes = [n for n in head["notes"] if not n.startswith(SIM_REFUSES) and n != NO_LAYER]
             m.elapsed_s = head["elapsed_s"]
             for pt in rec["points"]:
                 p = Point(
@@ -741,6 +741,15 @@ class Calibration:
             raise ImagesError(f"--calibration {d}: neither stack.toml nor serve-path.toml in it")
         return cls(stack, nbd, str(d))
 
+    @classmethod
+    def of_record(cls, rec: Mapping[str, Any]) -> Calibration | None:
+        """The calibration a run's JSON recorded (None: it predicted nothing)."""
+        head = rec.get("vmio_real_images", {})
+        if head.get("calibration") is None:
+            return None
+        stack, nbd = head.get("calibration_stack"), head.get("calibration_nbd")
+        return cls(stack, nbd, f"{head['calibration']} (as recorded)")
+
 
 UNCALIBRATED_DEVICE = {"name": "disk0", "model": "flash"}
 
@@ -760,8 +769,11 @@ def image_table(p: Point, size: int) -> dict[str, Any]:
     return t
 
 
-def sim_doc(p: Point, size: int, cal: Calibration, fstype: str = "ext4") -> dict[str, Any]:
-    """The stack of a point's prediction (module doc), as a dict for stackfile.render."""
+def sim_doc(
+    p: Point, size: int, cal: Calibration, fstype: str = "ext4", layer: bool = True
+) -> dict[str, Any]:
+    """The stack of a point's prediction (module doc), as a dict for stackfile.render; without
+    `layer`, the same stack without the image keys (the NBD path's constants only)."""
     base = cal.stack or {}
     host = dict(base.get("host", {"cores": os.cpu_count() or 1}))
     host["hypervisor"] = "kvm"
@@ -772,7 +784,7 @@ def sim_doc(p: Point, size: int, cal: Calibration, fstype: str = "ext4") -> dict
             d["capacity"] = 2 * size
     names = [d["name"] for d in devices]
     vols = base.get("volume") or [{"name": "host", "layout": "single", "devices": names[:1]}]
-    volume = {**vols[0], "filesystem": fstype}
+    volume = {**vols[0], "filesystem": fstype} if layer else dict(vols[0])
     doc: dict[str, Any] = {"host": host, "device": devices, "volume": [volume]}
     doc["scheduler"] = dict(base.get("scheduler", {"name": "none"}))
     if cal.nbd is not None:
@@ -783,27 +795,30 @@ def sim_doc(p: Point, size: int, cal: Calibration, fstype: str = "ext4") -> dict
         "size": size,
         "interface": "nbd",
         "cache": "none",
-        "format": p.image.fmt,
-        "aio": p.serve.aio,
-        "image": image_table(p, size),
     }
+    if layer:
+        disk |= {"format": p.image.fmt, "aio": p.serve.aio, "image": image_table(p, size)}
     doc["vm"] = [{"name": VM, "disk": [disk]}]
     return doc
 
 
-def sim_stack(p: Point, size: int, cal: Calibration, fstype: str = "ext4") -> str:
+def sim_stack(
+    p: Point, size: int, cal: Calibration, fstype: str = "ext4", layer: bool = True
+) -> str:
     """The prediction's stack file (stackfile.render, the one stack writer)."""
     head = [
         f"vmio real-images {__version__}: {p.key}, image {format_size(size)}",
         f"calibration: {cal.source}"
         + ("" if cal.stack else " (none found: the flash model's default profile)"),
     ]
-    return stackfile.render(sim_doc(p, size, cal, fstype), head)
+    return stackfile.render(sim_doc(p, size, cal, fstype, layer), head)
 
 
-def predict_point(p: Point, size: int, runtime_s: float, cal: Calibration, fstype: str) -> Run:
+def predict_point(
+    p: Point, size: int, runtime_s: float, cal: Calibration, fstype: str, layer: bool = True
+) -> Run:
     """`vmio sim` of the point's job on its stack (ImagesError when the simulator refuses)."""
-    stack = sim_stack(p, size, cal, fstype)
+    stack = sim_stack(p, size, cal, fstype, layer)
     try:
         out = simulate_text(stack, "stack.toml", p.job.text(size, runtime_s), f"{p.job.name}.fio")
     except VmioError as e:
@@ -814,16 +829,39 @@ def predict_point(p: Point, size: int, runtime_s: float, cal: Calibration, fstyp
     return figures(json.loads(out)["jobs"][0], p.job.direction)
 
 
-def predict(m: Measurement, cal: Calibration, progress: TextIO | None = None) -> dict[str, Run]:
-    """Every point's prediction; {} and a note on `m` when vmio sim refuses the keys."""
+def predict(
+    m: Measurement, cal: Calibration, progress: TextIO | None = None, baseline: bool = True
+) -> dict[str, Run]:
+    """Every point's prediction. When vmio sim refuses the image keys: a note on `m`, and with
+    `baseline` every point predicted without them (what a vmio without the image layer says:
+    the NBD path's constants over the device), marked by NO_LAYER in the notes; else {}."""
+    stream = progress or sys.stderr
+    try:
+        return _predict_all(m, cal, stream, True)
+    except ImagesError as e:
+        m.notes.append(str(e))
+    if not baseline:
+        return {}
+    try:
+        out = _predict_all(m, cal, stream, False)
+    except ImagesError as e:
+        m.notes.append(str(e).replace(SIM_REFUSES, "vmio sim refuses even the stack without them"))
+        return {}
+    m.notes.append(NO_LAYER)
+    return out
+
+
+NO_LAYER = (
+    "the sim column is vmio sim without the image keys (format, aio, [vm.disk.image], "
+    "filesystem): the same stack and job on the NBD path's constants, no image layer"
+)
+
+
+def _predict_all(m: Measurement, cal: Calibration, stream: TextIO, layer: bool) -> dict[str, Run]:
     out: dict[str, Run] = {}
-    bar = _Lines(len(m.points), title="real-images sim", stream=progress or sys.stderr)
+    bar = _Lines(len(m.points), title="real-images sim", stream=stream)
     for k, p in m.points.items():
-        try:
-            out[k] = predict_point(p, m.size, m.runtime_s, cal, m.fstype)
-        except ImagesError as e:
-            m.notes.append(str(e))
-            return {}
+        out[k] = predict_point(p, m.size, m.runtime_s, cal, m.fstype, layer)
         bar.advance(f"{k}: {out[k].iops:.0f} IOPS")
     bar.close()
     return out
@@ -898,6 +936,8 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
             "rounds": m.rounds,
             "elapsed_s": round(m.elapsed_s, 1),
             "calibration": cal.source if cal else None,
+            "calibration_stack": cal.stack if cal else None,
+            "calibration_nbd": cal.nbd if cal else None,
             "notes": m.notes,
         },
         "machine": machine.describe([m.directory]),
@@ -962,8 +1002,9 @@ def markdown(m: Measurement, pred: Mapping[str, Run]) -> str:
     lines.append("")
     if errs:
         within = sum(abs(e) <= TARGETS["ratio"] for e in rerrs)
+        who = "vmio sim without the image layer" if NO_LAYER in m.notes else "vmio sim"
         lines.append(
-            f"vmio sim: IOPS error median {100 * statistics.median(map(abs, errs)):.1f} % / "
+            f"{who}: IOPS error median {100 * statistics.median(map(abs, errs)):.1f} % / "
             f"p90 {100 * p90(errs):.1f} % (targets <= 15 % / <= 30 %); ratios within 20 %: "
             f"{within} of {len(rerrs)}"
         )
