@@ -567,7 +567,8 @@ class Measurement:
 def _unit(
     u: Unit, path: Path, size: int, runtime_s: float, work: Path, new: bool, done: Callable
 ) -> None:
-    """Measure a unit's points on the image at `path` (part a: made new, filled halfway)."""
+    """Measure a unit's points on the image at `path`; `new`: made here, and filled (FILL)
+    before its first "over" point."""
     sock = work / "nbd.sock"
     if new:
         create(u.image, path, size)
