@@ -49,7 +49,10 @@ job (without the socket) on `sim_stack`, the calibrated stack of this machine (`
 stack.toml: its device, volume and scheduler; serve-path.toml's `[nbd]`) with the host's volume
 as `filesystem = "ext4"` (or the scratch directory's xfs) and one VM disk `interface = "nbd"`,
 `cache = "none"`, `format`, `aio` and `[vm.disk.image]`; the prediction's error against the
-median (`error`) and the ratio's error against the measured ratio's median.
+median (`error`) and the ratio's error against the measured ratio's median. A vmio whose
+`vmio sim` refuses the image keys gets them left out (`predict`'s baseline, marked NO_LAYER in
+the notes): the same stack and job on the NBD path's constants, what vmio said before the
+image layer.
 """
 
 from __future__ import annotations
