@@ -1,0 +1,225 @@
+"""Image formats for real (python/vmio/real/images.py): qemu-img's images served by
+qemu-storage-daemon, measured with fio's nbd engine; the prediction's stack for `vmio sim`.
+
+The real test is short (a 256 MiB image, 1 s per point, one round): it checks that the harness
+measures something sane. Without qemu-img, qemu-storage-daemon or fio it fails under CI and is
+skipped elsewhere (conftest.missing_tool). The stack tests need no tool and no simulator."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import missing_tool
+from vmio.real import images
+from vmio.real.images import GIB, KIB, MIB
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_l2_caches_cover_the_image_and_a_quarter_of_it_as_docs_qcow2_cache_says():
+    # 4 GiB of 64 KiB clusters: 65536 entries of 8 bytes = 512 KiB maps all of it.
+    large = images.l2_cache(64 * KIB, 4 * GIB, "large")
+    small = images.l2_cache(64 * KIB, 4 * GIB, "small")
+    assert (large.size, large.entry) == (512 * KIB, 64 * KIB)
+    assert (small.size, small.entry) == (128 * KIB, 64 * KIB)
+    assert large.coverage(64 * KIB) == 4 * GIB and small.coverage(64 * KIB) == GIB
+    # 2 MiB clusters: 16 KiB maps 4 GiB; entries of 2 KiB keep the small cache at 2 entries.
+    big = images.l2_cache(2 * MIB, 4 * GIB, "large")
+    tiny = images.l2_cache(2 * MIB, 4 * GIB, "small")
+    assert (big.size, big.entry, tiny.size, tiny.entry) == (16 * KIB, 2 * KIB, 4 * KIB, 2 * KIB)
+    # A size whose coverage is no power of two still gets all of it.
+    odd = images.l2_cache(64 * KIB, 3 * GIB, "large")
+    assert odd.coverage(64 * KIB) >= 3 * GIB and odd.size % odd.entry == 0
+
+
+def test_qemu_img_and_qemu_storage_daemon_get_the_options_of_the_image_and_the_cache():
+    q = images.Image("qcow2", "metadata", 2 * MIB)
+    assert q.create_args(Path("/d/x.qcow2"), GIB) == [
+        "qemu-img", "create", "-q", "-f", "qcow2", "-o",
+        "cluster_size=2097152,preallocation=metadata", "/d/x.qcow2", str(GIB),
+    ]  # fmt: skip
+    args = images.Serve("native", "small").args(q, Path("/d/x.qcow2"), 4 * GIB, Path("/d/s"))
+    assert args[2] == "driver=file,filename=/d/x.qcow2,aio=native,cache.direct=on,node-name=file0"
+    assert args[4] == (
+        "driver=qcow2,file=file0,node-name=fmt0,l2-cache-size=4096,l2-cache-entry-size=2048"
+    )
+    assert args[6] == "addr.type=unix,addr.path=/d/s"
+    raw = images.Serve("io_uring", None).args(images.RAW_FULL, Path("/d/r"), GIB, Path("/d/s"))
+    assert raw[4] == "driver=raw,file=file0,node-name=fmt0"
+
+
+def test_a_job_keeps_its_region_and_is_the_same_for_real_and_for_the_simulator_but_the_uri():
+    real = images.RAND_W.text(4 * GIB, 3.0, "nbd+unix:///e0?socket=/s")
+    sim = images.RAND_W.text(4 * GIB, 3.0)
+    assert sim == (
+        "[randwrite-4k-qd16]\nioengine=nbd\nrw=randwrite\nbs=4096\niodepth=16\ndirect=1\n"
+        "offset=0\nsize=2147483648\nruntime=3000ms\ntime_based=1\n"
+    )
+    assert real.replace("uri=nbd+unix:///e0?socket=/s\n", "") == sim
+    assert "offset=2147483648\nsize=2147483648\n" in images.SEQ_W.text(4 * GIB, 1.0)
+
+
+def test_the_plan_measures_every_image_first_and_over_and_rounds_alternate_their_order():
+    units = images.plan()
+    a = [u for u in units if u.part == "a"]
+    assert [u.image.name for u in a] == [
+        "raw-off", "raw-full", "qcow2-64k-off", "qcow2-64k-metadata", "qcow2-64k-full",
+        "qcow2-2048k-off", "qcow2-2048k-metadata", "qcow2-2048k-full",
+    ]  # fmt: skip
+    assert [p.state for p in a[0].points] == ["first", "first", "over", "over"]
+    b = [p.serve.l2 for u in units if u.part == "b" for p in u.points]
+    assert b == ["small", "large", "small", "large"]
+    c = [u for u in units if u.part == "c"]
+    assert len(c) == 6 and {u.points[0].serve.aio for u in c} == set(images.AIOS)
+    keys = [p.key for u in units for p in u.points]
+    assert len(keys) == len(set(keys)) == 8 * 4 + 4 + 6 * 4
+    assert images.round_order(units, 1) == units[::-1] and images.round_order(units, 2) == units
+
+
+def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device():
+    cal = images.Calibration(
+        {
+            "host": {"cores": 2, "hypervisor": "native"},
+            "device": [
+                {"name": "vda", "model": "flash", "capacity": GIB, "read_latency": "90000ns"}
+            ],
+            "volume": [{"name": "vda", "layout": "single", "devices": ["vda"]}],
+            "scheduler": {"name": "mq-deadline"},
+            "vm": [{"name": "host", "disk": [{"name": "vda", "volume": "vda"}]}],
+        },
+        {"handoff": "5000ns", "request": "9000ns", "read_rate": 2000000000},
+        "cal",
+    )
+    p = images.Point(
+        "b", images.Q64_OFF, images.Serve("threads", "small"), images.RAND_R_ALL, "over"
+    )
+    text = images.sim_stack(p, 4 * GIB, cal)
+    body = text[text.index("[host]") :]
+    assert body == (
+        '[host]\ncores = 2\nhypervisor = "kvm"\n\n'
+        '[[device]]\nname = "vda"\nmodel = "flash"\ncapacity = 8589934592\n'
+        'read_latency = "90000ns"\n\n'
+        '[[volume]]\nname = "vda"\nlayout = "single"\ndevices = ["vda"]\nfilesystem = "ext4"\n\n'
+        '[scheduler]\nname = "mq-deadline"\n\n'
+        '[nbd]\nhandoff = "5000ns"\nrequest = "9000ns"\nread_rate = 2000000000\n\n'
+        '[[vm]]\nname = "img"\n\n'
+        '[[vm.disk]]\nname = "disk"\nvolume = "vda"\nsize = 4294967296\ninterface = "nbd"\n'
+        'cache = "none"\nformat = "qcow2"\naio = "threads"\n\n'
+        "[vm.disk.image]\ncluster_size = 65536\nl2_cache_size = 131072\n"
+        'l2_cache_entry_size = 65536\npreallocation = "off"\npopulated = 1.0\n'
+    )
+    assert text.startswith("# vmio real-images ")
+    first = images.Point("a", images.RAW_FULL, images.Serve("native", None), images.SEQ_W, "first")
+    doc = tomllib.loads(images.sim_stack(first, GIB, images.Calibration(None, None, "none")))
+    disk = doc["vm"][0]["disk"][0]
+    assert (disk["format"], disk["aio"]) == ("raw", "native")
+    assert disk["image"] == {"preallocation": "full", "populated": 0.0}
+    assert doc["device"] == [images.UNCALIBRATED_DEVICE] and "nbd" not in doc
+
+
+def test_ratios_pair_rounds_and_report_their_spread():
+    m = images.Measurement(GIB, 1.0, 2, "/tmp", "ext4")
+    first = images.Point("a", images.Q64_OFF, images.Serve(), images.RAND_W, "first")
+    over = images.Point("a", images.Q64_OFF, images.Serve(), images.RAND_W, "over")
+    for p, iops in ((first, (100.0, 300.0)), (over, (400.0, 500.0))):
+        m.points[p.key] = p
+        m.runs[p.key] = [images.Run(x, 4096 * x, 1e6) for x in iops]
+    (r,) = images.ratios(m)
+    assert r.name == "first/over qcow2-64k-off randwrite-4k-qd16"
+    assert (r.spread.lo, r.spread.hi, r.spread.median) == (0.25, 0.6, 0.425)
+    assert r.spread.rel == pytest.approx(0.35 / 0.425)
+    md = images.markdown(m, {over.key: images.Run(450.0, 0, 0), first.key: images.Run(180, 0, 0)})
+    assert "| first/over qcow2-64k-off randwrite-4k-qd16 | 0.42 | 0.25-0.60 | 82 % | 0.40 |" in md
+
+
+def test_every_point_is_predicted_with_the_image_layer_or_else_without_it():
+    m = images.Measurement(64 * MIB, 0.5, 1, "/tmp", "ext4")
+    p = images.Point("c", images.Q64_OFF, images.Serve(), images.RAND_R_ALL, "over")
+    m.points[p.key] = p
+    m.runs[p.key] = [images.Run(1000.0, 4096e3, 16e6)]
+    pred = images.predict(m, images.Calibration(None, None, "none"), io.StringIO())
+    assert pred[p.key].iops > 0
+    layer = images.NO_LAYER not in m.notes
+    assert layer == (not any(n.startswith(images.SIM_REFUSES) for n in m.notes)), m.notes
+    assert ("without the image layer" in images.markdown(m, pred)) != layer
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("real_images", ROOT / "scripts/real-images.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--size", "1m"], "real-images: --size 1m: an image is a multiple of 1 MiB"),
+        (["--parts", "a,x"], "real-images: --parts a,x: accepted values are a, b, c"),
+        (["--aio", "posix"], "real-images: --aio posix: accepted values are threads"),
+        (["--images", "vmdk"], "real-images: --images vmdk: accepted values are raw-off"),
+        (["--rounds", "0"], "real-images: --rounds 0: from 1 to 100"),
+        (["--runtime", "abc"], "real-images: argument --runtime: invalid float value"),
+        (["--calibration", "/nonexistent"], "real-images: --calibration /nonexistent: neither"),
+        (["--from", "/nonexistent"], "real-images: real-images JSON '/nonexistent' does not"),
+        (["--dir", "/nonexistent", "--no-sim"], "real-images: --dir /nonexistent: not a dir"),
+        (["--dir", "/", "--size", "100t", "--no-sim"], "real-images: --dir /: "),
+    ],
+)
+def test_a_bad_flag_is_one_line_and_status_2(args, message, capsys):
+    if images.tools_missing() and "--dir" in args:
+        pytest.skip("the check needs the tools first")
+    try:
+        status = _script().main(args)
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith(message), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_run_s_json_gives_back_its_measurement_to_predict_again():
+    m = images.Measurement(GIB, 1.0, 1, "/tmp", "ext4", notes=["x", images.SIM_REFUSES + " y"])
+    p = images.Point("c", images.Q64_OFF, images.Serve("native", "large"), images.SEQ_R_ALL, "over")
+    m.points[p.key] = p
+    m.runs[p.key] = [images.Run(10.0, 1e7, 2e6)]
+    back = images.Measurement.of_record(json.loads(json.dumps(images.record(m, {}, None))))
+    assert back.points == m.points and back.runs == m.runs and back.notes == ["x"]
+    with pytest.raises(images.ImagesError, match="not a real-images JSON"):
+        images.Measurement.of_record({"points": []})
+
+
+def test_a_short_real_run_measures_a_first_qcow2_write_slower_than_its_overwrite(tmp_path):
+    if why := images.tools_missing():
+        missing_tool(why)
+    m = images.run(
+        tmp_path, 256 * MIB, 1.0, 1, ["a", "b"], ["threads"], sys.stderr, ["qcow2-64k-off"]
+    )
+    assert not list(tmp_path.iterdir()), "the scratch directory is left behind"
+    assert all(r.iops > 0 and r.bw_bytes > 0 for runs in m.runs.values() for r in runs)
+    key = "a/qcow2-64k-off/threads/l2-large/randwrite-4k-qd16/"
+    first, over = m.runs[key + "first"][0], m.runs[key + "over"][0]
+    print(f"\n{images.markdown(m, {})}")
+    # A first write allocates a cluster (L2 and refcount updates, the rest of the cluster
+    # zeroed) and the host file's blocks; an overwrite only writes its 4 KiB.
+    assert first.iops < over.iops, (first, over)
+    ratios = {r.name: r.spread.median for r in images.ratios(m)}
+    assert "small/large L2 qcow2-64k-off randread-4k-qd16" in ratios
+
+
+RECORDED = Path(__file__).with_name("real_images_figures.json")
+
+
+def test_the_recorded_run_on_this_machine_holds_every_point_of_the_plan_in_three_rounds():
+    m = images.Measurement.of_record(json.loads(RECORDED.read_text(encoding="utf-8")))
+    assert sorted(m.points) == sorted(p.key for u in images.plan() for p in u.points)
+    assert m.rounds == 3 and all(len(runs) == 3 for runs in m.runs.values())
+    # Every ratio of the plan has its pair measured: 8 x 2 first/over, 2 L2, 3 aio x 4 jobs.
+    assert len(images.ratios(m)) == 16 + 2 + 12
