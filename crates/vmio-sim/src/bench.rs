@@ -22,6 +22,10 @@
 //!   cache=none, on a clean 256 GB SSD; 4 KiB random reads at QD32 on one vCPU while a
 //!   gobmk-like CPU job runs on the other; every request's submit, VMM, host-completion and
 //!   interrupt work is scheduled by CFS (five CPU work items per I/O).
+//! - `qcow2-l2miss-randread-4k`: QEMU's block layer at work: a populated 40 GiB qcow2 image
+//!   (64 KiB clusters) on the flash model's NVMe profile, cache=none, with a 1 MiB L2 cache
+//!   of 4 KiB slices (it covers 8 GiB: about 4 of 5 lookups miss and read a slice under the
+//!   image lock), 4 KiB random reads at QD32.
 //!
 //! Wall time is measured here, never asserted in tests.
 
@@ -41,7 +45,7 @@ pub struct BenchResult {
     pub setup_s: f64,
 }
 
-pub const CASES: [&str; 7] = [
+pub const CASES: [&str; 8] = [
     "hdd-raid0-randread-qd32",
     "pagecache-hit-randread-4k",
     "ssd-aged-mcfq-randwrite-4k",
@@ -49,6 +53,7 @@ pub const CASES: [&str; 7] = [
     "filebench-varmail-ext4-ssd",
     "pdc-varmail-ext4-ssd",
     "cpu-kvm-virtio-randread-4k",
+    "qcow2-l2miss-randread-4k",
 ];
 
 /// Four VMs with weights 1000/700/400/100 on one SSD, each on its own 30 GiB partition
@@ -160,6 +165,17 @@ fn run_inputs(case: &str, ms: u64) -> Option<(&'static str, String, String)> {
                 ext4_ssd_stack().replace("memory = \"1g\"", "memory = \"1g\"\nvcpus = 2")
             ),
             format!("[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\nfilename=/dev/vdb\ntime_based\nruntime={ms}ms\n[c]\ncpu_profile=gobmk\ncpu_work={ms}ms\n"),
+        ),
+        "qcow2-l2miss-randread-4k" => (
+            CASES[7],
+            "[[device]]\nname = \"nvme\"\nmodel = \"flash\"\n\
+             [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"nvme\"]\n\
+             [scheduler]\nname = \"none\"\n\
+             [[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\nsize = \"40g\"\n\
+             cache = \"none\"\nformat = \"qcow2\"\n\
+             [vm.disk.image]\nl2_cache_size = \"1m\"\nl2_cache_entry_size = \"4k\"\npopulated = 1.0\n"
+                .to_string(),
+            format!("[r]\nfilename=/dev/vda\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=32\ntime_based\nruntime={}ms\n", ms * 4),
         ),
         _ => return None,
     })
@@ -284,6 +300,17 @@ mod tests {
         assert!(total_ios(&o.report.jobs) > 1000);
         assert_eq!((r.precision, r.recall), (Some(1.0), Some(1.0)), "{r:?}");
         assert!(r.stats.bypassed_bytes > 0, "{r:?}");
+    }
+
+    #[test]
+    fn the_qcow2_case_misses_its_l2_cache_on_most_reads() {
+        let o = run_case("qcow2-l2miss-randread-4k", 50);
+        let i = &o.report.images[0].stats;
+        let reads = total_ios(&o.report.jobs);
+        assert!(reads > 1000, "{reads}");
+        // 1 MiB of L2 cache covers 8 GiB of the 40 GiB image: 1 - 8/40 of cold lookups miss.
+        let miss = i.l2_misses as f64 / (i.l2_hits + i.l2_misses) as f64;
+        assert!((0.75..0.85).contains(&miss), "miss ratio {miss}: {i:?}");
     }
 
     #[test]
