@@ -96,6 +96,43 @@ impl Interface {
     }
 }
 
+/// QEMU's `preallocation` of a raw image (`qemu-img create -o preallocation=`,
+/// block/file-posix.c `raw_co_create`): what the image file holds on a host filesystem
+/// before the guest writes ([`crate::hostfs::initial_state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preallocation {
+    /// A sparse file (ftruncate): a first write allocates.
+    Off,
+    /// raw: the same as full for this model (QEMU's raw driver treats it as falloc where
+    /// supported; its file reads as allocated).
+    Metadata,
+    /// posix_fallocate: unwritten extents; a first write converts them.
+    Falloc,
+    /// Zeros written: allocated and written.
+    Full,
+}
+
+impl Preallocation {
+    pub const REGISTRY: [(Preallocation, &'static str); 4] = [
+        (Preallocation::Off, "off"),
+        (Preallocation::Metadata, "metadata"),
+        (Preallocation::Falloc, "falloc"),
+        (Preallocation::Full, "full"),
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::REGISTRY
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(p, _)| *p)
+    }
+
+    pub fn accepted() -> String {
+        Self::REGISTRY.map(|(_, n)| n).join(", ")
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDisk {
@@ -110,6 +147,8 @@ pub struct RawDisk {
     pub read_ahead_kb: Option<u64>,
     /// `[vm.disk.filesystem]`: `type`, `mount` and [`crate::guest::params::FS_PARAMS`].
     pub filesystem: Option<BTreeMap<String, toml::Value>>,
+    /// `[vm.disk.image]`: `preallocation`.
+    pub image: Option<BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -127,6 +166,9 @@ pub struct DiskSpec {
     pub read_ahead_bytes: u64,
     /// The guest filesystem on the disk; None: the guest uses the raw block device.
     pub filesystem: Option<FsSpec>,
+    /// `[vm.disk.image] preallocation`; None: not stated (an image written before the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preallocation: Option<Preallocation>,
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
@@ -213,6 +255,32 @@ impl Table for DiskSpec {
             None => None,
             Some(t) => Some(FsSpec::from_raw(t, &f(FsSpec::KEY), &d.name)?),
         };
+        let preallocation = match &d.image {
+            None => None,
+            Some(t) => {
+                let key = f("image.preallocation");
+                if let Some(k) = t.keys().find(|k| *k != "preallocation") {
+                    return Err(FieldError::new(
+                        f("image"),
+                        format!("unknown key '{k}'; accepted: preallocation"),
+                    ));
+                }
+                match t.get("preallocation") {
+                    None => None,
+                    Some(v) => {
+                        Some(v.as_str().and_then(Preallocation::parse).ok_or_else(|| {
+                            FieldError::new(
+                                key,
+                                format!(
+                                    "{v} is not valid; accepted: {}",
+                                    Preallocation::accepted()
+                                ),
+                            )
+                        })?)
+                    }
+                }
+            }
+        };
         Ok(DiskSpec {
             name: d.name.clone(),
             volume: cx.volume,
@@ -224,6 +292,7 @@ impl Table for DiskSpec {
             iothread: d.iothread.unwrap_or(false),
             read_ahead_bytes,
             filesystem,
+            preallocation,
         })
     }
 }

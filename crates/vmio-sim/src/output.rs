@@ -341,6 +341,14 @@ pub fn fio_json(out: &RunOutput) -> Value {
     if let Some(c) = &r.cpu {
         v["vmio"]["cpu"] = cpu_json(c, &out.stack.host.hypervisor);
     }
+    if !r.host_fs.is_empty() {
+        v["vmio"]["host_fs"] = Value::Array(
+            r.host_fs
+                .iter()
+                .map(|d| json!({"vm": d.vm, "disk": d.disk, "stats": d.stats}))
+                .collect(),
+        );
+    }
     v
 }
 

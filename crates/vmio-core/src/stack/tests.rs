@@ -433,7 +433,7 @@ fn volume_keys_are_checked_against_the_registered_layouts() {
     let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe = \"128k\""));
     assert_eq!(
         e,
-        "s.toml: volume[0].stripe: unknown key; accepted: name, layout, devices, read_ahead_kb, stripe_size, chunk"
+        "s.toml: volume[0].stripe: unknown key; accepted: name, layout, devices, read_ahead_kb, filesystem, stripe_size, chunk"
     );
     let e = err(&GOOD.replace("stripe_size = \"128k\"", "chunk = \"1m\""));
     assert!(

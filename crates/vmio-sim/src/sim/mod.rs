@@ -41,6 +41,7 @@ mod fiojob_tests;
 mod guest;
 mod guestos;
 mod hostcache;
+mod hostfs;
 mod jobs;
 mod memory;
 mod report;
@@ -49,7 +50,9 @@ pub(crate) mod samples;
 pub use cpu::{CpuReport, ThreadLabel};
 pub use guest::DiskAcct;
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
-pub use report::{DeviceReport, GuestDiskReport, JobReport, PdcDiskReport, SimReport};
+pub use report::{
+    DeviceReport, GuestDiskReport, HostFsDiskReport, JobReport, PdcDiskReport, SimReport,
+};
 
 use crate::device::DeviceError;
 use crate::engine::EventQueue;
@@ -235,6 +238,8 @@ pub struct Sim {
     guest: GuestState,
     /// The host page cache and its writeback (hostcache.rs).
     cache: HostCache,
+    /// The host filesystem under the images of filesystem volumes (hostfs.rs).
+    hostfs: hostfs::HostFsDriver,
     /// Devices, volumes and barriers (blockq.rs).
     blockq: BlockQueue,
     /// The VMs' guest kernels (guestos.rs).
@@ -432,6 +437,11 @@ impl Sim {
         let disk_volume: Vec<usize> = disks.iter().map(|d| d.volume).collect();
         let vol_first_dev: Vec<usize> = stack.volumes.iter().map(|v| v.devices[0]).collect();
         let cpu = cpu::build(&stack, &clones, &vol_first_dev, &disk_volume)?;
+        let places: Vec<_> = disks
+            .iter()
+            .map(|d| (d.volume, d.offset_bytes, d.size_bytes))
+            .collect();
+        let hostfs = hostfs::HostFsDriver::new(&stack, &vol_bytes, &places)?;
         drop(clones);
         Ok(Sim {
             cpu,
@@ -441,6 +451,7 @@ impl Sim {
             work,
             guest: GuestState::new(vdisks),
             cache: HostCache::new(&stack, files)?,
+            hostfs,
             blockq: BlockQueue::new(devs, vols),
             guests,
             disk_base,
@@ -475,6 +486,7 @@ impl Sim {
                 Event::GuestTimer(vm) => self.guest_timer(now, vm),
                 Event::CpuWake => self.cpu_wake(now),
                 Event::CpuTick(id) => self.cpu_tick(now, id),
+                Event::FsWake(slot) => self.fs_wake(now, slot),
             }
             if self.all_done() {
                 break;

@@ -78,6 +78,15 @@ pub struct SimReport {
     pub pdc: Vec<PdcDiskReport>,
     /// The CPU layer, when the stack has `[cpu]`.
     pub cpu: Option<super::CpuReport>,
+    /// Per disk on a `[[volume]]` with a filesystem (stack order): its image file's figures.
+    pub host_fs: Vec<HostFsDiskReport>,
+}
+
+/// A disk's image file on a host filesystem.
+pub struct HostFsDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub stats: vmio_core::hostfs::HostFsStats,
 }
 
 /// A PDC disk's journal detection.
@@ -186,10 +195,20 @@ impl Sim {
                 stats,
             })
             .collect();
+        let host_fs = (0..self.disks.len())
+            .filter_map(|i| {
+                Some(HostFsDiskReport {
+                    stats: self.hostfs.stats(i)?,
+                    vm: self.vm_names[self.disks[i].owner as usize].clone(),
+                    disk: self.disk_names[i].clone(),
+                })
+            })
+            .collect();
         let host = self.cache.stats();
         let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
             cpu,
+            host_fs,
             guest_disks,
             guests,
             seed: self.seed,
