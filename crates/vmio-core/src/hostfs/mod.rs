@@ -103,7 +103,7 @@ use crate::guest::jbd2::Geometry;
 use crate::params::{self, Entry, Kind, ParamError, ParamSpec, Value, Values};
 use crate::request::Op;
 use crate::slab::Slab;
-use crate::{Ns, SEC, US};
+use crate::{Ns, MS, SEC, US};
 use extents::{BlockState, ExtentMap};
 use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
@@ -144,7 +144,7 @@ const XFS_AG_HEADER_BLOCKS: u64 = 8;
 
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum HostFsError {
-    #[error("filesystem: '{0}' is not valid; accepted: {1}")]
+    #[error("'{0}' is not valid; accepted: {1}")]
     Unknown(String, String),
     #[error(transparent)]
     Param(#[from] ParamError),
@@ -164,7 +164,7 @@ pub type FsEntry = Entry<FsKind>;
 pub const ALLOC_COST: ParamSpec = ParamSpec {
     name: "alloc_cost",
     kind: Kind::Duration {
-        bare: US,
+        bare: MS,
         positive: false,
     },
     default: Value::Int(5 * US),
@@ -174,7 +174,7 @@ pub const ALLOC_COST: ParamSpec = ParamSpec {
 pub const CONVERT_COST: ParamSpec = ParamSpec {
     name: "convert_cost",
     kind: Kind::Duration {
-        bare: US,
+        bare: MS,
         positive: false,
     },
     default: Value::Int(10 * US),

@@ -243,7 +243,10 @@ impl Table for VolumeSpec {
         let (filesystem, layout_keys) = match &v.filesystem {
             Some(name) => crate::hostfs::FsSpec::read(name, &v.params)
                 .map(|(fs, rest)| (Some(fs), rest))
-                .map_err(|e| FieldError::new(f(crate::hostfs::KEY), e.to_string()))?,
+                .map_err(|e| match e {
+                    crate::hostfs::HostFsError::Param(e) => FieldError::param(field, e),
+                    other => FieldError::new(f(crate::hostfs::KEY), other.to_string()),
+                })?,
             None => {
                 crate::hostfs::FsSpec::refuse(&v.params)
                     .map_err(|e| FieldError::param(field, e))?;
