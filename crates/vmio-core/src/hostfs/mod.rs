@@ -4,9 +4,11 @@
 //! A pure policy like the host cache's: time is an argument, decisions come back as
 //! [`FsAction`]s, memory is bounded by the files' sizes in MiB ([`extents`]).
 //!
-//! # Sources (Linux 6.x, xfsprogs 6.x, e2fsprogs 1.47; read from memory for this module:
-//! the `search`/`fetch` tools returned nothing newer than what the guest's ext4 and jbd2
-//! modules already cite, [`crate::guest::ext4`], [`crate::guest::jbd2`])
+//! # Sources (Linux 6.x, xfsprogs 6.x, e2fsprogs 1.47)
+//!
+//! Written from knowledge of these sources, not re-read for this module (the ext4 and jbd2
+//! functions are the ones the guest's modules cite, [`crate::guest::ext4`],
+//! [`crate::guest::jbd2`]); the XFS sizes and mkfs.xfs defaults are recalled, and marked so.
 //!
 //! - `fs/ext4/inode.c`, `ext4_map_blocks` / `ext4_iomap_alloc`: a direct write into a hole
 //!   allocates its blocks as an unwritten extent when `dioread_nolock` is on (the default for
@@ -47,10 +49,10 @@
 //!   convert them at completion, as ext4 does; the allocation logs the AGF and the free-space
 //!   B+trees' leaves (by block number and by size) of its allocation group, the inode and
 //!   its extent list (in the inode up to 21 extents with 512-byte v5 inodes, else a bmbt
-//!   leaf). Sizes from `fs/xfs/libxfs/xfs_log_format.h`: `xlog_op_header` 12 bytes,
+//!   leaf). Sizes (recalled) from `fs/xfs/libxfs/xfs_log_format.h`: `xlog_op_header` 12 bytes,
 //!   `xfs_inode_log_format` 56, `xfs_log_dinode` 176, `xfs_buf_log_format` 24 plus its
 //!   bitmap, buffers logged in `XFS_BLF_CHUNK` (128-byte) pieces, a 512-byte record header.
-//! - xfsprogs `mkfs/xfs_mkfs.c`: 4 allocation groups below 4 TiB on a single disk
+//! - xfsprogs `mkfs/xfs_mkfs.c` (recalled): 4 allocation groups below 4 TiB on a single disk
 //!   (`calc_default_ag_geometry`), the internal log in AG `agcount / 2` after its header
 //!   blocks, sized fs/2048 within [64 MiB, 2 GiB] (`calculate_log_size`).
 //!
@@ -761,7 +763,8 @@ impl HostFs {
                 self.pending.remove(slot);
                 out.push(FsAction::Done { token });
             }
-            Pending::Fsync { .. } => unreachable!("an fsync waits on its commit, not on I/O"),
+            // An fsync waits on its commit (commit_done), never on a token of its own.
+            Pending::Fsync { .. } => {}
             Pending::CommitLog { fs, remaining } => {
                 let fs = *fs;
                 *remaining -= 1;
