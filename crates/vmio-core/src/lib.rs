@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod device;
 pub mod fio;
 pub mod guest;
+pub mod hostfs;
 pub mod image;
 pub mod nbd;
 pub mod params;

@@ -29,7 +29,7 @@ use vmio_core::cpu;
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::{Interface, SHARE_KEYS};
-use vmio_core::{nbd, sched, throttle, volume};
+use vmio_core::{hostfs, nbd, sched, throttle, volume};
 
 use crate::device;
 
@@ -167,6 +167,17 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             entries: volume::REGISTRY
                 .iter()
                 .map(|e| Described::new(e, volume::device_count_note(e)))
+                .collect(),
+            keys: &[],
+            params: &[],
+        },
+        Layer {
+            table: "[[volume]]",
+            selector: "filesystem",
+            default: "none: the volume is a block device, its disks regions of it",
+            entries: hostfs::REGISTRY
+                .iter()
+                .map(|e| Described::new(e, "holds one image file per disk: first writes allocate, fdatasync commits the journal".to_string()))
                 .collect(),
             keys: &[],
             params: &[],

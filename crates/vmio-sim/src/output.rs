@@ -364,6 +364,14 @@ pub fn fio_json(out: &RunOutput) -> Value {
             .map(|t| json!({"vm": t.vm, "disk": t.disk, "requests": t.stats.requests, "delayed": t.stats.delayed, "throttled_ns": t.stats.throttled_ns}))
             .collect();
     }
+    if !r.host_fs.is_empty() {
+        v["vmio"]["host_fs"] = Value::Array(
+            r.host_fs
+                .iter()
+                .map(|d| json!({"vm": d.vm, "disk": d.disk, "stats": d.stats}))
+                .collect(),
+        );
+    }
     v
 }
 

@@ -490,7 +490,7 @@ fn volume_keys_are_checked_against_the_registered_layouts() {
     let e = err(&GOOD.replace("stripe_size = \"128k\"", "stripe = \"128k\""));
     assert_eq!(
         e,
-        "s.toml: volume[0].stripe: unknown key; accepted: name, layout, devices, read_ahead_kb, stripe_size, chunk"
+        "s.toml: volume[0].stripe: unknown key; accepted: name, layout, devices, read_ahead_kb, filesystem, stripe_size, chunk"
     );
     let e = err(&GOOD.replace("stripe_size = \"128k\"", "chunk = \"1m\""));
     assert!(
@@ -818,5 +818,38 @@ fn the_nbd_table_gives_the_costs_of_nbd_disks_and_is_refused_on_a_native_host() 
     assert!(
         e.contains("interface: 'nbd' needs a VM") && e.contains("accepted: host"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_volume_filesystem_is_read_with_its_keys_and_its_keys_are_refused_without_it() {
+    let fs = GOOD.replace(
+        "stripe_size = \"128k\"",
+        "stripe_size = \"128k\"\nfilesystem = \"ext4\"\njournal_size = \"64m\"",
+    );
+    let s = Stack::from_toml(&fs, "s.toml").unwrap();
+    let spec = s.volumes[0].filesystem.as_ref().unwrap();
+    assert_eq!(spec.entry.name, "ext4");
+    assert_eq!(spec.params.int_or("journal_size", 0), 64 << 20);
+    assert!(Stack::from_toml(GOOD, "s.toml").unwrap().volumes[0]
+        .filesystem
+        .is_none());
+    assert_eq!(
+        err(&GOOD.replace(
+            "stripe_size = \"128k\"",
+            "stripe_size = \"128k\"\nfilesystem = \"zfs\""
+        )),
+        "s.toml: volume[0].filesystem: 'zfs' is not valid; accepted: ext4, xfs"
+    );
+    assert_eq!(
+        err(&GOOD.replace(
+            "stripe_size = \"128k\"",
+            "stripe_size = \"128k\"\nlog_size = \"64m\""
+        )),
+        "s.toml: volume[0].log_size: only valid with filesystem = \"xfs\""
+    );
+    assert_eq!(
+        err(&fs.replace("journal_size = \"64m\"", "log_size = \"64m\"")),
+        "s.toml: volume[0].log_size: only valid with filesystem = \"xfs\""
     );
 }

@@ -184,7 +184,11 @@ pub struct RawVolume {
     pub layout: String,
     pub devices: Vec<String>,
     pub read_ahead_kb: Option<u64>,
-    /// The layouts' parameters ([`REGISTRY`]); any other key is refused there.
+    /// The host filesystem holding images on the volume ([`crate::hostfs`]); none: the
+    /// volume is a block device.
+    pub filesystem: Option<String>,
+    /// The layouts' and filesystems' parameters ([`REGISTRY`], [`crate::hostfs::REGISTRY`]);
+    /// any other key is refused there.
     #[serde(flatten)]
     pub params: BTreeMap<String, toml::Value>,
 }
@@ -200,6 +204,7 @@ pub struct VolumeSpec {
     pub devices: Vec<usize>,
     pub params: Values,
     pub read_ahead_kb: Option<u64>,
+    pub filesystem: Option<crate::hostfs::FsSpec>,
 }
 
 impl Serialize for VolumeSpec {
@@ -213,6 +218,12 @@ impl Serialize for VolumeSpec {
             m.serialize_entry(&spec.record_key(), &v)?;
         }
         m.serialize_entry("read_ahead_kb", &self.read_ahead_kb)?;
+        if let Some(fs) = &self.filesystem {
+            m.serialize_entry(crate::hostfs::KEY, fs.entry.name)?;
+            for (spec, v) in fs.params.iter() {
+                m.serialize_entry(&spec.record_key(), &v)?;
+            }
+        }
         m.end()
     }
 }
@@ -229,12 +240,31 @@ impl Table for VolumeSpec {
         let f = |k: &str| format!("{field}.{k}");
         let layout = lookup(&v.layout).map_err(|m| FieldError::new(f("layout"), m))?;
         check_device_count(layout, devices.len()).map_err(|m| FieldError::new(f("devices"), m))?;
+        let (filesystem, layout_keys) = match &v.filesystem {
+            Some(name) => crate::hostfs::FsSpec::read(name, &v.params)
+                .map(|(fs, rest)| (Some(fs), rest))
+                .map_err(|e| match e {
+                    crate::hostfs::HostFsError::Param(e) => FieldError::param(field, e),
+                    other => FieldError::new(f(crate::hostfs::KEY), other.to_string()),
+                })?,
+            None => {
+                crate::hostfs::FsSpec::refuse(&v.params)
+                    .map_err(|e| FieldError::param(field, e))?;
+                (None, v.params.clone())
+            }
+        };
         let mut values = defaults();
         params::read_for(
             &mut values,
-            &v.params,
+            &layout_keys,
             // Read by serde; named so that an unknown key's error lists them.
-            &["name", "layout", "devices", "read_ahead_kb"],
+            &[
+                "name",
+                "layout",
+                "devices",
+                "read_ahead_kb",
+                crate::hostfs::KEY,
+            ],
             layout,
             REGISTRY,
             "layout",
@@ -246,6 +276,7 @@ impl Table for VolumeSpec {
             devices,
             params: values,
             read_ahead_kb: v.read_ahead_kb,
+            filesystem,
         })
     }
 }

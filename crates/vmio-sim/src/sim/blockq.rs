@@ -232,20 +232,37 @@ impl Sim {
         sync: bool,
     ) {
         let d = &self.disks[disk];
-        let owner = d.owner;
-        let vol = &self.blockq.vols[d.volume];
+        let (vol, owner, voff) = (d.volume, d.owner, d.offset_bytes + off);
+        self.submit_volume(now, vol, owner, op, voff, len, b, sync, false);
+    }
+
+    /// Queue `[voff, voff+len)` of volume `vol` as device requests completing barrier `b`
+    /// (`fua`: each with Force Unit Access), for `owner`'s scheduling.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn submit_volume(
+        &mut self,
+        now: Ns,
+        vol: usize,
+        owner: u32,
+        op: Op,
+        voff: u64,
+        len: u64,
+        b: usize,
+        sync: bool,
+        fua: bool,
+    ) {
         let mut pieces = std::mem::take(&mut self.blockq.pieces);
         pieces.clear();
-        vol.layout.map(d.offset_bytes + off, len, &mut pieces);
+        self.blockq.vols[vol].layout.map(voff, len, &mut pieces);
         self.blockq.barriers.get(b).remaining += pieces.len() as u32;
         for p in &pieces {
-            let dev = self.blockq.vols[self.disks[disk].volume].devices[p.device];
+            let dev = self.blockq.vols[vol].devices[p.device];
             let io = DevIo {
                 tag: b as u64,
                 op,
                 offset_bytes: p.offset_bytes,
                 len_bytes: p.len_bytes,
-                fua: false,
+                fua,
                 sync,
                 owner,
                 queued_ns: now,
@@ -257,7 +274,6 @@ impl Sim {
                 .prefetch(op, d.start_bytes + p.offset_bytes, p.len_bytes);
             d.queue.insert(now, io);
         }
-        let vol = self.disks[disk].volume;
         // Pump each touched device once (pieces of one request are few; no allocation).
         for (i, p) in pieces.iter().enumerate() {
             if pieces[..i].iter().all(|q| q.device != p.device) {

@@ -2,7 +2,7 @@
 //! queue's `u64` payload.
 //!
 //! ```text
-//! payload = kind << 56 | id      kind: 0 JobStart .. 14 ThrottleWake (declaration order); id < 2^56
+//! payload = kind << 56 | id      kind: 0 JobStart .. 15 FsWake (declaration order); id < 2^56
 //! ```
 //!
 //! The queue stores the packed `u64` (a `Copy` word keeps its heap small and fast) and orders
@@ -41,6 +41,8 @@ pub(super) enum Event {
     ImageDone(usize),
     /// A throttle group's timer (throttle.rs).
     ThrottleWake(usize),
+    /// A wake-up of the host filesystem policy (hostfs.rs: CPU time, a commit timer).
+    FsWake(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -66,6 +68,7 @@ impl Event {
             Event::CpuTick(i) => (12, i),
             Event::ImageDone(i) => (13, i),
             Event::ThrottleWake(i) => (14, i),
+            Event::FsWake(i) => (15, i),
         };
         debug_assert!(
             id as u64 <= ID_MASK,
@@ -94,6 +97,7 @@ impl Event {
             12 => Event::CpuTick(id),
             13 => Event::ImageDone(id),
             14 => Event::ThrottleWake(id),
+            15 => Event::FsWake(id),
             k => unreachable!("event payload {p:#x} of unknown kind {k}: not made by Event::pack"),
         }
     }
@@ -123,6 +127,7 @@ mod tests {
                 Event::CpuTick(id),
                 Event::ImageDone(id),
                 Event::ThrottleWake(id),
+                Event::FsWake(id),
             ] {
                 assert_eq!(Event::unpack(e.pack()), e);
             }

@@ -10,8 +10,11 @@
 //! WbTimer              → policy.on_timer
 //! barrier of a token   → policy.on_done(token)      (every device piece of an Io or Flush)
 //! actions:
-//!   Io { disk, op, range, sync, token } → a barrier for token; submit_range (block queue)
+//!   Io { disk, op, range, sync, token } → a barrier for token; submit_range (block queue);
+//!                                         on a filesystem volume: the host filesystem
+//!                                         driver (hostfs.rs), whose tokens come back there
 //!   Flush { disk, token }               → flush_volume: FLUSH CACHE to the volume's devices
+//!                                         (on a filesystem volume: its fdatasync, hostfs.rs)
 //!   Copy { req, bytes, complete }       → HostDone at max(now, copy_busy) + bytes / copy_rate
 //!   Complete { req }                    → host_finish (the VMM completes it to the guest)
 //!   Timer { at }                        → WbTimer at `at`
@@ -101,6 +104,9 @@ impl Sim {
 
     /// All device requests of a barrier completed: hand its token back to the policy.
     pub(super) fn barrier_continue(&mut self, now: Ns, cont: Cont) {
+        if vmio_core::hostfs::is_fs_token(cont) {
+            return self.fs_done(now, cont);
+        }
         self.cache
             .policy
             .on_done(now, cont, &mut self.cache.actions);
@@ -121,13 +127,23 @@ impl Sim {
                     sync,
                     token,
                 } => {
-                    let b = self.blockq.barriers.insert(Barrier {
-                        remaining: 0,
-                        cont: token,
-                    });
-                    self.submit_range(now, disk as usize, op, offset, len, b, sync);
+                    if self.hostfs.on_fs(disk as usize) {
+                        self.fs_io(now, disk, op, offset, len, sync, token);
+                    } else {
+                        let b = self.blockq.barriers.insert(Barrier {
+                            remaining: 0,
+                            cont: token,
+                        });
+                        self.submit_range(now, disk as usize, op, offset, len, b, sync);
+                    }
                 }
-                Action::Flush { disk, token } => self.flush_volume(now, disk as usize, token),
+                Action::Flush { disk, token } => {
+                    if self.hostfs.on_fs(disk as usize) {
+                        self.fs_flush(now, disk, token);
+                    } else {
+                        self.flush_volume(now, disk as usize, token);
+                    }
+                }
                 Action::Copy {
                     req,
                     bytes,

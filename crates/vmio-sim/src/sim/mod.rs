@@ -42,6 +42,7 @@ mod fiojob_tests;
 mod guest;
 mod guestos;
 mod hostcache;
+mod hostfs;
 #[cfg(test)]
 mod image_tests;
 mod jobs;
@@ -54,8 +55,8 @@ pub use cpu::{CpuReport, ThreadLabel};
 pub use guest::DiskAcct;
 pub use memory::{available_memory_bytes, check_memory, FALLBACK_MEMORY_BYTES};
 pub use report::{
-    DeviceReport, GuestDiskReport, ImageDiskReport, JobReport, PdcDiskReport, SimReport,
-    ThrottleDiskReport,
+    DeviceReport, GuestDiskReport, HostFsDiskReport, ImageDiskReport, JobReport, PdcDiskReport,
+    SimReport, ThrottleDiskReport,
 };
 
 use crate::device::DeviceError;
@@ -247,6 +248,8 @@ pub struct Sim {
     image: ImageLayer,
     /// The host page cache and its writeback (hostcache.rs).
     cache: HostCache,
+    /// The host filesystem under the images of filesystem volumes (hostfs.rs).
+    hostfs: hostfs::HostFsDriver,
     /// Devices, volumes and barriers (blockq.rs).
     blockq: BlockQueue,
     /// The VMs' guest kernels (guestos.rs).
@@ -475,6 +478,13 @@ impl Sim {
         let disk_volume: Vec<usize> = disks.iter().map(|d| d.volume).collect();
         let vol_first_dev: Vec<usize> = stack.volumes.iter().map(|v| v.devices[0]).collect();
         let cpu = cpu::build(&stack, &clones, &vol_first_dev, &disk_volume)?;
+        // The image file of each disk: its region of the volume (a qcow2 chain's host bytes).
+        let places: Vec<_> = disks
+            .iter()
+            .zip(&files)
+            .map(|(d, f)| (d.volume, d.offset_bytes, f.size_bytes))
+            .collect();
+        let hostfs = hostfs::HostFsDriver::new(&stack, &vol_bytes, &places)?;
         drop(clones);
         Ok(Sim {
             throttle: throttle::SimThrottle::new(&stack)?,
@@ -486,6 +496,7 @@ impl Sim {
             guest: GuestState::new(vdisks),
             image: ImageLayer::new(drivers),
             cache: HostCache::new(&stack, files)?,
+            hostfs,
             blockq: BlockQueue::new(devs, vols),
             guests,
             disk_base,
@@ -522,6 +533,7 @@ impl Sim {
                 Event::CpuTick(id) => self.cpu_tick(now, id),
                 Event::ImageDone(h) => self.image_done(now, h),
                 Event::ThrottleWake(g) => self.throttle_wake(now, g),
+                Event::FsWake(slot) => self.fs_wake(now, slot),
             }
             if self.all_done() {
                 break;

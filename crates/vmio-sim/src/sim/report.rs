@@ -83,6 +83,8 @@ pub struct SimReport {
     pub images: Vec<ImageDiskReport>,
     /// Per disk with `[vm.disk.iotune]` (stack order): its throttling.
     pub throttle: Vec<ThrottleDiskReport>,
+    /// Per disk on a `[[volume]]` with a filesystem (stack order): its image file's figures.
+    pub host_fs: Vec<HostFsDiskReport>,
 }
 
 /// A disk's format driver figures (blocklayer.rs).
@@ -97,6 +99,13 @@ pub struct ThrottleDiskReport {
     pub vm: String,
     pub disk: String,
     pub stats: vmio_core::throttle::ThrottleStats,
+}
+
+/// A disk's image file on a host filesystem.
+pub struct HostFsDiskReport {
+    pub vm: String,
+    pub disk: String,
+    pub stats: vmio_core::hostfs::HostFsStats,
 }
 
 /// A PDC disk's journal detection.
@@ -223,12 +232,22 @@ impl Sim {
                 })
             })
             .collect();
+        let host_fs = (0..self.disks.len())
+            .filter_map(|i| {
+                Some(HostFsDiskReport {
+                    stats: self.hostfs.stats(i)?,
+                    vm: self.vm_names[self.disks[i].owner as usize].clone(),
+                    disk: self.disk_names[i].clone(),
+                })
+            })
+            .collect();
         let host = self.cache.stats();
         let cpu = self.cpu_model.map(|m| self.cpu.report(now, m));
         SimReport {
             throttle,
             cpu,
             images,
+            host_fs,
             guest_disks,
             guests,
             seed: self.seed,

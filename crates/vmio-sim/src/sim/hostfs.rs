@@ -1,0 +1,260 @@
+//! The host filesystem driver: the simulator's side of vmio-core's host filesystem policy
+//! ([`vmio_core::hostfs::HostFs`]: ext4 or XFS holding the images of the disks of a
+//! `[[volume]]` with `filesystem`). It sits between the host cache driver's actions and the
+//! block queue, for the disks of those volumes only:
+//!
+//! ```text
+//! host_act: Io / Flush of a disk on a filesystem volume → policy.on_io / on_flush
+//!           (any other disk: submit_range / flush_volume as before, one branch)
+//! actions:
+//!   Io { disk, op, volume_offset, len, sync, fua, token } → a barrier for token;
+//!                                                            submit_volume (block queue)
+//!   Flush { disk, token }  → flush_volume
+//!   Wake { at, token }     → FsWake at `at`, then policy.on_done(token)
+//!   Done { token }         → the host cache policy's on_done(token) (its Io or Flush is done)
+//! barrier of a token: the policy's (FS_TOKEN bit) → policy.on_done; else the host cache's
+//! ```
+//!
+//! A Wake's token waits in a slab until its event comes (the event carries the slot).
+
+use super::blockq::Barrier;
+use super::event::Event;
+use super::{Sim, SimError};
+use vmio_core::cache::Token;
+use vmio_core::hostfs::{self, FsAction, FsVolume, HostFile, HostFs, HostFsStats};
+use vmio_core::slab::Slab;
+use vmio_core::stack::Stack;
+use vmio_core::Ns;
+
+/// The driver's state: the policy (None when no volume has a filesystem), which disks are
+/// files, the action buffer and the wake-ups pending.
+pub(super) struct HostFsDriver {
+    policy: Option<HostFs>,
+    /// Per VM disk (engine order): its Io and Flush go through the policy.
+    on_fs: Vec<bool>,
+    actions: Vec<FsAction>,
+    wakes: Slab<Token>,
+}
+
+impl HostFsDriver {
+    /// The policy over the stack's filesystem volumes and the disks on them; `disks` are
+    /// (volume, offset, size, preallocation) in engine order.
+    pub(super) fn new(
+        stack: &Stack,
+        vol_bytes: &[u64],
+        disks: &[(usize, u64, u64)],
+    ) -> Result<Self, SimError> {
+        let images: Vec<_> = stack
+            .vms
+            .iter()
+            .flat_map(|v| v.disks.iter().map(|d| &d.image))
+            .collect();
+        let mut fs_of_vol = vec![None; stack.volumes.len()];
+        let mut volumes = Vec::new();
+        for (i, v) in stack.volumes.iter().enumerate() {
+            if let Some(spec) = &v.filesystem {
+                fs_of_vol[i] = Some(volumes.len());
+                volumes.push(FsVolume {
+                    name: v.name.clone(),
+                    spec: spec.clone(),
+                    capacity_bytes: vol_bytes[i],
+                });
+            }
+        }
+        let on_fs: Vec<bool> = disks.iter().map(|d| fs_of_vol[d.0].is_some()).collect();
+        if volumes.is_empty() {
+            return Ok(HostFsDriver {
+                policy: None,
+                on_fs,
+                actions: Vec::new(),
+                wakes: Slab::new(),
+            });
+        }
+        let files: Vec<Option<HostFile>> = disks
+            .iter()
+            .zip(&images)
+            .map(|(&(vol, offset, size), image)| {
+                fs_of_vol[vol].map(|fs| {
+                    let (initial, written_prefix) = hostfs::initial_state(image, size);
+                    HostFile {
+                        fs,
+                        volume_offset: offset,
+                        size_bytes: size,
+                        initial,
+                        written_prefix,
+                    }
+                })
+            })
+            .collect();
+        let policy = HostFs::new(&volumes, &files)
+            .map_err(|e| SimError::Job(format!("{}: {e}", stack.file)))?;
+        Ok(HostFsDriver {
+            policy: Some(policy),
+            on_fs,
+            actions: Vec::new(),
+            wakes: Slab::new(),
+        })
+    }
+
+    /// Whether VM disk `disk` is an image file on a host filesystem.
+    #[inline(always)]
+    pub(super) fn on_fs(&self, disk: usize) -> bool {
+        self.on_fs[disk]
+    }
+
+    /// The figures of `disk`'s image file, when it is one.
+    pub(super) fn stats(&self, disk: usize) -> Option<HostFsStats> {
+        self.policy.as_ref()?.stats(disk as u32)
+    }
+
+    fn policy(&mut self) -> &mut HostFs {
+        self.policy
+            .as_mut()
+            .expect("only disks on a filesystem volume reach the driver")
+    }
+}
+
+impl Sim {
+    /// An Io action of the host cache for a disk on a filesystem volume.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fs_io(
+        &mut self,
+        now: Ns,
+        disk: u32,
+        op: vmio_core::request::Op,
+        offset: u64,
+        len: u64,
+        sync: bool,
+        token: Token,
+    ) {
+        let mut out = std::mem::take(&mut self.hostfs.actions);
+        self.hostfs
+            .policy()
+            .on_io(now, disk, op, offset, len, sync, token, &mut out);
+        self.fs_act(now, out);
+    }
+
+    /// A Flush action of the host cache for a disk on a filesystem volume (its fdatasync).
+    pub(super) fn fs_flush(&mut self, now: Ns, disk: u32, token: Token) {
+        let mut out = std::mem::take(&mut self.hostfs.actions);
+        self.hostfs.policy().on_flush(now, disk, token, &mut out);
+        self.fs_act(now, out);
+    }
+
+    /// A barrier or a wake-up of the policy's token completed.
+    pub(super) fn fs_done(&mut self, now: Ns, token: Token) {
+        let mut out = std::mem::take(&mut self.hostfs.actions);
+        self.hostfs.policy().on_done(now, token, &mut out);
+        self.fs_act(now, out);
+    }
+
+    /// FsWake: the wake-up in `slot` is due.
+    pub(super) fn fs_wake(&mut self, now: Ns, slot: usize) {
+        let token = self.hostfs.wakes.remove(slot);
+        self.fs_done(now, token);
+    }
+
+    /// Carry out the policy's actions in order. A Done hands a token to the host cache
+    /// policy, whose own actions may come back here with another buffer.
+    fn fs_act(&mut self, now: Ns, mut out: Vec<FsAction>) {
+        for &a in &out {
+            match a {
+                FsAction::Io {
+                    disk,
+                    op,
+                    volume_offset,
+                    len,
+                    sync,
+                    fua,
+                    token,
+                } => {
+                    let b = self.blockq.barriers.insert(Barrier {
+                        remaining: 0,
+                        cont: token,
+                    });
+                    let d = &self.disks[disk as usize];
+                    let (vol, owner) = (d.volume, d.owner);
+                    self.submit_volume(now, vol, owner, op, volume_offset, len, b, sync, fua);
+                }
+                FsAction::Flush { disk, token } => self.flush_volume(now, disk as usize, token),
+                FsAction::Wake { at, token } => {
+                    let slot = self.hostfs.wakes.insert(token);
+                    self.q.push(at, Event::FsWake(slot).pack());
+                }
+                FsAction::Done { token } => self.barrier_continue(now, token),
+            }
+        }
+        out.clear();
+        if out.capacity() > self.hostfs.actions.capacity() {
+            self.hostfs.actions = out;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::output::RunOutput;
+    use crate::run::{run, RunInput};
+
+    /// An SSD whose volume holds an ext4 (or no filesystem), one disk of 256 MiB at 64 MiB.
+    fn stack(filesystem: &str, preallocation: &str) -> String {
+        format!(
+            "[[device]]\nname = \"ssd\"\nmodel = \"ssd\"\n[[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"ssd\"]\n{filesystem}\
+             [[vm]]\nname = \"vm\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"v\"\noffset = \"64m\"\nsize = \"256m\"\ncache = \"none\"\n{preallocation}"
+        )
+    }
+
+    const EXT4: &str = "filesystem = \"ext4\"\n";
+    const SPARSE: &str = "[vm.disk.image]\npreallocation = \"off\"\n";
+    const FULL: &str = "[vm.disk.image]\npreallocation = \"full\"\n";
+
+    /// 1024 sequential O_DIRECT writes of 4 KiB, each followed by an fdatasync.
+    const JOB: &str = "[w]\nrw=write\nbs=4k\nioengine=psync\ndirect=1\nsize=4m\nfdatasync=1\n";
+
+    fn sim(stack_text: &str) -> RunOutput {
+        run(&RunInput::texts(stack_text, JOB, 1)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn device_writes(o: &RunOutput) -> (u64, u64) {
+        let d = &o.report.devices[0].stats;
+        (d.write_bytes, d.flush_ops)
+    }
+
+    #[test]
+    fn a_first_write_with_fdatasync_on_a_sparse_ext4_image_costs_the_journal_commit_an_overwrite_does_not(
+    ) {
+        let sparse = sim(&stack(EXT4, SPARSE));
+        let full = sim(&stack(EXT4, FULL));
+        let writes = 1024;
+        let s = sparse.report.host_fs[0].stats;
+        assert_eq!(
+            (s.blocks_allocated, s.extents_converted, s.journal_commits),
+            (writes, writes, writes)
+        );
+        // Each commit: a descriptor, the group's bitmap and descriptor block, the inode, and
+        // the commit block (sequential writes keep one extent: no leaf).
+        assert_eq!(s.journal_bytes, writes * 5 * 4096);
+        let f = full.report.host_fs[0].stats;
+        assert_eq!((f.blocks_allocated, f.journal_commits), (0, 0));
+        assert_eq!(f.flush_only, writes);
+        // The device sees the journal's blocks on top of the same data, and one FLUSH per
+        // fdatasync either way (the commit block's PREFLUSH, or the fdatasync's own).
+        let (sw, sf) = device_writes(&sparse);
+        let (fw, ff) = device_writes(&full);
+        assert_eq!(sw - fw, writes * 5 * 4096);
+        assert_eq!(sf, ff);
+        // Per write: at least the allocation and conversion (5 + 10 us) more, and the
+        // commit's writes on top.
+        let per_write = |o: &RunOutput| o.report.jobs[0].runtime_ns as f64 / writes as f64;
+        let extra = per_write(&sparse) - per_write(&full);
+        assert!(extra > 15_000.0, "{extra} ns more per write");
+        // A volume without a filesystem is a block device: no host_fs figures, and the same
+        // run as the preallocated image's (an overwrite is the block device's write).
+        let plain = sim(&stack("", SPARSE));
+        assert!(plain.report.host_fs.is_empty());
+        assert_eq!(
+            plain.report.jobs[0].runtime_ns,
+            full.report.jobs[0].runtime_ns
+        );
+    }
+}
