@@ -266,7 +266,7 @@ fn a_flush_writes_every_dirty_slice_once_then_one_fdatasync() {
 }
 
 #[test]
-fn a_backing_chain_read_goes_to_the_deepest_layer_that_has_the_cluster() {
+fn a_backing_chain_read_goes_down_to_the_nearest_layer_that_has_the_cluster() {
     // top (empty) -> qcow2 backing, half populated -> raw backing.
     let text = "backing = [{ format = \"qcow2\", populated = 0.5 }, { format = \"raw\" }]";
     let mut e = Engine::new(text, G);
