@@ -1,5 +1,6 @@
 //! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` (with the
-//! guest's `read_ahead_kb`) and `cache`, `[vm.disk.filesystem] type`, `[vm.page_cache]`
+//! guest's `read_ahead_kb`) and `cache`, `[vm.disk.filesystem] type`, `[vm.disk.image]`
+//! (`format`: [`vmio_core::image::help_layer`]), `[vm.page_cache]`
 //! `eviction`, `[page_cache] eviction`, `[pdc]`, `[scheduler] name`, `[[volume]] layout`,
 //! `[[device]] model`, `[vm.disk.iotune]` ([`vmio_core::throttle::KEYS`]) — with every entry's parameters (and the tables' own), rendered from
 //! the registries and declarations ([`vmio_core::stack::Interface::REGISTRY`],
@@ -144,6 +145,7 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             keys: &[gp::FS_MOUNT],
             params: &d.fs_params,
         },
+        vmio_core::image::help_layer(),
         Layer {
             table: "[vm.disk.iotune]",
             selector: "",

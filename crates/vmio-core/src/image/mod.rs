@@ -27,10 +27,13 @@
 //!   defaults and the host bytes of an image and its backing chain ([`ImageSpec::file_bytes`]);
 //! - [`qcow2`]: the qcow2 driver (layout, allocation, copy-on-write, backing reads, flush,
 //!   discard, the image lock);
+//! - [`qcow2meta`]: a qcow2 file's layout, cluster allocation, refcounts and the write-back
+//!   rules of its metadata caches;
 //! - [`l2cache`]: the LRU metadata cache the driver keeps for L2 slices and refcount blocks.
 
 pub mod l2cache;
 pub mod qcow2;
+pub mod qcow2meta;
 pub mod spec;
 
 pub use spec::{BackingSpec, Discard, Format, ImageSpec, Preallocation};

@@ -695,9 +695,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "vm[0].disk[0].image.preallocation");
-        for e in [e] {
-            assert!(!e.to_string().contains('\n'));
-        }
+        assert!(!e.to_string().contains('\n'));
     }
 
     #[test]
