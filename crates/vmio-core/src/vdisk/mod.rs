@@ -11,10 +11,20 @@
 //! offset, size: sizes, multiples of 4k (size 0: the rest of the volume, resolved by the
 //!            engine that knows the volume's capacity)
 //! queue_depth: at least 1; read_ahead_kb: guest::params::read_ahead_bytes
+//! aio:       queue::Aio (threads, native, io_uring; queue::parse_aio's rules)
+//! [vm.disk.queue]: queue::QueueSpec (num_queues, queue_size, iothreads)
 //! ```
+//!
+//! The VM's QEMU release (`[[vm]] qemu_version`, [`qemu::PROFILES`]) and vCPU count reach a
+//! disk through its [`DiskContext`].
 //!
 //! The stack resolves `volume` (a reference to a `[[volume]]`) and checks that a VM's disks
 //! have distinct names and that disks of one volume do not overlap.
+
+pub mod qemu;
+pub mod queue;
+
+pub use queue::{Aio, QueueSpec, RawQueue};
 
 use crate::cache::CacheMode;
 use crate::guest::params::{self, FsSpec};
@@ -107,6 +117,9 @@ pub struct RawDisk {
     pub cache: Option<String>,
     pub queue_depth: Option<u32>,
     pub iothread: Option<bool>,
+    pub aio: Option<String>,
+    /// `[vm.disk.queue]`: [`queue::QueueSpec`].
+    pub queue: Option<RawQueue>,
     pub read_ahead_kb: Option<u64>,
     /// `[vm.disk.filesystem]`: `type`, `mount` and [`crate::guest::params::FS_PARAMS`].
     pub filesystem: Option<BTreeMap<String, toml::Value>>,
@@ -123,6 +136,14 @@ pub struct DiskSpec {
     pub cache: CacheMode,
     pub queue_depth: Option<u32>,
     pub iothread: bool,
+    /// QEMU's I/O engine (shown when not the default, threads).
+    #[serde(skip_serializing_if = "Aio::is_threads")]
+    pub aio: Aio,
+    /// The disk's queues and VMM threads (shown when the file has `[vm.disk.queue]`).
+    #[serde(skip_serializing_if = "Option::is_none", rename = "queue")]
+    pub queue_table: Option<QueueSpec>,
+    #[serde(skip)]
+    pub queue: QueueSpec,
     /// The guest's read-ahead window on this disk (`read_ahead_kb`), in bytes.
     pub read_ahead_bytes: u64,
     /// The guest filesystem on the disk; None: the guest uses the raw block device.
@@ -130,11 +151,13 @@ pub struct DiskSpec {
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
-/// into its volumes) and the host's hypervisor.
+/// into its volumes), the host's hypervisor, and its VM's vCPUs and QEMU release.
 #[derive(Clone, Copy, Debug)]
 pub struct DiskContext<'a> {
     pub volume: usize,
     pub hypervisor: &'a str,
+    pub vcpus: u32,
+    pub qemu: &'a qemu::QemuProfile,
 }
 
 /// `[[vm.disk]]` at `field` (`vm[0].disk[1]`).
@@ -213,6 +236,19 @@ impl Table for DiskSpec {
             None => None,
             Some(t) => Some(FsSpec::from_raw(t, &f(FsSpec::KEY), &d.name)?),
         };
+        let aio = queue::parse_aio(d.aio.as_deref(), &f("aio"), cache, cx.qemu)?;
+        let iothread = d.iothread.unwrap_or(false);
+        let qcx = queue::QueueContext {
+            interface,
+            vcpus: cx.vcpus,
+            qemu: cx.qemu,
+            iothread,
+        };
+        let queue_table = match &d.queue {
+            Some(q) => Some(QueueSpec::from_raw(q, &f(QueueSpec::KEY), qcx)?),
+            None => None,
+        };
+        let queue = queue_table.unwrap_or_else(|| QueueSpec::defaults(&qcx));
         Ok(DiskSpec {
             name: d.name.clone(),
             volume: cx.volume,
@@ -221,7 +257,10 @@ impl Table for DiskSpec {
             interface,
             cache,
             queue_depth: d.queue_depth,
-            iothread: d.iothread.unwrap_or(false),
+            iothread,
+            aio,
+            queue_table,
+            queue,
             read_ahead_bytes,
             filesystem,
         })
