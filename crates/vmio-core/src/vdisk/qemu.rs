@@ -27,6 +27,8 @@
 pub struct QemuProfile {
     /// The name `qemu_version` takes ("7.2").
     pub name: &'static str,
+    /// Its line in `vmio help stack`.
+    pub help: &'static str,
     /// (major, minor), for ordering.
     pub version: (u32, u32),
     /// virtio-blk's `queue-size` and virtio-scsi's `virtqueue_size` default.
@@ -47,6 +49,7 @@ pub struct QemuProfile {
 pub const PROFILES: &[QemuProfile] = &[
     QemuProfile {
         name: "2.11",
+        help: "QEMU 2.11 (Ubuntu 18.04; the seeds' era): virtqueues of 128, seg_max 126 (504 KiB requests), one queue per disk, no io_uring",
         version: (2, 11),
         queue_size: 128,
         seg_max_adjust: false,
@@ -57,6 +60,7 @@ pub const PROFILES: &[QemuProfile] = &[
     },
     QemuProfile {
         name: "5.2",
+        help: "QEMU 5.2: virtqueues of 256, seg_max 254 (1016 KiB), a queue per vCPU, io_uring; io_submit batches up to 1024",
         version: (5, 2),
         queue_size: 256,
         seg_max_adjust: true,
@@ -67,6 +71,7 @@ pub const PROFILES: &[QemuProfile] = &[
     },
     QemuProfile {
         name: "7.2",
+        help: "QEMU 7.2 (Debian 12, installed beside vmio): as 5.2, io_submit batches of 32 (aio-max-batch)",
         version: (7, 2),
         queue_size: 256,
         seg_max_adjust: true,
@@ -77,6 +82,7 @@ pub const PROFILES: &[QemuProfile] = &[
     },
     QemuProfile {
         name: "8.2",
+        help: "QEMU 8.2: as 7.2, and a disk's queues spread over several iothreads (iothread-vq-mapping)",
         version: (8, 2),
         queue_size: 256,
         seg_max_adjust: true,

@@ -83,14 +83,6 @@ impl Aio {
     }
 }
 
-/// `[[vm.disk]] aio` as help shows it.
-pub const AIO_KEY: KeyDoc = KeyDoc {
-    name: "aio",
-    help: "QEMU's I/O engine for the disk's image (-drive aio=): threads (a pool of up to 64 workers), native (Linux AIO, O_DIRECT only), io_uring (QEMU >= 5.0)",
-    accepted: "threads, native (cache = none or directsync), io_uring",
-    default: "threads",
-};
-
 /// `[vm.disk.queue]`'s keys as help shows them.
 pub const QUEUE_KEYS: &[KeyDoc] = &[
     KeyDoc {
@@ -112,14 +104,6 @@ pub const QUEUE_KEYS: &[KeyDoc] = &[
         default: "1 with iothread = true, else 0",
     },
 ];
-
-/// `[[vm]] qemu_version` as help shows it.
-pub const QEMU_VERSION_KEY: KeyDoc = KeyDoc {
-    name: "qemu_version",
-    help: "the QEMU release running the VM: its virtqueue size, seg_max, default num-queues, io_uring and iothread-vq-mapping (vdisk::qemu::PROFILES)",
-    accepted: "2.11, 5.2, 7.2, 8.2",
-    default: super::qemu::DEFAULT,
-};
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -326,6 +310,49 @@ mod tests {
         };
         let e = QueueSpec::from_raw(&raw, "q", cx(Interface::VirtioBlk, 1, "7.2")).unwrap_err();
         assert_eq!(e.field, "q.queue_size");
+    }
+
+    const STACK: &str = "[[device]]\nname = \"d\"\nmodel = \"ram\"\n\
+        [[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"d\"]\n\
+        [[vm]]\nname = \"vm\"\nvcpus = 4\nQEMU\n[[vm.disk]]\nname = \"a\"\nvolume = \"v\"\nDISK\n";
+
+    fn stack(qemu: &str, disk: &str) -> Result<crate::stack::Stack, String> {
+        let text = STACK.replace("QEMU", qemu).replace("DISK", disk);
+        crate::stack::Stack::from_toml(&text, "s.toml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_stack_reads_qemu_version_aio_and_the_queue_table_with_their_defaults() {
+        let s = stack("", "").unwrap();
+        let d = &s.vms[0].disks[0];
+        assert_eq!(s.vms[0].qemu_version, "7.2");
+        assert_eq!(
+            (d.aio, d.queue.num_queues, d.queue.queue_size),
+            (Aio::Threads, 4, 256)
+        );
+        let s = stack("qemu_version = \"2.11\"", "iothread = true").unwrap();
+        let d = &s.vms[0].disks[0];
+        assert_eq!(
+            (d.queue.num_queues, d.queue.queue_size, d.queue.iothreads),
+            (1, 128, 1)
+        );
+        let e = stack("qemu_version = \"4.0\"", "").unwrap_err();
+        assert!(
+            e.starts_with(
+                "s.toml: vm[0].qemu_version: '4.0' is not valid; accepted: 2.11, 5.2, 7.2, 8.2"
+            ),
+            "{e}"
+        );
+        let e = stack("", "aio = \"native\"").unwrap_err();
+        assert!(
+            e.starts_with("s.toml: vm[0].disk[0].aio: 'native' needs O_DIRECT"),
+            "{e}"
+        );
+        let e = stack("", "[vm.disk.queue]\nnum_queues = 2\niothreads = 3").unwrap_err();
+        assert!(
+            e.starts_with("s.toml: vm[0].disk[0].queue.iothreads: 3"),
+            "{e}"
+        );
     }
 
     #[test]

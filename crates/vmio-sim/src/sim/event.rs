@@ -2,7 +2,7 @@
 //! queue's `u64` payload.
 //!
 //! ```text
-//! payload = kind << 56 | id      kind: 0 JobStart .. 12 CpuTick (declaration order); id < 2^56
+//! payload = kind << 56 | id      kind: 0 JobStart .. 13 EngineStart (declaration order); id < 2^56
 //! ```
 //!
 //! The queue stores the packed `u64` (a `Copy` word keeps its heap small and fast) and orders
@@ -37,6 +37,8 @@ pub(super) enum Event {
     CpuWake,
     /// A periodic CPU source (cpu.rs: a VM's main loop, the host's housekeeping).
     CpuTick(usize),
+    /// A host request that waited for its I/O engine (a free worker) starts (guest.rs).
+    EngineStart(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -60,6 +62,7 @@ impl Event {
             Event::GuestTimer(i) => (10, i),
             Event::CpuWake => (11, 0),
             Event::CpuTick(i) => (12, i),
+            Event::EngineStart(i) => (13, i),
         };
         debug_assert!(
             id as u64 <= ID_MASK,
@@ -86,6 +89,7 @@ impl Event {
             10 => Event::GuestTimer(id),
             11 => Event::CpuWake,
             12 => Event::CpuTick(id),
+            13 => Event::EngineStart(id),
             k => unreachable!("event payload {p:#x} of unknown kind {k}: not made by Event::pack"),
         }
     }
@@ -113,6 +117,7 @@ mod tests {
                 Event::GuestTimer(id),
                 Event::CpuWake,
                 Event::CpuTick(id),
+                Event::EngineStart(id),
             ] {
                 assert_eq!(Event::unpack(e.pack()), e);
             }
