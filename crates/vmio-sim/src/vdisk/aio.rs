@@ -104,7 +104,7 @@ impl Engine {
 
     /// Whether the `k`-th host request (from 0) of a batch opens a system call.
     pub fn opens_batch(&self, k: u32) -> bool {
-        self.batch_ns > 0 && k % self.max_batch == 0
+        self.batch_ns > 0 && k.is_multiple_of(self.max_batch)
     }
 
     /// The VMM thread's submission work of the `k`-th host request of a batch.
