@@ -466,7 +466,9 @@ impl Sim {
             },
             Work::VmmSubmit(r) => self.part_submitted(now, r),
             Work::KernelDone(r) => {
-                for x in self.guest.parts_of(r) {
+                let mut at = Some(r);
+                while let Some(x) = at {
+                    at = self.guest.next_part(x);
                     match self.vmm_thread(x) {
                         Some(t) => {
                             let ns = self.guest.vmm_complete_ns(x);

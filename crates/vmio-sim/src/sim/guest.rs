@@ -244,15 +244,9 @@ impl GuestState {
         m.guest_complete_for(v.op, v.offset, v.len)
     }
 
-    /// The parts of host request `lead`, the leader first.
-    pub(super) fn parts_of(&self, lead: usize) -> Vec<usize> {
-        let mut out = vec![lead];
-        let mut at = self.vreqs.get_ref(lead).next;
-        while let Some(x) = at {
-            out.push(x);
-            at = self.vreqs.get_ref(x).next;
-        }
-        out
+    /// The part after `r` in its host request.
+    pub(super) fn next_part(&self, r: usize) -> Option<usize> {
+        self.vreqs.get_ref(r).next
     }
     fn handoff_ns(&self, r: usize) -> Ns {
         self.model_of(r).0.handoff_ns()
@@ -294,16 +288,21 @@ impl Sim {
             .saturating_sub(t.waitq.len() as u32)
             .min(parts);
         let mergeable = d.model.merge && matches!(op, Op::Read | Op::Write) && free > 1;
-        let mut runs: Vec<usize> = if mergeable {
-            let lens: Vec<u64> = (0..free as u64).map(|i| (len - i * max).min(max)).collect();
-            qemu::merge_runs(&lens)
+        // Runs of parts per host request; the first `batched` host requests are the
+        // notification's batch (their place in it prices the engine's system calls).
+        let (many, batched): (Vec<usize>, usize) = if parts == 1 {
+            (Vec::new(), free as usize)
         } else {
-            Vec::new()
+            let mut runs = if mergeable {
+                let lens: Vec<u64> = (0..free as u64).map(|i| (len - i * max).min(max)).collect();
+                qemu::merge_runs(&lens)
+            } else {
+                vec![1; free as usize]
+            };
+            let batched = runs.len();
+            runs.resize(batched + (parts - free) as usize, 1);
+            (runs, batched)
         };
-        runs.resize(
-            runs.len() + (parts as usize - runs.iter().sum::<usize>()),
-            1,
-        );
         let g = self.guest.gios.insert(GIo {
             origin,
             op,
@@ -313,7 +312,7 @@ impl Sim {
         });
         let mut off = offset;
         let end = offset + len;
-        let mut ids = Vec::with_capacity(parts as usize);
+        let runs: &[usize] = if parts == 1 { &[1] } else { &many };
         for (k, &run) in runs.iter().enumerate() {
             let mut lead = usize::MAX;
             let mut prev: Option<usize> = None;
@@ -332,7 +331,7 @@ impl Sim {
                     next: None,
                     host_len: n,
                     pending: run as u32,
-                    batch_k: if k < free as usize { k as u32 } else { 0 },
+                    batch_k: if k < batched { k as u32 } else { 0 },
                 });
                 match prev {
                     None => {
@@ -344,13 +343,12 @@ impl Sim {
                 prev = Some(r);
                 off += n;
                 host_len += n;
-                ids.push(r);
+                self.guest.vreqs.get(lead).host_len = host_len;
+                // Nothing completes synchronously: the host request starts from an event,
+                // after every part of it is linked.
+                self.guest.vdisks[disk].acct.issue(now);
+                self.vdisk_submit(now, r);
             }
-            self.guest.vreqs.get(lead).host_len = host_len;
-        }
-        for r in ids {
-            self.guest.vdisks[disk].acct.issue(now);
-            self.vdisk_submit(now, r);
         }
     }
 
@@ -403,7 +401,9 @@ impl Sim {
             return self.cpu_host_finish(now, r);
         }
         let mut t = now.max(self.guest.vdisks[disk].lane_busy[lane]);
-        for x in self.guest.parts_of(r) {
+        let mut at = Some(r);
+        while let Some(x) = at {
+            at = self.guest.vreqs.get_ref(x).next;
             t += self.guest.vmm_complete_ns(x);
             self.q
                 .push(t + self.guest.handoff_ns(x), Event::GuestDone(x).pack());
