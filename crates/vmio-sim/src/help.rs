@@ -1,6 +1,7 @@
 //! `vmio help stack`: the stack file's selectable layers — `[[vm.disk]] interface` (with the
-//! guest's `read_ahead_kb`) and `cache`, `[vm.disk.filesystem] type`, `[vm.disk.image]`
-//! (`format`: [`vmio_core::image::help_layer`]), `[vm.page_cache]`
+//! guest's `read_ahead_kb`), `cache` and `aio`, `[vm.disk.queue]`, `[[vm]] qemu_version`,
+//! `[vm.disk.filesystem] type`, `[vm.disk.image]` (`format`: [`vmio_core::image::help_layer`]),
+//! `[vm.page_cache]`
 //! `eviction`, `[page_cache] eviction`, `[pdc]`, `[scheduler] name`, `[[volume]] layout`,
 //! `[[device]] model`, `[vm.disk.iotune]` ([`vmio_core::throttle::KEYS`]) — with every entry's parameters (and the tables' own), rendered from
 //! the registries and declarations ([`vmio_core::stack::Interface::REGISTRY`],
@@ -14,7 +15,9 @@
 //! command's Markdown output, kept equal by a test.
 //!
 //! ```text
-//! layers() = [vdisk interfaces (note: aliases; key: read_ahead_kb), QEMU cache modes, guest
+//! layers() = [vdisk interfaces (note: aliases; key: read_ahead_kb), QEMU cache modes, QEMU's
+//!             I/O engines (vmio_core::vdisk::Aio::REGISTRY), [vm.disk.queue]'s keys
+//!             (vdisk::queue::QUEUE_KEYS), QEMU versions (vdisk::qemu::PROFILES), guest
 //!             filesystems (key: mount; FS_PARAMS but type), guest page cache (eviction
 //!             policies; linux::PARAMS with the guest's memory), volume layouts (note: device
 //!             count), schedulers, eviction policies with the page cache's parameters, the
@@ -30,6 +33,7 @@ use vmio_core::cpu;
 use vmio_core::guest::params as gp;
 use vmio_core::params::{self, Described, Layer, ParamSpec};
 use vmio_core::stack::{Interface, SHARE_KEYS};
+use vmio_core::vdisk::{qemu, queue, Aio};
 use vmio_core::{hostfs, nbd, sched, throttle, volume};
 
 use crate::device;
@@ -122,6 +126,46 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
                 .map(|(_, name, help)| Described {
                     name,
                     help,
+                    note: String::new(),
+                    params: &[],
+                })
+                .collect(),
+            keys: &[],
+            params: &[],
+        },
+        Layer {
+            table: "[[vm.disk]]",
+            selector: "aio",
+            default: Aio::Threads.name(),
+            entries: Aio::REGISTRY
+                .iter()
+                .map(|(_, name, help)| Described {
+                    name,
+                    help,
+                    note: String::new(),
+                    params: &[],
+                })
+                .collect(),
+            keys: &[],
+            params: &[],
+        },
+        Layer {
+            table: "[vm.disk.queue]",
+            selector: "",
+            default: "the queues of a [[vm.disk]] and the VMM threads serving them",
+            entries: Vec::new(),
+            keys: queue::QUEUE_KEYS,
+            params: &[],
+        },
+        Layer {
+            table: "[[vm]]",
+            selector: "qemu_version",
+            default: qemu::DEFAULT,
+            entries: qemu::PROFILES
+                .iter()
+                .map(|p| Described {
+                    name: p.name,
+                    help: p.help,
                     note: String::new(),
                     params: &[],
                 })

@@ -22,7 +22,7 @@
 //! I/O completion in the host    kernel_complete per request       the kernel       blk_mq_complete_request,
 //!                                                                 thread of the    aio_complete (softirq on the
 //!                                                                 device's core    core the interrupt reached)
-//! the interrupt in the guest    the interface's guest_complete    the vCPU         see vmio_sim's vdisk.rs
+//! the interrupt in the guest    the interface's guest_complete    the vCPU         see vmio_sim's vdisk/ (ide.rs counts IDE's)
 //! ```
 //!
 //! A native host (`hypervisor = "native"`) charges only the host's housekeeping and the

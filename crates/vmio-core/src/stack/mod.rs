@@ -15,13 +15,15 @@
 //!                             # cpu::hypervisor::PARAMS, dom0_vcpus, dom0_pin (xen)
 //! [pdc]                       # crate::cache::pdc: cache::pdc::PARAMS (cache = "pdc" disks)
 //! [nbd]                       # crate::nbd: nbd::PARAMS (interface = "nbd" disks)
-//! [[vm]]                      # stack: name, vcpus, memory, weight, workload
+//! [[vm]]                      # stack: name, vcpus, memory, weight, workload, qemu_version
+//!                             # (crate::vdisk::qemu::PROFILES)
 //! [vm.cputune]                # crate::cpu::table: vcpupin, emulatorpin, iothreadpin
 //! [vm.page_cache]             # crate::cache: the guest's page cache (memory defaults to the
 //!                             # VM's less guest::params::GUEST_RESERVE_BYTES)
 //! [[vm.disk]]                 # crate::vdisk: name, volume, offset, size, interface, cache,
-//!                             # queue_depth, iothread, read_ahead_kb (guest::params' rule),
+//!                             # queue_depth, iothread, aio, read_ahead_kb (guest::params' rule),
 //!                             # format
+//! [vm.disk.queue]             # crate::vdisk::queue: num_queues, queue_size, iothreads
 //! [vm.disk.image]             # crate::image::spec: image::spec::PARAMS, backing
 //! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
 //! [vm.disk.iotune]            # crate::throttle: libvirt's <iotune> keys (throttle::KEYS)
@@ -143,6 +145,8 @@ pub struct RawVm {
     pub memory: Option<SizeValue>,
     pub weight: Option<u32>,
     pub workload: Option<String>,
+    /// A name of [`crate::vdisk::qemu::PROFILES`].
+    pub qemu_version: Option<String>,
     /// `[vm.cputune]`: libvirt's pinning of the VM's threads.
     pub cputune: Option<RawCpuTune>,
     /// `[vm.page_cache]`: the guest page cache, keys of [`crate::cache::linux::PARAMS`].
@@ -188,6 +192,9 @@ pub struct VmSpec {
     pub memory_bytes: u64,
     pub weight: u32,
     pub workload: Option<String>,
+    /// The QEMU release running the VM (shown when not the default).
+    #[serde(skip_serializing_if = "is_default_qemu")]
+    pub qemu_version: &'static str,
     /// `[vm.cputune]` (shown only when something is pinned).
     #[serde(skip_serializing_if = "CpuTune::is_empty")]
     pub cputune: CpuTune,
@@ -216,6 +223,10 @@ pub struct Stack {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuSpec>,
     pub vms: Vec<VmSpec>,
+}
+
+fn is_default_qemu(v: &&'static str) -> bool {
+    *v == crate::vdisk::qemu::DEFAULT
 }
 
 impl Host {
@@ -431,6 +442,26 @@ impl Stack {
                     "each VM needs at least one [[vm.disk]]",
                 ));
             }
+            if native && v.vcpus.is_some() {
+                return Err(c.err(
+                    format!("vm[{i}].vcpus"),
+                    "has no meaning with host.hypervisor = \"native\" (no VM): each job is a host thread; pin jobs with fio's cpus_allowed",
+                ));
+            }
+            let vcpus = v.vcpus.unwrap_or(1).max(1);
+            let qemu = match &v.qemu_version {
+                None => crate::vdisk::qemu::default_profile(),
+                Some(name) => crate::vdisk::qemu::lookup(name).ok_or_else(|| {
+                    c.err(
+                        format!("vm[{i}].qemu_version"),
+                        format!(
+                            "'{}' is not valid; accepted: {}",
+                            quote(name),
+                            crate::vdisk::qemu::accepted()
+                        ),
+                    )
+                })?,
+            };
             let mut disks: Vec<DiskSpec> = Vec::new();
             for (j, d) in v.disk.iter().enumerate() {
                 let f = |k: &str| format!("vm[{i}].disk[{j}].{k}");
@@ -454,6 +485,8 @@ impl Stack {
                 let cx = DiskContext {
                     volume,
                     hypervisor: &host.hypervisor,
+                    vcpus,
+                    qemu,
                 };
                 disks.push(
                     DiskSpec::from_raw(d, &format!("vm[{i}].disk[{j}]"), cx)
@@ -475,13 +508,6 @@ impl Stack {
                 },
             )
             .map_err(|e| c.at(e))?;
-            if native && v.vcpus.is_some() {
-                return Err(c.err(
-                    format!("vm[{i}].vcpus"),
-                    "has no meaning with host.hypervisor = \"native\" (no VM): each job is a host thread; pin jobs with fio's cpus_allowed",
-                ));
-            }
-            let vcpus = v.vcpus.unwrap_or(1).max(1);
             let cputune = match &v.cputune {
                 Some(_) if native => {
                     return Err(c.err(
@@ -495,7 +521,7 @@ impl Stack {
                     VmThreads {
                         cores: host.cores,
                         vcpus,
-                        iothreads: disks.iter().filter(|d| d.iothread).count(),
+                        iothreads: disks.iter().map(|d| d.queue.iothreads as usize).sum(),
                     },
                 )
                 .map_err(|e| c.at(e))?,
@@ -508,6 +534,7 @@ impl Stack {
                 memory_bytes,
                 weight,
                 workload: v.workload.clone(),
+                qemu_version: qemu.name,
                 page_cache: guest_cache,
                 disks,
             });

@@ -4,7 +4,8 @@
 //! out in virtual time, in the order the driver emitted them.
 //!
 //! ```text
-//! SubmitDone(r)          → block_start(r): throttling (throttle.rs, the disk's iotune and
+//! part_submitted/EngineStart(r) (guest.rs: the request's parts taken by the VMM, merged,
+//!                        and a worker of its I/O engine) → block_start(r): throttling (throttle.rs, the disk's iotune and
 //!                        its group) → block_resume(r), at once or after a ThrottleWake
 //! block_resume(r)        raw disk (no driver): host_start(r), as before this layer existed
 //!                        else driver.on_request(r)
@@ -19,9 +20,13 @@
 //!                                   requests on the host cache) → driver.on_done(token)
 //! ```
 //!
-//! Sub-requests pay no VMM or guest costs of their own: QEMU issues them from the coroutine
-//! of the guest request, whose costs the device model already counts (a simplification: the
-//! format driver's own CPU work, the metadata lookups, is not priced).
+//! `r` is the leading part of a host request (QEMU merges a batch's contiguous parts:
+//! guest.rs), `host_len` its merged length. Simplifications: the request holds its I/O
+//! engine's worker through throttling and the format driver (in QEMU only file-posix's I/O
+//! takes one, the format's metadata I/O too); sub-requests pay no VMM or guest costs of
+//! their own: QEMU issues them from the coroutine of the guest request, whose costs the
+//! device model already counts (the format driver's own CPU work, the metadata lookups, is
+//! not priced).
 
 use super::event::Event;
 use super::Sim;
@@ -74,7 +79,7 @@ impl Sim {
             disk: disk as u32,
             op: v.op,
             offset: v.offset,
-            len: v.len,
+            len: v.host_len,
         };
         driver.on_request(now, req, &mut self.image.actions);
         self.image_act(now, disk);

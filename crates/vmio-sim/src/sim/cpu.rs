@@ -4,8 +4,11 @@
 //! ```text
 //! threads (built once):
 //!   per VM (kvm, xen): its vCPUs (affinity vcpupin[i]; migration cost: the largest of its
-//!     CPU jobs' profiles); kvm: QEMU's main loop (emulatorpin) and one iothread per disk
-//!     with iothread = true (iothreadpin); xen: none (dom0 does the VMM's work)
+//!     CPU jobs' profiles); kvm: QEMU's main loop (emulatorpin) and each disk's iothreads
+//!     ([vm.disk.queue] iothreads; iothread = true is one) in disk order (iothreadpin);
+//!     a disk's lane l (vdisk: queue q on lane q mod lanes) is its l-th iothread, or the
+//!     main loop without one; xen: none (dom0 does the VMM's work: lane l of disk d on
+//!     dom0 vCPU (d + l) mod dom0_vcpus)
 //!   xen: dom0's vCPUs (dom0_pin)
 //!   native: one thread per job clone (fio's cpus_allowed)
 //!   cfs only: a kernel thread per core, pinned there, at nice -20 (the completion softirq
@@ -20,10 +23,11 @@
 //!   Step::Cpu of a job         → its thread (a vCPU: vcpu_time, the ticks' exits added)
 //!   model = "dedicated": only that; the virtual disk keeps its fixed costs (guest.rs)
 //!   model = "cfs", a virtual-disk request (guest.rs):
-//!     guest_submit on the issuer's vCPU → vmm_submit on the disk's VMM thread (iothread |
-//!     main loop | dom0 vCPU (disk mod dom0_vcpus); none natively) → host_start … host side …
-//!     host_finish → kernel_complete on the kernel thread of the core the volume's first
-//!     device interrupts (device mod cores) → vmm_complete on the VMM thread → guest_complete
+//!     guest_submit on the issuer's vCPU → vmm_submit on the VMM thread of the request's lane
+//!     (iothread | main loop | dom0 vCPU; none natively) → part_submitted (the host request
+//!     starts with its last part) … host side … host_finish → kernel_complete on the kernel
+//!     thread of the core the volume's first device interrupts (device mod cores), once per
+//!     host request → vmm_complete of each of its parts on the VMM thread → guest_complete
 //!     on the issuer's vCPU (the interrupt: a busy core delays it) → guest_done
 //!   periodic (cfs): every VM's main loop (kvm) or dom0 vCPU (xen) gets vmm_wake every
 //!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz; a tick
@@ -124,13 +128,15 @@ pub(super) struct CpuLayer {
     vcpus: Vec<Vec<ThreadId>>,
     /// Per VM: the thread of its VMM main loop (kvm: QEMU's; xen: a dom0 vCPU).
     main: Vec<Option<ThreadId>>,
-    /// Per disk (Sim::disks order): the thread doing its VMM work.
-    disk_vmm: Vec<Option<ThreadId>>,
+    /// Per disk (Sim::disks order), per lane: the thread doing its VMM work.
+    disk_vmm: Vec<Vec<Option<ThreadId>>>,
     /// Per core: its kernel thread (cfs).
     kernel: Vec<ThreadId>,
     housekeeping: Option<ThreadId>,
     /// Per job clone: the thread it runs on.
     pub(super) job_thread: Vec<ThreadId>,
+    /// Per job clone: its vCPU's index in its VM (0 natively), for blk-mq's queue map.
+    pub(super) job_vcpu: Vec<usize>,
     /// Per disk: the core its completions are handled on.
     disk_core: Vec<usize>,
     wake_at: Option<Ns>,
@@ -187,10 +193,11 @@ pub(super) fn build(
         labels: Vec::new(),
         vcpus: Vec::new(),
         main: Vec::new(),
-        disk_vmm: vec![None; disk_volume.len()],
+        disk_vmm: vec![Vec::new(); disk_volume.len()],
         kernel: Vec::new(),
         housekeeping: None,
         job_thread: Vec::new(),
+        job_vcpu: Vec::new(),
         disk_core: disk_volume
             .iter()
             .map(|&v| vol_first_dev[v] % cores)
@@ -296,27 +303,32 @@ pub(super) fn build(
         l.main.push(main);
         let mut iothreads = 0;
         for d in &vm.disks {
-            l.disk_vmm[disk] = if native {
-                None
-            } else if xen {
-                Some(dom0[disk % dom0.len()])
-            } else if d.iothread {
-                let pin = vm
-                    .cputune
-                    .iothreadpin
-                    .get(iothreads)
-                    .copied()
-                    .flatten()
-                    .unwrap_or(all);
-                iothreads += 1;
-                Some(l.add(
-                    thread(ThreadKind::IoThread, pin, None),
-                    format!("{}/iothread{iothreads}", vm.name),
-                    Some(v),
-                )?)
-            } else {
-                main
-            };
+            let lanes = d.queue.iothreads.max(1) as usize;
+            let mut threads = Vec::with_capacity(lanes);
+            for lane in 0..lanes {
+                threads.push(if native {
+                    None
+                } else if xen {
+                    Some(dom0[(disk + lane) % dom0.len()])
+                } else if d.queue.iothreads > 0 {
+                    let pin = vm
+                        .cputune
+                        .iothreadpin
+                        .get(iothreads)
+                        .copied()
+                        .flatten()
+                        .unwrap_or(all);
+                    iothreads += 1;
+                    Some(l.add(
+                        thread(ThreadKind::IoThread, pin, None),
+                        format!("{}/iothread{iothreads}", vm.name),
+                        Some(v),
+                    )?)
+                } else {
+                    main
+                });
+            }
+            l.disk_vmm[disk] = threads;
             disk += 1;
         }
     }
@@ -331,6 +343,7 @@ pub(super) fn build(
             l.vcpus[vm][vcpu]
         };
         l.job_thread.push(t);
+        l.job_vcpu.push(vcpu);
     }
     if priced {
         let nice_m20 = nice_to_weight(-20).map_err(err)?;
@@ -449,16 +462,22 @@ impl Sim {
                     let ns = self.guest.vmm_submit_ns(r);
                     self.cpu_submit(now, t, ns, Work::VmmSubmit(r))
                 }
-                None => self.block_start(now, r),
+                None => self.part_submitted(now, r),
             },
-            Work::VmmSubmit(r) => self.block_start(now, r),
-            Work::KernelDone(r) => match self.vmm_thread(r) {
-                Some(t) => {
-                    let ns = self.guest.vmm_complete_ns(r);
-                    self.cpu_submit(now, t, ns, Work::VmmComplete(r))
+            Work::VmmSubmit(r) => self.part_submitted(now, r),
+            Work::KernelDone(r) => {
+                let mut at = Some(r);
+                while let Some(x) = at {
+                    at = self.guest.next_part(x);
+                    match self.vmm_thread(x) {
+                        Some(t) => {
+                            let ns = self.guest.vmm_complete_ns(x);
+                            self.cpu_submit(now, t, ns, Work::VmmComplete(x))
+                        }
+                        None => self.vreq_guest_complete(now, x),
+                    }
                 }
-                None => self.vreq_guest_complete(now, r),
-            },
+            }
             Work::VmmComplete(r) => self.vreq_guest_complete(now, r),
             Work::GuestComplete(r) => self.guest_complete(now, r),
             Work::Periodic => {}
@@ -466,7 +485,20 @@ impl Sim {
     }
 
     fn vmm_thread(&self, r: usize) -> Option<ThreadId> {
-        self.cpu.disk_vmm[self.guest.vreqs.get_ref(r).disk]
+        let v = self.guest.vreqs.get_ref(r);
+        self.cpu.disk_vmm[v.disk]
+            .get(v.lane as usize)
+            .copied()
+            .flatten()
+    }
+
+    /// The vCPU (index in its VM) that issues a request of `origin`: a job's, or vCPU 0 for
+    /// the guest kernel's own.
+    pub(super) fn issuer_vcpu(&self, origin: Origin) -> usize {
+        match origin {
+            Origin::Job(j) => self.cpu.job_vcpu.get(j).copied().unwrap_or(0),
+            Origin::Guest { .. } => 0,
+        }
     }
 
     /// The thread that issued request `r` (a job's, or the guest kernel's vCPU 0).

@@ -2,7 +2,7 @@
 //! queue's `u64` payload.
 //!
 //! ```text
-//! payload = kind << 56 | id      kind: 0 JobStart .. 15 FsWake (declaration order); id < 2^56
+//! payload = kind << 56 | id      kind: 0 JobStart .. 16 EngineStart (declaration order); id < 2^56
 //! ```
 //!
 //! The queue stores the packed `u64` (a `Copy` word keeps its heap small and fast) and orders
@@ -43,6 +43,8 @@ pub(super) enum Event {
     ThrottleWake(usize),
     /// A wake-up of the host filesystem policy (hostfs.rs: CPU time, a commit timer).
     FsWake(usize),
+    /// A host request that waited for its I/O engine (a free worker) starts (guest.rs).
+    EngineStart(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -69,6 +71,7 @@ impl Event {
             Event::ImageDone(i) => (13, i),
             Event::ThrottleWake(i) => (14, i),
             Event::FsWake(i) => (15, i),
+            Event::EngineStart(i) => (16, i),
         };
         debug_assert!(
             id as u64 <= ID_MASK,
@@ -98,6 +101,7 @@ impl Event {
             13 => Event::ImageDone(id),
             14 => Event::ThrottleWake(id),
             15 => Event::FsWake(id),
+            16 => Event::EngineStart(id),
             k => unreachable!("event payload {p:#x} of unknown kind {k}: not made by Event::pack"),
         }
     }
@@ -128,6 +132,7 @@ mod tests {
                 Event::ImageDone(id),
                 Event::ThrottleWake(id),
                 Event::FsWake(id),
+                Event::EngineStart(id),
             ] {
                 assert_eq!(Event::unpack(e.pack()), e);
             }

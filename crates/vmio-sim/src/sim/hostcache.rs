@@ -79,7 +79,7 @@ impl Sim {
             disk: v.disk as u32,
             op: v.op,
             offset: v.offset,
-            len: v.len,
+            len: v.host_len,
         };
         self.cache
             .policy

@@ -50,6 +50,8 @@ mod memory;
 mod report;
 pub(crate) mod samples;
 mod throttle;
+#[cfg(test)]
+mod vdisk_tests;
 
 pub use cpu::{CpuReport, ThreadLabel};
 pub use guest::DiskAcct;
@@ -72,9 +74,11 @@ use jobs::JobDriver;
 use jobs::Route;
 use thiserror::Error;
 use vmio_core::cache::{HostDisk, PAGE_BYTES};
+use vmio_core::cpu::hypervisor::HvCosts;
 use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::guest::os::{GuestDisk, GuestOs};
 use vmio_core::image::ImageFormat;
+use vmio_core::params::Values;
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::quote;
 use vmio_core::vdisk::DiskSpec;
@@ -356,6 +360,10 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
     let mut files = Vec::new();
     let mut drivers = Vec::new();
     let mut disk_base = Vec::new();
+    let user_exit_ns = match &stack.cpu {
+        Some(c) => HvCosts::from_values(&c.params).user_exit_ns,
+        None => HvCosts::from_values(&Values::defaults(vmio_core::cpu::params())).user_exit_ns,
+    };
     for (vi, vm) in stack.vms.iter().enumerate() {
         disk_base.push(disks.len());
         for d in &vm.disks {
@@ -376,10 +384,13 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
                     )
                 }),
             });
-            vdisks.push(VDiskState::new(InterfaceModel::new(
-                d.interface,
-                d.queue_depth,
+            let qemu = vmio_core::vdisk::qemu::lookup(vm.qemu_version)
+                .unwrap_or_else(vmio_core::vdisk::qemu::default_profile);
+            vdisks.push(VDiskState::new(InterfaceModel::for_disk(
+                d,
+                qemu,
                 stack.nbd.as_ref(),
+                user_exit_ns,
             )));
             files.push(HostDisk {
                 mode: d.cache,
@@ -519,7 +530,8 @@ impl Sim {
         while let Some((now, p)) = self.q.pop() {
             match Event::unpack(p) {
                 Event::JobStart(j) => self.job_start(now, j),
-                Event::SubmitDone(r) => self.block_start(now, r),
+                Event::SubmitDone(r) => self.part_submitted(now, r),
+                Event::EngineStart(r) => self.block_start(now, r),
                 Event::HostDone(r) => self.after_copy(now, r),
                 Event::GuestDone(r) => self.guest_done(now, r),
                 Event::DevWake(hw) => self.dev_wake(now, hw),

@@ -14,10 +14,20 @@
 //! format:    raw (default) | qcow2; its parameters in [vm.disk.image] (crate::image::spec);
 //!            size stays the guest-visible (virtual) size, the disk's region of its volume
 //!            is ImageSpec::file_bytes(size) (an image and its backing files)
+//! aio:       queue::Aio (threads, native, io_uring; queue::parse_aio's rules)
+//! [vm.disk.queue]: queue::QueueSpec (num_queues, queue_size, iothreads)
 //! ```
+//!
+//! The VM's QEMU release (`[[vm]] qemu_version`, [`qemu::PROFILES`]) and vCPU count reach a
+//! disk through its [`DiskContext`].
 //!
 //! The stack resolves `volume` (a reference to a `[[volume]]`) and checks that a VM's disks
 //! have distinct names and that disks of one volume do not overlap.
+
+pub mod qemu;
+pub mod queue;
+
+pub use queue::{Aio, QueueSpec, RawQueue};
 
 use crate::cache::CacheMode;
 use crate::guest::params::{self, FsSpec};
@@ -112,6 +122,9 @@ pub struct RawDisk {
     pub cache: Option<String>,
     pub queue_depth: Option<u32>,
     pub iothread: Option<bool>,
+    pub aio: Option<String>,
+    /// `[vm.disk.queue]`: [`queue::QueueSpec`].
+    pub queue: Option<RawQueue>,
     pub read_ahead_kb: Option<u64>,
     /// `[vm.disk.filesystem]`: `type`, `mount` and [`crate::guest::params::FS_PARAMS`].
     pub filesystem: Option<BTreeMap<String, toml::Value>>,
@@ -134,6 +147,14 @@ pub struct DiskSpec {
     pub cache: CacheMode,
     pub queue_depth: Option<u32>,
     pub iothread: bool,
+    /// QEMU's I/O engine (shown when not the default, threads).
+    #[serde(skip_serializing_if = "Aio::is_threads")]
+    pub aio: Aio,
+    /// The disk's queues and VMM threads (shown when the file has `[vm.disk.queue]`).
+    #[serde(skip_serializing_if = "Option::is_none", rename = "queue")]
+    pub queue_table: Option<QueueSpec>,
+    #[serde(skip)]
+    pub queue: QueueSpec,
     /// The guest's read-ahead window on this disk (`read_ahead_kb`), in bytes.
     pub read_ahead_bytes: u64,
     /// The guest filesystem on the disk; None: the guest uses the raw block device.
@@ -150,11 +171,13 @@ pub struct DiskSpec {
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
-/// into its volumes) and the host's hypervisor.
+/// into its volumes), the host's hypervisor, and its VM's vCPUs and QEMU release.
 #[derive(Clone, Copy, Debug)]
 pub struct DiskContext<'a> {
     pub volume: usize,
     pub hypervisor: &'a str,
+    pub vcpus: u32,
+    pub qemu: &'a qemu::QemuProfile,
 }
 
 /// `[[vm.disk]]` at `field` (`vm[0].disk[1]`).
@@ -255,6 +278,19 @@ impl Table for DiskSpec {
             None => None,
             Some(t) => Some(IotuneSpec::from_raw(t, &f(IotuneSpec::KEY), ())?),
         };
+        let aio = queue::parse_aio(d.aio.as_deref(), &f("aio"), cache, cx.qemu)?;
+        let iothread = d.iothread.unwrap_or(false);
+        let qcx = queue::QueueContext {
+            interface,
+            vcpus: cx.vcpus,
+            qemu: cx.qemu,
+            iothread,
+        };
+        let queue_table = match &d.queue {
+            Some(q) => Some(QueueSpec::from_raw(q, &f(QueueSpec::KEY), qcx)?),
+            None => None,
+        };
+        let queue = queue_table.unwrap_or_else(|| QueueSpec::defaults(&qcx));
         Ok(DiskSpec {
             name: d.name.clone(),
             volume: cx.volume,
@@ -263,7 +299,10 @@ impl Table for DiskSpec {
             interface,
             cache,
             queue_depth: d.queue_depth,
-            iothread: d.iothread.unwrap_or(false),
+            iothread,
+            aio,
+            queue_table,
+            queue,
             read_ahead_bytes,
             filesystem,
             format,

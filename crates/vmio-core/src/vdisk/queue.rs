@@ -1,0 +1,380 @@
+//! `[vm.disk.queue]`: a virtual disk's queues and the VMM threads that serve them, and
+//! `[[vm.disk]] aio`, the I/O engine QEMU's file-posix driver submits with.
+//!
+//! ```text
+//! aio         threads (default) | native | io_uring        (QEMU -drive aio=)
+//!             native needs cache = none | directsync (O_DIRECT: QEMU refuses linux-aio on a
+//!             buffered file, block/file-posix.c raw_open_common); io_uring needs QEMU >= 5.0
+//! num_queues  virtio-blk / virtio-scsi: 1..=1024 (VIRTIO_QUEUE_MAX); default the VM's vCPUs
+//!             on QEMU >= 5.2, else 1; ide, nbd, host: 1 (no other value)
+//! queue_size  virtqueue size, a power of 2 in 4..=1024 (VIRTQUEUE_MAX_SIZE); default the QEMU
+//!             profile's (256; 128 on 2.x); virtio only
+//! iothreads   0: the VM's main loop serves the disk; N >= 1: N iothreads of the disk, queue q
+//!             served by iothread q mod N (N > 1 needs QEMU >= 8.2, iothread-vq-mapping);
+//!             default 1 with the disk's `iothread = true`, else 0
+//! ```
+//!
+//! Sources: QEMU hw/block/virtio-blk.c (`num-queues`, `queue-size`, `iothread`,
+//! `iothread-vq-mapping`, realize's checks: queue size a power of 2, more than 2, at most
+//! VIRTQUEUE_MAX_SIZE), hw/virtio/virtio.h (VIRTIO_QUEUE_MAX 1024), block/file-posix.c
+//! (`aio=native` without O_DIRECT is refused: "aio=native was specified, but it requires
+//! cache.direct=on"), docs of `-blockdev` (aio=io_uring since 5.0).
+
+use super::qemu::QemuProfile;
+use super::Interface;
+use crate::cache::CacheMode;
+use crate::params::KeyDoc;
+use crate::table::{FieldError, Table};
+use serde::{Deserialize, Serialize};
+
+/// QEMU's I/O engines (`aio=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aio {
+    /// util/thread-pool.c: a worker thread per request, up to 64 per AioContext.
+    #[default]
+    Threads,
+    /// block/linux-aio.c: io_submit/io_getevents, O_DIRECT only.
+    Native,
+    /// block/io_uring.c (QEMU >= 5.0).
+    IoUring,
+}
+
+impl Aio {
+    /// Every engine with its `aio` name and help line.
+    pub const REGISTRY: [(Aio, &'static str, &'static str); 3] = [
+        (
+            Aio::Threads,
+            "threads",
+            "QEMU's thread pool: each request handed to a worker (up to 64 per iothread or main loop), which makes the system call",
+        ),
+        (
+            Aio::Native,
+            "native",
+            "Linux AIO: the requests of one notification in one io_submit (needs cache = none or directsync)",
+        ),
+        (
+            Aio::IoUring,
+            "io_uring",
+            "io_uring: the requests of one notification in one io_uring_enter (QEMU >= 5.0)",
+        ),
+    ];
+
+    pub fn parse(s: &str) -> Option<Aio> {
+        Self::REGISTRY
+            .iter()
+            .find(|(_, n, _)| *n == s)
+            .map(|(a, _, _)| *a)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::REGISTRY
+            .iter()
+            .find(|(a, _, _)| *a == self)
+            .map_or("", |(_, n, _)| n)
+    }
+
+    pub fn accepted() -> String {
+        Self::REGISTRY.map(|(_, n, _)| n).join(", ")
+    }
+
+    pub fn is_threads(&self) -> bool {
+        *self == Aio::Threads
+    }
+}
+
+/// `[vm.disk.queue]`'s keys as help shows them.
+pub const QUEUE_KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        name: "num_queues",
+        help: "virtqueues of a virtio disk; the guest maps its vCPUs to them (blk-mq), vCPU i to queue i mod num_queues",
+        accepted: "1..=1024 (virtio); 1 for ide, nbd, host",
+        default: "the VM's vCPUs on QEMU >= 5.2, else 1",
+    },
+    KeyDoc {
+        name: "queue_size",
+        help: "entries of each virtqueue; the guest's tags per queue and, with seg-max-adjust (QEMU >= 5.0), seg_max = queue_size - 2",
+        accepted: "a power of 2 in 4..=1024 (virtio only)",
+        default: "256 (128 on QEMU 2.x)",
+    },
+    KeyDoc {
+        name: "iothreads",
+        help: "VMM threads serving the disk: 0 the VM's main loop, N iothreads with queue q on iothread q mod N",
+        accepted: "0..=num_queues; more than 1 needs QEMU >= 8.2 (iothread-vq-mapping)",
+        default: "1 with iothread = true, else 0",
+    },
+];
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub num_queues: Option<u32>,
+    pub queue_size: Option<u32>,
+    pub iothreads: Option<u32>,
+}
+
+/// A disk's queues, resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueSpec {
+    pub num_queues: u32,
+    pub queue_size: u32,
+    /// 0: the VM's main loop.
+    pub iothreads: u32,
+}
+
+/// What `[vm.disk.queue]` reads beyond its table.
+#[derive(Clone, Copy, Debug)]
+pub struct QueueContext<'a> {
+    pub interface: Interface,
+    pub vcpus: u32,
+    pub qemu: &'a QemuProfile,
+    /// The disk's `iothread = true`.
+    pub iothread: bool,
+}
+
+const VIRTIO_QUEUE_MAX: u32 = 1024;
+const VIRTQUEUE_MAX_SIZE: u32 = 1024;
+
+impl QueueSpec {
+    /// The defaults of a disk without the table.
+    pub fn defaults(cx: &QueueContext) -> QueueSpec {
+        let virtio = matches!(cx.interface, Interface::VirtioBlk | Interface::VirtioScsi);
+        QueueSpec {
+            num_queues: if virtio && cx.qemu.auto_num_queues {
+                cx.vcpus.clamp(1, VIRTIO_QUEUE_MAX)
+            } else {
+                1
+            },
+            queue_size: if virtio { cx.qemu.queue_size } else { 0 },
+            iothreads: u32::from(cx.iothread),
+        }
+    }
+}
+
+/// `[vm.disk.queue]` at `field` (`vm[0].disk[1].queue`).
+impl Table for QueueSpec {
+    const KEY: &'static str = "queue";
+    type Raw = RawQueue;
+    type Context<'a> = QueueContext<'a>;
+
+    fn from_raw(q: &RawQueue, field: &str, cx: QueueContext) -> Result<Self, FieldError> {
+        let f = |k: &str| format!("{field}.{k}");
+        let d = QueueSpec::defaults(&cx);
+        let virtio = matches!(cx.interface, Interface::VirtioBlk | Interface::VirtioScsi);
+        let num_queues = q.num_queues.unwrap_or(d.num_queues);
+        if virtio && !(1..=VIRTIO_QUEUE_MAX).contains(&num_queues) {
+            return Err(FieldError::new(
+                f("num_queues"),
+                format!("{num_queues}: accepted: 1..={VIRTIO_QUEUE_MAX} (VIRTIO_QUEUE_MAX)"),
+            ));
+        }
+        if !virtio && num_queues != 1 {
+            return Err(FieldError::new(
+                f("num_queues"),
+                format!(
+                    "{num_queues}: interface '{}' has one queue; accepted: 1",
+                    cx.interface.name()
+                ),
+            ));
+        }
+        let queue_size = match q.queue_size {
+            Some(_) if !virtio => {
+                return Err(FieldError::new(
+                    f("queue_size"),
+                    format!(
+                        "has no meaning for interface '{}'; accepted: virtio-blk, virtio-scsi",
+                        cx.interface.name()
+                    ),
+                ));
+            }
+            Some(s) if !(s.is_power_of_two() && (4..=VIRTQUEUE_MAX_SIZE).contains(&s)) => {
+                return Err(FieldError::new(
+                    f("queue_size"),
+                    format!("{s}: accepted: a power of 2 in 4..={VIRTQUEUE_MAX_SIZE}"),
+                ));
+            }
+            Some(s) => s,
+            None => d.queue_size,
+        };
+        let iothreads = q.iothreads.unwrap_or(d.iothreads);
+        if iothreads > num_queues.max(1) {
+            return Err(FieldError::new(
+                f("iothreads"),
+                format!("{iothreads}: more iothreads than queues ({num_queues}); accepted: 0..={num_queues}"),
+            ));
+        }
+        if iothreads > 1 && !cx.qemu.iothread_vq_mapping {
+            return Err(FieldError::new(
+                f("iothreads"),
+                format!(
+                    "{iothreads}: spreading a disk's queues over several iothreads needs QEMU >= 8.2 (iothread-vq-mapping), here {}; accepted: 0, 1",
+                    cx.qemu.name
+                ),
+            ));
+        }
+        if cx.iothread && iothreads == 0 {
+            return Err(FieldError::new(
+                f("iothreads"),
+                "0 contradicts the disk's iothread = true; accepted: 1 or more, or drop iothread",
+            ));
+        }
+        Ok(QueueSpec {
+            num_queues,
+            queue_size,
+            iothreads,
+        })
+    }
+}
+
+/// `[[vm.disk]] aio` read against the disk's cache mode and QEMU profile.
+pub fn parse_aio(
+    name: Option<&str>,
+    field: &str,
+    cache: CacheMode,
+    qemu: &QemuProfile,
+) -> Result<Aio, FieldError> {
+    let Some(name) = name else {
+        return Ok(Aio::Threads);
+    };
+    let aio = Aio::parse(name).ok_or_else(|| {
+        FieldError::new(
+            field,
+            format!("'{name}' is not valid; accepted: {}", Aio::accepted()),
+        )
+    })?;
+    if aio == Aio::Native && !matches!(cache, CacheMode::None | CacheMode::Directsync) {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "'native' needs O_DIRECT, but cache is '{}' (QEMU: aio=native requires cache.direct=on); accepted with it: cache = none or directsync",
+                cache.name()
+            ),
+        ));
+    }
+    if aio == Aio::IoUring && !qemu.io_uring {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "'io_uring' needs QEMU >= 5.0, but qemu_version is {}; accepted: threads, native",
+                qemu.name
+            ),
+        ));
+    }
+    Ok(aio)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::qemu::lookup;
+    use super::*;
+
+    fn cx(interface: Interface, vcpus: u32, v: &str) -> QueueContext<'static> {
+        QueueContext {
+            interface,
+            vcpus,
+            qemu: lookup(v).unwrap(),
+            iothread: false,
+        }
+    }
+
+    #[test]
+    fn virtio_blk_gets_a_queue_per_vcpu_from_qemu_5_2_and_one_before() {
+        let q = QueueSpec::defaults(&cx(Interface::VirtioBlk, 4, "7.2"));
+        assert_eq!((q.num_queues, q.queue_size, q.iothreads), (4, 256, 0));
+        let q = QueueSpec::defaults(&cx(Interface::VirtioBlk, 4, "2.11"));
+        assert_eq!((q.num_queues, q.queue_size), (1, 128));
+        assert_eq!(
+            QueueSpec::defaults(&cx(Interface::Ide, 4, "8.2")).num_queues,
+            1
+        );
+    }
+
+    #[test]
+    fn several_iothreads_per_disk_need_qemu_8_2() {
+        let raw = RawQueue {
+            num_queues: Some(4),
+            queue_size: None,
+            iothreads: Some(2),
+        };
+        let e = QueueSpec::from_raw(&raw, "q", cx(Interface::VirtioBlk, 4, "7.2")).unwrap_err();
+        assert!(e.message.contains("8.2"), "{}", e.message);
+        let q = QueueSpec::from_raw(&raw, "q", cx(Interface::VirtioBlk, 4, "8.2")).unwrap();
+        assert_eq!(q.iothreads, 2);
+    }
+
+    #[test]
+    fn a_queue_size_that_is_not_a_power_of_two_is_refused() {
+        let raw = RawQueue {
+            queue_size: Some(200),
+            ..Default::default()
+        };
+        let e = QueueSpec::from_raw(&raw, "q", cx(Interface::VirtioBlk, 1, "7.2")).unwrap_err();
+        assert_eq!(e.field, "q.queue_size");
+    }
+
+    const STACK: &str = "[[device]]\nname = \"d\"\nmodel = \"ram\"\n\
+        [[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"d\"]\n\
+        [[vm]]\nname = \"vm\"\nvcpus = 4\nQEMU\n[[vm.disk]]\nname = \"a\"\nvolume = \"v\"\nDISK\n";
+
+    fn stack(qemu: &str, disk: &str) -> Result<crate::stack::Stack, String> {
+        let text = STACK.replace("QEMU", qemu).replace("DISK", disk);
+        crate::stack::Stack::from_toml(&text, "s.toml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_stack_reads_qemu_version_aio_and_the_queue_table_with_their_defaults() {
+        let s = stack("", "").unwrap();
+        let d = &s.vms[0].disks[0];
+        assert_eq!(s.vms[0].qemu_version, "7.2");
+        assert_eq!(
+            (d.aio, d.queue.num_queues, d.queue.queue_size),
+            (Aio::Threads, 4, 256)
+        );
+        let s = stack("qemu_version = \"2.11\"", "iothread = true").unwrap();
+        let d = &s.vms[0].disks[0];
+        assert_eq!(
+            (d.queue.num_queues, d.queue.queue_size, d.queue.iothreads),
+            (1, 128, 1)
+        );
+        let e = stack("qemu_version = \"4.0\"", "").unwrap_err();
+        assert!(
+            e.starts_with(
+                "s.toml: vm[0].qemu_version: '4.0' is not valid; accepted: 2.11, 5.2, 7.2, 8.2"
+            ),
+            "{e}"
+        );
+        let e = stack("", "aio = \"native\"").unwrap_err();
+        assert!(
+            e.starts_with("s.toml: vm[0].disk[0].aio: 'native' needs O_DIRECT"),
+            "{e}"
+        );
+        let e = stack("", "[vm.disk.queue]\nnum_queues = 2\niothreads = 3").unwrap_err();
+        assert!(
+            e.starts_with("s.toml: vm[0].disk[0].queue.iothreads: 3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn native_aio_needs_o_direct_and_io_uring_needs_qemu_5() {
+        let v72 = lookup("7.2").unwrap();
+        let e = parse_aio(Some("native"), "aio", CacheMode::Writeback, v72).unwrap_err();
+        assert!(e.message.contains("none or directsync"), "{}", e.message);
+        assert_eq!(
+            parse_aio(Some("native"), "aio", CacheMode::None, v72).unwrap(),
+            Aio::Native
+        );
+        let e = parse_aio(
+            Some("io_uring"),
+            "aio",
+            CacheMode::None,
+            lookup("2.11").unwrap(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("5.0"), "{}", e.message);
+        assert_eq!(
+            parse_aio(None, "aio", CacheMode::Writeback, v72).unwrap(),
+            Aio::Threads
+        );
+    }
+}
