@@ -260,8 +260,9 @@ impl FsSpec {
         name: &str,
         table: &BTreeMap<String, toml::Value>,
     ) -> Result<(FsSpec, BTreeMap<String, toml::Value>), HostFsError> {
-        let entry = params::lookup(REGISTRY, name)
-            .map_err(|_| HostFsError::Unknown(name.into(), params::names(REGISTRY)))?;
+        let entry = params::lookup(REGISTRY, name).map_err(|_| {
+            HostFsError::Unknown(name.into(), format!("{}, none", params::names(REGISTRY)))
+        })?;
         let (mine, rest) = split(table);
         let mut values = Values::defaults(entry.params);
         params::read_for(&mut values, &mine, &[], entry, REGISTRY, KEY)?;

@@ -184,8 +184,8 @@ pub struct RawVolume {
     pub layout: String,
     pub devices: Vec<String>,
     pub read_ahead_kb: Option<u64>,
-    /// The host filesystem holding images on the volume ([`crate::hostfs`]); none: the
-    /// volume is a block device.
+    /// The host filesystem holding images on the volume ([`crate::hostfs`]); absent or
+    /// "none": the volume is a block device.
     pub filesystem: Option<String>,
     /// The layouts' and filesystems' parameters ([`REGISTRY`], [`crate::hostfs::REGISTRY`]);
     /// any other key is refused there.
@@ -240,7 +240,8 @@ impl Table for VolumeSpec {
         let f = |k: &str| format!("{field}.{k}");
         let layout = lookup(&v.layout).map_err(|m| FieldError::new(f("layout"), m))?;
         check_device_count(layout, devices.len()).map_err(|m| FieldError::new(f("devices"), m))?;
-        let (filesystem, layout_keys) = match &v.filesystem {
+        // "none" states the default: a block device (a study sets it on one point).
+        let (filesystem, layout_keys) = match v.filesystem.as_deref().filter(|n| *n != "none") {
             Some(name) => crate::hostfs::FsSpec::read(name, &v.params)
                 .map(|(fs, rest)| (Some(fs), rest))
                 .map_err(|e| match e {
