@@ -768,8 +768,13 @@ def image_table(p: Point, size: int) -> dict[str, Any]:
             c = l2_cache(p.image.cluster, size, p.serve.l2)
             t["l2_cache_size"] = c.size
             t["l2_cache_entry_size"] = c.entry
-    t["preallocation"] = p.image.prealloc
-    t["populated"] = p.populated
+    if p.image.fmt == "qcow2":
+        t["preallocation"] = p.image.prealloc
+        t["populated"] = p.populated
+    else:
+        # A raw image has no clusters: a filled one is a file whose blocks are all written,
+        # as preallocation=full makes it.
+        t["preallocation"] = "full" if p.populated > 0 else p.image.prealloc
     return t
 
 

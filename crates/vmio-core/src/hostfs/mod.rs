@@ -317,19 +317,21 @@ fn split(
 ///
 /// ```text
 /// off                        a sparse file (ftruncate): holes, a first write allocates
-/// metadata, raw              allocated and read as written (QEMU's raw driver: falloc)
-/// metadata, qcow2            holes under the data clusters (only qcow2's tables written,
-///                            which this layer does not tell from data: the file's head)
+/// metadata                   allocated and read as written (raw: QEMU's raw driver
+///                            falloc; qcow2: its tables are written between the data
+///                            clusters, which stay holes in QEMU; this layer does not tell
+///                            the two apart, so the whole file counts as written and a
+///                            first write's host allocation under metadata is not priced)
 /// falloc                     unwritten extents (posix_fallocate): a first write converts
 /// full                       zeros written: allocated and written
 /// populated p                the first p x file_bytes written, whatever the above
 /// ```
 pub fn initial_state(image: &ImageSpec, file_bytes: u64) -> (BlockState, u64) {
-    use crate::image::{Format, Preallocation as P};
+    use crate::image::Preallocation as P;
     let state = match (image.preallocation, image.format) {
-        (P::Full, _) | (P::Metadata, Format::Raw) => BlockState::Written,
+        (P::Full | P::Metadata, _) => BlockState::Written,
         (P::Falloc, _) => BlockState::Unwritten,
-        (P::Off, _) | (P::Metadata, Format::Qcow2) => BlockState::Hole,
+        (P::Off, _) => BlockState::Hole,
     };
     let prefix = (file_bytes as f64 * image.populated.clamp(0.0, 1.0)) as u64;
     (state, prefix - prefix % BLOCK_BYTES)
