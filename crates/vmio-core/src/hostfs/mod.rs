@@ -59,8 +59,9 @@
 //! # Rules (pseudo-code)
 //!
 //! ```text
-//! file of disk d: blocks of 4 KiB; start state by [vm.disk.image] preallocation:
-//!   unset (a used image), full, metadata → written; falloc → unwritten; off → hole
+//! file of disk d: blocks of 4 KiB; start state by [vm.disk.image] preallocation
+//!   (initial_state): full, metadata → written; falloc → unwritten; off (qemu-img's
+//!   default, so also a disk without the table) → hole; then populated's head written
 //! Io(write, range, token):
 //!   every block written → the same Io (the cache's token: no cost, as a block device)
 //!   else: holes → unwritten now (allocation: per group touched its bitmap + descriptor
