@@ -334,7 +334,10 @@ fn a_volume_filesystem_is_read_with_its_parameters_and_refused_with_the_accepted
     assert_eq!(spec.params.int_or("journal_size", 0), 64 << 20);
     assert_eq!(rest.keys().collect::<Vec<_>>(), vec!["stripe_size"]);
     let e = FsSpec::read("btrfs", &t).err().unwrap();
-    assert_eq!(e.to_string(), "'btrfs' is not valid; accepted: ext4, xfs");
+    assert_eq!(
+        e.to_string(),
+        "'btrfs' is not valid; accepted: ext4, xfs, none"
+    );
     let e = FsSpec::read("xfs", &t).err().unwrap();
     assert_eq!(
         e.to_string(),

@@ -834,12 +834,20 @@ fn a_volume_filesystem_is_read_with_its_keys_and_its_keys_are_refused_without_it
     assert!(Stack::from_toml(GOOD, "s.toml").unwrap().volumes[0]
         .filesystem
         .is_none());
+    // "none" states the default: a block device.
+    let none = GOOD.replace(
+        "stripe_size = \"128k\"",
+        "stripe_size = \"128k\"\nfilesystem = \"none\"",
+    );
+    assert!(Stack::from_toml(&none, "s.toml").unwrap().volumes[0]
+        .filesystem
+        .is_none());
     assert_eq!(
         err(&GOOD.replace(
             "stripe_size = \"128k\"",
             "stripe_size = \"128k\"\nfilesystem = \"zfs\""
         )),
-        "s.toml: volume[0].filesystem: 'zfs' is not valid; accepted: ext4, xfs"
+        "s.toml: volume[0].filesystem: 'zfs' is not valid; accepted: ext4, xfs, none"
     );
     assert_eq!(
         err(&GOOD.replace(
