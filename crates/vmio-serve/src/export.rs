@@ -156,22 +156,7 @@ pub struct Export {
 
 /// The throttle groups of the stack's disks, in stack order ([`vmio_core::throttle::plan_groups`]).
 pub fn throttle_groups(stack: &Stack) -> Result<GroupPlan, StackError> {
-    let disks: Vec<_> = stack
-        .vms
-        .iter()
-        .enumerate()
-        .flat_map(|(vi, vm)| {
-            vm.disks.iter().enumerate().map(move |(di, d)| {
-                (
-                    format!("vm[{vi}].disk[{di}]"),
-                    vm.name.as_str(),
-                    d.name.as_str(),
-                    d.iotune.as_ref(),
-                )
-            })
-        })
-        .collect();
-    plan_groups(&disks).map_err(|e| StackError::Field {
+    plan_groups(&stack.disk_iotunes()).map_err(|e| StackError::Field {
         file: stack.file.clone(),
         field: e.field,
         message: e.message,

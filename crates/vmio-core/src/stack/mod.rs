@@ -289,6 +289,26 @@ impl Ctx<'_> {
 }
 
 impl Stack {
+    /// Every VM disk in stack order as [`crate::throttle::plan_groups`] reads it: its field
+    /// path (`vm[0].disk[1]`), VM, name and `[vm.disk.iotune]` (both engines plan their
+    /// throttle groups from it).
+    pub fn disk_iotunes(&self) -> Vec<(String, &str, &str, Option<&crate::throttle::IotuneSpec>)> {
+        self.vms
+            .iter()
+            .enumerate()
+            .flat_map(|(vi, vm)| {
+                vm.disks.iter().enumerate().map(move |(di, d)| {
+                    (
+                        format!("vm[{vi}].disk[{di}]"),
+                        vm.name.as_str(),
+                        d.name.as_str(),
+                        d.iotune.as_ref(),
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Parse and validate stack-file text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Stack, StackError> {
         let raw: RawStack = toml::from_str(text).map_err(|e| {

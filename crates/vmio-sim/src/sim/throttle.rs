@@ -32,23 +32,8 @@ pub(super) struct SimThrottle {
 
 impl SimThrottle {
     pub(super) fn new(stack: &Stack) -> Result<Self, SimError> {
-        let disks: Vec<_> = stack
-            .vms
-            .iter()
-            .enumerate()
-            .flat_map(|(vi, vm)| {
-                vm.disks.iter().enumerate().map(move |(di, d)| {
-                    (
-                        format!("vm[{vi}].disk[{di}]"),
-                        vm.name.as_str(),
-                        d.name.as_str(),
-                        d.iotune.as_ref(),
-                    )
-                })
-            })
-            .collect();
-        let plan =
-            plan_groups(&disks).map_err(|e| SimError::Job(format!("{}: {e}", stack.file)))?;
+        let plan = plan_groups(&stack.disk_iotunes())
+            .map_err(|e| SimError::Job(format!("{}: {e}", stack.file)))?;
         let throttled = plan.of_disk.iter().any(Option::is_some);
         Ok(SimThrottle {
             groups: plan
