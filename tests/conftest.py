@@ -131,7 +131,9 @@ def run_vmio(*args: str | Path, cwd: Path | None = None) -> subprocess.Completed
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        timeout=300,
+        # A guard against a hang, not a speed limit: a loaded 2-core machine runs a whole
+        # study in a few minutes.
+        timeout=1200,
     )
 
 

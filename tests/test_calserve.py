@@ -27,7 +27,6 @@ import json
 import math
 import os
 import statistics
-import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -92,6 +91,27 @@ def test_the_closed_forms_are_the_nbd_modules_figures():
     iops, lat = calserve.closed_form(KNOWN, RAM, write128k)
     assert iops == pytest.approx(1e9 / (25_000 + 104_857.6))
     assert lat == pytest.approx(16 * (25_000 + 104_857.6))
+
+
+@pytest.mark.parametrize("handoff", [90_000, 2_000_000])
+def test_the_simulator_runs_the_closed_forms_whether_the_hand_off_or_the_path_bounds_qd16(
+    handoff: int,
+):
+    """At QD16 a 2 ms hand-off leaves the path idle (16 / QD1 latency < 1 / request): the
+    closed loop's bound, not the saturated rate, is what the simulator must give."""
+    nbd = {**KNOWN, "handoff": handoff}
+    f = calserve.Fit(nbd, RAM, ())
+    probe = next(p for p in calserve.battery(quick=True) if p.engine == "nbd" and p.iodepth > 1)
+    job = f"[{probe.name}]\n" + "".join(
+        f"{k}={v}\n" for k, v in probe.options(calserve.IMAGE_SIZE, 300, 1)
+    )
+    out = json.loads(simulate_text(calserve.sim_stack(f), "stack.toml", job, "j.fio", 1))
+    side = out["jobs"][0][probe.direction]
+    iops, lat = calserve.closed_form(nbd, RAM, probe)
+    saturated = 1e9 / (nbd["request"] + probe.bs * 1e9 / nbd[f"{probe.direction}_rate"])
+    assert (iops < 0.5 * saturated) == (handoff > 1_000_000)
+    assert side["iops"] == pytest.approx(iops, rel=0.02)
+    assert side["lat_ns"]["mean"] == pytest.approx(lat, rel=0.02)
 
 
 @pytest.mark.parametrize("quick", [True, False])
@@ -168,11 +188,9 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(tmp_path: P
     needs_shm()
     out = tmp_path / "cal"
     err = io.StringIO()
-    t0 = time.monotonic()
+    # (The schedule's share of the budget is checked on a clock of the test's own in
+    # test_calibrate.py; a loaded machine stretches fio's start-up beyond any wall limit.)
     sp = calserve.measure(SHM, out, quick=True, progress=err)
-    # The budget holds (a quarter more for a machine loaded beyond the schedule's estimates).
-    elapsed = time.monotonic() - t0
-    assert elapsed <= calserve.QUICK_BUDGET_S * 1.25, (elapsed, err.getvalue())
     assert not (SHM / calserve.IMAGE_NAME).exists(), "the image is removed"
     lines = [x for x in err.getvalue().splitlines() if "ETA" in x]
     assert len(lines) == len(calserve.battery(quick=True)), err.getvalue()

@@ -313,13 +313,16 @@ def fit(points: Sequence[Point]) -> Fit:
 def closed_form(nbd: Mapping[str, int], ram: Mapping[str, int], job: Job) -> tuple[float, float]:
     """(IOPS, mean latency ns) of a path job on the [nbd] table's closed forms over the RAM
     model (crates/vmio-core/src/nbd.rs): QD1, device + handoff + request + L / rate_d;
-    saturated, 1 / (request + L / rate_d) at depth q (latency q / X)."""
+    at depth q, the closed loop's bound min(q / QD1 latency, 1 / the slower queue): the
+    path's serialized work (request + L / rate_d) and the RAM model's copy (L / bandwidth) are
+    queues, the device's latency and the hand-off only delay (latency q / X). The bound is
+    exact for constant service times."""
     copy = job.bs * 1e9 / nbd[f"{job.direction}_rate"]
+    ram_copy = job.bs * 1e9 / ram["bandwidth"]
+    lat1 = ram["latency"] + ram_copy + nbd["handoff"] + nbd["request"] + copy
     if job.iodepth == 1:
-        lat = ram["latency"] + job.bs * 1e9 / ram["bandwidth"] + nbd["handoff"]
-        lat += nbd["request"] + copy
-        return 1e9 / lat, lat
-    x = 1e9 / (nbd["request"] + copy)
+        return 1e9 / lat1, lat1
+    x = min(job.iodepth * 1e9 / lat1, 1e9 / max(nbd["request"] + copy, ram_copy))
     return x, job.iodepth / x * 1e9
 
 
