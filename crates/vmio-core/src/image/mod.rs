@@ -101,6 +101,24 @@ pub fn build(spec: &ImageSpec, virtual_size: u64) -> Option<Box<dyn ImageFormat>
     }
 }
 
+/// The image file's size (its `i_size` on the host filesystem) before the run: what `qemu-img
+/// create` leaves, then `populated`'s fill. raw: the virtual size, whatever the preallocation
+/// (block/file-posix.c `raw_co_create` truncates the file to it, sparse with `off`); qcow2
+/// with `preallocation = off`: the header, refcount table and block, L1 table, and the L2
+/// tables and data clusters of the populated head, i.e. where the next cluster is appended
+/// (block/qcow2.c `qcow2_co_create`); with any preallocation, the fully allocated size
+/// (`qcow2_co_truncate` to `qcow2_calc_prealloc_size`). Backing files are never written, so
+/// only the top file's size is given.
+pub fn initial_file_len(spec: &ImageSpec, virtual_size: u64) -> u64 {
+    match spec.format {
+        Format::Raw => virtual_size,
+        Format::Qcow2 if spec.preallocation != Preallocation::Off => {
+            spec.own_file_bytes(virtual_size)
+        }
+        Format::Qcow2 => qcow2::Qcow2::new(spec, virtual_size).file_end(),
+    }
+}
+
 /// `vmio help stack`'s layer for `[vm.disk.image]`: the formats, `format` and `backing`, and
 /// [`spec::PARAMS`].
 pub fn help_layer() -> crate::params::Layer<'static> {

@@ -121,6 +121,11 @@ pub struct Qcow2 {
 impl Qcow2 {
     /// The driver of a qcow2 `spec` of `virtual_size` bytes (files laid out one after the
     /// other from region offset 0, the image first).
+    /// The top file's end: the offset at which its next cluster would be appended.
+    pub fn file_end(&self) -> u64 {
+        self.top.end * self.top.cs
+    }
+
     pub fn new(spec: &ImageSpec, virtual_size: u64) -> Self {
         let cs = spec.cluster_size;
         let clusters = virtual_size.div_ceil(cs);

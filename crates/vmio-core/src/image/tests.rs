@@ -481,3 +481,21 @@ fn scrambled(text: &str) -> (ImageStats, u64) {
     assert!(st.l2_misses > 0 && st.metadata_written_bytes > 0 && st.backing_read_bytes > 0);
     (st, written.len() as u64)
 }
+
+#[test]
+fn an_image_file_starts_at_the_size_qemu_img_create_leaves() {
+    let size = 1 << 30;
+    let raw = ImageSpec::raw();
+    assert_eq!(super::initial_file_len(&raw, size), size);
+    let mut q = ImageSpec::qcow2();
+    // 1 GiB of 64 KiB clusters: header, a refcount table cluster, refcount block 0 and the
+    // L1 table (16,384 L2 entries need 2 tables: 16 bytes of L1, one cluster).
+    assert_eq!(super::initial_file_len(&q, size), 4 * 65536);
+    // A populated half: 8,192 data clusters, all mapped by the first L2 table (8,192
+    // entries a table), appended after the metadata.
+    q.populated = 0.5;
+    assert_eq!(super::initial_file_len(&q, size), (4 + 1 + 8192) * 65536);
+    q.populated = 0.0;
+    q.preallocation = super::Preallocation::Metadata;
+    assert_eq!(super::initial_file_len(&q, size), q.own_file_bytes(size));
+}
