@@ -11,7 +11,10 @@ put vmio's prediction of every point beside them; see python/vmio/real/images.py
 Part a: first write against overwrite; b: small against large L2 cache on random reads over a
 populated image; c: qcow2 against raw. The images live in a new directory under --dir, removed
 afterwards. --from predicts an earlier run's points again (a newer vmio) without measuring,
-on the calibration it recorded unless --calibration names another. Exit status 2 on a missing
+on the calibration it recorded unless --calibration names another. The predictions take the
+[nbd] table of qemu-storage-daemon's own path (`vmio calibrate --serve-path --server
+qemu-storage-daemon -o DIR --force`: DIR/serve-path-qsd.toml) where DIR has it, else vmio
+serve's (serve-path.toml), and the JSON and the markdown say which. Exit status 2 on a missing
 tool or a bad flag (one line on stderr).
 """
 
@@ -51,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         "--calibration",
         type=Path,
         metavar="DIR",
-        help="vmio calibrate's output (stack.toml, serve-path.toml); default ./vmio-calibration",
+        help="vmio calibrate's output (stack.toml; serve-path-qsd.toml, qemu-storage-daemon's "
+        "[nbd] table, else serve-path.toml, vmio serve's, with a note); default "
+        "./vmio-calibration",
     )
     p.add_argument("--no-sim", action="store_true", help="measure only")
     p.add_argument(
@@ -93,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("real-images: interrupted (images removed)", file=sys.stderr)
         return 130
-    table = images.markdown(m, pred)
+    table = images.markdown(m, pred, cal)
     print(table, end="")
     if a.markdown is not None:
         a.markdown.write_text(table, encoding="utf-8")

@@ -26,6 +26,7 @@ import io
 import json
 import math
 import os
+import shutil
 import statistics
 import tomllib
 from dataclasses import replace
@@ -184,14 +185,21 @@ def needs_shm() -> None:
         pytest.skip("/dev/shm is not a tmpfs")
 
 
-def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(tmp_path: Path, capsys):
+@pytest.mark.parametrize("server", calserve.SERVERS)
+def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
+    tmp_path: Path, capsys, server: str
+):
     needs_shm()
+    if server == calserve.QSD:
+        require_tool(calserve.QSD, "qemu-system-common")
     out = tmp_path / "cal"
     err = io.StringIO()
     # (The schedule's share of the budget is checked on a clock of the test's own in
     # test_calibrate.py; a loaded machine stretches fio's start-up beyond any wall limit.)
-    sp = calserve.measure(SHM, out, quick=True, progress=err)
+    sp = calserve.measure(SHM, out, quick=True, progress=err, server=server)
     assert not (SHM / calserve.IMAGE_NAME).exists(), "the image is removed"
+    assert (sp.toml_path.name, sp.json_path.name) == calserve.out_names(server)
+    assert sorted(out.iterdir()) == sorted([sp.toml_path, sp.json_path])
     lines = [x for x in err.getvalue().splitlines() if "ETA" in x]
     assert len(lines) == len(calserve.battery(quick=True)), err.getvalue()
     # Positive, finite parameters; the files hold them.
@@ -199,9 +207,14 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(tmp_path: P
     assert sp.fit.nbd["handoff"] >= 0
     toml = sp.toml_path.read_text()
     assert toml.startswith("# vmio calibrate --serve-path") and "# machine: " in toml
+    # The header and the record name the server.
+    named = "qemu-storage-daemon version " if server == calserve.QSD else "vmio serve ("
+    assert f"fio's nbd engine into {named}" in toml.splitlines()[0], toml
     assert tomllib.loads(toml)["nbd"] == calserve.nbd_table(sp.fit.nbd)
     rec = json.loads(sp.json_path.read_text())
     assert rec["vmio_calibrate_serve_path"]["nbd"] == sp.fit.nbd
+    assert rec["vmio_calibrate_serve_path"]["server"] == server
+    assert rec["vmio_calibrate_serve_path"]["served_by"].startswith(named)
     assert [p["name"] for p in rec["points"]] == [p.name for p in calserve.battery(quick=True)]
     assert all(p["fio"]["jobname"] == p["name"] for p in rec["points"])
     # vmio sim runs what was fitted (module doc: tolerance).
@@ -238,6 +251,8 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(tmp_path: P
         (["--budget", "3", "--quick"], "--budget 3: accepted: 9 seconds or more for the 12 points"),
         (["--size", "64m"], "--size: not with --serve-path"),
         (["x.tmp"], "TARGET: not with --serve-path"),
+        (["--server", "qsd"], "--server qsd: accepted: vmio, qemu-storage-daemon"),
+        (["--server", ""], "--server : accepted: vmio, qemu-storage-daemon"),
     ],
 )
 def test_bad_serve_path_options_are_one_error_line(tmp_path: Path, capsys, args, message):
@@ -255,16 +270,30 @@ def test_bad_serve_path_options_are_one_error_line(tmp_path: Path, capsys, args,
 def test_dir_without_serve_path_and_a_missing_fio_are_one_error_line(
     tmp_path: Path, capsys, monkeypatch
 ):
+    fio = shutil.which("fio")
     rc, _, err = vmio(capsys, "calibrate", "--dir", "/dev/shm", "-o", tmp_path / "cal")
     assert (
         rc == 2
         and err == "vmio: error: --dir /dev/shm: only with --serve-path (the RAM image's tmpfs)\n"
+    )
+    rc, _, err = vmio(capsys, "calibrate", "--server", "vmio", "-o", tmp_path / "cal")
+    assert rc == 2 and err == (
+        "vmio: error: --server vmio: only with --serve-path (the NBD server measured)\n"
     )
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     rc, _, err = vmio(capsys, "calibrate", "--serve-path", "-o", tmp_path / "cal")
     assert rc == 2 and err == "vmio: error: 'fio' is not installed (apt-get install fio)\n"
+    # fio there, qemu-storage-daemon not: the server's tool is named.
+    if fio:
+        (empty / "fio").symlink_to(fio)
+        args = ["--serve-path", "--server", calserve.QSD, "-o", tmp_path / "cal"]
+        rc, _, err = vmio(capsys, "calibrate", *args)
+        assert rc == 2 and err == (
+            "vmio: error: 'qemu-storage-daemon' is not installed "
+            "(apt-get install qemu-system-common)\n"
+        )
 
 
 def test_an_existing_image_is_refused_without_force(tmp_path: Path, capsys):

@@ -125,6 +125,42 @@ def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device(
     assert doc["device"] == [images.UNCALIBRATED_DEVICE] and "nbd" not in doc
 
 
+TABLE = '[nbd]\nhandoff = "{h}ns"\nrequest = "9000ns"\nread_rate = 2000000000\n'
+
+
+def test_the_prediction_takes_qemu_storage_daemons_table_and_else_vmio_serves_with_a_note(
+    tmp_path: Path,
+):
+    (tmp_path / "serve-path.toml").write_text("# vmio serve\n" + TABLE.format(h=5000))
+    cal = images.Calibration.find(tmp_path)
+    assert cal.nbd is not None and cal.nbd["handoff"] == "5000ns" and cal.stack is None
+    assert cal.nbd_from == "serve-path.toml"
+    assert cal.note is not None and "no serve-path-qsd.toml in " in cal.note
+    assert "--server qemu-storage-daemon" in cal.note
+    (tmp_path / "serve-path-qsd.toml").write_text("# qsd\n" + TABLE.format(h=7000))
+    cal = images.Calibration.find(tmp_path)
+    assert cal.nbd is not None and cal.nbd["handoff"] == "7000ns"
+    assert (cal.nbd_from, cal.note) == ("serve-path-qsd.toml", None)
+    # The JSON and the markdown say which table the predictions ran on.
+    m = images.Measurement(64 * MIB, 0.5, 1, "/tmp", "ext4")
+    p = images.Point("c", images.RAW_OFF, images.Serve("threads", None), images.RAND_R_ALL, "over")
+    m.points[p.key] = p
+    m.runs[p.key] = [images.Run(1000.0, 4096e3, 16e6)]
+    pred = {p.key: images.Run(900.0, 0, 0)}
+    assert f"calibration: {tmp_path}, [nbd] from serve-path-qsd.toml" in images.markdown(
+        m, pred, cal
+    )
+    rec = json.loads(json.dumps(images.record(m, pred, cal)))
+    assert rec["vmio_real_images"]["calibration_nbd_from"] == "serve-path-qsd.toml"
+    again = images.Calibration.of_record(rec)
+    assert again is not None and (again.nbd, again.nbd_from) == (cal.nbd, cal.nbd_from)
+    assert "[nbd] from serve-path-qsd.toml" in images.sim_stack(p, 64 * MIB, cal)
+    (tmp_path / "serve-path-qsd.toml").unlink()
+    (tmp_path / "serve-path.toml").unlink()
+    with pytest.raises(images.ImagesError, match="none of stack.toml, serve-path-qsd.toml"):
+        images.Calibration.find(tmp_path)
+
+
 def test_ratios_pair_rounds_and_report_their_spread():
     m = images.Measurement(GIB, 1.0, 2, "/tmp", "ext4")
     first = images.Point("a", images.Q64_OFF, images.Serve(), images.RAND_W, "first")
@@ -168,7 +204,7 @@ def _script():
         (["--images", "vmdk"], "real-images: --images vmdk: accepted values are raw-off"),
         (["--rounds", "0"], "real-images: --rounds 0: from 1 to 100"),
         (["--runtime", "abc"], "real-images: argument --runtime: invalid float value"),
-        (["--calibration", "/nonexistent"], "real-images: --calibration /nonexistent: neither"),
+        (["--calibration", "/nonexistent"], "real-images: --calibration /nonexistent: none of"),
         (["--from", "/nonexistent"], "real-images: real-images JSON '/nonexistent' does not"),
         (["--dir", "/nonexistent", "--no-sim"], "real-images: --dir /nonexistent: not a dir"),
         (["--dir", "/", "--size", "100t", "--no-sim"], "real-images: --dir /: "),

@@ -158,3 +158,134 @@ def test_the_writer_puts_arrays_of_values_on_one_line_and_quotes_odd_keys() -> N
     text = stackfile.render({"seed": 3, "volume": [{"devices": ["a", "b"], "x y": 1.5}]})
     assert text == 'seed = 3\n\n[[volume]]\ndevices = ["a", "b"]\n"x y" = 1.5\n'
     assert tomllib.loads(text) == {"seed": 3, "volume": [{"devices": ["a", "b"], "x y": 1.5}]}
+
+
+BLOCK_LAYER = """\
+[[device]]
+name = "d"
+model = "ssd"
+
+[[volume]]
+name = "v"
+layout = "single"
+devices = ["d"]
+filesystem = "xfs"
+log_sync = "30us"
+
+[nbd]
+handoff = "20us"
+request = "9us"
+
+[[vm]]
+name = "a"
+vcpus = 2
+qemu_version = "5.2"
+
+[[vm.disk]]
+name = "vda"
+volume = "v"
+size = "1g"
+interface = "virtio-blk"
+cache = "none"
+aio = "native"
+format = "qcow2"
+
+[vm.disk.image]
+cluster_size = "2m"
+l2_cache_size = "1m"
+l2_cache_entry_size = "4k"
+refcount_cache_size = "8m"
+lazy_refcounts = true
+populated = 0.5
+discard = "unmap"
+backing = [{ format = "qcow2", populated = 0.25, cluster_size = "64k" }, { format = "raw" }]
+
+[vm.disk.queue]
+num_queues = 2
+queue_size = 128
+iothreads = 1
+
+[vm.disk.iotune]
+total_iops_sec = 1000
+total_iops_sec_max = 2000
+total_iops_sec_max_length = 2
+group_name = "g"
+
+[[vm.disk]]
+name = "vdb"
+volume = "v"
+offset = "8g"
+size = "1g"
+interface = "nbd"
+format = "raw"
+
+[vm.disk.image]
+preallocation = "full"
+discard = "unmap"
+
+[vm.disk.queue]
+num_queues = 1
+"""
+
+
+def test_the_view_carries_the_block_layers_keys() -> None:
+    s = stackfile.loads(BLOCK_LAYER, "b.toml")
+    vm = s.vm("a")
+    vda, vdb = vm.disks
+    assert vm.qemu_version == "5.2"
+    assert (vda.format, vda.aio, vdb.format, vdb.aio) == ("qcow2", "native", "raw", "threads")
+    assert dict(vda.image) | {"backing": None} == {
+        "format": "qcow2",
+        "cluster_size": 2 << 20,
+        "l2_cache_size": 1 << 20,
+        "l2_cache_entry_size": 4096,
+        "refcount_cache_size": 8 << 20,
+        "lazy_refcounts": True,
+        "preallocation": "off",
+        "populated": 0.5,
+        "discard": "unmap",
+        "backing": None,
+    }
+    assert [dict(b) for b in vda.image["backing"]] == [
+        {"format": "qcow2", "populated": 0.25, "cluster_size": 64 << 10},
+        {"format": "raw", "populated": 1.0, "cluster_size": 0},
+    ]
+    # Not set: QEMU's computed defaults are None.
+    assert vdb.image["preallocation"] == "full" and vdb.image["l2_cache_size"] is None
+    assert vda.queue == {"num_queues": 2, "queue_size": 128, "iothreads": 1} == vda.queue_table
+    assert vdb.queue == {"num_queues": 1, "queue_size": 0, "iothreads": 0}
+    assert vda.iotune == {
+        "total_iops_sec": 1000,
+        "total_iops_sec_max": 2000,
+        "total_iops_sec_max_length": 2,
+        "group_name": "g",
+    }
+    assert vdb.iotune is None
+    fs = s.volume("v").filesystem
+    assert fs is not None and fs.type == "xfs" and fs.params["log_sync_ns"] == 30_000
+    # Without the tables: Rust's defaults, and still read-only.
+    plain = stackfile.loads(STACK).vm("a").disks[0]
+    assert (plain.format, plain.aio, plain.iotune, plain.queue_table) == (
+        "raw",
+        "threads",
+        None,
+        None,
+    )
+    assert stackfile.loads(STACK).volume("v").filesystem is None
+    with pytest.raises(TypeError):
+        vda.image["cluster_size"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("text", [BLOCK_LAYER, STACK], ids=["block layer", "guest filesystem"])
+def test_a_stack_round_trips_through_the_view(text: str) -> None:
+    """parse -> the view's tables -> render -> parse: the same stack."""
+    s = stackfile.loads(text, "dir/stack.toml")
+    again = stackfile.loads(stackfile.render(s.doc()), "dir/stack.toml")
+    assert again == s
+    assert again.doc() == s.doc()
+
+
+@pytest.mark.parametrize("path", STACKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shipped_stack_round_trips_through_the_view(path: Path) -> None:
+    s = stackfile.load(path)
+    assert stackfile.loads(stackfile.render(s.doc()), path) == s

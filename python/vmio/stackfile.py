@@ -6,12 +6,23 @@ checks as `vmio sim`, in its order, with its one-line errors (`VmioError`). Ever
 the one Rust applies, so no Python module repeats one (a disk without `interface` shows
 `virtio-blk`, a filesystem without `mount` shows `/mnt/<disk>`, a disk without `size` shows
 the rest of its volume of the device models' capacities). The view is read-only: frozen
-dataclasses, tuples and read-only mappings; references between tables are names.
+dataclasses, tuples and read-only mappings; references between tables are names. The block
+layer's tables are the Rust specs' own serializations, held as read-only mappings so that no
+key is listed here a second time: `Disk.image` (`[vm.disk.image]`: format, cluster_size,
+l2_cache_size, l2_cache_entry_size, refcount_cache_size, lazy_refcounts, preallocation,
+populated, discard, backing; None where QEMU computes the default), `Disk.queue` (the queues
+in effect; `queue_table` as the file set `[vm.disk.queue]`), `Disk.iotune` (the limits set),
+`Volume.filesystem.params`.
 
     stack = load("stack.toml")
     vm = stack.vm(None)                 # the first VM (the simulator's default)
     disk = vm.disks[0]                  # disk.interface, disk.cache, disk.filesystem.mount
     devs = stack.volume_devices(disk.volume)
+    disk.format, disk.aio, disk.image["cluster_size"], vm.qemu_version
+
+`stack.doc()` is the same stack as a stack file writes it (Rust's `tables`: every key the
+file set or that is in effect, each value as the file takes it); `render(stack.doc())`
+parses back into the same stack (crates/vmio-py/src/stackview.rs, `file_doc`).
 
 Writing: `render(doc, comments)` is a stack file's text from a dict of its tables, in the
 house style of the shipped stacks (`[[device]]` tables separated by blank lines, arrays of
@@ -41,6 +52,24 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 def _ro(m: Mapping[str, Any] | None) -> Params:
     return MappingProxyType(dict(m or {}))
+
+
+def _frozen(x: Any) -> Any:
+    """`x` read-only all the way down: mappings as read-only mappings, lists as tuples."""
+    if isinstance(x, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return tuple(_frozen(v) for v in x)
+    return x
+
+
+def _thawed(x: Any) -> Any:
+    """`_frozen`'s inverse: dicts and lists, as `render` and tomli_w take them."""
+    if isinstance(x, Mapping):
+        return {k: _thawed(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return [_thawed(v) for v in x]
+    return x
 
 
 @dataclass(frozen=True)
@@ -84,6 +113,15 @@ class Device:
 
 
 @dataclass(frozen=True)
+class HostFilesystem:
+    """`[[volume]] filesystem`: the host filesystem holding the volume's image files."""
+
+    type: str
+    params: Params
+    """Its parameters in effect, under their record keys (`alloc_cost_ns`)."""
+
+
+@dataclass(frozen=True)
 class Volume:
     name: str
     layout: str
@@ -92,6 +130,8 @@ class Volume:
     read_ahead_kb: int
     """Set, or the layout's default."""
     capacity_bytes: int
+    filesystem: HostFilesystem | None
+    """None: a block device (no `filesystem`, or "none")."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +191,18 @@ class Disk:
     iothread: bool
     read_ahead_kb: int
     """The guest's read-ahead on the disk."""
+    aio: str
+    """QEMU's I/O engine: threads, native or io_uring."""
+    format: str
+    """The image format: raw or qcow2."""
+    image: Params
+    """`[vm.disk.image]` in effect (module doc)."""
+    queue: Params
+    """The disk's queues in effect: num_queues, queue_size (0: no virtqueue), iothreads."""
+    queue_table: Params | None
+    """`[vm.disk.queue]` as the file set it (resolved); None without the table."""
+    iotune: Params | None
+    """`[vm.disk.iotune]`: the limits set, with libvirt's names; None: unthrottled."""
     filesystem: Filesystem | None
 
 
@@ -162,6 +214,8 @@ class Vm:
     weight: int
     workload: str | None
     """The `workload` job file as written (relative to the stack file's directory)."""
+    qemu_version: str
+    """The QEMU release (a profile name of `vmio help stack`)."""
     cputune: CpuTune
     page_cache: PageCache
     disks: tuple[Disk, ...]
@@ -193,6 +247,12 @@ class Stack:
     """`[cpu]` when the file has it."""
     cpu_model: str
     vms: tuple[Vm, ...]
+    tables: Params
+    """The stack as a stack file writes it (module doc); `doc()` gives it to `render`."""
+
+    def doc(self) -> dict[str, Any]:
+        """The stack's tables as `render` takes them: rendered and parsed, the same stack."""
+        return _thawed(self.tables)
 
     @property
     def native(self) -> bool:
@@ -231,11 +291,23 @@ def _page_cache(p: Mapping[str, Any]) -> PageCache:
     return PageCache(**p)
 
 
+def _volume(v: Mapping[str, Any]) -> Volume:
+    fs = v["filesystem"]
+    return Volume(
+        **{k: x for k, x in v.items() if k not in ("devices", "params", "filesystem")},
+        devices=tuple(v["devices"]),
+        params=_ro(v["params"]),
+        filesystem=None if fs is None else HostFilesystem(fs["type"], _ro(fs["params"])),
+    )
+
+
 def _vm(v: Mapping[str, Any]) -> Vm:
     t = v["cputune"]
+    tables = ("image", "queue", "queue_table", "iotune")
     disks = tuple(
         Disk(
-            **{k: x for k, x in d.items() if k != "filesystem"},
+            **{k: x for k, x in d.items() if k != "filesystem" and k not in tables},
+            **{k: None if d[k] is None else _frozen(d[k]) for k in tables},
             filesystem=Filesystem(**d["filesystem"]) if d["filesystem"] else None,
         )
         for d in v["disks"]
@@ -246,6 +318,7 @@ def _vm(v: Mapping[str, Any]) -> Vm:
         memory_bytes=v["memory_bytes"],
         weight=v["weight"],
         workload=v["workload"],
+        qemu_version=v["qemu_version"],
         cputune=CpuTune(
             vcpupin=tuple(_cores(c) for c in t["vcpupin"]),
             emulatorpin=_cores(t["emulatorpin"]),
@@ -272,10 +345,7 @@ def from_native(s: Mapping[str, Any]) -> Stack:
             )
             for d in s["devices"]
         ),
-        volumes=tuple(
-            Volume(**{**v, "devices": tuple(v["devices"]), "params": _ro(v["params"])})
-            for v in s["volumes"]
-        ),
+        volumes=tuple(_volume(v) for v in s["volumes"]),
         scheduler=Scheduler(s["scheduler"]["name"], _ro(s["scheduler"]["params"])),
         page_cache=_page_cache(s["page_cache"]),
         pdc=None if s["pdc"] is None else _ro(s["pdc"]),
@@ -285,6 +355,7 @@ def from_native(s: Mapping[str, Any]) -> Stack:
         else Cpu(cpu["model"], _ro(cpu["params"]), cpu["dom0_vcpus"], _cores(cpu["dom0_pin"])),
         cpu_model=s["cpu_model"],
         vms=tuple(_vm(v) for v in s["vms"]),
+        tables=_frozen(s["tables"]),
     )
 
 

@@ -19,11 +19,33 @@
 //! are names (a volume's devices, a disk's volume, a sharing device's hardware). Sizes are in
 //! bytes; `read_ahead_kb` as the stack file writes it. A parameter table lists every value in
 //! effect under its record key (`stripe_size_bytes`, `read_expire_ns`), as result records do.
+//! The block layer's tables are their specs' own serializations, so that no key is listed
+//! here a second time: `[vm.disk.image]` (image::ImageSpec: the format, its parameters, None
+//! for QEMU's computed defaults, the backing chain), `[vm.disk.queue]` (vdisk::QueueSpec, the
+//! queues in effect; `queue_table` the table as the file set it, None without it) and
+//! `[vm.disk.iotune]` (throttle::IotuneSpec: the limits set, with libvirt's names).
+//!
+//! `tables` is the same stack as a stack file writes it (`file_doc`): every table with the
+//! keys the file set or that are in effect, each value as the file takes it (sizes in bytes,
+//! durations as `"<n>ns"`, computed defaults left out), references by name. Rendered
+//! (`vmio.stackfile.render`) and parsed again, it gives the same stack:
+//!
+//! ```text
+//! parameter tables    each declared parameter (its ParamSpec) of the table's entry (the
+//!                     layout's, the scheduler's, the filesystem's), from the value in effect
+//!                     under its record key (name_unit) or, for [vm.disk.image], its name
+//! other keys          as the spec holds them (the written profile, path, size, share, start,
+//!                     capacity; read_ahead_kb and queue_depth when set; qemu_version)
+//! left out            a raw disk's image keys but preallocation and discard; queue_size of a
+//!                     disk without virtqueues; vcpus on a native host
+//! ```
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
-use vmio_core::params::Values;
+use vmio_core::image::spec::{Format, ImageSpec, FORMAT_INDEPENDENT, PARAMS as IMAGE_PARAMS};
+use vmio_core::params::{Kind, ParamSpec, Value as ParamValue, Values};
 use vmio_core::stack::Stack;
 use vmio_core::volume;
 use vmio_sim::device::{estimated_bytes, read_params};
@@ -49,9 +71,294 @@ fn values(v: &Values) -> Map<String, Value> {
         .collect()
 }
 
+/// The values of a parameter table that are set or defaulted, under their record keys: a
+/// computed default ("half of [host] memory") is left out, since the reader computes it
+/// again.
+fn values_set(v: &Values) -> Value {
+    let set: Map<String, Value> = v
+        .iter()
+        .filter(|(_, value)| !matches!(value, ParamValue::Computed(_)))
+        .map(|(spec, value)| (spec.record_key(), json!(value)))
+        .collect();
+    Value::Object(set)
+}
+
 /// The cores of a cpuset, ascending.
 fn cores(set: vmio_core::cpu::CoreSet) -> Vec<usize> {
     (0..64).filter(|&c| set.contains(c)).collect()
+}
+
+/// A spec's serialization (the specs' `Serialize` cannot fail on these plain values).
+fn ser<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// One value of `spec` as a stack file writes it: durations as `"<n>ns"`; None when absent or
+/// a computed default (a text where the kind wants a number: "half of [host] memory").
+fn file_value(spec: &ParamSpec, v: &Value) -> Option<Value> {
+    match (spec.kind, v) {
+        (_, Value::Null) => None,
+        (Kind::Choice(_) | Kind::Bool, _) => Some(v.clone()),
+        (_, Value::String(_)) => None,
+        (Kind::Duration { .. }, _) => Some(json!(format!("{}ns", v.as_u64()?))),
+        _ => Some(v.clone()),
+    }
+}
+
+/// The parameters `specs` of a table as a stack file writes them, read from `record` (the
+/// values in effect) under `key(spec)`: the record key, or the name.
+fn file_keys(
+    record: &Value,
+    specs: &[ParamSpec],
+    key: fn(&ParamSpec) -> String,
+) -> Map<String, Value> {
+    specs
+        .iter()
+        .filter_map(|s| Some((s.name.to_string(), file_value(s, record.get(key(s))?)?)))
+        .collect()
+}
+
+fn record_key(s: &ParamSpec) -> String {
+    s.record_key()
+}
+
+fn name_key(s: &ParamSpec) -> String {
+    s.name.to_string()
+}
+
+/// `[vm.disk.image]` as a stack file writes it (raw: only the keys raw takes).
+fn image_keys(image: &ImageSpec) -> Map<String, Value> {
+    let mut m = file_keys(&ser(image), IMAGE_PARAMS, name_key);
+    if image.format == Format::Raw {
+        m.retain(|k, _| FORMAT_INDEPENDENT.contains(&k.as_str()));
+        return m;
+    }
+    if !image.backing.is_empty() {
+        let chain: Vec<Value> = image
+            .backing
+            .iter()
+            .map(|b| match b.format {
+                Format::Raw => json!({"format": "raw"}),
+                Format::Qcow2 => json!({
+                    "format": "qcow2",
+                    "populated": b.populated,
+                    "cluster_size": b.cluster_size,
+                }),
+            })
+            .collect();
+        m.insert("backing".into(), json!(chain));
+    }
+    m
+}
+
+/// A page cache (the host's or a guest's) as a stack file writes it.
+fn page_cache_keys(p: &vmio_core::stack::PageCacheSpec) -> Map<String, Value> {
+    let mut m = file_keys(&ser(p), vmio_core::cache::linux::PARAMS, record_key);
+    m.insert("eviction".into(), json!(p.eviction));
+    m
+}
+
+/// A cpuset in libvirt's syntax.
+fn cpuset(set: vmio_core::cpu::CoreSet) -> String {
+    set.cores()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Insert `v` under `k` when it is Some.
+fn put<T: Serialize>(m: &mut Map<String, Value>, k: &str, v: Option<T>) {
+    if let Some(v) = v {
+        m.insert(k.into(), ser(&v));
+    }
+}
+
+/// The stack as a stack file writes it (module doc): what renders back into the same stack.
+fn file_doc(stack: &Stack) -> Value {
+    let name = |i: usize| stack.devices[i].name.clone();
+    let native = stack.host.hypervisor == "native";
+    let devices: Vec<Value> = stack
+        .devices
+        .iter()
+        .map(|d| {
+            let mut m = Map::new();
+            m.insert("name".into(), json!(d.name));
+            match &d.share {
+                Some(s) => {
+                    m.insert("share".into(), json!(name(s.device)));
+                    put(&mut m, "start", s.start_bytes);
+                    put(&mut m, "capacity", s.capacity_bytes);
+                }
+                None => {
+                    m.insert("model".into(), json!(d.model));
+                    put(&mut m, "profile", d.profile.as_ref());
+                    m.extend(d.params.iter().map(|(k, v)| (k.clone(), ser(v))));
+                }
+            }
+            put(&mut m, "path", d.path.as_ref());
+            put(&mut m, "size", d.size_bytes);
+            Value::Object(m)
+        })
+        .collect();
+    let volumes: Vec<Value> = stack
+        .volumes
+        .iter()
+        .map(|v| {
+            let mut m = Map::new();
+            m.insert("name".into(), json!(v.name));
+            m.insert("layout".into(), json!(v.layout.name));
+            let devs: Vec<String> = v.devices.iter().map(|&i| name(i)).collect();
+            m.insert("devices".into(), json!(devs));
+            put(&mut m, "read_ahead_kb", v.read_ahead_kb);
+            m.extend(file_keys(
+                &values_set(&v.params),
+                v.layout.params,
+                record_key,
+            ));
+            if let Some(fs) = &v.filesystem {
+                m.insert(vmio_core::hostfs::KEY.into(), json!(fs.entry.name));
+                m.extend(file_keys(
+                    &values_set(&fs.params),
+                    fs.entry.params,
+                    record_key,
+                ));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    let mut scheduler = Map::new();
+    scheduler.insert("name".into(), json!(stack.scheduler.name()));
+    scheduler.extend(file_keys(
+        &values_set(&stack.scheduler.params),
+        stack.scheduler.entry.params,
+        record_key,
+    ));
+    let mut doc = Map::new();
+    put(&mut doc, "seed", stack.seed);
+    doc.insert(
+        "host".into(),
+        json!({
+            "cores": stack.host.cores,
+            "memory": stack.host.memory_bytes,
+            "hypervisor": stack.host.hypervisor,
+        }),
+    );
+    doc.insert("device".into(), json!(devices));
+    doc.insert("volume".into(), json!(volumes));
+    doc.insert("scheduler".into(), Value::Object(scheduler));
+    doc.insert(
+        "page_cache".into(),
+        json!(page_cache_keys(&stack.page_cache)),
+    );
+    if let Some(p) = &stack.pdc {
+        let keys = file_keys(&ser(p), vmio_core::cache::pdc::PARAMS, record_key);
+        doc.insert("pdc".into(), json!(keys));
+    }
+    if let Some(n) = &stack.nbd {
+        doc.insert(
+            "nbd".into(),
+            json!(file_keys(&ser(n), vmio_core::nbd::PARAMS, record_key)),
+        );
+    }
+    if let Some(c) = &stack.cpu {
+        let mut m = Map::new();
+        m.insert("model".into(), json!(c.model));
+        let all: Vec<ParamSpec> = vmio_core::cpu::cfs::PARAMS
+            .iter()
+            .chain(vmio_core::cpu::hypervisor::PARAMS)
+            .copied()
+            .collect();
+        m.extend(file_keys(&values_set(&c.params), &all, record_key));
+        if stack.host.hypervisor == "xen" {
+            m.insert("dom0_vcpus".into(), json!(c.dom0_vcpus));
+            put(&mut m, "dom0_pin", c.dom0_pin.map(cpuset));
+        }
+        doc.insert("cpu".into(), Value::Object(m));
+    }
+    let vms: Vec<Value> = stack
+        .vms
+        .iter()
+        .map(|vm| {
+            let mut m = Map::new();
+            m.insert("name".into(), json!(vm.name));
+            if !native {
+                m.insert("vcpus".into(), json!(vm.vcpus));
+            }
+            m.insert("memory".into(), json!(vm.memory_bytes));
+            m.insert("weight".into(), json!(vm.weight));
+            put(&mut m, "workload", vm.workload.as_ref());
+            m.insert("qemu_version".into(), json!(vm.qemu_version));
+            let t = &vm.cputune;
+            if !t.is_empty() {
+                // An unpinned vCPU or iothread among pinned ones: every host core.
+                let all = vmio_core::cpu::CoreSet::all(stack.host.cores as usize);
+                let sets = |v: &[Option<vmio_core::cpu::CoreSet>]| -> Vec<String> {
+                    v.iter().map(|c| cpuset(c.unwrap_or(all))).collect()
+                };
+                let mut c = Map::new();
+                if !t.vcpupin.is_empty() {
+                    c.insert("vcpupin".into(), json!(sets(&t.vcpupin)));
+                }
+                put(&mut c, "emulatorpin", t.emulatorpin.map(cpuset));
+                if !t.iothreadpin.is_empty() {
+                    c.insert("iothreadpin".into(), json!(sets(&t.iothreadpin)));
+                }
+                m.insert("cputune".into(), Value::Object(c));
+            }
+            m.insert("page_cache".into(), json!(page_cache_keys(&vm.page_cache)));
+            let disks: Vec<Value> = vm.disks.iter().map(|d| disk_keys(stack, d)).collect();
+            m.insert("disk".into(), json!(disks));
+            Value::Object(m)
+        })
+        .collect();
+    doc.insert("vm".into(), json!(vms));
+    Value::Object(doc)
+}
+
+/// A `[[vm.disk]]` as a stack file writes it.
+fn disk_keys(stack: &Stack, d: &vmio_core::stack::DiskSpec) -> Value {
+    use vmio_core::guest::params as gp;
+    use vmio_core::table::Table as _;
+    let mut m = Map::new();
+    m.insert("name".into(), json!(d.name));
+    m.insert("volume".into(), json!(stack.volumes[d.volume].name));
+    m.insert("offset".into(), json!(d.offset_bytes));
+    m.insert("size".into(), json!(d.size_bytes));
+    m.insert("interface".into(), json!(d.interface.name()));
+    m.insert("cache".into(), json!(d.cache.name()));
+    put(&mut m, "queue_depth", d.queue_depth);
+    m.insert("iothread".into(), json!(d.iothread));
+    m.insert("aio".into(), json!(d.aio.name()));
+    m.insert("read_ahead_kb".into(), json!(d.read_ahead_bytes / 1024));
+    m.insert("format".into(), json!(d.format.name()));
+    if let Some(f) = &d.filesystem {
+        let mut t = Map::new();
+        t.insert(gp::FS_TYPE.name.into(), json!(f.fs_type));
+        t.insert(gp::FS_MOUNT_KEY.into(), json!(f.mount));
+        put(&mut t, gp::FS_SIZE.name, f.size_bytes);
+        t.insert(gp::FS_DATA.name.into(), json!(f.data));
+        t.insert(
+            gp::FS_COMMIT.name.into(),
+            json!(format!("{}ns", f.commit_ns)),
+        );
+        t.insert(gp::FS_BARRIER.name.into(), json!(f.barrier));
+        put(&mut t, gp::FS_JOURNAL_SIZE.name, f.journal_bytes);
+        m.insert(gp::FsSpec::KEY.into(), Value::Object(t));
+    }
+    let image = image_keys(&d.image);
+    if !image.is_empty() {
+        m.insert("image".into(), Value::Object(image));
+    }
+    if let Some(q) = &d.queue_table {
+        let mut t = ser(q);
+        if q.queue_size == 0 {
+            // No virtqueues (ide, nbd, host): the key has no meaning there.
+            t.as_object_mut().map(|o| o.remove("queue_size"));
+        }
+        m.insert("queue".into(), t);
+    }
+    put(&mut m, "iotune", d.iotune.as_ref());
+    Value::Object(m)
 }
 
 /// The stack of `text` as the simulator reads it (module doc), as JSON-like data.
@@ -141,6 +448,10 @@ pub fn view(text: &str, path: &str) -> Result<Value, SimError> {
                 "params": values(&v.params),
                 "read_ahead_kb": v.read_ahead_kb.unwrap_or(default_ra / 1024),
                 "capacity_bytes": capacity,
+                "filesystem": v.filesystem.as_ref().map(|fs| json!({
+                    "type": fs.entry.name,
+                    "params": values(&fs.params),
+                })),
             })
         })
         .collect();
@@ -167,6 +478,12 @@ pub fn view(text: &str, path: &str) -> Result<Value, SimError> {
                         "queue_depth": d.queue_depth,
                         "iothread": d.iothread,
                         "read_ahead_kb": d.read_ahead_bytes / 1024,
+                        "aio": d.aio.name(),
+                        "format": d.format.name(),
+                        "image": ser(&d.image),
+                        "queue": ser(&d.queue),
+                        "queue_table": ser(&d.queue_table),
+                        "iotune": ser(&d.iotune),
                         "filesystem": d.filesystem.as_ref().map(|f| json!({
                             "type": f.fs_type,
                             "mount": f.mount,
@@ -186,6 +503,7 @@ pub fn view(text: &str, path: &str) -> Result<Value, SimError> {
                 "memory_bytes": vm.memory_bytes,
                 "weight": vm.weight,
                 "workload": vm.workload,
+                "qemu_version": vm.qemu_version,
                 "cputune": {
                     "vcpupin": t.vcpupin.iter().map(|c| c.map(cores)).collect::<Vec<_>>(),
                     "emulatorpin": t.emulatorpin.map(cores),
@@ -214,6 +532,7 @@ pub fn view(text: &str, path: &str) -> Result<Value, SimError> {
         })),
         "cpu_model": stack.cpu_model(),
         "vms": vms,
+        "tables": file_doc(&stack),
     }))
 }
 
@@ -285,6 +604,75 @@ type = "ext4"
         let cap = v["volumes"][0]["capacity_bytes"].as_u64().unwrap();
         assert_eq!(disks[1]["size_bytes"].as_u64().unwrap(), cap - (1 << 30));
         assert!(v["devices"][0]["settings"].get("capacity_bytes").is_some());
+    }
+
+    const BLOCK_LAYER: &str = r#"
+[[device]]
+name = "d"
+model = "ssd"
+
+[[volume]]
+name = "v"
+layout = "single"
+devices = ["d"]
+filesystem = "ext4"
+alloc_cost = "7us"
+
+[[vm]]
+name = "a"
+vcpus = 2
+qemu_version = "5.2"
+
+[[vm.disk]]
+name = "vda"
+volume = "v"
+size = "1g"
+cache = "none"
+aio = "native"
+format = "qcow2"
+[vm.disk.image]
+cluster_size = "2m"
+l2_cache_size = "1m"
+lazy_refcounts = true
+populated = 0.5
+backing = [{ format = "qcow2", populated = 0.25, cluster_size = "64k" }, { format = "raw" }]
+[vm.disk.queue]
+num_queues = 2
+iothreads = 1
+[vm.disk.iotune]
+total_bytes_sec = 1000000
+group_name = "g"
+"#;
+
+    #[test]
+    fn the_view_carries_the_block_layer_and_its_tables_parse_back_into_the_same_view() {
+        let v = view(BLOCK_LAYER, "dir/stack.toml").unwrap();
+        let disk = &v["vms"][0]["disks"][0];
+        assert_eq!(v["vms"][0]["qemu_version"], "5.2");
+        assert_eq!(
+            (&disk["format"], &disk["aio"]),
+            (&json!("qcow2"), &json!("native"))
+        );
+        assert_eq!(disk["image"]["cluster_size"], 2 << 20);
+        assert_eq!(disk["image"]["l2_cache_entry_size"], Value::Null);
+        assert_eq!(disk["image"]["backing"][1]["format"], "raw");
+        assert_eq!(disk["queue"]["num_queues"], 2);
+        assert_eq!(disk["queue"]["queue_size"], 256);
+        assert_eq!(
+            disk["iotune"],
+            json!({"total_bytes_sec": 1000000, "group_name": "g"})
+        );
+        assert_eq!(v["volumes"][0]["filesystem"]["type"], "ext4");
+        assert_eq!(
+            v["volumes"][0]["filesystem"]["params"]["alloc_cost_ns"],
+            7000
+        );
+        // The tables as a stack file: the same stack.
+        let text = toml::to_string(&v["tables"]).unwrap();
+        assert_eq!(view(&text, "dir/stack.toml").unwrap(), v, "{text}");
+        let plain = view(STACK, "dir/stack.toml").unwrap();
+        let text = toml::to_string(&plain["tables"]).unwrap();
+        assert_eq!(view(&text, "dir/stack.toml").unwrap(), plain, "{text}");
     }
 
     #[test]

@@ -39,6 +39,8 @@ examples:
   vmio calibrate /dev/nvme0n1 -o nvme         reads only, on the raw device
   vmio calibrate /dev/shm/x --size 64m --budget 30
   vmio calibrate --serve-path --quick -o nbd  the NBD path's [nbd] table (10 s, /dev/shm)
+  vmio calibrate --serve-path --server qemu-storage-daemon
+                                              QEMU's NBD server's table: serve-path-qsd.toml
   vmio sim --stack vmio-calibration/stack.toml job.fio
 """
 
@@ -99,6 +101,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "vmio.real.servepath)",
     )
     c.add_argument(
+        "--server",
+        metavar="SERVER",
+        help="with --serve-path: the NBD server measured, "
+        f"{' or '.join(servepath.SERVERS)} (default {servepath.VMIO}; "
+        "qemu-storage-daemon writes DIR/serve-path-qsd.toml, the table of the real image checks)",
+    )
+    c.add_argument(
         "--dir",
         type=Path,
         metavar="TMPFS",
@@ -108,7 +117,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    if args.serve_path or args.dir is not None:
+    if args.serve_path or args.dir is not None or args.server is not None:
         return cmd_serve_path(args)
     cal = run(
         args.target,
@@ -133,9 +142,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve_path(args: argparse.Namespace) -> int:
-    """`vmio calibrate --serve-path [--dir DIR] [--quick] [--budget S] [-o OUT] [--force]`."""
+    """`vmio calibrate --serve-path [--server S] [--dir DIR] [--quick] [--budget S] [-o OUT]
+    [--force]`."""
     if not args.serve_path:
+        if args.server is not None:
+            raise CalibrateError(
+                f"--server {args.server}: only with --serve-path (the NBD server measured)"
+            )
         raise CalibrateError(f"--dir {args.dir}: only with --serve-path (the RAM image's tmpfs)")
+    server = servepath.check_server(servepath.VMIO if args.server is None else args.server)
     others = [
         f
         for f, on in (
@@ -153,7 +168,12 @@ def cmd_serve_path(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise CalibrateError(f"output directory {out} exists; pass --force to overwrite it")
     sp = servepath.measure(
-        args.dir or servepath.DEFAULT_DIR, out, args.quick, args.budget, force=args.force
+        args.dir or servepath.DEFAULT_DIR,
+        out,
+        args.quick,
+        args.budget,
+        force=args.force,
+        server=server,
     )
     sys.stdout.write(servepath.report(sp))
     return 0

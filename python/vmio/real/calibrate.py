@@ -163,8 +163,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.progress import Progress, format_duration
-from vmio.real import machine
+from vmio.progress import format_duration
+from vmio.real import fiorun, machine
 from vmio.real.machineprofile import (
     Disk,
     ProfileError,
@@ -774,12 +774,8 @@ def fio_args(job: Job, target: Target, runtime_ms: int | None) -> list[str]:
 
 def fio_json(args: Sequence[str], name: str) -> str:
     """Run fio; the text of its JSON output (a failure: CalibrateError with fio's first error
-    line)."""
-    r = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if r.returncode != 0 or "{" not in r.stdout:
-        lines = r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}"
-        raise CalibrateError(f"fio job {name} failed: {lines.splitlines()[0]}")
-    return r.stdout[r.stdout.find("{") :]
+    line; vmio.real.fiorun)."""
+    return fiorun.fio_json(args, name, CalibrateError)
 
 
 def run_fio(args: list[str], name: str) -> dict[str, Any]:
@@ -819,23 +815,11 @@ def min_budget_s(points: int) -> float:
     return points * (MIN_RUNTIME_S + FIO_STARTUP_S + SIM_RESERVE_S)
 
 
-class _PointProgress(Progress):
-    """vmio.progress.Progress, but one line per point off a terminal (points take seconds)."""
-
-    def advance(self, label: str = "") -> None:
-        if self.tty:
-            super().advance(label)
-            return
-        self.done = min(self.done + 1, self.total)
-        self.stream.write(f"vmio: {self.title}: {self.bar(label)}\n")
-        self.stream.flush()
-
-
 def measure(
     target: Target, jobs: Sequence[Job], schedule: Schedule, progress: TextIO | None
 ) -> list[Point]:
     """Run `jobs` on `target` within the schedule, one progress line each."""
-    bar = _PointProgress(len(jobs), title="calibrate", stream=progress or sys.stderr)
+    bar = fiorun.PointProgress(len(jobs), title="calibrate", stream=progress or sys.stderr)
     points = []
     for i, job in enumerate(jobs):
         runtime_ms = schedule.runtime_ms(len(jobs) - i)

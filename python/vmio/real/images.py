@@ -46,7 +46,9 @@ Figures (`summarize`): per point the rounds' IOPS (and MB/s, mean latency), medi
 relative spread (max - min) / median; per ratio (first/over, small/large, qcow2/raw, IOPS over
 IOPS of the same round) the same. The prediction (`predict`): per point, `vmio sim` of the same
 job (without the socket) on `sim_stack`, the calibrated stack of this machine (`vmio calibrate`'s
-stack.toml: its device, volume and scheduler; serve-path.toml's `[nbd]`) with the host's volume
+stack.toml: its device, volume and scheduler; the `[nbd]` table of qemu-storage-daemon's own
+path, serve-path-qsd.toml of `vmio calibrate --serve-path --server qemu-storage-daemon`, or
+else vmio serve's serve-path.toml with a note: `Calibration`) with the host's volume
 as `filesystem = "ext4"` (or the scratch directory's xfs) and one VM disk `interface = "nbd"`,
 `cache = "none"`, `format`, `aio` and `[vm.disk.image]`; the prediction's error against the
 median (`error`) and the ratio's error against the measured ratio's median. A vmio whose
@@ -73,7 +75,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.progress import Progress
+from vmio.real import fiorun
 from vmio.sim import VmioError, format_size, parse_size, parse_toml, read_text, simulate_text
 from vmio.version import __version__
 
@@ -101,6 +103,9 @@ VM, DISK = "img", "disk"
 TOOLS = ("qemu-img", "qemu-storage-daemon", "fio")
 TARGETS = {"ratio": 0.20, "median": 0.15, "p90": 0.30}
 SIM_REFUSES = "vmio sim refuses the image stack"
+# The [nbd] tables `vmio calibrate --serve-path` writes (vmio.real.servepath.out_names): of
+# qemu-storage-daemon (--server qemu-storage-daemon), the server measured here, and of vmio serve.
+QSD_TABLE, VMIO_TABLE = "serve-path-qsd.toml", "serve-path.toml"
 
 
 class ImagesError(VmioError):
@@ -189,24 +194,22 @@ class Serve:
     aio: str = "threads"
     l2: str | None = "large"
     """small or large (qcow2 only; None for raw)"""
+    direct: bool = True
+    """`cache.direct=on` (O_DIRECT, as `aio=native` needs); off: through the host's page
+    cache (a tmpfs refuses O_DIRECT before Linux 6.6)"""
 
     def args(self, image: Image, path: Path, size: int, sock: Path) -> list[str]:
-        """qemu-storage-daemon's command line (the file node, the format node, the export)."""
+        """qemu-storage-daemon's command line (the file node, the format node, the export;
+        vmio.real.serve.qsd_command)."""
+        from vmio.real import serve as realserve
+
         fmt = f"driver={image.fmt},file=file0,node-name=fmt0"
         if image.fmt == "qcow2" and self.l2 is not None:
             c = l2_cache(image.cluster or 0, size, self.l2)
             fmt += f",l2-cache-size={c.size},l2-cache-entry-size={c.entry}"
-        return [
-            "qemu-storage-daemon",
-            "--blockdev",
-            f"driver=file,filename={path},aio={self.aio},cache.direct=on,node-name=file0",
-            "--blockdev",
-            fmt,
-            "--nbd-server",
-            f"addr.type=unix,addr.path={sock}",
-            "--export",
-            f"type=nbd,id={EXPORT},node-name=fmt0,name={EXPORT},writable=on",
-        ]
+        direct = "on" if self.direct else "off"
+        node = f"driver=file,filename={path},aio={self.aio},cache.direct={direct},node-name=file0"
+        return realserve.qsd_command(sock, EXPORT, "fmt0", [node, fmt])
 
 
 @dataclass(frozen=True)
@@ -439,14 +442,10 @@ class Server:
     def __enter__(self) -> Server:
         from vmio.real import serve as realserve
 
-        self.sock.unlink(missing_ok=True)
-        self.proc = subprocess.Popen(
-            self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
         try:
-            realserve._wait_socket(self.sock, self.proc, "qemu-storage-daemon")
+            self.proc = realserve.start(self.args, self.sock, "qemu-storage-daemon")
         except VmioError as e:
-            self.__exit__()
+            self.sock.unlink(missing_ok=True)
             raise ImagesError(" ".join(str(e).split())) from None
         return self
 
@@ -489,17 +488,13 @@ class Run:
 
 
 def fio_run(job: Job, size: int, runtime_s: float | None, uri: str, work: Path) -> Run:
-    """Run `job` on the export; its figures (a failure: ImagesError with fio's first line)."""
+    """Run `job` on the export; its figures (a failure: ImagesError with fio's first line,
+    vmio.real.fiorun)."""
     jf = work / f"{job.name}.fio"
     text = job.text(size, runtime_s, uri) if runtime_s else _untimed(job, size, uri)
     jf.write_text(text, encoding="utf-8")
-    r = subprocess.run(
-        ["fio", "--output-format=json", str(jf)], capture_output=True, text=True, check=False
-    )
-    if r.returncode != 0 or "{" not in r.stdout:
-        msg = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()
-        raise ImagesError(f"fio job {job.name} failed: {msg[0]}")
-    return figures(json.loads(r.stdout[r.stdout.find("{") :])["jobs"][0], job.direction)
+    out = fiorun.fio_json(["fio", "--output-format=json", str(jf)], job.name, ImagesError)
+    return figures(json.loads(out)["jobs"][0], job.direction)
 
 
 def _untimed(job: Job, size: int, uri: str) -> str:
@@ -515,18 +510,6 @@ def figures(fio_job: Mapping[str, Any], direction: str) -> Run:
     return Run(
         float(side["iops"]), float(side["bw_bytes"]), float(side.get("lat_ns", {}).get("mean", 0))
     )
-
-
-class _Lines(Progress):
-    """vmio.progress.Progress, one line per point off a terminal (a point takes seconds)."""
-
-    def advance(self, label: str = "") -> None:
-        if self.tty:
-            super().advance(label)
-            return
-        self.done = min(self.done + 1, self.total)
-        self.stream.write(f"vmio: {self.title}: {self.bar(label)}\n")
-        self.stream.flush()
 
 
 @dataclass
@@ -627,7 +610,7 @@ def run(
         if not units:
             raise ImagesError("no configuration left to measure: " + "; ".join(m.notes))
         total = rounds * sum(len(u.points) for u in units)
-        bar = _Lines(total, title="real-images", stream=stream)
+        bar = fiorun.PointProgress(total, title="real-images", stream=stream)
 
         def done(p: Point, r: Run) -> None:
             m.points[p.key] = p
@@ -726,24 +709,42 @@ def ratios(m: Measurement) -> list[Ratio]:
 @dataclass(frozen=True)
 class Calibration:
     """The calibrated stack of this machine: `vmio calibrate`'s stack.toml (device, volume,
-    scheduler, host) and serve-path.toml's `[nbd]`, each None when absent."""
+    scheduler, host) and an `[nbd]` table, each None when absent. The table is
+    qemu-storage-daemon's own (`vmio calibrate --serve-path --server qemu-storage-daemon`:
+    serve-path-qsd.toml, the server these checks measure) where the directory has it, else
+    vmio serve's (serve-path.toml), said in `note`; `nbd_from` names the file it came from."""
 
     stack: dict[str, Any] | None
     nbd: dict[str, Any] | None
     source: str
+    nbd_from: str | None = None
+    note: str | None = None
 
     @classmethod
     def find(cls, directory: Path | None) -> Calibration:
-        """stack.toml and serve-path.toml of `directory` (None: ./vmio-calibration)."""
+        """stack.toml and serve-path-qsd.toml or serve-path.toml of `directory` (None:
+        ./vmio-calibration)."""
         d = directory or Path("vmio-calibration")
-        st, sp = d / "stack.toml", d / "serve-path.toml"
+        st = d / "stack.toml"
         stack = parse_toml(read_text(st, "stack file"), st) if st.is_file() else None
-        nbd = None
-        if sp.is_file():
-            nbd = parse_toml(read_text(sp, "serve-path file"), sp).get("nbd")
+        qsd, vmio = d / QSD_TABLE, d / VMIO_TABLE
+        nbd, nbd_from, note = None, None, None
+        for sp in (qsd, vmio):
+            if sp.is_file():
+                nbd = parse_toml(read_text(sp, "serve-path file"), sp).get("nbd")
+                nbd_from = sp.name
+                break
+        if nbd_from == vmio.name:
+            note = (
+                f"no {qsd.name} in {d}: the [nbd] table is vmio serve's ({vmio.name}), not "
+                "qemu-storage-daemon's (vmio calibrate --serve-path --server "
+                f"qemu-storage-daemon -o {d} --force measures it)"
+            )
         if directory is not None and stack is None and nbd is None:
-            raise ImagesError(f"--calibration {d}: neither stack.toml nor serve-path.toml in it")
-        return cls(stack, nbd, str(d))
+            raise ImagesError(
+                f"--calibration {d}: none of stack.toml, {qsd.name}, {vmio.name} in it"
+            )
+        return cls(stack, nbd, str(d), nbd_from, note)
 
     @classmethod
     def of_record(cls, rec: Mapping[str, Any]) -> Calibration | None:
@@ -752,7 +753,22 @@ class Calibration:
         if head.get("calibration") is None:
             return None
         stack, nbd = head.get("calibration_stack"), head.get("calibration_nbd")
-        return cls(stack, nbd, f"{head['calibration']} (as recorded)")
+        return cls(
+            stack,
+            nbd,
+            f"{head['calibration']} (as recorded)",
+            head.get("calibration_nbd_from"),
+            head.get("calibration_note"),
+        )
+
+    def describe(self) -> str:
+        """One line: where the calibration and its [nbd] table came from."""
+        table = f"[nbd] from {self.nbd_from}" if self.nbd_from else "no [nbd] table"
+        if self.nbd_from is None and self.nbd is not None:
+            table = "[nbd] as recorded"
+        return f"calibration: {self.source}, {table}" + (
+            f"; note: {self.note}" if self.note else ""
+        )
 
 
 UNCALIBRATED_DEVICE = {"name": "disk0", "model": "flash"}
@@ -818,7 +834,8 @@ def sim_stack(
     head = [
         f"vmio real-images {__version__}: {p.key}, image {format_size(size)}",
         f"calibration: {cal.source}"
-        + ("" if cal.stack else " (none found: the flash model's default profile)"),
+        + ("" if cal.stack else " (none found: the flash model's default profile)")
+        + (f", [nbd] from {cal.nbd_from}" if cal.nbd_from else ""),
     ]
     return stackfile.render(sim_doc(p, size, cal, fstype, layer), head)
 
@@ -868,7 +885,7 @@ NO_LAYER = (
 
 def _predict_all(m: Measurement, cal: Calibration, stream: TextIO, layer: bool) -> dict[str, Run]:
     out: dict[str, Run] = {}
-    bar = _Lines(len(m.points), title="real-images sim", stream=stream)
+    bar = fiorun.PointProgress(len(m.points), title="real-images sim", stream=stream)
     for k, p in m.points.items():
         out[k] = predict_point(p, m.size, m.runtime_s, cal, m.fstype, layer)
         bar.advance(f"{k}: {out[k].iops:.0f} IOPS")
@@ -947,6 +964,8 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
             "calibration": cal.source if cal else None,
             "calibration_stack": cal.stack if cal else None,
             "calibration_nbd": cal.nbd if cal else None,
+            "calibration_nbd_from": cal.nbd_from if cal else None,
+            "calibration_note": cal.note if cal else None,
             "notes": m.notes,
         },
         "machine": machine.describe([m.directory]),
@@ -968,9 +987,10 @@ def _fig(x: float) -> str:
     return f"{x / 1e3:.1f}k" if x >= 1e4 else f"{x:.0f}"
 
 
-def markdown(m: Measurement, pred: Mapping[str, Run]) -> str:
+def markdown(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None = None) -> str:
     """The tables: every point (IOPS median, min-max, spread, MB/s, sim, error), every ratio
-    (median, min-max, spread, sim, error), and the errors' summary against TARGETS."""
+    (median, min-max, spread, sim, error), the errors' summary against TARGETS, and with
+    `cal` the calibration the predictions ran on (which [nbd] table)."""
     lines = [
         f"Images of {format_size(m.size)} on {m.directory} ({m.fstype}), {m.rounds} "
         f"round{'s' if m.rounds > 1 else ''} of {m.runtime_s:g} s per point, "
@@ -1019,5 +1039,7 @@ def markdown(m: Measurement, pred: Mapping[str, Run]) -> str:
         )
     else:
         lines.append("vmio sim: no prediction (see the notes)")
+    if cal is not None and pred:
+        lines.append(cal.describe())
     lines += [f"note: {n}" for n in m.notes]
     return "\n".join(lines) + "\n"

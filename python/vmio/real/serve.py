@@ -7,6 +7,14 @@ first disk). See README.md ("vmio serve") and docs/serve.md.
 `bench_serve` compares it with qemu-nbd (`--cache=none --aio=threads`) and nbdkit's file plugin
 (`cache=none`) on one image, with fio's nbd engine over Unix sockets, and measures weighted
 sharing under cfq.
+
+The NBD servers the real checks start (this module's `start`, `start_vmio`, `qsd_command`;
+used by vmio.real.throttle, vmio.real.images and vmio.real.servepath): a server is started on
+a fresh Unix socket with its stderr piped, is ready when the socket accepts a connection (an
+early exit raises VmioError with its stderr), and is stopped with SIGTERM (SIGKILL after 30 s).
+qemu-storage-daemon's command line (QEMU 7.2 docs/tools/qemu-storage-daemon.rst): `--object`s,
+the `--blockdev` nodes bottom first, `--nbd-server addr.type=unix,addr.path=SOCK`, and one
+`--export type=nbd,id=E,node-name=TOP,name=E,writable=on`.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vmio import stackfile
 from vmio.sim import VmioError, native
@@ -113,6 +122,8 @@ WEIGHTS = (1000, 700, 400, 100)
 
 
 def _wait_socket(path: Path, proc: subprocess.Popen, what: str, timeout_s: float = 30) -> None:
+    """Return once `path` accepts a connection; VmioError when `proc` exits first (with its
+    stderr) or after `timeout_s`."""
     t0 = time.monotonic()
     while True:
         if proc.poll() is not None:
@@ -129,6 +140,7 @@ def _wait_socket(path: Path, proc: subprocess.Popen, what: str, timeout_s: float
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 30 s; waits for the exit."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -138,21 +150,62 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def start(cmd: Sequence[str], sock: Path, what: str, **popen: Any) -> subprocess.Popen:
+    """Run server `cmd` listening on Unix socket `sock` (removed first) and return it once the
+    socket accepts connections; stdin and stdout closed, stderr piped (module doc). A server
+    that exits or never listens is stopped and raises VmioError."""
+    sock.unlink(missing_ok=True)
+    opts: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+    proc = subprocess.Popen(list(cmd), stderr=subprocess.PIPE, **(opts | popen))
+    try:
+        _wait_socket(sock, proc, what)
+    except BaseException:
+        _stop(proc)
+        if proc.stderr is not None:
+            proc.stderr.close()
+        raise
+    return proc
+
+
+def start_vmio(stack: Path, sock: Path) -> subprocess.Popen:
+    """`vmio serve --stack STACK --socket SOCK` of this Python, once it listens."""
+    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
+    return start(cmd, sock, "vmio serve")
+
+
+def qsd_command(
+    sock: Path, export: str, node: str, blockdevs: Sequence[str], objects: Sequence[str] = ()
+) -> list[str]:
+    """qemu-storage-daemon exporting node `node` (writable) as NBD export `export` on Unix
+    socket `sock`: its `objects` (`--object`), then its `blockdevs` (`--blockdev`, bottom
+    first; module doc)."""
+    cmd = ["qemu-storage-daemon"]
+    for o in objects:
+        cmd += ["--object", o]
+    for b in blockdevs:
+        cmd += ["--blockdev", b]
+    return cmd + [
+        "--nbd-server",
+        f"addr.type=unix,addr.path={sock}",
+        "--export",
+        f"type=nbd,id={export},node-name={node},name={export},writable=on",
+    ]
+
+
+def nbd_global(
+    rw: str, bs: str | int, iodepth: int, size: int, runtime_s: float, ramp: bool
+) -> list[str]:
+    """The `[global]` section of a fio job on an NBD export (fio 3.33 engines/nbd.c): `rw`,
+    `bs`, `iodepth` over `size` bytes, time-based for `runtime_s` seconds, fresh random
+    offsets each run without a random map; with `ramp`, a first second not counted."""
+    lines = ["[global]", "ioengine=nbd", f"rw={rw}", f"bs={bs}", f"iodepth={iodepth}"]
+    lines += [f"size={size}", "time_based", f"runtime={runtime_s}", "randrepeat=0"]
+    return lines + ["norandommap"] + (["ramp_time=1"] if ramp else [])
+
+
 def _fio(jobs: list[tuple[str, str]], case: Case, runtime_s: int, size_bytes: int) -> list[dict]:
     """Run fio's nbd engine, one job per (name, uri), at once; returns fio's job results."""
-    lines = [
-        "[global]",
-        "ioengine=nbd",
-        f"rw={case.rw}",
-        f"bs={case.bs}",
-        f"iodepth={case.iodepth}",
-        f"size={size_bytes}",
-        "time_based",
-        f"runtime={runtime_s}",
-        "ramp_time=1",
-        "randrepeat=0",
-        "norandommap",
-    ]
+    lines = nbd_global(case.rw, case.bs, case.iodepth, size_bytes, runtime_s, True)
     for name, uri in jobs:
         lines += [f"[{name}]", f"uri={uri}"]
     with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
@@ -209,10 +262,7 @@ def _vmio_server(tmp: Path, stack_text: str, tag: str) -> tuple[subprocess.Popen
     stack = tmp / f"{tag}.toml"
     stack.write_text(stack_text)
     sock = tmp / f"{tag}.sock"
-    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_socket(sock, proc, "vmio serve")
-    return proc, sock
+    return start_vmio(stack, sock), sock
 
 
 def bench_serve(
@@ -246,14 +296,12 @@ def bench_serve(
             elif server == "qemu-nbd":
                 cmd = ["qemu-nbd", "--format=raw", "--cache=none", "--aio=threads"]
                 cmd += ["--persistent", "--shared=16", f"--socket={sock}", str(image)]
-                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                _wait_socket(sock, proc, "qemu-nbd")
+                proc = start(cmd, sock, "qemu-nbd")
                 uri = f"nbd+unix:///?socket={sock}"
             else:
                 cmd = ["nbdkit", "--foreground", "--unix", str(sock), "file", str(image)]
                 cmd += ["cache=none"]
-                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                _wait_socket(sock, proc, "nbdkit")
+                proc = start(cmd, sock, "nbdkit")
                 uri = f"nbd+unix:///?socket={sock}"
             try:
                 for case in CASES:

@@ -1,14 +1,18 @@
 """`vmio calibrate --serve-path` (the raid0 part of `vmio validate`, docs/validation.md): the
 costs of the NBD path, fio's nbd engine into `vmio serve` over a Unix socket, measured over a
 RAM image so that no disk is in them, and fitted to the `[nbd]` table of `interface = "nbd"`
-(crates/vmio-core/src/nbd.rs: `handoff`, `request`, `read_rate`, `write_rate`).
+(crates/vmio-core/src/nbd.rs: `handoff`, `request`, `read_rate`, `write_rate`). With
+`--server qemu-storage-daemon`, the same battery and fit of QEMU's own NBD server over the same
+image (the server of the real image checks, vmio.real.images): its `[nbd]` table.
 
 Sources. fio 3.33 engines/nbd.c (the `nbd` engine: libnbd's `nbd_aio_pread`/`nbd_aio_pwrite`
 on the export `uri=nbd+unix:///EXPORT?socket=PATH`; `filename` is only a name, the engine
 opens no file) and fio/HOWTO.rst (`psync`, `direct`, `time_based`, `runtime`, the JSON
 `read`/`write` objects: `iops`, `lat_ns.mean`); vmio serve (docs/serve.md: a connection's
 reader thread, the dispatcher and I/O workers, the writer thread; `cache = "none"` opens the
-image with O_DIRECT, which tmpfs takes since Linux 6.6, mm/shmem.c `shmem_file_open`).
+image with O_DIRECT, which tmpfs takes since Linux 6.6, mm/shmem.c `shmem_file_open`);
+QEMU 7.2 docs/tools/qemu-storage-daemon.rst and qapi/block-core.json (BlockdevOptionsFile
+`aio`, `cache.direct`; the raw format driver; `--export type=nbd`).
 
 What runs (`battery`, `measure`):
 
@@ -21,7 +25,10 @@ the RAM image itself, before the server starts (fio psync, direct=1 where the fi
     O_DIRECT, QD1): ram-rand{read,write}-{4k,128k[,1m]}  the image's own latency per size
 the path (fio ioengine=nbd on the export path/disk of a `vmio serve` whose one device is the
     image: model "ram", layout single, [scheduler] name = "none", interface = "nbd",
-    cache = "none", or "writeback" where the tmpfs refuses O_DIRECT, said in a note):
+    cache = "none", or "writeback" where the tmpfs refuses O_DIRECT, said in a note;
+    --server qemu-storage-daemon: the export e0 of vmio.real.images.Server over the image,
+    `--blockdev driver=file,aio=threads,cache.direct=on|off` (on where vmio serve would
+    take cache = "none", off where the tmpfs refuses O_DIRECT) under `driver=raw`):
     nbd-rand{read,write}-{4k,128k[,1m]}-qd{1,16}     QD1: latency; QD16: saturation
     (1m: not with --quick)
 budget: default 30 s, --quick 10 s, --budget S: the whole run. Each point time-based: the
@@ -57,9 +64,12 @@ The check (`check`): `vmio sim` of every path point on `sim_stack`, the [nbd] ta
 `ram` device model (latency and bandwidth: the least relative squares line through the RAM
 image's psync points, `_line` with one group), beside the measured QD1 latency and QD16 IOPS.
 
-Outputs: OUT/serve-path.toml (the `[nbd]` table under a comment header naming the machine, to
-paste into a stack or to give `vmio validate`'s raid0 stack) and OUT/serve-path.json (the
-parameters, notes, the machine, every point with fio's JSON and vmio sim's figures).
+Outputs: OUT/serve-path.toml (the `[nbd]` table under a comment header naming the server and
+the machine, to paste into a stack or to give `vmio validate`'s raid0 stack) and
+OUT/serve-path.json (the server, the parameters, notes, the machine, every point with fio's
+JSON and vmio sim's figures); with --server qemu-storage-daemon OUT/serve-path-qsd.toml and
+OUT/serve-path-qsd.json (`out_names`), so that one calibration directory holds both tables:
+vmio validate reads serve-path.toml, the real image checks serve-path-qsd.toml.
 """
 
 from __future__ import annotations
@@ -69,17 +79,19 @@ import math
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.real import machine
+from vmio.real import images, machine
 from vmio.real.calibrate import (
     KIB,
     MIB,
@@ -120,6 +132,36 @@ VM, DISK = "path", "disk"
 EXPORT = f"{VM}/{DISK}"
 # The [nbd] keys that are durations (written in ns), in the table's order.
 DURATIONS = ("handoff", "request")
+# The servers measured (--server): vmio serve, and QEMU's (the real image checks' server).
+VMIO, QSD = "vmio", "qemu-storage-daemon"
+SERVERS = (VMIO, QSD)
+
+
+def check_server(name: str) -> str:
+    """`--server`: one of SERVERS."""
+    if name not in SERVERS:
+        raise CalibrateError(f"--server {name}: accepted: {', '.join(SERVERS)}")
+    return name
+
+
+def out_names(server: str) -> tuple[str, str]:
+    """The table's and the record's file names of `server`'s calibration (module doc; the
+    image checks read the tables by these names, vmio.real.images.Calibration)."""
+    table = images.QSD_TABLE if server == QSD else images.VMIO_TABLE
+    return table, table.removesuffix(".toml") + ".json"
+
+
+def qsd_missing() -> str | None:
+    """A one-line reason when qemu-storage-daemon is not installed."""
+    if shutil.which(QSD) is None:
+        return f"'{QSD}' is not installed (apt-get install qemu-system-common)"
+    return None
+
+
+def qsd_version() -> str:
+    """`qemu-storage-daemon --version`'s first line ("qemu-storage-daemon version 7.2.22 ...")."""
+    r = subprocess.run([QSD, "--version"], capture_output=True, text=True, check=False)
+    return (r.stdout.strip().splitlines() or [f"{QSD} (version unknown)"])[0]
 
 
 @dataclass(frozen=True)
@@ -391,40 +433,65 @@ class ServePath:
     json_path: Path
 
 
-def _run_path(
-    image: Path, probes: Sequence[Probe], cache: str, schedule: Schedule, stream: TextIO
-) -> list[Point]:
-    """Serve `image` (`stack`) with vmio serve and run the path's probes on its export."""
+@contextmanager
+def _served(server: str, image: Path, cache: str, work: Path) -> Iterator[tuple[str, str]]:
+    """`image` served by `server` on a socket in `work` (module doc), as (fio's uri, the
+    export's name); stopped on leaving."""
+    sock = work / "nbd.sock"
+    if server == QSD:
+        how = images.Serve("threads", None, direct=cache == "none")
+        with images.Server(images.RAW_OFF, how, image, IMAGE_SIZE, sock) as srv:
+            yield srv.uri, images.EXPORT
+        return
     from vmio.real import guest as realguest
     from vmio.real import serve
 
+    dev = {"path": str(image), "size": IMAGE_SIZE}
+    (work / "stack.toml").write_text(stack(dev, None, cache), encoding="utf-8")
+    proc = realguest.start_serve(work)
+    try:
+        serve._wait_socket(sock, proc, "vmio serve")
+        yield f"nbd+unix:///{EXPORT}?socket={sock}", EXPORT
+    finally:
+        serve._stop(proc)
+
+
+def _run_path(
+    image: Path,
+    probes: Sequence[Probe],
+    cache: str,
+    schedule: Schedule,
+    stream: TextIO,
+    server: str = VMIO,
+) -> list[Point]:
+    """Serve `image` with `server` (`_served`) and run the path's probes on its export."""
     with tempfile.TemporaryDirectory(prefix="vmio-serve-path-") as tmp:
-        work = Path(tmp)
-        dev = {"path": str(image), "size": IMAGE_SIZE}
-        (work / "stack.toml").write_text(stack(dev, None, cache), encoding="utf-8")
-        sock = work / "nbd.sock"
-        proc = realguest.start_serve(work)
-        try:
-            serve._wait_socket(sock, proc, "vmio serve")
-            uri = f"nbd+unix:///{EXPORT}?socket={sock}"
+        with _served(server, image, cache, Path(tmp)) as (uri, name):
             # fio's filename of an nbd job is the export's name: the engine opens no file.
             export = Target(
-                Path(EXPORT), False, True, 0, IMAGE_SIZE, IMAGE_SIZE, EXPORT, "", None, True
+                Path(name), False, True, 0, IMAGE_SIZE, IMAGE_SIZE, name, "", None, True
             )
             on = [replace(p, uri=uri) for p in probes]
             points = measure_points(export, on, schedule, stream)
-        finally:
-            serve._stop(proc)
     # The battery's probes (without the socket of a server that is gone).
     return [replace(pt, job=p) for pt, p in zip(points, probes, strict=True)]
 
 
-def header(directory: Path, fstype: str, when: str) -> list[str]:
-    """serve-path.toml's comment lines: what was measured, where and on which machine."""
+def describe_server(server: str, cache: str) -> str:
+    """The server as the header and the record name it."""
+    if server == QSD:
+        direct = "on" if cache == "none" else "off"
+        return f"{qsd_version()} (raw, aio=threads, cache.direct={direct})"
+    return f'vmio serve (cache = "{cache}")'
+
+
+def header(directory: Path, fstype: str, when: str, server: str = "vmio serve") -> list[str]:
+    """serve-path.toml's comment lines: what was measured (`server`, as `describe_server`
+    names it), where and on which machine."""
     u = os.uname()
     fio = fio_version()
     return [
-        f"# vmio calibrate --serve-path {__version__}: fio's nbd engine into vmio serve over "
+        f"# vmio calibrate --serve-path {__version__}: fio's nbd engine into {server} over "
         f"{directory / IMAGE_NAME} ({fstype}), {when}",
         f"# machine: {u.nodename}, {os.cpu_count()} cores, kernel {u.release}, {fio}",
     ]
@@ -437,11 +504,14 @@ def measure(
     budget_s: float | None = None,
     progress: TextIO | None = None,
     force: bool = False,
+    server: str = VMIO,
 ) -> ServePath:
-    """Measure the serve path over a RAM image in `directory`, fit [nbd], check it with vmio
-    sim, write out_dir/serve-path.toml and serve-path.json (module doc)."""
+    """Measure `server`'s path over a RAM image in `directory`, fit [nbd], check it with vmio
+    sim, write out_dir/serve-path.toml and serve-path.json (qemu-storage-daemon:
+    serve-path-qsd.*; module doc)."""
     stream = progress or sys.stderr
-    if why := fio_missing():
+    check_server(server)
+    if why := fio_missing() or (qsd_missing() if server == QSD else None):
         raise CalibrateError(why)
     fstype = check_dir(directory, force)
     probes = battery(quick)
@@ -456,7 +526,8 @@ def measure(
         direct = int(direct_ok(image))
         cache = "none" if direct else "writeback"
         if not direct:
-            notes.append(f'{directory} refuses O_DIRECT: served with cache = "writeback"')
+            how = "cache.direct=off" if server == QSD else 'cache = "writeback"'
+            notes.append(f"{directory} refuses O_DIRECT: served with {how}")
         stream.write(
             f"vmio: calibrate --serve-path: writing {image} through ({IMAGE_SIZE} bytes)\n"
         )
@@ -464,7 +535,7 @@ def measure(
         ram = Target(image, False, True, direct, IMAGE_SIZE, IMAGE_SIZE, "ram", fstype, None, True)
         points = measure_points(ram, [p for p in probes if p.engine != "nbd"], schedule, stream)
         schedule.shortest = False
-        points += _run_path(image, path_probes, cache, schedule, stream)
+        points += _run_path(image, path_probes, cache, schedule, stream, server)
     finally:
         image.unlink(missing_ok=True)
     f = fit(points)
@@ -472,14 +543,17 @@ def measure(
     simulated = simulate(sim_stack(f), [p for p in points if p.job.ioengine == "nbd"])
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out_dir.mkdir(parents=True, exist_ok=True)
-    toml_path, json_path = out_dir / "serve-path.toml", out_dir / "serve-path.json"
-    head = [*header(directory, fstype, when), *(f"# note: {n}" for n in f.notes)]
+    toml_path, json_path = (out_dir / n for n in out_names(server))
+    served = describe_server(server, cache)
+    head = [*header(directory, fstype, when, served), *(f"# note: {n}" for n in f.notes)]
     stackfile.write(toml_path, {"nbd": nbd_table(f.nbd)}, [h.removeprefix("# ") for h in head])
     sims = {s.job.name: s for s in simulated}
     record = {
         "vmio_calibrate_serve_path": {
             "version": __version__,
             "date": when,
+            "server": server,
+            "served_by": served,
             "dir": str(directory),
             "fstype": fstype,
             "image_size": IMAGE_SIZE,

@@ -34,14 +34,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from vmio.real import serve as realserve
 
 IMAGE_BYTES = 256 << 20
 WINDOW_MS = 250
@@ -155,20 +155,10 @@ def stack_text(image: Path, case: Case, interface: str | None = None) -> str:
 
 
 def job_text(case: Case, runtime_s: float, uri: str | None, iops_log: Path | None) -> str:
-    lines = [
-        "[global]",
-        "ioengine=nbd",
-        f"rw={case.rw}",
-        f"bs={case.bs}",
-        f"iodepth={case.iodepth}",
-        f"size={IMAGE_BYTES}",
-        "time_based",
-        f"runtime={runtime_s}",
-        "randrepeat=0",
-        "norandommap",
-    ]
-    if not case.burst:
-        lines.append("ramp_time=1")
+    """The fio job (vmio.real.serve.nbd_global; a burst is measured from the start)."""
+    lines = realserve.nbd_global(
+        case.rw, case.bs, case.iodepth, IMAGE_BYTES, runtime_s, not case.burst
+    )
     if iops_log is not None:
         lines += [f"write_iops_log={iops_log}", f"log_avg_msec={WINDOW_MS}"]
     lines.append("[job]")
@@ -177,55 +167,25 @@ def job_text(case: Case, runtime_s: float, uri: str | None, iops_log: Path | Non
     return "\n".join(lines) + "\n"
 
 
-def _wait_socket(sock: Path, proc: subprocess.Popen, what: str) -> None:
-    t0 = time.monotonic()
-    while not sock.exists():
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            raise RuntimeError(f"{what} exited with status {proc.returncode}: {err.strip()}")
-        if time.monotonic() - t0 > 30:
-            proc.kill()
-            raise RuntimeError(f"{what} did not listen within 30 s")
-        time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def start_server(server: str, tmp: Path, image: Path, case: Case) -> tuple[subprocess.Popen, str]:
-    """Start `vmio` or `qemu` on a fresh socket in tmp; returns (process, fio's uri)."""
+    """Start `vmio` or `qemu` on a fresh socket in tmp (vmio.real.serve.start); returns
+    (process, fio's uri)."""
     sock = tmp / f"{server}.sock"
-    sock.unlink(missing_ok=True)
     if server == "vmio":
         stack = tmp / "stack.toml"
         stack.write_text(stack_text(image, case))
-        cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
-        uri = f"nbd+unix:///vm1/disk0?socket={sock}"
-    else:
-        cmd = [
-            "qemu-storage-daemon",
-            "--object",
-            f"throttle-group,id=tg,{case.qemu_limits()}",
-            "--blockdev",
+        return realserve.start_vmio(stack, sock), f"nbd+unix:///vm1/disk0?socket={sock}"
+    cmd = realserve.qsd_command(
+        sock,
+        "disk",
+        "t",
+        [
             f"driver=file,node-name=f,filename={image}",
-            "--blockdev",
             "driver=throttle,node-name=t,throttle-group=tg,file=f",
-            "--nbd-server",
-            f"addr.type=unix,addr.path={sock}",
-            "--export",
-            "type=nbd,id=e,node-name=t,name=disk,writable=on",
-        ]
-        uri = f"nbd+unix:///disk?socket={sock}"
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_socket(sock, proc, server)
-    return proc, uri
+        ],
+        [f"throttle-group,id=tg,{case.qemu_limits()}"],
+    )
+    return realserve.start(cmd, sock, server), f"nbd+unix:///disk?socket={sock}"
 
 
 def _fio(text: str, cwd: Path) -> dict:
@@ -279,7 +239,7 @@ def measure(server: str, tmp: Path, image: Path, case: Case, runtime_s: float) -
         log = tmp / f"{server}-log" if case.burst else None
         j = _fio(job_text(case, runtime_s, uri, log), tmp)
     finally:
-        _stop(proc)
+        realserve._stop(proc)
     if not case.burst:
         return Run(case.name, server, _achieved(j, case))
     windows = _windows((tmp / f"{server}-log_iops.1.log").read_text())
