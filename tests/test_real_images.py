@@ -236,8 +236,11 @@ def test_a_run_s_json_gives_back_its_measurement_to_predict_again():
 def test_a_short_real_run_measures_a_first_qcow2_write_slower_than_its_overwrite(tmp_path):
     if why := images.tools_missing():
         missing_tool(why)
+    # 1 GiB: the first-write job's half holds 8,192 clusters of 64 KiB, more than a second of
+    # 4 KiB writes at this disk's rates reaches, so the "first" run stays a run of first
+    # writes (at 256 MiB most of its second rewrote clusters it had just allocated).
     m = images.run(
-        tmp_path, 256 * MIB, 1.0, 1, ["a", "b"], ["threads"], sys.stderr, ["qcow2-64k-off"]
+        tmp_path, 1024 * MIB, 1.0, 1, ["a", "b"], ["threads"], sys.stderr, ["qcow2-64k-off"]
     )
     assert not list(tmp_path.iterdir()), "the scratch directory is left behind"
     assert all(r.iops > 0 and r.bw_bytes > 0 for runs in m.runs.values() for r in runs)
@@ -248,7 +251,9 @@ def test_a_short_real_run_measures_a_first_qcow2_write_slower_than_its_overwrite
     # zeroed) and the host file's blocks; an overwrite only writes its 4 KiB.
     assert first.iops < over.iops, (first, over)
     ratios = {r.name: r.spread.median for r in images.ratios(m)}
-    assert "small/large L2 qcow2-64k-off randread-4k-qd16" in ratios
+    # Three random reads in four load a 64 KiB L2 table under the image lock first: every
+    # recorded round on this disk, loaded or quiet, gave 0.10 to 0.38.
+    assert ratios["small/large L2 qcow2-64k-off randread-4k-qd16"] < 0.8, ratios
 
 
 RECORDED = Path(__file__).with_name("real_images_figures.json")
