@@ -41,6 +41,7 @@ from conftest import finish, missing_tool, require_tool, run_vmio
 from vmio import cli
 from vmio.real import calibrate
 from vmio.real.calibrate import KIB, MIB, CalibrateError, Job, Point, Side
+from vmio.sim import simulate_text
 
 TOLERANCE = 1.0
 
@@ -247,6 +248,53 @@ def test_a_points_job_for_vmio_sim_is_direct_and_keeps_the_battery_options():
     assert f"size={64 * MIB}" in text and "runtime=500ms" in text
 
 
+def sysfs_caps(directory: Path) -> dict[str, bool] | None:
+    """write_cache and fua of the disk under `directory`, read here from sysfs
+    (/sys/dev/block/<major:minor> of its st_dev, a partition's disk's queue); None when its
+    filesystem is on no block device."""
+    st = os.stat(directory)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not dev.is_dir():
+        return None
+    dev = dev.resolve()
+    q = (dev.parent if (dev / "partition").is_file() else dev) / "queue"
+    return {
+        "write_cache": (q / "write_cache").read_text().strip() == "write back",
+        "fua": (q / "fua").read_text().strip() == "1",
+    }
+
+
+def fitted_device(target_path: Path) -> tuple[dict, str]:
+    """The `[[device]]` of the stack calibrate writes for a file target (a fixed fit), and
+    the stack's text."""
+    target = calibrate.open_target(target_path, 64 * MIB, True, False)
+    text = calibrate.stack_toml(calibrate.Fit(KNOWN, ()), target, 2, "now")
+    return tomllib.loads(text)["device"][0], text
+
+
+def test_the_fitted_device_states_the_write_cache_and_fua_of_the_disk_under_the_target(
+    tmp_path: Path,
+):
+    want = sysfs_caps(tmp_path)
+    if want is None:
+        pytest.skip(f"{tmp_path} is on no block device")
+    dev, text = fitted_device(tmp_path / "cal.tmp")
+    # On this machine's virtio disk: a write cache ("write back") and no FUA.
+    assert {k: dev[k] for k in ("write_cache", "fua")} == want, text
+    # vmio sim runs the stack with them.
+    job = "[j]\nrw=randwrite\nbs=4k\nioengine=psync\ndirect=1\nsize=16m\nfdatasync=1\n"
+    out = json.loads(simulate_text(text, "stack.toml", job, "j.fio"))
+    assert out["jobs"][0]["jobname"] == "j"
+
+
+def test_a_tmpfs_target_is_fitted_without_a_write_cache_or_fua():
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or calibrate.mount_of(shm)[1] not in calibrate.TMPFS:
+        pytest.skip("no tmpfs at /dev/shm")
+    dev, text = fitted_device(shm / f"vmio-test-caps-{os.getpid()}.tmp")
+    assert (dev["write_cache"], dev["fua"]) == (False, False), text
+
+
 # --- real runs -----------------------------------------------------------------------------
 
 
@@ -359,6 +407,9 @@ def test_a_quick_calibration_of_a_ram_backed_file_round_trips_through_vmio_sim(
     lines = [x for x in err.getvalue().splitlines() if "ETA" in x]
     assert len(lines) == len(cal.points), err.getvalue()
     assert cal.params["capacity"] == 64 * MIB
+    # tmpfs: nothing volatile below the page cache, so no FLUSH reaches a device.
+    device = tomllib.loads(cal.stack_path.read_text())["device"][0]
+    assert (device["write_cache"], device["fua"]) == (False, False)
     check_round_trip(cal, out)
 
 

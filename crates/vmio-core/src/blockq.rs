@@ -19,9 +19,36 @@
 //! still takes a driver tag), `block/blk-mq-tag.c` (tags are reused), and
 //! Documentation/block/writeback_cache_control.rst (what a flush and FUA promise).
 //!
+//! **What a queue does with FLUSH and FUA by its device's capabilities** ([`Caps`],
+//! [`flush_seq`]). Linux `block/blk-flush.c` (`blk_flush_policy`, `blk_insert_flush`, the
+//! sequence `REQ_FSEQ_PREFLUSH`, `REQ_FSEQ_DATA`, `REQ_FSEQ_POSTFLUSH` that
+//! `blk_flush_complete_seq` steps through) and `block/blk-core.c` (`submit_bio_noacct`:
+//! "filter flush bio's early"): a queue whose device has no volatile write cache
+//! (`QUEUE_FLAG_WC` clear, sysfs `queue/write_cache` = "write through") clears `REQ_PREFLUSH`
+//! and `REQ_FUA` and completes an empty flush at once, without a device command; a queue with a
+//! write cache but no FUA (`QUEUE_FLAG_FUA` clear, sysfs `queue/fua` = 0) clears `REQ_FUA`
+//! and adds the post-flush step: the data goes out as a plain write, a FLUSH follows its
+//! completion, and the request completes when that flush has. Requests of a flush sequence
+//! bypass the elevator (`RQF_FLUSH_SEQ`: blk-mq's `blk_mq_insert_request` puts them on the
+//! hardware queue's dispatch list). A device that has both gets FLUSH and FUA as they are.
+//! The drivers set the flags: `blk_queue_write_cache(q, wc, fua)` (Linux 6.11 on:
+//! `BLK_FEAT_WRITE_CACHE`, `BLK_FEAT_FUA`), e.g. drivers/nvme/host/core.c sets both from the
+//! controller's Volatile Write Cache bit, drivers/block/virtio_blk.c the cache by
+//! `VIRTIO_BLK_F_FLUSH` and never FUA, drivers/block/loop.c a cache without FUA, brd none.
+//! vmio's requests carry no PREFLUSH flag: a preflush is a FLUSH request of its own, sent
+//! (and waited for) before the write, so only FLUSH and FUA are decided here.
+//!
 //! ```text
+//! flush_seq(caps, op, fua):                         # blk_flush_policy + blk_insert_flush
+//!     FLUSH, no write cache                 → Done: complete at once, no device command
+//!     FLUSH                                 → Issue (to the device)
+//!     FUA write, no write cache             → Issue without FUA     (REQ_FUA cleared)
+//!     FUA write, write cache, no FUA        → DataThenFlush: the write without FUA, then a
+//!                                             FLUSH; complete after it (REQ_FSEQ_POSTFLUSH)
+//!     anything else (FUA on a FUA device)   → Issue as it is
 //! insert(now, io):    if io is a flush: flushes.push_back(io)          # blk-flush: bypass
 //!                     else:             sched.insert(now, io)          # may merge
+//! insert_bypass(now, io): flushes.push_back(io)     # a flush sequence's data (RQF_FLUSH_SEQ)
 //! dispatch(now, start):
 //!     while in_flight < depth:
 //!         io = flushes.pop_front() or sched.dispatch(now) or stop     # flushes first
@@ -44,10 +71,11 @@
 //!   more barriers), the submitter waits for the completion of the writes a flush must
 //!   cover before inserting the flush (the simulator's FLUSH CACHE after its writes'
 //!   barrier; an NBD client's FLUSH covers only replied writes).
-//! - FUA is carried on the request (`DevIo::fua`) and not acted on here: making a FUA write
-//!   durable at its completion is the device's or the engine's business (blk-flush turns
-//!   it into a post-flush on devices without FUA; `vmio serve` syncs the backings after the
-//!   last piece).
+//! - FUA is carried on the request (`DevIo::fua`); the queue itself does not act on it. The
+//!   engine asks [`flush_seq`] what the device's capabilities make of a FLUSH or a FUA
+//!   write and does it: nothing for a flush a write-through device needs not, the write
+//!   through [`DeviceQueue::insert_bypass`] then a FLUSH for a device without FUA (the
+//!   simulator's block queue); `vmio serve` syncs the backings after the last piece.
 //! - Otherwise the order is the scheduler's; the same inputs at the same times give the
 //!   same dispatch order and the same slots.
 
@@ -56,6 +84,51 @@ use crate::sched::IoScheduler;
 use crate::slab::Slab;
 use crate::Ns;
 use std::collections::VecDeque;
+
+/// What a device tells the block layer about its cache (Linux's `QUEUE_FLAG_WC` and
+/// `QUEUE_FLAG_FUA`, read in sysfs as `queue/write_cache` and `queue/fua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// A volatile write cache: a FLUSH must reach the device ("write back").
+    pub write_cache: bool,
+    /// The device makes a write with Force Unit Access durable by itself.
+    pub fua: bool,
+}
+
+impl Default for Caps {
+    /// A write cache and FUA: FLUSH and FUA reach the device as they are.
+    fn default() -> Self {
+        Caps {
+            write_cache: true,
+            fua: true,
+        }
+    }
+}
+
+/// What the block layer does with one request on a device of given [`Caps`] (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushSeq {
+    /// Complete it at once: no device command (an empty flush on a write-through device).
+    Done,
+    /// Give it to the device, with Force Unit Access or without (`fua`).
+    Issue { fua: bool },
+    /// The write without FUA, ahead of the scheduler, then a FLUSH; the request completes
+    /// when the flush has (blk-flush's post-flush).
+    DataThenFlush,
+}
+
+/// The block layer's policy for a request `op` (with Force Unit Access if `fua`) on a device
+/// of capabilities `caps`: Linux's `blk_flush_policy` and `blk_insert_flush` (module doc).
+/// FUA on anything but a write is left as it is (Linux refuses it; no layer of vmio sets it).
+pub fn flush_seq(caps: Caps, op: Op, fua: bool) -> FlushSeq {
+    match op {
+        Op::Flush if !caps.write_cache => FlushSeq::Done,
+        Op::Flush => FlushSeq::Issue { fua: false },
+        Op::Write if fua && !caps.write_cache => FlushSeq::Issue { fua: false },
+        Op::Write if fua && !caps.fua => FlushSeq::DataThenFlush,
+        _ => FlushSeq::Issue { fua },
+    }
+}
 
 /// One device's request queue (see the module documentation). `S` is the scheduler type,
 /// a trait object for the engines.
@@ -89,6 +162,13 @@ impl<S: IoScheduler + ?Sized> DeviceQueue<S> {
         } else {
             self.sched.insert(now, io);
         }
+    }
+
+    /// Queue a request of a flush sequence (the data step of [`FlushSeq::DataThenFlush`]) on
+    /// the flush queue: ahead of the scheduler and never merged, as blk-mq dispatches
+    /// `RQF_FLUSH_SEQ` requests from the hardware queue's dispatch list.
+    pub fn insert_bypass(&mut self, io: DevIo) {
+        self.flushes.push_back(io);
     }
 
     /// Start requests while the device has room: queued flushes first, then what the
@@ -217,6 +297,47 @@ mod tests {
             order.extend(go(&mut q, now).into_iter().map(|(_, t)| t));
         }
         assert_eq!(order, [3, 4, 2]);
+    }
+
+    #[test]
+    fn the_flush_policy_follows_the_devices_write_cache_and_fua() {
+        let caps = |write_cache, fua| Caps { write_cache, fua };
+        use FlushSeq::*;
+        let cases = [
+            // (write cache, FUA): FLUSH, FUA write, plain write
+            ((true, true), Issue { fua: false }, Issue { fua: true }),
+            ((true, false), Issue { fua: false }, DataThenFlush),
+            ((false, true), Done, Issue { fua: false }),
+            ((false, false), Done, Issue { fua: false }),
+        ];
+        for ((wc, fua), flush, fua_write) in cases {
+            let c = caps(wc, fua);
+            assert_eq!(flush_seq(c, Op::Flush, false), flush, "{c:?}");
+            assert_eq!(flush_seq(c, Op::Write, true), fua_write, "{c:?}");
+            assert_eq!(
+                flush_seq(c, Op::Write, false),
+                Issue { fua: false },
+                "{c:?}"
+            );
+            assert_eq!(flush_seq(c, Op::Read, false), Issue { fua: false }, "{c:?}");
+        }
+        assert_eq!(Caps::default(), caps(true, true));
+    }
+
+    #[test]
+    fn a_flush_sequences_write_bypasses_the_scheduler_and_is_never_merged() {
+        let mut q: DeviceQueue = DeviceQueue::new(Box::new(MqDeadline::new(MS, MS, 1 << 20)), 1);
+        q.insert(0, io(1, Op::Write, 0));
+        q.insert_bypass(io(2, Op::Write, 8192));
+        q.insert(0, io(3, Op::Write, 4096));
+        // The bypassing write goes first, alone (though adjacent to write 3); the
+        // scheduler's two are merged after it.
+        let first = go(&mut q, 0);
+        assert_eq!(first, [(0, 2)]);
+        assert_eq!(q.complete(1, 0).tags().collect::<Vec<_>>(), [2]);
+        let second = go(&mut q, 1);
+        assert_eq!(second.len(), 1);
+        assert_eq!(q.complete(2, second[0].0).len_bytes, 2 * 4096);
     }
 
     #[test]

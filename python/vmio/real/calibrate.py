@@ -13,7 +13,8 @@ randwrite, randrw), `bs`, `iodepth`, `ioengine=libaio` (the queue depth is real)
 `sync.lat_ns.mean` (the fdatasync calls alone: fio's io_u of DDIR_DATASYNC is timed on its
 own, the write before it already completed). Linux: /proc/mounts; /sys/dev/block/<maj:min>
 (a file's st_dev, a device node's st_rdev) and its disk's queue/{scheduler, nr_requests,
-max_sectors_kb} (block/blk-sysfs.c), `size` in 512-byte sectors (block/genhd.c), `holders/`
+max_sectors_kb, write_cache, fua} (block/blk-sysfs.c: `queue_wc_show` "write back" or "write
+through", `queue_fua_show` 0 or 1), `size` in 512-byte sectors (block/genhd.c), `holders/`
 (block/holder.c: device-mapper, md); fs/open.c `do_dentry_open` refuses O_DIRECT (EINVAL) on a
 file whose filesystem does not set FMODE_CAN_ODIRECT (tmpfs before Linux 6.6, mm/shmem.c
 `shmem_file_open`): the target is probed with an O_DIRECT open and measured with direct=0
@@ -92,6 +93,16 @@ turnaround    = 0: not fitted (below)
 flush_latency = the fdatasync point's mean (sync.lat_ns: the fdatasync calls alone) less
                 b + k (the model's FLUSH passes the processor, then takes flush_latency)
 write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
+write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache = its
+                queue/write_cache is "write back", fua = its queue/fua is 1; a file on tmpfs
+                or ramfs (no block device): both false (nothing volatile below the page
+                cache, so the block layer sends no FLUSH and keeps no FUA); a file on no
+                disk vmio can find (overlay...): the flash model's defaults, and a line of
+                stack.toml says so. The simulator's block layer then treats FLUSH and FUA as
+                Linux's blk-flush does (crates/vmio-core/src/blockq.rs): a disk with a cache
+                and no FUA, as this machine's virtio disk, pays a FLUSH after every FUA
+                write (a host journal's commit record). They are not part of the fit:
+                `params` stays the closed forms' figures.
 capacity      = the file's size rounded down to 4 KiB, or the block device's size
 model mean latency of a point = q / X_model; of the fdatasync point: b + k + flush_latency
     (the model's FLUSH with no write buffer: through the processor, then flush_latency)
@@ -858,6 +869,26 @@ def machine_of(target: Target) -> dict[str, Any]:
     }
 
 
+def _queue_dir(device: str) -> Path:
+    """The /sys queue directory of block device `device` (a partition's is its disk's)."""
+    dev = (Path("/sys/class/block") / device).resolve()
+    return (dev.parent if (dev / "partition").is_file() else dev) / "queue"
+
+
+def queue_caps(target: Target) -> dict[str, bool]:
+    """The target's `write_cache` and `fua` as its disk's queue advertises them (module doc:
+    the fit); a tmpfs or ramfs file: neither; a file on no disk found: {} (the defaults)."""
+    if target.disk is None:
+        return {"write_cache": False, "fua": False} if target.fstype in TMPFS else {}
+    q = _queue_dir(target.disk.device)
+    try:
+        wc = (q / "write_cache").read_text(encoding="utf-8").strip()
+        fua = (q / "fua").read_text(encoding="utf-8").strip()
+    except OSError:
+        return {}
+    return {"write_cache": wc == "write back", "fua": fua == "1"}
+
+
 def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
     """A runnable native stack of this machine whose one device is the fit (module doc)."""
     disk = target.disk
@@ -876,9 +907,15 @@ def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
     scheduler: dict[str, Any] = {"name": sched}
     if sched == "mq-deadline" and disk and disk.max_sectors_kb:
         scheduler["max_merge"] = f"{disk.max_sectors_kb}k"
+    caps = queue_caps(target)
+    if not caps:
+        head.append(
+            "the target's disk was not found: write_cache and fua are the flash model's defaults"
+        )
     n = target.name
     dev = {"name": n, "model": "flash"}
     dev |= {k: f"{v}ns" if k in durations() else v for k, v in fit_.params.items()}
+    dev |= caps
     doc = {
         "host": {"cores": cores, "hypervisor": "native"},
         "device": [dev],
@@ -1090,6 +1127,7 @@ def run(
             "budget_s": budget,
             "elapsed_s": round(time.monotonic() - start, 3),
             "params": f.params,
+            "queue": queue_caps(t),
             "notes": list(f.notes),
         },
         "machine": machine_of(t),

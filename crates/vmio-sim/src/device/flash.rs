@@ -20,7 +20,11 @@
 //! × 128/130 = 3.94 GB/s, rounded to 4 GB/s (TLP overhead ignored). `capacity` 256 GiB,
 //! `queue_depth` 128 (BLKDEV_DEFAULT_RQ, as the RAM disk), `flush_latency` 20 µs (an estimate:
 //! one command's round trip through the controller, as a write's), `write_buffer` 0 (the
-//! drive's DRAM is what `write_latency` already stands for). Command semantics follow NVM
+//! drive's DRAM is what `write_latency` already stands for), `write_cache` and `fua` true (a
+//! volatile write cache, as Linux's NVMe driver then advertises FUA with it; a drive with
+//! power-loss protection such as the P4510 reports no volatile cache, as recalled, and is
+//! `write_cache = false`: the block layer then sends it no FLUSH, and a `write_buffer` stands
+//! for power-protected memory). `vmio calibrate` writes both from the target's sysfs. Command semantics follow NVM
 //! Express Base Specification 2.0: FLUSH commits the volatile write cache's data of writes
 //! completed before it (section 7.1, "Flush command"); a write with FUA completes only once
 //! its data is on non-volatile media ("Force Unit Access" of the Write command); Linux sets
@@ -122,6 +126,8 @@
 //!     the pipes, "full": 1 / (p (c + L / read_rate)), 1 / ((1-p) (c + L / write_rate))
 //!     the pipes, "half": 1 / (c + p L / read_rate + (1-p) L / write_rate + 2 p (1-p) s)
 //! bytes per second X L; mean latency q / X; a FLUSH (no buffer, idle): B + k + flush_latency
+//! a FUA write of L at QD1 on `fua = false` (the block layer's write, then FLUSH):
+//!     B + k + a_w + t(L, write) + B + k + flush_latency
 //! P(q, R0, cap), B = batch_overhead, k = command_overhead: without a processor
 //!     min(q / R0, cap); with one, X solves X = min(cap, 1 / k, q / (W(X) + R0)): a
 //!     saturated processor's batches hold n = X T commands and last T = B / (1 - k X) (a
@@ -150,8 +156,8 @@ use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
 use super::{
-    capacity, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild, ModelEntry,
-    BLK_MQ_QUEUE_DEPTH, DURATION,
+    capacity, fua, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild,
+    ModelEntry, BLK_MQ_QUEUE_DEPTH, DURATION, WRITE_CACHE,
 };
 use crate::engine::MinHeap;
 
@@ -253,6 +259,8 @@ pub const ENTRY: ModelEntry = Entry {
             help: "a FLUSH's cost once the buffer is empty (also a TRIM's cost)",
         },
         BLK_MQ_QUEUE_DEPTH,
+        WRITE_CACHE,
+        fua(true),
     ],
     build: ModelBuild {
         profiles: &["datacenter-nvme"],

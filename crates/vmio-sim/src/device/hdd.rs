@@ -47,7 +47,8 @@
 //!                   no room               -> wait for destaging
 //!                   FUA, !write_cache or larger than the write half
 //!                                         -> link -> NCQ queue -> done when on media
-//!            flush: done when every dirty extent written before it is on media
+//!            flush: done when every dirty extent written before it is on media (with
+//!                   write_cache false the host's block layer sends none: device module)
 //! head free: candidates = NCQ queue
 //!                       + dirty extents near the head, if no queued reads or a flush or
 //!                         a write is waiting for room
@@ -81,8 +82,8 @@ use vmio_core::{Ns, MS, SEC, US};
 use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    bad, capacity, record, Busy, DevCmd, Device, DeviceStats, Identity, ModelBuild, ModelEntry,
-    DURATION, SATA_LINK_RATE,
+    bad, capacity, fua, record, Busy, DevCmd, Device, DeviceStats, Identity, ModelBuild,
+    ModelEntry, DURATION, SATA_LINK_RATE,
 };
 
 pub const ENTRY: ModelEntry = Entry {
@@ -166,8 +167,9 @@ pub const ENTRY: ModelEntry = Entry {
             kind: Kind::Bool,
             default: Value::Bool(true),
             unit: "",
-            help: "write-back cache on",
+            help: "write-back cache on (false: writes go to the media, and the block layer sends no FLUSH and drops FUA)",
         },
+        fua(true),
         SATA_LINK_RATE,
         ParamSpec {
             name: "command_overhead",
@@ -1545,7 +1547,8 @@ mod tests {
         let d = hdd_with("cache_size = \"16m\"\nreadahead = \"4m\"");
         let p: BTreeMap<String, String> = d.params().into_iter().collect();
         assert_eq!(p["readahead"], (512 * KIB).to_string());
-        assert_eq!(p.len(), ENTRY.params.len() + 1);
+        // The profile, and every parameter but `fua` at its default (device module).
+        assert_eq!(p.len(), ENTRY.params.len());
     }
 
     /// Throughput of the model itself (not asserted; run with `--release --ignored --nocapture`).

@@ -15,6 +15,21 @@
 //! ([`vmio_core::params::ParamSpec`]s, their defaults being its profile's figures) in an
 //! `ENTRY`; [`REGISTRY`] lists the models for the stack parser's errors and `vmio help
 //! stack`. All models are deterministic and use no randomness.
+//! What a device tells the host's block layer about its cache, every model declares with
+//! the same two keys: `write_cache` (a volatile write cache, so a FLUSH must reach it; the
+//! HDD's own parameter, which also switches its cache model) and `fua` (it honours Force
+//! Unit Access), read by [`Device::caps`]; the block queue (sim/blockq.rs) applies Linux's
+//! flush policy to them ([`vmio_core::blockq::flush_seq`]). Defaults, per model: `hdd` and
+//! `ssd` both (SATA NCQ's WRITE FPDMA QUEUED carries a FUA bit, ACS-3 7.58; Linux's libata
+//! uses it since 6.3, as recalled: before, its `fua` module parameter defaulted to 0, so
+//! a SATA disk showed `queue/fua` 0), `flash` both (drivers/nvme/host/core.c sets write cache
+//! and FUA together from the controller's Volatile Write Cache bit, NVM Express Base 2.0,
+//! Identify Controller `VWC`), `ram` a cache without FUA, as the loop driver over a tmpfs
+//! file advertises (drivers/block/loop.c, `loop_configure`: `blk_queue_write_cache(q,
+//! true, false)` when the file has fsync; a FLUSH is the file's fsync, a no-op on tmpfs that
+//! costs the command's latency here); `brd` advertises no cache: `write_cache = false`.
+//! A result record lists `fua`, and `write_cache` of the models without a cache of their own,
+//! only when set away from the model's default ([`record`]).
 //! A model states who it is once, as an [`Identity`] (name, model, profile and values,
 //! capacity, queue depth); the trait's getters (`name`, `model`, `capacity_bytes`,
 //! `queue_depth`, `params`) are provided methods that read it.
@@ -41,6 +56,7 @@ pub mod ssd;
 
 use std::collections::BTreeMap;
 
+use vmio_core::blockq::Caps;
 use vmio_core::params::{format_ms, Entry, Kind, ParamError, ParamSpec, Value, Values};
 use vmio_core::{request::Op, Ns, MS};
 
@@ -172,6 +188,22 @@ pub trait Device {
         let id = self.identity();
         record(id.profile, id.values)
     }
+    /// What the device tells the block layer about its cache: its `write_cache` and `fua`
+    /// values (every model declares both; an undeclared one reads as true, the block
+    /// layer's behaviour before they existed).
+    fn caps(&self) -> Caps {
+        let values = self.identity().values;
+        let flag = |name: &str| {
+            values
+                .iter()
+                .find(|(spec, _)| spec.name == name)
+                .is_none_or(|(_, v)| v != Value::Bool(false))
+        };
+        Caps {
+            write_cache: flag("write_cache"),
+            fua: flag("fua"),
+        }
+    }
     /// Performance hint, no effect on results: a command `op` on `[offset, offset + len)` is
     /// queued and will be submitted later, so the model may start loading the state it will
     /// need into the CPU cache (the SSD prefetches the FTL mapping entries).
@@ -302,10 +334,15 @@ pub(crate) fn bad(param: &str, value: impl std::fmt::Display, expected: &str) ->
 }
 
 /// Effective parameters as result records list them: the profile, then every declared
-/// parameter (durations as `8.5ms`, sizes and rates in bytes).
+/// parameter (durations as `8.5ms`, sizes and rates in bytes), but the block layer's
+/// capabilities [`WRITE_CACHE`] and [`fua`] at their default: a model's record reads as it
+/// did before they were declared (the HDD's own `write_cache` is always listed).
 pub(crate) fn record(profile: &str, values: &Values) -> Vec<(String, String)> {
     let mut out = vec![("profile".to_string(), profile.to_string())];
     for (spec, v) in values.iter() {
+        if is_capability(spec) && v == spec.default {
+            continue;
+        }
         let text = match (spec.kind, v) {
             (Kind::Duration { .. }, Value::Int(ns)) => format_ms(ns),
             (_, Value::Int(n)) => n.to_string(),
@@ -316,6 +353,32 @@ pub(crate) fn record(profile: &str, values: &Values) -> Vec<(String, String)> {
         out.push((spec.name.to_string(), text));
     }
     out
+}
+
+/// The block layer's `write_cache` capability of a model without a cache model of its own
+/// (the HDD declares its own `write_cache`, which also switches its cache on or off).
+pub(crate) const WRITE_CACHE: ParamSpec = ParamSpec {
+    name: "write_cache",
+    kind: Kind::Bool,
+    default: Value::Bool(true),
+    unit: "",
+    help: "a volatile write cache (sysfs queue/write_cache \"write back\"): FLUSH and FUA reach the device; false: the block layer completes a FLUSH at once and drops FUA",
+};
+
+/// The block layer's `fua` capability, defaulting to `default`.
+pub(crate) const fn fua(default: bool) -> ParamSpec {
+    ParamSpec {
+        name: "fua",
+        kind: Kind::Bool,
+        default: Value::Bool(default),
+        unit: "",
+        help: "honours Force Unit Access (sysfs queue/fua); false, with a write cache: the block layer sends a FUA write as the write, then a FLUSH",
+    }
+}
+
+/// Whether `spec` is one of the shared capability declarations ([`WRITE_CACHE`], [`fua`]).
+fn is_capability(spec: &ParamSpec) -> bool {
+    *spec == WRITE_CACHE || spec.name == "fua"
 }
 
 /// A model's usable capacity, defaulting to its profile's figure.
@@ -798,11 +861,79 @@ mod tests {
             let d = build_device("d0", e.name, None, &BTreeMap::new()).unwrap();
             let keys: Vec<String> = d.params().into_iter().map(|(k, _)| k).collect();
             let mut want = vec!["profile".to_string()];
-            want.extend(e.params.iter().map(|p| p.name.to_string()));
+            want.extend(
+                e.params
+                    .iter()
+                    .filter(|p| !is_capability(p))
+                    .map(|p| p.name.to_string()),
+            );
             assert_eq!(keys, want, "{}", e.name);
         }
         let d = build_device("r", "ram", None, &table("latency = 0.05")).unwrap();
         let p: BTreeMap<String, String> = d.params().into_iter().collect();
         assert_eq!(p["latency"], "0.05ms");
+    }
+
+    #[test]
+    fn every_model_declares_write_cache_and_fua_and_its_caps_read_them() {
+        for e in REGISTRY {
+            for key in ["write_cache", "fua"] {
+                assert!(e.params.iter().any(|p| p.name == key), "{}: {key}", e.name);
+            }
+            for (wc, fua) in [(true, true), (true, false), (false, true), (false, false)] {
+                let t = table(&format!("write_cache = {wc}\nfua = {fua}"));
+                let d = build_device("d0", e.name, None, &t).unwrap();
+                assert_eq!(
+                    d.caps(),
+                    Caps {
+                        write_cache: wc,
+                        fua
+                    },
+                    "{}",
+                    e.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_caps_are_each_models_datasheet_or_drivers() {
+        let caps = |model: &str| {
+            build_device("d0", model, None, &BTreeMap::new())
+                .unwrap()
+                .caps()
+        };
+        let both = Caps {
+            write_cache: true,
+            fua: true,
+        };
+        assert_eq!(caps("hdd"), both);
+        assert_eq!(caps("ssd"), both);
+        assert_eq!(caps("flash"), both);
+        // The loop driver over a tmpfs file: a write cache without FUA.
+        assert_eq!(
+            caps("ram"),
+            Caps {
+                write_cache: true,
+                fua: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_capability_set_away_from_its_default_is_recorded() {
+        let d = build_device("r", "ram", None, &table("write_cache = false")).unwrap();
+        let p: BTreeMap<String, String> = d.params().into_iter().collect();
+        assert_eq!(p["write_cache"], "false");
+        assert!(!p.contains_key("fua"));
+        let d = build_device("s", "ssd", None, &table("fua = false")).unwrap();
+        let p: BTreeMap<String, String> = d.params().into_iter().collect();
+        assert_eq!(p["fua"], "false");
+        assert!(!p.contains_key("write_cache"));
+        // The HDD's own write_cache is always listed.
+        let d = build_device("h", "hdd", None, &BTreeMap::new()).unwrap();
+        let p: BTreeMap<String, String> = d.params().into_iter().collect();
+        assert_eq!(p["write_cache"], "true");
+        assert!(!p.contains_key("fua"));
     }
 }

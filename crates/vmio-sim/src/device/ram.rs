@@ -4,6 +4,11 @@
 //! a hole punched in its file, freeing pages: `drivers/block/loop.c`, `lo_fallocate` with
 //! `FALLOC_FL_PUNCH_HOLE`).
 //!
+//! What it advertises to the block layer (`write_cache`, `fua`; the device module): a cache
+//! without FUA, as the loop driver does (drivers/block/loop.c, `loop_configure`), so a FLUSH
+//! reaches it and costs the latency, and a FUA write is the write then a FLUSH; `brd` has no
+//! cache (`write_cache = false`: FLUSH completed by the block layer, FUA dropped).
+//!
 //! **Sources.** Profile `ram`: 1 µs per command (block-layer and copy set-up on a host core)
 //! and 10 GB/s copy bandwidth (one core's memcpy rate on a DDR4 server), queue depth 128
 //! (a blk-mq default). These are round figures for a fast device that is never the
@@ -23,8 +28,8 @@ use vmio_core::{Ns, US};
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    capacity, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild, ModelEntry,
-    BLK_MQ_QUEUE_DEPTH, DURATION,
+    capacity, fua, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild,
+    ModelEntry, BLK_MQ_QUEUE_DEPTH, DURATION, WRITE_CACHE,
 };
 
 pub const ENTRY: ModelEntry = Entry {
@@ -48,6 +53,8 @@ pub const ENTRY: ModelEntry = Entry {
             help: "copy bandwidth shared by all commands",
         },
         BLK_MQ_QUEUE_DEPTH,
+        WRITE_CACHE,
+        fua(false),
     ],
     build: ModelBuild {
         profiles: &["ram"],

@@ -32,7 +32,8 @@
 //!         link: starts when the first piece is ready, at min(link, seq_read) rate; ends no
 //!               earlier than the last piece + its transfer (cut-through)        -> done
 //! write:  wait for room in the write buffer; link in at min(link, seq_write) -> done
-//!         (FUA: done when programmed); 4 KiB units fill the open page; a full page goes to
+//!         (FUA, or `write_cache = false`: done when programmed, the buffer written
+//!         through, as a drive whose cache is off: ATA SET FEATURES 82h); 4 KiB units fill the open page; a full page goes to
 //!         the next die round-robin: FTL allocation (if it ran GC on that die, the die owes
 //!         gc = read_pages·t_R + program_pages·t_PROG + erases·t_BERS), the die pays
 //!         debt / (host pages left in its active block + 1) of what it owes, channel
@@ -66,8 +67,8 @@ use super::ftl::{Ftl, FtlGeometry, FtlStats, GcPolicy, Precondition, UNIT_BYTES}
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 
 use super::{
-    bad, capacity, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild,
-    ModelEntry, DURATION, SATA_LINK_RATE,
+    bad, capacity, fua, Busy, Completions, DevCmd, Device, DeviceStats, Identity, ModelBuild,
+    ModelEntry, DURATION, SATA_LINK_RATE, WRITE_CACHE,
 };
 
 /// Seed of the aged layout (device constructors take no run seed; the layout is a property of
@@ -223,6 +224,8 @@ pub const ENTRY: ModelEntry = Entry {
             unit: "",
             help: "initial state: fresh, or GC steady state of random writes",
         },
+        WRITE_CACHE,
+        fua(true),
     ],
     build: ModelBuild {
         profiles: &["samsung-840pro-256g"],
@@ -275,6 +278,8 @@ pub struct SsdParams {
     pub gc_threshold: u64,
     pub gc_policy: GcPolicy,
     pub precondition: Precondition,
+    /// The DRAM buffer is a volatile write cache (`write_cache`); false: it writes through.
+    pub write_cache: bool,
 }
 
 impl SsdParams {
@@ -329,6 +334,7 @@ impl SsdParams {
             gc_policy: GcPolicy::parse(v.choice("gc_policy")).expect("kind: GcPolicy::NAMES"),
             precondition: Precondition::parse(v.choice("precondition"))
                 .expect("kind: Precondition::NAMES"),
+            write_cache: v.flag("write_cache"),
         };
         if p.page_bytes > UNIT_BYTES && !p.page_bytes.is_multiple_of(UNIT_BYTES) {
             return Err(bad(
@@ -639,7 +645,8 @@ impl Device for Ssd {
                 if cmd.len_bytes == 0 {
                     a
                 } else {
-                    self.write(a, cmd.offset_bytes, cmd.len_bytes, cmd.fua)
+                    let through = cmd.fua || !self.p.write_cache;
+                    self.write(a, cmd.offset_bytes, cmd.len_bytes, through)
                 }
             }
             Op::Flush => {
@@ -772,6 +779,16 @@ mod tests {
         let fua = one(&mut d, f, 3, Op::Write, 8192, 4096, true);
         assert!(fua - f >= 250 * US, "{}", fua - f);
         assert_eq!(d.stats(Ns::MAX).flush_ops, 1);
+    }
+
+    #[test]
+    fn without_its_write_cache_every_write_waits_for_its_page_program_as_fua_does() {
+        let mut cached = ssd();
+        let mut through = ssd_with("write_cache = false").unwrap();
+        let fua = one(&mut cached, 0, 1, Op::Write, 0, 4096, true);
+        let plain = one(&mut through, 0, 1, Op::Write, 0, 4096, false);
+        assert!(plain >= 250 * US, "{plain}");
+        assert_eq!(plain, fua);
     }
 
     #[test]

@@ -14,19 +14,50 @@
 //!
 //! ```text
 //! hardware h: one device model; members = its stack devices, the shared one first
-//! device d:   a queue, its hardware h, its member index m, its region's start on h
-//! submit_range(disk, op, off, len, b): volume.map(disk offset + off) → pieces;
-//!     barrier b += pieces; each piece → prefetch hint, queue.insert;
+//! device d:   a queue, its hardware h, its member index m, its region's start on h,
+//!             its caps (the model's write_cache and fua)
+//! submit_range(disk, op, off, len, b): submit_volume(its volume, disk offset + off, no FUA)
+//! submit_volume(vol, op, off, len, b, fua): volume.map(off) → pieces; barrier b += pieces;
+//!     each piece on its device d → prefetch hint, then by flush_seq(d.caps, op, fua):
+//!         Issue { fua }   → queue.insert(piece with that FUA)
+//!         DataThenFlush   → queue.insert_bypass(piece without FUA, tag b | POSTFLUSH)
 //!     pump each touched device once
-//! flush_volume(disk, cont): one FLUSH CACHE per device of the disk's volume (queue.insert),
-//!     one barrier
+//! flush_volume(disk, cont): one barrier; per device d of the disk's volume, by
+//!     flush_seq(d.caps, FLUSH):  Issue → queue.insert(FLUSH CACHE)
+//!                                Done  → d.at_once += b; SchedWake(d) now (no command)
 //! pump(d): queue.dispatch → model(h).submit(tag = m << 32 | slot, offset = start + offset);
 //!     DevWake(h) at the model's next completion, SchedWake(d) at queue.wakeup_to_arm
 //! DevWake(h): model completions → member tag >> 32, slot tag & (2^32 - 1) → queue.complete;
-//!     every tag (merged requests too) → barrier_done; pump every member of h
-//! SchedWake(d): queue.woke; pump(d)
+//!     every tag (merged requests too): with POSTFLUSH → queue.insert(FLUSH, tag b) on the
+//!     same device (the post-flush), else barrier_done; pump every member of h
+//! SchedWake(d): every tag of d.at_once → barrier_done; queue.woke; pump(d)
 //! barrier_done(b): remaining -= 1; at 0 → host cache driver's barrier_continue(cont)
 //! ```
+//!
+//! **FLUSH and FUA by the device's capabilities** (the rule is
+//! [`vmio_core::blockq::flush_seq`], Linux's `block/blk-flush.c`): on a device without a
+//! volatile write cache a FLUSH completes at once with no device command and FUA is dropped;
+//! on one with a cache and no FUA a FUA write goes out as a plain write ahead of the
+//! scheduler, a FLUSH follows its completion on the same device, and the request completes
+//! after that flush. A completion the block layer makes without the device is handed back
+//! through a SchedWake event at the same instant, not synchronously: the host cache driver
+//! never sees an action complete while it carries out its actions (hostcache.rs).
+//!
+//! **RAID and the other layouts.** The policy applies per member device, where a volume's
+//! pieces are addressed, as in Linux, where md and dm pass FLUSH and FUA down to the member
+//! queues and each member's blk-flush decides: md's `md_flush_request` (drivers/md/md.c)
+//! sends an empty `REQ_PREFLUSH` bio to every member (`submit_flushes`), then the data
+//! without the flag; raid0 (drivers/md/raid0.c, `raid0_make_request`) splits a bio at chunk
+//! boundaries and remaps the pieces to the members, each keeping `REQ_FUA`; md's own queue
+//! advertises a write cache and FUA (`blk_queue_write_cache(q, true, true)`) so that nothing
+//! is stripped above the members; dm (drivers/md/dm.c `__send_empty_flush`, dm-stripe's
+//! `num_flush_bios` = stripes) sends an empty flush to every device of its targets.
+//! Modelled: a FLUSH of a volume is one FLUSH per member, each member's policy applied
+//! (flush_volume); a FUA write of a volume is one FUA piece per member it touches, each
+//! piece through its member's policy: on members without FUA, one post-flush per piece.
+//! Not modelled: blk-flush's merging of concurrent flushes into one (`blk_kick_flush` issues
+//! one flush for every request pending when it starts), so two pieces of one FUA write on
+//! the same member of a no-FUA device pay two post-flushes where Linux may pay one.
 //!
 //! A device without sharing is member 0 of its own hardware: its tags are its slots and its
 //! offsets its own, as before sharing existed. A hardware's model may hold up to (members ×
@@ -41,7 +72,7 @@
 use super::event::Event;
 use super::{Sim, SimError};
 use crate::device::{build_device_seeded, Busy, DevCmd, Device, DeviceStats};
-use vmio_core::blockq::DeviceQueue;
+use vmio_core::blockq::{flush_seq, Caps, DeviceQueue, FlushSeq};
 use vmio_core::cache::Token;
 use vmio_core::request::{DevIo, Op};
 use vmio_core::sched;
@@ -64,6 +95,10 @@ pub(super) struct Hardware {
 const MEMBER_SHIFT: u32 = 32;
 const SLOT_MASK: u64 = (1 << MEMBER_SHIFT) - 1;
 
+/// A device request's tag (a barrier) with this bit: the data of a flush sequence, whose
+/// completion sends the post-flush that completes the barrier.
+const POSTFLUSH: u64 = 1 << 63;
+
 /// A stack device: its request queue and its place on its hardware.
 pub(super) struct DevState {
     pub(super) name: String,
@@ -78,6 +113,11 @@ pub(super) struct DevState {
     /// What its queue sent, counted at completion (a sharing device's report).
     pub(super) sent: DeviceStats,
     pub(super) sent_busy: Busy,
+    /// What its hardware tells the block layer about its cache.
+    caps: Caps,
+    /// Barriers of requests the block layer completed without the device, handed back at
+    /// the next SchedWake.
+    at_once: Vec<u64>,
 }
 
 impl DevState {
@@ -187,9 +227,26 @@ pub(super) fn build_devices(
             capacity_bytes,
             sent: DeviceStats::default(),
             sent_busy: Busy::default(),
+            caps: hw.model.caps(),
+            at_once: Vec::new(),
         });
     }
     Ok((hws, devs))
+}
+
+/// A FLUSH CACHE request completing barrier `b`.
+fn flush_io(b: u64, owner: u32, now: Ns) -> DevIo {
+    DevIo {
+        tag: b,
+        op: Op::Flush,
+        offset_bytes: 0,
+        len_bytes: 0,
+        fua: false,
+        sync: true,
+        owner,
+        queued_ns: now,
+        merged: Vec::new(),
+    }
 }
 
 /// The stack's volumes over `devs`, with their read-ahead (the layout's default unless set).
@@ -257,7 +314,7 @@ impl Sim {
         self.blockq.barriers.get(b).remaining += pieces.len() as u32;
         for p in &pieces {
             let dev = self.blockq.vols[vol].devices[p.device];
-            let io = DevIo {
+            let mut io = DevIo {
                 tag: b as u64,
                 op,
                 offset_bytes: p.offset_bytes,
@@ -272,7 +329,22 @@ impl Sim {
             self.blockq.hws[d.hw]
                 .model
                 .prefetch(op, d.start_bytes + p.offset_bytes, p.len_bytes);
-            d.queue.insert(now, io);
+            match flush_seq(d.caps, op, fua) {
+                FlushSeq::Issue { fua } => {
+                    io.fua = fua;
+                    d.queue.insert(now, io);
+                }
+                FlushSeq::DataThenFlush => {
+                    io.fua = false;
+                    io.tag |= POSTFLUSH;
+                    d.queue.insert_bypass(io);
+                }
+                // Only an empty FLUSH completes without the device (not a piece of data).
+                FlushSeq::Done => {
+                    d.at_once.push(b as u64);
+                    self.q.push(now, Event::SchedWake(dev).pack());
+                }
+            }
         }
         // Pump each touched device once (pieces of one request are few; no allocation).
         for (i, p) in pieces.iter().enumerate() {
@@ -284,7 +356,8 @@ impl Sim {
         self.blockq.pieces = pieces;
     }
 
-    /// FLUSH CACHE to every device of the disk's volume, then continue with `cont`.
+    /// FLUSH CACHE to every device of the disk's volume, then continue with `cont`: a
+    /// device without a volatile write cache gets none, its part done at once (module doc).
     pub(super) fn flush_volume(&mut self, now: Ns, disk: usize, cont: Cont) {
         let vol = self.disks[disk].volume;
         let devices = self.blockq.vols[vol].devices.clone();
@@ -292,21 +365,15 @@ impl Sim {
             remaining: devices.len() as u32,
             cont,
         });
+        let owner = self.disks[disk].owner;
         for dev in devices {
-            self.blockq.devs[dev].queue.insert(
-                now,
-                DevIo {
-                    tag: b as u64,
-                    op: Op::Flush,
-                    offset_bytes: 0,
-                    len_bytes: 0,
-                    fua: false,
-                    sync: true,
-                    owner: self.disks[disk].owner,
-                    queued_ns: now,
-                    merged: Vec::new(),
-                },
-            );
+            let d = &mut self.blockq.devs[dev];
+            if flush_seq(d.caps, Op::Flush, false) == FlushSeq::Done {
+                d.at_once.push(b as u64);
+                self.q.push(now, Event::SchedWake(dev).pack());
+                continue;
+            }
+            d.queue.insert(now, flush_io(b as u64, owner, now));
             self.pump(now, dev);
         }
     }
@@ -359,7 +426,14 @@ impl Sim {
             d.sent.count(io.op, io.len_bytes);
             d.sent_busy.end(now);
             for tag in io.tags() {
-                self.barrier_done(now, tag as usize);
+                if tag & POSTFLUSH != 0 {
+                    // The data of a flush sequence is done: its post-flush, on this device,
+                    // completes the barrier (dispatched by the pumps below).
+                    let flush = flush_io(tag & !POSTFLUSH, io.owner, now);
+                    self.blockq.devs[dev].queue.insert(now, flush);
+                } else {
+                    self.barrier_done(now, tag as usize);
+                }
             }
         }
         self.blockq.done = done;
@@ -369,7 +443,13 @@ impl Sim {
         }
     }
 
+    /// A device's queue wakes: the requests the block layer completed without the device
+    /// are handed back, then its scheduler may dispatch.
     pub(super) fn sched_wake(&mut self, now: Ns, dev: usize) {
+        let done = std::mem::take(&mut self.blockq.devs[dev].at_once);
+        for &b in &done {
+            self.barrier_done(now, b as usize);
+        }
         self.blockq.devs[dev].queue.woke(now);
         self.pump(now, dev)
     }
@@ -382,5 +462,114 @@ impl Sim {
         }
         let cont = self.blockq.barriers.remove(b).cont;
         self.barrier_continue(now, cont);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::output::RunOutput;
+    use crate::run::{run, RunInput};
+    use vmio_core::{Ns, US};
+
+    /// The flash model's FLUSH cost here (no command processor: a FLUSH is this alone).
+    const FLUSH_LATENCY: Ns = 50 * US;
+    /// Writes of the job, each followed by an fdatasync.
+    const WRITES: u64 = 512;
+    /// 512 sequential O_DIRECT writes of 4 KiB, each followed by an fdatasync.
+    const JOB: &str = "[w]\nrw=write\nbs=4k\nioengine=psync\ndirect=1\nsize=2m\nfdatasync=1\n";
+
+    /// `devices` flash devices (`flush_latency` 50 us and `caps`, e.g. "fua = false") under a
+    /// `layout` volume, with `filesystem` ("" or an ext4 line) and one 256 MiB disk whose
+    /// image has `preallocation`.
+    fn stack(devices: usize, layout: &str, caps: &str, filesystem: &str, prealloc: &str) -> String {
+        let mut s = String::new();
+        for i in 0..devices {
+            s += &format!(
+                "[[device]]\nname = \"nv{i}\"\nmodel = \"flash\"\ncapacity = \"16g\"\n\
+                 flush_latency = \"50us\"\n{caps}\n"
+            );
+        }
+        let names: Vec<String> = (0..devices).map(|i| format!("\"nv{i}\"")).collect();
+        s += &format!(
+            "[[volume]]\nname = \"v\"\nlayout = \"{layout}\"\ndevices = [{}]\n{filesystem}\n\
+             [[vm]]\nname = \"vm\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"v\"\n\
+             offset = \"64m\"\nsize = \"256m\"\ncache = \"none\"\n\
+             [vm.disk.image]\npreallocation = \"{prealloc}\"\n",
+            names.join(", ")
+        );
+        s
+    }
+
+    const EXT4: &str = "filesystem = \"ext4\"";
+
+    fn sim(stack_text: &str) -> RunOutput {
+        run(&RunInput::texts(stack_text, JOB, 1)).unwrap_or_else(|e| panic!("{e}\n{stack_text}"))
+    }
+
+    /// (write commands, FLUSH commands) the devices served, summed.
+    fn commands(o: &RunOutput) -> (u64, u64) {
+        let d = &o.report.devices;
+        let writes = d.iter().map(|d| d.stats.write_ops).sum();
+        (writes, d.iter().map(|d| d.stats.flush_ops).sum())
+    }
+
+    fn runtime(o: &RunOutput) -> Ns {
+        o.report.jobs[0].runtime_ns
+    }
+
+    #[test]
+    fn a_fua_write_on_a_device_with_a_write_cache_and_no_fua_costs_the_write_and_a_flush() {
+        // Each fdatasync of a first write commits the host journal, whose commit block is a
+        // FUA 4 KiB write: on a FUA device a_w + t; without FUA the block layer sends it
+        // as the write then a FLUSH, a_w + t + flush_latency (flash.rs, closed forms).
+        let fua = sim(&stack(1, "single", "", EXT4, "off"));
+        let no_fua = sim(&stack(1, "single", "fua = false", EXT4, "off"));
+        let commits = no_fua.report.host_fs[0].stats.journal_commits;
+        assert_eq!(commits, WRITES);
+        assert_eq!(fua.report.host_fs[0].stats.journal_commits, commits);
+        let ((w1, f1), (w2, f2)) = (commands(&fua), commands(&no_fua));
+        assert_eq!(w1, w2);
+        assert_eq!(f2 - f1, commits);
+        assert_eq!(runtime(&no_fua) - runtime(&fua), commits * FLUSH_LATENCY);
+    }
+
+    #[test]
+    fn the_host_journals_commit_on_a_device_without_fua_costs_two_flushes_per_commit() {
+        // The commit block's PREFLUSH, then its FUA as a post-flush; an overwrite's
+        // fdatasync (no commit) stays one FLUSH.
+        let first = sim(&stack(1, "single", "fua = false", EXT4, "off"));
+        let over = sim(&stack(1, "single", "fua = false", EXT4, "full"));
+        assert_eq!(first.report.host_fs[0].stats.journal_commits, WRITES);
+        assert_eq!(over.report.host_fs[0].stats.journal_commits, 0);
+        assert_eq!(commands(&first).1, 2 * WRITES);
+        assert_eq!(commands(&over).1, WRITES);
+    }
+
+    #[test]
+    fn without_a_write_cache_an_fdatasync_heavy_job_sends_no_flush_to_the_device() {
+        // A block device: each fdatasync is a FLUSH the block layer completes at once.
+        let cached = sim(&stack(1, "single", "", "", "off"));
+        let through = sim(&stack(1, "single", "write_cache = false", "", "off"));
+        assert_eq!(commands(&cached), (WRITES, WRITES));
+        assert_eq!(commands(&through), (WRITES, 0));
+        assert_eq!(runtime(&cached) - runtime(&through), WRITES * FLUSH_LATENCY);
+        // An image on ext4: the journal commits, their PREFLUSH and FUA dropped as well.
+        let fs = sim(&stack(1, "single", "write_cache = false", EXT4, "off"));
+        assert_eq!(fs.report.host_fs[0].stats.journal_commits, WRITES);
+        assert_eq!(commands(&fs).1, 0);
+    }
+
+    #[test]
+    fn a_fua_write_on_raid0_pays_the_post_flush_on_the_member_it_lands_on() {
+        // md raid0: the PREFLUSH goes to both members, the FUA commit block to the one
+        // member its chunk maps to, which without FUA adds one post-flush.
+        let fua = sim(&stack(2, "raid0", "", EXT4, "off"));
+        let no_fua = sim(&stack(2, "raid0", "fua = false", EXT4, "off"));
+        let commits = no_fua.report.host_fs[0].stats.journal_commits;
+        assert_eq!(commits, WRITES);
+        assert_eq!(commands(&fua).1, 2 * commits);
+        assert_eq!(commands(&no_fua).1, 3 * commits);
+        assert_eq!(commands(&fua).0, commands(&no_fua).0);
+        assert_eq!(runtime(&no_fua) - runtime(&fua), commits * FLUSH_LATENCY);
     }
 }
