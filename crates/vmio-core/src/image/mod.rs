@@ -16,9 +16,13 @@
 //! ```text
 //! engine                                     driver (ImageFormat)
 //!   a guest request reaches the driver ────>  on_request(now, req, out)
-//!   out: Io / Flush / Complete, executed in order, never calling back
-//!   the Io or Flush of `token` is done ────>  on_done(now, token, out)
+//!   out: Io / WriteZeroes / Flush / Delay / Complete, executed in order, never calling back
+//!   the action of `token` is done ──────────>  on_done(now, token, out)
 //! ```
+//!
+//! What the layers under the driver can do is [`ImageCaps`], fixed when the driver is built
+//! ([`build`]): whether a write-zeroes of the image file succeeds without falling back to
+//! writing zero buffers, which decides how qcow2 fills a new cluster around a partial write.
 //!
 //! raw is the identity (one Io of the same range, then Complete), so the engine passes a raw
 //! disk's requests straight to the host cache without a driver ([`build`] returns None).
@@ -40,7 +44,35 @@ pub use spec::{BackingSpec, Discard, Format, ImageSpec, Preallocation};
 
 use crate::cache::{ReqId, Request, Token};
 use crate::request::Op;
+use crate::vdisk::qemu::QemuProfile;
 use crate::Ns;
+
+/// What the layers under a format driver offer it (fixed for a run).
+///
+/// `write_zeroes`: the QEMU release zeroes a new qcow2 cluster whose copy-on-write areas read
+/// as zeroes with one write-zeroes request (block/qcow2.c `handle_alloc_space`, QEMU 4.1:
+/// [`QemuProfile::qcow2_zero_alloc`]), and the protocol layer can do it without a fallback
+/// (`bdrv_co_pwrite_zeroes(.., BDRV_REQ_NO_FALLBACK)`; block/file-posix.c). file-posix
+/// declares `BDRV_REQ_NO_FALLBACK` for every file it opens (`raw_open_common`:
+/// `supported_zero_flags`), and `handle_aiocb_write_zeroes` decides: on a regular file it is
+/// `fallocate(FALLOC_FL_ZERO_RANGE)` (ext4 and XFS have it), on a block device
+/// (`handle_aiocb_write_zeroes_block`) the kernel's `BLKZEROOUT` may fall back to writing
+/// zeroes itself, so with NO_FALLBACK it is not tried and the request fails with -ENOTSUP:
+/// qcow2 then writes the zero buffers, as before 4.1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageCaps {
+    pub write_zeroes: bool,
+}
+
+impl ImageCaps {
+    /// The capabilities of an image run by `qemu`, its file on a host filesystem
+    /// (`on_filesystem`: `[[volume]] filesystem = "ext4" | "xfs"`) or on a block device.
+    pub fn of(qemu: &QemuProfile, on_filesystem: bool) -> Self {
+        ImageCaps {
+            write_zeroes: qemu.qcow2_zero_alloc && on_filesystem,
+        }
+    }
+}
 
 /// A decision of a format driver for the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,9 +86,17 @@ pub enum ImageAction {
         len: u64,
         token: Token,
     },
+    /// Zero `[offset, offset + len)` of the disk's host file (offsets as for Io) without
+    /// writing data: QEMU's `bdrv_co_pwrite_zeroes(.., BDRV_REQ_NO_FALLBACK)` to file-posix,
+    /// `fallocate(FALLOC_FL_ZERO_RANGE)` of the image file (only with
+    /// [`ImageCaps::write_zeroes`]); `on_done(token)` when it completed.
+    WriteZeroes { offset: u64, len: u64, token: Token },
     /// Flush the host file (QEMU's `bdrv_co_flush` to the protocol layer: the host cache's
     /// FLUSH of the disk: fdatasync, then FLUSH CACHE); `on_done(token)` when it completed.
     Flush { token: Token },
+    /// `ns` of the driver's own work with no I/O (filling the guest's buffer with zeroes for
+    /// a read of a cluster no layer holds); `on_done(token)` when the time has passed.
+    Delay { ns: Ns, token: Token },
     /// The driver is done with guest request `req`.
     Complete { req: ReqId },
 }
@@ -70,8 +110,15 @@ pub struct ImageStats {
     pub metadata_written_bytes: u64,
     /// Clusters allocated by writes (first writes to a cluster).
     pub allocations: u64,
-    /// Bytes copied (or zero-filled) around partial writes to newly allocated clusters.
+    /// Bytes copied from the backing chain or written as zero buffers around partial writes
+    /// to newly allocated clusters (perform_cow).
     pub cow_bytes: u64,
+    /// Bytes of the image file zeroed by write-zeroes requests (whole new clusters whose
+    /// copy-on-write areas read as zeroes: handle_alloc_space).
+    pub zeroed_bytes: u64,
+    /// Bytes of guest reads answered by filling the buffer with zeroes (clusters no layer
+    /// of the chain holds, zero clusters).
+    pub zero_fill_bytes: u64,
     /// Bytes read from backing files (reads of clusters the top image lacks, copy-up).
     pub backing_read_bytes: u64,
     /// Clusters freed by discards.
@@ -84,7 +131,7 @@ pub trait ImageFormat: Send {
     /// A guest request (read, write, trim or flush) of `[req.offset, req.offset + req.len)` of
     /// the virtual disk (`req.disk` is the engine's and only echoed).
     fn on_request(&mut self, now: Ns, req: Request, out: &mut Vec<ImageAction>);
-    /// The Io or Flush of `token` completed.
+    /// The Io, WriteZeroes, Flush or Delay of `token` completed.
     fn on_done(&mut self, now: Ns, token: Token, out: &mut Vec<ImageAction>);
     fn stats(&self) -> ImageStats;
     /// Bytes of the disk's host file the driver may use (image and backing files): the
@@ -92,12 +139,14 @@ pub trait ImageFormat: Send {
     fn file_bytes(&self) -> u64;
 }
 
-/// The format driver of an image of `virtual_size` bytes: None for raw (the identity), the
-/// qcow2 driver otherwise.
-pub fn build(spec: &ImageSpec, virtual_size: u64) -> Option<Box<dyn ImageFormat>> {
+/// The format driver of an image of `virtual_size` bytes over layers that offer `caps`: None
+/// for raw (the identity), the qcow2 driver otherwise.
+pub fn build(spec: &ImageSpec, virtual_size: u64, caps: ImageCaps) -> Option<Box<dyn ImageFormat>> {
     match spec.format {
         Format::Raw => None,
-        Format::Qcow2 => Some(Box::new(qcow2::Qcow2::new(spec, virtual_size))),
+        Format::Qcow2 => Some(Box::new(
+            qcow2::Qcow2::new(spec, virtual_size).with_caps(caps),
+        )),
     }
 }
 

@@ -20,7 +20,9 @@
 //!   slice: entry_size bytes); unlock
 //!   allocated clusters: one read per contiguous host run within a slice
 //!   unallocated: down the backing chain (each qcow2 backing file's own L2 lookup, then its
-//!   data; a raw one at the same offset); no layer has it: zeroes, no I/O
+//!   data; a raw one at the same offset); no layer has it, or a zero cluster: no I/O, the
+//!   guest's buffer filled with zeroes (qcow2_co_preadv_part: qemu_iovec_memset), a Delay of
+//!   zero bytes / ZERO_FILL_BYTES_PER_SEC beside the reads
 //! write (qcow2_co_pwritev_part, qcow2_alloc_host_offset):
 //!   lock; handle_dependencies: a cluster being allocated by another write -> wait for it
 //!   per slice: L2 table missing -> l2_allocate: new cluster (refcount +1), flush the
@@ -31,9 +33,15 @@
 //!   unallocated (handle_alloc): new host cluster at the end of the file (refcount block
 //!     lookup, refcount +1: the block dirty)
 //!   unlock
-//!   perform_cow: the untouched head and tail of a new cluster read from the backing chain
-//!     (zeroes without one) and written with the guest data as one write of whole clusters
-//!     (merge_cow): cow_bytes = cluster_size x clusters - length
+//!   a run of new clusters (one QCowL2Meta: contiguous in the file, one L2 slice) has COW
+//!     areas: the untouched head of the request's first cluster, the tail of its last
+//!   handle_alloc_space (QEMU >= 4.1, ImageCaps::write_zeroes): every COW area of the run
+//!     reads as zeroes (is_zero_cow: a zero cluster, or unallocated down the whole chain)
+//!     -> WriteZeroes of the whole run (bdrv_co_pwrite_zeroes, NO_FALLBACK), wait; the run's
+//!     COW is skipped (skip_cow) and only the guest's bytes are written: zeroed_bytes += run
+//!   perform_cow (the others): the COW areas read from the backing chain (zeroes without
+//!     data there) and written with the guest data as one write of whole clusters
+//!     (merge_cow): cow_bytes += the areas (cluster_size x clusters - length)
 //!   lock; qcow2_alloc_cluster_link_l2: qcow2_cache_set_dependency(L2 -> refcounts) (lazy
 //!     refcounts: qcow2_mark_dirty instead, the header's dirty bit written once + fdatasync);
 //!     the L2 slice's entries set (dirty); unlock
@@ -51,21 +59,48 @@
 //!
 //! Not modelled: compressed clusters, internal snapshots (QCOW_OFLAG_COPIED is always set),
 //! extended L2 entries (subclusters), encryption, external data files, `cache-clean-interval`
-//! (the cache is never trimmed), handle_alloc_space (QEMU >= 4.2 zeroes the COW areas of a
-//! cluster without a backing file with one fallocate instead of writing zeroes, when the
-//! file supports it; here the zeroes are written, as QEMU 2.x does), L2 table allocation by
-//! a discard of a range without one, the growth of the refcount table, and the backing
-//! files' own locks (their lookups run in the reading request's unlocked phase). Metadata
-//! writes smaller than a sector (the L1 entry, the header's dirty bit) are written as one
-//! 512-byte sector.
+//! (the cache is never trimmed), the image lock handle_alloc_space's zero check takes
+//! (bdrv_co_is_zero_fast -> qcow2_co_block_status: its lookups hit the slice just used),
+//! file-posix's serialisation of a write-zeroes past the end of the file (block/file-posix.c
+//! `raw_do_pwrite_zeroes`, an XFS workaround since QEMU 4.2: later requests past its start
+//! wait for it), the thread-pool hand-off of the write-zeroes a block device refuses (here
+//! it is not tried), L2 table allocation by a discard of a range without one, the growth of
+//! the refcount table, and the backing files' own locks (their lookups run in the reading
+//! request's unlocked phase). Metadata writes smaller than a sector (the L1 entry, the
+//! header's dirty bit) are written as one 512-byte sector.
+//!
+//! handle_alloc_space: block/qcow2.c `qcow2_co_pwritev_task` -> `handle_alloc_space` ->
+//! `is_zero_cow`, then `merge_cow` (which skips an `m->skip_cow` run) and
+//! qcow2-cluster.c `perform_cow` (returns at once for `skip_cow`); introduced by commit
+//! c8bb23cbdbe3 ("qcow2: skip writing zero buffers to empty COW areas", QEMU 4.1). Whether
+//! it applies is [`ImageCaps::write_zeroes`] (the QEMU release and the host file).
 
 use super::qcow2meta::{File, Step, Which, SECTOR, UNALLOC, ZERO};
 use super::spec::{BackingSpec, Discard, Format, ImageSpec, Preallocation};
-use super::{ImageAction, ImageFormat, ImageStats};
+use super::{ImageAction, ImageCaps, ImageFormat, ImageStats};
 use crate::cache::{Request, Token};
 use crate::request::Op;
+use crate::units::transfer_ns;
 use crate::Ns;
 use std::collections::VecDeque;
+
+/// The rate at which QEMU fills a guest's read buffer with zeroes (`qemu_iovec_memset`, one
+/// core's memset on a DDR4 server; an estimate, the figure vmio's RAM device uses for one
+/// core's memcpy, crates/vmio-sim/src/device/ram.rs).
+pub const ZERO_FILL_BYTES_PER_SEC: u64 = 10_000_000_000;
+
+/// A copy-on-write area of a write's new cluster: its guest range and its run of `segs`.
+#[derive(Clone, Copy, Debug)]
+struct CowArea {
+    guest: u64,
+    len: u64,
+    /// The cluster's map entry before the write (UNALLOC or ZERO).
+    entry: u32,
+    /// The run of new clusters (indices into the write's segs, [first, end)).
+    run: (usize, usize),
+    /// Where its data is copied from: None when it reads as zeroes.
+    src: Option<(u64, u64)>,
+}
 
 /// A backing file.
 #[derive(Clone, Debug)]
@@ -113,9 +148,9 @@ pub struct Qcow2 {
     inflight: Vec<(u64, u64, usize)>,
     dep_waiters: Vec<usize>,
     segs: Vec<Seg>,
-    cow: Vec<(u64, u64)>,
     trims: Vec<(u64, u64)>,
     stats: ImageStats,
+    caps: ImageCaps,
 }
 
 impl Qcow2 {
@@ -162,10 +197,16 @@ impl Qcow2 {
             inflight: Vec::new(),
             dep_waiters: Vec::new(),
             segs: Vec::new(),
-            cow: Vec::new(),
             trims: Vec::new(),
             stats: ImageStats::default(),
+            caps: ImageCaps::default(),
         }
+    }
+
+    /// The driver over layers that offer `caps` (default: none, QEMU 2.x's behaviour).
+    pub fn with_caps(mut self, caps: ImageCaps) -> Self {
+        self.caps = caps;
+        self
     }
 
     /// Host clusters the image file uses (its end).
@@ -251,9 +292,24 @@ impl Qcow2 {
                         token: Token(slot as u64),
                     });
                 }
+                Step::WriteZeroes { offset, len } => {
+                    job.pending += 1;
+                    out.push(ImageAction::WriteZeroes {
+                        offset,
+                        len,
+                        token: Token(slot as u64),
+                    });
+                }
                 Step::Flush => {
                     job.pending += 1;
                     out.push(ImageAction::Flush {
+                        token: Token(slot as u64),
+                    });
+                }
+                Step::Delay { ns } => {
+                    job.pending += 1;
+                    out.push(ImageAction::Delay {
+                        ns,
                         token: Token(slot as u64),
                     });
                 }
@@ -423,7 +479,19 @@ impl Qcow2 {
                 *seg = self.backing_seg(seg.host, seg.len, seg.slice, plan);
             }
         }
-        if Self::issue(&segs, Op::Read, plan) {
+        // qcow2_co_preadv_part: the pieces no layer holds are zeroes in the guest's buffer.
+        let zeroes: u64 = segs
+            .iter()
+            .filter(|s| s.layer == ZERO_SEG)
+            .map(|s| s.len)
+            .sum();
+        if zeroes > 0 {
+            self.stats.zero_fill_bytes += zeroes;
+            plan.push(Step::Delay {
+                ns: transfer_ns(zeroes, ZERO_FILL_BYTES_PER_SEC),
+            });
+        }
+        if Self::issue(&segs, Op::Read, plan) || zeroes > 0 {
             plan.push(Step::Wait);
         }
         self.segs = segs;
@@ -434,11 +502,11 @@ impl Qcow2 {
         let cs = self.top.cs;
         let end = req.offset + req.len;
         let mut segs = std::mem::take(&mut self.segs);
-        let mut cow = std::mem::take(&mut self.cow);
         segs.clear();
-        cow.clear();
         let mut slice = u64::MAX;
         let mut alloc: Option<(u64, u64)> = None;
+        // The untouched head of the first cluster and tail of the last, when they are new.
+        let mut areas: [Option<CowArea>; 2] = [None, None];
         for c in first..=last {
             let s = c / self.top.eps;
             if s != slice {
@@ -474,39 +542,103 @@ impl Qcow2 {
                 slice: s,
             });
             let (head, tail) = (a - c * cs, (c + 1) * cs - b);
-            self.stats.cow_bytes += head + tail;
-            if v == UNALLOC {
-                if head > 0 {
-                    cow.push((c * cs, head));
-                }
-                if tail > 0 {
-                    cow.push((b, tail));
-                }
+            let i = segs.len() - 1;
+            if head > 0 {
+                areas[0] = Some(CowArea {
+                    guest: c * cs,
+                    len: head,
+                    entry: v,
+                    run: (i, i + 1),
+                    src: None,
+                });
+            }
+            if tail > 0 {
+                areas[1] = Some(CowArea {
+                    guest: b,
+                    len: tail,
+                    entry: v,
+                    run: (i, i + 1),
+                    src: None,
+                });
             }
         }
         plan.push(Step::Unlock);
-        // perform_cow: read the untouched parts from the backing chain.
-        if !cow.is_empty() && !self.backing.is_empty() {
-            let mut reads = std::mem::take(&mut self.trims);
-            reads.clear();
-            for &(g, len) in &cow {
-                let s = self.backing_seg(g, len, 0, plan);
+        // Each area's run of new clusters (a QCowL2Meta) and where its data comes from:
+        // is_zero_cow's question, perform_cow's reads.
+        for area in areas.iter_mut().flatten() {
+            area.run = Self::new_run(&segs, area.run.0, cs);
+            if area.entry == UNALLOC && !self.backing.is_empty() {
+                let s = self.backing_seg(area.guest, area.len, 0, plan);
                 if s.layer != ZERO_SEG {
-                    reads.push((s.host, s.len));
+                    area.src = Some((s.host, s.len));
                 }
             }
-            for &(offset, len) in &reads {
-                plan.push(Step::Io {
-                    op: Op::Read,
-                    offset,
+        }
+        // handle_alloc_space: a run whose every area reads as zeroes is zeroed whole and
+        // skips its copy-on-write; the guest's bytes alone are written into it.
+        let mut zeroed: [Option<(usize, usize)>; 2] = [None, None];
+        if self.caps.write_zeroes {
+            for k in 0..2 {
+                let Some(area) = areas[k] else { continue };
+                let zero = areas
+                    .iter()
+                    .flatten()
+                    .filter(|o| o.run == area.run)
+                    .all(|o| o.src.is_none());
+                if zero {
+                    zeroed[k] = Some(area.run);
+                }
+            }
+            let mut issued = false;
+            for (k, run) in zeroed.iter().enumerate() {
+                let Some((i, j)) = *run else { continue };
+                if k == 1 && zeroed[0] == Some((i, j)) {
+                    continue; // one run, both areas: one request
+                }
+                let len = (j - i) as u64 * cs;
+                plan.push(Step::WriteZeroes {
+                    offset: segs[i].host,
                     len,
                 });
+                self.stats.zeroed_bytes += len;
+                issued = true;
             }
-            if !reads.is_empty() {
+            if issued {
                 plan.push(Step::Wait);
             }
-            self.trims = reads;
         }
+        // perform_cow for the other areas: read what the backing chain holds, and count the
+        // bytes copied or written as zeroes with the guest data.
+        let mut reads = std::mem::take(&mut self.trims);
+        reads.clear();
+        for (k, area) in areas.iter().enumerate() {
+            let Some(area) = area else { continue };
+            if zeroed[k].is_some() {
+                let (i, j) = area.run;
+                if k == 0 {
+                    segs[i].host += area.len;
+                    segs[i].len -= area.len;
+                } else {
+                    segs[j - 1].len -= area.len;
+                }
+                continue;
+            }
+            self.stats.cow_bytes += area.len;
+            if let Some(src) = area.src {
+                reads.push(src);
+            }
+        }
+        for &(offset, len) in &reads {
+            plan.push(Step::Io {
+                op: Op::Read,
+                offset,
+                len,
+            });
+        }
+        if !reads.is_empty() {
+            plan.push(Step::Wait);
+        }
+        self.trims = reads;
         if Self::issue(&segs, Op::Write, plan) {
             plan.push(Step::Wait);
         }
@@ -516,7 +648,21 @@ impl Qcow2 {
             plan.push(Step::Relock);
         }
         self.segs = segs;
-        self.cow = cow;
+    }
+
+    /// The run of new clusters around `segs[i]` that QEMU allocates as one QCowL2Meta:
+    /// neighbours that are new, in the same L2 slice and contiguous in the file.
+    fn new_run(segs: &[Seg], i: usize, cs: u64) -> (usize, usize) {
+        let same = |a: &Seg, b: &Seg| a.new && b.new && a.slice == b.slice && a.host + cs == b.host;
+        let mut lo = i;
+        while lo > 0 && same(&segs[lo - 1], &segs[lo]) {
+            lo -= 1;
+        }
+        let mut hi = i + 1;
+        while hi < segs.len() && same(&segs[hi - 1], &segs[hi]) {
+            hi += 1;
+        }
+        (lo, hi)
     }
 
     fn plan_link(&mut self, slot: usize, plan: &mut Vec<Step>) {

@@ -63,8 +63,17 @@ pub(super) enum Step {
         offset: u64,
         len: u64,
     },
+    /// A write-zeroes of the file's range (handle_alloc_space).
+    WriteZeroes {
+        offset: u64,
+        len: u64,
+    },
     Flush,
-    /// Wait for every Io and Flush issued so far.
+    /// The driver's own work, `ns` with no I/O (zeroing a read's buffer).
+    Delay {
+        ns: crate::Ns,
+    },
+    /// Wait for every Io, WriteZeroes, Flush and Delay issued so far.
     Wait,
     /// Release the image lock.
     Unlock,

@@ -14,7 +14,7 @@ fn spec(text: &str) -> ImageSpec {
     ImageSpec::from_raw(&t, "vm[0].disk[0].image", Format::Qcow2).unwrap()
 }
 
-/// An engine that completes every Io and Flush at once, in issue order.
+/// An engine that completes every Io, WriteZeroes, Flush and Delay at once, in issue order.
 struct Engine {
     d: Qcow2,
     next: u32,
@@ -23,14 +23,18 @@ struct Engine {
 
 impl Engine {
     fn new(text: &str, size: u64) -> Self {
+        Self::with_caps(text, size, ImageCaps::default())
+    }
+
+    fn with_caps(text: &str, size: u64, caps: ImageCaps) -> Self {
         Engine {
-            d: Qcow2::new(&spec(text), size),
+            d: Qcow2::new(&spec(text), size).with_caps(caps),
             next: 0,
             log: Vec::new(),
         }
     }
 
-    /// Submit one request, run it to completion, return its actions (Io and Flush only).
+    /// Submit one request, run it to completion, return its actions (all but Complete).
     fn run(&mut self, op: Op, offset: u64, len: u64) -> Vec<ImageAction> {
         self.next += 1;
         let req = Request {
@@ -47,7 +51,10 @@ impl Engine {
         let mut completed = false;
         while let Some(a) = q.pop_front() {
             match a {
-                ImageAction::Io { token, .. } | ImageAction::Flush { token } => {
+                ImageAction::Io { token, .. }
+                | ImageAction::WriteZeroes { token, .. }
+                | ImageAction::Flush { token }
+                | ImageAction::Delay { token, .. } => {
                     seen.push(a);
                     self.d.on_done(0, token, &mut out);
                     q.extend(out.drain(..));
@@ -68,7 +75,8 @@ impl Engine {
     }
 }
 
-/// (op, offset, len) of the Ios, "F" for a Flush.
+/// (op, offset, len) of the Ios, "Z" for a WriteZeroes, "F" for a Flush, "D" for a Delay
+/// (its ns as the length).
 fn shape(a: &[ImageAction]) -> Vec<(char, u64, u64)> {
     a.iter()
         .map(|a| match *a {
@@ -84,7 +92,9 @@ fn shape(a: &[ImageAction]) -> Vec<(char, u64, u64)> {
                 offset,
                 len,
             ),
+            ImageAction::WriteZeroes { offset, len, .. } => ('Z', offset, len),
             ImageAction::Flush { .. } => ('F', 0, 0),
+            ImageAction::Delay { ns, .. } => ('D', 0, ns),
             ImageAction::Complete { .. } => ('C', 0, 0),
         })
         .collect()
@@ -145,10 +155,127 @@ fn a_cold_random_read_costs_one_metadata_read_and_one_data_read_and_a_warm_one_o
 }
 
 #[test]
-fn a_read_of_a_new_image_completes_after_the_lookup_with_no_io() {
+fn a_read_of_a_new_image_completes_after_the_lookup_with_no_io_only_the_zero_fill() {
     let mut e = Engine::new("", G);
-    assert_eq!(kinds(&e.run(Op::Read, 0, 64 * K)), "");
+    assert_eq!(kinds(&e.run(Op::Read, 0, 64 * K)), "D");
     assert_eq!(e.stats().l2_misses, 0, "no L2 table, no lookup I/O");
+}
+
+#[test]
+fn an_unallocated_1_mib_read_costs_1_mib_over_the_zero_fill_rate() {
+    let mut e = Engine::new("", G);
+    let a = e.run(Op::Read, 3 * M, M);
+    // qemu_iovec_memset of 1 MiB at 10 GB/s: 104,857.6 ns, rounded up.
+    assert_eq!(shape(&a), vec![('D', 0, 104_858)]);
+    assert_eq!(
+        104_858,
+        (M as u128 * 1_000_000_000).div_ceil(qcow2::ZERO_FILL_BYTES_PER_SEC as u128) as u64
+    );
+    assert_eq!(e.stats().zero_fill_bytes, M);
+    // Half of it allocated: the other half is filled while the data is read, one Delay of
+    // 512 KiB beside the read.
+    let mut h = Engine::new("populated = 0.5", 16 * M);
+    let b = h.run(Op::Read, 8 * M - 512 * K, M);
+    let s = shape(&b);
+    assert_eq!(kinds(&b), "RDR", "the L2 slice, the zero fill, the data");
+    assert_eq!(s[1].2, 52_429);
+    assert_eq!(s[2].2, 512 * K);
+}
+
+/// QEMU `version` with the image file on a filesystem volume (`on_fs`) or a block device.
+fn caps(version: &str, on_fs: bool) -> ImageCaps {
+    ImageCaps::of(crate::vdisk::qemu::lookup(version).unwrap(), on_fs)
+}
+
+#[test]
+fn a_4k_first_write_to_a_64k_cluster_on_qemu_7_2_over_ext4_zeroes_the_cluster_then_writes_the_data()
+{
+    let mut e = Engine::with_caps("populated = 0.25", G, caps("7.2", true));
+    let a = e.run(Op::Write, 5000 * 64 * K + 4 * K, 4 * K);
+    let s = shape(&a);
+    // L2 slice read, refcount block read, then handle_alloc_space: one write-zeroes of the
+    // whole new cluster at the file's end, then the guest's 4 KiB alone in it; no zero COW.
+    assert_eq!(kinds(&a), "RRZW");
+    let cluster = e.d.image_clusters() * 64 * K - 64 * K;
+    assert_eq!(s[2], ('Z', cluster, 64 * K));
+    assert_eq!(s[3], ('W', cluster + 4 * K, 4 * K));
+    let st = e.stats();
+    assert_eq!(
+        (st.allocations, st.zeroed_bytes, st.cow_bytes),
+        (1, 64 * K, 0)
+    );
+}
+
+#[test]
+fn the_same_write_on_qemu_2_11_or_on_a_block_device_writes_the_zeroes_with_the_data() {
+    // QEMU 2.11 has no handle_alloc_space; on a block device QEMU >= 4.1 tries it, file-posix
+    // refuses BLKZEROOUT under BDRV_REQ_NO_FALLBACK, and the zero buffers are written.
+    for c in [caps("2.11", true), caps("7.2", false), caps("2.11", false)] {
+        let mut e = Engine::with_caps("populated = 0.25", G, c);
+        let a = e.run(Op::Write, 5000 * 64 * K + 4 * K, 4 * K);
+        let cluster = e.d.image_clusters() * 64 * K - 64 * K;
+        assert_eq!(kinds(&a), "RRW", "{c:?}");
+        assert_eq!(shape(&a)[2], ('W', cluster, 64 * K));
+        let st = e.stats();
+        assert_eq!(
+            (st.zeroed_bytes, st.cow_bytes),
+            (0, 60 * K),
+            "4 KiB head + 56 KiB tail"
+        );
+    }
+}
+
+#[test]
+fn with_a_backing_file_holding_the_data_the_first_write_copies_it_up_whatever_the_release() {
+    let text = "backing = [{ format = \"raw\" }]";
+    let top = qcow2_file_bytes(G);
+    let mut e = Engine::with_caps(text, G, caps("7.2", true));
+    let a = e.run(Op::Write, 768 * M + 4 * K, 4 * K);
+    let s = shape(&a);
+    assert!(!kinds(&a).contains('Z'), "{s:?}");
+    let reads: Vec<_> = s.iter().filter(|x| x.0 == 'R' && x.1 >= top).collect();
+    assert_eq!(
+        reads,
+        vec![
+            &('R', top + 768 * M, 4 * K),
+            &('R', top + 768 * M + 8 * K, 56 * K)
+        ]
+    );
+    assert!(s.last().unwrap().0 == 'W' && s.last().unwrap().2 == 64 * K);
+    let st = e.stats();
+    assert_eq!(
+        (st.zeroed_bytes, st.cow_bytes, st.backing_read_bytes),
+        (0, 60 * K, 60 * K)
+    );
+}
+
+#[test]
+fn a_backing_chain_without_the_cluster_reads_as_zeroes_so_the_cluster_is_zeroed() {
+    // is_zero_cow asks the whole chain: the qcow2 backing file has no table for the second
+    // half of the disk (its lookup costs nothing), so the areas read as zeroes.
+    let text = "backing = [{ format = \"qcow2\", populated = 0.5 }]";
+    let mut e = Engine::with_caps(text, G, caps("8.2", true));
+    let a = e.run(Op::Write, 768 * M + 60 * K, 8 * K);
+    // Two new clusters, contiguous at the file's end: one write-zeroes of both, then the
+    // guest's 8 KiB across their boundary.
+    let s = shape(&a);
+    let z: Vec<_> = s.iter().filter(|x| x.0 == 'Z').collect();
+    assert_eq!(z.len(), 1);
+    assert_eq!(z[0].2, 128 * K);
+    assert_eq!(s.last().unwrap(), &('W', z[0].1 + 60 * K, 8 * K));
+    let st = e.stats();
+    assert_eq!(
+        (
+            st.allocations,
+            st.zeroed_bytes,
+            st.cow_bytes,
+            st.backing_read_bytes
+        ),
+        (2, 128 * K, 0, 0)
+    );
+    // A whole-cluster write has no COW area: nothing to zero.
+    e.run(Op::Write, 900 * M, 64 * K);
+    assert_eq!(e.stats().zeroed_bytes, 128 * K);
 }
 
 #[test]
@@ -323,8 +450,9 @@ fn a_discard_with_unmap_frees_the_clusters_and_trims_them() {
     let trims: Vec<_> = shape(&d).into_iter().filter(|s| s.0 == 'T').collect();
     assert_eq!(trims, vec![('T', host0 + 64 * K, 128 * K)]);
     assert_eq!(e.stats().discarded_clusters, 2);
-    // They read as zeroes now, and the next allocation reuses the lowest freed cluster.
-    assert_eq!(kinds(&e.run(Op::Read, 64 * K, 4 * K)), "");
+    // They read as zeroes now (the buffer filled, no I/O), and the next allocation reuses
+    // the lowest freed cluster.
+    assert_eq!(kinds(&e.run(Op::Read, 64 * K, 4 * K)), "D");
     let w = e.run(Op::Write, 64 * K, 64 * K);
     assert!(shape(&w).contains(&('W', host0 + 64 * K, 64 * K)));
     // discard = ignore (the default) completes at once.
@@ -369,7 +497,9 @@ fn a_write_to_a_cluster_being_allocated_waits_for_the_first() {
                 order.push((token.0, op, len));
                 d.on_done(0, token, &mut out);
             }
-            ImageAction::Flush { token } => d.on_done(0, token, &mut out),
+            ImageAction::WriteZeroes { token, .. }
+            | ImageAction::Flush { token }
+            | ImageAction::Delay { token, .. } => d.on_done(0, token, &mut out),
             ImageAction::Complete { req } => order.push((100 + req as u64, Op::Flush, 0)),
         }
         pending.extend(out.drain(..));
@@ -388,8 +518,8 @@ fn a_write_to_a_cluster_being_allocated_waits_for_the_first() {
 
 #[test]
 fn build_gives_no_driver_for_raw_and_the_region_for_qcow2() {
-    assert!(build(&ImageSpec::raw(), G).is_none());
-    let d = build(&ImageSpec::qcow2(), G).unwrap();
+    assert!(build(&ImageSpec::raw(), G, ImageCaps::default()).is_none());
+    let d = build(&ImageSpec::qcow2(), G, ImageCaps::default()).unwrap();
     assert_eq!(d.file_bytes(), 1_074_135_040);
 }
 
@@ -398,23 +528,26 @@ fn requests_at_depth_completed_in_any_order_all_complete_and_allocate_each_clust
     // 64 MiB image of 4 KiB clusters so requests span several; a small L2 cache (slices
     // evicted while dirty) and a qcow2 backing file; completions in a scrambled order.
     let text = "cluster_size = \"4k\"\nl2_cache_size = \"2k\"\nl2_cache_entry_size = \"1k\"\nrefcount_cache_size = \"16k\"\nbacking = [{ format = \"qcow2\", populated = 0.5, cluster_size = \"64k\" }]";
-    let (st, written) = scrambled(text);
-    assert_eq!(
-        st.allocations, written,
-        "each written cluster allocated once"
-    );
-    // With discard = unmap, freed clusters are allocated again by later writes.
-    let (st, written) = scrambled(&format!("{text}\ndiscard = \"unmap\""));
-    assert!(st.discarded_clusters > 0, "{st:?}");
-    assert!(st.allocations >= written, "{} < {written}", st.allocations);
+    for c in [ImageCaps::default(), caps("7.2", true)] {
+        let (st, written) = scrambled(text, c);
+        assert_eq!(
+            st.allocations, written,
+            "each written cluster allocated once"
+        );
+        assert_eq!(st.zeroed_bytes > 0, c.write_zeroes, "{st:?}");
+        // With discard = unmap, freed clusters are allocated again by later writes.
+        let (st, written) = scrambled(&format!("{text}\ndiscard = \"unmap\""), c);
+        assert!(st.discarded_clusters > 0, "{st:?}");
+        assert!(st.allocations >= written, "{} < {written}", st.allocations);
+    }
 }
 
 /// 3000 random requests (reads, writes, flushes, trims after the 2000th), 8 open at a time,
 /// their I/O completed in a random order: every one completes once; the stats and the number of
 /// distinct clusters written before the first trim.
-fn scrambled(text: &str) -> (ImageStats, u64) {
+fn scrambled(text: &str, caps: ImageCaps) -> (ImageStats, u64) {
     let size = 64 * M;
-    let mut d = Qcow2::new(&spec(text), size);
+    let mut d = Qcow2::new(&spec(text), size).with_caps(caps);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut rnd = move |n: u64| {
         x ^= x << 13;
@@ -457,9 +590,10 @@ fn scrambled(text: &str) -> (ImageStats, u64) {
         loop {
             for a in out.drain(..) {
                 match a {
-                    ImageAction::Io { token, .. } | ImageAction::Flush { token } => {
-                        outstanding.push(token)
-                    }
+                    ImageAction::Io { token, .. }
+                    | ImageAction::WriteZeroes { token, .. }
+                    | ImageAction::Flush { token }
+                    | ImageAction::Delay { token, .. } => outstanding.push(token),
                     ImageAction::Complete { req } => assert!(open.remove(&req), "{req} twice"),
                 }
             }

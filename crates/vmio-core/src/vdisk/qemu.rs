@@ -4,11 +4,11 @@
 //! (vmio-sim's vdisk/qemu.rs: the largest request each device model accepts).
 //!
 //! ```text
-//! version  virtqueue size  seg_max            num-queues (virtio-blk/scsi-pci)  io_uring  iothread-vq-mapping
-//! 2.11     128             128 - 2 = 126      1                                 no        no
-//! 5.2      256             queue_size - 2     the VM's vCPUs                    yes       no
-//! 7.2      256             queue_size - 2     the VM's vCPUs                    yes       no
-//! 8.2      256             queue_size - 2     the VM's vCPUs                    yes       yes
+//! version  virtqueue size  seg_max            num-queues (virtio-blk/scsi-pci)  io_uring  iothread-vq-mapping  qcow2 zero alloc
+//! 2.11     128             128 - 2 = 126      1                                 no        no                   no
+//! 5.2      256             queue_size - 2     the VM's vCPUs                    yes       no                   yes
+//! 7.2      256             queue_size - 2     the VM's vCPUs                    yes       no                   yes
+//! 8.2      256             queue_size - 2     the VM's vCPUs                    yes       yes                  yes
 //! linux-aio io_submit batch: up to MAX_EVENTS (1024) before 6.2, DEFAULT_MAX_BATCH (32) since
 //! ```
 //!
@@ -20,7 +20,12 @@
 //! devices default to one queue per vCPU, `virtio_pci_optimal_num_queues`); block/io_uring.c
 //! (added in QEMU 5.0); block/linux-aio.c `DEFAULT_MAX_BATCH` 32 and `aio-max-batch` (6.2);
 //! hw/block/virtio-blk.c `iothread-vq-mapping` (8.2: a device's queues spread over several
-//! iothreads; before, one iothread serves all the device's queues).
+//! iothreads; before, one iothread serves all the device's queues); block/qcow2.c
+//! `handle_alloc_space` (commit c8bb23cbdbe3, "qcow2: skip writing zero buffers to empty COW
+//! areas", merged for QEMU 4.1 in the block pull of 2019-05-28): a new cluster whose
+//! copy-on-write areas read as zeroes is zeroed by one `bdrv_co_pwrite_zeroes(..,
+//! BDRV_REQ_NO_FALLBACK)` of the protocol layer instead of written with zero buffers (what
+//! the image driver does with it: [`crate::image::ImageCaps`]).
 
 /// What one QEMU release gives a VM's disks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -43,6 +48,9 @@ pub struct QemuProfile {
     pub iothread_vq_mapping: bool,
     /// linux-aio's largest `io_submit` batch (requests queued while plugged).
     pub linux_aio_max_batch: u32,
+    /// qcow2 zeroes a new cluster's zero copy-on-write areas with one write-zeroes request
+    /// of the protocol layer (`handle_alloc_space`, QEMU 4.1) instead of zero buffers.
+    pub qcow2_zero_alloc: bool,
 }
 
 /// The named profiles, oldest first.
@@ -57,6 +65,7 @@ pub const PROFILES: &[QemuProfile] = &[
         io_uring: false,
         iothread_vq_mapping: false,
         linux_aio_max_batch: 1024,
+        qcow2_zero_alloc: false,
     },
     QemuProfile {
         name: "5.2",
@@ -68,6 +77,7 @@ pub const PROFILES: &[QemuProfile] = &[
         io_uring: true,
         iothread_vq_mapping: false,
         linux_aio_max_batch: 1024,
+        qcow2_zero_alloc: true,
     },
     QemuProfile {
         name: "7.2",
@@ -79,6 +89,7 @@ pub const PROFILES: &[QemuProfile] = &[
         io_uring: true,
         iothread_vq_mapping: false,
         linux_aio_max_batch: 32,
+        qcow2_zero_alloc: true,
     },
     QemuProfile {
         name: "8.2",
@@ -90,6 +101,7 @@ pub const PROFILES: &[QemuProfile] = &[
         io_uring: true,
         iothread_vq_mapping: true,
         linux_aio_max_batch: 32,
+        qcow2_zero_alloc: true,
     },
 ];
 

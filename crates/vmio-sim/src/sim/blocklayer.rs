@@ -12,13 +12,23 @@
 //! actions:
 //!   Io { op, offset, len, token } → a sub-request h of the disk's host file (a VReq that
 //!                                   carries token): host_start(h)
+//!   WriteZeroes { offset, len, token }
+//!                                 → a sub-request h: fs_zero_range(h) (hostfs.rs: the host
+//!                                   filesystem's fallocate(FALLOC_FL_ZERO_RANGE) of the
+//!                                   image file; the driver emits it only for a disk on a
+//!                                   filesystem volume, ImageCaps), then sub_finish(h)
 //!   Flush { token }               → a sub-request h, op Flush: host_start(h) (fdatasync of
 //!                                   the image file, then FLUSH CACHE)
+//!   Delay { ns, token }           → a sub-request h with no I/O: ImageDone(h) at now + ns
+//!                                   (the driver's zero fill of a read's buffer)
 //!   Complete { req }              → host_finish(req): the VMM completes it to the guest
 //! host_finish(h) of a sub-request → ImageDone(h) now (an event: the host cache's actions
 //!                                   are being carried out, and the driver may start new
 //!                                   requests on the host cache) → driver.on_done(token)
 //! ```
+//!
+//! The driver's capabilities (`ImageCaps`: the VM's `qemu_version` profile and whether the
+//! disk's volume has a filesystem) are set where the drivers are built (mod.rs).
 //!
 //! `r` is the leading part of a host request (QEMU merges a batch's contiguous parts:
 //! guest.rs), `host_len` its merged length. Simplifications: the request holds its I/O
@@ -111,9 +121,17 @@ impl Sim {
                     let h = self.guest.insert_sub(disk, op, offset, len, token);
                     self.host_start(now, h);
                 }
+                ImageAction::WriteZeroes { offset, len, token } => {
+                    let h = self.guest.insert_sub(disk, Op::Write, offset, len, token);
+                    self.fs_zero_range(now, disk, offset, len, h);
+                }
                 ImageAction::Flush { token } => {
                     let h = self.guest.insert_sub(disk, Op::Flush, 0, 0, token);
                     self.host_start(now, h);
+                }
+                ImageAction::Delay { ns, token } => {
+                    let h = self.guest.insert_sub(disk, Op::Read, 0, 0, token);
+                    self.q.push(now + ns, Event::ImageDone(h).pack());
                 }
                 ImageAction::Complete { req } => self.host_finish(now, req as usize),
             }

@@ -77,7 +77,7 @@ use vmio_core::cache::{HostDisk, PAGE_BYTES};
 use vmio_core::cpu::hypervisor::HvCosts;
 use vmio_core::fio::{JobSpec, FIO_MAX_JOBS};
 use vmio_core::guest::os::{GuestDisk, GuestOs};
-use vmio_core::image::ImageFormat;
+use vmio_core::image::{ImageCaps, ImageFormat};
 use vmio_core::params::Values;
 use vmio_core::stack::{Stack, StackError};
 use vmio_core::units::quote;
@@ -366,8 +366,11 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
     };
     for (vi, vm) in stack.vms.iter().enumerate() {
         disk_base.push(disks.len());
+        let qemu = vmio_core::vdisk::qemu::lookup(vm.qemu_version)
+            .unwrap_or_else(vmio_core::vdisk::qemu::default_profile);
         for d in &vm.disks {
-            let driver = image_driver(d);
+            let on_fs = stack.volumes[d.volume].filesystem.is_some();
+            let driver = image_driver(d, ImageCaps::of(qemu, on_fs));
             // The host file: the image (and its backing files) under a driver, else the
             // disk's bytes themselves.
             let file_bytes = driver.as_ref().map_or(d.size_bytes, |x| x.file_bytes());
@@ -384,8 +387,6 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
                     )
                 }),
             });
-            let qemu = vmio_core::vdisk::qemu::lookup(vm.qemu_version)
-                .unwrap_or_else(vmio_core::vdisk::qemu::default_profile);
             vdisks.push(VDiskState::new(InterfaceModel::for_disk(
                 d,
                 qemu,
@@ -417,9 +418,9 @@ struct BuiltDisks {
     disk_base: Vec<usize>,
 }
 
-/// The format driver of disk `d` (None: raw, the identity).
-fn image_driver(d: &DiskSpec) -> Option<Box<dyn ImageFormat>> {
-    vmio_core::image::build(&d.image, d.size_bytes)
+/// The format driver of disk `d` over layers that offer `caps` (None: raw, the identity).
+fn image_driver(d: &DiskSpec, caps: ImageCaps) -> Option<Box<dyn ImageFormat>> {
+    vmio_core::image::build(&d.image, d.size_bytes, caps)
 }
 
 /// A guest kernel for every VM with a job that is not direct block I/O; each job on files
