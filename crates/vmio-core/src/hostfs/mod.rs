@@ -56,21 +56,100 @@
 //!   (`calc_default_ag_geometry`), the internal log in AG `agcount / 2` after its header
 //!   blocks, sized fs/2048 within [64 MiB, 2 GiB] (`calculate_log_size`).
 //!
+//! The file's size, the inode lock and `fallocate(FALLOC_FL_ZERO_RANGE)` were written from
+//! Linux 6.17's sources, read for this module (and checked against 6.2's where they differ):
+//!
+//! - `fs/ext4/file.c`, `ext4_dio_write_iter` / `ext4_dio_write_checks`: a direct write takes
+//!   `i_rwsem` shared, and exclusively when it is extending (`ext4_extending_io`: its end
+//!   beyond `i_size`), not an overwrite (`ext4_overwrite_io`: some block is a hole; since
+//!   Linux 6.x unwritten blocks count as overwritten, 6.2 still took the lock exclusively for
+//!   them), or unaligned to a block over unwritten blocks. Held exclusively with an extending
+//!   or unaligned write, the write runs synchronously (`IOMAP_DIO_FORCE_WAIT`) under the lock;
+//!   only an unaligned write into holes or unwritten blocks first drains the file's direct
+//!   I/O (`inode_dio_wait`). An extending write adds the inode to the orphan list in a handle
+//!   of its own before the I/O (`ext4_orphan_add`: the superblock's `s_last_orphan` and the
+//!   inode, `orphan_file` being off in mke2fs.conf 1.47.0, as [`crate::guest::ext4`] has it),
+//!   and its completion (`ext4_dio_write_end_io` → `ext4_handle_inode_extension`) sets
+//!   `i_disksize` and removes it, dirtying the inode: `ext4_do_update_inode` makes the running
+//!   transaction the datasync one when the on-disk size changed. Otherwise the lock is
+//!   dropped once the I/O is submitted (`iomap_dio_rw` returns `-EIOCBQUEUED`): what it
+//!   covers is the mapping and the allocation (`ext4_iomap_alloc`).
+//! - `fs/ext4/inode.c`, `ext4_iomap_alloc`: blocks at or past `i_size` are allocated as
+//!   written extents (`EXT4_GET_BLOCKS_CREATE`: nothing to convert at completion), below it as
+//!   unwritten ones (`EXT4_GET_BLOCKS_IO_CREATE_EXT`).
+//! - `fs/xfs/xfs_file.c`, `xfs_file_dio_write_aligned` / `xfs_file_write_checks` /
+//!   `xfs_file_write_zero_eof`: an aligned direct write holds `XFS_IOLOCK_SHARED` even when it
+//!   extends the file; only a write starting past `i_size` takes it exclusively, waits for the
+//!   file's direct I/O (`inode_dio_wait`: completions move EOF) and zeroes the gap from the old
+//!   EOF, then demotes to shared. `xfs_dio_write_end_io` sets the size at completion, in the
+//!   unwritten conversion's transaction (`xfs_iomap_write_unwritten(.., update_isize)`).
+//!   `xfs_file_dio_write_unaligned`: an unaligned write that extends, allocates or meets
+//!   unwritten blocks takes the lock exclusively, drains the direct I/O and runs synchronously.
+//!   A write into holes allocates under `XFS_ILOCK_EXCL` (`xfs_iomap_write_direct`), which the
+//!   other submissions' mapping lookups wait on.
+//! - `fs/ext4/extents.c`, `ext4_fallocate` / `ext4_zero_range` / `ext4_alloc_file_blocks`:
+//!   `inode_lock`, `inode_dio_wait`, the page cache of the range dropped, then one
+//!   `ext4_map_blocks` call per mapping of the range (at most `EXT_UNWRITTEN_MAX_LEN` blocks),
+//!   each in its own handle with `EXT4_GET_BLOCKS_CREATE_UNWRIT_EXT |
+//!   EXT4_GET_BLOCKS_CONVERT_UNWRITTEN` (holes allocated unwritten, written extents marked
+//!   unwritten), the size raised to the range's end, the inode dirtied and
+//!   `ext4_update_inode_fsync_trans(.., 1)` each time.
+//! - `fs/xfs/xfs_file.c`, `__xfs_file_fallocate` / `xfs_falloc_zero_range`: `XFS_IOLOCK_EXCL |
+//!   XFS_MMAPLOCK_EXCL`, `inode_dio_wait`, `xfs_free_file_space` (the written extents freed),
+//!   `xfs_alloc_file_space` (the range allocated unwritten), `xfs_falloc_setsize`.
+//! - `fs/iomap/direct-io.c`, `iomap_dio_rw`: `inode_dio_begin` at submission, `inode_dio_end`
+//!   after the completion's `end_io` (conversion, size); a read of a hole or unwritten extent
+//!   zeroes the user's buffer (`iomap_dio_hole_iter`, `iov_iter_zero`), a buffered one zeroes
+//!   the page-cache folio; QEMU's file-posix zero-fills a read short at EOF. ext4 and XFS
+//!   direct reads hold `i_rwsem` / `XFS_IOLOCK` shared (`ext4_dio_read_iter`,
+//!   `xfs_file_dio_read`). rwsems are fair: a waiting writer blocks new readers
+//!   (`kernel/locking/rwsem.c`, the handoff to the first waiter).
+//!
 //! # Rules (pseudo-code)
 //!
 //! ```text
 //! file of disk d: blocks of 4 KiB; start state by [vm.disk.image] preallocation
 //!   (initial_state): full, metadata → written; falloc → unwritten; off (qemu-img's
 //!   default, so also a disk without the table) → hole; then populated's head written
-//! Io(write, range, token):
-//!   every block written → the same Io (the cache's token: no cost, as a block device)
-//!   else: holes → unwritten now (allocation: per group touched its bitmap + descriptor
-//!         block (ext4) or its AGF + 2 free-space leaves (XFS), the inode, the extent
-//!         leaf), wait alloc_cost; then the data Io; at its completion unwritten → written
-//!         (conversion: the inode, the extent leaf), wait convert_cost; then the cache's
+//! file: i_size (initial_file_len), own (the top image's bytes: only they can grow), direct
+//!   (cache.direct: O_DIRECT), dio (direct I/Os in flight, i_dio_count), the inode lock:
+//!   holder (one exclusive request) and a FIFO queue of (request, exclusive)
+//! lock(r, excl): queue r; grant: while nobody holds it, pop the front: shared → start it
+//!   (its hold ends at once: submission costs no time here); exclusive → it holds the lock;
+//!   if it drains and dio > 0, it starts when dio reaches 0; else it starts now
+//! Io(write, range, token), buffered file (the page cache's writeback): no lock, no dio;
+//!   every block written → the same Io (the cache's token: no cost, as a block device);
+//!   else the allocation below; i_size = max(i_size, end) at once (the copy set it)
+//! Io(write, range, token), direct file: lock(mode) where, with extend = range in own and
+//!   end > i_size, holes / unwritten / written = the range's blocks, unaligned = offset or
+//!   len not a multiple of 4 KiB:
+//!   ext4: exclusive = extend | holes | (unaligned & unwritten);
+//!         sync (held to completion) = exclusive & (extend | unaligned);
+//!         drain = sync & unaligned & (holes | unwritten)
+//!   XFS aligned: exclusive = gap (offset > i_size, in own) | holes; drain = gap; sync: no
+//!   XFS unaligned: exclusive = sync = drain = (end >= i_size, in own) | not all written
+//!   started: every block written → data Io; else holes → allocated (ext4 with the first
+//!         block at or past i_size: written, nothing to convert; else unwritten), per group
+//!         touched its bitmap + descriptor block (ext4) or its AGF + 2 free-space leaves
+//!         (XFS), the inode, the extent leaf; ext4 extend: the superblock (orphan add) and
+//!         the inode; wait alloc_cost; then the data Io (dio += 1; an exclusive, not sync
+//!         holder releases the lock); at its completion: extend → i_size = end, the inode
+//!         dirtied; unwritten → written (conversion: the inode, the extent leaf), wait
+//!         convert_cost; then done: dio -= 1, a sync holder releases the lock, the cache's
 //!         token is done. Each dirtying sets the file's datasync tid to the running one.
-//! Io(read, range, token): the written runs of the range as Ios (none: done at once)
+//! Io(read, range, token): direct file, in own: lock(shared), dio += 1 until done (a backing
+//!   file's reads: neither, another inode); the written runs
+//!   of the range as Ios, and the rest (holes, unwritten, past EOF) zeroed: a wait of
+//!   bytes / ZERO_FILL_BPS beside them; done when all are
 //! Io(trim): the same Io (discard passes through; punching holes is left out)
+//! zero_range(range, token)  (fallocate(FALLOC_FL_ZERO_RANGE), QEMU's write-zeroes):
+//!   lock(exclusive, drain); then ext4: one call per run of one state in the range (runs
+//!   capped at 32767 blocks): holes → unwritten (allocation's metadata), written →
+//!   unwritten (the inode, the extent leaf), the inode dirtied always;
+//!   XFS: written runs freed, then the runs of holes allocated unwritten (a call each,
+//!   allocation's metadata), nothing dirtied when the range was all unwritten;
+//!   in own and end > i_size → i_size = end, the inode dirtied;
+//!   wait calls x alloc_cost; release; the token is done
 //! Flush(d, token)  (ext4_sync_file / xfs_file_fsync after the data):
 //!   file's datasync tid committed → FLUSH, then done
 //!   else: the tid is running → commit it (after the commit in progress, if any);
@@ -95,9 +174,21 @@
 //! - Checkpoints (the metadata written home after a commit, when the log fills or the
 //!   block device's writeback comes) are left out: the log is a ring that never fills.
 //! - CPU costs are delays of the request (the allocation before the data I/O, the
-//!   conversion after it), not work on a simulated core.
-//! - Hole punching (discard with `discard=unmap`), file growth and `fsync` (not datasync)
-//!   are left out: QEMU's raw driver writes inside the file's size and calls fdatasync.
+//!   conversion after it, the zeroing of a read's holes), not work on a simulated core. The
+//!   journal handles of the orphan list and of the size update cost no time of their own.
+//! - One lock per file stands for `i_rwsem` (XFS: the IOLOCK, and the ILOCK its allocations
+//!   take); submission takes no time, so a shared hold ends at once and only exclusive
+//!   holders (allocations, synchronous writes, zero ranges) keep others waiting. Extent
+//!   conversions at completion (`i_data_sem`, the ILOCK) do not wait for it.
+//! - Buffered I/O (the host page cache's fetches and writeback) takes no lock: the kernel
+//!   serializes buffered writers on `i_rwsem` only for their copy into the page cache (the
+//!   host cache's Copy, not modelled here), and writeback raises the size as it allocates.
+//!   PDC's journal writes, O_DIRECT on a buffered disk, are treated as buffered.
+//! - A zero range's partial edge blocks count as whole blocks (QEMU zeroes whole clusters),
+//!   and the page cache of the range is not dropped. XFS's zeroing of a gap past EOF writes
+//!   nothing: the gap is holes here.
+//! - Hole punching (discard with `discard=unmap`) and `fsync` (not datasync) are left out:
+//!   QEMU calls fdatasync.
 
 pub mod extents;
 
@@ -107,17 +198,32 @@ use crate::image::ImageSpec;
 use crate::params::{self, Entry, Kind, ParamError, ParamSpec, Value, Values};
 use crate::request::Op;
 use crate::slab::Slab;
+use crate::units::transfer_ns;
 use crate::{Ns, MS, SEC, US};
 use extents::{BlockState, ExtentMap};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use thiserror::Error;
 
 pub use crate::cache::Token;
 
 /// Filesystem block size (both filesystems' mkfs default).
 pub const BLOCK_BYTES: u64 = 4096;
-/// A token of this policy (the host cache's never set this bit: its kinds are below 2^7).
+/// A token of this policy (the host cache's never set this bit: its kinds are below 2^6).
 pub const FS_TOKEN: u64 = 1 << 63;
+/// The bit an engine sets on the tokens it hands to [`HostFs::on_zero_range`], so that it can
+/// tell their [`FsAction::Done`] from the host cache's (whose kinds, shifted by 56, stay below
+/// it) and from this policy's own ([`FS_TOKEN`]).
+pub const ZERO_RANGE_TOKEN: u64 = 1 << 62;
+/// How fast the kernel zeroes a reader's buffer for the holes and unwritten blocks of a read
+/// (`iov_iter_zero` of a direct read, a zeroed page-cache folio of a buffered one): one core's
+/// memset on a DDR4 server, ~10 GB/s (an estimate; the simulator's RAM device copies at the
+/// same rate).
+pub const ZERO_FILL_BPS: u64 = 10_000_000_000;
+/// ext4's longest unwritten extent (`EXT_UNWRITTEN_MAX_LEN`): one `ext4_map_blocks` call of
+/// `ext4_alloc_file_blocks` maps at most this many blocks.
+const EXT4_UNWRITTEN_MAX_BLOCKS: u64 = 32767;
+/// XFS's longest extent (`XFS_MAX_BMBT_EXTLEN`, 2^21 - 1 blocks): one allocation call's most.
+const XFS_MAX_EXTENT_BLOCKS: u64 = (1 << 21) - 1;
 /// Extents per ext4 extent leaf block: (4096 - 12-byte header) / 12-byte entries.
 const EXT4_LEAF_EXTENTS: u64 = (BLOCK_BYTES - 12) / 12;
 /// Extents in an ext4 inode (`i_block`: a header and 4 entries).
@@ -357,6 +463,14 @@ pub struct HostFile {
     pub initial: BlockState,
     /// Bytes at the file's start written before the run (`populated`).
     pub written_prefix: u64,
+    /// The file's size (`i_size`) when the run starts ([`crate::image::initial_file_len`]).
+    pub len_bytes: u64,
+    /// The region's first bytes that are the top image file, the one that grows
+    /// ([`ImageSpec::own_file_bytes`]); backing files follow it and are never written.
+    pub own_bytes: u64,
+    /// Opened with O_DIRECT (`cache.direct`): its Ios are direct I/O, which take the inode
+    /// lock; else they are the host page cache's fetches and writeback.
+    pub direct: bool,
 }
 
 /// A decision for the engine.
@@ -395,6 +509,16 @@ pub struct HostFsStats {
     pub journal_bytes: u64,
     /// Flushes that needed no commit (only the device FLUSH).
     pub flush_only: u64,
+    /// Direct writes that moved the file's size (extending writes).
+    pub extending_writes: u64,
+    /// Requests that waited for the inode lock (or for the file's direct I/O to drain), and
+    /// their waits summed.
+    pub lock_waits: u64,
+    pub lock_wait_ns: u64,
+    /// fallocate(FALLOC_FL_ZERO_RANGE) calls.
+    pub zero_ranges: u64,
+    /// Bytes read from holes, unwritten blocks or past EOF: zeroed by the kernel, no I/O.
+    pub zeroed_read_bytes: u64,
 }
 
 type Tid = u64;
@@ -406,10 +530,36 @@ struct File {
     /// The transaction the next fdatasync must see committed (0: none).
     datasync_tid: Tid,
     stats: HostFsStats,
+    /// `i_size`, the top image's bytes, O_DIRECT.
+    size: u64,
+    own: u64,
+    direct: bool,
+    /// Direct I/Os submitted and not completed (`i_dio_count`).
+    dio: u32,
+    /// The inode lock: its exclusive holder (a slot of `pending`), whether that holder waits
+    /// for `dio` to reach 0, and the requests waiting, in order, with the mode they want.
+    holder: Option<usize>,
+    draining: bool,
+    queue: VecDeque<(usize, bool)>,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// How a request takes the inode lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Mode {
+    exclusive: bool,
+    /// Wait for the file's direct I/O to drain once the lock is held (`inode_dio_wait`).
+    drain: bool,
+    /// Hold the lock until the request is done (a synchronous write, a zero range); else an
+    /// exclusive holder releases it once its I/O is submitted.
+    sync: bool,
+    /// A direct I/O (counted in `dio` while in flight).
+    direct: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
+    /// A direct write waiting for the inode lock.
+    Queued,
     /// A write: allocated; its data Io next.
     Allocated,
     /// A write: its data Io is out; the conversion after it.
@@ -418,6 +568,7 @@ enum Stage {
     Converted,
 }
 
+#[derive(Clone, Copy, Debug)]
 enum Pending {
     Write {
         token: Token,
@@ -426,11 +577,30 @@ enum Pending {
         len: u64,
         sync: bool,
         stage: Stage,
+        mode: Mode,
+        /// Its blocks are unwritten until its completion converts them.
+        convert: bool,
+        /// When it asked for the inode lock.
+        since: Ns,
     },
-    /// A read's Ios still out (0: a read of holes, woken at once).
+    /// A read: its Ios and its zeroing still out (`remaining`; 0 while it waits for the lock).
     Read {
         token: Token,
+        disk: u32,
+        offset: u64,
+        len: u64,
+        sync: bool,
         remaining: u32,
+        mode: Mode,
+        since: Ns,
+    },
+    /// A zero range: waiting for the lock (or the drain), then its allocation's time.
+    Zero {
+        token: Token,
+        disk: u32,
+        offset: u64,
+        len: u64,
+        since: Ns,
     },
     /// An fdatasync waiting for its transaction (then a FLUSH if `flush`).
     Fsync {
@@ -577,6 +747,13 @@ impl HostFs {
                     },
                     datasync_tid: 0,
                     stats: HostFsStats::default(),
+                    size: f.len_bytes,
+                    own: f.own_bytes.min(f.size_bytes),
+                    direct: f.direct,
+                    dio: 0,
+                    holder: None,
+                    draining: false,
+                    queue: VecDeque::new(),
                 })
             })
             .collect();
@@ -595,6 +772,11 @@ impl HostFs {
     /// The figures of `disk`'s file, if it is one.
     pub fn stats(&self, disk: u32) -> Option<HostFsStats> {
         self.files.get(disk as usize)?.as_ref().map(|f| f.stats)
+    }
+
+    /// The size (`i_size`) of `disk`'s file.
+    pub fn size(&self, disk: u32) -> Option<u64> {
+        self.files.get(disk as usize)?.as_ref().map(|f| f.size)
     }
 
     /// The allocation map of `disk`'s file.
@@ -623,8 +805,111 @@ impl HostFs {
     ) {
         let f = self.file(disk);
         let (b, n) = blocks_of(offset, len);
-        let vo = f.volume_offset;
-        let io = |op, token| FsAction::Io {
+        let direct = f.direct;
+        match op {
+            Op::Write if direct => {
+                let mode = self.write_mode(disk, offset, len);
+                let slot = self.pending.insert(Pending::Write {
+                    token,
+                    disk,
+                    offset,
+                    len,
+                    sync,
+                    stage: Stage::Queued,
+                    mode,
+                    convert: false,
+                    since: now,
+                });
+                self.lock(now, disk, slot, mode.exclusive, out);
+            }
+            Op::Write => {
+                // The page cache's writeback: the copy has set the size already.
+                if offset < f.own && offset + len > f.size {
+                    f.size = offset + len;
+                }
+                if f.map.all(b, n, BlockState::Written) {
+                    return out.push(self.passthrough(disk, op, offset, len, sync, token));
+                }
+                let slot = self.pending.insert(Pending::Write {
+                    token,
+                    disk,
+                    offset,
+                    len,
+                    sync,
+                    stage: Stage::Queued,
+                    mode: Mode::default(),
+                    convert: false,
+                    since: now,
+                });
+                self.start_write(now, slot, out);
+            }
+            Op::Read => {
+                if !direct && f.map.all(b, n, BlockState::Written) {
+                    return out.push(self.passthrough(disk, op, offset, len, sync, token));
+                }
+                // A backing file past the top image is an inode of its own, only ever read.
+                let direct = direct && offset < f.own;
+                let mode = Mode {
+                    direct,
+                    ..Mode::default()
+                };
+                let slot = self.pending.insert(Pending::Read {
+                    token,
+                    disk,
+                    offset,
+                    len,
+                    sync,
+                    remaining: 0,
+                    mode,
+                    since: now,
+                });
+                if direct {
+                    self.lock(now, disk, slot, false, out);
+                } else {
+                    self.start_read(now, slot, out);
+                }
+            }
+            Op::Trim | Op::Flush => out.push(self.passthrough(disk, op, offset, len, sync, token)),
+        }
+    }
+
+    /// `fallocate(FALLOC_FL_ZERO_RANGE)` of `[offset, offset + len)` of `disk`'s file (QEMU's
+    /// write-zeroes, block/file-posix.c `handle_aiocb_write_zeroes`); `Done { token }` when it
+    /// returns. The engine marks `token` with [`ZERO_RANGE_TOKEN`].
+    pub fn on_zero_range(
+        &mut self,
+        now: Ns,
+        disk: u32,
+        offset: u64,
+        len: u64,
+        token: Token,
+        out: &mut Vec<FsAction>,
+    ) {
+        self.file(disk).stats.zero_ranges += 1;
+        let slot = self.pending.insert(Pending::Zero {
+            token,
+            disk,
+            offset,
+            len,
+            since: now,
+        });
+        self.lock(now, disk, slot, true, out);
+    }
+
+    /// The cache's Io unchanged (a block device's behaviour).
+    fn passthrough(
+        &self,
+        disk: u32,
+        op: Op,
+        offset: u64,
+        len: u64,
+        sync: bool,
+        token: Token,
+    ) -> FsAction {
+        let vo = self.files[disk as usize]
+            .as_ref()
+            .map_or(0, |f| f.volume_offset);
+        FsAction::Io {
             disk,
             op,
             volume_offset: vo + offset,
@@ -632,73 +917,373 @@ impl HostFs {
             sync,
             fua: false,
             token,
-        };
-        match op {
-            Op::Write => {
-                if f.map.all(b, n, BlockState::Written) {
-                    return out.push(io(op, token));
-                }
-                let fs = f.fs;
-                let before = f.map.set(b, n, BlockState::Unwritten);
-                let slot = self.pending.insert(Pending::Write {
-                    token,
-                    disk,
-                    offset,
-                    len,
-                    sync,
-                    stage: Stage::DataOut,
-                });
-                if before[0] > 0 {
-                    self.file(disk).stats.blocks_allocated += before[0];
-                    self.dirty_alloc(disk, b, n);
-                    let at = now + self.fss[fs].alloc_ns;
-                    if let Pending::Write { stage, .. } = self.pending.get(slot) {
-                        *stage = Stage::Allocated;
-                    }
-                    out.push(FsAction::Wake {
-                        at,
-                        token: fs_token(slot),
-                    });
-                    self.arm_timer(now, fs, out);
-                } else {
-                    out.push(io(op, fs_token(slot)));
-                }
-            }
-            Op::Read => {
-                if f.map.all(b, n, BlockState::Written) {
-                    return out.push(io(op, token));
-                }
-                let mut runs: Vec<(u64, u64)> = Vec::new();
-                f.map
-                    .runs(b, n, BlockState::Written, |s, k| runs.push((s, k)));
-                let slot = self.pending.insert(Pending::Read {
-                    token,
-                    remaining: runs.len() as u32,
-                });
-                if runs.is_empty() {
-                    return out.push(FsAction::Wake {
-                        at: now,
-                        token: fs_token(slot),
-                    });
-                }
-                // The runs, clipped to the request's bytes.
-                let end = offset + len;
-                for (s, k) in runs {
-                    let lo = (s * BLOCK_BYTES).max(offset);
-                    let hi = ((s + k) * BLOCK_BYTES).min(end);
-                    out.push(FsAction::Io {
-                        disk,
-                        op,
-                        volume_offset: vo + lo,
-                        len: hi - lo,
-                        sync,
-                        fua: false,
-                        token: fs_token(slot),
-                    });
-                }
-            }
-            Op::Trim | Op::Flush => out.push(io(op, token)),
         }
+    }
+
+    /// How a direct write of `[offset, offset + len)` takes the inode lock (the rules of the
+    /// module doc: `ext4_dio_write_checks`, `xfs_file_dio_write_aligned` /
+    /// `xfs_file_dio_write_unaligned`), from the file as it is when the write arrives.
+    fn write_mode(&self, disk: u32, offset: u64, len: u64) -> Mode {
+        let f = self.files[disk as usize].as_ref().expect("a file");
+        let (b, n) = blocks_of(offset, len);
+        let end = offset + len;
+        let in_own = offset < f.own;
+        let extend = in_own && end > f.size;
+        let unaligned = !(offset | len).is_multiple_of(BLOCK_BYTES);
+        let written = f.map.all(b, n, BlockState::Written);
+        let holes = !written && f.map.count(b, n, BlockState::Hole) > 0;
+        let unwritten = !written && f.map.count(b, n, BlockState::Unwritten) > 0;
+        let (exclusive, sync, drain) = match self.fss[f.fs].kind {
+            FsKind::Ext4 => {
+                let overwrite = !extend && !holes;
+                let exclusive = extend || !overwrite || (unaligned && unwritten);
+                let sync = exclusive && (extend || unaligned);
+                (exclusive, sync, sync && unaligned && (holes || unwritten))
+            }
+            FsKind::Xfs if unaligned => {
+                let x = (in_own && end >= f.size) || !written;
+                (x, x, x)
+            }
+            FsKind::Xfs => {
+                let gap = in_own && offset > f.size;
+                (gap || holes, false, gap)
+            }
+        };
+        Mode {
+            exclusive,
+            drain,
+            sync,
+            direct: true,
+        }
+    }
+
+    /// Queue `slot` for `disk`'s inode lock and grant what can be.
+    fn lock(&mut self, now: Ns, disk: u32, slot: usize, exclusive: bool, out: &mut Vec<FsAction>) {
+        self.file(disk).queue.push_back((slot, exclusive));
+        self.grant(now, disk, out);
+    }
+
+    /// Hand `disk`'s inode lock to its waiters in order while nobody holds it: the shared ones
+    /// start (their hold ends at once), an exclusive one holds it (and starts unless it must
+    /// wait for the file's direct I/O to drain first).
+    fn grant(&mut self, now: Ns, disk: u32, out: &mut Vec<FsAction>) {
+        loop {
+            let f = self.file(disk);
+            if f.holder.is_some() {
+                return;
+            }
+            let Some((slot, exclusive)) = f.queue.pop_front() else {
+                return;
+            };
+            if exclusive {
+                f.holder = Some(slot);
+                let drain = self.mode(slot).drain;
+                let f = self.file(disk);
+                if drain && f.dio > 0 {
+                    f.draining = true;
+                    return;
+                }
+            }
+            self.start(now, slot, out);
+        }
+    }
+
+    /// The lock mode of a request's slot.
+    fn mode(&self, slot: usize) -> Mode {
+        match *self.pending.get_ref(slot) {
+            Pending::Write { mode, .. } | Pending::Read { mode, .. } => mode,
+            Pending::Zero { .. } => Mode {
+                exclusive: true,
+                drain: true,
+                sync: true,
+                direct: false,
+            },
+            _ => Mode::default(),
+        }
+    }
+
+    /// `slot` holds `disk`'s lock no more (the caller grants it on).
+    fn release(&mut self, disk: u32, slot: usize) {
+        let f = self.file(disk);
+        if f.holder == Some(slot) {
+            f.holder = None;
+            f.draining = false;
+        }
+    }
+
+    /// A direct I/O of `disk`'s file ended (`inode_dio_end`): a holder waiting for the drain
+    /// starts when it was the last.
+    fn dio_end(&mut self, now: Ns, disk: u32, out: &mut Vec<FsAction>) {
+        let f = self.file(disk);
+        f.dio = f.dio.saturating_sub(1);
+        if f.dio == 0 && f.draining {
+            f.draining = false;
+            if let Some(h) = f.holder {
+                self.start(now, h, out);
+            }
+        }
+    }
+
+    /// A request has the lock (or needs none): count its wait, then start it.
+    fn start(&mut self, now: Ns, slot: usize, out: &mut Vec<FsAction>) {
+        let (disk, since) = match *self.pending.get_ref(slot) {
+            Pending::Write { disk, since, .. }
+            | Pending::Read { disk, since, .. }
+            | Pending::Zero { disk, since, .. } => (disk, since),
+            _ => return,
+        };
+        if now > since {
+            let st = f_stats(&mut self.files, disk);
+            st.lock_waits += 1;
+            st.lock_wait_ns += now - since;
+        }
+        match self.pending.get_ref(slot) {
+            Pending::Write { .. } => self.start_write(now, slot, out),
+            Pending::Read { .. } => self.start_read(now, slot, out),
+            _ => self.start_zero(now, slot, out),
+        }
+    }
+
+    /// A write starts: allocate its holes (then its data Io), or its data Io now.
+    fn start_write(&mut self, now: Ns, slot: usize, out: &mut Vec<FsAction>) {
+        let Pending::Write {
+            disk,
+            offset,
+            len,
+            mode,
+            ..
+        } = *self.pending.get_ref(slot)
+        else {
+            return;
+        };
+        let (b, n) = blocks_of(offset, len);
+        let f = self.file(disk);
+        let fs = f.fs;
+        let ext4 = self.fss[fs].kind == FsKind::Ext4;
+        let f = self.file(disk);
+        let extend = mode.direct && offset < f.own && offset + len > f.size;
+        // ext4_dio_write_checks, under the lock: an exclusive holder runs synchronously only
+        // if the write still extends (or is unaligned).
+        let mut mode = mode;
+        if ext4 && mode.direct {
+            mode.sync = mode.exclusive && (extend || !(offset | len).is_multiple_of(BLOCK_BYTES));
+        }
+        let mut convert = false;
+        let mut holes = 0;
+        if !f.map.all(b, n, BlockState::Written) {
+            // ext4_iomap_alloc: blocks from i_size on are allocated written.
+            let written = mode.direct && ext4 && offset < f.own && b * BLOCK_BYTES >= f.size;
+            let target = if written {
+                BlockState::Written
+            } else {
+                BlockState::Unwritten
+            };
+            convert = !written;
+            holes = f.map.set(b, n, target)[0];
+        }
+        if extend && ext4 {
+            self.dirty_orphan(disk);
+        }
+        if holes > 0 {
+            self.file(disk).stats.blocks_allocated += holes;
+            self.dirty_alloc(disk, b, n);
+        }
+        if let Pending::Write {
+            stage,
+            convert: c,
+            mode: m,
+            ..
+        } = self.pending.get(slot)
+        {
+            *c = convert;
+            *m = mode;
+            *stage = if holes > 0 {
+                Stage::Allocated
+            } else {
+                Stage::DataOut
+            };
+        }
+        if holes > 0 {
+            out.push(FsAction::Wake {
+                at: now + self.fss[fs].alloc_ns,
+                token: fs_token(slot),
+            });
+        } else {
+            self.submit_write(disk, slot, out);
+        }
+        self.arm_timer(now, fs, out);
+    }
+
+    /// A write's data Io; an exclusive holder that is not synchronous lets the lock go.
+    fn submit_write(&mut self, disk: u32, slot: usize, out: &mut Vec<FsAction>) {
+        let Pending::Write {
+            offset,
+            len,
+            sync,
+            mode,
+            ..
+        } = *self.pending.get_ref(slot)
+        else {
+            return;
+        };
+        let f = self.file(disk);
+        out.push(FsAction::Io {
+            disk,
+            op: Op::Write,
+            volume_offset: f.volume_offset + offset,
+            len,
+            sync,
+            fua: false,
+            token: fs_token(slot),
+        });
+        if mode.direct {
+            f.dio += 1;
+        }
+        if !mode.sync {
+            self.release(disk, slot);
+        }
+    }
+
+    /// A read starts: its written runs as Ios and the zeroing of the rest beside them.
+    fn start_read(&mut self, now: Ns, slot: usize, out: &mut Vec<FsAction>) {
+        let Pending::Read {
+            disk,
+            offset,
+            len,
+            sync,
+            mode,
+            ..
+        } = *self.pending.get_ref(slot)
+        else {
+            return;
+        };
+        let (b, n) = blocks_of(offset, len);
+        let end = offset + len;
+        let f = self.file(disk);
+        let vo = f.volume_offset;
+        let (mut pieces, mut read) = (0u32, 0u64);
+        f.map.runs(b, n, BlockState::Written, |s, k| {
+            let lo = (s * BLOCK_BYTES).max(offset);
+            let hi = ((s + k) * BLOCK_BYTES).min(end);
+            if hi > lo {
+                out.push(FsAction::Io {
+                    disk,
+                    op: Op::Read,
+                    volume_offset: vo + lo,
+                    len: hi - lo,
+                    sync,
+                    fua: false,
+                    token: fs_token(slot),
+                });
+                pieces += 1;
+                read += hi - lo;
+            }
+        });
+        let zeroed = len - read;
+        if zeroed > 0 || pieces == 0 {
+            f.stats.zeroed_read_bytes += zeroed;
+            out.push(FsAction::Wake {
+                at: now + transfer_ns(zeroed, ZERO_FILL_BPS),
+                token: fs_token(slot),
+            });
+            pieces += 1;
+        }
+        if mode.direct {
+            f.dio += 1;
+        }
+        if let Pending::Read { remaining, .. } = self.pending.get(slot) {
+            *remaining = pieces;
+        }
+    }
+
+    /// A zero range holds the lock with no direct I/O in flight: change the range's blocks to
+    /// unwritten, raise the size, and wait for the calls' time.
+    fn start_zero(&mut self, now: Ns, slot: usize, out: &mut Vec<FsAction>) {
+        let Pending::Zero {
+            disk, offset, len, ..
+        } = *self.pending.get_ref(slot)
+        else {
+            return;
+        };
+        let (b, n) = blocks_of(offset, len);
+        let f = self.file(disk);
+        let fs = f.fs;
+        let kind = self.fss[fs].kind;
+        let f = self.file(disk);
+        let runs_of = |m: &ExtentMap, state: BlockState| {
+            let mut v = Vec::new();
+            m.runs(b, n, state, |s, k| v.push((s, k)));
+            v
+        };
+        let holes = runs_of(&f.map, BlockState::Hole);
+        let written = runs_of(&f.map, BlockState::Written);
+        let calls_of = |runs: &[(u64, u64)], max: u64| -> u64 {
+            runs.iter().map(|&(_, k)| k.div_ceil(max)).sum()
+        };
+        let mut calls;
+        let mut allocated = Vec::new();
+        match kind {
+            FsKind::Ext4 => {
+                // ext4_alloc_file_blocks: one ext4_map_blocks per mapping, whatever its state.
+                let unwritten = runs_of(&f.map, BlockState::Unwritten);
+                calls = calls_of(&holes, EXT4_UNWRITTEN_MAX_BLOCKS)
+                    + calls_of(&written, EXT4_UNWRITTEN_MAX_BLOCKS)
+                    + calls_of(&unwritten, EXT4_UNWRITTEN_MAX_BLOCKS);
+                allocated.extend_from_slice(&holes);
+            }
+            FsKind::Xfs => {
+                // xfs_free_file_space, then xfs_alloc_file_space over the holes left.
+                calls = calls_of(&written, XFS_MAX_EXTENT_BLOCKS);
+                for &(s, k) in &written {
+                    f.map.set(s, k, BlockState::Hole);
+                }
+                allocated = runs_of(&f.map, BlockState::Hole);
+                calls += calls_of(&allocated, XFS_MAX_EXTENT_BLOCKS);
+            }
+        }
+        let before = f.map.set(b, n, BlockState::Unwritten);
+        let end = offset + len;
+        let grows = offset < f.own && end > f.size;
+        if grows {
+            f.size = end;
+        }
+        let changed = before[1] < n.min(f.map.blocks().saturating_sub(b)) || grows;
+        f.stats.blocks_allocated += holes.iter().map(|r| r.1).sum::<u64>();
+        for &(s, k) in &allocated {
+            self.dirty_alloc(disk, s, k);
+        }
+        if kind == FsKind::Ext4 {
+            for &(s, _) in &written {
+                self.dirty_convert(disk, s);
+            }
+            self.dirty_inode(disk);
+        } else if changed {
+            self.dirty_inode(disk);
+        }
+        calls = calls.max(u64::from(kind == FsKind::Ext4));
+        out.push(FsAction::Wake {
+            at: now + calls * self.fss[fs].alloc_ns,
+            token: fs_token(slot),
+        });
+        self.arm_timer(now, fs, out);
+    }
+
+    /// A request is done: hand its token back, let the lock go if it held it, end its
+    /// direct I/O, and grant the lock on.
+    fn finish(&mut self, now: Ns, slot: usize, out: &mut Vec<FsAction>) {
+        let mode = self.mode(slot);
+        let (token, disk) = match self.pending.remove(slot) {
+            Pending::Write { token, disk, .. }
+            | Pending::Read { token, disk, .. }
+            | Pending::Zero { token, disk, .. } => (token, disk),
+            _ => return,
+        };
+        out.push(FsAction::Done { token });
+        self.release(disk, slot);
+        if mode.direct {
+            self.dio_end(now, disk, out);
+        }
+        self.grant(now, disk, out);
     }
 
     /// A Flush action of the host cache for `disk`'s file: the tail of its fdatasync.
@@ -731,74 +1316,87 @@ impl HostFs {
     /// The Io, Flush or Wake of one of this policy's tokens completed.
     pub fn on_done(&mut self, now: Ns, token: Token, out: &mut Vec<FsAction>) {
         let slot = (token.0 & !FS_TOKEN) as usize;
-        match self.pending.get(slot) {
+        match *self.pending.get_ref(slot) {
             Pending::Write {
-                token,
                 disk,
                 offset,
                 len,
-                sync,
                 stage,
-            } => {
-                let (token, disk, offset, len, sync) = (*token, *disk, *offset, *len, *sync);
-                match *stage {
-                    Stage::Allocated => {
+                mode,
+                convert,
+                ..
+            } => match stage {
+                // A queued write has no token out.
+                Stage::Queued => {}
+                Stage::Allocated => {
+                    if let Pending::Write { stage, .. } = self.pending.get(slot) {
                         *stage = Stage::DataOut;
-                        let vo = self.file(disk).volume_offset;
-                        out.push(FsAction::Io {
-                            disk,
-                            op: Op::Write,
-                            volume_offset: vo + offset,
-                            len,
-                            sync,
-                            fua: false,
-                            token: fs_token(slot),
-                        });
                     }
-                    Stage::DataOut => {
-                        *stage = Stage::Converted;
-                        let (b, n) = blocks_of(offset, len);
-                        let f = self.file(disk);
-                        let fs = f.fs;
-                        let before = f.map.set(b, n, BlockState::Written);
-                        let converted = before[1] > 0;
-                        if converted {
-                            f.stats.extents_converted += 1;
-                            self.dirty_convert(disk, b);
+                    self.submit_write(disk, slot, out);
+                    self.grant(now, disk, out);
+                }
+                Stage::DataOut => {
+                    let (b, n) = blocks_of(offset, len);
+                    let f = self.file(disk);
+                    let fs = f.fs;
+                    let end = offset + len;
+                    // ext4_handle_inode_extension / xfs_dio_write_end_io: the new size.
+                    let extend = mode.direct && offset < f.own && end > f.size;
+                    if extend {
+                        f.size = end;
+                        f.stats.extending_writes += 1;
+                        if self.fss[fs].kind == FsKind::Ext4 {
+                            self.dirty_orphan(disk);
+                        } else {
+                            self.dirty_inode(disk);
                         }
-                        out.push(FsAction::Wake {
-                            at: now + self.fss[fs].convert_ns,
-                            token: fs_token(slot),
-                        });
-                        if converted {
+                    }
+                    if !convert {
+                        if extend {
                             self.arm_timer(now, fs, out);
                         }
+                        return self.finish(now, slot, out);
                     }
-                    Stage::Converted => {
-                        self.pending.remove(slot);
-                        out.push(FsAction::Done { token });
+                    if let Pending::Write { stage, .. } = self.pending.get(slot) {
+                        *stage = Stage::Converted;
+                    }
+                    let f = self.file(disk);
+                    let before = f.map.set(b, n, BlockState::Written);
+                    let converted = before[1] > 0;
+                    if converted {
+                        f.stats.extents_converted += 1;
+                        self.dirty_convert(disk, b);
+                    }
+                    out.push(FsAction::Wake {
+                        at: now + self.fss[fs].convert_ns,
+                        token: fs_token(slot),
+                    });
+                    if converted || extend {
+                        self.arm_timer(now, fs, out);
                     }
                 }
-            }
-            Pending::Read { token, remaining } => {
-                let token = *token;
-                *remaining = remaining.saturating_sub(1);
-                if *remaining == 0 {
-                    self.pending.remove(slot);
-                    out.push(FsAction::Done { token });
+                Stage::Converted => self.finish(now, slot, out),
+            },
+            Pending::Read { remaining, .. } => {
+                if remaining <= 1 {
+                    self.finish(now, slot, out);
+                } else if let Pending::Read { remaining, .. } = self.pending.get(slot) {
+                    *remaining -= 1;
                 }
             }
+            Pending::Zero { .. } => self.finish(now, slot, out),
             Pending::FsyncFlush { token } => {
-                let token = *token;
                 self.pending.remove(slot);
                 out.push(FsAction::Done { token });
             }
             // An fsync waits on its commit (commit_done), never on a token of its own.
             Pending::Fsync { .. } => {}
             Pending::CommitLog { fs, remaining } => {
-                let fs = *fs;
-                *remaining -= 1;
-                if *remaining > 0 {
+                if remaining > 1 {
+                    *self.pending.get(slot) = Pending::CommitLog {
+                        fs,
+                        remaining: remaining - 1,
+                    };
                     return;
                 }
                 *self.pending.get(slot) = Pending::CommitFlush { fs };
@@ -808,7 +1406,6 @@ impl HostFs {
                 });
             }
             Pending::CommitFlush { fs } => {
-                let fs = *fs;
                 *self.pending.get(slot) = Pending::CommitRecord { fs };
                 let s = &mut self.fss[fs];
                 if let Some(c) = s.committing.as_mut() {
@@ -835,12 +1432,10 @@ impl HostFs {
                 });
             }
             Pending::CommitRecord { fs } => {
-                let fs = *fs;
                 self.pending.remove(slot);
                 self.commit_done(now, fs, out);
             }
             Pending::Timer { fs, tid } => {
-                let (fs, tid) = (*fs, *tid);
                 self.pending.remove(slot);
                 let s = &mut self.fss[fs];
                 if s.running == tid && !s.dirty.is_empty() {
@@ -893,14 +1488,31 @@ impl HostFs {
         self.dirty_convert(disk, b);
     }
 
-    /// Metadata an extent change at block `b` of `disk`'s file dirties: its inode, and the
-    /// extent leaf holding `b` when the extents no longer fit in the inode.
-    fn dirty_convert(&mut self, disk: u32, b: u64) {
+    /// The inode of `disk`'s file dirtied in the running transaction, which becomes the one
+    /// its fdatasync waits for (size and extent changes; `ext4_update_inode_fsync_trans(..,
+    /// 1)`, XFS's `ili_fsync_fields`).
+    fn dirty_inode(&mut self, disk: u32) {
         let f = self.files[disk as usize].as_mut().expect("a file");
         let s = &mut self.fss[f.fs];
         f.datasync_tid = s.running;
         s.files.insert(disk);
         s.dirty.insert(meta(3, disk, 0));
+    }
+
+    /// ext4's orphan list add and delete of an extending write (`ext4_orphan_add` /
+    /// `ext4_orphan_del`): the superblock's `s_last_orphan` and the inode.
+    fn dirty_orphan(&mut self, disk: u32) {
+        self.dirty_inode(disk);
+        let f = self.files[disk as usize].as_ref().expect("a file");
+        self.fss[f.fs].dirty.insert(meta(8, 0, 0));
+    }
+
+    /// Metadata an extent change at block `b` of `disk`'s file dirties: its inode, and the
+    /// extent leaf holding `b` when the extents no longer fit in the inode.
+    fn dirty_convert(&mut self, disk: u32, b: u64) {
+        self.dirty_inode(disk);
+        let f = self.files[disk as usize].as_mut().expect("a file");
+        let s = &mut self.fss[f.fs];
         let (in_inode, per_leaf) = match s.kind {
             FsKind::Ext4 => (EXT4_INODE_EXTENTS, EXT4_LEAF_EXTENTS),
             FsKind::Xfs => (XFS_INODE_EXTENTS, XFS_BMBT_LEAF_EXTENTS),
@@ -1014,7 +1626,7 @@ fn f_stats(files: &mut [Option<File>], disk: u32) -> &mut HostFsStats {
 
 /// A metadata block's identity in a transaction: its kind (1 ext4 block bitmap, 2 ext4
 /// group descriptor block, 3 inode, 4 extent leaf, 5 XFS AGF, 6 and 7 XFS free-space
-/// B+tree leaves), the file, and an index.
+/// B+tree leaves, 8 ext4 superblock), the file, and an index.
 fn meta(kind: u64, file: u32, index: u64) -> u64 {
     kind << 56 | (file as u64) << 36 | (index & ((1 << 36) - 1))
 }
