@@ -424,11 +424,13 @@ fn split(
 ///
 /// ```text
 /// off                        a sparse file (ftruncate): holes, a first write allocates
-/// metadata                   allocated and read as written (raw: QEMU's raw driver
-///                            falloc; qcow2: its tables are written between the data
-///                            clusters, which stay holes in QEMU; this layer does not tell
-///                            the two apart, so the whole file counts as written and a
-///                            first write's host allocation under metadata is not priced)
+/// metadata                   raw: allocated and read as written (as falloc, written);
+///                            qcow2: holes: QEMU maps every cluster and truncates the file
+///                            to its full size (block/qcow2.c `preallocate_co`), so the data
+///                            clusters are holes of the host file and a first write
+///                            allocates them. The tables, written between the data
+///                            clusters, count as holes too (a simplification: their reads
+///                            cost the zero fill, not a device read)
 /// falloc                     unwritten extents (posix_fallocate): a first write converts
 /// full                       zeros written: allocated and written
 /// populated p                the first p x file_bytes written, whatever the above
@@ -436,6 +438,7 @@ fn split(
 pub fn initial_state(image: &ImageSpec, file_bytes: u64) -> (BlockState, u64) {
     use crate::image::Preallocation as P;
     let state = match (image.preallocation, image.format) {
+        (P::Metadata, crate::image::Format::Qcow2) => BlockState::Hole,
         (P::Full | P::Metadata, _) => BlockState::Written,
         (P::Falloc, _) => BlockState::Unwritten,
         (P::Off, _) => BlockState::Hole,

@@ -634,3 +634,18 @@ fn buffered_writeback_past_eof_takes_no_lock_and_raises_the_size() {
     assert_eq!(b.fs.size(0), Some(N * 4096));
     assert_eq!(b.fs.stats(0).unwrap().lock_waits, 0);
 }
+
+#[test]
+fn a_qcow2_image_preallocated_for_metadata_leaves_its_data_clusters_as_holes_a_raw_one_is_written()
+{
+    let mut q = ImageSpec::qcow2();
+    q.preallocation = Preallocation::Metadata;
+    assert_eq!(initial_state(&q, 64 * MIB), (BlockState::Hole, 0));
+    q.populated = 0.5;
+    assert_eq!(initial_state(&q, 64 * MIB), (BlockState::Hole, 32 * MIB));
+    let mut r = ImageSpec::raw();
+    r.preallocation = Preallocation::Metadata;
+    assert_eq!(initial_state(&r, 64 * MIB).0, BlockState::Written);
+    r.preallocation = Preallocation::Falloc;
+    assert_eq!(initial_state(&r, 64 * MIB).0, BlockState::Unwritten);
+}

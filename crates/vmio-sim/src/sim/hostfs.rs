@@ -153,7 +153,6 @@ impl Sim {
     /// `[offset, offset + len)`); sub-request `h` of the disk's format driver is finished
     /// (`sub_finish`) when the policy's `on_zero_range` is done with it. A disk on no
     /// filesystem finishes it at once.
-    #[allow(dead_code)]
     pub(super) fn fs_zero_range(&mut self, now: Ns, disk: usize, offset: u64, len: u64, h: usize) {
         if self.hostfs.policy.is_none() || !self.hostfs.on_fs(disk) {
             return self.sub_finish(now, h);
