@@ -140,7 +140,7 @@
 //! Io(read, range, token): direct file, in own: lock(shared), dio += 1 until done (a backing
 //!   file's reads: neither, another inode); the written runs
 //!   of the range as Ios, and the rest (holes, unwritten, past EOF) zeroed: a wait of
-//!   bytes / ZERO_FILL_BPS beside them; done when all are
+//!   bytes / MEMSET_BYTES_PER_SEC beside them; done when all are
 //! Io(trim): the same Io (discard passes through; punching holes is left out)
 //! zero_range(range, token)  (fallocate(FALLOC_FL_ZERO_RANGE), QEMU's write-zeroes):
 //!   lock(exclusive, drain); then ext4: one call per run of one state in the range (runs
@@ -214,11 +214,6 @@ pub const FS_TOKEN: u64 = 1 << 63;
 /// tell their [`FsAction::Done`] from the host cache's (whose kinds, shifted by 56, stay below
 /// it) and from this policy's own ([`FS_TOKEN`]).
 pub const ZERO_RANGE_TOKEN: u64 = 1 << 62;
-/// How fast the kernel zeroes a reader's buffer for the holes and unwritten blocks of a read
-/// (`iov_iter_zero` of a direct read, a zeroed page-cache folio of a buffered one): one core's
-/// memset on a DDR4 server, ~10 GB/s (an estimate; the simulator's RAM device copies at the
-/// same rate).
-pub const ZERO_FILL_BPS: u64 = 10_000_000_000;
 /// ext4's longest unwritten extent (`EXT_UNWRITTEN_MAX_LEN`): one `ext4_map_blocks` call of
 /// `ext4_alloc_file_blocks` maps at most this many blocks.
 const EXT4_UNWRITTEN_MAX_BLOCKS: u64 = 32767;
@@ -1186,7 +1181,9 @@ impl HostFs {
         if zeroed > 0 || pieces == 0 {
             f.stats.zeroed_read_bytes += zeroed;
             out.push(FsAction::Wake {
-                at: now + transfer_ns(zeroed, ZERO_FILL_BPS),
+                // The kernel zeroes the reader's buffer for holes and unwritten blocks
+                // (`iov_iter_zero` of a direct read, a zeroed folio of a buffered one).
+                at: now + transfer_ns(zeroed, crate::units::MEMSET_BYTES_PER_SEC),
                 token: fs_token(slot),
             });
             pieces += 1;

@@ -304,7 +304,7 @@ fn reads_of_a_hole_do_no_device_io_and_a_partly_written_read_reads_only_the_writ
     let mut out = Vec::new();
     fs.on_io(100, 0, Op::Read, 0, 65536, true, CACHE, &mut out);
     // The kernel zeroes the 64 KiB of the reader's buffer: 65536 B / 10 GB/s = 6554 ns.
-    assert_eq!(transfer_ns(65536, ZERO_FILL_BPS), 6554);
+    assert_eq!(transfer_ns(65536, crate::units::MEMSET_BYTES_PER_SEC), 6554);
     assert!(
         matches!(out[..], [FsAction::Wake { at: 6654, .. }]),
         "{out:?}"
@@ -326,7 +326,7 @@ fn reads_of_a_hole_do_no_device_io_and_a_partly_written_read_reads_only_the_writ
         panic!("{out:?}")
     };
     assert_eq!(volume_offset, REGION + 8192);
-    assert_eq!(at, transfer_ns(61440, ZERO_FILL_BPS));
+    assert_eq!(at, transfer_ns(61440, crate::units::MEMSET_BYTES_PER_SEC));
     assert!(done(&mut fs, 0, &out[0]).is_empty());
     assert_eq!(
         done(&mut fs, at, &out[1]),
@@ -585,7 +585,10 @@ fn a_zero_range_drains_the_direct_io_in_flight_first_and_holds_off_later_request
         .all(MIB / 4096, 16, BlockState::Unwritten));
     let ios = b.ios.len();
     b.io(SEC, Op::Read, MIB, 65536, req(3));
-    assert_eq!(b.run(), SEC + transfer_ns(65536, ZERO_FILL_BPS));
+    assert_eq!(
+        b.run(),
+        SEC + transfer_ns(65536, crate::units::MEMSET_BYTES_PER_SEC)
+    );
     assert_eq!(b.ios.len(), ios);
     // Its fdatasync commits the inode (the split extents fit in it): a descriptor and the
     // inode, then the commit block.

@@ -22,7 +22,7 @@
 //!   unallocated: down the backing chain (each qcow2 backing file's own L2 lookup, then its
 //!   data; a raw one at the same offset); no layer has it, or a zero cluster: no I/O, the
 //!   guest's buffer filled with zeroes (qcow2_co_preadv_part: qemu_iovec_memset), a Delay of
-//!   zero bytes / ZERO_FILL_BYTES_PER_SEC beside the reads
+//!   zero bytes / MEMSET_BYTES_PER_SEC beside the reads
 //! write (qcow2_co_pwritev_part, qcow2_alloc_host_offset):
 //!   lock; handle_dependencies: a cluster being allocated by another write -> wait for it
 //!   per slice: L2 table missing -> l2_allocate: new cluster (refcount +1), flush the
@@ -83,11 +83,6 @@ use crate::request::Op;
 use crate::units::transfer_ns;
 use crate::Ns;
 use std::collections::VecDeque;
-
-/// The rate at which QEMU fills a guest's read buffer with zeroes (`qemu_iovec_memset`, one
-/// core's memset on a DDR4 server; an estimate, the figure vmio's RAM device uses for one
-/// core's memcpy, crates/vmio-sim/src/device/ram.rs).
-pub const ZERO_FILL_BYTES_PER_SEC: u64 = 10_000_000_000;
 
 /// A copy-on-write area of a write's new cluster: its guest range and its run of `segs`.
 #[derive(Clone, Copy, Debug)]
@@ -488,7 +483,8 @@ impl Qcow2 {
         if zeroes > 0 {
             self.stats.zero_fill_bytes += zeroes;
             plan.push(Step::Delay {
-                ns: transfer_ns(zeroes, ZERO_FILL_BYTES_PER_SEC),
+                // QEMU fills the guest's buffer (`qemu_iovec_memset`).
+                ns: transfer_ns(zeroes, crate::units::MEMSET_BYTES_PER_SEC),
             });
         }
         if Self::issue(&segs, Op::Read, plan) || zeroes > 0 {

@@ -169,7 +169,7 @@ fn an_unallocated_1_mib_read_costs_1_mib_over_the_zero_fill_rate() {
     assert_eq!(shape(&a), vec![('D', 0, 104_858)]);
     assert_eq!(
         104_858,
-        (M as u128 * 1_000_000_000).div_ceil(qcow2::ZERO_FILL_BYTES_PER_SEC as u128) as u64
+        (M as u128 * 1_000_000_000).div_ceil(crate::units::MEMSET_BYTES_PER_SEC as u128) as u64
     );
     assert_eq!(e.stats().zero_fill_bytes, M);
     // Half of it allocated: the other half is filled while the data is read, one Delay of
