@@ -358,7 +358,9 @@ def closed_form(nbd: Mapping[str, int], ram: Mapping[str, int], job: Job) -> tup
     at depth q, the closed loop's bound min(q / QD1 latency, 1 / the slower queue): the
     path's serialized work (request + L / rate_d) and the RAM model's copy (L / bandwidth) are
     queues, the device's latency and the hand-off only delay (latency q / X). The bound is
-    exact for constant service times."""
+    the simulator's rate where one of the two limits it; near the knee, where they are close,
+    the path's two visits per request (submit, then reply) queue behind each other and the
+    simulated rate falls a few per cent below it."""
     copy = job.bs * 1e9 / nbd[f"{job.direction}_rate"]
     ram_copy = job.bs * 1e9 / ram["bandwidth"]
     lat1 = ram["latency"] + ram_copy + nbd["handoff"] + nbd["request"] + copy
@@ -443,14 +445,12 @@ def _served(server: str, image: Path, cache: str, work: Path) -> Iterator[tuple[
         with images.Server(images.RAW_OFF, how, image, IMAGE_SIZE, sock) as srv:
             yield srv.uri, images.EXPORT
         return
-    from vmio.real import guest as realguest
     from vmio.real import serve
 
     dev = {"path": str(image), "size": IMAGE_SIZE}
     (work / "stack.toml").write_text(stack(dev, None, cache), encoding="utf-8")
-    proc = realguest.start_serve(work)
+    proc = serve.start_vmio(work / "stack.toml", sock)
     try:
-        serve._wait_socket(sock, proc, "vmio serve")
         yield f"nbd+unix:///{EXPORT}?socket={sock}", EXPORT
     finally:
         serve._stop(proc)
