@@ -217,9 +217,21 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
     assert rec["vmio_calibrate_serve_path"]["served_by"].startswith(named)
     assert [p["name"] for p in rec["points"]] == [p.name for p in calserve.battery(quick=True)]
     assert all(p["fio"]["jobname"] == p["name"] for p in rec["points"])
-    # vmio sim runs what was fitted (module doc: tolerance).
+    # vmio sim runs what was fitted (module doc: tolerance). The closed form at depth is the
+    # closed loop's bound: exact where the hand-off or the path alone limits the rate; where
+    # the two bounds are within 25 % of each other (the knee, which a fit on a loaded machine
+    # can land on) the path's two visits per request queue behind each other and the rate
+    # falls below the bound, never above it.
     for s in sp.simulated:
         iops, lat = calserve.closed_form(sp.fit.nbd, sp.fit.ram, s.job)
+        delay = (
+            s.job.iodepth
+            * calserve.closed_form(sp.fit.nbd, sp.fit.ram, replace(s.job, iodepth=1))[0]
+        )
+        path = calserve.closed_form(sp.fit.nbd, sp.fit.ram, replace(s.job, iodepth=1 << 30))[0]
+        if s.job.iodepth > 1 and 0.8 < delay / path < 1.25:
+            assert 0.9 * iops <= s.iops <= 1.02 * iops, (s.job.name, s.iops, iops)
+            continue
         assert s.iops == pytest.approx(iops, rel=0.02), s.job.name
         assert s.lat_mean_ns == pytest.approx(lat, rel=0.02), s.job.name
     errors = calserve.check(sp)
