@@ -73,7 +73,15 @@
 //!   `i_disksize` and removes it, dirtying the inode: `ext4_do_update_inode` makes the running
 //!   transaction the datasync one when the on-disk size changed. Otherwise the lock is
 //!   dropped once the I/O is submitted (`iomap_dio_rw` returns `-EIOCBQUEUED`): what it
-//!   covers is the mapping and the allocation (`ext4_iomap_alloc`).
+//!   covers is the mapping and the allocation (`ext4_iomap_alloc`). That is for an
+//!   asynchronous kiocb only: `__iomap_dio_rw` sets `wait_for_completion =
+//!   is_sync_kiocb(iocb) || IOMAP_DIO_FORCE_WAIT` and a synchronous caller sleeps until the
+//!   I/O and its `end_io` (the unwritten conversion) are done, before ext4 unlocks, shared or
+//!   exclusive. QEMU's `aio=threads` makes every request a worker's `preadv`/`pwritev`
+//!   (block/file-posix.c `handle_aiocb_rw` on util/thread-pool.c): synchronous kiocbs, so
+//!   there a hole-filling write holds `i_rwsem` exclusively through its I/O, and waits for
+//!   the shared holders in flight, while `aio=native` and `io_uring` submit asynchronous
+//!   ones (`HostFile::sync_dio`).
 //! - `fs/ext4/inode.c`, `ext4_iomap_alloc`: blocks at or past `i_size` are allocated as
 //!   written extents (`EXT4_GET_BLOCKS_CREATE`: nothing to convert at completion), below it as
 //!   unwritten ones (`EXT4_GET_BLOCKS_IO_CREATE_EXT`).
@@ -124,9 +132,11 @@
 //!   end > i_size, holes / unwritten / written = the range's blocks, unaligned = offset or
 //!   len not a multiple of 4 KiB:
 //!   ext4: exclusive = extend | holes | (unaligned & unwritten);
-//!         sync (held to completion) = exclusive & (extend | unaligned);
+//!         sync (held to completion) = exclusive & (extend | unaligned) | sync_dio
+//!         (a shared sync hold keeps exclusive waiters out until it is done);
 //!         drain = sync & unaligned & (holes | unwritten)
 //!   XFS aligned: exclusive = gap (offset > i_size, in own) | holes; drain = gap; sync: no
+//!   (sync_dio's shared IOLOCK uncounted: every exclusive IOLOCK taker drains anyway)
 //!   XFS unaligned: exclusive = sync = drain = (end >= i_size, in own) | not all written
 //!   started: every block written → data Io; else holes → allocated (ext4 with the first
 //!         block at or past i_size: written, nothing to convert; else unwritten), per group
@@ -137,7 +147,8 @@
 //!         dirtied; unwritten → written (conversion: the inode, the extent leaf), wait
 //!         convert_cost; then done: dio -= 1, a sync holder releases the lock, the cache's
 //!         token is done. Each dirtying sets the file's datasync tid to the running one.
-//! Io(read, range, token): direct file, in own: lock(shared), dio += 1 until done (a backing
+//! Io(read, range, token): direct file, in own: lock(shared; ext4 with sync_dio: held until
+//!   done), dio += 1 until done (a backing
 //!   file's reads: neither, another inode); the written runs
 //!   of the range as Ios, and the rest (holes, unwritten, past EOF) zeroed: a wait of
 //!   bytes / MEMSET_BYTES_PER_SEC beside them; done when all are
@@ -177,8 +188,9 @@
 //!   conversion after it, the zeroing of a read's holes), not work on a simulated core. The
 //!   journal handles of the orphan list and of the size update cost no time of their own.
 //! - One lock per file stands for `i_rwsem` (XFS: the IOLOCK, and the ILOCK its allocations
-//!   take); submission takes no time, so a shared hold ends at once and only exclusive
-//!   holders (allocations, synchronous writes, zero ranges) keep others waiting. Extent
+//!   take); submission takes no time, so a shared hold ends at once (unless its submitter
+//!   waits, `sync_dio`) and only exclusive holders (allocations, synchronous writes, zero
+//!   ranges) keep others waiting. Extent
 //!   conversions at completion (`i_data_sem`, the ILOCK) do not wait for it.
 //! - Buffered I/O (the host page cache's fetches and writeback) takes no lock: the kernel
 //!   serializes buffered writers on `i_rwsem` only for their copy into the page cache (the
@@ -469,6 +481,11 @@ pub struct HostFile {
     /// Opened with O_DIRECT (`cache.direct`): its Ios are direct I/O, which take the inode
     /// lock; else they are the host page cache's fetches and writeback.
     pub direct: bool,
+    /// Its direct I/O is submitted by synchronous system calls (QEMU's `aio=threads`: a
+    /// worker's `preadv`/`pwritev`), so each request keeps the inode lock, shared or
+    /// exclusive, until its I/O has completed (`iomap_dio_rw` waits for a sync kiocb before
+    /// the filesystem unlocks); else (`aio=native`, `io_uring`) it is dropped at submission.
+    pub sync_dio: bool,
 }
 
 /// A decision for the engine.
@@ -532,8 +549,11 @@ struct File {
     size: u64,
     own: u64,
     direct: bool,
+    sync_dio: bool,
     /// Direct I/Os submitted and not completed (`i_dio_count`).
     dio: u32,
+    /// Shared holders of the inode lock that keep it until they are done (`sync_dio`).
+    shared: u32,
     /// The inode lock: its exclusive holder (a slot of `pending`), whether that holder waits
     /// for `dio` to reach 0, and the requests waiting, in order, with the mode they want.
     holder: Option<usize>,
@@ -547,8 +567,9 @@ struct Mode {
     exclusive: bool,
     /// Wait for the file's direct I/O to drain once the lock is held (`inode_dio_wait`).
     drain: bool,
-    /// Hold the lock until the request is done (a synchronous write, a zero range); else an
-    /// exclusive holder releases it once its I/O is submitted.
+    /// Hold the lock until the request is done (a synchronous write, a zero range, an ext4
+    /// direct I/O of a `sync_dio` file); else an exclusive holder releases it once its I/O is
+    /// submitted and a shared one at once.
     sync: bool,
     /// A direct I/O (counted in `dio` while in flight).
     direct: bool,
@@ -748,7 +769,9 @@ impl HostFs {
                     size: f.len_bytes,
                     own: f.own_bytes.min(f.size_bytes),
                     direct: f.direct,
+                    sync_dio: f.direct && f.sync_dio,
                     dio: 0,
+                    shared: 0,
                     holder: None,
                     draining: false,
                     queue: VecDeque::new(),
@@ -847,8 +870,12 @@ impl HostFs {
                 }
                 // A backing file past the top image is an inode of its own, only ever read.
                 let direct = direct && offset < f.own;
+                let (sync_dio, fsi) = (f.sync_dio, f.fs);
+                let ext4 = self.fss[fsi].kind == FsKind::Ext4;
                 let mode = Mode {
                     direct,
+                    // ext4_dio_read_iter holds i_rwsem shared until iomap_dio_rw returns.
+                    sync: direct && sync_dio && ext4,
                     ..Mode::default()
                 };
                 let slot = self.pending.insert(Pending::Read {
@@ -935,9 +962,14 @@ impl HostFs {
             FsKind::Ext4 => {
                 let overwrite = !extend && !holes;
                 let exclusive = extend || !overwrite || (unaligned && unwritten);
-                let sync = exclusive && (extend || unaligned);
-                (exclusive, sync, sync && unaligned && (holes || unwritten))
+                let forced = exclusive && (extend || unaligned);
+                let drain = forced && unaligned && (holes || unwritten);
+                (exclusive, forced || f.sync_dio, drain)
             }
+            // XFS: a synchronous submitter's shared IOLOCK is not counted: every request that
+            // takes the IOLOCK exclusively drains the direct I/O first (which waits for those
+            // holds as well), and the aligned writes' exclusive hold stands for the ILOCK of
+            // their allocation, which shared IOLOCK holders do not keep waiting.
             FsKind::Xfs if unaligned => {
                 let x = (in_own && end >= f.size) || !written;
                 (x, x, x)
@@ -961,20 +993,29 @@ impl HostFs {
         self.grant(now, disk, out);
     }
 
-    /// Hand `disk`'s inode lock to its waiters in order while nobody holds it: the shared ones
-    /// start (their hold ends at once), an exclusive one holds it (and starts unless it must
-    /// wait for the file's direct I/O to drain first).
+    /// Hand `disk`'s inode lock to its waiters in order while nobody holds it exclusively:
+    /// the shared ones start (their hold ends at once, or at their end when `sync`), an
+    /// exclusive one, once no shared hold is left, holds it (and starts unless it must wait
+    /// for the file's direct I/O to drain first).
     fn grant(&mut self, now: Ns, disk: u32, out: &mut Vec<FsAction>) {
         loop {
             let f = self.file(disk);
             if f.holder.is_some() {
                 return;
             }
+            match f.queue.front() {
+                None => return,
+                Some(&(_, true)) if f.shared > 0 => return,
+                _ => {}
+            }
             let Some((slot, exclusive)) = f.queue.pop_front() else {
                 return;
             };
+            if !exclusive && self.mode(slot).sync {
+                self.file(disk).shared += 1;
+            }
             if exclusive {
-                f.holder = Some(slot);
+                self.file(disk).holder = Some(slot);
                 let drain = self.mode(slot).drain;
                 let f = self.file(disk);
                 if drain && f.dio > 0 {
@@ -1006,6 +1047,17 @@ impl HostFs {
         if f.holder == Some(slot) {
             f.holder = None;
             f.draining = false;
+        }
+    }
+
+    /// `slot`, done, lets its lock go: the exclusive hold, or the shared hold it kept.
+    fn release_done(&mut self, disk: u32, slot: usize, mode: Mode) {
+        let f = self.file(disk);
+        if f.holder == Some(slot) {
+            f.holder = None;
+            f.draining = false;
+        } else if mode.direct && mode.sync && !mode.exclusive {
+            f.shared = f.shared.saturating_sub(1);
         }
     }
 
@@ -1061,10 +1113,11 @@ impl HostFs {
         let f = self.file(disk);
         let extend = mode.direct && offset < f.own && offset + len > f.size;
         // ext4_dio_write_checks, under the lock: an exclusive holder runs synchronously only
-        // if the write still extends (or is unaligned).
+        // if the write still extends (or is unaligned), or if its submitter waits anyway.
         let mut mode = mode;
         if ext4 && mode.direct {
-            mode.sync = mode.exclusive && (extend || !(offset | len).is_multiple_of(BLOCK_BYTES));
+            let unaligned = !(offset | len).is_multiple_of(BLOCK_BYTES);
+            mode.sync = f.sync_dio || (mode.exclusive && (extend || unaligned));
         }
         let mut convert = false;
         let mut holes = 0;
@@ -1279,7 +1332,7 @@ impl HostFs {
             _ => return,
         };
         out.push(FsAction::Done { token });
-        self.release(disk, slot);
+        self.release_done(disk, slot, mode);
         if mode.direct {
             self.dio_end(now, disk, out);
         }

@@ -33,6 +33,7 @@ fn fs_of(name: &str, prealloc: Option<Preallocation>) -> HostFs {
         len_bytes: 64 * MIB,
         own_bytes: 64 * MIB,
         direct: true,
+        sync_dio: false,
     };
     HostFs::new(&[vol], &[Some(file)]).unwrap()
 }
@@ -40,6 +41,12 @@ fn fs_of(name: &str, prealloc: Option<Preallocation>) -> HostFs {
 /// A new, empty image file of 64 MiB of room that grows as it is written (a qcow2 file
 /// without preallocation), `len_bytes` long, holes throughout, opened with O_DIRECT or not.
 fn growing(name: &str, len_bytes: u64, direct: bool) -> HostFs {
+    growing_with(name, len_bytes, direct, false)
+}
+
+/// [`growing`], its direct I/O submitted by synchronous system calls or not (`sync_dio`:
+/// QEMU's `aio=threads`).
+fn growing_with(name: &str, len_bytes: u64, direct: bool, sync_dio: bool) -> HostFs {
     let (spec, _) = FsSpec::read(name, &BTreeMap::new()).unwrap();
     let vol = FsVolume {
         name: "v".into(),
@@ -55,6 +62,7 @@ fn growing(name: &str, len_bytes: u64, direct: bool) -> HostFs {
         len_bytes,
         own_bytes: 64 * MIB,
         direct,
+        sync_dio,
     };
     HostFs::new(&[vol], &[Some(file)]).unwrap()
 }
@@ -523,6 +531,83 @@ fn hole_filling_writes_inside_the_size_serialize_only_their_allocations() {
         b.io(t0, Op::Write, k * 65536, 4096, req(100 + k));
     }
     assert_eq!(b.run(), t0 + S);
+}
+
+#[test]
+fn synchronous_hole_filling_writes_on_ext4_hold_the_inode_lock_through_their_io_and_conversion() {
+    // The same 16 first writes, each made by a thread's pwritev (aio=threads): iomap_dio_rw
+    // waits for a sync kiocb before ext4_dio_write_iter unlocks, so the exclusive hold spans
+    // allocation, service and the conversion of the completion: N x (alloc + service + convert).
+    let mut b = Bench::new(growing_with("ext4", 64 * MIB, true, true), S);
+    for k in 0..N {
+        b.io(0, Op::Write, k * 65536, 4096, req(k));
+    }
+    assert_eq!(b.run(), N * (ALLOC + S + CONVERT));
+    for k in 0..N {
+        assert_eq!(b.done_at(req(k)), (k + 1) * (ALLOC + S + CONVERT));
+    }
+    // Overwrites hold the lock shared, also through their I/O: still all 16 at once.
+    let t0 = SEC;
+    for k in 0..N {
+        b.io(t0, Op::Write, k * 65536, 4096, req(100 + k));
+    }
+    assert_eq!(b.run(), t0 + S);
+}
+
+#[test]
+fn a_synchronous_hole_filling_write_waits_for_the_overwrites_in_flight_and_later_ones_wait_for_it()
+{
+    let mut b = Bench::new(growing_with("ext4", 64 * MIB, true, true), S);
+    for k in 0..4 {
+        b.io(0, Op::Write, k * 4096, 4096, req(k));
+    }
+    b.run();
+    // Four overwrites in flight (shared holds until done), then a write into a hole (it
+    // queues for the exclusive lock), then a fifth overwrite (queued behind the writer: the
+    // rwsem is fair).
+    let t0 = SEC;
+    for k in 0..4 {
+        b.io(t0, Op::Write, k * 4096, 4096, req(10 + k));
+    }
+    b.io(t0 + 1, Op::Write, MIB, 4096, req(20));
+    b.io(t0 + 2, Op::Write, 0, 4096, req(21));
+    b.run();
+    for k in 0..4 {
+        assert_eq!(b.done_at(req(10 + k)), t0 + S);
+    }
+    let first = t0 + S + ALLOC + S + CONVERT;
+    assert_eq!(b.done_at(req(20)), first);
+    assert_eq!(b.done_at(req(21)), first + S);
+    // Without synchronous submitters the shared holds end at submission: the first write
+    // allocates at once and the fifth overwrite goes out after its allocation.
+    let mut b = Bench::new(growing_with("ext4", 64 * MIB, true, false), S);
+    for k in 0..4 {
+        b.io(0, Op::Write, k * 4096, 4096, req(k));
+    }
+    b.run();
+    for k in 0..4 {
+        b.io(t0, Op::Write, k * 4096, 4096, req(10 + k));
+    }
+    b.io(t0 + 1, Op::Write, MIB, 4096, req(20));
+    b.io(t0 + 2, Op::Write, 0, 4096, req(21));
+    b.run();
+    assert_eq!(b.done_at(req(20)), t0 + 1 + ALLOC + S + CONVERT);
+    assert_eq!(b.done_at(req(21)), t0 + 1 + ALLOC + S);
+}
+
+#[test]
+fn on_xfs_a_synchronous_hole_filling_write_keeps_only_a_shared_iolock_through_its_io() {
+    // xfs_file_dio_write_aligned holds XFS_IOLOCK_SHARED through iomap_dio_rw; only the
+    // allocation is exclusive (the ILOCK): the 16 first writes serialize their allocations,
+    // then overlap, as with asynchronous submitters.
+    let mut b = Bench::new(growing_with("xfs", 64 * MIB, true, true), S);
+    for k in 0..N {
+        b.io(0, Op::Write, k * 65536, 4096, req(k));
+    }
+    assert_eq!(b.run(), N * ALLOC + S + CONVERT);
+    for k in 0..N {
+        assert_eq!(b.done_at(req(k)), (k + 1) * ALLOC + S + CONVERT);
+    }
 }
 
 #[test]

@@ -89,6 +89,8 @@ impl HostFsDriver {
                         len_bytes: vmio_core::image::initial_file_len(&d.image, d.size_bytes),
                         own_bytes: d.image.own_file_bytes(d.size_bytes),
                         direct: d.cache.direct(),
+                        // QEMU's thread pool makes the system calls (preadv / pwritev).
+                        sync_dio: d.aio == vmio_core::vdisk::queue::Aio::Threads,
                     }
                 })
             })
