@@ -28,18 +28,24 @@ What runs (`measure`), in a new directory under `--dir` (default /var/tmp), remo
 afterwards (also on an error or Ctrl-C):
 
 ```text
---dir must be on ext4 or xfs (the simulator's host filesystems) with room for two files of
-    FILE_SIZE (1 GiB) and MARGIN
-written: one file of FILE_SIZE, posix_fallocate, then written through once (fio 1 MiB
+S = FILE_SIZE (1 GiB; --quick QUICK_FILE_SIZE, 256 MiB: writes of 1.5 s at QD1 stay below its
+    65,536 blocks on a disk slower than 23 us a write, so every write of a new file meets a
+    new block; a run that wrote more blocks than S has gets a note)
+--dir must be on ext4 or xfs (the simulator's host filesystems) with room for 1 + 2 x rounds
+    files of S and MARGIN
+written: one file of S, posix_fallocate, then written through once (fio 1 MiB
     sequential writes, direct: vmio.real.calibrate.write_through); kept for every round
 rounds (ROUNDS 3, --quick 2): each KIND once, in the order KINDS on even rounds and the
     opposite on odd ones (the disk's drift over the run falls on every kind alike):
-  holes:     a new file of FILE_SIZE by ftruncate (every block a hole)
-  unwritten: a new file of FILE_SIZE by posix_fallocate (every block unwritten)
+  holes:     a new file of S by ftruncate (every block a hole)
+  unwritten: a new file of S by posix_fallocate (every block unwritten)
   written:   the written file
-  fio: ioengine=psync direct=1 rw=randwrite bs=4k iodepth=1 fallocate=none size=FILE_SIZE
-       time_based runtime=RUNTIME_S (4 s; --quick 1.5 s); the new file removed after its run
+  fio: ioengine=psync direct=1 rw=randwrite bs=4k iodepth=1 fallocate=none size=S
+       time_based runtime=RUNTIME_S (4 s; --quick 1.5 s)
   t(kind, round) = the write's lat_ns.mean
+the new files are removed with the directory at the end, not between runs: freeing a 1 GiB
+    file of unwritten extents took 2 to 5 s here (ext4 mounted with `discard` sends the freed
+    ranges to the disk), work that would fall on the next run
 ```
 
 The closed form (`solve`). A psync 4 KiB O_DIRECT write at QD1 below `i_size` takes, by the
@@ -56,16 +62,24 @@ convert_cost = max(0, t_unwritten - t_written)
 ```
 
 A cost that comes out negative (the kinds' difference drowned in the disk's noise) is 0, with
-a note. Each round's own differences are kept beside them (the record's `rounds`), so the
-spread of the costs shows too.
+a note. Each round's own differences are kept beside them (the record's `rounds_costs_ns`),
+so the spread of the costs shows too.
 
-What this does not measure. The kinds differ in the metadata blocks their writes dirty,
-which the journal writes back at its next commit (every 5 s, or at an fdatasync the run does
-not make): the commits' I/O is in the run only as far as it slows the device beside the
-writes. An asynchronous writer (QEMU's `aio=native` or `io_uring`) has its conversion run in a
-workqueue after the I/O (`s_dio_done_wq`): a hand-off more than psync's in-line conversion.
-QEMU's `aio=threads`, its default, writes with pwritev(2) from its worker threads: a
-synchronous kiocb, as here.
+What this does not separate:
+- the journal: the kinds differ in the metadata blocks their writes dirty, which jbd2 writes
+  at its next commit (every 5 s; the run makes no fdatasync): that I/O is in the figures only
+  as far as it slows the disk beside the writes;
+- the disk's own first write: on a thinly provisioned disk (this machine's cloud volume,
+  ext4 mounted with `discard`) a write into a block the filesystem discarded may cost the
+  disk more than an overwrite. The holes and the unwritten files both take new blocks, so
+  that cost cancels in alloc_cost and falls into convert_cost, which the simulator charges
+  exactly the writes into new blocks. A probe here (1 GiB files, 2 s runs) saw it come and
+  go: new unwritten blocks 102 us a write against 59 us for unwritten blocks over written
+  ones (FALLOC_FL_ZERO_RANGE of a written file) in one round, 59 against 52 and 65 against
+  80 in others;
+- the completion's context: psync is a synchronous kiocb, as QEMU's `aio=threads` (pwritev(2)
+  from its worker threads); with `aio=native` or `io_uring` the conversion runs in a
+  workqueue after the I/O (`s_dio_done_wq`), a hand-off more.
 
 Outputs (into `-o OUT`, default ./vmio-calibration; an existing file is refused unless
 --force): OUT/host-fs.toml, a header comment (the tool, the date, the machine, the directory
@@ -100,7 +114,7 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 DEFAULT_DIR = images.DEFAULT_DIR
-FILE_SIZE = GIB
+FILE_SIZE, QUICK_FILE_SIZE = GIB, 256 * MIB
 # Free space kept beyond the two files (the filesystem's own metadata, the journal).
 MARGIN = 256 * MIB
 BS = 4 * KIB
@@ -118,15 +132,15 @@ ALLOC, CONVERT = "alloc_cost", "convert_cost"
 # --- checks --------------------------------------------------------------------------------
 
 
-def space_needed(size: int = FILE_SIZE) -> int:
-    """Bytes the run holds at once: the written file, a new one (unwritten: all of it) and
-    MARGIN."""
-    return 2 * size + MARGIN
+def space_needed(size: int = FILE_SIZE, rounds: int = ROUNDS) -> int:
+    """Bytes the run holds at most: the written file, each round's two new files (the
+    unwritten one all of it, the holes one at most all of it) and MARGIN."""
+    return (1 + 2 * rounds) * size + MARGIN
 
 
-def check_dir(directory: Path, size: int = FILE_SIZE) -> str:
+def check_dir(directory: Path, size: int = FILE_SIZE, rounds: int = ROUNDS) -> str:
     """The filesystem type of `directory`, which must exist, be on ext4 or xfs and have
-    `space_needed(size)` bytes free."""
+    `space_needed(size, rounds)` bytes free."""
     accepted = f"accepted: a directory on {' or '.join(FILESYSTEMS)} (default {DEFAULT_DIR})"
     if not directory.is_dir():
         raise CalibrateError(f"--dir {directory}: no such directory; {accepted}")
@@ -137,11 +151,12 @@ def check_dir(directory: Path, size: int = FILE_SIZE) -> str:
             f"--dir {directory} is {on}, not a host filesystem the simulator models; {accepted}"
         )
     free = shutil.disk_usage(directory).free
-    need = space_needed(size)
+    need = space_needed(size, rounds)
     if free < need:
         raise CalibrateError(
             f"--dir {directory}: {format_size(free)} free, the run needs {format_size(need)} "
-            f"(two files of {format_size(size)}); {accepted} and that much free space"
+            f"({1 + 2 * rounds} files of {format_size(size)} at most); {accepted} and that "
+            "much free space"
         )
     return fstype
 
@@ -162,7 +177,7 @@ def out_paths(out_dir: Path, force: bool) -> tuple[Path, Path]:
 class Run:
     """One fio run: the kind of file, the round, the runtime, the write's IOPS and mean
     latency (lat_ns: submission to completion) and median completion latency, fio's JSON
-    job."""
+    job, the number of writes."""
 
     kind: str
     round: int
@@ -171,6 +186,8 @@ class Run:
     lat_mean_ns: float
     clat_p50_ns: float
     fio: Mapping[str, Any]
+    ios: int = 0
+    """the writes the run made"""
 
     def record(self) -> dict[str, Any]:
         return {**asdict(self), "fio": dict(self.fio)}
@@ -227,6 +244,7 @@ def run_of(kind: str, rnd: int, runtime_s: float, job: Mapping[str, Any]) -> Run
         float(w["lat_ns"]["mean"]),
         float(pct.get("50.000000", 0)),
         job,
+        int(w["total_ios"]),
     )
 
 
@@ -236,7 +254,8 @@ def _fio(kind: str, path: Path, size: int, runtime_s: float, rnd: int) -> Run:
 
 
 def run_rounds(work: Path, size: int, runtime_s: float, rounds: int, stream: TextIO) -> list[Run]:
-    """The written file, then every round's runs in `work` (module doc)."""
+    """The written file, then every round's runs in `work` (module doc); the new files stay
+    until the caller removes `work`."""
     written = work / "written.img"
     make_file(UNWRITTEN, written, size)
     stream.write(f"vmio: calibrate --host-fs: writing {written} through ({format_size(size)})\n")
@@ -245,14 +264,10 @@ def run_rounds(work: Path, size: int, runtime_s: float, rounds: int, stream: Tex
     runs: list[Run] = []
     for rnd in range(rounds):
         for kind in round_kinds(rnd):
-            path = written if kind == WRITTEN else work / f"{kind}.img"
+            path = written if kind == WRITTEN else work / f"{kind}-{rnd}.img"
             if kind != WRITTEN:
                 make_file(kind, path, size)
-            try:
-                r = _fio(kind, path, size, runtime_s, rnd)
-            finally:
-                if kind != WRITTEN:
-                    path.unlink(missing_ok=True)
+            r = _fio(kind, path, size, runtime_s, rnd)
             runs.append(r)
             bar.advance(f"round {rnd + 1} {kind}: {r.lat_mean_ns / 1e3:.1f} us")
     bar.close()
@@ -282,8 +297,10 @@ class Costs:
         }
 
 
-def solve(runs: Sequence[Run]) -> Costs:
-    """alloc_cost and convert_cost of the runs (module doc: the closed form)."""
+def solve(runs: Sequence[Run], size: int | None = None) -> Costs:
+    """alloc_cost and convert_cost of the runs (module doc: the closed form); with the files'
+    `size`, a note for each run into new blocks that wrote more blocks than the file has
+    (fio's random map then began a second pass: overwrites)."""
     by_kind = {k: [r.lat_mean_ns for r in runs if r.kind == k] for k in KINDS}
     if missing := [k for k, xs in by_kind.items() if not xs]:
         raise CalibrateError(f"the closed form needs a run of every kind (none of {missing})")
@@ -301,6 +318,14 @@ def solve(runs: Sequence[Run]) -> Costs:
                 f"{name}: the writes into {a} ({t[a] / 1e3:.1f} us) came out faster than into "
                 f"{b} ({t[b] / 1e3:.1f} us): set to 0"
             )
+    blocks = (size or 0) // BS
+    notes += [
+        f"the {r.kind} run of round {r.round + 1} made {r.ios} writes into a file of {blocks} "
+        "blocks: its writes past the file's blocks were overwrites (a disk this fast needs "
+        "larger files or shorter runs)"
+        for r in runs
+        if blocks and r.kind != WRITTEN and r.ios > blocks
+    ]
     per_round = []
     for rnd in sorted({r.round for r in runs}):
         mine = {r.kind: r.lat_mean_ns for r in runs if r.round == rnd}
@@ -381,22 +406,27 @@ def measure(
     quick: bool = False,
     progress: TextIO | None = None,
     force: bool = False,
-    size: int = FILE_SIZE,
+    size: int | None = None,
 ) -> HostFs:
     """Measure the three kinds of file in a new directory under `directory`, solve the costs
     and write out_dir/host-fs.toml and host-fs.json (module doc)."""
     stream = progress or sys.stderr
     if why := fio_missing():
         raise CalibrateError(why)
-    fstype = check_dir(directory, size)
-    out_paths(out_dir, force)
     rounds = QUICK_ROUNDS if quick else ROUNDS
+    size = size or (QUICK_FILE_SIZE if quick else FILE_SIZE)
+    fstype = check_dir(directory, size, rounds)
+    out_paths(out_dir, force)
     s = Settings(directory, fstype, size, QUICK_RUNTIME_S if quick else RUNTIME_S, rounds, quick)
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="vmio-host-fs-", dir=directory))
     try:
         runs = run_rounds(work, size, s.runtime_s, rounds, stream)
     finally:
+        stream.write(
+            f"vmio: calibrate --host-fs: removing {work} (freeing the files' extents takes "
+            "seconds)\n"
+        )
         shutil.rmtree(work, ignore_errors=True)
     return write(runs, s, out_dir, force, time.monotonic() - start)
 
@@ -407,7 +437,7 @@ def write(
     """Solve the costs of `runs` and write out_dir/host-fs.toml and host-fs.json (module
     doc); an existing file is refused unless `force`."""
     toml_path, json_path = out_paths(out_dir, force)
-    costs = solve(runs)
+    costs = solve(runs, s.size)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out_dir.mkdir(parents=True, exist_ok=True)
     head = header(s, when, costs)
