@@ -119,7 +119,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="instead: measure the host filesystem of --dir (ext4 or xfs) with psync 4k "
         "random writes into holes, unwritten extents and written blocks, and solve its "
         "alloc_cost and convert_cost into DIR/host-fs.toml's [volume] table (--quick about "
-        "15 s, default about 1 minute; vmio.real.hostfscal)",
+        "25 s, default 2 to 3 minutes, most of it freeing the files; vmio.real.hostfscal)",
     )
     c.add_argument(
         "--dir",
