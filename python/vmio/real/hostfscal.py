@@ -115,7 +115,7 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 DEFAULT_DIR = images.DEFAULT_DIR
 FILE_SIZE, QUICK_FILE_SIZE = GIB, 256 * MIB
-# Free space kept beyond the two files (the filesystem's own metadata, the journal).
+# Free space kept beyond the files (the filesystem's own metadata, the journal).
 MARGIN = 256 * MIB
 BS = 4 * KIB
 RUNTIME_S, QUICK_RUNTIME_S = 4.0, 1.5
