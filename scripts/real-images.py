@@ -14,7 +14,9 @@ afterwards. --from predicts an earlier run's points again (a newer vmio) without
 on the calibration it recorded unless --calibration names another. The predictions take the
 [nbd] table of qemu-storage-daemon's own path (`vmio calibrate --serve-path --server
 qemu-storage-daemon -o DIR --force`: DIR/serve-path-qsd.toml) where DIR has it, else vmio
-serve's (serve-path.toml), and the JSON and the markdown say which. Exit status 2 on a missing
+serve's (serve-path.toml), and the JSON and the markdown say which; with DIR/host-fs.toml
+(`vmio calibrate --host-fs -o DIR`) the host volume takes its measured alloc_cost and
+convert_cost when it measured the scratch directory's filesystem. Exit status 2 on a missing
 tool or a bad flag (one line on stderr).
 """
 
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         metavar="DIR",
         help="vmio calibrate's output (stack.toml; serve-path-qsd.toml, qemu-storage-daemon's "
-        "[nbd] table, else serve-path.toml, vmio serve's, with a note); default "
+        "[nbd] table, else serve-path.toml, vmio serve's, with a note; host-fs.toml, the "
+        "host filesystem's costs); default "
         "./vmio-calibration",
     )
     p.add_argument("--no-sim", action="store_true", help="measure only")

@@ -284,9 +284,9 @@ def test_dir_without_serve_path_and_a_missing_fio_are_one_error_line(
 ):
     fio = shutil.which("fio")
     rc, _, err = vmio(capsys, "calibrate", "--dir", "/dev/shm", "-o", tmp_path / "cal")
-    assert (
-        rc == 2
-        and err == "vmio: error: --dir /dev/shm: only with --serve-path (the RAM image's tmpfs)\n"
+    assert rc == 2 and err == (
+        "vmio: error: --dir /dev/shm: only with --serve-path (the RAM image's tmpfs) or "
+        "--host-fs (where the measured files go)\n"
     )
     rc, _, err = vmio(capsys, "calibrate", "--server", "vmio", "-o", tmp_path / "cal")
     assert rc == 2 and err == (

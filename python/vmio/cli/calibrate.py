@@ -1,5 +1,6 @@
-"""`vmio calibrate`: fit the flash device model to this machine's disk (`vmio.real.calibrate`)
-or, with `--serve-path`, the NBD path's [nbd] table (`vmio.real.servepath`)."""
+"""`vmio calibrate`: fit the flash device model to this machine's disk (`vmio.real.calibrate`),
+or, with `--serve-path`, the NBD path's [nbd] table (`vmio.real.servepath`), or, with
+`--host-fs`, the host filesystem's alloc_cost and convert_cost (`vmio.real.hostfscal`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 from vmio.cli.common import Formatter, seconds_in
-from vmio.real import servepath
+from vmio.real import hostfscal, servepath
 from vmio.real.calibrate import (
     DEFAULT_BUDGET_S,
     DEFAULT_OUT,
@@ -41,6 +42,9 @@ examples:
   vmio calibrate --serve-path --quick -o nbd  the NBD path's [nbd] table (10 s, /dev/shm)
   vmio calibrate --serve-path --server qemu-storage-daemon
                                               QEMU's NBD server's table: serve-path-qsd.toml
+  vmio calibrate --host-fs --quick            the host filesystem's costs of /var/tmp
+                                              (ext4 or xfs): vmio-calibration/host-fs.toml
+  vmio calibrate --host-fs --dir /srv/images -o cal --force
   vmio sim --stack vmio-calibration/stack.toml job.fio
 """
 
@@ -69,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         type=Path,
         default=DEFAULT_OUT,
-        help=f"output directory (default ./{DEFAULT_OUT}/; refused if it exists unless --force)",
+        help=f"output directory (default ./{DEFAULT_OUT}/; refused if it exists unless --force; "
+        "--host-fs: only its host-fs.toml and host-fs.json are refused)",
     )
     c.add_argument("--quick", action="store_true", help="a subset in short runs (60 s budget)")
     c.add_argument(
@@ -91,7 +96,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--force",
         action="store_true",
-        help="replace DIR, overwrite an existing TARGET file, write to a device in use",
+        help="replace DIR, overwrite an existing TARGET file, write to a device in use; "
+        "--host-fs: overwrite DIR/host-fs.toml and host-fs.json",
     )
     c.add_argument(
         "--serve-path",
@@ -108,15 +114,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "qemu-storage-daemon writes DIR/serve-path-qsd.toml, the table of the real image checks)",
     )
     c.add_argument(
+        "--host-fs",
+        action="store_true",
+        help="instead: measure the host filesystem of --dir (ext4 or xfs) with psync 4k "
+        "random writes into holes, unwritten extents and written blocks, and solve its "
+        "alloc_cost and convert_cost into DIR/host-fs.toml's [volume] table (--quick about "
+        "25 s, default 2 to 3 minutes, most of it freeing the files; vmio.real.hostfscal)",
+    )
+    c.add_argument(
         "--dir",
         type=Path,
-        metavar="TMPFS",
-        help="with --serve-path: the tmpfs directory of the RAM image (default /dev/shm)",
+        metavar="DIR",
+        help="with --serve-path: the tmpfs directory of the RAM image (default /dev/shm); "
+        "with --host-fs: where the measured files go, a directory on ext4 or xfs (default "
+        f"{hostfscal.DEFAULT_DIR})",
     )
     c.set_defaults(func=cmd_calibrate)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.host_fs:
+        return cmd_host_fs(args)
     if args.serve_path or args.dir is not None or args.server is not None:
         return cmd_serve_path(args)
     cal = run(
@@ -149,7 +167,10 @@ def cmd_serve_path(args: argparse.Namespace) -> int:
             raise CalibrateError(
                 f"--server {args.server}: only with --serve-path (the NBD server measured)"
             )
-        raise CalibrateError(f"--dir {args.dir}: only with --serve-path (the RAM image's tmpfs)")
+        raise CalibrateError(
+            f"--dir {args.dir}: only with --serve-path (the RAM image's tmpfs) or --host-fs "
+            "(where the measured files go)"
+        )
     server = servepath.check_server(servepath.VMIO if args.server is None else args.server)
     others = [
         f
@@ -176,4 +197,30 @@ def cmd_serve_path(args: argparse.Namespace) -> int:
         server=server,
     )
     sys.stdout.write(servepath.report(sp))
+    return 0
+
+
+def cmd_host_fs(args: argparse.Namespace) -> int:
+    """`vmio calibrate --host-fs [--dir DIR] [--quick] [-o OUT] [--force]`."""
+    others = [
+        f
+        for f, on in (
+            ("--serve-path", args.serve_path),
+            ("--server", args.server is not None),
+            ("TARGET", args.target != DEFAULT_TARGET),
+            ("--size", args.size),
+            ("--write", args.write),
+            ("--budget", args.budget is not None),
+        )
+        if on
+    ]
+    if others:
+        raise CalibrateError(
+            f"{', '.join(others)}: not with --host-fs, which measures files it makes in --dir "
+            "(its run lengths are fixed: --quick or not)"
+        )
+    h = hostfscal.measure(
+        args.dir or hostfscal.DEFAULT_DIR, Path(args.out), args.quick, force=args.force
+    )
+    sys.stdout.write(hostfscal.report(h))
     return 0

@@ -49,7 +49,9 @@ job (without the socket) on `sim_stack`, the calibrated stack of this machine (`
 stack.toml: its device, volume and scheduler; the `[nbd]` table of qemu-storage-daemon's own
 path, serve-path-qsd.toml of `vmio calibrate --serve-path --server qemu-storage-daemon`, or
 else vmio serve's serve-path.toml with a note: `Calibration`) with the host's volume
-as `filesystem = "ext4"` (or the scratch directory's xfs) and one VM disk `interface = "nbd"`,
+as `filesystem = "ext4"` (or the scratch directory's xfs; with the `alloc_cost` and
+`convert_cost` of host-fs.toml, `vmio calibrate --host-fs`, when it measured that filesystem,
+else a note and the simulator's defaults) and one VM disk `interface = "nbd"`,
 `cache = "none"`, `format`, `aio` and `[vm.disk.image]`; the prediction's error against the
 median (`error`) and the ratio's error against the measured ratio's median. A vmio whose
 `vmio sim` refuses the image keys gets them left out (`predict`'s baseline, marked NO_LAYER in
@@ -106,6 +108,13 @@ SIM_REFUSES = "vmio sim refuses the image stack"
 # The [nbd] tables `vmio calibrate --serve-path` writes (vmio.real.servepath.out_names): of
 # qemu-storage-daemon (--server qemu-storage-daemon), the server measured here, and of vmio serve.
 QSD_TABLE, VMIO_TABLE = "serve-path-qsd.toml", "serve-path.toml"
+# The host filesystem's costs `vmio calibrate --host-fs` writes (vmio.real.hostfscal): a
+# `[volume]` table of `filesystem`, `alloc_cost`, `convert_cost`.
+HOST_FS_TABLE = "host-fs.toml"
+# The host filesystems the simulator models (crates/vmio-core/src/hostfs/mod.rs, REGISTRY).
+HOST_FILESYSTEMS = ("ext4", "xfs")
+# The start of the note a host-fs.toml of another filesystem gives (a prediction's note).
+HOST_FS_OTHER = f"{HOST_FS_TABLE} measured"
 
 
 class ImagesError(VmioError):
@@ -400,16 +409,22 @@ def check_dir(base: Path, size: int, units: Sequence[Unit]) -> None:
         )
 
 
-def fstype_of(directory: Path) -> str:
-    """The host filesystem the images are files of: xfs, or ext4 for anything else (the
-    simulator's host filesystems)."""
+def mounted_fstype(directory: Path) -> str | None:
+    """The type of the filesystem holding `directory` as /proc/mounts names it (None: no
+    mount holds it)."""
     from vmio.real.machineprofile import ProfileError, mount_of
 
     try:
-        fs = mount_of(directory)[1]
+        return mount_of(directory)[1]
     except ProfileError:
-        return "ext4"
-    return "xfs" if fs == "xfs" else "ext4"
+        return None
+
+
+def fstype_of(directory: Path) -> str:
+    """The host filesystem the images are files of: xfs, or ext4 for anything else (the
+    simulator's host filesystems, HOST_FILESYSTEMS)."""
+    fs = mounted_fstype(directory)
+    return fs if fs in HOST_FILESYSTEMS else "ext4"
 
 
 # --- running -------------------------------------------------------------------------------
@@ -533,7 +548,11 @@ class Measurement:
         try:
             head = rec["vmio_real_images"]
             m = cls(head["size"], head["runtime_s"], head["rounds"], head["dir"], head["fstype"])
-            m.notes = [n for n in head["notes"] if not n.startswith(SIM_REFUSES) and n != NO_LAYER]
+            m.notes = [
+                n
+                for n in head["notes"]
+                if not n.startswith((SIM_REFUSES, HOST_FS_OTHER)) and n != NO_LAYER
+            ]
             m.elapsed_s = head["elapsed_s"]
             for pt in rec["points"]:
                 p = Point(
@@ -709,21 +728,25 @@ def ratios(m: Measurement) -> list[Ratio]:
 @dataclass(frozen=True)
 class Calibration:
     """The calibrated stack of this machine: `vmio calibrate`'s stack.toml (device, volume,
-    scheduler, host) and an `[nbd]` table, each None when absent. The table is
-    qemu-storage-daemon's own (`vmio calibrate --serve-path --server qemu-storage-daemon`:
-    serve-path-qsd.toml, the server these checks measure) where the directory has it, else
-    vmio serve's (serve-path.toml), said in `note`; `nbd_from` names the file it came from."""
+    scheduler, host), an `[nbd]` table and the host filesystem's costs, each None when
+    absent. The table is qemu-storage-daemon's own (`vmio calibrate --serve-path --server
+    qemu-storage-daemon`: serve-path-qsd.toml, the server these checks measure) where the
+    directory has it, else vmio serve's (serve-path.toml), said in `note`; `nbd_from` names
+    the file it came from. `host_fs` is the `[volume]` table of host-fs.toml (`vmio calibrate
+    --host-fs`: `filesystem`, `alloc_cost`, `convert_cost`), merged into the prediction's
+    volume when its filesystem is the scratch directory's (`host_fs_keys`)."""
 
     stack: dict[str, Any] | None
     nbd: dict[str, Any] | None
     source: str
     nbd_from: str | None = None
     note: str | None = None
+    host_fs: dict[str, Any] | None = None
 
     @classmethod
     def find(cls, directory: Path | None) -> Calibration:
-        """stack.toml and serve-path-qsd.toml or serve-path.toml of `directory` (None:
-        ./vmio-calibration)."""
+        """stack.toml, serve-path-qsd.toml or serve-path.toml, and host-fs.toml of
+        `directory` (None: ./vmio-calibration)."""
         d = directory or Path("vmio-calibration")
         st = d / "stack.toml"
         stack = parse_toml(read_text(st, "stack file"), st) if st.is_file() else None
@@ -740,11 +763,18 @@ class Calibration:
                 "qemu-storage-daemon's (vmio calibrate --serve-path --server "
                 f"qemu-storage-daemon -o {d} --force measures it)"
             )
-        if directory is not None and stack is None and nbd is None:
+        hf = d / HOST_FS_TABLE
+        host_fs = None
+        if hf.is_file():
+            host_fs = parse_toml(read_text(hf, "host-fs file"), hf).get("volume")
+            if not isinstance(host_fs, dict):
+                raise ImagesError(f"{hf}: no [volume] table (vmio calibrate --host-fs writes one)")
+        if directory is not None and stack is None and nbd is None and host_fs is None:
             raise ImagesError(
-                f"--calibration {d}: none of stack.toml, {qsd.name}, {vmio.name} in it"
+                f"--calibration {d}: none of stack.toml, {qsd.name}, {vmio.name}, "
+                f"{HOST_FS_TABLE} in it"
             )
-        return cls(stack, nbd, str(d), nbd_from, note)
+        return cls(stack, nbd, str(d), nbd_from, note, host_fs)
 
     @classmethod
     def of_record(cls, rec: Mapping[str, Any]) -> Calibration | None:
@@ -759,13 +789,31 @@ class Calibration:
             f"{head['calibration']} (as recorded)",
             head.get("calibration_nbd_from"),
             head.get("calibration_note"),
+            head.get("calibration_host_fs"),
         )
+
+    def host_fs_keys(self, fstype: str) -> tuple[dict[str, Any], str | None]:
+        """The keys of host-fs.toml a volume on `fstype` takes (its costs: every key but
+        `filesystem`), and a note when there are none to take: a table of another
+        filesystem is left out (its costs are not this filesystem's)."""
+        if not self.host_fs:
+            return {}, None
+        measured = self.host_fs.get("filesystem")
+        if measured != fstype:
+            return {}, (
+                f"{HOST_FS_OTHER} {measured}, the images are on {fstype}: its costs "
+                "are left out (the volume keeps the simulator's defaults)"
+            )
+        return {k: v for k, v in self.host_fs.items() if k != "filesystem"}, None
 
     def describe(self) -> str:
         """One line: where the calibration and its [nbd] table came from."""
         table = f"[nbd] from {self.nbd_from}" if self.nbd_from else "no [nbd] table"
         if self.nbd_from is None and self.nbd is not None:
             table = "[nbd] as recorded"
+        if self.host_fs:
+            costs = ", ".join(f"{k} {v}" for k, v in self.host_fs.items() if k != "filesystem")
+            table += f", host filesystem {self.host_fs.get('filesystem')} ({costs})"
         return f"calibration: {self.source}, {table}" + (
             f"; note: {self.note}" if self.note else ""
         )
@@ -798,7 +846,9 @@ def sim_doc(
     p: Point, size: int, cal: Calibration, fstype: str = "ext4", layer: bool = True
 ) -> dict[str, Any]:
     """The stack of a point's prediction (module doc), as a dict for stackfile.render; without
-    `layer`, the same stack without the image keys (the NBD path's constants only)."""
+    `layer`, the same stack without the image keys (the NBD path's constants only). With
+    `layer`, the volume is `filesystem = fstype` with the calibration's host-fs.toml costs
+    when they were measured on `fstype` (Calibration.host_fs_keys)."""
     base = cal.stack or {}
     host = dict(base.get("host", {"cores": os.cpu_count() or 1}))
     host["hypervisor"] = "kvm"
@@ -809,7 +859,9 @@ def sim_doc(
             d["capacity"] = 2 * size
     names = [d["name"] for d in devices]
     vols = base.get("volume") or [{"name": "host", "layout": "single", "devices": names[:1]}]
-    volume = {**vols[0], "filesystem": fstype} if layer else dict(vols[0])
+    volume = (
+        {**vols[0], "filesystem": fstype, **cal.host_fs_keys(fstype)[0]} if layer else dict(vols[0])
+    )
     doc: dict[str, Any] = {"host": host, "device": devices, "volume": [volume]}
     doc["scheduler"] = dict(base.get("scheduler", {"name": "none"}))
     if cal.nbd is not None:
@@ -837,6 +889,9 @@ def sim_stack(
         + ("" if cal.stack else " (none found: the flash model's default profile)")
         + (f", [nbd] from {cal.nbd_from}" if cal.nbd_from else ""),
     ]
+    keys, note = cal.host_fs_keys(fstype)
+    if layer and (keys or note):
+        head.append(f"host filesystem: {HOST_FS_TABLE}'s costs" if keys else f"note: {note}")
     return stackfile.render(sim_doc(p, size, cal, fstype, layer), head)
 
 
@@ -862,6 +917,9 @@ def predict(
     `baseline` every point predicted without them (what a vmio without the image layer says:
     the NBD path's constants over the device), marked by NO_LAYER in the notes; else {}."""
     stream = progress or sys.stderr
+    note = cal.host_fs_keys(m.fstype)[1]
+    if note is not None and note not in m.notes:
+        m.notes.append(note)
     try:
         return _predict_all(m, cal, stream, True)
     except ImagesError as e:
@@ -966,6 +1024,7 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
             "calibration_nbd": cal.nbd if cal else None,
             "calibration_nbd_from": cal.nbd_from if cal else None,
             "calibration_note": cal.note if cal else None,
+            "calibration_host_fs": cal.host_fs if cal else None,
             "notes": m.notes,
         },
         "machine": machine.describe([m.directory]),

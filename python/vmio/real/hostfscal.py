@@ -1,0 +1,485 @@
+"""`vmio calibrate --host-fs`: what the host filesystem holding the images costs on this
+machine, measured by fio and solved in closed form for the two CPU-time parameters of a
+`[[volume]]` with `filesystem = "ext4" | "xfs"` (crates/vmio-core/src/hostfs/mod.rs,
+`ALLOC_COST` and `CONVERT_COST`: the block allocation of a direct write into a hole, and the
+unwritten-extent conversion at the write's completion; estimates of 5 and 10 us without it).
+
+Sources. Linux 6.x: fs/ext4/file.c `ext4_dio_write_iter` / `ext4_dio_write_checks` (a direct
+write into a hole takes `i_rwsem` exclusively; into unwritten or written blocks shared);
+fs/ext4/inode.c `ext4_iomap_alloc` -> `ext4_map_blocks` (below `i_size` the blocks are
+allocated as an unwritten extent, `EXT4_GET_BLOCKS_IO_CREATE_EXT`, in a journal handle: the
+block allocator, the extent insert, the bitmap, group descriptor and inode dirtied);
+fs/ext4/file.c `ext4_dio_write_end_io` -> fs/ext4/extents.c
+`ext4_convert_unwritten_extents` (the extent split or marked written in a handle of its own);
+fs/iomap/direct-io.c `__iomap_dio_rw` (`wait_for_completion = is_sync_kiocb(iocb) ||
+(dio_flags & IOMAP_DIO_FORCE_WAIT)`: a synchronous kiocb, pwrite(2), waits for its I/O in the
+submitting task and `iomap_dio_rw` then runs `iomap_dio_complete` -> the filesystem's `end_io`
+there, before the system call returns; an asynchronous one, `io_submit`, has its completion
+punted to the superblock's `s_dio_done_wq`); fs/xfs/xfs_iomap.c `xfs_iomap_write_direct` and
+`xfs_iomap_write_unwritten` (XFS: the same two steps). glibc posix_fallocate(3) on a
+filesystem with fallocate(2) (mode 0: the range allocated as unwritten extents,
+`ext4_fallocate` / `xfs_alloc_file_space`); ftruncate(2) (a sparse file: holes only).
+fio 3.33 fio/HOWTO.rst (`ioengine=psync`: pwrite(2), one request at a time; `direct=1`
+O_DIRECT; `rw=randwrite` with fio's random map, which writes every block once before any
+block twice (`norandommap` off); `fallocate=none`: fio preallocates nothing; `time_based`,
+`runtime`; the JSON `write.lat_ns.mean`, submission to completion).
+
+What runs (`measure`), in a new directory under `--dir` (default /var/tmp), removed
+afterwards (also on an error or Ctrl-C):
+
+```text
+S = FILE_SIZE (1 GiB; --quick QUICK_FILE_SIZE, 256 MiB: writes of 1.5 s at QD1 stay below its
+    65,536 blocks on a disk slower than 23 us a write, so every write of a new file meets a
+    new block; a run that wrote more blocks than S has gets a note)
+--dir must be on ext4 or xfs (the simulator's host filesystems) with room for 1 + 2 x rounds
+    files of S and MARGIN
+written: one file of S, posix_fallocate, then written through once (fio 1 MiB
+    sequential writes, direct: vmio.real.calibrate.write_through); kept for every round
+rounds (ROUNDS 3, --quick 2): each KIND once, in the order KINDS on even rounds and the
+    opposite on odd ones (the disk's drift over the run falls on every kind alike):
+  holes:     a new file of S by ftruncate (every block a hole)
+  unwritten: a new file of S by posix_fallocate (every block unwritten)
+  written:   the written file
+  fio: ioengine=psync direct=1 rw=randwrite bs=4k iodepth=1 fallocate=none size=S
+       time_based runtime=RUNTIME_S (4 s; --quick 1.5 s)
+  t(kind, round) = the write's lat_ns.mean
+the new files are removed with the directory at the end, not between runs: freeing a 1 GiB
+    file of unwritten extents took 2 to 5 s here (ext4 mounted with `discard` sends the freed
+    ranges to the disk), work that would fall on the next run
+```
+
+The closed form (`solve`). A psync 4 KiB O_DIRECT write at QD1 below `i_size` takes, by the
+sources above, with t_io the device's write and the system call's own path:
+
+```text
+into a hole:        alloc + t_io + convert   (ext4_iomap_alloc allocates it unwritten, the
+                                              sync kiocb converts it in end_io before returning)
+into unwritten:             t_io + convert
+into written:               t_io
+t_kind       = median over the rounds of t(kind, round)        (spread: (max - min) / median)
+alloc_cost   = max(0, t_holes - t_unwritten)
+convert_cost = max(0, t_unwritten - t_written)
+```
+
+A cost that comes out negative (the kinds' difference drowned in the disk's noise) is 0, with
+a note. Each round's own differences are kept beside them (the record's `rounds_costs_ns`),
+so the spread of the costs shows too.
+
+What this does not separate:
+- the journal: the kinds differ in the metadata blocks their writes dirty, which jbd2 writes
+  at its next commit (every 5 s; the run makes no fdatasync): that I/O is in the figures only
+  as far as it slows the disk beside the writes;
+- the disk's own first write: on a thinly provisioned disk (this machine's cloud volume,
+  ext4 mounted with `discard`) a write into a block the filesystem discarded may cost the
+  disk more than an overwrite. The holes and the unwritten files both take new blocks, so
+  that cost cancels in alloc_cost and falls into convert_cost, which the simulator charges
+  exactly the writes into new blocks. A probe here (1 GiB files, 2 s runs) saw it come and
+  go: new unwritten blocks 102 us a write against 59 us for unwritten blocks over written
+  ones (FALLOC_FL_ZERO_RANGE of a written file) in one round, 59 against 52 and 65 against
+  80 in others;
+- the completion's context: psync is a synchronous kiocb, as QEMU's `aio=threads` (pwritev(2)
+  from its worker threads); with `aio=native` or `io_uring` the conversion runs in a
+  workqueue after the I/O (`s_dio_done_wq`), a hand-off more.
+
+Outputs (into `-o OUT`, default ./vmio-calibration; an existing file is refused unless
+--force): OUT/host-fs.toml, a header comment (the tool, the date, the machine, the directory
+and its device, the three latencies with their spreads) and one table `[volume]` with
+`filesystem`, `alloc_cost` and `convert_cost` as a stack's `[[volume]]` takes them (durations
+"<n>ns"), which vmio.real.images.Calibration merges into its predictions' volume; and
+OUT/host-fs.json, the settings, the costs, the machine and every run with fio's JSON job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from vmio import stackfile
+from vmio.real import fiorun, images, machine
+from vmio.real.calibrate import DEFAULT_OUT, CalibrateError, write_through
+from vmio.real.machineprofile import ProfileError, disk_of, fio_missing, fio_version
+from vmio.sim import format_size
+from vmio.version import __version__
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+DEFAULT_DIR = images.DEFAULT_DIR
+FILE_SIZE, QUICK_FILE_SIZE = GIB, 256 * MIB
+# Free space kept beyond the files (the filesystem's own metadata, the journal).
+MARGIN = 256 * MIB
+BS = 4 * KIB
+RUNTIME_S, QUICK_RUNTIME_S = 4.0, 1.5
+ROUNDS, QUICK_ROUNDS = 3, 2
+HOLES, UNWRITTEN, WRITTEN = "holes", "unwritten", "written"
+KINDS: tuple[str, ...] = (HOLES, UNWRITTEN, WRITTEN)
+FILESYSTEMS = images.HOST_FILESYSTEMS
+TABLE, RECORD = images.HOST_FS_TABLE, "host-fs.json"
+# The keys of the table as a stack's [[volume]] takes them (crates/vmio-core/src/hostfs/mod.rs
+# ALLOC_COST, CONVERT_COST; hostfs::KEY).
+ALLOC, CONVERT = "alloc_cost", "convert_cost"
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+def space_needed(size: int = FILE_SIZE, rounds: int = ROUNDS) -> int:
+    """Bytes the run holds at most: the written file, each round's two new files (the
+    unwritten one all of it, the holes one at most all of it) and MARGIN."""
+    return (1 + 2 * rounds) * size + MARGIN
+
+
+def check_dir(directory: Path, size: int = FILE_SIZE, rounds: int = ROUNDS) -> str:
+    """The filesystem type of `directory`, which must exist, be on ext4 or xfs and have
+    `space_needed(size, rounds)` bytes free."""
+    accepted = f"accepted: a directory on {' or '.join(FILESYSTEMS)} (default {DEFAULT_DIR})"
+    if not directory.is_dir():
+        raise CalibrateError(f"--dir {directory}: no such directory; {accepted}")
+    fstype = images.mounted_fstype(directory)
+    if fstype not in FILESYSTEMS:
+        on = f"on {fstype}" if fstype else "on no filesystem /proc/mounts lists"
+        raise CalibrateError(
+            f"--dir {directory} is {on}, not a host filesystem the simulator models; {accepted}"
+        )
+    free = shutil.disk_usage(directory).free
+    need = space_needed(size, rounds)
+    if free < need:
+        raise CalibrateError(
+            f"--dir {directory}: {format_size(free)} free, the run needs {format_size(need)} "
+            f"({1 + 2 * rounds} files of {format_size(size)} at most); {accepted} and that "
+            "much free space"
+        )
+    return fstype
+
+
+def out_paths(out_dir: Path, force: bool) -> tuple[Path, Path]:
+    """OUT/host-fs.toml and OUT/host-fs.json; an existing one is refused unless `force`."""
+    paths = (out_dir / TABLE, out_dir / RECORD)
+    for p in paths:
+        if p.exists() and not force:
+            raise CalibrateError(f"{p} exists; pass --force to overwrite it")
+    return paths
+
+
+# --- the runs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One fio run: the kind of file, the round, the runtime, the write's IOPS and mean
+    latency (lat_ns: submission to completion) and median completion latency, fio's JSON
+    job, the number of writes."""
+
+    kind: str
+    round: int
+    runtime_s: float
+    iops: float
+    lat_mean_ns: float
+    clat_p50_ns: float
+    fio: Mapping[str, Any]
+    ios: int = 0
+    """the writes the run made"""
+
+    def record(self) -> dict[str, Any]:
+        return {**asdict(self), "fio": dict(self.fio)}
+
+
+def round_kinds(r: int) -> tuple[str, ...]:
+    """Round r's order of the kinds: KINDS on even rounds, the opposite on odd ones."""
+    return KINDS if r % 2 == 0 else KINDS[::-1]
+
+
+def make_file(kind: str, path: Path, size: int) -> None:
+    """A new file of `size` at `path` (replacing one left there): holes by ftruncate, unwritten
+    extents by posix_fallocate (module doc)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        if kind == HOLES:
+            os.ftruncate(fd, size)
+        else:
+            os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
+def fio_args(kind: str, path: Path, size: int, runtime_s: float) -> list[str]:
+    """fio's command line of a run (module doc)."""
+    opts = [
+        ("name", kind),
+        ("filename", str(path)),
+        ("ioengine", "psync"),
+        ("direct", "1"),
+        ("rw", "randwrite"),
+        ("bs", str(BS)),
+        ("iodepth", "1"),
+        ("size", str(size)),
+        ("fallocate", "none"),
+        ("runtime", f"{round(runtime_s * 1000)}ms"),
+        ("time_based", "1"),
+    ]
+    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+
+
+def run_of(kind: str, rnd: int, runtime_s: float, job: Mapping[str, Any]) -> Run:
+    """The Run of fio's JSON job `job` (CalibrateError when it wrote nothing)."""
+    w = job.get("write", {})
+    if not w.get("total_ios"):
+        raise CalibrateError(f"fio job {kind}: no write completed (nothing was measured)")
+    pct = w.get("clat_ns", {}).get("percentile", {})
+    return Run(
+        kind,
+        rnd,
+        runtime_s,
+        float(w["iops"]),
+        float(w["lat_ns"]["mean"]),
+        float(pct.get("50.000000", 0)),
+        job,
+        int(w["total_ios"]),
+    )
+
+
+def _fio(kind: str, path: Path, size: int, runtime_s: float, rnd: int) -> Run:
+    out = fiorun.fio_json(fio_args(kind, path, size, runtime_s), kind, CalibrateError)
+    return run_of(kind, rnd, runtime_s, json.loads(out)["jobs"][0])
+
+
+def run_rounds(work: Path, size: int, runtime_s: float, rounds: int, stream: TextIO) -> list[Run]:
+    """The written file, then every round's runs in `work` (module doc); the new files stay
+    until the caller removes `work`."""
+    written = work / "written.img"
+    make_file(UNWRITTEN, written, size)
+    stream.write(f"vmio: calibrate --host-fs: writing {written} through ({format_size(size)})\n")
+    write_through(written, size, 1)
+    bar = fiorun.PointProgress(rounds * len(KINDS), title="calibrate --host-fs", stream=stream)
+    runs: list[Run] = []
+    for rnd in range(rounds):
+        for kind in round_kinds(rnd):
+            path = written if kind == WRITTEN else work / f"{kind}-{rnd}.img"
+            if kind != WRITTEN:
+                make_file(kind, path, size)
+            r = _fio(kind, path, size, runtime_s, rnd)
+            runs.append(r)
+            bar.advance(f"round {rnd + 1} {kind}: {r.lat_mean_ns / 1e3:.1f} us")
+    bar.close()
+    return runs
+
+
+# --- the closed form -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The solution (`solve`): per kind the mean latency over the rounds (images.Spread of the
+    runs' lat_mean_ns), the two costs in ns, each round's own differences, the notes."""
+
+    latency: dict[str, images.Spread]
+    alloc_ns: int
+    convert_ns: int
+    rounds: list[dict[str, float]]
+    notes: tuple[str, ...]
+
+    def table(self, fstype: str) -> dict[str, str]:
+        """host-fs.toml's `[volume]` table (durations as a stack file writes them)."""
+        return {
+            "filesystem": fstype,
+            ALLOC: f"{self.alloc_ns}ns",
+            CONVERT: f"{self.convert_ns}ns",
+        }
+
+
+def solve(runs: Sequence[Run], size: int | None = None) -> Costs:
+    """alloc_cost and convert_cost of the runs (module doc: the closed form); with the files'
+    `size`, a note for each run into new blocks that wrote more blocks than the file has
+    (fio's random map then began a second pass: overwrites)."""
+    by_kind = {k: [r.lat_mean_ns for r in runs if r.kind == k] for k in KINDS}
+    if missing := [k for k, xs in by_kind.items() if not xs]:
+        raise CalibrateError(f"the closed form needs a run of every kind (none of {missing})")
+    lat = {k: images.Spread.of(xs) for k, xs in by_kind.items()}
+    t = {k: s.median for k, s in lat.items()}
+    notes = []
+    alloc = t[HOLES] - t[UNWRITTEN]
+    convert = t[UNWRITTEN] - t[WRITTEN]
+    for name, cost, a, b in (
+        (ALLOC, alloc, HOLES, UNWRITTEN),
+        (CONVERT, convert, UNWRITTEN, WRITTEN),
+    ):
+        if cost < 0:
+            notes.append(
+                f"{name}: the writes into {a} ({t[a] / 1e3:.1f} us) came out faster than into "
+                f"{b} ({t[b] / 1e3:.1f} us): set to 0"
+            )
+    blocks = (size or 0) // BS
+    notes += [
+        f"the {r.kind} run of round {r.round + 1} made {r.ios} writes into a file of {blocks} "
+        "blocks: its writes past the file's blocks were overwrites (a disk this fast needs "
+        "larger files or shorter runs)"
+        for r in runs
+        if blocks and r.kind != WRITTEN and r.ios > blocks
+    ]
+    per_round = []
+    for rnd in sorted({r.round for r in runs}):
+        mine = {r.kind: r.lat_mean_ns for r in runs if r.round == rnd}
+        if all(k in mine for k in KINDS):
+            per_round.append(
+                {
+                    "round": rnd,
+                    ALLOC: mine[HOLES] - mine[UNWRITTEN],
+                    CONVERT: mine[UNWRITTEN] - mine[WRITTEN],
+                }
+            )
+    return Costs(lat, round(max(0.0, alloc)), round(max(0.0, convert)), per_round, tuple(notes))
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostFs:
+    """What `measure` made: the runs, the costs, the filesystem, the two files."""
+
+    runs: list[Run]
+    costs: Costs
+    fstype: str
+    toml_path: Path
+    json_path: Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where and how the runs ran (the header's and the record's)."""
+
+    directory: Path
+    fstype: str
+    size: int
+    runtime_s: float
+    rounds: int
+    quick: bool
+
+
+def device_of(directory: Path) -> str:
+    """The block device under `directory` as the header names it ("vda (virtio disk)")."""
+    try:
+        d = disk_of(directory)
+    except ProfileError:
+        return "?"
+    return f"{d.device} ({d.model})" if d.model else d.device
+
+
+def _us(s: images.Spread) -> str:
+    return (
+        f"{s.median / 1e3:.1f} us ({s.lo / 1e3:.1f}-{s.hi / 1e3:.1f}, spread {100 * s.rel:.0f} %)"
+    )
+
+
+def header(s: Settings, when: str, costs: Costs) -> list[str]:
+    """host-fs.toml's comment lines (module doc)."""
+    u = os.uname()
+    fio = fio_version() if fio_missing() is None else "no fio"
+    n = len(costs.rounds)
+    lat = ", ".join(f"{k} {_us(costs.latency[k])}" for k in KINDS)
+    return [
+        f"vmio calibrate --host-fs {__version__}: fio psync direct 4 KiB random writes at QD1 "
+        f"into files of {format_size(s.size)} in {s.directory} ({s.fstype}), {s.runtime_s:g} s "
+        f"a run, {when}",
+        f"machine: {u.nodename}, {os.cpu_count()} cores, kernel {u.release}, {fio}; "
+        f"device {device_of(s.directory)}",
+        f"mean write latency, median of {n} rounds: {lat}",
+        f"{ALLOC} = holes - unwritten, {CONVERT} = unwritten - written "
+        "(vmio.real.hostfscal); merge into the [[volume]] of the image files",
+        *(f"note: {note}" for note in costs.notes),
+    ]
+
+
+def measure(
+    directory: Path = DEFAULT_DIR,
+    out_dir: Path = DEFAULT_OUT,
+    quick: bool = False,
+    progress: TextIO | None = None,
+    force: bool = False,
+    size: int | None = None,
+) -> HostFs:
+    """Measure the three kinds of file in a new directory under `directory`, solve the costs
+    and write out_dir/host-fs.toml and host-fs.json (module doc)."""
+    stream = progress or sys.stderr
+    if why := fio_missing():
+        raise CalibrateError(why)
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    size = size or (QUICK_FILE_SIZE if quick else FILE_SIZE)
+    fstype = check_dir(directory, size, rounds)
+    out_paths(out_dir, force)
+    s = Settings(directory, fstype, size, QUICK_RUNTIME_S if quick else RUNTIME_S, rounds, quick)
+    start = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="vmio-host-fs-", dir=directory))
+    try:
+        runs = run_rounds(work, size, s.runtime_s, rounds, stream)
+    finally:
+        stream.write(
+            f"vmio: calibrate --host-fs: removing {work} (freeing the files' extents takes "
+            "seconds)\n"
+        )
+        shutil.rmtree(work, ignore_errors=True)
+    return write(runs, s, out_dir, force, time.monotonic() - start)
+
+
+def write(
+    runs: Sequence[Run], s: Settings, out_dir: Path, force: bool = False, elapsed_s: float = 0.0
+) -> HostFs:
+    """Solve the costs of `runs` and write out_dir/host-fs.toml and host-fs.json (module
+    doc); an existing file is refused unless `force`."""
+    toml_path, json_path = out_paths(out_dir, force)
+    costs = solve(runs, s.size)
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    head = header(s, when, costs)
+    stackfile.write(toml_path, {"volume": costs.table(s.fstype)}, head)
+    record = {
+        "vmio_calibrate_host_fs": {
+            "version": __version__,
+            "date": when,
+            "dir": str(s.directory),
+            "fstype": s.fstype,
+            "device": device_of(s.directory),
+            "file_size": s.size,
+            "bs": BS,
+            "runtime_s": s.runtime_s,
+            "rounds": s.rounds,
+            "quick": s.quick,
+            "elapsed_s": round(elapsed_s, 3),
+            "latency_ns": {k: asdict(x) for k, x in costs.latency.items()},
+            "alloc_cost_ns": costs.alloc_ns,
+            "convert_cost_ns": costs.convert_ns,
+            "rounds_costs_ns": costs.rounds,
+            "table": costs.table(s.fstype),
+            "notes": list(costs.notes),
+        },
+        "machine": machine.describe([str(s.directory)]),
+        "runs": [r.record() for r in runs],
+    }
+    json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return HostFs(list(runs), costs, s.fstype, toml_path, json_path)
+
+
+def report(h: HostFs) -> str:
+    """What `vmio calibrate --host-fs` prints: the latencies, the costs, the files."""
+    c = h.costs
+    lines = [
+        f"host filesystem {h.fstype}: mean 4 KiB psync write latency at QD1 (median of "
+        f"{len(c.rounds)} rounds, min-max, spread)"
+    ]
+    lines += [f"  into {k:9} {_us(c.latency[k])}" for k in KINDS]
+    for name, ns in ((ALLOC, c.alloc_ns), (CONVERT, c.convert_ns)):
+        each = ", ".join(f"{r[name] / 1e3:.1f}" for r in c.rounds)
+        lines.append(f"{name} = {ns / 1e3:.1f} us (rounds: {each} us)")
+    lines += [f"note: {n}" for n in c.notes]
+    lines.append(f"written: {h.toml_path}, {h.json_path}")
+    return "\n".join(lines) + "\n"

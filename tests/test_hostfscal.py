@@ -1,0 +1,327 @@
+"""`vmio calibrate --host-fs` (vmio.real.hostfscal): the closed form of alloc_cost and
+convert_cost on synthetic runs, the table it writes read back by the stack loader and by the
+image checks' Calibration (merged into a prediction's volume of the same filesystem only),
+the refusals as one line, and a quick real run with fio on /var/tmp.
+
+Tolerance of the real run (--quick: 2 rounds of 1.5 s per kind on a shared cloud disk): it
+asserts what the mechanism makes large against the noise, that a write into a hole costs
+more than an overwrite (the allocation and the conversion both lie between them), and that
+both costs are >= 0 by construction; not the costs' size, which the disk's noise moves.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tempfile
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool, run_vmio
+from test_calibrate import vmio
+from vmio import stackfile
+from vmio.real import hostfscal, images
+from vmio.real.calibrate import CalibrateError
+
+GIB = 1024**3
+US = 1000.0
+# Mean latencies (ns) per kind and round: medians 150, 100, 80 us.
+LATENCIES = {
+    "holes": [150 * US, 160 * US, 140 * US],
+    "unwritten": [100 * US, 95 * US, 104 * US],
+    "written": [80 * US, 83 * US, 78 * US],
+}
+STACK = """\
+[host]
+cores = 2
+
+[[device]]
+name = "vda"
+model = "flash"
+
+{volume}
+[scheduler]
+name = "none"
+
+[[vm]]
+name = "img"
+
+[[vm.disk]]
+name = "disk"
+volume = "v"
+size = "1g"
+interface = "nbd"
+cache = "none"
+"""
+
+
+def runs_of(latencies: dict[str, list[float]]) -> list[hostfscal.Run]:
+    """The runs fio would report for these mean latencies, round by round."""
+    return [
+        hostfscal.Run(kind, rnd, 1.5, 1e9 / lat, lat, lat, {"write": {"lat_ns": {"mean": lat}}})
+        for kind, lats in latencies.items()
+        for rnd, lat in enumerate(lats)
+    ]
+
+
+def settings(directory: Path, fstype: str = "ext4") -> hostfscal.Settings:
+    return hostfscal.Settings(directory, fstype, GIB, 1.5, 3, True)
+
+
+def test_the_costs_are_the_differences_of_the_kinds_median_latencies():
+    c = hostfscal.solve(runs_of(LATENCIES))
+    assert {k: s.median for k, s in c.latency.items()} == {
+        "holes": 150 * US,
+        "unwritten": 100 * US,
+        "written": 80 * US,
+    }
+    # alloc = t_holes - t_unwritten, convert = t_unwritten - t_written.
+    assert (c.alloc_ns, c.convert_ns) == (50_000, 20_000)
+    assert c.latency["holes"].rel == pytest.approx(20 / 150)
+    # Each round's own differences, beside the medians'.
+    assert [(r["alloc_cost"], r["convert_cost"]) for r in c.rounds] == [
+        (50 * US, 20 * US),
+        (65 * US, 12 * US),
+        (36 * US, 26 * US),
+    ]
+    assert c.notes == ()
+    assert c.table("ext4") == {
+        "filesystem": "ext4",
+        "alloc_cost": "50000ns",
+        "convert_cost": "20000ns",
+    }
+
+
+def test_a_kind_faster_than_the_next_gives_a_cost_of_zero_with_a_note():
+    c = hostfscal.solve(
+        runs_of({"holes": [90 * US], "unwritten": [100 * US], "written": [120 * US]})
+    )
+    assert (c.alloc_ns, c.convert_ns) == (0, 0)
+    assert len(c.notes) == 2
+    assert c.notes[0].startswith("alloc_cost: the writes into holes (90.0 us) came out faster")
+    assert c.notes[1].startswith("convert_cost: the writes into unwritten (100.0 us)")
+    # Only the negative one is clamped.
+    c = hostfscal.solve(
+        runs_of({"holes": [90 * US], "unwritten": [100 * US], "written": [70 * US]})
+    )
+    assert (c.alloc_ns, c.convert_ns) == (0, 30_000) and len(c.notes) == 1
+
+
+def test_a_run_into_new_blocks_that_wrote_more_blocks_than_the_file_has_gets_a_note():
+    runs = runs_of(LATENCIES)
+    fast = [replace(r, ios=70_000) if r.round == 1 else replace(r, ios=1000) for r in runs]
+    c = hostfscal.solve(fast, 256 * 1024**2)
+    assert [n.split(" made ")[0] for n in c.notes] == [
+        "the holes run of round 2",
+        "the unwritten run of round 2",
+    ]
+    assert "made 70000 writes into a file of 65536 blocks" in c.notes[0]
+    # The written file's overwrites are what it measures; without the size, no check.
+    assert hostfscal.solve(fast).notes == ()
+
+
+def test_a_missing_kind_is_one_error():
+    with pytest.raises(
+        CalibrateError, match=r"needs a run of every kind \(none of \['written'\]\)"
+    ):
+        hostfscal.solve(runs_of({"holes": [1.0], "unwritten": [1.0]}))
+
+
+def test_rounds_alternate_the_order_of_the_kinds():
+    assert hostfscal.round_kinds(0) == ("holes", "unwritten", "written")
+    assert hostfscal.round_kinds(1) == ("written", "unwritten", "holes")
+    assert hostfscal.round_kinds(2) == hostfscal.round_kinds(0)
+
+
+def test_fio_writes_4k_at_qd1_with_psync_direct_and_preallocates_nothing(tmp_path: Path):
+    args = hostfscal.fio_args("holes", tmp_path / "f", GIB, 1.5)
+    assert args[0] == "fio" and args[-1] == "--output-format=json"
+    assert {
+        "--ioengine=psync",
+        "--direct=1",
+        "--rw=randwrite",
+        "--bs=4096",
+        "--iodepth=1",
+        f"--size={GIB}",
+        "--fallocate=none",
+        "--runtime=1500ms",
+        "--time_based=1",
+    } <= set(args)
+
+
+def test_the_files_are_holes_or_unwritten_extents_of_the_size(tmp_path: Path):
+    holes, unwritten = tmp_path / "h", tmp_path / "u"
+    hostfscal.make_file("holes", holes, 64 * 1024**2)
+    assert holes.stat().st_size == 64 * 1024**2 and holes.stat().st_blocks == 0
+    try:
+        hostfscal.make_file("unwritten", unwritten, 64 * 1024**2)
+    except OSError as e:  # a /tmp whose filesystem has no fallocate (glibc then writes)
+        pytest.skip(f"posix_fallocate on {tmp_path}: {e}")
+    st = unwritten.stat()
+    assert st.st_size == 64 * 1024**2 and st.st_blocks * 512 >= 64 * 1024**2
+    # A file left there is replaced, not refused.
+    hostfscal.make_file("holes", unwritten, 4096)
+    assert unwritten.stat().st_size == 4096
+
+
+def test_the_table_parses_back_through_the_stack_loader_and_into_the_image_checks(
+    tmp_path: Path,
+):
+    out = tmp_path / "cal"
+    h = hostfscal.write(runs_of(LATENCIES), settings(tmp_path), out)
+    text = h.toml_path.read_text(encoding="utf-8")
+    assert text.startswith("# vmio calibrate --host-fs ")
+    assert (
+        "# mean write latency, median of 3 rounds: holes 150.0 us (140.0-160.0, spread 13 %)"
+        in text
+    )
+    table = tomllib.loads(text)
+    assert table == {
+        "volume": {"filesystem": "ext4", "alloc_cost": "50000ns", "convert_cost": "20000ns"}
+    }
+    # The stack loader (vmio sim's checks) takes the table as a [[volume]]'s keys.
+    volume = stackfile.render(
+        {"volume": [{"name": "v", "layout": "single", "devices": ["vda"], **table["volume"]}]}
+    )
+    stack = stackfile.loads(STACK.format(volume=volume))
+    fs = stack.volumes[0].filesystem
+    assert fs is not None and fs.type == "ext4"
+    assert (fs.params["alloc_cost_ns"], fs.params["convert_cost_ns"]) == (50_000, 20_000)
+    rec = json.loads(h.json_path.read_text(encoding="utf-8"))
+    head = rec["vmio_calibrate_host_fs"]
+    assert (head["alloc_cost_ns"], head["convert_cost_ns"]) == (50_000, 20_000)
+    assert head["table"] == table["volume"] and len(rec["runs"]) == 9
+    assert "holes" in hostfscal.report(h) and "alloc_cost = 50.0 us" in hostfscal.report(h)
+
+    # The image checks' calibration finds it; a prediction's volume on ext4 takes its costs.
+    cal = images.Calibration.find(out)
+    assert cal.host_fs == table["volume"] and cal.stack is None and cal.nbd is None
+    p = images.Point("a", images.RAW_OFF, images.Serve("threads", None), images.RAND_W, "first")
+    vol = images.sim_doc(p, GIB, cal, "ext4")["volume"][0]
+    assert (vol["filesystem"], vol["alloc_cost"], vol["convert_cost"]) == (
+        "ext4",
+        "50000ns",
+        "20000ns",
+    )
+    assert "# host filesystem: host-fs.toml's costs" in images.sim_stack(p, GIB, cal, "ext4")
+    assert "host filesystem ext4 (alloc_cost 50000ns, convert_cost 20000ns)" in cal.describe()
+    # Without the image layer, and on another filesystem, the volume keeps the defaults.
+    assert "alloc_cost" not in images.sim_doc(p, GIB, cal, "ext4", layer=False)["volume"][0]
+    xfs = images.sim_doc(p, GIB, cal, "xfs")["volume"][0]
+    assert xfs["filesystem"] == "xfs" and "alloc_cost" not in xfs
+    note = cal.host_fs_keys("xfs")[1]
+    assert note is not None and note.startswith("host-fs.toml measured ext4, the images are on xfs")
+    m = images.Measurement(GIB, 1.0, 1, "/x", "xfs")
+    images.predict(m, cal, progress=io.StringIO(), baseline=False)
+    assert note in m.notes
+    # The run's JSON keeps it: --from predicts again with the same costs.
+    rec = json.loads(json.dumps(images.record(m, {}, cal)))
+    again = images.Calibration.of_record(rec)
+    assert again is not None and again.host_fs == cal.host_fs
+    assert images.Measurement.of_record(rec).notes == []
+    # Without host-fs.toml everything stays as before.
+    h.toml_path.unlink()
+    with pytest.raises(images.ImagesError, match="host-fs.toml in it"):
+        images.Calibration.find(out)
+    assert images.Calibration(None, None, "none").host_fs_keys("ext4") == ({}, None)
+
+
+def test_existing_files_are_refused_without_force(tmp_path: Path):
+    out = tmp_path / "cal"
+    hostfscal.write(runs_of(LATENCIES), settings(tmp_path), out)
+    with pytest.raises(CalibrateError, match=r"host-fs.toml exists; pass --force to overwrite it"):
+        hostfscal.write(runs_of(LATENCIES), settings(tmp_path), out)
+    faster = {**LATENCIES, "holes": [120 * US] * 3}
+    h = hostfscal.write(runs_of(faster), settings(tmp_path), out, force=True)
+    assert h.costs.alloc_ns == 20_000 and 'alloc_cost = "20000ns"' in h.toml_path.read_text()
+
+
+def test_a_directory_without_the_space_is_one_error_naming_what_it_needs():
+    var = hostfscal.DEFAULT_DIR
+    if images.mounted_fstype(var) not in hostfscal.FILESYSTEMS:
+        pytest.skip(f"{var} is not on ext4 or xfs")
+    with pytest.raises(CalibrateError, match=r"free, the run needs .* \(7 files of .* at most\)"):
+        hostfscal.check_dir(var, 2**60, 3)
+    assert hostfscal.check_dir(var, 1024**2) == images.mounted_fstype(var)
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--serve-path"], "--serve-path: not with --host-fs"),
+        (["--server", "vmio"], "--server: not with --host-fs"),
+        (["x.tmp"], "TARGET: not with --host-fs, which measures files it makes in --dir"),
+        (["--size", "64m"], "--size: not with --host-fs"),
+        (["--write"], "--write: not with --host-fs"),
+        (["--budget", "30"], "--budget: not with --host-fs"),
+        (["--dir", "/nonexistent-vmio"], "--dir /nonexistent-vmio: no such directory; accepted: "),
+        (["--dir", "/dev/shm"], "--dir /dev/shm is on tmpfs, not a host filesystem"),
+    ],
+)
+def test_bad_host_fs_options_are_one_error_line(tmp_path: Path, capsys, args, message):
+    require_tool("fio", "fio")
+    if args[-1] == "/dev/shm" and images.mounted_fstype(Path("/dev/shm")) != "tmpfs":
+        pytest.skip("/dev/shm is not a tmpfs here")
+    rc, out, err = vmio(capsys, "calibrate", "--host-fs", *args, "-o", tmp_path / "cal")
+    assert rc == 2 and len(err.splitlines()) == 1 and out == "", err
+    assert err.startswith("vmio: error: ") and message in err
+    assert not (tmp_path / "cal").exists()
+
+
+def test_a_missing_fio_is_one_error_line(tmp_path: Path, capsys, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    rc, _, err = vmio(capsys, "calibrate", "--host-fs", "-o", tmp_path / "cal")
+    assert rc == 2 and err == "vmio: error: 'fio' is not installed (apt-get install fio)\n"
+
+
+def test_the_help_says_what_dir_means_for_each_mode(capsys):
+    rc, out, _ = vmio(capsys, "calibrate", "--help")
+    assert rc == 0
+    flat = " ".join(out.split())
+    assert "with --host-fs: where the measured files go" in flat
+    assert "with --serve-path: the tmpfs directory of the RAM image" in flat
+    assert "vmio calibrate --host-fs --quick" in out
+
+
+# --- for real ------------------------------------------------------------------------------
+
+
+def test_a_quick_run_measures_a_write_into_a_hole_slower_than_an_overwrite(tmp_path: Path):
+    require_tool("fio", "fio")
+    base = hostfscal.DEFAULT_DIR
+    if images.mounted_fstype(base) not in hostfscal.FILESYSTEMS:
+        pytest.skip(f"{base} is not on ext4 or xfs")
+    need = hostfscal.space_needed(hostfscal.QUICK_FILE_SIZE, hostfscal.QUICK_ROUNDS)
+    if shutil.disk_usage(base).free < need:
+        pytest.skip(f"{base} has less than {need} bytes free")
+    work = Path(tempfile.mkdtemp(prefix="vmio-test-host-fs-", dir=base))
+    out = tmp_path / "cal"
+    try:
+        r = run_vmio("calibrate", "--host-fs", "--quick", "--dir", work, "-o", out)
+        assert r.returncode == 0, r.stderr
+        # The run's own directory under --dir is gone.
+        assert list(work.iterdir()) == []
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert "alloc_cost = " in r.stdout and "convert_cost = " in r.stdout
+    rec = json.loads((out / "host-fs.json").read_text(encoding="utf-8"))
+    head = rec["vmio_calibrate_host_fs"]
+    lat = {k: v["median"] for k, v in head["latency_ns"].items()}
+    assert len(rec["runs"]) == 3 * hostfscal.QUICK_ROUNDS
+    assert lat["holes"] > lat["written"] > 0, lat
+    assert head["alloc_cost_ns"] >= 0 and head["convert_cost_ns"] >= 0
+    cal = images.Calibration.find(out)
+    assert cal.host_fs is not None and cal.host_fs["filesystem"] == head["fstype"]
+    assert cal.host_fs["alloc_cost"] == f"{head['alloc_cost_ns']}ns"
+    p = images.Point("a", images.RAW_OFF, images.Serve("threads", None), images.RAND_W, "first")
+    vol = images.sim_doc(p, GIB, cal, head["fstype"])["volume"][0]
+    assert vol["convert_cost"] == f"{head['convert_cost_ns']}ns"
