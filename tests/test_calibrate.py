@@ -398,10 +398,9 @@ def test_a_quick_calibration_of_a_ram_backed_file_round_trips_through_vmio_sim(
     needs_fio()
     err = io.StringIO()
     out = tmp_path / "cal"
-    t0 = time.monotonic()
+    # The budget's arithmetic is checked on a fake clock (Schedule above); a wall-clock bound
+    # here would only measure how loaded the machine is.
     cal = calibrate.run(shm_file, out, quick=True, budget_s=18, size="64m", progress=err)
-    # The budget holds (a quarter more for a machine loaded beyond the schedule's estimates).
-    assert time.monotonic() - t0 <= 18 * 1.25
     assert not shm_file.exists()  # created, so removed
     assert len(cal.points) == len(calibrate.battery(quick=True))
     lines = [x for x in err.getvalue().splitlines() if "ETA" in x]
