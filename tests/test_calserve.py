@@ -212,6 +212,16 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
     assert f"fio's nbd engine into {named}" in toml.splitlines()[0], toml
     assert tomllib.loads(toml)["nbd"] == calserve.nbd_table(sp.fit.nbd)
     rec = json.loads(sp.json_path.read_text())
+    # qemu-storage-daemon's table has the host's thread wake-up (vmio.real.wakeup) beside it.
+    queue = tomllib.loads(toml).get("queue")
+    if server == calserve.QSD:
+        assert sp.wakeup is not None and sp.wakeup.wakeup_ns > 0
+        assert queue == {"wakeup": f"{sp.wakeup.wakeup_ns}ns"}, toml
+        assert "# [queue] wakeup: qemu-img bench QD1 4k reads" in toml
+        assert rec["vmio_calibrate_serve_path"]["queue"] == {"wakeup": sp.wakeup.wakeup_ns}
+        assert len(rec["vmio_calibrate_serve_path"]["wakeup"]["rounds"]) == 2
+    else:
+        assert queue is None and sp.wakeup is None
     assert rec["vmio_calibrate_serve_path"]["nbd"] == sp.fit.nbd
     assert rec["vmio_calibrate_serve_path"]["server"] == server
     assert rec["vmio_calibrate_serve_path"]["served_by"].startswith(named)

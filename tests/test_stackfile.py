@@ -252,8 +252,9 @@ def test_the_view_carries_the_block_layers_keys() -> None:
     ]
     # Not set: QEMU's computed defaults are None.
     assert vdb.image["preallocation"] == "full" and vdb.image["l2_cache_size"] is None
-    assert vda.queue == {"num_queues": 2, "queue_size": 128, "iothreads": 1} == vda.queue_table
-    assert vdb.queue == {"num_queues": 1, "queue_size": 0, "iothreads": 0}
+    q = {"num_queues": 2, "queue_size": 128, "iothreads": 1, "wakeup_ns": 5000}
+    assert vda.queue == q == vda.queue_table
+    assert vdb.queue == {"num_queues": 1, "queue_size": 0, "iothreads": 0, "wakeup_ns": 5000}
     assert vda.iotune == {
         "total_iops_sec": 1000,
         "total_iops_sec_max": 2000,

@@ -198,7 +198,8 @@ class Disk:
     image: Params
     """`[vm.disk.image]` in effect (module doc)."""
     queue: Params
-    """The disk's queues in effect: num_queues, queue_size (0: no virtqueue), iothreads."""
+    """The disk's queues in effect: num_queues, queue_size (0: no virtqueue), iothreads,
+    wakeup_ns (one host thread wake-up)."""
     queue_table: Params | None
     """`[vm.disk.queue]` as the file set it (resolved); None without the table."""
     iotune: Params | None

@@ -351,9 +351,13 @@ fn disk_keys(stack: &Stack, d: &vmio_core::stack::DiskSpec) -> Value {
     }
     if let Some(q) = &d.queue_table {
         let mut t = ser(q);
-        if q.queue_size == 0 {
-            // No virtqueues (ide, nbd, host): the key has no meaning there.
-            t.as_object_mut().map(|o| o.remove("queue_size"));
+        if let Some(o) = t.as_object_mut() {
+            if q.queue_size == 0 {
+                // No virtqueues (ide, nbd, host): the key has no meaning there.
+                o.remove("queue_size");
+            }
+            o.remove("wakeup_ns");
+            o.insert("wakeup".into(), json!(format!("{}ns", q.wakeup_ns)));
         }
         m.insert("queue".into(), t);
     }

@@ -17,12 +17,13 @@
 //! ```text
 //! layers() = [vdisk interfaces (note: aliases; key: read_ahead_kb), QEMU cache modes, QEMU's
 //!             I/O engines (vmio_core::vdisk::Aio::REGISTRY), [vm.disk.queue]'s keys
-//!             (vdisk::queue::QUEUE_KEYS), QEMU versions (vdisk::qemu::PROFILES), guest
-//!             filesystems (key: mount; FS_PARAMS but type), guest page cache (eviction
-//!             policies; linux::PARAMS with the guest's memory), volume layouts (note: device
-//!             count), schedulers, eviction policies with the page cache's parameters, the
-//!             [pdc] detector's parameters (no selector), device models (note: profiles;
-//!             keys: share, start, capacity)]
+//!             (vdisk::queue::QUEUE_KEYS, and queue::PARAMS: wakeup), QEMU versions
+//!             (vdisk::qemu::PROFILES), guest filesystems (key: mount; FS_PARAMS but
+//!             type), guest page cache (eviction policies; linux::PARAMS with the guest's
+//!             memory), volume layouts (note: device count), schedulers, eviction
+//!             policies with the page cache's parameters, the [pdc] detector's parameters
+//!             (no selector), device models (note: profiles; keys: share, start,
+//!             capacity)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per key and parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
@@ -155,7 +156,7 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             default: "the queues of a [[vm.disk]] and the VMM threads serving them",
             entries: Vec::new(),
             keys: queue::QUEUE_KEYS,
-            params: &[],
+            params: queue::PARAMS,
         },
         Layer {
             table: "[[vm]]",

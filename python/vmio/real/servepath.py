@@ -31,6 +31,10 @@ the path (fio ioengine=nbd on the export path/disk of a `vmio serve` whose one d
     take cache = "none", off where the tmpfs refuses O_DIRECT) under `driver=raw`):
     nbd-rand{read,write}-{4k,128k[,1m]}-qd{1,16}     QD1: latency; QD16: saturation
     (1m: not with --quick)
+--server qemu-storage-daemon, then: one thread wake-up (`[vm.disk.queue] wakeup`) by
+    `qemu-img bench` QD1 4k reads of the same image with aio=threads and io_uring against
+    QEMU's null-co driver (vmio.real.wakeup: its closed form; about 10 s, --quick 2 s, besides
+    the budget)
 budget: default 30 s, --quick 10 s, --budget S: the whole run. Each point time-based: the
     RAM image's the shortest run (MIN_RUNTIME_S: its latency of a few µs is steady), the
     path's an equal share of what is left (vmio.real.calibrate.Schedule: fio's start-up measured
@@ -69,7 +73,10 @@ the machine, to paste into a stack or to give `vmio validate`'s raid0 stack) and
 OUT/serve-path.json (the server, the parameters, notes, the machine, every point with fio's
 JSON and vmio sim's figures); with --server qemu-storage-daemon OUT/serve-path-qsd.toml and
 OUT/serve-path-qsd.json (`out_names`), so that one calibration directory holds both tables:
-vmio validate reads serve-path.toml, the real image checks serve-path-qsd.toml.
+vmio validate reads serve-path.toml, the real image checks serve-path-qsd.toml. The
+qemu-storage-daemon table has a `[queue]` table beside `[nbd]` (`wakeup = "Nns"`, for a
+disk's `[vm.disk.queue]`; its header line names the measurement), and its JSON the
+measurement's rounds (`wakeup`) and `queue`.
 """
 
 from __future__ import annotations
@@ -91,7 +98,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.real import images, machine
+from vmio.real import images, machine, wakeup
 from vmio.real.calibrate import (
     KIB,
     MIB,
@@ -396,6 +403,11 @@ def nbd_table(nbd: Mapping[str, int]) -> dict[str, int | str]:
     return {k: f"{v}ns" if k in DURATIONS else v for k, v in nbd.items()}
 
 
+def queue_table(wakeup_ns: int) -> dict[str, str]:
+    """The [queue] table as a stack writes it (a disk's `[vm.disk.queue]`): `wakeup` in ns."""
+    return {"wakeup": f"{wakeup_ns}ns"}
+
+
 def sim_stack(f: Fit) -> str:
     """The stack `vmio sim` checks the fit on: the [nbd] table over the RAM image's model."""
     dev = {
@@ -433,6 +445,7 @@ class ServePath:
     simulated: list[Point]
     toml_path: Path
     json_path: Path
+    wakeup: wakeup.Wakeup | None = None
 
 
 @contextmanager
@@ -511,7 +524,8 @@ def measure(
     serve-path-qsd.*; module doc)."""
     stream = progress or sys.stderr
     check_server(server)
-    if why := fio_missing() or (qsd_missing() if server == QSD else None):
+    qsd = server == QSD
+    if why := fio_missing() or (qsd_missing() or wakeup.missing() if qsd else None):
         raise CalibrateError(why)
     fstype = check_dir(directory, force)
     probes = battery(quick)
@@ -536,6 +550,15 @@ def measure(
         points = measure_points(ram, [p for p in probes if p.engine != "nbd"], schedule, stream)
         schedule.shortest = False
         points += _run_path(image, path_probes, cache, schedule, stream, server)
+        wake = None
+        if qsd:
+            stream.write(
+                "vmio: calibrate --serve-path: one thread wake-up by qemu-img bench over "
+                f"{image} (threads, io_uring, null-co)\n"
+            )
+            psync = wakeup.psync_read(points)
+            wake = wakeup.measure(image, IMAGE_SIZE, cache, psync, quick)
+            notes += wake.notes
     finally:
         image.unlink(missing_ok=True)
     f = fit(points)
@@ -546,7 +569,11 @@ def measure(
     toml_path, json_path = (out_dir / n for n in out_names(server))
     served = describe_server(server, cache)
     head = [*header(directory, fstype, when, served), *(f"# note: {n}" for n in f.notes)]
-    stackfile.write(toml_path, {"nbd": nbd_table(f.nbd)}, [h.removeprefix("# ") for h in head])
+    doc: dict[str, Any] = {"nbd": nbd_table(f.nbd)}
+    if wake is not None:
+        head.append(f"# {wake.comment()}")
+        doc["queue"] = queue_table(wake.wakeup_ns)
+    stackfile.write(toml_path, doc, [h.removeprefix("# ") for h in head])
     sims = {s.job.name: s for s in simulated}
     record = {
         "vmio_calibrate_serve_path": {
@@ -564,12 +591,14 @@ def measure(
             "nbd": f.nbd,
             "ram": f.ram,
             "notes": list(f.notes),
+            "queue": None if wake is None else {"wakeup": wake.wakeup_ns},
+            "wakeup": None if wake is None else wake.record(),
         },
         "machine": machine.describe([str(directory)]),
         "points": [_point_record(p, f, sims.get(p.job.name)) for p in points],
     }
     json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return ServePath(f, points, simulated, toml_path, json_path)
+    return ServePath(f, points, simulated, toml_path, json_path, wake)
 
 
 def _point_record(p: Point, f: Fit, sim: Point | None) -> dict[str, Any]:

@@ -79,12 +79,15 @@ impl ImageCaps {
 pub enum ImageAction {
     /// Read, write or trim `[offset, offset + len)` bytes of the disk's host file (its
     /// region: the image, then its backing files) through the host cache under the disk's
-    /// cache mode; `on_done(token)` when it completed.
+    /// cache mode; `on_done(token)` when it completed. `data`: the guest request's own data
+    /// (the reads or writes of its bytes QEMU issues after the image lock, as a raw disk
+    /// would issue the request itself), not the driver's metadata or copy-on-write I/O.
     Io {
         op: Op,
         offset: u64,
         len: u64,
         token: Token,
+        data: bool,
     },
     /// Zero `[offset, offset + len)` of the disk's host file (offsets as for Io) without
     /// writing data: QEMU's `bdrv_co_pwrite_zeroes(.., BDRV_REQ_NO_FALLBACK)` to file-posix,

@@ -278,13 +278,14 @@ impl Qcow2 {
             let step = job.plan[job.pos];
             job.pos += 1;
             match step {
-                Step::Io { op, offset, len } => {
+                Step::Io { op, offset, len } | Step::Data { op, offset, len } => {
                     job.pending += 1;
                     out.push(ImageAction::Io {
                         op,
                         offset,
                         len,
                         token: Token(slot as u64),
+                        data: matches!(step, Step::Data { .. }),
                     });
                 }
                 Step::WriteZeroes { offset, len } => {
@@ -400,7 +401,7 @@ impl Qcow2 {
                 }
                 _ => {
                     if let Some(c) = cur {
-                        plan.push(Step::Io {
+                        plan.push(Step::Data {
                             op,
                             offset: c.host,
                             len: c.len,
@@ -412,7 +413,7 @@ impl Qcow2 {
             }
         }
         if let Some(c) = cur {
-            plan.push(Step::Io {
+            plan.push(Step::Data {
                 op,
                 offset: c.host,
                 len: c.len,

@@ -58,7 +58,14 @@ pub(super) enum Which {
 /// One step of a request's plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Step {
+    /// Metadata or copy-on-write I/O.
     Io {
+        op: Op,
+        offset: u64,
+        len: u64,
+    },
+    /// The guest request's own data I/O (ImageAction::Io's `data`).
+    Data {
         op: Op,
         offset: u64,
         len: u64,

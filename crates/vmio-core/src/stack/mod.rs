@@ -23,7 +23,7 @@
 //! [[vm.disk]]                 # crate::vdisk: name, volume, offset, size, interface, cache,
 //!                             # queue_depth, iothread, aio, read_ahead_kb (guest::params' rule),
 //!                             # format
-//! [vm.disk.queue]             # crate::vdisk::queue: num_queues, queue_size, iothreads
+//! [vm.disk.queue]             # crate::vdisk::queue: num_queues, queue_size, iothreads, wakeup
 //! [vm.disk.image]             # crate::image::spec: image::spec::PARAMS, backing
 //! [vm.disk.filesystem]        # crate::guest::params: type, mount, FS_PARAMS
 //! [vm.disk.iotune]            # crate::throttle: libvirt's <iotune> keys (throttle::KEYS)

@@ -15,7 +15,7 @@
 //!            size stays the guest-visible (virtual) size, the disk's region of its volume
 //!            is ImageSpec::file_bytes(size) (an image and its backing files)
 //! aio:       queue::Aio (threads, native, io_uring; queue::parse_aio's rules)
-//! [vm.disk.queue]: queue::QueueSpec (num_queues, queue_size, iothreads)
+//! [vm.disk.queue]: queue::QueueSpec (num_queues, queue_size, iothreads, wakeup)
 //! ```
 //!
 //! The VM's QEMU release (`[[vm]] qemu_version`, [`qemu::PROFILES`]) and vCPU count reach a

@@ -12,6 +12,11 @@
 //! iothreads   0: the VM's main loop serves the disk; N >= 1: N iothreads of the disk, queue q
 //!             served by iothread q mod N (N > 1 needs QEMU >= 8.2, iothread-vq-mapping);
 //!             default 1 with the disk's `iothread = true`, else 0
+//! wakeup      one wake-up of a sleeping host thread by another (a futex or eventfd write,
+//!             then the sleeper runs): default 5us (estimate, below); the latency each request
+//!             of a format driver's own I/O pays per hand-off of its I/O engine (a sleeping
+//!             worker woken to take it with aio = threads; every engine's completion waking
+//!             the AioContext's thread from ppoll): vmio-sim's block layer
 //! ```
 //!
 //! Sources: QEMU hw/block/virtio-blk.c (`num-queues`, `queue-size`, `iothread`,
@@ -19,12 +24,26 @@
 //! VIRTQUEUE_MAX_SIZE), hw/virtio/virtio.h (VIRTIO_QUEUE_MAX 1024), block/file-posix.c
 //! (`aio=native` without O_DIRECT is refused: "aio=native was specified, but it requires
 //! cache.direct=on"), docs of `-blockdev` (aio=io_uring since 5.0).
+//!
+//! `wakeup` is an estimate for a bare-metal host, of the order of a few microseconds: the
+//! waker's system call and `try_to_wake_up` (kernel/sched/core.c), the IPI to the sleeper's
+//! idle core and its exit from a shallow idle state (drivers/idle/intel_idle.c: C1 2 us, C1E
+//! 10 us exit latency on Skylake-SP; the deep C6's 133 us is what QEMU's iothread polling,
+//! `poll-max-ns`, exists to avoid), and the context switch in (lmbench's `lat_ctx` and
+//! similar pipe or futex ping-pong measurements give 1-3 us per switch between two threads on
+//! current x86 CPUs, e.g. E. Bendersky, "Measuring context switching and memory overheads for
+//! Linux threads", 2018). User-level threads do it in 130-250 ns (Qin et al., "Arachne",
+//! OSDI 2018), which is the kernel's share it avoids. Inside a VM every wake-up of an idle
+//! vCPU adds an IPI exit and a vCPU scheduled again, tens of microseconds:
+//! `vmio calibrate --serve-path --server qemu-storage-daemon` measures it on the machine at hand
+//! (python/vmio/real/wakeup.py) and writes it as a `[queue]` table.
 
 use super::qemu::QemuProfile;
 use super::Interface;
 use crate::cache::CacheMode;
-use crate::params::KeyDoc;
+use crate::params::{KeyDoc, Kind, ParamSpec, Value};
 use crate::table::{FieldError, Table};
+use crate::{Ns, MS, US};
 use serde::{Deserialize, Serialize};
 
 /// QEMU's I/O engines (`aio=`).
@@ -105,12 +124,27 @@ pub const QUEUE_KEYS: &[KeyDoc] = &[
     },
 ];
 
+/// `wakeup`: one wake-up of a sleeping host thread (module doc).
+pub const WAKEUP: ParamSpec = ParamSpec {
+    name: "wakeup",
+    kind: Kind::Duration {
+        bare: MS,
+        positive: false,
+    },
+    default: Value::Int(5 * US),
+    unit: "ns",
+    help: "latency of one wake-up of a sleeping host thread (futex or eventfd, then the thread runs); each request of a format driver's own I/O pays its I/O engine's wake-ups (threads 2, native and io_uring 1); default an estimate for bare metal",
+};
+/// `[vm.disk.queue]`'s declared parameters (its other keys are [`QUEUE_KEYS`]).
+pub const PARAMS: &[ParamSpec] = &[WAKEUP];
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
     pub num_queues: Option<u32>,
     pub queue_size: Option<u32>,
     pub iothreads: Option<u32>,
+    pub wakeup: Option<toml::Value>,
 }
 
 /// A disk's queues, resolved.
@@ -120,6 +154,16 @@ pub struct QueueSpec {
     pub queue_size: u32,
     /// 0: the VM's main loop.
     pub iothreads: u32,
+    /// [`WAKEUP`] in ns (a stack file writes it back as `wakeup = "5000ns"`).
+    pub wakeup_ns: Ns,
+}
+
+/// [`WAKEUP`]'s default in ns.
+const fn default_wakeup_ns() -> Ns {
+    match WAKEUP.default {
+        Value::Int(ns) => ns,
+        _ => 0,
+    }
 }
 
 /// What `[vm.disk.queue]` reads beyond its table.
@@ -147,6 +191,7 @@ impl QueueSpec {
             },
             queue_size: if virtio { cx.qemu.queue_size } else { 0 },
             iothreads: u32::from(cx.iothread),
+            wakeup_ns: default_wakeup_ns(),
         }
     }
 }
@@ -218,10 +263,19 @@ impl Table for QueueSpec {
                 "0 contradicts the disk's iothread = true; accepted: 1 or more, or drop iothread",
             ));
         }
+        let wakeup_ns = match &q.wakeup {
+            None => d.wakeup_ns,
+            Some(raw) => match WAKEUP.parse(raw) {
+                Ok(Value::Int(ns)) => ns,
+                Ok(_) => d.wakeup_ns,
+                Err(e) => return Err(FieldError::param(field, e)),
+            },
+        };
         Ok(QueueSpec {
             num_queues,
             queue_size,
             iothreads,
+            wakeup_ns,
         })
     }
 }
@@ -295,6 +349,7 @@ mod tests {
             num_queues: Some(4),
             queue_size: None,
             iothreads: Some(2),
+            wakeup: None,
         };
         let e = QueueSpec::from_raw(&raw, "q", cx(Interface::VirtioBlk, 4, "7.2")).unwrap_err();
         assert!(e.message.contains("8.2"), "{}", e.message);
@@ -351,6 +406,24 @@ mod tests {
         let e = stack("", "[vm.disk.queue]\nnum_queues = 2\niothreads = 3").unwrap_err();
         assert!(
             e.starts_with("s.toml: vm[0].disk[0].queue.iothreads: 3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wakeup_defaults_to_five_microseconds_reads_a_duration_and_refuses_a_negative_one() {
+        let s = stack("", "").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wakeup_ns, 5_000);
+        let s = stack("", "[vm.disk.queue]\nwakeup = \"60us\"").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wakeup_ns, 60_000);
+        // A bare number is in milliseconds, as [nbd] handoff's.
+        let s = stack("", "[vm.disk.queue]\nwakeup = 0.02").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wakeup_ns, 20_000);
+        let s = stack("", "[vm.disk.queue]\nwakeup = 0").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wakeup_ns, 0);
+        let e = stack("", "[vm.disk.queue]\nwakeup = -1").unwrap_err();
+        assert!(
+            e.starts_with("s.toml: vm[0].disk[0].queue.wakeup: -1: must be a duration"),
             "{e}"
         );
     }

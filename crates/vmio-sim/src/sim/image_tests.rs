@@ -3,6 +3,7 @@
 
 use crate::output::RunOutput;
 use crate::run::{run, run_json, RunInput};
+use vmio_core::Ns;
 
 /// One VM with a 4 GiB disk of `format` on a 16 GiB flash device, cache=none, and `image`
 /// lines for its `[vm.disk.image]`.
@@ -175,4 +176,84 @@ fn a_read_of_a_new_qcow2_image_costs_the_zero_fill_of_its_buffer() {
     assert_eq!(o.report.devices[0].stats.read_ops, 0);
     let per_read = o.report.jobs[0].runtime_ns as f64 / 200.0;
     assert!(per_read > 100_000.0, "{per_read}");
+}
+
+/// One VM with a 1 GiB disk of `format` (`image`: its `[vm.disk.image]` lines) over the NBD
+/// path on a RAM device (1 µs a command, 10 GB/s: a 4 KiB read takes 1 µs + 409.6 ns), with
+/// `aio` and `[vm.disk.queue] wakeup`. The NBD interface has no engine costs of its own
+/// (vdisk/mod.rs), so two runs differing in `aio` differ only by the wake-ups.
+fn ram_nbd_stack(format: &str, image: &str, aio: &str, wakeup: &str) -> String {
+    format!(
+        "[[device]]\nname = \"ram\"\nmodel = \"ram\"\ncapacity = \"4g\"\n\
+         [[volume]]\nname = \"vol\"\nlayout = \"single\"\ndevices = [\"ram\"]\n\
+         [scheduler]\nname = \"none\"\n\
+         [[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"vol\"\nsize = \"1g\"\n\
+         interface = \"nbd\"\ncache = \"none\"\naio = \"{aio}\"\nformat = \"{format}\"\n\
+         [vm.disk.image]\n{image}\n[vm.disk.queue]\nwakeup = \"{wakeup}\"\n"
+    )
+}
+
+/// 1 GiB at 64 KiB clusters: 16384 L2 entries in 32 slices of 4 KiB; a 4 KiB cache holds one.
+const ONE_SLICE: &str = "populated = 1.0\nl2_cache_size = \"4k\"\nl2_cache_entry_size = \"4k\"";
+const QD1_READS: &str =
+    "[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=1\nnumber_ios=2000\n";
+
+fn runtime(o: &RunOutput) -> Ns {
+    o.report.jobs[0].runtime_ns
+}
+
+/// The device's time for one 4 KiB read on the RAM device of [`ram_nbd_stack`].
+fn ram_read_4k() -> Ns {
+    vmio_core::US + vmio_core::units::transfer_ns(4096, 10_000_000_000)
+}
+
+#[test]
+fn a_cold_random_read_of_a_qcow2_disk_pays_a_device_read_and_its_engines_wakeups_per_l2_miss() {
+    // QD1: each miss adds the slice's read on the device and, with the thread pool, two
+    // wake-ups (a worker, then the completion) before the driver goes on.
+    let raw = sim(&ram_nbd_stack("raw", "", "threads", "50us"), QD1_READS);
+    let q = sim(
+        &ram_nbd_stack("qcow2", ONE_SLICE, "threads", "50us"),
+        QD1_READS,
+    );
+    let misses = q.report.images[0].stats.l2_misses;
+    assert!(misses > 1800, "{misses}");
+    assert_eq!(
+        runtime(&q) - runtime(&raw),
+        misses * (ram_read_4k() + 2 * 50_000)
+    );
+}
+
+#[test]
+fn threads_and_native_differ_by_exactly_one_wakeup_per_l2_miss() {
+    let t = sim(
+        &ram_nbd_stack("qcow2", ONE_SLICE, "threads", "40us"),
+        QD1_READS,
+    );
+    let n = sim(
+        &ram_nbd_stack("qcow2", ONE_SLICE, "native", "40us"),
+        QD1_READS,
+    );
+    let u = sim(
+        &ram_nbd_stack("qcow2", ONE_SLICE, "io_uring", "40us"),
+        QD1_READS,
+    );
+    let misses = t.report.images[0].stats.l2_misses;
+    assert_eq!(misses, n.report.images[0].stats.l2_misses);
+    assert_eq!(runtime(&t) - runtime(&n), misses * 40_000);
+    assert_eq!(runtime(&n), runtime(&u));
+}
+
+#[test]
+fn a_wakeup_of_zero_gives_a_miss_the_device_read_alone_and_a_raw_disk_ignores_wakeup() {
+    let raw = sim(&ram_nbd_stack("raw", "", "threads", "0ns"), QD1_READS);
+    let q = sim(
+        &ram_nbd_stack("qcow2", ONE_SLICE, "threads", "0ns"),
+        QD1_READS,
+    );
+    let misses = q.report.images[0].stats.l2_misses;
+    assert_eq!(runtime(&q) - runtime(&raw), misses * ram_read_4k());
+    // A raw disk has no driver and no sub-requests: the wake-up changes nothing.
+    let slow = sim(&ram_nbd_stack("raw", "", "threads", "1ms"), QD1_READS);
+    assert_eq!(runtime(&slow), runtime(&raw));
 }

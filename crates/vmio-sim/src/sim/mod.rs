@@ -506,7 +506,7 @@ impl Sim {
             disks,
             work,
             guest: GuestState::new(vdisks),
-            image: ImageLayer::new(drivers),
+            image: ImageLayer::new(&stack, drivers),
             cache: HostCache::new(&stack, files)?,
             hostfs,
             blockq: BlockQueue::new(devs, vols),

@@ -3,17 +3,25 @@
 //! host work on at once.
 //!
 //! ```text
-//! engine    VMM thread, per host request                 per batch            in flight per VMM thread
-//! threads   submit: hand-off to a worker (mutex, queue,  none                 64 workers (a 65th request
-//!           futex wake): 2 µs; complete: the completion                       waits for a free worker)
+//! engine    VMM thread, per host request                 per batch            in flight per VMM thread   wake-ups
+//! threads   submit: hand-off to a worker (mutex, queue,  none                 64 workers (a 65th request 2 (the worker;
+//!           futex wake): 2 µs; complete: the completion                       waits for a free worker)   the completion)
 //!           BH (eventfd read, callback): 1 µs
-//! native    submit: iocb set-up and the kernel's aio      io_submit: 1 µs      MAX_EVENTS 1024
-//!           submission (runs in io_submit on the VMM      (one per batch of
+//! native    submit: iocb set-up and the kernel's aio      io_submit: 1 µs      MAX_EVENTS 1024            1 (the
+//!           submission (runs in io_submit on the VMM      (one per batch of                               completion)
 //!           thread): 1.5 µs; complete: eventfd read and   up to max_batch)
 //!           ring reaping: 1 µs
-//! io_uring  submit: an SQE and the kernel's submission:   io_uring_enter: 1 µs no limit (completions
-//!           1 µs; complete: a CQE from the mapped ring:   (per batch of up to  overflow into the kernel's
+//! io_uring  submit: an SQE and the kernel's submission:   io_uring_enter: 1 µs no limit (completions      1 (the
+//!           1 µs; complete: a CQE from the mapped ring:   (per batch of up to  overflow into the kernel's completion)
 //!           0.5 µs                                        MAX_ENTRIES 128)     list)
+//! wake-ups: sleeping threads a request wakes, each [vm.disk.queue] wakeup of latency: threads
+//!           qemu_sem_post wakes an idle worker, then event_notifier_set wakes the AioContext's
+//!           thread in ppoll for thread_pool_completion_bh; native and io_uring only the
+//!           completion's eventfd (qemu_laio_completion_cb, luring's completion handler).
+//!           A request file-posix sends through the thread pool whatever `aio` is pays the
+//!           thread pool's 2: a write-zeroes (raw_co_pwrite_zeroes → raw_thread_pool_submit),
+//!           and a flush except on io_uring (raw_co_flush_to_disk → luring_co_submit there);
+//!           see wakeups_for
 //! batch:    the requests of one guest notification (vmio: the parts of one guest request),
 //!           cut every max_batch requests: native linux_aio_max_batch of the QEMU profile
 //!           (MAX_EVENTS 1024 before 6.2, DEFAULT_MAX_BATCH 32 since), io_uring MAX_ENTRIES 128
@@ -34,7 +42,9 @@
 //! part of virtio-blk's former per-request VMM costs (6 and 4 µs) that is the hand-off, so
 //! `aio = "threads"` (QEMU's default) keeps them; a system call's entry and exit is of the
 //! order of 0.1-1 µs and the kernel's block-layer submission of a request about 1 µs. The
-//! wake-up latency of a worker thread is not modelled (it occupies no VMM thread).
+//! wake-ups occupy no VMM thread; they delay a request. The simulator counts them only on a
+//! format driver's own I/O (sim/blocklayer.rs: a data request's round trip sits inside each
+//! interface's measured constants).
 
 use std::collections::VecDeque;
 use vmio_core::vdisk::Aio;
@@ -60,7 +70,23 @@ pub struct Engine {
     pub max_batch: u32,
     /// Host requests in flight per VMM thread.
     pub max_inflight: u32,
+    /// Sleeping threads a read or write wakes (each `[vm.disk.queue] wakeup`).
+    pub wakeups: u32,
 }
+
+/// What a format driver asks of file-posix, as [`Engine::wakeups_for`] counts its wake-ups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostOp {
+    /// A read or write (`bdrv_co_preadv` / `pwritev` of the file child).
+    ReadWrite,
+    /// An fdatasync of the image file.
+    Flush,
+    /// A write-zeroes (fallocate of the image file).
+    WriteZeroes,
+}
+
+/// The thread pool's wake-ups: a worker, then the completion.
+pub const THREAD_POOL_WAKEUPS: u32 = 2;
 
 impl Engine {
     /// The engine `aio`; `linux_aio_max_batch` is the QEMU profile's.
@@ -73,6 +99,7 @@ impl Engine {
                 batch_ns: 0,
                 max_batch: u32::MAX,
                 max_inflight: THREAD_POOL_MAX,
+                wakeups: THREAD_POOL_WAKEUPS,
             },
             Aio::Native => Engine {
                 aio,
@@ -81,6 +108,7 @@ impl Engine {
                 batch_ns: US,
                 max_batch: linux_aio_max_batch.max(1),
                 max_inflight: LINUX_AIO_MAX_EVENTS,
+                wakeups: 1,
             },
             Aio::IoUring => Engine {
                 aio,
@@ -89,7 +117,18 @@ impl Engine {
                 batch_ns: US,
                 max_batch: IO_URING_MAX_ENTRIES,
                 max_inflight: u32::MAX,
+                wakeups: 1,
             },
+        }
+    }
+
+    /// Sleeping threads a host request of kind `op` wakes (module doc): a read or write its
+    /// engine's, a write-zeroes the thread pool's, a flush the thread pool's but on io_uring.
+    pub fn wakeups_for(&self, op: HostOp) -> u32 {
+        match op {
+            HostOp::ReadWrite => self.wakeups,
+            HostOp::Flush if self.aio == Aio::IoUring => self.wakeups,
+            HostOp::Flush | HostOp::WriteZeroes => THREAD_POOL_WAKEUPS,
         }
     }
 
@@ -196,5 +235,19 @@ mod tests {
         assert_eq!(u.syscalls(10), 1);
         assert!(u.submit_ns + u.complete_ns < n.submit_ns + n.complete_ns);
         assert_eq!((t.submit_ns, t.complete_ns), (2 * US, US));
+    }
+
+    #[test]
+    fn the_thread_pool_wakes_two_threads_per_request_and_the_kernels_engines_one() {
+        let [t, n, u] = [Aio::Threads, Aio::Native, Aio::IoUring].map(|a| Engine::new(a, 32));
+        let rw = |e: Engine| e.wakeups_for(HostOp::ReadWrite);
+        assert_eq!((rw(t), rw(n), rw(u)), (2, 1, 1));
+        // file-posix sends a write-zeroes through the thread pool whatever the engine, and a
+        // flush too but on io_uring.
+        for e in [t, n, u] {
+            assert_eq!(e.wakeups_for(HostOp::WriteZeroes), 2);
+        }
+        let fl = |e: Engine| e.wakeups_for(HostOp::Flush);
+        assert_eq!((fl(t), fl(n), fl(u)), (2, 2, 1));
     }
 }
