@@ -91,3 +91,39 @@ def test_the_bench_command_lines_and_their_output() -> None:
     assert wakeup.elapsed_of(out) == 0.125
     with pytest.raises(CalibrateError, match="no 'Run completed' line"):
         wakeup.elapsed_of("qemu-img: error\n")
+
+
+def test_the_image_checks_put_the_measured_wakeup_into_the_image_disks_queue_table(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from vmio import stackfile
+    from vmio.real import images
+
+    d = tmp_path / "cal"
+    d.mkdir()
+    (d / "serve-path-qsd.toml").write_text(
+        '[nbd]\nhandoff = "60us"\nrequest = "25us"\nread_rate = 700000000\n'
+        'write_rate = 700000000\n\n[queue]\nwakeup = "6400ns"\n',
+        encoding="utf-8",
+    )
+    cal = images.Calibration.find(d)
+    assert cal.queue == {"wakeup": "6400ns"} and "[queue] wakeup 6400ns" in cal.describe()
+    gib = 1 << 30
+    p = images.Point(
+        "b", images.IMAGES[2], images.Serve("threads", "small"), images.RAND_R_ALL, "over"
+    )
+    disk = images.sim_doc(p, gib, cal, "ext4")["vm"][0]["disk"][0]
+    assert disk["queue"] == {"wakeup": "6400ns"}
+    # The stack loader takes it as the disk's [vm.disk.queue] wakeup.
+    stack = stackfile.loads(images.sim_stack(p, gib, cal, "ext4"))
+    assert stack.vms[0].disks[0].queue["wakeup_ns"] == 6400
+    # Without the image layer the disk has no queue table; the record keeps it for --from.
+    assert "queue" not in images.sim_doc(p, gib, cal, "ext4", layer=False)["vm"][0]["disk"][0]
+    m = images.Measurement(gib, 1.0, 1, "/x", "ext4")
+    again = images.Calibration.of_record(json.loads(json.dumps(images.record(m, {}, cal))))
+    assert again is not None and again.queue == cal.queue
+    # vmio serve's table measures no wake-up: none is taken from it.
+    (d / "serve-path-qsd.toml").rename(d / "serve-path.toml")
+    assert images.Calibration.find(d).queue is None

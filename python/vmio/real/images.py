@@ -734,7 +734,9 @@ class Calibration:
     directory has it, else vmio serve's (serve-path.toml), said in `note`; `nbd_from` names
     the file it came from. `host_fs` is the `[volume]` table of host-fs.toml (`vmio calibrate
     --host-fs`: `filesystem`, `alloc_cost`, `convert_cost`), merged into the prediction's
-    volume when its filesystem is the scratch directory's (`host_fs_keys`)."""
+    volume when its filesystem is the scratch directory's (`host_fs_keys`). `queue` is the
+    `[queue]` table of serve-path-qsd.toml (the host's thread wake-up measured beside QEMU's
+    server, vmio.real.wakeup), the image disk's `[vm.disk.queue]`."""
 
     stack: dict[str, Any] | None
     nbd: dict[str, Any] | None
@@ -742,6 +744,7 @@ class Calibration:
     nbd_from: str | None = None
     note: str | None = None
     host_fs: dict[str, Any] | None = None
+    queue: dict[str, Any] | None = None
 
     @classmethod
     def find(cls, directory: Path | None) -> Calibration:
@@ -751,11 +754,16 @@ class Calibration:
         st = d / "stack.toml"
         stack = parse_toml(read_text(st, "stack file"), st) if st.is_file() else None
         qsd, vmio = d / QSD_TABLE, d / VMIO_TABLE
-        nbd, nbd_from, note = None, None, None
+        nbd, nbd_from, note, queue = None, None, None, None
         for sp in (qsd, vmio):
             if sp.is_file():
-                nbd = parse_toml(read_text(sp, "serve-path file"), sp).get("nbd")
+                table = parse_toml(read_text(sp, "serve-path file"), sp)
+                nbd = table.get("nbd")
                 nbd_from = sp.name
+                # Only QEMU's server measures the wake-up (vmio serve's file has no [queue]).
+                queue = table.get("queue") if sp == qsd else None
+                if queue is not None and not isinstance(queue, dict):
+                    raise ImagesError(f'{sp}: queue is not a table ([queue] wakeup = "...")')
                 break
         if nbd_from == vmio.name:
             note = (
@@ -774,7 +782,7 @@ class Calibration:
                 f"--calibration {d}: none of stack.toml, {qsd.name}, {vmio.name}, "
                 f"{HOST_FS_TABLE} in it"
             )
-        return cls(stack, nbd, str(d), nbd_from, note, host_fs)
+        return cls(stack, nbd, str(d), nbd_from, note, host_fs, queue)
 
     @classmethod
     def of_record(cls, rec: Mapping[str, Any]) -> Calibration | None:
@@ -790,6 +798,7 @@ class Calibration:
             head.get("calibration_nbd_from"),
             head.get("calibration_note"),
             head.get("calibration_host_fs"),
+            head.get("calibration_queue"),
         )
 
     def host_fs_keys(self, fstype: str) -> tuple[dict[str, Any], str | None]:
@@ -814,6 +823,8 @@ class Calibration:
         if self.host_fs:
             costs = ", ".join(f"{k} {v}" for k, v in self.host_fs.items() if k != "filesystem")
             table += f", host filesystem {self.host_fs.get('filesystem')} ({costs})"
+        if self.queue:
+            table += ", [queue] " + ", ".join(f"{k} {v}" for k, v in self.queue.items())
         return f"calibration: {self.source}, {table}" + (
             f"; note: {self.note}" if self.note else ""
         )
@@ -875,6 +886,8 @@ def sim_doc(
     }
     if layer:
         disk |= {"format": p.image.fmt, "aio": p.serve.aio, "image": image_table(p, size)}
+        if cal.queue:
+            disk["queue"] = dict(cal.queue)
     doc["vm"] = [{"name": VM, "disk": [disk]}]
     return doc
 
@@ -1025,6 +1038,7 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
             "calibration_nbd_from": cal.nbd_from if cal else None,
             "calibration_note": cal.note if cal else None,
             "calibration_host_fs": cal.host_fs if cal else None,
+            "calibration_queue": cal.queue if cal else None,
             "notes": m.notes,
         },
         "machine": machine.describe([m.directory]),
