@@ -1052,11 +1052,9 @@ impl HostFs {
 
     /// `slot`, done, lets its lock go: the exclusive hold, or the shared hold it kept.
     fn release_done(&mut self, disk: u32, slot: usize, mode: Mode) {
-        let f = self.file(disk);
-        if f.holder == Some(slot) {
-            f.holder = None;
-            f.draining = false;
-        } else if mode.direct && mode.sync && !mode.exclusive {
+        self.release(disk, slot);
+        if mode.direct && mode.sync && !mode.exclusive {
+            let f = self.file(disk);
             f.shared = f.shared.saturating_sub(1);
         }
     }
