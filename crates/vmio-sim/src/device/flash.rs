@@ -69,6 +69,37 @@
 //! (61 µs at QD1, 89 at QD2, 132 at QD4) while throughput kept rising to QD 32, which
 //! parallel units behind a fixed per-command cost (a sharp knee) cannot give.
 //!
+//! **Service times.** A unit's time for a command is `read_latency` (`write_latency`) by
+//! default, the same for every command: at QD1 every percentile equals the mean. With
+//! `read_spread` s > 0 (`write_spread` for writes) it is drawn, per command, from a shifted
+//! log-logistic distribution of mean a = `read_latency`, whose least value is f a (f =
+//! `read_floor`, the share of the time every command has: the media's own read or
+//! program) and whose part above it has shape beta = 1 / s:
+//!
+//! ```text
+//! m(s)  = pi s / sin(pi s)                   (the log-logistic's mean over its scale; 1 at 0)
+//! Q(p)  = a (f + (1 - f) (p / (1 - p))^s / m(s))       quantile p of the unit time
+//! draw  = Q(u), u uniform from the device's RNG, cut to [U_CUT, 1 - U_CUT] (1e-6)
+//! mean  = a (exactly, before the cut; the cut moves it by less than 0.1 % for s <= 1/2)
+//! p50   = a (f + (1 - f) / m(s));  Q(0.99) / Q(0.5) = 99^s when f = 0;  0.999: 999^s
+//! ```
+//!
+//! Why this distribution: its quantile function is closed form (so a draw is one uniform
+//! and one power, and `vmio calibrate` fits s and f from measured percentiles by algebra,
+//! not by simulation), and so is its mean (so `read_latency` keeps its meaning and the
+//! closed forms below, which are means, hold unchanged); its right tail is a power law
+//! (P(X > x) ~ x^-beta), the shape of storage latency tails built by retries, queueing
+//! behind background work and a backend's servers (Dean and Barroso, "The Tail at Scale",
+//! CACM 56(2), 2013: the tail of a service's latency is set by rare slow events, as
+//! recalled); a log-normal's needs the normal quantile, which has no closed form. The
+//! log-logistic (Fisk) distribution: F(x) = 1 / (1 + (x / alpha)^-beta), mean alpha pi /
+//! beta / sin(pi / beta) for beta > 1, quantile alpha (p / (1 - p))^(1 / beta) (Johnson,
+//! Kotz and Balakrishnan, "Continuous Univariate Distributions", vol. 2, 2nd ed., 1995,
+//! as recalled). s <= 1/2 (beta >= 2) keeps the variance finite enough for a simulation's
+//! averages. Draws come from the device's own stream (vmio_core::rng, label
+//! "flash/service") of the seed its run derives for it; a device without a spread draws
+//! nothing, so its figures are the constant model's to the nanosecond.
+//!
 //! **Rules.** Every resource is FIFO in the order commands become ready for it: the model
 //! keeps its own time-ordered stages (a read's unit work ending, a write's data arriving, a
 //! buffered write's unit work ending) and books each resource when a command reaches it,
@@ -86,7 +117,8 @@
 //! submit (with a processor): wait for it; an idle processor takes every waiting command
 //!         as one batch of k, busy batch_overhead + k × command_overhead; at the batch's
 //!         end its commands go on below in order, "now" being that end
-//! read:   unit(now, read_latency) -> transfer(unit end, L, read)          -> done
+//! read:   unit(now, read service time) -> transfer(unit end, L, read)     -> done
+//!         (the service time: read_latency, or a draw with a read_spread: "Service times")
 //! write, write_buffer = 0:
 //!         transfer(now, L, write) -> unit(transfer end, write_latency)    -> done
 //! write, write_buffer = B > 0: needs n = min(L, B) bytes of buffer (a write larger than
@@ -152,6 +184,7 @@ use std::sync::OnceLock;
 
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
 use vmio_core::request::Op;
+use vmio_core::rng::Rng;
 use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
@@ -160,6 +193,22 @@ use super::{
     ModelEntry, BLK_MQ_QUEUE_DEPTH, DURATION, WRITE_CACHE,
 };
 use crate::engine::MinHeap;
+
+/// The largest `read_spread`/`write_spread`: s = 1 / beta <= 1/2 keeps the log-logistic's
+/// variance finite (beta > 2; module doc, "Service times").
+pub const MAX_SPREAD: f64 = 0.5;
+/// A spread: a fraction from 0 (no spread) to [`MAX_SPREAD`].
+const SPREAD: Kind = Kind::Fraction {
+    min: 0.0,
+    max: MAX_SPREAD,
+};
+/// A floor: a share of the mean, 0 to 1.
+const FLOOR: Kind = Kind::Fraction { min: 0.0, max: 1.0 };
+/// Draws are cut at the quantiles `U_CUT` and `1 - U_CUT` (module doc, "Service times").
+pub const U_CUT: f64 = 1e-6;
+/// The seed of a device built without a run seed ([`Flash::new`]); a run's devices get one
+/// derived from the run seed (`build_device_seeded`).
+pub const FLASH_SEED: u64 = 0xF1A5_0001;
 
 pub const ENTRY: ModelEntry = Entry {
     name: "flash",
@@ -187,6 +236,34 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Int(20 * US),
             unit: "ns",
             help: "a write's time on its unit (a program into the device's cache)",
+        },
+        ParamSpec {
+            name: "read_spread",
+            kind: SPREAD,
+            default: Value::Float(0.0),
+            unit: "",
+            help: "the spread s = 1 / beta of a read's unit time, a shifted log-logistic of mean read_latency (0: every read takes read_latency)",
+        },
+        ParamSpec {
+            name: "read_floor",
+            kind: FLOOR,
+            default: Value::Float(0.0),
+            unit: "",
+            help: "the share of read_latency every read's unit time has (the log-logistic's shift: its least value floor x read_latency)",
+        },
+        ParamSpec {
+            name: "write_spread",
+            kind: SPREAD,
+            default: Value::Float(0.0),
+            unit: "",
+            help: "the spread of a write's unit time, as read_spread (0: every write takes write_latency)",
+        },
+        ParamSpec {
+            name: "write_floor",
+            kind: FLOOR,
+            default: Value::Float(0.0),
+            unit: "",
+            help: "the share of write_latency every write's unit time has, as read_floor",
         },
         ParamSpec {
             name: "read_rate",
@@ -269,11 +346,49 @@ pub const ENTRY: ModelEntry = Entry {
     },
 };
 
-fn new(name: &str, profile: &str, v: &Values, _seed: u64) -> Result<Box<dyn Device>, ParamError> {
-    Ok(Box::new(Flash::new(
+fn new(name: &str, profile: &str, v: &Values, seed: u64) -> Result<Box<dyn Device>, ParamError> {
+    Ok(Box::new(Flash::new_seeded(
         name,
         FlashParams::from_values(profile, v),
+        seed,
     )))
+}
+
+/// A unit's service time (module doc, "Service times"): a shifted log-logistic of mean
+/// `mean_ns`, least value `floor × mean_ns`, spread `s = 1 / beta`; constant `mean_ns` when
+/// `spread` is 0 or `floor` is 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServiceTime {
+    pub mean_ns: f64,
+    pub floor: f64,
+    pub spread: f64,
+}
+
+/// The log-logistic's mean over its scale, `pi s / sin(pi s)` (1 at s = 0).
+pub fn log_logistic_mean(spread: f64) -> f64 {
+    if spread <= 0.0 {
+        return 1.0;
+    }
+    let x = std::f64::consts::PI * spread;
+    x / x.sin()
+}
+
+impl ServiceTime {
+    /// Whether every command takes `mean_ns` (no draw is made).
+    pub fn constant(&self) -> bool {
+        self.spread <= 0.0 || self.floor >= 1.0
+    }
+
+    /// The service time of quantile `p` in ns:
+    /// `mean (floor + (1 - floor) (p / (1 - p))^s / m(s))`, p cut to [U_CUT, 1 - U_CUT].
+    pub fn quantile_ns(&self, p: f64) -> f64 {
+        if self.constant() {
+            return self.mean_ns;
+        }
+        let p = p.clamp(U_CUT, 1.0 - U_CUT);
+        let w = (p / (1.0 - p)).powf(self.spread) / log_logistic_mean(self.spread);
+        self.mean_ns * (self.floor + (1.0 - self.floor) * w)
+    }
 }
 
 /// The model's state does not grow with the capacity: no memory, and the capacity.
@@ -309,6 +424,11 @@ pub struct FlashParams {
     pub units: u64,
     pub read_latency_ns: Ns,
     pub write_latency_ns: Ns,
+    /// The unit times' spreads and floors (module doc, "Service times").
+    pub read_spread: f64,
+    pub read_floor: f64,
+    pub write_spread: f64,
+    pub write_floor: f64,
     pub read_rate_bps: u64,
     pub write_rate_bps: u64,
     pub link_rate_bps: u64,
@@ -333,6 +453,10 @@ impl FlashParams {
             units: v.int("units"),
             read_latency_ns: v.int("read_latency"),
             write_latency_ns: v.int("write_latency"),
+            read_spread: v.float("read_spread"),
+            read_floor: v.float("read_floor"),
+            write_spread: v.float("write_spread"),
+            write_floor: v.float("write_floor"),
             read_rate_bps: v.int("read_rate"),
             write_rate_bps: v.int("write_rate"),
             link_rate_bps: v.int("link_rate"),
@@ -347,6 +471,22 @@ impl FlashParams {
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             queue_depth: v.int("queue_depth"),
+        }
+    }
+
+    /// The service time of a read (`Op::Read`) or a write (any other op) on its unit.
+    pub fn service(&self, op: Op) -> ServiceTime {
+        match op {
+            Op::Read => ServiceTime {
+                mean_ns: self.read_latency_ns as f64,
+                floor: self.read_floor,
+                spread: self.read_spread,
+            },
+            _ => ServiceTime {
+                mean_ns: self.write_latency_ns as f64,
+                floor: self.write_floor,
+                spread: self.write_spread,
+            },
         }
     }
 }
@@ -682,11 +822,21 @@ pub struct Flash {
     done: Completions,
     stats: DeviceStats,
     busy: Busy,
+    /// The unit times' draws (used only with a spread).
+    rng: Rng,
 }
 
 impl Flash {
+    /// A device whose unit times (with a spread) are drawn from [`FLASH_SEED`].
     pub fn new(name: &str, p: FlashParams) -> Self {
+        Self::new_seeded(name, p, FLASH_SEED)
+    }
+
+    /// A device whose unit times (with a spread) are drawn from `seed` (a run's devices:
+    /// derived from the run seed).
+    pub fn new_seeded(name: &str, p: FlashParams, seed: u64) -> Self {
         Self {
+            rng: Rng::derive(seed, "flash/service"),
             name: name.to_string(),
             unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
             pipe_free: [0; 2],
@@ -733,6 +883,15 @@ impl Flash {
         self.pipe_free[i] = start + c + transfer_ns(len, rate);
         self.link_free = start + transfer_ns(len, self.p.link_rate_bps);
         start + c + transfer_ns(len, rate.min(self.p.link_rate_bps))
+    }
+
+    /// A unit time of `op`: its latency, or a draw of its distribution with a spread.
+    fn service_ns(&mut self, op: Op) -> Ns {
+        let st = self.p.service(op);
+        if st.constant() {
+            return st.mean_ns as Ns;
+        }
+        st.quantile_ns(self.rng.unit()).round() as Ns
     }
 
     /// Unit work of `busy_ns` ready at `ready`, on the unit free first; returns its end.
@@ -783,11 +942,13 @@ impl Flash {
                     self.done.push(end, &cmd);
                 }
                 Stage::WriteUnit(cmd) => {
-                    let end = self.unit(t, self.p.write_latency_ns);
+                    let busy = self.service_ns(Op::Write);
+                    let end = self.unit(t, busy);
                     self.done.push(end, &cmd);
                 }
                 Stage::BufferedUnit(cmd) => {
-                    let end = self.unit(t, self.p.write_latency_ns);
+                    let busy = self.service_ns(Op::Write);
+                    let end = self.unit(t, busy);
                     self.stage(end, Stage::Drained(cmd));
                 }
                 Stage::Drained(cmd) => {
@@ -840,7 +1001,8 @@ impl Flash {
     fn dispatch(&mut self, now: Ns, cmd: DevCmd) {
         match cmd.op {
             Op::Read => {
-                let end = self.unit(now, self.p.read_latency_ns);
+                let busy = self.service_ns(Op::Read);
+                let end = self.unit(now, busy);
                 self.stage(end, Stage::ReadData(cmd));
             }
             Op::Write if self.p.write_buffer_bytes == 0 => {
@@ -1427,6 +1589,100 @@ mod tests {
         assert_eq!(a.elapsed_ns, b.elapsed_ns);
     }
 
+    /// The sorted unit-plus-transfer latencies of `n` commands `op` of 4 KiB at QD1.
+    fn qd1_latencies(d: &mut Flash, op: Op, n: usize) -> Vec<u64> {
+        let mut lat = closed_loop(d, 0, 1, n, |i| (op, i as u64 * 4096, 4096)).latencies_ns;
+        lat.sort_unstable();
+        lat
+    }
+
+    /// Quantile `p` of sorted `xs` (the order statistic at floor(p n)).
+    fn order_stat(xs: &[u64], p: f64) -> f64 {
+        xs[((p * xs.len() as f64) as usize).min(xs.len() - 1)] as f64
+    }
+
+    #[test]
+    fn the_service_times_quantiles_and_mean_are_the_closed_forms() {
+        // f = 0: Q(0.99) / Q(0.5) = 99^s; the mean over the scale is pi s / sin(pi s).
+        let st = ServiceTime {
+            mean_ns: 80_000.0,
+            floor: 0.0,
+            spread: 0.25,
+        };
+        let m = std::f64::consts::PI * 0.25 / (std::f64::consts::PI * 0.25).sin();
+        assert!(close(log_logistic_mean(0.25), m, 1e-12));
+        assert!(close(st.quantile_ns(0.5), 80_000.0 / m, 1e-12));
+        assert!(close(
+            st.quantile_ns(0.99) / st.quantile_ns(0.5),
+            99f64.powf(0.25),
+            1e-12
+        ));
+        // A floor: the least value is f a, the median f a + (1 - f) a / m.
+        let st = ServiceTime { floor: 0.6, ..st };
+        let least = 48_000.0 + 32_000.0 * (U_CUT / (1.0 - U_CUT)).powf(0.25) / m;
+        assert!(close(st.quantile_ns(0.0), least, 1e-12));
+        assert!(close(st.quantile_ns(0.5), 48_000.0 + 32_000.0 / m, 1e-12));
+        // The mean: the integral of Q over (0, 1) is a (midpoint rule; the cut tails move
+        // it by well under 0.1 %).
+        let n = 1_000_000;
+        let mean = (0..n)
+            .map(|i| st.quantile_ns((i as f64 + 0.5) / n as f64))
+            .sum::<f64>()
+            / n as f64;
+        assert!(close(mean, 80_000.0, 1e-3), "{mean}");
+        // No spread, or a floor of 1: the constant.
+        for st in [
+            ServiceTime { spread: 0.0, ..st },
+            ServiceTime { floor: 1.0, ..st },
+        ] {
+            assert!(st.constant());
+            assert_eq!(st.quantile_ns(0.999), 80_000.0);
+        }
+    }
+
+    #[test]
+    fn at_qd1_a_spread_devices_percentiles_are_the_distributions_quantiles_plus_the_transfer() {
+        let n = 200_000;
+        for (table, op) in [
+            ("read_spread = 0.2\nread_floor = 0.5", Op::Read),
+            ("read_spread = 0.35", Op::Read),
+            (
+                "write_spread = 0.3\nwrite_floor = 0.25\nwrite_latency = \"40us\"",
+                Op::Write,
+            ),
+        ] {
+            let mut d = flash(table);
+            let st = d.p.service(op);
+            let tt = t(&d, op, 4096) as f64;
+            let lat = qd1_latencies(&mut d, op, n);
+            for (p, margin) in [(0.5, 0.01), (0.99, 0.02), (0.999, 0.05)] {
+                let got = order_stat(&lat, p);
+                let want = st.quantile_ns(p) + tt;
+                assert!(close(got, want, margin), "{table} p{p}: {got} vs {want}");
+            }
+            // The mean stays the constant model's: latency + transfer.
+            let mean = lat.iter().sum::<u64>() as f64 / n as f64;
+            assert!(close(mean, st.mean_ns + tt, 0.01), "{table}: {mean}");
+        }
+    }
+
+    #[test]
+    fn without_a_spread_no_draw_is_made_and_with_one_the_seed_decides_the_draws() {
+        // No spread: every read takes read_latency + t, whatever the seed.
+        let p = flash("").p;
+        let mut a = Flash::new_seeded("nv0", p.clone(), 1);
+        let lat = qd1_latencies(&mut a, Op::Read, 100);
+        assert!(lat.iter().all(|&l| l == 80 * US + t(&a, Op::Read, 4096)));
+        // A spread: the same seed gives the same draws, another seed others.
+        let p = flash("read_spread = 0.3").p;
+        let run = |seed| {
+            let mut d = Flash::new_seeded("nv0", p.clone(), seed);
+            closed_loop(&mut d, 0, 4, 2000, |i| (Op::Read, i as u64 * 4096, 4096)).latencies_ns
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7), run(8));
+    }
+
     #[test]
     fn bad_parameters_are_refused_with_one_line_naming_the_parameter() {
         let cases = [
@@ -1452,6 +1708,8 @@ mod tests {
                 "duplex = \"simplex\"",
                 "duplex = \"simplex\": must be one of full, half",
             ),
+            ("read_spread = 0.6", "read_spread = 0.6: must be "),
+            ("write_floor = 1.5", "write_floor = 1.5: must be "),
         ];
         for (src, want) in cases {
             let table: std::collections::BTreeMap<String, toml::Value> =
