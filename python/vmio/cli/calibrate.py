@@ -100,6 +100,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--host-fs: overwrite DIR/host-fs.toml and host-fs.json",
     )
     c.add_argument(
+        "--accept-bounds",
+        action="store_true",
+        help="write stack.toml even when a fitted parameter sits at one of its physical "
+        "bounds (the fit is refused otherwise; fit.txt names the parameter and bound)",
+    )
+    c.add_argument(
         "--serve-path",
         action="store_true",
         help="instead: measure the NBD path (fio's nbd engine into vmio serve over a RAM "
@@ -145,6 +151,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         write=args.write,
         size=args.size,
         force=args.force,
+        accept_bounds=args.accept_bounds,
     )
     sm = summary(cal.params, cal.points, cal.simulated)
     p = cal.params

@@ -106,6 +106,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="replace an existing output directory (and a serve-path image left in /dev/shm)",
     )
+    v.add_argument(
+        "--accept-bounds",
+        action="store_true",
+        help="keep a calibration whose fit has a parameter at a physical bound (vmio "
+        "calibrate --accept-bounds)",
+    )
     v.add_argument("--quick", action="store_true", help="a short run (about a minute)")
     v.set_defaults(func=cmd_validate)
 
@@ -123,7 +129,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     out.mkdir(parents=True)
     if args.calibration is None:
-        cal = calibrate.run(args.target, out / "calibration", quick=args.quick, size=args.size)
+        cal = calibrate.run(
+            args.target,
+            out / "calibration",
+            quick=args.quick,
+            size=args.size,
+            accept_bounds=args.accept_bounds,
+        )
         stack = Path(cal.stack_path)
     else:
         stack = args.calibration / "stack.toml"

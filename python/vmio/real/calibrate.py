@@ -201,6 +201,12 @@ DUPLEX_SIZES: tuple[int, ...] = (64 * KIB, 256 * KIB)
 DUPLEX_QD = 8
 DUPLEX_MIX = 50
 SMALL = 4 * KIB
+# The write path at small depth (sequential writes of a small and a mid size at QD 2 and 4:
+# the processor's per-batch and per-command costs on writes) and the fdatasync at several
+# sizes (whether a FLUSH's cost depends on what was written before it).
+SMALL_WRITE_SIZES: tuple[int, ...] = (4 * KIB, 64 * KIB)
+SMALL_WRITE_QDS: tuple[int, ...] = (2, 4)
+FLUSH_SIZES: tuple[int, ...] = (4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB)
 # --quick's points (by name): enough for every parameter of the fit.
 QUICK: frozenset[str] = frozenset(
     {
@@ -209,6 +215,7 @@ QUICK: frozenset[str] = frozenset(
         "randrw-4k-qd8",
         "rw-256k-qd8",
         "fdatasync-4k",
+        "fdatasync-64k",
     }
 )
 
@@ -242,6 +249,21 @@ UNKNOWN_QUEUE_DEPTH = 128
 # The disk schedulers stack.toml keeps as the kernel names them: blk-mq's (none, mq-deadline,
 # bfq, kyber) that the simulator has; the others become mq-deadline.
 SCHEDULERS = ("none", "mq-deadline")
+# Physical bounds of the fit (module doc, "Bounds"): a flash unit's time at least 5 us (a
+# NAND page read is tens of us, a program into a controller's DRAM several us; a cloud
+# disk's round trip more), units from 1 to the depth where throughput stops rising (a
+# depth's throughput gains less than RISE over the one before it).
+MIN_LATENCY_NS = 5_000.0
+RISE = 1.1
+# fio's p99.9 is kept when a run completed at least this many requests (10 beyond it).
+P999_MIN_IOS = 10_000
+# The unit-time distribution's fit: the spread's upper bound (flash.rs MAX_SPREAD), its
+# grid, the floor's grid.
+MAX_SPREAD = 0.5
+SPREAD_GRID = 100
+FLOOR_GRID = 100
+# A parameter within this share of a bound sits at it.
+AT_BOUND = 0.01
 
 
 class CalibrateError(VmioError):
@@ -308,12 +330,19 @@ def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
         for q in SEQ_QDS
     ]
     jobs += [Job(f"{d}-4k-qd{q}", d, SMALL, q) for d in ("randread", "randwrite") for q in RAND_QDS]
+    jobs += [
+        Job(f"write-{size_name(bs)}-qd{q}", "write", bs, q)
+        for bs in SMALL_WRITE_SIZES
+        for q in SMALL_WRITE_QDS
+    ]
     jobs += [Job(f"randrw-4k-qd{q}", "randrw", SMALL, q, RWMIXREAD) for q in MIX_QDS]
     jobs += [
         Job(f"rw-{size_name(bs)}-qd{DUPLEX_QD}", "rw", bs, DUPLEX_QD, DUPLEX_MIX)
         for bs in DUPLEX_SIZES
     ]
-    jobs.append(Job("fdatasync-4k", "randwrite", SMALL, 1, fdatasync=True))
+    jobs += [
+        Job(f"fdatasync-{size_name(bs)}", "randwrite", bs, 1, fdatasync=True) for bs in FLUSH_SIZES
+    ]
     return tuple(
         j for j in jobs if (not quick or j.name in QUICK) and (writes or j.direction == "read")
     )
@@ -334,6 +363,8 @@ class Side:
     lat_mean_ns: float
     clat_p50_ns: float
     clat_p99_ns: float
+    clat_p999_ns: float = 0.0
+    """0 when the run completed fewer than P999_MIN_IOS requests."""
 
 
 @dataclass(frozen=True)
@@ -389,12 +420,14 @@ def _side(d: dict[str, Any]) -> Side | None:
     if not d.get("total_ios"):
         return None
     pct = d.get("clat_ns", {}).get("percentile", {})
+    enough = int(d["total_ios"]) >= P999_MIN_IOS
     return Side(
         iops=float(d["iops"]),
         bw_bytes=float(d["bw_bytes"]),
         lat_mean_ns=float(d["lat_ns"]["mean"]),
         clat_p50_ns=float(pct.get("50.000000", 0)),
         clat_p99_ns=float(pct.get("99.000000", 0)),
+        clat_p999_ns=float(pct.get("99.900000", 0)) if enough else 0.0,
     )
 
 
@@ -472,14 +505,6 @@ def predicted(params: Params, job: Job) -> tuple[float, float]:
     return native().flash_predict(params, _job(job))[1:]
 
 
-@dataclass(frozen=True)
-class Fit:
-    """The flash model's parameters and the notes on what was not measured."""
-
-    params: Params
-    notes: tuple[str, ...]
-
-
 def _latency_ns(points: Sequence[Point], rate: float, side: str) -> float:
     """a + c of T = a + c + L / rate, least relative squares (module doc), at least 1 ns."""
     qd1 = [(p.job.bs, getattr(p, side).lat_mean_ns) for p in points if p.job.iodepth == 1]
@@ -535,11 +560,261 @@ class _Direction:
         den = sum(b * (y - c_s) / (y * y) for b, y in self.sat)
         return num / max(den, 1e-12)
 
+    def intercept_ns(self, c_s: float) -> float:
+        """The QD1 fit's intercept at rate_d(c): a + c + b + k."""
+        return _latency_ns(self.points, self.rate(c_s), self.side)
+
     def latency_ns(self, c_s: float, front_s: float = 0.0) -> float:
         """a_d = (the QD1 fit's intercept at rate_d) - c - the processor's b + k, at least
-        1 ns."""
-        fitted = _latency_ns(self.points, self.rate(c_s), self.side)
-        return max(1.0, fitted - (c_s + front_s) * 1e9)
+        MIN_LATENCY_NS (the search keeps c + b + k below the intercept less it)."""
+        return max(MIN_LATENCY_NS, self.intercept_ns(c_s) - (c_s + front_s) * 1e9)
+
+
+def stop_depth(points: Sequence[Point]) -> int:
+    """The upper bound of units (module doc, "Bounds"): over the random 4 KiB reads and
+    writes, each a series of depths, the first depth whose throughput gains less than RISE
+    on the next depth's... the next depth (by then throughput has stopped rising); the larger
+    of the two series; MAX_UNITS when a series rises to its deepest point."""
+    out = 0
+    for rw in ("randread", "randwrite"):
+        series = sorted(
+            (p.job.iodepth, p.iops)
+            for p in points
+            if p.job.rw == rw and p.job.bs == SMALL and not p.job.fdatasync and p.iops > 0
+        )
+        if len(series) < 2:
+            continue
+        stop = next(
+            (q2 for (_, x1), (q2, x2) in itertools.pairwise(series) if x2 < RISE * x1),
+            MAX_UNITS,
+        )
+        out = max(out, stop)
+    return out or MAX_UNITS
+
+
+# fio's clat percentiles the battery keeps (Side's fields) and their quantile.
+PERCENTILES: tuple[tuple[str, float, str], ...] = (
+    ("clat_p50_ns", 0.5, "p50"),
+    ("clat_p99_ns", 0.99, "p99"),
+    ("clat_p999_ns", 0.999, "p99.9"),
+)
+# flash.rs U_CUT: the unit-time draws are cut at these quantiles.
+U_CUT = 1e-6
+# The parameters that are shares (written unrounded).
+FRACTIONS = frozenset({"read_spread", "read_floor", "write_spread", "write_floor"})
+
+
+def quantile_ns(mean_ns: float, floor: float, spread: float, p: float) -> float:
+    """Quantile p of a unit time of mean `mean_ns` (flash.rs `ServiceTime::quantile_ns`, the
+    shifted log-logistic): mean (floor + (1 - floor) (p / (1 - p))^s / m(s)), m(s) = pi s /
+    sin(pi s); the mean itself without a spread."""
+    if spread <= 0 or floor >= 1:
+        return mean_ns
+    p = min(max(p, U_CUT), 1 - U_CUT)
+    m = math.pi * spread / math.sin(math.pi * spread)
+    return mean_ns * (floor + (1 - floor) * (p / (1 - p)) ** spread / m)
+
+
+def _tail_point(points: Sequence[Point], side: str) -> Point | None:
+    """The random 4 KiB QD1 point of direction `side` (its percentiles fit the unit time)."""
+    rw = f"rand{side}"
+    return next(
+        (
+            p
+            for p in points
+            if p.job.rw == rw and p.job.bs == SMALL and p.job.iodepth == 1 and not p.job.fdatasync
+        ),
+        None,
+    )
+
+
+def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
+    """Quantile p of a lone command's completion latency on the model (QD1: nothing queues):
+    the processor's b + k, the transfer t(L) = c + L / min(rate, link), the unit's Q(p)."""
+    rate = min(float(params[f"{side}_rate"]), float(params["link_rate"]))
+    fixed = (
+        float(params.get("batch_overhead", 0))
+        + float(params.get("command_overhead", 0))
+        + float(params.get("transfer_overhead", 0))
+        + job.bs * 1e9 / rate
+    )
+    unit = quantile_ns(
+        float(params[f"{side}_latency"]),
+        float(params.get(f"{side}_floor", 0.0)),
+        float(params.get(f"{side}_spread", 0.0)),
+        p,
+    )
+    return fixed + unit
+
+
+def fit_service(params: Params, point: Point, side: str) -> tuple[float, float]:
+    """(spread, floor) of direction `side`'s unit time: the least sum over the point's
+    measured percentiles of (ln model - ln measured)^2 (module doc), on a grid of spreads
+    [0, MAX_SPREAD] and floors [0, 1) refined twice around its best cell; (0, 0) when the
+    point has fewer than two percentiles."""
+    measured_ = getattr(point, side)
+    targets = [(q, getattr(measured_, a)) for a, q, _ in PERCENTILES if getattr(measured_, a) > 0]
+    if measured_ is None or len(targets) < 2:
+        return 0.0, 0.0
+
+    def err(s: float, f: float) -> float:
+        trial = {**params, f"{side}_spread": s, f"{side}_floor": f}
+        return sum(
+            (math.log(model_percentile_ns(trial, point.job, side, q)) - math.log(v)) ** 2
+            for q, v in targets
+        )
+
+    s_lo, s_hi, f_lo, f_hi = 0.0, MAX_SPREAD, 0.0, 1.0 - 1.0 / FLOOR_GRID
+    best = (err(0.0, 0.0), 0.0, 0.0)
+    for _ in range(3):
+        ss = [s_lo + (s_hi - s_lo) * i / SPREAD_GRID for i in range(SPREAD_GRID + 1)]
+        fs = [f_lo + (f_hi - f_lo) * i / FLOOR_GRID for i in range(FLOOR_GRID + 1)]
+        best = min([best, *((err(s, f), s, f) for s in ss for f in fs)])
+        ds, df = 2 * (s_hi - s_lo) / SPREAD_GRID, 2 * (f_hi - f_lo) / FLOOR_GRID
+        s_lo, s_hi = max(0.0, best[1] - ds), min(MAX_SPREAD, best[1] + ds)
+        f_lo, f_hi = max(0.0, best[2] - df), min(1.0 - 1e-9, best[2] + df)
+    return best[1], best[2]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A fitted parameter's account (module doc, "Uncertainty"): its value, its standard
+    error (inf: not identified, no battery point moves with it), the bound it sits at (None:
+    inside), and the battery points that identify it with their share of its sensitivity."""
+
+    value: float
+    sigma: float
+    bound: str | None
+    points: tuple[tuple[str, float], ...]
+
+
+# The parameters the uncertainty covers, with the smallest step of their derivative.
+STEPS: tuple[tuple[str, float], ...] = (
+    ("units", 1e-2),
+    ("read_latency", 10.0),
+    ("write_latency", 10.0),
+    ("read_rate", 1e3),
+    ("write_rate", 1e3),
+    ("transfer_overhead", 10.0),
+    ("batch_overhead", 10.0),
+    ("command_overhead", 10.0),
+    ("flush_latency", 10.0),
+    ("read_spread", 1e-3),
+    ("read_floor", 1e-3),
+    ("write_spread", 1e-3),
+    ("write_floor", 1e-3),
+)
+
+
+def residuals(params: Params, points: Sequence[Point]) -> list[tuple[str, float]]:
+    """(label, ln model - ln measured) of every figure the fit answers for: each point's
+    requests per second (at QD1 its mean latency's inverse), each fdatasync point's latency,
+    and the random 4 KiB QD1 points' percentiles (the unit times' fit)."""
+    out = []
+    for p in points:
+        if p.job.fdatasync:
+            if p.fdatasync_ns and "flush_latency" in params:
+                model = predicted(params, p.job)[1]
+                out.append((p.job.name, math.log(model) - math.log(p.fdatasync_ns)))
+            continue
+        if p.iops <= 0:
+            continue
+        out.append((p.job.name, math.log(throughput(params, p.job)) - math.log(p.iops)))
+        for side in ("read", "write"):
+            if _tail_point(points, side) is not p:
+                continue
+            m = getattr(p, side)
+            for attr, q, label in PERCENTILES:
+                if getattr(m, attr) > 0:
+                    model = model_percentile_ns(params, p.job, side, q)
+                    out.append((f"{p.job.name} {label}", math.log(model) - math.log(getattr(m, attr))))
+    return out
+
+
+def _clamped(key: str, x: float) -> float:
+    """`x` within what the model accepts for `key`."""
+    if key == "units":
+        return min(max(x, 1.0), float(MAX_UNITS))
+    if key.endswith("_spread"):
+        return min(max(x, 0.0), MAX_SPREAD)
+    if key.endswith("_floor"):
+        return min(max(x, 0.0), 1.0)
+    return max(x, 1.0 if key.endswith("_rate") else 0.0)
+
+
+def uncertainty(
+    params: Params, points: Sequence[Point], fixed: frozenset[str] = frozenset()
+) -> dict[str, Estimate]:
+    """Each fitted parameter's standard error from the Jacobian J of `residuals` at the fit
+    (central differences): cov = s^2 (J^T J)^+ over the identified parameters, s^2 = the
+    residuals' sum of squares / (n - p); the points that identify it: the largest shares of
+    its column's J_ij^2. A column of zeros (no point moves with the parameter): not
+    identified, sigma inf. The parameters of `fixed` (at a bound of the search: an active
+    constraint) are held: no sigma (NaN), but their columns still name their points. Bounds
+    are added by `fit`."""
+    import numpy as np
+
+    keys = [
+        (k, h)
+        for k, h in STEPS
+        if k in params
+        and not (k.endswith("_floor") and not params.get(k.replace("floor", "spread")))
+    ]
+    base = residuals(params, points)
+    labels = [label for label, _ in base]
+    r = np.array([x for _, x in base])
+    cols = []
+    for k, h_min in keys:
+        x = float(params[k])
+        h = max(abs(x) * 1e-3, h_min)
+        up, down = _clamped(k, x + h), _clamped(k, x - h)
+        if up == down:
+            cols.append(np.zeros(len(r)))
+            continue
+        ru = np.array([v for _, v in residuals({**params, k: up}, points)])
+        rd = np.array([v for _, v in residuals({**params, k: down}, points)])
+        cols.append((ru - rd) / (up - down))
+    jac = np.column_stack(cols) if cols else np.zeros((len(r), 0))
+    norms = np.sqrt((jac**2).sum(axis=0))
+    # Identified: a change of the parameter by its own size (1000 steps when it is 0) moves
+    # the residuals by more than a millionth.
+    scale = [max(abs(float(params[k])), 1000 * h) for k, h in keys]
+    ident = [i for i, n in enumerate(norms) if n * scale[i] > 1e-6 and keys[i][0] not in fixed]
+    out: dict[str, Estimate] = {}
+    dof = len(r) - len(ident)
+    sigma = np.full(len(keys), math.inf)
+    if ident and dof > 0:
+        # In units of each parameter's scale, so that (J^T J) is well conditioned.
+        sc = np.array([scale[i] for i in ident])
+        j = jac[:, ident] * sc
+        s2 = float(r @ r) / dof
+        cov = s2 * np.linalg.pinv(j.T @ j)
+        for n, i in enumerate(ident):
+            sigma[i] = math.sqrt(max(float(cov[n, n]), 0.0)) * sc[n]
+    for i, (k, _) in enumerate(keys):
+        col = jac[:, i] ** 2
+        total = float(col.sum())
+        top = sorted(range(len(labels)), key=lambda n: -col[n])[:3] if total > 0 else []
+        shares = tuple((labels[n], float(col[n]) / total) for n in top if col[n] > 0)
+        sd = math.nan if k in fixed else float(sigma[i])
+        out[k] = Estimate(float(params[k]), sd, None, shares)
+    return out
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The flash model's parameters, the notes on what was not measured, each fitted
+    parameter's account (`Estimate`) and the one-line flags of the parameters that sit at a
+    bound (a fit with flags is refused unless accepted)."""
+
+    params: Params
+    notes: tuple[str, ...]
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
+
+
+def _ns(x: float) -> str:
+    return f"{x / 1e3:.1f} us" if x >= 1e3 else f"{x:.0f} ns"
 
 
 def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
@@ -553,9 +828,12 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         write = read
         notes.append("reads only: write_latency and write_rate are the read's (not measured)")
     loaded = [p for p in points if p.job.iodepth > 1 and p.iops and not p.job.fdatasync]
-    # c is at most the smaller QD1 intercept (a_d >= 0), at most the saturated points' time.
-    intercept = min(_latency_ns(d.points, d.rate(0.0), d.side) / 1e9 for d in (read, write))
-    c_max = min(intercept, read.min_time_s, write.min_time_s)
+    # c + b + k is at most the smaller QD1 intercept less the least unit time (a_d >= 5 us);
+    # c at most the saturated points' time.
+    intercept = min(d.intercept_ns(0.0) / 1e9 for d in (read, write))
+    room = max(0.0, intercept - MIN_LATENCY_NS / 1e9)
+    c_max = min(room, read.min_time_s, write.min_time_s)
+    u_max = stop_depth(points)
 
     def params_of(c_s: float, units: int, duplex: str, proc: tuple[float, float]) -> Params:
         r_rate, w_rate = read.rate(c_s), write.rate(c_s)
@@ -589,11 +867,13 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         )
 
     def best_units(c_s: float, duplex: str, proc: tuple[float, float]) -> int:
-        return min(range(1, MAX_UNITS + 1), key=units_cost(c_s, duplex, proc))
+        return min(range(1, u_max + 1), key=units_cost(c_s, duplex, proc))
 
     def argmin(f: Callable[[float], float], hi: float) -> float:
         """The least f on [0, hi): a grid of C_GRID steps, then golden section (0.1 ns)
-        between the best step's neighbours."""
+        between the best step's neighbours; 0 when hi <= 0."""
+        if hi <= 0:
+            return 0.0
         grid = [hi * k / C_GRID for k in range(C_GRID)]
         k = min(range(C_GRID), key=lambda i: f(grid[i]))
         lo, up = grid[max(k - 1, 0)], hi * min(k + 1, C_GRID) / C_GRID
@@ -602,18 +882,17 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             lo, up = (lo, m2) if f(m1) <= f(m2) else (m1, up)
         return min((grid[k], (lo + up) / 2), key=f)
 
-    # The processor's batch and command costs are each at most the smaller QD1 intercept
-    # (beyond it a would be negative).
-    b_max = k_max = intercept
-
     def start(duplex: str) -> tuple[float, tuple[float, float]]:
-        """The descent's start: the least E on a coarse grid of (c, b, k) with units from
-        powers of two (from zero, the descent stops in a local minimum: the sharp knee of a
-        few units rather than the gradual rise the processor gives)."""
+        """The descent's start: the least E on a coarse grid of (c, b, k) within the room
+        with units from powers of two (from zero, the descent stops in a local minimum: the
+        sharp knee of a few units rather than the gradual rise the processor gives)."""
         grid = []
-        steps = [_steps(hi, n) for hi, n in zip((c_max, b_max, k_max), START_GRID, strict=True)]
+        steps = [_steps(hi, n) for hi, n in zip((c_max, room, room), START_GRID, strict=True)]
+        units = [u for u in START_UNITS if u <= u_max] or [1]
         for c, b, k in itertools.product(*steps):
-            e = min(map(units_cost(c, duplex, (b, k)), START_UNITS))
+            if c + b + k > room:
+                continue
+            e = min(map(units_cost(c, duplex, (b, k)), units))
             grid.append((e, c, b, k))
         _, c, b, k = min(grid)
         return c, (b, k)
@@ -622,8 +901,9 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         duplex: str, begin: tuple[float, tuple[float, float]] | None
     ) -> tuple[float, Params]:
         """From `begin` (c, (b, k)), alternate over c, the processor's b then k, and units
-        until a round gains less than ROUND_GAIN (ROUNDS at most); returns (E, parameters).
-        `begin` None: from c = 0 without a processor, over c and units only."""
+        until a round gains less than ROUND_GAIN (ROUNDS at most), each within the room the
+        others leave; returns (E, parameters). `begin` None: from c = 0 without a
+        processor, over c and units only."""
         c_s, proc = begin or (0.0, (0.0, 0.0))
         units = best_units(c_s, duplex, proc)
         error = cost(params_of(c_s, units, duplex, proc), loaded)
@@ -632,10 +912,10 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             def e(c: float, pr: tuple[float, float], n: int = units) -> float:
                 return cost(params_of(c, n, duplex, pr), loaded)
 
-            c_s = argmin(lambda c, pr=proc: e(c, pr), c_max)
+            c_s = argmin(lambda c, pr=proc: e(c, pr), min(c_max, room - sum(proc)))
             if begin is not None:
-                b = argmin(lambda b, c=c_s, k=proc[1]: e(c, (b, k)), b_max)
-                proc = (b, argmin(lambda k, c=c_s, b=b: e(c, (b, k)), k_max))
+                b = argmin(lambda b, c=c_s, k=proc[1]: e(c, (b, k)), room - c_s - proc[1])
+                proc = (b, argmin(lambda k, c=c_s, b=b: e(c, (b, k)), room - c_s - b))
             units = best_units(c_s, duplex, proc)
             error, before = cost(params_of(c_s, units, duplex, proc), loaded), error
             if before - error <= ROUND_GAIN * before:
@@ -656,7 +936,66 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         params["flush_latency"] = max(0, round(statistics.fmean(flush) - front))
     else:
         notes.append("no fdatasync measured: flush_latency is the model's default")
-    return Fit(params, tuple(notes))
+    # The unit times' distributions, from the random 4 KiB QD1 points' percentiles.
+    sides = ("read", "write") if by["write"] else ("read",)
+    for side in sides:
+        tail = _tail_point(points, side)
+        if tail is None:
+            notes.append(f"no random 4k {side} at QD1: {side}_spread is 0 (no tail fitted)")
+            continue
+        s, f = fit_service(params, tail, side)
+        params[f"{side}_spread"], params[f"{side}_floor"] = round(s, 4), round(f, 4)
+    if not by["write"]:
+        params["write_spread"] = params.get("read_spread", 0.0)
+        params["write_floor"] = params.get("read_floor", 0.0)
+    # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
+    # time at its floor, units at 1 or at the stop depth, a spread at 0 (its floor then
+    # does nothing) or at its maximum.
+    fixed = {k for k in ("transfer_overhead", "batch_overhead", "command_overhead") if params[k] <= 0}
+    fixed |= {
+        f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS
+    }
+    fixed |= {"units"} if params["units"] <= 1 or params["units"] >= u_max else set()
+    for d in ("read", "write"):
+        spread = params.get(f"{d}_spread", 0.0)
+        if spread <= 0 or spread >= MAX_SPREAD:
+            fixed |= {f"{d}_spread", f"{d}_floor"}
+    estimates = uncertainty(params, points, frozenset(fixed))
+    flags = []
+
+    def flag(key: str, text: str) -> None:
+        flags.append(f"{key} = {text}")
+        if key in estimates:
+            estimates[key] = replace(estimates[key], bound=text.split(" sits at ")[-1])
+
+    # A unit time at its floor, or overheads that fill the room the floor leaves (then the
+    # direction of the smaller intercept is at its floor, within the intercept's drift in c).
+    front = params["transfer_overhead"] + params["batch_overhead"] + params["command_overhead"]
+    tight = min(sides, key=lambda d: (read, write)[d == "write"].intercept_ns(0.0))
+    for side in sides:
+        a = params[f"{side}_latency"]
+        full = room > 0 and front >= room * 1e9 * (1 - AT_BOUND) and side == tight
+        if a <= MIN_LATENCY_NS * (1 + AT_BOUND) or full:
+            flag(
+                f"{side}_latency",
+                f"{_ns(a)} sits at its lower bound {_ns(MIN_LATENCY_NS)} (the least unit time "
+                "of flash: the QD1 latency went to the per-command overheads)",
+            )
+    n = params["units"]
+    if u_max < MAX_UNITS and n >= u_max:
+        flag(
+            "units",
+            f"{n} sits at its upper bound {u_max} (the depth where the random 4k throughput "
+            "stops rising)",
+        )
+    for side in sides:
+        if params.get(f"{side}_spread", 0.0) >= MAX_SPREAD * (1 - AT_BOUND):
+            flag(
+                f"{side}_spread",
+                f"{params[f'{side}_spread']} sits at its upper bound {MAX_SPREAD} (a tail "
+                "heavier than the model's distribution allows)",
+            )
+    return Fit(params, tuple(notes), estimates, tuple(flags))
 
 
 # --- the target ----------------------------------------------------------------------------
@@ -988,8 +1327,15 @@ def summary(
     return out
 
 
-def fit_text(params: Params, points: Sequence[Point], simulated: Sequence[Point] | None) -> str:
-    """fit.txt: every point measured, the model's closed form and vmio sim, with errors."""
+def fit_text(
+    params: Params,
+    points: Sequence[Point],
+    simulated: Sequence[Point] | None,
+    fitted: Fit | None = None,
+) -> str:
+    """fit.txt: every point measured, the model's closed form and vmio sim, with errors; the
+    QD1 percentiles the unit times were fitted on; with `fitted`, each parameter's value,
+    uncertainty, bound and the points that identify it, and the flags."""
 
     def cell(x: float, scale: float, ref: float | None = None) -> str:
         if math.isnan(x):
@@ -1015,8 +1361,59 @@ def fit_text(params: Params, points: Sequence[Point], simulated: Sequence[Point]
         f"{100 * sm['bw_sim']:.1f} %; mean latency model {100 * sm['lat_model']:.1f} %, "
         f"vmio sim {100 * sm['lat_sim']:.1f} %"
     )
-    note = "(the fdatasync point: mean latency of the fdatasync calls; model = flush_latency)"
-    return "\n".join([*lines, note]) + "\n"
+    note = "(the fdatasync points: mean latency of the fdatasync calls; model = flush_latency)"
+    lines.append(note)
+    lines += ["", *percentile_lines(params, points, simulated)]
+    if fitted is not None:
+        lines += ["", *estimate_lines(fitted)]
+    return "\n".join(lines) + "\n"
+
+
+def percentile_lines(
+    params: Params, points: Sequence[Point], simulated: Sequence[Point] | None
+) -> list[str]:
+    """The random 4 KiB QD1 points' completion-latency percentiles: measured, the model's
+    closed form (`model_percentile_ns`) and vmio sim's, in us with errors."""
+    sims = dict(zip([p.job.name for p in points], simulated or [], strict=False))
+    lines = [f"{'QD1 clat':<16}{'pct':>7}{'us':>9}{'model':>9}{'err':>8}{'sim':>9}{'err':>8}"]
+    for side in ("read", "write"):
+        p = _tail_point(points, side)
+        if p is None or getattr(p, side) is None:
+            continue
+        s = sims.get(p.job.name)
+        for attr, q, label in PERCENTILES:
+            v = getattr(getattr(p, side), attr)
+            if v <= 0:
+                continue
+            m = model_percentile_ns(params, p.job, side, q)
+            sv = getattr(getattr(s, side), attr) if s is not None and getattr(s, side) else 0.0
+            sim_cells = f"{sv / 1e3:>9.1f}{100 * _err(sv, v):>+7.1f}%" if sv > 0 else f"{'-':>9}"
+            lines.append(
+                f"{p.job.name:<16}{label:>7}{v / 1e3:>9.1f}{m / 1e3:>9.1f}"
+                f"{100 * _err(m, v):>+7.1f}%{sim_cells}"
+            )
+    return lines
+
+
+def estimate_lines(fitted: Fit) -> list[str]:
+    """Each fitted parameter: value, standard error (and relative), the bound it sits at,
+    the battery points that identify it (their share of its sensitivity); then the flags."""
+    lines = [f"{'parameter':<19}{'value':>14}{'+-':>12}{'rel':>8}  bound / identified by"]
+    for k, e in fitted.estimates.items():
+        rel = e.sigma / abs(e.value) if e.value and math.isfinite(e.sigma) else math.inf
+        sigma = (
+            f"{e.sigma:>12.4g}"
+            if math.isfinite(e.sigma)
+            else f"{'held':>12}"
+            if math.isnan(e.sigma)
+            else f"{'n/a':>12}"
+        )
+        rel_s = f"{100 * rel:>7.1f}%" if math.isfinite(rel) else f"{'-':>8}"
+        who = ", ".join(f"{n} {100 * w:.0f}%" for n, w in e.points) or "not identified"
+        where = f"AT BOUND {e.bound}; " if e.bound else ""
+        lines.append(f"{k:<19}{e.value:>14.6g}{sigma}{rel_s}  {where}{who}")
+    lines += [f"flag: {x}" for x in fitted.flags]
+    return lines
 
 
 @dataclass(frozen=True)
@@ -1069,8 +1466,11 @@ def run(
     size: int | str | None = None,
     progress: TextIO | None = None,
     force: bool = False,
+    accept_bounds: bool = False,
 ) -> Calibration:
-    """Measure the battery on `target`, fit the flash model, write out_dir's three files."""
+    """Measure the battery on `target`, fit the flash model, write out_dir's three files; a
+    fit with a parameter at a bound (`Fit.flags`) writes measurements.json and fit.txt and is
+    refused (CalibrateError naming the first) unless `accept_bounds`."""
     stream = progress or sys.stderr
     if why := fio_missing():
         raise CalibrateError(why)
@@ -1108,12 +1508,13 @@ def run(
             t.path.unlink(missing_ok=True)
     qd = t.disk.nr_requests if t.disk and t.disk.nr_requests else UNKNOWN_QUEUE_DEPTH
     f = fit(points, t.capacity, qd)
+    if f.flags and accept_bounds:
+        f = replace(f, notes=(*f.notes, *(f"accepted at its bound: {x}" for x in f.flags)))
     cores = os.cpu_count() or 1
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     stack = stack_toml(f, t, cores, when)
     out.mkdir(parents=True, exist_ok=True)
     stack_path = out / "stack.toml"
-    stack_path.write_text(stack, encoding="utf-8")
     record = {
         "vmio_calibrate": {
             "version": __version__,
@@ -1127,6 +1528,8 @@ def run(
             "budget_s": budget,
             "elapsed_s": round(time.monotonic() - start, 3),
             "params": f.params,
+            "uncertainty": {k: asdict(e) for k, e in f.estimates.items()},
+            "flags": list(f.flags),
             "queue": queue_caps(t),
             "notes": list(f.notes),
         },
@@ -1134,6 +1537,14 @@ def run(
         "points": [p.record() for p in points],
     }
     (out / "measurements.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    if f.flags and not accept_bounds:
+        (out / "fit.txt").write_text(fit_text(f.params, points, None, f), encoding="utf-8")
+        more = f" (and {len(f.flags) - 1} more, {out / 'fit.txt'})" if len(f.flags) > 1 else ""
+        raise CalibrateError(
+            f"the fit is refused: {f.flags[0]}{more}; pass --accept-bounds to write "
+            "stack.toml anyway"
+        )
+    stack_path.write_text(stack, encoding="utf-8")
     simulated = simulate(stack, points)
-    (out / "fit.txt").write_text(fit_text(f.params, points, simulated), encoding="utf-8")
+    (out / "fit.txt").write_text(fit_text(f.params, points, simulated, f), encoding="utf-8")
     return Calibration(out, stack_path, f.params, points, simulated, f.notes)
