@@ -23,9 +23,9 @@ Tolerance of the round trips (RAM-backed targets: /dev/shm and a loop device on 
 from __future__ import annotations
 
 import hashlib
-import math
 import io
 import json
+import math
 import os
 import signal
 import subprocess
@@ -422,7 +422,16 @@ def test_a_loop_device_with_write_round_trips_and_names_the_device(tmp_path: Pat
     dev = loop(64)
     out = tmp_path / "cal"
     rc, stdout, stderr = vmio(
-        capsys, "calibrate", dev, "--write", "--quick", "--budget", "18", "--accept-bounds", "-o", out
+        capsys,
+        "calibrate",
+        dev,
+        "--write",
+        "--quick",
+        "--budget",
+        "18",
+        "--accept-bounds",
+        "-o",
+        out,
     )
     assert rc == 0, stderr
     assert "flash model of" in stdout and "median |error|" in stdout
@@ -576,21 +585,26 @@ def test_the_models_qd1_percentiles_in_vmio_sim_are_the_closed_form_quantiles():
     # QD1 4k random read are the closed form's (fio's histogram bins: within 2 %).
     params = {**TAILED, "units": 64}
     stack = (
-        "[host]\ncores = 2\nhypervisor = \"native\"\n[[device]]\nname = \"d\"\nmodel = \"flash\"\n"
+        '[host]\ncores = 2\nhypervisor = "native"\n[[device]]\nname = "d"\nmodel = "flash"\n'
         + "".join(
             f'{k} = "{v}ns"\n' if k in calibrate.durations() else f"{k} = {v!r}\n".replace("'", '"')
             for k, v in params.items()
             if k not in ("capacity", "queue_depth")
         )
-        + "[[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"d\"]\n[[vm]]\nname = \"h\"\n"
-        "[[vm.disk]]\nname = \"d\"\nvolume = \"v\"\ninterface = \"host\"\ncache = \"none\"\n"
+        + '[[volume]]\nname = "v"\nlayout = "single"\ndevices = ["d"]\n[[vm]]\nname = "h"\n'
+        '[[vm.disk]]\nname = "d"\nvolume = "v"\ninterface = "host"\ncache = "none"\n'
     )
-    job = "[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=1\nsize=1g\nruntime=20\ntime_based\n"
+    job = (
+        "[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=1\nsize=1g\n"
+        "runtime=20\ntime_based\n"
+    )
     out = json.loads(simulate_text(stack, "s.toml", job, "j.fio"))["jobs"][0]["read"]
     pct = out["clat_ns"]["percentile"]
     j = Job("r", "randread", 4 * KIB, 1)
     for key, q in (("50.000000", 0.5), ("99.000000", 0.99), ("99.900000", 0.999)):
-        assert pct[key] == pytest.approx(calibrate.model_percentile_ns(params, j, "read", q), rel=0.02)
+        assert pct[key] == pytest.approx(
+            calibrate.model_percentile_ns(params, j, "read", q), rel=0.02
+        )
 
 
 def noisy(points: list[Point], rel: float, seed: int) -> list[Point]:
@@ -606,7 +620,9 @@ def noisy(points: list[Point], rel: float, seed: int) -> list[Point]:
         def scaled(s: Side | None, f: float = f) -> Side | None:
             if s is None:
                 return None
-            return replace(s, iops=s.iops * f, bw_bytes=s.bw_bytes * f, lat_mean_ns=s.lat_mean_ns / f)
+            return replace(
+                s, iops=s.iops * f, bw_bytes=s.bw_bytes * f, lat_mean_ns=s.lat_mean_ns / f
+            )
 
         fd = p.fdatasync_ns * f if p.fdatasync_ns else p.fdatasync_ns
         out.append(replace(p, read=scaled(p.read), write=scaled(p.write), fdatasync_ns=fd))
@@ -635,7 +651,9 @@ def test_a_fit_whose_unit_time_sits_at_its_lower_bound_is_flagged_in_one_line():
     points = [synthetic(fast, j) for j in calibrate.battery()]
     got = calibrate.fit(points, fast["capacity"], fast["queue_depth"])
     assert got.params["write_latency"] == calibrate.MIN_LATENCY_NS
-    assert any(f.startswith("write_latency = 5.0 us sits at its lower bound 5.0 us") for f in got.flags)
+    assert any(
+        f.startswith("write_latency = 5.0 us sits at its lower bound 5.0 us") for f in got.flags
+    )
     assert all("\n" not in f for f in got.flags)
     assert got.estimates["write_latency"].bound is not None
 
@@ -643,7 +661,15 @@ def test_a_fit_whose_unit_time_sits_at_its_lower_bound_is_flagged_in_one_line():
 def test_the_units_stop_at_the_depth_where_throughput_stops_rising():
     def pts(xs: dict[int, float]) -> list[Point]:
         return [
-            Point(Job(f"r{q}", "randread", 4 * KIB, q), 1, 1.0, Side(x, x * 4096, 1, 1, 1), None, None, {})
+            Point(
+                Job(f"r{q}", "randread", 4 * KIB, q),
+                1,
+                1.0,
+                Side(x, x * 4096, 1, 1, 1),
+                None,
+                None,
+                {},
+            )
             for q, x in xs.items()
         ]
 

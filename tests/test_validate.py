@@ -171,3 +171,86 @@ def test_real_runs_go_in_rounds_so_a_workloads_repetitions_are_apart():
     a, b, c = validate.heldout(3, 3)
     order = validate.rounds(2, [a, b, c])
     assert order == [(1, a), (1, b), (1, c), (2, a), (2, b), (2, c)]
+
+
+def test_every_held_out_workload_is_off_the_batterys_grid_between_and_beyond_its_points():
+    ws = heldout(5, 300)
+    sizes = {j.bs for j in calibrate.battery()}
+    depths = {j.iodepth for j in calibrate.battery()}
+    for w in ws:
+        assert not w.in_battery() and not w.on_grid(), w.name
+        # At least one dimension the battery never ran: a size, a depth, a mix or a sync.
+        assert w.bs not in sizes or w.iodepth not in depths or w.read_pct not in (0, 100) or w.sync
+        assert w.sync == 0 or w.read_pct == 0, "fdatasync only on write-only workloads"
+    # Between and beyond: sizes between the battery's and above 1m, depths between and
+    # above 32, mixes, writes with an fdatasync every N.
+    assert {12 * 1024, 24 * 1024, 192 * 1024, 2048 * 1024} <= {w.bs for w in ws}
+    assert {3, 6, 48, 64} <= {w.iodepth for w in ws}
+    assert {90, 70, 30} <= {w.read_pct for w in ws}
+    assert {1, 4, 16} <= {w.sync for w in ws}
+
+
+def test_a_synced_workload_names_its_fdatasync_and_passes_it_to_fio():
+    w = Workload("random", 0, 12 * 1024, 3, sync=4)
+    assert w.name == "randwrite-12k-qd3-sync4"
+    assert ("fdatasync", "4") in w.options(1.0, 1 << 30, True)
+    assert not w.in_battery()
+
+
+def test_family_1_is_still_drawn_for_the_records_made_with_it():
+    old = heldout(1, 5, family=1)
+    assert [w.sync for w in old] == [0] * 5
+    assert all(w.bs in validate.BLOCK_SIZES_V1 and not w.in_battery_v1() for w in old)
+
+
+def fio_json(read: dict | None, write: dict | None = None) -> str:
+    """A fio JSON output of one job with `read`/`write` {total_ios, p50, p99, p999} in us."""
+
+    def side(d: dict | None) -> dict:
+        if d is None:
+            return {"total_ios": 0, "bw_bytes": 0, "iops": 0, "lat_ns": {"mean": 0}, "clat_ns": {}}
+        pct = {
+            "50.000000": d["p50"] * 1e3,
+            "99.000000": d["p99"] * 1e3,
+            "99.900000": d["p999"] * 1e3,
+        }
+        return {
+            "total_ios": d["n"],
+            "bw_bytes": 1e6,
+            "iops": 100.0,
+            "lat_ns": {"mean": d["p50"] * 1e3},
+            "clat_ns": {"mean": d["p50"] * 1e3, "percentile": pct},
+        }
+
+    job = {
+        "jobname": "w",
+        "job options": {"rw": "randrw"},
+        "read": side(read),
+        "write": side(write),
+    }
+    return json.dumps({"jobs": [job]})
+
+
+def test_the_percentiles_are_compared_to_the_real_median_with_its_spread(tmp_path: Path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "sim").mkdir()
+    # Two real runs: p99 of 200 and 300 us (median 250, spread 40 %); the sim 275 (+10 %).
+    # The second run has too few requests for a p99.9: the median is the first's alone.
+    reps = [
+        {"n": 20_000, "p50": 100, "p99": 200, "p999": 400},
+        {"n": 5_000, "p50": 100, "p99": 300, "p999": 900},
+    ]
+    for k, r in enumerate(reps, 1):
+        (tmp_path / "real" / f"w.rep{k}.json").write_text(fio_json(r))
+    (tmp_path / "sim" / "w.json").write_text(
+        fio_json({"n": 50_000, "p50": 90, "p99": 275, "p999": 500})
+    )
+    rows = {t.label: t for t in validate.tails(tmp_path)}
+    assert rows["p99"].real == 250_000 and rows["p99"].spread == pytest.approx(0.4)
+    assert rows["p99"].error == pytest.approx(0.1)
+    assert rows["p50"].error == pytest.approx(-0.1)
+    assert rows["p99.9"].real == 400_000 and rows["p99.9"].spread is None
+    sm = validate.tail_summary(list(rows.values()))
+    assert sm["p99"]["median"] == pytest.approx(0.1)
+    text = validate.tail_text(list(rows.values()))
+    assert text.splitlines()[-1].startswith("vmio validate: percentiles: p50 error median 10.0 %")

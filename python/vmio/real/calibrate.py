@@ -40,12 +40,16 @@ Battery (`battery`; fio, one job each, time-based; libaio but the flush point):
 
 ```text
 read, write        bs 4k 16k 64k 256k 1m  x QD 1 8 32          30 points
-randread, randwrite bs 4k  x QD 1 2 4 8 16 32                   12 points (clat p50/p99 kept)
+randread, randwrite bs 4k  x QD 1 2 4 8 16 32                   12 points (clat p50/p99 kept,
+                                                                 p99.9 from 10,000 I/Os)
+write              bs 4k 64k  x QD 2 4                            4 points (the write path at
+                                                                 small depth: b and k on writes)
 randrw rwmixread=70 bs 4k  x QD 1 8                              2 points
 rw rwmixread=50    bs 64k 256k  x QD 8                           2 points (duplex)
-fdatasync          randwrite 4k QD1 psync fdatasync=1             1 point  (sync.lat_ns mean)
+fdatasync          randwrite 4k 16k 64k 256k QD1 psync fdatasync=1  4 points (sync.lat_ns
+                                                                 mean: a FLUSH's cost by size)
 --quick: randread/randwrite 4k QD 1 8 32, read/write 1m QD 1 32, randrw QD 8, rw 256k QD 8,
-    fdatasync
+    fdatasync 4k and 64k
 reads only (a block device without --write): the read and randread points
 budget: default 300 s, --quick 60 s, --budget S: the whole run (write-through, battery and
     the simulations of fit.txt, SIM_RESERVE_S a point). Before each point:
@@ -68,20 +72,22 @@ rate_d(c)     = sum_i (L_i / Y_i)^2 / sum_i L_i (Y_i - c) / Y_i^2   over S_d, Y_
 link_rate     = max(read_rate, write_rate, total bw_bytes of the mixed points)
 intercept_d   = argmin sum_i ((I + L_i / rate_d - T_i) / T_i)^2 over the QD1 d points
               = sum_i (T_i - L_i / rate_d) / T_i^2 / sum_i 1 / T_i^2
-latency_d = a = intercept_d - c - b - k   (at least 1 ns: a lone command passes the
-                processor, b + k, its unit, a, and its pipe, t)
+latency_d = a = intercept_d - c - b - k   (at least MIN_LATENCY_NS = 5 us: a lone command
+                passes the processor, b + k, its unit, a, and its pipe, t; the search keeps
+                c + b + k <= min_d intercept_d - 5 us, "Bounds" below)
 E(N, c, b, k, duplex) = sum (ln X_model - ln X_measured)^2 over every point with q > 1
 N, c, b, k    = the lesser E of two descents, each alternating until a round lowers E by
                 less than ROUND_GAIN (ROUNDS at most); in a round, each of c, b, k in turn is
-                the least E on a grid of C_GRID steps over [0, its maximum) refined by golden
-                section (to 0.1 ns) between the best step's neighbours, then N = the N in
-                1..4096 of the least E (the smallest of a tie):
+                the least E on a grid of C_GRID steps over [0, the room the others leave)
+                refined by golden section (to 0.1 ns) between the best step's neighbours,
+                then N = the N in 1..stop_depth of the least E (the smallest of a tie):
                 - without a processor (b = k = 0), from c = 0, over c and N only;
                 - with one, from the least E of a coarse grid (START_GRID steps of c, b, k;
                   N among powers of two): from zero, the descent stops at the sharp knee
                   of a few units instead of the gradual rise a batching processor gives.
-                c_max = min(the smaller QD1 intercept at c = 0, the least Y of S_d): beyond
-                it a or a rate would be negative; b and k at most that intercept
+                room = the smaller QD1 intercept at c = 0 less 5 us; c <= min(room - b - k,
+                the least Y of S_d) (beyond it a rate would be negative); b <= room - c - k;
+                k <= room - c - b
 duplex        = the one whose fit gives the smaller sum (ln X_model - ln X)^2 over the mixed
                 points ("full", the model's default, on a tie)
 turnaround    = 0: not fitted (below)
@@ -90,8 +96,19 @@ turnaround    = 0: not fitted (below)
        with the mean a and t and the pipes of its duplex; P the processor's mean-value
        approximation): crates/vmio-sim/src/device/flash.rs, `ClosedForm`, called through
        vmio._native (`flash_predict`, `flash_bounds`)
-flush_latency = the fdatasync point's mean (sync.lat_ns: the fdatasync calls alone) less
-                b + k (the model's FLUSH passes the processor, then takes flush_latency)
+flush_latency = the fdatasync points' mean (sync.lat_ns: the fdatasync calls alone; the
+                model's FLUSH does not depend on the size written before it, so the sizes'
+                spread shows in its uncertainty) less b + k (the model's FLUSH passes the
+                processor, then takes flush_latency)
+spread_d, floor_d = the unit time's shifted log-logistic (flash.rs, "Service times"), from
+                the random 4 KiB QD1 point of direction d: the least
+                sum_p (ln M(p) - ln clat_p)^2 over its measured p50, p99 (and p99.9 from
+                P999_MIN_IOS requests), M(p) = b + k + t(4k, d) + Q_d(p) (a lone command's
+                completion: the processor, the transfer, quantile p of its unit time, whose
+                mean is a_d), Q_d(p) = a_d (f + (1 - f) (p / (1 - p))^s / m(s)), m(s) = pi s /
+                sin(pi s); on a grid of s in [0, 1/2] and f in [0, 1), refined twice around
+                the best cell (two percentiles and two parameters: exact when the median is
+                below the mean, as it is when the tail is to the right)
 write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
 write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache = its
                 queue/write_cache is "write back", fua = its queue/fua is 1; a file on tmpfs
@@ -104,6 +121,33 @@ write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache 
                 write (a host journal's commit record). They are not part of the fit:
                 `params` stays the closed forms' figures.
 capacity      = the file's size rounded down to 4 KiB, or the block device's size
+```
+
+Bounds, uncertainty and refusal (`fit`, `uncertainty`; fit.txt's last table):
+
+```text
+bounds        read_latency, write_latency >= 5 us (MIN_LATENCY_NS: a NAND page read takes
+                tens of us, a program into a controller's DRAM several; a disk below the
+                page cache, a RAM disk, is not what the flash model stands for);
+              1 <= units <= stop_depth: over the random 4k reads and writes, the first depth
+                whose next depth gains less than RISE (10 %) in throughput, that next depth
+                (throughput has stopped rising by it; 4096 when a series rises to its
+                deepest point); 0 <= c, b, k within the room above; 0 <= spread <= 1/2
+residuals     r = ln model - ln measured of every point's requests per second, every
+                fdatasync point's latency, the random 4k QD1 points' p50, p99, p99.9
+Jacobian      J_ij = dr_i / dtheta_j by central differences (steps of 1e-3 of the value, at
+                least 10 ns, 1 kB/s, 0.01 unit, 0.001 of a share)
+uncertainty   cov = s^2 (J^T J)^+ over the identified parameters not held at a bound, in
+                units of each parameter's scale, s^2 = sum r^2 / (n - p); sigma_j = sqrt(cov_jj)
+held          an overhead at 0, a unit time at 5 us, units at 1 or at stop_depth, a spread at
+                0 (its floor then does nothing) or 1/2: active constraints, no sigma
+identified by the three points of the largest J_ij^2, with their share of sum_i J_ij^2;
+                a column of zeros: not identified (no point moves with it)
+flags         a unit time within 1 % of 5 us (or c + b + k filling the room), units at
+                stop_depth below 4096, a spread at 1/2: one line each, "NAME = VALUE sits at
+                its lower|upper bound BOUND (why)"; run() writes measurements.json and fit.txt
+                and refuses the fit (CalibrateError, the first flag) unless accept_bounds
+                (--accept-bounds), which writes stack.toml with the flags as notes
 model mean latency of a point = q / X_model; of the fdatasync point: b + k + flush_latency
     (the model's FLUSH with no write buffer: through the processor, then flush_latency)
 reads only: write_latency, write_rate = the read's (a note in stack.toml says so); no
@@ -135,6 +179,14 @@ first version's rule): fio's sync.lat_ns times the fdatasync calls alone (the di
 before each has completed) and the model's FLUSH with no buffer costs flush_latency alone,
 so nothing is subtracted. On a loop device on /dev/shm that rule gave 0 (fdatasync
 18 us, a 4k write 342 us) and vmio sim an fdatasync of 1.5 us; this one gives 18 us.
+
+Why the bounds. Without them a full calibration of this machine's disk came back as units =
+1, read_latency = 22 ns, write_latency = 1 ns, the time in the processor's b and k: it fitted
+the battery's points and missed what lies between them (held-out median errors 29 % on
+bandwidth, 21 % on mean latency), and no disk has such parameters. The 5 us floor makes a
+command's QD1 time mostly the unit's (where a real device spends it); the stop depth keeps
+units within what the battery could see. The uncertainty says which parameters the battery
+pins down and which points do it; a parameter at a bound is reported as such, not hidden.
 
 What the battery cannot fit, and why:
 - `write_buffer`: a buffer of B bytes acknowledges writes at their transfer's end while
@@ -727,7 +779,9 @@ def residuals(params: Params, points: Sequence[Point]) -> list[tuple[str, float]
             for attr, q, label in PERCENTILES:
                 if getattr(m, attr) > 0:
                     model = model_percentile_ns(params, p.job, side, q)
-                    out.append((f"{p.job.name} {label}", math.log(model) - math.log(getattr(m, attr))))
+                    out.append(
+                        (f"{p.job.name} {label}", math.log(model) - math.log(getattr(m, attr)))
+                    )
     return out
 
 
@@ -951,10 +1005,10 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
     # time at its floor, units at 1 or at the stop depth, a spread at 0 (its floor then
     # does nothing) or at its maximum.
-    fixed = {k for k in ("transfer_overhead", "batch_overhead", "command_overhead") if params[k] <= 0}
-    fixed |= {
-        f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS
+    fixed = {
+        k for k in ("transfer_overhead", "batch_overhead", "command_overhead") if params[k] <= 0
     }
+    fixed |= {f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS}
     fixed |= {"units"} if params["units"] <= 1 or params["units"] >= u_max else set()
     for d in ("read", "write"):
         spread = params.get(f"{d}_spread", 0.0)

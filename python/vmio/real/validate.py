@@ -12,7 +12,8 @@ for each workload w:
     fio       TARGET      w  x K    -> DIR/real/<w>.rep<k>.json  (K rounds of all w, one at a time)
 vmio compare DIR/real DIR/sim       -> DIR/compare.txt, compare.csv, compare.png, the summary:
     per point and direction: bandwidth and mean latency, error = sim / median(real) - 1,
-    and the real spread = (max - min) / median over the K repetitions
+    and the real spread = (max - min) / median over the K repetitions; then the clat
+    p50, p99 and p99.9 the same way (`tails`), and the verdict against the targets
 raid0 part (--raid0 N, the first N workloads):
     vmio calibrate --serve-path     -> DIR/raid0/serve-path.{toml,json}: the NBD path's [nbd]
                                        table over a RAM image in /dev/shm (vmio.real.servepath; 10 s
@@ -23,25 +24,35 @@ raid0 part (--raid0 N, the first N workloads):
 ```
 
 **The family** (`heldout`, Python's `random.Random(seed)`, so a seed gives the same list on
-every machine):
+every machine; family 2, `FAMILY`):
 
 | dimension | values, each equally likely |
 |---|---|
 | pattern | sequential, random |
 | read share | 100, 0, 90, 70, 50, 30 % (`rw=read`, `write`, `rw`; random: `rand...`) |
-| block size | 4k, 8k, 12k, 16k, 24k, 32k, 48k, 64k, 96k, 128k, 192k, 256k, 384k, 512k, 768k, 1m |
-| queue depth | 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 |
+| block size | 4k, 8k, 12k, 16k, 24k, 48k, 64k, 96k, 192k, 256k, 384k, 768k, 1m, 2m |
+| queue depth | 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 |
+| fdatasync every N writes | 0 (none), 1, 4, 16 (write-only workloads; fio's `fdatasync=N`) |
+
+A draw is taken again when it is a battery point (`in_battery`: one of vmio.real.calibrate's
+jobs) or on the battery's grid (`on_grid`: reads or writes only, no fdatasync, at one of the
+battery's sizes and one of its depths), so every held-out workload has a size, a depth, a
+mix or a sync the fit never saw. Family 1 (records of version 1: 16 sizes 4k..1m, depths
+1..32, no fdatasync, the battery of those runs) is kept so that its records replay.
 
 Every job: `ioengine=libaio`, `direct=1` (0 where the file refuses O_DIRECT: tmpfs before
 Linux 6.6, as vmio.real.calibrate probes it), one job,
 `time_based` for `--runtime` seconds over the calibrated file. The simulator runs the same
-options on the calibrated stack's disk (no `filename`: the first disk). The fit saw sequential
-4k/16k/64k/256k/1m at depths 1, 8 and 32, random 4k at depths 1 to 32, a 70/30 random 4k
-mix and sequential 50/50 mixes of 64k and 256k at depth 8 (vmio.real.calibrate); `heldout`
-redraws any workload among those.
+options on the calibrated stack's disk (no `filename`: the first disk).
+
+Percentiles (`tails`): per point and direction, fio's clat p50, p99 and p99.9 (p99.9 only
+from a run of at least 10,000 requests), the median over the K real runs and their spread
+(max - min) / median, against the simulator's; error = sim / median(real) - 1; summary:
+median and p90 of |error| per percentile, and the median real spread.
 
 Targets (docs/validation.md): median absolute error of bandwidth and of mean latency at most 15 %,
-90th percentile at most 30 %. The real spread is reported beside them: on a shared machine a
+90th percentile at most 30 %; of the p99 latency, median at most 25 %, p90 at most 50 %.
+The real spread is reported beside them: on a shared machine a
 point's repetitions can differ by more than the model's error. docs/validation.md has the
 method, this machine's figures and what the model cannot predict.
 """
@@ -51,6 +62,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import statistics
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -60,7 +72,7 @@ from typing import Any, TextIO
 
 from vmio import stackfile
 from vmio.progress import Progress
-from vmio.real import compare
+from vmio.real import calibrate, compare
 from vmio.real.calibrate import direct_ok, fio_json, write_through
 from vmio.real.machineprofile import fio_missing
 from vmio.sim import VmioError, read_text, simulate_text
@@ -68,10 +80,18 @@ from vmio.sim import VmioError, read_text, simulate_text
 KIB = 1024
 PATTERNS = ("sequential", "random")
 READ_SHARES = (100, 0, 90, 70, 50, 30)
-BLOCK_SIZES = tuple(
+# Family 2 (the default): sizes and depths between and beyond the battery's, fdatasync every
+# N writes on the write-only workloads (0: none).
+BLOCK_SIZES = tuple(k * KIB for k in (4, 8, 12, 16, 24, 48, 64, 96, 192, 256, 384, 768, 1024, 2048))
+QUEUE_DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+SYNC_EVERY = (0, 1, 4, 16)
+FAMILY = 2
+# Family 1 (the runs recorded before family 2; tests/real_validation_figures.json of version
+# 1 replays them).
+BLOCK_SIZES_V1 = tuple(
     k * KIB for k in (4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 )
-QUEUE_DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+QUEUE_DEPTHS_V1 = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 # What the calibration battery ran (vmio.real.calibrate's docstring): never drawn as held out.
 BATTERY_SEQ_SIZES = tuple(k * KIB for k in (4, 16, 64, 256, 1024))
@@ -85,6 +105,12 @@ MAX_POINTS = 400
 
 TARGETS = {"median": 0.15, "p90": 0.30}
 """The bounds (docs/validation.md) on absolute relative errors of bandwidth and of mean latency."""
+P99_TARGETS = {"median": 0.25, "p90": 0.50}
+"""The bounds on absolute relative errors of the p99 completion latency."""
+TAIL_PERCENTILES = (("p50", "50.000000"), ("p99", "99.000000"), ("p99.9", "99.900000"))
+"""The completion-latency percentiles compared (fio's JSON keys)."""
+P999_MIN_IOS = 10_000
+"""A run's p99.9 counts when it completed at least this many requests (10 beyond it)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +121,7 @@ class Workload:
     read_pct: int  # 100: reads only, 0: writes only
     bs: int
     iodepth: int
+    sync: int = 0  # an fdatasync every `sync` writes (fio's fdatasync); 0: none
 
     @property
     def rw(self) -> str:
@@ -108,10 +135,33 @@ class Workload:
     @property
     def name(self) -> str:
         mix = "" if self.read_pct in (0, 100) else str(self.read_pct)
-        return f"{self.rw}{mix}-{self.bs // KIB}k-qd{self.iodepth}"
+        sync = f"-sync{self.sync}" if self.sync else ""
+        return f"{self.rw}{mix}-{self.bs // KIB}k-qd{self.iodepth}{sync}"
 
     def in_battery(self) -> bool:
-        """Whether the calibration battery ran this workload (then it is not held out)."""
+        """Whether the calibration battery ran this workload (then it is not held out): one
+        of vmio.real.calibrate's battery jobs (the fdatasync points are psync, QD1)."""
+        if self.sync:
+            return False
+        share = lambda j: {"read": 100, "write": 0}.get(j.direction, j.rwmixread)  # noqa: E731
+        return any(
+            j.rw == self.rw
+            and (j.bs, j.iodepth) == (self.bs, self.iodepth)
+            and share(j) == self.read_pct
+            for j in calibrate.battery()
+            if not j.fdatasync
+        )
+
+    def on_grid(self) -> bool:
+        """Whether every dimension of the workload is one the battery used: a battery size
+        and depth, reads or writes only, no fdatasync (family 2 draws none of these)."""
+        sizes = {j.bs for j in calibrate.battery() if not j.fdatasync}
+        depths = {j.iodepth for j in calibrate.battery() if not j.fdatasync}
+        pure = self.read_pct in (0, 100) and not self.sync
+        return pure and self.bs in sizes and self.iodepth in depths
+
+    def in_battery_v1(self) -> bool:
+        """Whether the battery of family 1's runs ran this workload."""
         if self.pattern == "sequential" and self.read_pct in (0, 100):
             return self.bs in BATTERY_SEQ_SIZES and self.iodepth in BATTERY_SEQ_DEPTHS
         if self.pattern == "sequential":
@@ -137,6 +187,8 @@ class Workload:
         ]
         if self.read_pct not in (0, 100):
             opts.insert(1, ("rwmixread", str(self.read_pct)))
+        if self.sync:
+            opts.append(("fdatasync", str(self.sync)))
         return opts
 
     def job_text(self, runtime_s: float, size: int, direct: bool) -> str:
@@ -145,7 +197,7 @@ class Workload:
         return f"[{self.name}]\n{body}"
 
 
-def heldout(seed: int, n: int) -> list[Workload]:
+def heldout(seed: int, n: int, family: int = FAMILY) -> list[Workload]:
     """`n` distinct held-out workloads of the family (module doc), drawn with `seed`."""
     if n > MAX_POINTS:
         raise VmioError(
@@ -155,13 +207,28 @@ def heldout(seed: int, n: int) -> list[Workload]:
     out: list[Workload] = []
     seen: set[Workload] = set()
     while len(out) < n:
+        if family == 1:
+            w = Workload(
+                rng.choice(PATTERNS),
+                rng.choice(READ_SHARES),
+                rng.choice(BLOCK_SIZES_V1),
+                rng.choice(QUEUE_DEPTHS_V1),
+            )
+            if w.in_battery_v1() or w in seen:
+                continue
+            seen.add(w)
+            out.append(w)
+            continue
         w = Workload(
             rng.choice(PATTERNS),
             rng.choice(READ_SHARES),
             rng.choice(BLOCK_SIZES),
             rng.choice(QUEUE_DEPTHS),
         )
-        if w.in_battery() or w in seen:
+        sync = rng.choice(SYNC_EVERY)
+        if w.read_pct == 0:
+            w = Workload(w.pattern, w.read_pct, w.bs, w.iodepth, sync)
+        if w.in_battery() or w.on_grid() or w in seen:
             continue
         seen.add(w)
         out.append(w)
@@ -317,17 +384,128 @@ def run_raid0(
         shutil.rmtree(engine.opts.real_dir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Tail:
+    """One point's completion-latency percentile: the real median over its runs (None: no
+    run had enough requests), the real spread (max - min) / median, the simulator's."""
+
+    point: str
+    direction: str
+    label: str
+    real: float | None
+    spread: float | None
+    sim: float | None
+
+    @property
+    def error(self) -> float | None:
+        if not self.real or self.sim is None:
+            return None
+        return self.sim / self.real - 1
+
+
+def _percentiles(path: Path) -> dict[str, dict[str, float]]:
+    """{direction: {label: ns}} of a fio (or vmio sim) JSON file's first job; p99.9 only
+    from at least P999_MIN_IOS requests."""
+    job = compare.read_fio_json(path)["jobs"][0]
+    out: dict[str, dict[str, float]] = {}
+    for d in ("read", "write"):
+        side = job.get(d, {})
+        n = int(side.get("total_ios", 0))
+        pct = side.get("clat_ns", {}).get("percentile", {})
+        if n <= 0 or not pct:
+            continue
+        out[d] = {
+            label: float(pct[key])
+            for label, key in TAIL_PERCENTILES
+            if key in pct and (label != "p99.9" or n >= P999_MIN_IOS)
+        }
+    return out
+
+
+def tails(out: Path) -> list[Tail]:
+    """Each held-out point's p50, p99 and p99.9 (module doc): `out`/real's repetitions (their
+    median and spread) against `out`/sim's run."""
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {}
+    for path in sorted((out / "real").glob("*.json")):
+        name = path.stem.rsplit(".rep", 1)[0]
+        runs.setdefault(name, []).append(_percentiles(path))
+    rows = []
+    for name, reps in runs.items():
+        sim_path = out / "sim" / f"{name}.json"
+        sim = _percentiles(sim_path) if sim_path.is_file() else {}
+        for d in ("read", "write"):
+            for label, _ in TAIL_PERCENTILES:
+                vals = [r[d][label] for r in reps if label in r.get(d, {})]
+                if not vals and label not in sim.get(d, {}):
+                    continue
+                med = statistics.median(vals) if vals else None
+                spread = (max(vals) - min(vals)) / med if med and len(vals) > 1 else None
+                rows.append(Tail(name, d, label, med, spread, sim.get(d, {}).get(label)))
+    return rows
+
+
+def tail_summary(rows: Sequence[Tail]) -> dict[str, dict[str, float | None]]:
+    """Per percentile label: the median and p90 of |error|, the median real spread."""
+    out = {}
+    for label, _ in TAIL_PERCENTILES:
+        errs = [abs(r.error) for r in rows if r.label == label and r.error is not None]
+        spreads = [r.spread for r in rows if r.label == label and r.spread is not None]
+        out[label] = {
+            "median": compare.quantile(errs, 0.5),
+            "p90": compare.quantile(errs, 0.9),
+            "spread": compare.quantile(spreads, 0.5),
+            "n": len(errs),
+        }
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def tail_text(rows: Sequence[Tail]) -> str:
+    """The percentile table (us) and its summary line."""
+    lines = [
+        f"{'point':<28}{'dir':<6}{'pct':>6}{'real us':>10}{'spread':>8}{'sim us':>10}{'error':>9}"
+    ]
+    for r in rows:
+        real = f"{r.real / 1e3:>10.1f}" if r.real else f"{'-':>10}"
+        spread = f"{100 * r.spread:>7.0f}%" if r.spread is not None else f"{'-':>8}"
+        sim = f"{r.sim / 1e3:>10.1f}" if r.sim is not None else f"{'-':>10}"
+        err = f"{100 * r.error:>+8.1f}%" if r.error is not None else f"{'-':>9}"
+        lines.append(f"{r.point:<28}{r.direction:<6}{r.label:>6}{real}{spread}{sim}{err}")
+    sm = tail_summary(rows)
+    parts = [
+        f"{label} error median {_pct(v['median'])}, p90 {_pct(v['p90'])} ({v['n']} points)"
+        for label, v in sm.items()
+    ]
+    spreads = ", ".join(f"{label} {_pct(v['spread'])}" for label, v in sm.items())
+    lines.append(f"vmio validate: percentiles: {'; '.join(parts)}; real spread median: {spreads}")
+    return "\n".join(lines) + "\n"
+
+
 def compare_dir(out: Path, title: str) -> str:
-    """Compare `out`/real with `out`/sim; write compare.txt/.csv/.png; the text."""
+    """Compare `out`/real with `out`/sim; write compare.txt/.csv/.png; the text (bandwidth
+    and mean latency, then the percentiles, then the verdict)."""
     c = compare.compare(compare.load(out / "real"), compare.load(out / "sim"))
-    text = compare.table(c) + "\n" + compare.summary_line(c) + "\n" + verdict(c) + "\n"
+    rows = tails(out)
+    text = (
+        compare.table(c)
+        + "\n"
+        + compare.summary_line(c)
+        + "\n\n"
+        + tail_text(rows)
+        + verdict(c, rows)
+        + "\n"
+    )
     (out / "compare.txt").write_text(text, encoding="utf-8")
     (out / "compare.csv").write_text(compare.csv_text(c), encoding="utf-8")
     (out / "compare.png").write_bytes(compare.plot_png(c, title))
     return text
 
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+"""2: family 2's workloads and the percentiles (`tails`); 1: family 1, no percentiles."""
 
 
 def _metrics_doc(m: compare.Metrics) -> dict[str, float | int | None]:
@@ -380,6 +558,17 @@ def record(out: Path, raid0_out: Path | None, seed: int, runtime_s: float) -> di
             "real": {_key_doc(k): _metrics_doc(m) for k, m in sorted(real.items())},
             "sim": {_key_doc(k): _metrics_doc(m) for k, m in sorted(sim.items())},
             "summary": compare.summary_line(c),
+            "tails": [
+                {
+                    "point": t.point,
+                    "direction": t.direction,
+                    "label": t.label,
+                    "real": t.real,
+                    "spread": t.spread,
+                    "sim": t.sim,
+                }
+                for t in tails(d)
+            ],
         }
         if serve_path.is_file():  # the raid0 part's [nbd] table (vmio calibrate --serve-path)
             doc["parts"][part]["nbd"] = tomllib.loads(read_text(serve_path, "serve path"))["nbd"]
@@ -392,7 +581,8 @@ def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparis
     rec = doc["parts"][part]
     wanted = set(rec["workloads"])
     # A shorter draw is a prefix of a longer one: the longest holds every recorded workload.
-    workloads = [w for w in heldout(doc["seed"], MAX_POINTS) if w.name in wanted]
+    family = 1 if doc.get("version", 1) == 1 else FAMILY
+    workloads = [w for w in heldout(doc["seed"], MAX_POINTS, family) if w.name in wanted]
     if len(workloads) < len(wanted):
         raise VmioError(f"recorded {part} workloads are not of the family (seed {doc['seed']})")
     stack_text = doc["stack"]
@@ -414,8 +604,9 @@ def recorded_comparison(doc: dict, part: str, sim_dir: Path) -> compare.Comparis
     return compare.compare(real, compare.load(sim_dir))
 
 
-def verdict(c: compare.Comparison) -> str:
-    """The targets (docs/validation.md) against the comparison's summary, one line."""
+def verdict(c: compare.Comparison, rows: Sequence[Tail] = ()) -> str:
+    """The targets (docs/validation.md) against the comparison's summary and, with `rows`,
+    the p99's, one line."""
     s = c.summary
     parts = []
     for what, median, p90 in (
@@ -430,6 +621,18 @@ def verdict(c: compare.Comparison) -> str:
         )
         parts.append(f"{what} {'PASS' if ok else 'MISS'}")
     t = f"median <= {TARGETS['median']:.0%}, p90 <= {TARGETS['p90']:.0%}"
+    if rows:
+        p99 = tail_summary(rows)["p99"]
+        ok = (
+            p99["median"] is not None
+            and p99["p90"] is not None
+            and p99["median"] <= P99_TARGETS["median"]
+            and p99["p90"] <= P99_TARGETS["p90"]
+        )
+        parts.append(
+            f"p99 {'PASS' if ok else 'MISS'} (median <= {P99_TARGETS['median']:.0%}, "
+            f"p90 <= {P99_TARGETS['p90']:.0%})"
+        )
     return f"vmio validate: targets ({t}): {'; '.join(parts)}"
 
 
