@@ -85,7 +85,9 @@ N, c, b, k    = the lesser E of two descents, each alternating until a round low
                 - with one, from the least E of a coarse grid (START_GRID steps of c, b, k;
                   N among powers of two): from zero, the descent stops at the sharp knee
                   of a few units instead of the gradual rise a batching processor gives.
-                room = the smaller QD1 intercept at c = 0 less 5 us; c <= min(room - b - k,
+                room = the least of the QD1 intercepts at c = 0 and the random 4k QD1 points'
+                clat p50 (every command pays c + b + k: at most what half of them took),
+                less 5 us; c <= min(room - b - k,
                 the least Y of S_d) (beyond it a rate would be negative); b <= room - c - k;
                 k <= room - c - b
 duplex        = the one whose fit gives the smaller sum (ln X_model - ln X)^2 over the mixed
@@ -885,7 +887,15 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     # c + b + k is at most the smaller QD1 intercept less the least unit time (a_d >= 5 us);
     # c at most the saturated points' time.
     intercept = min(d.intercept_ns(0.0) / 1e9 for d in (read, write))
-    room = max(0.0, intercept - MIN_LATENCY_NS / 1e9)
+    # Every command pays c + b + k, so they are at most what half the QD1 commands took: the
+    # random 4k QD1 points' clat p50 (a mean inflated by rare stalls would otherwise put the
+    # stalls into costs every command pays).
+    medians = [
+        getattr(t, d).clat_p50_ns / 1e9
+        for d in ("read", "write")
+        if (t := _tail_point(points, d)) is not None and getattr(t, d) and getattr(t, d).clat_p50_ns
+    ]
+    room = max(0.0, min([intercept, *medians]) - MIN_LATENCY_NS / 1e9)
     c_max = min(room, read.min_time_s, write.min_time_s)
     u_max = stop_depth(points)
 
