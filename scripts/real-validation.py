@@ -7,8 +7,12 @@
         > tests/real_validation_figures.json
 
 The file keeps the calibrated stack, the family's seed, every point's real median and spread
-(bandwidth, IOPS, mean and p99 latency) and what the simulator predicted then; the test
-simulates the workloads again and checks the comparison is still the recorded one.
+(bandwidth, IOPS, mean and p99 latency), the clat p50/p99/p99.9 of each point (real median,
+spread, simulated: record version 2) and what the simulator predicted then; the test
+simulates the workloads again and checks the comparison is still the recorded one. Records of
+family 2 (the default, off the battery's grid) go to tests/real_validation_figures_offgrid.json
+(without --raid0 when the run had none); tests/real_validation_figures.json keeps the seed-5
+run of family 1.
 """
 
 import argparse
