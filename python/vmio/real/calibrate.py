@@ -1032,19 +1032,28 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         if key in estimates:
             estimates[key] = replace(estimates[key], bound=text.split(" sits at ")[-1])
 
-    # A unit time at its floor, or overheads that fill the room the floor leaves (then the
-    # direction of the smaller intercept is at its floor, within the intercept's drift in c).
+    # A unit time at its floor; overheads that fill the room (the QD1 intercept's or the
+    # median's, less 5 us: then the unit time, or the median, bounds them).
     front = params["transfer_overhead"] + params["batch_overhead"] + params["command_overhead"]
-    tight = min(sides, key=lambda d: (read, write)[d == "write"].intercept_ns(0.0))
     for side in sides:
         a = params[f"{side}_latency"]
-        full = room > 0 and front >= room * 1e9 * (1 - AT_BOUND) and side == tight
-        if a <= MIN_LATENCY_NS * (1 + AT_BOUND) or full:
+        if a <= MIN_LATENCY_NS * (1 + AT_BOUND):
             flag(
                 f"{side}_latency",
                 f"{_ns(a)} sits at its lower bound {_ns(MIN_LATENCY_NS)} (the least unit time "
                 "of flash: the QD1 latency went to the per-command overheads)",
             )
+    if room > 0 and front >= room * 1e9 * (1 - AT_BOUND):
+        by_median = medians and min(medians) < intercept
+        why = "the random 4k QD1 clat p50" if by_median else "the QD1 latency's intercept"
+        text = (
+            f"{_ns(front)} sits at its upper bound {_ns(room * 1e9)} ({why} less "
+            f"{_ns(MIN_LATENCY_NS)}: every command pays them)"
+        )
+        flags.append(f"transfer_overhead + batch_overhead + command_overhead = {text}")
+        for k in ("transfer_overhead", "batch_overhead", "command_overhead"):
+            if params[k] > 0:
+                estimates[k] = replace(estimates[k], bound=text.split(" sits at ")[-1])
     n = params["units"]
     if u_max < MAX_UNITS and n >= u_max:
         flag(
@@ -1592,7 +1601,11 @@ def run(
             "budget_s": budget,
             "elapsed_s": round(time.monotonic() - start, 3),
             "params": f.params,
-            "uncertainty": {k: asdict(e) for k, e in f.estimates.items()},
+            # sigma None: held at a bound or not identified (JSON has no NaN).
+            "uncertainty": {
+                k: {**asdict(e), "sigma": e.sigma if math.isfinite(e.sigma) else None}
+                for k, e in f.estimates.items()
+            },
             "flags": list(f.flags),
             "queue": queue_caps(t),
             "notes": list(f.notes),
