@@ -711,19 +711,32 @@ def fit_service(params: Params, point: Point, side: str) -> tuple[float, float]:
     if measured_ is None or len(targets) < 2:
         return 0.0, 0.0
 
-    def err(s: float, f: float) -> float:
-        trial = {**params, f"{side}_spread": s, f"{side}_floor": f}
-        return sum(
-            (math.log(model_percentile_ns(trial, point.job, side, q)) - math.log(v)) ** 2
-            for q, v in targets
-        )
+    import numpy as np
+
+    # M(p) = fixed + Q(p): the fixed part is the model's QD1 figure without a spread less a.
+    mean = float(params[f"{side}_latency"])
+    flat = {**params, f"{side}_spread": 0.0, f"{side}_floor": 0.0}
+    fixed = model_percentile_ns(flat, point.job, side, 0.5) - mean
+
+    def err(ss: Any, fs: Any) -> Any:
+        """The error on the grid of spreads `ss` x floors `fs` (quantile_ns, vectorized)."""
+        sv, fv = np.meshgrid(np.asarray(ss, float), np.asarray(fs, float), indexing="ij")
+        m = np.where(sv > 0, np.pi * sv / np.sin(np.pi * np.maximum(sv, 1e-300)), 1.0)
+        total = np.zeros_like(sv)
+        for q, v in targets:
+            q = min(max(q, U_CUT), 1 - U_CUT)
+            unit = mean * (fv + (1 - fv) * (q / (1 - q)) ** sv / m)
+            total += (np.log(fixed + np.where(sv > 0, unit, mean)) - math.log(v)) ** 2
+        return total
 
     s_lo, s_hi, f_lo, f_hi = 0.0, MAX_SPREAD, 0.0, 1.0 - 1.0 / FLOOR_GRID
-    best = (err(0.0, 0.0), 0.0, 0.0)
+    best = (float(err([0.0], [0.0])[0, 0]), 0.0, 0.0)
     for _ in range(3):
         ss = [s_lo + (s_hi - s_lo) * i / SPREAD_GRID for i in range(SPREAD_GRID + 1)]
         fs = [f_lo + (f_hi - f_lo) * i / FLOOR_GRID for i in range(FLOOR_GRID + 1)]
-        best = min([best, *((err(s, f), s, f) for s in ss for f in fs)])
+        e = err(ss, fs)
+        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+        best = min(best, (float(e[i, j]), ss[i], fs[j]))
         ds, df = 2 * (s_hi - s_lo) / SPREAD_GRID, 2 * (f_hi - f_lo) / FLOOR_GRID
         s_lo, s_hi = max(0.0, best[1] - ds), min(MAX_SPREAD, best[1] + ds)
         f_lo, f_hi = max(0.0, best[2] - df), min(1.0 - 1e-9, best[2] + df)
