@@ -21,13 +21,14 @@ from vmio.real import shapes
 FIXTURE = Path(__file__).with_name("real_guest_shapes_figures.json")
 
 
-def _models() -> dict[str, shapes.ModelFigures]:
-    """The model's figures of every workload; skipped (with the reason) when this vmio's
+def _models() -> dict[str, shapes.ModelFigures] | None:
+    """The model's figures of every workload; None (the reason printed) when this vmio's
     guest model reports no request shapes."""
     try:
         return {s.name: shapes.model(s) for s in shapes.WORKLOADS}
     except shapes.ModelMissing as e:
-        pytest.skip(str(e))
+        print(f"\nmodel: {e}")
+        return None
 
 
 def _report(real: shapes.Real, models: dict[str, shapes.ModelFigures]) -> list[shapes.Comparison]:
@@ -126,13 +127,18 @@ def test_a_real_guest_sends_4k_buffered_writes_in_large_requests_and_the_model_i
         assert abs(host_bytes - guest_bytes) <= 0.02 * guest_bytes, p
     # JBD2 submits each journal buffer as a bio of its own: the block layer merges them.
     assert by["varmail"].guest.write_merges > 0, by["varmail"]
-    rows = _report(real, _models())
-    assert [r.name for r in rows if not r.ok] == [], shapes.table(rows)
+    models = _models()
+    if models is not None:  # the model's side, when it reports request shapes
+        rows = _report(real, models)
+        assert [r.name for r in rows if not r.ok] == [], shapes.table(rows)
 
 
 def test_the_guest_models_request_sizes_are_within_25_percent_of_the_recorded_real_guest():
     recorded = json.loads(FIXTURE.read_text(encoding="utf-8"))
     assert recorded["workloads"] == {s.name: s.job_file() for s in shapes.WORKLOADS}
     real = shapes.Real.of_json(recorded["real"])
-    rows = _report(real, _models())
+    models = _models()
+    if models is None:
+        pytest.skip("this vmio's guest model reports no request shapes")
+    rows = _report(real, models)
     assert [r.name for r in rows if not r.ok] == [], shapes.table(rows)

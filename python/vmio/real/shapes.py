@@ -409,9 +409,10 @@ class ModelFigures:
 
 def model_stack() -> str:
     """The served disk as the simulator sees it: vmio.real.guest's model stack (the same
-    1 GiB ext4, mke2fs defaults, at /mnt) with the guest's memory."""
+    1 GiB ext4, mke2fs defaults, at /mnt) with the guest's memory and one vCPU (so one
+    virtqueue and, by Linux 6.1's default, mq-deadline, as the real guest prints)."""
     doc = tomllib.loads(realguest.model_stack(DISK))
-    doc["vm"][0]["memory"] = GUEST_MEMORY
+    doc["vm"][0].update(memory=GUEST_MEMORY, vcpus=1)  # qemu.qemu_command: -m 512, -smp 1
     return stackfile.render(doc)
 
 
