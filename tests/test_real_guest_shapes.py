@@ -31,13 +31,23 @@ def _models() -> dict[str, shapes.ModelFigures] | None:
         return None
 
 
-def _report(real: shapes.Real, models: dict[str, shapes.ModelFigures]) -> list[shapes.Comparison]:
-    rows = [shapes.compare(p, models[p.name]) for p in real.phases]
-    for p in real.phases:
-        print(
-            f"\n{p.name}\n"
-            + shapes.side_by_side_histogram(p.host_sizes, models[p.name].host_request_sizes)
-        )
+def _recorded() -> list[shapes.Real]:
+    """The real rounds recorded in FIXTURE (the same workloads as now)."""
+    recorded = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert recorded["workloads"] == {s.name: s.job_file() for s in shapes.WORKLOADS}
+    return [shapes.Real.of_json(x) for x in recorded["real"]]
+
+
+def _report(
+    reals: list[shapes.Real], models: dict[str, shapes.ModelFigures]
+) -> list[shapes.Comparison]:
+    """Each workload's real rounds against the model (a mean passes within 25 % of the
+    rounds' range: shapes.compare), printed with the first round's distributions."""
+    rows = []
+    for i, p in enumerate(reals[0].phases):
+        rows.append(shapes.compare([r.phases[i] for r in reals], models[p.name]))
+        bars = shapes.side_by_side_histogram(p.host_sizes, models[p.name].host_request_sizes)
+        print(f"\n{p.name}\n{bars}")
     print("\n" + shapes.table(rows))
     return rows
 
@@ -90,6 +100,14 @@ def test_the_comparison_takes_the_means_merged_shares_and_marks_a_miss_beyond_25
     assert c.host_error == pytest.approx((81920 - 147456) / 147456) and not c.ok
     assert c.distance == 0.5 and c.merged_model == 0
     assert c.check == "MISS host, guest" and "MISS host, guest" in shapes.table([c])
+    # Two real rounds of server means 128 and 256 KiB: a model mean passes from 96 to 320 KiB.
+    other = shapes.PhaseFigures("w", {}, {262144: 1}, 0, shapes.DiskStats(0, 0, 0, 1, 0, 512))
+    wide = shapes.ModelFigures("w", {262144: 1}, {327680: 1}, 0)
+    c = shapes.compare([shapes.PhaseFigures("w", {}, {131072: 1}, 0, other.guest), other], wide)
+    assert c.host_range == (131072, 262144) and c.host_mean_real == 196608 and c.ok
+    assert c.guest_ok and c.guest_range == (262144, 262144)
+    wider = shapes.ModelFigures("w", {262144: 1}, {335872: 1}, 0)
+    assert not shapes.compare([real, other], wider).ok
     assert shapes.size_bucket(4096) == 4096 and shapes.size_bucket(4097) == 8192
     bars = shapes.side_by_side_histogram({4096: 1, 131072: 3}, {131072: 1})
     assert "25.0%" in bars and "75.0%" in bars and "100.0%" in bars
@@ -129,20 +147,21 @@ def test_a_real_guest_sends_4k_buffered_writes_in_large_requests_and_the_model_i
     assert by["varmail"].guest.write_merges > 0, by["varmail"]
     models = _models()
     if models is not None:  # the model's side, when it reports request shapes
-        rows = _report(real, models)
-        assert [r.name for r in rows if not r.ok] == [], shapes.table(rows)
+        # This round with the recorded ones: how many requests one virtio notification
+        # carries (QEMU's multireq) depends on the guest's timing, which spreads the
+        # server's seqwrite mean from run to run (recorded: 1491, 3280, 2343 KiB).
+        rows = _report([real, *_recorded()], models)
         assert [r.name for r in rows if not r.guest_ok] == [], shapes.table(rows)
+        assert [r.name for r in rows if not r.ok] == [], shapes.table(rows)
 
 
 def test_the_guest_models_request_sizes_are_within_25_percent_of_the_recorded_real_guest():
-    recorded = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    assert recorded["workloads"] == {s.name: s.job_file() for s in shapes.WORKLOADS}
-    real = shapes.Real.of_json(recorded["real"])
+    reals = _recorded()
     models = _models()
     if models is None:
         pytest.skip("this vmio's guest model reports no request shapes")
-    rows = _report(real, models)
+    rows = _report(reals, models)
     # The guest block layer's mean request (diskstats) and the server's (after QEMU's
-    # multireq), each within 25 %.
+    # multireq), each within 25 % of the real rounds' range.
     assert [r.name for r in rows if not r.guest_ok] == [], shapes.table(rows)
     assert [r.name for r in rows if not r.ok] == [], shapes.table(rows)
