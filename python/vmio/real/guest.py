@@ -509,10 +509,12 @@ def serve_guest(
     boot: Callable[[str, str, Path], str],
     w: Workload = WORKLOAD,
     cache: str = "writeback",
+    script: str | None = None,
 ) -> Served:
     """Make the image, serve it (host cache mode `cache`) with `--trace` and `--stats-file`,
     boot the guest with `boot(drive, script, workdir)` (tests/guest.py's run_guest) running
-    `guest_script(w)`, stop the server (which writes its final statistics)."""
+    `script` (default `guest_script(w)`), stop the server (which writes its final
+    statistics)."""
     from vmio.real import serve
 
     image = workdir / "ext4.img"
@@ -522,7 +524,8 @@ def serve_guest(
     proc = start_serve(workdir, "--trace", str(trace), "--stats-file", str(stats))
     try:
         serve._wait_socket(sock, proc, "vmio serve")
-        console = boot(f"nbd+unix:///vm1?socket={sock}", guest_script(w), workdir)
+        drive = f"nbd+unix:///vm1?socket={sock}"
+        console = boot(drive, guest_script(w) if script is None else script, workdir)
     finally:
         serve._stop(proc)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
