@@ -81,6 +81,29 @@
 //! make every die collect in lockstep (all dies take pages round-robin and their cycles
 //! have the same length), which turns GC into periodic ~70 ms device-wide stalls.
 //!
+//! **Read look-ahead.** SSD controllers prefetch after a sequential read: Chen, Koufaty and
+//! Zhang ("Understanding intrinsic characteristics and system implications of flash memory
+//! based solid state drives", SIGMETRICS 2009) found read-ahead in the SATA SSDs they
+//! measured (sequential small reads far faster than random ones); a vendor's measurement of
+//! a current drive (Memblaze, PBlaze7 7940, "read-ahead", 2024) gives 4K QD1 sequential reads
+//! 56.95 µs without it and 5.96 µs with it. No data sheet states the size: `read_ahead` =
+//! 256 KiB is an estimate (one 8 KiB page on each of the profile's 32 dies).
+//!
+//! ```text
+//! read at accept (read_ahead > 0):
+//!   sequential = offset == end of the previous read
+//!   if every unit of the read is in the window [base, base + len(window)):
+//!       wait for the window's prefetches it needs, then the link alone (from the buffer)
+//!       base = end of the read; top up
+//!   else: a flash read (above); the window restarts empty at its end; top up if sequential
+//! top up: prefetch whole pages (each a read piece on its die, data out to the buffer)
+//!         until base + read_ahead (rounded down to a page)
+//! a write or trim overlapping the window empties it
+//! ```
+//!
+//! So a sequential 4 KiB read stream at QD1 runs at 1 / (1/read_iops + 4 KiB / min(link,
+//! seq_read)) (56.9 k IOPS for the profile) instead of paying t_R each (11.3 k).
+//!
 //! A die paying GC does not hold its channel: the other dies use it. GC copies are copyback
 //! (no channel transfer). Out-of-range commands are served like in-range ones (the
 //! engine validates ranges); the FTL ignores their units.
@@ -196,6 +219,13 @@ pub const ENTRY: ModelEntry = Entry {
         },
         SATA_LINK_RATE,
         ParamSpec {
+            name: "read_ahead",
+            kind: Kind::SIZE,
+            default: Value::Int(256 << 10),
+            unit: "bytes",
+            help: "controller read look-ahead after a sequential read (0: off; an estimate)",
+        },
+        ParamSpec {
             name: "write_buffer",
             kind: Kind::SIZE,
             default: Value::Int(32 << 20),
@@ -304,6 +334,8 @@ pub struct SsdParams {
     pub seq_read_rate_bps: u64,
     pub seq_write_rate_bps: u64,
     pub link_rate_bps: u64,
+    /// Bytes prefetched after a sequential read (0: no look-ahead).
+    pub read_ahead_bytes: u64,
     pub write_buffer_bytes: u64,
     pub queue_depth: u64,
     pub pages_per_block: u64,
@@ -361,6 +393,7 @@ impl SsdParams {
             seq_read_rate_bps: v.int("seq_read_rate"),
             seq_write_rate_bps: v.int("seq_write_rate"),
             link_rate_bps: v.int("link_rate"),
+            read_ahead_bytes: v.int("read_ahead"),
             write_buffer_bytes: v.int("write_buffer"),
             queue_depth: v.int("queue_depth"),
             pages_per_block: v.int("pages_per_block"),
@@ -411,8 +444,13 @@ enum Stage {
 /// A die's operation: a piece of a host read, or a page program.
 #[derive(Clone, Copy, Debug)]
 enum FlashOp {
-    /// `bytes` of command slot `cmd` held by one flash page.
-    Read { cmd: u32, bytes: u64 },
+    /// `bytes` held by one flash page, for command slot `cmd` or (`prefetch`) for prefetch
+    /// slot `cmd`.
+    Read {
+        cmd: u32,
+        bytes: u64,
+        prefetch: bool,
+    },
     /// Program slot `prog`.
     Program { prog: u32 },
 }
@@ -442,6 +480,19 @@ struct Program {
     seq: u64,
     gc_pay: Ns,
 }
+
+/// A look-ahead prefetch in flight: logical units `first..end` (one flash page's), the
+/// window generation it was issued in, the reads waiting for it.
+#[derive(Clone, Debug, Default)]
+struct Prefetch {
+    first: u64,
+    end: u64,
+    gen: u64,
+    waiters: Vec<u32>,
+}
+
+/// A look-ahead unit whose data is in the buffer (otherwise: the prefetch slot reading it).
+const RA_READY: u32 = u32::MAX;
 
 /// A host command inside the device.
 #[derive(Clone, Copy, Debug)]
@@ -545,6 +596,15 @@ pub struct Ssd {
     /// Flushes waiting for programs.
     flushes: Vec<u32>,
 
+    /// Look-ahead: its size in units (0: off), where a sequential read would start, the
+    /// window's first unit and the state of each of its units, its generation, prefetches.
+    ra_window: u64,
+    ra_next: u64,
+    ra_base: u64,
+    ra_units: std::collections::VecDeque<u32>,
+    ra_gen: u64,
+    prefetches: Slab<Prefetch>,
+
     done: Completions,
     stats: DeviceStats,
     busy: Busy,
@@ -599,6 +659,12 @@ impl Ssd {
             prog_seq: 0,
             progs_in_flight: 0,
             flushes: Vec::new(),
+            ra_window: p.read_ahead_bytes / p.unit_bytes(),
+            ra_next: u64::MAX,
+            ra_base: 0,
+            ra_units: Default::default(),
+            ra_gen: 0,
+            prefetches: Slab::default(),
             done: Completions::with_capacity(p.queue_depth as usize * 2),
             stats: DeviceStats::default(),
             busy: Busy::default(),
@@ -662,8 +728,13 @@ impl Ssd {
     fn accepted(&mut self, slot: u32, now: Ns) {
         let c = self.cmds.items[slot as usize].cmd;
         match c.op {
-            Op::Read if c.len_bytes > 0 => self.read(slot, now, c.offset_bytes, c.len_bytes),
+            Op::Read if c.len_bytes > 0 => {
+                if !self.look_ahead(slot, now, c.offset_bytes, c.len_bytes) {
+                    self.read(slot, now, c.offset_bytes, c.len_bytes);
+                }
+            }
             Op::Write if c.len_bytes > 0 => {
+                self.ra_forget(c.offset_bytes, c.len_bytes);
                 self.admit_queue.push_back(slot);
                 self.admit(now);
             }
@@ -672,6 +743,7 @@ impl Ssd {
                 self.admit(now);
             }
             Op::Trim => {
+                self.ra_forget(c.offset_bytes, c.len_bytes);
                 // Whole units inside the range are unmapped (a partial unit keeps its data).
                 let first = c.offset_bytes.div_ceil(self.unit);
                 let last = c.offset_bytes.saturating_add(c.len_bytes) / self.unit;
@@ -706,10 +778,138 @@ impl Ssd {
             self.dies[die].reads.push_back(FlashOp::Read {
                 cmd: slot,
                 bytes: piece,
+                prefetch: false,
             });
             // Counted before any piece can finish (a die starts at once only when idle).
             self.cmds.items[slot as usize].left = pieces;
             self.die_next(die, now);
+        }
+    }
+
+    /// Read look-ahead. A read that starts where the last one ended is a sequential stream:
+    /// the controller keeps the `read_ahead` bytes after it in its buffer (prefetched in whole
+    /// pages, each page read like a host read's piece). A read whose units are all in that
+    /// window is served from the buffer (once the prefetches it needs are out): the link
+    /// alone. Returns false for a read the flash must serve.
+    fn look_ahead(&mut self, slot: u32, now: Ns, off: u64, len: u64) -> bool {
+        if self.ra_window == 0 {
+            return false;
+        }
+        let sequential = off == self.ra_next;
+        self.ra_next = off.saturating_add(len);
+        let first = off / self.unit;
+        let end = off.saturating_add(len).div_ceil(self.unit);
+        let have = self.ra_base + self.ra_units.len() as u64;
+        let covered = first >= self.ra_base && end <= have;
+        if !covered {
+            // Start over after this read (an empty window unless the stream goes on).
+            self.ra_units.clear();
+            self.ra_base = end;
+            self.ra_gen += 1;
+            if sequential {
+                self.ra_top_up(now);
+            }
+            return false;
+        }
+        let mut left = 0;
+        for u in first..end {
+            let s = self.ra_units[(u - self.ra_base) as usize];
+            if s != RA_READY {
+                let w = &mut self.prefetches.items[s as usize].waiters;
+                if w.last() != Some(&slot) {
+                    w.push(slot);
+                    left += 1;
+                }
+            }
+        }
+        // The units up to the end of this read are consumed.
+        while self.ra_base < end {
+            self.ra_units.pop_front();
+            self.ra_base += 1;
+        }
+        self.ra_top_up(now);
+        if left == 0 {
+            self.serve_buffered(slot, now);
+        } else {
+            self.cmds.items[slot as usize].left = left;
+        }
+        true
+    }
+
+    /// Prefetch whole pages up to `read_ahead` bytes past the window's start.
+    fn ra_top_up(&mut self, now: Ns) {
+        let upp = (self.p.page_bytes / self.unit).max(1);
+        let limit = self.ftl.geometry().logical_units;
+        let want = ((self.ra_base + self.ra_window) / upp * upp).min(limit);
+        let mut u = self.ra_base + self.ra_units.len() as u64;
+        while u < want {
+            // One prefetch = the units up to `want` held by one flash page.
+            let (die, key) = self.read_die(u * self.unit);
+            let start = u;
+            while u < want && (u == start || self.read_die(u * self.unit) == (die, key)) {
+                u += 1;
+            }
+            let pf = self.prefetches.insert(Prefetch {
+                first: start,
+                end: u,
+                gen: self.ra_gen,
+                waiters: Vec::new(),
+            });
+            for _ in start..u {
+                self.ra_units.push_back(pf);
+            }
+            self.dies[die].reads.push_back(FlashOp::Read {
+                cmd: pf,
+                bytes: (u - start) * self.unit,
+                prefetch: true,
+            });
+            self.die_next(die, now);
+        }
+    }
+
+    /// Prefetch `pf` is in the buffer at `now`: its units are ready (if still in the window),
+    /// the reads waiting for it are served once they wait for nothing else.
+    fn prefetch_out(&mut self, pf: u32, now: Ns) {
+        let mut waiters = std::mem::take(&mut self.prefetches.items[pf as usize].waiters);
+        let Prefetch {
+            first, end, gen, ..
+        } = self.prefetches.items[pf as usize];
+        if gen == self.ra_gen {
+            for u in first.max(self.ra_base)..end {
+                if let Some(s) = self.ra_units.get_mut((u - self.ra_base) as usize) {
+                    *s = RA_READY;
+                }
+            }
+        }
+        for &w in &waiters {
+            let c = &mut self.cmds.items[w as usize];
+            c.left -= 1;
+            if c.left == 0 {
+                self.serve_buffered(w, now);
+            }
+        }
+        waiters.clear();
+        // Keep the allocation for the slot's next use.
+        self.prefetches.items[pf as usize].waiters = waiters;
+        self.prefetches.release(pf);
+    }
+
+    /// Read `slot` from the controller's buffer: the link at min(link, seq_read).
+    fn serve_buffered(&mut self, slot: u32, now: Ns) {
+        let len = self.cmds.items[slot as usize].cmd.len_bytes;
+        let end = now.max(self.link_free) + transfer_ns(len, self.read_rate);
+        self.link_free = end;
+        self.complete(slot, end);
+    }
+
+    /// A write or trim of `[off, off + len)` drops the look-ahead window if it overlaps it.
+    fn ra_forget(&mut self, off: u64, len: u64) {
+        let first = off / self.unit;
+        let end = off.saturating_add(len).div_ceil(self.unit);
+        let have = self.ra_base + self.ra_units.len() as u64;
+        if first < have && end > self.ra_base {
+            self.ra_units.clear();
+            self.ra_gen += 1;
         }
     }
 
@@ -830,10 +1030,21 @@ impl Ssd {
             .expect("a busy channel has a die") as usize;
         let d = &mut self.dies[die];
         match (d.op.expect("a die on a channel has an operation"), d.step) {
-            (FlashOp::Read { cmd, bytes }, 2) => {
+            (
+                FlashOp::Read {
+                    cmd,
+                    bytes,
+                    prefetch,
+                },
+                2,
+            ) => {
                 d.stage = Stage::Idle;
                 d.op = None;
-                self.piece_out(cmd, bytes, now);
+                if prefetch {
+                    self.prefetch_out(cmd, now);
+                } else {
+                    self.piece_out(cmd, bytes, now);
+                }
                 self.die_next(die, now);
             }
             _ => {
@@ -1280,6 +1491,59 @@ mod tests {
         assert!((run.iops() / want - 1.0).abs() < 0.15, "{}", run.iops());
         // Per-die queues: the tail is several services long, not one.
         assert!(p99 as f64 > 5.0 * s * 1e9, "{p99}");
+    }
+
+    #[test]
+    fn a_sequential_4k_qd1_read_stream_runs_at_the_look_aheads_rate() {
+        let n = 2000;
+        let mut d = ssd();
+        let run = closed_loop(&mut d, 0, 1, n, |i| (Op::Read, i as u64 * 4096, 4096));
+        // Served from the buffer: the controller's command time, then the link.
+        let want = 10 * US + transfer_ns(4096, 540_000_000);
+        assert!(
+            run.latencies_ns[2..].iter().all(|&l| l == want),
+            "{:?}",
+            &run.latencies_ns[..8]
+        );
+        let iops = run.iops();
+        eprintln!(
+            "ssd sequential 4k read QD1: {iops:.0} IOPS (closed form {:.0})",
+            1e9 / want as f64
+        );
+        // Without look-ahead every read pays the flash.
+        let mut off = ssd_with("read_ahead = 0").unwrap();
+        let run = closed_loop(&mut off, 0, 1, n, |i| (Op::Read, i as u64 * 4096, 4096));
+        let flash = 10 * US
+            + 300
+            + 60 * US
+            + transfer_ns(4096, 400_000_000)
+            + transfer_ns(4096, 540_000_000);
+        assert!(run.latencies_ns.iter().all(|&l| l == flash));
+    }
+
+    #[test]
+    fn random_reads_are_unchanged_by_the_look_ahead() {
+        let lat = |src: &str| {
+            let mut d = ssd_with(src).unwrap();
+            let mut rng = Rng::new(3);
+            let pages = d.capacity_bytes() / 4096;
+            let offs: Vec<u64> = (0..20_000).map(|_| rng.below(pages) * 4096).collect();
+            closed_loop(&mut d, 0, 32, offs.len(), |i| (Op::Read, offs[i], 4096)).latencies_ns
+        };
+        assert_eq!(lat(""), lat("read_ahead = 0"));
+    }
+
+    #[test]
+    fn a_write_into_the_look_ahead_window_drops_it() {
+        let mut d = ssd();
+        let mut t = 0;
+        for i in 0..4u64 {
+            t = one(&mut d, t, i, Op::Read, i * 4096, 4096, false);
+        }
+        let t = one(&mut d, t + MS, 10, Op::Write, 4 * 4096, 4096, false);
+        let t1 = one(&mut d, t + MS, 11, Op::Read, 4 * 4096, 4096, false);
+        // The read after the write is a flash read (the window was dropped).
+        assert!(t1 - (t + MS) > 60 * US, "{}", t1 - t - MS);
     }
 
     fn ssd_with(src: &str) -> Result<Ssd, DeviceError> {
