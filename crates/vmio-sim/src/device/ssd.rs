@@ -104,6 +104,32 @@
 //! So a sequential 4 KiB read stream at QD1 runs at 1 / (1/read_iops + 4 KiB / min(link,
 //! seq_read)) (56.9 k IOPS for the profile) instead of paying t_R each (11.3 k).
 //!
+//! **Page types** (`cell_type`). In MLC and TLC NAND the bits of one cell lie in different
+//! pages of a block, and the page holding the lower bit (LSB) reads and programs faster than
+//! the one holding the upper bit (MSB): Grupp et al. ("Characterizing flash memory:
+//! anomalies, observations, and applications", MICRO 2009) measured bimodal program
+//! latencies on every MLC chip, fast and slow pages alternating through a block. MQSim has
+//! per-type latencies (Page_Read_Latency_LSB/CSB/MSB, Page_Program_Latency_LSB/CSB/MSB in
+//! ssdconfig.xml) and assigns types as `page % 2` for MLC and, for TLC, after Yaakobi et al.
+//! (ICNC 2012): pages 0-5 LSB, 6-7 CSB, then pairs cycling LSB, CSB, MSB. Its shipped
+//! configuration sets the three equal, and no data sheet of the profile's flash states them,
+//! so the factors are estimates that keep `read_latency` and `program_latency` as the means
+//! (each type is about as frequent as the others):
+//!
+//! ```text
+//!            read LSB / CSB / MSB      program LSB / CSB / MSB
+//! slc        1                         1
+//! mlc        0.75 / - / 1.25           0.5 / - / 1.5      (default: the 840 Pro's 2-bit MLC)
+//! tlc        0.75 / 1 / 1.25           0.5 / 1 / 1.5
+//! t_R(page)    = read_latency    x factor(type(page % pages_per_block))
+//! t_PROG(page) = program_latency x factor(type(page % pages_per_block))
+//! ```
+//!
+//! A read's page is its physical page (unwritten data: its striped virtual page); GC copies
+//! are charged at the means. With `mlc` the means, and so throughput-bound figures, stay
+//! close; what changes is the spread: a 4 KiB read at QD1 takes 45 or 75 µs of t_R instead
+//! of 60, a page program 125 or 375 µs instead of 250.
+//!
 //! A die paying GC does not hold its channel: the other dies use it. GC copies are copyback
 //! (no channel transfer). Out-of-range commands are served like in-range ones (the
 //! engine validates ranges); the FTL ignores their units.
@@ -168,6 +194,13 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Int(250 * US),
             unit: "ns",
             help: "page program time (t_PROG)",
+        },
+        ParamSpec {
+            name: "cell_type",
+            kind: Kind::Choice(CellType::NAMES),
+            default: Value::Choice("mlc"),
+            unit: "",
+            help: "bits per cell: page types with fast and slow reads and programs around the means",
         },
         ParamSpec {
             name: "flash_command",
@@ -314,6 +347,59 @@ fn memory(v: &Values) -> Result<(u64, u64), ParamError> {
     ))
 }
 
+/// Bits per flash cell, accepted by `cell_type`: the page types and their latencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellType {
+    Slc,
+    Mlc,
+    Tlc,
+}
+
+impl CellType {
+    pub const NAMES: &'static [&'static str] = &["slc", "mlc", "tlc"];
+    const READ: usize = 0;
+    const PROGRAM: usize = 1;
+    /// Latency factors by page type (LSB, CSB, MSB) of reads and of programs, relative to
+    /// `read_latency` and `program_latency` (estimates, see the module doc; each type's pages
+    /// are about equally many, so the means stay those of the parameters).
+    const FACTORS: [[[f64; 3]; 2]; 3] = [
+        [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
+        [[0.75, 1.25, 1.25], [0.5, 1.5, 1.5]],
+        [[0.75, 1.0, 1.25], [0.5, 1.0, 1.5]],
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "slc" => Some(Self::Slc),
+            "mlc" => Some(Self::Mlc),
+            "tlc" => Some(Self::Tlc),
+            _ => None,
+        }
+    }
+
+    /// Page type (0 LSB, 1 CSB, 2 MSB) of page `page` of a block, as MQSim assigns them
+    /// (src/nvm_chip/flash_memory/Flash_Chip.h: MLC alternates; TLC after Yaakobi et al.,
+    /// "Characterization and error-correcting codes for TLC flash memories", ICNC 2012).
+    pub fn page_type(self, page: u32) -> usize {
+        match self {
+            Self::Slc => 0,
+            Self::Mlc => (page % 2) as usize * 2,
+            Self::Tlc => match page {
+                0..=5 => 0,
+                6..=7 => 1,
+                _ => (((page - 8) >> 1) % 3) as usize,
+            },
+        }
+    }
+
+    /// `mean` scaled for page type `ty` of operation `op` ([`CellType::READ`],
+    /// [`CellType::PROGRAM`]).
+    fn scaled(self, mean: Ns, ty: usize, op: usize) -> Ns {
+        let f = Self::FACTORS[self as usize][op][ty];
+        (mean as f64 * f).round() as Ns
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct SsdParams {
     pub profile: String,
@@ -348,6 +434,7 @@ pub struct SsdParams {
     pub precondition: Precondition,
     /// The DRAM buffer is a volatile write cache (`write_cache`); false: it writes through.
     pub write_cache: bool,
+    pub cell_type: CellType,
 }
 
 impl SsdParams {
@@ -405,6 +492,7 @@ impl SsdParams {
             precondition: Precondition::parse(v.choice("precondition"))
                 .expect("kind: Precondition::NAMES"),
             write_cache: v.flag("write_cache"),
+            cell_type: CellType::parse(v.choice("cell_type")).expect("kind: CellType::NAMES"),
         };
         if p.page_bytes > UNIT_BYTES && !p.page_bytes.is_multiple_of(UNIT_BYTES) {
             return Err(bad(
@@ -445,11 +533,12 @@ enum Stage {
 #[derive(Clone, Copy, Debug)]
 enum FlashOp {
     /// `bytes` held by one flash page, for command slot `cmd` or (`prefetch`) for prefetch
-    /// slot `cmd`.
+    /// slot `cmd`; `sense` is its array time (t_R of its page type, read retries included).
     Read {
         cmd: u32,
         bytes: u64,
         prefetch: bool,
+        sense: Ns,
     },
     /// Program slot `prog`.
     Program { prog: u32 },
@@ -476,6 +565,8 @@ struct Die {
 #[derive(Clone, Copy, Debug, Default)]
 struct Program {
     bytes: u64,
+    /// Its t_PROG (by page type).
+    t_prog: Ns,
     waiter: Option<u32>,
     seq: u64,
     gc_pay: Ns,
@@ -699,6 +790,24 @@ impl Ssd {
         }
     }
 
+    /// Array time of a read of the page `key` of [`Ssd::read_die`] on `die`: t_R of its
+    /// page type.
+    fn sense_ns(&mut self, _die: usize, key: u64) -> Ns {
+        let ppb = self.p.pages_per_block;
+        // Unmapped keys count down from u64::MAX (a virtual page number).
+        let page = if key > u64::MAX / 2 {
+            u64::MAX - key
+        } else {
+            key
+        };
+        let t = self.p.cell_type;
+        t.scaled(
+            self.p.read_latency_ns,
+            t.page_type((page % ppb) as u32),
+            CellType::READ,
+        )
+    }
+
     /// Die preferred for the next programmed page (round-robin; the FTL may pick another when
     /// that die has no room).
     fn write_die(&mut self) -> usize {
@@ -775,10 +884,12 @@ impl Ssd {
                 pos += take;
             }
             pieces += 1;
+            let sense = self.sense_ns(die, key);
             self.dies[die].reads.push_back(FlashOp::Read {
                 cmd: slot,
                 bytes: piece,
                 prefetch: false,
+                sense,
             });
             // Counted before any piece can finish (a die starts at once only when idle).
             self.cmds.items[slot as usize].left = pieces;
@@ -858,10 +969,12 @@ impl Ssd {
             for _ in start..u {
                 self.ra_units.push_back(pf);
             }
+            let sense = self.sense_ns(die, key);
             self.dies[die].reads.push_back(FlashOp::Read {
                 cmd: pf,
                 bytes: (u - start) * self.unit,
                 prefetch: true,
+                sense,
             });
             self.die_next(die, now);
         }
@@ -938,9 +1051,9 @@ impl Ssd {
                 d.since = now;
                 self.arbitrate(self.channel_of(die), now);
             }
-            (FlashOp::Read { .. }, 1) => {
+            (FlashOp::Read { sense, .. }, 1) => {
                 d.stage = Stage::Array;
-                let t = now + self.p.read_latency_ns;
+                let t = now + sense;
                 self.push_event(t, Ev::Die(die as u32));
             }
             (FlashOp::Read { .. }, _) => {
@@ -958,9 +1071,9 @@ impl Ssd {
                     self.step(die, now);
                 }
             }
-            (FlashOp::Program { .. }, _) => {
+            (FlashOp::Program { prog }, _) => {
                 d.stage = Stage::Array;
-                let t = now + self.p.program_latency_ns;
+                let t = now + self.programs.items[prog as usize].t_prog;
                 self.push_event(t, Ev::Die(die as u32));
             }
         }
@@ -1035,6 +1148,7 @@ impl Ssd {
                     cmd,
                     bytes,
                     prefetch,
+                    ..
                 },
                 2,
             ) => {
@@ -1159,8 +1273,15 @@ impl Ssd {
             gc_pay = if left == 0 { self.gc_debt[die] } else { pay };
             self.gc_debt[die] -= gc_pay;
         }
+        let page = self.ftl.last_page_in_block(die);
+        let t_prog = self.p.cell_type.scaled(
+            self.p.program_latency_ns,
+            self.p.cell_type.page_type(page),
+            CellType::PROGRAM,
+        );
         let prog = self.programs.insert(Program {
             bytes,
+            t_prog,
             waiter,
             seq: self.prog_seq,
             gc_pay,
@@ -1306,6 +1427,11 @@ mod tests {
         ssd_with("").unwrap()
     }
 
+    /// The profile with every page at the mean latencies.
+    fn slc() -> Ssd {
+        ssd_with("cell_type = \"slc\"").unwrap()
+    }
+
     fn random_iops(op: Op, qd: usize) -> f64 {
         let mut d = ssd();
         let mut rng = Rng::new(2);
@@ -1338,7 +1464,7 @@ mod tests {
 
     #[test]
     fn a_4k_read_at_qd1_takes_command_flash_channel_and_link_time() {
-        let mut d = ssd();
+        let mut d = slc();
         let t = one(&mut d, 0, 1, Op::Read, 1 << 30, 4096, false);
         let want = 10 * US
             + 300
@@ -1364,7 +1490,7 @@ mod tests {
 
     #[test]
     fn a_flush_waits_for_buffered_writes_to_be_programmed() {
-        let mut d = ssd();
+        let mut d = slc();
         let w = one(&mut d, 0, 1, Op::Write, 0, 4096, false);
         assert!(w < 50 * US, "{w}");
         let f = one(&mut d, w, 2, Op::Flush, 0, 0, false);
@@ -1377,8 +1503,8 @@ mod tests {
 
     #[test]
     fn without_its_write_cache_every_write_waits_for_its_page_program_as_fua_does() {
-        let mut cached = ssd();
-        let mut through = ssd_with("write_cache = false").unwrap();
+        let mut cached = slc();
+        let mut through = ssd_with("write_cache = false\ncell_type = \"slc\"").unwrap();
         let fua = one(&mut cached, 0, 1, Op::Write, 0, 4096, true);
         let plain = one(&mut through, 0, 1, Op::Write, 0, 4096, false);
         assert!(plain >= 250 * US, "{plain}");
@@ -1401,6 +1527,7 @@ mod tests {
     fn bare(channels: u64, dies: u64) -> Ssd {
         ssd_with(&format!(
             "channels = {channels}\ndies_per_channel = {dies}\nread_iops = 1000000000\n\
+             cell_type = \"slc\"\n\
              seq_read_rate = 100000000000\nlink_rate = 100000000000"
         ))
         .unwrap()
@@ -1466,7 +1593,7 @@ mod tests {
         // service time s = command + t_R + data out has throughput K/s * N/(N+K-1)
         // (product form); channel waits lower it a little.
         let mut d = ssd_with(
-            "channels = 4\ndies_per_channel = 4\nread_latency = \"75us\"\n\
+            "channels = 4\ndies_per_channel = 4\nread_latency = \"75us\"\ncell_type = \"slc\"\n\
              channel_rate = 333000000\nread_iops = 1000000000\nseq_read_rate = 4000000000\n\
              link_rate = 4000000000\ncapacity = \"16g\"",
         )
@@ -1496,7 +1623,7 @@ mod tests {
     #[test]
     fn a_sequential_4k_qd1_read_stream_runs_at_the_look_aheads_rate() {
         let n = 2000;
-        let mut d = ssd();
+        let mut d = slc();
         let run = closed_loop(&mut d, 0, 1, n, |i| (Op::Read, i as u64 * 4096, 4096));
         // Served from the buffer: the controller's command time, then the link.
         let want = 10 * US + transfer_ns(4096, 540_000_000);
@@ -1511,7 +1638,7 @@ mod tests {
             1e9 / want as f64
         );
         // Without look-ahead every read pays the flash.
-        let mut off = ssd_with("read_ahead = 0").unwrap();
+        let mut off = ssd_with("read_ahead = 0\ncell_type = \"slc\"").unwrap();
         let run = closed_loop(&mut off, 0, 1, n, |i| (Op::Read, i as u64 * 4096, 4096));
         let flash = 10 * US
             + 300
@@ -1544,6 +1671,44 @@ mod tests {
         let t1 = one(&mut d, t + MS, 11, Op::Read, 4 * 4096, 4096, false);
         // The read after the write is a flash read (the window was dropped).
         assert!(t1 - (t + MS) > 60 * US, "{}", t1 - t - MS);
+    }
+
+    #[test]
+    fn mlc_pages_alternate_fast_lsb_and_slow_msb_reads_and_programs_around_the_means() {
+        // Reads of unwritten data: virtual page 0 is an LSB page, page 1 an MSB page.
+        let read = |page: u64| {
+            let mut d = ssd_with("read_ahead = 0").unwrap();
+            one(&mut d, 0, 1, Op::Read, page * 8192, 4096, false)
+        };
+        let (lsb, msb) = (read(0), read(1));
+        assert_eq!(msb - lsb, 30 * US, "t_R 45 us against 75 us");
+        assert_eq!(lsb + msb, 2 * read_qd1_slc(), "the mean stays 60 us");
+        // FUA page programs on one die: page 0 (LSB, 125 us), page 1 (MSB, 375 us).
+        let mut d = ssd_with("channels = 1\ndies_per_channel = 1").unwrap();
+        let t0 = one(&mut d, 0, 1, Op::Write, 0, 8192, true);
+        let t1 = one(&mut d, t0, 2, Op::Write, 8192, 8192, true);
+        let mut s = ssd_with("channels = 1\ndies_per_channel = 1\ncell_type = \"slc\"").unwrap();
+        let s0 = one(&mut s, 0, 1, Op::Write, 0, 8192, true);
+        assert_eq!(s0 - t0, 125 * US);
+        assert_eq!((t1 - t0) - s0, 125 * US);
+    }
+
+    fn read_qd1_slc() -> Ns {
+        let mut d = ssd_with("read_ahead = 0\ncell_type = \"slc\"").unwrap();
+        one(&mut d, 0, 1, Op::Read, 0, 4096, false)
+    }
+
+    #[test]
+    fn tlc_page_types_keep_the_mean_latencies_over_a_block() {
+        let t = CellType::Tlc;
+        let types: Vec<usize> = (0..12).map(|p| t.page_type(p)).collect();
+        assert_eq!(types, [0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1]);
+        for op in [CellType::READ, CellType::PROGRAM] {
+            let sum: u64 = (0..256).map(|p| t.scaled(1000, t.page_type(p), op)).sum();
+            let mean = sum as f64 / 256.0 / 1000.0;
+            assert!((mean - 1.0).abs() < 0.02, "{mean}");
+        }
+        assert_eq!(CellType::Slc.scaled(60 * US, 0, CellType::READ), 60 * US);
     }
 
     fn ssd_with(src: &str) -> Result<Ssd, DeviceError> {
