@@ -19,7 +19,7 @@
 //! `gc_threshold` = 4 free blocks per die (an assumption: "a few blocks"; 0.1 % of the 4096
 //! blocks of a die); greedy victim selection; `precondition` = clean (fresh) or aged (GC
 //! steady state of uniform random writes, built analytically, see [`super::ftl`]). The aged
-//! layout uses a fixed seed: device constructors receive no run seed.
+//! layout and the read retries use the device's seed (derived from the run seed).
 //!
 //! **Algorithm.** The controller processes commands in arrival order (`read_iops`,
 //! `write_iops`); the flash then runs as event-driven stages: each die has its own queues and
@@ -130,11 +130,34 @@
 //! close; what changes is the spread: a 4 KiB read at QD1 takes 45 or 75 µs of t_R instead
 //! of 60, a page program 125 or 375 µs instead of 250.
 //!
+//! **Read retries.** As flash wears, the cells' threshold-voltage distributions widen and
+//! shift (Cai et al., "Threshold voltage distribution in MLC NAND flash memory:
+//! characterization, analysis, and modeling", DATE 2013), so a read at the default
+//! references fails ECC more often and the controller reads again with shifted references
+//! (read-retry; Park et al., "Reducing solid-state drive read latency by optimizing
+//! read-retry", ASPLOS 2021, measured retries to be common on worn and retained flash).
+//! No data sheet gives the rate, so `read_retry` = 0.5 (the chance that a sensing fails at
+//! the rated endurance) and the cap of 7 retries are estimates; `endurance` = 3,000 P/E
+//! cycles is the usual rating of 2x-nm MLC; `pe_cycles` = 0 (a new drive) keeps the default
+//! device free of retries until its own GC erases add wear:
+//!
+//! ```text
+//! wear(die) = pe_cycles + erases of the die in this run / its blocks
+//! p = min(1, read_retry x wear / endurance)
+//! retries k: while k < 7 and draw < p: k += 1     (E[k] = p + p^2 + ... + p^7)
+//! sense = t_R(page) x (1 + k)
+//! ```
+//!
+//! The draws come from the device's own stream, seeded from the run seed and the device's
+//! name (`Rng::derive(seed, "ssd/read-retry")`, the seed that also lays out an aged FTL),
+//! taken in event order: runs are deterministic.
+//!
 //! A die paying GC does not hold its channel: the other dies use it. GC copies are copyback
 //! (no channel transfer). Out-of-range commands are served like in-range ones (the
 //! engine validates ranges); the FTL ignores their units.
 
 use vmio_core::request::Op;
+use vmio_core::rng::Rng;
 use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, MS, US};
 
@@ -201,6 +224,33 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Choice("mlc"),
             unit: "",
             help: "bits per cell: page types with fast and slow reads and programs around the means",
+        },
+        ParamSpec {
+            name: "read_retry",
+            kind: Kind::Fraction { min: 0.0, max: 1.0 },
+            default: Value::Float(0.5),
+            unit: "",
+            help: "probability that a page read needs a retry at the endurance limit, growing with wear (an estimate)",
+        },
+        ParamSpec {
+            name: "endurance",
+            kind: Kind::Count {
+                min: 1,
+                max: 1_000_000,
+            },
+            default: Value::Int(3000),
+            unit: "",
+            help: "rated program/erase cycles of the flash",
+        },
+        ParamSpec {
+            name: "pe_cycles",
+            kind: Kind::Count {
+                min: 0,
+                max: 1_000_000,
+            },
+            default: Value::Int(0),
+            unit: "",
+            help: "program/erase cycles the flash has seen before the run (wear)",
         },
         ParamSpec {
             name: "flash_command",
@@ -435,6 +485,11 @@ pub struct SsdParams {
     /// The DRAM buffer is a volatile write cache (`write_cache`); false: it writes through.
     pub write_cache: bool,
     pub cell_type: CellType,
+    /// Probability that a sensing needs a retry at the endurance limit (0: never).
+    pub read_retry: f64,
+    /// Rated P/E cycles, and the cycles the flash has seen before the run.
+    pub endurance: u64,
+    pub pe_cycles: u64,
 }
 
 impl SsdParams {
@@ -492,6 +547,9 @@ impl SsdParams {
             precondition: Precondition::parse(v.choice("precondition"))
                 .expect("kind: Precondition::NAMES"),
             write_cache: v.flag("write_cache"),
+            read_retry: v.float("read_retry"),
+            endurance: v.int("endurance"),
+            pe_cycles: v.int("pe_cycles"),
             cell_type: CellType::parse(v.choice("cell_type")).expect("kind: CellType::NAMES"),
         };
         if p.page_bytes > UNIT_BYTES && !p.page_bytes.is_multiple_of(UNIT_BYTES) {
@@ -581,6 +639,9 @@ struct Prefetch {
     gen: u64,
     waiters: Vec<u32>,
 }
+
+/// Read retries of one read at most (the steps of a read-retry table; an estimate).
+const MAX_RETRIES: u64 = 7;
 
 /// A look-ahead unit whose data is in the buffer (otherwise: the prefetch slot reading it).
 const RA_READY: u32 = u32::MAX;
@@ -696,6 +757,12 @@ pub struct Ssd {
     ra_gen: u64,
     prefetches: Slab<Prefetch>,
 
+    /// Read retries: blocks erased per die in this run, the retries' random stream, the
+    /// retries drawn.
+    die_erases: Vec<u64>,
+    retry_rng: Rng,
+    retry_count: u64,
+
     done: Completions,
     stats: DeviceStats,
     busy: Busy,
@@ -756,6 +823,9 @@ impl Ssd {
             ra_units: Default::default(),
             ra_gen: 0,
             prefetches: Slab::default(),
+            die_erases: vec![0; dies],
+            retry_rng: Rng::derive(seed, "ssd/read-retry"),
+            retry_count: 0,
             done: Completions::with_capacity(p.queue_depth as usize * 2),
             stats: DeviceStats::default(),
             busy: Busy::default(),
@@ -792,7 +862,7 @@ impl Ssd {
 
     /// Array time of a read of the page `key` of [`Ssd::read_die`] on `die`: t_R of its
     /// page type.
-    fn sense_ns(&mut self, _die: usize, key: u64) -> Ns {
+    fn sense_ns(&mut self, die: usize, key: u64) -> Ns {
         let ppb = self.p.pages_per_block;
         // Unmapped keys count down from u64::MAX (a virtual page number).
         let page = if key > u64::MAX / 2 {
@@ -801,11 +871,33 @@ impl Ssd {
             key
         };
         let t = self.p.cell_type;
-        t.scaled(
+        let t_r = t.scaled(
             self.p.read_latency_ns,
             t.page_type((page % ppb) as u32),
             CellType::READ,
-        )
+        );
+        t_r * (1 + self.retries(die))
+    }
+
+    /// Read retries of a read on `die`: each sensing fails (and is repeated with shifted
+    /// read references) with probability p = read_retry x wear / endurance (at most 1),
+    /// wear = pe_cycles + the die's erases / its blocks; at most `MAX_RETRIES`.
+    fn retries(&mut self, die: usize) -> u64 {
+        if self.p.read_retry == 0.0 {
+            return 0;
+        }
+        let blocks = u64::from(self.ftl.geometry().blocks_per_die);
+        let wear = self.p.pe_cycles as f64 + self.die_erases[die] as f64 / blocks as f64;
+        let p = (self.p.read_retry * wear / self.p.endurance as f64).min(1.0);
+        if p == 0.0 {
+            return 0;
+        }
+        let mut k = 0;
+        while k < MAX_RETRIES && self.retry_rng.unit() < p {
+            k += 1;
+        }
+        self.retry_count += k;
+        k
     }
 
     /// Die preferred for the next programmed page (round-robin; the FTL may pick another when
@@ -1263,6 +1355,7 @@ impl Ssd {
                 + gc.erases * self.p.erase_latency_ns;
             self.gc_debt[die] += t;
             self.gc_ns += t;
+            self.die_erases[die] += gc.erases;
         }
         // Incremental GC: the die pays its collection time in equal installments, one per
         // host page, before each page, until its active block is full (the next GC).
@@ -1709,6 +1802,46 @@ mod tests {
             assert!((mean - 1.0).abs() < 0.02, "{mean}");
         }
         assert_eq!(CellType::Slc.scaled(60 * US, 0, CellType::READ), 60 * US);
+    }
+
+    #[test]
+    fn read_retries_grow_with_wear_as_a_truncated_geometric_number_of_extra_senses() {
+        let base = read_qd1_slc();
+        for (pe, p) in [(0u64, 0.0f64), (1500, 0.25), (3000, 0.5)] {
+            let src = format!("read_ahead = 0\ncell_type = \"slc\"\npe_cycles = {pe}");
+            let mut d = ssd_with(&src).unwrap();
+            let mut rng = Rng::new(5);
+            let pages = d.capacity_bytes() / 4096;
+            let offs: Vec<u64> = (0..20_000).map(|_| rng.below(pages) * 4096).collect();
+            let run = closed_loop(&mut d, 0, 1, offs.len(), |i| (Op::Read, offs[i], 4096));
+            // E[retries] = sum_{k=1}^{7} p^k, each one more t_R.
+            let extra: f64 = (1..=MAX_RETRIES as i32).map(|k| p.powi(k)).sum();
+            let want = base as f64 + extra * (60 * US) as f64;
+            let mean = run.mean_latency_ns();
+            eprintln!(
+                "pe {pe}: mean {:.1} us, closed form {:.1} us",
+                mean / 1e3,
+                want / 1e3
+            );
+            assert!((mean / want - 1.0).abs() < 0.01, "{mean} vs {want}");
+            if pe == 0 {
+                assert!(run.latencies_ns.iter().all(|&l| l == base));
+            }
+        }
+    }
+
+    #[test]
+    fn read_retries_are_drawn_from_the_devices_own_seeded_stream() {
+        let lat = |seed: u64| {
+            let p = typed_params("sdb", "ssd", "pe_cycles = 3000", SsdParams::from_values).unwrap();
+            let mut d = Ssd::new_seeded("sdb", p, seed);
+            let run = closed_loop(&mut d, 0, 4, 2000, |i| (Op::Read, (i as u64) << 20, 4096));
+            (run.latencies_ns, d.retry_count)
+        };
+        let (a, ra) = lat(1);
+        assert_eq!((a.clone(), ra), lat(1));
+        assert!(ra > 0);
+        assert_ne!(a, lat(2).0);
     }
 
     fn ssd_with(src: &str) -> Result<Ssd, DeviceError> {
