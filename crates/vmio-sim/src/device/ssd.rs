@@ -152,6 +152,22 @@
 //! name (`Rng::derive(seed, "ssd/read-retry")`, the seed that also lays out an aged FTL),
 //! taken in event order: runs are deterministic.
 //!
+//! **Program/erase suspension** (`suspend`, off by default). Wu and He ("Reducing SSD read
+//! latency via NAND flash program and erase suspension", FAST 2012) let a read suspend the
+//! program or erase in progress on its die, run, and resume it, so reads stop waiting
+//! behind t_PROG and t_BERS; MQSim models it (CMD_Suspension_Support, with
+//! Suspend_Program_Time = 100 µs and Suspend_Erase_Time = 700 µs in its ssdconfig.xml).
+//! `suspend_latency` = 100 µs is MQSim's program figure, used for both (the die's GC
+//! installments mix copies and erases). Off by default: the profile's 2012 controller is
+//! not known to suspend, and off keeps its figures.
+//!
+//! ```text
+//! read queued on a die in a program's t_PROG or a GC installment, suspend on,
+//!   and the step ends later than now + suspend_latency:
+//!     left = step end - now; the die is busy suspend_latency, then serves its reads
+//!     when its read queue is empty: the suspended step resumes for `left`
+//! ```
+//!
 //! A die paying GC does not hold its channel: the other dies use it. GC copies are copyback
 //! (no channel transfer). Out-of-range commands are served like in-range ones (the
 //! engine validates ranges); the FTL ignores their units.
@@ -251,6 +267,20 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Int(0),
             unit: "",
             help: "program/erase cycles the flash has seen before the run (wear)",
+        },
+        ParamSpec {
+            name: "suspend",
+            kind: Kind::Bool,
+            default: Value::Bool(false),
+            unit: "",
+            help: "a read suspends a program or erase (GC) on its die and resumes it after",
+        },
+        ParamSpec {
+            name: "suspend_latency",
+            kind: DURATION,
+            default: Value::Int(100 * US),
+            unit: "ns",
+            help: "time to suspend a program or erase before the read can start",
         },
         ParamSpec {
             name: "flash_command",
@@ -490,6 +520,9 @@ pub struct SsdParams {
     /// Rated P/E cycles, and the cycles the flash has seen before the run.
     pub endurance: u64,
     pub pe_cycles: u64,
+    /// Program/erase suspension for reads, and its latency.
+    pub suspend: bool,
+    pub suspend_latency_ns: Ns,
 }
 
 impl SsdParams {
@@ -550,6 +583,8 @@ impl SsdParams {
             read_retry: v.float("read_retry"),
             endurance: v.int("endurance"),
             pe_cycles: v.int("pe_cycles"),
+            suspend: v.flag("suspend"),
+            suspend_latency_ns: v.int("suspend_latency"),
             cell_type: CellType::parse(v.choice("cell_type")).expect("kind: CellType::NAMES"),
         };
         if p.page_bytes > UNIT_BYTES && !p.page_bytes.is_multiple_of(UNIT_BYTES) {
@@ -585,6 +620,8 @@ enum Stage {
     OnChannel,
     /// Array busy (t_R, t_PROG, GC work) until the die's event.
     Array,
+    /// Suspending a program or GC work for a read, until the die's event.
+    Suspending,
 }
 
 /// A die's operation: a piece of a host read, or a page program.
@@ -615,6 +652,11 @@ struct Die {
     since: Ns,
     reads: std::collections::VecDeque<FlashOp>,
     programs: std::collections::VecDeque<FlashOp>,
+    /// End of the current array step; the epoch of its event (a suspension moves it on).
+    array_end: Ns,
+    epoch: u32,
+    /// A suspended program or GC step: the operation, its step, its remaining array time.
+    suspended: Option<(FlashOp, u8, Ns)>,
 }
 
 /// A page program in flight: the buffer bytes it frees, the write waiting for it (FUA or
@@ -665,7 +707,7 @@ enum Ev {
     /// A command leaves the controller's command processing.
     Accepted(u32),
     /// A die's array operation ends.
-    Die(u32),
+    Die(u32, u32),
     /// A channel's transfer ends.
     Channel(u32),
     /// A write's data is in the buffer.
@@ -762,6 +804,8 @@ pub struct Ssd {
     die_erases: Vec<u64>,
     retry_rng: Rng,
     retry_count: u64,
+    /// Program/GC suspensions for reads.
+    suspensions: u64,
 
     done: Completions,
     stats: DeviceStats,
@@ -795,6 +839,9 @@ impl Ssd {
                     since: 0,
                     reads: Default::default(),
                     programs: Default::default(),
+                    array_end: 0,
+                    epoch: 0,
+                    suspended: None,
                 })
                 .collect(),
             channels: p.channels as usize,
@@ -826,6 +873,7 @@ impl Ssd {
             die_erases: vec![0; dies],
             retry_rng: Rng::derive(seed, "ssd/read-retry"),
             retry_count: 0,
+            suspensions: 0,
             done: Completions::with_capacity(p.queue_depth as usize * 2),
             stats: DeviceStats::default(),
             busy: Busy::default(),
@@ -983,6 +1031,7 @@ impl Ssd {
                 prefetch: false,
                 sense,
             });
+            self.suspend_for_read(die, now);
             // Counted before any piece can finish (a die starts at once only when idle).
             self.cmds.items[slot as usize].left = pieces;
             self.die_next(die, now);
@@ -1068,6 +1117,7 @@ impl Ssd {
                 prefetch: true,
                 sense,
             });
+            self.suspend_for_read(die, now);
             self.die_next(die, now);
         }
     }
@@ -1125,6 +1175,15 @@ impl Ssd {
         if d.stage != Stage::Idle {
             return;
         }
+        if d.reads.is_empty() {
+            if let Some((op, step, left)) = d.suspended.take() {
+                // Resume the suspended operation for its remaining time.
+                d.op = Some(op);
+                d.step = step;
+                self.array(die, now, left);
+                return;
+            }
+        }
         let Some(op) = d.reads.pop_front().or_else(|| d.programs.pop_front()) else {
             return;
         };
@@ -1143,11 +1202,7 @@ impl Ssd {
                 d.since = now;
                 self.arbitrate(self.channel_of(die), now);
             }
-            (FlashOp::Read { sense, .. }, 1) => {
-                d.stage = Stage::Array;
-                let t = now + sense;
-                self.push_event(t, Ev::Die(die as u32));
-            }
+            (FlashOp::Read { sense, .. }, 1) => self.array(die, now, sense),
             (FlashOp::Read { .. }, _) => {
                 d.stage = Stage::WantDataOut;
                 d.since = now;
@@ -1156,19 +1211,50 @@ impl Ssd {
             (FlashOp::Program { prog }, 0) => {
                 let pay = self.programs.items[prog as usize].gc_pay;
                 if pay > 0 {
-                    d.stage = Stage::Array;
-                    self.push_event(now + pay, Ev::Die(die as u32));
+                    self.array(die, now, pay);
                 } else {
                     d.step = 1;
                     self.step(die, now);
                 }
             }
             (FlashOp::Program { prog }, _) => {
-                d.stage = Stage::Array;
-                let t = now + self.programs.items[prog as usize].t_prog;
-                self.push_event(t, Ev::Die(die as u32));
+                let t = self.programs.items[prog as usize].t_prog;
+                self.array(die, now, t);
             }
         }
+    }
+
+    /// The die's array is busy from `now` for `dur`.
+    fn array(&mut self, die: usize, now: Ns, dur: Ns) {
+        let d = &mut self.dies[die];
+        d.stage = Stage::Array;
+        d.array_end = now + dur;
+        let epoch = d.epoch;
+        self.push_event(now + dur, Ev::Die(die as u32, epoch));
+    }
+
+    /// Program/erase suspension: a read queued on a die busy programming (or paying GC, its
+    /// copies and erases) suspends that operation, unless it ends within the suspend latency;
+    /// the die serves its reads after the latency and resumes the operation's remaining time
+    /// once its read queue is empty.
+    fn suspend_for_read(&mut self, die: usize, now: Ns) {
+        let lat = self.p.suspend_latency_ns;
+        let d = &mut self.dies[die];
+        if !self.p.suspend
+            || d.stage != Stage::Array
+            || d.suspended.is_some()
+            || !matches!(d.op, Some(FlashOp::Program { .. }))
+            || d.array_end <= now + lat
+        {
+            return;
+        }
+        let op = d.op.take().expect("matched");
+        d.suspended = Some((op, d.step, d.array_end - now));
+        d.epoch += 1;
+        d.stage = Stage::Suspending;
+        let epoch = d.epoch;
+        self.suspensions += 1;
+        self.push_event(now + lat, Ev::Die(die as u32, epoch));
     }
 
     /// Hand channel `ch`, if free, to a die waiting for it: a sensed page's data out first
@@ -1213,6 +1299,11 @@ impl Ssd {
     /// The die's array step ended at `now`.
     fn die_event(&mut self, die: usize, now: Ns) {
         let d = &mut self.dies[die];
+        if d.stage == Stage::Suspending {
+            d.stage = Stage::Idle;
+            self.die_next(die, now);
+            return;
+        }
         match (d.op.expect("a busy die has an operation"), d.step) {
             (FlashOp::Program { prog }, 2) => {
                 d.stage = Stage::Idle;
@@ -1487,7 +1578,12 @@ impl Device for Ssd {
             let ((t, _), ev) = self.events.pop().expect("peeked");
             match ev {
                 Ev::Accepted(slot) => self.accepted(slot, t),
-                Ev::Die(die) => self.die_event(die as usize, t),
+                Ev::Die(die, epoch) => {
+                    // An array step cut short by a suspension has a newer epoch.
+                    if epoch == self.dies[die as usize].epoch {
+                        self.die_event(die as usize, t);
+                    }
+                }
                 Ev::Channel(ch) => self.channel_event(ch as usize, t),
                 Ev::InBuffer(slot) => self.in_buffer(slot, t),
                 Ev::FlushStart(slot) => self.flush_start(slot, t),
@@ -1842,6 +1938,57 @@ mod tests {
         assert_eq!((a.clone(), ra), lat(1));
         assert!(ra > 0);
         assert_ne!(a, lat(2).0);
+    }
+
+    #[test]
+    fn a_read_suspends_a_program_on_its_die_and_the_program_resumes_after_it() {
+        let (c, r, big_s) = (300, 60 * US, 100 * US);
+        let x = transfer_ns(4096, 400_000_000);
+        let link = transfer_ns(4096, 540_000_000);
+        let run = |suspend: bool, read: bool| {
+            let src = format!(
+                "channels = 1\ndies_per_channel = 1\ncell_type = \"slc\"\nread_ahead = 0\nsuspend = {suspend}"
+            );
+            let mut d = ssd_with(&src).unwrap();
+            // A FUA page write: its program runs from about 48 us to 298 us.
+            d.submit(
+                0,
+                DevCmd {
+                    tag: 1,
+                    op: Op::Write,
+                    offset_bytes: 0,
+                    len_bytes: 8192,
+                    fua: true,
+                },
+            );
+            let mut done = Vec::new();
+            d.advance(100 * US, &mut done);
+            if read {
+                d.submit(
+                    100 * US,
+                    DevCmd {
+                        tag: 2,
+                        op: Op::Read,
+                        offset_bytes: 1 << 30,
+                        len_bytes: 4096,
+                        fua: false,
+                    },
+                );
+            }
+            let at = drain(&mut d);
+            (at[&1], at.get(&2).copied(), d.suspensions)
+        };
+        let (w0, _, _) = run(true, false);
+        // The read reaches the die at 110 us (the controller's 10 us).
+        let s = 110 * US;
+        let (w, rd, n) = run(true, true);
+        assert_eq!(n, 1);
+        assert_eq!(rd, Some(s + big_s + c + r + x + link));
+        assert_eq!(w, w0 + big_s + c + r + x);
+        // Without suspension the read waits for the program.
+        let (w, rd, n) = run(false, true);
+        assert_eq!((w, n), (w0, 0));
+        assert_eq!(rd, Some(w0 + c + r + x + link));
     }
 
     fn ssd_with(src: &str) -> Result<Ssd, DeviceError> {
