@@ -409,6 +409,12 @@ impl Ftl {
         self.g.pages_per_block - self.active[die].1
     }
 
+    /// Page number, within its block, of the page `die` allocated last (after
+    /// [`Ftl::write_page`]: the host page, GC copies go before it).
+    pub fn last_page_in_block(&self, die: usize) -> u32 {
+        self.active[die].1.saturating_sub(1)
+    }
+
     pub fn geometry(&self) -> &FtlGeometry {
         &self.g
     }

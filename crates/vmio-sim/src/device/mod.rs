@@ -14,7 +14,7 @@
 //! file's `[[device]]` table. Each model file declares its parameters once
 //! ([`vmio_core::params::ParamSpec`]s, their defaults being its profile's figures) in an
 //! `ENTRY`; [`REGISTRY`] lists the models for the stack parser's errors and `vmio help
-//! stack`. All models are deterministic and use no randomness.
+//! stack`. All models are deterministic (the SSD's read retries draw from the device's seeded stream).
 //! What a device tells the host's block layer about its cache, every model declares with
 //! the same two keys: `write_cache` (a volatile write cache, so a FLUSH must reach it; the
 //! HDD's own parameter, which also switches its cache model) and `fua` (it honours Force
