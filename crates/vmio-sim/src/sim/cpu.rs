@@ -46,7 +46,7 @@ use super::{JobBinding, Sim, SimError};
 use vmio_core::cpu::cfs::{Cfs, CfsParams};
 use vmio_core::cpu::contention::Contention;
 use vmio_core::cpu::dedicated::Dedicated;
-use vmio_core::cpu::hypervisor::HvCosts;
+use vmio_core::cpu::hypervisor::{HvCosts, SYSTEM_FOOTPRINT};
 use vmio_core::cpu::{
     nice_to_weight, CoreSet, CpuScheduler, CpuStats, ThreadId, ThreadKind, ThreadSpec,
     NICE_0_WEIGHT,
@@ -123,6 +123,8 @@ pub(super) struct CpuLayer {
     pub(super) priced: bool,
     pub(super) costs: HvCosts,
     xen: bool,
+    /// The host has EPT (`[host] ept`); without it vCPUs pay the shadow MMU and TLB refills.
+    ept: bool,
     native: bool,
     labels: Vec<ThreadLabel>,
     /// Per VM: its vCPU threads.
@@ -190,6 +192,7 @@ pub(super) fn build(
         priced,
         costs: HvCosts::from_values(values),
         xen,
+        ept: stack.host.ept,
         native,
         labels: Vec::new(),
         vcpus: Vec::new(),
@@ -403,6 +406,14 @@ impl CpuLayer {
             .sched
             .add_thread(spec)
             .map_err(|e| SimError::Job(format!("cpu: thread {name}: {e}")))?;
+        // The hypervisor's and the kernel's threads take their share of a shared cache
+        // while they run (a no-op without [host.cache]).
+        if matches!(
+            kind,
+            ThreadKind::VmmMain | ThreadKind::IoThread | ThreadKind::Dom0 | ThreadKind::Kernel
+        ) {
+            self.sched.set_program(t, SYSTEM_FOOTPRINT);
+        }
         self.labels.push(ThreadLabel { name, kind, vm });
         Ok(t)
     }
@@ -410,7 +421,7 @@ impl CpuLayer {
     /// The time a thread needs for `ns` of its own work (a vCPU's includes its ticks' exits).
     fn time_on(&self, t: ThreadId, ns: Ns) -> Ns {
         if self.priced && self.labels[t.0 as usize].kind == ThreadKind::Vcpu {
-            self.costs.vcpu_time(ns, self.xen)
+            self.costs.vcpu_time(ns, self.xen, self.ept)
         } else {
             ns
         }

@@ -322,3 +322,20 @@ fn a_cache_topology_changes_nothing_for_dedicated_cores_or_cpuio() {
     let job = "[j]\nioengine=cpuio\ncpuload=100\nruntime=1\nnumjobs=2\n";
     assert_eq!(run(&cfs, job)["jobs"], run(&cfs_with, job)["jobs"]);
 }
+
+#[test]
+fn a_host_without_ept_adds_the_shadow_mmus_exits_and_tlb_refills_to_a_busy_vcpu() {
+    // One job alone: 10 s of work takes vcpu_time(10 s): the tick exits (6 ms), and without
+    // EPT 250 shadow exits × 4 µs and 750 TLB refills × 2.5 µs a second more (28.75 ms).
+    let with = mean_runtime_ms(&run(
+        &stack(4, "kvm", 1, CFS, ""),
+        &cpu_jobs(1, "gobmk", "10s"),
+    ));
+    let without = mean_runtime_ms(&run(
+        &stack(4, "kvm", 1, CFS, "").replacen("hypervisor", "ept = false\nhypervisor", 1),
+        &cpu_jobs(1, "gobmk", "10s"),
+    ));
+    // (fio's job_runtime is in whole ms.)
+    assert!((with - 10_006.0).abs() <= 1.0, "{with}");
+    assert!((without - (10_000.0 + 6.0 + 28.75)).abs() <= 1.0, "{without}");
+}
