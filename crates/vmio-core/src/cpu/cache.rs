@@ -219,7 +219,9 @@ fn bank(v: &toml::Value, field: &str, cores: u32) -> Result<Bank, FieldError> {
     };
     let size_bytes = match t.get("size") {
         Some(toml::Value::Integer(n)) if *n > 0 => *n as u64,
-        Some(toml::Value::String(s)) => SizeValue::Text(s.clone()).bytes(&format!("{field}.size"))?,
+        Some(toml::Value::String(s)) => {
+            SizeValue::Text(s.clone()).bytes(&format!("{field}.size"))?
+        }
         _ => 0,
     };
     if size_bytes == 0 {
@@ -254,7 +256,10 @@ impl Table for CacheTopology {
         let at = |k: &str| format!("{field}.{k}");
         let profile = match t.get("profile") {
             None => None,
-            Some(v) => match v.as_str().and_then(|n| PROFILES.iter().find(|p| p.name == n)) {
+            Some(v) => match v
+                .as_str()
+                .and_then(|n| PROFILES.iter().find(|p| p.name == n))
+            {
                 Some(p) => Some(p),
                 None => {
                     return Err(FieldError::new(

@@ -1025,8 +1025,7 @@ mod tests {
     }
 
     #[test]
-    fn two_programs_that_do_not_fit_slow_down_as_the_curve_says_and_pinning_them_apart_undoes_it(
-    ) {
+    fn two_programs_that_do_not_fit_slow_down_as_the_curve_says_and_pinning_them_apart_undoes_it() {
         // Each alone holds its 4 MiB footprint (1 MPKI); together on one 6 MiB L2 each holds
         // 3 MiB: mpki = 4 − 3·log2(3)/2 ≈ 1.62, each extra miss costs the 80 ns memory
         // latency over a solo time per instruction of 1 / 2.83 GHz: about +17.6 %.
@@ -1041,10 +1040,7 @@ mod tests {
         let apart = corun(BIG, [0, 2], SEC, true);
         assert!(apart[1].0 < SEC + SEC / 1000, "{apart:?}");
         // Without [host.cache]: exactly nominal, as before the model.
-        assert_eq!(
-            corun(BIG, [0, 1], SEC, false),
-            vec![(SEC, 0), (SEC, 1)]
-        );
+        assert_eq!(corun(BIG, [0, 1], SEC, false), vec![(SEC, 0), (SEC, 1)]);
     }
 
     #[test]

@@ -221,7 +221,11 @@ impl Contention {
             let q: Vec<u32> = self
                 .solve(running)
                 .iter()
-                .map(|s| (s * ONE_Q16 as f64).round().clamp(ONE_Q16 as f64, u32::MAX as f64) as u32)
+                .map(|s| {
+                    (s * ONE_Q16 as f64)
+                        .round()
+                        .clamp(ONE_Q16 as f64, u32::MAX as f64) as u32
+                })
                 .collect();
             self.memo.insert(running.to_vec(), q);
         }
@@ -320,7 +324,10 @@ mod tests {
     #[test]
     fn a_program_with_more_misses_takes_the_larger_share() {
         let mut m = Contention::new(&q9550(), 4);
-        let (a, b) = (m.program(STEEP), m.program(Sensitivity { ipc: 0.5, ..STEEP }));
+        let (a, b) = (
+            m.program(STEEP),
+            m.program(Sensitivity { ipc: 0.5, ..STEEP }),
+        );
         // b runs at half the instruction rate, so inserts half as often: a holds more.
         let out = m.solve(&[a, b, NONE, NONE]);
         assert!(out[0] < out[1], "{out:?}");

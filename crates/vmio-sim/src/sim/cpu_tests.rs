@@ -285,8 +285,11 @@ fn q9550_pair(profile: &str) -> (f64, f64) {
 
 #[test]
 fn two_bzip2_jobs_on_one_l2_of_a_q9550_slow_as_the_model_says_and_pinned_apart_do_not() {
-    let q9550 = stack(4, "native", 0, CFS, "")
-        .replacen("[cpu]", "[host.cache]\nprofile = \"core2-quad-q9550\"\n[cpu]", 1);
+    let q9550 = stack(4, "native", 0, CFS, "").replacen(
+        "[cpu]",
+        "[host.cache]\nprofile = \"core2-quad-q9550\"\n[cpu]",
+        1,
+    );
     let (shared, apart) = q9550_pair("bzip2");
     assert!(shared > 1.05 && apart < 1.001, "{shared} {apart}");
     let job = |cpus: &str| {
@@ -295,10 +298,18 @@ fn two_bzip2_jobs_on_one_l2_of_a_q9550_slow_as_the_model_says_and_pinned_apart_d
     // Cores 0 and 1 share an L2: the work takes the model's slowdown (the housekeeping
     // thread's 0.2 % of a core comes on top).
     let ms = mean_runtime_ms(&run(&q9550, &job("0-1")));
-    assert!(close(ms, 2000.0 * shared, 0.003), "{ms} vs {}", 2000.0 * shared);
+    assert!(
+        close(ms, 2000.0 * shared, 0.003),
+        "{ms} vs {}",
+        2000.0 * shared
+    );
     // Pinned to separate L2s (cores 0 and 2): only the bus is shared.
     let ms = mean_runtime_ms(&run(&q9550, &job("0,2")));
-    assert!(close(ms, 2000.0 * apart, 0.003), "{ms} vs {}", 2000.0 * apart);
+    assert!(
+        close(ms, 2000.0 * apart, 0.003),
+        "{ms} vs {}",
+        2000.0 * apart
+    );
     // Without [host.cache] the same jobs run at their nominal speed, as before the model.
     let plain = stack(4, "native", 0, CFS, "");
     let ms = mean_runtime_ms(&run(&plain, &job("0-1")));
@@ -318,7 +329,11 @@ fn a_cache_topology_changes_nothing_for_dedicated_cores_or_cpuio() {
     assert_eq!(a["jobs"], b["jobs"]);
     // cpuio touches no memory: no curve, no slowdown, under cfs too.
     let cfs = stack(4, "native", 0, CFS, "");
-    let cfs_with = cfs.replacen("[cpu]", "[host.cache]\nprofile = \"core-i5-6600\"\n[cpu]", 1);
+    let cfs_with = cfs.replacen(
+        "[cpu]",
+        "[host.cache]\nprofile = \"core-i5-6600\"\n[cpu]",
+        1,
+    );
     let job = "[j]\nioengine=cpuio\ncpuload=100\nruntime=1\nnumjobs=2\n";
     assert_eq!(run(&cfs, job)["jobs"], run(&cfs_with, job)["jobs"]);
 }
@@ -337,5 +352,8 @@ fn a_host_without_ept_adds_the_shadow_mmus_exits_and_tlb_refills_to_a_busy_vcpu(
     ));
     // (fio's job_runtime is in whole ms.)
     assert!((with - 10_006.0).abs() <= 1.0, "{with}");
-    assert!((without - (10_000.0 + 6.0 + 28.75)).abs() <= 1.0, "{without}");
+    assert!(
+        (without - (10_000.0 + 6.0 + 28.75)).abs() <= 1.0,
+        "{without}"
+    );
 }

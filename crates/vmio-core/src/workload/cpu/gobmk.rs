@@ -24,7 +24,12 @@ pub const PROFILE: CpuProfile = CpuProfile {
     work_ns: 60 * SEC,
     hot_set_bytes: 512 << 10,
     cache: Sensitivity {
-        mpki: &[(256 * KIB, 0.8), (512 * KIB, 0.4), (1024 * KIB, 0.25), (2048 * KIB, 0.2)],
+        mpki: &[
+            (256 * KIB, 0.8),
+            (512 * KIB, 0.4),
+            (1024 * KIB, 0.25),
+            (2048 * KIB, 0.2),
+        ],
         ipc: 1.0,
     },
 };
