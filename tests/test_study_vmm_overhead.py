@@ -101,7 +101,13 @@ def test_each_platform_sets_only_its_own_hypervisors_pinning_keys():
     inputs = runner.point_inputs(experiment.load_experiment("vmm-overhead"))
     native = _point(inputs, platform="native", program="gobmk", jobs="4")
     stack = tomllib.loads(native.stack_text)
-    assert stack["host"] == {"cores": 4, "memory": "8g", "hypervisor": "native"}
+    assert stack["host"] == {
+        "cores": 4,
+        "memory": "8g",
+        "hypervisor": "native",
+        "ept": False,
+        "cache": {"profile": "core2-quad-q9550"},
+    }
     assert stack["cpu"] == {"model": "cfs"}
     assert "vcpus" not in stack["vm"][0] and "cputune" not in stack["vm"][0]
     assert "cpu_profile=gobmk" in native.job_text and "numjobs=4" in native.job_text

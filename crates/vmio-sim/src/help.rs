@@ -265,6 +265,22 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             params: nbd::PARAMS,
         },
         Layer {
+            table: "[host.cache]",
+            selector: "profile",
+            default: "none: no cache or memory-bus contention; without a profile, [[host.cache.bank]] (level, size, cpus) and the keys below",
+            entries: cpu::cache::PROFILES
+                .iter()
+                .map(|p| Described {
+                    name: p.name,
+                    help: p.help,
+                    note: "keys and [[host.cache.bank]] tables override the profile's".to_string(),
+                    params: &[],
+                })
+                .collect(),
+            keys: &[],
+            params: cpu::cache::PARAMS,
+        },
+        Layer {
             table: "[cpu]",
             selector: "model",
             default: cpu::DEDICATED,

@@ -25,11 +25,28 @@
 //! the interrupt in the guest    the interface's guest_complete    the vCPU         see vmio_sim's vdisk/ (ide.rs counts IDE's)
 //! ```
 //!
+//!
+//! A host without EPT (`[host] ept = false`: Intel before Nehalem, e.g. the Core 2 Quad
+//! Q9550) has no VPID either (both came with Nehalem), so two more costs inflate a running
+//! vCPU's work, for KVM and for Xen's HVM guests alike:
+//!
+//! ```text
+//! shadow paging   shadow_hz × shadow_exit per second   the hypervisor keeps shadow page
+//!                 of vCPU run time                      tables: guest page-table writes and
+//!                                                       CR3 loads exit to its MMU (Adams and
+//!                                                       Agesen, ASPLOS 2006; Bhargava et al.,
+//!                                                       ASPLOS 2008)
+//! TLB flushes     (exits per second + shadow_hz) ×      without VPID every VM entry and exit
+//!                 tlb_refill                            flushes the TLB (Intel SDM vol. 3,
+//!                                                       "VPID"): the guest refills it
+//! ```
+//!
 //! A native host (`hypervisor = "native"`) charges only the host's housekeeping and the
 //! completions; Xen charges the VMM's work to dom0's vCPUs, KVM to QEMU's threads.
 //!
 //! The figures marked "estimate" have no single measured source; their help line says so.
 
+use super::contention::Sensitivity;
 use crate::params::{Kind, ParamSpec, Value, Values};
 use crate::{Ns, SEC, US};
 
@@ -106,6 +123,32 @@ pub const KERNEL_COMPLETE: ParamSpec = ParamSpec {
         "the host kernel's completion of one request (interrupt, softirq, aio completion; estimate)",
 };
 
+pub const SHADOW_EXIT: ParamSpec = ParamSpec {
+    name: "shadow_exit",
+    kind: DURATION,
+    default: Value::Int(4 * US),
+    unit: "ns",
+    help: "without EPT ([host] ept = false): an exit to the shadow MMU, a guest page-table write or CR3 load (estimate: about 10^4 cycles on first-generation VT-x, the order Adams and Agesen, ASPLOS 2006, measured)",
+};
+pub const SHADOW_HZ: ParamSpec = ParamSpec {
+    name: "shadow_hz",
+    kind: HZ,
+    default: Value::Int(250),
+    unit: "Hz",
+    help: "without EPT: shadow-MMU exits per second of a running vCPU of a CPU-bound guest (estimate: one per guest tick, the kernel's own page-table and address-space work)",
+};
+pub const TLB_REFILL: ParamSpec = ParamSpec {
+    name: "tlb_refill",
+    kind: DURATION,
+    default: Value::Int(2_500),
+    unit: "ns",
+    help: "without EPT (and so without VPID): the guest's TLB refill after each exit flushed it (estimate: 256 DTLB entries × a 30-cycle walk at 2.83 GHz)",
+};
+
+/// The keys an effective stack shows only when set away from their defaults (they were
+/// added after stacks recorded `[cpu]` in full).
+pub const QUIET: &[&str] = &[SHADOW_EXIT.name, SHADOW_HZ.name, TLB_REFILL.name];
+
 /// The mechanism keys of `[cpu]`.
 pub const PARAMS: &[ParamSpec] = &[
     EXIT,
@@ -117,7 +160,21 @@ pub const PARAMS: &[ParamSpec] = &[
     HOUSEKEEPING_HZ,
     HOUSEKEEPING,
     KERNEL_COMPLETE,
+    SHADOW_EXIT,
+    SHADOW_HZ,
+    TLB_REFILL,
 ];
+
+/// The cache footprint of the hypervisor's own threads (QEMU's main loop and iothreads,
+/// dom0's vCPUs, the host kernel's threads) when `[host.cache]` models shared caches: they
+/// take a share of the last-level cache while they run, so where they run matters
+/// (ESTIMATE: system code with a 256 KiB working set of code, poll sets, timers and
+/// request state, 16 misses per kilo-instruction at 32 KiB falling to 2 at 256 KiB, IPC 0.6:
+/// the low IPC of kernel and event-loop code).
+pub const SYSTEM_FOOTPRINT: Sensitivity = Sensitivity {
+    mpki: &[(32 << 10, 16.0), (128 << 10, 5.0), (256 << 10, 2.0)],
+    ipc: 0.6,
+};
 
 /// The mechanism costs of one host, read from `[cpu]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -131,6 +188,9 @@ pub struct HvCosts {
     pub housekeeping_hz: u64,
     pub housekeeping_ns: Ns,
     pub kernel_complete_ns: Ns,
+    pub shadow_exit_ns: Ns,
+    pub shadow_hz: u64,
+    pub tlb_refill_ns: Ns,
 }
 
 impl HvCosts {
@@ -145,15 +205,23 @@ impl HvCosts {
             housekeeping_hz: v.int(HOUSEKEEPING_HZ.name),
             housekeeping_ns: v.int(HOUSEKEEPING.name),
             kernel_complete_ns: v.int(KERNEL_COMPLETE.name),
+            shadow_exit_ns: v.int(SHADOW_EXIT.name),
+            shadow_hz: v.int(SHADOW_HZ.name),
+            tlb_refill_ns: v.int(TLB_REFILL.name),
         }
     }
 
     /// The time a vCPU needs for `ns` of guest work: the guest's ticks (two exits each)
-    /// and, on Xen, the credit scheduler's ticks (one exit each) interrupt it while it runs.
+    /// and, on Xen, the credit scheduler's ticks (one exit each) interrupt it while it runs;
+    /// without EPT (`ept` false) the shadow MMU's exits, and a TLB refill after every exit.
     /// Rounded up, so that work is never free.
-    pub fn vcpu_time(&self, ns: Ns, xen: bool) -> Ns {
-        let per_sec =
-            self.guest_hz * 2 * self.exit_ns + if xen { self.xen_hz * self.exit_ns } else { 0 };
+    pub fn vcpu_time(&self, ns: Ns, xen: bool, ept: bool) -> Ns {
+        let exits = self.guest_hz * 2 + if xen { self.xen_hz } else { 0 };
+        let mut per_sec = exits * self.exit_ns;
+        if !ept {
+            per_sec += self.shadow_hz * self.shadow_exit_ns
+                + (exits + self.shadow_hz) * self.tlb_refill_ns;
+        }
         ns + (ns as u128 * per_sec as u128).div_ceil(SEC as u128) as Ns
     }
 }
@@ -166,9 +234,17 @@ mod tests {
     fn a_busy_vcpu_pays_two_exits_per_guest_tick_and_one_per_xen_tick() {
         let c = HvCosts::from_values(&Values::defaults(PARAMS));
         // 1 s of guest work: 250 ticks × 2 exits × 1.2 µs = 600 µs more.
-        assert_eq!(c.vcpu_time(SEC, false), SEC + 600 * US);
+        assert_eq!(c.vcpu_time(SEC, false, true), SEC + 600 * US);
         // Xen adds 100 credit ticks × 1.2 µs.
-        assert_eq!(c.vcpu_time(SEC, true), SEC + 720 * US);
-        assert_eq!(c.vcpu_time(0, true), 0);
+        assert_eq!(c.vcpu_time(SEC, true, true), SEC + 720 * US);
+        assert_eq!(c.vcpu_time(0, true, true), 0);
+    }
+
+    #[test]
+    fn without_ept_a_busy_vcpu_adds_the_shadow_mmus_exits_and_a_tlb_refill_per_exit() {
+        let c = HvCosts::from_values(&Values::defaults(PARAMS));
+        // KVM: 500 tick exits + 250 shadow exits × 4 µs, and 750 TLB refills × 2.5 µs.
+        let extra = 600 * US + 250 * 4 * US + 750 * 2_500;
+        assert_eq!(c.vcpu_time(SEC, false, false), SEC + extra);
     }
 }

@@ -27,11 +27,19 @@
 //! nice 0 = 1024 = `NICE_0_LOAD`, each nice step ≈ ×1.25). Affinity is a [`CoreSet`]: libvirt's
 //! `<vcpupin cpuset=…>`, `<emulatorpin>` and `<iothreadpin>` will map onto it.
 //!
+//! With `[host.cache]` ([`cache`]), the running programs' speeds follow from what shares a
+//! last-level cache and the memory bus ([`contention`]): a scheduler that models it
+//! ([`cfs::Cfs`]) stretches the remaining work of each running program by its slowdown,
+//! recomputed whenever the set of programs running on the host's cores changes. Without
+//! it every thread runs at its nominal speed.
+//!
 //! Memory is bounded by the caller: one record per added thread, one per submitted work item
 //! still pending (completed items are dropped as their tokens are pushed), fixed per-core
 //! state; no log grows with time.
 
+pub mod cache;
 pub mod cfs;
+pub mod contention;
 pub mod dedicated;
 pub mod hypervisor;
 pub mod table;
@@ -274,6 +282,11 @@ pub trait CpuScheduler {
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>);
     /// The counters as of `now` (a run or wait still open at `now` counts up to it).
     fn stats(&self, now: Ns) -> CpuStats;
+    /// Share the host's last-level caches and memory bus among the programs that run
+    /// ([`contention`]); a scheduler that gives every thread a core of its own ignores it.
+    fn set_contention(&mut self, _model: contention::Contention) {}
+    /// `thread` runs a program of this sensitivity (after [`Self::set_contention`]).
+    fn set_program(&mut self, _thread: ThreadId, _program: contention::Sensitivity) {}
 }
 
 #[cfg(test)]

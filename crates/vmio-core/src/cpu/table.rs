@@ -52,6 +52,9 @@ impl Serialize for CpuSpec {
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("model", self.model)?;
         for (spec, v) in self.params.iter() {
+            if super::hypervisor::QUIET.contains(&spec.name) && v == spec.default {
+                continue;
+            }
             m.serialize_entry(&spec.record_key(), &v)?;
         }
         if self.dom0_vcpus > 0 {

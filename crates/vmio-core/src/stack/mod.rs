@@ -2,7 +2,9 @@
 //! tables its layers own.
 //!
 //! ```toml
-//! [host]                      # cores, memory, hypervisor (stack: hypervisor-wide rules)
+//! [host]                      # cores, memory, hypervisor, ept (stack: hypervisor-wide rules)
+//! [host.cache]                # crate::cpu::cache: profile, [[host.cache.bank]], memory_bandwidth,
+//!                             # memory_latency, clock_mhz
 //! [[device]]                  # crate::device: name, model (vmio-sim's device::REGISTRY),
 //!                             # profile, the model's parameters, path, size; or share,
 //!                             # start, capacity (a region of an earlier device's hardware)
@@ -92,6 +94,7 @@
 //! the accepted values.
 
 pub use crate::cache::{PageCacheSpec, RawPageCache};
+pub use crate::cpu::cache::{CacheTopology, RawHostCache};
 pub use crate::cpu::{CpuSpec, CpuTune, RawCpu, RawCpuTune};
 pub use crate::device::{DeviceSpec, RawDevice, Region, ShareSpec, SHARE_KEYS};
 pub use crate::sched::{RawScheduler, SchedulerSpec};
@@ -130,6 +133,10 @@ pub struct RawHost {
     pub cores: Option<u32>,
     pub memory: Option<SizeValue>,
     pub hypervisor: Option<String>,
+    /// Whether the processor has EPT (`false`: the hypervisor keeps shadow page tables).
+    pub ept: Option<bool>,
+    /// `[host.cache]`: the cache topology and memory bus (crate::cpu::cache).
+    pub cache: Option<RawHostCache>,
 }
 
 /// `[pdc]`: the parameters of [`crate::cache::pdc::PARAMS`].
@@ -183,6 +190,16 @@ pub struct Host {
     pub cores: u32,
     pub memory_bytes: u64,
     pub hypervisor: String,
+    /// EPT (shown only when false).
+    #[serde(skip_serializing_if = "is_true")]
+    pub ept: bool,
+    /// `[host.cache]`, when the file has it (absent: no cache or bus contention).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheTopology>,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -347,9 +364,19 @@ impl Stack {
                 None => 32 << 30,
             },
             hypervisor: raw.host.hypervisor.clone().unwrap_or_else(|| "kvm".into()),
+            ept: raw.host.ept.unwrap_or(true),
+            cache: None,
         };
         if host.cores == 0 {
             return Err(c.err("host.cores", "must be at least 1"));
+        }
+        let mut host = host;
+        if let Some(t) = &raw.host.cache {
+            let cx = cpu::cache::HostCores { cores: host.cores };
+            host.cache = Some(
+                CacheTopology::from_raw(t, &format!("host.{}", CacheTopology::KEY), cx)
+                    .map_err(|e| c.at(e))?,
+            );
         }
         if !["kvm", "xen", "native"].contains(&host.hypervisor.as_str()) {
             return Err(c.err(

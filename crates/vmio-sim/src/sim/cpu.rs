@@ -44,8 +44,9 @@ use super::event::Event;
 use super::guest::Origin;
 use super::{JobBinding, Sim, SimError};
 use vmio_core::cpu::cfs::{Cfs, CfsParams};
+use vmio_core::cpu::contention::Contention;
 use vmio_core::cpu::dedicated::Dedicated;
-use vmio_core::cpu::hypervisor::HvCosts;
+use vmio_core::cpu::hypervisor::{HvCosts, SYSTEM_FOOTPRINT};
 use vmio_core::cpu::{
     nice_to_weight, CoreSet, CpuScheduler, CpuStats, ThreadId, ThreadKind, ThreadSpec,
     NICE_0_WEIGHT,
@@ -122,6 +123,8 @@ pub(super) struct CpuLayer {
     pub(super) priced: bool,
     pub(super) costs: HvCosts,
     xen: bool,
+    /// The host has EPT (`[host] ept`); without it vCPUs pay the shadow MMU and TLB refills.
+    ept: bool,
     native: bool,
     labels: Vec<ThreadLabel>,
     /// Per VM: its vCPU threads.
@@ -189,6 +192,7 @@ pub(super) fn build(
         priced,
         costs: HvCosts::from_values(values),
         xen,
+        ept: stack.host.ept,
         native,
         labels: Vec::new(),
         vcpus: Vec::new(),
@@ -228,9 +232,9 @@ pub(super) fn build(
             })?),
             None => None,
         };
-        let cost = match w {
-            JobWorkload::Cpu(c) => c.migration_cost_ns(),
-            _ => None,
+        let (cost, program) = match w {
+            JobWorkload::Cpu(c) => (c.migration_cost_ns(), c.sensitivity()),
+            _ => (None, None),
         };
         // The n-th CPU of a set, cyclically.
         let nth = |set: CoreSet, n: usize| {
@@ -255,8 +259,16 @@ pub(super) fn build(
                 None => k % vm.vcpus as usize,
             }
         };
-        placement.push((b.vm, allowed, vcpu, cost));
+        placement.push((b.vm, allowed, vcpu, cost, program));
     }
+    // Shared caches and the memory bus: only where threads share cores' caches (cfs).
+    let contention = match (&stack.host.cache, priced) {
+        (Some(t), true) => {
+            l.sched.set_contention(Contention::new(t, cores));
+            true
+        }
+        _ => false,
+    };
     let mut dom0 = Vec::new();
     if xen {
         let c = stack.cpu.as_ref().map_or(1, |c| c.dom0_vcpus.max(1));
@@ -280,11 +292,20 @@ pub(super) fn build(
                     .filter_map(|p| p.3)
                     .max();
                 let pin = vm.cputune.vcpupin.get(i).copied().flatten().unwrap_or(all);
-                threads.push(l.add(
+                let t = l.add(
                     thread(ThreadKind::Vcpu, pin, cost),
                     format!("{}/vcpu{i}", vm.name),
                     Some(v),
-                )?);
+                )?;
+                // The vCPU runs its first CPU program (the guest keeps a clone on one vCPU).
+                let program = placement
+                    .iter()
+                    .filter(|p| p.0 == v && p.2 == i)
+                    .find_map(|p| p.4);
+                if let (true, Some(p)) = (contention, program) {
+                    l.sched.set_program(t, p);
+                }
+                threads.push(t);
             }
         }
         l.vcpus.push(threads);
@@ -332,13 +353,17 @@ pub(super) fn build(
             disk += 1;
         }
     }
-    for (k, (vm, allowed, vcpu, cost)) in placement.into_iter().enumerate() {
+    for (k, (vm, allowed, vcpu, cost, program)) in placement.into_iter().enumerate() {
         let t = if native {
-            l.add(
+            let t = l.add(
                 thread(ThreadKind::Job, allowed.unwrap_or(all), cost),
                 format!("{}/job{k}", stack.vms[vm].name),
                 Some(vm),
-            )?
+            )?;
+            if let (true, Some(p)) = (contention, program) {
+                l.sched.set_program(t, p);
+            }
+            t
         } else {
             l.vcpus[vm][vcpu]
         };
@@ -381,6 +406,14 @@ impl CpuLayer {
             .sched
             .add_thread(spec)
             .map_err(|e| SimError::Job(format!("cpu: thread {name}: {e}")))?;
+        // The hypervisor's and the kernel's threads take their share of a shared cache
+        // while they run (a no-op without [host.cache]).
+        if matches!(
+            kind,
+            ThreadKind::VmmMain | ThreadKind::IoThread | ThreadKind::Dom0 | ThreadKind::Kernel
+        ) {
+            self.sched.set_program(t, SYSTEM_FOOTPRINT);
+        }
         self.labels.push(ThreadLabel { name, kind, vm });
         Ok(t)
     }
@@ -388,7 +421,7 @@ impl CpuLayer {
     /// The time a thread needs for `ns` of its own work (a vCPU's includes its ticks' exits).
     fn time_on(&self, t: ThreadId, ns: Ns) -> Ns {
         if self.priced && self.labels[t.0 as usize].kind == ThreadKind::Vcpu {
-            self.costs.vcpu_time(ns, self.xen)
+            self.costs.vcpu_time(ns, self.xen, self.ept)
         } else {
             ns
         }

@@ -267,3 +267,93 @@ fn cpus_allowed_policy_split_gives_each_clone_a_cpu_of_its_own() {
         "{bad}"
     );
 }
+
+/// The model's slowdown of `profile` run twice on one L2 of the Q9550 (cores 0 and 1), and
+/// on the two L2s (cores 0 and 2).
+fn q9550_pair(profile: &str) -> (f64, f64) {
+    use vmio_core::cpu::cache::{CacheTopology, PROFILES};
+    use vmio_core::cpu::contention::{Contention, NONE, ONE_Q16};
+    let p = vmio_core::workload::cpu::find(profile).unwrap().cache;
+    let mut m = Contention::new(&CacheTopology::of(&PROFILES[0]), 4);
+    let i = m.program(p);
+    let q = |s: u32| s as f64 / ONE_Q16 as f64;
+    (
+        q(m.slowdowns(&[i, i, NONE, NONE])[0]),
+        q(m.slowdowns(&[i, NONE, i, NONE])[0]),
+    )
+}
+
+#[test]
+fn two_bzip2_jobs_on_one_l2_of_a_q9550_slow_as_the_model_says_and_pinned_apart_do_not() {
+    let q9550 = stack(4, "native", 0, CFS, "").replacen(
+        "[cpu]",
+        "[host.cache]\nprofile = \"core2-quad-q9550\"\n[cpu]",
+        1,
+    );
+    let (shared, apart) = q9550_pair("bzip2");
+    assert!(shared > 1.05 && apart < 1.001, "{shared} {apart}");
+    let job = |cpus: &str| {
+        format!("[j]\ncpu_profile=bzip2\ncpu_work=2s\nnumjobs=2\ncpus_allowed={cpus}\ncpus_allowed_policy=split\n")
+    };
+    // Cores 0 and 1 share an L2: the work takes the model's slowdown (the housekeeping
+    // thread's 0.2 % of a core comes on top).
+    let ms = mean_runtime_ms(&run(&q9550, &job("0-1")));
+    assert!(
+        close(ms, 2000.0 * shared, 0.003),
+        "{ms} vs {}",
+        2000.0 * shared
+    );
+    // Pinned to separate L2s (cores 0 and 2): only the bus is shared.
+    let ms = mean_runtime_ms(&run(&q9550, &job("0,2")));
+    assert!(
+        close(ms, 2000.0 * apart, 0.003),
+        "{ms} vs {}",
+        2000.0 * apart
+    );
+    // Without [host.cache] the same jobs run at their nominal speed, as before the model.
+    let plain = stack(4, "native", 0, CFS, "");
+    let ms = mean_runtime_ms(&run(&plain, &job("0-1")));
+    assert!(close(ms, 2000.0, 0.003), "{ms}");
+}
+
+#[test]
+fn a_cache_topology_changes_nothing_for_dedicated_cores_or_cpuio() {
+    let base = stack(4, "kvm", 2, None, "");
+    let with = base.replacen(
+        "[[device]]",
+        "[host.cache]\nprofile = \"core-i5-6600\"\n[[device]]",
+        1,
+    );
+    let job = cpu_jobs(2, "bzip2", "1s");
+    let (a, b) = (run(&base, &job), run(&with, &job));
+    assert_eq!(a["jobs"], b["jobs"]);
+    // cpuio touches no memory: no curve, no slowdown, under cfs too.
+    let cfs = stack(4, "native", 0, CFS, "");
+    let cfs_with = cfs.replacen(
+        "[cpu]",
+        "[host.cache]\nprofile = \"core-i5-6600\"\n[cpu]",
+        1,
+    );
+    let job = "[j]\nioengine=cpuio\ncpuload=100\nruntime=1\nnumjobs=2\n";
+    assert_eq!(run(&cfs, job)["jobs"], run(&cfs_with, job)["jobs"]);
+}
+
+#[test]
+fn a_host_without_ept_adds_the_shadow_mmus_exits_and_tlb_refills_to_a_busy_vcpu() {
+    // One job alone: 10 s of work takes vcpu_time(10 s): the tick exits (6 ms), and without
+    // EPT 250 shadow exits × 4 µs and 750 TLB refills × 2.5 µs a second more (28.75 ms).
+    let with = mean_runtime_ms(&run(
+        &stack(4, "kvm", 1, CFS, ""),
+        &cpu_jobs(1, "gobmk", "10s"),
+    ));
+    let without = mean_runtime_ms(&run(
+        &stack(4, "kvm", 1, CFS, "").replacen("hypervisor", "ept = false\nhypervisor", 1),
+        &cpu_jobs(1, "gobmk", "10s"),
+    ));
+    // (fio's job_runtime is in whole ms.)
+    assert!((with - 10_006.0).abs() <= 1.0, "{with}");
+    assert!(
+        (without - (10_000.0 + 6.0 + 28.75)).abs() <= 1.0,
+        "{without}"
+    );
+}

@@ -6,13 +6,30 @@
 //! - Hot set: branchy search over small board structures and pattern tables; its last-level
 //!   cache footprint is well under 1 MiB (Jaleel 2007), so 512 KiB must come back after a
 //!   move: it is the less memory-intensive, less migration-sensitive of S4's programs.
+//! - Shared-cache sensitivity (ESTIMATE): misses per kilo-instruction 0.8 at 256 KiB, 0.4 at
+//!   512 KiB, 0.25 at 1 MiB, 0.2 at its 2 MiB footprint (Jaleel 2007: an LLC footprint well
+//!   under a few MB; Zhuravlev et al., ASPLOS 2010: a "turtle", barely hurt by co-runners
+//!   on a shared L2); IPC alone 1.0 on a Core 2 (branch mispredictions of its search;
+//!   estimate).
 
 use super::CpuProfile;
+use crate::cpu::contention::Sensitivity;
 use crate::SEC;
+
+const KIB: u64 = 1 << 10;
 
 pub const PROFILE: CpuProfile = CpuProfile {
     name: "gobmk",
     help: "SPEC CPU2006 445.gobmk: 60 s of CPU by default, 512 KiB hot set (compute bound)",
     work_ns: 60 * SEC,
     hot_set_bytes: 512 << 10,
+    cache: Sensitivity {
+        mpki: &[
+            (256 * KIB, 0.8),
+            (512 * KIB, 0.4),
+            (1024 * KIB, 0.25),
+            (2048 * KIB, 0.2),
+        ],
+        ipc: 1.0,
+    },
 };

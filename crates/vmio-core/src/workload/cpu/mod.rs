@@ -14,15 +14,18 @@
 //! ```
 //!
 //! A profile is one file under this module with its own defaults and sources, registered
-//! in [`PROFILES`]: its CPU time, and its hot set (the cache footprint a migration makes it
-//! refill, its sensitivity to migrations, charged at [`REFILL_RATE`]). Shared-cache and
-//! memory-bandwidth contention between co-running programs is not modelled: a program runs
-//! at its nominal speed whenever it has a core.
+//! in [`PROFILES`]: its CPU time, its hot set (the cache footprint a migration makes it
+//! refill, its sensitivity to migrations, charged at [`REFILL_RATE`]), and its sensitivity
+//! to a shared last-level cache and memory bus (a miss-ratio curve and its solo IPC,
+//! [`crate::cpu::contention::Sensitivity`]): with `[host.cache]` in the stack, the CPU layer
+//! slows it by what its co-runners take of its cache and bus; without it the program runs at
+//! its nominal speed whenever it has a core.
 
 pub mod bzip2;
 pub mod gobmk;
 
 use super::{Step, Workload};
+use crate::cpu::contention::Sensitivity;
 use crate::{Ns, MS, SEC, US};
 use thiserror::Error;
 
@@ -35,7 +38,7 @@ pub const PIECE: Ns = 10 * MS;
 pub const REFILL_RATE: u64 = 10_666_000_000;
 
 /// A CPU-bound program: one file each, one entry in [`PROFILES`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CpuProfile {
     pub name: &'static str,
     pub help: &'static str,
@@ -43,6 +46,10 @@ pub struct CpuProfile {
     pub work_ns: Ns,
     /// Cache footprint a migration makes it refill.
     pub hot_set_bytes: u64,
+    /// Its misses against the last-level cache it holds, and its solo IPC: how co-runners
+    /// sharing that cache and the memory bus slow it (`[host.cache]`,
+    /// [`crate::cpu::contention`]).
+    pub cache: Sensitivity,
 }
 
 impl CpuProfile {
@@ -93,6 +100,7 @@ pub struct CpuJob {
     cycles: u64,
     busy: bool,
     migration_cost_ns: Option<Ns>,
+    cache: Option<Sensitivity>,
 }
 
 impl CpuJob {
@@ -105,6 +113,7 @@ impl CpuJob {
             cycles: 0,
             busy: false,
             migration_cost_ns: None,
+            cache: None,
         }
     }
 
@@ -116,12 +125,18 @@ impl CpuJob {
             cycles: 0,
             busy: false,
             migration_cost_ns: Some(p.migration_cost_ns()),
+            cache: Some(p.cache),
         }
     }
 
     /// The refill cost of its thread after a migration (`None`: the scheduler's default).
     pub fn migration_cost_ns(&self) -> Option<Ns> {
         self.migration_cost_ns
+    }
+
+    /// Its program's sensitivity to a shared cache (`None`: cpuio, which touches no memory).
+    pub fn sensitivity(&self) -> Option<Sensitivity> {
+        self.cache
     }
 }
 
@@ -202,6 +217,7 @@ mod tests {
             help: "",
             work_ns: SEC,
             hot_set_bytes: REFILL_RATE / 1000,
+            cache: gobmk::PROFILE.cache,
         };
         assert_eq!(p.migration_cost_ns(), MS);
         assert!(find("bzip2").is_some() && find("gcc").is_none());

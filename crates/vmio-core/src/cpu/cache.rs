@@ -1,0 +1,399 @@
+//! `[host.cache]`: the host's cache topology and memory system, in libvirt's vocabulary (the
+//! `<cache><bank level= size= cpus=/></cache>` element of `virsh capabilities`, which libvirt
+//! reads from Linux's `/sys/devices/system/cpu/cpu*/cache/index*/{level,size,
+//! shared_cpu_list}`), as the contention model ([`super::contention`]) reads it.
+//!
+//! ```toml
+//! [host.cache]
+//! profile = "core2-quad-q9550"      # a named host (PROFILES), or the keys below
+//! # memory_bandwidth = "10.6g"      # bytes/s the memory bus carries at most
+//! # memory_latency = "80ns"         # a last-level miss served by memory, unloaded
+//! # clock_mhz = 2830                # the cores' clock (a program's instruction rate)
+//! # [[host.cache.bank]]             # one per cache instance: libvirt's <bank>
+//! # level = 2
+//! # size = "6MiB"
+//! # cpus = "0-1"                    # the cores sharing it (shared_cpu_list)
+//! ```
+//!
+//! ```text
+//! from_raw:  profile (PROFILES) gives banks and the three keys' defaults; explicit keys and
+//!            banks replace the profile's; without a profile every key and at least one
+//!            bank are required
+//!            banks: level 1..=4, size > 0, cpus a cpuset within host.cores; two banks of
+//!            one level never share a core
+//! last_level(core): the bank of the highest level holding the core (the cache whose misses
+//!            go to memory); a core no bank names has none (it shares nothing)
+//! ```
+//!
+//! The named hosts (sources: Intel ARK and the processors' datasheets; latencies are
+//! estimates, marked):
+//!
+//! | profile | banks (last level) | memory | latency | clock | EPT |
+//! |---|---|---|---|---|---|
+//! | `core2-quad-q9550` | L2 6 MB on cores 0-1, L2 6 MB on cores 2-3 (ARK: "12 MB L2", two dies of two cores) | 1333 MT/s front-side bus × 8 B = 10.67 GB/s (ARK: "Bus Speed 1333 MHz") | 80 ns (estimate: FSB + northbridge + DDR2/DDR3, the range 70-100 ns measured on Core 2 systems) | 2830 MHz | no (ARK: "Intel VT-x with Extended Page Tables (EPT): No") |
+//! | `core-i5-6600` | L3 6 MB on cores 0-3 (ARK: "6 MB Intel Smart Cache") | DDR4-2133 × 2 channels × 8 B = 34.1 GB/s (ARK: "Max Memory Bandwidth 34.1 GB/s") | 65 ns (estimate: about 42 cycles + 51 ns measured on Skylake, 7-cpu.com) | 3300 MHz | yes |
+//!
+//! EPT is the `[host] ept` key's business (the hypervisor's costs); the profiles only name it.
+//! Only the last level is modelled: the private levels below it belong to the core and are
+//! part of a program's nominal speed.
+
+use super::{CoreSet, MAX_CORES};
+use crate::params::{Kind, ParamSpec, Value, Values};
+use crate::table::{FieldError, SizeValue, Table};
+use crate::{Ns, SEC};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// `[host.cache]`: `profile`, `bank` and the keys of [`PARAMS`].
+pub type RawHostCache = BTreeMap<String, toml::Value>;
+
+pub const MEMORY_BANDWIDTH: ParamSpec = ParamSpec {
+    name: "memory_bandwidth",
+    kind: Kind::Rate,
+    default: Value::Computed("the profile's"),
+    unit: "B/s",
+    help: "bytes per second the memory bus carries at most (front-side bus or memory channels)",
+};
+pub const MEMORY_LATENCY: ParamSpec = ParamSpec {
+    name: "memory_latency",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: true,
+    },
+    default: Value::Computed("the profile's"),
+    unit: "ns",
+    help: "time a last-level cache miss waits for memory on an idle bus",
+};
+pub const CLOCK_MHZ: ParamSpec = ParamSpec {
+    name: "clock_mhz",
+    kind: Kind::Count { min: 1, max: 10000 },
+    default: Value::Computed("the profile's"),
+    unit: "MHz",
+    help: "the cores' clock, which turns a program's instructions per cycle into time",
+};
+
+/// The keys of `[host.cache]` besides `profile` and `bank`.
+pub const PARAMS: &[ParamSpec] = &[MEMORY_BANDWIDTH, MEMORY_LATENCY, CLOCK_MHZ];
+
+/// One cache instance: libvirt's `<bank>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Bank {
+    pub level: u8,
+    pub size_bytes: u64,
+    /// The cores sharing it.
+    pub cpus: CoreSet,
+}
+
+/// A named host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostProfile {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub cores: u32,
+    pub banks: &'static [Bank],
+    pub memory_bandwidth: u64,
+    pub memory_latency_ns: Ns,
+    pub clock_mhz: u64,
+    /// Whether the processor has EPT (second-level address translation).
+    pub ept: bool,
+}
+
+const MB6: u64 = 6 << 20;
+
+/// The named hosts (the table of the module doc).
+pub const PROFILES: &[HostProfile] = &[
+    HostProfile {
+        name: "core2-quad-q9550",
+        help: "Intel Core 2 Quad Q9550 (S4's host): two 6 MB L2s, each shared by two cores; 1333 MT/s front-side bus (10.67 GB/s); no EPT",
+        cores: 4,
+        banks: &[
+            Bank {
+                level: 2,
+                size_bytes: MB6,
+                cpus: CoreSet(0b0011),
+            },
+            Bank {
+                level: 2,
+                size_bytes: MB6,
+                cpus: CoreSet(0b1100),
+            },
+        ],
+        memory_bandwidth: 10_666_000_000,
+        memory_latency_ns: 80,
+        clock_mhz: 2830,
+        ept: false,
+    },
+    HostProfile {
+        name: "core-i5-6600",
+        help: "Intel Core i5-6600 (Skylake): a 6 MB L3 shared by four cores; DDR4-2133, two channels (34.1 GB/s); EPT",
+        cores: 4,
+        banks: &[Bank {
+            level: 3,
+            size_bytes: MB6,
+            cpus: CoreSet(0b1111),
+        }],
+        memory_bandwidth: 34_100_000_000,
+        memory_latency_ns: 65,
+        clock_mhz: 3300,
+        ept: true,
+    },
+];
+
+/// The accepted profile names, for error lines.
+pub fn accepted() -> String {
+    PROFILES
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `[host.cache]` as validated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CacheTopology {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<&'static str>,
+    pub banks: Vec<Bank>,
+    pub memory_bandwidth: u64,
+    pub memory_latency_ns: Ns,
+    pub clock_mhz: u64,
+}
+
+impl CacheTopology {
+    /// A named host's topology.
+    pub fn of(p: &HostProfile) -> CacheTopology {
+        CacheTopology {
+            profile: Some(p.name),
+            banks: p.banks.to_vec(),
+            memory_bandwidth: p.memory_bandwidth,
+            memory_latency_ns: p.memory_latency_ns,
+            clock_mhz: p.clock_mhz,
+        }
+    }
+
+    /// Per core of `cores`: the index in [`Self::banks`] of its last-level cache (the
+    /// highest level naming it), `None` when no bank names it.
+    pub fn last_level(&self, cores: usize) -> Vec<Option<usize>> {
+        (0..cores)
+            .map(|c| {
+                self.banks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.cpus.contains(c))
+                    .max_by_key(|(_, b)| b.level)
+                    .map(|(i, _)| i)
+            })
+            .collect()
+    }
+}
+
+/// What `[host.cache]`'s checks read of `[host]`.
+#[derive(Clone, Copy, Debug)]
+pub struct HostCores {
+    pub cores: u32,
+}
+
+fn bank(v: &toml::Value, field: &str, cores: u32) -> Result<Bank, FieldError> {
+    const ACCEPTED: &str =
+        "accepted: a table with level (1..=4), size (\"6MiB\") and cpus (a cpuset)";
+    let t = v
+        .as_table()
+        .ok_or_else(|| FieldError::new(field, ACCEPTED))?;
+    if let Some(k) = t
+        .keys()
+        .find(|k| !["level", "size", "cpus"].contains(&k.as_str()))
+    {
+        return Err(FieldError::new(
+            format!("{field}.{k}"),
+            format!("unknown key; {ACCEPTED}"),
+        ));
+    }
+    let level = match t.get("level").and_then(|l| l.as_integer()) {
+        Some(l @ 1..=4) => l as u8,
+        _ => {
+            return Err(FieldError::new(
+                format!("{field}.level"),
+                "accepted: an integer from 1 to 4",
+            ))
+        }
+    };
+    let size_bytes = match t.get("size") {
+        Some(toml::Value::Integer(n)) if *n > 0 => *n as u64,
+        Some(toml::Value::String(s)) => {
+            SizeValue::Text(s.clone()).bytes(&format!("{field}.size"))?
+        }
+        _ => 0,
+    };
+    if size_bytes == 0 {
+        return Err(FieldError::new(
+            format!("{field}.size"),
+            "accepted: a size above 0, bytes or a string like \"6MiB\"",
+        ));
+    }
+    let cpus = match t.get("cpus") {
+        Some(toml::Value::String(s)) => CoreSet::parse(s, cores as usize)
+            .map_err(|m| FieldError::new(format!("{field}.cpus"), m))?,
+        _ => {
+            return Err(FieldError::new(
+                format!("{field}.cpus"),
+                "accepted: a cpuset string such as \"0-1\" (shared_cpu_list)",
+            ))
+        }
+    };
+    Ok(Bank {
+        level,
+        size_bytes,
+        cpus,
+    })
+}
+
+impl Table for CacheTopology {
+    const KEY: &'static str = "cache";
+    type Raw = RawHostCache;
+    type Context<'a> = HostCores;
+
+    fn from_raw(t: &RawHostCache, field: &str, host: HostCores) -> Result<Self, FieldError> {
+        let at = |k: &str| format!("{field}.{k}");
+        let profile = match t.get("profile") {
+            None => None,
+            Some(v) => match v
+                .as_str()
+                .and_then(|n| PROFILES.iter().find(|p| p.name == n))
+            {
+                Some(p) => Some(p),
+                None => {
+                    return Err(FieldError::new(
+                        at("profile"),
+                        format!("{v}: accepted: {}", accepted()),
+                    ))
+                }
+            },
+        };
+        if let Some(p) = profile {
+            if p.cores > host.cores || host.cores as usize > MAX_CORES {
+                return Err(FieldError::new(
+                    at("profile"),
+                    format!(
+                        "'{}' has {} cores, host.cores is {}; accepted: host.cores >= {}",
+                        p.name, p.cores, host.cores, p.cores
+                    ),
+                ));
+            }
+        }
+        let mut values = Values::defaults(PARAMS);
+        values
+            .read(t, &["profile", "bank"])
+            .map_err(|e| FieldError::param(field, e))?;
+        let banks = match t.get("bank") {
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, b)| bank(b, &format!("{field}.bank[{i}]"), host.cores))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => {
+                return Err(FieldError::new(
+                    at("bank"),
+                    "accepted: an array of tables ([[host.cache.bank]])",
+                ))
+            }
+            None => profile.map(|p| p.banks.to_vec()).unwrap_or_default(),
+        };
+        if banks.is_empty() {
+            return Err(FieldError::new(
+                at("bank"),
+                format!(
+                    "no cache banks; accepted: [[host.cache.bank]] tables or profile = one of {}",
+                    accepted()
+                ),
+            ));
+        }
+        for (i, a) in banks.iter().enumerate() {
+            if let Some(j) = banks[..i]
+                .iter()
+                .position(|b| b.level == a.level && b.cpus.0 & a.cpus.0 != 0)
+            {
+                return Err(FieldError::new(
+                    format!("{field}.bank[{i}].cpus"),
+                    format!("shares a core with bank[{j}] of the same level; accepted: each core in one bank per level"),
+                ));
+            }
+        }
+        let need = |spec: &ParamSpec, from: Option<u64>| -> Result<u64, FieldError> {
+            match (values.iter().find(|(s, _)| s.name == spec.name), from) {
+                (Some((_, Value::Int(n))), _) => Ok(n),
+                (_, Some(n)) => Ok(n),
+                _ => Err(FieldError::new(
+                    at(spec.name),
+                    format!(
+                        "required without a profile; {} (profiles: {})",
+                        spec.kind.accepted(),
+                        accepted()
+                    ),
+                )),
+            }
+        };
+        Ok(CacheTopology {
+            profile: profile.map(|p| p.name),
+            banks,
+            memory_bandwidth: need(&MEMORY_BANDWIDTH, profile.map(|p| p.memory_bandwidth))?,
+            memory_latency_ns: need(&MEMORY_LATENCY, profile.map(|p| p.memory_latency_ns))?,
+            clock_mhz: need(&CLOCK_MHZ, profile.map(|p| p.clock_mhz))?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str, cores: u32) -> Result<CacheTopology, FieldError> {
+        let raw: RawHostCache = toml::from_str(text).unwrap();
+        CacheTopology::from_raw(&raw, "host.cache", HostCores { cores })
+    }
+
+    #[test]
+    fn the_q9550_profile_gives_two_l2s_each_shared_by_two_cores() {
+        let t = read("profile = \"core2-quad-q9550\"", 4).unwrap();
+        assert_eq!(t.last_level(4), vec![Some(0), Some(0), Some(1), Some(1)]);
+        assert_eq!(t.banks[1].size_bytes, 6 << 20);
+        assert_eq!(t.memory_bandwidth, 10_666_000_000);
+        let i5 = read("profile = \"core-i5-6600\"\nclock_mhz = 3900", 4).unwrap();
+        assert_eq!(i5.last_level(4), vec![Some(0); 4]);
+        assert_eq!(i5.clock_mhz, 3900);
+    }
+
+    #[test]
+    fn explicit_banks_describe_a_machine_and_the_highest_level_is_the_last() {
+        let t = read(
+            "memory_bandwidth = 20000000000\nmemory_latency = \"90ns\"\nclock_mhz = 2000\n\
+             [[bank]]\nlevel = 2\nsize = \"512KiB\"\ncpus = \"0\"\n\
+             [[bank]]\nlevel = 2\nsize = \"512KiB\"\ncpus = \"1\"\n\
+             [[bank]]\nlevel = 3\nsize = \"32MiB\"\ncpus = \"0-1\"\n",
+            2,
+        )
+        .unwrap();
+        assert_eq!(t.last_level(2), vec![Some(2), Some(2)]);
+        assert_eq!(t.memory_latency_ns, 90);
+    }
+
+    #[test]
+    fn bad_tables_name_the_field_and_the_accepted_values() {
+        let e = read("profile = \"pentium\"", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.profile");
+        assert!(e.message.contains("core2-quad-q9550"), "{e}");
+        let e = read("profile = \"core2-quad-q9550\"", 2).unwrap_err();
+        assert!(e.message.contains("host.cores >= 4"), "{e}");
+        let e = read("[[bank]]\nlevel = 2\nsize = \"1MiB\"\ncpus = \"0\"", 2).unwrap_err();
+        assert_eq!(e.field, "host.cache.memory_bandwidth");
+        let e = read(
+            "profile = \"core-i5-6600\"\n[[bank]]\nlevel = 3\nsize = 1\ncpus = \"0-1\"\n[[bank]]\nlevel = 3\nsize = 1\ncpus = \"1-2\"",
+            4,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "host.cache.bank[1].cpus");
+        let e = read("profile = \"core-i5-6600\"\n[[bank]]\nlevel = 9", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.bank[0].level");
+        let e = read("profile = \"core-i5-6600\"\nways = 4", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.ways");
+    }
+}

@@ -1,0 +1,360 @@
+//! Contention between co-running programs for a shared last-level cache and the memory bus:
+//! how much slower each running program goes, given which programs run on which cores of a
+//! host described by `[host.cache]` ([`super::cache`]).
+//!
+//! A program declares its sensitivity ([`Sensitivity`], in its `cpu_profile` file): its
+//! misses per kilo-instruction (MPKI) as a function of the last-level capacity it holds (a
+//! miss-ratio curve, constant beyond its footprint, the last point), and its instructions
+//! per cycle (IPC) when it runs alone. Its time per instruction is then
+//!
+//! ```text
+//! T(c, W) = T_solo + (mpki(c) · (L + W) − mpki(c_solo) · (L + W_solo)) / 1000
+//!   T_solo = 1 / (ipc · clock)                     (alone: the speed its work is given at)
+//!   c_solo = min(footprint, bank size)            (alone: the whole bank, up to its footprint)
+//!   L      = [host.cache] memory_latency           (a miss served by memory, unloaded)
+//!   W      = the memory bus's queueing wait per miss (below)
+//! slowdown = T(c, W) / T_solo  (1 = nominal; the CPU layer stretches its remaining work)
+//! ```
+//!
+//! The share `c` each program holds of a bank (occupancy) follows the insertion-rate model:
+//! in steady state a program's share of an LRU cache is proportional to the rate at which it
+//! inserts lines, i.e. its miss rate in misses per second (Che's characteristic-time
+//! approximation of LRU, Che, Tung and Wang, IEEE JSAC 2002; used for co-scheduled threads by
+//! Chandra, Guo, Kim and Solihin, "Predicting inter-thread cache contention on a chip
+//! multi-processor architecture", HPCA 2005, whose stack-distance models it simplifies), a
+//! fixed point because the miss rate depends on the share:
+//!
+//! ```text
+//! per bank with running programs P:
+//!   Σ footprint(P) <= size:  c_i = footprint_i        (everything fits: no one slows down)
+//!   else, from c_i = size · footprint_i / Σ footprint, ITERATIONS times:
+//!     r_i  = mpki_i(c_i) / 1000 / T_i                 (misses per ns)
+//!     c'_i = size · r_i / Σ r   (water-filled: none above its footprint, the rest
+//!            shared among the others in the same proportion)
+//!     c_i  = (c_i + c'_i) / 2                          (damped: converges monotonically)
+//! the bus, host-wide (one memory bus; no NUMA):
+//!   ρ = Σ_i mpki_i(c_i) / 1000 / T_i · LINE / memory_bandwidth     (at most RHO_MAX)
+//!   W = (LINE / memory_bandwidth) · ρ / (1 − ρ)        (M/M/1 queueing wait of one line)
+//! ```
+//!
+//! Both are solved together (each iteration recomputes T_i with the current W); a program
+//! alone on its bank with an idle bus has slowdown exactly 1. Misses are charged the full
+//! memory latency (no memory-level parallelism, no prefetching): an upper bound of a miss's
+//! cost that the programs' IPC, measured with their own misses, already discounts for their
+//! solo run; only the extra misses are charged at `L`.
+//!
+//! Cost: the result depends only on which program runs on which core, so it is kept per
+//! such assignment ([`Contention::slowdowns`] memoises it); a run of identical programs
+//! solves a handful of assignments once each.
+
+use super::cache::CacheTopology;
+use std::collections::HashMap;
+
+/// Bytes of a cache line (x86).
+pub const LINE: f64 = 64.0;
+/// Damped iterations of the fixed point (the damping halves the error each step).
+pub const ITERATIONS: usize = 40;
+/// The bus's utilisation at most (a saturated bus: the queue is then 19 line times).
+pub const RHO_MAX: f64 = 0.95;
+/// Slowdown 1.0 in the CPU layer's fixed point (2^16).
+pub const ONE_Q16: u32 = 1 << 16;
+
+/// How a program's speed depends on the cache it holds (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sensitivity {
+    /// (capacity in bytes, misses per kilo-instruction), capacities ascending; constant
+    /// beyond the last point (its footprint) and below the first.
+    pub mpki: &'static [(u64, f64)],
+    /// Instructions per cycle alone with its footprint cached.
+    pub ipc: f64,
+}
+
+impl Sensitivity {
+    /// Bytes of last-level cache beyond which it misses no less (the curve's last point).
+    pub fn footprint(&self) -> f64 {
+        self.mpki.last().map_or(0.0, |p| p.0 as f64)
+    }
+
+    /// MPKI holding `bytes` of cache: linear in log2(capacity) between the curve's points.
+    pub fn mpki_at(&self, bytes: f64) -> f64 {
+        let pts = self.mpki;
+        let Some(first) = pts.first() else { return 0.0 };
+        if bytes <= first.0 as f64 {
+            return first.1;
+        }
+        for w in pts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if bytes <= b.0 as f64 {
+                let t = (bytes / a.0 as f64).log2() / (b.0 as f64 / a.0 as f64).log2();
+                return a.1 + (b.1 - a.1) * t;
+            }
+        }
+        pts[pts.len() - 1].1
+    }
+}
+
+/// The contention model of one host: its banks and bus, and the programs the CPU layer
+/// registered (by index).
+#[derive(Clone, Debug)]
+pub struct Contention {
+    /// Per core: its last-level bank.
+    bank_of: Vec<Option<usize>>,
+    bank_size: Vec<f64>,
+    /// Bytes per ns.
+    bandwidth: f64,
+    latency_ns: f64,
+    /// Cycles per ns.
+    ghz: f64,
+    programs: Vec<Sensitivity>,
+    memo: HashMap<Vec<u8>, Vec<u32>>,
+}
+
+/// No program on a core (idle, or a thread without a curve).
+pub const NONE: u8 = u8::MAX;
+
+impl Contention {
+    pub fn new(t: &CacheTopology, cores: usize) -> Contention {
+        Contention {
+            bank_of: t.last_level(cores),
+            bank_size: t.banks.iter().map(|b| b.size_bytes as f64).collect(),
+            bandwidth: t.memory_bandwidth as f64 / 1e9,
+            latency_ns: t.memory_latency_ns as f64,
+            ghz: t.clock_mhz as f64 / 1e3,
+            programs: Vec::new(),
+            memo: HashMap::new(),
+        }
+    }
+
+    /// Register a program; its index is what [`Self::slowdowns`] reads (at most 254).
+    pub fn program(&mut self, s: Sensitivity) -> u8 {
+        if let Some(i) = self.programs.iter().position(|p| *p == s) {
+            return i as u8;
+        }
+        self.programs.push(s);
+        (self.programs.len() - 1).min(NONE as usize - 1) as u8
+    }
+
+    /// The programs' solo time per instruction (ns).
+    fn t_solo(&self, p: &Sensitivity) -> f64 {
+        1.0 / (p.ipc.max(1e-6) * self.ghz)
+    }
+
+    /// The queueing wait per miss at utilisation `rho`.
+    fn wait(&self, rho: f64) -> f64 {
+        let rho = rho.clamp(0.0, RHO_MAX);
+        LINE / self.bandwidth * rho / (1.0 - rho)
+    }
+
+    /// A program's solo state on bank `b` (None: no shared cache): its share, and W.
+    fn solo(&self, p: &Sensitivity, b: Option<usize>) -> (f64, f64) {
+        let c = b.map_or(p.footprint(), |b| p.footprint().min(self.bank_size[b]));
+        let rho = p.mpki_at(c) / 1000.0 / self.t_solo(p) * LINE / self.bandwidth;
+        (c, self.wait(rho))
+    }
+
+    /// Slowdowns (×1 = nominal) of the programs `running[core]` (a program index or
+    /// [`NONE`]), per core; 1 where no program runs.
+    pub fn solve(&self, running: &[u8]) -> Vec<f64> {
+        let n = running.len().min(self.bank_of.len());
+        let prog = |c: usize| self.programs.get(running[c] as usize);
+        let active: Vec<usize> = (0..n).filter(|&c| prog(c).is_some()).collect();
+        let mut out = vec![1.0; running.len()];
+        if active.is_empty() {
+            return out;
+        }
+        let p: Vec<&Sensitivity> = active.iter().map(|&c| prog(c).expect("active")).collect();
+        let bank: Vec<Option<usize>> = active.iter().map(|&c| self.bank_of[c]).collect();
+        let solo: Vec<(f64, f64)> = p.iter().zip(&bank).map(|(p, b)| self.solo(p, *b)).collect();
+        let t0: Vec<f64> = p.iter().map(|p| self.t_solo(p)).collect();
+        // Initial shares: footprints, scaled down where a bank is oversubscribed.
+        let mut share: Vec<f64> = p.iter().map(|p| p.footprint()).collect();
+        let mut contended = vec![false; active.len()];
+        for b in 0..self.bank_size.len() {
+            let members: Vec<usize> = (0..active.len()).filter(|&i| bank[i] == Some(b)).collect();
+            let sum: f64 = members.iter().map(|&i| p[i].footprint()).sum();
+            if sum > self.bank_size[b] {
+                for &i in &members {
+                    share[i] = self.bank_size[b] * p[i].footprint() / sum;
+                    contended[i] = true;
+                }
+            }
+        }
+        let mut w = solo.iter().map(|s| s.1).fold(0.0, f64::max);
+        let mut t: Vec<f64> = t0.clone();
+        for _ in 0..ITERATIONS {
+            for i in 0..active.len() {
+                let (m, m0) = (p[i].mpki_at(share[i]), p[i].mpki_at(solo[i].0));
+                let (l, w0) = (self.latency_ns, solo[i].1);
+                t[i] = (t0[i] + (m * (l + w) - m0 * (l + w0)) / 1000.0).max(t0[i] * 1e-3);
+            }
+            let rho: f64 = (0..active.len())
+                .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
+                .sum();
+            w = self.wait(rho);
+            for b in 0..self.bank_size.len() {
+                let members: Vec<usize> = (0..active.len())
+                    .filter(|&i| bank[i] == Some(b) && contended[i])
+                    .collect();
+                if members.is_empty() {
+                    continue;
+                }
+                let rate: Vec<f64> = members
+                    .iter()
+                    .map(|&i| p[i].mpki_at(share[i]) / 1000.0 / t[i])
+                    .collect();
+                let caps: Vec<f64> = members.iter().map(|&i| p[i].footprint()).collect();
+                let target = water_fill(self.bank_size[b], &rate, &caps);
+                for (k, &i) in members.iter().enumerate() {
+                    share[i] = (share[i] + target[k]) / 2.0;
+                }
+            }
+        }
+        for (k, &c) in active.iter().enumerate() {
+            out[c] = (t[k] / t0[k]).max(1.0);
+        }
+        out
+    }
+
+    /// [`Self::solve`] in the CPU layer's fixed point (2^16 = ×1), memoised per assignment.
+    pub fn slowdowns(&mut self, running: &[u8]) -> &[u32] {
+        if !self.memo.contains_key(running) {
+            let q: Vec<u32> = self
+                .solve(running)
+                .iter()
+                .map(|s| {
+                    (s * ONE_Q16 as f64)
+                        .round()
+                        .clamp(ONE_Q16 as f64, u32::MAX as f64) as u32
+                })
+                .collect();
+            self.memo.insert(running.to_vec(), q);
+        }
+        &self.memo[running]
+    }
+}
+
+/// `total` shared in proportion to `rate`, none above its cap, the excess re-shared among
+/// the uncapped in the same proportion.
+fn water_fill(total: f64, rate: &[f64], cap: &[f64]) -> Vec<f64> {
+    let mut out = vec![0.0; rate.len()];
+    let mut open: Vec<usize> = (0..rate.len()).collect();
+    let mut left = total;
+    while !open.is_empty() {
+        let sum: f64 = open.iter().map(|&i| rate[i].max(1e-12)).sum();
+        let over: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|&i| left * rate[i].max(1e-12) / sum > cap[i])
+            .collect();
+        if over.is_empty() {
+            for &i in &open {
+                out[i] = left * rate[i].max(1e-12) / sum;
+            }
+            break;
+        }
+        for &i in &over {
+            out[i] = cap[i];
+            left -= cap[i];
+        }
+        open.retain(|i| !over.contains(i));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cache::{CacheTopology, PROFILES};
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+    /// A program whose misses fall from 4 to 1 MPKI between 1 and 4 MiB (two log2 steps).
+    const STEEP: Sensitivity = Sensitivity {
+        mpki: &[(MB, 4.0), (4 * MB, 1.0)],
+        ipc: 1.0,
+    };
+    const SMALL: Sensitivity = Sensitivity {
+        mpki: &[(MB / 4, 1.0), (MB, 0.2)],
+        ipc: 1.0,
+    };
+
+    fn q9550() -> CacheTopology {
+        CacheTopology::of(&PROFILES[0])
+    }
+
+    #[test]
+    fn the_curve_is_linear_in_log_capacity_and_flat_beyond_the_footprint() {
+        assert_eq!(STEEP.mpki_at(MB as f64), 4.0);
+        assert!((STEEP.mpki_at(2.0 * MB as f64) - 2.5).abs() < 1e-12);
+        assert_eq!(STEEP.mpki_at(64.0 * MB as f64), 1.0);
+        assert_eq!(STEEP.mpki_at(1.0), 4.0);
+        assert_eq!(STEEP.footprint(), (4 * MB) as f64);
+    }
+
+    #[test]
+    fn programs_whose_footprints_fit_their_bank_do_not_slow_each_other() {
+        let mut m = Contention::new(&q9550(), 4);
+        let s = m.program(SMALL);
+        let st = m.program(STEEP);
+        // 4 MiB + 1 MiB in a 6 MiB L2 (cores 0 and 1).
+        let out = m.solve(&[st, s, NONE, NONE]);
+        // Only the bus is shared, and it is nearly idle: below a part in a thousand.
+        assert!(out[0] < 1.001 && out[1] < 1.001, "{out:?}");
+        assert_eq!(out[2], 1.0);
+    }
+
+    #[test]
+    fn two_programs_that_do_not_fit_share_the_bank_equally_and_slow_as_the_curve_says() {
+        let t = q9550();
+        let mut m = Contention::new(&t, 4);
+        let st = m.program(STEEP);
+        let out = m.solve(&[st, st, NONE, NONE]);
+        // Symmetric: 3 MiB each. mpki(3 MiB) = 4 − 3·log2(3)/2; alone it held its 4 MiB
+        // footprint (1 MPKI). T_solo = 1 / (1.0 · 2.83 GHz); the bus's wait is negligible
+        // (checked below), so slowdown = 1 + (mpki(3) − 1) · L / 1000 / T_solo.
+        let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
+        let t_solo = 1.0 / 2.83;
+        let want = 1.0 + (m3 - 1.0) * 80.0 / 1000.0 / t_solo;
+        assert!((out[0] - want).abs() < 0.005 * want, "{} vs {want}", out[0]);
+        assert_eq!(out[0], out[1]);
+        // On separate banks (cores 0 and 2) each holds its footprint: only the bus remains.
+        let apart = m.solve(&[st, NONE, st, NONE]);
+        assert!(apart[0] < 1.002 && apart[0] == apart[2], "{apart:?}");
+    }
+
+    #[test]
+    fn a_program_with_more_misses_takes_the_larger_share() {
+        let mut m = Contention::new(&q9550(), 4);
+        let (a, b) = (
+            m.program(STEEP),
+            m.program(Sensitivity { ipc: 0.5, ..STEEP }),
+        );
+        // b runs at half the instruction rate, so inserts half as often: a holds more.
+        let out = m.solve(&[a, b, NONE, NONE]);
+        assert!(out[0] < out[1], "{out:?}");
+    }
+
+    #[test]
+    fn a_busy_bus_adds_its_queueing_wait() {
+        // 1 GB/s: 2 MPKI at 2.83 G instructions/s is 362 MB/s per program.
+        let t = CacheTopology {
+            memory_bandwidth: 1_000_000_000,
+            ..q9550()
+        };
+        let mut m = Contention::new(&t, 4);
+        let hog = m.program(Sensitivity {
+            mpki: &[(MB, 2.0)],
+            ipc: 1.0,
+        });
+        let one = m.solve(&[hog, NONE, NONE, NONE])[0];
+        let two = m.solve(&[hog, NONE, hog, NONE]);
+        assert_eq!(one, 1.0);
+        assert!(two[0] > 1.01 && two[0] == two[2], "{two:?}");
+        assert_eq!(m.slowdowns(&[hog, NONE, NONE, NONE])[0], ONE_Q16);
+    }
+
+    #[test]
+    fn water_filling_caps_a_share_at_its_footprint_and_gives_the_rest_to_the_others() {
+        let out = water_fill(6.0, &[1.0, 1.0, 1.0], &[1.0, 10.0, 10.0]);
+        assert_eq!(out, vec![1.0, 2.5, 2.5]);
+    }
+}
