@@ -164,6 +164,16 @@ impl<S: IoScheduler + ?Sized> DeviceQueue<S> {
         }
     }
 
+    /// Queue a request as [`Self::insert`] does, but never merged into a queued one (the
+    /// guest's block layer: a request allocated after its submitter waited for a tag).
+    pub fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
+        if io.op == Op::Flush {
+            self.flushes.push_back(io);
+        } else {
+            self.sched.insert_unmerged(now, io);
+        }
+    }
+
     /// Queue a request of a flush sequence (the data step of [`FlushSeq::DataThenFlush`]) on
     /// the flush queue: ahead of the scheduler and never merged, as blk-mq dispatches
     /// `RQF_FLUSH_SEQ` requests from the hardware queue's dispatch list.

@@ -10,7 +10,7 @@
 //! [[vm.disk]]
 //! name = "vdb"
 //! [vm.disk.guest_queue]
-//! scheduler = "mq-deadline"   # /sys/block/vdb/queue/scheduler: none | mq-deadline (| cfq | mcfq)
+//! scheduler = "mq-deadline"   # /sys/block/vdb/queue/scheduler: none | mq-deadline
 //! nr_requests = 256           # /sys/block/vdb/queue/nr_requests
 //! max_sectors_kb = 1280       # /sys/block/vdb/queue/max_sectors_kb
 //! nomerges = 0                # /sys/block/vdb/queue/nomerges: 0 | 1 | 2
@@ -83,9 +83,9 @@
 //! allocation to its completion: at most `nr_requests` are queued or in flight per hardware
 //! queue; beyond that the submitter waits (FIFO) before its request exists. Under `none`
 //! `nr_requests` is the driver tag depth (blk_mq_update_nr_requests resizes the hardware
-//! queue's tags), at most the device's queue depth. The schedulers vmio has: `none`,
-//! `mq-deadline` and the legacy single-queue `cfq` and the research `mcfq` (as the host's
-//! `[scheduler]`); `bfq` and `kyber` are not modelled.
+//! queue's tags), at most the device's queue depth. The guest's schedulers are the blk-mq
+//! ones vmio has, `none` and `mq-deadline`; `bfq` and `kyber` are not modelled, and `cfq`
+//! (and vmio's `mcfq` built on it) left Linux with the legacy block layer in 5.0.
 //!
 //! `nomerges` (Documentation/ABI/stable/sysfs-block): 0 all merges, 1 the simple one-hit
 //! merges only (here: the plug's, no lookups in the scheduler; the elevator's one-hit
@@ -112,8 +112,10 @@ pub const BLKDEV_DEFAULT_RQ: u32 = 128;
 /// `BLK_DEF_MAX_SECTORS` (2560 sectors) in KiB: `max_sectors_kb`'s default.
 pub const MAX_SECTORS_KB: u64 = 1280;
 
-/// The schedulers a guest disk accepts (a test keeps it equal to the host's registry).
-pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "cfq", "mcfq"];
+/// The schedulers a guest disk accepts: the blk-mq ones vmio has (a test keeps them in the
+/// host's registry). CFQ left Linux with the legacy block layer in 5.0 (a 6.1 guest cannot
+/// have it) and mcfq is a host scheduler; bfq and kyber are not modelled.
+pub const SCHEDULERS: &[&str] = &["none", "mq-deadline"];
 
 pub const SCHEDULER: ParamSpec = ParamSpec {
     name: "scheduler",
@@ -306,7 +308,12 @@ impl Table for GuestQueueSpec {
             raw.insert("name".into(), toml::Value::String(s.into()));
             SchedulerSpec::from_raw(&raw, field, ())?;
         } else if !raw.is_empty() {
-            let mut all = crate::params::union(sched::REGISTRY);
+            let guest: Vec<&'static sched::SchedulerEntry> = sched::REGISTRY
+                .iter()
+                .copied()
+                .filter(|e| SCHEDULERS.contains(&e.name))
+                .collect();
+            let mut all = crate::params::union(&guest);
             all.read(&raw, &[]).map_err(|e| match e {
                 ParamError::Unknown { key, .. } => FieldError::param(
                     field,
@@ -325,7 +332,10 @@ impl Table for GuestQueueSpec {
 /// Every key `[vm.disk.guest_queue]` accepts, for error lines.
 fn accepted_keys() -> String {
     let mut names: Vec<&str> = PARAMS.iter().map(|p| p.name).collect();
-    for e in sched::REGISTRY {
+    for e in sched::REGISTRY
+        .iter()
+        .filter(|e| SCHEDULERS.contains(&e.name))
+    {
         for p in e.params {
             if p.name != SCHED_SET_BY_LIMITS && !names.contains(&p.name) {
                 names.push(p.name);
@@ -449,12 +459,19 @@ mod tests {
     #[test]
     fn the_guest_schedulers_are_the_registered_ones() {
         let names: Vec<&str> = sched::REGISTRY.iter().map(|e| e.name).collect();
-        assert_eq!(SCHEDULERS, names.as_slice());
+        assert!(SCHEDULERS.iter().all(|s| names.contains(s)), "{names:?}");
     }
 
     #[test]
     fn a_plugged_batch_of_adjacent_4k_writes_becomes_requests_of_max_sectors_kb() {
-        for (n, kb) in [(1u64, 1280), (32, 1280), (100, 64), (300, 128), (257, 4), (64, 12)] {
+        for (n, kb) in [
+            (1u64, 1280),
+            (32, 1280),
+            (100, 64),
+            (300, 128),
+            (257, 4),
+            (64, 12),
+        ] {
             for sched in ["none", "mq-deadline"] {
                 let q = queue(sched, 1, kb);
                 let out = plugged(&q, (0..n).map(|i| w(i, i * 4096, 4096)));
@@ -527,7 +544,10 @@ mod tests {
         // 3 from its start, one plug. Without an elevator 6.1 pops the plug's list from its
         // head: the newest request, the journal's start, goes first.
         let (start, end) = (1u64 << 30, (1u64 << 30) + (1024 << 12));
-        let log = [w(1, end - 13 * 4096, 13 * 4096), w(2, start + 4096, 3 * 4096)];
+        let log = [
+            w(1, end - 13 * 4096, 13 * 4096),
+            w(2, start + 4096, 3 * 4096),
+        ];
         let order: Vec<u64> = plugged(&queue("none", 4, 1280), log.clone())
             .iter()
             .map(|r| r.tag)
@@ -560,7 +580,10 @@ mod tests {
         assert_eq!((many.nr_requests, many.depth), (256, 256));
         // IDE: one tag, mq-deadline, 2 requests; 512 KiB of PRD entries.
         let ide = d.resolve("d", 1, 1, 512 << 10).unwrap();
-        assert_eq!((ide.nr_requests, ide.depth, ide.max_bytes), (2, 1, 512 << 10));
+        assert_eq!(
+            (ide.nr_requests, ide.depth, ide.max_bytes),
+            (2, 1, 512 << 10)
+        );
     }
 
     #[test]
@@ -574,11 +597,21 @@ mod tests {
         assert_eq!((q.nr_requests, q.max_bytes), (64, 512 << 10));
         assert_eq!(q.scheduler.params.int("read_expire"), 100_000_000);
         let bad: BTreeMap<String, toml::Value> = toml::from_str("scheduler = \"bfq\"\n").unwrap();
-        let e = GuestQueueSpec::from_raw(&bad, "g", ()).unwrap_err().to_string();
-        assert!(e.contains("g.scheduler") && e.contains("none, mq-deadline"), "{e}");
+        let e = GuestQueueSpec::from_raw(&bad, "g", ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("g.scheduler") && e.contains("none, mq-deadline"),
+            "{e}"
+        );
         let bad: BTreeMap<String, toml::Value> = toml::from_str("max_merge = 4096\n").unwrap();
-        let e = GuestQueueSpec::from_raw(&bad, "g", ()).unwrap_err().to_string();
-        assert!(e.contains("max_merge") && e.contains("max_sectors_kb"), "{e}");
+        let e = GuestQueueSpec::from_raw(&bad, "g", ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("max_merge") && e.contains("max_sectors_kb"),
+            "{e}"
+        );
         let bad: BTreeMap<String, toml::Value> = toml::from_str("nomerges = 3\n").unwrap();
         assert!(GuestQueueSpec::from_raw(&bad, "g", ()).is_err());
     }

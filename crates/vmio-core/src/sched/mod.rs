@@ -107,6 +107,12 @@ pub trait IoScheduler: Send {
     fn name(&self) -> &'static str;
     /// Queue a request (it may be merged into a queued one).
     fn insert(&mut self, now: Ns, io: DevIo);
+    /// Queue a request without trying to merge it (a guest's request allocated after its
+    /// submitter waited for a tag: blk-mq tried its merges before the wait). Schedulers that
+    /// never merge need not override it.
+    fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
+        self.insert(now, io)
+    }
     /// The next request for the device, if the scheduler wants to dispatch one now.
     fn dispatch(&mut self, now: Ns) -> Option<DevIo>;
     /// A dispatched request completed.

@@ -190,6 +190,10 @@ impl IoScheduler for MqDeadline {
             return;
         }
         let io = slot.unwrap();
+        self.insert_unmerged(now, io);
+    }
+
+    fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
         let dir = dir_of(io.op);
         self.seq += 1;
         let key = (io.offset_bytes, self.seq);
