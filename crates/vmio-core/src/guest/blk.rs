@@ -96,11 +96,13 @@
 //! per request queue in Linux: it differs only with several hardware queues, whose default
 //! is `none`).
 
+use crate::blockq::DeviceQueue;
 use crate::params::{Kind, ParamError, ParamSpec, Value, Values};
 use crate::request::{DevIo, Op};
 use crate::sched::{self, SchedulerSpec};
 use crate::table::{FieldError, Table};
-use std::collections::BTreeMap;
+use crate::Ns;
+use std::collections::{BTreeMap, VecDeque};
 
 /// block/blk-mq.c `BLK_PLUG_FLUSH_SIZE`: a plug is flushed before a request is added after
 /// one of this size.
@@ -428,6 +430,95 @@ impl Plug {
     }
 }
 
+/// What became of a request given to a [`HwQueue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// Merged into a queued request (a bio merge: diskstats' rd_merges / wr_merges).
+    Merged,
+    /// A request of its own, queued (it holds one of the `nr_requests`).
+    Queued,
+    /// `nr_requests` are allocated: its submitter waits for one (FIFO), unmergeable.
+    Waiting,
+}
+
+/// One hardware queue of a guest disk (module doc): its scheduler and driver tags (a
+/// [`DeviceQueue`]), the requests allocated (queued or in flight, at most `nr_requests`) and
+/// the submitters waiting for one.
+///
+/// ```text
+/// insert(io):   the scheduler merges it into a queued request: Merged   (the bio merge
+///               comes before the request's allocation: blk_mq_attempt_bio_merge)
+///               allocated == nr_requests or someone waits → waiting.push(io): Waiting
+///               else allocated += 1, DeviceQueue::insert_unmerged: Queued
+/// dispatch:     DeviceQueue::dispatch (driver tags: depth)
+/// complete(slot): DeviceQueue::complete; allocated -= 1; while allocated < nr_requests:
+///               a waiter's request enters, unmerged (blk-mq tried its merges before the wait)
+/// ```
+pub struct HwQueue {
+    dq: DeviceQueue,
+    nr_requests: u32,
+    allocated: u32,
+    waiting: VecDeque<DevIo>,
+}
+
+impl HwQueue {
+    pub fn new(q: &GuestQueue) -> Self {
+        HwQueue {
+            dq: DeviceQueue::new(sched::build(&q.scheduler, &[]), q.depth as usize),
+            nr_requests: q.nr_requests.max(1),
+            allocated: 0,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    pub fn insert(&mut self, now: Ns, io: DevIo) -> Inserted {
+        let io = match self.dq.try_merge(io) {
+            Ok(()) => return Inserted::Merged,
+            Err(io) => io,
+        };
+        if self.allocated >= self.nr_requests || !self.waiting.is_empty() {
+            self.waiting.push_back(io);
+            return Inserted::Waiting;
+        }
+        self.allocated += 1;
+        self.dq.insert_unmerged(now, io);
+        Inserted::Queued
+    }
+
+    /// Start requests while driver tags are free: `start(slot, io)` for each.
+    #[inline]
+    pub fn dispatch(&mut self, now: Ns, start: impl FnMut(usize, &DevIo)) {
+        self.dq.dispatch(now, start)
+    }
+
+    /// The request in `slot` completed: its tag and request are free, a waiter enters.
+    pub fn complete(&mut self, now: Ns, slot: usize) -> DevIo {
+        let io = self.dq.complete(now, slot);
+        self.allocated -= 1;
+        while self.allocated < self.nr_requests {
+            let Some(w) = self.waiting.pop_front() else {
+                break;
+            };
+            self.allocated += 1;
+            self.dq.insert_unmerged(now, w);
+        }
+        io
+    }
+
+    /// Requests allocated (queued in the scheduler or in flight).
+    pub fn allocated(&self) -> u32 {
+        self.allocated
+    }
+    /// Requests in flight on the device.
+    pub fn in_flight(&self) -> usize {
+        self.dq.in_flight()
+    }
+    /// Submitters waiting for a request.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,6 +657,55 @@ mod tests {
             .map(|r| r.tag)
             .collect();
         assert_eq!(order, [1, 2]);
+    }
+
+    #[test]
+    fn nr_requests_bounds_the_requests_queued_or_in_flight_and_the_rest_wait() {
+        let spec = GuestQueueSpec {
+            scheduler: Some("mq-deadline"),
+            nr_requests: Some(4),
+            ..Default::default()
+        };
+        let q = spec.resolve("d", 1, 1, 1 << 20).unwrap();
+        let mut hq = HwQueue::new(&q);
+        // Ten random (non-adjacent) reads on a device of one tag.
+        let r = |t: u64| crate::sched::io(t, Op::Read, t << 30, 4096);
+        let got: Vec<Inserted> = (0..10).map(|t| hq.insert(0, r(t))).collect();
+        assert_eq!(&got[..4], [Inserted::Queued; 4]);
+        assert_eq!(&got[4..], [Inserted::Waiting; 6]);
+        let mut slots = Vec::new();
+        hq.dispatch(0, |s, _| slots.push(s));
+        assert_eq!((slots.len(), hq.allocated(), hq.waiting()), (1, 4, 6));
+        // A completion lets one waiter in: still 4 allocated.
+        hq.complete(1, slots[0]);
+        assert_eq!((hq.allocated(), hq.waiting(), hq.in_flight()), (4, 5, 0));
+        // A waiter's request is not merged once it enters, even if adjacent to a queued one;
+        // a new bio adjacent to a queued request merges only while nobody waits.
+        let mut hq = HwQueue::new(&q);
+        for t in 0..4 {
+            assert_eq!(hq.insert(0, r(t)), Inserted::Queued);
+        }
+        assert_eq!(
+            hq.insert(0, crate::sched::io(9, Op::Read, 4096, 4096)),
+            Inserted::Waiting
+        );
+    }
+
+    #[test]
+    fn mq_deadline_merges_into_queued_requests_and_none_does_not() {
+        let w = |t: u64| crate::sched::io(t, Op::Write, t * 4096, 4096);
+        for (sched, merged) in [("mq-deadline", 7), ("none", 0)] {
+            let spec = GuestQueueSpec {
+                scheduler: Some(SCHEDULERS.iter().copied().find(|s| *s == sched).unwrap()),
+                nr_requests: Some(64),
+                ..Default::default()
+            };
+            let mut hq = HwQueue::new(&spec.resolve("d", 1, 64, 1 << 20).unwrap());
+            let n = (0..8)
+                .filter(|&t| hq.insert(0, w(t)) == Inserted::Merged)
+                .count();
+            assert_eq!(n, merged, "{sched}");
+        }
     }
 
     #[test]

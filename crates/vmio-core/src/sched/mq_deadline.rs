@@ -193,6 +193,14 @@ impl IoScheduler for MqDeadline {
         self.insert_unmerged(now, io);
     }
 
+    fn try_merge(&mut self, io: DevIo) -> Result<(), DevIo> {
+        let mut slot = Some(io);
+        if self.count > 0 && MqDeadline::try_merge(self, &mut slot) {
+            return Ok(());
+        }
+        Err(slot.unwrap())
+    }
+
     fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
         let dir = dir_of(io.op);
         self.seq += 1;

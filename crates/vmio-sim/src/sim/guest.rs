@@ -65,10 +65,9 @@ use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::Slots;
 use crate::vdisk::{qemu, InterfaceModel, VirtualDisk};
-use std::collections::{BTreeMap, VecDeque};
-use vmio_core::blockq::DeviceQueue;
+use std::collections::BTreeMap;
 use vmio_core::cache::Token;
-use vmio_core::guest::blk::{GuestQueue, GuestQueueSpec, Plug};
+use vmio_core::guest::blk::{GuestQueue, GuestQueueSpec, HwQueue, Inserted, Plug};
 use vmio_core::request::{DevIo, Op};
 use vmio_core::slab::Slab;
 use vmio_core::stack::Interface;
@@ -116,15 +115,6 @@ pub(super) struct VReq {
     pub(super) host_len: u64,
     pending: u32,
     batch_k: u32,
-}
-
-/// A hardware queue of the guest's block layer: its scheduler and driver tags (a
-/// [`DeviceQueue`]), the requests allocated (queued or in flight, at most `nr_requests`) and
-/// the submitters waiting for one.
-struct HwQueue {
-    dq: DeviceQueue,
-    allocated: u32,
-    admit: VecDeque<DevIo>,
 }
 
 /// A virtual disk: its interface model, its VMM threads (lanes), the tags, the engine's
@@ -177,16 +167,7 @@ impl VDiskState {
         if !vm_disk {
             gq.max_bytes = max;
         }
-        let queues = (0..sets)
-            .map(|_| HwQueue {
-                dq: DeviceQueue::new(
-                    vmio_core::sched::build(&gq.scheduler, &[]),
-                    gq.depth as usize,
-                ),
-                allocated: 0,
-                admit: VecDeque::new(),
-            })
-            .collect();
+        let queues = (0..sets).map(|_| HwQueue::new(&gq)).collect();
         Ok(VDiskState {
             lane_busy: vec![0; lanes],
             queues,
@@ -500,26 +481,15 @@ impl Sim {
         }
     }
 
-    /// Request `io` enters its hardware queue: a tag for it (nr_requests), or the submitter
-    /// waits for one.
+    /// Request `io` enters its hardware queue: a request of its own (queued, or its
+    /// submitter waits for one) or merged into a queued one.
     fn queue_insert(&mut self, now: Ns, disk: usize, io: DevIo) {
         let d = &mut self.guest.vdisks[disk];
         let set = d.tag_set(io.owner);
-        let nr = d.gq.nr_requests;
-        let q = &mut d.queues[set];
-        if q.allocated >= nr || !q.admit.is_empty() {
-            d.acct.issue(now);
-            q.admit.push_back(io);
-            return;
-        }
         let op = io.op;
-        let before = q.dq.sched().queued();
-        q.dq.insert(now, io);
-        if op != Op::Flush && q.dq.sched().queued() == before {
-            d.acct.merged(op);
-        } else {
-            q.allocated += 1;
-            d.acct.issue(now);
+        match d.queues[set].insert(now, io) {
+            Inserted::Merged => d.acct.merged(op),
+            Inserted::Queued | Inserted::Waiting => d.acct.issue(now),
         }
     }
 
@@ -527,7 +497,6 @@ impl Sim {
     fn queue_run(&mut self, now: Ns, disk: usize, set: usize) {
         let mut started = std::mem::take(&mut self.guest.started);
         self.guest.vdisks[disk].queues[set]
-            .dq
             .dispatch(now, |slot, io| started.push((slot, io.clone())));
         if started.is_empty() {
             self.guest.started = started;
@@ -671,16 +640,8 @@ impl Sim {
         let v = self.guest.vreqs.remove(r);
         let d = &mut self.guest.vdisks[v.disk];
         let set = d.tag_set(v.queue);
-        let nr = d.gq.nr_requests;
-        let q = &mut d.queues[set];
-        let io = q.dq.complete(now, v.slot);
-        q.allocated -= 1;
-        // A waiting submitter gets the freed request (unmerged: its merges were tried).
-        while q.allocated < nr {
-            let Some(w) = q.admit.pop_front() else { break };
-            q.allocated += 1;
-            q.dq.insert_unmerged(now, w);
-        }
+        // The tag and the request are free; a waiting submitter's request enters.
+        let io = d.queues[set].complete(now, v.slot);
         d.acct.done(now, v.op, io.queued_ns);
         self.queue_run(now, v.disk, set);
         for tag in io.tags() {

@@ -40,6 +40,8 @@ mod event;
 #[cfg(test)]
 mod fiojob_tests;
 mod guest;
+#[cfg(test)]
+mod guestblk_tests;
 mod guestos;
 mod hostcache;
 mod hostfs;
