@@ -679,16 +679,16 @@ mod tests {
         // A completion lets one waiter in: still 4 allocated.
         hq.complete(1, slots[0]);
         assert_eq!((hq.allocated(), hq.waiting(), hq.in_flight()), (4, 5, 0));
-        // A waiter's request is not merged once it enters, even if adjacent to a queued one;
-        // a new bio adjacent to a queued request merges only while nobody waits.
+        // A bio adjacent to a queued request merges even with every request allocated (the
+        // merge comes before the allocation); one that is not waits.
         let mut hq = HwQueue::new(&q);
         for t in 0..4 {
             assert_eq!(hq.insert(0, r(t)), Inserted::Queued);
         }
-        assert_eq!(
-            hq.insert(0, crate::sched::io(9, Op::Read, 4096, 4096)),
-            Inserted::Waiting
-        );
+        let next = crate::sched::io(9, Op::Read, (3 << 30) + 4096, 4096);
+        assert_eq!(hq.insert(0, next), Inserted::Merged);
+        let away = crate::sched::io(10, Op::Read, 7 << 30, 4096);
+        assert_eq!(hq.insert(0, away), Inserted::Waiting);
     }
 
     #[test]
