@@ -508,6 +508,17 @@ impl Sim {
                 *d.acct.request_sizes.entry(io.len_bytes).or_insert(0) += 1;
             }
         }
+        let lanes = d.lanes();
+        if started.len() == 1 {
+            // A notification of one request (a direct-I/O job's usual case): its own host
+            // request, without multireq's bookkeeping.
+            let (slot, io) = started.pop().expect("one request");
+            self.guest.started = started;
+            let r = self.new_vreq(disk, slot, &io, lanes, 1, 0);
+            self.guest.vreqs.get(r).lead = r;
+            self.count_host_request(disk, io.op, io.len_bytes);
+            return self.vdisk_start(now, r);
+        }
         // QEMU's multireq over the notification: host requests as runs of parts.
         let groups = if d.model.merge {
             qemu::multireq(
@@ -518,7 +529,6 @@ impl Sim {
         } else {
             (0..started.len()).map(|i| vec![i]).collect()
         };
-        let lanes = d.lanes();
         let mut ids = vec![usize::MAX; started.len()];
         for (k, group) in groups.iter().enumerate() {
             let mut lead = usize::MAX;
@@ -526,27 +536,10 @@ impl Sim {
             let mut host_len = 0;
             for &i in group {
                 let (slot, io) = &started[i];
-                let r = self.guest.vreqs.insert(VReq {
-                    gio: io.tag as usize,
-                    slot: *slot,
-                    sub: None,
-                    disk,
-                    op: io.op,
-                    offset: io.offset_bytes,
-                    len: io.len_bytes,
-                    queue: io.owner,
-                    lane: io.owner % lanes,
-                    lead,
-                    next: None,
-                    host_len: io.len_bytes,
-                    pending: group.len() as u32,
-                    batch_k: k as u32,
-                });
+                let r = self.new_vreq(disk, *slot, io, lanes, group.len() as u32, k as u32);
+                self.guest.vreqs.get(r).lead = if lead == usize::MAX { r } else { lead };
                 match prev {
-                    None => {
-                        lead = r;
-                        self.guest.vreqs.get(r).lead = r;
-                    }
+                    None => lead = r,
                     Some(p) => self.guest.vreqs.get(p).next = Some(r),
                 }
                 prev = Some(r);
@@ -555,13 +548,7 @@ impl Sim {
             }
             self.guest.vreqs.get(lead).host_len = host_len;
             let op = self.guest.vreqs.get_ref(lead).op;
-            if matches!(op, Op::Read | Op::Write) {
-                *self.guest.vdisks[disk]
-                    .acct
-                    .host_request_sizes
-                    .entry(host_len)
-                    .or_insert(0) += 1;
-            }
+            self.count_host_request(disk, op, host_len);
         }
         started.clear();
         self.guest.started = started;
@@ -569,6 +556,45 @@ impl Sim {
         // a host request starts from an event, after every part of it is linked.
         for r in ids {
             self.vdisk_start(now, r);
+        }
+    }
+
+    /// The VReq of request `io` started in `slot`: the `k`-th host request of its
+    /// notification, of `parts` parts (its leader and links set by the caller).
+    fn new_vreq(
+        &mut self,
+        disk: usize,
+        slot: usize,
+        io: &DevIo,
+        lanes: u32,
+        parts: u32,
+        k: u32,
+    ) -> usize {
+        self.guest.vreqs.insert(VReq {
+            gio: io.tag as usize,
+            slot,
+            sub: None,
+            disk,
+            op: io.op,
+            offset: io.offset_bytes,
+            len: io.len_bytes,
+            queue: io.owner,
+            lane: io.owner % lanes,
+            lead: usize::MAX,
+            next: None,
+            host_len: io.len_bytes,
+            pending: parts,
+            batch_k: k,
+        })
+    }
+
+    fn count_host_request(&mut self, disk: usize, op: Op, len: u64) {
+        if matches!(op, Op::Read | Op::Write) {
+            *self.guest.vdisks[disk]
+                .acct
+                .host_request_sizes
+                .entry(len)
+                .or_insert(0) += 1;
         }
     }
 
