@@ -207,13 +207,52 @@ pub struct DiskAcct {
     /// Bios merged into an existing request, [read, write] (`rd_merges`, `wr_merges`).
     pub merges: [u64; 2],
     /// Requests the guest's block layer dispatched to the virtual disk, by size in bytes
-    /// (reads and writes).
+    /// (reads and writes; filled by [`DiskAcct::at`]).
     pub request_sizes: BTreeMap<u64, u64>,
     /// The host requests the VMM made of them (QEMU's multireq), by size in bytes: what the
-    /// VMM's backend (an NBD server behind QEMU) receives.
+    /// VMM's backend (an NBD server behind QEMU) receives (filled by [`DiskAcct::at`]).
     pub host_request_sizes: BTreeMap<u64, u64>,
+    requests: SizeCounts,
+    host_requests: SizeCounts,
     in_flight: u32,
     busy_since: Ns,
+}
+
+/// Counts by size: whole pages up to 4 MiB in a vector indexed by pages (no search on the
+/// per-request path), other sizes in a map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct SizeCounts {
+    pages: Vec<u64>,
+    other: BTreeMap<u64, u64>,
+}
+
+impl SizeCounts {
+    const PAGE: u64 = 4096;
+    const MAX_PAGES: u64 = 1024;
+
+    #[inline]
+    fn add(&mut self, len: u64) {
+        let p = len / Self::PAGE;
+        if len % Self::PAGE == 0 && p <= Self::MAX_PAGES {
+            let p = p as usize;
+            if self.pages.len() <= p {
+                self.pages.resize(p + 1, 0);
+            }
+            self.pages[p] += 1;
+        } else {
+            *self.other.entry(len).or_insert(0) += 1;
+        }
+    }
+
+    fn to_map(&self) -> BTreeMap<u64, u64> {
+        let mut m = self.other.clone();
+        for (p, &n) in self.pages.iter().enumerate() {
+            if n > 0 {
+                m.insert(p as u64 * Self::PAGE, n);
+            }
+        }
+        m
+    }
 }
 
 impl DiskAcct {
@@ -255,6 +294,8 @@ impl DiskAcct {
     /// The statistics at `now`, a busy period still open counted up to it.
     pub(super) fn at(&self, now: Ns) -> DiskAcct {
         let mut a = self.clone();
+        a.request_sizes = self.requests.to_map();
+        a.host_request_sizes = self.host_requests.to_map();
         if a.in_flight > 0 {
             a.io_ticks_ns += now - a.busy_since;
         }
@@ -505,7 +546,7 @@ impl Sim {
         let d = &mut self.guest.vdisks[disk];
         for (_, io) in &started {
             if matches!(io.op, Op::Read | Op::Write) {
-                *d.acct.request_sizes.entry(io.len_bytes).or_insert(0) += 1;
+                d.acct.requests.add(io.len_bytes);
             }
         }
         let lanes = d.lanes();
@@ -590,11 +631,7 @@ impl Sim {
 
     fn count_host_request(&mut self, disk: usize, op: Op, len: u64) {
         if matches!(op, Op::Read | Op::Write) {
-            *self.guest.vdisks[disk]
-                .acct
-                .host_request_sizes
-                .entry(len)
-                .or_insert(0) += 1;
+            self.guest.vdisks[disk].acct.host_requests.add(len);
         }
     }
 
