@@ -164,6 +164,26 @@ impl<S: IoScheduler + ?Sized> DeviceQueue<S> {
         }
     }
 
+    /// Merge a request into one queued in the scheduler, if the scheduler merges it; else
+    /// hand it back (flushes never merge). The guest's block layer tries this before it
+    /// allocates a request.
+    pub fn try_merge(&mut self, io: DevIo) -> Result<(), DevIo> {
+        if io.op == Op::Flush {
+            return Err(io);
+        }
+        self.sched.try_merge(io)
+    }
+
+    /// Queue a request as [`Self::insert`] does, but never merged into a queued one (after
+    /// [`Self::try_merge`]).
+    pub fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
+        if io.op == Op::Flush {
+            self.flushes.push_back(io);
+        } else {
+            self.sched.insert_unmerged(now, io);
+        }
+    }
+
     /// Queue a request of a flush sequence (the data step of [`FlushSeq::DataThenFlush`]) on
     /// the flush queue: ahead of the scheduler and never merged, as blk-mq dispatches
     /// `RQF_FLUSH_SEQ` requests from the hardware queue's dispatch list.

@@ -362,6 +362,17 @@ fn disk_keys(stack: &Stack, d: &vmio_core::stack::DiskSpec) -> Value {
         m.insert("queue".into(), t);
     }
     put(&mut m, "iotune", d.iotune.as_ref());
+    if let Some(g) = &d.guest_queue {
+        let mut t = Map::new();
+        put(&mut t, "scheduler", g.scheduler);
+        put(&mut t, "nr_requests", g.nr_requests);
+        t.insert("max_sectors_kb".into(), json!(g.max_sectors_kb));
+        t.insert("nomerges".into(), json!(g.nomerges));
+        for (k, v) in &g.sched_params {
+            t.insert(k.clone(), serde_json::to_value(v).unwrap_or_default());
+        }
+        m.insert("guest_queue".into(), Value::Object(t));
+    }
     Value::Object(m)
 }
 

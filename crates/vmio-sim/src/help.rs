@@ -159,6 +159,14 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
             params: queue::PARAMS,
         },
         Layer {
+            table: "[vm.disk.guest_queue]",
+            selector: "",
+            default: "the guest's block layer on the disk, as /sys/block/<dev>/queue/ (plug, merges, scheduler; vmio_core::guest::blk); the scheduler's parameters (mq-deadline: read_expire, write_expire) go in the same table; without the table: Linux 6.1's defaults",
+            entries: Vec::new(),
+            keys: &[],
+            params: vmio_core::guest::blk::PARAMS,
+        },
+        Layer {
             table: "[[vm]]",
             selector: "qemu_version",
             default: qemu::DEFAULT,

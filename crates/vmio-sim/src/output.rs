@@ -324,7 +324,7 @@ pub fn fio_json(out: &RunOutput) -> Value {
                 "fsync_written_pages": r.fsync_written_pages,
             },
             "pdc": r.pdc.iter().map(pdc_json).collect::<Vec<_>>(),
-            "guests": r.guests.iter().map(|(n, g)| json!({"vm": n, "page_cache": g.cache, "disks": g.disks})).collect::<Vec<_>>(),
+            "guests": r.guests.iter().map(|(n, g)| json!({"vm": n, "page_cache": g.cache, "disks": guest_disks_json(r, n, &g.disks)})).collect::<Vec<_>>(),
             "vms": vms_json,
             "share": {
                 "error_rate_pct": crate::metrics::s1_error_rate_pct(&weights, &bws).map(crate::metrics::round6),
@@ -375,22 +375,59 @@ pub fn fio_json(out: &RunOutput) -> Value {
     v
 }
 
+/// A guest's `disks`: the guest policy's figures of each disk, with its block layer's
+/// (`sim/guest.rs` [`crate::sim::DiskAcct`]): `merges` {read, write} (diskstats'
+/// rd_merges, wr_merges), `request_sizes` (the requests the guest's block layer dispatched
+/// to the virtual disk) and `host_request_sizes` (the host requests the VMM made of them:
+/// what its backend receives), each a list of [bytes, count] sorted by bytes.
+fn guest_disks_json(
+    r: &SimReport,
+    vm: &str,
+    disks: &[vmio_core::guest::os::GuestDiskStats],
+) -> Vec<Value> {
+    let sizes = |m: &std::collections::BTreeMap<u64, u64>| -> Vec<[u64; 2]> {
+        m.iter().map(|(&b, &n)| [b, n]).collect()
+    };
+    disks
+        .iter()
+        .map(|d| {
+            let mut v = json!(d);
+            if let Some(g) = r
+                .guest_disks
+                .iter()
+                .find(|g| g.vm == vm && g.disk == d.disk)
+            {
+                let s = &g.stats;
+                v["merges"] = json!({"read": s.merges[0], "write": s.merges[1]});
+                v["request_sizes"] = json!(sizes(&s.request_sizes));
+                v["host_request_sizes"] = json!(sizes(&s.host_request_sizes));
+            }
+            v
+        })
+        .collect()
+}
+
 /// `vmio.cpu` (a stack with `[cpu]`): the host's threads and cores.
 /// fio's `disk_util` as fio in each VM that ran a job would print it (its `show_disk_util`,
 /// from the guest kernel's diskstats: `sim/guest.rs` [`crate::sim::DiskAcct`]), times in ms;
-/// merges are 0 (the guest's block layer does not merge here). On a native host (no guest),
+/// merges are the bios the guest's block layer merged (0 on a native host's devices). On a native host (no guest),
 /// the host devices follow, as fio on the host sees them below its volume.
 fn disk_util(r: &SimReport, stack: &Stack) -> Vec<Value> {
     let total_ns = r.virtual_time_ns.max(1);
     // One fio entry: ios, ticks and in_queue per [read, write]; busy time in ns.
-    let entry = |name: &str, ios: [u64; 2], ticks_ns: [u64; 2], in_queue_ns: u64, busy_ns: u64| {
+    let entry = |name: &str,
+                 ios: [u64; 2],
+                 merges: [u64; 2],
+                 ticks_ns: [u64; 2],
+                 in_queue_ns: u64,
+                 busy_ns: u64| {
         let ms = |ns: u64| ns / 1_000_000;
         json!({
             "name": name,
             "read_ios": ios[0],
             "write_ios": ios[1],
-            "read_merges": 0,
-            "write_merges": 0,
+            "read_merges": merges[0],
+            "write_merges": merges[1],
             "read_ticks": ms(ticks_ns[0]),
             "write_ticks": ms(ticks_ns[1]),
             "in_queue": ms(in_queue_ns),
@@ -407,6 +444,7 @@ fn disk_util(r: &SimReport, stack: &Stack) -> Vec<Value> {
             let mut e = entry(
                 &d.disk,
                 [s.read_ios, s.write_ios],
+                s.merges,
                 [s.read_ticks_ns, s.write_ticks_ns],
                 s.in_queue_ns,
                 s.io_ticks_ns,
@@ -418,7 +456,14 @@ fn disk_util(r: &SimReport, stack: &Stack) -> Vec<Value> {
     if stack.host.hypervisor == "native" {
         out.extend(r.devices.iter().map(|d| {
             let s = &d.stats;
-            entry(&d.name, [s.read_ops, s.write_ops], [0, 0], 0, s.busy_ns)
+            entry(
+                &d.name,
+                [s.read_ops, s.write_ops],
+                [0, 0],
+                [0, 0],
+                0,
+                s.busy_ns,
+            )
         }));
     }
     out

@@ -313,7 +313,9 @@ pub struct CommitPlan {
     pub superblock_first: bool,
     /// Filesystem block ranges (start, count) of the revoke blocks, then descriptor and
     /// logged blocks, `REQ_SYNC` under one plug: contiguous from the log head, split in two
-    /// where the ring wraps.
+    /// where the ring wraps, in log order (the piece up to the journal's end first), as
+    /// jbd2 submits them. The order the disk sees is the plug's ([`super::blk`]: a 6.1 guest
+    /// without an elevator sends the piece at the journal's start first).
     pub log: Vec<(u64, u64)>,
     /// The commit record's filesystem block, written once the log (and ordered data) is
     /// durable; with async commit, together with the log.

@@ -65,9 +65,9 @@
 //! reads go to the disk); directories and inodes are always cached (dentry and inode
 //! caches), so open, close and stat do no I/O; with data=journal the data pages go home at
 //! writeback and into the journal at the next commit (jbd2 writes the journal first and the
-//! home location at checkpoint: the same bytes, in the other order); the guest's block layer
-//! does not merge adjacent requests (no plug, no guest I/O scheduler); the guest's CPU time
-//! is not modelled.
+//! home location at checkpoint: the same bytes, in the other order); the guest's CPU time
+//! is not modelled. The guest's block layer (plug, merges, I/O scheduler) is
+//! [`super::blk`], which the engine runs on the [`Action`]s of one call as one plug.
 
 use super::ext4::{Ext4, Ext4Error, Layout, Mapped, MkfsOptions, BLOCK_BYTES};
 use super::jbd2::{CheckpointStep, DataMode, Jbd2Error, Journal, JournalParams, JournalStats, Tid};

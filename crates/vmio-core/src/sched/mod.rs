@@ -107,6 +107,18 @@ pub trait IoScheduler: Send {
     fn name(&self) -> &'static str;
     /// Queue a request (it may be merged into a queued one).
     fn insert(&mut self, now: Ns, io: DevIo);
+    /// Merge a request into a queued one if the scheduler would on insertion; else hand it
+    /// back (the guest's block layer tries a bio's merges before it allocates a request:
+    /// block/blk-mq.c `blk_mq_attempt_bio_merge`). Schedulers that never merge need not
+    /// override it.
+    fn try_merge(&mut self, io: DevIo) -> Result<(), DevIo> {
+        Err(io)
+    }
+    /// Queue a request without trying to merge it (after [`Self::try_merge`]). Schedulers
+    /// that never merge need not override it.
+    fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
+        self.insert(now, io)
+    }
     /// The next request for the device, if the scheduler wants to dispatch one now.
     fn dispatch(&mut self, now: Ns) -> Option<DevIo>;
     /// A dispatched request completed.

@@ -86,6 +86,10 @@ impl Dir {
 }
 
 pub struct MqDeadline {
+    /// The only queued request, with its insertion time, kept out of the lists while it is
+    /// alone: a dispatch takes it as the lists would (see `dispatch`), and anything else
+    /// that comes first puts it in them. Only a shortcut: the same dispatch order.
+    solo: Option<(DevIo, Ns)>,
     dirs: [Dir; 2],
     expire: [Ns; 2],
     max_merge: u64,
@@ -104,6 +108,7 @@ fn dir_of(op: Op) -> usize {
 impl MqDeadline {
     pub fn new(read_expire_ns: Ns, write_expire_ns: Ns, max_merge_bytes: u64) -> Self {
         Self {
+            solo: None,
             dirs: [Dir::default(), Dir::default()],
             expire: [read_expire_ns, write_expire_ns],
             max_merge: max_merge_bytes,
@@ -116,7 +121,27 @@ impl MqDeadline {
         }
     }
 
+    /// Put the solo request into the lists (as its insertion would have).
+    fn settle(&mut self) {
+        if let Some((io, t)) = self.solo.take() {
+            self.count -= 1;
+            self.enqueue(t, io);
+        }
+    }
+
+    fn enqueue(&mut self, now: Ns, io: DevIo) {
+        let dir = dir_of(io.op);
+        self.seq += 1;
+        let key = (io.offset_bytes, self.seq);
+        self.dirs[dir]
+            .fifo
+            .push_back((now + self.expire[dir], key.0, key.1));
+        self.dirs[dir].sorted.insert(key, io);
+        self.count += 1;
+    }
+
     fn try_merge(&mut self, io: &mut Option<DevIo>) -> bool {
+        self.settle();
         let new = io.as_ref().unwrap();
         let d = &mut self.dirs[dir_of(new.op)];
         // Back merge: a queued request ends where the new one starts.
@@ -186,23 +211,48 @@ impl IoScheduler for MqDeadline {
 
     fn insert(&mut self, now: Ns, io: DevIo) {
         let mut slot = Some(io);
-        if self.count > 0 && self.try_merge(&mut slot) {
+        if self.count > 0 && MqDeadline::try_merge(self, &mut slot) {
             return;
         }
         let io = slot.unwrap();
-        let dir = dir_of(io.op);
-        self.seq += 1;
-        let key = (io.offset_bytes, self.seq);
-        self.dirs[dir]
-            .fifo
-            .push_back((now + self.expire[dir], key.0, key.1));
-        self.dirs[dir].sorted.insert(key, io);
-        self.count += 1;
+        self.insert_unmerged(now, io);
+    }
+
+    fn try_merge(&mut self, io: DevIo) -> Result<(), DevIo> {
+        let mut slot = Some(io);
+        if self.count > 0 && MqDeadline::try_merge(self, &mut slot) {
+            return Ok(());
+        }
+        Err(slot.unwrap())
+    }
+
+    fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
+        if self.count == 0 {
+            self.solo = Some((io, now));
+            self.count = 1;
+            return;
+        }
+        self.settle();
+        self.enqueue(now, io);
     }
 
     fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
         if self.count == 0 {
             return None;
+        }
+        if let Some((io, _)) = self.solo.take() {
+            // Alone in the lists it would be taken as a new batch (no next request in
+            // either direction): the direction is its own, writes reset the starvation
+            // count (no reads wait), and the batch has taken one.
+            let dir = dir_of(io.op);
+            if dir == 1 {
+                self.starved = 0;
+            }
+            self.count = 0;
+            self.batch = 1;
+            self.cur_dir = dir;
+            self.next_rq[dir] = None;
+            return Some(io);
         }
         if self.batch < FIFO_BATCH {
             if let Some(k) = self.live_next(self.cur_dir) {

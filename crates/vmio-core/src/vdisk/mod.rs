@@ -16,6 +16,8 @@
 //!            is ImageSpec::file_bytes(size) (an image and its backing files)
 //! aio:       queue::Aio (threads, native, io_uring; queue::parse_aio's rules)
 //! [vm.disk.queue]: queue::QueueSpec (num_queues, queue_size, iothreads, wakeup)
+//! [vm.disk.guest_queue]: crate::guest::blk::GuestQueueSpec (the guest's scheduler,
+//!            nr_requests, max_sectors_kb, nomerges; defaults resolved by the engine)
 //! ```
 //!
 //! The VM's QEMU release (`[[vm]] qemu_version`, [`qemu::PROFILES`]) and vCPU count reach a
@@ -30,6 +32,7 @@ pub mod queue;
 pub use queue::{Aio, QueueSpec, RawQueue};
 
 use crate::cache::CacheMode;
+use crate::guest::blk::GuestQueueSpec;
 use crate::guest::params::{self, FsSpec};
 use crate::image::{Format, ImageSpec};
 use crate::table::{FieldError, SizeValue, Table};
@@ -134,6 +137,8 @@ pub struct RawDisk {
     pub image: Option<BTreeMap<String, toml::Value>>,
     /// `[vm.disk.iotune]`: [`crate::throttle::KEYS`].
     pub iotune: Option<BTreeMap<String, toml::Value>>,
+    /// `[vm.disk.guest_queue]`: [`crate::guest::blk::PARAMS`] and the scheduler's.
+    pub guest_queue: Option<BTreeMap<String, toml::Value>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -168,6 +173,10 @@ pub struct DiskSpec {
     /// QEMU's I/O throttling of the disk (`[vm.disk.iotune]`); None: unthrottled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iotune: Option<IotuneSpec>,
+    /// The guest's block layer on the disk (`[vm.disk.guest_queue]`; left out of the
+    /// effective stack without the table: Linux's defaults, [`GuestQueueSpec::resolve`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_queue: Option<GuestQueueSpec>,
 }
 
 /// What a disk's checks read beyond its table: its volume (resolved by the stack, an index
@@ -278,6 +287,10 @@ impl Table for DiskSpec {
             None => None,
             Some(t) => Some(IotuneSpec::from_raw(t, &f(IotuneSpec::KEY), ())?),
         };
+        let guest_queue = match &d.guest_queue {
+            None => None,
+            Some(t) => Some(GuestQueueSpec::from_raw(t, &f(GuestQueueSpec::KEY), ())?),
+        };
         let aio = queue::parse_aio(d.aio.as_deref(), &f("aio"), cache, cx.qemu)?;
         let iothread = d.iothread.unwrap_or(false);
         let qcx = queue::QueueContext {
@@ -308,6 +321,7 @@ impl Table for DiskSpec {
             format,
             image,
             iotune,
+            guest_queue,
         })
     }
 }

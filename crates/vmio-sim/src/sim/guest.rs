@@ -4,13 +4,23 @@
 //! parts back into one host request.
 //!
 //! ```text
-//! guest_issue: parts = ⌈len / max_request⌉ (1 for a flush); queue = issuing vCPU mod
-//!     num_queues (blk-mq's map; the guest kernel's own requests: vCPU 0); lane (the VMM
-//!     thread) = queue mod lanes; the parts that get a tag at once are one notification:
-//!     virtio-blk merges them (vdisk::qemu::merge_runs) into host requests, each led by its
-//!     first part (the leader carries the merged length); one VReq per part → vdisk_submit
-//! vdisk_submit: the tag set full → waitq; else
-//!     SubmitDone at max(now + guest_submit, lane_busy) + vmm_submit   (part_submitted)
+//! guest_issue: bios = ⌈len / max⌉ parts (1 for a flush), max = the guest queue's largest
+//!     request (vmio_core::guest::blk::max_request_bytes: max_sectors_kb and the device's
+//!     segments, vdisk::qemu); queue = issuing vCPU mod num_queues (blk-mq's map; the guest
+//!     kernel's own requests: vCPU 0); lane (the VMM thread) = queue mod lanes
+//!     under a plug (one call of the guest policy, guestos.rs): each bio → Plug::add (merged
+//!         into the plug's newest request, or a new request; a full plug is flushed first);
+//!         a FLUSH flushes the disk's plug first; the end of the call flushes every plug
+//!     else: each bio → queue_insert, then queue_run
+//! queue_insert (a hardware queue: a DeviceQueue with the guest's scheduler, depth = the
+//!     driver tags): nr_requests allocated → the submitter waits (admit FIFO, unmergeable);
+//!     else DeviceQueue::insert (mq-deadline may merge it into a queued request)
+//! queue_run: DeviceQueue::dispatch while tags are free; the requests started together are
+//!     one notification: QEMU's multireq (vdisk::qemu::multireq: runs cut at a change of
+//!     direction, a flush or 32 requests, sorted by offset, contiguous ones merged) makes
+//!     host requests, each led by its first part (the leader carries the merged length);
+//!     one VReq per guest request → vdisk_start
+//! vdisk_start: SubmitDone at max(now + guest_submit, lane_busy) + vmm_submit   (part_submitted)
 //!     vmm_submit = the device's work (+ the engine's for a leader: per request, and the
 //!     batch's system call for the k-th host request of the notification, vdisk::aio)
 //!     (the NBD path copies a write's payload on submission and a read's on completion)
@@ -20,17 +30,27 @@
 //! host_finish (host side done): free the engine slot (its first waiter starts); every part
 //!     of the host request: GuestDone at max(now, lane_busy) + vmm_complete (+ the engine's
 //!     for the leader), one after the other, + handoff (the NBD path's thread hand-offs)
-//! guest_done: free the tag (start the first waiter); last part → jobs.rs io_done
+//! guest_done: DeviceQueue::complete frees the tag; a waiting submitter's request is
+//!     admitted; queue_run; every bio of the request → its guest request's parts -= 1; the
+//!     last part → jobs.rs io_done or the guest policy's on_done
 //! ```
+//!
+//! The guest queue is the guest's block layer (vmio_core::guest::blk, `[vm.disk.guest_queue]`)
+//! on VM disks (virtio-blk, virtio-scsi, ide); an NBD client's disk and a native host's
+//! (`interface = "host"`, whose block layer is the host's `[scheduler]` below) get a queue
+//! that only bounds the depth (`none`, no merges, no plug).
 //!
 //! Each virtual disk keeps the statistics the guest kernel keeps of it and fio's `disk_util`
 //! prints ([`DiskAcct`]: Linux block/genhd.c `diskstats_show`, block/blk-core.c
 //! `update_io_ticks` and `blk_account_io_done`, fio diskutil.c): a part is a request of the
-//! guest's block layer from its issue to its completion.
+//! guest's block layer (after its merges) from its first bio's issue to its completion.
 //!
 //! ```text
-//! issue (each part):   in_flight += 1 (0 → 1: a busy period starts)
-//! done (each part):    in_flight -= 1 (1 → 0: io_ticks += the busy period)
+//! issue (each request): in_flight += 1 (0 → 1: a busy period starts)
+//! a bio merged into a request: merges[dir] += 1 (diskstats' rd_merges / wr_merges)
+//! dispatch to the virtual disk: request_sizes[len] += 1; each host request QEMU makes of a
+//!                      notification: host_request_sizes[len] += 1
+//! done (each request): in_flight -= 1 (1 → 0: io_ticks += the busy period)
 //!                      read/write: ios += 1, ticks += done - issue; in_queue += done - issue
 //! end of the run:      a busy period still open is counted up to the end
 //! ```
@@ -45,10 +65,12 @@ use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::Slots;
 use crate::vdisk::{qemu, InterfaceModel, VirtualDisk};
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use vmio_core::cache::Token;
-use vmio_core::request::Op;
+use vmio_core::guest::blk::{GuestQueue, GuestQueueSpec, HwQueue, Inserted, Plug};
+use vmio_core::request::{DevIo, Op};
 use vmio_core::slab::Slab;
+use vmio_core::stack::Interface;
 use vmio_core::Ns;
 
 /// Who issued a virtual-disk request: a job directly (direct I/O on a raw disk), or the
@@ -68,9 +90,12 @@ pub(super) struct GIo {
     parts: u32,
 }
 
-/// One part of a guest request on the virtual disk.
+/// One request of the guest's block layer on the virtual disk (one or more merged bios).
 pub(super) struct VReq {
+    /// The guest request of its first bio.
     gio: usize,
+    /// Its driver tag in its hardware queue's [`DeviceQueue`].
+    slot: usize,
     /// A format driver's sub-request (blocklayer.rs) with the driver's token; its `gio` is
     /// meaningless.
     sub: Option<Token>,
@@ -92,42 +117,70 @@ pub(super) struct VReq {
     batch_k: u32,
 }
 
-/// A tag set: requests in flight and those waiting for a tag.
-#[derive(Default)]
-struct Tags {
-    inflight: u32,
-    waitq: VecDeque<usize>,
-}
-
 /// A virtual disk: its interface model, its VMM threads (lanes), the tags, the engine's
 /// slots per lane and the guest's statistics of it.
 pub(super) struct VDiskState {
     model: InterfaceModel,
     lane_busy: Vec<Ns>,
-    tags: Vec<Tags>,
+    queues: Vec<HwQueue>,
+    gq: GuestQueue,
+    /// The plug over this disk (guestos.rs holds plugs around a guest policy call).
+    plug: Plug,
     slots: Vec<Slots>,
     acct: DiskAcct,
 }
 
 impl VDiskState {
-    pub(super) fn new(model: InterfaceModel) -> Self {
+    /// The disk of `model` with the guest's block layer of `spec` (VM interfaces only; see
+    /// the module doc). The error is the table's field and message.
+    pub(super) fn new(
+        model: InterfaceModel,
+        spec: Option<&GuestQueueSpec>,
+        field: &str,
+    ) -> Result<Self, String> {
         let lanes = model.lanes.max(1) as usize;
         let sets = if model.tags_per_queue {
             model.num_queues.max(1) as usize
         } else {
             1
         };
-        VDiskState {
+        let vm_disk = matches!(
+            model.interface,
+            Interface::VirtioBlk | Interface::VirtioScsi | Interface::Ide
+        );
+        let passthrough = GuestQueueSpec {
+            scheduler: Some("none"),
+            nomerges: 2,
+            ..Default::default()
+        };
+        let (spec, max) = if vm_disk {
+            (spec.cloned().unwrap_or_default(), model.max_request_bytes())
+        } else {
+            // No guest: requests split at the interface's largest, never merged here.
+            let mut p = passthrough;
+            p.max_sectors_kb = model.max_request_bytes().div_ceil(1024);
+            (p, model.max_request_bytes())
+        };
+        let mut gq = spec
+            .resolve(field, model.num_queues.max(1), model.queue_depth(), max)
+            .map_err(|e| e.to_string())?;
+        if !vm_disk {
+            gq.max_bytes = max;
+        }
+        let queues = (0..sets).map(|_| HwQueue::new(&gq)).collect();
+        Ok(VDiskState {
             lane_busy: vec![0; lanes],
-            tags: (0..sets).map(|_| Tags::default()).collect(),
+            queues,
+            gq,
+            plug: Plug::default(),
             slots: (0..lanes).map(|_| Slots::default()).collect(),
             model,
             acct: DiskAcct::default(),
-        }
+        })
     }
 
     fn tag_set(&self, queue: u32) -> usize {
-        if self.model.tags_per_queue && self.tags.len() > 1 {
+        if self.model.tags_per_queue && self.queues.len() > 1 {
             queue as usize
         } else {
             0
@@ -151,11 +204,66 @@ pub struct DiskAcct {
     pub in_queue_ns: Ns,
     /// Time with at least one request in flight (Linux's `io_ticks`).
     pub io_ticks_ns: Ns,
+    /// Bios merged into an existing request, [read, write] (`rd_merges`, `wr_merges`).
+    pub merges: [u64; 2],
+    /// Requests the guest's block layer dispatched to the virtual disk, by size in bytes
+    /// (reads and writes; filled by [`DiskAcct::at`]).
+    pub request_sizes: BTreeMap<u64, u64>,
+    /// The host requests the VMM made of them (QEMU's multireq), by size in bytes: what the
+    /// VMM's backend (an NBD server behind QEMU) receives (filled by [`DiskAcct::at`]).
+    pub host_request_sizes: BTreeMap<u64, u64>,
+    requests: SizeCounts,
+    host_requests: SizeCounts,
     in_flight: u32,
     busy_since: Ns,
 }
 
+/// Counts by size: whole pages up to 4 MiB in a vector indexed by pages (no search on the
+/// per-request path), other sizes in a map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct SizeCounts {
+    pages: Vec<u64>,
+    other: BTreeMap<u64, u64>,
+}
+
+impl SizeCounts {
+    const PAGE: u64 = 4096;
+    const MAX_PAGES: u64 = 1024;
+
+    #[inline]
+    fn add(&mut self, len: u64) {
+        let p = len / Self::PAGE;
+        if len % Self::PAGE == 0 && p <= Self::MAX_PAGES {
+            let p = p as usize;
+            if self.pages.len() <= p {
+                self.pages.resize(p + 1, 0);
+            }
+            self.pages[p] += 1;
+        } else {
+            *self.other.entry(len).or_insert(0) += 1;
+        }
+    }
+
+    fn to_map(&self) -> BTreeMap<u64, u64> {
+        let mut m = self.other.clone();
+        for (p, &n) in self.pages.iter().enumerate() {
+            if n > 0 {
+                m.insert(p as u64 * Self::PAGE, n);
+            }
+        }
+        m
+    }
+}
+
 impl DiskAcct {
+    fn merged(&mut self, op: Op) {
+        match op {
+            Op::Read => self.merges[0] += 1,
+            Op::Write => self.merges[1] += 1,
+            Op::Flush | Op::Trim => {}
+        }
+    }
+
     fn issue(&mut self, now: Ns) {
         if self.in_flight == 0 {
             self.busy_since = now;
@@ -186,6 +294,8 @@ impl DiskAcct {
     /// The statistics at `now`, a busy period still open counted up to it.
     pub(super) fn at(&self, now: Ns) -> DiskAcct {
         let mut a = self.clone();
+        a.request_sizes = self.requests.to_map();
+        a.host_request_sizes = self.host_requests.to_map();
         if a.in_flight > 0 {
             a.io_ticks_ns += now - a.busy_since;
         }
@@ -199,6 +309,13 @@ pub(super) struct GuestState {
     gios: Slab<GIo>,
     pub(super) vreqs: Slab<VReq>,
     vdisks: Vec<VDiskState>,
+    /// A plug is held (guestos.rs, around a guest policy's actions).
+    plugging: bool,
+    /// Disks whose plug holds requests.
+    plugged: Vec<usize>,
+    /// Buffers: requests a plug let go, requests started by one queue run.
+    flushed: Vec<DevIo>,
+    started: Vec<(usize, DevIo)>,
 }
 
 impl GuestState {
@@ -207,6 +324,10 @@ impl GuestState {
             gios: Slab::new(),
             vreqs: Slab::new(),
             vdisks,
+            plugging: false,
+            plugged: Vec::new(),
+            flushed: Vec::new(),
+            started: Vec::new(),
         }
     }
 
@@ -268,6 +389,7 @@ impl GuestState {
     ) -> usize {
         let h = self.vreqs.insert(VReq {
             gio: usize::MAX,
+            slot: usize::MAX,
             sub: Some(token),
             disk,
             op,
@@ -298,8 +420,8 @@ impl GuestState {
 }
 
 impl Sim {
-    /// `origin` issues `[offset, offset + len)` of `disk`: split at the vdisk's max request,
-    /// the parts that get a tag at once merged as QEMU would (module doc).
+    /// `origin` issues `[offset, offset + len)` of `disk`: split at the guest queue's largest
+    /// request, plugged or queued (module doc).
     pub(super) fn guest_issue(
         &mut self,
         now: Ns,
@@ -310,38 +432,13 @@ impl Sim {
         len: u64,
     ) {
         let d = &self.guest.vdisks[disk];
-        let max = d.model.max_request_bytes();
+        let max = d.gq.max_bytes;
         let parts = if len == 0 {
             1
         } else {
             len.div_ceil(max) as u32
         };
         let queue = (self.issuer_vcpu(origin) % d.model.num_queues.max(1) as usize) as u32;
-        let lane = queue % d.lanes();
-        // The parts that get a tag now are one notification; the others go one by one.
-        let t = &d.tags[d.tag_set(queue)];
-        let free = d
-            .model
-            .queue_depth()
-            .saturating_sub(t.inflight)
-            .saturating_sub(t.waitq.len() as u32)
-            .min(parts);
-        let mergeable = d.model.merge && matches!(op, Op::Read | Op::Write) && free > 1;
-        // Runs of parts per host request; the first `batched` host requests are the
-        // notification's batch (their place in it prices the engine's system calls).
-        let (many, batched): (Vec<usize>, usize) = if parts == 1 {
-            (Vec::new(), free as usize)
-        } else {
-            let mut runs = if mergeable {
-                let lens: Vec<u64> = (0..free as u64).map(|i| (len - i * max).min(max)).collect();
-                qemu::merge_runs(&lens)
-            } else {
-                vec![1; free as usize]
-            };
-            let batched = runs.len();
-            runs.resize(batched + (parts - free) as usize, 1);
-            (runs, batched)
-        };
         let g = self.guest.gios.insert(GIo {
             origin,
             op,
@@ -349,62 +446,201 @@ impl Sim {
             issue_ns: now,
             parts,
         });
+        let plug = self.guest.plugging;
+        if plug && op == Op::Flush {
+            // A flush is not plugged, and nothing merges across it.
+            self.unplug_disk(now, disk);
+        }
         let mut off = offset;
         let end = offset + len;
-        let runs: &[usize] = if parts == 1 { &[1] } else { &many };
-        for (k, &run) in runs.iter().enumerate() {
-            let mut lead = usize::MAX;
-            let mut prev: Option<usize> = None;
-            let mut host_len = 0;
-            for _ in 0..run {
-                let n = (end - off).min(max);
-                let r = self.guest.vreqs.insert(VReq {
-                    gio: g,
-                    sub: None,
-                    disk,
-                    op,
-                    offset: off,
-                    len: n,
-                    queue,
-                    lane,
-                    lead,
-                    next: None,
-                    host_len: n,
-                    pending: run as u32,
-                    batch_k: if k < batched { k as u32 } else { 0 },
-                });
-                match prev {
-                    None => {
-                        lead = r;
-                        self.guest.vreqs.get(r).lead = r;
-                    }
-                    Some(p) => self.guest.vreqs.get(p).next = Some(r),
+        for _ in 0..parts {
+            let n = (end - off).min(max);
+            let io = DevIo {
+                tag: g as u64,
+                op,
+                offset_bytes: off,
+                len_bytes: n,
+                fua: false,
+                sync: true,
+                owner: queue,
+                queued_ns: now,
+                merged: Vec::new(),
+            };
+            off += n;
+            if plug && op != Op::Flush {
+                let d = &mut self.guest.vdisks[disk];
+                if d.plug.is_empty() {
+                    self.guest.plugged.push(disk);
                 }
-                prev = Some(r);
-                off += n;
-                host_len += n;
-                self.guest.vreqs.get(lead).host_len = host_len;
-                // Nothing completes synchronously: the host request starts from an event,
-                // after every part of it is linked.
-                self.guest.vdisks[disk].acct.issue(now);
-                self.vdisk_submit(now, r);
+                let mut out = std::mem::take(&mut self.guest.flushed);
+                if d.plug.add(&d.gq, io, &mut out) {
+                    d.acct.merged(op);
+                }
+                for io in out.drain(..) {
+                    self.queue_insert(now, disk, io);
+                }
+                self.guest.flushed = out;
+            } else {
+                self.queue_insert(now, disk, io);
             }
+        }
+        let set = self.guest.vdisks[disk].tag_set(queue);
+        self.queue_run(now, disk, set);
+    }
+
+    /// Hold a plug over the guest's submissions (one call of the guest policy).
+    pub(super) fn plug_start(&mut self) {
+        self.guest.plugging = true;
+    }
+
+    /// Flush every plug and release it (blk_finish_plug).
+    pub(super) fn plug_finish(&mut self, now: Ns) {
+        self.guest.plugging = false;
+        while let Some(disk) = self.guest.plugged.pop() {
+            self.flush_plug(now, disk);
         }
     }
 
-    fn vdisk_submit(&mut self, now: Ns, r: usize) {
-        let v = self.guest.vreqs.get_ref(r);
-        let (disk, queue, lane) = (v.disk, v.queue, v.lane as usize);
+    /// Flush `disk`'s plug (a FLUSH is coming) and keep plugging.
+    fn unplug_disk(&mut self, now: Ns, disk: usize) {
+        if let Some(i) = self.guest.plugged.iter().position(|&d| d == disk) {
+            self.guest.plugged.swap_remove(i);
+            self.flush_plug(now, disk);
+        }
+    }
+
+    fn flush_plug(&mut self, now: Ns, disk: usize) {
+        let mut out = std::mem::take(&mut self.guest.flushed);
         let d = &mut self.guest.vdisks[disk];
-        let set = d.tag_set(queue);
-        if d.tags[set].inflight >= d.model.queue_depth() {
-            d.tags[set].waitq.push_back(r);
+        d.plug.flush(&d.gq, &mut out);
+        for io in out.drain(..) {
+            self.queue_insert(now, disk, io);
+        }
+        self.guest.flushed = out;
+        for set in 0..self.guest.vdisks[disk].queues.len() {
+            self.queue_run(now, disk, set);
+        }
+    }
+
+    /// Request `io` enters its hardware queue: a request of its own (queued, or its
+    /// submitter waits for one) or merged into a queued one.
+    fn queue_insert(&mut self, now: Ns, disk: usize, io: DevIo) {
+        let d = &mut self.guest.vdisks[disk];
+        let set = d.tag_set(io.owner);
+        let op = io.op;
+        match d.queues[set].insert(now, io) {
+            Inserted::Merged => d.acct.merged(op),
+            Inserted::Queued | Inserted::Waiting => d.acct.issue(now),
+        }
+    }
+
+    /// Start what hardware queue `set` of `disk` lets go now: one notification of the VMM.
+    fn queue_run(&mut self, now: Ns, disk: usize, set: usize) {
+        let mut started = std::mem::take(&mut self.guest.started);
+        self.guest.vdisks[disk].queues[set]
+            .dispatch(now, |slot, io| started.push((slot, io.clone())));
+        if started.is_empty() {
+            self.guest.started = started;
             return;
         }
-        d.tags[set].inflight += 1;
+        let d = &mut self.guest.vdisks[disk];
+        for (_, io) in &started {
+            if matches!(io.op, Op::Read | Op::Write) {
+                d.acct.requests.add(io.len_bytes);
+            }
+        }
+        let lanes = d.lanes();
+        if started.len() == 1 {
+            // A notification of one request (a direct-I/O job's usual case): its own host
+            // request, without multireq's bookkeeping.
+            let (slot, io) = started.pop().expect("one request");
+            self.guest.started = started;
+            let r = self.new_vreq(disk, slot, &io, lanes, 1, 0);
+            self.guest.vreqs.get(r).lead = r;
+            self.count_host_request(disk, io.op, io.len_bytes);
+            return self.vdisk_start(now, r);
+        }
+        // QEMU's multireq over the notification: host requests as runs of parts.
+        let groups = if d.model.merge {
+            qemu::multireq(
+                started
+                    .iter()
+                    .map(|(_, io)| (io.op, io.offset_bytes, io.len_bytes)),
+            )
+        } else {
+            (0..started.len()).map(|i| vec![i]).collect()
+        };
+        let mut ids = vec![usize::MAX; started.len()];
+        for (k, group) in groups.iter().enumerate() {
+            let mut lead = usize::MAX;
+            let mut prev: Option<usize> = None;
+            let mut host_len = 0;
+            for &i in group {
+                let (slot, io) = &started[i];
+                let r = self.new_vreq(disk, *slot, io, lanes, group.len() as u32, k as u32);
+                self.guest.vreqs.get(r).lead = if lead == usize::MAX { r } else { lead };
+                match prev {
+                    None => lead = r,
+                    Some(p) => self.guest.vreqs.get(p).next = Some(r),
+                }
+                prev = Some(r);
+                host_len += io.len_bytes;
+                ids[i] = r;
+            }
+            self.guest.vreqs.get(lead).host_len = host_len;
+            let op = self.guest.vreqs.get_ref(lead).op;
+            self.count_host_request(disk, op, host_len);
+        }
+        started.clear();
+        self.guest.started = started;
+        // The VMM takes them in the virtqueue's order; nothing completes synchronously:
+        // a host request starts from an event, after every part of it is linked.
+        for r in ids {
+            self.vdisk_start(now, r);
+        }
+    }
+
+    /// The VReq of request `io` started in `slot`: the `k`-th host request of its
+    /// notification, of `parts` parts (its leader and links set by the caller).
+    fn new_vreq(
+        &mut self,
+        disk: usize,
+        slot: usize,
+        io: &DevIo,
+        lanes: u32,
+        parts: u32,
+        k: u32,
+    ) -> usize {
+        self.guest.vreqs.insert(VReq {
+            gio: io.tag as usize,
+            slot,
+            sub: None,
+            disk,
+            op: io.op,
+            offset: io.offset_bytes,
+            len: io.len_bytes,
+            queue: io.owner,
+            lane: io.owner % lanes,
+            lead: usize::MAX,
+            next: None,
+            host_len: io.len_bytes,
+            pending: parts,
+            batch_k: k,
+        })
+    }
+
+    fn count_host_request(&mut self, disk: usize, op: Op, len: u64) {
+        if matches!(op, Op::Read | Op::Write) {
+            self.guest.vdisks[disk].acct.host_requests.add(len);
+        }
+    }
+
+    fn vdisk_start(&mut self, now: Ns, r: usize) {
         if self.cpu.priced {
             return self.cpu_guest_submit(now, r);
         }
+        let v = self.guest.vreqs.get_ref(r);
+        let (disk, lane) = (v.disk, v.lane as usize);
         let t = (now + self.guest.guest_submit_ns(r)).max(self.guest.vdisks[disk].lane_busy[lane])
             + self.guest.vmm_submit_ns(r);
         self.guest.vdisks[disk].lane_busy[lane] = t;
@@ -465,30 +701,31 @@ impl Sim {
 
     pub(super) fn guest_done(&mut self, now: Ns, r: usize) {
         let v = self.guest.vreqs.remove(r);
-        let issued = self.guest.gios.get_ref(v.gio).issue_ns;
         let d = &mut self.guest.vdisks[v.disk];
-        d.acct.done(now, v.op, issued);
         let set = d.tag_set(v.queue);
-        d.tags[set].inflight -= 1;
-        if let Some(next) = d.tags[set].waitq.pop_front() {
-            self.vdisk_submit(now, next);
-        }
-        let g = self.guest.gios.get(v.gio);
-        g.parts -= 1;
-        if g.parts > 0 {
-            return;
-        }
-        let g = self.guest.gios.remove(v.gio);
-        match g.origin {
-            Origin::Job(j) => {
-                let slat = self.guest.vdisks[v.disk]
-                    .model
-                    .guest_submit_for(v.op, v.offset, v.len);
-                self.io_done(now, j, g.op, g.len, g.issue_ns, slat);
+        // The tag and the request are free; a waiting submitter's request enters.
+        let io = d.queues[set].complete(now, v.slot);
+        d.acct.done(now, v.op, io.queued_ns);
+        self.queue_run(now, v.disk, set);
+        for tag in io.tags() {
+            let gi = tag as usize;
+            let g = self.guest.gios.get(gi);
+            g.parts -= 1;
+            if g.parts > 0 {
+                continue;
             }
-            Origin::Guest { vm, token } => {
-                self.work.count_vm_bytes(now, vm as usize, g.len);
-                self.guest_os_done(now, vm as usize, token)
+            let g = self.guest.gios.remove(gi);
+            match g.origin {
+                Origin::Job(j) => {
+                    let slat = self.guest.vdisks[v.disk]
+                        .model
+                        .guest_submit_for(v.op, v.offset, v.len);
+                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat);
+                }
+                Origin::Guest { vm, token } => {
+                    self.work.count_vm_bytes(now, vm as usize, g.len);
+                    self.guest_os_done(now, vm as usize, token)
+                }
             }
         }
     }

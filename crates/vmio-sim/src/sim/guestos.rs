@@ -15,6 +15,11 @@
 //!   Complete { req: app }         → jobs.rs app_done (statistics, the job's next step)
 //!   Timer { at }                  → GuestTimer(vm) at `at` → policy.on_timer
 //! ```
+//!
+//! The Io and Flush actions of one call are one plug of the guest's block layer (guest.rs,
+//! vmio_core::guest::blk): a writeback pass, a read-ahead, a JBD2 commit's log writes are
+//! each submitted under blk_start_plug in Linux. The plug is flushed before a Complete (the
+//! application's call returns) and after the last action.
 
 use super::event::Event;
 use super::guest::Origin;
@@ -115,9 +120,11 @@ impl Sim {
         self.drive(now, vm, |os, out| os.on_timer(now, out));
     }
 
-    /// Carry out the guest's actions (the buffer is empty afterwards).
+    /// Carry out the guest's actions (the buffer is empty afterwards): the requests of one
+    /// call are one plug (guest.rs), flushed before an operation completes and at the end.
     fn guest_actions(&mut self, now: Ns, vm: usize, out: &mut Vec<Action>) {
         let base = self.disk_base[vm];
+        self.plug_start();
         for a in out.drain(..) {
             match a {
                 Action::Io {
@@ -156,13 +163,18 @@ impl Sim {
                     self.q.push(t, Event::GuestCopy(req as usize).pack());
                 }
                 Action::Complete { req } => {
+                    // The application's call returns: blk_finish_plug. What it does next
+                    // is a submission of its own.
+                    self.plug_finish(now);
                     let app = self.guests.apps.remove(req as usize);
                     self.app_done(now, app);
+                    self.plug_start();
                 }
                 Action::Timer { at } => {
                     self.q.push(at.max(now), Event::GuestTimer(vm).pack());
                 }
             }
         }
+        self.plug_finish(now);
     }
 }

@@ -40,6 +40,8 @@ mod event;
 #[cfg(test)]
 mod fiojob_tests;
 mod guest;
+#[cfg(test)]
+mod guestblk_tests;
 mod guestos;
 mod hostcache;
 mod hostfs;
@@ -354,7 +356,7 @@ fn check_job_count(jobs: &[JobBinding]) -> Result<(), SimError> {
 
 /// The VM disks in order (VM by VM), with their virtual disk and host file state, and the
 /// index of each VM's first disk.
-fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
+fn build_disks(stack: &Stack, vols: &[VolState]) -> Result<BuiltDisks, SimError> {
     let mut disks = Vec::new();
     let mut vdisks = Vec::new();
     let mut files = Vec::new();
@@ -387,12 +389,14 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
                     )
                 }),
             });
-            vdisks.push(VDiskState::new(InterfaceModel::for_disk(
-                d,
-                qemu,
-                stack.nbd.as_ref(),
-                user_exit_ns,
-            )));
+            let model = InterfaceModel::for_disk(d, qemu, stack.nbd.as_ref(), user_exit_ns);
+            let field = format!(
+                "vm[{vi}].disk[{}].guest_queue",
+                vdisks.len() - disk_base[vi]
+            );
+            vdisks.push(
+                VDiskState::new(model, d.guest_queue.as_ref(), &field).map_err(SimError::Job)?,
+            );
             files.push(HostDisk {
                 mode: d.cache,
                 size_bytes: file_bytes,
@@ -400,13 +404,13 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> BuiltDisks {
             });
         }
     }
-    BuiltDisks {
+    Ok(BuiltDisks {
         disks,
         vdisks,
         files,
         drivers,
         disk_base,
-    }
+    })
 }
 
 /// What [`build_disks`] makes: each layer's per-disk state, in disk order.
@@ -475,7 +479,7 @@ impl Sim {
             files,
             drivers,
             disk_base,
-        } = build_disks(&stack, &vols);
+        } = build_disks(&stack, &vols)?;
         resolve_percentages(&stack, &mut jobs)?;
         let mut notes: Vec<String> = jobs.iter().filter_map(|b| b.note.clone()).collect();
         let mut work =

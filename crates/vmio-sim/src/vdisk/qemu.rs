@@ -11,10 +11,11 @@
 //!       sg_tablesize) = 512 KiB; QEMU's ide-hd reports LBA48, so libata's 128 KiB
 //!       (ATA_MAX_SECTORS, LBA28 only) does not apply
 //! multireq (virtio-blk, request-merging on by default): the requests popped in one
-//!   notification are sorted by offset; one is merged into the previous while contiguous,
-//!   of the same direction, at most VIRTIO_BLK_MAX_MERGE_REQS (32) requests, the iovecs
-//!   together at most IOV_MAX (1024), and the sectors within the backend's max_transfer
-//!   (0 for an image file: BDRV_REQUEST_MAX_SECTORS, never binding here)
+//!   notification are batched while of the same direction (a flush is alone), at most
+//!   VIRTIO_BLK_MAX_MERGE_REQS (32) requests; a batch is sorted by offset and one is merged
+//!   into the previous while contiguous, the iovecs together at most IOV_MAX (1024), and the
+//!   sectors within the backend's max_transfer (0 for an image file:
+//!   BDRV_REQUEST_MAX_SECTORS, never binding here)
 //! ```
 //!
 //! Sources: QEMU hw/block/virtio-blk.c (`virtio_blk_update_config` writes seg_max;
@@ -24,6 +25,7 @@
 //! drivers/block/virtio_blk.c (`sg_elems` = seg_max → max_segments), include/linux/libata.h
 //! (`LIBATA_MAX_PRD`), drivers/ata/libata-sff.c (`ATA_BMDMA_SHT`: sg_tablesize).
 
+use vmio_core::request::Op;
 use vmio_core::stack::Interface;
 use vmio_core::vdisk::qemu::QemuProfile;
 
@@ -53,25 +55,55 @@ pub fn max_request_bytes(interface: Interface, qemu: &QemuProfile, queue_size: u
     }
 }
 
-/// virtio-blk's multireq over the parts of one notification, given as lengths of contiguous
-/// requests of one direction in offset order: the number of parts each merged request takes.
-pub fn merge_runs(lens: &[u64]) -> Vec<usize> {
-    let mut runs = Vec::new();
-    let (mut n, mut iov) = (0usize, 0u64);
-    for &len in lens {
-        let pages = len.div_ceil(PAGE).max(1);
-        if n > 0 && (n as u32 == MAX_MERGE_REQS || iov + pages > IOV_MAX) {
-            runs.push(n);
-            n = 0;
-            iov = 0;
+/// virtio-blk's multireq over the requests of one notification, `(op, offset, len)` in the
+/// order the VMM pops them: the host requests, each a list of indices into `reqs` in offset
+/// order. A run of reads or writes is cut at a change of direction, a flush (alone) and
+/// VIRTIO_BLK_MAX_MERGE_REQS requests (`virtio_blk_handle_request`); each run is sorted by
+/// offset and a request merged into the previous one while contiguous and the iovecs (one a
+/// page) stay within IOV_MAX (`virtio_blk_submit_multireq`).
+pub fn multireq(reqs: impl Iterator<Item = (Op, u64, u64)>) -> Vec<Vec<usize>> {
+    let reqs: Vec<(Op, u64, u64)> = reqs.collect();
+    let mut out = Vec::new();
+    let mut run: Vec<usize> = Vec::new();
+    let submit = |run: &mut Vec<usize>, out: &mut Vec<Vec<usize>>| {
+        if run.is_empty() {
+            return;
         }
-        n += 1;
-        iov += pages;
+        run.sort_by_key(|&i| reqs[i].1);
+        let mut group: Vec<usize> = Vec::new();
+        let (mut end, mut iov) = (0u64, 0u64);
+        for &i in run.iter() {
+            let (_, off, len) = reqs[i];
+            let pages = len.div_ceil(PAGE).max(1);
+            if !group.is_empty() && (off != end || iov + pages > IOV_MAX) {
+                out.push(std::mem::take(&mut group));
+                iov = 0;
+            }
+            group.push(i);
+            end = off + len;
+            iov += pages;
+        }
+        out.push(group);
+        run.clear();
+    };
+    for (i, &(op, _, _)) in reqs.iter().enumerate() {
+        match op {
+            Op::Read | Op::Write => {
+                if let Some(&first) = run.first() {
+                    if run.len() as u32 == MAX_MERGE_REQS || reqs[first].0 != op {
+                        submit(&mut run, &mut out);
+                    }
+                }
+                run.push(i);
+            }
+            Op::Flush | Op::Trim => {
+                submit(&mut run, &mut out);
+                out.push(vec![i]);
+            }
+        }
     }
-    if n > 0 {
-        runs.push(n);
-    }
-    runs
+    submit(&mut run, &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -100,6 +132,19 @@ mod tests {
         assert_eq!(max_request_bytes(Interface::Host, new, 0), None);
     }
 
+    /// Run lengths of multireq over contiguous writes of `lens`.
+    fn merge_runs(lens: &[u64]) -> Vec<usize> {
+        let mut off = 0;
+        let reqs: Vec<(Op, u64, u64)> = lens
+            .iter()
+            .map(|&l| {
+                off += l;
+                (Op::Write, off - l, l)
+            })
+            .collect();
+        multireq(reqs.into_iter()).iter().map(Vec::len).collect()
+    }
+
     #[test]
     fn multireq_merges_contiguous_parts_up_to_iov_max_and_32_requests() {
         // 4 MiB in 1016 KiB parts: 4 × 254 + 8 pages = 1024 iovecs, one request.
@@ -113,5 +158,21 @@ mod tests {
         // 40 requests of 4 KiB: at most 32 per merge.
         assert_eq!(merge_runs(&[4096; 40]), vec![32, 8]);
         assert_eq!(merge_runs(&[4096]), vec![1]);
+    }
+
+    #[test]
+    fn multireq_sorts_a_run_by_offset_and_cuts_at_a_change_of_direction_or_a_flush() {
+        let (r, w, f) = (Op::Read, Op::Write, Op::Flush);
+        let reqs = [
+            (w, 8192, 4096),
+            (w, 0, 4096),
+            (w, 4096, 4096),
+            (r, 12288, 4096),
+            (f, 0, 0),
+            (w, 16384, 4096),
+            (w, 40960, 4096),
+        ];
+        let g = multireq(reqs.into_iter());
+        assert_eq!(g, vec![vec![1, 2, 0], vec![3], vec![4], vec![5], vec![6]]);
     }
 }
