@@ -619,7 +619,7 @@ mod tests {
         let mut plug = Plug::default();
         let mut out = Vec::new();
         for i in 0..33u64 {
-            plug.add(&q, w(i, i * 1 << 20, 4096), &mut out);
+            plug.add(&q, w(i, i << 20, 4096), &mut out);
         }
         assert_eq!((out.len(), plug.len()), (32, 1));
         let mut plug = Plug::default();

@@ -233,7 +233,7 @@ impl SizeCounts {
     #[inline]
     fn add(&mut self, len: u64) {
         let p = len / Self::PAGE;
-        if len % Self::PAGE == 0 && p <= Self::MAX_PAGES {
+        if len.is_multiple_of(Self::PAGE) && p <= Self::MAX_PAGES {
             let p = p as usize;
             if self.pages.len() <= p {
                 self.pages.resize(p + 1, 0);
