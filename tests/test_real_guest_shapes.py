@@ -158,8 +158,7 @@ def test_a_real_guest_sends_4k_buffered_writes_in_large_requests_and_the_model_i
 def test_the_guest_models_request_sizes_are_within_25_percent_of_the_recorded_real_guest():
     reals = _recorded()
     models = _models()
-    if models is None:
-        pytest.skip("this vmio's guest model reports no request shapes")
+    assert models is not None, "the guest model reports no request shapes"
     rows = _report(reals, models)
     # The guest block layer's mean request (diskstats) and the server's (after QEMU's
     # multireq), each within 25 % of the real rounds' range.

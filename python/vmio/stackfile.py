@@ -78,6 +78,10 @@ class Host:
     memory_bytes: int
     hypervisor: str
     """kvm, xen or native (no VM: the [[vm]]s are groups of host processes)."""
+    ept: bool = True
+    """`[host] ept`: the processor has EPT (false: shadow paging's exits)."""
+    cache: Params | None = None
+    """`[host.cache]` (banks, memory bus) when the file has it."""
 
 
 @dataclass(frozen=True)
@@ -336,7 +340,10 @@ def from_native(s: Mapping[str, Any]) -> Stack:
     return Stack(
         file=s["file"],
         seed=s["seed"],
-        host=Host(**s["host"]),
+        host=Host(
+            **{k: x for k, x in s["host"].items() if k != "cache"},
+            cache=None if s["host"].get("cache") is None else _frozen(s["host"]["cache"]),
+        ),
         devices=tuple(
             Device(
                 **{k: x for k, x in d.items() if k not in ("settings", "params", "share")},

@@ -158,6 +158,28 @@ fn page_cache_keys(p: &vmio_core::stack::PageCacheSpec) -> Map<String, Value> {
     m
 }
 
+/// `[host.cache]` as a stack file writes it: the profile's name when it has one, and every
+/// value and bank explicitly (explicit keys replace the profile's, so it reads back the same).
+fn host_cache(c: &vmio_core::cpu::cache::CacheTopology) -> Value {
+    let mut m = Map::new();
+    if let Some(p) = c.profile {
+        m.insert("profile".into(), json!(p));
+    }
+    m.insert("memory_bandwidth".into(), json!(c.memory_bandwidth));
+    m.insert(
+        "memory_latency".into(),
+        json!(format!("{}ns", c.memory_latency_ns)),
+    );
+    m.insert("clock_mhz".into(), json!(c.clock_mhz));
+    let banks: Vec<Value> = c
+        .banks
+        .iter()
+        .map(|b| json!({"level": b.level, "size": b.size_bytes, "cpus": cpuset(b.cpus)}))
+        .collect();
+    m.insert("bank".into(), json!(banks));
+    Value::Object(m)
+}
+
 /// A cpuset in libvirt's syntax.
 fn cpuset(set: vmio_core::cpu::CoreSet) -> String {
     set.cores()
@@ -235,14 +257,17 @@ fn file_doc(stack: &Stack) -> Value {
     ));
     let mut doc = Map::new();
     put(&mut doc, "seed", stack.seed);
-    doc.insert(
-        "host".into(),
-        json!({
-            "cores": stack.host.cores,
-            "memory": stack.host.memory_bytes,
-            "hypervisor": stack.host.hypervisor,
-        }),
-    );
+    let mut host = Map::new();
+    host.insert("cores".into(), json!(stack.host.cores));
+    host.insert("memory".into(), json!(stack.host.memory_bytes));
+    host.insert("hypervisor".into(), json!(stack.host.hypervisor));
+    if !stack.host.ept {
+        host.insert("ept".into(), json!(false));
+    }
+    if let Some(c) = &stack.host.cache {
+        host.insert("cache".into(), host_cache(c));
+    }
+    doc.insert("host".into(), Value::Object(host));
     doc.insert("device".into(), json!(devices));
     doc.insert("volume".into(), json!(volumes));
     doc.insert("scheduler".into(), Value::Object(scheduler));

@@ -456,4 +456,12 @@ def device_table(profile: Profile, name: str) -> dict[str, Any]:
         "name": name,
         "model": "ssd",
         **{k: f"{v}ns" if k in DURATIONS else v for k, v in profile.params.items()},
+        # The fit is of the drive's measured behaviour, firmware included: one read and one
+        # program latency (no fast and slow page types), no look-ahead beyond what the
+        # measured sequential points already hold, and no wear-dependent read retries.
+        **FITTED_FIRMWARE,
     }
+
+
+# The ssd model's firmware keys a fitted profile turns off (its closed forms have none).
+FITTED_FIRMWARE: dict[str, Any] = {"cell_type": "slc", "read_ahead": 0, "read_retry": 0.0}
