@@ -281,18 +281,26 @@ def read_trace(text: str) -> list[Event]:
     return out
 
 
+def marker_index(events: list[Event], offset: int, start: int = 0) -> int:
+    """Index of the first marker read (one block at `offset`) from `start` on."""
+    for i in range(start, len(events)):
+        e = events[i]
+        if e.action == "read" and e.offset == offset and e.length == BLOCK:
+            return i
+    raise ValueError(f"the trace has no marker read at offset {offset}")
+
+
+def between(events: list[Event], begin: int, end: int) -> list[Event]:
+    """The events between the marker reads at `begin` and `end` (both excluded)."""
+    b = marker_index(events, begin)
+    return events[b + 1 : marker_index(events, end, b + 1)]
+
+
 def phase(events: list[Event], w: Workload) -> tuple[list[Event], list[Event]]:
     """The events between the begin and end marker reads (both excluded), and those after
     the end marker."""
-
-    def at(offset: int) -> int:
-        for i, e in enumerate(events):
-            if e.action == "read" and e.offset == offset and e.length == BLOCK:
-                return i
-        raise ValueError(f"the trace has no marker read at offset {offset}")
-
-    end = at(end_marker(w))
-    return events[at(begin_marker(w)) + 1 : end], events[end + 1 :]
+    end = marker_index(events, end_marker(w))
+    return events[marker_index(events, begin_marker(w)) + 1 : end], events[end + 1 :]
 
 
 @dataclass

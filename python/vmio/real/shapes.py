@@ -281,20 +281,6 @@ class PhaseFigures:
         )
 
 
-def between(events: list[realguest.Event], begin: int, end: int) -> list[realguest.Event]:
-    """The events between the marker reads at `begin` and `end` (both excluded)."""
-
-    def at(offset: int, start: int) -> int:
-        for i in range(start, len(events)):
-            e = events[i]
-            if e.action == "read" and e.offset == offset and e.length == BLOCK:
-                return i
-        raise ValueError(f"the trace has no marker read at offset {offset}")
-
-    b = at(begin, 0)
-    return events[b + 1 : at(end, b + 1)]
-
-
 def phase_figures(name: str, events: list[realguest.Event], stats: DiskStats) -> PhaseFigures:
     p = PhaseFigures(name, guest=stats)
     reads, writes = Counter(), Counter()
@@ -358,7 +344,7 @@ def analyse(
     for k, s in enumerate(shapes):
         if s.name not in stats:
             raise ValueError(f"the guest printed no diskstats for workload {s.name}")
-        phases.append(phase_figures(s.name, between(events, *markers(k)), stats[s.name]))
+        phases.append(phase_figures(s.name, realguest.between(events, *markers(k)), stats[s.name]))
     return Real(console_queue(console_lines), phases)
 
 
