@@ -320,8 +320,9 @@ def needs_root() -> None:
 
 
 @pytest.fixture
-def shm_file() -> Iterator[Path]:
-    path = Path("/dev/shm") / f"vmio-test-calibrate-{os.getpid()}.tmp"
+def shm_file(tmp_path: Path) -> Iterator[Path]:
+    # One name per test: a test never meets a file another test left or had recreated.
+    path = Path("/dev/shm") / f"vmio-test-calibrate-{os.getpid()}-{tmp_path.name}.tmp"
     yield path
     path.unlink(missing_ok=True)
 
@@ -501,6 +502,10 @@ def test_ctrl_c_removes_the_temporary_target_file(tmp_path: Path, shm_file: Path
     proc.send_signal(signal.SIGINT)
     _, rest = finish(proc, 30)
     assert proc.returncode == 130 and "interrupted" in rest
+    # fio forks its job processes: none may outlive the interrupted battery, or one that had
+    # not yet opened the target would create it again (the next test's file with it).
+    left = subprocess.run(["pgrep", "-f", str(shm_file)], capture_output=True, text=True)
+    assert left.stdout == "", f"fio processes left on {shm_file}: {left.stdout.split()}"
     assert not shm_file.exists() and not (tmp_path / "cal").exists()
 
 

@@ -431,7 +431,7 @@ def fstype_of(directory: Path) -> str:
 
 
 def _run(args: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(list(args), capture_output=True, text=True, check=False)
+    r = fiorun.run_group(args)
     if r.returncode != 0:
         msg = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()
         raise ImagesError(f"{what} failed: {msg[0]}")
