@@ -327,3 +327,52 @@ def test_repeated_real_runs_give_the_median_and_the_spread(tmp_path, capsys):
 def test_repeat_spread_without_repeated_runs_is_an_error(fio_pair, capsys):
     assert main(["compare", *map(str, fio_pair), "--repeat-spread"]) == 2
     assert "--repeat-spread: REAL" in capsys.readouterr().err
+
+
+def images_point(key: str, rw: str, runs: list[tuple[float, float]], sim: tuple[float, float]):
+    """A point of scripts/real-images.py's figures: runs and prediction as (MB/s, us)."""
+
+    def fig(bw: float, lat: float) -> dict:
+        return {"iops": bw * MB / 4096, "bw_bytes": bw * MB, "lat_mean_ns": lat * US}
+
+    return {"key": key, "job": {"rw": rw}, "runs": [fig(*r) for r in runs], "sim": fig(*sim)}
+
+
+def test_the_image_checks_figures_give_their_runs_as_real_and_their_prediction_as_sim(
+    tmp_path, capsys
+):
+    figs = tmp_path / "real_images_figures.json"
+    doc = {
+        "vmio_real_images": {"version": "0"},
+        "points": [
+            images_point(
+                "a/raw/threads/rw/first", "randwrite", [(10, 400), (8, 500), (12, 300)], (11, 440)
+            ),
+            images_point("a/raw/threads/rr/over", "randread", [(20, 200)], (15, 260)),
+        ],
+    }
+    figs.write_text(json.dumps(doc), encoding="utf-8")
+    real, sim = compare.load(figs, "real"), compare.load(figs, "sim")
+    first = (("point", "a/raw/threads/rw/first"), ("direction", "write"))
+    # runs 10, 8, 12 MB/s: median 10, spread 4/10; latency 400, 500, 300 us: median 400
+    assert (real[first].bw_bytes, real[first].lat_mean_ns, real[first].runs) == (
+        10 * MB,
+        400 * US,
+        3,
+    )
+    assert real[first].bw_spread == pytest.approx(0.4)
+    assert (sim[first].bw_bytes, sim[first].runs) == (11 * MB, 1)
+    c = compare.compare(real, sim)
+    assert [r.errors["bw"] for r in c.rows] == [pytest.approx(0.1), pytest.approx(-0.25)]
+    assert all(r.errors["p99"] is None for r in c.rows)  # these figures have no p99
+    assert main(["compare", str(figs), str(figs)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("vmio compare: 2 points;")
+
+
+def test_an_image_checks_point_without_its_figures_is_one_error_line(tmp_path, capsys):
+    figs = tmp_path / "f.json"
+    bad = {"key": "k", "job": {"rw": "read"}, "runs": [{"iops": 1.0}], "sim": {}}
+    figs.write_text(json.dumps({"vmio_real_images": {}, "points": [bad]}), encoding="utf-8")
+    assert main(["compare", str(figs), str(figs)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"'{figs}' points[0]" in err and "bw_bytes" in err

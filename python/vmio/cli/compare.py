@@ -22,7 +22,8 @@ from vmio.sim import VmioError
 
 EPILOG = """\
 REAL and SIM are each a study/experiment output directory (results.csv), one fio JSON file
-(fio's --output-format=json or vmio sim's) or a directory of fio JSON files; in a directory,
+(fio's --output-format=json or vmio sim's), a directory of fio JSON files, or the figures
+file of scripts/real-images.py (its real runs as REAL, its predictions as SIM); in a directory,
 NAME.rep1.json, NAME.rep2.json... are repetitions of one run (their median is compared and
 their spread shown). Points match by axis values + direction (studies), job name + direction
 (a file) or file name + job name + direction (a directory). The last line is the summary:
@@ -33,6 +34,7 @@ Errors are sim/real - 1; the summary is over their absolute values.
 examples:
   vmio compare real-results/ vmio-results/volumes-cache/
   vmio compare fio-out.json sim.json --csv errors.csv --plot errors.png
+  vmio compare tests/real_images_figures.json tests/real_images_figures.json
   vmio compare runs/ sims/ --repeat-spread"""
 
 
@@ -68,7 +70,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for option, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path is not None and path.exists() and not args.force:
             raise VmioError(f"{option}: output file '{path}' exists; pass --force to overwrite it")
-    c = compare(load(args.real), load(args.sim))
+    c = compare(load(args.real, "real"), load(args.sim, "sim"))
     if args.repeat_spread and not c.repeated:
         raise VmioError(
             f"--repeat-spread: REAL '{args.real}' holds no repeated runs "

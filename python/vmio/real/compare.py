@@ -20,6 +20,12 @@ FILE.json               fio's or vmio sim's JSON: key = (job, direction); jobs o
 DIR of *.json           key = (file, job, direction), file = the file's stem without a
                         `.repN` suffix: NAME.rep1.json, NAME.rep2.json... are repetitions of
                         one run, reduced to one point (below)
+FILE.json of the image  scripts/real-images.py's figures (top-level `vmio_real_images`):
+checks                  key = (point, direction), point = its `key` (part/image/aio/job/
+                        state); as REAL its `runs` are the repetitions, as SIM its `sim`
+                        figures (so `vmio compare F.json F.json` shows the recorded
+                        prediction, and a re-predicted file as SIM this build's); these
+                        figures have no p99 (shown "-")
 ```
 
 A point's directions are those its job's `rw` exercises (`randrw`: read and write), so a
@@ -179,8 +185,10 @@ JSON_METRICS = ("bw_bytes", "iops", "lat_mean_ns", "clat_p99_ns")
 """The direction_summary keys of Metrics' fields, in their order."""
 
 
-def load(path: Path) -> dict[Key, Metrics]:
-    """The points of a study directory, a fio JSON file or a directory of fio JSON files."""
+def load(path: Path, side: str = "real") -> dict[Key, Metrics]:
+    """The points of a study directory, a fio JSON file, a directory of fio JSON files or an
+    image checks' figures file; `side` ("real" or "sim") picks the figures of the last (module
+    doc)."""
     if path.is_dir():
         if (path / RESULTS_CSV).is_file():
             return load_results_csv(path / RESULTS_CSV)
@@ -192,7 +200,62 @@ def load(path: Path) -> dict[Key, Metrics]:
         raise VmioError(f"'{path}': no such file or directory")
     if path.name == RESULTS_CSV:
         return load_results_csv(path)
+    if (doc := _images_figures(path)) is not None:
+        return _images_points(path, doc, side)
     return _json_points(path)
+
+
+IMAGES_TAG = "vmio_real_images"
+"""The top-level key of scripts/real-images.py's figures (vmio.real.images)."""
+IMAGES_FIELDS = ("bw_bytes", "iops", "lat_mean_ns")
+
+
+def _images_figures(path: Path) -> dict[str, Any] | None:
+    """The image checks' figures document at `path`, or None when it is something else."""
+    try:
+        head = path.read_text(encoding="utf-8")[:4096]
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not head.lstrip().startswith("{") or f'"{IMAGES_TAG}"' not in head:
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise VmioError(f"'{path}': line {err.lineno}: {err.msg}") from None
+    return doc if isinstance(doc, dict) and IMAGES_TAG in doc else None
+
+
+def _images_points(path: Path, doc: Mapping[str, Any], side: str) -> dict[Key, Metrics]:
+    points: dict[Key, Metrics] = {}
+    items = doc.get("points")
+    if not isinstance(items, list):
+        raise VmioError(f"'{path}': {IMAGES_TAG} figures without a \"points\" list")
+    for i, p in enumerate(items):
+        where = f"'{path}' points[{i}]"
+        try:
+            dirs = results.directions_of(str(p["job"]["rw"]))
+            key: Key = (
+                ("point", str(p["key"])),
+                ("direction", dirs[0] if len(dirs) == 1 else "total"),
+            )
+            figures = p["runs"] if side == "real" else [p["sim"]]
+            runs = [
+                Metrics(
+                    *(_in_range(f"{where} {f}", float(r[f]), f"{r[f]!r}") for f in IMAGES_FIELDS),
+                    0.0,
+                )
+                for r in figures
+            ]
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            raise VmioError(
+                f"{where}: not an image check's point ({err!r} missing or bad)"
+            ) from None
+        if not runs:
+            raise VmioError(f"{where}: no runs")
+        if key in points:
+            raise VmioError(f"{where}: point {key_text(key)} appears twice")
+        points[key] = median_of(runs)
+    return points
 
 
 def _load_json_dir(files: Sequence[Path]) -> dict[Key, Metrics]:
