@@ -13,7 +13,7 @@ stack and serve for a VM stack; serve or guest on a native stack is skipped:
   (the host's own). ioengine, direct, iodepth and the rest stay as the job says.
 - **serve** (every other hypervisor: a VM stack): the stack is served for real by `vmio
   serve` (a `python -m vmio serve` process on a Unix socket in a temporary directory,
-  `vmio.real.guest.start_serve`), every device's `path` set to `DIR/<device>.img` and its `size` to
+  `vmio.real.serve.start_vmio`), every device's `path` set to `DIR/<device>.img` and its `size` to
   `--real-size`: the volume layout, the host cache mode of each VM disk and the scheduler with
   the VMs' weights are the server's, real (docs/serve.md). fio's nbd engine (fio/engines/nbd.c,
   libnbd) runs the job against the VM's export: `ioengine=nbd`, `uri=nbd+unix:///VM/DISK?
@@ -819,16 +819,14 @@ def _served(
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """`run` while `vmio serve` serves the plans' stack on tmp/nbd.sock; (what `run`
     returned, the server's final statistics)."""
-    from vmio.real import guest as realguest
     from vmio.real import serve
 
     served = plans[0].served_stack
     assert served is not None
     stackfile.write(tmp / "stack.toml", served)
     sock, stats = tmp / "nbd.sock", tmp / "stats.json"
-    proc = realguest.start_serve(tmp, "--stats-file", str(stats))
+    proc = serve.start_vmio(tmp / "stack.toml", sock, "--stats-file", str(stats), cwd=tmp)
     try:
-        serve._wait_socket(sock, proc, "vmio serve")
         docs = run()
     finally:
         serve._stop(proc)

@@ -68,11 +68,9 @@ tests/real_ext4_figures.json records the real figures for a check without QEMU.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -529,30 +527,16 @@ def serve_guest(
     make_image(image, w)
     (workdir / "stack.toml").write_text(real_stack(w, cache), encoding="utf-8")
     sock, trace, stats = workdir / "nbd.sock", workdir / "trace.iolog", workdir / "stats.json"
-    proc = start_serve(workdir, "--trace", str(trace), "--stats-file", str(stats))
+    proc = serve.start_vmio(
+        workdir / "stack.toml", sock, "--trace", str(trace), "--stats-file", str(stats), cwd=workdir
+    )
     try:
-        serve._wait_socket(sock, proc, "vmio serve")
         drive = f"nbd+unix:///vm1?socket={sock}"
         console = boot(drive, guest_script(w) if script is None else script, workdir)
     finally:
         serve._stop(proc)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     return Served(console, err, image, trace, stats)
-
-
-def start_serve(workdir: Path, *extra: str) -> subprocess.Popen:
-    """`vmio serve --stack stack.toml --socket nbd.sock EXTRA` in `workdir`, this vmio
-    whatever the working directory (its stderr piped)."""
-    cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml"]
-    here = str(Path(__file__).resolve().parents[2])  # python/, above the package
-    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
-    return subprocess.Popen(
-        [*cmd, "--socket", str(workdir / "nbd.sock"), *extra],
-        cwd=workdir,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": path},
-    )
 
 
 @dataclass

@@ -412,9 +412,10 @@ def replay(workdir: Path, iolog: Path, cache: str, round_: int, w: Workload = WO
         f.truncate(w.disk_bytes)
     (workdir / "stack.toml").write_text(realguest.real_stack(w, cache), encoding="utf-8")
     stats = workdir / f"stats-{cache}-{round_}.json"
-    proc = realguest.start_serve(workdir, "--stats-file", str(stats))
+    proc = serve.start_vmio(
+        workdir / "stack.toml", workdir / "nbd.sock", "--stats-file", str(stats), cwd=workdir
+    )
     try:
-        serve._wait_socket(workdir / "nbd.sock", proc, "vmio serve")
         before = write_bytes(proc.pid)
         job = fio_replay(workdir / "nbd.sock", iolog, workdir / f"fio-{cache}-{round_}.json")
         written = write_bytes(proc.pid) - before

@@ -167,10 +167,14 @@ def start(cmd: Sequence[str], sock: Path, what: str, **popen: Any) -> subprocess
     return proc
 
 
-def start_vmio(stack: Path, sock: Path) -> subprocess.Popen:
-    """`vmio serve --stack STACK --socket SOCK` of this Python, once it listens."""
+def start_vmio(stack: Path, sock: Path, *extra: str, cwd: Path | None = None) -> subprocess.Popen:
+    """`vmio serve --stack STACK --socket SOCK EXTRA` of this Python and this vmio (its
+    package directory first on PYTHONPATH, whatever `cwd`), once it listens."""
     cmd = [sys.executable, "-m", "vmio", "serve", "--stack", str(stack), "--socket", str(sock)]
-    return start(cmd, sock, "vmio serve")
+    here = str(Path(__file__).resolve().parents[2])  # python/, above the package
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    return start([*cmd, *extra], sock, "vmio serve", cwd=cwd, env=env)
 
 
 def qsd_command(
