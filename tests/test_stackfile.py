@@ -252,9 +252,11 @@ def test_the_view_carries_the_block_layers_keys() -> None:
     ]
     # Not set: QEMU's computed defaults are None.
     assert vdb.image["preallocation"] == "full" and vdb.image["l2_cache_size"] is None
-    q = {"num_queues": 2, "queue_size": 128, "iothreads": 1, "wakeup_ns": 5000}
+    spread = {"wake_spread_ns": 2000}
+    q = {"num_queues": 2, "queue_size": 128, "iothreads": 1, "wakeup_ns": 5000} | spread
     assert vda.queue == q == vda.queue_table
-    assert vdb.queue == {"num_queues": 1, "queue_size": 0, "iothreads": 0, "wakeup_ns": 5000}
+    vdb_q = {"num_queues": 1, "queue_size": 0, "iothreads": 0, "wakeup_ns": 5000} | spread
+    assert vdb.queue == vdb_q
     assert vda.iotune == {
         "total_iops_sec": 1000,
         "total_iops_sec_max": 2000,

@@ -203,7 +203,8 @@ class Disk:
     """`[vm.disk.image]` in effect (module doc)."""
     queue: Params
     """The disk's queues in effect: num_queues, queue_size (0: no virtqueue), iothreads,
-    wakeup_ns (one host thread wake-up)."""
+    wakeup_ns (one host thread wake-up), wake_spread_ns (the mean of the path's wake-up spread
+    under dedicated cores, vmio_core::vdisk::spread)."""
     queue_table: Params | None
     """`[vm.disk.queue]` as the file set it (resolved); None without the table."""
     iotune: Params | None

@@ -383,6 +383,11 @@ fn disk_keys(stack: &Stack, d: &vmio_core::stack::DiskSpec) -> Value {
             }
             o.remove("wakeup_ns");
             o.insert("wakeup".into(), json!(format!("{}ns", q.wakeup_ns)));
+            o.remove("wake_spread_ns");
+            o.insert(
+                "wake_spread".into(),
+                json!(format!("{}ns", q.wake_spread_ns)),
+            );
         }
         m.insert("queue".into(), t);
     }

@@ -28,6 +28,7 @@
 
 pub mod qemu;
 pub mod queue;
+pub mod spread;
 
 pub use queue::{Aio, QueueSpec, RawQueue};
 

@@ -17,6 +17,12 @@
 //!             of a format driver's own I/O pays per hand-off of its I/O engine (a sleeping
 //!             worker woken to take it with aio = threads; every engine's completion waking
 //!             the AioContext's thread from ppoll): vmio-sim's block layer
+//! wake_spread the mean of the exponential extra delay of each wake-up of a sleeping thread
+//!             on the virtual disk's path (the VMM thread woken by the guest's kick or the
+//!             host's completion, the vCPU woken by the interrupt) where the CPU layer gives
+//!             the path constant costs (`[cpu] model = "dedicated"` or no `[cpu]`): default
+//!             2us (an estimate, super::spread); 0 turns it off; not charged under cfs, whose
+//!             scheduling of the same hand-offs gives their variability
 //! ```
 //!
 //! Sources: QEMU hw/block/virtio-blk.c (`num-queues`, `queue-size`, `iothread`,
@@ -135,8 +141,19 @@ pub const WAKEUP: ParamSpec = ParamSpec {
     unit: "ns",
     help: "latency of one wake-up of a sleeping host thread (futex or eventfd, then the thread runs); each request of a format driver's own I/O pays its I/O engine's wake-ups (threads 2, native and io_uring 1); default an estimate for bare metal",
 };
+/// `wake_spread`: the mean of the virtual-disk path's wake-up spread ([`super::spread`]).
+pub const WAKE_SPREAD: ParamSpec = ParamSpec {
+    name: "wake_spread",
+    kind: Kind::Duration {
+        bare: MS,
+        positive: false,
+    },
+    default: Value::Int(super::spread::DEFAULT_MEAN_NS),
+    unit: "ns",
+    help: "mean of the exponential extra delay of each wake-up of a sleeping thread on the virtual disk's path (VMM thread on the guest's kick and the host's completion, vCPU on the interrupt; polling windows absorb short sleeps) under [cpu] model = \"dedicated\" or without [cpu]; not charged under cfs; 0: none; default an estimate from intel_idle's C1 exit latency",
+};
 /// `[vm.disk.queue]`'s declared parameters (its other keys are [`QUEUE_KEYS`]).
-pub const PARAMS: &[ParamSpec] = &[WAKEUP];
+pub const PARAMS: &[ParamSpec] = &[WAKEUP, WAKE_SPREAD];
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -145,6 +162,7 @@ pub struct RawQueue {
     pub queue_size: Option<u32>,
     pub iothreads: Option<u32>,
     pub wakeup: Option<toml::Value>,
+    pub wake_spread: Option<toml::Value>,
 }
 
 /// A disk's queues, resolved.
@@ -156,6 +174,8 @@ pub struct QueueSpec {
     pub iothreads: u32,
     /// [`WAKEUP`] in ns (a stack file writes it back as `wakeup = "5000ns"`).
     pub wakeup_ns: Ns,
+    /// [`WAKE_SPREAD`] in ns (0: none).
+    pub wake_spread_ns: Ns,
 }
 
 /// [`WAKEUP`]'s default in ns.
@@ -192,6 +212,7 @@ impl QueueSpec {
             queue_size: if virtio { cx.qemu.queue_size } else { 0 },
             iothreads: u32::from(cx.iothread),
             wakeup_ns: default_wakeup_ns(),
+            wake_spread_ns: super::spread::DEFAULT_MEAN_NS,
         }
     }
 }
@@ -263,19 +284,22 @@ impl Table for QueueSpec {
                 "0 contradicts the disk's iothread = true; accepted: 1 or more, or drop iothread",
             ));
         }
-        let wakeup_ns = match &q.wakeup {
-            None => d.wakeup_ns,
-            Some(raw) => match WAKEUP.parse(raw) {
-                Ok(Value::Int(ns)) => ns,
-                Ok(_) => d.wakeup_ns,
-                Err(e) => return Err(FieldError::param(field, e)),
+        let duration = |spec: &ParamSpec, raw: &Option<toml::Value>, default: Ns| match raw {
+            None => Ok(default),
+            Some(raw) => match spec.parse(raw) {
+                Ok(Value::Int(ns)) => Ok(ns),
+                Ok(_) => Ok(default),
+                Err(e) => Err(FieldError::param(field, e)),
             },
         };
+        let wakeup_ns = duration(&WAKEUP, &q.wakeup, d.wakeup_ns)?;
+        let wake_spread_ns = duration(&WAKE_SPREAD, &q.wake_spread, d.wake_spread_ns)?;
         Ok(QueueSpec {
             num_queues,
             queue_size,
             iothreads,
             wakeup_ns,
+            wake_spread_ns,
         })
     }
 }
@@ -350,6 +374,7 @@ mod tests {
             queue_size: None,
             iothreads: Some(2),
             wakeup: None,
+            wake_spread: None,
         };
         let e = QueueSpec::from_raw(&raw, "q", cx(Interface::VirtioBlk, 4, "7.2")).unwrap_err();
         assert!(e.message.contains("8.2"), "{}", e.message);
@@ -424,6 +449,21 @@ mod tests {
         let e = stack("", "[vm.disk.queue]\nwakeup = -1").unwrap_err();
         assert!(
             e.starts_with("s.toml: vm[0].disk[0].queue.wakeup: -1: must be a duration"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wake_spread_defaults_to_two_microseconds_reads_a_duration_and_zero_turns_it_off() {
+        let s = stack("", "").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wake_spread_ns, 2_000);
+        let s = stack("", "[vm.disk.queue]\nwake_spread = \"10us\"").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wake_spread_ns, 10_000);
+        let s = stack("", "[vm.disk.queue]\nwake_spread = 0").unwrap();
+        assert_eq!(s.vms[0].disks[0].queue.wake_spread_ns, 0);
+        let e = stack("", "[vm.disk.queue]\nwake_spread = \"fast\"").unwrap_err();
+        assert!(
+            e.starts_with("s.toml: vm[0].disk[0].queue.wake_spread: "),
             "{e}"
         );
     }

@@ -494,7 +494,8 @@ mod tests {
             "[[volume]]\nname = \"v\"\nlayout = \"{layout}\"\ndevices = [{}]\n{filesystem}\n\
              [[vm]]\nname = \"vm\"\n[[vm.disk]]\nname = \"vda\"\nvolume = \"v\"\n\
              offset = \"64m\"\nsize = \"256m\"\ncache = \"none\"\n\
-             [vm.disk.image]\npreallocation = \"{prealloc}\"\n",
+             [vm.disk.image]\npreallocation = \"{prealloc}\"\n\
+             [vm.disk.queue]\nwake_spread = 0\n",
             names.join(", ")
         );
         s

@@ -157,8 +157,9 @@ fn priced_io_costs_the_dedicated_latency_plus_the_completion_work() {
     // One request at a time on an idle host: the CFS run differs from the dedicated one by
     // the work the dedicated model does not charge: the host kernel's completion (2 µs) and
     // the guest's interrupt (virtio-blk 2 µs), plus the submit and complete work the ticks
-    // stretch on the vCPU (negligible here), within the scheduling noise of a few µs.
-    let disk = "cache = \"none\"\n";
+    // stretch on the vCPU (negligible here), within the scheduling noise of a few µs. The
+    // dedicated path without its wake-up spread (vdisk::spread): its constant costs.
+    let disk = "cache = \"none\"\n[vm.disk.queue]\nwake_spread = 0\n";
     let lat = |cpu| {
         let j = run(&stack(4, "kvm", 1, cpu, disk), RANDREAD);
         j["jobs"][0]["read"]["lat_ns"]["mean"].as_f64().unwrap()

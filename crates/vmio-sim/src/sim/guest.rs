@@ -640,9 +640,10 @@ impl Sim {
             return self.cpu_guest_submit(now, r);
         }
         let v = self.guest.vreqs.get_ref(r);
-        let (disk, lane) = (v.disk, v.lane as usize);
-        let t = (now + self.guest.guest_submit_ns(r)).max(self.guest.vdisks[disk].lane_busy[lane])
-            + self.guest.vmm_submit_ns(r);
+        let (disk, lane, queue) = (v.disk, v.lane as usize, v.queue);
+        let kick = now + self.guest.guest_submit_ns(r);
+        let busy = self.guest.vdisks[disk].lane_busy[lane];
+        let t = self.spread[disk].submit(queue, kick, busy) + self.guest.vmm_submit_ns(r);
         self.guest.vdisks[disk].lane_busy[lane] = t;
         self.q.push(t, Event::SubmitDone(r).pack());
     }
@@ -679,13 +680,14 @@ impl Sim {
         if self.cpu.priced {
             return self.cpu_host_finish(now, r);
         }
-        let mut t = now.max(self.guest.vdisks[disk].lane_busy[lane]);
+        let mut t = self.spread[disk].complete(now, self.guest.vdisks[disk].lane_busy[lane]);
         let mut at = Some(r);
         while let Some(x) = at {
-            at = self.guest.vreqs.get_ref(x).next;
+            let v = self.guest.vreqs.get_ref(x);
+            at = v.next;
             t += self.guest.vmm_complete_ns(x);
-            self.q
-                .push(t + self.guest.handoff_ns(x), Event::GuestDone(x).pack());
+            let done = self.spread[disk].interrupt(v.queue, t + self.guest.handoff_ns(x));
+            self.q.push(done, Event::GuestDone(x).pack());
         }
         self.guest.vdisks[disk].lane_busy[lane] = t;
     }

@@ -264,6 +264,8 @@ pub struct Sim {
     cpu: cpu::CpuLayer,
     /// The disks' throttle groups (throttle.rs).
     throttle: throttle::SimThrottle,
+    /// Each disk's hand-off spread (vmio_core::vdisk::spread; guest.rs charges it).
+    spread: Vec<vmio_core::vdisk::spread::Handoffs>,
     /// `[cpu] model` when the stack has `[cpu]` (the report's `vmio.cpu`).
     cpu_model: Option<&'static str>,
     /// Index in `disks` of each VM's first disk.
@@ -502,8 +504,15 @@ impl Sim {
             .collect();
         let hostfs = hostfs::HostFsDriver::new(&stack, &vol_bytes, &places)?;
         drop(clones);
+        let spread = (stack.vms.iter())
+            .flat_map(|vm| vm.disks.iter().map(move |d| (vm, d)))
+            .map(|(vm, d)| {
+                vmio_core::vdisk::spread::Handoffs::for_disk(seed, &vm.name, d, !cpu.priced)
+            })
+            .collect();
         Ok(Sim {
             throttle: throttle::SimThrottle::new(&stack)?,
+            spread,
             cpu,
             cpu_model: stack.cpu.as_ref().map(|c| c.model),
             q: EventQueue::new(),

@@ -73,3 +73,88 @@ fn native_aio_needs_o_direct_in_the_stack_file() {
         .expect("refused");
     assert!(e.to_string().contains("aio"), "{e}");
 }
+
+/// The read clat of a QD1 4 KiB random-read job as fio reports it: (mean, p50, p99), ns.
+fn qd1_clat(stack: &str, seed: u64) -> (f64, f64, f64) {
+    let job = "[r]\nrw=randread\nbs=4k\nioengine=libaio\ndirect=1\niodepth=1\nsize=1g\n\
+        runtime=500ms\ntime_based\n";
+    let j = crate::run::run_json(&RunInput::texts(stack, job, seed)).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&j).unwrap();
+    let c = &j["jobs"][0]["read"]["clat_ns"];
+    let p = |q: &str| c["percentile"][q].as_f64().unwrap();
+    (c["mean"].as_f64().unwrap(), p("50.000000"), p("99.000000"))
+}
+
+/// The virtio-blk RAM disk of [`stack`] with `aio = "native"` and `queue` as its
+/// `[vm.disk.queue]` body; `cpu` the `[cpu]` table's body (None: no table, dedicated).
+fn spread_stack(cpu: Option<&str>, disk: &str, queue: &str) -> String {
+    let cpu = cpu.map_or(String::new(), |c| format!("[cpu]\n{c}\n"));
+    let s = stack(
+        1,
+        "7.2",
+        &format!("aio = \"native\"\n{disk}[vm.disk.queue]\n{queue}\n"),
+    );
+    format!("{cpu}{s}")
+}
+
+#[test]
+fn with_dedicated_cores_qd1_reads_on_a_ram_disk_pay_two_exponential_wake_ups_of_the_vmm_thread() {
+    // The main loop sleeps between the guest's kick and the host's completion and between
+    // a completion and the next kick: two wake-ups per request, each exponential of mean
+    // 2 µs; the vCPU's sleeps (about 10 µs) are within KVM's halt polling. So the latency
+    // is the constant path plus an Erlang(2, 2 µs) delay: mean + 4 µs, p50 + 1.678 m,
+    // p99 + 6.638 m (fio's buckets are 256 ns wide here).
+    use vmio_core::vdisk::spread::{erlang_quantile, DEFAULT_MEAN_NS};
+    let m = DEFAULT_MEAN_NS as f64;
+    let (off_mean, off50, off99) = qd1_clat(&spread_stack(None, "", "wake_spread = 0"), 1);
+    assert_eq!(off50, off99, "without the spread the path is constant");
+    let (mean, p50, p99) = qd1_clat(&spread_stack(None, "", ""), 1);
+    // Each draw is rounded down to whole ns: m - 0.5 per wake-up.
+    let want = 2.0 * (m - 0.5);
+    assert!(
+        ((mean - off_mean) - want).abs() < 0.02 * want,
+        "mean {off_mean} -> {mean}"
+    );
+    for (got, p) in [(p50, 0.5), (p99, 0.99)] {
+        let want = off50 + erlang_quantile(2, m, p);
+        assert!((got - want).abs() < 400.0, "p{p}: {got} against {want}");
+    }
+    let spread = erlang_quantile(2, m, 0.99) - erlang_quantile(2, m, 0.5);
+    assert!(((p99 - p50) - spread).abs() < 0.06 * spread, "{p50} {p99}");
+}
+
+#[test]
+fn an_iothreads_polling_absorbs_the_short_sleeps_of_a_ram_disk_at_qd1() {
+    // The iothread polls for 32.8 µs before it sleeps: the 2 µs between a completion and
+    // the next kick and the few µs of the RAM disk never let it sleep.
+    let on = qd1_clat(&spread_stack(None, "iothread = true\n", ""), 1);
+    let off = qd1_clat(
+        &spread_stack(None, "iothread = true\n", "wake_spread = 0"),
+        1,
+    );
+    assert_eq!(on, off);
+    assert_eq!(on.1, on.2);
+}
+
+#[test]
+fn the_spread_is_not_charged_under_cfs_whose_scheduling_gives_the_variability() {
+    // The same figures with and without wake_spread (the reports differ only in the stack
+    // they echo).
+    let cfs = Some("model = \"cfs\"");
+    let jobs = |queue: &str| {
+        let s = spread_stack(cfs, "", queue);
+        let j = crate::run::run_json(&RunInput::texts(&s, TWO_READERS, 3)).unwrap();
+        let j: serde_json::Value = serde_json::from_str(&j).unwrap();
+        j["jobs"].clone()
+    };
+    assert_eq!(jobs(""), jobs("wake_spread = \"0us\""));
+}
+
+#[test]
+fn one_seed_gives_the_same_bytes_and_another_seed_other_draws() {
+    let s = spread_stack(None, "", "wake_spread = \"5us\"");
+    let a = crate::run::run_json(&RunInput::texts(&s, TWO_READERS, 7)).unwrap();
+    let b = crate::run::run_json(&RunInput::texts(&s, TWO_READERS, 7)).unwrap();
+    assert_eq!(a, b);
+    assert_ne!(qd1_clat(&s, 7), qd1_clat(&s, 8));
+}
