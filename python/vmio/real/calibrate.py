@@ -1281,6 +1281,7 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
                 s, f = fit_service(params, tail, side)
         params[f"{side}_spread"], params[f"{side}_floor"] = round(s, 4), round(f, 4)
     if not by["write"]:
+        params["write_latency"] = params["read_latency"]
         params["write_spread"] = params.get("read_spread", 0.0)
         params["write_floor"] = params.get("read_floor", 0.0)
     # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
