@@ -114,8 +114,12 @@ stall         = (probability pi, mean D, spread, floor) of the stall component (
                 lists, alternating STALL_ROUNDS times between the stall on its grids (pi 1e-4
                 to 0.1 and D 100 us to 1 s on log grids, spread and floor on even ones) and the
                 bodies' (s, f); no stall when it does not lower the bodies' own error.
-                The stalls' mean z = pi D is part of the QD1 intercepts and of every closed
-                loop's round trip but holds no unit: a_d = intercept_d - c - b - k - z
+                With a stall, the QD1 line's T_i are the points' clat p50 (the body's: a
+                stall's share of a mean varies between points, 87 and 159 us for two 4k QD1
+                reads of one battery here), and a_d, once its distribution is fitted, is
+                moved from that median to the distribution's mean (a_d / (f + (1 - f) /
+                m(s)), twice); the stalls' mean z = pi D is the stall's own: in the closed
+                forms each unit holds a + z and a round trip is a + t + z
 spread_d, floor_d = the unit time's shifted log-logistic (flash.rs, "Service times"), from
                 the random 4 KiB QD1 point of direction d: the least
                 sum_p (ln M(p) - ln clat_p)^2 over its fio percentile list (without one, its
@@ -1131,8 +1135,8 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     notes: list[str] = []
     # The stall component first (from the QD1 points' percentile lists). With stalls, the
     # unit times follow the QD1 medians (the body: a stall's share of a point's mean
-    # varies from point to point, here 87 to 159 us for the same 4k QD1 read) and the
-    # stalls' mean z = p D is their own, held by no unit, pipe or processor.
+    # varies from point to point, here 87 to 159 us for two 4k QD1 reads) and the stalls'
+    # mean z = p D is their own (on the unit, in the closed forms).
     stall = fit_stall(points)
     read = _Direction.of(by["read"], "read", bool(stall))
     if by["write"]:
