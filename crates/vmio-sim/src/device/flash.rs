@@ -311,7 +311,7 @@ pub const ENTRY: ModelEntry = Entry {
             kind: STALL_PROBABILITY,
             default: Value::Float(0.0),
             unit: "",
-            help: "the probability that a read or write stalls: its completion comes stall_time's draw later, its unit and pipe free meanwhile (0: no stalls)",
+            help: "the probability that a read or write stalls: its unit time grows by a draw of the stall's duration, the unit held meanwhile (0: no stalls)",
         },
         ParamSpec {
             name: "stall_time",
