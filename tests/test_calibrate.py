@@ -682,3 +682,93 @@ def test_the_units_stop_at_the_depth_where_throughput_stops_rising():
     assert calibrate.stop_depth(pts({1: 10, 2: 20, 4: 40, 8: 94, 16: 100, 32: 100})) == 16
     # Still rising at the deepest point: no bound below the model's.
     assert calibrate.stop_depth(pts({1: 10, 8: 70, 32: 200})) == calibrate.MAX_UNITS
+
+
+# fio's default clat percentile list (fio/HOWTO.rst, `percentile_list`).
+FIO_LEVELS = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
+
+
+def with_levels(params: dict, p: Point, ios: int = 100_000) -> Point:
+    """`p` with fio's clat percentile list of the model at QD1 (`model_percentile_ns`, the
+    mixture with the stalls of `params`) on the random 4k QD1 points, `ios` requests."""
+    fio: dict = {}
+    for side in ("read", "write"):
+        if p.job.rw != f"rand{side}" or p.job.iodepth != 1 or p.job.fdatasync:
+            continue
+        pct = {
+            f"{q:.6f}": calibrate.model_percentile_ns(params, p.job, side, q / 100)
+            for q in FIO_LEVELS
+        }
+        fio[side] = {"total_ios": ios, "clat_ns": {"percentile": pct}}
+        kept = {
+            "clat_p50_ns": pct["50.000000"],
+            "clat_p99_ns": pct["99.000000"],
+            "clat_p999_ns": pct["99.900000"],
+        }
+        p = replace(p, **{side: replace(getattr(p, side), **kept)})
+    return replace(p, fio=fio) if fio else p
+
+
+def test_a_stall_with_probability_p_puts_the_quantiles_above_one_minus_p_at_the_stalls():
+    # A constant body B: quantile P is B below 1 - p and B + Q_stall((P - (1 - p)) / p) above.
+    stall = {"stall_probability": 0.02, "stall_time": 10e6, "stall_spread": 0.3}
+    stall["stall_floor"] = 0.2
+    body = 100e3
+    for q in (0.5, 0.9, 0.979):
+        assert calibrate.mixture_ns(lambda _: body, body, stall, q) == body
+    for q in (0.985, 0.99, 0.999):
+        want = body + calibrate.quantile_ns(10e6, 0.2, 0.3, (q - 0.98) / 0.02)
+        assert calibrate.mixture_ns(lambda _: body, body, stall, q) == pytest.approx(want)
+    # Half the stalls lie above the stall's median: quantile 1 - p / 2.
+    median = calibrate.quantile_ns(10e6, 0.2, 0.3, 0.5)
+    assert calibrate.mixture_ns(lambda _: body, body, stall, 0.99) == pytest.approx(body + median)
+    # No stall: the body's own quantile.
+    assert calibrate.mixture_ns(lambda q: body * q, body, {}, 0.99) == body * 0.99
+
+
+STALLED = {
+    **TAILED,
+    "stall_probability": 0.01,
+    "stall_time": 10_000_000,
+    "stall_spread": 0.3,
+    "stall_floor": 0.2,
+}
+
+
+def with_median(params: dict, p: Point) -> Point:
+    """`p` with the model's QD1 clat p50 (its body's median, the stalls being rarer)."""
+    if p.job.iodepth != 1 or p.job.fdatasync or p.job.direction == "mixed":
+        return p
+    side = p.job.direction
+    q = calibrate.model_percentile_ns(params, p.job, side, 0.5)
+    return replace(p, **{side: replace(getattr(p, side), clat_p50_ns=q)})
+
+
+def test_the_fitted_stall_and_bodies_reproduce_the_percentile_lists_they_were_fitted_on():
+    points = [
+        with_levels(STALLED, with_median(STALLED, synthetic(STALLED, j)))
+        for j in calibrate.battery()
+    ]
+    got = calibrate.fit(points, STALLED["capacity"], STALLED["queue_depth"])
+    assert got.flags == ()
+    p = got.params
+    assert p["stall_probability"] == pytest.approx(0.01, rel=0.15)
+    assert p["stall_time"] == pytest.approx(10e6, rel=0.15)
+    # The unit times keep their means: the stalls' mean p D is not put into them.
+    for side in ("read", "write"):
+        assert p[f"{side}_latency"] == pytest.approx(STALLED[f"{side}_latency"], rel=0.05)
+        tail = calibrate._tail_point(points, side)
+        for q, want in calibrate.clat_levels(tail, side):
+            model = calibrate.model_percentile_ns(p, tail.job, side, q)
+            assert model == pytest.approx(want, rel=0.05), (side, q)
+    # The stall's parameters are identified by the tail levels, with a standard error.
+    e = got.estimates["stall_probability"]
+    assert math.isfinite(e.sigma) and any(" p99" in n for n, _ in e.points)
+
+
+def test_without_stalls_in_the_lists_no_stall_is_fitted():
+    points = [with_levels(TAILED, synthetic(TAILED, j)) for j in calibrate.battery()]
+    got = calibrate.fit(points, TAILED["capacity"], TAILED["queue_depth"])
+    assert got.params.get("stall_probability", 0.0) == 0.0
+    for side in ("read", "write"):
+        assert got.params[f"{side}_spread"] == pytest.approx(TAILED[f"{side}_spread"], abs=0.01)

@@ -102,10 +102,29 @@ flush_latency = the fdatasync points' mean (sync.lat_ns: the fdatasync calls alo
                 model's FLUSH does not depend on the size written before it, so the sizes'
                 spread shows in its uncertainty) less b + k (the model's FLUSH passes the
                 processor, then takes flush_latency)
+stall         = (probability pi, mean D, spread, floor) of the stall component (flash.rs,
+                "Stalls"), fitted first (`fit_stall`): from the random 4 KiB points' fio clat
+                percentile lists at every depth (5 to 99.99 %, each level with at least
+                TAIL_IOS requests above it; fio's 1 % level of a direct 4k read was 2.7 us
+                here against a p5 of 19 us: not the disk's body), each point's body x50 (f +
+                (1 - f) r^s), r = P / (1 - P), about its measured median x50, the stall shared
+                by all (a stall here is a property of the disk, not of one depth); the
+                mixture M(P) = body(P / (1 - pi)) for P < 1 - pi, x50 + Q_stall((P - (1 -
+                pi)) / pi) above (`mixture_ns`); the least sum (ln M - ln x_P)^2 over both
+                lists, alternating STALL_ROUNDS times between the stall on its grids (pi 1e-4
+                to 0.1 and D 100 us to 1 s on log grids, spread and floor on even ones) and the
+                bodies' (s, f); no stall when it does not lower the bodies' own error.
+                With a stall, the QD1 line's T_i are the points' clat p50 (the body's: a
+                stall's share of a mean varies between points, 87 and 159 us for two 4k QD1
+                reads of one battery here), and a_d, once its distribution is fitted, is
+                moved from that median to the distribution's mean (a_d / (f + (1 - f) /
+                m(s)), twice); the stalls' mean z = pi D is the stall's own: in the closed
+                forms each unit holds a + z and a round trip is a + t + z
 spread_d, floor_d = the unit time's shifted log-logistic (flash.rs, "Service times"), from
                 the random 4 KiB QD1 point of direction d: the least
-                sum_p (ln M(p) - ln clat_p)^2 over its measured p50, p99 (and p99.9 from
-                P999_MIN_IOS requests), M(p) = b + k + t(4k, d) + Q_d(p) (a lone command's
+                sum_p (ln M(p) - ln clat_p)^2 over its fio percentile list (without one, its
+                p50, p99 and p99.9 from P999_MIN_IOS requests), M(p) = b + k + t(4k, d) +
+                the mixture of Q_d and the stall above (a lone command's
                 completion: the processor, the transfer, quantile p of its unit time, whose
                 mean is a_d), Q_d(p) = a_d (f + (1 - f) (p / (1 - p))^s / m(s)), m(s) = pi s /
                 sin(pi s); on a grid of s in [0, 1/2] and f in [0, 1), refined twice around
@@ -136,17 +155,21 @@ bounds        read_latency, write_latency >= 5 us (MIN_LATENCY_NS: a NAND page r
                 (throughput has stopped rising by it; 4096 when a series rises to its
                 deepest point); 0 <= c, b, k within the room above; 0 <= spread <= 1/2
 residuals     r = ln model - ln measured of every point's requests per second, every
-                fdatasync point's latency, the random 4k QD1 points' p50, p99, p99.9
+                fdatasync point's latency, the random 4k QD1 points' listed percentiles
+                (the mixture of unit time and stall)
 Jacobian      J_ij = dr_i / dtheta_j by central differences (steps of 1e-3 of the value, at
                 least 10 ns, 1 kB/s, 0.01 unit, 0.001 of a share)
 uncertainty   cov = s^2 (J^T J)^+ over the identified parameters not held at a bound, in
                 units of each parameter's scale, s^2 = sum r^2 / (n - p); sigma_j = sqrt(cov_jj)
 held          an overhead at 0, a unit time at 5 us, units at 1 or at stop_depth, a spread at
-                0 (its floor then does nothing) or 1/2: active constraints, no sigma
+                0 (its floor then does nothing) or 1/2, a stall probability of 0 (the stall's
+                other parameters then do nothing) or at its bound 0.1: active constraints,
+                no sigma
 identified by the three points of the largest J_ij^2, with their share of sum_i J_ij^2;
                 a column of zeros: not identified (no point moves with it)
 flags         a unit time within 1 % of 5 us (or c + b + k filling the room), units at
-                stop_depth below 4096, a spread at 1/2: one line each, "NAME = VALUE sits at
+                stop_depth below 4096, a spread at 1/2 (the stall's too), a stall probability
+                at 0.1: one line each, "NAME = VALUE sits at
                 its lower|upper bound BOUND (why)"; run() writes measurements.json and fit.txt
                 and refuses the fit (CalibrateError, the first flag) unless accept_bounds
                 (--accept-bounds), which writes stack.toml with the flags as notes
@@ -314,6 +337,18 @@ P999_MIN_IOS = 10_000
 # The unit-time distribution's fit: the spread's upper bound (flash.rs MAX_SPREAD), its
 # grid, the floor's grid.
 MAX_SPREAD = 0.5
+# flash.rs MAX_STALL_PROBABILITY; the stall fit's grids (`fit_stall`): probabilities and mean
+# durations on log grids, the duration's spread and floor on even ones; a level P of fio's
+# clat list is used when at least TAIL_IOS requests lie above it.
+MAX_STALL_PROBABILITY = 0.1
+STALL_P = (1e-4, MAX_STALL_PROBABILITY, 31)
+STALL_D_NS = (1e5, 1e9, 41)
+STALL_SPREADS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+STALL_FLOORS = (0.0, 0.2, 0.4, 0.6, 0.8)
+STALL_ROUNDS = 3
+STALL_REFINE = 3
+TAIL_IOS = 10
+MIN_LEVEL = 0.05
 SPREAD_GRID = 100
 FLOOR_GRID = 100
 # A parameter within this share of a bound sits at it.
@@ -559,9 +594,11 @@ def predicted(params: Params, job: Job) -> tuple[float, float]:
     return native().flash_predict(params, _job(job))[1:]
 
 
-def _latency_ns(points: Sequence[Point], rate: float, side: str) -> float:
-    """a + c of T = a + c + L / rate, least relative squares (module doc), at least 1 ns."""
-    qd1 = [(p.job.bs, getattr(p, side).lat_mean_ns) for p in points if p.job.iodepth == 1]
+def _latency_ns(points: Sequence[Point], rate: float, side: str, median: bool = False) -> float:
+    """a + c of T = a + c + L / rate, least relative squares (module doc), at least 1 ns; T
+    each QD1 point's mean latency, or with `median` its clat p50 (the body's, with stalls)."""
+    attr = "clat_p50_ns" if median else "lat_mean_ns"
+    qd1 = [(p.job.bs, getattr(getattr(p, side), attr)) for p in points if p.job.iodepth == 1]
     qd1 = [(b, t) for b, t in qd1 if t > 0]
     if not qd1:
         raise CalibrateError(f"no {side} point at QD1 was measured; the fit needs one")
@@ -596,11 +633,12 @@ class _Direction:
     points: tuple[Point, ...]
     side: str
     sat: tuple[tuple[int, float], ...]
+    median: bool = False
 
     @classmethod
-    def of(cls, points: Sequence[Point], side: str) -> _Direction:
+    def of(cls, points: Sequence[Point], side: str, median: bool = False) -> _Direction:
         sat = tuple((p.job.bs, 1 / getattr(p, side).iops) for p in _saturated(points, side))
-        return cls(tuple(points), side, sat)
+        return cls(tuple(points), side, sat, median)
 
     @property
     def min_time_s(self) -> float:
@@ -616,7 +654,7 @@ class _Direction:
 
     def intercept_ns(self, c_s: float) -> float:
         """The QD1 fit's intercept at rate_d(c): a + c + b + k."""
-        return _latency_ns(self.points, self.rate(c_s), self.side)
+        return _latency_ns(self.points, self.rate(c_s), self.side, self.median)
 
     def latency_ns(self, c_s: float, front_s: float = 0.0) -> float:
         """a_d = (the QD1 fit's intercept at rate_d) - c - the processor's b + k, at least
@@ -655,7 +693,18 @@ PERCENTILES: tuple[tuple[str, float, str], ...] = (
 # flash.rs U_CUT: the unit-time draws are cut at these quantiles.
 U_CUT = 1e-6
 # The parameters that are shares (written unrounded).
-FRACTIONS = frozenset({"read_spread", "read_floor", "write_spread", "write_floor"})
+FRACTIONS = frozenset(
+    {
+        "read_spread",
+        "read_floor",
+        "write_spread",
+        "write_floor",
+        "stall_probability",
+        "stall_spread",
+        "stall_floor",
+    }
+)
+STALL_KEYS = ("stall_probability", "stall_time", "stall_spread", "stall_floor")
 
 
 def quantile_ns(mean_ns: float, floor: float, spread: float, p: float) -> float:
@@ -682,9 +731,48 @@ def _tail_point(points: Sequence[Point], side: str) -> Point | None:
     )
 
 
+def clat_levels(point: Point, side: str) -> list[tuple[float, float]]:
+    """(level P, ns) of fio's clat percentile list of direction `side` (1 to 99.99 by
+    default), the levels from MIN_LEVEL with at least TAIL_IOS requests above them and a
+    figure > 0."""
+    d = point.fio.get(side) or {}
+    n = int(d.get("total_ios") or 0)
+    pct = (d.get("clat_ns") or {}).get("percentile") or {}
+    out = []
+    for k, v in pct.items():
+        q = float(k) / 100
+        if MIN_LEVEL <= q < 1 and float(v) > 0 and (1 - q) * n >= TAIL_IOS:
+            out.append((q, float(v)))
+    return sorted(out)
+
+
+def stall_of(params: Params) -> tuple[float, float, float, float]:
+    """(probability, mean ns, spread, floor) of the model's stall; probability 0: none."""
+    p = float(params.get("stall_probability", 0.0))
+    d = float(params.get("stall_time", 0.0))
+    if p <= 0 or d <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    return p, d, float(params.get("stall_spread", 0.0)), float(params.get("stall_floor", 0.0))
+
+
+def mixture_ns(body: Callable[[float], float], median: float, stall: Params, p: float) -> float:
+    """Quantile p of a latency that is `body` (its quantile function, median `median`) with
+    probability 1 - pi and the body plus a stall with probability pi (flash.rs "Stalls"):
+    body(p / (1 - pi)) for p < 1 - pi, else median + Q_stall((p - (1 - pi)) / pi); exact for
+    a constant body, and for a body narrow beside the stalls the stall's quantiles above its
+    median (what the battery's tails show: ms-long stalls over a body of tens of us)."""
+    pi, d, s, f = stall_of(stall)
+    if pi <= 0:
+        return body(p)
+    if p < 1 - pi:
+        return body(p / (1 - pi))
+    return median + quantile_ns(d, f, s, (p - (1 - pi)) / pi)
+
+
 def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
     """Quantile p of a lone command's completion latency on the model (QD1: nothing queues):
-    the processor's b + k, the transfer t(L) = c + L / min(rate, link), the unit's Q(p)."""
+    the processor's b + k, the transfer t(L) = c + L / min(rate, link), the unit's Q(p); with
+    stalls, the mixture (`mixture_ns`)."""
     rate = min(float(params[f"{side}_rate"]), float(params["link_rate"]))
     fixed = (
         float(params.get("batch_overhead", 0))
@@ -692,22 +780,171 @@ def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
         + float(params.get("transfer_overhead", 0))
         + job.bs * 1e9 / rate
     )
-    unit = quantile_ns(
-        float(params[f"{side}_latency"]),
-        float(params.get(f"{side}_floor", 0.0)),
-        float(params.get(f"{side}_spread", 0.0)),
-        p,
-    )
-    return fixed + unit
+    mean = float(params[f"{side}_latency"])
+    floor = float(params.get(f"{side}_floor", 0.0))
+    spread = float(params.get(f"{side}_spread", 0.0))
+
+    def body(q: float) -> float:
+        return fixed + quantile_ns(mean, floor, spread, q)
+
+    return mixture_ns(body, body(0.5), params, p)
+
+
+def _grid_quantile(mean: Any, floor: Any, spread: Any, q: Any) -> Any:
+    """`quantile_ns` on numpy arrays (broadcast): mean (f + (1 - f) r^s / m(s)), r = q / (1 -
+    q) with q cut to [U_CUT, 1 - U_CUT]; the mean itself where s = 0."""
+    import numpy as np
+
+    s = np.asarray(spread, float)
+    q = np.clip(q, U_CUT, 1 - U_CUT)
+    m = np.where(s > 0, np.pi * s / np.sin(np.pi * np.maximum(s, 1e-300)), 1.0)
+    v = mean * (floor + (1 - floor) * (q / (1 - q)) ** s / m)
+    return np.where(s > 0, v, mean * np.ones_like(v))
+
+
+def fit_stall(points: Sequence[Point]) -> Params:
+    """The stall component (flash.rs "Stalls") from the random 4 KiB points' clat percentile
+    lists, every depth (module doc): each point's body a shifted log-logistic about its
+    measured median x50, x50 (f + (1 - f) r^s), r = P / (1 - P), the stall shared by all;
+    the least sum over the listed levels of (ln M(P) - ln x_P)^2, M the mixture
+    (`mixture_ns`), alternating STALL_ROUNDS times between the stall on its grids (given the
+    bodies) and each body's (s, f) (given the stall). {} when no point has a list, or when
+    the best stall does not lower the error of the bodies alone."""
+    import numpy as np
+
+    obs = []
+    for side in ("read", "write"):
+        p = _tail_point(points, side)
+        if p is None or getattr(p, side) is None:
+            continue
+        levels = clat_levels(p, side)
+        x50 = next((v for q, v in levels if abs(q - 0.5) < 1e-9), 0.0)
+        mean = getattr(p, side).lat_mean_ns
+        if len(levels) >= 3 and x50 > 0 and mean > 0:
+            obs.append(
+                (np.array([q for q, _ in levels]), np.log([v for _, v in levels]), x50, mean)
+            )
+    if not obs:
+        return {}
+
+    def body_q(x50: float, s: Any, f: Any, q: Any) -> Any:
+        q = np.clip(q, U_CUT, 1 - U_CUT)
+        return x50 * (f + (1 - f) * (q / (1 - q)) ** s)
+
+    def fit_body(qs: Any, logs: Any, x50: float, pi: float) -> tuple[float, float, float]:
+        """(error, s, f) of the body on the levels below 1 - pi (their level P / (1 - pi))."""
+        keep = qs < 1 - pi
+        if keep.sum() == 0:
+            return 0.0, 0.0, 0.0
+        q, y = qs[keep] / (1 - pi), logs[keep]
+        ss = np.linspace(0, MAX_SPREAD, 51)[:, None, None]
+        fs = np.linspace(0, 0.98, 50)[None, :, None]
+        e = ((np.log(body_q(x50, ss, fs, q[None, None, :])) - y) ** 2).sum(axis=2)
+        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+        return float(e[i, j]), float(ss[i, 0, 0]), float(fs[0, j, 0])
+
+    def body_mean(x50: float, s: float, f: float) -> float:
+        """The body's mean: x50 (f + (1 - f) m(s)), m(s) = pi s / sin(pi s)."""
+        m = math.pi * s / math.sin(math.pi * s) if s > 0 else 1.0
+        return x50 * (f + (1 - f) * m)
+
+    # The bodies alone (pi = 0) on every level and the mean: the error a stall must beat.
+    alone = 0.0
+    bodies = []
+    for q, y, x, mean in obs:
+        e, s, f = fit_body(q, y, x, 0.0)
+        alone += e + (math.log(body_mean(x, s, f)) - math.log(mean)) ** 2
+        bodies.append((s, f))
+
+    def grid_error(pis: Any, ds: Any, sds: Any, fds: Any) -> Any:
+        """The error of every stall of the grid (axes pi, D, spread, floor), bodies fixed."""
+        pis, ds = pis[:, None, None, None, None], ds[None, :, None, None, None]
+        sds, fds = sds[None, None, :, None, None], fds[None, None, None, :, None]
+        total = 0.0
+        for (qs, logs, x50, mean), (s, f) in zip(obs, bodies, strict=True):
+            q = qs[None, None, None, None, :]
+            low = body_q(x50, s, f, q / (1 - pis))
+            high = x50 + _grid_quantile(ds, fds, sds, (q - (1 - pis)) / pis)
+            m = np.where(q < 1 - pis, low, high)
+            total = total + ((np.log(m) - logs) ** 2).sum(axis=4)
+            # The point's mean latency: the body's plus the stalls' pi D.
+            total = total + (np.log(body_mean(x50, s, f) + pis * ds) - math.log(mean))[..., 0] ** 2
+        return total
+
+    best: tuple[float, Params] = (math.inf, {})
+    for _ in range(STALL_ROUNDS):
+        axes = [
+            np.geomspace(*STALL_P),
+            np.geomspace(*STALL_D_NS),
+            np.array(STALL_SPREADS),
+            np.array(STALL_FLOORS),
+        ]
+        # The grid, then STALL_REFINE finer grids about its best cell (its neighbours'
+        # span, 11 steps an axis; pi and D in log terms).
+        for _ in range(1 + STALL_REFINE):
+            e = grid_error(*axes)
+            i = np.unravel_index(int(np.argmin(e)), e.shape)
+            at = [float(a[k]) for a, k in zip(axes, i, strict=True)]
+            steps = [
+                a[min(k + 1, len(a) - 1)] / a[max(k - 1, 0)]
+                for a, k in zip(axes[:2], i[:2], strict=True)
+            ]
+            spans = [
+                a[min(k + 1, len(a) - 1)] - a[max(k - 1, 0)]
+                for a, k in zip(axes[2:], i[2:], strict=True)
+            ]
+            axes = [
+                np.clip(
+                    at[0] * np.geomspace(steps[0] ** -0.5, steps[0] ** 0.5, 11),
+                    1e-6,
+                    MAX_STALL_PROBABILITY,
+                ),
+                at[1] * np.geomspace(steps[1] ** -0.5, steps[1] ** 0.5, 11),
+                np.clip(at[2] + np.linspace(-spans[0] / 2, spans[0] / 2, 11), 0.0, MAX_SPREAD),
+                np.clip(at[3] + np.linspace(-spans[1] / 2, spans[1] / 2, 11), 0.0, 0.99),
+            ]
+        stall = {
+            "stall_probability": at[0],
+            "stall_time": at[1],
+            "stall_spread": at[2],
+            "stall_floor": at[3],
+        }
+        pi = stall["stall_probability"]
+        fitted = [fit_body(q, y, x, pi) for q, y, x, _ in obs]
+        bodies = [b[1:] for b in fitted]
+        # The whole error at this stall and these bodies.
+        err = 0.0
+        for (qs, logs, x50, mean), (s, f) in zip(obs, bodies, strict=True):
+            z = pi * stall["stall_time"]
+            err += (math.log(body_mean(x50, s, f) + z) - math.log(mean)) ** 2
+
+            def body(q: float, x50: float = x50, s: float = s, f: float = f) -> float:
+                return float(body_q(x50, s, f, q))
+
+            m = np.array([mixture_ns(body, x50, stall, float(q)) for q in qs])
+            err += float(((np.log(m) - logs) ** 2).sum())
+        best = min(best, (err, stall), key=lambda b: b[0])
+    return best[1] if best[0] < alone else {}
+
+
+def _targets(point: Point, side: str) -> list[tuple[float, float]]:
+    """(level, ns) a tail point's distribution is fitted on: fio's clat list
+    (`clat_levels`), or its kept p50, p99 (p99.9) when the JSON has no list."""
+    levels = clat_levels(point, side)
+    if len(levels) >= 2:
+        return levels
+    m = getattr(point, side)
+    return [(q, getattr(m, a)) for a, q, _ in PERCENTILES if m is not None and getattr(m, a) > 0]
 
 
 def fit_service(params: Params, point: Point, side: str) -> tuple[float, float]:
     """(spread, floor) of direction `side`'s unit time: the least sum over the point's
-    measured percentiles of (ln model - ln measured)^2 (module doc), on a grid of spreads
-    [0, MAX_SPREAD] and floors [0, 1) refined twice around its best cell; (0, 0) when the
-    point has fewer than two percentiles."""
+    measured percentiles (`_targets`) of (ln model - ln measured)^2 (module doc), the model's
+    quantile the mixture with the stall of `params` (`model_percentile_ns`), on a grid of
+    spreads [0, MAX_SPREAD] and floors [0, 1) refined twice around its best cell; (0, 0)
+    when the point has fewer than two percentiles."""
     measured_ = getattr(point, side)
-    targets = [(q, getattr(measured_, a)) for a, q, _ in PERCENTILES if getattr(measured_, a) > 0]
+    targets = _targets(point, side) if measured_ is not None else []
     if measured_ is None or len(targets) < 2:
         return 0.0, 0.0
 
@@ -715,18 +952,21 @@ def fit_service(params: Params, point: Point, side: str) -> tuple[float, float]:
 
     # M(p) = fixed + Q(p): the fixed part is the model's QD1 figure without a spread less a.
     mean = float(params[f"{side}_latency"])
-    flat = {**params, f"{side}_spread": 0.0, f"{side}_floor": 0.0}
+    flat = {**params, f"{side}_spread": 0.0, f"{side}_floor": 0.0, "stall_probability": 0.0}
     fixed = model_percentile_ns(flat, point.job, side, 0.5) - mean
+    pi, d, sd, fd = stall_of(params)
 
     def err(ss: Any, fs: Any) -> Any:
-        """The error on the grid of spreads `ss` x floors `fs` (quantile_ns, vectorized)."""
+        """The error on the grid of spreads `ss` x floors `fs` (the mixture, vectorized)."""
         sv, fv = np.meshgrid(np.asarray(ss, float), np.asarray(fs, float), indexing="ij")
-        m = np.where(sv > 0, np.pi * sv / np.sin(np.pi * np.maximum(sv, 1e-300)), 1.0)
         total = np.zeros_like(sv)
         for q, v in targets:
-            q = min(max(q, U_CUT), 1 - U_CUT)
-            unit = mean * (fv + (1 - fv) * (q / (1 - q)) ** sv / m)
-            total += (np.log(fixed + np.where(sv > 0, unit, mean)) - math.log(v)) ** 2
+            if pi > 0 and q >= 1 - pi:
+                model = fixed + _grid_quantile(mean, fv, sv, 0.5)
+                model = model + quantile_ns(d, fd, sd, (q - (1 - pi)) / pi)
+            else:
+                model = fixed + _grid_quantile(mean, fv, sv, q / (1 - pi))
+            total += (np.log(model) - math.log(v)) ** 2
         return total
 
     s_lo, s_hi, f_lo, f_hi = 0.0, MAX_SPREAD, 0.0, 1.0 - 1.0 / FLOOR_GRID
@@ -770,6 +1010,10 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("read_floor", 1e-3),
     ("write_spread", 1e-3),
     ("write_floor", 1e-3),
+    ("stall_probability", 1e-5),
+    ("stall_time", 1e3),
+    ("stall_spread", 1e-3),
+    ("stall_floor", 1e-3),
 )
 
 
@@ -790,13 +1034,9 @@ def residuals(params: Params, points: Sequence[Point]) -> list[tuple[str, float]
         for side in ("read", "write"):
             if _tail_point(points, side) is not p:
                 continue
-            m = getattr(p, side)
-            for attr, q, label in PERCENTILES:
-                if getattr(m, attr) > 0:
-                    model = model_percentile_ns(params, p.job, side, q)
-                    out.append(
-                        (f"{p.job.name} {label}", math.log(model) - math.log(getattr(m, attr)))
-                    )
+            for q, v in _targets(p, side):
+                model = model_percentile_ns(params, p.job, side, q)
+                out.append((f"{p.job.name} p{100 * q:g}", math.log(model) - math.log(v)))
     return out
 
 
@@ -804,6 +1044,8 @@ def _clamped(key: str, x: float) -> float:
     """`x` within what the model accepts for `key`."""
     if key == "units":
         return min(max(x, 1.0), float(MAX_UNITS))
+    if key == "stall_probability":
+        return min(max(x, 0.0), MAX_STALL_PROBABILITY)
     if key.endswith("_spread"):
         return min(max(x, 0.0), MAX_SPREAD)
     if key.endswith("_floor"):
@@ -828,6 +1070,7 @@ def uncertainty(
         for k, h in STEPS
         if k in params
         and not (k.endswith("_floor") and not params.get(k.replace("floor", "spread")))
+        and not (k.startswith("stall_") and not params.get("stall_probability"))
     ]
     base = residuals(params, points)
     labels = [label for label, _ in base]
@@ -890,15 +1133,20 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     """The flash parameters of the battery's `points` (module doc)."""
     by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     notes: list[str] = []
-    read = _Direction.of(by["read"], "read")
+    # The stall component first (from the QD1 points' percentile lists). With stalls, the
+    # unit times follow the QD1 medians (the body: a stall's share of a point's mean
+    # varies from point to point, here 87 to 159 us for two 4k QD1 reads) and the stalls'
+    # mean z = p D is their own (on the unit, in the closed forms).
+    stall = fit_stall(points)
+    read = _Direction.of(by["read"], "read", bool(stall))
     if by["write"]:
-        write = _Direction.of(by["write"], "write")
+        write = _Direction.of(by["write"], "write", bool(stall))
     else:
         write = read
         notes.append("reads only: write_latency and write_rate are the read's (not measured)")
     loaded = [p for p in points if p.job.iodepth > 1 and p.iops and not p.job.fdatasync]
-    # c + b + k is at most the smaller QD1 intercept less the least unit time (a_d >= 5 us);
-    # c at most the saturated points' time.
+    # c + b + k is at most the smaller QD1 intercept less the least unit time (a_d >= 5
+    # us); c at most the saturated points' time.
     intercept = min(d.intercept_ns(0.0) / 1e9 for d in (read, write))
     # Every command pays c + b + k, so they are at most what half the QD1 commands took: the
     # random 4k QD1 points' clat p50 (a mean inflated by rare stalls would otherwise put the
@@ -929,6 +1177,7 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             "command_overhead": proc[1] * 1e9,
             "write_buffer": 0,
             "queue_depth": queue_depth,
+            **stall,
         }
 
     def cost(params: Params, which: Sequence[Point]) -> float:
@@ -1006,6 +1255,10 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     }
     duplex = min(duplexes(), key=lambda d: cost(fits[d], by["mixed"]))
     params = {k: v if isinstance(v, str) else round(v) for k, v in fits[duplex].items()}
+    if stall:
+        params["stall_probability"] = round(stall["stall_probability"], 6)
+        params["stall_spread"] = round(stall["stall_spread"], 4)
+        params["stall_floor"] = round(stall["stall_floor"], 4)
     flush = [p.fdatasync_ns for p in points if p.fdatasync_ns is not None]
     if flush:
         # The model's FLUSH passes the processor alone, then takes flush_latency.
@@ -1021,8 +1274,18 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             notes.append(f"no random 4k {side} at QD1: {side}_spread is 0 (no tail fitted)")
             continue
         s, f = fit_service(params, tail, side)
+        if stall:
+            # The unit time above came from the QD1 medians: its distribution's median is
+            # a (f + (1 - f) / m(s)), so its mean is that over the ratio; then the
+            # distribution again about that mean.
+            median = params[f"{side}_latency"]
+            for _ in range(2):
+                ratio = quantile_ns(1.0, f, s, 0.5)
+                params[f"{side}_latency"] = round(max(MIN_LATENCY_NS, median / ratio))
+                s, f = fit_service(params, tail, side)
         params[f"{side}_spread"], params[f"{side}_floor"] = round(s, 4), round(f, 4)
     if not by["write"]:
+        params["write_latency"] = params["read_latency"]
         params["write_spread"] = params.get("read_spread", 0.0)
         params["write_floor"] = params.get("read_floor", 0.0)
     # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
@@ -1033,10 +1296,12 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     }
     fixed |= {f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS}
     fixed |= {"units"} if params["units"] <= 1 or params["units"] >= u_max else set()
-    for d in ("read", "write"):
+    for d in ("read", "write", "stall"):
         spread = params.get(f"{d}_spread", 0.0)
         if spread <= 0 or spread >= MAX_SPREAD:
             fixed |= {f"{d}_spread", f"{d}_floor"}
+    if params.get("stall_probability", 0.0) >= MAX_STALL_PROBABILITY * (1 - AT_BOUND):
+        fixed |= {"stall_probability"}
     estimates = uncertainty(params, points, frozenset(fixed))
     flags = []
 
@@ -1081,6 +1346,18 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
                 f"{params[f'{side}_spread']} sits at its upper bound {MAX_SPREAD} (a tail "
                 "heavier than the model's distribution allows)",
             )
+    if params.get("stall_probability", 0.0) >= MAX_STALL_PROBABILITY * (1 - AT_BOUND):
+        flag(
+            "stall_probability",
+            f"{params['stall_probability']} sits at its upper bound {MAX_STALL_PROBABILITY} "
+            "(stalls as common as that are the body, not a tail)",
+        )
+    if stall and params.get("stall_spread", 0.0) >= MAX_SPREAD * (1 - AT_BOUND):
+        flag(
+            "stall_spread",
+            f"{params['stall_spread']} sits at its upper bound {MAX_SPREAD} (stall durations "
+            "spread wider than the model's distribution allows)",
+        )
     return Fit(params, tuple(notes), estimates, tuple(flags))
 
 
