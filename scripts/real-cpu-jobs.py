@@ -188,7 +188,8 @@ def corun_main(a: argparse.Namespace) -> int:
         fig = json.loads(a.recorded.read_text(encoding="utf-8"))
         samples = corun.samples_of(fig)
         rounds = fig["rounds_used"]
-        meta = {k: fig[k] for k in ("how", "measured", "cores", "host_cache", "host", "work")}
+        keys = ("how", "measured", "cores", "chase_beside", "host_cache", "host", "work")
+        meta = {k: fig.get(k) for k in keys}
     else:
         why = realcpu.program_missing() or hostcache.cc_missing()
         if why is not None:
@@ -219,6 +220,9 @@ def corun_main(a: argparse.Namespace) -> int:
             t0 = time.monotonic()
             samples = corun.measure(argv, a.rounds, a.budget, work)
             took = time.monotonic() - t0
+            chase = corun.chase_beside(
+                binary, argv["triad/co"], 8, 2 * 10**6 if quick else 2 * 10**7, work
+            )
         rounds = corun.select(samples, a.rounds)
         meta = {
             "how": (
@@ -241,6 +245,7 @@ def corun_main(a: argparse.Namespace) -> int:
                 ]
             ),
             "cores": cores,
+            "chase_beside": chase,
             "host_cache": cache,
             "host": host,
             "work": {
@@ -262,6 +267,11 @@ def corun_main(a: argparse.Namespace) -> int:
     for r in rounds:
         print(f"  round {r}: {corun._one(samples, r, 'bzip2', 'alone').uptime}")
     print(corun.table(sums, predicted))
+    if (c := meta.get("chase_beside")) is not None:
+        print(
+            f"a {c['mib']} MiB pointer chase on core 0: {c['alone']:.1f} ns a load alone, "
+            f"{c['together']:.1f} beside the triad, {c['alone again']:.1f} alone again"
+        )
     print(meta["measured"])
     if a.json is not None:
         text = json.dumps(corun.figures(meta, samples, rounds, predicted), indent=2) + "\n"

@@ -48,6 +48,10 @@ the measured `[host.cache]`), each program's job pinned like the real one
 predicted slowdown = job_runtime together / job_runtime alone
 target             = within the measured rounds' min..max, or its excess over x1 within 25 %
                      of the measured median's excess (`within_target`)
+at the duty        = 1 + (predicted - 1) x the co-runner's duty (its CPU time over the
+                     measured program's wall time): on a machine whose other processes take
+                     the co-runner's core part of the time, the overlap the rounds really had
+                     (`at_duty`, linear in the overlap: a reading aid, not the simulator's)
 ```
 """
 
@@ -105,7 +109,9 @@ class Sample:
 def uptime() -> str:
     """`uptime`'s line (time, up, load averages)."""
     try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+        return subprocess.run(
+            ["uptime"], capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:
         return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -113,7 +119,10 @@ def uptime() -> str:
 def _spawn(argv: Sequence[str], out: Path) -> int:
     with open(out, "wb") as f:
         return os.posix_spawnp(
-            argv[0], list(argv), dict(os.environ), file_actions=[(os.POSIX_SPAWN_DUP2, f.fileno(), 1)]
+            argv[0],
+            list(argv),
+            dict(os.environ),
+            file_actions=[(os.POSIX_SPAWN_DUP2, f.fileno(), 1)],
         )
 
 
@@ -158,6 +167,25 @@ def run_sample(
     if program == "triad":
         passes = hostcache.parse_output(out.read_text())["seconds"]
     return Sample(rnd, program, mode, cpu, wall, passes, co_cpu, other, load, up)
+
+
+def chase_beside(binary: Path, co_argv: list[str], mib: int, loads: int, workdir: Path) -> dict:
+    """CPU ns per load of `triad chase MIB` on bzip2's core, alone and while `co_argv` (the
+    triad co-runner) runs on the other core: whether the loop takes a working set of `mib`
+    MiB out of the shared last level (which the contention model's occupancy says it does).
+    """
+    argv = hostcache.pinned([str(binary), "chase", str(mib), str(loads)], CORE["bzip2"])
+    out = {"mib": mib, "uptime": uptime()}
+    for mode in ("alone", "together", "alone again"):
+        co = _spawn(co_argv, workdir / "co.out") if mode == "together" else None
+        if co is not None:
+            time.sleep(CO_START_S)
+        r = subprocess.run(argv, capture_output=True, text=True, check=True)
+        if co is not None:
+            os.kill(co, signal.SIGKILL)
+            os.waitpid(co, 0)
+        out[mode] = hostcache.parse_output(r.stdout)["ns_per_load"]
+    return out
 
 
 def round_order(rnd: int) -> list[tuple[str, str]]:
@@ -220,6 +248,16 @@ class Summary:
     wall_slowdown_max: float
     load_min: float
     load_max: float
+    co_duty: float
+    """Median over rounds of the co-runner's CPU time over the measured program's wall time
+    (with the head start): 1 when it ran throughout, less when other processes took its
+    core."""
+    passes_slowdown: float | None = None
+    """triad: the same ratio of its passes' own CPU time (triad.c), without the first touch
+    of its arrays (system time that varies with the kernel's work, not the bus); None for
+    bzip2."""
+    passes_slowdown_min: float | None = None
+    passes_slowdown_max: float | None = None
 
 
 def summary(samples: Sequence[Sample], rounds: Sequence[int]) -> dict[str, Summary]:
@@ -230,6 +268,10 @@ def summary(samples: Sequence[Sample], rounds: Sequence[int]) -> dict[str, Summa
         cpu = [t.cpu_s / a.cpu_s for a, t in zip(alone, both, strict=True)]
         wall = [t.wall_s / a.wall_s for a, t in zip(alone, both, strict=True)]
         loads = [s.load1 for s in alone + both]
+        duty = [t.co_cpu_s / (t.wall_s + CO_START_S) for t in both]
+        passes = None
+        if p == "triad":
+            passes = [t.passes_cpu_s / a.passes_cpu_s for a, t in zip(alone, both, strict=True)]
         out[p] = Summary(
             p,
             list(rounds),
@@ -243,6 +285,10 @@ def summary(samples: Sequence[Sample], rounds: Sequence[int]) -> dict[str, Summa
             max(wall),
             min(loads),
             max(loads),
+            statistics.median(duty),
+            None if passes is None else statistics.median(passes),
+            None if passes is None else min(passes),
+            None if passes is None else max(passes),
         )
     return out
 
@@ -316,6 +362,13 @@ def within_target(s: Summary, predicted: float) -> bool:
     ) <= 0.25 * abs(excess)
 
 
+def at_duty(predicted: float, duty: float) -> float:
+    """The predicted slowdown scaled to a co-runner that ran `duty` of the time (the
+    simulator's runs it throughout): 1 + (predicted - 1) x duty, linear in the overlap; a
+    reading aid on a shared machine, not a prediction of the simulator."""
+    return 1 + (predicted - 1) * min(1.0, max(0.0, duty))
+
+
 def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
     header = [
         "program",
@@ -326,7 +379,10 @@ def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
         "wall slowdown",
         "min..max",
         "load",
+        "co-runner's duty",
         "predicted",
+        "within target",
+        "at the duty",
         "within target",
     ]
     body = []
@@ -342,15 +398,28 @@ def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
                 f"x{s.wall_slowdown:.3f}",
                 f"x{s.wall_slowdown_min:.3f}..x{s.wall_slowdown_max:.3f}",
                 f"{s.load_min:.2f}..{s.load_max:.2f}",
+                f"{s.co_duty:.2f}",
                 "-" if pred is None else f"x{pred:.3f}",
                 "-" if pred is None else ("yes" if within_target(s, pred) else "no"),
+                "-" if pred is None else f"x{at_duty(pred, s.co_duty):.3f}",
+                "-"
+                if pred is None
+                else ("yes" if within_target(s, at_duty(pred, s.co_duty)) else "no"),
             ]
         )
-    return (
+    text = (
         "bzip2 -9 (core 0) and the triad loop (core 1), alone and together, CPU time "
         "(rusage); measured vs simulated ([host.cache] measured here)\n"
         + report.text_table(header, body)
     )
+    t = sums.get("triad")
+    if t is not None and t.passes_slowdown is not None:
+        text += (
+            "\ntriad counting its passes only (triad.c's own CPU time, not its arrays' first "
+            f"touch): x{t.passes_slowdown:.3f} "
+            f"(x{t.passes_slowdown_min:.3f}..x{t.passes_slowdown_max:.3f})"
+        )
+    return text
 
 
 def figures(meta: dict, samples: Sequence[Sample], rounds: Sequence[int], predicted) -> dict:
@@ -369,6 +438,7 @@ def samples_of(recorded: dict) -> list[Sample]:
 
 
 __all__ = [
+    "at_duty",
     "CORE",
     "CO_START_S",
     "CO_WORK",

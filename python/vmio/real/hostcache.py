@@ -123,7 +123,9 @@ def host_cache(banks: list[Bank], memory: Memory, mhz: int) -> dict:
         "memory_bandwidth": round(memory.bandwidth_all),
         "memory_latency": f"{round(memory.latency_ns)}ns",
         "clock_mhz": mhz,
-        "bank": [{"level": b.level, "size": size_text(b.size_bytes), "cpus": b.cpus} for b in banks],
+        "bank": [
+            {"level": b.level, "size": size_text(b.size_bytes), "cpus": b.cpus} for b in banks
+        ],
     }
 
 
@@ -203,9 +205,7 @@ def measure_memory(binary: Path, passes: int, cores: int, loads: int = CHASE_LOA
     return Memory(one, every, cores, parse_output(r.stdout)["ns_per_load"])
 
 
-def measure(
-    binary: Path, passes: int = 20, loads: int = CHASE_LOADS
-) -> tuple[dict, dict]:
+def measure(binary: Path, passes: int = 20, loads: int = CHASE_LOADS) -> tuple[dict, dict]:
     """This machine's [host.cache] table and what it came from (banks, memory, clock)."""
     banks = read_banks()
     cores = os.cpu_count() or 1
