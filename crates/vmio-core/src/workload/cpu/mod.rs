@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(s.mpki, triad::PROFILE.cache.mpki);
         // The triad moves 32 bytes, half a line, per element at every capacity.
         assert_eq!(s.mpki_at(1.0), 500.0);
-        assert_eq!(s.footprint(), (3 * 8 << 24) as f64);
+        assert_eq!(s.footprint(), (3 * 8 * (1u64 << 24)) as f64);
         assert!(CpuJob::cpuio(50, MS).with_ipc(0.3).sensitivity().is_none());
     }
 
