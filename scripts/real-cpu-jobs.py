@@ -8,7 +8,16 @@ run-to-run spread (vmio.real.cpu has the method; docs/cpu.md).
   PYTHONPATH=python scripts/real-cpu-jobs.py --from tests/real_cpu_figures.json [--json PATH]
       (no measurement: the recorded runs, predicted again by this build's simulator)
 
-Exit status 2 when bzip2 is missing or an argument is wrong.
+With --corun: bzip2 -9 and the project's memory-bound triad loop (C, built with the system
+cc), each alone and beside the other on this machine's cores, in rounds; the host's
+[host.cache] measured here (caches from /sys, memory bandwidth and latency from the loop);
+measured vs predicted slowdowns (vmio.real.corun has the method; vmio.real.hostcache the
+host profile):
+
+  PYTHONPATH=python scripts/real-cpu-jobs.py --corun [--rounds 5] [--seconds 4] [--json PATH]
+  PYTHONPATH=python scripts/real-cpu-jobs.py --from tests/real_cpu_figures_corun.json
+
+Exit status 2 when bzip2 (or, with --corun, cc) is missing or an argument is wrong.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from vmio.real import corun, hostcache
 from vmio.real import cpu as realcpu
 from vmio.sim import VmioError
 
@@ -59,7 +69,11 @@ def main() -> int:
     p.add_argument("--json", type=Path, metavar="PATH", help="write the figures here")
     p.add_argument("--from", dest="recorded", type=Path, metavar="PATH",
                    help="re-predict a figures file instead of measuring")  # fmt: skip
+    p.add_argument("--corun", action="store_true", help="bzip2 beside the memory-bound loop")
+    p.add_argument("--rounds", type=int, default=corun.MIN_ROUNDS, help="--corun's rounds")
     a = p.parse_args()
+    if a.corun or (a.recorded is not None and "samples" in json.loads(a.recorded.read_text())):
+        return corun_main(a)
     if a.reps < 1 or a.seconds <= 0:
         print("real-cpu-jobs: --reps must be >= 1 and --seconds > 0", file=sys.stderr)
         return 2
@@ -133,6 +147,134 @@ def main() -> int:
     print(meta["measured"])
     if a.json is not None:
         text = json.dumps(realcpu.figures(runs, predicted, meta), indent=2) + "\n"
+        a.json.write_text(text, encoding="utf-8")
+    return 0
+
+
+def calibrate(binary: Path, data: Path, seconds: float) -> tuple[int, int]:
+    """bzip2's repeats and the triad's passes that take about `seconds` of CPU each."""
+    bz = realcpu.run_concurrent(hostcache.pinned(realcpu.job_argv(data, 1), 0), 1).jobs[0].cpu_s
+    r = subprocess.run(
+        hostcache.pinned([str(binary), "triad", "10"], 1),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    per_pass = hostcache.parse_output(r.stdout)["seconds"] / 10
+    return max(1, round(seconds / bz)), max(1, round(seconds / per_pass))
+
+
+def corun_argv(binary: Path, data: Path, repeats: int, passes: int) -> dict[str, list[str]]:
+    """The measured programs and their co-runners (CO_WORK times the pair's work)."""
+    pin = hostcache.pinned
+    core = corun.CORE
+    co = corun.CO_WORK * 2
+    return {
+        "bzip2": pin(realcpu.job_argv(data, repeats), core["bzip2"]),
+        "triad": pin([str(binary), "triad", str(passes)], core["triad"]),
+        "bzip2/co": pin(realcpu.job_argv(data, repeats * co), core["bzip2"]),
+        "triad/co": pin([str(binary), "triad", str(passes * co)], core["triad"]),
+    }
+
+
+def corun_main(a: argparse.Namespace) -> int:
+    if a.rounds < 1 or a.seconds <= 0:
+        print("real-cpu-jobs: --rounds must be >= 1 and --seconds > 0", file=sys.stderr)
+        return 2
+    if a.json is not None and a.json.exists():
+        print(f"real-cpu-jobs: {a.json} exists; remove it first", file=sys.stderr)
+        return 2
+    if a.recorded is not None:
+        fig = json.loads(a.recorded.read_text(encoding="utf-8"))
+        samples = corun.samples_of(fig)
+        rounds = fig["rounds_used"]
+        keys = ("how", "measured", "cores", "chase_beside", "host_cache", "host", "work")
+        meta = {k: fig.get(k) for k in keys}
+    else:
+        why = realcpu.program_missing() or hostcache.cc_missing()
+        if why is not None:
+            print(f"real-cpu-jobs: {why}", file=sys.stderr)
+            return 2
+        cores = os.cpu_count() or 1
+        if cores < 2:
+            print("real-cpu-jobs: --corun needs 2 cores (one per program)", file=sys.stderr)
+            return 2
+        with tempfile.TemporaryDirectory(prefix="real-corun-") as tmp:
+            work = Path(tmp)
+            binary = hostcache.build(work)
+            data = realcpu.make_input(work / "input.txt", INPUT_BYTES, SEED)
+            quick = a.seconds < 1
+            cache, host = hostcache.measure(
+                binary, 5 if quick else 20, 10**6 if quick else hostcache.CHASE_LOADS
+            )
+            host["uptime"] = corun.uptime()
+            repeats, passes = calibrate(binary, data, a.seconds)
+            argv = corun_argv(binary, data, repeats, passes)
+            print(f"[host.cache] measured: {json.dumps(cache)}")
+            print(
+                f"bzip2 input {INPUT_BYTES} bytes x {repeats}, triad {passes} passes; "
+                f"{a.rounds} rounds (more, within {a.budget:g} s, until {a.rounds} start below "
+                f"load {corun.QUIET_LOAD})"
+            )
+            load = os.getloadavg()[0]
+            t0 = time.monotonic()
+            samples = corun.measure(argv, a.rounds, a.budget, work)
+            took = time.monotonic() - t0
+            chase = corun.chase_beside(
+                binary, argv["triad/co"], 8, 2 * 10**6 if quick else 2 * 10**7, work
+            )
+        rounds = corun.select(samples, a.rounds)
+        meta = {
+            "how": (
+                f"PYTHONPATH=python scripts/real-cpu-jobs.py --corun --rounds {a.rounds} "
+                f"--seconds {a.seconds:g} --budget {a.budget:g} --json "
+                "tests/real_cpu_figures_corun.json: vmio.real.corun (its module doc: the "
+                "programs, the rounds, how each figure is measured and predicted) and "
+                "vmio.real.hostcache ([host.cache] from /sys and the triad loop)"
+            ),
+            "measured": "; ".join(
+                [
+                    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    version(["bzip2", "--help"]),
+                    version(["cc", "--version"]),
+                    cpu_model(),
+                    f"{cores} cores",
+                    f"Linux {os.uname().release}",
+                    f"load average before {load:.2f}",
+                    f"{took:.0f} s",
+                ]
+            ),
+            "cores": cores,
+            "chase_beside": chase,
+            "host_cache": cache,
+            "host": host,
+            "work": {
+                "bzip2": {"bytes": INPUT_BYTES, "seed": SEED, "repeats": repeats},
+                "triad": {"passes": passes, "elements": hostcache.ELEMENTS},
+            },
+        }
+    cache = meta["host_cache"]
+    sums = corun.summary(samples, rounds)
+    ipc = corun.triad_ipc(samples, rounds, meta["work"]["triad"]["passes"], cache["clock_mhz"])
+    try:
+        predicted = corun.predict(
+            meta["cores"], cache, {p: sums[p].cpu_alone_s for p in corun.PROGRAMS}, ipc
+        )
+    except VmioError as e:
+        print(f"real-cpu-jobs: no prediction: {e}", file=sys.stderr)
+        predicted = None
+    print(f"rounds used: {rounds} (of {len({s.round for s in samples})}); triad ipc {ipc:.4f}")
+    for r in rounds:
+        print(f"  round {r}: {corun._one(samples, r, 'bzip2', 'alone').uptime}")
+    print(corun.table(sums, predicted))
+    if (c := meta.get("chase_beside")) is not None:
+        print(
+            f"a {c['mib']} MiB pointer chase on core 0: {c['alone']:.1f} ns a load alone, "
+            f"{c['together']:.1f} beside the triad, {c['alone again']:.1f} alone again"
+        )
+    print(meta["measured"])
+    if a.json is not None:
+        text = json.dumps(corun.figures(meta, samples, rounds, predicted), indent=2) + "\n"
         a.json.write_text(text, encoding="utf-8")
     return 0
 

@@ -723,6 +723,7 @@ const FIO_KEYS: &[&str] = &[
     "cpumode",
     "cpu_profile",
     "cpu_work",
+    "cpu_ipc",
     "cpus_allowed",
     "cpus_allowed_policy",
     "blocksize",

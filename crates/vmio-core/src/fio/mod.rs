@@ -395,6 +395,9 @@ pub struct JobSpec {
     pub cpu_profile: Option<String>,
     /// vmio's `cpu_work`: the profile's CPU time on an idle core (its default when None).
     pub cpu_work_ns: Option<Ns>,
+    /// vmio's `cpu_ipc`: the profile's instructions per cycle alone on this host (the
+    /// profile's when None), which sets its miss rate against a shared cache.
+    pub cpu_ipc: Option<f64>,
     /// fio's `cpus_allowed`: a cpuset of guest CPUs (vCPUs) in a VM, of host cores natively;
     /// resolved by the engine, which knows the counts.
     pub cpus_allowed: Option<String>,
@@ -499,6 +502,7 @@ impl Default for JobSpec {
             cpuchunks_ns: 50_000 * crate::US,
             cpu_profile: None,
             cpu_work_ns: None,
+            cpu_ipc: None,
             cpus_allowed: None,
             cpus_allowed_split: false,
             pace: pace::Pace::default(),
@@ -1370,6 +1374,14 @@ impl Parser {
                 }
                 j.cpu_work_ns = Some(ns);
             }
+            "cpu_ipc" => {
+                const ACCEPTED: &str = "instructions per cycle, a number from 0.001 to 16";
+                let v = self.text(key, value, line, ACCEPTED)?;
+                match v.parse::<f64>() {
+                    Ok(ipc) if (0.001..=16.0).contains(&ipc) => j.cpu_ipc = Some(ipc),
+                    _ => return Err(self.bad(line, key, Some(v.as_str()), ACCEPTED)),
+                }
+            }
             "cpus_allowed_policy" => {
                 let v = self.text(key, value, line, "shared or split")?;
                 j.cpus_allowed_split = match v.as_str() {
@@ -1782,6 +1794,17 @@ mod tests {
 
     fn set(text: &str, section: Option<&str>, option: &str, value: &str) -> String {
         set_option(text, "job.fio", section, option, value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn cpu_ipc_gives_a_profile_its_measured_rate_and_refuses_what_is_not_a_rate() {
+        let f = parse("[t]\ncpu_profile=triad\ncpu_ipc=0.2573\n");
+        assert_eq!(f.jobs[0].cpu_ipc, Some(0.2573));
+        assert_eq!(parse("[t]\ncpu_profile=triad\n").jobs[0].cpu_ipc, None);
+        for bad in ["0", "-1", "17", "fast", ""] {
+            let e = err(&format!("[t]\ncpu_profile=triad\ncpu_ipc={bad}\n"));
+            assert!(e.contains("cpu_ipc") && e.contains("0.001 to 16"), "{e}");
+        }
     }
 
     #[test]

@@ -397,7 +397,11 @@ fn cpu_clones(spec: &JobSpec, clones: u32) -> Result<Vec<JobWorkload>, WorkloadE
                 name: name.clone(),
                 accepted: cpu::accepted(),
             })?;
-            cpu::CpuJob::profile(p, spec.cpu_work_ns)
+            let job = cpu::CpuJob::profile(p, spec.cpu_work_ns);
+            match spec.cpu_ipc {
+                Some(ipc) => job.with_ipc(ipc),
+                None => job,
+            }
         }
         None => {
             let load = spec.cpuload.ok_or(cpu::CpuJobError::NoLoad {

@@ -8,7 +8,8 @@
 //!   every cycle of cpuchunks µs: busy cpuload % of it (Step::Cpu), then idle to the
 //!   cycle's end (Step::At); until runtime (required: fio's cpuio never ends by itself)
 //! cpu_profile=P (vmio's: a program with a fixed amount of work, like a SPEC CPU run):
-//!   work = cpu_work | P's default; Step::Cpu pieces of at most PIECE until work is done,
+//!   work = cpu_work | P's default; ipc alone = cpu_ipc | P's (its instruction rate on
+//!   this host, which sets its miss rate: the contention model's input); Step::Cpu pieces of at most PIECE until work is done,
 //!   then Done; the job's elapsed time is its run time (slowdown = elapsed / work − 1
 //!   against an idle core)
 //! ```
@@ -23,6 +24,7 @@
 
 pub mod bzip2;
 pub mod gobmk;
+pub mod triad;
 
 use super::{Step, Workload};
 use crate::cpu::contention::Sensitivity;
@@ -60,7 +62,7 @@ impl CpuProfile {
 }
 
 /// The programs `cpu_profile=` names.
-pub const PROFILES: &[CpuProfile] = &[bzip2::PROFILE, gobmk::PROFILE];
+pub const PROFILES: &[CpuProfile] = &[bzip2::PROFILE, gobmk::PROFILE, triad::PROFILE];
 
 /// The accepted `cpu_profile` names, for error lines.
 pub fn accepted() -> String {
@@ -127,6 +129,15 @@ impl CpuJob {
             migration_cost_ns: Some(p.migration_cost_ns()),
             cache: Some(p.cache),
         }
+    }
+
+    /// The same program at `ipc` instructions per cycle alone (`cpu_ipc`: a rate measured
+    /// on the host instead of the profile's).
+    pub fn with_ipc(mut self, ipc: f64) -> CpuJob {
+        if let Some(c) = self.cache.as_mut() {
+            c.ipc = ipc;
+        }
+        self
     }
 
     /// The refill cost of its thread after a migration (`None`: the scheduler's default).
@@ -211,6 +222,18 @@ mod tests {
     }
 
     #[test]
+    fn cpu_ipc_replaces_the_profile_s_rate_and_keeps_its_curve() {
+        let j = CpuJob::profile(&triad::PROFILE, None).with_ipc(0.3);
+        let s = j.sensitivity().unwrap();
+        assert_eq!(s.ipc, 0.3);
+        assert_eq!(s.mpki, triad::PROFILE.cache.mpki);
+        // The triad moves 32 bytes, half a line, per element at every capacity.
+        assert_eq!(s.mpki_at(1.0), 500.0);
+        assert_eq!(s.footprint(), (3 * 8 * (1u64 << 24)) as f64);
+        assert!(CpuJob::cpuio(50, MS).with_ipc(0.3).sensitivity().is_none());
+    }
+
+    #[test]
     fn a_migration_costs_the_hot_set_over_the_refill_rate() {
         let p = CpuProfile {
             name: "x",
@@ -221,6 +244,6 @@ mod tests {
         };
         assert_eq!(p.migration_cost_ns(), MS);
         assert!(find("bzip2").is_some() && find("gcc").is_none());
-        assert_eq!(accepted(), "bzip2, gobmk");
+        assert_eq!(accepted(), "bzip2, gobmk, triad");
     }
 }

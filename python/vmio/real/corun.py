@@ -1,0 +1,467 @@
+"""bzip2 -9 and a memory-bound loop, alone and together on this machine's cores: each one's
+slowdown measured and predicted by the simulator's shared-cache and memory-bus contention
+(`[host.cache]` measured here by `vmio.real.hostcache`; crates/vmio-core/src/cpu/
+contention.rs).
+
+The programs (fixed work each):
+
+```text
+bzip2  = `bzip2 -9 -c input x repeats` (vmio.real.cpu's job: pseudo-random words, 8 MiB)
+triad  = triad.c's `triad PASSES`: a[i] = b[i] + s * c[i] over 3 x 128 MiB, far beyond the
+         last-level cache: every element moves 32 bytes between memory and the core
+         (`vmio.real.hostcache`). Why C and not numpy: numpy's `a[:] = b + s * c` makes a
+         temporary array and two passes per triad (s * c, then + b), so its traffic per
+         element depends on numpy's evaluation order; the C loop moves exactly what its
+         construction says, and prints the CPU time of its passes, so its demand on the bus
+         (bytes per second alone) is measured, not assumed
+```
+
+Measured, in rounds (at least 5; the order within a round reversed every other round, so
+that a drift of the machine's load touches both modes alike):
+
+```text
+alone     the program pinned on its core (taskset: bzip2 on core 0, triad on core 1)
+together  the same, while the other program runs on the other core from CO_START_S before
+          it starts until it ends (the co-runner's work is CO_WORK times larger, and it is
+          restarted should it end first), so the measured program runs its whole work
+          beside it
+cpu_s     = ru_utime + ru_stime of the measured process (wait4's rusage): unlike its wall
+            time, not stretched while other processes hold its core
+slowdown  = cpu_s together / cpu_s alone, per round; median and min..max over the rounds
+wall_s    = the same for wall time (reported, not the target)
+load1     = the 1-minute load average (os.getloadavg) as each sample starts, and `uptime`
+others    = cores' worth of CPU other processes took during the sample (/proc/stat busy
+            time less the measured program's and the co-runner's)
+quiet     = the rounds whose samples all started below QUIET_LOAD; the figures are taken from
+            the `rounds` rounds of lowest load (all rounds are kept in the figures file)
+```
+
+Predicted: the simulator on this machine (`hypervisor = "native"`, `[cpu] model = "cfs"`,
+the measured `[host.cache]`), each program's job pinned like the real one
+(`cpus_allowed`), alone and with the other running throughout:
+
+```text
+[bzip2] cpu_profile=bzip2, cpu_work = its median CPU time alone (its profile's curve, IPC)
+[triad] cpu_profile=triad, cpu_work = its median CPU time alone,
+        cpu_ipc = elements per CPU second of its passes alone / clock_mhz (triad.rs: one
+        element is its unit of work; 32 bytes of it a line's half a miss)
+predicted slowdown = job_runtime together / job_runtime alone
+target             = within the measured rounds' min..max, or its excess over x1 within 25 %
+                     of the measured median's excess (`within_target`)
+at the duty        = 1 + (predicted - 1) x the co-runner's duty (its CPU time over the
+                     measured program's wall time): on a machine whose other processes take
+                     the co-runner's core part of the time, the overlap the rounds really had
+                     (`at_duty`, linear in the overlap: a reading aid, not the simulator's)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from vmio import fioreport as report
+from vmio import stackfile
+from vmio.real import cpu as realcpu
+from vmio.real import hostcache
+from vmio.sim import simulate_text
+
+PROGRAMS = ("bzip2", "triad")
+CORE = {"bzip2": 0, "triad": 1}
+"""The core each program is pinned on (taskset -c)."""
+CO_START_S = 0.5
+"""The co-runner's head start (the triad's first touch of its 384 MiB takes about 0.3 s)."""
+CO_WORK = 3
+QUIET_LOAD = 1.0
+"""Highest 1-minute load average a quiet round's samples start at."""
+MIN_ROUNDS = 5
+
+
+def other_program(name: str) -> str:
+    return PROGRAMS[1 - PROGRAMS.index(name)]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One run of the measured program `program`, `mode` alone or together, in `round`."""
+
+    round: int
+    program: str
+    mode: str
+    cpu_s: float
+    wall_s: float
+    passes_cpu_s: float | None
+    """triad: the CPU time of its passes (triad.c's own figure); None for bzip2."""
+    co_cpu_s: float
+    """CPU time the co-runner took while it ran (0 alone)."""
+    other_cores: float
+    load1: float
+    uptime: str
+
+
+def uptime() -> str:
+    """`uptime`'s line (time, up, load averages)."""
+    try:
+        return subprocess.run(
+            ["uptime"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _spawn(argv: Sequence[str], out: Path) -> int:
+    with open(out, "wb") as f:
+        return os.posix_spawnp(
+            argv[0],
+            list(argv),
+            dict(os.environ),
+            file_actions=[(os.POSIX_SPAWN_DUP2, f.fileno(), 1)],
+        )
+
+
+def run_sample(
+    argv: dict[str, list[str]],
+    program: str,
+    mode: str,
+    rnd: int,
+    workdir: Path,
+) -> Sample:
+    """`program` alone or with the other's co-runner argv (`argv[other + "/co"]`)."""
+    load, up = os.getloadavg()[0], uptime()
+    busy0 = realcpu._busy_s()
+    co_cpu = 0.0
+    co_pid = None
+    co_argv = argv[other_program(program) + "/co"]
+    sink = workdir / "co.out"
+    if mode == "together":
+        co_pid = _spawn(co_argv, sink)
+        time.sleep(CO_START_S)
+    out = workdir / f"{program}.out"
+    start = time.perf_counter()
+    pid = _spawn(argv[program], out if program == "triad" else Path(os.devnull))
+    while True:
+        got, status, usage = os.wait4(-1, 0)
+        if got == pid:
+            wall = time.perf_counter() - start
+            if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+                raise OSError(f"{' '.join(argv[program][:4])} ...: status {status:#x}")
+            cpu = usage.ru_utime + usage.ru_stime
+            break
+        if got == co_pid:
+            co_cpu += usage.ru_utime + usage.ru_stime
+            co_pid = _spawn(co_argv, sink)
+    if co_pid is not None:
+        os.kill(co_pid, signal.SIGKILL)
+        _, _, usage = os.wait4(co_pid, 0)
+        co_cpu += usage.ru_utime + usage.ru_stime
+    span = time.perf_counter() - start + (CO_START_S if mode == "together" else 0.0)
+    other = max(0.0, realcpu._busy_s() - busy0 - cpu - co_cpu) / span
+    passes = None
+    if program == "triad":
+        passes = hostcache.parse_output(out.read_text())["seconds"]
+    return Sample(rnd, program, mode, cpu, wall, passes, co_cpu, other, load, up)
+
+
+def chase_beside(binary: Path, co_argv: list[str], mib: int, loads: int, workdir: Path) -> dict:
+    """CPU ns per load of `triad chase MIB` on bzip2's core, alone and while `co_argv` (the
+    triad co-runner) runs on the other core: whether the loop takes a working set of `mib`
+    MiB out of the shared last level (which the contention model's occupancy says it does).
+    """
+    argv = hostcache.pinned([str(binary), "chase", str(mib), str(loads)], CORE["bzip2"])
+    out = {"mib": mib, "uptime": uptime()}
+    for mode in ("alone", "together", "alone again"):
+        co = _spawn(co_argv, workdir / "co.out") if mode == "together" else None
+        if co is not None:
+            time.sleep(CO_START_S)
+        r = subprocess.run(argv, capture_output=True, text=True, check=True)
+        if co is not None:
+            os.kill(co, signal.SIGKILL)
+            os.waitpid(co, 0)
+        out[mode] = hostcache.parse_output(r.stdout)["ns_per_load"]
+    return out
+
+
+def round_order(rnd: int) -> list[tuple[str, str]]:
+    order = [(p, m) for m in ("alone", "together") for p in PROGRAMS]
+    return order if rnd % 2 == 0 else order[::-1]
+
+
+def round_load(samples: Sequence[Sample], rnd: int) -> float:
+    return max(s.load1 for s in samples if s.round == rnd)
+
+
+def measure(
+    argv: dict[str, list[str]], rounds: int, budget_s: float, workdir: Path, log=print
+) -> list[Sample]:
+    """At least `rounds` rounds; more, within `budget_s`, until `rounds` of them were quiet."""
+    samples: list[Sample] = []
+    t0 = time.monotonic()
+    rnd = 0
+    while rnd < rounds or (
+        len(quiet_rounds(samples)) < rounds and time.monotonic() - t0 < budget_s
+    ):
+        for program, mode in round_order(rnd):
+            samples.append(run_sample(argv, program, mode, rnd, workdir))
+        log(f"round {rnd}: load {round_load(samples, rnd):.2f}; {samples[-1].uptime}")
+        rnd += 1
+    return samples
+
+
+def quiet_rounds(samples: Sequence[Sample]) -> list[int]:
+    rounds = sorted({s.round for s in samples})
+    return [r for r in rounds if round_load(samples, r) < QUIET_LOAD]
+
+
+def select(samples: Sequence[Sample], rounds: int) -> list[int]:
+    """The `rounds` complete rounds of lowest load (module doc), in order."""
+    done = sorted(
+        r for r in {s.round for s in samples} if len([s for s in samples if s.round == r]) == 4
+    )
+    return sorted(sorted(done, key=lambda r: (round_load(samples, r), r))[:rounds])
+
+
+def _one(samples: Sequence[Sample], rnd: int, program: str, mode: str) -> Sample:
+    return next(s for s in samples if (s.round, s.program, s.mode) == (rnd, program, mode))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One program's figures over the chosen rounds."""
+
+    program: str
+    rounds: list[int]
+    cpu_alone_s: float
+    cpu_together_s: float
+    slowdown: float
+    """Median over rounds of cpu together / cpu alone."""
+    slowdown_min: float
+    slowdown_max: float
+    wall_slowdown: float
+    wall_slowdown_min: float
+    wall_slowdown_max: float
+    load_min: float
+    load_max: float
+    co_duty: float
+    """Median over rounds of the co-runner's CPU time over the measured program's wall time
+    (with the head start): 1 when it ran throughout, less when other processes took its
+    core."""
+    passes_slowdown: float | None = None
+    """triad: the same ratio of its passes' own CPU time (triad.c), without the first touch
+    of its arrays (system time that varies with the kernel's work, not the bus); None for
+    bzip2."""
+    passes_slowdown_min: float | None = None
+    passes_slowdown_max: float | None = None
+
+
+def summary(samples: Sequence[Sample], rounds: Sequence[int]) -> dict[str, Summary]:
+    out = {}
+    for p in PROGRAMS:
+        alone = [_one(samples, r, p, "alone") for r in rounds]
+        both = [_one(samples, r, p, "together") for r in rounds]
+        cpu = [t.cpu_s / a.cpu_s for a, t in zip(alone, both, strict=True)]
+        wall = [t.wall_s / a.wall_s for a, t in zip(alone, both, strict=True)]
+        loads = [s.load1 for s in alone + both]
+        duty = [t.co_cpu_s / (t.wall_s + CO_START_S) for t in both]
+        passes = None
+        if p == "triad":
+            passes = [t.passes_cpu_s / a.passes_cpu_s for a, t in zip(alone, both, strict=True)]
+        out[p] = Summary(
+            p,
+            list(rounds),
+            statistics.median(s.cpu_s for s in alone),
+            statistics.median(s.cpu_s for s in both),
+            statistics.median(cpu),
+            min(cpu),
+            max(cpu),
+            statistics.median(wall),
+            min(wall),
+            max(wall),
+            min(loads),
+            max(loads),
+            statistics.median(duty),
+            None if passes is None else statistics.median(passes),
+            None if passes is None else min(passes),
+            None if passes is None else max(passes),
+        )
+    return out
+
+
+def triad_ipc(samples: Sequence[Sample], rounds: Sequence[int], passes: int, mhz: int) -> float:
+    """Elements per cycle of the triad's passes alone (median over the rounds)."""
+    rate = statistics.median(
+        hostcache.ELEMENTS * passes / _one(samples, r, "triad", "alone").passes_cpu_s
+        for r in rounds
+    )
+    return rate / (mhz * 1e6)
+
+
+def stack_text(cores: int, cache: dict) -> str:
+    """This machine for the simulator: its cores under CFS, no VMM, its measured caches."""
+    doc = {
+        "host": {"cores": cores, "hypervisor": "native", "cache": cache},
+        "cpu": {"model": "cfs"},
+        "device": [{"name": "sda", "model": "ssd", "profile": "samsung-840pro-256g"}],
+        "volume": [{"name": "data", "layout": "single", "devices": ["sda"]}],
+        "vm": [{"name": "host", "disk": [{"name": "sda", "volume": "data", "size": "10g"}]}],
+    }
+    return stackfile.render(
+        doc, ["This machine for vmio.real.corun: its cores under CFS and its measured caches."]
+    )
+
+
+def job_section(program: str, work_s: float, ipc: float) -> str:
+    text = f"[{program}]\ncpu_profile={program}\ncpu_work={max(1, round(work_s * 1000))}ms\n"
+    if program == "triad":
+        text += f"cpu_ipc={ipc:.6g}\n"
+    return text + f"cpus_allowed={CORE[program]}\n"
+
+
+def predict(cores: int, cache: dict, work_s: dict[str, float], ipc: float) -> dict[str, dict]:
+    """Per program: the simulator's run time alone and together (s) and their ratio."""
+    stack = stack_text(cores, cache)
+    out = {}
+    for p in PROGRAMS:
+        q = other_program(p)
+        times = {}
+        for mode in ("alone", "together"):
+            job = job_section(p, work_s[p], ipc)
+            if mode == "together":
+                job += job_section(q, CO_WORK * (work_s[p] + work_s[q]), ipc)
+            res = json.loads(simulate_text(stack, "corun-stack.toml", job, "corun.fio", 1))
+            times[mode] = next(j["job_runtime"] for j in res["jobs"] if j["jobname"] == p) / 1000
+        out[p] = {**times, "slowdown": times["together"] / times["alone"]}
+    return out
+
+
+def predict_recorded(figures: dict, cache: dict | None = None) -> dict[str, dict]:
+    """The prediction for a figures file's chosen rounds, with its recorded [host.cache]
+    (or `cache` instead)."""
+    samples = samples_of(figures)
+    rounds = figures["rounds_used"]
+    sums = summary(samples, rounds)
+    cache = figures["host_cache"] if cache is None else cache
+    ipc = triad_ipc(samples, rounds, figures["work"]["triad"]["passes"], cache["clock_mhz"])
+    work = {p: sums[p].cpu_alone_s for p in PROGRAMS}
+    return predict(figures["cores"], cache, work, ipc)
+
+
+def within_target(s: Summary, predicted: float) -> bool:
+    """The target: the predicted slowdown within the measured rounds' min..max, or its
+    excess over x1 within 25 % of the measured median's (25 % of the ratio itself would pass
+    any prediction below x1.25)."""
+    excess = s.slowdown - 1
+    return s.slowdown_min <= predicted <= s.slowdown_max or abs(
+        (predicted - 1) - excess
+    ) <= 0.25 * abs(excess)
+
+
+def at_duty(predicted: float, duty: float) -> float:
+    """The predicted slowdown scaled to a co-runner that ran `duty` of the time (the
+    simulator's runs it throughout): 1 + (predicted - 1) x duty, linear in the overlap; a
+    reading aid on a shared machine, not a prediction of the simulator."""
+    return 1 + (predicted - 1) * min(1.0, max(0.0, duty))
+
+
+def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
+    header = [
+        "program",
+        "cpu alone s",
+        "together s",
+        "slowdown (median)",
+        "min..max",
+        "wall slowdown",
+        "min..max",
+        "load",
+        "co-runner's duty",
+        "predicted",
+        "within target",
+        "at the duty",
+        "within target",
+    ]
+    body = []
+    for p, s in sums.items():
+        pred = None if predicted is None else predicted[p]["slowdown"]
+        body.append(
+            [
+                p,
+                f"{s.cpu_alone_s:.2f}",
+                f"{s.cpu_together_s:.2f}",
+                f"x{s.slowdown:.3f}",
+                f"x{s.slowdown_min:.3f}..x{s.slowdown_max:.3f}",
+                f"x{s.wall_slowdown:.3f}",
+                f"x{s.wall_slowdown_min:.3f}..x{s.wall_slowdown_max:.3f}",
+                f"{s.load_min:.2f}..{s.load_max:.2f}",
+                f"{s.co_duty:.2f}",
+                "-" if pred is None else f"x{pred:.3f}",
+                "-" if pred is None else ("yes" if within_target(s, pred) else "no"),
+                "-" if pred is None else f"x{at_duty(pred, s.co_duty):.3f}",
+                "-"
+                if pred is None
+                else ("yes" if within_target(s, at_duty(pred, s.co_duty)) else "no"),
+            ]
+        )
+    text = (
+        "bzip2 -9 (core 0) and the triad loop (core 1), alone and together, CPU time "
+        "(rusage); measured vs simulated ([host.cache] measured here)\n"
+        + report.text_table(header, body)
+    )
+    t = sums.get("triad")
+    if t is not None and t.passes_slowdown is not None:
+        text += (
+            "\ntriad counting its passes only (triad.c's own CPU time, not its arrays' first "
+            f"touch): x{t.passes_slowdown:.3f} "
+            f"(x{t.passes_slowdown_min:.3f}..x{t.passes_slowdown_max:.3f})"
+        )
+    return text
+
+
+def figures(meta: dict, samples: Sequence[Sample], rounds: Sequence[int], predicted) -> dict:
+    sums = summary(samples, rounds)
+    return {
+        **meta,
+        "samples": [asdict(s) for s in samples],
+        "rounds_used": list(rounds),
+        "summary": {p: asdict(s) for p, s in sums.items()},
+        "predicted": predicted,
+    }
+
+
+def samples_of(recorded: dict) -> list[Sample]:
+    return [Sample(**s) for s in recorded["samples"]]
+
+
+__all__ = [
+    "at_duty",
+    "CORE",
+    "CO_START_S",
+    "CO_WORK",
+    "MIN_ROUNDS",
+    "PROGRAMS",
+    "QUIET_LOAD",
+    "Sample",
+    "Summary",
+    "figures",
+    "job_section",
+    "measure",
+    "other_program",
+    "predict",
+    "predict_recorded",
+    "quiet_rounds",
+    "round_order",
+    "run_sample",
+    "samples_of",
+    "select",
+    "stack_text",
+    "summary",
+    "table",
+    "triad_ipc",
+    "uptime",
+    "within_target",
+]

@@ -1,0 +1,213 @@
+"""bzip2 -9 beside a memory-bound loop on this machine (vmio.real.corun), and this machine's
+[host.cache] measured (vmio.real.hostcache): the sysfs parser on a fake tree and on this
+machine's, the analysis of known samples, the recorded figures replayed through this build's
+simulator, and a short real run (bzip2 and cc needed)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import missing_tool
+from vmio import stackfile
+from vmio.real import corun, hostcache
+from vmio.real.corun import Sample
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = Path(__file__).with_name("real_cpu_figures_corun.json")
+
+
+def fake_sys(root: Path, caches: dict[int, list[tuple[int, str, str, str]]], mhz=None) -> Path:
+    """cpuN/cache/indexI/{level,type,size,shared_cpu_list} under `root`."""
+    for cpu, entries in caches.items():
+        for i, (level, kind, size, shared) in enumerate(entries):
+            d = root / f"cpu{cpu}/cache/index{i}"
+            d.mkdir(parents=True)
+            for name, value in (
+                ("level", level),
+                ("type", kind),
+                ("size", size),
+                ("shared_cpu_list", shared),
+            ):
+                (d / name).write_text(f"{value}\n")
+    if mhz is not None:
+        (root / "cpu0/cpufreq").mkdir(parents=True)
+        (root / "cpu0/cpufreq/cpuinfo_max_freq").write_text(f"{mhz * 1000}\n")
+    return root
+
+
+def q9550_like(cpu: int) -> list[tuple[int, str, str, str]]:
+    pair = "0-1" if cpu < 2 else "2-3"
+    return [
+        (1, "Data", "32K", str(cpu)),
+        (1, "Instruction", "32K", str(cpu)),
+        (2, "Unified", "6144K", pair),
+    ]
+
+
+def test_the_sys_parser_gives_one_bank_per_shared_cache_and_leaves_instruction_caches_out(
+    tmp_path: Path,
+):
+    root = fake_sys(tmp_path, {c: q9550_like(c) for c in range(4)}, mhz=2830)
+    banks = hostcache.read_banks(root)
+    assert [(b.level, b.size_bytes, b.cpus) for b in banks] == [
+        (1, 32 << 10, "0"),
+        (1, 32 << 10, "1"),
+        (1, 32 << 10, "2"),
+        (1, 32 << 10, "3"),
+        (2, 6 << 20, "0-1"),
+        (2, 6 << 20, "2-3"),
+    ]
+    assert hostcache.clock_mhz(root) == 2830
+    memory = hostcache.Memory(5e9, 10.6e9, 4, 80.4)
+    table = hostcache.host_cache(banks, memory, 2830)
+    assert table["memory_bandwidth"] == 10_600_000_000
+    assert table["memory_latency"] == "80ns"
+    assert table["bank"][-1] == {"level": 2, "size": "6MiB", "cpus": "2-3"}
+    # The simulator takes the table as this machine's [host.cache] (cache.rs's checks).
+    stack = stackfile.loads(corun.stack_text(4, table))
+    assert stack.doc()["host"]["cache"]["bank"][-1]["cpus"] in ("2-3", "2,3")
+
+
+def test_sizes_are_the_kernels_k_and_m_and_a_clock_comes_from_cpuinfo_without_cpufreq(
+    tmp_path: Path,
+):
+    assert hostcache.parse_size("32768K") == 32 << 20
+    assert hostcache.parse_size("1M\n") == 1 << 20
+    assert hostcache.parse_size("512") == 512
+    with pytest.raises(hostcache.HostCacheError, match="accepted: digits with K, M or G"):
+        hostcache.parse_size("32 KiB")
+    assert hostcache.size_text(32 << 20) == "32MiB" and hostcache.size_text(1000) == "1000"
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2445.404\n")
+    assert hostcache.clock_mhz(tmp_path, info) == 2445
+    with pytest.raises(hostcache.HostCacheError, match="no cpu\\*/cache/index"):
+        hostcache.read_banks(tmp_path)
+
+
+def test_this_machines_caches_make_a_host_cache_the_simulator_accepts():
+    if not (hostcache.SYS_CPU / "cpu0/cache").is_dir():
+        pytest.skip("no /sys/devices/system/cpu/cpu0/cache here")
+    banks = hostcache.read_banks()
+    cores = os.cpu_count() or 1
+    assert banks and all(1 <= b.level <= 4 and b.size_bytes > 0 for b in banks)
+    assert all(b.type in ("Data", "Unified") for b in banks)
+    table = hostcache.host_cache(banks, hostcache.Memory(1e10, 2e10, cores, 100), 2000)
+    stack = stackfile.loads(corun.stack_text(max(2, cores), table))
+    assert len(stack.doc()["host"]["cache"]["bank"]) == len(banks)
+
+
+def sample(rnd: int, program: str, mode: str, cpu: float, load: float = 0.2) -> Sample:
+    passes = cpu - 0.2 if program == "triad" else None
+    return Sample(rnd, program, mode, cpu, cpu * 1.01, passes, 0.0, 0.0, load, "up")
+
+
+def test_the_slowdown_is_the_median_of_each_rounds_together_over_alone_and_noisy_rounds_drop():
+    samples = []
+    for rnd, (bz, tr, load) in enumerate(
+        [(1.10, 1.00, 0.3), (1.20, 1.02, 0.5), (1.30, 1.04, 0.2), (2.00, 1.50, 6.0)]
+    ):
+        for program, mode in corun.round_order(rnd):
+            together = {"bzip2": bz, "triad": tr}[program]
+            cpu = 4.0 * (together if mode == "together" else 1.0)
+            samples.append(sample(rnd, program, mode, cpu, load))
+    assert corun.round_order(1) == corun.round_order(0)[::-1]
+    assert corun.quiet_rounds(samples) == [0, 1, 2]
+    rounds = corun.select(samples, 3)
+    assert rounds == [0, 1, 2]
+    sums = corun.summary(samples, rounds)
+    assert sums["bzip2"].slowdown == pytest.approx(1.2)
+    assert (sums["bzip2"].slowdown_min, sums["bzip2"].slowdown_max) == pytest.approx((1.1, 1.3))
+    assert sums["triad"].slowdown == pytest.approx(1.02)
+    assert sums["triad"].load_max == 0.5
+    # Target: within the spread, or the excess over x1 within 25 % of the measured one.
+    assert corun.within_target(sums["bzip2"], 1.29)
+    assert corun.within_target(sums["triad"], 1.024) and not corun.within_target(sums["triad"], 1.1)
+    # Elements per cycle of the triad's passes alone: 2^24 x 10 passes in 3.8 s at 1 GHz.
+    ipc = corun.triad_ipc(samples, rounds, 10, 1000)
+    assert ipc == pytest.approx(hostcache.ELEMENTS * 10 / 3.8 / 1e9)
+    fig = corun.figures({"cores": 2}, samples, rounds, None)
+    assert corun.samples_of(json.loads(json.dumps(fig))) == samples
+
+
+def recorded() -> dict:
+    if not FIGURES.exists():
+        pytest.fail(f"{FIGURES.name} missing: scripts/real-cpu-jobs.py --corun --json records it")
+    return json.loads(FIGURES.read_text(encoding="utf-8"))
+
+
+def test_the_recorded_corun_is_predicted_from_its_recorded_host_profile():
+    fig = recorded()
+    cache = fig["host_cache"]
+    assert cache["bank"] and cache["memory_bandwidth"] == round(
+        fig["host"]["memory"]["bandwidth_all"]
+    )
+    assert len(fig["rounds_used"]) >= corun.MIN_ROUNDS
+    pred = corun.predict_recorded(fig)
+    # Direction: the loop's misses take bzip2's share of the last-level cache.
+    assert pred["bzip2"]["slowdown"] > 1.01
+    assert pred["triad"]["slowdown"] >= 1.0
+    if fig["predicted"] is not None:
+        for p in corun.PROGRAMS:
+            assert pred[p]["slowdown"] == pytest.approx(fig["predicted"][p]["slowdown"], rel=0.02)
+    # From the recorded profile: a last level that holds both footprints (1 GiB) leaves
+    # bzip2 its cache, and a slower memory makes each of its lost lines cost more.
+    big = copy.deepcopy(cache)
+    for b in big["bank"]:
+        if b["level"] == max(x["level"] for x in big["bank"]):
+            b["size"] = "1GiB"
+    roomy = corun.predict_recorded(fig, big)["bzip2"]["slowdown"]
+    assert roomy < 1 + (pred["bzip2"]["slowdown"] - 1) / 5
+    slow = {**cache, "memory_latency": f"{2 * int(cache['memory_latency'][:-2])}ns"}
+    assert corun.predict_recorded(fig, slow)["bzip2"]["slowdown"] > pred["bzip2"]["slowdown"]
+
+
+def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: Path):
+    from vmio.real import cpu as realcpu
+
+    why = realcpu.program_missing() or hostcache.cc_missing()
+    if why is not None:
+        missing_tool(why)
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: the co-run needs two")
+    out = tmp_path / "corun.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    script = [sys.executable, str(ROOT / "scripts/real-cpu-jobs.py"), "--corun"]
+    cmd = [*script, "--rounds", "1", "--seconds", "0.3", "--budget", "0", "--json", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr
+    fig = json.loads(out.read_text())
+    assert [(s["program"], s["mode"]) for s in fig["samples"]] == corun.round_order(0)
+    assert all(s["cpu_s"] > 0 for s in fig["samples"])
+    together = [s for s in fig["samples"] if s["mode"] == "together"]
+    assert all(s["co_cpu_s"] > 0 for s in together), together
+    assert fig["host"]["memory"]["bandwidth_one"] > 1e8
+    chase = fig["chase_beside"]
+    assert chase["mib"] == 8 and min(chase["alone"], chase["together"]) > 0
+    assert fig["predicted"]["bzip2"]["slowdown"] >= 1.0
+    assert "predicted" in r.stdout and "round 0" in r.stdout
+    replay = subprocess.run(
+        [*script[:2], "--from", str(out)], capture_output=True, text=True, env=env, check=False
+    )
+    assert replay.returncode == 0 and "bzip2" in replay.stdout, replay.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="crates/vmio-core/src/cpu/contention.rs sets the bus wait W = wait(rho) undamped "
+    "in its fixed point: for a program whose time is mostly misses (the triad: 500 per "
+    "kilo-element) W and the program's time alternate between two values (a 2-cycle), and "
+    "the 40th iteration lands on the slow one (x11.5); damping W as the shares are damped "
+    "converges to x1.009 for the recorded figures",
+)
+def test_the_loop_beside_bzip2_is_predicted_within_its_measured_spread():
+    fig = recorded()
+    pred = corun.predict_recorded(fig)["triad"]["slowdown"]
+    sums = corun.summary(corun.samples_of(fig), fig["rounds_used"])
+    assert corun.within_target(sums["triad"], pred), pred
