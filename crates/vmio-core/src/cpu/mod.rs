@@ -287,6 +287,12 @@ pub trait CpuScheduler {
     fn set_contention(&mut self, _model: contention::Contention) {}
     /// `thread` runs a program of this sensitivity (after [`Self::set_contention`]).
     fn set_program(&mut self, _thread: ThreadId, _program: contention::Sensitivity) {}
+    /// `thread` is system work (the VMM's, dom0's, the host kernel's) running a program of
+    /// this sensitivity whose footprint stays in the caches of the cores it ran on between
+    /// its runs ([`contention`]'s resident footprints).
+    fn set_system(&mut self, thread: ThreadId, program: contention::Sensitivity) {
+        self.set_program(thread, program);
+    }
 }
 
 #[cfg(test)]
