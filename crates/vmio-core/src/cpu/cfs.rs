@@ -36,11 +36,29 @@
 //! wake(t, now): (a work item on a sleeping thread)
 //!   core = last core if allowed and idle, else the lowest allowed idle core, else the
 //!          allowed core with the fewest runnable threads, the last core on a tie
-//!          (select_task_rq_fair / select_idle_sibling)
+//!          (select_task_rq_fair / select_idle_sibling); with cache domains (below) an
+//!          idle core of the last core's domain comes first, and a new thread's first
+//!          core is the lowest idle one of the domain with the most idle cores
 //!   t.vruntime = max(t.vruntime, min_vruntime - latency / 2)
 //!          (place_entity with GENTLE_FAIR_SLEEPERS; a new thread counts as having slept)
 //!   enqueue; if curr.vruntime - t.vruntime > wake_gran * 1024 / t.weight: preempt curr
 //!          (check_preempt_wakeup, wakeup_preempt_entity, wakeup_gran)
+//! cache domains (only with [host.cache]: the cores sharing a last-level cache, Linux's
+//!   LLC sched domain, SD_SHARE_PKG_RESOURCES; the level above has SD_PREFER_SIBLING):
+//!   at a slice end, a core whose domain has at least 2 runnable threads more than a
+//!   domain with an idle core moves its running thread to that idle core (the idle core's
+//!   periodic load_balance at the level above the LLC domains: calculate_imbalance's
+//!   "evenly spread running tasks on groups", imbalance = difference / 2; the running
+//!   thread moves by active balance, active_load_balance_cpu_stop, once detaching a
+//!   queued one failed); a thread that continues on its idle last core (its next piece of
+//!   work comes as the last one ends) is moved the same way, since a thread alone on its core renews
+//!   its slice with each piece and would never reach a slice end (the kernel's balancer
+//!   runs on the idle core's tick, every balance_interval: a few ms; here at the next
+//!   slice end or piece of work). A core going idle does not pull across domains by itself:
+//!   newidle_balance runs only when some core has more than one runnable thread
+//!   (rd->overload, then the within-domain pull above does it) and the core's average
+//!   idle time exceeds sysctl_sched_migration_cost, which a CPU-bound job between two
+//!   pieces of its work never gives it
 //! ```
 //!
 //! Simplifications (stated): preemption happens exactly when a slice ends, not at the next
@@ -49,7 +67,8 @@
 //! (NEXT_BUDDY, LAST_BUDDY) are left out; no START_DEBIT: threads are added before they have
 //! work, so a first wake-up is placed like any other; no cgroups (one flat run queue per
 //! core: libvirt's per-VM `cpu.shares` is not modelled); load is counted in runnable threads
-//! and weights, not PELT's decayed averages, and all cores share one cache domain (no SMT,
+//! and weights, not PELT's decayed averages, and the cores share one domain unless
+//! `[host.cache]` names last-level caches (then two levels: LLC domains and the host; no SMT,
 //! no NUMA: one `sched_domain`); there is no `task_hot` test.
 //!
 //! Balancing (the main simplification): it runs at each slice end of a core rather than
@@ -205,6 +224,8 @@ struct Thread {
     queued_at: Ns,
     seq: u64,
     refill_left: Ns,
+    /// When it last went to sleep (its work done).
+    slept_at: Option<Ns>,
     /// Pending work: (remaining ns, token).
     work: VecDeque<(Ns, Token)>,
     stats: ThreadStats,
@@ -500,56 +521,15 @@ impl Cfs {
             .sum()
     }
 
-    /// Balancing between cache domains for the idle core `to` (load_balance at the level
-    /// above the LLC domains, with SD_PREFER_SIBLING: calculate_imbalance's "evenly spread
-    /// running tasks on groups", imbalance = (busiest's − local's runnable) / 2): when
-    /// another domain has at least 2 runnable threads more than `to`'s, a thread of its
-    /// busiest core that may run on `to` (the queued one waiting longest, else the running
-    /// one: active balance). None without a cache topology.
-    fn find_group_pull(&self, to: usize) -> Option<(usize, usize)> {
-        if self.llc.is_empty() {
-            return None;
-        }
-        let local = self.group_nr(self.llc[to]);
-        let mut best: Option<(usize, usize)> = None; // (nr, group)
-        for g in (0..self.cores.len()).map(|c| self.llc[c]) {
-            let nr = self.group_nr(g);
-            if g != self.llc[to] && nr >= local + 2 && best.is_none_or(|(n, _)| nr > n) {
-                best = Some((nr, g));
-            }
-        }
-        let (_, g) = best?;
-        let mut from: Option<(usize, usize, usize)> = None; // (nr, core, thread)
-        for (d, core) in self.cores.iter().enumerate() {
-            if self.llc[d] != g || core.nr() == 0 {
-                continue;
-            }
-            let cand = core
-                .queue
-                .iter()
-                .map(|&(_, _, t)| t)
-                .filter(|&t| self.threads[t].spec.affinity.contains(to))
-                .min_by_key(|&t| (self.threads[t].queued_at, t))
-                .or(core
-                    .curr
-                    .filter(|&t| self.threads[t].spec.affinity.contains(to)));
-            if let Some(t) = cand {
-                if from.is_none_or(|(nr, _, _)| core.nr() > nr) {
-                    from = Some((core.nr(), d, t));
-                }
-            }
-        }
-        from.map(|(_, d, t)| (d, t))
-    }
-
     /// An idle core of another cache domain that the domain of `c` outnumbers by at least
-    /// 2 runnable threads and where `t` may run (the nohz idle balancer's active balance,
-    /// which pulls `t` there); None without a cache topology.
-    fn idle_group_core(&self, c: usize, t: usize) -> Option<usize> {
+    /// 2 runnable threads (counting `t` as one of them when it is not yet runnable: `wake`)
+    /// and where `t` may run (the idle core's periodic balance, which pulls `t` there);
+    /// None without a cache topology.
+    fn idle_group_core(&self, c: usize, t: usize, waking: bool) -> Option<usize> {
         if self.llc.is_empty() {
             return None;
         }
-        let here = self.group_nr(self.llc[c]);
+        let here = self.group_nr(self.llc[c]) + usize::from(waking);
         (0..self.cores.len()).find(|&i| {
             self.llc[i] != self.llc[c]
                 && self.cores[i].nr() == 0
@@ -565,7 +545,7 @@ impl Cfs {
             self.enqueue(c, t, now);
         }
         if self.cores[c].queue.is_empty() {
-            if let Some((d, t)) = self.find_pull(c, 1).or_else(|| self.find_group_pull(c)) {
+            if let Some((d, t)) = self.find_pull(c, 1) {
                 self.pull(t, d, c, now);
             }
         }
@@ -605,6 +585,7 @@ impl Cfs {
             th.stats.completed += 1;
             if th.work.is_empty() {
                 th.state = State::Sleeping;
+                th.slept_at = Some(t);
                 self.cores[c].curr = None;
                 self.cores[c].load -= th.spec.weight as u64;
                 self.schedule(c, t);
@@ -612,7 +593,7 @@ impl Cfs {
             return;
         }
         if t >= self.cores[c].slice_end {
-            if let Some(i) = self.idle_group_core(c, ti) {
+            if let Some(i) = self.idle_group_core(c, ti, false) {
                 self.pull(ti, c, i, t);
                 self.schedule(i, t);
                 return;
@@ -625,11 +606,17 @@ impl Cfs {
     }
 
     /// `select_task_rq_fair` for a waking thread.
-    fn select_core(&self, t: usize) -> usize {
+    fn select_core(&self, t: usize, now: Ns) -> usize {
         let th = &self.threads[t];
         let allowed = |c: &usize| th.spec.affinity.contains(*c);
         let idle = |c: &usize| self.cores[*c].nr() == 0;
         if let Some(l) = th.last_core.filter(|l| allowed(l) && idle(l)) {
+            // A thread whose work comes in pieces never reaches a slice end when alone on
+            // its core: the periodic balance between cache domains (handle) moves it when
+            // it continues (its next piece comes as the last one ends) instead.
+            if th.slept_at == Some(now) {
+                return self.idle_group_core(l, t, true).unwrap_or(l);
+            }
             return l;
         }
         let cores = 0..self.cores.len();
@@ -665,7 +652,7 @@ impl Cfs {
     }
 
     fn wake(&mut self, t: usize, now: Ns) {
-        let c = self.select_core(t);
+        let c = self.select_core(t, now);
         self.update_curr(c, now);
         let min = self.cores[c].min_vruntime;
         let vr = self.vr(t).max(min.saturating_sub(self.p.latency_ns / 2));
@@ -716,6 +703,7 @@ impl CpuScheduler for Cfs {
             queued_at: 0,
             seq: 0,
             refill_left: 0,
+            slept_at: None,
             work: VecDeque::new(),
             stats: ThreadStats::of(spec.kind),
         });
@@ -1335,8 +1323,8 @@ mod tests {
         s.submit(0, ids[2], SEC, 2).unwrap();
         assert_eq!(s.stats(0).threads[2].ran_on, CoreSet::of(&[1]));
         // When the lone thread of cores 2-3 ends, that pair is 2 runnable threads short of
-        // the other: its idle core pulls one (the running one: active balance), and the last
-        // two finish apart.
+        // the other: at the other pair's next slice end one of its threads moves there
+        // (active balance), and the last two finish apart.
         let done = run(&mut s, 10 * SEC);
         let st = s.stats(10 * SEC);
         let moved: u64 = st.threads.iter().map(|t| t.migrations).sum();
