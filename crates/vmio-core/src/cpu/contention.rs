@@ -243,12 +243,12 @@ impl Contention {
         // Initial shares: footprints, scaled down where a bank is oversubscribed.
         let mut share: Vec<f64> = p.iter().map(|p| p.footprint()).collect();
         let mut contended = vec![false; active.len()];
-        for b in 0..self.bank_size.len() {
+        for (b, &size_b) in size.iter().enumerate() {
             let members: Vec<usize> = (0..active.len()).filter(|&i| bank[i] == Some(b)).collect();
             let sum: f64 = members.iter().map(|&i| p[i].footprint()).sum();
-            if sum > size[b] {
+            if sum > size_b {
                 for &i in &members {
-                    share[i] = size[b] * p[i].footprint() / sum;
+                    share[i] = size_b * p[i].footprint() / sum;
                     contended[i] = true;
                 }
             }
@@ -265,7 +265,7 @@ impl Contention {
                 .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
                 .sum();
             w = self.wait(rho);
-            for b in 0..self.bank_size.len() {
+            for (b, &size_b) in size.iter().enumerate() {
                 let members: Vec<usize> = (0..active.len())
                     .filter(|&i| bank[i] == Some(b) && contended[i])
                     .collect();
@@ -277,7 +277,7 @@ impl Contention {
                     .map(|&i| p[i].mpki_at(share[i]) / 1000.0 / t[i])
                     .collect();
                 let caps: Vec<f64> = members.iter().map(|&i| p[i].footprint()).collect();
-                let target = water_fill(size[b], &rate, &caps);
+                let target = water_fill(size_b, &rate, &caps);
                 for (k, &i) in members.iter().enumerate() {
                     share[i] = (share[i] + target[k]) / 2.0;
                 }
