@@ -340,7 +340,8 @@ impl Cfs {
                 let mut mask = 0u64;
                 for (t, last) in &sh.sys {
                     let p = sh.program[*t];
-                    if p < 64 && last[b].is_some_and(|l| ((now - l) as f64) <= sh.tc[b]) {
+                    if p < 64 && last[b].is_some_and(|l| (now.saturating_sub(l) as f64) <= sh.tc[b])
+                    {
                         mask |= 1 << p;
                     }
                 }

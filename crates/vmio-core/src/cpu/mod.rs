@@ -30,8 +30,10 @@
 //! With `[host.cache]` ([`cache`]), the running programs' speeds follow from what shares a
 //! last-level cache and the memory bus ([`contention`]): a scheduler that models it
 //! ([`cfs::Cfs`]) stretches the remaining work of each running program by its slowdown,
-//! recomputed whenever the set of programs running on the host's cores changes. Without
-//! it every thread runs at its nominal speed.
+//! recomputed whenever the set of programs running on the host's cores changes; the
+//! system threads' footprints ([`CpuScheduler::set_system`]) stay in the caches they ran
+//! on between their runs, and CFS balances across the last-level caches as Linux's LLC
+//! sched domains do. Without it every thread runs at its nominal speed in one flat domain.
 //!
 //! Memory is bounded by the caller: one record per added thread, one per submitted work item
 //! still pending (completed items are dropped as their tokens are pushed), fixed per-core
