@@ -36,11 +36,29 @@
 //! wake(t, now): (a work item on a sleeping thread)
 //!   core = last core if allowed and idle, else the lowest allowed idle core, else the
 //!          allowed core with the fewest runnable threads, the last core on a tie
-//!          (select_task_rq_fair / select_idle_sibling)
+//!          (select_task_rq_fair / select_idle_sibling); with cache domains (below) an
+//!          idle core of the last core's domain comes first, and a new thread's first
+//!          core is the lowest idle one of the domain with the most idle cores
 //!   t.vruntime = max(t.vruntime, min_vruntime - latency / 2)
 //!          (place_entity with GENTLE_FAIR_SLEEPERS; a new thread counts as having slept)
 //!   enqueue; if curr.vruntime - t.vruntime > wake_gran * 1024 / t.weight: preempt curr
 //!          (check_preempt_wakeup, wakeup_preempt_entity, wakeup_gran)
+//! cache domains (only with [host.cache]: the cores sharing a last-level cache, Linux's
+//!   LLC sched domain, SD_SHARE_PKG_RESOURCES; the level above has SD_PREFER_SIBLING):
+//!   at a slice end, a core whose domain has at least 2 runnable threads more than a
+//!   domain with an idle core moves its running thread to that idle core (the idle core's
+//!   periodic load_balance at the level above the LLC domains: calculate_imbalance's
+//!   "evenly spread running tasks on groups", imbalance = difference / 2; the running
+//!   thread moves by active balance, active_load_balance_cpu_stop, once detaching a
+//!   queued one failed); a thread that continues on its idle last core (its next piece of
+//!   work comes as the last one ends) is moved the same way, since a thread alone on its core renews
+//!   its slice with each piece and would never reach a slice end (the kernel's balancer
+//!   runs on the idle core's tick, every balance_interval: a few ms; here at the next
+//!   slice end or piece of work). A core going idle does not pull across domains by itself:
+//!   newidle_balance runs only when some core has more than one runnable thread
+//!   (rd->overload, then the within-domain pull above does it) and the core's average
+//!   idle time exceeds sysctl_sched_migration_cost, which a CPU-bound job between two
+//!   pieces of its work never gives it
 //! ```
 //!
 //! Simplifications (stated): preemption happens exactly when a slice ends, not at the next
@@ -49,7 +67,8 @@
 //! (NEXT_BUDDY, LAST_BUDDY) are left out; no START_DEBIT: threads are added before they have
 //! work, so a first wake-up is placed like any other; no cgroups (one flat run queue per
 //! core: libvirt's per-VM `cpu.shares` is not modelled); load is counted in runnable threads
-//! and weights, not PELT's decayed averages, and all cores share one cache domain (no SMT,
+//! and weights, not PELT's decayed averages, and the cores share one domain unless
+//! `[host.cache]` names last-level caches (then two levels: LLC domains and the host; no SMT,
 //! no NUMA: one `sched_domain`); there is no `task_hot` test.
 //!
 //! Balancing (the main simplification): it runs at each slice end of a core rather than
@@ -205,6 +224,8 @@ struct Thread {
     queued_at: Ns,
     seq: u64,
     refill_left: Ns,
+    /// When it last went to sleep (its work done).
+    slept_at: Option<Ns>,
     /// Pending work: (remaining ns, token).
     work: VecDeque<(Ns, Token)>,
     stats: ThreadStats,
@@ -242,6 +263,17 @@ struct Shared {
     running: Vec<u8>,
     /// Per core: the slowdown of its running program (2^16 = ×1).
     slow: Vec<u32>,
+    /// Per thread: its index in `sys` when its footprint stays cached between its runs
+    /// ([`CpuScheduler::set_system`]).
+    sys_of: Vec<Option<u32>>,
+    /// Per system thread: (thread, per bank the last time it ran on one of its cores).
+    sys: Vec<(usize, Vec<Option<Ns>>)>,
+    /// Per core: the thread running there at the last change.
+    running_thread: Vec<Option<usize>>,
+    /// Per bank: the system footprints resident there at the last change (bit = program).
+    resident: Vec<u64>,
+    /// Per bank: its characteristic time T_C (ns) in the last solution.
+    tc: Vec<f64>,
 }
 
 /// Linux's CFS over `cores` host cores.
@@ -255,6 +287,9 @@ pub struct Cfs {
     seq: u64,
     /// `None`: every program runs at its nominal speed.
     shared: Option<Box<Shared>>,
+    /// Per core: its cache domain (the last-level cache it shares: Linux's LLC sched
+    /// domain); empty without a cache topology (one flat domain).
+    llc: Vec<usize>,
 }
 
 impl Cfs {
@@ -265,6 +300,7 @@ impl Cfs {
             now: 0,
             seq: 0,
             shared: None,
+            llc: Vec::new(),
             p,
         }
     }
@@ -286,6 +322,33 @@ impl Cfs {
             changed |= sh.running[c] != p;
             sh.running[c] = p;
         }
+        if !sh.sys.is_empty() {
+            // A system thread that ran on a core until now (or runs there from now) has its
+            // footprint in that core's bank as of now; it stays resident while it comes back
+            // within the bank's T_C (Che's approximation, contention.rs).
+            for (c, core) in self.cores.iter().enumerate() {
+                if let Some(b) = sh.model.bank_of(c) {
+                    for t in [sh.running_thread[c], core.curr].into_iter().flatten() {
+                        if let Some(k) = sh.sys_of[t] {
+                            sh.sys[k as usize].1[b] = Some(now);
+                        }
+                    }
+                }
+                sh.running_thread[c] = core.curr;
+            }
+            for b in 0..sh.resident.len() {
+                let mut mask = 0u64;
+                for (t, last) in &sh.sys {
+                    let p = sh.program[*t];
+                    if p < 64 && last[b].is_some_and(|l| (now.saturating_sub(l) as f64) <= sh.tc[b])
+                    {
+                        mask |= 1 << p;
+                    }
+                }
+                changed |= sh.resident[b] != mask;
+                sh.resident[b] = mask;
+            }
+        }
         if !changed {
             return;
         }
@@ -295,8 +358,9 @@ impl Cfs {
             }
         }
         let sh = self.shared.as_mut().expect("checked above");
-        let slow = sh.model.slowdowns(&sh.running).to_vec();
-        sh.slow = slow;
+        let (slow, tc) = sh.model.slowdowns_with(&sh.running, &sh.resident);
+        sh.slow.clone_from(slow);
+        sh.tc.clone_from(tc);
     }
 
     fn vr(&self, t: usize) -> Ns {
@@ -450,6 +514,31 @@ impl Cfs {
         best.map(|(_, d, t)| (d, t))
     }
 
+    /// Runnable threads on the cores of cache domain `g`.
+    fn group_nr(&self, g: usize) -> usize {
+        (0..self.cores.len())
+            .filter(|&c| self.llc[c] == g)
+            .map(|c| self.cores[c].nr())
+            .sum()
+    }
+
+    /// An idle core of another cache domain that the domain of `c` outnumbers by at least
+    /// 2 runnable threads (counting `t` as one of them when it is not yet runnable: `wake`)
+    /// and where `t` may run (the idle core's periodic balance, which pulls `t` there);
+    /// None without a cache topology.
+    fn idle_group_core(&self, c: usize, t: usize, waking: bool) -> Option<usize> {
+        if self.llc.is_empty() {
+            return None;
+        }
+        let here = self.group_nr(self.llc[c]) + usize::from(waking);
+        (0..self.cores.len()).find(|&i| {
+            self.llc[i] != self.llc[c]
+                && self.cores[i].nr() == 0
+                && self.threads[t].spec.affinity.contains(i)
+                && here >= self.group_nr(self.llc[i]) + 2
+        })
+    }
+
     /// Put the running thread of `c` (if any) back and run the leftmost (`__schedule`).
     fn schedule(&mut self, c: usize, now: Ns) {
         if let Some(t) = self.cores[c].curr.take() {
@@ -497,6 +586,7 @@ impl Cfs {
             th.stats.completed += 1;
             if th.work.is_empty() {
                 th.state = State::Sleeping;
+                th.slept_at = Some(t);
                 self.cores[c].curr = None;
                 self.cores[c].load -= th.spec.weight as u64;
                 self.schedule(c, t);
@@ -504,6 +594,11 @@ impl Cfs {
             return;
         }
         if t >= self.cores[c].slice_end {
+            if let Some(i) = self.idle_group_core(c, ti, false) {
+                self.pull(ti, c, i, t);
+                self.schedule(i, t);
+                return;
+            }
             if let Some((d, tp)) = self.find_pull(c, self.cores[c].nr()) {
                 self.pull(tp, d, c, t);
             }
@@ -512,14 +607,42 @@ impl Cfs {
     }
 
     /// `select_task_rq_fair` for a waking thread.
-    fn select_core(&self, t: usize) -> usize {
+    fn select_core(&self, t: usize, now: Ns) -> usize {
         let th = &self.threads[t];
         let allowed = |c: &usize| th.spec.affinity.contains(*c);
         let idle = |c: &usize| self.cores[*c].nr() == 0;
         if let Some(l) = th.last_core.filter(|l| allowed(l) && idle(l)) {
+            // A thread whose work comes in pieces never reaches a slice end when alone on
+            // its core: the periodic balance between cache domains (handle) moves it when
+            // it continues (its next piece comes as the last one ends) instead.
+            if th.slept_at == Some(now) {
+                return self.idle_group_core(l, t, true).unwrap_or(l);
+            }
             return l;
         }
         let cores = 0..self.cores.len();
+        if !self.llc.is_empty() {
+            // With cache domains: an idle core sharing the last core's cache first
+            // (select_idle_sibling searches the LLC domain of the previous CPU); a new
+            // thread goes to the domain with the most idle cores (find_idlest_group, fork
+            // balancing), the lowest on a tie.
+            let group = th.last_core.map(|l| self.llc[l]).or_else(|| {
+                cores.clone().map(|c| self.llc[c]).max_by_key(|&g| {
+                    let n = cores
+                        .clone()
+                        .filter(|&c| self.llc[c] == g && allowed(&c) && idle(&c))
+                        .count();
+                    (n, std::cmp::Reverse(g))
+                })
+            });
+            if let Some(c) = cores
+                .clone()
+                .filter(|c| allowed(c) && Some(self.llc[*c]) == group)
+                .find(idle)
+            {
+                return c;
+            }
+        }
         if let Some(c) = cores.clone().filter(allowed).find(idle) {
             return c;
         }
@@ -530,7 +653,7 @@ impl Cfs {
     }
 
     fn wake(&mut self, t: usize, now: Ns) {
-        let c = self.select_core(t);
+        let c = self.select_core(t, now);
         self.update_curr(c, now);
         let min = self.cores[c].min_vruntime;
         let vr = self.vr(t).max(min.saturating_sub(self.p.latency_ns / 2));
@@ -571,6 +694,7 @@ impl CpuScheduler for Cfs {
         spec.check(self.p.cores)?;
         if let Some(sh) = self.shared.as_mut() {
             sh.program.push(NONE);
+            sh.sys_of.push(None);
         }
         self.threads.push(Thread {
             spec,
@@ -580,6 +704,7 @@ impl CpuScheduler for Cfs {
             queued_at: 0,
             seq: 0,
             refill_left: 0,
+            slept_at: None,
             work: VecDeque::new(),
             stats: ThreadStats::of(spec.kind),
         });
@@ -642,12 +767,32 @@ impl CpuScheduler for Cfs {
 
     fn set_contention(&mut self, model: Contention) {
         let n = self.cores.len();
+        let banks = model.banks();
+        self.llc = (0..n)
+            .map(|c| model.bank_of(c).unwrap_or(banks + c))
+            .collect();
         self.shared = Some(Box::new(Shared {
             model,
             program: vec![NONE; self.threads.len()],
             running: vec![NONE; n],
             slow: vec![ONE_Q16; n],
+            sys_of: vec![None; self.threads.len()],
+            sys: Vec::new(),
+            running_thread: vec![None; n],
+            resident: vec![0; banks],
+            tc: vec![f64::INFINITY; banks],
         }));
+    }
+
+    fn set_system(&mut self, thread: ThreadId, program: Sensitivity) {
+        self.set_program(thread, program);
+        if let Some(sh) = self.shared.as_mut() {
+            let t = thread.0 as usize;
+            if t < sh.sys_of.len() && sh.sys_of[t].is_none() {
+                sh.sys_of[t] = Some(sh.sys.len() as u32);
+                sh.sys.push((t, vec![None; sh.resident.len()]));
+            }
+        }
     }
 
     fn set_program(&mut self, thread: ThreadId, program: Sensitivity) {
@@ -1066,6 +1211,136 @@ mod tests {
         // Within a ns per slice end (each accounting rounds the work done down).
         assert!(done[0].0.abs_diff(short) <= 100, "{done:?} {short}");
         assert!(done[1].0.abs_diff(short + SEC / 2) <= 200, "{done:?}");
+    }
+
+    /// A 3 MiB system footprint (the VMM's, larger than the real one so that the effect is
+    /// far above the fixed point's resolution).
+    const SYS3: Sensitivity = Sensitivity {
+        mpki: &[(MIB, 8.0), (3 * MIB, 2.0)],
+        ipc: 0.6,
+    };
+
+    /// A Q9550 with shared caches; BIG guests pinned to `guests` with 1 s of work each, and,
+    /// with `vmm = Some(affinity)`, a system thread of footprint SYS3 doing 5 µs every 1 ms.
+    /// The guests' completions, and the VMM's stats.
+    fn guests_and_vmm(guests: &[usize], vmm: Option<CoreSet>) -> (Vec<(Ns, Token)>, CpuStats) {
+        let topo = super::super::cache::CacheTopology::of(&super::super::cache::PROFILES[0]);
+        let mut s = host(4);
+        s.set_contention(Contention::new(&topo, 4));
+        for (i, &c) in guests.iter().enumerate() {
+            let t = thread(&mut s, NICE_0_WEIGHT, CoreSet::of(&[c]));
+            s.set_program(t, BIG);
+            s.submit(0, t, SEC, i as Token).unwrap();
+        }
+        let v = vmm.map(|a| {
+            let v = s
+                .add_thread(ThreadSpec {
+                    kind: ThreadKind::VmmMain,
+                    weight: NICE_0_WEIGHT,
+                    affinity: a,
+                    migration_cost_ns: None,
+                })
+                .unwrap();
+            s.set_system(v, SYS3);
+            v
+        });
+        let mut done = Vec::new();
+        for k in 0..3000 {
+            done.extend(run(&mut s, k * MS));
+            if let Some(v) = v {
+                s.submit(k * MS, v, 5 * US, 100).unwrap();
+            }
+        }
+        done.extend(run(&mut s, 10 * SEC));
+        done.retain(|d| d.1 != 100);
+        (done, s.stats(10 * SEC))
+    }
+
+    /// BIG alone on its 6 MiB bank with SYS3's 3 MiB resident: it holds 3 MiB (closed form
+    /// as in contention.rs), and its work of 1 s takes that long.
+    fn big_with_3mib_left() -> f64 {
+        let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
+        1.0 + (m3 - 1.0) * 80.0 / 1000.0 * 2.83
+    }
+
+    #[test]
+    fn a_vmm_thread_pinned_to_a_core_whose_cache_runs_no_guest_does_not_slow_the_guests() {
+        let (alone, _) = guests_and_vmm(&[0, 1], None);
+        let (pinned, st) = guests_and_vmm(&[0, 1], Some(CoreSet::of(&[3])));
+        assert_eq!(st.threads[2].ran_on, CoreSet::of(&[3]));
+        assert_eq!(alone.len(), 2);
+        // The guests share bank 0 either way; the VMM's bank 1 runs no guest. Only the bus
+        // is shared, below a part in 10^4.
+        for (a, p) in alone.iter().zip(&pinned) {
+            assert!(a.0.abs_diff(p.0) < SEC / 10_000, "{alone:?} {pinned:?}");
+        }
+    }
+
+    #[test]
+    fn a_vmm_thread_shares_the_cache_of_the_guest_whose_bank_it_runs_on_by_the_curve() {
+        // Guests on cores 0 and 2, each alone on its bank (4 MiB of 6): only the bus is
+        // shared, a few parts in 10^4.
+        let (alone, _) = guests_and_vmm(&[0, 2], None);
+        assert!(
+            alone[0].0 == alone[1].0 && alone[0].0 < SEC + SEC / 1000,
+            "{alone:?}"
+        );
+        let want = big_with_3mib_left();
+        // Floating, the VMM wakes on an idle core: core 1 (the lowest of the two idle
+        // domains) and then its last core, so its 3 MiB stay in bank 0: the guest of core 0
+        // holds 3 MiB and slows as the curve says; the guest of core 2 does not. Pinned to
+        // core 3 it is the other way round: placement follows pinning.
+        for (vmm, slowed, apart) in [(CoreSet::all(4), 0, 1), (CoreSet::of(&[3]), 1, 0)] {
+            let (done, st) = guests_and_vmm(&[0, 2], Some(vmm));
+            let end = |tok: Token| done.iter().find(|d| d.1 == tok).unwrap().0 as f64 / 1e9;
+            // The VMM's own 5 µs runs (0.5 % of the time) and the bus move it slightly.
+            assert!(
+                (end(slowed) - want).abs() < 0.003 * want,
+                "{} vs {want} ({:?})",
+                end(slowed),
+                st.threads[2].ran_on
+            );
+            assert!(end(apart) < 1.001, "{done:?}");
+        }
+    }
+
+    #[test]
+    fn two_programs_on_a_q9550_go_to_different_l2_pairs_and_an_emptied_pair_takes_one_back() {
+        let topo = super::super::cache::CacheTopology::of(&super::super::cache::PROFILES[0]);
+        let mut s = host(4);
+        s.set_contention(Contention::new(&topo, 4));
+        let all = CoreSet::all(4);
+        let ids: Vec<_> = (0..3).map(|_| thread(&mut s, NICE_0_WEIGHT, all)).collect();
+        for &t in &ids {
+            s.set_program(t, BIG);
+        }
+        // Two new threads: the domain with the most idle cores each time: cores 0 and 2.
+        s.submit(0, ids[0], SEC, 0).unwrap();
+        s.submit(0, ids[1], SEC / 2, 1).unwrap();
+        let st = s.stats(0);
+        assert_eq!(st.threads[0].ran_on, CoreSet::of(&[0]));
+        assert_eq!(st.threads[1].ran_on, CoreSet::of(&[2]));
+        // A third shares a pair: both domains have one idle core, the lowest wins (core 1).
+        s.submit(0, ids[2], SEC, 2).unwrap();
+        assert_eq!(s.stats(0).threads[2].ran_on, CoreSet::of(&[1]));
+        // When the lone thread of cores 2-3 ends, that pair is 2 runnable threads short of
+        // the other: at the other pair's next slice end one of its threads moves there
+        // (active balance), and the last two finish apart.
+        let done = run(&mut s, 10 * SEC);
+        let st = s.stats(10 * SEC);
+        let moved: u64 = st.threads.iter().map(|t| t.migrations).sum();
+        assert_eq!(moved, 1, "{st:?}");
+        let pair = |t: usize| st.threads[t].ran_on.0 & 0b1100 != 0;
+        assert!(pair(0) != pair(2), "{st:?}");
+        // Without a cache topology the same threads fill cores 0, 1, 2 (one flat domain).
+        let mut flat = host(4);
+        let f: Vec<_> = (0..2)
+            .map(|_| thread(&mut flat, NICE_0_WEIGHT, all))
+            .collect();
+        flat.submit(0, f[0], SEC, 0).unwrap();
+        flat.submit(0, f[1], SEC, 1).unwrap();
+        assert_eq!(flat.stats(0).threads[1].ran_on, CoreSet::of(&[1]));
+        assert_eq!(done.len(), 3);
     }
 
     #[test]

@@ -38,7 +38,32 @@
 //! ```
 //!
 //! Both are solved together (each iteration recomputes T_i with the current W); a program
-//! alone on its bank with an idle bus has slowdown exactly 1. Misses are charged the full
+//! alone on its bank with an idle bus has slowdown exactly 1.
+//!
+//! **Resident system footprints.** The VMM's threads (QEMU's main loop and iothreads, Xen's
+//! dom0) and the host kernel's threads run in short activations (a timer wake-up, one
+//! request's completion) between which their code and data stay in the last-level cache as
+//! long as nothing evicts them: in Che's approximation a line stays cached while it is
+//! reused within the bank's characteristic time T_C (the time a line lives in the cache
+//! untouched, the same for every line of an LRU cache). So a system thread that ran on a
+//! core of bank `b` within the last T_C(b) holds its footprint there even while it sleeps,
+//! and the programs of that bank share what is left; that is how the VMM's work on a busy
+//! bank evicts what the guests had cached, and why its placement matters (pinned to a core
+//! whose bank runs no guest it takes nothing from them; floating, it takes its footprint in
+//! every bank it visits). The CPU layer ([`super::cfs`]) says which footprints are resident
+//! where (`resident[b]`: a bit per program index); a program running on a core of the bank
+//! is counted as running, not as resident:
+//!
+//! ```text
+//! size_b  = bank size − Σ footprint(p) over p resident in b and not running on b
+//!           (at least one line); the water-filling above shares size_b
+//! T_C(b)  = Σ c_i / (Σ r_i · LINE)   over the contended programs of b   (Little's law:
+//!           bytes held / bytes inserted per ns); ∞ when everything fits (nothing evicted)
+//! ```
+//!
+//! The system threads' own re-insertions (when a footprint was evicted between two of its
+//! activations) are left out of the bus's load: a few hundred KiB per activation at most,
+//! against the programs' tens to hundreds of MB/s. Misses are charged the full
 //! memory latency (no memory-level parallelism, no prefetching): an upper bound of a miss's
 //! cost that the programs' IPC, measured with their own misses, already discounts for their
 //! solo run; only the extra misses are charged at `L`.
@@ -106,7 +131,16 @@ pub struct Contention {
     /// Cycles per ns.
     ghz: f64,
     programs: Vec<Sensitivity>,
-    memo: HashMap<Vec<u8>, Vec<u32>>,
+    /// Per (running, resident) assignment: the slowdowns (2^16 = ×1) and each bank's T_C.
+    memo: HashMap<Vec<u8>, (Vec<u32>, Vec<f64>)>,
+}
+
+/// The solution of one assignment: per core its program's slowdown (×1 = nominal), per bank
+/// its characteristic time T_C in ns (`f64::INFINITY` when nothing is evicted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Solution {
+    pub slow: Vec<f64>,
+    pub tc_ns: Vec<f64>,
 }
 
 /// No program on a core (idle, or a thread without a curve).
@@ -125,7 +159,18 @@ impl Contention {
         }
     }
 
-    /// Register a program; its index is what [`Self::slowdowns`] reads (at most 254).
+    /// Per core: the index of its last-level bank (`None`: it shares no cache).
+    pub fn bank_of(&self, core: usize) -> Option<usize> {
+        self.bank_of.get(core).copied().flatten()
+    }
+
+    /// The number of banks.
+    pub fn banks(&self) -> usize {
+        self.bank_size.len()
+    }
+
+    /// Register a program; its index is what [`Self::slowdowns`] reads (at most 254; a
+    /// resident footprint can only name the first 64).
     pub fn program(&mut self, s: Sensitivity) -> u8 {
         if let Some(i) = self.programs.iter().position(|p| *p == s) {
             return i as u8;
@@ -155,13 +200,42 @@ impl Contention {
     /// Slowdowns (×1 = nominal) of the programs `running[core]` (a program index or
     /// [`NONE`]), per core; 1 where no program runs.
     pub fn solve(&self, running: &[u8]) -> Vec<f64> {
+        self.solve_with(running, &[]).slow
+    }
+
+    /// Bank `b`'s size less the footprints resident there (`resident[b]`, a bit per program
+    /// index) that do not run on one of its cores (see the module doc).
+    fn free_size(&self, b: usize, running: &[u8], resident: &[u64]) -> f64 {
+        let mut mask = resident.get(b).copied().unwrap_or(0);
+        if mask == 0 {
+            return self.bank_size[b];
+        }
+        for (c, &p) in running.iter().enumerate() {
+            if (p as usize) < 64 && self.bank_of(c) == Some(b) {
+                mask &= !(1u64 << p);
+            }
+        }
+        let held: f64 = (0..self.programs.len().min(64))
+            .filter(|&p| mask >> p & 1 == 1)
+            .map(|p| self.programs[p].footprint())
+            .sum();
+        (self.bank_size[b] - held).max(LINE)
+    }
+
+    /// [`Self::solve`] with the system footprints `resident` in each bank (a bit per program
+    /// index, per bank), and each bank's characteristic time.
+    pub fn solve_with(&self, running: &[u8], resident: &[u64]) -> Solution {
         let n = running.len().min(self.bank_of.len());
         let prog = |c: usize| self.programs.get(running[c] as usize);
         let active: Vec<usize> = (0..n).filter(|&c| prog(c).is_some()).collect();
         let mut out = vec![1.0; running.len()];
+        let mut tc_ns = vec![f64::INFINITY; self.bank_size.len()];
         if active.is_empty() {
-            return out;
+            return Solution { slow: out, tc_ns };
         }
+        let size: Vec<f64> = (0..self.bank_size.len())
+            .map(|b| self.free_size(b, running, resident))
+            .collect();
         let p: Vec<&Sensitivity> = active.iter().map(|&c| prog(c).expect("active")).collect();
         let bank: Vec<Option<usize>> = active.iter().map(|&c| self.bank_of[c]).collect();
         let solo: Vec<(f64, f64)> = p.iter().zip(&bank).map(|(p, b)| self.solo(p, *b)).collect();
@@ -169,12 +243,12 @@ impl Contention {
         // Initial shares: footprints, scaled down where a bank is oversubscribed.
         let mut share: Vec<f64> = p.iter().map(|p| p.footprint()).collect();
         let mut contended = vec![false; active.len()];
-        for b in 0..self.bank_size.len() {
+        for (b, &size_b) in size.iter().enumerate() {
             let members: Vec<usize> = (0..active.len()).filter(|&i| bank[i] == Some(b)).collect();
             let sum: f64 = members.iter().map(|&i| p[i].footprint()).sum();
-            if sum > self.bank_size[b] {
+            if sum > size_b {
                 for &i in &members {
-                    share[i] = self.bank_size[b] * p[i].footprint() / sum;
+                    share[i] = size_b * p[i].footprint() / sum;
                     contended[i] = true;
                 }
             }
@@ -191,7 +265,7 @@ impl Contention {
                 .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
                 .sum();
             w = self.wait(rho);
-            for b in 0..self.bank_size.len() {
+            for (b, &size_b) in size.iter().enumerate() {
                 let members: Vec<usize> = (0..active.len())
                     .filter(|&i| bank[i] == Some(b) && contended[i])
                     .collect();
@@ -203,7 +277,7 @@ impl Contention {
                     .map(|&i| p[i].mpki_at(share[i]) / 1000.0 / t[i])
                     .collect();
                 let caps: Vec<f64> = members.iter().map(|&i| p[i].footprint()).collect();
-                let target = water_fill(self.bank_size[b], &rate, &caps);
+                let target = water_fill(size_b, &rate, &caps);
                 for (k, &i) in members.iter().enumerate() {
                     share[i] = (share[i] + target[k]) / 2.0;
                 }
@@ -212,14 +286,38 @@ impl Contention {
         for (k, &c) in active.iter().enumerate() {
             out[c] = (t[k] / t0[k]).max(1.0);
         }
-        out
+        for (b, tc) in tc_ns.iter_mut().enumerate() {
+            let (mut held, mut rate) = (0.0, 0.0);
+            for i in (0..active.len()).filter(|&i| bank[i] == Some(b) && contended[i]) {
+                held += share[i];
+                rate += p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE;
+            }
+            if rate > 0.0 {
+                *tc = held / rate;
+            }
+        }
+        Solution { slow: out, tc_ns }
     }
 
     /// [`Self::solve`] in the CPU layer's fixed point (2^16 = ×1), memoised per assignment.
     pub fn slowdowns(&mut self, running: &[u8]) -> &[u32] {
-        if !self.memo.contains_key(running) {
-            let q: Vec<u32> = self
-                .solve(running)
+        &self.slowdowns_with(running, &[]).0
+    }
+
+    /// [`Self::solve_with`] in the CPU layer's fixed point, memoised per assignment: the
+    /// slowdowns and each bank's T_C (ns).
+    pub fn slowdowns_with(&mut self, running: &[u8], resident: &[u64]) -> &(Vec<u32>, Vec<f64>) {
+        let mut key = Vec::with_capacity(running.len() + 8 * resident.len());
+        key.extend_from_slice(running);
+        if resident.iter().any(|&m| m != 0) {
+            for m in resident {
+                key.extend_from_slice(&m.to_le_bytes());
+            }
+        }
+        if !self.memo.contains_key(&key) {
+            let sol = self.solve_with(running, resident);
+            let q: Vec<u32> = sol
+                .slow
                 .iter()
                 .map(|s| {
                     (s * ONE_Q16 as f64)
@@ -227,9 +325,9 @@ impl Contention {
                         .clamp(ONE_Q16 as f64, u32::MAX as f64) as u32
                 })
                 .collect();
-            self.memo.insert(running.to_vec(), q);
+            self.memo.insert(key.clone(), (q, sol.tc_ns));
         }
-        &self.memo[running]
+        &self.memo[&key]
     }
 }
 
@@ -350,6 +448,58 @@ mod tests {
         assert_eq!(one, 1.0);
         assert!(two[0] > 1.01 && two[0] == two[2], "{two:?}");
         assert_eq!(m.slowdowns(&[hog, NONE, NONE, NONE])[0], ONE_Q16);
+    }
+
+    /// A system footprint of 3 MiB (its curve only matters while it runs).
+    const SYS3: Sensitivity = Sensitivity {
+        mpki: &[(MB, 8.0), (3 * MB, 2.0)],
+        ipc: 0.6,
+    };
+
+    #[test]
+    fn a_footprint_resident_in_a_bank_that_runs_no_program_slows_no_one() {
+        let mut m = Contention::new(&q9550(), 4);
+        let st = m.program(STEEP);
+        let sys = m.program(SYS3);
+        let running = [st, st, NONE, NONE];
+        let without = m.solve_with(&running, &[]);
+        let with = m.solve_with(&running, &[0, 1 << sys]);
+        assert_eq!(with, without);
+        // Bank 1 runs nothing: nothing is evicted there.
+        assert_eq!(with.tc_ns[1], f64::INFINITY);
+    }
+
+    #[test]
+    fn a_resident_footprint_leaves_its_banks_programs_the_rest_and_they_slow_as_the_curve_says() {
+        let mut m = Contention::new(&q9550(), 4);
+        let st = m.program(STEEP);
+        let sys = m.program(SYS3);
+        // STEEP alone on bank 0 holds its 4 MiB footprint; with 3 MiB of system code and
+        // data resident it holds the other 3 MiB: slowdown 1 + (mpki(3) − 1) · L / 1000 /
+        // T_solo, the bus's wait (under a part in a thousand) aside.
+        let running = [st, NONE, NONE, NONE];
+        let out = m.solve_with(&running, &[1 << sys, 0]);
+        let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
+        let want = 1.0 + (m3 - 1.0) * 80.0 / 1000.0 * 2.83;
+        assert!(
+            (out.slow[0] - want).abs() < 0.002 * want,
+            "{out:?} vs {want}"
+        );
+        // Alone, it inserts at its miss rate and holds 3 MiB: T_C = 3 MiB / (r · LINE).
+        let t = out.slow[0] / 2.83;
+        let tc = 3.0 * MB as f64 / (m3 / 1000.0 / t * LINE);
+        assert!(
+            (out.tc_ns[0] - tc).abs() < 1e-6 * tc,
+            "{} vs {tc}",
+            out.tc_ns[0]
+        );
+        // A footprint that runs on the bank counts as running, not as resident twice.
+        let both = m.solve_with(&[st, sys, NONE, NONE], &[1 << sys, 0]);
+        assert_eq!(both, m.solve_with(&[st, sys, NONE, NONE], &[]));
+        // Memoised with its resident set: a different set is a different assignment.
+        assert_eq!(m.slowdowns_with(&running, &[]).0[0], ONE_Q16);
+        let q = m.slowdowns_with(&running, &[1 << sys, 0]).0[0];
+        assert!(q > ONE_Q16 + ONE_Q16 / 10, "{q}");
     }
 
     #[test]

@@ -165,16 +165,51 @@ pub const PARAMS: &[ParamSpec] = &[
     TLB_REFILL,
 ];
 
-/// The cache footprint of the hypervisor's own threads (QEMU's main loop and iothreads,
-/// dom0's vCPUs, the host kernel's threads) when `[host.cache]` models shared caches: they
-/// take a share of the last-level cache while they run, so where they run matters
-/// (ESTIMATE: system code with a 256 KiB working set of code, poll sets, timers and
-/// request state, 16 misses per kilo-instruction at 32 KiB falling to 2 at 256 KiB, IPC 0.6:
-/// the low IPC of kernel and event-loop code).
-pub const SYSTEM_FOOTPRINT: Sensitivity = Sensitivity {
-    mpki: &[(32 << 10, 16.0), (128 << 10, 5.0), (256 << 10, 2.0)],
-    ipc: 0.6,
-};
+/// A system footprint of `kib` KiB: misses per kilo-instruction falling from 16 at an
+/// eighth of it to 2 at all of it, IPC 0.6 (the low IPC of kernel and event-loop code).
+macro_rules! system_footprint {
+    ($kib:expr) => {
+        Sensitivity {
+            mpki: &[
+                (($kib << 10) / 8, 16.0),
+                (($kib << 10) / 2, 5.0),
+                ($kib << 10, 2.0),
+            ],
+            ipc: 0.6,
+        }
+    };
+}
+
+/// The cache footprints of system work when `[host.cache]` models shared caches. Each is
+/// what one activation touches (code and data) in the last level: it takes a share of the
+/// cache while it runs, and its lines stay in the banks it ran on while it comes back
+/// within the bank's characteristic time (`contention.rs`'s resident footprints), so where
+/// it runs (pinned or floating) matters to the programs sharing those banks. The figures are
+/// ESTIMATES composed from the layers an activation passes through (no published per-wake-up
+/// working set of these paths was found; Mogul and Borg, ASPLOS 1991, and Soares and Stumm,
+/// FlexSC, OSDI 2010, measured that such short kernel activations displace a sizeable part
+/// of a co-runner's L1 and L2, which is the effect modelled, not its size):
+///
+/// ```text
+/// host kernel, one activation   64 KiB   entry and interrupt code, the timer and softirq paths,
+///   (KERNEL_FOOTPRINT)                    blk-mq completion (blk_mq_complete_request, bio_endio,
+///                                         aio_complete) and the wake-up (try_to_wake_up,
+///                                         schedule): about 48 KiB of text; struct request,
+///                                         bio, kiocb, run-queue and task state: about 16 KiB
+/// QEMU main loop or iothread   256 KiB   the host kernel's side of its wake-up (64 KiB: ppoll,
+///   (VMM_FOOTPRINT)                       hrtimer, eventfd) and QEMU's own: glib's main
+///                                         context and AioContext dispatch, timer lists, the
+///                                         device models' code and state (the UHCI frame
+///                                         timer reads the guest's 4 KiB frame list), 192 KiB
+/// Xen dom0 vCPU                288 KiB   Xen's scheduler and event-channel path (32 KiB), dom0's
+///   (DOM0_FOOTPRINT)                      own kernel entry (64 KiB), qemu-dm's or the
+///                                         backend's user-space loop (192 KiB, as QEMU's)
+/// ```
+pub const KERNEL_FOOTPRINT: Sensitivity = system_footprint!(64);
+/// See [`KERNEL_FOOTPRINT`].
+pub const VMM_FOOTPRINT: Sensitivity = system_footprint!(256);
+/// See [`KERNEL_FOOTPRINT`].
+pub const DOM0_FOOTPRINT: Sensitivity = system_footprint!(288);
 
 /// The mechanism costs of one host, read from `[cpu]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

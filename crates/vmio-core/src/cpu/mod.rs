@@ -30,8 +30,10 @@
 //! With `[host.cache]` ([`cache`]), the running programs' speeds follow from what shares a
 //! last-level cache and the memory bus ([`contention`]): a scheduler that models it
 //! ([`cfs::Cfs`]) stretches the remaining work of each running program by its slowdown,
-//! recomputed whenever the set of programs running on the host's cores changes. Without
-//! it every thread runs at its nominal speed.
+//! recomputed whenever the set of programs running on the host's cores changes; the
+//! system threads' footprints ([`CpuScheduler::set_system`]) stay in the caches they ran
+//! on between their runs, and CFS balances across the last-level caches as Linux's LLC
+//! sched domains do. Without it every thread runs at its nominal speed in one flat domain.
 //!
 //! Memory is bounded by the caller: one record per added thread, one per submitted work item
 //! still pending (completed items are dropped as their tokens are pushed), fixed per-core
@@ -287,6 +289,12 @@ pub trait CpuScheduler {
     fn set_contention(&mut self, _model: contention::Contention) {}
     /// `thread` runs a program of this sensitivity (after [`Self::set_contention`]).
     fn set_program(&mut self, _thread: ThreadId, _program: contention::Sensitivity) {}
+    /// `thread` is system work (the VMM's, dom0's, the host kernel's) running a program of
+    /// this sensitivity whose footprint stays in the caches of the cores it ran on between
+    /// its runs ([`contention`]'s resident footprints).
+    fn set_system(&mut self, thread: ThreadId, program: contention::Sensitivity) {
+        self.set_program(thread, program);
+    }
 }
 
 #[cfg(test)]

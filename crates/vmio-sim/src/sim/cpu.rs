@@ -46,7 +46,7 @@ use super::{JobBinding, Sim, SimError};
 use vmio_core::cpu::cfs::{Cfs, CfsParams};
 use vmio_core::cpu::contention::Contention;
 use vmio_core::cpu::dedicated::Dedicated;
-use vmio_core::cpu::hypervisor::{HvCosts, SYSTEM_FOOTPRINT};
+use vmio_core::cpu::hypervisor::{HvCosts, DOM0_FOOTPRINT, KERNEL_FOOTPRINT, VMM_FOOTPRINT};
 use vmio_core::cpu::{
     nice_to_weight, CoreSet, CpuScheduler, CpuStats, ThreadId, ThreadKind, ThreadSpec,
     NICE_0_WEIGHT,
@@ -407,12 +407,16 @@ impl CpuLayer {
             .add_thread(spec)
             .map_err(|e| SimError::Job(format!("cpu: thread {name}: {e}")))?;
         // The hypervisor's and the kernel's threads take their share of a shared cache
-        // while they run (a no-op without [host.cache]).
-        if matches!(
-            kind,
-            ThreadKind::VmmMain | ThreadKind::IoThread | ThreadKind::Dom0 | ThreadKind::Kernel
-        ) {
-            self.sched.set_program(t, SYSTEM_FOOTPRINT);
+        // while they run, and keep their footprint in the banks they ran on between runs
+        // (a no-op without [host.cache]).
+        let footprint = match kind {
+            ThreadKind::VmmMain | ThreadKind::IoThread => Some(VMM_FOOTPRINT),
+            ThreadKind::Dom0 => Some(DOM0_FOOTPRINT),
+            ThreadKind::Kernel => Some(KERNEL_FOOTPRINT),
+            ThreadKind::Vcpu | ThreadKind::Job => None,
+        };
+        if let Some(f) = footprint {
+            self.sched.set_system(t, f);
         }
         self.labels.push(ThreadLabel { name, kind, vm });
         Ok(t)
