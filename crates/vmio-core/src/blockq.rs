@@ -49,6 +49,8 @@
 //! insert(now, io):    if io is a flush: flushes.push_back(io)          # blk-flush: bypass
 //!                     else:             sched.insert(now, io)          # may merge
 //! insert_bypass(now, io): flushes.push_back(io)     # a flush sequence's data (RQF_FLUSH_SEQ)
+//! start_if_idle(now, io): nothing queued and in_flight < depth → insert(io), one dispatch step
+//!                         (the same as insert then dispatch; nothing else can start)
 //! dispatch(now, start):
 //!     while in_flight < depth:
 //!         io = flushes.pop_front() or sched.dispatch(now) or stop     # flushes first
@@ -184,6 +186,31 @@ impl<S: IoScheduler + ?Sized> DeviceQueue<S> {
         }
     }
 
+    /// Start `io` at once if nothing is queued before it (no flush waiting, the scheduler
+    /// empty, so nothing it could merge with) and the device has room: [`Self::insert`] then
+    /// one step of [`Self::dispatch`], which could start nothing else. `Ok(Some(slot))` when
+    /// it started, `Ok(None)` when the scheduler holds it (an idling one), `Err(io)`
+    /// untouched when others are queued or the device is full.
+    #[inline]
+    pub fn start_if_idle(&mut self, now: Ns, io: DevIo) -> Result<Option<usize>, DevIo> {
+        if self.in_flight.len() >= self.depth
+            || !self.flushes.is_empty()
+            || self.sched.queued() != 0
+        {
+            return Err(io);
+        }
+        let io = if io.op == Op::Flush {
+            io
+        } else {
+            self.sched.insert_unmerged(now, io);
+            match self.sched.dispatch(now) {
+                Some(io) => io,
+                None => return Ok(None),
+            }
+        };
+        Ok(Some(self.in_flight.insert(io)))
+    }
+
     /// Queue a request of a flush sequence (the data step of [`FlushSeq::DataThenFlush`]) on
     /// the flush queue: ahead of the scheduler and never merged, as blk-mq dispatches
     /// `RQF_FLUSH_SEQ` requests from the hardware queue's dispatch list.
@@ -242,6 +269,12 @@ impl<S: IoScheduler + ?Sized> DeviceQueue<S> {
     /// The scheduler wake-up a timer is armed for, if any.
     pub fn armed_wakeup(&self) -> Option<Ns> {
         self.armed
+    }
+
+    /// Requests queued (flushes and the scheduler's), not yet started.
+    #[inline]
+    pub fn queued(&self) -> usize {
+        self.flushes.len() + self.sched.queued()
     }
 
     /// The scheduler (for inspection).

@@ -218,29 +218,39 @@ pub struct DiskAcct {
     busy_since: Ns,
 }
 
-/// Counts by size: whole pages up to 4 MiB in a vector indexed by pages (no search on the
-/// per-request path), other sizes in a map.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Counts by size: whole pages up to 4 MiB in a vector indexed by pages, sized once (no
+/// search and no growth on the per-request path), other sizes in a map.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct SizeCounts {
     pages: Vec<u64>,
     other: BTreeMap<u64, u64>,
+}
+
+impl Default for SizeCounts {
+    fn default() -> Self {
+        SizeCounts {
+            pages: vec![0; Self::MAX_PAGES as usize + 1],
+            other: BTreeMap::new(),
+        }
+    }
 }
 
 impl SizeCounts {
     const PAGE: u64 = 4096;
     const MAX_PAGES: u64 = 1024;
 
+    /// The index of `len` in `pages`, if it is whole pages up to `MAX_PAGES`.
+    #[inline]
+    fn page_index(len: u64) -> Option<usize> {
+        let p = len / Self::PAGE;
+        (len.is_multiple_of(Self::PAGE) && p <= Self::MAX_PAGES).then_some(p as usize)
+    }
+
     #[inline]
     fn add(&mut self, len: u64) {
-        let p = len / Self::PAGE;
-        if len.is_multiple_of(Self::PAGE) && p <= Self::MAX_PAGES {
-            let p = p as usize;
-            if self.pages.len() <= p {
-                self.pages.resize(p + 1, 0);
-            }
-            self.pages[p] += 1;
-        } else {
-            *self.other.entry(len).or_insert(0) += 1;
+        match Self::page_index(len) {
+            Some(p) => self.pages[p] += 1,
+            None => *self.other.entry(len).or_insert(0) += 1,
         }
     }
 
@@ -315,7 +325,33 @@ pub(super) struct GuestState {
     plugged: Vec<usize>,
     /// Buffers: requests a plug let go, requests started by one queue run.
     flushed: Vec<DevIo>,
-    started: Vec<(usize, DevIo)>,
+    started: Vec<(usize, Rq)>,
+}
+
+/// What the virtual disk needs of a started request (its [`DevIo`] stays in the queue's
+/// slot until it completes): copied, not cloned.
+#[derive(Clone, Copy)]
+struct Rq {
+    /// The guest request of its first bio.
+    tag: u64,
+    op: Op,
+    offset: u64,
+    len: u64,
+    /// Its hardware queue.
+    owner: u32,
+}
+
+impl Rq {
+    #[inline]
+    fn of(io: &DevIo) -> Self {
+        Rq {
+            tag: io.tag,
+            op: io.op,
+            offset: io.offset_bytes,
+            len: io.len_bytes,
+            owner: io.owner,
+        }
+    }
 }
 
 impl GuestState {
@@ -467,6 +503,11 @@ impl Sim {
                 merged: Vec::new(),
             };
             off += n;
+            if parts == 1 && !plug {
+                // One request, no plug (a direct-I/O job's usual case): it starts at once
+                // when nothing is queued before it, as queue_insert then queue_run would.
+                return self.queue_issue(now, disk, io);
+            }
             if plug && op != Op::Flush {
                 let d = &mut self.guest.vdisks[disk];
                 if d.plug.is_empty() {
@@ -522,6 +563,28 @@ impl Sim {
         }
     }
 
+    /// [`Self::queue_insert`] then [`Self::queue_run`] for one request, which starts without
+    /// the queue run's buffers when nothing is queued before it and a tag is free.
+    fn queue_issue(&mut self, now: Ns, disk: usize, io: DevIo) {
+        let d = &mut self.guest.vdisks[disk];
+        let set = d.tag_set(io.owner);
+        let rq = Rq::of(&io);
+        match d.queues[set].issue(now, io) {
+            Inserted::Started(slot) => {
+                d.acct.issue(now);
+                self.start_alone(now, disk, slot, rq)
+            }
+            Inserted::Merged => {
+                d.acct.merged(rq.op);
+                self.queue_run(now, disk, set)
+            }
+            Inserted::Queued | Inserted::Waiting => {
+                d.acct.issue(now);
+                self.queue_run(now, disk, set)
+            }
+        }
+    }
+
     /// Request `io` enters its hardware queue: a request of its own (queued, or its
     /// submitter waits for one) or merged into a queued one.
     fn queue_insert(&mut self, now: Ns, disk: usize, io: DevIo) {
@@ -530,43 +593,44 @@ impl Sim {
         let op = io.op;
         match d.queues[set].insert(now, io) {
             Inserted::Merged => d.acct.merged(op),
-            Inserted::Queued | Inserted::Waiting => d.acct.issue(now),
+            Inserted::Queued | Inserted::Waiting | Inserted::Started(_) => d.acct.issue(now),
         }
     }
 
     /// Start what hardware queue `set` of `disk` lets go now: one notification of the VMM.
+    #[inline]
     fn queue_run(&mut self, now: Ns, disk: usize, set: usize) {
+        if self.guest.vdisks[disk].queues[set].queued() > 0 {
+            self.queue_dispatch(now, disk, set)
+        }
+    }
+
+    /// [`Self::queue_run`] with requests queued.
+    fn queue_dispatch(&mut self, now: Ns, disk: usize, set: usize) {
         let mut started = std::mem::take(&mut self.guest.started);
         self.guest.vdisks[disk].queues[set]
-            .dispatch(now, |slot, io| started.push((slot, io.clone())));
+            .dispatch(now, |slot, io| started.push((slot, Rq::of(io))));
         if started.is_empty() {
             self.guest.started = started;
             return;
         }
         let d = &mut self.guest.vdisks[disk];
-        for (_, io) in &started {
-            if matches!(io.op, Op::Read | Op::Write) {
-                d.acct.requests.add(io.len_bytes);
-            }
-        }
         let lanes = d.lanes();
         if started.len() == 1 {
             // A notification of one request (a direct-I/O job's usual case): its own host
             // request, without multireq's bookkeeping.
-            let (slot, io) = started.pop().expect("one request");
+            let (slot, rq) = started.pop().expect("one request");
             self.guest.started = started;
-            let r = self.new_vreq(disk, slot, &io, lanes, 1, 0);
-            self.guest.vreqs.get(r).lead = r;
-            self.count_host_request(disk, io.op, io.len_bytes);
-            return self.vdisk_start(now, r);
+            return self.start_alone(now, disk, slot, rq);
+        }
+        for (_, io) in &started {
+            if matches!(io.op, Op::Read | Op::Write) {
+                d.acct.requests.add(io.len);
+            }
         }
         // QEMU's multireq over the notification: host requests as runs of parts.
         let groups = if d.model.merge {
-            qemu::multireq(
-                started
-                    .iter()
-                    .map(|(_, io)| (io.op, io.offset_bytes, io.len_bytes)),
-            )
+            qemu::multireq(started.iter().map(|(_, io)| (io.op, io.offset, io.len)))
         } else {
             (0..started.len()).map(|i| vec![i]).collect()
         };
@@ -584,7 +648,7 @@ impl Sim {
                     Some(p) => self.guest.vreqs.get(p).next = Some(r),
                 }
                 prev = Some(r);
-                host_len += io.len_bytes;
+                host_len += io.len;
                 ids[i] = r;
             }
             self.guest.vreqs.get(lead).host_len = host_len;
@@ -600,13 +664,33 @@ impl Sim {
         }
     }
 
+    /// Request `rq`, started alone in `slot` (a notification of one request): its own host
+    /// request.
+    fn start_alone(&mut self, now: Ns, disk: usize, slot: usize, rq: Rq) {
+        let d = &mut self.guest.vdisks[disk];
+        if matches!(rq.op, Op::Read | Op::Write) {
+            // One request, one host request of the same size.
+            if let Some(p) = SizeCounts::page_index(rq.len) {
+                d.acct.requests.pages[p] += 1;
+                d.acct.host_requests.pages[p] += 1;
+            } else {
+                d.acct.requests.add(rq.len);
+                d.acct.host_requests.add(rq.len);
+            }
+        }
+        let lanes = d.lanes();
+        let r = self.new_vreq(disk, slot, &rq, lanes, 1, 0);
+        self.guest.vreqs.get(r).lead = r;
+        self.vdisk_start(now, r)
+    }
+
     /// The VReq of request `io` started in `slot`: the `k`-th host request of its
     /// notification, of `parts` parts (its leader and links set by the caller).
     fn new_vreq(
         &mut self,
         disk: usize,
         slot: usize,
-        io: &DevIo,
+        io: &Rq,
         lanes: u32,
         parts: u32,
         k: u32,
@@ -617,13 +701,13 @@ impl Sim {
             sub: None,
             disk,
             op: io.op,
-            offset: io.offset_bytes,
-            len: io.len_bytes,
+            offset: io.offset,
+            len: io.len,
             queue: io.owner,
             lane: io.owner % lanes,
             lead: usize::MAX,
             next: None,
-            host_len: io.len_bytes,
+            host_len: io.len,
             pending: parts,
             batch_k: k,
         })
