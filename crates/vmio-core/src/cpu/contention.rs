@@ -37,7 +37,9 @@
 //!   W = (LINE / memory_bandwidth) · ρ / (1 − ρ)        (M/M/1 queueing wait of one line)
 //! ```
 //!
-//! Both are solved together (each iteration recomputes T_i with the current W); a program
+//! Both are solved together: each iteration finds W for the current shares by bisection
+//! (W = g(W), g = wait ∘ ρ ∘ T, falls as W grows, so the root in [0, g(0)] is unique; plain
+//! iteration of W = g(W) can flip between two values), then updates the shares; a program
 //! alone on its bank with an idle bus has slowdown exactly 1.
 //!
 //! **Resident system footprints.** The VMM's threads (QEMU's main loop and iothreads, Xen's
@@ -77,6 +79,9 @@ use std::collections::HashMap;
 
 /// Bytes of a cache line (x86).
 pub const LINE: f64 = 64.0;
+/// Bisection steps of the bus wait's fixed point per iteration (2^-48 of its bracket).
+const BISECTIONS: usize = 48;
+
 /// Damped iterations of the fixed point (the damping halves the error each step).
 pub const ITERATIONS: usize = 40;
 /// The bus's utilisation at most (a saturated bus: the queue is then 19 line times).
@@ -253,18 +258,33 @@ impl Contention {
                 }
             }
         }
-        let mut w = solo.iter().map(|s| s.1).fold(0.0, f64::max);
         let mut t: Vec<f64> = t0.clone();
         for _ in 0..ITERATIONS {
-            for i in 0..active.len() {
-                let (m, m0) = (p[i].mpki_at(share[i]), p[i].mpki_at(solo[i].0));
-                let (l, w0) = (self.latency_ns, solo[i].1);
-                t[i] = (t0[i] + (m * (l + w) - m0 * (l + w0)) / 1000.0).max(t0[i] * 1e-3);
+            // T_i(W) with the current shares, and the bus wait their misses cause.
+            let times = |w: f64, t: &mut [f64]| {
+                for i in 0..active.len() {
+                    let (m, m0) = (p[i].mpki_at(share[i]), p[i].mpki_at(solo[i].0));
+                    let (l, w0) = (self.latency_ns, solo[i].1);
+                    t[i] = (t0[i] + (m * (l + w) - m0 * (l + w0)) / 1000.0).max(t0[i] * 1e-3);
+                }
+                let rho: f64 = (0..active.len())
+                    .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
+                    .sum();
+                self.wait(rho)
+            };
+            // g(W) = wait(ρ(T(W))) falls as W grows, so W = g(W) has one root, between 0 and
+            // g(0): bisection (iterating W = g(W) flips between two values for a program whose
+            // time is mostly misses).
+            let (mut lo, mut hi) = (0.0, times(0.0, &mut t));
+            for _ in 0..BISECTIONS {
+                let mid = (lo + hi) / 2.0;
+                if times(mid, &mut t) > mid {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
             }
-            let rho: f64 = (0..active.len())
-                .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
-                .sum();
-            w = self.wait(rho);
+            times(hi, &mut t);
             for (b, &size_b) in size.iter().enumerate() {
                 let members: Vec<usize> = (0..active.len())
                     .filter(|&i| bank[i] == Some(b) && contended[i])
