@@ -435,6 +435,8 @@ impl Plug {
 /// A guest disk's scheduler: the guest's schedulers ([`SCHEDULERS`]) matched, not called
 /// through a trait object (several calls per request on the simulator's hot path); any
 /// other registered scheduler boxed. The same schedulers as the host's, the same behaviour.
+// One per hardware queue, boxed by its DeviceQueue: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Elevator {
     None(Fifo),
     MqDeadline(MqDeadline),

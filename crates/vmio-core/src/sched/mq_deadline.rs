@@ -218,6 +218,7 @@ impl IoScheduler for MqDeadline {
         self.insert_unmerged(now, io);
     }
 
+    #[inline]
     fn try_merge(&mut self, io: DevIo) -> Result<(), DevIo> {
         let mut slot = Some(io);
         if self.count > 0 && MqDeadline::try_merge(self, &mut slot) {
@@ -226,6 +227,7 @@ impl IoScheduler for MqDeadline {
         Err(slot.unwrap())
     }
 
+    #[inline]
     fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
         if self.count == 0 {
             self.solo = Some((io, now));
@@ -236,6 +238,7 @@ impl IoScheduler for MqDeadline {
         self.enqueue(now, io);
     }
 
+    #[inline]
     fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
         if self.count == 0 {
             return None;
@@ -283,6 +286,7 @@ impl IoScheduler for MqDeadline {
         Some(self.take(dir, key))
     }
 
+    #[inline]
     fn queued(&self) -> usize {
         self.count
     }
