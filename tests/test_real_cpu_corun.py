@@ -198,14 +198,6 @@ def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: 
     assert replay.returncode == 0 and "bzip2" in replay.stdout, replay.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="crates/vmio-core/src/cpu/contention.rs sets the bus wait W = wait(rho) undamped "
-    "in its fixed point: for a program whose time is mostly misses (the triad: 500 per "
-    "kilo-element) W and the program's time alternate between two values (a 2-cycle), and "
-    "the 40th iteration lands on the slow one (x11.5); damping W as the shares are damped "
-    "converges to x1.009 for the recorded figures",
-)
 def test_the_loop_beside_bzip2_is_predicted_within_its_measured_spread():
     fig = recorded()
     pred = corun.predict_recorded(fig)["triad"]["slowdown"]
