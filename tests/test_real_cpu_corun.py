@@ -177,7 +177,7 @@ def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: 
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one core: the co-run needs two")
     out = tmp_path / "corun.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    env = dict(os.environ)  # the installed vmio (its native module), as a user runs it
     script = [sys.executable, str(ROOT / "scripts/real-cpu-jobs.py"), "--corun"]
     cmd = [*script, "--rounds", "1", "--seconds", "0.3", "--budget", "0", "--json", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
