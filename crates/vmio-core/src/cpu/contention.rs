@@ -258,6 +258,7 @@ impl Contention {
                 }
             }
         }
+        let mut w = solo.iter().map(|s| s.1).fold(0.0, f64::max);
         let mut t: Vec<f64> = t0.clone();
         for _ in 0..ITERATIONS {
             // T_i(W) with the current shares, and the bus wait their misses cause.
@@ -275,16 +276,20 @@ impl Contention {
             // g(W) = wait(ρ(T(W))) falls as W grows, so W = g(W) has one root, between 0 and
             // g(0): bisection (iterating W = g(W) flips between two values for a program whose
             // time is mostly misses).
-            let (mut lo, mut hi) = (0.0, times(0.0, &mut t));
-            for _ in 0..BISECTIONS {
-                let mid = (lo + hi) / 2.0;
-                if times(mid, &mut t) > mid {
-                    lo = mid;
-                } else {
-                    hi = mid;
+            // A W that is already the root (a program alone: its solo W) stays exact.
+            if times(w, &mut t) != w {
+                let (mut lo, mut hi) = (0.0, times(0.0, &mut t));
+                for _ in 0..BISECTIONS {
+                    let mid = (lo + hi) / 2.0;
+                    if times(mid, &mut t) > mid {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
                 }
+                w = hi;
+                times(w, &mut t);
             }
-            times(hi, &mut t);
             for (b, &size_b) in size.iter().enumerate() {
                 let members: Vec<usize> = (0..active.len())
                     .filter(|&i| bank[i] == Some(b) && contended[i])
