@@ -41,6 +41,31 @@
 //!               saturated IOPS of the path = 1 / (request + len / rate(op))
 //! ```
 //!
+//! **The path's CPU** (`cores`, `cpu`, `cpu_rate`; off by default). The costs above were
+//! measured over a RAM image, where a request costs the path and a memory copy. Over a disk
+//! the same request also costs the host kernel's block I/O (the block layer, the driver, the
+//! interrupt and its softirq, the waiting thread's sleep and wake-up: Linux block/blk-mq.c,
+//! fs/iomap/direct-io.c, kernel/sched/core.c `try_to_wake_up`), and the client, the server and
+//! the kernel share the host's cores: on a 2-core host a 4 KiB QD16 write through
+//! qemu-storage-daemon to a file on disk was measured at about 80 µs of CPU a request
+//! (docs/validation.md, the real image checks), three times the serialized `request`. The
+//! bound: every request needs `cpu + len / cpu_rate` of one of `cores` cores, booked in
+//! submission order on the core free first; the CPU runs inside the path's latencies (a QD1
+//! request waits for the device, the hand-offs and its CPU at once), so a request completes at
+//! the later of its path's completion and its CPU's end. `vmio calibrate --serve-path`
+//! measures the path's own CPU from /proc/stat, `vmio calibrate --host-fs` the kernel's per
+//! direct I/O (python/vmio/real/servepath.py, hostfscal.py). Only the requests of the client
+//! book CPU, not a format driver's metadata I/O; under `[cpu] model = "cfs"` the bound is not
+//! applied (the CPU layer prices the VMM's and the kernel's work on its own threads).
+//!
+//! ```text
+//! submit (request of len bytes):  c = the core free first (lowest index among equals)
+//!     cpu_done = max(now, free[c]) + cpu + len / cpu_rate;  free[c] = cpu_done
+//! complete: the client has the reply at max(path's reply, cpu_done)
+//! closed forms: QD1 latency = max(device + handoff + request + len / rate(op), cpu(len))
+//!               saturated IOPS <= cores / cpu(len)
+//! ```
+//!
 //! The queue depth is vmio serve's bound on requests in flight per connection (256) and the
 //! largest request its largest payload (32 MiB, `MAX_PAYLOAD_BYTES` in
 //! crates/vmio-serve/src/proto/mod.rs; the NBD protocol's limit for a server without block
@@ -48,6 +73,7 @@
 
 use crate::params::{Kind, ParamSpec, Value, Values};
 use crate::table::{param_table, FieldError, Table};
+use crate::units::transfer_ns;
 use crate::{Ns, MS, US};
 use serde::Serialize;
 
@@ -84,8 +110,34 @@ pub const WRITE_RATE: ParamSpec = ParamSpec {
     unit: "bps",
     help: "bytes per second the path copies a WRITE's payload (the request), serialized",
 };
+pub const CORES: ParamSpec = ParamSpec {
+    name: "cores",
+    kind: Kind::Count { min: 0, max: 4096 },
+    default: Value::Int(0),
+    unit: "",
+    help: "host cores the path's CPU shares (client, server, the kernel's I/O); 0: no CPU bound",
+};
+pub const CPU: ParamSpec = ParamSpec {
+    name: "cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "CPU time a request takes of one of `cores` (every thread of the path and the host kernel's I/O); overlaps the path's latencies",
+};
+pub const CPU_RATE: ParamSpec = ParamSpec {
+    name: "cpu_rate",
+    kind: Kind::Count {
+        min: 0,
+        max: u64::MAX,
+    },
+    default: Value::Int(0),
+    unit: "bps",
+    help: "payload bytes per second of CPU beside `cpu` (copies in the kernel and the threads); 0: none",
+};
 /// The `[nbd]` parameters, in the order of [`NbdSpec`]'s fields.
-pub const PARAMS: &[ParamSpec] = &[HANDOFF, REQUEST, READ_RATE, WRITE_RATE];
+pub const PARAMS: &[ParamSpec] = &[
+    HANDOFF, REQUEST, READ_RATE, WRITE_RATE, CORES, CPU, CPU_RATE,
+];
 
 /// Requests in flight per connection (vmio serve's bound, docs/serve.md).
 pub const QUEUE_DEPTH: u32 = 256;
@@ -99,6 +151,11 @@ pub struct NbdSpec {
     pub request_ns: Ns,
     pub read_rate_bps: u64,
     pub write_rate_bps: u64,
+    /// Cores the path's CPU shares (0: no bound).
+    pub cores: u32,
+    pub cpu_ns: Ns,
+    /// 0: no per-byte CPU.
+    pub cpu_rate_bps: u64,
 }
 
 impl NbdSpec {
@@ -110,7 +167,24 @@ impl NbdSpec {
             request_ns: v.int(REQUEST.name),
             read_rate_bps: v.int(READ_RATE.name).max(1),
             write_rate_bps: v.int(WRITE_RATE.name).max(1),
+            cores: v.int(CORES.name) as u32,
+            cpu_ns: v.int(CPU.name),
+            cpu_rate_bps: v.int(CPU_RATE.name),
         }
+    }
+
+    /// The CPU bound's cores, if the path has one (`cores` and some CPU per request).
+    pub fn cpu_cores(&self) -> Option<u32> {
+        (self.cores > 0 && (self.cpu_ns > 0 || self.cpu_rate_bps > 0)).then_some(self.cores)
+    }
+
+    /// The CPU a request of `len` bytes takes of one core (module doc).
+    pub fn cpu_for(&self, len: u64) -> Ns {
+        let bytes = match self.cpu_rate_bps {
+            0 => 0,
+            r => transfer_ns(len, r),
+        };
+        self.cpu_ns + bytes
     }
 }
 
@@ -135,7 +209,6 @@ impl Default for NbdSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::transfer_ns;
 
     #[test]
     fn defaults_give_a_qd1_4k_read_of_about_150_us_without_the_device() {
@@ -143,5 +216,22 @@ mod tests {
         assert_eq!(transfer_ns(4096, s.read_rate_bps), 2410);
         let t = s.handoff_ns + s.request_ns + transfer_ns(4096, s.read_rate_bps);
         assert_eq!(t, 152_410);
+    }
+
+    #[test]
+    fn the_cpu_bound_is_off_by_default_and_takes_cpu_plus_the_payload_at_its_rate() {
+        let mut s = NbdSpec::default();
+        assert_eq!(s.cpu_cores(), None);
+        s.cores = 2;
+        assert_eq!(
+            s.cpu_cores(),
+            None,
+            "cores without CPU per request bound nothing"
+        );
+        s.cpu_ns = 40 * US;
+        assert_eq!(s.cpu_cores(), Some(2));
+        assert_eq!(s.cpu_for(1 << 20), 40 * US);
+        s.cpu_rate_bps = 1 << 30;
+        assert_eq!(s.cpu_for(1 << 20), 40 * US + 976_563);
     }
 }

@@ -115,6 +115,8 @@ pub(super) struct VReq {
     pub(super) host_len: u64,
     pending: u32,
     batch_k: u32,
+    /// When its share of the NBD path's CPU ends (vmio_core::nbd, the CPU bound; 0 without).
+    cpu_done: Ns,
 }
 
 /// A virtual disk: its interface model, its VMM threads (lanes), the tags, the engine's
@@ -326,6 +328,8 @@ pub(super) struct GuestState {
     /// Buffers: requests a plug let go, requests started by one queue run.
     flushed: Vec<DevIo>,
     started: Vec<(usize, Rq)>,
+    /// The NBD path's cores: when each is free (vmio_core::nbd, the CPU bound; empty without).
+    path_cpu: Vec<Ns>,
 }
 
 /// What the virtual disk needs of a started request (its [`DevIo`] stays in the queue's
@@ -356,7 +360,13 @@ impl Rq {
 
 impl GuestState {
     pub(super) fn new(vdisks: Vec<VDiskState>) -> Self {
+        // One pool for the host: every NBD disk shares the one `[nbd]` table's cores.
+        let cores = vdisks
+            .iter()
+            .find_map(|d| d.model.nbd.as_ref().and_then(|n| n.cpu_cores()))
+            .unwrap_or(0);
         GuestState {
+            path_cpu: vec![0; cores as usize],
             gios: Slab::new(),
             vreqs: Slab::new(),
             vdisks,
@@ -405,6 +415,33 @@ impl GuestState {
         m.guest_complete_for(v.op, v.offset, v.len)
     }
 
+    /// Request `r` books its CPU on the NBD path's core free first (vmio_core::nbd's bound;
+    /// nothing without one).
+    fn book_path_cpu(&mut self, now: Ns, r: usize) {
+        if self.path_cpu.is_empty() {
+            return;
+        }
+        let v = self.vreqs.get_ref(r);
+        let Some(cpu) = self.vdisks[v.disk]
+            .model
+            .nbd
+            .as_ref()
+            .map(|n| n.cpu_for(v.len))
+        else {
+            return;
+        };
+        let (c, free) = self
+            .path_cpu
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(i, f)| (f, i))
+            .expect("a pool of at least one core");
+        let done = now.max(free) + cpu;
+        self.path_cpu[c] = done;
+        self.vreqs.get(r).cpu_done = done;
+    }
+
     /// The part after `r` in its host request.
     pub(super) fn next_part(&self, r: usize) -> Option<usize> {
         self.vreqs.get_ref(r).next
@@ -438,6 +475,7 @@ impl GuestState {
             host_len: len,
             pending: 0,
             batch_k: 0,
+            cpu_done: 0,
         });
         self.vreqs.get(h).lead = h;
         h
@@ -712,6 +750,7 @@ impl Sim {
             host_len: io.len,
             pending: parts,
             batch_k: k,
+            cpu_done: 0,
         })
     }
 
@@ -731,6 +770,7 @@ impl Sim {
         let busy = self.guest.vdisks[disk].lane_busy[lane];
         let t = self.spread[disk].submit(queue, kick, busy) + self.guest.vmm_submit_ns(r);
         self.guest.vdisks[disk].lane_busy[lane] = t;
+        self.guest.book_path_cpu(now, r);
         self.q.push(t, Event::SubmitDone(r).pack());
     }
 
@@ -773,6 +813,7 @@ impl Sim {
             at = v.next;
             t += self.guest.vmm_complete_ns(x);
             let done = self.spread[disk].interrupt(v.queue, t + self.guest.handoff_ns(x));
+            let done = done.max(v.cpu_done);
             self.q.push(done, Event::GuestDone(x).pack());
         }
         self.guest.vdisks[disk].lane_busy[lane] = t;

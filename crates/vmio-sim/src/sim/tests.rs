@@ -688,14 +688,20 @@ fn disk_util_counts_the_guests_requests_their_times_and_the_busy_share_as_diskst
 /// A VM whose disk is an NBD export (`interface = "nbd"`) of a RAM device of 1 µs and
 /// 100 GB/s: the NBD path's costs of `[nbd]` dominate.
 fn nbd_run(job: &str) -> RunOutput {
+    nbd_run_with("", job)
+}
+
+/// [`nbd_run`] with more `[nbd]` lines (`extra`, each ending in a newline).
+fn nbd_run_with(extra: &str, job: &str) -> RunOutput {
     let stack = "[host]\ncores = 2\n[[device]]\nname = \"a\"\nmodel = \"ram\"\ncapacity = \"1g\"\n\
         latency = \"1000ns\"\nbandwidth = 100000000000\n[[volume]]\nname = \"v\"\n\
         layout = \"single\"\ndevices = [\"a\"]\n[scheduler]\nname = \"none\"\n\
         [nbd]\nhandoff = \"100us\"\nrequest = \"20us\"\nread_rate = 1000000000\n\
-        write_rate = 500000000\n[[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\n\
+        write_rate = 500000000\n{extra}[[vm]]\nname = \"vm1\"\n[[vm.disk]]\nname = \"vda\"\n\
         volume = \"v\"\ninterface = \"nbd\"\ncache = \"none\"\n";
+    let stack = stack.replace("{extra}", extra);
     let job = format!("[j]\ndirect=1\nioengine=libaio\nsize=512m\nruntime=1\ntime_based\n{job}");
-    run(&RunInput::texts(stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"))
+    run(&RunInput::texts(&stack, &job, 1)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -723,4 +729,54 @@ fn at_depth_an_nbd_disk_is_limited_by_its_serialized_path_not_by_the_hand_offs()
     let iops = s.total_ios as f64 * SEC as f64 / o.report.jobs[0].runtime_ns as f64;
     let want = 1e9 / 85_536.0;
     assert!((iops / want - 1.0).abs() < 0.01, "{iops} vs {want}");
+}
+
+/// The job's IOPS and mean latency (ns) in direction `d`.
+fn iops_and_mean(o: &RunOutput, d: usize) -> (f64, f64) {
+    let s = &o.report.jobs[0].stats[d];
+    let secs = o.report.jobs[0].runtime_ns as f64 / vmio_core::SEC as f64;
+    (s.total_ios as f64 / secs, s.lat.mean())
+}
+
+#[test]
+fn at_depth_the_nbd_paths_cpu_bounds_iops_at_its_cores_over_the_cpu_of_a_request() {
+    // The serialized path alone gives 1 / 85.536 µs = 11.7k IOPS; two cores of 300 µs a
+    // request give 2 / 300 µs = 6,667.
+    let (iops, _) = iops_and_mean(
+        &nbd_run_with(
+            "cores = 2\ncpu = \"300us\"\n",
+            "rw=randread\nbs=64k\niodepth=32\n",
+        ),
+        0,
+    );
+    let want = 2.0 * 1e9 / 300_000.0;
+    assert!((iops / want - 1.0).abs() < 0.01, "{iops} vs {want}");
+    // The per-byte part: one core of 10 µs + 64 KiB at 0.5 GB/s = 141.072 µs a request.
+    let (iops, _) = iops_and_mean(
+        &nbd_run_with(
+            "cores = 1\ncpu = \"10us\"\ncpu_rate = 500000000\n",
+            "rw=randread\nbs=64k\niodepth=32\n",
+        ),
+        0,
+    );
+    let want = 1e9 / 141_072.0;
+    assert!((iops / want - 1.0).abs() < 0.01, "{iops} vs {want}");
+    // Without cores the CPU bounds nothing: the serialized path's 11.7k again.
+    let (iops, _) = iops_and_mean(
+        &nbd_run_with("cpu = \"300us\"\n", "rw=randread\nbs=64k\niodepth=32\n"),
+        0,
+    );
+    assert!((iops * 85_536.0 / 1e9 - 1.0).abs() < 0.01, "{iops}");
+}
+
+#[test]
+fn at_qd1_the_nbd_paths_cpu_overlaps_the_path_and_shows_only_when_it_is_longer() {
+    // QD1 64 KiB read: the path takes 187.191 µs (the test above). 100 µs of CPU hides in
+    // it; 400 µs is the request's latency.
+    let path = 100_000.0 + 20_000.0 + 65_536.0 + 1_000.0 + 655.36;
+    let job = "rw=randread\nbs=64k\niodepth=1\n";
+    let (_, hidden) = iops_and_mean(&nbd_run_with("cores = 1\ncpu = \"100us\"\n", job), 0);
+    assert!((hidden / path - 1.0).abs() < 0.005, "{hidden} vs {path}");
+    let (_, shown) = iops_and_mean(&nbd_run_with("cores = 1\ncpu = \"400us\"\n", job), 0);
+    assert!((shown / 400_000.0 - 1.0).abs() < 0.005, "{shown}");
 }

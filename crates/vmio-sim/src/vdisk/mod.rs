@@ -327,6 +327,7 @@ mod tests {
             request_ns: 21 * US,
             read_rate_bps: 1_000_000_000,
             write_rate_bps: 500_000_000,
+            ..NbdSpec::default()
         };
         let m = InterfaceModel::new(Interface::Nbd, None, Some(&spec));
         assert_eq!(m.vmm_submit_ns(Op::Write, 1000), 10_500 + 2_000);
