@@ -214,14 +214,22 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
     rec = json.loads(sp.json_path.read_text())
     # The path's CPU bound: the machine's CPUs, a positive CPU time per request, a rate (or
     # 0: none); every QD16 point's window in the record, its CPU per request positive.
-    assert sp.fit.cpu["cores"] == len(os.sched_getaffinity(0))
-    assert sp.fit.cpu["cpu"] > 0 and sp.fit.cpu["cpu_rate"] >= 0
+    # On a machine other processes kept busy (cpuwork.BUSY_BACKGROUND) the keys are left out
+    # with a note instead.
     assert rec["vmio_calibrate_serve_path"]["cpu"] == sp.fit.cpu
+    busy = [n for n in sp.fit.notes if "its keys are left out" in n]
+    if busy:
+        assert sp.fit.cpu == {} and "cpu" not in tomllib.loads(toml)["nbd"], busy
+    else:
+        assert sp.fit.cpu["cores"] == len(os.sched_getaffinity(0))
+        assert sp.fit.cpu["cpu"] > 0 and sp.fit.cpu["cpu_rate"] >= 0
     for p in rec["points"]:
         w = p["cpu"]
         assert (w is not None) == (p["iodepth"] > 1), p["name"]
-        if w is not None:
-            assert w["window_s"] > 0 and w["cpu_ns"] > 0 and 0 < w["busy_share"] <= 1.0, w
+        if w is not None and not busy:
+            # /proc/stat counts 10 ms ticks: a window of 0.15 s on 2 cores holds 30, and a
+            # tick more at either edge is a share of up to 1.07.
+            assert w["window_s"] > 0 and w["cpu_ns"] > 0 and 0 < w["busy_share"] <= 1.1, w
     # qemu-storage-daemon's table has the host's thread wake-up (vmio.real.wakeup) beside it.
     queue = tomllib.loads(toml).get("queue")
     if server == calserve.QSD:

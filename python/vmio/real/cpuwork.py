@@ -52,7 +52,9 @@ slope <= 0 (the CPU does not grow with the size): cpu_rate = 0 (none), cpu = the
 ```
 
 What this does not separate: a load of other processes that changes within a run (the
-background is the mean of the idle windows; a busy machine is noted, `BUSY_BACKGROUND`);
+background is the mean of the idle windows, and a process that takes a core while the machine
+is idle takes less of it while the runs keep the cores busy: above `BUSY_BACKGROUND` cores
+the subtraction is not trusted, and the calibrations leave the keys out with a note);
 the tick's sampling (USER_HZ 100: a window of 0.3 s on 2 CPUs holds 60 ticks, so one tick more
 or less is about 2 %); the sampler itself (a read of /proc/stat every SAMPLE_S, in the
 background windows too, so subtracted).
@@ -76,7 +78,7 @@ from vmio.real.calibrate import CalibrateError
 SAMPLE_S = 0.02
 MARGIN_S = 0.05
 MARGIN_SHARE = 0.1
-# A background above this many cores is said in a note: other work shared the machine.
+# A background above this many cores: other work shared the machine, the CPU is not measured.
 BUSY_BACKGROUND = 0.25
 # The `[nbd]` keys of the CPU bound (crates/vmio-core/src/nbd.rs) and host-fs.toml's
 # `[io_cpu]` table (vmio.real.hostfscal): `cpu` a duration per request, `cpu_rate` bytes/s
@@ -331,12 +333,14 @@ def fit(points: Sequence[tuple[int, float]], what: str) -> CpuFit:
 
 
 def background_note(b: float, what: str) -> str | None:
-    """A note when the background took more than BUSY_BACKGROUND cores."""
+    """The note when the background took more than BUSY_BACKGROUND cores (module doc: the
+    CPU's keys are then left out), else None."""
     if b <= BUSY_BACKGROUND:
         return None
     return (
-        f"{what}: other processes kept {b:.2f} cores busy beside the runs (subtracted): "
-        "measure again on a quieter machine"
+        f"{what}: other processes kept {b:.2f} cores busy beside the runs (more than "
+        f"{BUSY_BACKGROUND}): not measured, its keys are left out; measure again on a quieter "
+        "machine"
     )
 
 

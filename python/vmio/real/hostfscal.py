@@ -108,8 +108,9 @@ and its device, the three latencies with their spreads, the CPU per request) and
 `[volume]` with `filesystem`, `alloc_cost` and `convert_cost` as a stack's `[[volume]]` takes
 them (durations "<n>ns"), which vmio.real.images.Calibration merges into its predictions'
 volume, and `[io_cpu]` with `cpu = "<n>ns"` and `cpu_rate` (bytes/s, 0: none), which it adds
-to the `[nbd]` CPU bound; and OUT/host-fs.json, the settings, the costs, the machine and every
-run with fio's JSON job (an I/O run with its CPU window).
+to the `[nbd]` CPU bound (left out, with a note, when other processes kept more than
+cpuwork.BUSY_BACKGROUND cores busy in the idle windows); and OUT/host-fs.json, the settings,
+the costs, the machine and every run with fio's JSON job (an I/O run with its CPU window).
 """
 
 from __future__ import annotations
@@ -492,6 +493,8 @@ class IoCpu:
     rounds: list[dict[str, Any]]
     background: float
     notes: tuple[str, ...] = ()
+    rejected: bool = False
+    """Other processes took more than cpuwork.BUSY_BACKGROUND cores: no `[io_cpu]` table."""
 
     def table(self) -> dict[str, int | str]:
         """host-fs.toml's `[io_cpu]` table."""
@@ -518,8 +521,9 @@ def solve_io(io_runs: Sequence[IoRun]) -> IoCpu:
         per_round.append({"round": rnd, "cpu_ns": g.cpu_ns, "cpu_rate": g.cpu_rate})
     windows = [r.load for r in io_runs]
     bg = windows[0].background_s / windows[0].window_s if windows else 0.0
-    busy = cpuwork.background_note(bg, what)
-    return IoCpu(f, per_job, per_round, bg, (*f.notes, *([busy] if busy else [])))
+    if busy := cpuwork.background_note(bg, what):
+        return IoCpu(f, per_job, per_round, bg, (busy,), rejected=True)
+    return IoCpu(f, per_job, per_round, bg, f.notes)
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -587,7 +591,14 @@ def header(s: Settings, when: str, costs: Costs, io: IoCpu | None = None) -> lis
 
 
 def _io_lines(s: Settings, io: IoCpu) -> list[str]:
-    """The header's lines of the CPU per request."""
+    """The header's lines of the CPU per request (only the note when it was rejected)."""
+    if io.rejected:
+        return [f"note: {note}" for note in io.notes]
+    return _io_measured(s, io)
+
+
+def _io_measured(s: Settings, io: IoCpu) -> list[str]:
+    """The header's lines of a measured CPU per request."""
     jobs = ", ".join(
         f"{name} {x.median / 1e3:.1f} us ({x.lo / 1e3:.1f}-{x.hi / 1e3:.1f})"
         for name, x in io.per_job.items()
@@ -654,7 +665,7 @@ def write(
     out_dir.mkdir(parents=True, exist_ok=True)
     head = header(s, when, costs, io)
     doc: dict[str, Any] = {"volume": costs.table(s.fstype)}
-    if io is not None:
+    if io is not None and not io.rejected:
         doc[IO_CPU] = io.table()
     stackfile.write(toml_path, doc, head)
     record = {
@@ -677,7 +688,7 @@ def write(
             "table": costs.table(s.fstype),
             "notes": list(costs.notes),
             "io_runtime_s": s.io_runtime_s if io else None,
-            IO_CPU: io.table() if io else None,
+            IO_CPU: io.table() if io and not io.rejected else None,
             "io_cpu_ns": io.fit.cpu_ns if io else None,
             "io_cpu_rate": io.fit.cpu_rate if io else None,
             "io_cpu_per_job_ns": {k: asdict(x) for k, x in io.per_job.items()} if io else None,
@@ -705,7 +716,9 @@ def report(h: HostFs) -> str:
         each = ", ".join(f"{r[name] / 1e3:.1f}" for r in c.rounds)
         lines.append(f"{name} = {ns / 1e3:.1f} us (rounds: {each} us)")
     lines += [f"note: {n}" for n in c.notes]
-    if h.io is not None:
+    if h.io is not None and h.io.rejected:
+        lines += [f"note: {n}" for n in h.io.notes]
+    elif h.io is not None:
         lines.append(
             "the host kernel's and fio's CPU per direct I/O request (median of the rounds, "
             "min-max):"

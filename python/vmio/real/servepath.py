@@ -70,10 +70,12 @@ cpu, cpu_rate = cpuwork.fit over the QD16 points (both directions share both: on
 cores = len(sched_getaffinity(0))
 ```
 
-written as `[nbd]` `cores`, `cpu`, `cpu_rate` beside the fitted costs (which are fitted as
-before, without them); the JSON's QD16 points carry their window (`cpu`: busy share,
-background, requests, cpu_ns). The check's `sim_stack` leaves the three keys out (the check is
-of the serialized table over the RAM model, whose closed forms are below).
+written as `[nbd]` `cores`, `cpu`, `cpu_rate` (left out, with a note, when other processes
+kept more than cpuwork.BUSY_BACKGROUND cores busy in the idle windows) beside the fitted
+costs (which are fitted as before, without them); the JSON's QD16 points carry their window
+(`cpu`: busy share, background, requests, cpu_ns). The check's `sim_stack` leaves the three
+keys out while the simulator does not know them (cpuwork.sim_nbd; `closed_form` takes the
+bound cores / (cpu + L / cpu_rate) beside the others where it is given).
 
 Not fitted: the RAM device is treated as free at depth (its psync time runs in the server's
 workers, in parallel and beside the serialized path; it is taken off the QD1 latencies only);
@@ -636,8 +638,9 @@ def measure(
     f = fit(points)
     ncores = cpuwork.cores()
     cpu, cpu_notes = cpu_fit(points, loads, ncores)
-    busy = cpuwork.background_note(bg, "the path's CPU")
-    f = replace(f, notes=(*notes, *f.notes, *cpu_notes, *([busy] if busy else [])), cpu=cpu)
+    if busy := cpuwork.background_note(bg, "the path's CPU"):
+        cpu, cpu_notes = {}, (busy,)
+    f = replace(f, notes=(*notes, *f.notes, *cpu_notes), cpu=cpu)
     simulated = simulate(sim_stack(f), [p for p in points if p.job.ioengine == "nbd"])
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out_dir.mkdir(parents=True, exist_ok=True)
