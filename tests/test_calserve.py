@@ -37,8 +37,8 @@ import pytest
 from conftest import require_tool, run_vmio
 from test_calibrate import vmio
 from test_validate import STACK as CALIBRATED
+from vmio.real import cpuwork, validate
 from vmio.real import servepath as calserve
-from vmio.real import validate
 from vmio.real.calibrate import KIB, MIB, CalibrateError, Point, Side
 from vmio.sim import VmioError, simulate_text
 
@@ -210,13 +210,31 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
     # The header and the record name the server.
     named = "qemu-storage-daemon version " if server == calserve.QSD else "vmio serve ("
     assert f"fio's nbd engine into {named}" in toml.splitlines()[0], toml
-    assert tomllib.loads(toml)["nbd"] == calserve.nbd_table(sp.fit.nbd)
+    assert tomllib.loads(toml)["nbd"] == calserve.nbd_table({**sp.fit.nbd, **sp.fit.cpu})
     rec = json.loads(sp.json_path.read_text())
+    # The path's CPU bound: the machine's CPUs, a positive CPU time per request, a rate (or
+    # 0: none); every QD16 point's window in the record, its CPU per request positive.
+    # On a machine other processes kept busy (cpuwork.BUSY_BACKGROUND) the keys are left out
+    # with a note instead.
+    assert rec["vmio_calibrate_serve_path"]["cpu"] == sp.fit.cpu
+    busy = [n for n in sp.fit.notes if "its keys are left out" in n]
+    if busy:
+        assert sp.fit.cpu == {} and "cpu" not in tomllib.loads(toml)["nbd"], busy
+    else:
+        assert sp.fit.cpu["cores"] == len(os.sched_getaffinity(0))
+        assert sp.fit.cpu["cpu"] > 0 and sp.fit.cpu["cpu_rate"] >= 0
+    for p in rec["points"]:
+        w = p["cpu"]
+        assert (w is not None) == (p["iodepth"] > 1), p["name"]
+        if w is not None and not busy:
+            # /proc/stat counts 10 ms ticks: a window of 0.15 s on 2 cores holds 30, and a
+            # tick more at either edge is a share of up to 1.07.
+            assert w["window_s"] > 0 and w["cpu_ns"] > 0 and 0 < w["busy_share"] <= 1.1, w
     # qemu-storage-daemon's table has the host's thread wake-up (vmio.real.wakeup) beside it.
     queue = tomllib.loads(toml).get("queue")
     if server == calserve.QSD:
         assert sp.wakeup is not None and sp.wakeup.wakeup_ns > 0
-        assert queue == {"wakeup": f"{sp.wakeup.wakeup_ns}ns"}, toml
+        assert queue == {"wakeup": f"{sp.wakeup.wakeup_ns}ns", "wake_spread": "0ns"}, toml
         assert "# [queue] wakeup: qemu-img bench QD1 4k reads" in toml
         assert rec["vmio_calibrate_serve_path"]["queue"] == {"wakeup": sp.wakeup.wakeup_ns}
         assert len(rec["vmio_calibrate_serve_path"]["wakeup"]["rounds"]) == 2
@@ -232,13 +250,14 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
     # the two bounds are within 25 % of each other (the knee, which a fit on a loaded machine
     # can land on) the path's two visits per request queue behind each other and the rate
     # falls below the bound, never above it.
+    cpu = cpuwork.sim_nbd(sp.fit.cpu)  # what sim_stack gives the simulator
     for s in sp.simulated:
-        iops, lat = calserve.closed_form(sp.fit.nbd, sp.fit.ram, s.job)
+        iops, lat = calserve.closed_form(sp.fit.nbd, sp.fit.ram, s.job, cpu)
         delay = (
             s.job.iodepth
-            * calserve.closed_form(sp.fit.nbd, sp.fit.ram, replace(s.job, iodepth=1))[0]
+            * calserve.closed_form(sp.fit.nbd, sp.fit.ram, replace(s.job, iodepth=1), cpu)[0]
         )
-        path = calserve.closed_form(sp.fit.nbd, sp.fit.ram, replace(s.job, iodepth=1 << 30))[0]
+        path = calserve.closed_form(sp.fit.nbd, sp.fit.ram, replace(s.job, iodepth=1 << 30), cpu)[0]
         if s.job.iodepth > 1 and 0.8 < delay / path < 1.25:
             assert 0.9 * iops <= s.iops <= 1.02 * iops, (s.job.name, s.iops, iops)
             continue
@@ -387,7 +406,9 @@ def test_validate_measures_the_serve_path_before_its_raid0_part(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     table = tomllib.loads((out / "raid0" / "serve-path.toml").read_text())["nbd"]
     stack = tomllib.loads((out / "raid0" / "stack.toml").read_text())
-    assert stack["nbd"] == table and stack["vm"][0]["disk"][0]["interface"] == "nbd"
+    # The table's CPU bound goes into the stack where this vmio's loader knows its keys.
+    assert stack["nbd"] == cpuwork.sim_nbd(table) and "cpu" in table
+    assert stack["vm"][0]["disk"][0]["interface"] == "nbd"
     real = json.loads(next((out / "raid0" / "real").glob("*.json")).read_text())
     assert any("is the NBD client the stack models" in n for n in real["vmio"]["notes"])
     # Recorded (scripts/real-validation.py) with its table, the raid0 part is simulated again

@@ -24,10 +24,11 @@ import pytest
 from conftest import require_tool, run_vmio
 from test_calibrate import vmio
 from vmio import stackfile
-from vmio.real import hostfscal, images
+from vmio.real import cpuwork, hostfscal, images
 from vmio.real.calibrate import CalibrateError
 
 GIB = 1024**3
+MIB = 1024**2
 US = 1000.0
 # Mean latencies (ns) per kind and round: medians 150, 100, 80 us.
 LATENCIES = {
@@ -230,6 +231,86 @@ def test_the_table_parses_back_through_the_stack_loader_and_into_the_image_check
     assert images.Calibration(None, None, "none").host_fs_keys("ext4") == ({}, None)
 
 
+def io_runs_of(cpu_ns: float, rate: float, rounds: int = 3) -> list[hostfscal.IoRun]:
+    """I/O runs whose windows give `cpu_ns + bs / rate` a request, the rounds 10 % apart
+    (round 1 the line itself, round 0 10 % below, round 2 10 % above)."""
+    out = []
+    for rnd in range(rounds):
+        scale = 1.0 + 0.1 * (rnd - 1)
+        for job in hostfscal.round_io_jobs(rnd):
+            per = (cpu_ns + job.bs * 1e9 / rate) * scale
+            # 1 s window, 0.1 cores of background, X requests a second: busy = X per + 0.1.
+            x = 10_000.0 if job.bs < MIB else 500.0
+            load = cpuwork.Load(1.0, x * per / 1e9 + 0.1, 0.1, x, 2)
+            out.append(hostfscal.IoRun(job, rnd, 1.0, x, 1e6, load, {}))
+    return out
+
+
+def test_the_host_kernels_cpu_per_request_is_the_line_through_the_jobs_medians():
+    io = hostfscal.solve_io(io_runs_of(20_000.0, 1e9))
+    # Each job's median is round 1's, on the line: the fit gives it back.
+    assert io.fit.cpu_ns == 20_000 and io.fit.cpu_rate == pytest.approx(1e9, rel=1e-6)
+    spread = io.per_job["io-randread-4k-qd16"]
+    assert spread.median == pytest.approx(20_000 + 4096, rel=1e-9)
+    assert (spread.lo, spread.hi) == pytest.approx((0.9 * spread.median, 1.1 * spread.median))
+    # Each round's own fit: the line scaled by the round's factor.
+    assert [r["cpu_ns"] for r in io.rounds] == [18_000, 20_000, 22_000]
+    assert io.table() == {"cpu": "20000ns", "cpu_rate": 1_000_000_000}
+    assert io.background == pytest.approx(0.1) and io.notes == ()
+    with pytest.raises(CalibrateError, match="no I/O run"):
+        hostfscal.solve_io([])
+
+
+def test_the_io_jobs_are_libaio_direct_on_the_written_file_and_alternate_by_round():
+    job = hostfscal.IO_JOBS[0]
+    args = hostfscal.io_fio_args(job, Path("/d/w.img"), GIB, 2.0)
+    assert args == [
+        "fio", "--name=io-randread-4k-qd16", "--filename=/d/w.img", "--ioengine=libaio",
+        "--direct=1", "--rw=randread", "--bs=4096", "--iodepth=16", f"--size={GIB}",
+        "--fallocate=none", "--runtime=2000ms", "--time_based=1", "--output-format=json",
+    ]  # fmt: skip
+    assert [j.name for j in hostfscal.IO_JOBS] == [
+        "io-randread-4k-qd16", "io-randwrite-4k-qd16", "io-read-1m-qd4", "io-write-1m-qd4",
+    ]  # fmt: skip
+    assert hostfscal.round_io_jobs(1) == hostfscal.IO_JOBS[::-1]
+
+
+def test_the_io_cpu_table_is_written_and_added_to_the_paths_cpu_by_the_image_checks(
+    tmp_path: Path,
+):
+    out = tmp_path / "cal"
+    h = hostfscal.write(
+        runs_of(LATENCIES), settings(tmp_path), out, io_runs=io_runs_of(20_000.0, 1e9)
+    )
+    text = h.toml_path.read_text(encoding="utf-8")
+    assert tomllib.loads(text)["io_cpu"] == {"cpu": "20000ns", "cpu_rate": 1_000_000_000}
+    assert "# [io_cpu]: the host kernel's and fio's CPU per direct I/O request" in text
+    rec = json.loads(h.json_path.read_text(encoding="utf-8"))
+    head = rec["vmio_calibrate_host_fs"]
+    assert (head["io_cpu_ns"], head["io_cpu_rate"]) == (20_000, 1_000_000_000)
+    assert len(rec["io_runs"]) == 12 and rec["io_runs"][0]["cpu"]["cpu_ns"] > 0
+    assert "[io_cpu] cpu = 20.0 us, cpu_rate = 1000000000" in hostfscal.report(h)
+    (out / "serve-path-qsd.toml").write_text('[nbd]\ncores = 2\ncpu = "30000ns"\ncpu_rate = 0\n')
+    cal = images.Calibration.find(out)
+    assert cal.nbd_cpu() == ({"cores": 2, "cpu": "50000ns", "cpu_rate": 1_000_000_000}, None)
+
+
+def test_a_busy_machine_leaves_the_io_cpu_table_out_with_a_note(tmp_path: Path):
+    # Other processes took 0.5 cores in the idle windows: the subtraction is not trusted.
+    runs = [
+        replace(r, load=replace(r.load, background_s=0.5, busy_s=r.load.busy_s + 0.4))
+        for r in io_runs_of(20_000.0, 1e9)
+    ]
+    io = hostfscal.solve_io(runs)
+    assert io.rejected and io.background == pytest.approx(0.5)
+    assert "0.50 cores busy" in io.notes[0] and "its keys are left out" in io.notes[0]
+    h = hostfscal.write(runs_of(LATENCIES), settings(tmp_path), tmp_path / "cal", io_runs=runs)
+    text = h.toml_path.read_text(encoding="utf-8")
+    assert "io_cpu" not in tomllib.loads(text) and "# note: the host kernel's CPU" in text
+    assert json.loads(h.json_path.read_text())["vmio_calibrate_host_fs"]["io_cpu"] is None
+    assert images.Calibration.find(tmp_path / "cal").io_cpu is None
+
+
 def test_existing_files_are_refused_without_force(tmp_path: Path):
     out = tmp_path / "cal"
     hostfscal.write(runs_of(LATENCIES), settings(tmp_path), out)
@@ -325,3 +406,15 @@ def test_a_quick_run_measures_a_write_into_a_hole_slower_than_an_overwrite(tmp_p
     p = images.Point("a", images.RAW_OFF, images.Serve("threads", None), images.RAND_W, "first")
     vol = images.sim_doc(p, GIB, cal, head["fstype"])["volume"][0]
     assert vol["convert_cost"] == f"{head['convert_cost_ns']}ns"
+    # The host kernel's CPU per direct I/O request: every job of every round has its window
+    # and a positive CPU time; a 1 MiB request costs more CPU than a 4 KiB one.
+    # On a machine other processes kept busy the table is left out with a note instead.
+    assert len(rec["io_runs"]) == len(hostfscal.IO_JOBS) * hostfscal.QUICK_ROUNDS
+    assert cal.io_cpu == head["io_cpu"]
+    if head["io_cpu"] is None:
+        assert any("its keys are left out" in n for n in head["io_cpu_notes"]), head
+        return
+    assert all(r["cpu"]["cpu_ns"] > 0 and r["iops"] > 0 for r in rec["io_runs"])
+    per = {k: v["median"] for k, v in head["io_cpu_per_job_ns"].items()}
+    assert per["io-read-1m-qd4"] > per["io-randread-4k-qd16"], per
+    assert head["io_cpu_ns"] > 0

@@ -113,7 +113,9 @@ def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device(
         '[[vm.disk]]\nname = "disk"\nvolume = "vda"\nsize = 4294967296\ninterface = "nbd"\n'
         'cache = "none"\nformat = "qcow2"\naio = "threads"\n\n'
         "[vm.disk.image]\ncluster_size = 65536\nl2_cache_size = 131072\n"
-        'l2_cache_entry_size = 65536\npreallocation = "off"\npopulated = 1.0\n'
+        'l2_cache_entry_size = 65536\npreallocation = "off"\npopulated = 1.0\n\n'
+        # The measured [nbd] costs hold the real path's wake-ups: no spread on top.
+        '[vm.disk.queue]\nwake_spread = "0ns"\n'
     )
     assert text.startswith("# vmio real-images ")
     first = images.Point("a", images.RAW_FULL, images.Serve("native", None), images.SEQ_W, "first")
@@ -265,3 +267,84 @@ def test_the_recorded_run_on_this_machine_holds_every_point_of_the_plan_in_three
     assert m.rounds == 3 and all(len(runs) == 3 for runs in m.runs.values())
     # Every ratio of the plan has its pair measured: 8 x 2 first/over, 2 L2, 3 aio x 4 jobs.
     assert len(images.ratios(m)) == 16 + 2 + 12
+
+
+# --- the [nbd] CPU bound of the prediction -------------------------------------------------
+
+PATH_CPU = {"handoff": "5000ns", "request": "9000ns", "cores": 2, "cpu": "30000ns"}
+IO_CPU = {"cpu": "20000ns", "cpu_rate": 1_000_000_000}
+C_POINT = images.Point(
+    "c", images.RAW_OFF, images.Serve("threads", None), images.RAND_W_ALL, "over"
+)
+
+
+def test_the_bound_adds_the_paths_cpu_and_the_host_kernels_per_direct_io_request():
+    both = images.Calibration(None, {**PATH_CPU, "cpu_rate": 500_000_000}, "c", io_cpu=IO_CPU)
+    # cpu 30 + 20 us; the payload's CPU per byte adds: 1 / (1/500 MB/s + 1/1 GB/s).
+    assert both.nbd_cpu() == ({"cores": 2, "cpu": "50000ns", "cpu_rate": 333_333_333}, None)
+    # A rate of 0 is none: the other alone.
+    zero = images.Calibration(None, {**PATH_CPU, "cpu_rate": 0}, "c", io_cpu=IO_CPU)
+    assert zero.nbd_cpu()[0]["cpu_rate"] == 1_000_000_000
+    assert images.add_rates(0, 0) == 0 and images.add_rates(3, 0) == 3
+    # The path's alone, or the host kernel's alone (the stack's cores): used, with a note.
+    path, note = images.Calibration(None, PATH_CPU, "c").nbd_cpu()
+    assert path == {"cores": 2, "cpu": "30000ns"} and note is not None
+    assert note.startswith("the [nbd] CPU bound is the served path's alone: no [io_cpu]")
+    io_only = images.Calibration({"host": {"cores": 4}}, {"handoff": "1ns"}, "c", io_cpu=IO_CPU)
+    keys, note = io_only.nbd_cpu()
+    assert keys == {"cores": 4, "cpu": "20000ns", "cpu_rate": 1_000_000_000}
+    assert note is not None and "the host kernel's per direct I/O request alone" in note
+    # Durations as a stack writes them.
+    assert [images.parse_duration_ns(v) for v in ("25us", "1.5us", "2ms", 7, "30ns")] == [
+        25_000, 1_500, 2_000_000, 7, 30,
+    ]  # fmt: skip
+    with pytest.raises(images.ImagesError, match="cpu = 'x'"):
+        images.parse_duration_ns("x")
+
+
+def test_the_prediction_carries_the_bound_where_the_simulator_knows_its_keys():
+    cal = images.Calibration(None, {**PATH_CPU, "cpu_rate": 500_000_000}, "c", io_cpu=IO_CPU)
+    on = images.sim_doc(C_POINT, GIB, cal, cpu_known=True)["nbd"]
+    assert on == {
+        "handoff": "5000ns", "request": "9000ns",
+        "cores": 2, "cpu": "50000ns", "cpu_rate": 333_333_333,
+    }  # fmt: skip
+    off = images.sim_doc(C_POINT, GIB, cal, cpu_known=False)["nbd"]
+    assert off == {"handoff": "5000ns", "request": "9000ns"}
+    text = images.sim_stack(C_POINT, GIB, cal, cpu_known=True)
+    assert "# [nbd] CPU bound: None's cpu + host-fs.toml's [io_cpu]" in text
+    assert tomllib.loads(text)["nbd"] == on
+    assert f"# note: {images.CPU_UNKNOWN}" in images.sim_stack(C_POINT, GIB, cal, cpu_known=False)
+    assert "[nbd] CPU bound cores 2, cpu 50000ns, cpu_rate 333333333" in cal.describe()
+
+
+def test_host_fs_tomls_io_cpu_is_found_and_recorded_for_from(tmp_path: Path):
+    (tmp_path / "serve-path-qsd.toml").write_text(
+        '[nbd]\nhandoff = "5000ns"\nrequest = "9000ns"\ncores = 2\ncpu = "30000ns"\ncpu_rate = 0\n'
+    )
+    (tmp_path / "host-fs.toml").write_text(
+        '[volume]\nfilesystem = "ext4"\nalloc_cost = "1ns"\nconvert_cost = "2ns"\n\n'
+        '[io_cpu]\ncpu = "20000ns"\ncpu_rate = 1000000000\n'
+    )
+    cal = images.Calibration.find(tmp_path)
+    assert cal.io_cpu == IO_CPU and cal.host_fs is not None and "io_cpu" not in cal.host_fs
+    assert cal.nbd_cpu() == ({"cores": 2, "cpu": "50000ns", "cpu_rate": 1_000_000_000}, None)
+    m = images.Measurement(GIB, 1.0, 1, "/x", "ext4")
+    again = images.Calibration.of_record(json.loads(json.dumps(images.record(m, {}, cal))))
+    assert again is not None and again.io_cpu == IO_CPU and again.nbd_cpu() == cal.nbd_cpu()
+    (tmp_path / "host-fs.toml").write_text('[volume]\nfilesystem = "ext4"\nio_cpu = 1\n[io_cpu]\n')
+    assert images.Calibration.find(tmp_path).io_cpu == {}
+
+
+def test_the_recorded_calibration_without_a_cpu_bound_predicts_on_the_same_stacks():
+    rec = json.loads(RECORDED.read_text(encoding="utf-8"))
+    cal = images.Calibration.of_record(rec)
+    m = images.Measurement.of_record(rec)
+    assert cal is not None and cal.io_cpu is None and cal.nbd_cpu() == ({}, None)
+    for p in m.points.values():
+        on = images.sim_doc(p, m.size, cal, m.fstype, cpu_known=True)
+        assert on == images.sim_doc(p, m.size, cal, m.fstype, cpu_known=False)
+        # Its [nbd] is the recorded table as it was.
+        assert on.get("nbd") == (dict(cal.nbd) if cal.nbd is not None else None)
+        head = images.sim_stack(p, m.size, cal, m.fstype, cpu_known=True).split("[host]")[0]
+        assert "CPU bound" not in head

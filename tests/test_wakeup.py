@@ -115,7 +115,7 @@ def test_the_image_checks_put_the_measured_wakeup_into_the_image_disks_queue_tab
         "b", images.IMAGES[2], images.Serve("threads", "small"), images.RAND_R_ALL, "over"
     )
     disk = images.sim_doc(p, gib, cal, "ext4")["vm"][0]["disk"][0]
-    assert disk["queue"] == {"wakeup": "6400ns"}
+    assert disk["queue"] == {"wakeup": "6400ns", "wake_spread": "0ns"}
     # The stack loader takes it as the disk's [vm.disk.queue] wakeup.
     stack = stackfile.loads(images.sim_stack(p, gib, cal, "ext4"))
     assert stack.vms[0].disks[0].queue["wakeup_ns"] == 6400

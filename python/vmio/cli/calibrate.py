@@ -1,6 +1,7 @@
 """`vmio calibrate`: fit the flash device model to this machine's disk (`vmio.real.calibrate`),
 or, with `--serve-path`, the NBD path's [nbd] table (`vmio.real.servepath`), or, with
-`--host-fs`, the host filesystem's alloc_cost and convert_cost (`vmio.real.hostfscal`)."""
+`--host-fs`, the host filesystem's alloc_cost and convert_cost and the host kernel's CPU per
+direct I/O request (`vmio.real.hostfscal`)."""
 
 from __future__ import annotations
 
@@ -124,8 +125,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="instead: measure the host filesystem of --dir (ext4 or xfs) with psync 4k "
         "random writes into holes, unwritten extents and written blocks, and solve its "
-        "alloc_cost and convert_cost into DIR/host-fs.toml's [volume] table (--quick about "
-        "25 s, default 2 to 3 minutes, most of it freeing the files; vmio.real.hostfscal)",
+        "alloc_cost and convert_cost into DIR/host-fs.toml's [volume] table, and the host "
+        "kernel's CPU per direct I/O request (libaio 4k QD16, 1m QD4) into its [io_cpu] table "
+        "(--quick about 35 s, default 3 to 4 minutes, much of it freeing the files; "
+        "vmio.real.hostfscal)",
     )
     c.add_argument(
         "--dir",

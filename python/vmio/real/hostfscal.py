@@ -43,6 +43,12 @@ rounds (ROUNDS 3, --quick 2): each KIND once, in the order KINDS on even rounds 
   fio: ioengine=psync direct=1 rw=randwrite bs=4k iodepth=1 fallocate=none size=S
        time_based runtime=RUNTIME_S (4 s; --quick 1.5 s)
   t(kind, round) = the write's lat_ns.mean
+  then, on the written file, the host kernel's CPU per direct I/O request (IO_JOBS, in
+  the opposite order on odd rounds): fio ioengine=libaio direct=1 time_based runtime
+  IO_RUNTIME_S (2 s; --quick 1 s) of randread and randwrite bs=4k iodepth=16, read and
+  write bs=1m iodepth=4, each with its CPU window (vmio.real.cpuwork: /proc/stat's busy time
+  taken back from fio's exit, less the background of idle windows of BACKGROUND_S before the
+  rounds and after them)
 the new files are removed with the directory at the end, not between runs: freeing a 1 GiB
     file of unwritten extents took 2 to 5 s here (ext4 mounted with `discard` sends the freed
     ranges to the disk), work that would fall on the next run
@@ -60,6 +66,21 @@ t_kind       = median over the rounds of t(kind, round)        (spread: (max - m
 alloc_cost   = max(0, t_holes - t_unwritten)
 convert_cost = max(0, t_unwritten - t_written)
 ```
+
+The host kernel's CPU per direct I/O request (`solve_io`, vmio.real.cpuwork):
+
+```text
+cpu(job, round) = (busy CPU time of its window - background) / (fio's IOPS x the window)
+cpu_job         = median over the rounds
+io_cpu, io_cpu_rate = cpuwork.fit of (bs, cpu_job) over the four jobs (reads and writes
+    share one line); per round the same fit of that round's jobs (the record's
+    `io_cpu_rounds`: the spread)
+```
+
+This is the host kernel's CPU per direct I/O request to this disk (block layer, driver,
+interrupt, the waiting thread's sleep and wake-up) and fio's own per request, which a path's
+`[nbd] cpu` adds: a served image's request makes the same I/O to the disk from the server's
+thread (vmio.real.images.Calibration adds the two).
 
 A cost that comes out negative (the kinds' difference drowned in the disk's noise) is 0, with
 a note. Each round's own differences are kept beside them (the record's `rounds_costs_ns`),
@@ -83,10 +104,13 @@ What this does not separate:
 
 Outputs (into `-o OUT`, default ./vmio-calibration; an existing file is refused unless
 --force): OUT/host-fs.toml, a header comment (the tool, the date, the machine, the directory
-and its device, the three latencies with their spreads) and one table `[volume]` with
-`filesystem`, `alloc_cost` and `convert_cost` as a stack's `[[volume]]` takes them (durations
-"<n>ns"), which vmio.real.images.Calibration merges into its predictions' volume; and
-OUT/host-fs.json, the settings, the costs, the machine and every run with fio's JSON job.
+and its device, the three latencies with their spreads, the CPU per request) and two tables:
+`[volume]` with `filesystem`, `alloc_cost` and `convert_cost` as a stack's `[[volume]]` takes
+them (durations "<n>ns"), which vmio.real.images.Calibration merges into its predictions'
+volume, and `[io_cpu]` with `cpu = "<n>ns"` and `cpu_rate` (bytes/s, 0: none), which it adds
+to the `[nbd]` CPU bound (left out, with a note, when other processes kept more than
+cpuwork.BUSY_BACKGROUND cores busy in the idle windows); and OUT/host-fs.json, the settings,
+the costs, the machine and every run with fio's JSON job (an I/O run with its CPU window).
 """
 
 from __future__ import annotations
@@ -98,13 +122,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.real import fiorun, images, machine
+from vmio.real import cpuwork, fiorun, images, machine
 from vmio.real.calibrate import DEFAULT_OUT, CalibrateError, write_through
 from vmio.real.machineprofile import ProfileError, disk_of, fio_missing, fio_version
 from vmio.sim import format_size
@@ -124,6 +148,10 @@ HOLES, UNWRITTEN, WRITTEN = "holes", "unwritten", "written"
 KINDS: tuple[str, ...] = (HOLES, UNWRITTEN, WRITTEN)
 FILESYSTEMS = images.HOST_FILESYSTEMS
 TABLE, RECORD = images.HOST_FS_TABLE, "host-fs.json"
+# The host kernel's CPU per direct I/O request (module doc): the jobs on the written file.
+IO_RUNTIME_S, QUICK_IO_RUNTIME_S = 2.0, 1.0
+BACKGROUND_S, QUICK_BACKGROUND_S = 1.0, 0.5
+IO_CPU = cpuwork.IO_CPU
 # The keys of the table as a stack's [[volume]] takes them (crates/vmio-core/src/hostfs/mod.rs
 # ALLOC_COST, CONVERT_COST; hostfs::KEY).
 ALLOC, CONVERT = "alloc_cost", "convert_cost"
@@ -193,6 +221,97 @@ class Run:
         return {**asdict(self), "fio": dict(self.fio)}
 
 
+@dataclass(frozen=True)
+class IoJob:
+    """A job of the host kernel's CPU per request (module doc): fio libaio direct=1."""
+
+    rw: str
+    bs: int
+    iodepth: int
+
+    @property
+    def name(self) -> str:
+        size = f"{self.bs // MIB}m" if self.bs >= MIB else f"{self.bs // KIB}k"
+        return f"io-{self.rw}-{size}-qd{self.iodepth}"
+
+    @property
+    def direction(self) -> str:
+        return "write" if "write" in self.rw else "read"
+
+
+IO_JOBS: tuple[IoJob, ...] = (
+    IoJob("randread", BS, 16),
+    IoJob("randwrite", BS, 16),
+    IoJob("read", MIB, 4),
+    IoJob("write", MIB, 4),
+)
+
+
+@dataclass(frozen=True)
+class IoRun:
+    """One run of an IoJob: the round, fio's figures of its direction, its CPU window
+    (vmio.real.cpuwork.Load), fio's JSON job."""
+
+    job: IoJob
+    round: int
+    runtime_s: float
+    iops: float
+    lat_mean_ns: float
+    load: cpuwork.Load
+    fio: Mapping[str, Any]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "job": self.job.name,
+            "rw": self.job.rw,
+            "bs": self.job.bs,
+            "iodepth": self.job.iodepth,
+            "round": self.round,
+            "runtime_s": self.runtime_s,
+            "iops": self.iops,
+            "lat_mean_ns": self.lat_mean_ns,
+            "cpu": self.load.record(),
+            "fio": dict(self.fio),
+        }
+
+
+def round_io_jobs(r: int) -> tuple[IoJob, ...]:
+    """Round r's order of the I/O jobs: IO_JOBS on even rounds, the opposite on odd ones."""
+    return IO_JOBS if r % 2 == 0 else IO_JOBS[::-1]
+
+
+def io_fio_args(job: IoJob, path: Path, size: int, runtime_s: float) -> list[str]:
+    """fio's command line of an I/O job on the written file (module doc)."""
+    opts = [
+        ("name", job.name),
+        ("filename", str(path)),
+        ("ioengine", "libaio"),
+        ("direct", "1"),
+        ("rw", job.rw),
+        ("bs", str(job.bs)),
+        ("iodepth", str(job.iodepth)),
+        ("size", str(size)),
+        ("fallocate", "none"),
+        ("runtime", f"{round(runtime_s * 1000)}ms"),
+        ("time_based", "1"),
+    ]
+    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+
+
+def _io_fio(
+    job: IoJob, path: Path, size: int, runtime_s: float, rnd: int, sampler: cpuwork.Sampler
+) -> IoRun:
+    out = fiorun.fio_json(io_fio_args(job, path, size, runtime_s), job.name, CalibrateError)
+    exit_t = sampler.mark()
+    j = json.loads(out)["jobs"][0]
+    side = j.get(job.direction, {})
+    if not side.get("total_ios"):
+        raise CalibrateError(f"fio job {job.name}: no request completed (nothing was measured)")
+    iops = float(side["iops"])
+    load = cpuwork.Load.of(sampler, exit_t, runtime_s, iops, cpuwork.cores())
+    return IoRun(job, rnd, runtime_s, iops, float(side["lat_ns"]["mean"]), load, j)
+
+
 def round_kinds(r: int) -> tuple[str, ...]:
     """Round r's order of the kinds: KINDS on even rounds, the opposite on odd ones."""
     return KINDS if r % 2 == 0 else KINDS[::-1]
@@ -253,25 +372,48 @@ def _fio(kind: str, path: Path, size: int, runtime_s: float, rnd: int) -> Run:
     return run_of(kind, rnd, runtime_s, json.loads(out)["jobs"][0])
 
 
-def run_rounds(work: Path, size: int, runtime_s: float, rounds: int, stream: TextIO) -> list[Run]:
-    """The written file, then every round's runs in `work` (module doc); the new files stay
-    until the caller removes `work`."""
+def run_rounds(
+    work: Path,
+    size: int,
+    runtime_s: float,
+    rounds: int,
+    stream: TextIO,
+    io_runtime_s: float = IO_RUNTIME_S,
+    background_s: float = BACKGROUND_S,
+) -> tuple[list[Run], list[IoRun]]:
+    """The written file, then every round's runs in `work` (module doc): the kinds' writes
+    and the I/O jobs' CPU; the new files stay until the caller removes `work`."""
     written = work / "written.img"
     make_file(UNWRITTEN, written, size)
     stream.write(f"vmio: calibrate --host-fs: writing {written} through ({format_size(size)})\n")
     write_through(written, size, 1)
-    bar = fiorun.PointProgress(rounds * len(KINDS), title="calibrate --host-fs", stream=stream)
+    n = rounds * (len(KINDS) + len(IO_JOBS))
+    bar = fiorun.PointProgress(n, title="calibrate --host-fs", stream=stream)
     runs: list[Run] = []
-    for rnd in range(rounds):
-        for kind in round_kinds(rnd):
-            path = written if kind == WRITTEN else work / f"{kind}-{rnd}.img"
-            if kind != WRITTEN:
-                make_file(kind, path, size)
-            r = _fio(kind, path, size, runtime_s, rnd)
-            runs.append(r)
-            bar.advance(f"round {rnd + 1} {kind}: {r.lat_mean_ns / 1e3:.1f} us")
+    io_runs: list[IoRun] = []
+    with cpuwork.Sampler() as sampler:
+        sampler.idle_window(background_s)
+        for rnd in range(rounds):
+            for kind in round_kinds(rnd):
+                path = written if kind == WRITTEN else work / f"{kind}-{rnd}.img"
+                if kind != WRITTEN:
+                    make_file(kind, path, size)
+                r = _fio(kind, path, size, runtime_s, rnd)
+                runs.append(r)
+                bar.advance(f"round {rnd + 1} {kind}: {r.lat_mean_ns / 1e3:.1f} us")
+            for job in round_io_jobs(rnd):
+                io = _io_fio(job, written, size, io_runtime_s, rnd, sampler)
+                io_runs.append(io)
+                bar.advance(
+                    f"round {rnd + 1} {job.name}: {io.iops:.0f} IOPS, "
+                    f"{io.load.cpu_ns / 1e3:.1f} us CPU a request"
+                )
+        sampler.idle_window(background_s)
     bar.close()
-    return runs
+    # The background is known only now (both idle windows): the loads again with it.
+    bg = sampler.background()
+    io_runs = [replace(r, load=replace(r.load, background_s=bg * r.load.window_s)) for r in io_runs]
+    return runs, io_runs
 
 
 # --- the closed form -----------------------------------------------------------------------
@@ -340,6 +482,50 @@ def solve(runs: Sequence[Run], size: int | None = None) -> Costs:
     return Costs(lat, round(max(0.0, alloc)), round(max(0.0, convert)), per_round, tuple(notes))
 
 
+@dataclass(frozen=True)
+class IoCpu:
+    """The host kernel's CPU per direct I/O request (`solve_io`): the fit over the jobs'
+    medians, per job the rounds' cpu_ns (images.Spread), per round its own fit, the
+    background (busy cores of the idle windows), the notes."""
+
+    fit: cpuwork.CpuFit
+    per_job: dict[str, images.Spread]
+    rounds: list[dict[str, Any]]
+    background: float
+    notes: tuple[str, ...] = ()
+    rejected: bool = False
+    """Other processes took more than cpuwork.BUSY_BACKGROUND cores: no `[io_cpu]` table."""
+
+    def table(self) -> dict[str, int | str]:
+        """host-fs.toml's `[io_cpu]` table."""
+        return cpuwork.io_table(self.fit)
+
+
+def solve_io(io_runs: Sequence[IoRun]) -> IoCpu:
+    """io_cpu and io_cpu_rate of the I/O runs (module doc)."""
+    what = "the host kernel's CPU per direct I/O request"
+    by_job: dict[IoJob, list[float]] = {}
+    for r in io_runs:
+        by_job.setdefault(r.job, []).append(r.load.cpu_ns)
+    if not by_job:
+        raise CalibrateError(f"{what}: no I/O run")
+    per_job = {j.name: images.Spread.of(xs) for j, xs in by_job.items()}
+    f = cpuwork.fit([(j.bs, per_job[j.name].median) for j in by_job], what)
+    per_round = []
+    for rnd in sorted({r.round for r in io_runs}):
+        mine = [(r.job.bs, r.load.cpu_ns) for r in io_runs if r.round == rnd]
+        try:
+            g = cpuwork.fit(mine, what)
+        except CalibrateError:
+            continue
+        per_round.append({"round": rnd, "cpu_ns": g.cpu_ns, "cpu_rate": g.cpu_rate})
+    windows = [r.load for r in io_runs]
+    bg = windows[0].background_s / windows[0].window_s if windows else 0.0
+    if busy := cpuwork.background_note(bg, what):
+        return IoCpu(f, per_job, per_round, bg, (busy,), rejected=True)
+    return IoCpu(f, per_job, per_round, bg, f.notes)
+
+
 # --- the run -------------------------------------------------------------------------------
 
 
@@ -352,6 +538,8 @@ class HostFs:
     fstype: str
     toml_path: Path
     json_path: Path
+    io: IoCpu | None = None
+    io_runs: list[IoRun] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -364,6 +552,7 @@ class Settings:
     runtime_s: float
     rounds: int
     quick: bool
+    io_runtime_s: float = IO_RUNTIME_S
 
 
 def device_of(directory: Path) -> str:
@@ -381,7 +570,7 @@ def _us(s: images.Spread) -> str:
     )
 
 
-def header(s: Settings, when: str, costs: Costs) -> list[str]:
+def header(s: Settings, when: str, costs: Costs, io: IoCpu | None = None) -> list[str]:
     """host-fs.toml's comment lines (module doc)."""
     u = os.uname()
     fio = fio_version() if fio_missing() is None else "no fio"
@@ -397,6 +586,29 @@ def header(s: Settings, when: str, costs: Costs) -> list[str]:
         f"{ALLOC} = holes - unwritten, {CONVERT} = unwritten - written "
         "(vmio.real.hostfscal); merge into the [[volume]] of the image files",
         *(f"note: {note}" for note in costs.notes),
+        *(_io_lines(s, io) if io else []),
+    ]
+
+
+def _io_lines(s: Settings, io: IoCpu) -> list[str]:
+    """The header's lines of the CPU per request (only the note when it was rejected)."""
+    if io.rejected:
+        return [f"note: {note}" for note in io.notes]
+    return _io_measured(s, io)
+
+
+def _io_measured(s: Settings, io: IoCpu) -> list[str]:
+    """The header's lines of a measured CPU per request."""
+    jobs = ", ".join(
+        f"{name} {x.median / 1e3:.1f} us ({x.lo / 1e3:.1f}-{x.hi / 1e3:.1f})"
+        for name, x in io.per_job.items()
+    )
+    return [
+        f"[io_cpu]: the host kernel's and fio's CPU per direct I/O request, fio libaio "
+        f"{s.io_runtime_s:g} s a run on the written file, /proc/stat's busy time (background "
+        f"{io.background:.2f} cores subtracted), median of {s.rounds} rounds: {jobs}",
+        "[io_cpu] cpu + bytes / cpu_rate: add to a served path's [nbd] cpu (vmio.real.images)",
+        *(f"note: {note}" for note in io.notes),
     ]
 
 
@@ -417,31 +629,45 @@ def measure(
     size = size or (QUICK_FILE_SIZE if quick else FILE_SIZE)
     fstype = check_dir(directory, size, rounds)
     out_paths(out_dir, force)
-    s = Settings(directory, fstype, size, QUICK_RUNTIME_S if quick else RUNTIME_S, rounds, quick)
+    io_runtime = QUICK_IO_RUNTIME_S if quick else IO_RUNTIME_S
+    s = Settings(
+        directory, fstype, size, QUICK_RUNTIME_S if quick else RUNTIME_S, rounds, quick, io_runtime
+    )
+    background = QUICK_BACKGROUND_S if quick else BACKGROUND_S
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="vmio-host-fs-", dir=directory))
     try:
-        runs = run_rounds(work, size, s.runtime_s, rounds, stream)
+        runs, io_runs = run_rounds(work, size, s.runtime_s, rounds, stream, io_runtime, background)
     finally:
         stream.write(
             f"vmio: calibrate --host-fs: removing {work} (freeing the files' extents takes "
             "seconds)\n"
         )
         shutil.rmtree(work, ignore_errors=True)
-    return write(runs, s, out_dir, force, time.monotonic() - start)
+    return write(runs, s, out_dir, force, time.monotonic() - start, io_runs)
 
 
 def write(
-    runs: Sequence[Run], s: Settings, out_dir: Path, force: bool = False, elapsed_s: float = 0.0
+    runs: Sequence[Run],
+    s: Settings,
+    out_dir: Path,
+    force: bool = False,
+    elapsed_s: float = 0.0,
+    io_runs: Sequence[IoRun] = (),
 ) -> HostFs:
-    """Solve the costs of `runs` and write out_dir/host-fs.toml and host-fs.json (module
-    doc); an existing file is refused unless `force`."""
+    """Solve the costs of `runs` (and the CPU per request of `io_runs`, when there are) and
+    write out_dir/host-fs.toml and host-fs.json (module doc); an existing file is refused
+    unless `force`."""
     toml_path, json_path = out_paths(out_dir, force)
     costs = solve(runs, s.size)
+    io = solve_io(io_runs) if io_runs else None
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out_dir.mkdir(parents=True, exist_ok=True)
-    head = header(s, when, costs)
-    stackfile.write(toml_path, {"volume": costs.table(s.fstype)}, head)
+    head = header(s, when, costs, io)
+    doc: dict[str, Any] = {"volume": costs.table(s.fstype)}
+    if io is not None and not io.rejected:
+        doc[IO_CPU] = io.table()
+    stackfile.write(toml_path, doc, head)
     record = {
         "vmio_calibrate_host_fs": {
             "version": __version__,
@@ -461,12 +687,21 @@ def write(
             "rounds_costs_ns": costs.rounds,
             "table": costs.table(s.fstype),
             "notes": list(costs.notes),
+            "io_runtime_s": s.io_runtime_s if io else None,
+            IO_CPU: io.table() if io and not io.rejected else None,
+            "io_cpu_ns": io.fit.cpu_ns if io else None,
+            "io_cpu_rate": io.fit.cpu_rate if io else None,
+            "io_cpu_per_job_ns": {k: asdict(x) for k, x in io.per_job.items()} if io else None,
+            "io_cpu_rounds": io.rounds if io else None,
+            "io_cpu_background_cores": io.background if io else None,
+            "io_cpu_notes": list(io.notes) if io else None,
         },
         "machine": machine.describe([str(s.directory)]),
         "runs": [r.record() for r in runs],
+        "io_runs": [r.record() for r in io_runs],
     }
     json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return HostFs(list(runs), costs, s.fstype, toml_path, json_path)
+    return HostFs(list(runs), costs, s.fstype, toml_path, json_path, io, list(io_runs))
 
 
 def report(h: HostFs) -> str:
@@ -481,5 +716,22 @@ def report(h: HostFs) -> str:
         each = ", ".join(f"{r[name] / 1e3:.1f}" for r in c.rounds)
         lines.append(f"{name} = {ns / 1e3:.1f} us (rounds: {each} us)")
     lines += [f"note: {n}" for n in c.notes]
+    if h.io is not None and h.io.rejected:
+        lines += [f"note: {n}" for n in h.io.notes]
+    elif h.io is not None:
+        lines.append(
+            "the host kernel's and fio's CPU per direct I/O request (median of the rounds, "
+            "min-max):"
+        )
+        lines += [
+            f"  {name:22} {x.median / 1e3:.1f} us ({x.lo / 1e3:.1f}-{x.hi / 1e3:.1f})"
+            for name, x in h.io.per_job.items()
+        ]
+        each = ", ".join(f"{r['cpu_ns'] / 1e3:.1f} us + 1 / {r['cpu_rate']}" for r in h.io.rounds)
+        lines.append(
+            f"[io_cpu] cpu = {h.io.fit.cpu_ns / 1e3:.1f} us, cpu_rate = {h.io.fit.cpu_rate} "
+            f"bytes/s (rounds: {each}; background {h.io.background:.2f} cores)"
+        )
+        lines += [f"note: {n}" for n in h.io.notes]
     lines.append(f"written: {h.toml_path}, {h.json_path}")
     return "\n".join(lines) + "\n"

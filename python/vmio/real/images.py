@@ -52,7 +52,22 @@ else vmio serve's serve-path.toml with a note: `Calibration`) with the host's vo
 as `filesystem = "ext4"` (or the scratch directory's xfs; with the `alloc_cost` and
 `convert_cost` of host-fs.toml, `vmio calibrate --host-fs`, when it measured that filesystem,
 else a note and the simulator's defaults) and one VM disk `interface = "nbd"`,
-`cache = "none"`, `format`, `aio` and `[vm.disk.image]`; the prediction's error against the
+`cache = "none"`, `format`, `aio`, `[vm.disk.image]` and `[vm.disk.queue]` (serve-path-qsd.toml's
+measured `wakeup`, and `wake_spread = "0ns"`: the simulator's wake-up spread is an estimate of
+a VMM's wake-ups, which the measured `[nbd]` costs already contain); the `[nbd]` table's CPU
+bound (`cores`, `cpu`, `cpu_rate`, crates/vmio-core/src/nbd.rs) is the served path's
+(serve-path-qsd.toml) and the host kernel's per direct I/O request to the disk beneath the
+image (host-fs.toml's `[io_cpu]`) added up (`nbd_cpu`):
+
+```text
+cpu      = cpu_path + cpu_io                    (each request crosses both)
+cpu_rate = 1 / (1 / rate_path + 1 / rate_io)    (the payload's CPU per byte adds; a rate of 0
+                                                 is none: the other alone)
+cores    = the path's (the machine's online CPUs, len(sched_getaffinity(0)))
+```
+
+(one of them alone: it is used, said in the notes; neither: the `[nbd]` table as it was, so a
+recorded run whose calibration has neither predicts as before); the prediction's error against the
 median (`error`) and the ratio's error against the measured ratio's median. A vmio whose
 `vmio sim` refuses the image keys gets them left out (`predict`'s baseline, marked NO_LAYER in
 the notes): the same stack and job on the NBD path's constants, what vmio said before the
@@ -77,7 +92,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.real import fiorun
+from vmio.real import cpuwork, fiorun
 from vmio.sim import VmioError, format_size, parse_size, parse_toml, read_text, simulate_text
 from vmio.version import __version__
 
@@ -115,6 +130,17 @@ HOST_FS_TABLE = "host-fs.toml"
 HOST_FILESYSTEMS = ("ext4", "xfs")
 # The start of the note a host-fs.toml of another filesystem gives (a prediction's note).
 HOST_FS_OTHER = f"{HOST_FS_TABLE} measured"
+# The [nbd] CPU bound's keys (crates/vmio-core/src/nbd.rs; vmio.real.cpuwork) and host-fs.toml's
+# table of the host kernel's CPU per direct I/O request (vmio.real.hostfscal).
+CORES, CPU, CPU_RATE, IO_CPU = cpuwork.CORES, cpuwork.CPU, cpuwork.CPU_RATE, cpuwork.IO_CPU
+# The start of the note of a CPU bound with one part only (a prediction's note).
+CPU_PART = "the [nbd] CPU bound"
+# The note of a simulator that does not know the CPU bound's keys (they are left out).
+CPU_UNKNOWN = (
+    f"{CPU_PART} (cores, cpu, cpu_rate) is left out: this vmio's simulator does not know its keys"
+)
+# The image disk's queue: no wake-up spread on top of measured [nbd] costs (module doc).
+NO_SPREAD = {"wake_spread": "0ns"}
 
 
 class ImagesError(VmioError):
@@ -551,7 +577,7 @@ class Measurement:
             m.notes = [
                 n
                 for n in head["notes"]
-                if not n.startswith((SIM_REFUSES, HOST_FS_OTHER)) and n != NO_LAYER
+                if not n.startswith((SIM_REFUSES, HOST_FS_OTHER, CPU_PART)) and n != NO_LAYER
             ]
             m.elapsed_s = head["elapsed_s"]
             for pt in rec["points"]:
@@ -736,7 +762,9 @@ class Calibration:
     --host-fs`: `filesystem`, `alloc_cost`, `convert_cost`), merged into the prediction's
     volume when its filesystem is the scratch directory's (`host_fs_keys`). `queue` is the
     `[queue]` table of serve-path-qsd.toml (the host's thread wake-up measured beside QEMU's
-    server, vmio.real.wakeup), the image disk's `[vm.disk.queue]`."""
+    server, vmio.real.wakeup), the image disk's `[vm.disk.queue]`. `io_cpu` is host-fs.toml's
+    `[io_cpu]` table (`cpu`, `cpu_rate`: the host kernel's CPU per direct I/O request),
+    added to the `[nbd]` CPU bound (`nbd_cpu`)."""
 
     stack: dict[str, Any] | None
     nbd: dict[str, Any] | None
@@ -745,6 +773,7 @@ class Calibration:
     note: str | None = None
     host_fs: dict[str, Any] | None = None
     queue: dict[str, Any] | None = None
+    io_cpu: dict[str, Any] | None = None
 
     @classmethod
     def find(cls, directory: Path | None) -> Calibration:
@@ -772,17 +801,21 @@ class Calibration:
                 f"qemu-storage-daemon -o {d} --force measures it)"
             )
         hf = d / HOST_FS_TABLE
-        host_fs = None
+        host_fs, io_cpu = None, None
         if hf.is_file():
-            host_fs = parse_toml(read_text(hf, "host-fs file"), hf).get("volume")
+            hf_doc = parse_toml(read_text(hf, "host-fs file"), hf)
+            host_fs = hf_doc.get("volume")
             if not isinstance(host_fs, dict):
                 raise ImagesError(f"{hf}: no [volume] table (vmio calibrate --host-fs writes one)")
+            io_cpu = hf_doc.get(IO_CPU)
+            if io_cpu is not None and not isinstance(io_cpu, dict):
+                raise ImagesError(f'{hf}: io_cpu is not a table ([io_cpu] cpu = "...")')
         if directory is not None and stack is None and nbd is None and host_fs is None:
             raise ImagesError(
                 f"--calibration {d}: none of stack.toml, {qsd.name}, {vmio.name}, "
                 f"{HOST_FS_TABLE} in it"
             )
-        return cls(stack, nbd, str(d), nbd_from, note, host_fs, queue)
+        return cls(stack, nbd, str(d), nbd_from, note, host_fs, queue, io_cpu)
 
     @classmethod
     def of_record(cls, rec: Mapping[str, Any]) -> Calibration | None:
@@ -799,6 +832,7 @@ class Calibration:
             head.get("calibration_note"),
             head.get("calibration_host_fs"),
             head.get("calibration_queue"),
+            head.get("calibration_io_cpu"),
         )
 
     def host_fs_keys(self, fstype: str) -> tuple[dict[str, Any], str | None]:
@@ -815,6 +849,35 @@ class Calibration:
             )
         return {k: v for k, v in self.host_fs.items() if k != "filesystem"}, None
 
+    def nbd_cpu(self) -> tuple[dict[str, Any], str | None]:
+        """The [nbd] table's CPU bound of the prediction (module doc: the path's and the
+        host kernel's per direct I/O request added up) and a note when only one part is
+        there; ({}, None) when neither is."""
+        nbd = self.nbd or {}
+        path = CPU in nbd
+        io = bool(self.io_cpu) and CPU in (self.io_cpu or {})
+        if not path and not io:
+            return {}, None
+        if path and io:
+            assert self.io_cpu is not None
+            cpu = parse_duration_ns(nbd[CPU]) + parse_duration_ns(self.io_cpu[CPU])
+            rate = add_rates(int(nbd.get(CPU_RATE, 0)), int(self.io_cpu.get(CPU_RATE, 0)))
+            return {CORES: int(nbd.get(CORES, 0)), CPU: f"{cpu}ns", CPU_RATE: rate}, None
+        if path:
+            keys = {k: nbd[k] for k in (CORES, CPU, CPU_RATE) if k in nbd}
+            return keys, (
+                f"{CPU_PART} is the served path's alone: no [{IO_CPU}] in {HOST_FS_TABLE} (vmio "
+                "calibrate --host-fs measures the host kernel's CPU per direct I/O request)"
+            )
+        assert self.io_cpu is not None
+        ncores = int((self.stack or {}).get("host", {}).get("cores", 0)) or cpu_count()
+        keys = {CORES: ncores, CPU: self.io_cpu[CPU], CPU_RATE: self.io_cpu.get(CPU_RATE, 0)}
+        return keys, (
+            f"{CPU_PART} is the host kernel's per direct I/O request alone ({HOST_FS_TABLE}'s "
+            f"[{IO_CPU}], {ncores} cores): the [nbd] table has no cpu (vmio calibrate "
+            "--serve-path --server qemu-storage-daemon measures it)"
+        )
+
     def describe(self) -> str:
         """One line: where the calibration and its [nbd] table came from."""
         table = f"[nbd] from {self.nbd_from}" if self.nbd_from else "no [nbd] table"
@@ -825,9 +888,39 @@ class Calibration:
             table += f", host filesystem {self.host_fs.get('filesystem')} ({costs})"
         if self.queue:
             table += ", [queue] " + ", ".join(f"{k} {v}" for k, v in self.queue.items())
+        cpu, _ = self.nbd_cpu()
+        if cpu:
+            table += ", [nbd] CPU bound " + ", ".join(f"{k} {v}" for k, v in cpu.items())
         return f"calibration: {self.source}, {table}" + (
             f"; note: {self.note}" if self.note else ""
         )
+
+
+def cpu_count() -> int:
+    """This machine's CPUs for the prediction (the CPUs this process may run on)."""
+    return len(os.sched_getaffinity(0))
+
+
+def parse_duration_ns(v: int | str) -> int:
+    """A stack file's duration ("25000ns", "25us", "1ms", a bare integer of ns) in ns."""
+    if isinstance(v, int):
+        return v
+    text = str(v).strip()
+    for unit, scale in (("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 10**9)):
+        if text.endswith(unit):
+            try:
+                return round(float(text[: -len(unit)]) * scale)
+            except ValueError:
+                break
+    raise ImagesError(f'cpu = {v!r}: accepted: a duration such as "25000ns" or "25us"')
+
+
+def add_rates(a: int, b: int) -> int:
+    """Two CPU rates (bytes/s) of work one payload meets one after the other: 1 / (1/a +
+    1/b); 0 is none (the other alone)."""
+    if a <= 0 or b <= 0:
+        return max(a, b, 0)
+    return round(1 / (1 / a + 1 / b))
 
 
 UNCALIBRATED_DEVICE = {"name": "disk0", "model": "flash"}
@@ -854,12 +947,19 @@ def image_table(p: Point, size: int) -> dict[str, Any]:
 
 
 def sim_doc(
-    p: Point, size: int, cal: Calibration, fstype: str = "ext4", layer: bool = True
+    p: Point,
+    size: int,
+    cal: Calibration,
+    fstype: str = "ext4",
+    layer: bool = True,
+    cpu_known: bool | None = None,
 ) -> dict[str, Any]:
     """The stack of a point's prediction (module doc), as a dict for stackfile.render; without
     `layer`, the same stack without the image keys (the NBD path's constants only). With
     `layer`, the volume is `filesystem = fstype` with the calibration's host-fs.toml costs
-    when they were measured on `fstype` (Calibration.host_fs_keys)."""
+    when they were measured on `fstype` (Calibration.host_fs_keys). The [nbd] table has the
+    CPU bound (Calibration.nbd_cpu) where the simulator knows its keys (`cpu_known`; None:
+    cpuwork.sim_knows_cpu)."""
     base = cal.stack or {}
     host = dict(base.get("host", {"cores": os.cpu_count() or 1}))
     host["hypervisor"] = "kvm"
@@ -875,8 +975,9 @@ def sim_doc(
     )
     doc: dict[str, Any] = {"host": host, "device": devices, "volume": [volume]}
     doc["scheduler"] = dict(base.get("scheduler", {"name": "none"}))
-    if cal.nbd is not None:
-        doc["nbd"] = dict(cal.nbd)
+    cpu, _ = cal.nbd_cpu()
+    if cal.nbd is not None or cpu:
+        doc["nbd"] = cpuwork.sim_nbd({**(cal.nbd or {}), **cpu}, cpu_known)
     disk = {
         "name": DISK,
         "volume": volume["name"],
@@ -886,14 +987,19 @@ def sim_doc(
     }
     if layer:
         disk |= {"format": p.image.fmt, "aio": p.serve.aio, "image": image_table(p, size)}
-        if cal.queue:
-            disk["queue"] = dict(cal.queue)
+        # The measured [nbd] costs contain the real path's wake-ups: no spread on top.
+        disk["queue"] = {**(cal.queue or {}), **NO_SPREAD}
     doc["vm"] = [{"name": VM, "disk": [disk]}]
     return doc
 
 
 def sim_stack(
-    p: Point, size: int, cal: Calibration, fstype: str = "ext4", layer: bool = True
+    p: Point,
+    size: int,
+    cal: Calibration,
+    fstype: str = "ext4",
+    layer: bool = True,
+    cpu_known: bool | None = None,
 ) -> str:
     """The prediction's stack file (stackfile.render, the one stack writer)."""
     head = [
@@ -905,7 +1011,17 @@ def sim_stack(
     keys, note = cal.host_fs_keys(fstype)
     if layer and (keys or note):
         head.append(f"host filesystem: {HOST_FS_TABLE}'s costs" if keys else f"note: {note}")
-    return stackfile.render(sim_doc(p, size, cal, fstype, layer), head)
+    cpu, cpu_note = cal.nbd_cpu()
+    known = cpu_known if cpu_known is not None else cpuwork.sim_knows_cpu()
+    if cpu:
+        head.append(
+            f"note: {CPU_UNKNOWN}"
+            if not known
+            else f"note: {cpu_note}"
+            if cpu_note
+            else f"[nbd] CPU bound: {cal.nbd_from}'s cpu + {HOST_FS_TABLE}'s [{IO_CPU}]"
+        )
+    return stackfile.render(sim_doc(p, size, cal, fstype, layer, known), head)
 
 
 def predict_point(
@@ -930,9 +1046,12 @@ def predict(
     `baseline` every point predicted without them (what a vmio without the image layer says:
     the NBD path's constants over the device), marked by NO_LAYER in the notes; else {}."""
     stream = progress or sys.stderr
-    note = cal.host_fs_keys(m.fstype)[1]
-    if note is not None and note not in m.notes:
-        m.notes.append(note)
+    cpu, cpu_note = cal.nbd_cpu()
+    if cpu and not cpuwork.sim_knows_cpu():
+        cpu_note = CPU_UNKNOWN
+    for note in (cal.host_fs_keys(m.fstype)[1], cpu_note):
+        if note is not None and note not in m.notes:
+            m.notes.append(note)
     try:
         return _predict_all(m, cal, stream, True)
     except ImagesError as e:
@@ -1039,6 +1158,7 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
             "calibration_note": cal.note if cal else None,
             "calibration_host_fs": cal.host_fs if cal else None,
             "calibration_queue": cal.queue if cal else None,
+            "calibration_io_cpu": cal.io_cpu if cal else None,
             "notes": m.notes,
         },
         "machine": machine.describe([m.directory]),

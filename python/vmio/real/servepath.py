@@ -48,13 +48,34 @@ RAM image's psync latency of the same size and direction):
 saturated time per request  Y = 1 / X(QD16)  = request + L / rate_d    (the closed form of the
     [nbd] path at depth: hand-offs overlap, the serialized work does not)
 request, 1 / rate_read, 1 / rate_write = the least relative squares sum ((Y_i - model_i) / Y_i)^2
-    over every QD16 point, both directions sharing request (closed form, `_line`):
+    over every QD16 point, both directions sharing request (closed form, vmio.real.cpuwork.line):
     w = 1 / Y^2, per direction A_d = sum w L Y, B_d = sum w L, C_d = sum w L^2;
     request = (sum w Y - sum_d A_d B_d / C_d) / (sum w - sum_d B_d^2 / C_d)
     1 / rate_d = (A_d - request B_d) / C_d
     (request < 0: 0, the slopes refitted through 0, a note; a slope <= 0: an error)
 handoff = max(0, median over the QD1 points of (T - request - L / rate_d - R(L, d)))
 ```
+
+The path's CPU (`cpu_fit`, vmio.real.cpuwork: its accounting, window and fit): /proc/stat is
+sampled through the path's points (a thread, every 20 ms); before the first and after the last
+the server idles BACKGROUND_S (--quick QUICK_BACKGROUND_S, besides the budget) so that other
+processes' load is known and subtracted; each QD16 point's window is taken back from fio's exit
+(fio's start-up, before the steady run, is outside it):
+
+```text
+cpu_i = (busy CPU time of the window - background) / (fio's IOPS x the window)
+        (user + nice + system + irq + softirq + steal over every CPU: fio, the server, the
+        host kernel, the steal)
+cpu, cpu_rate = cpuwork.fit over the QD16 points (both directions share both: one line)
+cores = len(sched_getaffinity(0))
+```
+
+written as `[nbd]` `cores`, `cpu`, `cpu_rate` (left out, with a note, when other processes
+kept more than cpuwork.BUSY_BACKGROUND cores busy in the idle windows) beside the fitted
+costs (which are fitted as before, without them); the JSON's QD16 points carry their window
+(`cpu`: busy share, background, requests, cpu_ns). The check's `sim_stack` leaves the three
+keys out while the simulator does not know them (cpuwork.sim_nbd; `closed_form` takes the
+bound cores / (cpu + L / cpu_rate) beside the others where it is given).
 
 Not fitted: the RAM device is treated as free at depth (its psync time runs in the server's
 workers, in parallel and beside the serialized path; it is taken off the QD1 latencies only);
@@ -66,10 +87,12 @@ least squares split the difference, and the check below shows how far each direc
 
 The check (`check`): `vmio sim` of every path point on `sim_stack`, the [nbd] table over a
 `ram` device model (latency and bandwidth: the least relative squares line through the RAM
-image's psync points, `_line` with one group), beside the measured QD1 latency and QD16 IOPS.
+image's psync points, cpuwork.line with one group), beside the measured QD1 latency and QD16
+IOPS.
 
-Outputs: OUT/serve-path.toml (the `[nbd]` table under a comment header naming the server and
-the machine, to paste into a stack or to give `vmio validate`'s raid0 stack) and
+Outputs: OUT/serve-path.toml (the `[nbd]` table, with the CPU bound's keys, under a comment
+header naming the server and the machine, to paste into a stack or to give `vmio validate`'s
+raid0 stack) and
 OUT/serve-path.json (the server, the parameters, notes, the machine, every point with fio's
 JSON and vmio sim's figures); with --server qemu-storage-daemon OUT/serve-path-qsd.toml and
 OUT/serve-path-qsd.json (`out_names`), so that one calibration directory holds both tables:
@@ -92,13 +115,13 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.real import images, machine, wakeup
+from vmio.real import cpuwork, images, machine, wakeup
 from vmio.real.calibrate import (
     KIB,
     MIB,
@@ -118,6 +141,7 @@ from vmio.real.calibrate import (
 from vmio.real.calibrate import (
     measure as measure_points,
 )
+from vmio.real.cpuwork import line as _line
 from vmio.real.machineprofile import ProfileError, fio_missing, fio_version, mount_of
 from vmio.version import __version__
 
@@ -138,7 +162,9 @@ STARTUP_S = 0.3
 VM, DISK = "path", "disk"
 EXPORT = f"{VM}/{DISK}"
 # The [nbd] keys that are durations (written in ns), in the table's order.
-DURATIONS = ("handoff", "request")
+DURATIONS = ("handoff", "request", cpuwork.CPU)
+# The idle windows around the path's points (module doc: the path's CPU), s.
+BACKGROUND_S, QUICK_BACKGROUND_S = 1.0, 0.5
 # The servers measured (--server): vmio serve, and QEMU's (the real image checks' server).
 VMIO, QSD = "vmio", "qemu-storage-daemon"
 SERVERS = (VMIO, QSD)
@@ -254,29 +280,6 @@ def check_dir(directory: Path, force: bool) -> str:
 # --- the fit -------------------------------------------------------------------------------
 
 
-def _line(groups: Mapping[str, Sequence[tuple[float, float]]]) -> tuple[float, dict[str, float]]:
-    """(intercept, {group: slope}) of y = intercept + x slope_g, least relative squares over
-    every (x, y) of every group, the intercept shared (module doc); an intercept below 0 is
-    0 and the slopes are refitted through it."""
-    sums = {  # per group: A = sum w x y, B = sum w x, C = sum w x^2 with w = 1 / y^2
-        g: (
-            sum(x / y for x, y in pts),
-            sum(x / y**2 for x, y in pts),
-            sum((x / y) ** 2 for x, y in pts),
-        )
-        for g, pts in groups.items()
-    }
-    w = sum(1 / y**2 for pts in groups.values() for _, y in pts)
-    wy = sum(1 / y for pts in groups.values() for _, y in pts)
-    den = w - sum(b * b / c for _, b, c in sums.values())
-    if den <= 0:
-        raise CalibrateError(
-            "the fit needs two sizes in a direction (each direction's points have one)"
-        )
-    intercept = max(0.0, (wy - sum(a * b / c for a, b, c in sums.values())) / den)
-    return intercept, {g: (a - intercept * b) / c for g, (a, b, c) in sums.items()}
-
-
 def _side(p: Point) -> Any:
     """The point's figures in its direction (fio's `read` or `write`)."""
     return getattr(p, p.job.direction)
@@ -285,7 +288,7 @@ def _side(p: Point) -> Any:
 def _slopes(
     groups: Mapping[str, Sequence[tuple[float, float]]], what: str
 ) -> tuple[float, dict[str, float]]:
-    """`_line`, refusing a slope <= 0 (a time that does not grow with the size)."""
+    """cpuwork.line, refusing a slope <= 0 (a time that does not grow with the size)."""
     intercept, slopes = _line(groups)
     for g, s in slopes.items():
         if s <= 0:
@@ -305,6 +308,8 @@ class Fit:
     nbd: dict[str, int]
     ram: dict[str, int]
     notes: tuple[str, ...]
+    cpu: dict[str, int] = field(default_factory=dict)
+    """The CPU bound (`cpu_fit`): `cores`, `cpu` (ns), `cpu_rate`; {} when not measured."""
 
 
 def fit(points: Sequence[Point]) -> Fit:
@@ -359,12 +364,29 @@ def fit(points: Sequence[Point]) -> Fit:
     )
 
 
-def closed_form(nbd: Mapping[str, int], ram: Mapping[str, int], job: Job) -> tuple[float, float]:
+def cpu_fit(
+    points: Sequence[Point], loads: Mapping[str, cpuwork.Load], ncores: int
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The CPU bound's keys (`cores`, `cpu` in ns, `cpu_rate`) of the QD16 points' `loads`
+    (by point name; module doc) and the fit's notes."""
+    sat = [
+        (p.job.bs, loads[p.job.name].cpu_ns)
+        for p in points
+        if p.job.ioengine == "nbd" and p.job.iodepth > 1 and p.job.name in loads
+    ]
+    f = cpuwork.fit(sat, "the path's CPU per request")
+    return {cpuwork.CORES: ncores, cpuwork.CPU: f.cpu_ns, cpuwork.CPU_RATE: f.cpu_rate}, f.notes
+
+
+def closed_form(
+    nbd: Mapping[str, int], ram: Mapping[str, int], job: Job, cpu: Mapping[str, int] | None = None
+) -> tuple[float, float]:
     """(IOPS, mean latency ns) of a path job on the [nbd] table's closed forms over the RAM
     model (crates/vmio-core/src/nbd.rs): QD1, device + handoff + request + L / rate_d;
     at depth q, the closed loop's bound min(q / QD1 latency, 1 / the slower queue): the
     path's serialized work (request + L / rate_d) and the RAM model's copy (L / bandwidth) are
-    queues, the device's latency and the hand-off only delay (latency q / X). The bound is
+    queues, the device's latency and the hand-off only delay (latency q / X); with `cpu`
+    (the CPU bound's `cores`, `cpu` ns, `cpu_rate`), also cores / (cpu + L / cpu_rate). The bound is
     the simulator's rate where one of the two limits it; near the knee, where they are close,
     the path's two visits per request (submit, then reply) queue behind each other and the
     simulated rate falls a few per cent below it."""
@@ -374,6 +396,11 @@ def closed_form(nbd: Mapping[str, int], ram: Mapping[str, int], job: Job) -> tup
     if job.iodepth == 1:
         return 1e9 / lat1, lat1
     x = min(job.iodepth * 1e9 / lat1, 1e9 / max(nbd["request"] + copy, ram_copy))
+    if cpu and cpu.get(cpuwork.CORES):
+        rate = cpu.get(cpuwork.CPU_RATE, 0)
+        per = cpu[cpuwork.CPU] + (job.bs * 1e9 / rate if rate else 0.0)
+        if per > 0:
+            x = min(x, cpu[cpuwork.CORES] * 1e9 / per)
     return x, job.iodepth / x * 1e9
 
 
@@ -417,18 +444,22 @@ def nbd_table(nbd: Mapping[str, int]) -> dict[str, int | str]:
 
 
 def queue_table(wakeup_ns: int) -> dict[str, str]:
-    """The [queue] table as a stack writes it (a disk's `[vm.disk.queue]`): `wakeup` in ns."""
-    return {"wakeup": f"{wakeup_ns}ns"}
+    """The [queue] table as a stack writes it (a disk's `[vm.disk.queue]`): `wakeup` in ns,
+    and no wake-up spread (`wake_spread = "0ns"`: the fitted [nbd] costs beside it are
+    measured with the real path's wake-ups in them, as `stack` says)."""
+    return {"wakeup": f"{wakeup_ns}ns", "wake_spread": "0ns"}
 
 
 def sim_stack(f: Fit) -> str:
-    """The stack `vmio sim` checks the fit on: the [nbd] table over the RAM image's model."""
+    """The stack `vmio sim` checks the fit on: the [nbd] table over the RAM image's model,
+    with the CPU bound's keys (`f.cpu`) where this vmio's simulator knows them
+    (cpuwork.sim_nbd; one that does not refuses them as unknown keys)."""
     dev = {
         "capacity": IMAGE_SIZE,
         "latency": f"{f.ram['latency']}ns",
         "bandwidth": f.ram["bandwidth"],
     }
-    return stack(dev, f.nbd, "none")
+    return stack(dev, cpuwork.sim_nbd({**f.nbd, **f.cpu}), "none")
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -442,10 +473,19 @@ class _Phases(Schedule):
 
     shortest = True
 
+    def __init__(self, deadline: float, clock: Any = time.monotonic) -> None:
+        super().__init__(deadline, clock)
+        self.exits: list[float] = []
+        """When each point's fio exited (the clock's time): the CPU windows' ends."""
+
     def runtime_ms(self, points_left: int) -> int:
         if self.shortest:
             return round(1000 * MIN_RUNTIME_S)
         return super().runtime_ms(points_left)
+
+    def finished(self, wall_s: float, runtime_s: float) -> None:
+        self.exits.append(self.clock())
+        super().finished(wall_s, runtime_s)
 
 
 @dataclass(frozen=True)
@@ -459,6 +499,8 @@ class ServePath:
     toml_path: Path
     json_path: Path
     wakeup: wakeup.Wakeup | None = None
+    loads: Mapping[str, cpuwork.Load] = field(default_factory=dict)
+    """The QD16 points' CPU windows (module doc), by point name."""
 
 
 @contextmanager
@@ -486,11 +528,14 @@ def _run_path(
     image: Path,
     probes: Sequence[Probe],
     cache: str,
-    schedule: Schedule,
+    schedule: _Phases,
     stream: TextIO,
     server: str = VMIO,
-) -> list[Point]:
-    """Serve `image` with `server` (`_served`) and run the path's probes on its export."""
+    background_s: float = BACKGROUND_S,
+) -> tuple[list[Point], dict[str, cpuwork.Load], float]:
+    """Serve `image` with `server` (`_served`) and run the path's probes on its export; the
+    QD16 points' CPU windows (module doc), by name, and the background (busy cores)."""
+    ncores = cpuwork.cores()
     with tempfile.TemporaryDirectory(prefix="vmio-serve-path-") as tmp:
         with _served(server, image, cache, Path(tmp)) as (uri, name):
             # fio's filename of an nbd job is the export's name: the engine opens no file.
@@ -498,9 +543,20 @@ def _run_path(
                 Path(name), False, True, 0, IMAGE_SIZE, IMAGE_SIZE, name, "", None, True
             )
             on = [replace(p, uri=uri) for p in probes]
-            points = measure_points(export, on, schedule, stream)
+            with cpuwork.Sampler() as sampler:
+                sampler.idle_window(background_s)
+                first = len(schedule.exits)
+                points = measure_points(export, on, schedule, stream)
+                sampler.idle_window(background_s)
+    exits = schedule.exits[first:]
+    loads = {
+        pt.job.name: cpuwork.Load.of(sampler, t, pt.runtime_s, pt.iops, ncores)
+        for pt, t in zip(points, exits, strict=True)
+        if pt.job.iodepth > 1
+    }
     # The battery's probes (without the socket of a server that is gone).
-    return [replace(pt, job=p) for pt, p in zip(points, probes, strict=True)]
+    points = [replace(pt, job=p) for pt, p in zip(points, probes, strict=True)]
+    return points, loads, sampler.background()
 
 
 def describe_server(server: str, cache: str) -> str:
@@ -545,7 +601,9 @@ def measure(
     path_probes = [p for p in probes if p.engine == "nbd"]
     budget = check_budget(budget_s, quick, probes)
     start = time.monotonic()
-    schedule = _Phases(start + budget - SIM_RESERVE_S * len(path_probes))
+    background = QUICK_BACKGROUND_S if quick else BACKGROUND_S
+    # The idle windows of the CPU accounting are besides the budget (module doc).
+    schedule = _Phases(start + 2 * background + budget - SIM_RESERVE_S * len(path_probes))
     image = directory / IMAGE_NAME
     notes: list[str] = []
     try:
@@ -562,7 +620,10 @@ def measure(
         ram = Target(image, False, True, direct, IMAGE_SIZE, IMAGE_SIZE, "ram", fstype, None, True)
         points = measure_points(ram, [p for p in probes if p.engine != "nbd"], schedule, stream)
         schedule.shortest = False
-        points += _run_path(image, path_probes, cache, schedule, stream, server)
+        path_points, loads, bg = _run_path(
+            image, path_probes, cache, schedule, stream, server, background
+        )
+        points += path_points
         wake = None
         if qsd:
             stream.write(
@@ -575,14 +636,18 @@ def measure(
     finally:
         image.unlink(missing_ok=True)
     f = fit(points)
-    f = replace(f, notes=(*notes, *f.notes))
+    ncores = cpuwork.cores()
+    cpu, cpu_notes = cpu_fit(points, loads, ncores)
+    if busy := cpuwork.background_note(bg, "the path's CPU"):
+        cpu, cpu_notes = {}, (busy,)
+    f = replace(f, notes=(*notes, *f.notes, *cpu_notes), cpu=cpu)
     simulated = simulate(sim_stack(f), [p for p in points if p.job.ioengine == "nbd"])
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out_dir.mkdir(parents=True, exist_ok=True)
     toml_path, json_path = (out_dir / n for n in out_names(server))
     served = describe_server(server, cache)
     head = [*header(directory, fstype, when, served), *(f"# note: {n}" for n in f.notes)]
-    doc: dict[str, Any] = {"nbd": nbd_table(f.nbd)}
+    doc: dict[str, Any] = {"nbd": nbd_table({**f.nbd, **f.cpu})}
     if wake is not None:
         head.append(f"# {wake.comment()}")
         doc["queue"] = queue_table(wake.wakeup_ns)
@@ -602,24 +667,35 @@ def measure(
             "budget_s": budget,
             "elapsed_s": round(time.monotonic() - start, 3),
             "nbd": f.nbd,
+            "cpu": f.cpu,
+            "background_cores": bg,
             "ram": f.ram,
             "notes": list(f.notes),
             "queue": None if wake is None else {"wakeup": wake.wakeup_ns},
             "wakeup": None if wake is None else wake.record(),
         },
         "machine": machine.describe([str(directory)]),
-        "points": [_point_record(p, f, sims.get(p.job.name)) for p in points],
+        "points": [
+            _point_record(p, f, sims.get(p.job.name), loads.get(p.job.name)) for p in points
+        ],
     }
     json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return ServePath(f, points, simulated, toml_path, json_path, wake)
+    return ServePath(f, points, simulated, toml_path, json_path, wake, loads)
 
 
-def _point_record(p: Point, f: Fit, sim: Point | None) -> dict[str, Any]:
-    """A point as serve-path.json holds it: vmio.real.calibrate's record, and for a path point its
-    closed form and vmio sim's figures on `sim_stack`."""
-    rec: dict[str, Any] = {**p.record(), "closed_form": None, "sim": None}
+def _point_record(
+    p: Point, f: Fit, sim: Point | None, load: cpuwork.Load | None = None
+) -> dict[str, Any]:
+    """A point as serve-path.json holds it: vmio.real.calibrate's record, for a path point its
+    closed form and vmio sim's figures on `sim_stack`, for a QD16 point its CPU window."""
+    rec: dict[str, Any] = {
+        **p.record(),
+        "closed_form": None,
+        "sim": None,
+        "cpu": load.record() if load else None,
+    }
     if p.job.ioengine == "nbd":
-        iops, lat = closed_form(f.nbd, f.ram, p.job)
+        iops, lat = closed_form(f.nbd, f.ram, p.job, cpuwork.sim_nbd(f.cpu))
         rec["closed_form"] = {"iops": iops, "lat_mean_ns": lat}
     if sim is not None:
         rec["sim"] = {"iops": sim.iops, "lat_mean_ns": sim.lat_mean_ns}
@@ -650,5 +726,11 @@ def report(sp: ServePath) -> str:
             f"vmio sim on the table over the RAM image's model, {labels[what]}: median |error| "
             f"{100 * statistics.median(map(abs, errs)):.1f} %, worst {100 * worst:+.1f} %"
         )
+    if sp.loads:
+        shares = ", ".join(
+            f"{name} {x.cpu_ns / 1e3:.1f} us ({100 * x.busy_share:.0f} % busy)"
+            for name, x in sp.loads.items()
+        )
+        lines.append(f"the path's CPU per request at QD{SATURATED_QD}: {shares}")
     lines.append(f"written: {sp.toml_path}, {sp.json_path}")
     return "\n".join(lines) + "\n"
