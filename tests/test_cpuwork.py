@@ -120,14 +120,9 @@ def test_a_cpu_that_does_not_grow_with_the_size_has_no_rate_and_a_note():
         cpuwork.fit([(4 * KIB, 1.0), (4 * KIB, 2.0)], "t")
 
 
-def test_the_tables_write_the_keys_as_a_stack_does_and_a_loader_without_them_gets_none():
+def test_the_tables_write_the_keys_as_a_stack_does():
     f = cpuwork.CpuFit(30_000, 500_000_000)
     assert cpuwork.table(2, f) == {"cores": 2, "cpu": "30000ns", "cpu_rate": 500_000_000}
     assert cpuwork.io_table(f) == {"cpu": "30000ns", "cpu_rate": 500_000_000}
-    nbd = {"handoff": "1ns", "request": "2ns", **cpuwork.table(2, f)}
-    assert cpuwork.sim_nbd(nbd, known=True) == nbd
-    assert cpuwork.sim_nbd(nbd, known=False) == {"handoff": "1ns", "request": "2ns"}
-    # The probe answers for this vmio's loader, one way or the other.
-    assert cpuwork.sim_nbd(nbd) in (nbd, {"handoff": "1ns", "request": "2ns"})
     assert cpuwork.background_note(0.1, "x") is None
     assert "0.50 cores busy" in (cpuwork.background_note(0.5, "x") or "")

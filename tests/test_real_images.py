@@ -19,6 +19,7 @@ import pytest
 from conftest import missing_tool
 from vmio.real import images
 from vmio.real.images import GIB, KIB, MIB
+from vmio.sim import native
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -302,19 +303,18 @@ def test_the_bound_adds_the_paths_cpu_and_the_host_kernels_per_direct_io_request
         images.parse_duration_ns("x")
 
 
-def test_the_prediction_carries_the_bound_where_the_simulator_knows_its_keys():
+def test_the_prediction_carries_the_bound_and_the_simulator_takes_it():
     cal = images.Calibration(None, {**PATH_CPU, "cpu_rate": 500_000_000}, "c", io_cpu=IO_CPU)
-    on = images.sim_doc(C_POINT, GIB, cal, cpu_known=True)["nbd"]
+    on = images.sim_doc(C_POINT, GIB, cal)["nbd"]
     assert on == {
         "handoff": "5000ns", "request": "9000ns",
         "cores": 2, "cpu": "50000ns", "cpu_rate": 333_333_333,
     }  # fmt: skip
-    off = images.sim_doc(C_POINT, GIB, cal, cpu_known=False)["nbd"]
-    assert off == {"handoff": "5000ns", "request": "9000ns"}
-    text = images.sim_stack(C_POINT, GIB, cal, cpu_known=True)
+    text = images.sim_stack(C_POINT, GIB, cal)
     assert "# [nbd] CPU bound: None's cpu + host-fs.toml's [io_cpu]" in text
     assert tomllib.loads(text)["nbd"] == on
-    assert f"# note: {images.CPU_UNKNOWN}" in images.sim_stack(C_POINT, GIB, cal, cpu_known=False)
+    # The simulator's loader takes the bound's keys as they are.
+    assert native().load_stack(text, "s.toml")["nbd"]["cpu_ns"] == 50_000
     assert "[nbd] CPU bound cores 2, cpu 50000ns, cpu_rate 333333333" in cal.describe()
 
 
@@ -342,9 +342,8 @@ def test_the_recorded_calibration_without_a_cpu_bound_predicts_on_the_same_stack
     m = images.Measurement.of_record(rec)
     assert cal is not None and cal.io_cpu is None and cal.nbd_cpu() == ({}, None)
     for p in m.points.values():
-        on = images.sim_doc(p, m.size, cal, m.fstype, cpu_known=True)
-        assert on == images.sim_doc(p, m.size, cal, m.fstype, cpu_known=False)
+        on = images.sim_doc(p, m.size, cal, m.fstype)
         # Its [nbd] is the recorded table as it was.
         assert on.get("nbd") == (dict(cal.nbd) if cal.nbd is not None else None)
-        head = images.sim_stack(p, m.size, cal, m.fstype, cpu_known=True).split("[host]")[0]
+        head = images.sim_stack(p, m.size, cal, m.fstype).split("[host]")[0]
         assert "CPU bound" not in head

@@ -63,7 +63,6 @@ background windows too, so subtracted).
 from __future__ import annotations
 
 import bisect
-import functools
 import os
 import threading
 import time
@@ -88,52 +87,6 @@ IO_CPU = "io_cpu"
 # /proc/stat `cpu` fields: user nice system idle iowait irq softirq steal (guest, guest_nice
 # are inside user and nice).
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
-
-
-# The smallest stack with the CPU bound (`sim_knows_cpu`).
-_PROBE = """[[device]]
-name = "d"
-model = "ram"
-
-[[volume]]
-name = "v"
-layout = "single"
-devices = ["d"]
-
-[nbd]
-cores = 1
-cpu = "1ns"
-cpu_rate = 0
-
-[[vm]]
-name = "p"
-
-[[vm.disk]]
-name = "d"
-volume = "v"
-interface = "nbd"
-"""
-
-
-@functools.cache
-def sim_knows_cpu() -> bool:
-    """Whether this vmio's stack loader (the simulator's and vmio serve's) takes the `[nbd]`
-    CPU bound's keys: a probe stack through it."""
-    from vmio.sim import VmioError, native
-
-    try:
-        native().load_stack(_PROBE, "probe.toml")
-    except VmioError:
-        return False
-    return True
-
-
-def sim_nbd(nbd: Mapping[str, Any], known: bool | None = None) -> dict[str, Any]:
-    """An `[nbd]` table as this vmio's stack loader takes it: without the CPU bound's keys
-    while it does not know them (`known`; None: `sim_knows_cpu`)."""
-    if known if known is not None else sim_knows_cpu():
-        return dict(nbd)
-    return {k: v for k, v in nbd.items() if k not in (CORES, CPU, CPU_RATE)}
 
 
 def busy_s(stat: Path = Path("/proc/stat")) -> float:

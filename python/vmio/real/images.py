@@ -135,10 +135,6 @@ HOST_FS_OTHER = f"{HOST_FS_TABLE} measured"
 CORES, CPU, CPU_RATE, IO_CPU = cpuwork.CORES, cpuwork.CPU, cpuwork.CPU_RATE, cpuwork.IO_CPU
 # The start of the note of a CPU bound with one part only (a prediction's note).
 CPU_PART = "the [nbd] CPU bound"
-# The note of a simulator that does not know the CPU bound's keys (they are left out).
-CPU_UNKNOWN = (
-    f"{CPU_PART} (cores, cpu, cpu_rate) is left out: this vmio's simulator does not know its keys"
-)
 # The image disk's queue: no wake-up spread on top of measured [nbd] costs (module doc).
 NO_SPREAD = {"wake_spread": "0ns"}
 
@@ -952,14 +948,12 @@ def sim_doc(
     cal: Calibration,
     fstype: str = "ext4",
     layer: bool = True,
-    cpu_known: bool | None = None,
 ) -> dict[str, Any]:
     """The stack of a point's prediction (module doc), as a dict for stackfile.render; without
     `layer`, the same stack without the image keys (the NBD path's constants only). With
     `layer`, the volume is `filesystem = fstype` with the calibration's host-fs.toml costs
     when they were measured on `fstype` (Calibration.host_fs_keys). The [nbd] table has the
-    CPU bound (Calibration.nbd_cpu) where the simulator knows its keys (`cpu_known`; None:
-    cpuwork.sim_knows_cpu)."""
+    CPU bound (Calibration.nbd_cpu) where the calibration measured it."""
     base = cal.stack or {}
     host = dict(base.get("host", {"cores": os.cpu_count() or 1}))
     host["hypervisor"] = "kvm"
@@ -977,7 +971,7 @@ def sim_doc(
     doc["scheduler"] = dict(base.get("scheduler", {"name": "none"}))
     cpu, _ = cal.nbd_cpu()
     if cal.nbd is not None or cpu:
-        doc["nbd"] = cpuwork.sim_nbd({**(cal.nbd or {}), **cpu}, cpu_known)
+        doc["nbd"] = {**(cal.nbd or {}), **cpu}
     disk = {
         "name": DISK,
         "volume": volume["name"],
@@ -999,7 +993,6 @@ def sim_stack(
     cal: Calibration,
     fstype: str = "ext4",
     layer: bool = True,
-    cpu_known: bool | None = None,
 ) -> str:
     """The prediction's stack file (stackfile.render, the one stack writer)."""
     head = [
@@ -1012,16 +1005,13 @@ def sim_stack(
     if layer and (keys or note):
         head.append(f"host filesystem: {HOST_FS_TABLE}'s costs" if keys else f"note: {note}")
     cpu, cpu_note = cal.nbd_cpu()
-    known = cpu_known if cpu_known is not None else cpuwork.sim_knows_cpu()
     if cpu:
         head.append(
-            f"note: {CPU_UNKNOWN}"
-            if not known
-            else f"note: {cpu_note}"
+            f"note: {cpu_note}"
             if cpu_note
             else f"[nbd] CPU bound: {cal.nbd_from}'s cpu + {HOST_FS_TABLE}'s [{IO_CPU}]"
         )
-    return stackfile.render(sim_doc(p, size, cal, fstype, layer, known), head)
+    return stackfile.render(sim_doc(p, size, cal, fstype, layer), head)
 
 
 def predict_point(
@@ -1046,9 +1036,7 @@ def predict(
     `baseline` every point predicted without them (what a vmio without the image layer says:
     the NBD path's constants over the device), marked by NO_LAYER in the notes; else {}."""
     stream = progress or sys.stderr
-    cpu, cpu_note = cal.nbd_cpu()
-    if cpu and not cpuwork.sim_knows_cpu():
-        cpu_note = CPU_UNKNOWN
+    _, cpu_note = cal.nbd_cpu()
     for note in (cal.host_fs_keys(m.fstype)[1], cpu_note):
         if note is not None and note not in m.notes:
             m.notes.append(note)

@@ -73,9 +73,9 @@ cores = len(sched_getaffinity(0))
 written as `[nbd]` `cores`, `cpu`, `cpu_rate` (left out, with a note, when other processes
 kept more than cpuwork.BUSY_BACKGROUND cores busy in the idle windows) beside the fitted
 costs (which are fitted as before, without them); the JSON's QD16 points carry their window
-(`cpu`: busy share, background, requests, cpu_ns). The check's `sim_stack` leaves the three
-keys out while the simulator does not know them (cpuwork.sim_nbd; `closed_form` takes the
-bound cores / (cpu + L / cpu_rate) beside the others where it is given).
+(`cpu`: busy share, background, requests, cpu_ns). The check's `sim_stack` gives the simulator
+the three keys (`closed_form` takes the bound cores / (cpu + L / cpu_rate) beside the others
+where it is given).
 
 Not fitted: the RAM device is treated as free at depth (its psync time runs in the server's
 workers, in parallel and beside the serialized path; it is taken off the QD1 latencies only);
@@ -452,14 +452,13 @@ def queue_table(wakeup_ns: int) -> dict[str, str]:
 
 def sim_stack(f: Fit) -> str:
     """The stack `vmio sim` checks the fit on: the [nbd] table over the RAM image's model,
-    with the CPU bound's keys (`f.cpu`) where this vmio's simulator knows them
-    (cpuwork.sim_nbd; one that does not refuses them as unknown keys)."""
+    with the CPU bound's keys (`f.cpu`) where they were measured."""
     dev = {
         "capacity": IMAGE_SIZE,
         "latency": f"{f.ram['latency']}ns",
         "bandwidth": f.ram["bandwidth"],
     }
-    return stack(dev, cpuwork.sim_nbd({**f.nbd, **f.cpu}), "none")
+    return stack(dev, {**f.nbd, **f.cpu}, "none")
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -695,7 +694,7 @@ def _point_record(
         "cpu": load.record() if load else None,
     }
     if p.job.ioengine == "nbd":
-        iops, lat = closed_form(f.nbd, f.ram, p.job, cpuwork.sim_nbd(f.cpu))
+        iops, lat = closed_form(f.nbd, f.ram, p.job, f.cpu)
         rec["closed_form"] = {"iops": iops, "lat_mean_ns": lat}
     if sim is not None:
         rec["sim"] = {"iops": sim.iops, "lat_mean_ns": sim.lat_mean_ns}

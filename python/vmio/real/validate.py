@@ -72,7 +72,7 @@ from typing import Any, TextIO
 
 from vmio import stackfile
 from vmio.progress import Progress
-from vmio.real import calibrate, compare, cpuwork
+from vmio.real import calibrate, compare
 from vmio.real.calibrate import direct_ok, fio_json, write_through
 from vmio.real.machineprofile import fio_missing
 from vmio.sim import VmioError, read_text, simulate_text
@@ -314,9 +314,7 @@ def raid0_stack(calibrated: Path, size: int, nbd: Mapping[str, Any] | None = Non
         ],
         "volume": [{"name": "r0", "layout": "raid0", "devices": ["a", "b"]}],
         "scheduler": cal["scheduler"],
-        # The [nbd] CPU bound's keys only where this vmio's loader knows them (vmio serve
-        # serves this file too).
-        **({"nbd": cpuwork.sim_nbd(nbd)} if nbd is not None else {}),
+        **({"nbd": dict(nbd)} if nbd is not None else {}),
         "vm": [
             {
                 "name": RAID0_VM,
