@@ -127,7 +127,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "random writes into holes, unwritten extents and written blocks, and solve its "
         "alloc_cost and convert_cost into DIR/host-fs.toml's [volume] table, and the host "
         "kernel's CPU per direct I/O request (libaio 4k QD16, 1m QD4) into its [io_cpu] table "
-        "(--quick about 35 s, default 3 to 4 minutes, much of it freeing the files; "
+        "(--quick about 45 s, default 3 to 4 minutes, much of it freeing the files; "
         "vmio.real.hostfscal)",
     )
     c.add_argument(
