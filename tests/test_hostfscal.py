@@ -261,6 +261,18 @@ def test_the_host_kernels_cpu_per_request_is_the_line_through_the_jobs_medians()
         hostfscal.solve_io([])
 
 
+def test_runs_whose_background_ate_their_cpu_leave_the_table_out_with_a_note():
+    # The 4 KiB windows busy exactly as the background: 0 ns a request, so only one size is
+    # left to fit (other processes' load changed during the runs): no table, one note.
+    runs = [
+        r if r.job.bs >= MIB else replace(r, load=replace(r.load, busy_s=r.load.background_s))
+        for r in io_runs_of(20_000.0, 1e9)
+    ]
+    io = hostfscal.solve_io(runs)
+    assert io.rejected and len(io.notes) == 1
+    assert "needs points of two sizes" in io.notes[0] and "keys are left out" in io.notes[0]
+
+
 def test_the_io_jobs_are_libaio_direct_on_the_written_file_and_alternate_by_round():
     job = hostfscal.IO_JOBS[0]
     args = hostfscal.io_fio_args(job, Path("/d/w.img"), GIB, 2.0)

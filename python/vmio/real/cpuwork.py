@@ -297,6 +297,15 @@ def background_note(b: float, what: str) -> str | None:
     )
 
 
+def unfit_note(error: str) -> str:
+    """The note when the points do not make a fit (other processes' load changed during the
+    runs, so the background subtracted took some points to 0): the keys are left out."""
+    return (
+        f"{error}: not measured, its keys are left out (other processes' load changed during "
+        "the runs); measure again on a quieter machine"
+    )
+
+
 def table(ncores: int, f: CpuFit) -> dict[str, int | str]:
     """The three keys as a stack's `[nbd]` writes them."""
     return {CORES: ncores, CPU: f"{f.cpu_ns}ns", CPU_RATE: f.cpu_rate}

@@ -510,7 +510,11 @@ def solve_io(io_runs: Sequence[IoRun]) -> IoCpu:
     if not by_job:
         raise CalibrateError(f"{what}: no I/O run")
     per_job = {j.name: images.Spread.of(xs) for j, xs in by_job.items()}
-    f = cpuwork.fit([(j.bs, per_job[j.name].median) for j in by_job], what)
+    try:
+        f = cpuwork.fit([(j.bs, per_job[j.name].median) for j in by_job], what)
+    except CalibrateError as e:
+        # As servepath.cpu_fit: no table rather than a wrong one.
+        return IoCpu(cpuwork.CpuFit(0, 0), per_job, [], 0.0, (cpuwork.unfit_note(str(e)),), True)
     per_round = []
     for rnd in sorted({r.round for r in io_runs}):
         mine = [(r.job.bs, r.load.cpu_ns) for r in io_runs if r.round == rnd]
