@@ -391,21 +391,25 @@ def closed_form(
     at depth q, the closed loop's bound min(q / QD1 latency, 1 / the slower queue): the
     path's serialized work (request + L / rate_d) and the RAM model's copy (L / bandwidth) are
     queues, the device's latency and the hand-off only delay (latency q / X); with `cpu`
-    (the CPU bound's `cores`, `cpu` ns, `cpu_rate`), also cores / (cpu + L / cpu_rate). The bound is
+    (the CPU bound's `cores`, `cpu` ns, `cpu_rate`), the QD1 latency is at least the CPU of
+    a request (cpu + L / cpu_rate, overlapping the path) and the rate at most
+    cores / (cpu + L / cpu_rate). The bound is
     the simulator's rate where one of the two limits it; near the knee, where they are close,
     the path's two visits per request (submit, then reply) queue behind each other and the
     simulated rate falls a few per cent below it."""
     copy = job.bs * 1e9 / nbd[f"{job.direction}_rate"]
     ram_copy = job.bs * 1e9 / ram["bandwidth"]
     lat1 = ram["latency"] + ram_copy + nbd["handoff"] + nbd["request"] + copy
-    if job.iodepth == 1:
-        return 1e9 / lat1, lat1
-    x = min(job.iodepth * 1e9 / lat1, 1e9 / max(nbd["request"] + copy, ram_copy))
+    per = 0.0  # the CPU a request takes of one core (the bound's), which the path overlaps
     if cpu and cpu.get(cpuwork.CORES):
         rate = cpu.get(cpuwork.CPU_RATE, 0)
         per = cpu[cpuwork.CPU] + (job.bs * 1e9 / rate if rate else 0.0)
-        if per > 0:
-            x = min(x, cpu[cpuwork.CORES] * 1e9 / per)
+        lat1 = max(lat1, per)
+    if job.iodepth == 1:
+        return 1e9 / lat1, lat1
+    x = min(job.iodepth * 1e9 / lat1, 1e9 / max(nbd["request"] + copy, ram_copy))
+    if per > 0:
+        x = min(x, cpu[cpuwork.CORES] * 1e9 / per)
     return x, job.iodepth / x * 1e9
 
 

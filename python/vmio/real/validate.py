@@ -348,7 +348,9 @@ def run_raid0(
     except VmioError as e:
         raise VmioError(f"raid0 part: the NBD path: {e} (--raid0 0 skips the part)") from None
     stack_path = out / "stack.toml"
-    stack_text = raid0_stack(plan.stack, plan.size, calserve.nbd_table(path.fit.nbd))
+    stack_text = raid0_stack(
+        plan.stack, plan.size, calserve.nbd_table({**path.fit.nbd, **path.fit.cpu})
+    )
     (out / "sim").mkdir(parents=True, exist_ok=True)
     (out / "real").mkdir(parents=True, exist_ok=True)
     stack_path.write_text(stack_text, encoding="utf-8")
