@@ -61,6 +61,14 @@ def predict(cores: int, sums: list[realcpu.Summary]) -> realcpu.Prediction | Non
         return None
 
 
+def json_exists(path: Path | None) -> bool:
+    """--json names a file that exists (said in one line; nothing is overwritten)."""
+    if path is not None and path.exists():
+        print(f"real-cpu-jobs: {path} exists; remove it first", file=sys.stderr)
+        return True
+    return False
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5, help="quiet repetitions wanted (default 5)")
@@ -77,8 +85,7 @@ def main() -> int:
     if a.reps < 1 or a.seconds <= 0:
         print("real-cpu-jobs: --reps must be >= 1 and --seconds > 0", file=sys.stderr)
         return 2
-    if a.json is not None and a.json.exists():
-        print(f"real-cpu-jobs: {a.json} exists; remove it first", file=sys.stderr)
+    if json_exists(a.json):
         return 2
     if a.recorded is not None:
         meta = json.loads(a.recorded.read_text(encoding="utf-8"))
@@ -181,8 +188,7 @@ def corun_main(a: argparse.Namespace) -> int:
     if a.rounds < 1 or a.seconds <= 0:
         print("real-cpu-jobs: --rounds must be >= 1 and --seconds > 0", file=sys.stderr)
         return 2
-    if a.json is not None and a.json.exists():
-        print(f"real-cpu-jobs: {a.json} exists; remove it first", file=sys.stderr)
+    if json_exists(a.json):
         return 2
     if a.recorded is not None:
         fig = json.loads(a.recorded.read_text(encoding="utf-8"))
