@@ -109,7 +109,9 @@ def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device(
         'read_latency = "90000ns"\n\n'
         '[[volume]]\nname = "vda"\nlayout = "single"\ndevices = ["vda"]\nfilesystem = "ext4"\n\n'
         '[scheduler]\nname = "mq-deadline"\n\n'
-        '[nbd]\nhandoff = "5000ns"\nrequest = "9000ns"\nread_rate = 2000000000\n\n'
+        # QEMU's NBD server asks a read's block status before reading it.
+        '[nbd]\nhandoff = "5000ns"\nrequest = "9000ns"\nread_rate = 2000000000\n'
+        "block_status = true\n\n"
         '[[vm]]\nname = "img"\n\n'
         '[[vm.disk]]\nname = "disk"\nvolume = "vda"\nsize = 4294967296\ninterface = "nbd"\n'
         'cache = "none"\nformat = "qcow2"\naio = "threads"\n\n'
@@ -125,7 +127,13 @@ def test_the_prediction_stack_carries_the_image_keys_over_the_calibrated_device(
     assert (disk["format"], disk["aio"]) == ("raw", "native")
     # A raw image has no populated share (the simulator refuses it): its preallocation says.
     assert disk["image"] == {"preallocation": "full"}
-    assert doc["device"] == [images.UNCALIBRATED_DEVICE] and "nbd" not in doc
+    assert doc["device"] == [images.UNCALIBRATED_DEVICE]
+    assert doc["nbd"] == {"block_status": True}, "the server's query, the costs left default"
+    # Without the image layer (a vmio that refuses its keys) the stack is the path alone.
+    bare = tomllib.loads(
+        images.sim_stack(first, GIB, images.Calibration(None, None, "none"), layer=False)
+    )
+    assert "nbd" not in bare
 
 
 TABLE = '[nbd]\nhandoff = "{h}ns"\nrequest = "9000ns"\nread_rate = 2000000000\n'
@@ -308,7 +316,7 @@ def test_the_prediction_carries_the_bound_and_the_simulator_takes_it():
     on = images.sim_doc(C_POINT, GIB, cal)["nbd"]
     assert on == {
         "handoff": "5000ns", "request": "9000ns",
-        "cores": 2, "cpu": "50000ns", "cpu_rate": 333_333_333,
+        "cores": 2, "cpu": "50000ns", "cpu_rate": 333_333_333, "block_status": True,
     }  # fmt: skip
     text = images.sim_stack(C_POINT, GIB, cal)
     assert "# [nbd] CPU bound: None's cpu + host-fs.toml's [io_cpu]" in text
@@ -343,7 +351,7 @@ def test_the_recorded_calibration_without_a_cpu_bound_predicts_on_the_same_stack
     assert cal is not None and cal.io_cpu is None and cal.nbd_cpu() == ({}, None)
     for p in m.points.values():
         on = images.sim_doc(p, m.size, cal, m.fstype)
-        # Its [nbd] is the recorded table as it was.
-        assert on.get("nbd") == (dict(cal.nbd) if cal.nbd is not None else None)
+        # Its [nbd] is the recorded table as it was, and QEMU's server's block-status query.
+        assert on.get("nbd") == {**(cal.nbd or {}), "block_status": True}
         head = images.sim_stack(p, m.size, cal, m.fstype).split("[host]")[0]
         assert "CPU bound" not in head

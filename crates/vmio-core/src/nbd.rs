@@ -66,6 +66,18 @@
 //!               saturated IOPS <= cores / cpu(len)
 //! ```
 //!
+//! **The server's sparse read** (`block_status`; off by default, as vmio serve has it). QEMU's
+//! NBD server (qemu-nbd, qemu-storage-daemon) answers a READ of a client that negotiated
+//! structured replies (libnbd does by default, so fio's nbd engine) with a sparse read: nbd/
+//! server.c `nbd_do_cmd_read` -> `nbd_co_send_sparse_read` asks `blk_co_block_status_above`
+//! for the range first, sends a hole chunk for what reads as zeroes and reads the rest with
+//! `blk_co_pread`. On a qcow2 image the query is a second L2 lookup under the image lock
+//! (block/qcow2.c `qcow2_co_block_status`: `s->lock` around `qcow2_get_host_offset`), apart
+//! from the read's own, so with a small L2 cache other requests' lookups can evict the slice
+//! between the two (vmio_core::image::qcow2, "The server's block-status query"). A raw image
+//! answers from file-posix's block-status cache without a lock and costs only CPU, not
+//! modelled.
+//!
 //! The queue depth is vmio serve's bound on requests in flight per connection (256) and the
 //! largest request its largest payload (32 MiB, `MAX_PAYLOAD_BYTES` in
 //! crates/vmio-serve/src/proto/mod.rs; the NBD protocol's limit for a server without block
@@ -134,9 +146,23 @@ pub const CPU_RATE: ParamSpec = ParamSpec {
     unit: "bps",
     help: "payload bytes per second of CPU beside `cpu` (copies in the kernel and the threads); 0: none",
 };
+pub const BLOCK_STATUS: ParamSpec = ParamSpec {
+    name: "block_status",
+    kind: Kind::Bool,
+    default: Value::Bool(false),
+    unit: "",
+    help: "the server asks the image's block status before each read (QEMU's NBD server with structured replies: a format lookup under the image lock, then the read); vmio serve: false",
+};
 /// The `[nbd]` parameters, in the order of [`NbdSpec`]'s fields.
 pub const PARAMS: &[ParamSpec] = &[
-    HANDOFF, REQUEST, READ_RATE, WRITE_RATE, CORES, CPU, CPU_RATE,
+    HANDOFF,
+    REQUEST,
+    READ_RATE,
+    WRITE_RATE,
+    CORES,
+    CPU,
+    CPU_RATE,
+    BLOCK_STATUS,
 ];
 
 /// Requests in flight per connection (vmio serve's bound, docs/serve.md).
@@ -156,6 +182,8 @@ pub struct NbdSpec {
     pub cpu_ns: Ns,
     /// 0: no per-byte CPU.
     pub cpu_rate_bps: u64,
+    /// The server's sparse read: a block-status query before each read (module doc).
+    pub block_status: bool,
 }
 
 impl NbdSpec {
@@ -170,6 +198,7 @@ impl NbdSpec {
             cores: v.int(CORES.name) as u32,
             cpu_ns: v.int(CPU.name),
             cpu_rate_bps: v.int(CPU_RATE.name),
+            block_status: v.flag(BLOCK_STATUS.name),
         }
     }
 

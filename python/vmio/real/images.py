@@ -57,7 +57,10 @@ measured `wakeup`, and `wake_spread = "0ns"`: the simulator's wake-up spread is 
 a VMM's wake-ups, which the measured `[nbd]` costs already contain); the `[nbd]` table's CPU
 bound (`cores`, `cpu`, `cpu_rate`, crates/vmio-core/src/nbd.rs) is the served path's
 (serve-path-qsd.toml) and the host kernel's per direct I/O request to the disk beneath the
-image (host-fs.toml's `[io_cpu]`) added up (`nbd_cpu`):
+image (host-fs.toml's `[io_cpu]`) added up (`nbd_cpu`), and `block_status = true`: the
+server is QEMU's, whose NBD server asks a read's block status before reading it (nbd/server.c
+`nbd_co_send_sparse_read`, for a client with structured replies, as libnbd negotiates), a
+second L2 lookup of a qcow2 image under its lock (crates/vmio-core/src/image/qcow2.rs):
 
 ```text
 cpu      = cpu_path + cpu_io                    (each request crosses both)
@@ -112,6 +115,7 @@ MARGIN = 256 * MIB
 # docs/qcow2-cache.txt: one L2 entry (8 bytes) maps one cluster; at least 2 cache entries
 # (block/qcow2.c MIN_L2_CACHE_SIZE); the entry size a power of two >= 512.
 L2_ENTRY_BYTES = 8
+BLOCK_STATUS = "block_status"
 MIN_ENTRY = 512
 SMALL_ENTRIES, LARGE_ENTRIES = 2, 8
 # The served stack's names (fio's nbd export; the VM disk of the prediction).
@@ -970,8 +974,11 @@ def sim_doc(
     doc: dict[str, Any] = {"host": host, "device": devices, "volume": [volume]}
     doc["scheduler"] = dict(base.get("scheduler", {"name": "none"}))
     cpu, _ = cal.nbd_cpu()
-    if cal.nbd is not None or cpu:
+    if cal.nbd is not None or cpu or layer:
         doc["nbd"] = {**(cal.nbd or {}), **cpu}
+    if layer:
+        # The server measured is QEMU's: a read's block-status query before it (module doc).
+        doc["nbd"][BLOCK_STATUS] = True
     disk = {
         "name": DISK,
         "volume": volume["name"],

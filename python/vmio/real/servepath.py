@@ -656,6 +656,10 @@ def measure(
     served = describe_server(server, cache)
     head = [*header(directory, fstype, when, served), *(f"# note: {n}" for n in f.notes)]
     doc: dict[str, Any] = {"nbd": nbd_table({**f.nbd, **f.cpu})}
+    if server == QSD:
+        # QEMU's NBD server asks a read's block status before reading it (nbd/server.c
+        # nbd_co_send_sparse_read): a qcow2 image's second lookup (crates/vmio-core/src/nbd.rs).
+        doc["nbd"]["block_status"] = True
     if wake is not None:
         head.append(f"# {wake.comment()}")
         doc["queue"] = queue_table(wake.wakeup_ns)

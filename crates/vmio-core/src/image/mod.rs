@@ -62,6 +62,10 @@ use crate::Ns;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ImageCaps {
     pub write_zeroes: bool,
+    /// The server in front of the image asks a read's block status before reading it
+    /// (QEMU's NBD server: `[nbd] block_status`, crate::nbd), a lookup of its own under the
+    /// image lock.
+    pub status_before_read: bool,
 }
 
 impl ImageCaps {
@@ -70,6 +74,15 @@ impl ImageCaps {
     pub fn of(qemu: &QemuProfile, on_filesystem: bool) -> Self {
         ImageCaps {
             write_zeroes: qemu.qcow2_zero_alloc && on_filesystem,
+            status_before_read: false,
+        }
+    }
+
+    /// These capabilities with reads preceded by a block-status query (`status`).
+    pub fn with_status_before_read(self, status: bool) -> Self {
+        ImageCaps {
+            status_before_read: status,
+            ..self
         }
     }
 }

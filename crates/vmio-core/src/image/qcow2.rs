@@ -57,6 +57,26 @@
 //!   flush the other first (its dirty entries written, then fdatasync); then write the entry
 //! ```
 //!
+//! ## The server's block-status query (`ImageCaps::status_before_read`)
+//!
+//! Behind QEMU's NBD server (`[nbd] block_status`, crate::nbd) a read is two lock phases:
+//! nbd/server.c `nbd_co_send_sparse_read` asks `blk_co_block_status_above` first, whose
+//! `qcow2_co_block_status` does an L2 lookup under `s->lock` (a miss loads the slice), and
+//! reads with `blk_co_pread` afterwards, whose `qcow2_co_preadv_part` looks up again. Other
+//! requests' lookups run between the two, so with fewer slices cached than requests in
+//! flight the read's lookup can miss the slice its query just loaded.
+//!
+//! ```text
+//! read, status first: lock; per L2 slice of the range: L2 lookup; unlock
+//!   every cluster reads as zeroes (a zero cluster, or unallocated without a backing file)
+//!     -> complete (the server's hole chunk: no read, no zero fill)
+//!   else: queue for the lock again (FIFO, behind the requests already waiting) -> read
+//! ```
+//!
+//! Simplifications: the query covers the whole request at once (the server loops over runs
+//! of one status, querying and reading each in turn), a mixed range is read whole (its
+//! zeroes filled as without the query), and the query does not go down the backing chain.
+//!
 //! Not modelled: compressed clusters, internal snapshots (QCOW_OFLAG_COPIED is always set),
 //! extended L2 entries (subclusters), encryption, external data files, `cache-clean-interval`
 //! (the cache is never trimmed), the image lock handle_alloc_space's zero check takes
@@ -127,6 +147,8 @@ struct Job {
     pending: u32,
     /// Guest clusters this job allocates [first, end), until its link phase is done.
     alloc: Option<(u64, u64)>,
+    /// A read whose block-status query (its own lock phase) is still to come.
+    status: bool,
 }
 
 /// The qcow2 driver of one disk.
@@ -236,6 +258,15 @@ impl Qcow2 {
             self.plan_link(slot, &mut plan);
         } else {
             match req.op {
+                Op::Read if self.jobs[slot].status => {
+                    self.jobs[slot].status = false;
+                    if self.plan_status(req, &mut plan) {
+                        // All of it reads as zeroes: the server sends a hole, no read.
+                        plan.push(Step::Done);
+                    } else {
+                        plan.push(Step::Again);
+                    }
+                }
                 Op::Read => self.plan_read(req, &mut plan),
                 Op::Write => {
                     let (first, last) = self.span(req);
@@ -319,6 +350,13 @@ impl Qcow2 {
                 Step::Relock => {
                     self.acquire(slot, true, out);
                     return;
+                }
+                Step::Again => {
+                    self.acquire(slot, false, out);
+                    return;
+                }
+                Step::Done => {
+                    job.plan.truncate(job.pos);
                 }
             }
         }
@@ -421,6 +459,31 @@ impl Qcow2 {
             any = true;
         }
         any
+    }
+
+    /// The server's block-status query of a read (qcow2_co_block_status): under the lock, one
+    /// L2 lookup per slice of the range (a miss loads the slice), then unlock. True when the
+    /// whole range reads as zeroes with no backing file to ask (the server's hole chunk).
+    fn plan_status(&mut self, req: Request, plan: &mut Vec<Step>) -> bool {
+        let (first, last) = self.span(req);
+        let mut slice = u64::MAX;
+        let mut exists = false;
+        let mut zero = true;
+        for c in first..=last {
+            let s = c / self.top.eps;
+            if s != slice {
+                slice = s;
+                exists = self.top.l2_lookup(c, plan, &mut self.stats);
+            }
+            let v = if exists {
+                self.top.map[c as usize]
+            } else {
+                UNALLOC
+            };
+            zero &= v == ZERO || (v == UNALLOC && self.backing.is_empty());
+        }
+        plan.push(Step::Unlock);
+        zero
     }
 
     fn plan_read(&mut self, req: Request, plan: &mut Vec<Step>) {
@@ -799,6 +862,7 @@ impl ImageFormat for Qcow2 {
                     pos: 0,
                     pending: 0,
                     alloc: None,
+                    status: false,
                 });
                 self.jobs.len() - 1
             }
@@ -809,6 +873,7 @@ impl ImageFormat for Qcow2 {
         job.pos = 0;
         job.pending = 0;
         job.alloc = None;
+        job.status = req.op == Op::Read && self.caps.status_before_read;
         self.acquire(slot, false, out);
     }
 

@@ -86,6 +86,10 @@ pub(super) enum Step {
     Unlock,
     /// Take the image lock again for the link phase.
     Relock,
+    /// Take the image lock again for the request itself (after its block-status query).
+    Again,
+    /// The request is done: nothing of the plan after this step runs.
+    Done,
 }
 
 /// One qcow2 file: its layout, map and caches.

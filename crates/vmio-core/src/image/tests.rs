@@ -633,3 +633,81 @@ fn an_image_file_starts_at_the_size_qemu_img_create_leaves() {
     q.preallocation = super::Preallocation::Metadata;
     assert_eq!(super::initial_file_len(&q, size), q.own_file_bytes(size));
 }
+
+fn status_caps() -> ImageCaps {
+    ImageCaps::default().with_status_before_read(true)
+}
+
+#[test]
+fn a_cold_read_behind_a_block_status_query_loads_its_slice_once_and_hits_it_for_the_data() {
+    // nbd/server.c nbd_co_send_sparse_read: qcow2_co_block_status's lookup (a miss: the
+    // slice is read), then qcow2_co_preadv_part's (a hit): one metadata read, one data read.
+    let mut e = Engine::with_caps(
+        "populated = 1.0\nl2_cache_size = \"1m\"",
+        16 * G,
+        status_caps(),
+    );
+    let a = e.run(Op::Read, 5 * G + 8 * K, 4 * K);
+    assert_eq!(kinds(&a), "RR");
+    let st = e.stats();
+    assert_eq!((st.l2_misses, st.l2_hits), (1, 1));
+    // Writes ask nothing first: a warm overwrite is one lookup, a hit.
+    e.run(Op::Write, 5 * G + 8 * K, 4 * K);
+    assert_eq!(e.stats().l2_hits, 2);
+}
+
+#[test]
+fn between_a_reads_status_query_and_its_lookup_another_read_can_evict_its_slice() {
+    // QEMU's smallest L2 cache, two 4 KiB slices (MIN_L2_CACHE_SIZE): reads A, B, C of three
+    // slices a, b, c, submitted at once. FIFO lock: the queries load a, b, then c (evicting
+    // a); the reads then find a evicted (loads it, evicting b), b (evicting c), c (evicting
+    // a): 6 slice reads for 3 requests, against 3 without the queries.
+    let text = "populated = 1.0\nl2_cache_size = \"8k\"\nl2_cache_entry_size = \"4k\"";
+    let slice_span = 4 * K / 8 * 64 * K;
+    let misses = |caps: ImageCaps| {
+        let mut d = Qcow2::new(&spec(text), 16 * G).with_caps(caps);
+        let mut out = Vec::new();
+        for (id, off) in [
+            (1, 3 * slice_span),
+            (2, 7 * slice_span),
+            (3, 11 * slice_span),
+        ] {
+            let req = Request {
+                id,
+                disk: 0,
+                op: Op::Read,
+                offset: off,
+                len: 4 * K,
+            };
+            d.on_request(0, req, &mut out);
+        }
+        let mut q: VecDeque<ImageAction> = out.drain(..).collect();
+        let mut done = 0;
+        while let Some(a) = q.pop_front() {
+            match a {
+                ImageAction::Complete { .. } => done += 1,
+                ImageAction::Io { token, .. }
+                | ImageAction::WriteZeroes { token, .. }
+                | ImageAction::Flush { token }
+                | ImageAction::Delay { token, .. } => d.on_done(0, token, &mut out),
+            }
+            q.extend(out.drain(..));
+        }
+        assert_eq!(done, 3);
+        let st = d.stats();
+        (st.l2_misses, st.metadata_read_bytes)
+    };
+    assert_eq!(misses(ImageCaps::default()), (3, 12 * K));
+    assert_eq!(misses(status_caps()), (6, 24 * K));
+}
+
+#[test]
+fn a_read_the_status_query_finds_all_zeroes_is_answered_as_a_hole_without_reading() {
+    // The server sends NBD_REPLY_TYPE_OFFSET_HOLE: no blk_co_pread, so no zero fill either.
+    let mut e = Engine::with_caps("", G, status_caps());
+    assert_eq!(kinds(&e.run(Op::Read, 3 * M, M)), "");
+    assert_eq!(e.stats().zero_fill_bytes, 0);
+    // Half allocated: the query finds data, and the read runs as without it.
+    let mut h = Engine::with_caps("populated = 0.5", 16 * M, status_caps());
+    assert_eq!(kinds(&h.run(Op::Read, 8 * M - 512 * K, M)), "RDR");
+}

@@ -374,7 +374,10 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> Result<BuiltDisks, SimError>
             .unwrap_or_else(vmio_core::vdisk::qemu::default_profile);
         for d in &vm.disks {
             let on_fs = stack.volumes[d.volume].filesystem.is_some();
-            let driver = image_driver(d, ImageCaps::of(qemu, on_fs));
+            let status = d.interface == vmio_core::vdisk::Interface::Nbd
+                && stack.nbd.as_ref().is_some_and(|n| n.block_status);
+            let caps = ImageCaps::of(qemu, on_fs).with_status_before_read(status);
+            let driver = image_driver(d, caps);
             // The host file: the image (and its backing files) under a driver, else the
             // disk's bytes themselves.
             let file_bytes = driver.as_ref().map_or(d.size_bytes, |x| x.file_bytes());
