@@ -211,12 +211,21 @@ def corun_main(a: argparse.Namespace) -> int:
             data = realcpu.make_input(work / "input.txt", INPUT_BYTES, SEED)
             quick = a.seconds < 1
             cache, host = hostcache.measure(
-                binary, 5 if quick else 20, 10**6 if quick else hostcache.CHASE_LOADS
+                binary,
+                5 if quick else 20,
+                10**6 if quick else hostcache.CHASE_LOADS,
+                2 * 10**5 if quick else hostcache.CURVE_LOADS,
             )
             host["uptime"] = corun.uptime()
             repeats, passes = calibrate(binary, data, a.seconds)
             argv = corun_argv(binary, data, repeats, passes)
             print(f"[host.cache] measured: {json.dumps(cache)}")
+            curve = ", ".join(f"{mib} MiB {ns:.0f} ns" for mib, ns in host["llc_curve"])
+            print(
+                f"last level: {host['llc_bytes'] >> 20} MiB of sysfs's "
+                f"{host['llc_sysfs_bytes'] >> 20} MiB (chase: {curve}; memory "
+                f"{host['memory']['latency_ns']:.0f} ns)"
+            )
             print(
                 f"bzip2 input {INPUT_BYTES} bytes x {repeats}, triad {passes} passes; "
                 f"{a.rounds} rounds (more, within {a.budget:g} s, until {a.rounds} start below "

@@ -75,6 +75,32 @@ def test_the_sys_parser_gives_one_bank_per_shared_cache_and_leaves_instruction_c
     assert stack.doc()["host"]["cache"]["bank"][-1]["cpus"] in ("2-3", "2,3")
 
 
+def test_the_last_levels_size_is_where_the_chase_leaves_it_halfway_to_memory():
+    # This machine's sysfs: L2 512 KiB per core, an L3 of 32 MiB shared by both.
+    banks = [
+        hostcache.Bank(2, 512 << 10, "0", "Unified"),
+        hostcache.Bank(2, 512 << 10, "1", "Unified"),
+        hostcache.Bank(3, 32 << 20, "0-1", "Unified"),
+    ]
+    assert hostcache.curve_sizes(banks) == [1, 2, 4, 8, 16, 32]
+    # The curve measured here at 18:02 UTC: cut = 16.6 + (182.8 - 16.6) / 2 = 99.7 ns.
+    curve = [(1, 16.6), (2, 18.6), (4, 44.7), (8, 142.5), (16, 155.9), (32, 168.2)]
+    assert hostcache.effective_llc(curve, 182.8, 32 << 20) == 4 << 20
+    # A level that keeps its latency to the end is as large as sysfs says; one that leaves
+    # it at the second size holds the first; a later dip does not count.
+    flat = [(m, 20.0) for m, _ in curve]
+    assert hostcache.effective_llc(flat, 180.0, 32 << 20) == 32 << 20
+    assert hostcache.effective_llc([(1, 20.0), (2, 160.0)], 180.0, 2 << 20) == 1 << 20
+    dip = [(1, 20.0), (2, 150.0), (4, 30.0)]
+    assert hostcache.effective_llc(dip, 180.0, 4 << 20) == 1 << 20
+    # The table's last level takes the measured size; the levels below keep sysfs's.
+    table = hostcache.host_cache(banks, hostcache.Memory(1e10, 2e10, 2, 182.8), 2445, 4 << 20)
+    assert [b["size"] for b in table["bank"]] == ["512KiB", "512KiB", "4MiB"]
+    # Never larger than sysfs.
+    big = hostcache.host_cache(banks, hostcache.Memory(1e10, 2e10, 2, 182.8), 2445, 1 << 30)
+    assert big["bank"][-1]["size"] == "32MiB"
+
+
 def test_sizes_are_the_kernels_k_and_m_and_a_clock_comes_from_cpuinfo_without_cpufreq(
     tmp_path: Path,
 ):

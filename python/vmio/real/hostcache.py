@@ -17,7 +17,28 @@ bandwidth = the triad loop on every core at once (one process pinned per core, S
             limit it), and the contention model's bus is the whole machine's
 latency   = `triad chase`: dependent loads over one random cycle of CHASE_MIB MiB (4 x a
             32 MiB last-level cache), CPU ns per load
+last level, its size as this machine's programs get it (`effective_llc`):
+            curve = `triad chase MIB` on core 0 for MIB = 2 x the level below's size (at
+                    least 1 MiB), doubling, up to the last level's sysfs size (CURVE_LOADS
+                    loads each)
+            cut   = curve's first latency + HALFWAY x (latency - curve's first latency)
+            size  = the largest MIB up to which every point of the curve is at most cut
+                    (the first point is the level's own plateau: twice the level below);
+                    the sysfs size where the whole curve stays below the cut
+            the last level's banks get min(sysfs size, size)
 ```
+
+Why the last level's size is measured: in a VM (this machine is a 2-vCPU KVM guest on an AMD
+EPYC) sysfs shows the physical L3's size, but the L3 is shared with the host's other vCPUs and
+tenants, whose lines take most of it: a chase here cost 35 ns a load over 1 MiB, 78 over
+2 MiB, 141 over 4 MiB and 161 over 8 MiB against 194 over 64 MiB (docs/cpu.md), so past about
+2 MiB a program is served by memory even alone, and the contention model
+(crates/vmio-core/src/cpu/contention.rs) must not let a program hold an 8 MiB footprint in a
+cache it never gets. The reading of the curve is lmbench's (McVoy and Staelin, "lmbench:
+Portable tools for performance analysis", USENIX 1996, `lat_mem_rd`; Saavedra and Smith,
+"Measuring cache and TLB performance and their effect on benchmark run times", IEEE TC 1995):
+a level's capacity is where the latency of a dependent chase leaves that level's plateau;
+halfway to memory's latency is where more than half the loads miss it.
 
 Under a hypervisor (this machine is a KVM guest) the chase's figure also holds the guest's
 nested page walk whenever the host backs the guest's huge pages with small ones: the figure
@@ -40,6 +61,9 @@ ELEMENTS = 1 << 24
 """Elements of each triad array (`N` in triad.c; `ELEMENTS` in workload/cpu/triad.rs)."""
 BYTES_PER_ELEMENT = 32
 CHASE_MIB = 128
+CURVE_LOADS = 4_000_000
+"""Loads of each chase of the last level's curve (about 0.6 s at memory's latency)."""
+HALFWAY = 0.5
 
 
 class HostCacheError(Exception):
@@ -117,16 +141,51 @@ class Memory:
     latency_ns: float
 
 
-def host_cache(banks: list[Bank], memory: Memory, mhz: int) -> dict:
-    """The `[host.cache]` table (crates/vmio-core/src/cpu/cache.rs's keys)."""
+def host_cache(banks: list[Bank], memory: Memory, mhz: int, llc_bytes: int | None = None) -> dict:
+    """The `[host.cache]` table (crates/vmio-core/src/cpu/cache.rs's keys); `llc_bytes`: the
+    last level's measured size (`effective_llc`), which its banks take where it is smaller
+    than sysfs says."""
+    top = max(b.level for b in banks)
+
+    def size(b: Bank) -> int:
+        if llc_bytes is not None and b.level == top:
+            return min(b.size_bytes, llc_bytes)
+        return b.size_bytes
+
     return {
         "memory_bandwidth": round(memory.bandwidth_all),
         "memory_latency": f"{round(memory.latency_ns)}ns",
         "clock_mhz": mhz,
-        "bank": [
-            {"level": b.level, "size": size_text(b.size_bytes), "cpus": b.cpus} for b in banks
-        ],
+        "bank": [{"level": b.level, "size": size_text(size(b)), "cpus": b.cpus} for b in banks],
     }
+
+
+def curve_sizes(banks: list[Bank]) -> list[int]:
+    """The chase sizes (MiB) of the last level's curve (module doc)."""
+    top = max(b.level for b in banks)
+    llc = max(b.size_bytes for b in banks if b.level == top)
+    below = [b.size_bytes for b in banks if b.level < top]
+    mib = max(1, (2 * max(below, default=0)) >> 20)
+    sizes = []
+    while mib << 20 <= llc:
+        sizes.append(mib)
+        mib *= 2
+    return sizes
+
+
+def effective_llc(curve: list[tuple[int, float]], memory_ns: float, sysfs_bytes: int) -> int:
+    """The last level's size as programs here get it (module doc), from the chase `curve`
+    ((MiB, ns per load), by size) and memory's latency."""
+    if not curve:
+        return sysfs_bytes
+    base = curve[0][1]
+    cut = base + HALFWAY * (memory_ns - base)
+    held = curve[0][0]
+    for mib, ns in curve[1:]:
+        if ns > cut:
+            return held << 20
+        held = mib
+    return sysfs_bytes
 
 
 def cc_missing() -> str | None:
@@ -190,35 +249,56 @@ def run_triads(binary: Path, passes: int, cpus: list[int | None]) -> list[dict[s
 CHASE_LOADS = 20_000_000
 
 
-def measure_memory(binary: Path, passes: int, cores: int, loads: int = CHASE_LOADS) -> Memory:
-    """The bandwidth of one copy and of one per core, and the chase (module doc)."""
-    one = triad_rate(run_triads(binary, passes, [0])[0])
-    every = sum(triad_rate(o) for o in run_triads(binary, passes, list(range(cores))))
+def chase_ns(binary: Path, mib: int, loads: int, cpu: int | None = 0) -> float:
+    """CPU ns per load of `triad chase MIB LOADS` on core `cpu`."""
     r = subprocess.run(
-        pinned([str(binary), "chase", str(CHASE_MIB), str(loads)], 0),
+        pinned([str(binary), "chase", str(mib), str(loads)], cpu),
         capture_output=True,
         text=True,
         check=False,
     )
     if r.returncode != 0:
         raise HostCacheError(f"{binary} chase: {r.stderr.strip()}")
-    return Memory(one, every, cores, parse_output(r.stdout)["ns_per_load"])
+    return parse_output(r.stdout)["ns_per_load"]
 
 
-def measure(binary: Path, passes: int = 20, loads: int = CHASE_LOADS) -> tuple[dict, dict]:
-    """This machine's [host.cache] table and what it came from (banks, memory, clock)."""
+def measure_memory(binary: Path, passes: int, cores: int, loads: int = CHASE_LOADS) -> Memory:
+    """The bandwidth of one copy and of one per core, and the chase (module doc)."""
+    one = triad_rate(run_triads(binary, passes, [0])[0])
+    every = sum(triad_rate(o) for o in run_triads(binary, passes, list(range(cores))))
+    return Memory(one, every, cores, chase_ns(binary, CHASE_MIB, loads))
+
+
+def measure(
+    binary: Path, passes: int = 20, loads: int = CHASE_LOADS, curve_loads: int = CURVE_LOADS
+) -> tuple[dict, dict]:
+    """This machine's [host.cache] table and what it came from (banks, memory, clock, the last
+    level's chase curve and measured size)."""
     banks = read_banks()
     cores = os.cpu_count() or 1
     memory = measure_memory(binary, passes, cores, loads)
     mhz = clock_mhz()
-    how = {"banks": [asdict(b) for b in banks], "memory": asdict(memory), "clock_mhz": mhz}
-    return host_cache(banks, memory, mhz), how
+    curve = [(mib, chase_ns(binary, mib, curve_loads)) for mib in curve_sizes(banks)]
+    top = max(b.level for b in banks)
+    sysfs = max(b.size_bytes for b in banks if b.level == top)
+    llc = effective_llc(curve, memory.latency_ns, sysfs)
+    how = {
+        "banks": [asdict(b) for b in banks],
+        "memory": asdict(memory),
+        "clock_mhz": mhz,
+        "llc_curve": [[mib, ns] for mib, ns in curve],
+        "llc_sysfs_bytes": sysfs,
+        "llc_bytes": llc,
+    }
+    return host_cache(banks, memory, mhz, llc), how
 
 
 __all__ = [
     "BYTES_PER_ELEMENT",
     "CHASE_LOADS",
     "CHASE_MIB",
+    "CURVE_LOADS",
+    "HALFWAY",
     "ELEMENTS",
     "SOURCE",
     "Bank",
@@ -226,7 +306,10 @@ __all__ = [
     "Memory",
     "build",
     "cc_missing",
+    "chase_ns",
     "clock_mhz",
+    "curve_sizes",
+    "effective_llc",
     "host_cache",
     "measure",
     "measure_memory",
