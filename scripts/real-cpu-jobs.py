@@ -228,8 +228,8 @@ def corun_main(a: argparse.Namespace) -> int:
             )
             print(
                 f"bzip2 input {INPUT_BYTES} bytes x {repeats}, triad {passes} passes; "
-                f"{a.rounds} rounds (more, within {a.budget:g} s, until {a.rounds} start below "
-                f"load {corun.QUIET_LOAD})"
+                f"{a.rounds} rounds (more, within {a.budget:g} s, until {a.rounds} had other "
+                f"processes below {corun.QUIET_OTHER} cores)"
             )
             load = os.getloadavg()[0]
             t0 = time.monotonic()

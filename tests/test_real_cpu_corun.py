@@ -129,20 +129,25 @@ def test_this_machines_caches_make_a_host_cache_the_simulator_accepts():
     assert len(stack.doc()["host"]["cache"]["bank"]) == len(banks)
 
 
-def sample(rnd: int, program: str, mode: str, cpu: float, load: float = 0.2) -> Sample:
+def sample(
+    rnd: int, program: str, mode: str, cpu: float, load: float = 0.2, other: float = 0.0
+) -> Sample:
     passes = cpu - 0.2 if program == "triad" else None
-    return Sample(rnd, program, mode, cpu, cpu * 1.01, passes, 0.0, 0.0, load, "up")
+    return Sample(rnd, program, mode, cpu, cpu * 1.01, passes, 0.0, other, load, "up")
 
 
 def test_the_slowdown_is_the_median_of_each_rounds_together_over_alone_and_noisy_rounds_drop():
     samples = []
-    for rnd, (bz, tr, load) in enumerate(
-        [(1.10, 1.00, 0.3), (1.20, 1.02, 0.5), (1.30, 1.04, 0.2), (2.00, 1.50, 6.0)]
+    # Quiet is what other processes took, not the load average (which the rounds' own two
+    # programs keep above 1 on two cores): round 1's load of 1.6 is its own.
+    for rnd, (bz, tr, load, other) in enumerate(
+        [(1.10, 1.00, 0.3, 0.01), (1.20, 1.02, 1.6, 0.02), (1.30, 1.04, 0.2, 0.0)]
+        + [(2.00, 1.50, 0.4, 0.9)]
     ):
         for program, mode in corun.round_order(rnd):
             together = {"bzip2": bz, "triad": tr}[program]
             cpu = 4.0 * (together if mode == "together" else 1.0)
-            samples.append(sample(rnd, program, mode, cpu, load))
+            samples.append(sample(rnd, program, mode, cpu, load, other))
     assert corun.round_order(1) == corun.round_order(0)[::-1]
     assert corun.quiet_rounds(samples) == [0, 1, 2]
     rounds = corun.select(samples, 3)
@@ -151,7 +156,7 @@ def test_the_slowdown_is_the_median_of_each_rounds_together_over_alone_and_noisy
     assert sums["bzip2"].slowdown == pytest.approx(1.2)
     assert (sums["bzip2"].slowdown_min, sums["bzip2"].slowdown_max) == pytest.approx((1.1, 1.3))
     assert sums["triad"].slowdown == pytest.approx(1.02)
-    assert sums["triad"].load_max == 0.5
+    assert sums["triad"].load_max == 1.6
     # Target: within the spread, or the excess over x1 within 25 % of the measured one.
     assert corun.within_target(sums["bzip2"], 1.29)
     assert corun.within_target(sums["triad"], 1.024) and not corun.within_target(sums["triad"], 1.1)
