@@ -201,10 +201,13 @@
 //! mix's mean unit time:
 //!
 //! ```text
-//! one direction d:  X = min(N / (a + z), P(q, a + t + z, 1 / t)),  z = stall_probability x
-//!     stall_time (a unit holds a command's stall)
+//! one direction d:  X = min(N / (a + z), P(q, a + t + z + h, 1 / t)),  z = stall_probability
+//!     x stall_time (a unit holds a command's stall), h = the loop's `path_ns`: the time a
+//!     request spends outside the device on each round trip, in no resource (a native
+//!     host's submission, vdisk's `host` interface: 1.5 us of fio's slat), 0 for the device
+//!     alone
 //! a mix, p = rwmixread / 100:  a_m = p a_r + (1-p) a_w,  t_m = p t_r + (1-p) t_w,
-//!     X = min(N / (a_m + z), P(q, a_m + t_m + z, min(the pipes, link_rate / L)))
+//!     X = min(N / (a_m + z), P(q, a_m + t_m + z + h, min(the pipes, link_rate / L)))
 //!     the pipes, "full": 1 / (p (c + L / read_rate)), 1 / ((1-p) (c + L / write_rate))
 //!     the pipes, "half": 1 / (c + p L / read_rate + (1-p) L / write_rate + 2 p (1-p) s)
 //! bytes per second X L; mean latency q / X; a FLUSH (no buffer, idle): B + k + flush_latency
@@ -634,12 +637,15 @@ pub enum Figure<'a> {
 }
 
 /// What a closed loop keeps outstanding: `iodepth` requests of `bs` bytes, each replaced
-/// by the next as it completes (fio's `iodepth` with libaio).
+/// by the next as it completes (fio's `iodepth` with libaio); `path_ns`, the time each
+/// request spends on its round trip outside the device and its queue, occupying nothing
+/// (the host's submission, a delay in the loop: module doc, "Closed forms").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClosedLoop {
     pub load: Load,
     pub bs: u64,
     pub iodepth: u64,
+    pub path_ns: f64,
 }
 
 /// The requests of a closed loop: reads, writes, or each a read with probability
@@ -816,14 +822,16 @@ impl ClosedForm {
         let c = self.transfer_overhead_ns / 1e9;
         let (b, k) = (self.batch_overhead_ns / 1e9, self.command_overhead_ns / 1e9);
         let (a_r, a_w) = (self.read_latency_ns / 1e9, self.write_latency_ns / 1e9);
-        // A command's mean stall: on its unit, away from the processor and its pipe.
+        // A command's mean stall: on its unit, away from the processor and its pipe; the
+        // path's delay is part of every round trip, in no resource.
         let z = self.stall_probability * self.stall_time_ns / 1e9;
+        let h = job.path_ns / 1e9;
         // t(L, d) = c + L / min(rate_d, link_rate): a request's time on its pipe.
         let t_r = c + len / least(self.read_rate_bps, link);
         let t_w = c + len / least(self.write_rate_bps, link);
         let f = match job.load {
-            Load::Read => return (a_r + z, processor_x(q, b, k, a_r + t_r + z, 1.0 / t_r)),
-            Load::Write => return (a_w + z, processor_x(q, b, k, a_w + t_w + z, 1.0 / t_w)),
+            Load::Read => return (a_r + z, processor_x(q, b, k, a_r + t_r + z + h, 1.0 / t_r)),
+            Load::Write => return (a_w + z, processor_x(q, b, k, a_w + t_w + z + h, 1.0 / t_w)),
             Load::Mixed { read_percent } => read_percent as f64 / 100.0,
         };
         let a = f * a_r + (1.0 - f) * a_w;
@@ -850,7 +858,7 @@ impl ClosedForm {
         };
         (
             a + z,
-            processor_x(q, b, k, a + t + z, least(pipes, link / len)),
+            processor_x(q, b, k, a + t + z + h, least(pipes, link / len)),
         )
     }
 
@@ -1264,6 +1272,7 @@ mod tests {
             load,
             bs: len,
             iodepth: q,
+            path_ns: 0.0,
         })
     }
 
@@ -1592,6 +1601,7 @@ mod tests {
             load,
             bs: len,
             iodepth: q,
+            path_ns: 0.0,
         }
     }
 
