@@ -192,10 +192,10 @@ SIM_RUNTIME_MS (500 ms) of simulated time, or, when the fit has stalls, for SIM_
 of them at the closed forms' rate, (SIM_STALLS / stall_probability) / X_model seconds, at
 most SIM_MAX_IOS (400,000) requests' worth (about 2.5 s of a debug build's simulator). The
 model places one stall in each block of 1 / p commands (flash.rs, "Stalls"), so a run holds
-its share within one stall: 20 put the mean stall within 5 % of p D. A 0.5 s run of a RAM-backed file's fit on a loaded machine (p =
-9e-5, D = 36.7 ms) held about 11 stalls at QD 8 and 4.5 at QD 1; the simulator then moved
-from the closed forms by -23 % to +23 % with the seed, and the round trip's sim-vs-model
-median by 1.5 % to 23 %.
+its share within one stall: 20 put the mean stall within 5 % of p D. A 0.5 s run of a
+RAM-backed file's fit on a loaded machine (p = 9e-5, D = 36.7 ms) held about 11 stalls at
+QD 8 and 4.5 at QD 1; the simulator then moved from the closed forms by -23 % to +23 % with
+the seed, and the round trip's sim-vs-model median by 1.5 % to 23 %.
 
 Why these fits. c: a per-command cost on the pipe shows where the rates (set by large
 requests) overestimate mid-size requests at depth (16k-64k at QD 8-32: 1 / X well above
