@@ -7,7 +7,7 @@ Tolerance of the round trips (RAM-backed targets: /dev/shm and a loop device on 
 - the points the fit is anchored on are exact: the rate points (1m at QD32, the only
   bs >= 64k QD >= 8 points of --quick) within 1 % in the model, 5 % in vmio sim;
 - vmio sim runs what was fitted: its bandwidth within 5 % of the closed form's, median over
-  the battery (it adds the host's per-request path, ~1.5 us, to the model's);
+  the battery (both hold the native host's per-request path, 1.5 us);
 - measured against the model: median absolute relative error of bandwidth at most 100 %
   (a factor of 2). These targets are synchronous (the copy runs in fio's thread), which the
   model cannot express: its loaded points come out up to 2x the QD1 figure (calibrate's
