@@ -7,11 +7,15 @@
 //!                               an fdatasync job: (NaN, NaN, the FLUSH's latency in ns)
 //! flash_bounds(params, job)  -> (a in s, X without the units)   X = min(units / a, that)
 //! flash_processor_x(q, b_s, k_s, r0_s, cap) -> X                the processor's approximation
+//! host_path_ns()             -> a native host's per-request path in ns (vdisk's `host`
+//!                               interface: guest_submit + vmm_submit + vmm_complete, the
+//!                               costs the dedicated CPU model charges): a job's path_ns
 //! device_params(model)       -> [{name, kind, unit, default, choices}]   the model's specs
 //! params: {stack-file name: a number in the spec's unit (ns, bytes/s, bytes) | a text as
 //!          the stack file writes it}; a missing name takes the model's default
 //! job:    {rw: fio's rw (read, randread, write, randwrite, rw, readwrite, randrw),
-//!          bs: bytes, iodepth (default 1), rwmixread (default 50, fio's), fdatasync: bool}
+//!          bs: bytes, iodepth (default 1), rwmixread (default 50, fio's), fdatasync: bool,
+//!          path_ns: the delay each request spends outside the device (default 0)}
 //! ```
 
 use pyo3::prelude::*;
@@ -60,7 +64,7 @@ fn closed_form(params: &Bound<'_, PyDict>) -> PyResult<ClosedForm> {
 
 /// The job of `job` (module doc).
 fn job(job: &Bound<'_, PyDict>) -> PyResult<Job> {
-    const KEYS: &[&str] = &["rw", "bs", "iodepth", "rwmixread", "fdatasync"];
+    const KEYS: &[&str] = &["rw", "bs", "iodepth", "rwmixread", "fdatasync", "path_ns"];
     for k in job.keys() {
         let k: String = k.extract()?;
         if !KEYS.contains(&k.as_str()) {
@@ -114,7 +118,23 @@ fn job(job: &Bound<'_, PyDict>) -> PyResult<Job> {
         (true, false) => Load::Read,
         _ => Load::Write,
     };
-    Ok(Job::Loop(ClosedLoop { load, bs, iodepth }))
+    let path_ns = match get("path_ns") {
+        Some(v) => match v.extract::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 && !v.is_instance_of::<PyBool>() => x,
+            _ => {
+                return Err(err(format!(
+                    "job: path_ns = {v}: must be a number of ns at least 0"
+                )))
+            }
+        },
+        None => 0.0,
+    };
+    Ok(Job::Loop(ClosedLoop {
+        load,
+        bs,
+        iodepth,
+        path_ns,
+    }))
 }
 
 /// `(requests per second, bytes per second, mean latency in ns)` of `job` on the flash model
@@ -148,6 +168,19 @@ fn flash_bounds(params: &Bound<'_, PyDict>, job: &Bound<'_, PyDict>) -> PyResult
 #[pyfunction]
 fn flash_processor_x(q: u64, b_s: f64, k_s: f64, r0_s: f64, cap: f64) -> f64 {
     processor_x(q, b_s, k_s, r0_s, cap)
+}
+
+/// A native host's per-request path in ns: what the simulator adds to each request of
+/// `interface = "host"` outside the device (vmio_sim::vdisk, `Interface::Host`: the system
+/// call's submission; the dedicated CPU model charges no completion), a closed loop's
+/// `path_ns`.
+#[pyfunction]
+fn host_path_ns() -> f64 {
+    use vmio_core::request::Op;
+    use vmio_sim::vdisk::{InterfaceModel, VirtualDisk};
+    let m = InterfaceModel::new(vmio_core::stack::Interface::Host, None, None);
+    (m.guest_submit_ns() + m.vmm_submit_ns(Op::Read, 4096) + m.vmm_complete_ns(Op::Read, 4096))
+        as f64
 }
 
 /// The declared parameters of device model `model`, in order: `name`, `kind` (size, rate,
@@ -192,6 +225,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flash_predict, m)?)?;
     m.add_function(wrap_pyfunction!(flash_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(flash_processor_x, m)?)?;
+    m.add_function(wrap_pyfunction!(host_path_ns, m)?)?;
     m.add_function(wrap_pyfunction!(device_params, m)?)?;
     Ok(())
 }
