@@ -139,6 +139,12 @@ pub struct ImageStats {
     pub backing_read_bytes: u64,
     /// Clusters freed by discards.
     pub discarded_clusters: u64,
+    /// Requests to the image file that waited for a write-zeroes past its end (QEMU's
+    /// serialising request: file-posix `raw_do_pwrite_zeroes`), those write-zeroes included
+    /// when they waited themselves; filled by the engine, which runs that rule.
+    pub serialised_waits: u64,
+    /// Their total wait, in ns.
+    pub serialised_wait_ns: u64,
 }
 
 /// A format driver of one disk. Calls never reenter: the engine executes the actions a call

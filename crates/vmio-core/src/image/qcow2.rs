@@ -81,9 +81,7 @@
 //! extended L2 entries (subclusters), encryption, external data files, `cache-clean-interval`
 //! (the cache is never trimmed), the image lock handle_alloc_space's zero check takes
 //! (bdrv_co_is_zero_fast -> qcow2_co_block_status: its lookups hit the slice just used),
-//! file-posix's serialisation of a write-zeroes past the end of the file (block/file-posix.c
-//! `raw_do_pwrite_zeroes`, an XFS workaround since QEMU 4.2: later requests past its start
-//! wait for it), the thread-pool hand-off of the write-zeroes a block device refuses (here
+//! the thread-pool hand-off of the write-zeroes a block device refuses (here
 //! it is not tried), L2 table allocation by a discard of a range without one, the growth of
 //! the refcount table, and the backing files' own locks (their lookups run in the reading
 //! request's unlocked phase). Metadata writes smaller than a sector (the L1 entry, the
@@ -94,6 +92,9 @@
 //! qcow2-cluster.c `perform_cow` (returns at once for `skip_cow`); introduced by commit
 //! c8bb23cbdbe3 ("qcow2: skip writing zero buffers to empty COW areas", QEMU 4.1). Whether
 //! it applies is [`ImageCaps::write_zeroes`] (the QEMU release and the host file).
+//! file-posix makes such a write-zeroes past the end of the file serialising (QEMU >= 4.2:
+//! the engine runs that rule, vmio-sim's blocklayer.rs, and reports its waits as
+//! `serialised_waits` and `serialised_wait_ns`).
 
 use super::qcow2meta::{File, Step, Which, SECTOR, UNALLOC, ZERO};
 use super::spec::{BackingSpec, Discard, Format, ImageSpec, Preallocation};

@@ -51,6 +51,13 @@ pub struct QemuProfile {
     /// qcow2 zeroes a new cluster's zero copy-on-write areas with one write-zeroes request
     /// of the protocol layer (`handle_alloc_space`, QEMU 4.1) instead of zero buffers.
     pub qcow2_zero_alloc: bool,
+    /// file-posix makes a write-zeroes that reaches past the end of the file a serialising
+    /// request up to the largest offset (block/file-posix.c `raw_do_pwrite_zeroes`, commit
+    /// 292d06b925b2 "block/file-posix: Let post-EOF fallocate serialize", QEMU 4.2: an XFS
+    /// workaround applied to every filesystem and AIO mode): it waits for the requests in
+    /// flight past its start, and later ones there wait for it (block/io.c
+    /// `bdrv_make_request_serialising`, `bdrv_wait_serialising_requests`).
+    pub post_eof_serialising: bool,
 }
 
 /// The named profiles, oldest first.
@@ -66,6 +73,7 @@ pub const PROFILES: &[QemuProfile] = &[
         iothread_vq_mapping: false,
         linux_aio_max_batch: 1024,
         qcow2_zero_alloc: false,
+        post_eof_serialising: false,
     },
     QemuProfile {
         name: "5.2",
@@ -78,6 +86,7 @@ pub const PROFILES: &[QemuProfile] = &[
         iothread_vq_mapping: false,
         linux_aio_max_batch: 1024,
         qcow2_zero_alloc: true,
+        post_eof_serialising: true,
     },
     QemuProfile {
         name: "7.2",
@@ -90,6 +99,7 @@ pub const PROFILES: &[QemuProfile] = &[
         iothread_vq_mapping: false,
         linux_aio_max_batch: 32,
         qcow2_zero_alloc: true,
+        post_eof_serialising: true,
     },
     QemuProfile {
         name: "8.2",
@@ -102,6 +112,7 @@ pub const PROFILES: &[QemuProfile] = &[
         iothread_vq_mapping: true,
         linux_aio_max_batch: 32,
         qcow2_zero_alloc: true,
+        post_eof_serialising: true,
     },
 ];
 

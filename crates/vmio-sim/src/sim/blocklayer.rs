@@ -54,6 +54,35 @@
 //! wake-ups (µs against an fdatasync's ms), and the data I/O of a request split over several
 //! L2 slices pays none for its further pieces (they run side by side with the first).
 //!
+//! **A write-zeroes past the end of the file serialises** (QEMU >= 4.2, [`vmio_core::vdisk::qemu::QemuProfile`]'s
+//! `post_eof_serialising`, for a qcow2 disk on a filesystem volume, the only one whose driver
+//! emits WriteZeroes). block/file-posix.c `raw_do_pwrite_zeroes`: when `offset + bytes`
+//! passes `bs->total_sectors` (commit 292d06b925b2, an XFS workaround "enabled for all
+//! filesystems and AIO modes") the request's tracked range is extended to the largest
+//! offset and made serialising (block/io.c `bdrv_make_request_serialising`): it waits for
+//! every request in flight that overlaps it, and every later request that overlaps it
+//! (reads and writes alike: `bdrv_wait_serialising_requests` in `bdrv_aligned_preadv` and
+//! `bdrv_co_write_req_prepare`) waits for it. qcow2 appends new clusters at the end of its
+//! file, so with `preallocation = off` every allocation's write-zeroes is past the end: the
+//! allocations run one at a time, and the data I/O past the oldest one in flight waits.
+//!
+//! ```text
+//! gate of a disk (its host file's sub-requests; tracked from issue to ImageDone):
+//!   eof = image::initial_file_len, then max(eof, end) at each write's ImageDone
+//!         (bdrv_co_write_req_finish updates total_sectors)
+//!   a sub-request t = [start, end): serialising when it is a WriteZeroes with end > eof,
+//!         its range then [start, +inf)
+//!   conflict(a, b) = (a or b serialising) and their ranges overlap
+//!   issue t: waits when it conflicts with one in flight or with one waiting before it
+//!            (FIFO: QEMU tracks a waiting request too), else it starts
+//!   ImageDone of t: t leaves; the waiting ones that no longer conflict start, in order
+//! ```
+//!
+//! Simplifications: whether a write-zeroes is past the end is decided when the driver issues
+//! it (QEMU decides after the request has waited for the serialising ones before it); a
+//! flush is not a tracked range (as in QEMU) and waits for nothing; a raw disk has no driver
+//! and no gate.
+//!
 //! The driver's capabilities (`ImageCaps`: the VM's `qemu_version` profile and whether the
 //! disk's volume has a filesystem) are set where the drivers are built (mod.rs).
 //!
@@ -69,6 +98,7 @@
 use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::{Engine, HostOp};
+use std::collections::VecDeque;
 use vmio_core::cache::Request;
 use vmio_core::image::{ImageAction, ImageFormat, ImageStats};
 use vmio_core::request::Op;
@@ -85,6 +115,89 @@ pub(super) struct ImageLayer {
     /// Per sub-request (by its index in the request slab): the wake-ups' latency it pays
     /// when the host is done with it.
     wakeup_ns: Vec<Ns>,
+    /// Per disk: file-posix's serialising of a write-zeroes past the end of the file
+    /// (module doc); None where it cannot happen.
+    gates: Vec<Option<Gate>>,
+}
+
+/// A sub-request the gate tracks: `[start, end)` of the disk's host file (`end` its own,
+/// also for a serialising one, whose range reaches the largest offset).
+#[derive(Clone, Copy, Debug)]
+struct Tracked {
+    h: usize,
+    /// When it was issued.
+    at: Ns,
+    start: u64,
+    end: u64,
+    write: bool,
+    serialising: bool,
+}
+
+impl Tracked {
+    fn conflicts(&self, o: &Tracked) -> bool {
+        let end = |t: &Tracked| if t.serialising { u64::MAX } else { t.end };
+        (self.serialising || o.serialising) && self.start < end(o) && o.start < end(self)
+    }
+}
+
+/// What a waiting sub-request does when it starts.
+#[derive(Clone, Copy, Debug)]
+enum Held {
+    Io,
+    Zero,
+}
+
+/// One disk's serialising requests (module doc).
+#[derive(Debug)]
+struct Gate {
+    /// The host file's size as QEMU's block layer knows it (`bs->total_sectors`).
+    eof: u64,
+    inflight: Vec<Tracked>,
+    waiting: VecDeque<(Tracked, Held)>,
+    /// Sub-requests that waited, and their total wait.
+    waits: u64,
+    wait_ns: u64,
+}
+
+impl Gate {
+    /// Whether `t` may start now; if so it is in flight, else it waits.
+    fn admit(&mut self, t: Tracked, held: Held) -> bool {
+        let blocked = self.inflight.iter().any(|o| o.conflicts(&t))
+            || self.waiting.iter().any(|(o, _)| o.conflicts(&t));
+        if blocked {
+            self.waiting.push_back((t, held));
+        } else {
+            self.inflight.push(t);
+        }
+        !blocked
+    }
+
+    /// Sub-request `h` is done (if the gate tracks it): it leaves, and the waiting ones
+    /// that conflict with nothing before them start (pushed onto `ready`).
+    fn release(&mut self, now: Ns, h: usize, ready: &mut Vec<(Tracked, Held)>) {
+        let Some(i) = self.inflight.iter().position(|t| t.h == h) else {
+            return;
+        };
+        let t = self.inflight.swap_remove(i);
+        if t.write {
+            self.eof = self.eof.max(t.end);
+        }
+        let mut k = 0;
+        while k < self.waiting.len() {
+            let (t, held) = self.waiting[k];
+            let blocked = self.inflight.iter().any(|o| o.conflicts(&t))
+                || self.waiting.iter().take(k).any(|(o, _)| o.conflicts(&t));
+            if blocked {
+                k += 1;
+            } else {
+                self.waiting.remove(k);
+                self.inflight.push(t);
+                self.waits += 1;
+                self.wait_ns += now - t.at;
+                ready.push((t, held));
+            }
+        }
+    }
 }
 
 impl ImageLayer {
@@ -96,12 +209,63 @@ impl ImageLayer {
             .flat_map(|vm| &vm.disks)
             .map(|d| (Engine::new(d.aio, 1), d.queue.wakeup_ns))
             .collect();
+        // A gate where a driver can issue a write-zeroes (a qcow2 disk on a filesystem
+        // volume) and the QEMU release serialises it past the end of the file.
+        let gates = stack
+            .vms
+            .iter()
+            .flat_map(|vm| {
+                let qemu = vmio_core::vdisk::qemu::lookup(vm.qemu_version)
+                    .unwrap_or_else(vmio_core::vdisk::qemu::default_profile);
+                vm.disks.iter().map(move |d| (qemu, d))
+            })
+            .zip(&drivers)
+            .map(|((qemu, d), driver)| {
+                let on_fs = stack.volumes[d.volume].filesystem.is_some();
+                (driver.is_some() && on_fs && qemu.qcow2_zero_alloc && qemu.post_eof_serialising)
+                    .then(|| Gate {
+                        eof: vmio_core::image::initial_file_len(&d.image, d.size_bytes),
+                        inflight: Vec::new(),
+                        waiting: VecDeque::new(),
+                        waits: 0,
+                        wait_ns: 0,
+                    })
+            })
+            .collect();
         ImageLayer {
             drivers,
             actions: Vec::new(),
             engines,
             wakeup_ns: Vec::new(),
+            gates,
         }
+    }
+
+    /// Whether sub-request `h` of `disk` may start now (always, without a gate); else it
+    /// waits in the gate (module doc). `zero`: a WriteZeroes.
+    #[allow(clippy::too_many_arguments)]
+    fn admit(
+        &mut self,
+        now: Ns,
+        disk: usize,
+        h: usize,
+        op: Op,
+        offset: u64,
+        len: u64,
+        zero: bool,
+    ) -> bool {
+        let Some(g) = self.gates[disk].as_mut() else {
+            return true;
+        };
+        let t = Tracked {
+            h,
+            at: now,
+            start: offset,
+            end: offset + len,
+            write: op == Op::Write,
+            serialising: zero && offset + len > g.eof,
+        };
+        g.admit(t, if zero { Held::Zero } else { Held::Io })
     }
 
     /// Sub-request `h` of `disk`, of kind `op`, pays its engine's wake-ups for it (None:
@@ -116,10 +280,12 @@ impl ImageLayer {
 
     /// The driver figures of `disk`, if it has a driver.
     pub(super) fn stats(&self, disk: usize) -> Option<ImageStats> {
-        self.drivers
-            .get(disk)
-            .and_then(|d| d.as_ref())
-            .map(|d| d.stats())
+        let mut s = self.drivers.get(disk).and_then(|d| d.as_ref())?.stats();
+        if let Some(g) = &self.gates[disk] {
+            s.serialised_waits = g.waits;
+            s.serialised_wait_ns = g.wait_ns;
+        }
+        Some(s)
     }
 }
 
@@ -152,6 +318,16 @@ impl Sim {
     /// Sub-request `h` of a format driver completed at the host (an ImageDone event).
     pub(super) fn image_done(&mut self, now: Ns, h: usize) {
         let (disk, token) = self.guest.remove_sub(h);
+        if let Some(g) = self.image.gates[disk].as_mut() {
+            let mut ready = Vec::new();
+            g.release(now, h, &mut ready);
+            for (t, held) in ready {
+                match held {
+                    Held::Io => self.host_start(now, t.h),
+                    Held::Zero => self.fs_zero_range(now, disk, t.start, t.end - t.start, t.h),
+                }
+            }
+        }
         if let Some(driver) = self.image.drivers[disk].as_mut() {
             driver.on_done(now, token, &mut self.image.actions);
             self.image_act(now, disk);
@@ -177,12 +353,16 @@ impl Sim {
                     // The guest's own data: its round trip is the interface's (module doc).
                     let kind = (!data).then_some(HostOp::ReadWrite);
                     self.image.price(h, disk, kind);
-                    self.host_start(now, h);
+                    if self.image.admit(now, disk, h, op, offset, len, false) {
+                        self.host_start(now, h);
+                    }
                 }
                 ImageAction::WriteZeroes { offset, len, token } => {
                     let h = self.guest.insert_sub(disk, Op::Write, offset, len, token);
                     self.image.price(h, disk, Some(HostOp::WriteZeroes));
-                    self.fs_zero_range(now, disk, offset, len, h);
+                    if self.image.admit(now, disk, h, Op::Write, offset, len, true) {
+                        self.fs_zero_range(now, disk, offset, len, h);
+                    }
                 }
                 ImageAction::Flush { token } => {
                     let h = self.guest.insert_sub(disk, Op::Flush, 0, 0, token);
@@ -204,5 +384,91 @@ impl Sim {
     pub(super) fn sub_finish(&mut self, now: Ns, h: usize) {
         let w = self.image.wakeup_ns.get(h).copied().unwrap_or(0);
         self.q.push(now + w, Event::ImageDone(h).pack());
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::{Gate, Held, Tracked};
+    use std::collections::VecDeque;
+
+    fn gate(eof: u64) -> Gate {
+        Gate {
+            eof,
+            inflight: Vec::new(),
+            waiting: VecDeque::new(),
+            waits: 0,
+            wait_ns: 0,
+        }
+    }
+
+    fn t(h: usize, start: u64, len: u64, write: bool, serialising: bool) -> Tracked {
+        Tracked {
+            h,
+            at: 0,
+            start,
+            end: start + len,
+            write,
+            serialising,
+        }
+    }
+
+    fn released(g: &mut Gate, h: usize) -> Vec<usize> {
+        let mut ready = Vec::new();
+        g.release(10, h, &mut ready);
+        ready.iter().map(|(t, _)| t.h).collect()
+    }
+
+    #[test]
+    fn requests_that_are_not_serialising_never_wait_for_each_other() {
+        let mut g = gate(1 << 20);
+        assert!(g.admit(t(1, 0, 4096, true, false), Held::Io));
+        assert!(g.admit(t(2, 0, 4096, true, false), Held::Io));
+        assert!(g.admit(t(3, 0, 4096, false, false), Held::Io));
+        assert_eq!(g.inflight.len(), 3);
+    }
+
+    #[test]
+    fn a_write_zeroes_past_the_end_waits_for_the_requests_in_flight_past_its_start_only() {
+        let mut g = gate(1 << 20);
+        assert!(g.admit(t(1, 4096, 4096, true, false), Held::Io)); // before its start
+        assert!(g.admit(t(2, 2 << 20, 4096, true, false), Held::Io)); // past its start
+        assert!(!g.admit(t(3, 1 << 20, 65536, true, true), Held::Zero));
+        assert_eq!(released(&mut g, 1), Vec::<usize>::new());
+        assert_eq!(released(&mut g, 2), vec![3]);
+        // It waited from its issue (0) to the release (10).
+        assert_eq!((g.waits, g.wait_ns), (1, 10));
+    }
+
+    #[test]
+    fn while_it_runs_every_later_request_past_its_start_waits_and_those_before_do_not() {
+        let mut g = gate(1 << 20);
+        assert!(g.admit(t(1, 1 << 20, 65536, true, true), Held::Zero));
+        assert!(g.admit(t(2, 0, 4096, false, false), Held::Io));
+        assert!(!g.admit(t(3, 5 << 20, 4096, false, false), Held::Io)); // far past: waits
+        assert!(!g.admit(t(4, (1 << 20) + 65536, 65536, true, true), Held::Zero));
+        // In arrival order: the read waited for the first alone and starts when it is done;
+        // the next allocation's write-zeroes waits for that read too (it is past its start).
+        assert_eq!(released(&mut g, 1), vec![3]);
+        assert_eq!(released(&mut g, 3), vec![4]);
+    }
+
+    #[test]
+    fn a_waiting_request_keeps_its_place_behind_an_earlier_waiting_one_it_conflicts_with() {
+        let mut g = gate(0);
+        assert!(g.admit(t(1, 0, 4096, true, false), Held::Io));
+        assert!(!g.admit(t(2, 0, 65536, true, true), Held::Zero)); // waits for 1
+        assert!(!g.admit(t(3, 8192, 4096, true, false), Held::Io)); // behind 2, not 1
+        assert_eq!(released(&mut g, 1), vec![2]);
+        assert_eq!(released(&mut g, 2), vec![3]);
+    }
+
+    #[test]
+    fn a_completed_write_moves_the_end_of_the_file_as_bs_total_sectors_does() {
+        let mut g = gate(65536);
+        assert!(g.admit(t(1, 65536, 65536, true, false), Held::Io));
+        assert!(g.admit(t(2, 1 << 30, 512, false, false), Held::Io));
+        assert!(released(&mut g, 1).is_empty() && released(&mut g, 2).is_empty());
+        assert_eq!(g.eof, 131072); // a read leaves it
     }
 }

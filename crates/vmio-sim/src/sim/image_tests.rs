@@ -257,3 +257,30 @@ fn a_wakeup_of_zero_gives_a_miss_the_device_read_alone_and_a_raw_disk_ignores_wa
     let slow = sim(&ram_nbd_stack("raw", "", "threads", "1ms"), QD1_READS);
     assert_eq!(runtime(&slow), runtime(&raw));
 }
+
+#[test]
+fn first_writes_on_qemu_7_2_wait_for_the_write_zeroes_past_the_end_of_the_file_only_at_depth() {
+    // 4 KiB random first writes to 64 KiB clusters of a new image on ext4: each allocation
+    // appends a cluster and zeroes it with a write-zeroes past the end of the file, which
+    // file-posix makes serialising (blocklayer.rs). At QD1 nothing else is in flight, so
+    // nothing waits; at QD16 requests do; QEMU 2.11 has no write-zeroes and no waits.
+    let job = |qd: u32| {
+        format!(
+            "[w]\nfilename=/dev/vda\nrw=randwrite\nbs=4k\nioengine=libaio\ndirect=1\n\
+             iodepth={qd}\nnumber_ios=400\n"
+        )
+    };
+    let image = "populated = 0.0";
+    let waits = |o: &RunOutput| {
+        let s = &o.report.images[0].stats;
+        (s.allocations, s.serialised_waits, s.serialised_wait_ns)
+    };
+    let (alloc, w, ns) = waits(&sim(&stack_on_ext4("7.2", image), &job(1)));
+    assert!(alloc > 390, "{alloc}");
+    assert_eq!((w, ns), (0, 0));
+    let (alloc, w, ns) = waits(&sim(&stack_on_ext4("7.2", image), &job(16)));
+    assert!(alloc > 390, "{alloc}");
+    assert!(w > alloc / 2 && ns > 0, "{w} waits, {ns} ns");
+    let (_, w, _) = waits(&sim(&stack_on_ext4("2.11", image), &job(16)));
+    assert_eq!(w, 0);
+}
