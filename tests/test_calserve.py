@@ -241,8 +241,18 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
         assert "# [queue] wakeup: qemu-img bench QD1 4k reads" in toml
         assert rec["vmio_calibrate_serve_path"]["queue"] == {"wakeup": sp.wakeup.wakeup_ns}
         assert len(rec["vmio_calibrate_serve_path"]["wakeup"]["rounds"]) == 2
+        # Every path point split by thread role (vmio.real.threadcpu): the main loop and the
+        # client work on every request, and the main loop sleeps at QD1 about once a request.
+        split = {p["name"]: p["threads"] for p in rec["points"] if "threads" in p}
+        assert set(split) == {p.job.name for p in sp.points if p.job.ioengine == "nbd"}
+        for name, t in split.items():
+            assert t["main_cpu_ns"] > 0 and t["client_cpu_ns"] > 0, (name, t)
+        qd1 = [t["main_wakes"] for n, t in split.items() if n.endswith("-qd1")]
+        assert qd1 and all(w > 0.5 for w in qd1), split
+        assert "main" in rec["vmio_calibrate_serve_path"]["threads"]
     else:
         assert queue is None and sp.wakeup is None
+        assert not sp.roles and rec["vmio_calibrate_serve_path"]["threads"] is None
     assert rec["vmio_calibrate_serve_path"]["nbd"] == sp.fit.nbd
     assert rec["vmio_calibrate_serve_path"]["server"] == server
     assert rec["vmio_calibrate_serve_path"]["served_by"].startswith(named)

@@ -110,12 +110,14 @@ class Sampler:
     def __init__(
         self,
         period: float = SAMPLE_S,
-        read: Callable[[], float] = busy_s,
+        read: Callable[[], Any] = busy_s,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        # `read` gives the machine's busy seconds, or any value whose differences are
+        # meaningful (vmio.real.threadcpu's totals by role): `between` subtracts two.
         self.period, self.read, self.clock = period, read, clock
         self.times: list[float] = []
-        self.busy: list[float] = []
+        self.busy: list[Any] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -150,14 +152,14 @@ class Sampler:
             self._thread.join()
         self.mark()
 
-    def between(self, t0: float, t1: float) -> tuple[float, float]:
+    def between(self, t0: float, t1: float) -> tuple[float, Any]:
         """(seconds, busy seconds) from the first sample at or after t0 to the last at or
-        before t1 ((0, 0) when no two samples are in it)."""
+        before t1 ((0, a zero difference) when no two samples are in it)."""
         with self._lock:
             i = bisect.bisect_left(self.times, t0)
             j = bisect.bisect_right(self.times, t1) - 1
             if j <= i:
-                return 0.0, 0.0
+                return 0.0, (self.busy[0] - self.busy[0] if self.busy else 0.0)
             return self.times[j] - self.times[i], self.busy[j] - self.busy[i]
 
     def idle_window(self, seconds: float) -> tuple[float, float]:
@@ -173,7 +175,7 @@ class Sampler:
         seconds = sum(s for s, _ in self.idle)
         return sum(b for _, b in self.idle) / seconds if seconds > 0 else 0.0
 
-    def run_window(self, exit_t: float, runtime_s: float) -> tuple[float, float]:
+    def run_window(self, exit_t: float, runtime_s: float) -> tuple[float, Any]:
         """(seconds, busy seconds) of the window inside a run that exited at `exit_t` after
         a time-based `runtime_s` (module doc)."""
         m = max(MARGIN_S, MARGIN_SHARE * runtime_s)

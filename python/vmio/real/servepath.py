@@ -70,6 +70,13 @@ cpu, cpu_rate = cpuwork.fit over the QD16 points (both directions share both: on
 cores = len(sched_getaffinity(0))
 ```
 
+With `--server qemu-storage-daemon` the same windows are also split by thread
+(vmio.real.threadcpu, read every threadcpu.SAMPLE_S): per point the CPU per request of the
+server's main loop, its thread pool, fio's job (the client) and fio's own process, the main
+loop's wake-ups per request, and what is in no thread (`rest`); the record's `threads` has
+the main loop's request and wake-up costs (threadcpu.wake_split over the smallest size's
+points) and each role's median. These are measured and recorded, not yet written as keys.
+
 written as `[nbd]` `cores`, `cpu`, `cpu_rate` (left out, with a note, when other processes
 kept more than cpuwork.BUSY_BACKGROUND cores busy in the idle windows) beside the fitted
 costs (which are fitted as before, without them); the JSON's QD16 points carry their window
@@ -114,14 +121,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from vmio import stackfile
-from vmio.real import cpuwork, images, machine, wakeup
+from vmio.real import cpuwork, images, machine, threadcpu, wakeup
 from vmio.real.calibrate import (
     KIB,
     MIB,
@@ -509,17 +516,21 @@ class ServePath:
     wakeup: wakeup.Wakeup | None = None
     loads: Mapping[str, cpuwork.Load] = field(default_factory=dict)
     """The QD16 points' CPU windows (module doc), by point name."""
+    roles: Mapping[str, threadcpu.RoleLoad] = field(default_factory=dict)
+    """qemu-storage-daemon's path points' CPU by thread role (vmio.real.threadcpu)."""
 
 
 @contextmanager
-def _served(server: str, image: Path, cache: str, work: Path) -> Iterator[tuple[str, str]]:
+def _served(
+    server: str, image: Path, cache: str, work: Path
+) -> Iterator[tuple[str, str, int | None]]:
     """`image` served by `server` on a socket in `work` (module doc), as (fio's uri, the
-    export's name); stopped on leaving."""
+    export's name, qemu-storage-daemon's pid or None); stopped on leaving."""
     sock = work / "nbd.sock"
     if server == QSD:
         how = images.Serve("threads", None, direct=cache == "none")
         with images.Server(images.RAW_OFF, how, image, IMAGE_SIZE, sock) as srv:
-            yield srv.uri, images.EXPORT
+            yield srv.uri, images.EXPORT, (srv.proc.pid if srv.proc is not None else None)
         return
     from vmio.real import serve
 
@@ -527,7 +538,7 @@ def _served(server: str, image: Path, cache: str, work: Path) -> Iterator[tuple[
     (work / "stack.toml").write_text(stack(dev, None, cache), encoding="utf-8")
     proc = serve.start_vmio(work / "stack.toml", sock)
     try:
-        yield f"nbd+unix:///{EXPORT}?socket={sock}", EXPORT
+        yield f"nbd+unix:///{EXPORT}?socket={sock}", EXPORT, None
     finally:
         serve._stop(proc)
 
@@ -540,18 +551,23 @@ def _run_path(
     stream: TextIO,
     server: str = VMIO,
     background_s: float = BACKGROUND_S,
-) -> tuple[list[Point], dict[str, cpuwork.Load], float]:
+) -> tuple[list[Point], dict[str, cpuwork.Load], float, dict[str, threadcpu.RoleLoad]]:
     """Serve `image` with `server` (`_served`) and run the path's probes on its export; the
-    QD16 points' CPU windows (module doc), by name, and the background (busy cores)."""
+    QD16 points' CPU windows (module doc), by name, the background (busy cores), and with
+    qemu-storage-daemon every point's CPU by thread role (vmio.real.threadcpu)."""
     ncores = cpuwork.cores()
     with tempfile.TemporaryDirectory(prefix="vmio-serve-path-") as tmp:
-        with _served(server, image, cache, Path(tmp)) as (uri, name):
+        with _served(server, image, cache, Path(tmp)) as (uri, name, pid):
             # fio's filename of an nbd job is the export's name: the engine opens no file.
             export = Target(
                 Path(name), False, True, 0, IMAGE_SIZE, IMAGE_SIZE, name, "", None, True
             )
             on = [replace(p, uri=uri) for p in probes]
-            with cpuwork.Sampler() as sampler:
+            threads = None
+            if pid is not None:
+                reader = threadcpu.PathThreads(pid)
+                threads = cpuwork.Sampler(threadcpu.SAMPLE_S, reader.read)
+            with cpuwork.Sampler() as sampler, threads or nullcontext():
                 sampler.idle_window(background_s)
                 first = len(schedule.exits)
                 points = measure_points(export, on, schedule, stream)
@@ -562,9 +578,20 @@ def _run_path(
         for pt, t in zip(points, exits, strict=True)
         if pt.job.iodepth > 1
     }
+    roles = {}
+    if threads is not None:
+        for pt, t in zip(points, exits, strict=True):
+            seconds, delta = threads.run_window(t, pt.runtime_s)
+            try:
+                total = cpuwork.Load.of(sampler, t, pt.runtime_s, pt.iops, ncores)
+            except CalibrateError:  # no window: no split either
+                continue
+            if seconds > 0 and pt.iops > 0:
+                # The roles' window is their own samples'; per request over its requests.
+                roles[pt.job.name] = threadcpu.RoleLoad.of(delta, pt.iops * seconds, total.cpu_ns)
     # The battery's probes (without the socket of a server that is gone).
     points = [replace(pt, job=p) for pt, p in zip(points, probes, strict=True)]
-    return points, loads, sampler.background()
+    return points, loads, sampler.background(), roles
 
 
 def describe_server(server: str, cache: str) -> str:
@@ -628,7 +655,7 @@ def measure(
         ram = Target(image, False, True, direct, IMAGE_SIZE, IMAGE_SIZE, "ram", fstype, None, True)
         points = measure_points(ram, [p for p in probes if p.engine != "nbd"], schedule, stream)
         schedule.shortest = False
-        path_points, loads, bg = _run_path(
+        path_points, loads, bg, roles = _run_path(
             image, path_probes, cache, schedule, stream, server, background
         )
         points += path_points
@@ -685,14 +712,19 @@ def measure(
             "notes": list(f.notes),
             "queue": None if wake is None else {"wakeup": wake.wakeup_ns},
             "wakeup": None if wake is None else wake.record(),
+            "threads": threadcpu.summary(points, roles) if roles else None,
         },
         "machine": machine.describe([str(directory)]),
         "points": [
-            _point_record(p, f, sims.get(p.job.name), loads.get(p.job.name)) for p in points
+            {
+                **_point_record(p, f, sims.get(p.job.name), loads.get(p.job.name)),
+                **({"threads": roles[p.job.name].record()} if p.job.name in roles else {}),
+            }
+            for p in points
         ],
     }
     json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return ServePath(f, points, simulated, toml_path, json_path, wake, loads)
+    return ServePath(f, points, simulated, toml_path, json_path, wake, loads, roles)
 
 
 def _point_record(
