@@ -465,18 +465,23 @@ impl Qcow2 {
     /// The server's block-status query of a read (qcow2_co_block_status): under the lock, one
     /// L2 lookup per slice of the range (a miss loads the slice), then unlock. True when the
     /// whole range reads as zeroes with no backing file to ask (the server's hole chunk).
+    /// The L2 lookup of cluster `c` in a run over a request's clusters in order: one lookup
+    /// per slice (`at`: the slice looked up last and whether its table exists); whether
+    /// `c`'s table exists.
+    fn lookup_in_run(&mut self, c: u64, at: &mut (u64, bool), plan: &mut Vec<Step>) -> bool {
+        let s = c / self.top.eps;
+        if s != at.0 {
+            *at = (s, self.top.l2_lookup(c, plan, &mut self.stats));
+        }
+        at.1
+    }
+
     fn plan_status(&mut self, req: Request, plan: &mut Vec<Step>) -> bool {
         let (first, last) = self.span(req);
-        let mut slice = u64::MAX;
-        let mut exists = false;
+        let mut at = (u64::MAX, false);
         let mut zero = true;
         for c in first..=last {
-            let s = c / self.top.eps;
-            if s != slice {
-                slice = s;
-                exists = self.top.l2_lookup(c, plan, &mut self.stats);
-            }
-            let v = if exists {
+            let v = if self.lookup_in_run(c, &mut at, plan) {
                 self.top.map[c as usize]
             } else {
                 UNALLOC
@@ -493,14 +498,10 @@ impl Qcow2 {
         let end = req.offset + req.len;
         let mut segs = std::mem::take(&mut self.segs);
         segs.clear();
-        let mut slice = u64::MAX;
-        let mut exists = false;
+        let mut at = (u64::MAX, false);
         for c in first..=last {
-            let s = c / self.top.eps;
-            if s != slice {
-                slice = s;
-                exists = self.top.l2_lookup(c, plan, &mut self.stats);
-            }
+            let exists = self.lookup_in_run(c, &mut at, plan);
+            let s = at.0;
             let a = req.offset.max(c * cs);
             let len = end.min((c + 1) * cs) - a;
             let v = if exists && !self.in_flight(c) {
