@@ -337,9 +337,77 @@ def test_a_directory_without_the_space_is_one_error_naming_what_it_needs():
     var = hostfscal.DEFAULT_DIR
     if images.mounted_fstype(var) not in hostfscal.FILESYSTEMS:
         pytest.skip(f"{var} is not on ext4 or xfs")
-    with pytest.raises(CalibrateError, match=r"free, the run needs .* \(7 files of .* at most\)"):
+    with pytest.raises(
+        CalibrateError, match=r"free, the run needs .* \(7 files of .* and 9 first-write files"
+    ):
         hostfscal.check_dir(var, 2**60, 3)
     assert hostfscal.check_dir(var, 1024**2) == images.mounted_fstype(var)
+
+
+# --- the disk's first writes (thin provisioning) ------------------------------------------
+
+
+def thin_runs_of(extra_us: dict[int, list[float]], over_us: float = 100.0) -> list:
+    """FIRST and OVER passes whose differences are `extra_us` per size, round by round."""
+    out = []
+    for bs, xs in extra_us.items():
+        for rnd, x in enumerate(xs):
+            out.append(hostfscal.ThinRun(bs, rnd, "first", (over_us + x) * US, 100, {}))
+            out.append(hostfscal.ThinRun(bs, rnd, "over", over_us * US, 100, {}))
+    return out
+
+
+def test_the_first_touch_share_is_one_for_a_few_writes_and_a_block_in_sixteen_for_all():
+    n = GIB // hostfscal.BS
+    assert hostfscal.first_touch_share(1, GIB) == 1.0
+    # Every 4 KiB block written once: each 64 KiB block is first touched once in 16.
+    assert hostfscal.first_touch_share(n, GIB) == pytest.approx(1 / 16)
+    assert hostfscal.first_touch_share(2 * n, GIB) == pytest.approx(1 / 16)
+    # 1 % of the blocks: a 64 KiB block holds two of them with probability about 1 - 0.99^15.
+    share = hostfscal.first_touch_share(n // 100, GIB)
+    assert 0.9 < share < 0.95, share
+
+
+def test_the_first_write_line_recovers_a_cost_per_write_and_per_block_and_corrects_convert():
+    # 50 us a write + 8.5 us a 64 KiB block: 58.5, 84 and 186 us at 64k, 256k and 1m.
+    runs = thin_runs_of(
+        {
+            64 * 1024: [58.5, 60.0, 57.0],
+            256 * 1024: [84.0, 80.0, 90.0],
+            MIB: [186.0, 180.0, 200.0],
+        }
+    )
+    costs = hostfscal.solve(runs_of(LATENCIES))  # convert_cost 20 us
+    # Every write of the unwritten kind the first into its block: 20 - 8.5 us remain.
+    t = hostfscal.solve_thin(runs, costs, 1, GIB)
+    assert (t.intercept_ns, t.block_cost_ns) == (50_000, 8_500)
+    assert t.first_share == 1.0 and t.convert_ns == 11_500
+    assert t.table() == {
+        "thin_block": "64k",
+        "thin_block_cost": "8500ns",
+        "thin_request": "0ns",
+        "thin_zero": False,
+        "convert_cost": "11500ns",
+    }
+    # A thick disk: no extra time growing with the size, no cost per block, convert kept.
+    flat = hostfscal.solve_thin(
+        thin_runs_of({64 * 1024: [3.0, 1.0], MIB: [1.0, 2.0]}), costs, 1, GIB
+    )
+    assert flat.block_cost_ns == 0 and flat.convert_ns == 20_000 and flat.notes
+    with pytest.raises(CalibrateError, match="two sizes"):
+        hostfscal.solve_thin(thin_runs_of({MIB: [1.0]}), costs, 1, GIB)
+
+
+def test_a_first_write_pass_is_one_sequential_psync_direct_pass_with_no_preallocation(
+    tmp_path: Path,
+):
+    args = hostfscal.thin_fio_args(MIB, tmp_path / "f", 64 * MIB, "thin-1024k-first")
+    opts = dict(a.removeprefix("--").split("=", 1) for a in args[1:])
+    assert opts["rw"] == "write" and opts["bs"] == str(MIB) and opts["ioengine"] == "psync"
+    assert opts["direct"] == "1" and opts["fallocate"] == "none" and opts["size"] == str(64 * MIB)
+    assert "time_based" not in opts and "runtime" not in opts
+    # Rounds alternate the sizes' order.
+    assert hostfscal.thin_sizes(1) == hostfscal.thin_sizes(0)[::-1]
 
 
 # --- the command line ----------------------------------------------------------------------
@@ -410,6 +478,13 @@ def test_a_quick_run_measures_a_write_into_a_hole_slower_than_an_overwrite(tmp_p
     head = rec["vmio_calibrate_host_fs"]
     lat = {k: v["median"] for k, v in head["latency_ns"].items()}
     assert len(rec["runs"]) == 3 * hostfscal.QUICK_ROUNDS
+    # The disk's first writes: both passes of every size in every round, and the line.
+    n_thin = 2 * len(hostfscal.THIN_SIZES) * hostfscal.QUICK_ROUNDS
+    assert len(rec["thin_runs"]) == n_thin
+    assert all(t["lat_mean_ns"] > 0 and t["ios"] > 0 for t in rec["thin_runs"])
+    thin = head["thin"]
+    assert set(thin["extra_ns"]) == {str(b) for b in hostfscal.THIN_SIZES}
+    assert thin["block_cost_ns"] >= 0 and 0 <= thin["convert_cost_ns"] <= head["convert_cost_ns"]
     assert lat["holes"] > lat["written"] > 0, lat
     assert head["alloc_cost_ns"] >= 0 and head["convert_cost_ns"] >= 0
     cal = images.Calibration.find(out)

@@ -90,17 +90,41 @@ What this does not separate:
 - the journal: the kinds differ in the metadata blocks their writes dirty, which jbd2 writes
   at its next commit (every 5 s; the run makes no fdatasync): that I/O is in the figures only
   as far as it slows the disk beside the writes;
-- the disk's own first write: on a thinly provisioned disk (this machine's cloud volume,
-  ext4 mounted with `discard`) a write into a block the filesystem discarded may cost the
-  disk more than an overwrite. The holes and the unwritten files both take new blocks, so
-  that cost cancels in alloc_cost and falls into convert_cost, which the simulator charges
-  exactly the writes into new blocks. A probe here (1 GiB files, 2 s runs) saw it come and
-  go: new unwritten blocks 102 us a write against 59 us for unwritten blocks over written
-  ones (FALLOC_FL_ZERO_RANGE of a written file) in one round, 59 against 52 and 65 against
-  80 in others;
+- the disk's own first write from the filesystem's conversion (below: both are costs of a
+  write into a new block, and only their sum over the 4 KiB writes is identified);
 - the completion's context: psync is a synchronous kiocb, as QEMU's `aio=threads` (pwritev(2)
   from its worker threads); with `aio=native` or `io_uring` the conversion runs in a
   workqueue after the I/O (`s_dio_done_wq`), a hand-off more.
+
+**The disk's thin provisioning.** On a thinly provisioned disk (this machine's cloud volume;
+ext4 mounted with `discard`, so freed blocks are trimmed to the backend) a write into a block
+the backend does not hold costs more than an overwrite, and more the more blocks it covers
+(docs/validation.md; the device layer `thin_*` keys, crates/vmio-sim/src/device/thin.rs).
+The holes and the unwritten files both take new blocks, so that cost cancels in alloc_cost
+and falls into convert_cost for the 4 KiB writes; a larger write pays it per block:
+
+```text
+each round, for bs in THIN_SIZES (the opposite order on odd rounds): a new file of
+    THIN_FILE (--quick QUICK_THIN_FILE) by posix_fallocate, one fio psync direct sequential
+    pass of bs over it (FIRST), then the same pass again (OVER); the files stay until the
+    end (a freed block is trimmed later: taken again at once it would be no new block)
+extra(bs)      = median over the rounds of lat(FIRST) - lat(OVER)
+extra(bs)      = intercept + (bs / THIN_BLOCK) x block_cost     (least squares; THIN_BLOCK
+                 64 KiB, the chunk of lvm2's thin pools, an estimate: the backend's is
+                 unknown)
+first_share    = the unwritten kind's writes that were the first into their THIN_BLOCK
+                 (first_touch_share: fio's random map writes m = min(writes, n) distinct of
+                 n = S / 4 KiB blocks; a THIN_BLOCK of k = 16 of them is untouched with
+                 probability prod_{i<k} (n - m - i) / (n - i))
+[thin] convert_cost = max(0, convert_cost - first_share x block_cost): what the conversion
+                 costs once the device charges each new block (the intercept, a cost per
+                 write into new blocks, stays in convert_cost with the filesystem's own)
+```
+
+The `[thin]` table (written when block_cost > 0): `thin_block`, `thin_block_cost`,
+`thin_request = 0ns` and `thin_zero = false` (the per-write part and a partial block's zero
+fill are in convert_cost already) for the image file's `[[device]]`, and the `convert_cost`
+its `[[volume]]` takes with them.
 
 Outputs (into `-o OUT`, default ./vmio-calibration; an existing file is refused unless
 --force): OUT/host-fs.toml, a header comment (the tool, the date, the machine, the directory
@@ -155,6 +179,13 @@ IO_CPU = cpuwork.IO_CPU
 # The keys of the table as a stack's [[volume]] takes them (crates/vmio-core/src/hostfs/mod.rs
 # ALLOC_COST, CONVERT_COST; hostfs::KEY).
 ALLOC, CONVERT = "alloc_cost", "convert_cost"
+# The disk's first writes (module doc, "The disk's thin provisioning"): sequential psync writes
+# of these sizes into a new posix_fallocate'd file, then over it again.
+THIN_BLOCK = 64 * KIB
+THIN_SIZES: tuple[int, ...] = (64 * KIB, 256 * KIB, MIB)
+THIN_FILE, QUICK_THIN_FILE = 256 * MIB, 64 * MIB
+FIRST, OVER = "first", "over"
+THIN = "thin"
 
 
 # --- checks --------------------------------------------------------------------------------
@@ -162,8 +193,10 @@ ALLOC, CONVERT = "alloc_cost", "convert_cost"
 
 def space_needed(size: int = FILE_SIZE, rounds: int = ROUNDS) -> int:
     """Bytes the run holds at most: the written file, each round's two new files (the
-    unwritten one all of it, the holes one at most all of it) and MARGIN."""
-    return (1 + 2 * rounds) * size + MARGIN
+    unwritten one all of it, the holes one at most all of it), its first-write files
+    (THIN_SIZES of the thin file's size) and MARGIN."""
+    thin = THIN_FILE if size >= FILE_SIZE else QUICK_THIN_FILE
+    return (1 + 2 * rounds) * size + rounds * len(THIN_SIZES) * thin + MARGIN
 
 
 def check_dir(directory: Path, size: int = FILE_SIZE, rounds: int = ROUNDS) -> str:
@@ -183,8 +216,8 @@ def check_dir(directory: Path, size: int = FILE_SIZE, rounds: int = ROUNDS) -> s
     if free < need:
         raise CalibrateError(
             f"--dir {directory}: {format_size(free)} free, the run needs {format_size(need)} "
-            f"({1 + 2 * rounds} files of {format_size(size)} at most); {accepted} and that "
-            "much free space"
+            f"({1 + 2 * rounds} files of {format_size(size)} and {rounds * len(THIN_SIZES)} "
+            f"first-write files at most); {accepted} and that much free space"
         )
     return fstype
 
@@ -372,6 +405,61 @@ def _fio(kind: str, path: Path, size: int, runtime_s: float, rnd: int) -> Run:
     return run_of(kind, rnd, runtime_s, json.loads(out)["jobs"][0])
 
 
+@dataclass(frozen=True)
+class ThinRun:
+    """One pass of the disk's first-write runs (module doc): the write size, the round, the
+    pass (FIRST into the new file, OVER the same again), the mean latency, the writes."""
+
+    bs: int
+    round: int
+    pass_: str
+    lat_mean_ns: float
+    ios: int
+    fio: Mapping[str, Any]
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "bs": self.bs,
+            "round": self.round,
+            "pass": self.pass_,
+            "lat_mean_ns": self.lat_mean_ns,
+            "ios": self.ios,
+            "fio": dict(self.fio),
+        }
+
+
+def thin_sizes(r: int) -> tuple[int, ...]:
+    """Round r's order of the first-write sizes: THIN_SIZES, the opposite on odd rounds."""
+    return THIN_SIZES if r % 2 == 0 else THIN_SIZES[::-1]
+
+
+def thin_fio_args(bs: int, path: Path, size: int, name: str) -> list[str]:
+    """fio's command line of one pass over a first-write file (module doc): one sequential
+    pass of `size`, not time-based (a second pass would be overwrites)."""
+    opts = [
+        ("name", name),
+        ("filename", str(path)),
+        ("ioengine", "psync"),
+        ("direct", "1"),
+        ("rw", "write"),
+        ("bs", str(bs)),
+        ("iodepth", "1"),
+        ("size", str(size)),
+        ("fallocate", "none"),
+    ]
+    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+
+
+def _thin_fio(bs: int, path: Path, size: int, rnd: int, pass_: str) -> ThinRun:
+    name = f"{THIN}-{bs // KIB}k-{pass_}"
+    out = fiorun.fio_json(thin_fio_args(bs, path, size, name), name, CalibrateError)
+    job = json.loads(out)["jobs"][0]
+    w = job.get("write", {})
+    if not w.get("total_ios"):
+        raise CalibrateError(f"fio job {name}: no write completed (nothing was measured)")
+    return ThinRun(bs, rnd, pass_, float(w["lat_ns"]["mean"]), int(w["total_ios"]), job)
+
+
 def run_rounds(
     work: Path,
     size: int,
@@ -380,17 +468,21 @@ def run_rounds(
     stream: TextIO,
     io_runtime_s: float = IO_RUNTIME_S,
     background_s: float = BACKGROUND_S,
-) -> tuple[list[Run], list[IoRun]]:
-    """The written file, then every round's runs in `work` (module doc): the kinds' writes
-    and the I/O jobs' CPU; the new files stay until the caller removes `work`."""
+    thin_size: int = 0,
+) -> tuple[list[Run], list[IoRun], list[ThinRun]]:
+    """The written file, then every round's runs in `work` (module doc): the kinds' writes,
+    the I/O jobs' CPU and, with `thin_size`, the first-write passes over new files of that
+    size; the new files stay until the caller removes `work` (a file freed on a filesystem
+    mounted with `discard` is trimmed later, so its blocks must not be taken again)."""
     written = work / "written.img"
     make_file(UNWRITTEN, written, size)
     stream.write(f"vmio: calibrate --host-fs: writing {written} through ({format_size(size)})\n")
     write_through(written, size, 1)
-    n = rounds * (len(KINDS) + len(IO_JOBS))
+    n = rounds * (len(KINDS) + len(IO_JOBS) + (2 * len(THIN_SIZES) if thin_size else 0))
     bar = fiorun.PointProgress(n, title="calibrate --host-fs", stream=stream)
     runs: list[Run] = []
     io_runs: list[IoRun] = []
+    thin_runs: list[ThinRun] = []
     with cpuwork.Sampler() as sampler:
         sampler.idle_window(background_s)
         for rnd in range(rounds):
@@ -408,12 +500,21 @@ def run_rounds(
                     f"round {rnd + 1} {job.name}: {io.iops:.0f} IOPS, "
                     f"{io.load.cpu_ns / 1e3:.1f} us CPU a request"
                 )
+            for bs in thin_sizes(rnd) if thin_size else ():
+                path = work / f"{THIN}-{bs}-{rnd}.img"
+                make_file(UNWRITTEN, path, thin_size)
+                for pass_ in (FIRST, OVER):
+                    t = _thin_fio(bs, path, thin_size, rnd, pass_)
+                    thin_runs.append(t)
+                    bar.advance(
+                        f"round {rnd + 1} {bs // KIB}k {pass_}: {t.lat_mean_ns / 1e3:.1f} us"
+                    )
         sampler.idle_window(background_s)
     bar.close()
     # The background is known only now (both idle windows): the loads again with it.
     bg = sampler.background()
     io_runs = [replace(r, load=replace(r.load, background_s=bg * r.load.window_s)) for r in io_runs]
-    return runs, io_runs
+    return runs, io_runs, thin_runs
 
 
 # --- the closed form -----------------------------------------------------------------------
@@ -482,6 +583,78 @@ def solve(runs: Sequence[Run], size: int | None = None) -> Costs:
     return Costs(lat, round(max(0.0, alloc)), round(max(0.0, convert)), per_round, tuple(notes))
 
 
+def first_touch_share(writes: int, size: int, bs: int = BS, block: int = THIN_BLOCK) -> float:
+    """The share of `writes` distinct random `bs` writes into a file of `size` (fio's random
+    map: no block twice before every block once) that are the first into their `block`
+    (module doc): of n = size / bs blocks, m = min(writes, n) written, a block of
+    k = block / bs holds none of them with probability prod_{i<k} (n - m - i) / (n - i)."""
+    n, k = size // bs, max(1, block // bs)
+    m = min(writes, n)
+    if m <= 0 or n < k:
+        return 0.0
+    untouched = 1.0
+    for i in range(k):
+        untouched *= max(0, n - m - i) / (n - i)
+    return (n // k) * (1.0 - untouched) / m
+
+
+@dataclass(frozen=True)
+class Thin:
+    """The disk's first-write cost (`solve_thin`): per size the first pass's extra time over
+    the overwrite (images.Spread of the rounds' differences), the line's intercept and its
+    cost per THIN_BLOCK, the share of the unwritten kind's writes that were first into their
+    block, convert_cost without their blocks' cost, the notes."""
+
+    extra: dict[int, images.Spread]
+    intercept_ns: int
+    block_cost_ns: int
+    first_share: float
+    convert_ns: int
+    notes: tuple[str, ...] = ()
+
+    def table(self) -> dict[str, Any]:
+        """host-fs.toml's `[thin]` table: the device's keys, and the volume's convert_cost to
+        take with them (module doc)."""
+        return {
+            "thin_block": f"{THIN_BLOCK // KIB}k",
+            "thin_block_cost": f"{self.block_cost_ns}ns",
+            "thin_request": "0ns",
+            "thin_zero": False,
+            CONVERT: f"{self.convert_ns}ns",
+        }
+
+
+def solve_thin(thin_runs: Sequence[ThinRun], costs: Costs, unwritten_ios: int, size: int) -> Thin:
+    """The first-write line of `thin_runs` and convert_cost without it (module doc)."""
+    extra: dict[int, list[float]] = {}
+    for rnd in sorted({t.round for t in thin_runs}):
+        for bs in THIN_SIZES:
+            mine = {t.pass_: t.lat_mean_ns for t in thin_runs if t.round == rnd and t.bs == bs}
+            if FIRST in mine and OVER in mine:
+                extra.setdefault(bs, []).append(mine[FIRST] - mine[OVER])
+    if len(extra) < 2:
+        raise CalibrateError("the first-write line needs two sizes with both passes")
+    spreads = {bs: images.Spread.of(xs) for bs, xs in extra.items()}
+    pts = [(bs / THIN_BLOCK, sp.median) for bs, sp in spreads.items()]
+    n = len(pts)
+    sx, sy = sum(x for x, _ in pts), sum(y for _, y in pts)
+    sxx, sxy = sum(x * x for x, _ in pts), sum(x * y for x, y in pts)
+    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    intercept = (sy - slope * sx) / n
+    notes = []
+    if slope <= 0:
+        notes.append(
+            "the first writes' extra time does not grow with their size: no cost per block "
+            "(a thick disk, or its noise)"
+        )
+        slope = 0.0
+    elif intercept < 0:
+        intercept, slope = 0.0, sxy / sxx
+    share = first_touch_share(unwritten_ios, size)
+    convert = max(0.0, costs.convert_ns - share * slope)
+    return Thin(spreads, round(intercept), round(slope), share, round(convert), tuple(notes))
+
+
 @dataclass(frozen=True)
 class IoCpu:
     """The host kernel's CPU per direct I/O request (`solve_io`): the fit over the jobs'
@@ -544,6 +717,8 @@ class HostFs:
     json_path: Path
     io: IoCpu | None = None
     io_runs: list[IoRun] = field(default_factory=list)
+    thin: Thin | None = None
+    thin_runs: list[ThinRun] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -557,6 +732,7 @@ class Settings:
     rounds: int
     quick: bool
     io_runtime_s: float = IO_RUNTIME_S
+    thin_size: int = 0
 
 
 def device_of(directory: Path) -> str:
@@ -634,21 +810,31 @@ def measure(
     fstype = check_dir(directory, size, rounds)
     out_paths(out_dir, force)
     io_runtime = QUICK_IO_RUNTIME_S if quick else IO_RUNTIME_S
+    thin_size = QUICK_THIN_FILE if quick else THIN_FILE
     s = Settings(
-        directory, fstype, size, QUICK_RUNTIME_S if quick else RUNTIME_S, rounds, quick, io_runtime
+        directory,
+        fstype,
+        size,
+        QUICK_RUNTIME_S if quick else RUNTIME_S,
+        rounds,
+        quick,
+        io_runtime,
+        thin_size,
     )
     background = QUICK_BACKGROUND_S if quick else BACKGROUND_S
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="vmio-host-fs-", dir=directory))
     try:
-        runs, io_runs = run_rounds(work, size, s.runtime_s, rounds, stream, io_runtime, background)
+        runs, io_runs, thin_runs = run_rounds(
+            work, size, s.runtime_s, rounds, stream, io_runtime, background, thin_size
+        )
     finally:
         stream.write(
             f"vmio: calibrate --host-fs: removing {work} (freeing the files' extents takes "
             "seconds)\n"
         )
         shutil.rmtree(work, ignore_errors=True)
-    return write(runs, s, out_dir, force, time.monotonic() - start, io_runs)
+    return write(runs, s, out_dir, force, time.monotonic() - start, io_runs, thin_runs)
 
 
 def write(
@@ -658,6 +844,7 @@ def write(
     force: bool = False,
     elapsed_s: float = 0.0,
     io_runs: Sequence[IoRun] = (),
+    thin_runs: Sequence[ThinRun] = (),
 ) -> HostFs:
     """Solve the costs of `runs` (and the CPU per request of `io_runs`, when there are) and
     write out_dir/host-fs.toml and host-fs.json (module doc); an existing file is refused
@@ -665,12 +852,18 @@ def write(
     toml_path, json_path = out_paths(out_dir, force)
     costs = solve(runs, s.size)
     io = solve_io(io_runs) if io_runs else None
+    thin = None
+    if thin_runs:
+        ios = sorted(r.ios for r in runs if r.kind == UNWRITTEN)
+        thin = solve_thin(thin_runs, costs, ios[len(ios) // 2] if ios else 0, s.size)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     out_dir.mkdir(parents=True, exist_ok=True)
-    head = header(s, when, costs, io)
+    head = header(s, when, costs, io) + (_thin_lines(s, thin) if thin else [])
     doc: dict[str, Any] = {"volume": costs.table(s.fstype)}
     if io is not None and not io.rejected:
         doc[IO_CPU] = io.table()
+    if thin is not None and thin.block_cost_ns > 0:
+        doc[THIN] = thin.table()
     stackfile.write(toml_path, doc, head)
     record = {
         "vmio_calibrate_host_fs": {
@@ -699,13 +892,41 @@ def write(
             "io_cpu_rounds": io.rounds if io else None,
             "io_cpu_background_cores": io.background if io else None,
             "io_cpu_notes": list(io.notes) if io else None,
+            "thin_size": s.thin_size if thin else None,
+            THIN: None
+            if thin is None
+            else {
+                "extra_ns": {str(bs): asdict(x) for bs, x in thin.extra.items()},
+                "intercept_ns": thin.intercept_ns,
+                "block_cost_ns": thin.block_cost_ns,
+                "first_share": thin.first_share,
+                "convert_cost_ns": thin.convert_ns,
+                "table": thin.table() if thin.block_cost_ns > 0 else None,
+                "notes": list(thin.notes),
+            },
         },
         "machine": machine.describe([str(s.directory)]),
         "runs": [r.record() for r in runs],
         "io_runs": [r.record() for r in io_runs],
+        "thin_runs": [t.record() for t in thin_runs],
     }
     json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return HostFs(list(runs), costs, s.fstype, toml_path, json_path, io, list(io_runs))
+    return HostFs(
+        list(runs), costs, s.fstype, toml_path, json_path, io, list(io_runs), thin, list(thin_runs)
+    )
+
+
+def _thin_lines(s: Settings, t: Thin) -> list[str]:
+    """The header's lines of the first-write line."""
+    each = ", ".join(f"{bs // KIB}k {_us(x)}" for bs, x in t.extra.items())
+    return [
+        f"[{THIN}]: first writes against the overwrite, fio psync sequential passes over new "
+        f"files of {format_size(s.thin_size)}, median of {s.rounds} rounds: {each}; "
+        f"{t.intercept_ns / 1e3:.1f} us + {t.block_cost_ns / 1e3:.1f} us a "
+        f"{THIN_BLOCK // KIB} KiB block; {CONVERT} less {t.first_share:.2f} of a block's "
+        f"cost: {t.convert_ns / 1e3:.1f} us (take it with the [{THIN}] keys)",
+        *(f"note: {note}" for note in t.notes),
+    ]
 
 
 def report(h: HostFs) -> str:
@@ -737,5 +958,14 @@ def report(h: HostFs) -> str:
             f"bytes/s (rounds: {each}; background {h.io.background:.2f} cores)"
         )
         lines += [f"note: {n}" for n in h.io.notes]
+    if h.thin is not None:
+        lines += [
+            "first writes against the overwrite (median of the rounds, min-max):",
+            *(f"  {bs // KIB:5}k  +{_us(x)}" for bs, x in h.thin.extra.items()),
+            f"[{THIN}] {h.thin.intercept_ns / 1e3:.1f} us + {h.thin.block_cost_ns / 1e3:.1f} us "
+            f"a {THIN_BLOCK // KIB} KiB block; {CONVERT} with it "
+            f"{h.thin.convert_ns / 1e3:.1f} us",
+            *(f"note: {n}" for n in h.thin.notes),
+        ]
     lines.append(f"written: {h.toml_path}, {h.json_path}")
     return "\n".join(lines) + "\n"
