@@ -153,6 +153,34 @@ pub const BLOCK_STATUS: ParamSpec = ParamSpec {
     unit: "",
     help: "the server asks the image's block status before each read (QEMU's NBD server with structured replies: a format lookup under the image lock, then the read); vmio serve: false",
 };
+pub const CLIENT_CPU: ParamSpec = ParamSpec {
+    name: "client_cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\": the client's CPU per request (libnbd's send and fio's submit, the reply's recv and fio's reap), half on each side, on the job's thread (the VM's vCPU)",
+};
+pub const SERVER_CPU: ParamSpec = ParamSpec {
+    name: "server_cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\": the server's main-loop CPU per request (nbd_trip: the request's recv and parse, the reply's send), half on each side",
+};
+pub const SERVER_WAKE: ParamSpec = ParamSpec {
+    name: "server_wake",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\": the server's main-loop CPU per wake-up (aio_poll's ppoll return), paid once by the requests and completions one wake-up finds",
+};
+pub const POOL_CPU: ParamSpec = ParamSpec {
+    name: "pool_cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\", aio = \"threads\": a thread-pool worker's CPU per request (the pread/pwrite and its direct I/O), half before the device and half after; 0: no pool",
+};
 /// The `[nbd]` parameters, in the order of [`NbdSpec`]'s fields.
 pub const PARAMS: &[ParamSpec] = &[
     HANDOFF,
@@ -163,7 +191,14 @@ pub const PARAMS: &[ParamSpec] = &[
     CPU,
     CPU_RATE,
     BLOCK_STATUS,
+    CLIENT_CPU,
+    SERVER_CPU,
+    SERVER_WAKE,
+    POOL_CPU,
 ];
+
+/// QEMU's thread pool's largest number of workers (util/thread-pool.c, `max_threads` = 64).
+pub const POOL_MAX_THREADS: usize = 64;
 
 /// Requests in flight per connection (vmio serve's bound, docs/serve.md).
 pub const QUEUE_DEPTH: u32 = 256;
@@ -184,6 +219,11 @@ pub struct NbdSpec {
     pub cpu_rate_bps: u64,
     /// The server's sparse read: a block-status query before each read (module doc).
     pub block_status: bool,
+    /// `[cpu] model = "cfs"`: the threads' CPU per request (module doc, "The threads").
+    pub client_cpu_ns: Ns,
+    pub server_cpu_ns: Ns,
+    pub server_wake_ns: Ns,
+    pub pool_cpu_ns: Ns,
 }
 
 impl NbdSpec {
@@ -199,6 +239,10 @@ impl NbdSpec {
             cpu_ns: v.int(CPU.name),
             cpu_rate_bps: v.int(CPU_RATE.name),
             block_status: v.flag(BLOCK_STATUS.name),
+            client_cpu_ns: v.int(CLIENT_CPU.name),
+            server_cpu_ns: v.int(SERVER_CPU.name),
+            server_wake_ns: v.int(SERVER_WAKE.name),
+            pool_cpu_ns: v.int(POOL_CPU.name),
         }
     }
 

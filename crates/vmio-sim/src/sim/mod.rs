@@ -599,6 +599,8 @@ pub fn simulate_watched(
 #[cfg(test)]
 mod cpu_tests;
 #[cfg(test)]
+mod nbd_cpu_tests;
+#[cfg(test)]
 mod shared_tests;
 #[cfg(test)]
 mod tests;
