@@ -219,11 +219,20 @@ pub struct NbdSpec {
     pub cpu_rate_bps: u64,
     /// The server's sparse read: a block-status query before each read (module doc).
     pub block_status: bool,
-    /// `[cpu] model = "cfs"`: the threads' CPU per request (module doc, "The threads").
+    /// `[cpu] model = "cfs"`: the threads' CPU per request (module doc, "The threads"); left
+    /// out of the effective stack at 0, so reports without them stay as they were.
+    #[serde(skip_serializing_if = "is_zero")]
     pub client_cpu_ns: Ns,
+    #[serde(skip_serializing_if = "is_zero")]
     pub server_cpu_ns: Ns,
+    #[serde(skip_serializing_if = "is_zero")]
     pub server_wake_ns: Ns,
+    #[serde(skip_serializing_if = "is_zero")]
     pub pool_cpu_ns: Ns,
+}
+
+fn is_zero(ns: &Ns) -> bool {
+    *ns == 0
 }
 
 impl NbdSpec {
