@@ -66,6 +66,48 @@
 //!               saturated IOPS <= cores / cpu(len)
 //! ```
 //!
+//! **The threads** (`client_cpu`, `server_cpu`, `server_wake`, `pool_cpu`; 0 by default, only
+//! under `[cpu] model = "cfs"`, ignored by the dedicated model). Under CFS a request runs on
+//! the threads that really run it, each item waiting for a core of its own (the `cores`/`cpu`
+//! bound above is not applied there). The nbd disk's VM stands for the two processes: its
+//! vCPU running the fio job is the client's thread (fio engines/nbd.c runs libnbd in the job's
+//! thread: `nbd_aio_pwrite` sends, `nbd_aio_notify_read` and `nbd_poll` reap; vmio charges a
+//! vCPU's tick exits on it, `[cpu] guest_hz`), its VMM main loop (or the disk's iothread) is
+//! the server's AioContext thread, and its thread pool is the server's (QEMU keeps one per
+//! AioContext). The kernel's completion stays `[cpu] kernel_complete` on the device's core.
+//! Sources: QEMU 7.2 util/aio-posix.c `aio_poll` (one `ppoll`/`epoll_wait` return dispatches
+//! every ready handler: the socket's, the pool's event notifier), nbd/server.c `nbd_trip`
+//! (a coroutine per request: `nbd_co_receive_request`, `blk_co_pwritev`, `nbd_co_send_*`),
+//! util/thread-pool.c `thread_pool_submit_aio` and `worker_thread` (idle workers wait on a
+//! semaphore; a new one is spawned when none is idle, up to `max_threads` = 64; a finished
+//! request is signalled through `ctx->notifier`, an event notifier the AioContext polls),
+//! block/file-posix.c `handle_aiocb_rw` (the worker's `pwritev`, which for O_DIRECT blocks
+//! until the device completes); libnbd lib/aio.c; Linux kernel/sched/fair.c for the cores.
+//!
+//! ```text
+//! client (the job's vCPU):   client_cpu / 2                          libnbd send, fio submit
+//! main loop:                 [server_wake] + server_cpu / 2 + request / 2 + write copy
+//! pool worker (aio=threads, pool_cpu > 0; the first idle, else a new one up to 64, else
+//!   the request waits for the first to finish):   pool_cpu / 2         pwritev, direct I/O
+//! ... the device ...
+//! kernel thread of the device's core:  kernel_complete
+//! the same worker:           pool_cpu - pool_cpu / 2                 wakes, returns, notifies
+//! main loop:                 [server_wake] + server_cpu - server_cpu / 2 + request / 2
+//!                            + read copy                             the reply's send
+//! client (the job's vCPU):   client_cpu - client_cpu / 2             recv, fio reap
+//! then handoff (a delay, as above); the request is done
+//! [server_wake]: paid by an item that finds no other NBD item queued or running on the
+//!   main loop (the loop sleeps in ppoll and this item wakes it); items that arrive while it
+//!   works are dispatched by the same or the next immediate return, without a sleep
+//! every new thread (the workers) floats over all host cores; a worker is held from its
+//!   pwritev to its return, as the blocking call holds it
+//! closed forms (one core, QD1, ticks off): latency = client_cpu + request + copy +
+//!   server_cpu + 2 server_wake + pool_cpu + kernel_complete + device + handoff
+//! at depth, no thread the bottleneck: IOPS = busy cores / CPU per request; the main loop
+//!   the bottleneck: IOPS = 1 / (request + copy + server_cpu) (it never sleeps), against
+//!   2 server_wake more per request at QD1
+//! ```
+//!
 //! **The server's sparse read** (`block_status`; off by default, as vmio serve has it). QEMU's
 //! NBD server (qemu-nbd, qemu-storage-daemon) answers a READ of a client that negotiated
 //! structured replies (libnbd does by default, so fio's nbd engine) with a sparse read: nbd/

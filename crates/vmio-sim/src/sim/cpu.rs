@@ -11,6 +11,8 @@
 //!     dom0 vCPU (d + l) mod dom0_vcpus)
 //!   xen: dom0's vCPUs (dom0_pin)
 //!   native: one thread per job clone (fio's cpus_allowed)
+//!   cfs, on demand: a VM's thread-pool workers (util/thread-pool.c), for its NBD disks
+//!     with aio = "threads" and [nbd] pool_cpu, floating over every core
 //!   cfs only: a kernel thread per core, pinned there, at nice -20 (the completion softirq
 //!     preempts whatever runs), and one floating housekeeping kernel thread
 //!   a job clone runs on: native its own thread, its affinity fio's cpus_allowed (with
@@ -29,6 +31,14 @@
 //!     thread of the core the volume's first device interrupts (device mod cores), once per
 //!     host request → vmm_complete of each of its parts on the VMM thread → guest_complete
 //!     on the issuer's vCPU (the interrupt: a busy core delays it) → guest_done
+//!   an NBD disk (vmio_core::nbd, "The threads"): guest_submit + client_cpu / 2 on the
+//!     job's vCPU (the client's thread) → vmm_submit + server_cpu / 2 [+ server_wake when
+//!     no other NBD item is queued or running there] on the main loop → with aio=threads
+//!     and pool_cpu: pool_cpu / 2 on a worker of the VM's pool (the first idle, else a new
+//!     one, floating, up to 64, else the request waits) → part_submitted … host_finish →
+//!     kernel_complete → pool_cpu - pool_cpu / 2 on the same worker, which is then free →
+//!     vmm_complete + the other half of server_cpu [+ server_wake] on the main loop →
+//!     guest_complete + client_cpu - client_cpu / 2 on the vCPU → the hand-off delay
 //!   periodic (cfs): every VM's main loop (kvm) or dom0 vCPU (xen) gets vmm_wake every
 //!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz; a tick
 //!     that finds no other event pending ends its source (only ticks would ever follow)
