@@ -828,7 +828,10 @@ fn the_nbd_table_gives_the_costs_of_nbd_disks_and_is_refused_on_a_native_host() 
         .collect();
     assert_eq!(keys, declared);
     let e = err(&with("pool_cpu = \"fast\"", "nbd"));
-    assert!(e.starts_with("s.toml: nbd.pool_cpu:") && !e.contains('\n'), "{e}");
+    assert!(
+        e.starts_with("s.toml: nbd.pool_cpu:") && !e.contains('\n'),
+        "{e}"
+    );
     // Without an NBD disk the table is checked, then left out of the effective stack.
     let s = Stack::from_toml(&with("request = \"5us\"", "virtio-blk"), "s.toml").unwrap();
     assert_eq!(s.nbd, None);
