@@ -177,3 +177,22 @@ fn more_requests_than_64_workers_wait_for_a_worker_of_the_pool() {
     let threads = j["vmio"]["cpu"]["threads"].as_array().unwrap();
     assert_eq!(threads.iter().filter(|t| t["kind"] == "worker").count(), 64);
 }
+
+#[test]
+fn the_thread_keys_outside_cfs_are_ignored_with_a_note() {
+    let s = stack(1, "10us", "threads", THREADS)
+        .replace("model = \"cfs\"\n", "model = \"dedicated\"\n");
+    let j = run(&s, &writes(1));
+    let plain = run(
+        &stack(1, "10us", "threads", "").replace("model = \"cfs\"\n", "model = \"dedicated\"\n"),
+        &writes(1),
+    );
+    assert_eq!(j["jobs"], plain["jobs"]);
+    let notes = j["vmio"]["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("[nbd] client_cpu")),
+        "{notes:?}"
+    );
+}
