@@ -87,7 +87,7 @@
 //! ```text
 //! client (the job's vCPU):   client_cpu / 2                          libnbd send, fio submit
 //! main loop:                 [server_wake] + server_cpu / 2 + request / 2 + write copy
-//! pool worker (aio=threads, pool_cpu > 0; the first idle, else a new one up to 64, else
+//! pool worker (aio=threads, pool_cpu > 0; the longest idle, else a new one up to 64, else
 //!   the request waits for the first to finish):   pool_cpu / 2         pwritev, direct I/O
 //! ... the device ...
 //! kernel thread of the device's core:  kernel_complete

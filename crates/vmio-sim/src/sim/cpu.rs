@@ -34,7 +34,7 @@
 //!   an NBD disk (vmio_core::nbd, "The threads"): guest_submit + client_cpu / 2 on the
 //!     job's vCPU (the client's thread) → vmm_submit + server_cpu / 2 [+ server_wake when
 //!     no other NBD item is queued or running there] on the main loop → with aio=threads
-//!     and pool_cpu: pool_cpu / 2 on a worker of the VM's pool (the first idle, else a new
+//!     and pool_cpu: pool_cpu / 2 on a worker of the VM's pool (the longest idle, else a new
 //!     one, floating, up to 64, else the request waits) → part_submitted … host_finish →
 //!     kernel_complete → pool_cpu - pool_cpu / 2 on the same worker, which is then free →
 //!     vmm_complete + the other half of server_cpu [+ server_wake] on the main loop →
@@ -178,8 +178,10 @@ pub(super) struct CpuLayer {
 #[derive(Default)]
 pub(super) struct Pool {
     workers: Vec<ThreadId>,
-    /// Idle workers, the most recently idle last (QEMU's idle workers wait on one semaphore).
-    idle: Vec<ThreadId>,
+    /// Idle workers, the longest idle first: they wait on one semaphore (`pool->sem`,
+    /// util/qemu-thread-posix.c), whose post wakes one waiter, taken as the oldest (futex
+    /// and glibc condition-variable waiters wake roughly in arrival order).
+    idle: std::collections::VecDeque<ThreadId>,
     /// Requests submitted while every one of the 64 workers was busy, in order.
     waiting: std::collections::VecDeque<usize>,
 }
@@ -627,7 +629,7 @@ impl Sim {
     fn pool_submit(&mut self, now: Ns, r: usize) {
         let vm = self.disk_vm(r);
         let p = &mut self.cpu.pool[vm];
-        let w = match p.idle.pop() {
+        let w = match p.idle.pop_front() {
             Some(w) => w,
             None if p.workers.len() < vmio_core::nbd::POOL_MAX_THREADS => {
                 let n = p.workers.len();
@@ -664,7 +666,7 @@ impl Sim {
         let vm = self.disk_vm(r);
         match self.cpu.pool[vm].waiting.pop_front() {
             Some(next) => self.pool_start(now, w, next),
-            None => self.cpu.pool[vm].idle.push(w),
+            None => self.cpu.pool[vm].idle.push_back(w),
         }
     }
 
