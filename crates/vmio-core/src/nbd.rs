@@ -66,6 +66,48 @@
 //!               saturated IOPS <= cores / cpu(len)
 //! ```
 //!
+//! **The threads** (`client_cpu`, `server_cpu`, `server_wake`, `pool_cpu`; 0 by default, only
+//! under `[cpu] model = "cfs"`, ignored by the dedicated model). Under CFS a request runs on
+//! the threads that really run it, each item waiting for a core of its own (the `cores`/`cpu`
+//! bound above is not applied there). The nbd disk's VM stands for the two processes: its
+//! vCPU running the fio job is the client's thread (fio engines/nbd.c runs libnbd in the job's
+//! thread: `nbd_aio_pwrite` sends, `nbd_aio_notify_read` and `nbd_poll` reap; vmio charges a
+//! vCPU's tick exits on it, `[cpu] guest_hz`), its VMM main loop (or the disk's iothread) is
+//! the server's AioContext thread, and its thread pool is the server's (QEMU keeps one per
+//! AioContext). The kernel's completion stays `[cpu] kernel_complete` on the device's core.
+//! Sources: QEMU 7.2 util/aio-posix.c `aio_poll` (one `ppoll`/`epoll_wait` return dispatches
+//! every ready handler: the socket's, the pool's event notifier), nbd/server.c `nbd_trip`
+//! (a coroutine per request: `nbd_co_receive_request`, `blk_co_pwritev`, `nbd_co_send_*`),
+//! util/thread-pool.c `thread_pool_submit_aio` and `worker_thread` (idle workers wait on a
+//! semaphore; a new one is spawned when none is idle, up to `max_threads` = 64; a finished
+//! request is signalled through `ctx->notifier`, an event notifier the AioContext polls),
+//! block/file-posix.c `handle_aiocb_rw` (the worker's `pwritev`, which for O_DIRECT blocks
+//! until the device completes); libnbd lib/aio.c; Linux kernel/sched/fair.c for the cores.
+//!
+//! ```text
+//! client (the job's vCPU):   client_cpu / 2                          libnbd send, fio submit
+//! main loop:                 [server_wake] + server_cpu / 2 + request / 2 + write copy
+//! pool worker (aio=threads, pool_cpu > 0; the longest idle, else a new one up to 64, else
+//!   the request waits for the first to finish):   pool_cpu / 2         pwritev, direct I/O
+//! ... the device ...
+//! kernel thread of the device's core:  kernel_complete
+//! the same worker:           pool_cpu - pool_cpu / 2                 wakes, returns, notifies
+//! main loop:                 [server_wake] + server_cpu - server_cpu / 2 + request / 2
+//!                            + read copy                             the reply's send
+//! client (the job's vCPU):   client_cpu - client_cpu / 2             recv, fio reap
+//! then handoff (a delay, as above); the request is done
+//! [server_wake]: paid by an item that finds no other NBD item queued or running on the
+//!   main loop (the loop sleeps in ppoll and this item wakes it); items that arrive while it
+//!   works are dispatched by the same or the next immediate return, without a sleep
+//! every new thread (the workers) floats over all host cores; a worker is held from its
+//!   pwritev to its return, as the blocking call holds it
+//! closed forms (one core, QD1, ticks off): latency = client_cpu + request + copy +
+//!   server_cpu + 2 server_wake + pool_cpu + kernel_complete + device + handoff
+//! at depth, no thread the bottleneck: IOPS = busy cores / CPU per request; the main loop
+//!   the bottleneck: IOPS = 1 / (request + copy + server_cpu) (it never sleeps), against
+//!   2 server_wake more per request at QD1
+//! ```
+//!
 //! **The server's sparse read** (`block_status`; off by default, as vmio serve has it). QEMU's
 //! NBD server (qemu-nbd, qemu-storage-daemon) answers a READ of a client that negotiated
 //! structured replies (libnbd does by default, so fio's nbd engine) with a sparse read: nbd/
@@ -153,6 +195,34 @@ pub const BLOCK_STATUS: ParamSpec = ParamSpec {
     unit: "",
     help: "the server asks the image's block status before each read (QEMU's NBD server with structured replies: a format lookup under the image lock, then the read); vmio serve: false",
 };
+pub const CLIENT_CPU: ParamSpec = ParamSpec {
+    name: "client_cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\": the client's CPU per request (libnbd's send and fio's submit, the reply's recv and fio's reap), half on each side, on the job's thread (the VM's vCPU)",
+};
+pub const SERVER_CPU: ParamSpec = ParamSpec {
+    name: "server_cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\": the server's main-loop CPU per request (nbd_trip: the request's recv and parse, the reply's send), half on each side",
+};
+pub const SERVER_WAKE: ParamSpec = ParamSpec {
+    name: "server_wake",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\": the server's main-loop CPU per wake-up (aio_poll's ppoll return), paid once by the requests and completions one wake-up finds",
+};
+pub const POOL_CPU: ParamSpec = ParamSpec {
+    name: "pool_cpu",
+    kind: DURATION,
+    default: Value::Int(0),
+    unit: "ns",
+    help: "[cpu] model = \"cfs\", aio = \"threads\": a thread-pool worker's CPU per request (the pread/pwrite and its direct I/O), half before the device and half after; 0: no pool",
+};
 /// The `[nbd]` parameters, in the order of [`NbdSpec`]'s fields.
 pub const PARAMS: &[ParamSpec] = &[
     HANDOFF,
@@ -163,7 +233,14 @@ pub const PARAMS: &[ParamSpec] = &[
     CPU,
     CPU_RATE,
     BLOCK_STATUS,
+    CLIENT_CPU,
+    SERVER_CPU,
+    SERVER_WAKE,
+    POOL_CPU,
 ];
+
+/// QEMU's thread pool's largest number of workers (util/thread-pool.c, `max_threads` = 64).
+pub const POOL_MAX_THREADS: usize = 64;
 
 /// Requests in flight per connection (vmio serve's bound, docs/serve.md).
 pub const QUEUE_DEPTH: u32 = 256;
@@ -184,6 +261,20 @@ pub struct NbdSpec {
     pub cpu_rate_bps: u64,
     /// The server's sparse read: a block-status query before each read (module doc).
     pub block_status: bool,
+    /// `[cpu] model = "cfs"`: the threads' CPU per request (module doc, "The threads"); left
+    /// out of the effective stack at 0, so reports without them stay as they were.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub client_cpu_ns: Ns,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub server_cpu_ns: Ns,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub server_wake_ns: Ns,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pool_cpu_ns: Ns,
+}
+
+fn is_zero(ns: &Ns) -> bool {
+    *ns == 0
 }
 
 impl NbdSpec {
@@ -199,6 +290,10 @@ impl NbdSpec {
             cpu_ns: v.int(CPU.name),
             cpu_rate_bps: v.int(CPU_RATE.name),
             block_status: v.flag(BLOCK_STATUS.name),
+            client_cpu_ns: v.int(CLIENT_CPU.name),
+            server_cpu_ns: v.int(SERVER_CPU.name),
+            server_wake_ns: v.int(SERVER_WAKE.name),
+            pool_cpu_ns: v.int(POOL_CPU.name),
         }
     }
 

@@ -21,8 +21,8 @@ quantities of `GUEST_QUANTITIES` (S3, study "pdc"):
 
 From the jobs and the CPU model (`vmio.cpu`, stacks with `[cpu] model = "cfs"`) come the
 `CPU_QUANTITIES` (S4, study "vmm-overhead"); a job carrier is a thread of kind `vcpu` or `job`
-(a native job), the VMM's threads are those of kinds `vmm-main`, `io-thread`, `kernel` and
-`dom0`:
+(a native job), the VMM's threads are the others (kinds `vmm-main`, `io-thread`, `worker`,
+`kernel` and `dom0`):
 
     job_runtime_s  = mean over jobs[] of job_runtime / 1000 (fixed-work jobs: their elapsed
                      time, so the ratio of two points is a slowdown)

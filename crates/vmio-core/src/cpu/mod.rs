@@ -104,6 +104,8 @@ pub enum ThreadKind {
     VmmMain,
     /// A QEMU iothread (virtio-blk `iothread=`).
     IoThread,
+    /// A worker of QEMU's thread pool (util/thread-pool.c `worker_thread`, `aio=threads`).
+    Worker,
     /// A host kernel thread (kworker, ksoftirqd, interrupt handling).
     Kernel,
     /// Xen's dom0 (its backend drivers).

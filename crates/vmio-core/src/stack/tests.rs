@@ -806,7 +806,32 @@ fn the_nbd_table_gives_the_costs_of_nbd_disks_and_is_refused_on_a_native_host() 
         .map(|l| l.split(" = ").next().unwrap())
         .collect();
     let declared: Vec<String> = nbd::PARAMS.iter().map(|p| p.record_key()).collect();
+    // The threads' keys are recorded only when set (reports without them stay as they were).
+    assert_eq!(keys, declared[..8]);
+    let threads =
+        "client_cpu = \"15us\"\nserver_cpu = \"10us\"\nserver_wake = \"15us\"\npool_cpu = \"30us\"";
+    let s = Stack::from_toml(&with(threads, "nbd"), "s.toml").unwrap();
+    let spec = s.nbd.unwrap();
+    assert_eq!(
+        (
+            spec.client_cpu_ns,
+            spec.server_cpu_ns,
+            spec.server_wake_ns,
+            spec.pool_cpu_ns
+        ),
+        (15_000, 10_000, 15_000, 30_000)
+    );
+    let record = toml::to_string(&spec).unwrap();
+    let keys: Vec<&str> = record
+        .lines()
+        .map(|l| l.split(" = ").next().unwrap())
+        .collect();
     assert_eq!(keys, declared);
+    let e = err(&with("pool_cpu = \"fast\"", "nbd"));
+    assert!(
+        e.starts_with("s.toml: nbd.pool_cpu:") && !e.contains('\n'),
+        "{e}"
+    );
     // Without an NBD disk the table is checked, then left out of the effective stack.
     let s = Stack::from_toml(&with("request = \"5us\"", "virtio-blk"), "s.toml").unwrap();
     assert_eq!(s.nbd, None);

@@ -11,6 +11,8 @@
 //!     dom0 vCPU (d + l) mod dom0_vcpus)
 //!   xen: dom0's vCPUs (dom0_pin)
 //!   native: one thread per job clone (fio's cpus_allowed)
+//!   cfs, on demand: a VM's thread-pool workers (util/thread-pool.c), for its NBD disks
+//!     with aio = "threads" and [nbd] pool_cpu, floating over every core
 //!   cfs only: a kernel thread per core, pinned there, at nice -20 (the completion softirq
 //!     preempts whatever runs), and one floating housekeeping kernel thread
 //!   a job clone runs on: native its own thread, its affinity fio's cpus_allowed (with
@@ -29,6 +31,14 @@
 //!     thread of the core the volume's first device interrupts (device mod cores), once per
 //!     host request → vmm_complete of each of its parts on the VMM thread → guest_complete
 //!     on the issuer's vCPU (the interrupt: a busy core delays it) → guest_done
+//!   an NBD disk (vmio_core::nbd, "The threads"): guest_submit + client_cpu / 2 on the
+//!     job's vCPU (the client's thread) → vmm_submit + server_cpu / 2 [+ server_wake when
+//!     no other NBD item is queued or running there] on the main loop → with aio=threads
+//!     and pool_cpu: pool_cpu / 2 on a worker of the VM's pool (the longest idle, else a new
+//!     one, floating, up to 64, else the request waits) → part_submitted … host_finish →
+//!     kernel_complete → pool_cpu - pool_cpu / 2 on the same worker, which is then free →
+//!     vmm_complete + the other half of server_cpu [+ server_wake] on the main loop →
+//!     guest_complete + client_cpu - client_cpu / 2 on the vCPU → the hand-off delay
 //!   periodic (cfs): every VM's main loop (kvm) or dom0 vCPU (xen) gets vmm_wake every
 //!     1/vmm_hz; the housekeeping thread gets housekeeping every 1/housekeeping_hz; a tick
 //!     that finds no other event pending ends its source (only ticks would ever follow)
@@ -73,6 +83,10 @@ pub(super) enum Work {
     GuestComplete(usize),
     /// Periodic work with no continuation.
     Periodic,
+    /// A pool worker submitted NBD request `r` to the host (pread/pwrite entered).
+    PoolSubmit(usize),
+    /// A pool worker returned from NBD request `r`'s I/O and signalled the main loop.
+    PoolComplete(usize),
 }
 
 const ID_BITS: u32 = 56;
@@ -88,6 +102,8 @@ impl Work {
             Work::VmmComplete(i) => (4, i),
             Work::GuestComplete(i) => (5, i),
             Work::Periodic => (6, 0),
+            Work::PoolSubmit(i) => (7, i),
+            Work::PoolComplete(i) => (8, i),
         };
         (k << ID_BITS) | id as u64
     }
@@ -100,6 +116,8 @@ impl Work {
             3 => Work::KernelDone(id),
             4 => Work::VmmComplete(id),
             5 => Work::GuestComplete(id),
+            7 => Work::PoolSubmit(id),
+            8 => Work::PoolComplete(id),
             _ => Work::Periodic,
         }
     }
@@ -142,10 +160,30 @@ pub(super) struct CpuLayer {
     pub(super) job_vcpu: Vec<usize>,
     /// Per disk: the core its completions are handled on.
     disk_core: Vec<usize>,
+    /// Per thread (by index): the NBD server's work items queued or running on it; an item
+    /// that finds none wakes the main loop and pays `[nbd] server_wake` (vmio_core::nbd).
+    server_items: Vec<u32>,
+    /// Per VM: its thread pool's workers (spawned on demand, up to 64), the idle ones, and
+    /// the NBD requests waiting for one.
+    pool: Vec<Pool>,
+    /// The worker an NBD request holds from its submission to its completion.
+    worker_of: std::collections::HashMap<usize, ThreadId>,
     wake_at: Option<Ns>,
     done: Vec<u64>,
     /// Completions found due while submitting, handled by an immediate CpuWake.
     deferred: Vec<u64>,
+}
+
+/// A VM's QEMU thread pool (util/thread-pool.c), for its NBD disks' requests.
+#[derive(Default)]
+pub(super) struct Pool {
+    workers: Vec<ThreadId>,
+    /// Idle workers, the longest idle first: they wait on one semaphore (`pool->sem`,
+    /// util/qemu-thread-posix.c), whose post wakes one waiter, taken as the oldest (futex
+    /// and glibc condition-variable waiters wake roughly in arrival order).
+    idle: std::collections::VecDeque<ThreadId>,
+    /// Requests submitted while every one of the 64 workers was busy, in order.
+    waiting: std::collections::VecDeque<usize>,
 }
 
 fn thread(kind: ThreadKind, affinity: CoreSet, cost: Option<Ns>) -> ThreadSpec {
@@ -206,6 +244,9 @@ pub(super) fn build(
             .iter()
             .map(|&v| vol_first_dev[v] % cores)
             .collect(),
+        server_items: Vec::new(),
+        pool: (0..stack.vms.len()).map(|_| Pool::default()).collect(),
+        worker_of: std::collections::HashMap::new(),
         wake_at: None,
         done: Vec::new(),
         deferred: Vec::new(),
@@ -394,6 +435,15 @@ pub(super) fn build(
     Ok(l)
 }
 
+/// The half of `ns` a request's submission takes (`first`), or the rest, its completion's.
+fn half(ns: Ns, first: bool) -> Ns {
+    if first {
+        ns / 2
+    } else {
+        ns - ns / 2
+    }
+}
+
 impl CpuLayer {
     fn add(
         &mut self,
@@ -410,7 +460,7 @@ impl CpuLayer {
         // while they run, and keep their footprint in the banks they ran on between runs
         // (a no-op without [host.cache]).
         let footprint = match kind {
-            ThreadKind::VmmMain | ThreadKind::IoThread => Some(VMM_FOOTPRINT),
+            ThreadKind::VmmMain | ThreadKind::IoThread | ThreadKind::Worker => Some(VMM_FOOTPRINT),
             ThreadKind::Dom0 => Some(DOM0_FOOTPRINT),
             ThreadKind::Kernel => Some(KERNEL_FOOTPRINT),
             ThreadKind::Vcpu | ThreadKind::Job => None,
@@ -496,29 +546,134 @@ impl Sim {
             Work::Job(j) => self.cpu_job_done(now, j),
             Work::GuestSubmit(r) => match self.vmm_thread(r) {
                 Some(t) => {
-                    let ns = self.guest.vmm_submit_ns(r);
+                    let ns = self.guest.vmm_submit_ns(r) + self.server_ns(t, r, true);
                     self.cpu_submit(now, t, ns, Work::VmmSubmit(r))
                 }
                 None => self.part_submitted(now, r),
             },
-            Work::VmmSubmit(r) => self.part_submitted(now, r),
+            Work::VmmSubmit(r) => {
+                self.server_item_done(r);
+                match self.guest.pool_cpu_ns(r) {
+                    0 => self.part_submitted(now, r),
+                    _ => self.pool_submit(now, r),
+                }
+            }
+            Work::PoolSubmit(r) => self.part_submitted(now, r),
             Work::KernelDone(r) => {
                 let mut at = Some(r);
                 while let Some(x) = at {
                     at = self.guest.next_part(x);
-                    match self.vmm_thread(x) {
-                        Some(t) => {
-                            let ns = self.guest.vmm_complete_ns(x);
-                            self.cpu_submit(now, t, ns, Work::VmmComplete(x))
+                    match self.cpu.worker_of.get(&x) {
+                        Some(&w) => {
+                            let ns = half(self.guest.pool_cpu_ns(x), false);
+                            self.cpu_submit(now, w, ns, Work::PoolComplete(x))
                         }
-                        None => self.vreq_guest_complete(now, x),
+                        None => self.vmm_complete(now, x),
                     }
                 }
             }
-            Work::VmmComplete(r) => self.vreq_guest_complete(now, r),
+            Work::PoolComplete(r) => {
+                self.pool_release(now, r);
+                self.vmm_complete(now, r)
+            }
+            Work::VmmComplete(r) => {
+                self.server_item_done(r);
+                self.vreq_guest_complete(now, r)
+            }
             Work::GuestComplete(r) => self.guest_complete(now, r),
             Work::Periodic => {}
         }
+    }
+
+    /// Part `x`'s completion by the VMM (the NBD server's reply), or straight to the guest
+    /// without a VMM thread.
+    fn vmm_complete(&mut self, now: Ns, x: usize) {
+        match self.vmm_thread(x) {
+            Some(t) => {
+                let ns = self.guest.vmm_complete_ns(x) + self.server_ns(t, x, false);
+                self.cpu_submit(now, t, ns, Work::VmmComplete(x))
+            }
+            None => self.vreq_guest_complete(now, x),
+        }
+    }
+
+    /// The NBD server's main-loop CPU for request `r` on thread `t` beside `request`'s half
+    /// (vmio_core::nbd, "The threads"): half of `server_cpu`, and `server_wake` when no other
+    /// server work is queued or running on `t` (this item wakes the loop). Counts the item.
+    fn server_ns(&mut self, t: ThreadId, r: usize, submit: bool) -> Ns {
+        let Some((cpu, wake)) = self.guest.server_cpu_ns(r) else {
+            return 0;
+        };
+        let i = t.0 as usize;
+        if self.cpu.server_items.len() <= i {
+            self.cpu.server_items.resize(i + 1, 0);
+        }
+        let n = &mut self.cpu.server_items[i];
+        *n += 1;
+        half(cpu, submit) + if *n == 1 { wake } else { 0 }
+    }
+
+    /// The NBD server's item of request `r` on its VMM thread is done.
+    fn server_item_done(&mut self, r: usize) {
+        if self.guest.server_cpu_ns(r).is_none() {
+            return;
+        }
+        if let Some(t) = self.vmm_thread(r) {
+            self.cpu.server_items[t.0 as usize] -= 1;
+        }
+    }
+
+    /// NBD request `r` goes to its VM's thread pool (util/thread-pool.c
+    /// `thread_pool_submit_aio`): an idle worker takes it, else a new one up to 64, else it
+    /// waits for the first worker to finish.
+    fn pool_submit(&mut self, now: Ns, r: usize) {
+        let vm = self.disk_vm(r);
+        let p = &mut self.cpu.pool[vm];
+        let w = match p.idle.pop_front() {
+            Some(w) => w,
+            None if p.workers.len() < vmio_core::nbd::POOL_MAX_THREADS => {
+                let n = p.workers.len();
+                let all = CoreSet::all(self.cpu.sched.cores());
+                let w = self
+                    .cpu
+                    .add(
+                        thread(ThreadKind::Worker, all, None),
+                        format!("{}/worker{n}", self.vm_names[vm]),
+                        Some(vm),
+                    )
+                    .expect("a floating thread fits any host");
+                self.cpu.pool[vm].workers.push(w);
+                w
+            }
+            None => return p.waiting.push_back(r),
+        };
+        self.pool_start(now, w, r);
+    }
+
+    fn pool_start(&mut self, now: Ns, w: ThreadId, r: usize) {
+        self.cpu.worker_of.insert(r, w);
+        let ns = half(self.guest.pool_cpu_ns(r), true);
+        self.cpu_submit(now, w, ns, Work::PoolSubmit(r));
+    }
+
+    /// Request `r`'s worker is free: it takes the first waiting request, or goes idle.
+    fn pool_release(&mut self, now: Ns, r: usize) {
+        let w = self
+            .cpu
+            .worker_of
+            .remove(&r)
+            .expect("a pool request holds a worker");
+        let vm = self.disk_vm(r);
+        match self.cpu.pool[vm].waiting.pop_front() {
+            Some(next) => self.pool_start(now, w, next),
+            None => self.cpu.pool[vm].idle.push_back(w),
+        }
+    }
+
+    /// The VM of request `r`'s disk.
+    fn disk_vm(&self, r: usize) -> usize {
+        let disk = self.guest.vreqs.get_ref(r).disk;
+        self.disk_base.partition_point(|&b| b <= disk) - 1
     }
 
     fn vmm_thread(&self, r: usize) -> Option<ThreadId> {
@@ -550,10 +705,10 @@ impl Sim {
         }
     }
 
-    /// `r`'s guest-side submission (cfs): on the issuer's thread.
+    /// `r`'s guest-side submission (cfs): on the issuer's thread (an NBD client's send).
     pub(super) fn cpu_guest_submit(&mut self, now: Ns, r: usize) {
         let t = self.issuer(r);
-        let ns = self.guest.guest_submit_ns(r);
+        let ns = self.guest.guest_submit_ns(r) + half(self.guest.client_cpu_ns(r), true);
         self.cpu_submit(now, t, ns, Work::GuestSubmit(r));
     }
 
@@ -567,7 +722,7 @@ impl Sim {
 
     fn vreq_guest_complete(&mut self, now: Ns, r: usize) {
         let t = self.issuer(r);
-        let ns = self.guest.guest_complete_ns(r);
+        let ns = self.guest.guest_complete_ns(r) + half(self.guest.client_cpu_ns(r), false);
         self.cpu_submit(now, t, ns, Work::GuestComplete(r));
     }
 

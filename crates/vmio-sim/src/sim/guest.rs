@@ -415,6 +415,25 @@ impl GuestState {
         m.guest_complete_for(v.op, v.offset, v.len)
     }
 
+    /// The NBD client's CPU per request of `r`'s disk (`[nbd] client_cpu`; 0 for others).
+    pub(super) fn client_cpu_ns(&self, r: usize) -> Ns {
+        self.model_of(r)
+            .0
+            .nbd
+            .as_ref()
+            .map_or(0, |n| n.client_cpu_ns)
+    }
+    /// The NBD server's main-loop CPU per request and per wake-up of `r`'s disk (`[nbd]
+    /// server_cpu`, `server_wake`); None for other interfaces.
+    pub(super) fn server_cpu_ns(&self, r: usize) -> Option<(Ns, Ns)> {
+        let n = self.model_of(r).0.nbd.as_ref()?;
+        Some((n.server_cpu_ns, n.server_wake_ns))
+    }
+    /// A pool worker's CPU per request of `r`'s disk (0: no pool).
+    pub(super) fn pool_cpu_ns(&self, r: usize) -> Ns {
+        self.model_of(r).0.pool_cpu_ns
+    }
+
     /// Request `r` books its CPU on the NBD path's core free first (vmio_core::nbd's bound;
     /// nothing without one).
     fn book_path_cpu(&mut self, now: Ns, r: usize) {

@@ -487,6 +487,19 @@ impl Sim {
         } = build_disks(&stack, &vols)?;
         resolve_percentages(&stack, &mut jobs)?;
         let mut notes: Vec<String> = jobs.iter().filter_map(|b| b.note.clone()).collect();
+        let cfs = stack
+            .cpu
+            .as_ref()
+            .is_some_and(|c| c.model == vmio_core::cpu::CFS);
+        if let (false, Some(n)) = (cfs, &stack.nbd) {
+            if n.client_cpu_ns + n.server_cpu_ns + n.server_wake_ns + n.pool_cpu_ns > 0 {
+                notes.push(
+                    "[nbd] client_cpu, server_cpu, server_wake and pool_cpu put the NBD path on \
+                     threads only under [cpu] model = \"cfs\": ignored here"
+                        .into(),
+                );
+            }
+        }
         let mut work =
             JobDriver::build(&jobs, &disks, &disk_base, stack.vms.len(), seed, &mut notes)?;
         let guests = build_guests(&stack, &mut work)?;
@@ -598,6 +611,8 @@ pub fn simulate_watched(
 
 #[cfg(test)]
 mod cpu_tests;
+#[cfg(test)]
+mod nbd_cpu_tests;
 #[cfg(test)]
 mod shared_tests;
 #[cfg(test)]

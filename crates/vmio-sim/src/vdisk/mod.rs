@@ -113,6 +113,9 @@ pub struct InterfaceModel {
     pub tags_per_queue: bool,
     /// virtio-blk's multireq merging of one notification's requests.
     pub merge: bool,
+    /// `[cpu] model = "cfs"`, an NBD disk with `aio = "threads"`: a pool worker's CPU per
+    /// request (`[nbd] pool_cpu`; 0: the request skips the pool, vmio_core::nbd).
+    pub pool_cpu_ns: Ns,
 }
 
 impl InterfaceModel {
@@ -167,6 +170,10 @@ impl InterfaceModel {
     ) -> Self {
         let path = (interface == Interface::Nbd).then(|| nbd.cloned().unwrap_or_default());
         let request = path.as_ref().map_or(0, |p| p.request_ns);
+        let pool_cpu_ns = match (&path, aio) {
+            (Some(p), Aio::Threads) => p.pool_cpu_ns,
+            _ => 0,
+        };
         let max_q = qemu::max_request_bytes(interface, qemu, queue_size).unwrap_or(0);
         let (ide_g, ide_gc) = (
             ide::guest_submit_ns(Op::Read, 0, 4096, user_exit_ns),
@@ -207,6 +214,7 @@ impl InterfaceModel {
             lanes: 1,
             tags_per_queue: interface == Interface::VirtioBlk,
             merge: interface == Interface::VirtioBlk,
+            pool_cpu_ns,
         }
     }
 
