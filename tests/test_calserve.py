@@ -38,7 +38,7 @@ from conftest import require_tool, run_vmio
 from test_calibrate import vmio
 from test_validate import STACK as CALIBRATED
 from vmio.real import servepath as calserve
-from vmio.real import validate
+from vmio.real import threadcpu, validate
 from vmio.real.calibrate import KIB, MIB, CalibrateError, Point, Side
 from vmio.sim import VmioError, simulate_text
 
@@ -250,6 +250,9 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
         qd1 = [t["main_wakes"] for n, t in split.items() if n.endswith("-qd1")]
         assert qd1 and all(w > 0.5 for w in qd1), split
         assert "main" in rec["vmio_calibrate_serve_path"]["threads"]
+        keys = threadcpu.cfs_keys(rec["vmio_calibrate_serve_path"]["threads"])
+        if keys is not None:  # the header says what a cfs stack takes
+            assert '# under [cpu] model = "cfs": [nbd] client_cpu = ' in toml, toml
     else:
         assert queue is None and sp.wakeup is None
         assert not sp.roles and rec["vmio_calibrate_serve_path"]["threads"] is None

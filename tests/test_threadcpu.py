@@ -115,3 +115,18 @@ def test_a_real_process_main_thread_work_and_a_sleeping_threads_wakeups_are_seen
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_cfs_keys_are_the_main_loops_split_and_the_depth_medians_or_none():
+    doc = {
+        "main": {"bs": 4096, "request_ns": 10772, "wake_ns": 13946},
+        "median_depth_ns": {"main": 12575, "pool": 4171, "client": 8199, "fio": 349},
+    }
+    assert threadcpu.cfs_keys(doc) == {
+        "client_cpu": "8199ns",
+        "server_cpu": "10772ns",
+        "server_wake": "13946ns",
+        "pool_cpu": "4171ns",
+    }
+    assert threadcpu.cfs_keys({**doc, "main": {"bs": 4096, "note": "no split"}}) is None
+    assert threadcpu.cfs_keys({"main": doc["main"]}) is None

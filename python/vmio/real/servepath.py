@@ -690,6 +690,12 @@ def measure(
     if wake is not None:
         head.append(f"# {wake.comment()}")
         doc["queue"] = queue_table(wake.wakeup_ns)
+    split = threadcpu.summary(points, roles) if roles else None
+    if split and (keys := threadcpu.cfs_keys(split)):
+        # Not keys of this table: under [cpu] model = "cfs" they replace `request` (the same
+        # serialized work, which the main loop would otherwise pay twice).
+        cfs = ", ".join(f'{k} = "{v}"' for k, v in keys.items())
+        head.append(f'# under [cpu] model = "cfs": [nbd] {cfs}, request = "0ns" (threadcpu)')
     stackfile.write(toml_path, doc, [h.removeprefix("# ") for h in head])
     sims = {s.job.name: s for s in simulated}
     record = {
@@ -712,7 +718,7 @@ def measure(
             "notes": list(f.notes),
             "queue": None if wake is None else {"wakeup": wake.wakeup_ns},
             "wakeup": None if wake is None else wake.record(),
-            "threads": threadcpu.summary(points, roles) if roles else None,
+            "threads": split,
         },
         "machine": machine.describe([str(directory)]),
         "points": [

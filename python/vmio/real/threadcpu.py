@@ -234,3 +234,20 @@ def summary(points: Sequence[_Point], roles: Mapping[str, RoleLoad]) -> dict[str
                 "main_wakes": round(statistics.median(r.main_wakes for r in rs), 3),
             }
     return out
+
+
+def cfs_keys(summary_doc: Mapping[str, Any]) -> dict[str, str] | None:
+    """The `[nbd]` thread keys of the cfs CPU layer (crates/vmio-core/src/nbd.rs: client_cpu,
+    server_cpu, server_wake, pool_cpu) from a `summary`, or None without the main loop's
+    split: the client's and the pool's CPU their medians at depth (the small size), the main
+    loop's its request and wake-up costs. Per-byte costs are not in them."""
+    main = summary_doc.get("main") or {}
+    depth = summary_doc.get("median_depth_ns")
+    if "request_ns" not in main or not depth:
+        return None
+    return {
+        "client_cpu": f"{depth[CLIENT]}ns",
+        "server_cpu": f"{main['request_ns']}ns",
+        "server_wake": f"{main['wake_ns']}ns",
+        "pool_cpu": f"{depth[POOL]}ns",
+    }
