@@ -631,3 +631,5 @@ mod cpu_tests;
 mod shared_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod thin_tests;
