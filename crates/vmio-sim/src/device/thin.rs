@@ -542,6 +542,24 @@ mod tests {
     }
 
     #[test]
+    fn first_writes_into_different_new_blocks_provision_side_by_side() {
+        // Four 64 KiB first writes at once: each held 58.5 us, all released together, then
+        // served as the thick device serves the same burst.
+        use super::super::testkit::{burst, drain};
+        let mut d = device("ram", THIN);
+        d.unprovision(0, MIB);
+        burst(&mut *d, 0, Op::Write, 64 * KIB, 4);
+        let thin = drain(&mut *d);
+        let mut thick = device("ram", "capacity = \"1g\"");
+        burst(&mut *thick, 0, Op::Write, 64 * KIB, 4);
+        let thick = drain(&mut *thick);
+        for tag in 0..4 {
+            assert_eq!(thin[&tag], thick[&tag] + 50 * US + 8_500, "{tag}");
+        }
+        assert_eq!(d.stats(thin[&3]).thin_provisions, 4);
+    }
+
+    #[test]
     fn the_thin_keys_are_accepted_by_every_model_and_recorded_after_its_own() {
         for e in super::super::REGISTRY {
             let d = device(e.name, "thin_block = \"64k\"\nthin_zero = false");
