@@ -23,7 +23,7 @@
 //!             memory), volume layouts (note: device count), schedulers, eviction
 //!             policies with the page cache's parameters, the [pdc] detector's parameters
 //!             (no selector), device models (note: profiles; keys: share, start,
-//!             capacity)]
+//!             capacity; parameters of any model: the thin layer's, device::thin::PARAMS)]
 //! text     = per layer: "table selector = a | b | c (default)", one line per entry,
 //!            one line per key and parameter (entries sharing a declaration share the line)
 //! markdown = per layer: an entry table and a parameter table
@@ -319,7 +319,7 @@ fn layers(d: &Derived) -> Vec<Layer<'_>> {
                 })
                 .collect(),
             keys: &SHARE_KEYS,
-            params: &[],
+            params: device::thin::PARAMS,
         },
     ]
 }

@@ -34,6 +34,11 @@
 //! capacity, queue depth); the trait's getters (`name`, `model`, `capacity_bytes`,
 //! `queue_depth`, `params`) are provided methods that read it.
 //!
+//! Thin provisioning is a layer any model can have ([`thin`]: `[[device]] thin_block` and
+//! its keys, [`thin::PARAMS`], read beside the model's own parameters and stripped from them
+//! before the model validates its table); a thick device (`thin_block` 0, the default) is
+//! the model alone.
+//!
 //! Engine protocol (what every model assumes):
 //!
 //! ```text
@@ -53,6 +58,7 @@ pub mod ftl;
 pub mod hdd;
 pub mod ram;
 pub mod ssd;
+pub mod thin;
 
 use std::collections::BTreeMap;
 
@@ -87,6 +93,16 @@ pub struct DeviceStats {
     /// Garbage-collection victims cleaned, and die time spent on GC.
     pub gc_count: u64,
     pub gc_ns: u64,
+    /// Thin provisioning ([`thin`]): write commands that provisioned blocks, and the blocks
+    /// (listed only when not 0: a thick device's record is unchanged).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub thin_provisions: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub thin_blocks: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl DeviceStats {
@@ -208,6 +224,9 @@ pub trait Device {
     /// queued and will be submitted later, so the model may start loading the state it will
     /// need into the CPU cache (the SSD prefetches the FTL mapping entries).
     fn prefetch(&self, _op: Op, _offset_bytes: u64, _len_bytes: u64) {}
+    /// The engine's initial state: `[offset, offset + len)` holds nothing yet (a thin
+    /// device unprovisions the blocks it covers whole, [`thin`]); a thick model ignores it.
+    fn unprovision(&mut self, _offset_bytes: u64, _len_bytes: u64) {}
 }
 
 /// How a model is built. The parameters' declared defaults are the figures of the model's
@@ -266,8 +285,17 @@ pub enum DeviceError {
     },
 }
 
-/// Keys of a `[[device]]` table that are not model parameters (tolerated if passed through).
-const TABLE_KEYS: &[&str] = &["name", "model", "profile"];
+/// Keys of a `[[device]]` table that are not model parameters (tolerated if passed through),
+/// the thin layer's among them ([`thin::PARAMS`], read by [`thin::read`]).
+const TABLE_KEYS: &[&str] = &[
+    "name",
+    "model",
+    "profile",
+    thin::BLOCK.name,
+    thin::REQUEST.name,
+    thin::BLOCK_COST.name,
+    thin::ZERO.name,
+];
 
 /// The model, profile and parameter values of a `[[device]]` table: the profile's figures
 /// with the table's overrides, each checked against its declaration.
@@ -315,7 +343,15 @@ fn param_error(name: &str, entry: &ModelEntry, e: ParamError) -> DeviceError {
             device: name.into(),
             model: entry.name,
             param: key.into(),
-            accepted: accepted.into(),
+            accepted: format!(
+                "{accepted}, {}",
+                thin::PARAMS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+            .into(),
         },
         other => DeviceError::BadValue {
             device: name.into(),
@@ -339,6 +375,13 @@ pub(crate) fn bad(param: &str, value: impl std::fmt::Display, expected: &str) ->
 /// did before they were declared (the HDD's own `write_cache` is always listed).
 pub(crate) fn record(profile: &str, values: &Values) -> Vec<(String, String)> {
     let mut out = vec![("profile".to_string(), profile.to_string())];
+    out.extend(record_values(values));
+    out
+}
+
+/// [`record`]'s parameters without the profile.
+pub(crate) fn record_values(values: &Values) -> Vec<(String, String)> {
+    let mut out = Vec::new();
     for (spec, v) in values.iter() {
         if is_capability(spec) && v == spec.default {
             continue;
@@ -440,13 +483,19 @@ pub fn build_device_seeded(
     seed: u64,
 ) -> Result<Box<dyn Device>, DeviceError> {
     let (entry, profile, values) = read_params(name, model, profile, params)?;
-    (entry.build.new)(name, profile, &values, seed).map_err(|e| param_error(name, entry, e))
+    let thin = thin::read(params).map_err(|e| param_error(name, entry, e))?;
+    let device =
+        (entry.build.new)(name, profile, &values, seed).map_err(|e| param_error(name, entry, e))?;
+    Ok(match thin {
+        Some(t) => Box::new(thin::Thin::new(device, t)),
+        None => device,
+    })
 }
 
 /// Memory a device's model will allocate, in bytes, and its capacity
 /// ([`Device::capacity_bytes`] of the model it would build): the SSD's FTL tables
 /// ([`ftl::estimated_bytes`]); 0 bytes for the HDD, RAM and flash models, whose state does not
-/// grow with the capacity. Checks the model, profile and parameters like [`build_device_seeded`] (and
+/// grow with the capacity; a thin device's map on top ([`thin::estimated_bytes`]). Checks the model, profile and parameters like [`build_device_seeded`] (and
 /// returns its errors), without allocating anything.
 pub fn estimated_bytes(
     name: &str,
@@ -455,7 +504,11 @@ pub fn estimated_bytes(
     params: &BTreeMap<String, toml::Value>,
 ) -> Result<(u64, u64), DeviceError> {
     let (entry, _, values) = read_params(name, model, profile, params)?;
-    (entry.build.memory)(&values).map_err(|e| param_error(name, entry, e))
+    let thin = thin::read(params).map_err(|e| param_error(name, entry, e))?;
+    let (bytes, capacity) =
+        (entry.build.memory)(&values).map_err(|e| param_error(name, entry, e))?;
+    let map = thin.map_or(0, |t| thin::estimated_bytes(&t, capacity));
+    Ok((bytes + map, capacity))
 }
 
 /// Time-ordered completions for models that can compute a command's completion time when it

@@ -155,6 +155,29 @@ pub(super) struct BlockQueue {
 }
 
 impl BlockQueue {
+    /// The engine's initial state: `[voff, voff + len)` of volume `vol` holds nothing yet;
+    /// each of its pieces is unprovisioned on its device's hardware (a thin model clears the
+    /// blocks a piece covers whole, [`crate::device::thin`]; a thick one ignores it). Mapped
+    /// a gigabyte at a time, so that a large range's pieces stay few in memory.
+    pub(super) fn unprovision(&mut self, vol: usize, voff: u64, len: u64) {
+        const WINDOW: u64 = 1 << 30;
+        let v = &self.vols[vol];
+        let mut pieces = Vec::new();
+        let mut at = voff;
+        while at < voff + len {
+            let n = WINDOW.min(voff + len - at);
+            pieces.clear();
+            v.layout.map(at, n, &mut pieces);
+            for p in &pieces {
+                let d = &self.devs[v.devices[p.device]];
+                self.hws[d.hw]
+                    .model
+                    .unprovision(d.start_bytes + p.offset_bytes, p.len_bytes);
+            }
+            at += n;
+        }
+    }
+
     pub(super) fn new((hws, devs): (Vec<Hardware>, Vec<DevState>), vols: Vec<VolState>) -> Self {
         BlockQueue {
             hws,

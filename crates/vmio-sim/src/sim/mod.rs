@@ -432,6 +432,33 @@ fn image_driver(d: &DiskSpec, caps: ImageCaps) -> Option<Box<dyn ImageFormat>> {
     vmio_core::image::build(&d.image, d.size_bytes, caps)
 }
 
+/// Thin devices' initial state: on a volume with a host filesystem, each image file's
+/// region that holds nothing at the start (a file in the Hole or Unwritten state beyond its
+/// written prefix, [`vmio_core::hostfs::initial_state`]: a new sparse or fallocated file
+/// over blocks the filesystem discarded) is unprovisioned on the devices under it, through
+/// the volume's layout (any layout: its pieces are where the file's blocks lie); a Written
+/// file (`preallocation = "full"`) stays provisioned. The filesystem's own blocks (its
+/// metadata, its journal) and disks on volumes without a filesystem (a block device, whose
+/// history is not known) stay provisioned. A thick device ignores it.
+///
+/// ```text
+/// for each disk on a filesystem volume, file at volume offset o, file_bytes n:
+///     (state, prefix) = initial_state(image, n)
+///     state != Written and prefix < n: blockq.unprovision(volume, o + prefix, n - prefix)
+/// ```
+fn unprovision_images(stack: &Stack, places: &[(usize, u64, u64)], blockq: &mut BlockQueue) {
+    let specs = stack.vms.iter().flat_map(|v| v.disks.iter());
+    for (&(vol, offset, file_bytes), d) in places.iter().zip(specs) {
+        if stack.volumes[vol].filesystem.is_none() {
+            continue;
+        }
+        let (state, prefix) = vmio_core::hostfs::initial_state(&d.image, file_bytes);
+        if state != vmio_core::hostfs::extents::BlockState::Written && prefix < file_bytes {
+            blockq.unprovision(vol, offset + prefix, file_bytes - prefix);
+        }
+    }
+}
+
 /// A guest kernel for every VM with a job that is not direct block I/O; each job on files
 /// gets the guest's handles of its workload's files (laid out now).
 fn build_guests(stack: &Stack, work: &mut JobDriver) -> Result<Guests, SimError> {
@@ -520,6 +547,8 @@ impl Sim {
             .collect();
         let hostfs = hostfs::HostFsDriver::new(&stack, &vol_bytes, &places)?;
         drop(clones);
+        let mut blockq = BlockQueue::new(devs, vols);
+        unprovision_images(&stack, &places, &mut blockq);
         let spread = (stack.vms.iter())
             .flat_map(|vm| vm.disks.iter().map(move |d| (vm, d)))
             .map(|(vm, d)| {
@@ -538,7 +567,7 @@ impl Sim {
             image: ImageLayer::new(&stack, drivers),
             cache: HostCache::new(&stack, files)?,
             hostfs,
-            blockq: BlockQueue::new(devs, vols),
+            blockq,
             guests,
             disk_base,
             seed,
@@ -617,3 +646,5 @@ mod nbd_cpu_tests;
 mod shared_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod thin_tests;
