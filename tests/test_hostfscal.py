@@ -4,9 +4,10 @@ image checks' Calibration (merged into a prediction's volume of the same filesys
 the refusals as one line, and a quick real run with fio on /var/tmp.
 
 Tolerance of the real run (--quick: 2 rounds of 1.5 s per kind on a shared cloud disk): it
-asserts what the mechanism makes large against the noise, that a write into a hole costs
-more than an overwrite (the allocation and the conversion both lie between them), and that
-both costs are >= 0 by construction; not the costs' size, which the disk's noise moves.
+asserts that every kind and pass was measured and that the costs are the closed form of the
+medians; not the costs' size or sign, which the disk's noise moves (on this project's second
+cloud disk a write into a hole and an overwrite came out within 1 % of each other in one run,
+18 % apart in the next).
 """
 
 from __future__ import annotations
@@ -398,6 +399,43 @@ def test_the_first_write_line_recovers_a_cost_per_write_and_per_block_and_correc
         hostfscal.solve_thin(thin_runs_of({MIB: [1.0]}), costs, 1, GIB)
 
 
+def test_the_thin_table_goes_to_the_image_files_device_with_its_convert_cost(tmp_path: Path):
+    """host-fs.toml's [thin]: a prediction's device under the image volume takes the thin_*
+    keys, its volume the [thin] convert_cost; another filesystem takes neither; vmio sim
+    runs the stack, and a first write of the new raw image pays the device's blocks."""
+    runs = thin_runs_of({64 * 1024: [58.5, 58.5], 256 * 1024: [84.0, 84.0], MIB: [186.0, 186.0]})
+    out = tmp_path / "cal"
+    h = hostfscal.write(runs_of(LATENCIES), settings(tmp_path), out, thin_runs=runs)
+    table = tomllib.loads(h.toml_path.read_text(encoding="utf-8"))
+    assert table["thin"]["thin_block_cost"] == "8500ns" and "[thin] 50.0 us" in hostfscal.report(h)
+    cal = images.Calibration.find(out)
+    p = images.Point("a", images.RAW_OFF, images.Serve("threads", None), images.RAND_W, "first")
+    doc = images.sim_doc(p, GIB, cal, "ext4")
+    assert doc["volume"][0]["convert_cost"] == table["thin"]["convert_cost"]
+    assert {k: doc["device"][0][k] for k in cal.thin_keys("ext4")} == {
+        "thin_block": "64k",
+        "thin_block_cost": "8500ns",
+        "thin_request": "0ns",
+        "thin_zero": False,
+    }
+    other = images.sim_doc(p, GIB, cal, "xfs")
+    assert "thin_block" not in other["device"][0]
+    assert "thin_block" not in images.sim_doc(p, GIB, cal, "ext4", layer=False)["device"][0]
+    # The run's JSON keeps it.
+    m = images.Measurement(GIB, 1.0, 1, "/x", "ext4")
+    again = images.Calibration.of_record(json.loads(json.dumps(images.record(m, {}, cal))))
+    assert again is not None and again.thin == cal.thin
+    # vmio sim takes the keys: the device provisions the image's blocks on first writes.
+    stack = tmp_path / "stack.toml"
+    stack.write_text(images.sim_stack(p, 64 * MIB, cal, "ext4"), encoding="utf-8")
+    job = tmp_path / "w.fio"
+    job.write_text("[w]\nfilename=/dev/vda\nrw=write\nbs=1m\nioengine=libaio\ndirect=1\nsize=16m\n")
+    r = run_vmio("sim", "--stack", stack, job, "--output-format", "json")
+    assert r.returncode == 0, r.stderr
+    dev = json.loads(r.stdout)["vmio"]["devices"][0]
+    assert dev["stats"].get("thin_blocks", 0) == 16 * 16, dev["stats"]
+
+
 def test_a_first_write_pass_is_one_sequential_psync_direct_pass_with_no_preallocation(
     tmp_path: Path,
 ):
@@ -456,7 +494,9 @@ def test_the_help_says_what_dir_means_for_each_mode(capsys):
 # --- for real ------------------------------------------------------------------------------
 
 
-def test_a_quick_run_measures_a_write_into_a_hole_slower_than_an_overwrite(tmp_path: Path):
+def test_a_quick_run_measures_every_kind_and_solves_the_closed_form_of_its_medians(
+    tmp_path: Path,
+):
     require_tool("fio", "fio")
     base = hostfscal.DEFAULT_DIR
     if images.mounted_fstype(base) not in hostfscal.FILESYSTEMS:
@@ -485,14 +525,21 @@ def test_a_quick_run_measures_a_write_into_a_hole_slower_than_an_overwrite(tmp_p
     thin = head["thin"]
     assert set(thin["extra_ns"]) == {str(b) for b in hostfscal.THIN_SIZES}
     assert thin["block_cost_ns"] >= 0 and 0 <= thin["convert_cost_ns"] <= head["convert_cost_ns"]
-    assert lat["holes"] > lat["written"] > 0, lat
-    assert head["alloc_cost_ns"] >= 0 and head["convert_cost_ns"] >= 0
+    # The costs are the closed form of the kinds' medians (a fast disk's costs of a few us
+    # drown in its noise here, so their sign is not asserted: >= 0 by construction).
+    assert min(lat.values()) > 0, lat
+    assert head["alloc_cost_ns"] == round(max(0.0, lat["holes"] - lat["unwritten"]))
+    assert head["convert_cost_ns"] == round(max(0.0, lat["unwritten"] - lat["written"]))
     cal = images.Calibration.find(out)
     assert cal.host_fs is not None and cal.host_fs["filesystem"] == head["fstype"]
     assert cal.host_fs["alloc_cost"] == f"{head['alloc_cost_ns']}ns"
     p = images.Point("a", images.RAW_OFF, images.Serve("threads", None), images.RAND_W, "first")
     vol = images.sim_doc(p, GIB, cal, head["fstype"])["volume"][0]
-    assert vol["convert_cost"] == f"{head['convert_cost_ns']}ns"
+    # With a [thin] table the volume takes its convert_cost (the device charges the blocks).
+    thin_table = head["thin"]["table"] if head["thin"] else None
+    assert vol["convert_cost"] == (
+        thin_table["convert_cost"] if thin_table else f"{head['convert_cost_ns']}ns"
+    )
     # The host kernel's CPU per direct I/O request: every job of every round has its window
     # and a positive CPU time; a 1 MiB request costs more CPU than a 4 KiB one.
     # On a machine other processes kept busy the table is left out with a note instead.

@@ -185,7 +185,7 @@ THIN_BLOCK = 64 * KIB
 THIN_SIZES: tuple[int, ...] = (64 * KIB, 256 * KIB, MIB)
 THIN_FILE, QUICK_THIN_FILE = 256 * MIB, 64 * MIB
 FIRST, OVER = "first", "over"
-THIN = "thin"
+THIN = images.THIN
 
 
 # --- checks --------------------------------------------------------------------------------

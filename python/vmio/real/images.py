@@ -130,6 +130,8 @@ QSD_TABLE, VMIO_TABLE = "serve-path-qsd.toml", "serve-path.toml"
 # The host filesystem's costs `vmio calibrate --host-fs` writes (vmio.real.hostfscal): a
 # `[volume]` table of `filesystem`, `alloc_cost`, `convert_cost`.
 HOST_FS_TABLE = "host-fs.toml"
+# host-fs.toml's first-write table (vmio.real.hostfscal) and the volume key it corrects.
+THIN, CONVERT_COST = "thin", "convert_cost"
 # The host filesystems the simulator models (crates/vmio-core/src/hostfs/mod.rs, REGISTRY).
 HOST_FILESYSTEMS = ("ext4", "xfs")
 # The start of the note a host-fs.toml of another filesystem gives (a prediction's note).
@@ -764,7 +766,10 @@ class Calibration:
     `[queue]` table of serve-path-qsd.toml (the host's thread wake-up measured beside QEMU's
     server, vmio.real.wakeup), the image disk's `[vm.disk.queue]`. `io_cpu` is host-fs.toml's
     `[io_cpu]` table (`cpu`, `cpu_rate`: the host kernel's CPU per direct I/O request),
-    added to the `[nbd]` CPU bound (`nbd_cpu`)."""
+    added to the `[nbd]` CPU bound (`nbd_cpu`). `thin` is host-fs.toml's `[thin]` table (the
+    disk's first-write cost: the `thin_*` keys of the device, and the `convert_cost` the
+    volume takes with them), applied with the volume's costs (`host_fs_keys`,
+    `thin_keys`)."""
 
     stack: dict[str, Any] | None
     nbd: dict[str, Any] | None
@@ -774,6 +779,7 @@ class Calibration:
     host_fs: dict[str, Any] | None = None
     queue: dict[str, Any] | None = None
     io_cpu: dict[str, Any] | None = None
+    thin: dict[str, Any] | None = None
 
     @classmethod
     def find(cls, directory: Path | None) -> Calibration:
@@ -801,7 +807,7 @@ class Calibration:
                 f"qemu-storage-daemon -o {d} --force measures it)"
             )
         hf = d / HOST_FS_TABLE
-        host_fs, io_cpu = None, None
+        host_fs, io_cpu, thin = None, None, None
         if hf.is_file():
             hf_doc = parse_toml(read_text(hf, "host-fs file"), hf)
             host_fs = hf_doc.get("volume")
@@ -810,12 +816,15 @@ class Calibration:
             io_cpu = hf_doc.get(IO_CPU)
             if io_cpu is not None and not isinstance(io_cpu, dict):
                 raise ImagesError(f'{hf}: io_cpu is not a table ([io_cpu] cpu = "...")')
+            thin = hf_doc.get(THIN)
+            if thin is not None and not isinstance(thin, dict):
+                raise ImagesError(f'{hf}: thin is not a table ([thin] thin_block = "64k")')
         if directory is not None and stack is None and nbd is None and host_fs is None:
             raise ImagesError(
                 f"--calibration {d}: none of stack.toml, {qsd.name}, {vmio.name}, "
                 f"{HOST_FS_TABLE} in it"
             )
-        return cls(stack, nbd, str(d), nbd_from, note, host_fs, queue, io_cpu)
+        return cls(stack, nbd, str(d), nbd_from, note, host_fs, queue, io_cpu, thin)
 
     @classmethod
     def of_record(cls, rec: Mapping[str, Any]) -> Calibration | None:
@@ -833,6 +842,7 @@ class Calibration:
             head.get("calibration_host_fs"),
             head.get("calibration_queue"),
             head.get("calibration_io_cpu"),
+            head.get("calibration_thin"),
         )
 
     def host_fs_keys(self, fstype: str) -> tuple[dict[str, Any], str | None]:
@@ -847,7 +857,18 @@ class Calibration:
                 f"{HOST_FS_OTHER} {measured}, the images are on {fstype}: its costs "
                 "are left out (the volume keeps the simulator's defaults)"
             )
-        return {k: v for k, v in self.host_fs.items() if k != "filesystem"}, None
+        keys = {k: v for k, v in self.host_fs.items() if k != "filesystem"}
+        if self.thin and CONVERT_COST in self.thin:
+            # The conversion without the first writes' blocks, which the device charges.
+            keys[CONVERT_COST] = self.thin[CONVERT_COST]
+        return keys, None
+
+    def thin_keys(self, fstype: str) -> dict[str, Any]:
+        """The `thin_*` keys the image file's device takes (host-fs.toml's `[thin]`), when the
+        volume takes the same file's costs (`host_fs_keys`: the same filesystem)."""
+        if not self.thin or not self.host_fs or self.host_fs.get("filesystem") != fstype:
+            return {}
+        return {k: v for k, v in self.thin.items() if k.startswith("thin_")}
 
     def nbd_cpu(self) -> tuple[dict[str, Any], str | None]:
         """The [nbd] table's CPU bound of the prediction (module doc: the path's and the
@@ -971,6 +992,10 @@ def sim_doc(
     volume = (
         {**vols[0], "filesystem": fstype, **cal.host_fs_keys(fstype)[0]} if layer else dict(vols[0])
     )
+    if layer and (thin := cal.thin_keys(fstype)):
+        # The disk's first writes (host-fs.toml's [thin]) on the device under the volume.
+        under = set(volume.get("devices", names[:1]))
+        devices = [{**d, **thin} if d["name"] in under else d for d in devices]
     doc: dict[str, Any] = {"host": host, "device": devices, "volume": [volume]}
     doc["scheduler"] = dict(base.get("scheduler", {"name": "none"}))
     cpu, _ = cal.nbd_cpu()
@@ -1154,6 +1179,7 @@ def record(m: Measurement, pred: Mapping[str, Run], cal: Calibration | None) -> 
             "calibration_host_fs": cal.host_fs if cal else None,
             "calibration_queue": cal.queue if cal else None,
             "calibration_io_cpu": cal.io_cpu if cal else None,
+            "calibration_thin": cal.thin if cal else None,
             "notes": m.notes,
         },
         "machine": machine.describe([m.directory]),
