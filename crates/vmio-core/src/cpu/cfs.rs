@@ -33,7 +33,11 @@
 //!              longest (detach_tasks walks cfs_tasks from the least recently run), else,
 //!              when every queued one is pinned, the running one is pushed off its core,
 //!              which runs its leftmost (active_load_balance_cpu_stop); vruntime is kept
-//! wake(t, now): (a work item on a sleeping thread)
+//! wake_latency (0 by default): a sleeping thread given work is woken that much later
+//!   (try_to_wake_up's IPI to a remote core, ttwu_queue_wakelist, and the target core's exit
+//!   from idle, do_idle / cpuidle; on a VM host a halted vCPU resumed, KVM's kvm_vcpu_halt);
+//!   work given meanwhile joins it
+//! wake(t, now): (a work item on a sleeping thread, or a pending wake-up due)
 //!   core = last core if allowed and idle, else the lowest allowed idle core, else the
 //!          allowed core with the fewest runnable threads, the last core on a tie
 //!          (select_task_rq_fair / select_idle_sibling); with cache domains (below) an
@@ -154,6 +158,17 @@ pub const MIGRATION_COST: ParamSpec = ParamSpec {
         "CPU time a thread spends refilling caches after moving core (estimate: 1 MiB at 20 GB/s)",
 };
 
+pub const WAKE_LATENCY: ParamSpec = ParamSpec {
+    name: "wake_latency",
+    kind: Kind::Duration {
+        bare: SEC,
+        positive: false,
+    },
+    default: Value::Int(0),
+    unit: "ns",
+    help: "time from a sleeping thread's wake-up to its being runnable (the IPI to its core, an idle core's exit; on a VM host a halted vCPU resumed); 0: at once",
+};
+
 /// The `[cpu]` table's CFS keys (the mechanism keys are [`super::hypervisor::PARAMS`]).
 pub const PARAMS: &[ParamSpec] = &[
     SCHED_LATENCY,
@@ -161,6 +176,7 @@ pub const PARAMS: &[ParamSpec] = &[
     WAKEUP_GRANULARITY,
     TUNABLE_SCALING,
     MIGRATION_COST,
+    WAKE_LATENCY,
 ];
 
 /// CFS's tunables for one host, already scaled by its core count.
@@ -171,6 +187,7 @@ pub struct CfsParams {
     pub min_granularity_ns: Ns,
     pub wakeup_granularity_ns: Ns,
     pub migration_cost_ns: Ns,
+    pub wake_latency_ns: Ns,
 }
 
 impl CfsParams {
@@ -196,6 +213,7 @@ impl CfsParams {
             min_granularity_ns: v.int(MIN_GRANULARITY.name) * scale,
             wakeup_granularity_ns: v.int(WAKEUP_GRANULARITY.name) * scale,
             migration_cost_ns: v.int(MIGRATION_COST.name),
+            wake_latency_ns: v.int(WAKE_LATENCY.name),
         })
     }
 
@@ -208,6 +226,8 @@ impl CfsParams {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Sleeping,
+    /// Given work while asleep, runnable at the pending wake-up (`wake_latency`).
+    Waking,
     Queued(usize),
     Running(usize),
 }
@@ -290,6 +310,9 @@ pub struct Cfs {
     /// Per core: its cache domain (the last-level cache it shares: Linux's LLC sched
     /// domain); empty without a cache topology (one flat domain).
     llc: Vec<usize>,
+    /// Pending wake-ups (`wake_latency`): (when, order, thread), earliest first.
+    wakes: BTreeSet<(Ns, u64, usize)>,
+    wake_seq: u64,
 }
 
 impl Cfs {
@@ -301,6 +324,8 @@ impl Cfs {
             seq: 0,
             shared: None,
             llc: Vec::new(),
+            wakes: BTreeSet::new(),
+            wake_seq: 0,
             p,
         }
     }
@@ -722,24 +747,46 @@ impl CpuScheduler for Cfs {
         let now = now.max(self.now);
         self.threads[t].work.push_back((cpu_ns, token));
         if self.threads[t].state == State::Sleeping {
-            self.wake(t, now);
-            self.recontend(now);
+            if self.p.wake_latency_ns == 0 {
+                self.wake(t, now);
+                self.recontend(now);
+            } else {
+                self.threads[t].state = State::Waking;
+                self.wake_seq += 1;
+                self.wakes
+                    .insert((now + self.p.wake_latency_ns, self.wake_seq, t));
+            }
         }
         Ok(())
     }
 
     fn next_event_ns(&self) -> Option<Ns> {
-        (0..self.cores.len()).filter_map(|c| self.event_of(c)).min()
+        let cores = (0..self.cores.len()).filter_map(|c| self.event_of(c)).min();
+        match (cores, self.wakes.first()) {
+            (Some(c), Some(w)) => Some(c.min(w.0)),
+            (c, w) => c.or(w.map(|w| w.0)),
+        }
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
-        while let Some((t, c)) = (0..self.cores.len())
-            .filter_map(|c| self.event_of(c).map(|t| (t, c)))
-            .min()
-            .filter(|&(t, _)| t <= now)
-        {
-            self.handle(c, t, done);
-            self.recontend(t);
+        loop {
+            let core = (0..self.cores.len())
+                .filter_map(|c| self.event_of(c).map(|t| (t, c)))
+                .min();
+            let wake = self.wakes.first().copied();
+            // A core's event before a wake-up due at the same time (a core freed first).
+            match (core, wake) {
+                (Some((t, c)), w) if t <= now && w.is_none_or(|w| t <= w.0) => {
+                    self.handle(c, t, done);
+                    self.recontend(t);
+                }
+                (_, Some((at, _, th))) if at <= now => {
+                    self.wakes.pop_first();
+                    self.wake(th, at);
+                    self.recontend(at);
+                }
+                _ => break,
+            }
         }
         self.now = self.now.max(now);
     }
@@ -850,6 +897,59 @@ mod tests {
         assert_eq!((st.threads[0].cpu_ns, st.threads[0].wait_ns), (W, 0));
         assert_eq!(st.core_busy_ns, vec![W, 0, 0, 0]);
         assert_eq!(s.next_event_ns(), None);
+    }
+
+    fn host_waking(cores: usize, lat: Ns) -> Cfs {
+        Cfs::new(CfsParams {
+            wake_latency_ns: lat,
+            ..CfsParams::new(cores).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_sleeping_thread_starts_its_work_wake_latency_after_it_is_given_it_and_no_core_is_busy_meanwhile(
+    ) {
+        let lat = 20 * US;
+        let mut s = host_waking(2, lat);
+        let a = thread(&mut s, NICE_0_WEIGHT, CoreSet::all(2));
+        s.submit(0, a, W, 1).unwrap();
+        // Work given while it wakes joins it, with no second latency.
+        s.submit(5 * US, a, W, 2).unwrap();
+        assert_eq!(run(&mut s, SEC), vec![(lat + W, 1), (lat + 2 * W, 2)]);
+        let st = s.stats(SEC);
+        assert_eq!(st.threads[0].cpu_ns, 2 * W);
+        assert_eq!(st.core_busy_ns.iter().sum::<Ns>(), 2 * W);
+    }
+
+    #[test]
+    fn each_hand_off_to_a_sleeping_thread_adds_wake_latency_and_a_running_one_none() {
+        // A ping-pong of n hand-offs between two threads: n (w + lat) with the latency,
+        // n w without; work given to a thread that is still running adds none.
+        let (w, lat, n) = (10 * US, 7 * US, 5u64);
+        for (l, per) in [(lat, w + lat), (0, w)] {
+            let mut s = host_waking(2, l);
+            let th = [
+                thread(&mut s, NICE_0_WEIGHT, CoreSet::all(2)),
+                thread(&mut s, NICE_0_WEIGHT, CoreSet::all(2)),
+            ];
+            let mut now = 0;
+            let mut done = Vec::new();
+            for i in 0..n {
+                s.submit(now, th[(i % 2) as usize], w, i).unwrap();
+                while done.is_empty() {
+                    now = s.next_event_ns().expect("the hand-off completes");
+                    s.advance(now, &mut done);
+                }
+                assert_eq!(done.drain(..).collect::<Vec<_>>(), vec![i]);
+            }
+            assert_eq!(now, n * per, "latency {l}");
+        }
+        let mut s = host_waking(1, lat);
+        let a = thread(&mut s, NICE_0_WEIGHT, CoreSet::all(1));
+        s.submit(0, a, W, 1).unwrap();
+        s.advance(lat + W / 2, &mut Vec::new());
+        s.submit(lat + W / 2, a, W, 2).unwrap();
+        assert_eq!(run(&mut s, SEC), vec![(lat + W, 1), (lat + 2 * W, 2)]);
     }
 
     #[test]
