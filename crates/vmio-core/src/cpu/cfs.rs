@@ -940,7 +940,7 @@ mod tests {
                     now = s.next_event_ns().expect("the hand-off completes");
                     s.advance(now, &mut done);
                 }
-                assert_eq!(done.drain(..).collect::<Vec<_>>(), vec![i]);
+                assert_eq!(std::mem::take(&mut done), vec![i]);
             }
             assert_eq!(now, n * per, "latency {l}");
         }
