@@ -421,6 +421,7 @@ def test_the_thin_table_goes_to_the_image_files_device_with_its_convert_cost(tmp
     other = images.sim_doc(p, GIB, cal, "xfs")
     assert "thin_block" not in other["device"][0]
     assert "thin_block" not in images.sim_doc(p, GIB, cal, "ext4", layer=False)["device"][0]
+    assert "[thin] thin_block 64k, thin_block_cost 8500ns" in cal.describe()
     # The run's JSON keeps it.
     m = images.Measurement(GIB, 1.0, 1, "/x", "ext4")
     again = images.Calibration.of_record(json.loads(json.dumps(images.record(m, {}, cal))))

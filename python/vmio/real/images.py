@@ -907,6 +907,8 @@ class Calibration:
         if self.host_fs:
             costs = ", ".join(f"{k} {v}" for k, v in self.host_fs.items() if k != "filesystem")
             table += f", host filesystem {self.host_fs.get('filesystem')} ({costs})"
+        if self.thin:
+            table += ", [thin] " + ", ".join(f"{k} {v}" for k, v in self.thin.items())
         if self.queue:
             table += ", [queue] " + ", ".join(f"{k} {v}" for k, v in self.queue.items())
         cpu, _ = self.nbd_cpu()
