@@ -308,6 +308,11 @@ class IoRun:
         }
 
 
+def _fio_cmd(opts: Sequence[tuple[str, str]]) -> list[str]:
+    """fio's command line of one job's options, its report as JSON."""
+    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+
+
 def round_io_jobs(r: int) -> tuple[IoJob, ...]:
     """Round r's order of the I/O jobs: IO_JOBS on even rounds, the opposite on odd ones."""
     return IO_JOBS if r % 2 == 0 else IO_JOBS[::-1]
@@ -328,7 +333,7 @@ def io_fio_args(job: IoJob, path: Path, size: int, runtime_s: float) -> list[str
         ("runtime", f"{round(runtime_s * 1000)}ms"),
         ("time_based", "1"),
     ]
-    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+    return _fio_cmd(opts)
 
 
 def _io_fio(
@@ -379,7 +384,7 @@ def fio_args(kind: str, path: Path, size: int, runtime_s: float) -> list[str]:
         ("runtime", f"{round(runtime_s * 1000)}ms"),
         ("time_based", "1"),
     ]
-    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+    return _fio_cmd(opts)
 
 
 def run_of(kind: str, rnd: int, runtime_s: float, job: Mapping[str, Any]) -> Run:
@@ -447,7 +452,7 @@ def thin_fio_args(bs: int, path: Path, size: int, name: str) -> list[str]:
         ("size", str(size)),
         ("fallocate", "none"),
     ]
-    return ["fio", *(f"--{k}={v}" for k, v in opts), "--output-format=json"]
+    return _fio_cmd(opts)
 
 
 def _thin_fio(bs: int, path: Path, size: int, rnd: int, pass_: str) -> ThinRun:
