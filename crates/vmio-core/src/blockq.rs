@@ -202,8 +202,7 @@ impl<S: IoScheduler + ?Sized> DeviceQueue<S> {
         let io = if io.op == Op::Flush {
             io
         } else {
-            self.sched.insert_unmerged(now, io);
-            match self.sched.dispatch(now) {
+            match self.sched.pass_alone(now, io) {
                 Some(io) => io,
                 None => return Ok(None),
             }

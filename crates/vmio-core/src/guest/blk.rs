@@ -495,6 +495,10 @@ impl IoScheduler for Elevator {
         elevator_call!(self, s => s.dispatch(now))
     }
     #[inline]
+    fn pass_alone(&mut self, now: Ns, io: DevIo) -> Option<DevIo> {
+        elevator_call!(self, s => s.pass_alone(now, io))
+    }
+    #[inline]
     fn completed(&mut self, now: Ns, io: &DevIo) {
         elevator_call!(self, s => s.completed(now, io))
     }

@@ -121,6 +121,13 @@ pub trait IoScheduler: Send {
     }
     /// The next request for the device, if the scheduler wants to dispatch one now.
     fn dispatch(&mut self, now: Ns) -> Option<DevIo>;
+    /// A request arriving while nothing is queued, passed on at once if the scheduler
+    /// would dispatch it now: exactly [`Self::insert_unmerged`] then [`Self::dispatch`]
+    /// (the default), which a scheduler may do without queueing it, leaving the same state.
+    fn pass_alone(&mut self, now: Ns, io: DevIo) -> Option<DevIo> {
+        self.insert_unmerged(now, io);
+        self.dispatch(now)
+    }
     /// A dispatched request completed.
     fn completed(&mut self, _now: Ns, _io: &DevIo) {}
     /// When the scheduler wants `dispatch` called again although nothing else happened
@@ -166,5 +173,56 @@ mod tests {
             assert_eq!(s.queued(), 0);
         }
         assert!(REGISTRY.iter().any(|e| e.name == DEFAULT));
+    }
+}
+
+#[cfg(test)]
+mod pass_alone_tests {
+    use super::mq_deadline::MqDeadline;
+    use super::none::Fifo;
+    use super::{io, IoScheduler};
+    use crate::request::Op;
+
+    /// Some traffic first (so that the scheduler's direction, batch and starvation count
+    /// are not their initial values), drained; then a lone request passed by `pass_alone`
+    /// or by insert then dispatch: the scheduler's whole state afterwards.
+    fn state_after<S: IoScheduler + std::fmt::Debug>(mut s: S, fast: bool, lone: Op) -> String {
+        for (k, (op, off)) in [
+            (Op::Write, 64u64),
+            (Op::Read, 8),
+            (Op::Read, 2),
+            (Op::Write, 65),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            s.insert(k as u64, io(10 + k as u64, op, off << 20, 4096));
+        }
+        while s.dispatch(1_000).is_some() {}
+        let r = io(1, lone, 1 << 20, 4096);
+        let got = if fast {
+            s.pass_alone(2_000, r)
+        } else {
+            s.insert_unmerged(2_000, r);
+            s.dispatch(2_000)
+        };
+        assert_eq!(got.map(|i| i.tag), Some(1));
+        format!("{s:?}")
+    }
+
+    #[test]
+    fn passing_a_lone_request_leaves_none_and_mq_deadline_as_insert_then_dispatch_would() {
+        let dl = || MqDeadline::new(500_000_000, 5_000_000_000, 1 << 20);
+        for lone in [Op::Read, Op::Write] {
+            assert_eq!(
+                state_after(Fifo::default(), true, lone),
+                state_after(Fifo::default(), false, lone)
+            );
+            assert_eq!(
+                state_after(dl(), true, lone),
+                state_after(dl(), false, lone),
+                "lone {lone:?}"
+            );
+        }
     }
 }

@@ -66,7 +66,7 @@ fn build(v: &Values, _: &[u32]) -> Box<dyn IoScheduler> {
 const FIFO_BATCH: u32 = 16;
 const WRITES_STARVED: u32 = 2;
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Dir {
     sorted: BTreeMap<(u64, u64), DevIo>,
     /// (deadline, offset, seq); entries whose key left `sorted` are skipped lazily.
@@ -85,6 +85,7 @@ impl Dir {
     }
 }
 
+#[derive(Debug)]
 pub struct MqDeadline {
     /// The only queued request, with its insertion time, kept out of the lists while it is
     /// alone: a dispatch takes it as the lists would (see `dispatch`), and anything else
@@ -236,6 +237,20 @@ impl IoScheduler for MqDeadline {
         }
         self.settle();
         self.enqueue(now, io);
+    }
+
+    #[inline]
+    fn pass_alone(&mut self, _now: Ns, io: DevIo) -> Option<DevIo> {
+        // insert_unmerged into empty lists (the solo slot), then dispatch's solo path.
+        debug_assert!(self.count == 0 && self.solo.is_none());
+        let dir = dir_of(io.op);
+        if dir == 1 {
+            self.starved = 0;
+        }
+        self.batch = 1;
+        self.cur_dir = dir;
+        self.next_rq[dir] = None;
+        Some(io)
     }
 
     #[inline]

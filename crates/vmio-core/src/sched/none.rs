@@ -17,7 +17,7 @@ fn build(_: &Values, _: &[u32]) -> Box<dyn IoScheduler> {
     Box::new(Fifo::default())
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Fifo {
     q: VecDeque<DevIo>,
 }
@@ -31,6 +31,12 @@ impl IoScheduler for Fifo {
     }
     fn dispatch(&mut self, _now: Ns) -> Option<DevIo> {
         self.q.pop_front()
+    }
+    #[inline]
+    fn pass_alone(&mut self, _now: Ns, io: DevIo) -> Option<DevIo> {
+        // Queued and dispatched at once: the queue stays empty.
+        debug_assert!(self.q.is_empty());
+        Some(io)
     }
     fn queued(&self) -> usize {
         self.q.len()
