@@ -66,15 +66,21 @@ pub struct ImageCaps {
     /// (QEMU's NBD server: `[nbd] block_status`, crate::nbd), a lookup of its own under the
     /// image lock.
     pub status_before_read: bool,
+    /// The protocol layer makes a write-zeroes past the end of the file serialising (QEMU
+    /// 4.2 and later, [`QemuProfile::post_eof_serialising`]); only with `write_zeroes`, the
+    /// one way the driver issues it. The engine runs the rule (vmio-sim's blocklayer.rs).
+    pub serialise_past_eof: bool,
 }
 
 impl ImageCaps {
     /// The capabilities of an image run by `qemu`, its file on a host filesystem
     /// (`on_filesystem`: `[[volume]] filesystem = "ext4" | "xfs"`) or on a block device.
     pub fn of(qemu: &QemuProfile, on_filesystem: bool) -> Self {
+        let write_zeroes = qemu.qcow2_zero_alloc && on_filesystem;
         ImageCaps {
-            write_zeroes: qemu.qcow2_zero_alloc && on_filesystem,
+            write_zeroes,
             status_before_read: false,
+            serialise_past_eof: write_zeroes && qemu.post_eof_serialising,
         }
     }
 

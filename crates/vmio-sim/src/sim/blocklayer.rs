@@ -54,9 +54,9 @@
 //! wake-ups (µs against an fdatasync's ms), and the data I/O of a request split over several
 //! L2 slices pays none for its further pieces (they run side by side with the first).
 //!
-//! **A write-zeroes past the end of the file serialises** (QEMU >= 4.2, [`vmio_core::vdisk::qemu::QemuProfile`]'s
-//! `post_eof_serialising`, for a qcow2 disk on a filesystem volume, the only one whose driver
-//! emits WriteZeroes). block/file-posix.c `raw_do_pwrite_zeroes`: when `offset + bytes`
+//! **A write-zeroes past the end of the file serialises** (QEMU >= 4.2:
+//! `ImageCaps::serialise_past_eof`, a qcow2 disk on a filesystem volume, the only one whose
+//! driver emits WriteZeroes). block/file-posix.c `raw_do_pwrite_zeroes`: when `offset + bytes`
 //! passes `bs->total_sectors` (commit 292d06b925b2, an XFS workaround "enabled for all
 //! filesystems and AIO modes") the request's tracked range is extended to the largest
 //! offset and made serialising (block/io.c `bdrv_make_request_serialising`): it waits for
@@ -201,35 +201,33 @@ impl Gate {
 }
 
 impl ImageLayer {
-    /// The layer of `stack`'s disks (VM by VM, as `drivers`).
-    pub(super) fn new(stack: &Stack, drivers: Vec<Option<Box<dyn ImageFormat>>>) -> Self {
+    /// The layer of `stack`'s disks (VM by VM, as `drivers`); `serialised`: per disk, its
+    /// driver's write-zeroes past the end of the file serialise (module doc).
+    pub(super) fn new(
+        stack: &Stack,
+        drivers: Vec<Option<Box<dyn ImageFormat>>>,
+        serialised: &[bool],
+    ) -> Self {
         let engines = stack
             .vms
             .iter()
             .flat_map(|vm| &vm.disks)
             .map(|d| (Engine::new(d.aio, 1), d.queue.wakeup_ns))
             .collect();
-        // A gate where a driver can issue a write-zeroes (a qcow2 disk on a filesystem
-        // volume) and the QEMU release serialises it past the end of the file.
+        // A gate where the driver's write-zeroes past the end of the file serialise.
         let gates = stack
             .vms
             .iter()
-            .flat_map(|vm| {
-                let qemu = vmio_core::vdisk::qemu::lookup(vm.qemu_version)
-                    .unwrap_or_else(vmio_core::vdisk::qemu::default_profile);
-                vm.disks.iter().map(move |d| (qemu, d))
-            })
-            .zip(&drivers)
-            .map(|((qemu, d), driver)| {
-                let on_fs = stack.volumes[d.volume].filesystem.is_some();
-                (driver.is_some() && on_fs && qemu.qcow2_zero_alloc && qemu.post_eof_serialising)
-                    .then(|| Gate {
-                        eof: vmio_core::image::initial_file_len(&d.image, d.size_bytes),
-                        inflight: Vec::new(),
-                        waiting: VecDeque::new(),
-                        waits: 0,
-                        wait_ns: 0,
-                    })
+            .flat_map(|vm| &vm.disks)
+            .zip(serialised)
+            .map(|(d, &on)| {
+                on.then(|| Gate {
+                    eof: vmio_core::image::initial_file_len(&d.image, d.size_bytes),
+                    inflight: Vec::new(),
+                    waiting: VecDeque::new(),
+                    waits: 0,
+                    wait_ns: 0,
+                })
             })
             .collect();
         ImageLayer {

@@ -363,6 +363,7 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> Result<BuiltDisks, SimError>
     let mut vdisks = Vec::new();
     let mut files = Vec::new();
     let mut drivers = Vec::new();
+    let mut serialised = Vec::new();
     let mut disk_base = Vec::new();
     let user_exit_ns = match &stack.cpu {
         Some(c) => HvCosts::from_values(&c.params).user_exit_ns,
@@ -378,6 +379,7 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> Result<BuiltDisks, SimError>
                 && stack.nbd.as_ref().is_some_and(|n| n.block_status);
             let caps = ImageCaps::of(qemu, on_fs).with_status_before_read(status);
             let driver = image_driver(d, caps);
+            serialised.push(driver.is_some() && caps.serialise_past_eof);
             // The host file: the image (and its backing files) under a driver, else the
             // disk's bytes themselves.
             let file_bytes = driver.as_ref().map_or(d.size_bytes, |x| x.file_bytes());
@@ -414,6 +416,7 @@ fn build_disks(stack: &Stack, vols: &[VolState]) -> Result<BuiltDisks, SimError>
         vdisks,
         files,
         drivers,
+        serialised,
         disk_base,
     })
 }
@@ -424,6 +427,9 @@ struct BuiltDisks {
     vdisks: Vec<VDiskState>,
     files: Vec<HostDisk>,
     drivers: Vec<Option<Box<dyn ImageFormat>>>,
+    /// Per disk: its driver's write-zeroes past the end of the file serialise
+    /// (`ImageCaps::serialise_past_eof`; blocklayer.rs runs the rule).
+    serialised: Vec<bool>,
     disk_base: Vec<usize>,
 }
 
@@ -510,6 +516,7 @@ impl Sim {
             vdisks,
             files,
             drivers,
+            serialised,
             disk_base,
         } = build_disks(&stack, &vols)?;
         resolve_percentages(&stack, &mut jobs)?;
@@ -564,7 +571,7 @@ impl Sim {
             disks,
             work,
             guest: GuestState::new(vdisks),
-            image: ImageLayer::new(&stack, drivers),
+            image: ImageLayer::new(&stack, drivers, &serialised),
             cache: HostCache::new(&stack, files)?,
             hostfs,
             blockq,
