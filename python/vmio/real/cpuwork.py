@@ -266,6 +266,16 @@ def line(groups: Mapping[str, Sequence[tuple[float, float]]]) -> tuple[float, di
     return intercept, {g: (a - intercept * b) / c for g, (a, b, c) in sums.items()}
 
 
+def ols(points: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
+    """Ordinary least squares of y = intercept + x slope over (x, y) `points` (two distinct
+    x at least): (intercept, slope, the slope of the line through the origin)."""
+    n = len(points)
+    sx, sy = sum(x for x, _ in points), sum(y for _, y in points)
+    sxx, sxy = sum(x * x for x, _ in points), sum(x * y for x, y in points)
+    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    return (sy - slope * sx) / n, slope, sxy / sxx
+
+
 def fit(points: Sequence[tuple[int, float]], what: str) -> CpuFit:
     """`cpu` and `cpu_rate` of (bytes, ns per request) points (module doc); `what` names
     them in the notes and errors."""

@@ -640,12 +640,9 @@ def solve_thin(thin_runs: Sequence[ThinRun], costs: Costs, unwritten_ios: int, s
     if len(extra) < 2:
         raise CalibrateError("the first-write line needs two sizes with both passes")
     spreads = {bs: images.Spread.of(xs) for bs, xs in extra.items()}
-    pts = [(bs / THIN_BLOCK, sp.median) for bs, sp in spreads.items()]
-    n = len(pts)
-    sx, sy = sum(x for x, _ in pts), sum(y for _, y in pts)
-    sxx, sxy = sum(x * x for x, _ in pts), sum(x * y for x, y in pts)
-    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-    intercept = (sy - slope * sx) / n
+    intercept, slope, through_0 = cpuwork.ols(
+        [(bs / THIN_BLOCK, sp.median) for bs, sp in spreads.items()]
+    )
     notes = []
     if slope <= 0:
         notes.append(
@@ -654,7 +651,7 @@ def solve_thin(thin_runs: Sequence[ThinRun], costs: Costs, unwritten_ios: int, s
         )
         slope = 0.0
     elif intercept < 0:
-        intercept, slope = 0.0, sxy / sxx
+        intercept, slope = 0.0, through_0
     share = first_touch_share(unwritten_ios, size)
     convert = max(0.0, costs.convert_ns - share * slope)
     return Thin(spreads, round(intercept), round(slope), share, round(convert), tuple(notes))

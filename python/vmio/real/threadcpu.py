@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from vmio.real import cpuwork
 from vmio.real.calibrate import CalibrateError
 
 MAIN, POOL, CLIENT, FIO = "main", "pool", "client", "fio"
@@ -190,17 +191,11 @@ def wake_split(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
             "the main loop's split needs points with different wake-ups per request "
             "(QD1 and a depth)"
         )
-    n = len(points)
-    sx = sum(x for x, _ in points)
-    sy = sum(y for _, y in points)
-    sxx = sum(x * x for x, _ in points)
-    sxy = sum(x * y for x, y in points)
-    wake = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-    request = (sy - wake * sx) / n
+    request, wake, through_0 = cpuwork.ols(points)
     if wake < 0:
-        return max(0.0, sy / n), 0.0
+        return max(0.0, sum(y for _, y in points) / len(points)), 0.0
     if request < 0:
-        return 0.0, max(0.0, sxy / sxx)
+        return 0.0, max(0.0, through_0)
     return request, wake
 
 
