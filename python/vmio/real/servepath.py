@@ -582,10 +582,12 @@ def _run_path(
     if threads is not None:
         for pt, t in zip(points, exits, strict=True):
             seconds, delta = threads.run_window(t, pt.runtime_s)
-            try:
-                total = cpuwork.Load.of(sampler, t, pt.runtime_s, pt.iops, ncores)
-            except CalibrateError:  # no window: no split either
-                continue
+            total = loads.get(pt.job.name)
+            if total is None:  # a QD1 point's window, its first use
+                try:
+                    total = cpuwork.Load.of(sampler, t, pt.runtime_s, pt.iops, ncores)
+                except CalibrateError:  # no window: no split either
+                    continue
             if seconds > 0 and pt.iops > 0:
                 # The roles' window is their own samples'; per request over its requests.
                 roles[pt.job.name] = threadcpu.RoleLoad.of(delta, pt.iops * seconds, total.cpu_ns)
