@@ -178,7 +178,7 @@ BACKGROUND_S, QUICK_BACKGROUND_S = 1.0, 0.5
 IO_CPU = cpuwork.IO_CPU
 # The keys of the table as a stack's [[volume]] takes them (crates/vmio-core/src/hostfs/mod.rs
 # ALLOC_COST, CONVERT_COST; hostfs::KEY).
-ALLOC, CONVERT = "alloc_cost", "convert_cost"
+ALLOC, CONVERT = "alloc_cost", images.CONVERT_COST
 # The disk's first writes (module doc, "The disk's thin provisioning"): sequential psync writes
 # of these sizes into a new posix_fallocate'd file, then over it again.
 THIN_BLOCK = 64 * KIB

@@ -761,11 +761,10 @@ impl CpuScheduler for Cfs {
     }
 
     fn next_event_ns(&self) -> Option<Ns> {
-        let cores = (0..self.cores.len()).filter_map(|c| self.event_of(c)).min();
-        match (cores, self.wakes.first()) {
-            (Some(c), Some(w)) => Some(c.min(w.0)),
-            (c, w) => c.or(w.map(|w| w.0)),
-        }
+        (0..self.cores.len())
+            .filter_map(|c| self.event_of(c))
+            .chain(self.wakes.first().map(|w| w.0))
+            .min()
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
