@@ -28,6 +28,49 @@ pub enum EngineModel {
     Cpu,
 }
 
+/// How an engine runs a job's `fsync` / `fdatasync` (fio's `DDIR_SYNC` and `DDIR_DATASYNC`
+/// io_us, drawn every `fsync` / `fdatasync` writes by io_u.c `get_rw_ddir`) while the job
+/// has writes in flight:
+///
+/// ```text
+/// Blocking   libaio: engines/libaio.c fio_libaio_queue returns FIO_Q_BUSY only while io_us
+///            are queued and not yet io_submit()ted (ld->queued, which fio_libaio_commit
+///            lowers), then calls do_io_u_sync() in the job's thread: the writes already
+///            submitted stay in flight, and the thread neither submits nor reaps until the
+///            fsync(2)/fdatasync(2) returns. fio stamps a completion when it reaps it
+///            (io_u.c ios_completed → init_icd: fio_gettime), so a write that completes
+///            meanwhile is stamped when the sync returns.
+/// Queued     io_uring (engines/io_uring.c fio_ioring_prep: IORING_OP_FSYNC, with
+///            IORING_FSYNC_DATASYNC for fdatasync), posixaio (engines/posixaio.c:
+///            aio_fsync(3)), nbd (engines/nbd.c: nbd_aio_flush): one more request in flight
+///            (it holds a slot of iodepth), nothing waits for it and it waits for nothing.
+/// Drain      the rest: the sync is issued once the requests in flight have completed. For
+///            the synchronous engines that is fio's order (depth 1: a write completes, then
+///            its sync runs); for sg, io_uring_cmd and xnvme fio's handling was not read and
+///            this older rule of vmio's stays.
+/// ```
+///
+/// The sync reaches the disk as a FLUSH, which Linux's blk-mq sequences without draining the
+/// queue (block/blk-flush.c, `blk_insert_flush`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncIssue {
+    /// The job's thread runs the sync; writes in flight stay in flight (libaio).
+    Blocking,
+    /// The sync is one more asynchronous request (io_uring, posixaio, nbd).
+    Queued,
+    /// The sync waits for the requests in flight, then goes alone.
+    Drain,
+}
+
+/// How `ioengine=name` runs a job's fsync and fdatasync ([`SyncIssue`]).
+pub fn sync_issue(name: &str) -> SyncIssue {
+    match name {
+        "libaio" => SyncIssue::Blocking,
+        "io_uring" | "posixaio" | "nbd" => SyncIssue::Queued,
+        _ => SyncIssue::Drain,
+    }
+}
+
 /// fio 3.33's own time per I/O with `ioengine=null` (its submit/complete loop, no engine
 /// work): 4.7 million IOPS, 213 ns per I/O, measured with fio 3.33 on the 2-core AMD EPYC
 /// build machine (`fio --name=x --ioengine=null --bs=4k --size=16g --rw=read`, 2026-11-24),
@@ -133,6 +176,17 @@ pub fn classify(name: &str) -> Option<Result<EngineModel, &'static str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libaio_syncs_in_the_jobs_thread_io_uring_queues_the_sync_and_sync_engines_drain() {
+        assert_eq!(sync_issue("libaio"), SyncIssue::Blocking);
+        for queued in ["io_uring", "posixaio", "nbd"] {
+            assert_eq!(sync_issue(queued), SyncIssue::Queued, "{queued}");
+        }
+        for drain in ["psync", "sync", "pvsync2", "sg", "xnvme"] {
+            assert_eq!(sync_issue(drain), SyncIssue::Drain, "{drain}");
+        }
+    }
 
     #[test]
     fn every_engine_of_fio_3_33_is_modelled_or_refused() {

@@ -7,12 +7,17 @@
 //! phase p starts → JobStart of every job of group p
 //! JobStart: fio's invalidate (a job through the guest: its clean cached pages dropped);
 //!           runtime set → JobEnd at start + ramp + runtime; try_issue
-//! try_issue: while !stopping && !fsync_waiting && !arrival_pending && !draining
+//! try_issue: while !stopping && !fsync_waiting && !sync_blocked && !arrival_pending
+//!                  && !draining
 //!                  && inflight < depth:
 //!     match workload.next(now - start):
 //!       Io     → issue
 //!       Flush  → issue a flush (waits for nothing)
-//!       Fsync  → issue a flush if nothing is in flight, else fsync_waiting
+//!       Fsync  → by the job's engine (vmio_core::fio::engine::SyncIssue; a job through
+//!                the guest's page cache: Drain):
+//!                Blocking (libaio): issue a flush now, sync_blocked until it completes
+//!                Queued (io_uring, posixaio, nbd): issue a flush now, go on
+//!                Drain: issue a flush if nothing is in flight, else fsync_waiting
 //!       File   → app_issue: the file operation to the VM's guest (guestos.rs)
 //!       Drain  → draining if anything is in flight
 //!       Wait   → stop asking until a completion
@@ -23,7 +28,14 @@
 //! Arrival: arrival_pending = false; try_issue
 //! io_done / app_done: stats in the measured window [start + ramp, end] (a file step
 //!          also calls workload.completed(tag)); draining ends at inflight = 0; the fsync
-//!          waiting for this completion (fsync_waiting and inflight = 0) is issued; try_issue
+//!          waiting for this completion (fsync_waiting and inflight = 0) is issued; try_issue.
+//!          While sync_blocked, a completion other than the sync's is held: it keeps its
+//!          slot (fio's cur_depth counts an io_u until it is reaped) and its bytes count for
+//!          the VM now; held completions are reaped (accounted, with that time) when the
+//!          thread next stops issuing: its queue full (backend.c do_io: wait_for_completions
+//!          reaps every event there is), or it waits for anything else. fio's thread reaps
+//!          nothing while it is in fsync(2), and stamps a completion when it reaps it
+//!          (io_u.c ios_completed)
 //! a job finishes when stopping and nothing is in flight; the last job of a phase starts
 //! the next non-empty phase (fio's stonewall groups)
 //! ```
@@ -48,7 +60,8 @@
 //! `iodepth_batch_submit` and `iodepth_batch_complete_max` change nothing here: vmio submits
 //! and reaps in no time, so a batch goes out (and completions are reaped) at the instant fio
 //! would commit it (fio commits a partial batch whenever it waits for completions). fio
-//! stamps a completion when it reaps it; vmio when the disk completes it.
+//! stamps a completion when it reaps it; vmio when the disk completes it, except across a
+//! blocking sync (above), where the two differ by the sync's time.
 //!
 //! An open-loop replay (depth u32::MAX) thus issues one request per Arrival and nothing on a
 //! completion; a closed-loop one (fio, FileBench, `replay_no_stall`) issues on completions.
@@ -64,6 +77,7 @@ use super::guest::Origin;
 use super::guestos::App;
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
+use vmio_core::fio::engine::{sync_issue, SyncIssue};
 use vmio_core::fio::pace::{depth_rules, start_delay, Gate, Pacer};
 use vmio_core::fio::JobSpec;
 use vmio_core::guest::os::{AppOp, Invalidate};
@@ -107,8 +121,16 @@ pub(super) struct JobState {
     stopping: bool,
     pub(super) finished: bool,
     inflight: u32,
-    /// An fsync waits for the requests in flight to complete.
+    /// An fsync waits for the requests in flight to complete (`SyncIssue::Drain`).
     fsync_waiting: bool,
+    /// How the job's engine runs its fsyncs (`Drain` for a job through the page cache).
+    sync: SyncIssue,
+    /// The job's thread is in a blocking fsync (`SyncIssue::Blocking`): it issues nothing
+    /// and reaps nothing until that flush completes.
+    sync_blocked: bool,
+    /// Completions while `sync_blocked`: op, bytes, issue time, submission latency; reaped
+    /// (accounted) when the sync completes.
+    unreaped: Vec<(Option<Op>, u64, Ns, Ns)>,
     /// The workload named a time (`Step::At`); its Arrival event is queued.
     arrival_pending: bool,
     /// The workload asked for nothing more until nothing is outstanding (`Step::Drain`).
@@ -366,6 +388,13 @@ impl JobDriver {
                     finished: false,
                     inflight: 0,
                     fsync_waiting: false,
+                    sync: if route == Route::Direct {
+                        sync_issue(&b.spec.ioengine)
+                    } else {
+                        SyncIssue::Drain
+                    },
+                    sync_blocked: false,
+                    unreaped: Vec::new(),
                     arrival_pending: false,
                     draining: false,
                     stats: crate::metrics::job_stats(&b.spec).map_err(SimError::Job)?,
@@ -543,16 +572,29 @@ impl Sim {
         }
     }
 
-    /// Ask job `j`'s workload for requests while it may issue (the module doc's rules).
+    /// Ask job `j`'s workload for requests while it may issue (the module doc's rules); then,
+    /// out of a blocking sync with completions held, reap them.
     fn try_issue(&mut self, now: Ns, j: usize) {
+        self.issue_while_free(now, j);
+        let job = &self.work.jobs[j];
+        if !job.sync_blocked && !job.unreaped.is_empty() {
+            self.reap_held(now, j);
+        }
+    }
+
+    fn issue_while_free(&mut self, now: Ns, j: usize) {
         loop {
             let job = &mut self.work.jobs[j];
             if job.stopping
                 || job.fsync_waiting
+                || job.sync_blocked
                 || job.arrival_pending
                 || job.draining
                 || job.pace.as_ref().is_some_and(|p| p.waiting())
             {
+                break;
+            }
+            if job.inflight >= job.depth && !job.unreaped.is_empty() {
                 break;
             }
             if job.inflight >= job.depth {
@@ -603,13 +645,15 @@ impl Sim {
                     len_bytes,
                 } => self.issue(now, j, op, offset_bytes, len_bytes),
                 Step::Flush => self.issue(now, j, Op::Flush, 0, 0),
-                Step::Fsync => {
-                    if job.inflight == 0 {
+                Step::Fsync => match job.sync {
+                    SyncIssue::Blocking => {
+                        job.sync_blocked = true;
                         self.issue(now, j, Op::Flush, 0, 0);
-                    } else {
-                        job.fsync_waiting = true;
                     }
-                }
+                    SyncIssue::Queued => self.issue(now, j, Op::Flush, 0, 0),
+                    SyncIssue::Drain if job.inflight == 0 => self.issue(now, j, Op::Flush, 0, 0),
+                    SyncIssue::Drain => job.fsync_waiting = true,
+                },
                 Step::At(t) => {
                     job.arrival_pending = true;
                     let at = job.start_ns + t;
@@ -734,7 +778,9 @@ impl Sim {
 
     /// Job `j`'s request (`op` of `len` bytes issued at `issue_ns`; no direction: no data,
     /// not counted) completed, its submission having taken `slat_ns`: account it, then issue
-    /// what waited for it.
+    /// what waited for it. While the job's thread is in a blocking sync, a completion other
+    /// than the sync's is held: it keeps its slot and is reaped (accounted) when the thread
+    /// next stops issuing (`try_issue`).
     pub(super) fn io_done(
         &mut self,
         now: Ns,
@@ -744,34 +790,80 @@ impl Sim {
         issue_ns: Ns,
         slat_ns: Ns,
     ) {
+        let op = op.into();
         let disk = self.work.jobs[j].disk;
+        let vm = self.disks[disk].owner as usize;
+        let job = &mut self.work.jobs[j];
+        // A direct job's VM counts the bytes its disk moved now, whenever fio reaps them.
+        let moved =
+            if job.route == Route::Direct && now >= job.start_ns + job.ramp_ns && now <= job.end_ns
+            {
+                op.map_or(0, |_| len)
+            } else {
+                0
+            };
+        if job.sync_blocked {
+            if op != Some(Op::Flush) {
+                job.unreaped.push((op, len, issue_ns, slat_ns));
+                self.work.count_vm_bytes(now, vm, moved);
+                return;
+            }
+            job.sync_blocked = false;
+        }
+        self.complete(now, j, op, len, issue_ns, slat_ns);
+        self.work.count_vm_bytes(now, vm, moved);
+        self.after_completion(now, j, op, len);
+    }
+
+    /// fio reaps job `j`'s request at `now`: it leaves the queue, its latencies are recorded
+    /// (in the measured window), and a drain or a waiting fsync may end.
+    fn complete(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64, issue: Ns, slat: Ns) {
         let job = &mut self.work.jobs[j];
         job.inflight -= 1;
-        let op = op.into();
-        let mut timeline = 0;
         let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
         if let Some(op) = op.filter(|_| measured) {
-            let clat = now.saturating_sub(issue_ns + slat_ns);
+            let clat = now.saturating_sub(issue + slat);
             let at = now - (job.start_ns + job.ramp_ns);
-            job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
-            // A guest's VM counts the bytes its virtual disks move (guestos.rs).
-            if job.route == Route::Direct {
-                timeline = len;
-            }
+            job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat, clat);
         }
+    }
+
+    /// After a reap: end a drain, issue the fsync that waited, pace, issue, finish.
+    fn after_completion(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64) {
+        let job = &mut self.work.jobs[j];
+        let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
         if job.draining && job.inflight == 0 {
             job.draining = false;
         }
         let fsync = job.fsync_waiting && job.inflight == 0;
         if fsync {
             job.fsync_waiting = false;
-        }
-        let vm = self.disks[disk].owner as usize;
-        self.work.count_vm_bytes(now, vm, timeline);
-        if fsync {
             self.issue(now, j, Op::Flush, 0, 0);
         }
         self.pace_done(now, j, op, len, measured);
+        self.pace_sleep(now, j);
+        self.try_issue(now, j);
+        self.maybe_finish(now, j);
+    }
+
+    /// Job `j`'s thread stops issuing with completions held by a blocking sync: fio's
+    /// wait_for_completions reaps them all now (io_u_queued_complete; they completed
+    /// earlier, so it does not wait), and the job goes on.
+    fn reap_held(&mut self, now: Ns, j: usize) {
+        let mut held = std::mem::take(&mut self.work.jobs[j].unreaped);
+        for &(op, len, issue, slat) in &held {
+            self.complete(now, j, op, len, issue, slat);
+        }
+        let job = &mut self.work.jobs[j];
+        let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
+        if job.draining && job.inflight == 0 {
+            job.draining = false;
+        }
+        for &(op, len, _, _) in &held {
+            self.pace_done(now, j, op, len, measured);
+        }
+        held.clear();
+        self.work.jobs[j].unreaped = held;
         self.pace_sleep(now, j);
         self.try_issue(now, j);
         self.maybe_finish(now, j);
@@ -997,6 +1089,86 @@ mod tests {
         assert_eq!(
             late.report.virtual_time_ns,
             plain.report.virtual_time_ns + 2 * SEC
+        );
+    }
+
+    /// A native host whose disk is a flash device of 64 units, 100 µs writes and a volatile
+    /// write cache whose FLUSH takes 20 µs.
+    const FLASH_STACK: &str = "[host]\nhypervisor = \"native\"\n[[device]]\nname = \"a\"\n\
+        model = \"flash\"\ncapacity = \"1g\"\nunits = 64\nwrite_latency = \"100us\"\n\
+        flush_latency = \"20us\"\nwrite_cache = true\n\
+        [[volume]]\nname = \"data\"\nlayout = \"single\"\ndevices = [\"a\"]\n\
+        [scheduler]\nname = \"none\"\n[[vm]]\nname = \"host\"\n\
+        [[vm.disk]]\nname = \"sda\"\nvolume = \"data\"\n";
+
+    /// 4 KiB random writes at QD16 with an fdatasync after each, for 1 s, with `engine`:
+    /// (writes a second, mean write clat, mean write lat, syncs a second, mean sync
+    /// latency), in ns.
+    fn synced_writes(engine: &str) -> (f64, f64, f64, f64, f64) {
+        let job = format!(
+            "[j]\ndirect=1\nbs=4k\nsize=512m\nrw=randwrite\nioengine={engine}\n\
+             iodepth=16\nfdatasync=1\nruntime=1\ntime_based\n"
+        );
+        let o = run(&RunInput::texts(FLASH_STACK, &job, 1)).unwrap_or_else(|e| panic!("{e}"));
+        let j = &o.report.jobs[0];
+        let per_s = |n: u64| n as f64 * SEC as f64 / j.runtime_ns as f64;
+        let (w, s) = (&j.stats[1], &j.stats[3]);
+        let (n, m) = (per_s(w.total_ios), w.clat.mean());
+        (n, m, w.lat.mean(), per_s(s.total_ios), s.lat.mean())
+    }
+
+    #[test]
+    fn a_libaio_job_runs_its_fdatasync_in_its_thread_with_its_writes_left_in_flight() {
+        // fio's libaio engine: the thread is in fdatasync(2) all the time it is not
+        // submitting (in no time here), so it does one write per sync latency, while the
+        // writes (100 µs) stay in flight across several syncs (20 µs each).
+        let (writes, write_clat, _, syncs, sync_lat) = synced_writes("libaio");
+        assert!(
+            (syncs / writes - 1.0).abs() < 0.001,
+            "{syncs} syncs, {writes} writes"
+        );
+        let want = SEC as f64 / sync_lat;
+        assert!(
+            (writes / want - 1.0).abs() < 0.01,
+            "{writes}/s against 1/{sync_lat} ns"
+        );
+        // A write completed during a sync is reaped when the queue is next full: its clat
+        // holds that wait, so the 16 slots stay busier than the writes' 100 µs alone.
+        let slots = writes * write_clat / SEC as f64;
+        assert!(
+            slots > 8.0 && slots <= 16.0,
+            "{slots} writes in flight on average"
+        );
+        assert!(write_clat > 150_000.0, "{write_clat} ns");
+    }
+
+    #[test]
+    fn an_io_uring_job_queues_its_fdatasync_as_one_more_request_in_its_depth() {
+        // Every slot of the 16 holds a write or a sync; the pairs move at
+        // 16 / (write latency + sync latency) (Little's law on the slots).
+        let (writes, write_clat, _, syncs, sync_lat) = synced_writes("io_uring");
+        assert!(
+            (syncs / writes - 1.0).abs() < 0.001,
+            "{syncs} syncs, {writes} writes"
+        );
+        let want = 16.0 * SEC as f64 / (write_clat + sync_lat);
+        assert!(
+            (writes / want - 1.0).abs() < 0.02,
+            "{writes}/s against {want}/s"
+        );
+        // Nothing waits for the sync: a write's clat is the device's write alone (100 µs
+        // and its 4 KiB transfer).
+        assert!(write_clat < 110_000.0, "{write_clat} ns");
+    }
+
+    #[test]
+    fn a_sync_engine_writes_then_syncs_one_at_a_time() {
+        // psync: depth 1, so each write completes, then its fdatasync runs alone.
+        let (writes, _, write_lat, _, sync_lat) = synced_writes("psync");
+        let want = SEC as f64 / (write_lat + sync_lat);
+        assert!(
+            (writes / want - 1.0).abs() < 0.02,
+            "{writes}/s against {want}/s"
         );
     }
 }
