@@ -841,3 +841,21 @@ def test_without_stalls_in_the_lists_no_stall_is_fitted():
     assert got.params.get("stall_probability", 0.0) == 0.0
     for side in ("read", "write"):
         assert got.params[f"{side}_spread"] == pytest.approx(TAILED[f"{side}_spread"], abs=0.01)
+
+
+def test_the_device_model_gets_the_disks_hardware_tags_not_the_schedulers_requests():
+    from dataclasses import replace as with_
+
+    from vmio.real.machineprofile import Disk
+
+    # A virtio disk under mq-deadline: 128 tags on its one hardware queue, 256 scheduler
+    # requests (blk-mq-sched: 2 x min(tags, 128)).
+    disk = Disk(
+        "/var/tmp", "/", "ext4", "/dev/vda", "vda", 1 << 40, True, "mq-deadline",
+        "virtio_blk", 4096, 256, "write back", False, "rw", 128,
+    )  # fmt: skip
+    assert calibrate.queue_depth(disk) == 128
+    # Without blk-mq's sysfs (no mq/ directory) the scheduler's count is all there is.
+    assert calibrate.queue_depth(with_(disk, hw_queue_depth=0)) == 256
+    assert calibrate.queue_depth(with_(disk, hw_queue_depth=0, nr_requests=0)) == 128
+    assert calibrate.queue_depth(None) == 128

@@ -138,7 +138,8 @@ spread_d, floor_d = the unit time's shifted log-logistic (flash.rs, "Service tim
                 sin(pi s); on a grid of s in [0, 1/2] and f in [0, 1), refined twice around
                 the best cell (two percentiles and two parameters: exact when the median is
                 below the mean, as it is when the tail is to the right)
-write_buffer  = 0;  queue_depth = the disk's nr_requests (128 when unknown, tmpfs)
+write_buffer  = 0;  queue_depth = the tags of the disk's hardware queues (mq/*/nr_tags;
+                else its nr_requests; 128 when unknown, tmpfs)
 write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache = its
                 queue/write_cache is "write back", fua = its queue/fua is 1; a file on tmpfs
                 or ramfs (no block device): both false (nothing volatile below the page
@@ -476,6 +477,15 @@ class Side:
     clat_p99_ns: float
     clat_p999_ns: float = 0.0
     """0 when the run completed fewer than P999_MIN_IOS requests."""
+
+
+def queue_depth(disk: Disk | None) -> int:
+    """The device model's command slots for `disk`: its hardware queues' tags (blk-mq
+    allocates one request per tag, block/blk-mq-tag.c; a request beyond them waits in the
+    I/O scheduler), else its nr_requests (a disk without blk-mq), else 128 (none known)."""
+    if disk is None:
+        return UNKNOWN_QUEUE_DEPTH
+    return disk.device_slots or UNKNOWN_QUEUE_DEPTH
 
 
 @dataclass(frozen=True)
@@ -1914,7 +1924,7 @@ def run(
     finally:
         if created:
             t.path.unlink(missing_ok=True)
-    qd = t.disk.nr_requests if t.disk and t.disk.nr_requests else UNKNOWN_QUEUE_DEPTH
+    qd = queue_depth(t.disk)
     f = fit(points, t.capacity, qd)
     if f.flags and accept_bounds:
         f = replace(f, notes=(*f.notes, *(f"accepted at its bound: {x}" for x in f.flags)))

@@ -150,7 +150,7 @@ def run_pair(
 ) -> Pair:
     """Profile, prediction, then the real iozone sequence (`-e -I`) on directory."""
     figures = measure_profile(directory, fio_runtime_s, fio_file_bytes)
-    profile = ssd_params(figures, disk.size_bytes, disk.nr_requests)
+    profile = ssd_params(figures, disk.size_bytes, disk.device_slots)
     stack = stack_toml(profile, disk, cores)
     predicted = predict(stack, disk, command(size, records))
     measured = realiozone.run(

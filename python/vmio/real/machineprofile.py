@@ -45,7 +45,7 @@ flash made transparent (never the bottleneck at the fitted rates; the defaults k
     dies_per_channel = ceil(ceil(page time / (page_size / link_rate)) / 8), at least 1: the
         dies, one page at a time each, read and program link_rate's worth (at most 256 per
         channel, the model's limit; `ssd_params` refuses a profile beyond it)
-    write_buffer = 32 MiB (default), queue_depth = the kernel's nr_requests
+    write_buffer = 32 MiB (default), queue_depth = the device's hardware tags (else nr_requests)
     capacity = the block device's size
 ```
 
@@ -105,6 +105,17 @@ class Disk:
     write_cache: str
     journal: bool | None  # ext4: has a JBD2 journal (None: not ext4 or not known)
     mount_options: str
+    # The device's own command slots: the tags of its hardware queues, summed
+    # (/sys/block/<disk>/mq/*/nr_tags; 0 when not blk-mq). With an I/O scheduler, nr_requests
+    # counts the scheduler's requests (block/blk-mq-sched.c: 2 x min(tags, 128) by default),
+    # not the device's slots.
+    hw_queue_depth: int = 0
+
+    @property
+    def device_slots(self) -> int:
+        """The device's command slots: its hardware queues' tags, else (no blk-mq sysfs)
+        nr_requests; 0 when neither is known."""
+        return self.hw_queue_depth or self.nr_requests
 
 
 def mount_of(directory: Path) -> tuple[str, str, str, str]:
@@ -202,6 +213,7 @@ def _describe(where: str, mount: tuple[str, str, str, str], part: Path, disk: Pa
         write_cache=_sys(q / "write_cache"),
         journal=journal,
         mount_options=options,
+        hw_queue_depth=sum(int(_sys(h / "nr_tags", "0")) for h in sorted(disk.glob("mq/*"))),
     )
 
 
