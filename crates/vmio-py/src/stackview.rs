@@ -171,6 +171,15 @@ fn host_cache(c: &vmio_core::cpu::cache::CacheTopology) -> Value {
         json!(format!("{}ns", c.memory_latency_ns)),
     );
     m.insert("clock_mhz".into(), json!(c.clock_mhz));
+    // The core's window, where it is not the profile's (a profile's reads back the same).
+    let named = c
+        .profile
+        .and_then(|n| vmio_core::cpu::cache::PROFILES.iter().find(|p| p.name == n));
+    let window = named.map_or((0, 0), |p| (p.rob_entries, p.miss_buffers));
+    if (c.rob_entries, c.miss_buffers) != window {
+        m.insert("rob_entries".into(), json!(c.rob_entries));
+        m.insert("miss_buffers".into(), json!(c.miss_buffers));
+    }
     let banks: Vec<Value> = c
         .banks
         .iter()
