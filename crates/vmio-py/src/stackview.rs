@@ -730,6 +730,43 @@ group_name = "g"
     }
 
     #[test]
+    fn a_host_caches_reorder_buffer_is_written_where_it_is_not_the_profiles_and_reads_back() {
+        let with = |cache: &str| {
+            STACK.replace(
+                "[[device]]",
+                &format!("[host]\ncores = 4\n\n[host.cache]\n{cache}\n\n[[device]]"),
+            )
+        };
+        for (cache, window) in [
+            ("profile = \"core2-quad-q9550\"", None),
+            (
+                "profile = \"core2-quad-q9550\"\nrob_entries = 448\nmiss_buffers = 22",
+                Some((448, 22)),
+            ),
+            (
+                "memory_bandwidth = 1000000000\nmemory_latency = \"90ns\"\nclock_mhz = 2000\n\
+                 rob_entries = 224\n[[host.cache.bank]]\nlevel = 3\nsize = \"4MiB\"\ncpus = \"0\"",
+                Some((224, 0)),
+            ),
+        ] {
+            let text = with(cache);
+            let v = view(&text, "dir/stack.toml").unwrap();
+            let c = &v["tables"]["host"]["cache"];
+            match window {
+                None => assert!(c.get("rob_entries").is_none(), "{c}"),
+                Some((rob, mb)) => {
+                    assert_eq!(
+                        (&c["rob_entries"], &c["miss_buffers"]),
+                        (&json!(rob), &json!(mb))
+                    )
+                }
+            }
+            let back = toml::to_string(&v["tables"]).unwrap();
+            assert_eq!(view(&back, "dir/stack.toml").unwrap(), v, "{back}");
+        }
+    }
+
+    #[test]
     fn a_bad_stack_gives_the_simulators_one_line_error() {
         let bad = STACK.replace("name = \"vda\"", "name = \"vda\"\ninterface = \"usb\"");
         let e = view(&bad, "s.toml").unwrap_err().to_string();

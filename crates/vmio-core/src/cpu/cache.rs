@@ -432,7 +432,11 @@ mod tests {
     fn a_profile_gives_its_cores_reorder_buffer_and_miss_buffers_and_explicit_keys_replace_them() {
         let t = read("profile = \"core2-quad-q9550\"", 4).unwrap();
         assert_eq!((t.rob_entries, t.miss_buffers), (96, 8));
-        let t = read("profile = \"core-i5-6600\"\nrob_entries = 448\nmiss_buffers = 24", 4).unwrap();
+        let t = read(
+            "profile = \"core-i5-6600\"\nrob_entries = 448\nmiss_buffers = 24",
+            4,
+        )
+        .unwrap();
         assert_eq!((t.rob_entries, t.miss_buffers), (448, 24));
         let e = read("profile = \"core-i5-6600\"\nrob_entries = -1", 4).unwrap_err();
         assert_eq!(e.field, "host.cache.rob_entries");

@@ -618,7 +618,10 @@ mod tests {
             let out = m.solve(&[st, st, NONE, NONE])[0];
             let mlp = |m: f64| 1.0 + m * rob as f64 / 1000.0;
             let want = 1.0 + (m3 / mlp(m3) - 1.0 / mlp(1.0)) * 80.0 / 1000.0 * 2.83;
-            assert!((out - want).abs() < 0.005 * want, "rob {rob}: {out} vs {want}");
+            assert!(
+                (out - want).abs() < 0.005 * want,
+                "rob {rob}: {out} vs {want}"
+            );
             assert!(out < last, "rob {rob}: {out} !< {last}");
             last = out;
         }
