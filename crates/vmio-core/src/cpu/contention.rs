@@ -72,8 +72,8 @@
 //! each miss: a miss blocks retirement only once it reaches the head of the reorder buffer,
 //! and every independent miss issued within the ROB's window of instructions behind it is
 //! served under the same stall (Karkhanis and Smith, "A first-order superscalar processor
-//! model", ISCA 2004, section 4: "the penalty for overlapping long data cache misses is the
-//! same as for an isolated miss"; Eyerman, Eeckhout, Karkhanis and Smith, "A mechanistic
+//! model", ISCA 2004: long data-cache misses that overlap cost together about what one
+//! isolated miss costs; Eyerman, Eeckhout, Karkhanis and Smith, "A mechanistic
 //! performance model for superscalar out-of-order processors", ACM TOCS 2009, whose
 //! long-latency term divides the misses by their overlap). The overlap is memory-level
 //! parallelism as Chou, Fahs and Abraham define it ("Microarchitecture optimizations for
