@@ -41,7 +41,7 @@
 //! | profile | `rob_entries` | `miss_buffers` |
 //! |---|---|---|
 //! | `core2-quad-q9550` | 96 (Intel 64 and IA-32 Architectures Optimization Reference Manual, Intel Core microarchitecture: a 96-entry reorder buffer) | 8 (ESTIMATE: the L1 data cache's fill buffers of the Core microarchitecture, fewer than Nehalem's 10) |
-//! | `core-i5-6600` | 224 (the same manual, Skylake: 224 entries) | 10 (the same manual: 10 L1D fill buffers since Nehalem; Ice Lake has 12) |
+//! | `core-i5-6600` | 224 (the same manual, Skylake: 224 entries) | 10 (ESTIMATE: the 10 L1D fill buffers Intel gives from Nehalem on; Skylake's own count not checked here) |
 //!
 //! Without a profile both are 0: every miss waits alone (the model before memory-level
 //! parallelism), unless the keys are given.
