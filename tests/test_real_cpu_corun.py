@@ -99,6 +99,31 @@ def test_the_last_levels_size_is_where_the_chase_leaves_it_halfway_to_memory():
     # Never larger than sysfs.
     big = hostcache.host_cache(banks, hostcache.Memory(1e10, 2e10, 2, 182.8), 2445, 1 << 30)
     assert big["bank"][-1]["size"] == "32MiB"
+    # The cores' window, when known, goes into the table; without it the keys are absent.
+    assert "rob_entries" not in table
+    win = hostcache.host_cache(banks, hostcache.Memory(1e10, 2e10, 2, 182.8), 2445, None, (448, 22))
+    assert (win["rob_entries"], win["miss_buffers"]) == (448, 22)
+
+
+def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have_none(
+    tmp_path: Path,
+):
+    info = tmp_path / "cpuinfo"
+
+    def window(vendor: str, family: int, model: int):
+        info.write_text(
+            f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+            f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
+        )
+        return hostcache.core_window(info)
+
+    # This machine's (family 26, model 2): Zen 5's 448 entries.
+    assert window("AuthenticAMD", 26, 2) == (448, hostcache.AMD_MISS_BUFFERS)
+    assert window("AuthenticAMD", 23, 0x31) == (224, 22)
+    assert window("AuthenticAMD", 25, 0x11)[0] == 320
+    assert window("AuthenticAMD", 25, 0x21)[0] == 256
+    assert window("GenuineIntel", 6, 85) is None
+    assert window("AuthenticAMD", 21, 2) is None
 
 
 def test_sizes_are_the_kernels_k_and_m_and_a_clock_comes_from_cpuinfo_without_cpufreq(

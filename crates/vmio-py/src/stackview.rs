@@ -171,6 +171,15 @@ fn host_cache(c: &vmio_core::cpu::cache::CacheTopology) -> Value {
         json!(format!("{}ns", c.memory_latency_ns)),
     );
     m.insert("clock_mhz".into(), json!(c.clock_mhz));
+    // The core's window, where it is not the profile's (a profile's reads back the same).
+    let named = c
+        .profile
+        .and_then(|n| vmio_core::cpu::cache::PROFILES.iter().find(|p| p.name == n));
+    let window = named.map_or((0, 0), |p| (p.rob_entries, p.miss_buffers));
+    if (c.rob_entries, c.miss_buffers) != window {
+        m.insert("rob_entries".into(), json!(c.rob_entries));
+        m.insert("miss_buffers".into(), json!(c.miss_buffers));
+    }
     let banks: Vec<Value> = c
         .banks
         .iter()
@@ -718,6 +727,43 @@ group_name = "g"
         let plain = view(STACK, "dir/stack.toml").unwrap();
         let text = toml::to_string(&plain["tables"]).unwrap();
         assert_eq!(view(&text, "dir/stack.toml").unwrap(), plain, "{text}");
+    }
+
+    #[test]
+    fn a_host_caches_reorder_buffer_is_written_where_it_is_not_the_profiles_and_reads_back() {
+        let with = |cache: &str| {
+            STACK.replace(
+                "[[device]]",
+                &format!("[host]\ncores = 4\n\n[host.cache]\n{cache}\n\n[[device]]"),
+            )
+        };
+        for (cache, window) in [
+            ("profile = \"core2-quad-q9550\"", None),
+            (
+                "profile = \"core2-quad-q9550\"\nrob_entries = 448\nmiss_buffers = 22",
+                Some((448, 22)),
+            ),
+            (
+                "memory_bandwidth = 1000000000\nmemory_latency = \"90ns\"\nclock_mhz = 2000\n\
+                 rob_entries = 224\n[[host.cache.bank]]\nlevel = 3\nsize = \"4MiB\"\ncpus = \"0\"",
+                Some((224, 0)),
+            ),
+        ] {
+            let text = with(cache);
+            let v = view(&text, "dir/stack.toml").unwrap();
+            let c = &v["tables"]["host"]["cache"];
+            match window {
+                None => assert!(c.get("rob_entries").is_none(), "{c}"),
+                Some((rob, mb)) => {
+                    assert_eq!(
+                        (&c["rob_entries"], &c["miss_buffers"]),
+                        (&json!(rob), &json!(mb))
+                    )
+                }
+            }
+            let back = toml::to_string(&v["tables"]).unwrap();
+            assert_eq!(view(&back, "dir/stack.toml").unwrap(), v, "{back}");
+        }
     }
 
     #[test]

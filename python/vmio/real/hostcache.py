@@ -26,6 +26,10 @@ last level, its size as this machine's programs get it (`effective_llc`):
                     (the first point is the level's own plateau: twice the level below);
                     the sysfs size where the whole curve stays below the cut
             the last level's banks get min(sysfs size, size)
+window    = rob_entries and miss_buffers (the contention model's memory-level parallelism:
+            misses within a reorder buffer's window overlap) from /proc/cpuinfo's vendor,
+            cpu family and model (`core_window`); no keys (misses wait alone) for a core
+            not in its table
 ```
 
 Why the last level's size is measured: in a VM (this machine is a 2-vCPU KVM guest on an AMD
@@ -123,6 +127,46 @@ def clock_mhz(root: Path = SYS_CPU, cpuinfo: Path = Path("/proc/cpuinfo")) -> in
     raise HostCacheError(f"{freq} and {cpuinfo}: no clock")
 
 
+WINDOWS = (
+    # (cpu family, first model, last model, reorder-buffer entries, name)
+    (0x17, 0x00, 0x2F, 192, "Zen / Zen+"),
+    (0x17, 0x30, 0xFF, 224, "Zen 2"),
+    (0x19, 0x00, 0x0F, 256, "Zen 3"),
+    (0x19, 0x20, 0x5F, 256, "Zen 3"),
+    (0x19, 0x10, 0x1F, 320, "Zen 4"),
+    (0x19, 0x60, 0xAF, 320, "Zen 4"),
+    (0x1A, 0x00, 0xFF, 448, "Zen 5"),
+)
+"""AMD cores' reorder buffers by cpu family and model (AMD's microarchitecture disclosures
+and Software Optimization Guides for Zen, Zen 2, Zen 3, Zen 4 and Zen 5: 192, 224, 256, 320
+and 448 entries; the Zen 5 guide is publication 58455, August 2024)."""
+AMD_MISS_BUFFERS = 22
+"""Outstanding L1 data misses of an AMD Zen core (ESTIMATE: the miss address buffers AMD's
+guides give for the first Zen generations, kept for the later ones, whose counts are not
+checked here; it bounds only a streaming loop's overlap, not bzip2's)."""
+
+
+def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int] | None:
+    """(rob_entries, miss_buffers) of this machine's cores (module doc), None when its
+    processor is not in `WINDOWS`."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.read_text().splitlines():
+        if not line.strip():
+            break
+        k, _, v = line.partition(":")
+        fields[k.strip()] = v.strip()
+    if fields.get("vendor_id") != "AuthenticAMD":
+        return None
+    try:
+        family, model = int(fields["cpu family"]), int(fields["model"])
+    except (KeyError, ValueError):
+        return None
+    for fam, lo, hi, rob, _ in WINDOWS:
+        if family == fam and lo <= model <= hi:
+            return rob, AMD_MISS_BUFFERS
+    return None
+
+
 def size_text(n: int) -> str:
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -141,10 +185,16 @@ class Memory:
     latency_ns: float
 
 
-def host_cache(banks: list[Bank], memory: Memory, mhz: int, llc_bytes: int | None = None) -> dict:
+def host_cache(
+    banks: list[Bank],
+    memory: Memory,
+    mhz: int,
+    llc_bytes: int | None = None,
+    window: tuple[int, int] | None = None,
+) -> dict:
     """The `[host.cache]` table (crates/vmio-core/src/cpu/cache.rs's keys); `llc_bytes`: the
     last level's measured size (`effective_llc`), which its banks take where it is smaller
-    than sysfs says."""
+    than sysfs says; `window`: the cores' (rob_entries, miss_buffers) (`core_window`)."""
     top = max(b.level for b in banks)
 
     def size(b: Bank) -> int:
@@ -152,12 +202,15 @@ def host_cache(banks: list[Bank], memory: Memory, mhz: int, llc_bytes: int | Non
             return min(b.size_bytes, llc_bytes)
         return b.size_bytes
 
-    return {
+    table = {
         "memory_bandwidth": round(memory.bandwidth_all),
         "memory_latency": f"{round(memory.latency_ns)}ns",
         "clock_mhz": mhz,
-        "bank": [{"level": b.level, "size": size_text(size(b)), "cpus": b.cpus} for b in banks],
     }
+    if window is not None:
+        table["rob_entries"], table["miss_buffers"] = window
+    table["bank"] = [{"level": b.level, "size": size_text(size(b)), "cpus": b.cpus} for b in banks]
+    return table
 
 
 def curve_sizes(banks: list[Bank]) -> list[int]:
@@ -289,8 +342,9 @@ def measure(
         "llc_curve": [[mib, ns] for mib, ns in curve],
         "llc_sysfs_bytes": sysfs,
         "llc_bytes": llc,
+        "window": core_window(),
     }
-    return host_cache(banks, memory, mhz, llc), how
+    return host_cache(banks, memory, mhz, llc, how["window"]), how
 
 
 __all__ = [
@@ -301,6 +355,8 @@ __all__ = [
     "HALFWAY",
     "ELEMENTS",
     "SOURCE",
+    "WINDOWS",
+    "AMD_MISS_BUFFERS",
     "Bank",
     "HostCacheError",
     "Memory",
@@ -308,6 +364,7 @@ __all__ = [
     "cc_missing",
     "chase_ns",
     "clock_mhz",
+    "core_window",
     "curve_sizes",
     "effective_llc",
     "host_cache",

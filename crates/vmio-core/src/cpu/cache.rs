@@ -9,6 +9,8 @@
 //! # memory_bandwidth = "10.6g"      # bytes/s the memory bus carries at most
 //! # memory_latency = "80ns"         # a last-level miss served by memory, unloaded
 //! # clock_mhz = 2830                # the cores' clock (a program's instruction rate)
+//! # rob_entries = 96                # reorder-buffer entries: the window misses overlap in
+//! # miss_buffers = 8                # misses a core keeps outstanding at most
 //! # [[host.cache.bank]]             # one per cache instance: libvirt's <bank>
 //! # level = 2
 //! # size = "6MiB"
@@ -32,6 +34,17 @@
 //! |---|---|---|---|---|---|
 //! | `core2-quad-q9550` | L2 6 MB on cores 0-1, L2 6 MB on cores 2-3 (ARK: "12 MB L2", two dies of two cores) | 1333 MT/s front-side bus × 8 B = 10.67 GB/s (ARK: "Bus Speed 1333 MHz") | 80 ns (estimate: FSB + northbridge + DDR2/DDR3, the range 70-100 ns measured on Core 2 systems) | 2830 MHz | no (ARK: "Intel VT-x with Extended Page Tables (EPT): No") |
 //! | `core-i5-6600` | L3 6 MB on cores 0-3 (ARK: "6 MB Intel Smart Cache") | DDR4-2133 × 2 channels × 8 B = 34.1 GB/s (ARK: "Max Memory Bandwidth 34.1 GB/s") | 65 ns (estimate: about 42 cycles + 51 ns measured on Skylake, 7-cpu.com) | 3300 MHz | yes |
+//!
+//! The cores' window for overlapping misses (the contention model's memory-level
+//! parallelism, [`super::contention`]):
+//!
+//! | profile | `rob_entries` | `miss_buffers` |
+//! |---|---|---|
+//! | `core2-quad-q9550` | 96 (Intel 64 and IA-32 Architectures Optimization Reference Manual, Intel Core microarchitecture: a 96-entry reorder buffer) | 8 (ESTIMATE: the L1 data cache's fill buffers of the Core microarchitecture, fewer than Nehalem's 10) |
+//! | `core-i5-6600` | 224 (the same manual, Skylake: 224 entries) | 10 (ESTIMATE: the 10 L1D fill buffers Intel gives from Nehalem on; Skylake's own count not checked here) |
+//!
+//! Without a profile both are 0: every miss waits alone (the model before memory-level
+//! parallelism), unless the keys are given.
 //!
 //! EPT is the `[host] ept` key's business (the hypervisor's costs); the profiles only name it.
 //! Only the last level is modelled: the private levels below it belong to the core and are
@@ -72,8 +85,29 @@ pub const CLOCK_MHZ: ParamSpec = ParamSpec {
     help: "the cores' clock, which turns a program's instructions per cycle into time",
 };
 
+pub const ROB_ENTRIES: ParamSpec = ParamSpec {
+    name: "rob_entries",
+    kind: Kind::Count { min: 0, max: 4096 },
+    default: Value::Computed("the profile's; 0 without one"),
+    unit: "",
+    help: "the cores' reorder-buffer entries: last-level misses this many instructions apart overlap (0: every miss waits alone)",
+};
+pub const MISS_BUFFERS: ParamSpec = ParamSpec {
+    name: "miss_buffers",
+    kind: Kind::Count { min: 0, max: 4096 },
+    default: Value::Computed("the profile's; 0 without one"),
+    unit: "",
+    help: "misses a core keeps outstanding at most (L1 fill buffers, miss address buffers; 0: no limit besides rob_entries)",
+};
+
 /// The keys of `[host.cache]` besides `profile` and `bank`.
-pub const PARAMS: &[ParamSpec] = &[MEMORY_BANDWIDTH, MEMORY_LATENCY, CLOCK_MHZ];
+pub const PARAMS: &[ParamSpec] = &[
+    MEMORY_BANDWIDTH,
+    MEMORY_LATENCY,
+    CLOCK_MHZ,
+    ROB_ENTRIES,
+    MISS_BUFFERS,
+];
 
 /// One cache instance: libvirt's `<bank>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -94,6 +128,10 @@ pub struct HostProfile {
     pub memory_bandwidth: u64,
     pub memory_latency_ns: Ns,
     pub clock_mhz: u64,
+    /// Reorder-buffer entries per core (the window in which misses overlap).
+    pub rob_entries: u64,
+    /// Misses a core keeps outstanding at most.
+    pub miss_buffers: u64,
     /// Whether the processor has EPT (second-level address translation).
     pub ept: bool,
 }
@@ -121,6 +159,8 @@ pub const PROFILES: &[HostProfile] = &[
         memory_bandwidth: 10_666_000_000,
         memory_latency_ns: 80,
         clock_mhz: 2830,
+        rob_entries: 96,
+        miss_buffers: 8,
         ept: false,
     },
     HostProfile {
@@ -135,6 +175,8 @@ pub const PROFILES: &[HostProfile] = &[
         memory_bandwidth: 34_100_000_000,
         memory_latency_ns: 65,
         clock_mhz: 3300,
+        rob_entries: 224,
+        miss_buffers: 10,
         ept: true,
     },
 ];
@@ -157,6 +199,10 @@ pub struct CacheTopology {
     pub memory_bandwidth: u64,
     pub memory_latency_ns: Ns,
     pub clock_mhz: u64,
+    /// 0: no overlap of misses (each waits alone).
+    pub rob_entries: u64,
+    /// 0: no limit besides the window.
+    pub miss_buffers: u64,
 }
 
 impl CacheTopology {
@@ -168,6 +214,8 @@ impl CacheTopology {
             memory_bandwidth: p.memory_bandwidth,
             memory_latency_ns: p.memory_latency_ns,
             clock_mhz: p.clock_mhz,
+            rob_entries: p.rob_entries,
+            miss_buffers: p.miss_buffers,
         }
     }
 
@@ -338,6 +386,8 @@ impl Table for CacheTopology {
             memory_bandwidth: need(&MEMORY_BANDWIDTH, profile.map(|p| p.memory_bandwidth))?,
             memory_latency_ns: need(&MEMORY_LATENCY, profile.map(|p| p.memory_latency_ns))?,
             clock_mhz: need(&CLOCK_MHZ, profile.map(|p| p.clock_mhz))?,
+            rob_entries: need(&ROB_ENTRIES, Some(profile.map_or(0, |p| p.rob_entries)))?,
+            miss_buffers: need(&MISS_BUFFERS, Some(profile.map_or(0, |p| p.miss_buffers)))?,
         })
     }
 }
@@ -374,6 +424,23 @@ mod tests {
         .unwrap();
         assert_eq!(t.last_level(2), vec![Some(2), Some(2)]);
         assert_eq!(t.memory_latency_ns, 90);
+        // Without a profile misses do not overlap unless the reorder buffer is given.
+        assert_eq!((t.rob_entries, t.miss_buffers), (0, 0));
+    }
+
+    #[test]
+    fn a_profile_gives_its_cores_reorder_buffer_and_miss_buffers_and_explicit_keys_replace_them() {
+        let t = read("profile = \"core2-quad-q9550\"", 4).unwrap();
+        assert_eq!((t.rob_entries, t.miss_buffers), (96, 8));
+        let t = read(
+            "profile = \"core-i5-6600\"\nrob_entries = 448\nmiss_buffers = 24",
+            4,
+        )
+        .unwrap();
+        assert_eq!((t.rob_entries, t.miss_buffers), (448, 24));
+        let e = read("profile = \"core-i5-6600\"\nrob_entries = -1", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.rob_entries");
+        assert!(e.message.contains("0"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!
 //! ```text
 //! T(c, W) = T_solo + (mpki(c) · (L + W) − mpki(c_solo) · (L + W_solo)) / 1000
+//!   (each miss a full stall; the overlap of misses divides both terms, below)
 //!   T_solo = 1 / (ipc · clock)                     (alone: the speed its work is given at)
 //!   c_solo = min(footprint, bank size)            (alone: the whole bank, up to its footprint)
 //!   L      = [host.cache] memory_latency           (a miss served by memory, unloaded)
@@ -65,10 +66,39 @@
 //!
 //! The system threads' own re-insertions (when a footprint was evicted between two of its
 //! activations) are left out of the bus's load: a few hundred KiB per activation at most,
-//! against the programs' tens to hundreds of MB/s. Misses are charged the full
-//! memory latency (no memory-level parallelism, no prefetching): an upper bound of a miss's
-//! cost that the programs' IPC, measured with their own misses, already discounts for their
-//! solo run; only the extra misses are charged at `L`.
+//! against the programs' tens to hundreds of MB/s.
+//!
+//! **Memory-level parallelism.** An out-of-order core does not stall a full latency on
+//! each miss: a miss blocks retirement only once it reaches the head of the reorder buffer,
+//! and every independent miss issued within the ROB's window of instructions behind it is
+//! served under the same stall (Karkhanis and Smith, "A first-order superscalar processor
+//! model", ISCA 2004: long data-cache misses that overlap cost together about what one
+//! isolated miss costs; Eyerman, Eeckhout, Karkhanis and Smith, "A mechanistic
+//! performance model for superscalar out-of-order processors", ACM TOCS 2009, whose
+//! long-latency term divides the misses by their overlap). The overlap is memory-level
+//! parallelism as Chou, Fahs and Abraham define it ("Microarchitecture optimizations for
+//! exploiting memory-level parallelism", ISCA 2004: the average number of long-latency
+//! misses outstanding while at least one is), bounded by the misses the core can keep
+//! outstanding at all (its L1 fill buffers or miss address buffers, the MSHRs of Kroft,
+//! ISCA 1981). With a program's misses spread evenly over its instructions (the
+//! first-order model's assumption), a stall's window of `rob` instructions holds the first
+//! miss and `mpki · rob / 1000` more:
+//!
+//! ```text
+//! mlp(m)  = 1                                         rob_entries = 0 (the default without
+//!                                                      a profile: every miss waits alone)
+//!         = min(1 + m · rob_entries / 1000, miss_buffers)   (miss_buffers 0: no bound)
+//! T(c, W) = T_solo + (mpki(c) · (L + W) / mlp(mpki(c))
+//!                     − mpki(c_solo) · (L + W_solo) / mlp(mpki(c_solo))) / 1000
+//! ```
+//!
+//! So the more often a program misses, the more of its misses overlap: a program that
+//! loses its cache share pays less than the full latency for each extra miss. The misses
+//! are taken as independent (no pointer chasing: a chase's next address comes from the
+//! miss itself, so its MLP is 1 whatever the window; the curves of `cpu_profile` name no
+//! such dependence) and hardware prefetching is left out (it would hide more). The
+//! programs' IPC, measured with their own misses, already holds their solo misses' cost;
+//! only the difference is charged.
 //!
 //! Cost: the result depends only on which program runs on which core, so it is kept per
 //! such assignment ([`Contention::slowdowns`] memoises it); a run of identical programs
@@ -135,6 +165,9 @@ pub struct Contention {
     latency_ns: f64,
     /// Cycles per ns.
     ghz: f64,
+    /// Reorder-buffer entries (0: no overlap) and outstanding misses at most (0: no bound).
+    rob: f64,
+    miss_buffers: f64,
     programs: Vec<Sensitivity>,
     /// Per (running, resident) assignment: the slowdowns (2^16 = ×1) and each bank's T_C.
     memo: HashMap<Vec<u8>, (Vec<u32>, Vec<f64>)>,
@@ -159,6 +192,8 @@ impl Contention {
             bandwidth: t.memory_bandwidth as f64 / 1e9,
             latency_ns: t.memory_latency_ns as f64,
             ghz: t.clock_mhz as f64 / 1e3,
+            rob: t.rob_entries as f64,
+            miss_buffers: t.miss_buffers as f64,
             programs: Vec::new(),
             memo: HashMap::new(),
         }
@@ -187,6 +222,20 @@ impl Contention {
     /// The programs' solo time per instruction (ns).
     fn t_solo(&self, p: &Sensitivity) -> f64 {
         1.0 / (p.ipc.max(1e-6) * self.ghz)
+    }
+
+    /// Misses outstanding together at `mpki` misses per kilo-instruction (the module doc's
+    /// mlp(m)): 1 without a reorder-buffer size.
+    pub fn mlp(&self, mpki: f64) -> f64 {
+        if self.rob <= 0.0 {
+            return 1.0;
+        }
+        let w = 1.0 + mpki.max(0.0) * self.rob / 1000.0;
+        if self.miss_buffers > 0.0 {
+            w.min(self.miss_buffers.max(1.0))
+        } else {
+            w
+        }
     }
 
     /// The queueing wait per miss at utilisation `rho`.
@@ -266,7 +315,8 @@ impl Contention {
                 for i in 0..active.len() {
                     let (m, m0) = (p[i].mpki_at(share[i]), p[i].mpki_at(solo[i].0));
                     let (l, w0) = (self.latency_ns, solo[i].1);
-                    t[i] = (t0[i] + (m * (l + w) - m0 * (l + w0)) / 1000.0).max(t0[i] * 1e-3);
+                    let stall = m * (l + w) / self.mlp(m) - m0 * (l + w0) / self.mlp(m0);
+                    t[i] = (t0[i] + stall / 1000.0).max(t0[i] * 1e-3);
                 }
                 let rho: f64 = (0..active.len())
                     .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
@@ -433,10 +483,12 @@ mod tests {
         let out = m.solve(&[st, st, NONE, NONE]);
         // Symmetric: 3 MiB each. mpki(3 MiB) = 4 − 3·log2(3)/2; alone it held its 4 MiB
         // footprint (1 MPKI). T_solo = 1 / (1.0 · 2.83 GHz); the bus's wait is negligible
-        // (checked below), so slowdown = 1 + (mpki(3) − 1) · L / 1000 / T_solo.
+        // (checked below), so slowdown = 1 + (mpki(3) / mlp(mpki(3)) − 1 / mlp(1)) · L /
+        // 1000 / T_solo, mlp(m) = 1 + m · 96 / 1000 (the Q9550's 96-entry reorder buffer).
         let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
         let t_solo = 1.0 / 2.83;
-        let want = 1.0 + (m3 - 1.0) * 80.0 / 1000.0 / t_solo;
+        let mlp = |m: f64| 1.0 + m * 96.0 / 1000.0;
+        let want = 1.0 + (m3 / mlp(m3) - 1.0 / mlp(1.0)) * 80.0 / 1000.0 / t_solo;
         assert!((out[0] - want).abs() < 0.005 * want, "{} vs {want}", out[0]);
         assert_eq!(out[0], out[1]);
         // On separate banks (cores 0 and 2) each holds its footprint: only the bus remains.
@@ -500,12 +552,13 @@ mod tests {
         let st = m.program(STEEP);
         let sys = m.program(SYS3);
         // STEEP alone on bank 0 holds its 4 MiB footprint; with 3 MiB of system code and
-        // data resident it holds the other 3 MiB: slowdown 1 + (mpki(3) − 1) · L / 1000 /
-        // T_solo, the bus's wait (under a part in a thousand) aside.
+        // data resident it holds the other 3 MiB: slowdown 1 + (mpki(3) / mlp(mpki(3)) −
+        // 1 / mlp(1)) · L / 1000 / T_solo, the bus's wait (under a part in a thousand) aside.
         let running = [st, NONE, NONE, NONE];
         let out = m.solve_with(&running, &[1 << sys, 0]);
         let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
-        let want = 1.0 + (m3 - 1.0) * 80.0 / 1000.0 * 2.83;
+        let mlp = |m: f64| 1.0 + m * 96.0 / 1000.0;
+        let want = 1.0 + (m3 / mlp(m3) - 1.0 / mlp(1.0)) * 80.0 / 1000.0 * 2.83;
         assert!(
             (out.slow[0] - want).abs() < 0.002 * want,
             "{out:?} vs {want}"
@@ -525,6 +578,53 @@ mod tests {
         assert_eq!(m.slowdowns_with(&running, &[]).0[0], ONE_Q16);
         let q = m.slowdowns_with(&running, &[1 << sys, 0]).0[0];
         assert!(q > ONE_Q16 + ONE_Q16 / 10, "{q}");
+    }
+
+    #[test]
+    fn misses_overlap_in_the_reorder_buffer_up_to_the_cores_miss_buffers() {
+        // mlp(m) = min(1 + m · rob / 1000, miss_buffers): the Q9550's 96 entries and 8
+        // buffers; without a reorder-buffer size every miss waits alone.
+        let m = Contention::new(&q9550(), 4);
+        assert_eq!(m.mlp(0.0), 1.0);
+        assert!((m.mlp(2.5) - 1.24).abs() < 1e-12);
+        assert_eq!(m.mlp(500.0), 8.0);
+        let open = CacheTopology {
+            miss_buffers: 0,
+            ..q9550()
+        };
+        assert!((Contention::new(&open, 4).mlp(500.0) - 49.0).abs() < 1e-9);
+        let alone = CacheTopology {
+            rob_entries: 0,
+            ..q9550()
+        };
+        assert_eq!(Contention::new(&alone, 4).mlp(500.0), 1.0);
+    }
+
+    #[test]
+    fn a_larger_reorder_buffer_makes_each_lost_line_cost_less() {
+        // The same two STEEP programs sharing one 6 MiB L2 (3 MiB each, as above), with
+        // misses charged whole (rob 0) and overlapping in windows of 96 and 448 entries:
+        // slowdown − 1 = (m3 / mlp(m3) − 1 / mlp(1)) · L / 1000 / T_solo for each.
+        let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
+        let mut last = f64::INFINITY;
+        for rob in [0u64, 96, 448] {
+            let t = CacheTopology {
+                rob_entries: rob,
+                miss_buffers: 0,
+                ..q9550()
+            };
+            let mut m = Contention::new(&t, 4);
+            let st = m.program(STEEP);
+            let out = m.solve(&[st, st, NONE, NONE])[0];
+            let mlp = |m: f64| 1.0 + m * rob as f64 / 1000.0;
+            let want = 1.0 + (m3 / mlp(m3) - 1.0 / mlp(1.0)) * 80.0 / 1000.0 * 2.83;
+            assert!(
+                (out - want).abs() < 0.005 * want,
+                "rob {rob}: {out} vs {want}"
+            );
+            assert!(out < last, "rob {rob}: {out} !< {last}");
+            last = out;
+        }
     }
 
     #[test]
