@@ -34,7 +34,11 @@ impl<T> Slab<T> {
     pub fn insert(&mut self, v: T) -> usize {
         match self.free.pop() {
             Some(i) => {
-                self.items[i] = Some(v);
+                // A freed slot holds None: replace it without running the old value's drop
+                // glue (there is nothing to drop).
+                let old = self.items[i].replace(v);
+                debug_assert!(old.is_none(), "free slab slot {i} in use");
+                std::mem::forget(old);
                 i
             }
             None => {

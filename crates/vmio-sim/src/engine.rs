@@ -85,13 +85,17 @@ impl<T: Copy> MinHeap<T> {
         let v = &mut self.v[..];
         while i > 0 {
             let parent = (i - 1) / 2;
-            if v[parent].0 <= k {
+            // SAFETY: parent < i < v.len() (i starts at the last index and only decreases).
+            let p = unsafe { *v.get_unchecked(parent) };
+            if p.0 <= k {
                 break;
             }
-            v[i] = v[parent];
+            // SAFETY: as above.
+            unsafe { *v.get_unchecked_mut(i) = p };
             i = parent;
         }
-        v[i] = (k, val);
+        // SAFETY: i <= the last index.
+        unsafe { *v.get_unchecked_mut(i) = (k, val) };
     }
 
     /// Remove and return the smallest entry.
@@ -105,28 +109,35 @@ impl<T: Copy> MinHeap<T> {
         }
         let top = v[0];
         // Move the hole from the root down to a leaf along the smaller children, then sift
-        // the last entry up from there (it usually belongs near the bottom).
+        // the last entry up from there (it usually belongs near the bottom): Wegener's
+        // bottom-up heapsort step, as `std`'s BinaryHeap::pop. Indices are checked by the
+        // loop conditions, not again on each access.
         let mut i = 0;
         let mut c = 1;
-        while c + 1 < n {
-            c += (v[c + 1].0 < v[c].0) as usize;
-            v[i] = v[c];
-            i = c;
-            c = 2 * i + 1;
-        }
-        if c + 1 == n {
-            v[i] = v[c];
-            i = c;
-        }
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if v[parent].0 <= last.0 {
-                break;
+        // SAFETY (every access below): i < c, and c + 1 < n or c < n where it is read, with
+        // n = v.len(); i only takes values c had; parent < i.
+        unsafe {
+            while c + 1 < n {
+                c += (v.get_unchecked(c + 1).0 < v.get_unchecked(c).0) as usize;
+                *v.get_unchecked_mut(i) = *v.get_unchecked(c);
+                i = c;
+                c = 2 * i + 1;
             }
-            v[i] = v[parent];
-            i = parent;
+            if c + 1 == n {
+                *v.get_unchecked_mut(i) = *v.get_unchecked(c);
+                i = c;
+            }
+            while i > 0 {
+                let parent = (i - 1) / 2;
+                let p = *v.get_unchecked(parent);
+                if p.0 <= last.0 {
+                    break;
+                }
+                *v.get_unchecked_mut(i) = p;
+                i = parent;
+            }
+            *v.get_unchecked_mut(i) = last;
         }
-        v[i] = last;
         Some((split(top.0), top.1))
     }
 }

@@ -85,6 +85,7 @@ impl WakeSpread {
         format!("vdisk/{vm}/{disk}/wake-spread")
     }
 
+    #[inline]
     pub fn mean_ns(&self) -> Ns {
         self.mean_ns
     }
@@ -158,6 +159,7 @@ impl Handoffs {
         Self::new(0, "", "", 0, 0)
     }
 
+    #[inline]
     pub fn mean_ns(&self) -> Ns {
         self.spread.mean_ns()
     }
@@ -169,6 +171,7 @@ impl Handoffs {
 
     /// The guest's kick of a request of queue `queue` at `kick` reaches its VMM thread, idle
     /// since `idle_since` (busy until then when later): when the thread takes it.
+    #[inline]
     pub fn submit(&mut self, queue: u32, kick: Ns, idle_since: Ns) -> Ns {
         if self.spread.mean_ns() == 0 {
             return kick.max(idle_since);
@@ -180,6 +183,7 @@ impl Handoffs {
 
     /// The host's completion at `at` reaches the VMM thread idle since `idle_since`: when the
     /// thread takes it.
+    #[inline]
     pub fn complete(&mut self, at: Ns, idle_since: Ns) -> Ns {
         if self.spread.mean_ns() == 0 {
             return at.max(idle_since);
@@ -189,6 +193,7 @@ impl Handoffs {
 
     /// The VMM injects the interrupt of a request of queue `queue` at `at`: when the guest has
     /// it (a vCPU halted longer than KVM's polling is woken).
+    #[inline]
     pub fn interrupt(&mut self, queue: u32, at: Ns) -> Ns {
         if self.spread.mean_ns() == 0 {
             return at;

@@ -358,6 +358,27 @@ impl Rq {
     }
 }
 
+/// The device's submit work of request `r` (`v`, on a disk of model `m`), and the engine's
+/// when `r` leads its host request.
+#[inline]
+fn vmm_submit(m: &InterfaceModel, v: &VReq, r: usize) -> Ns {
+    let engine = match m.engine {
+        Some(e) if v.lead == r => e.submit_work_ns(v.batch_k),
+        _ => 0,
+    };
+    m.device_submit_ns(v.op, v.len) + engine
+}
+
+/// The device's completion work of request `r`, and the engine's when `r` leads.
+#[inline]
+fn vmm_complete(m: &InterfaceModel, v: &VReq, r: usize) -> Ns {
+    let engine = match m.engine {
+        Some(e) if v.lead == r => e.complete_ns,
+        _ => 0,
+    };
+    m.device_complete_ns(v.op, v.len) + engine
+}
+
 impl GuestState {
     pub(super) fn new(vdisks: Vec<VDiskState>) -> Self {
         // One pool for the host: every NBD disk shares the one `[nbd]` table's cores.
@@ -396,19 +417,11 @@ impl GuestState {
     /// The device's work, and the engine's when `r` leads its host request.
     pub(super) fn vmm_submit_ns(&self, r: usize) -> Ns {
         let (m, v) = self.model_of(r);
-        let engine = match m.engine {
-            Some(e) if v.lead == r => e.submit_work_ns(v.batch_k),
-            _ => 0,
-        };
-        m.device_submit_ns(v.op, v.len) + engine
+        vmm_submit(m, v, r)
     }
     pub(super) fn vmm_complete_ns(&self, r: usize) -> Ns {
         let (m, v) = self.model_of(r);
-        let engine = match m.engine {
-            Some(e) if v.lead == r => e.complete_ns,
-            _ => 0,
-        };
-        m.device_complete_ns(v.op, v.len) + engine
+        vmm_complete(m, v, r)
     }
     pub(super) fn guest_complete_ns(&self, r: usize) -> Ns {
         let (m, v) = self.model_of(r);
@@ -783,11 +796,14 @@ impl Sim {
         if self.cpu.priced {
             return self.cpu_guest_submit(now, r);
         }
+        // One look-up of the request and its disk for both costs.
         let v = self.guest.vreqs.get_ref(r);
         let (disk, lane, queue) = (v.disk, v.lane as usize, v.queue);
-        let kick = now + self.guest.guest_submit_ns(r);
-        let busy = self.guest.vdisks[disk].lane_busy[lane];
-        let t = self.spread[disk].submit(queue, kick, busy) + self.guest.vmm_submit_ns(r);
+        let d = &self.guest.vdisks[disk];
+        let kick = now + d.model.guest_submit_for(v.op, v.offset, v.len);
+        let vmm = vmm_submit(&d.model, v, r);
+        let busy = d.lane_busy[lane];
+        let t = self.spread[disk].submit(queue, kick, busy) + vmm;
         self.guest.vdisks[disk].lane_busy[lane] = t;
         self.guest.book_path_cpu(now, r);
         self.q.push(t, Event::SubmitDone(r).pack());
@@ -827,11 +843,13 @@ impl Sim {
         }
         let mut t = self.spread[disk].complete(now, self.guest.vdisks[disk].lane_busy[lane]);
         let mut at = Some(r);
+        let m = &self.guest.vdisks[disk].model;
+        let handoff = m.handoff_ns();
         while let Some(x) = at {
             let v = self.guest.vreqs.get_ref(x);
             at = v.next;
-            t += self.guest.vmm_complete_ns(x);
-            let done = self.spread[disk].interrupt(v.queue, t + self.guest.handoff_ns(x));
+            t += vmm_complete(m, v, x);
+            let done = self.spread[disk].interrupt(v.queue, t + handoff);
             let done = done.max(v.cpu_done);
             self.q.push(done, Event::GuestDone(x).pack());
         }
