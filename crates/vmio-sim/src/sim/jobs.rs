@@ -577,7 +577,7 @@ impl Sim {
     fn try_issue(&mut self, now: Ns, j: usize) {
         self.issue_while_free(now, j);
         let job = &self.work.jobs[j];
-        if !job.sync_blocked && !job.unreaped.is_empty() {
+        if !job.unreaped.is_empty() && !job.sync_blocked {
             self.reap_held(now, j);
         }
     }
@@ -594,10 +594,11 @@ impl Sim {
             {
                 break;
             }
-            if job.inflight >= job.depth && !job.unreaped.is_empty() {
-                break;
-            }
             if job.inflight >= job.depth {
+                if !job.unreaped.is_empty() {
+                    // Held completions: reap them (after the loop) before waiting.
+                    break;
+                }
                 if let Some(p) = job.pace.as_mut() {
                     // fio's wait_for_completions: reap at least min(complete_min, in
                     // flight), then on while more than iodepth_low are in flight.
@@ -792,27 +793,58 @@ impl Sim {
     ) {
         let op = op.into();
         let disk = self.work.jobs[j].disk;
-        let vm = self.disks[disk].owner as usize;
         let job = &mut self.work.jobs[j];
-        // A direct job's VM counts the bytes its disk moved now, whenever fio reaps them.
-        let moved =
-            if job.route == Route::Direct && now >= job.start_ns + job.ramp_ns && now <= job.end_ns
-            {
-                op.map_or(0, |_| len)
-            } else {
-                0
-            };
         if job.sync_blocked {
             if op != Some(Op::Flush) {
-                job.unreaped.push((op, len, issue_ns, slat_ns));
-                self.work.count_vm_bytes(now, vm, moved);
+                self.hold(now, j, op, len, issue_ns, slat_ns);
                 return;
             }
             job.sync_blocked = false;
         }
-        self.complete(now, j, op, len, issue_ns, slat_ns);
+        job.inflight -= 1;
+        let mut timeline = 0;
+        let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
+        if let Some(op) = op.filter(|_| measured) {
+            let clat = now.saturating_sub(issue_ns + slat_ns);
+            let at = now - (job.start_ns + job.ramp_ns);
+            job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
+            // A guest's VM counts the bytes its virtual disks move (guestos.rs).
+            if job.route == Route::Direct {
+                timeline = len;
+            }
+        }
+        if job.draining && job.inflight == 0 {
+            job.draining = false;
+        }
+        let fsync = job.fsync_waiting && job.inflight == 0;
+        if fsync {
+            job.fsync_waiting = false;
+        }
+        let vm = self.disks[disk].owner as usize;
+        self.work.count_vm_bytes(now, vm, timeline);
+        if fsync {
+            self.issue(now, j, Op::Flush, 0, 0);
+        }
+        self.pace_done(now, j, op, len, measured);
+        self.pace_sleep(now, j);
+        self.try_issue(now, j);
+        self.maybe_finish(now, j);
+    }
+
+    /// A completion while job `j`'s thread is in a blocking sync: it keeps its slot until
+    /// the thread reaps it ([`Sim::reap_held`]); the VM counts the bytes its disk moved now.
+    #[cold]
+    fn hold(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64, issue: Ns, slat: Ns) {
+        let job = &mut self.work.jobs[j];
+        let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
+        let moved = if measured && op.is_some() && job.route == Route::Direct {
+            len
+        } else {
+            0
+        };
+        job.unreaped.push((op, len, issue, slat));
+        let vm = self.disks[job.disk].owner as usize;
         self.work.count_vm_bytes(now, vm, moved);
-        self.after_completion(now, j, op, len);
     }
 
     /// fio reaps job `j`'s request at `now`: it leaves the queue, its latencies are recorded
@@ -826,24 +858,6 @@ impl Sim {
             let at = now - (job.start_ns + job.ramp_ns);
             job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat, clat);
         }
-    }
-
-    /// After a reap: end a drain, issue the fsync that waited, pace, issue, finish.
-    fn after_completion(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64) {
-        let job = &mut self.work.jobs[j];
-        let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
-        if job.draining && job.inflight == 0 {
-            job.draining = false;
-        }
-        let fsync = job.fsync_waiting && job.inflight == 0;
-        if fsync {
-            job.fsync_waiting = false;
-            self.issue(now, j, Op::Flush, 0, 0);
-        }
-        self.pace_done(now, j, op, len, measured);
-        self.pace_sleep(now, j);
-        self.try_issue(now, j);
-        self.maybe_finish(now, j);
     }
 
     /// Job `j`'s thread stops issuing with completions held by a blocking sync: fio's
