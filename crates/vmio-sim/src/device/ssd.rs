@@ -50,7 +50,10 @@
 //! piece out: the first piece of a read reserves the link from max(now, link free) for
 //!            len at min(link, seq_read); done = max(reservation end, last piece out + its
 //!            transfer) (cut-through)
-//! admission: head write fits in the buffer (or the buffer is empty): link in at
+//! admission: head write fits in the buffer, or nothing but the open page is in it (a
+//!            write larger than the room takes the buffer as its programs free it; its first
+//!            units complete the open page; run again when a write lands, and when a page
+//!            is on flash): link in at
 //!            min(link, seq_write) -> in buffer: 4 KiB units fill the open page; a full
 //!            page goes to the next die round-robin (FTL allocation; if it ran GC there the
 //!            die owes gc = read_pages*t_R + program_pages*t_PROG + erases*t_BERS and pays
@@ -1408,8 +1411,14 @@ impl Ssd {
                 self.push_event(at, Ev::FlushStart(slot));
                 continue;
             }
-            // A write larger than the whole buffer is admitted once the buffer is empty.
-            if self.buf_used > 0 && self.buf_used + c.len_bytes > self.p.write_buffer_bytes {
+            // A write larger than the room waits while earlier data is on its way to flash
+            // (in transfer or programming: it leaves the buffer later, and this runs again).
+            // The open page's partial data leaves only when a page is full: once it is all
+            // the buffer holds, the write is admitted (its first units complete that page),
+            // as a write larger than the whole buffer is once the buffer is empty.
+            if self.buf_used > self.open_fill
+                && self.buf_used + c.len_bytes > self.p.write_buffer_bytes
+            {
                 break;
             }
             self.admit_queue.pop_front();
@@ -1448,15 +1457,20 @@ impl Ssd {
                 issued += 1;
             }
         }
-        if !through {
-            self.complete(slot, now);
-            return;
-        }
-        if self.open_fill > 0 {
+        if through && self.open_fill > 0 {
             self.program_open_page(now, waiter);
             issued += 1;
         }
-        self.cmds.items[slot as usize].left = issued;
+        if through {
+            self.cmds.items[slot as usize].left = issued;
+        } else {
+            self.complete(slot, now);
+        }
+        // The write's bytes are in the buffer: a write waiting for room may fit now (what
+        // is left of it beside the open page may be nothing that a program will free).
+        if !self.admit_queue.is_empty() {
+            self.admit(now);
+        }
     }
 
     /// Program the open page (full or, when forced, partial) from `now`.
@@ -1724,6 +1738,33 @@ mod tests {
         let plain = one(&mut through, 0, 1, Op::Write, 0, 4096, false);
         assert!(plain >= 250 * US, "{plain}");
         assert_eq!(plain, fua);
+    }
+
+    #[test]
+    fn a_write_larger_than_the_room_left_beside_a_partial_open_page_is_admitted() {
+        // 1 MiB of buffer; a 4 KiB write leaves half of an 8 KiB page open (nothing to
+        // program, so nothing frees the buffer); a 1 MiB write then needs more than the room
+        // left. Its first units complete the open page: it is admitted and both complete.
+        let mut d = ssd_with("channels = 1\ndies_per_channel = 1\nwrite_buffer = \"1m\"").unwrap();
+        for (tag, off, len) in [(0, 0, 4096), (1, 4096, 1 << 20)] {
+            d.submit(
+                0,
+                DevCmd {
+                    tag,
+                    op: Op::Write,
+                    offset_bytes: off,
+                    len_bytes: len,
+                    fua: false,
+                },
+            );
+        }
+        let done = drain(&mut d);
+        assert_eq!(done.len(), 2, "{done:?}");
+        // The big write crosses the link after the small one, and waits for nothing else.
+        let link = |n: u64| transfer_ns(n, d.write_rate);
+        assert!(done[&1] >= done[&0] + link(1 << 20), "{done:?}");
+        // What stays is the new open page's half (write-back cache, no flush).
+        assert_eq!((d.buf_used, d.open_fill), (4096, 4096));
     }
 
     #[test]
