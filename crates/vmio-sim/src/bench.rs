@@ -200,7 +200,7 @@ pub fn bench(case: &str, seconds: u64) -> Result<BenchResult, RunError> {
             let sim = Sim::new(stack, jobs, 1)?;
             let setup_s = t0.elapsed().as_secs_f64();
             let t1 = Instant::now();
-            let report = sim.run();
+            let report = sim.run()?;
             let wall_s = t1.elapsed().as_secs_f64();
             return Ok(BenchResult {
                 case: CASES[2],

@@ -424,10 +424,26 @@ impl Sim {
                 h.wake_at = Some(t);
                 self.q.push(t, Event::DevWake(d.hw).pack());
             }
+        } else if d.queue.in_flight() > 0 {
+            return self.device_lost(now, dev);
         }
         if let Some(t) = d.queue.wakeup_to_arm(now) {
             self.q.push(t, Event::SchedWake(dev).pack());
         }
+    }
+
+    /// Device `dev` holds commands and has no event to come: nothing would ever complete
+    /// them, so the run ends (at this event) with [`super::SimError::Internal`] rather than
+    /// waiting for ever.
+    #[cold]
+    fn device_lost(&mut self, now: Ns, dev: usize) {
+        let d = &self.blockq.devs[dev];
+        self.fault = Some(format!(
+            "device '{}' holds {} commands with nothing scheduled to complete them at {:.6} s of simulated time (its model lost them)",
+            d.name,
+            d.queue.in_flight(),
+            now as f64 / 1e9
+        ));
     }
 
     /// Hardware `hw` has completions due: each goes back to its device's queue, then every

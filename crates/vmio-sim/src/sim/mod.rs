@@ -111,6 +111,10 @@ pub enum SimError {
     },
     #[error("{0}")]
     Job(String),
+    /// The simulation cannot go on (a model lost work it holds): a bug of vmio, reported
+    /// rather than left to run for ever.
+    #[error("internal error: {0}; please report it with the stack and job files")]
+    Internal(String),
 }
 
 /// A job bound to the VM disk it runs against.
@@ -268,6 +272,8 @@ pub struct Sim {
     spread: Vec<vmio_core::vdisk::spread::Handoffs>,
     /// `[cpu] model` when the stack has `[cpu]` (the report's `vmio.cpu`).
     cpu_model: Option<&'static str>,
+    /// Why the run cannot go on ([`SimError::Internal`]), found where it happened.
+    fault: Option<String>,
     /// Index in `disks` of each VM's first disk.
     disk_base: Vec<usize>,
     seed: u64,
@@ -567,6 +573,7 @@ impl Sim {
             spread,
             cpu,
             cpu_model: stack.cpu.as_ref().map(|c| c.model),
+            fault: None,
             q: EventQueue::new(),
             disks,
             work,
@@ -590,7 +597,7 @@ impl Sim {
     }
 
     /// Run to completion and report.
-    pub fn run(mut self) -> SimReport {
+    pub fn run(mut self) -> Result<SimReport, SimError> {
         self.start_phase(0);
         self.cpu_start_ticks();
         while let Some((now, p)) = self.q.pop() {
@@ -613,11 +620,14 @@ impl Sim {
                 Event::ThrottleWake(g) => self.throttle_wake(now, g),
                 Event::FsWake(slot) => self.fs_wake(now, slot),
             }
-            if self.all_done() {
+            if self.all_done() || self.fault.is_some() {
                 break;
             }
         }
-        self.report()
+        if let Some(fault) = self.fault.take() {
+            return Err(SimError::Internal(fault));
+        }
+        Ok(self.report())
     }
 
     /// Every phase ran and every job finished.
@@ -642,7 +652,7 @@ pub fn simulate_watched(
 ) -> Result<SimReport, SimError> {
     let mut sim = Sim::new(stack, jobs, seed)?;
     sim.q.set_watch(watch);
-    Ok(sim.run())
+    sim.run()
 }
 
 #[cfg(test)]
