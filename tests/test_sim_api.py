@@ -8,22 +8,17 @@ from pathlib import Path
 import pytest
 
 import vmio
+from conftest import JOB as CONFTEST_JOB
 from conftest import STACK
 from vmio.results import direction_summary
 
-JOB = """\
-[global]
-ioengine=libaio
-direct=1
-size=64m
-runtime=0.2
-time_based
-
-[mixed]
-rw=randrw
-bs=4k
-iodepth=4
-"""
+# conftest's job, shorter: 0.2 s of simulated time on 64 MiB
+JOB = (
+    CONFTEST_JOB.format(rw="randrw", bs="4k")
+    .replace("runtime=1", "runtime=0.2")
+    .replace("size=1g", "size=64m")
+    + "iodepth=4\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +38,8 @@ def test_simulate_returns_each_job_s_figures_typed_and_fio_s_json_as_a_dict(file
     assert isinstance(r.fio, dict)
     assert r.seed == 3
     (j,) = r.jobs
-    assert (j.name, j.vm) == ("mixed", "vm1")
-    assert r.job("mixed") is j
+    assert (j.name, j.vm) == ("job1", "vm1")
+    assert r.job("job1") is j
     for d in ("read", "write"):
         typed = getattr(j, d)
         assert isinstance(typed, vmio.DirectionResult)

@@ -14,23 +14,18 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import JOB as CONFTEST_JOB
 from conftest import STACK, run_vmio
 from vmio import results
 from vmio.sim import VmioError
 from vmio.study import experiment, runner
 
-JOB = """\
-[global]
-ioengine=libaio
-direct=1
-size=64m
-runtime=0.2
-time_based
-
-[qd]
-rw=randread
-bs=4k
-"""
+# conftest's job, shorter: 0.2 s of simulated time on 64 MiB
+JOB = (
+    CONFTEST_JOB.format(rw="randread", bs="4k")
+    .replace("runtime=1", "runtime=0.2")
+    .replace("size=1g", "size=64m")
+)
 
 SWEEP = """\
 [experiment]
@@ -314,3 +309,29 @@ def test_a_repeat_file_with_an_infinite_runtime_is_one_error_line_naming_the_fil
         f"vmio: error: '{runs / 'seq.rep1.json'}' is not a fio JSON output: bad value "
         "('read.runtime' is inf, not a finite number)\n"
     )
+
+
+def test_a_figure_that_cannot_be_drawn_is_named_and_every_other_file_is_written(
+    tmp_path, monkeypatch
+):
+    from vmio.study import plot
+
+    d = _sweep_dir(tmp_path / "in")
+    exp = experiment.load_experiment(d / "experiment.toml")
+    res = runner.run_study(exp, progress=None)
+
+    def broken(res, path):
+        raise RuntimeError("no room for the legend")
+
+    monkeypatch.setattr(plot, "study_figure", broken)
+    out = runner.prepare_output_dir(tmp_path / "out", force=False, name=exp.name)
+    with pytest.raises(VmioError) as err:
+        runner.write_outputs(res, out)
+    assert str(err.value) == (
+        f"study qd: results.csv, results.parquet, points.csv, points.parquet and json/ are "
+        f"written in '{out}', but writing figure.png: no room for the legend failed"
+    )
+    for name in ("results.csv", "results.parquet", "points.csv", "calibration.csv", "tables.txt"):
+        assert (out / name).is_file(), name
+    assert len(list((out / "json").glob("*.json"))) == 8
+    assert not (out / "figure.png").exists()

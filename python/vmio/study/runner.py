@@ -588,8 +588,9 @@ def write_outputs(res: StudyResult, out: Path, *, bench_fio_layout: bool = False
     for name, write in writers:
         try:
             write()
-        except (VmioError, ValueError, KeyError, TypeError) as err:
-            failed.append(f"{name}: {err}")
+        except Exception as err:  # noqa: BLE001 - any writer's failure is named, the rest run
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            failed.append(f"{name}: {why or type(err).__name__}")
     if failed:
         raise VmioError(
             f"study {res.experiment.name}: results.csv, results.parquet, points.csv, "
