@@ -92,7 +92,8 @@ def test_the_calibration_table_has_every_s0_figure(quick_study):
 def test_the_study_prints_one_table_per_cache_mode_with_block_size_columns(quick_study):
     _, r = quick_study
     assert "Case A: cache=none" in r.stdout and "Case B: cache=writeback" in r.stdout
-    assert "read/linear" in r.stdout and "randrw/raid0" in r.stdout
+    assert "Direct / sequential read / LVM linear" in r.stdout
+    assert "Cached / random read/write 50:50 / RAID 0 (md, 512k)" in r.stdout
     assert "figures PASS" in r.stdout
     # not a terminal: progress is one line per 10 %, on stderr only
     assert "100% (" in r.stderr and "\r" not in r.stderr

@@ -18,16 +18,9 @@ reports and plots. The Python API in short:
 Every bad input raises `vmio.VmioError`, whose message is meant for the user.
 """
 
+from vmio.api import DirectionResult, JobResult, SimResult, simulate
 from vmio.fioreport import fio_text
-from vmio.sim import (
-    DirectionResult,
-    JobResult,
-    SimResult,
-    VmioError,
-    parse_size,
-    simulate,
-    simulate_text,
-)
+from vmio.sim import VmioError, parse_size, simulate_text
 from vmio.study.evaluation import StudyResult
 from vmio.study.experiment import Experiment, load_experiment
 from vmio.study.runner import StudyEvent, run_study

@@ -660,7 +660,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
             f"must be true or false, not {short_repr(bench_fio_layout)}",
         )
     max_points = (
-        ck.integer(exp, "max_points", "[experiment]", 1, 1 << 40, default=MAX_POINTS)
+        ck.integer(exp, "max_points", "[experiment]", 1, (1 << 40) - 1, default=MAX_POINTS)
         if "max_points" in exp
         else None
     )
