@@ -4,7 +4,7 @@
 `[figure].rows` axis (cache mode), one panel per value of `[figure].columns` (workload), one
 line per value of `series` (layout), bandwidth in MB/s against block size on a log2 axis.
 Each calibration figure with a MB/s reference is drawn in the panel it belongs to: a star at
-its block size when it names one, otherwise a dashed segment over the block sizes it covers;
+its block size when it names one, otherwise a translucent band over the block sizes it covers;
 the legend has a "reference" entry only when some reference was drawn.
 
 Every axis has a visual channel of its own: rows and columns of panels, the x axis, colour
@@ -58,6 +58,10 @@ CHANNELS = ("linestyle", "marker", "linewidth")
 _LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 _HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")
+
+
+_REF_BAND = {"ls": "-", "lw": 5.0, "alpha": 0.3, "solid_capstyle": "butt"}
+"""A reference over several x values: a wide translucent band (no line style a channel uses)."""
 
 
 def value_text(axis: Axis, value: str) -> str:
@@ -180,7 +184,9 @@ def study_figure(res: StudyResult, path: Path) -> None:
     handles = _legend_handles(series_axis, channels, unstyled, colors, grid[0][0])
     if drew_reference:
         handles.append(
-            plt.Line2D([], [], color="black", marker="*", ls="--", ms=9, label="reference")
+            plt.Line2D(
+                [], [], color="black", marker="*", ms=9, mec="black", label="reference", **_REF_BAND
+            )
         )
     fig.legend(
         handles=handles,
@@ -258,7 +264,7 @@ def _draw_references(
                 zorder=10,
             )
         else:
-            ax.plot([min(chosen), max(chosen)], [y, y], ls="--", lw=1.2, color=color, zorder=2)
+            ax.plot([min(chosen), max(chosen)], [y, y], color=color, zorder=2, **_REF_BAND)
             ax.plot(
                 [max(chosen)],
                 [y],
