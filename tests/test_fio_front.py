@@ -400,7 +400,7 @@ def test_a_study_over_iodepth_and_numjobs_writes_bench_fio_s_layout(tmp_path):
     _write_stack(tmp_path)
     (tmp_path / "job.fio").write_text(JOB.format(rw="randread", bs="4k"), encoding="utf-8")
     (tmp_path / "experiment.toml").write_text(STUDY, encoding="utf-8")
-    r = run_vmio("study", "experiment.toml", "--out", "out", cwd=tmp_path)
+    r = run_vmio("study", "experiment.toml", "--out", "out", "--bench-fio-layout", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     layout = tmp_path / "out" / "bench-fio" / "sda"
     files = sorted(str(p.relative_to(layout)) for p in layout.rglob("*.json"))

@@ -60,29 +60,34 @@ def fio_keys(path: Path) -> dict:
     return out
 
 
+def _csv_rows(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def check_same_schema(sim: Path, real: Path) -> list[dict]:
-    """sim's and real's tidy tables and point JSON agree in form; real's rows returned."""
-    s, r = pq.read_schema(sim / "results.parquet"), pq.read_schema(real / "results.parquet")
-    assert [(f.name, f.type) for f in s] == [(f.name, f.type) for f in r]
-    with open(sim / "results.csv", encoding="utf-8") as f:
-        sim_rows = list(csv.DictReader(f))
-    with open(real / "results.csv", encoding="utf-8") as f:
-        real_rows = list(csv.DictReader(f))
+    """sim's and real's tidy and points tables and point JSON agree in form; real's points
+    rows (engine, machine, job options: one per point) returned."""
+    for name in ("results", "points"):
+        s, r = pq.read_schema(sim / f"{name}.parquet"), pq.read_schema(real / f"{name}.parquet")
+        assert [(f.name, f.type) for f in s] == [(f.name, f.type) for f in r]
+    sim_rows, real_rows = _csv_rows(sim / "results.csv"), _csv_rows(real / "results.csv")
     assert [(x["block"], x["direction"]) for x in sim_rows] == [
         (x["block"], x["direction"]) for x in real_rows
     ]
-    assert {x["engine"] for x in sim_rows} == {"sim"} and {x["machine_json"] for x in sim_rows} == {
-        "{}"
-    }
-    assert {x["engine"] for x in real_rows} == {"real"}
+    sim_points, real_points = _csv_rows(sim / "points.csv"), _csv_rows(real / "points.csv")
+    assert {x["engine"] for x in sim_points} == {"sim"}
+    assert {x["machine_json"] for x in sim_points} == {"{}"}
+    assert {x["engine"] for x in real_points} == {"real"}
     for point in ("randread-4k", "randread-64k"):
         assert fio_keys(sim / "json" / f"{point}.json") == fio_keys(real / "json" / f"{point}.json")
     for row in real_rows:
         assert int(row["bw_bytes"]) > 0 and float(row["clat_mean_ns"]) > 0
+    for row in real_points:
         m = json.loads(row["machine_json"])
         assert m["cores"] >= 1 and m["memory_bytes"] > 0 and m["kernel"] and m["fio"]
         assert [d["path"] for d in m["disks"]] == [str((real.parent / "real").resolve())]
-    return real_rows
+    return real_points
 
 
 def test_a_native_host_experiment_run_for_real_has_the_simulators_columns_types_and_fio_keys(

@@ -5,25 +5,33 @@ reports and plots. The Python API in short:
 
     import vmio
     result = vmio.simulate("studies/volumes-cache/stack.toml", "job.fio", seed=1)
-    result["jobs"][0]["read"]["bw_bytes"]          # fio's JSON output format, as a dict
+    result.jobs[0].read.bw_bytes                   # typed: vmio.SimResult, JobResult...
+    result.fio["jobs"][0]["read"]["bw_bytes"]      # fio's JSON output format, as a dict
     print(vmio.fio_text(result))                   # fio's human-readable report
+    vmio.simulate(stack_text, job_text)            # the files' text works as well as paths
 
     exp = vmio.load_experiment("volumes-cache")    # a built-in study, a dir or a file
-    res = vmio.run_study(exp, quick=True)
+    res = vmio.run_study(exp, quick=True, progress=None)  # or a callback: vmio.StudyEvent
     res.tidy_table()                               # pyarrow.Table, one row per point/direction
+    res.points_table()                             # one row per point: its stack and job
 
 Every bad input raises `vmio.VmioError`, whose message is meant for the user.
 """
 
+from vmio.api import DirectionResult, JobResult, SimResult, simulate
 from vmio.fioreport import fio_text
-from vmio.sim import VmioError, parse_size, simulate, simulate_text
+from vmio.sim import VmioError, parse_size, simulate_text
 from vmio.study.evaluation import StudyResult
 from vmio.study.experiment import Experiment, load_experiment
-from vmio.study.runner import run_study
+from vmio.study.runner import StudyEvent, run_study
 from vmio.version import __version__
 
 __all__ = [
+    "DirectionResult",
     "Experiment",
+    "JobResult",
+    "SimResult",
+    "StudyEvent",
     "StudyResult",
     "VmioError",
     "__version__",

@@ -1,11 +1,21 @@
 """Reading fio JSON results and writing tidy result tables (CSV and Parquet).
 
-A *tidy* table has one row per simulated point and I/O direction (read, write, trim), with
-the sweep's axis values as columns, so pandas/polars/R/DuckDB can group and plot it without
-reshaping. `engine` says whether the point was simulated ("sim") or run on this machine
-("real", `vmio.real.engine`); `machine_json` is then the machine (`vmio.real.machine.describe`),
-"{}" for the simulator. Bandwidths are bytes per second (`bw_bytes`); reports convert them
-to MB/s (1 MB = 1e6 bytes, the unit of the S0 report).
+A *tidy* table (`results.csv`, `results.parquet`) has one row per simulated point and I/O
+direction (read, write, trim), with the sweep's axis values as columns, so
+pandas/polars/R/DuckDB can group and plot it without reshaping. Its `point` column (the
+point's file name, `json/<point>.json`) keys the *points* table (`points.csv`,
+`points.parquet`): one row per point with what is the same for all its directions, stored
+once: the effective stack (`stack_json`), the job's options (`job_options_json`), the seed,
+`engine` ("sim", or "real" for a point run on this machine, `vmio.real.engine`) and
+`machine_json` (the machine, `vmio.real.machine.describe`; "{}" for the simulator).
+
+Columns have one type in both files: an axis column is an integer when every value of the
+axis is written as one (`1`, `0`), a float when every value is a float as Python writes it,
+else a string, so a CSV reader infers what the Parquet schema says. Bandwidths are bytes
+per second (`bw_bytes`); reports convert them to MB/s (1 MB = 1e6 bytes, the unit of the
+S0 report). Completion latency percentiles (`clat_p50_ns` .. `clat_p9999_ns`: fio's 50,
+90, 99, 99.9 and 99.99th) are each the largest job's (exact for one job, an upper bound
+otherwise); 0 when fio's JSON has no such percentile.
 """
 
 from __future__ import annotations
@@ -43,7 +53,17 @@ _RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
 MB = 1e6
 """One MB, the unit of the study tables (S0 reports MB/s)."""
 
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("clat_p50_ns", 50.0),
+    ("clat_p90_ns", 90.0),
+    ("clat_p99_ns", 99.0),
+    ("clat_p999_ns", 99.9),
+    ("clat_p9999_ns", 99.99),
+)
+"""The tidy table's latency percentile columns and the fio percentile each one reads."""
+
 TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
+    ("point", pa.string()),
     ("rw", pa.string()),
     ("bs_bytes", pa.int64()),
     ("direction", pa.string()),
@@ -52,14 +72,19 @@ TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("io_bytes", pa.int64()),
     ("total_ios", pa.int64()),
     ("clat_mean_ns", pa.float64()),
-    ("clat_p99_ns", pa.int64()),
+    *((name, pa.int64()) for name, _ in PERCENTILES),
     ("runtime_ms", pa.int64()),
+)
+"""The tidy table's columns after `study` and the axes."""
+
+POINTS_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("seed", pa.uint64()),
+    ("engine", pa.string()),
     ("stack_json", pa.string()),
     ("job_options_json", pa.string()),
-    ("engine", pa.string()),
     ("machine_json", pa.string()),
 )
+"""The points table's columns after `study`, `point` and the axes."""
 
 
 def job_options(result: Mapping[str, Any], job_index: int = 0) -> dict[str, str]:
@@ -73,13 +98,27 @@ def directions_of(rw: str) -> tuple[str, ...]:
     return _RW_DIRECTIONS.get(rw.split(":")[0], ("read",))
 
 
-def p99_ns(stats: Mapping[str, Any]) -> int:
-    """The 99th percentile of a fio latency object, 0 when it has no percentiles."""
+def percentile_ns(stats: Mapping[str, Any], which: float) -> int:
+    """Percentile `which` (99.9) of a fio latency object, 0 when it does not have it."""
     pct = stats.get("percentile") or {}
     for key, value in pct.items():
-        if abs(float(key) - 99.0) < 1e-9:
-            return int(value)
+        if abs(float(key) - which) < 1e-9:
+            return _finite_int(value, f"percentile {key}")
     return 0
+
+
+def p99_ns(stats: Mapping[str, Any]) -> int:
+    """The 99th percentile of a fio latency object, 0 when it has no percentiles."""
+    return percentile_ns(stats, 99.0)
+
+
+def _finite_int(value: Any, field: str) -> int:
+    """`int(value)`, a `ValueError` naming `field` when it is not a finite number (JSON's
+    NaN and Infinity, which Python's json reads)."""
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"'{field}' is {value!r}, not a finite number")
+    return int(number) if isinstance(value, float) else int(value)
 
 
 def direction_summary(result: Mapping[str, Any], direction: str) -> dict[str, Any]:
@@ -87,23 +126,26 @@ def direction_summary(result: Mapping[str, Any], direction: str) -> dict[str, An
 
     Bandwidth, IOPS, bytes and I/O counts add up; the mean completion latency (`clat_ns`)
     and the mean total latency (`lat_ns`: submission + completion) are weighted by each job's
-    I/O count; the p99 is the largest job p99 (exact for a single job, an upper bound
-    otherwise); runtime is the longest job's.
+    I/O count; each percentile (`PERCENTILES`) is the largest job's (exact for a single job,
+    an upper bound otherwise); runtime is the longest job's. A count, size or runtime that
+    is not a finite number (NaN, Infinity) is a `ValueError` naming the field.
     """
-    bw = iops = io_bytes = ios = runtime = p99 = 0
+    bw = iops = io_bytes = ios = runtime = 0
+    pcts = dict.fromkeys((name for name, _ in PERCENTILES), 0)
     clat_weighted = lat_weighted = 0.0
     for job in result["jobs"]:
         d = job.get(direction) or {}
-        bw += int(d.get("bw_bytes", 0))
+        bw += _finite_int(d.get("bw_bytes", 0), f"{direction}.bw_bytes")
         iops += float(d.get("iops", 0.0))
-        io_bytes += int(d.get("io_bytes", 0))
-        n = int(d.get("total_ios", 0))
+        io_bytes += _finite_int(d.get("io_bytes", 0), f"{direction}.io_bytes")
+        n = _finite_int(d.get("total_ios", 0), f"{direction}.total_ios")
         ios += n
-        runtime = max(runtime, int(d.get("runtime", 0)))
+        runtime = max(runtime, _finite_int(d.get("runtime", 0), f"{direction}.runtime"))
         clat = d.get("clat_ns") or {}
         clat_weighted += float(clat.get("mean", 0.0)) * n
         lat_weighted += float((d.get("lat_ns") or {}).get("mean", 0.0)) * n
-        p99 = max(p99, p99_ns(clat))
+        for name, which in PERCENTILES:
+            pcts[name] = max(pcts[name], percentile_ns(clat, which))
     return {
         "direction": direction,
         "bw_bytes": bw,
@@ -111,7 +153,7 @@ def direction_summary(result: Mapping[str, Any], direction: str) -> dict[str, An
         "io_bytes": io_bytes,
         "total_ios": ios,
         "clat_mean_ns": clat_weighted / ios if ios else 0.0,
-        "clat_p99_ns": p99,
+        **pcts,
         "lat_mean_ns": lat_weighted / ios if ios else 0.0,
         "runtime_ms": runtime,
     }
@@ -133,41 +175,109 @@ def tidy_rows(
     result: Mapping[str, Any],
     coords: Mapping[str, str],
     study: str,
+    point: str = "",
 ) -> list[dict[str, Any]]:
-    """One tidy row per direction that the job's `rw` exercises, with the point's coordinates."""
+    """One tidy row per direction that the job's `rw` exercises, with the point's
+    coordinates (as strings; `tidy_table` types them) and its key `point`."""
     opts = job_options(result)
     rw = opts.get("rw", opts.get("readwrite", "read"))
     bs_text = opts.get("bs", opts.get("blocksize", "4k")).split(",")[0]
-    vmio = result.get("vmio", {})
     common = {
         "study": study,
         **coords,
+        "point": point,
         "rw": rw,
         "bs_bytes": parse_size(bs_text),
     }
-    tail = {
+    return [{**common, **direction_summary(result, d)} for d in directions_of(rw)]
+
+
+def point_row(
+    result: Mapping[str, Any], coords: Mapping[str, str], study: str, point: str
+) -> dict[str, Any]:
+    """The points table's row of one point: its stack, job options, seed and engine."""
+    vmio = result.get("vmio", {})
+    return {
+        "study": study,
+        "point": point,
+        **coords,
         "seed": int(vmio.get("seed", 0)),
-        "stack_json": json.dumps(vmio.get("stack", {}), sort_keys=True),
-        "job_options_json": json.dumps(opts, sort_keys=True),
         "engine": str(vmio.get("engine", "sim")),
+        "stack_json": json.dumps(vmio.get("stack", {}), sort_keys=True),
+        "job_options_json": json.dumps(job_options(result), sort_keys=True),
         "machine_json": json.dumps(vmio.get("machine", {}), sort_keys=True),
     }
-    return [{**common, **direction_summary(result, d), **tail} for d in directions_of(rw)]
 
 
-def tidy_schema(axis_names: Sequence[str]) -> pa.Schema:
-    """Arrow schema of a tidy table whose point coordinates are `axis_names`."""
-    fields = [pa.field("study", pa.string())]
-    fields += [pa.field(name, pa.string()) for name in axis_names]
+def axis_type(values: Iterable[str]) -> pa.DataType:
+    """The column type of an axis: int64 when every value is an integer as written
+    (`str(int(v)) == v`), float64 when every value is a float as Python writes it, else
+    string; a CSV reader infers the same type from the values."""
+    values = list(values)
+
+    def canonical(convert: Any, v: str) -> bool:
+        try:
+            return str(convert(v)) == v
+        except (ValueError, OverflowError):
+            return False
+
+    if values and all(canonical(int, v) and -(2**63) <= int(v) < 2**63 for v in values):
+        return pa.int64()
+    if values and all(
+        canonical(float, v) and float(v) == float(v) and abs(float(v)) != float("inf")
+        for v in values
+    ):
+        return pa.float64()
+    return pa.string()
+
+
+def _axis_fields(axes: Mapping[str, Sequence[str]] | Sequence[str]) -> list[pa.Field]:
+    if isinstance(axes, Mapping):
+        return [pa.field(name, axis_type(values)) for name, values in axes.items()]
+    return [pa.field(name, pa.string()) for name in axes]
+
+
+def tidy_schema(axes: Mapping[str, Sequence[str]] | Sequence[str]) -> pa.Schema:
+    """Arrow schema of a tidy table whose point coordinates are `axes`: names to their
+    values (typed by `axis_type`), or names alone (strings)."""
+    fields = [pa.field("study", pa.string()), *_axis_fields(axes)]
     fields += [pa.field(name, typ) for name, typ in TIDY_SCHEMA_FIXED]
     return pa.schema(fields)
 
 
-def tidy_table(rows: Iterable[Mapping[str, Any]], axis_names: Sequence[str]) -> pa.Table:
-    """The tidy rows as an Arrow table (columns in schema order)."""
-    schema = tidy_schema(axis_names)
+def points_schema(axes: Mapping[str, Sequence[str]] | Sequence[str]) -> pa.Schema:
+    """Arrow schema of the points table (see `tidy_schema` for `axes`)."""
+    fields = [pa.field("study", pa.string()), pa.field("point", pa.string())]
+    fields += _axis_fields(axes)
+    fields += [pa.field(name, typ) for name, typ in POINTS_SCHEMA_FIXED]
+    return pa.schema(fields)
+
+
+def _table(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     rows = list(rows)
-    return pa.Table.from_pydict({f.name: [r[f.name] for r in rows] for f in schema}, schema=schema)
+    columns = {}
+    for f in schema:
+        values = [r[f.name] for r in rows]
+        if pa.types.is_integer(f.type) and values and isinstance(values[0], str):
+            values = [int(v) for v in values]
+        elif pa.types.is_floating(f.type) and values and isinstance(values[0], str):
+            values = [float(v) for v in values]
+        columns[f.name] = values
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def tidy_table(
+    rows: Iterable[Mapping[str, Any]], axes: Mapping[str, Sequence[str]] | Sequence[str]
+) -> pa.Table:
+    """The tidy rows as an Arrow table (columns in schema order, axes typed)."""
+    return _table(rows, tidy_schema(axes))
+
+
+def points_table(
+    rows: Iterable[Mapping[str, Any]], axes: Mapping[str, Sequence[str]] | Sequence[str]
+) -> pa.Table:
+    """The points rows (`point_row`) as an Arrow table."""
+    return _table(rows, points_schema(axes))
 
 
 TMP_PREFIX = ".tmp-"
@@ -203,10 +313,20 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[s
     atomic_write(path, f.getvalue())
 
 
-def write_tidy(directory: Path, table: pa.Table) -> None:
-    """Write `results.csv` and `results.parquet` into `directory` (each atomically)."""
+def write_table(directory: Path, name: str, table: pa.Table) -> None:
+    """Write `<name>.csv` and `<name>.parquet` into `directory` (each atomically)."""
     rows = table.to_pylist()
-    write_csv(directory / "results.csv", rows, table.column_names)
+    write_csv(directory / f"{name}.csv", rows, table.column_names)
     buf = io.BytesIO()
     pq.write_table(table, buf)
-    atomic_write(directory / "results.parquet", buf.getvalue())
+    atomic_write(directory / f"{name}.parquet", buf.getvalue())
+
+
+def write_tidy(directory: Path, table: pa.Table) -> None:
+    """Write `results.csv` and `results.parquet` into `directory` (each atomically)."""
+    write_table(directory, "results", table)
+
+
+def write_points(directory: Path, table: pa.Table) -> None:
+    """Write `points.csv` and `points.parquet` into `directory` (each atomically)."""
+    write_table(directory, "points", table)

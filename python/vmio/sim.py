@@ -1,4 +1,5 @@
-"""Python face of the simulator: run one stack + fio job, get fio's JSON back as a dict.
+"""Python face of the simulator: run one stack + fio job from file contents, get fio's JSON
+text back (`vmio.api.simulate`, the public `vmio.simulate`, types it).
 
 The work is done by the Rust extension `vmio._native` (crates/vmio-py); this module only reads
 the user's files (never writes them), turns a missing native module into a clear error and
@@ -8,7 +9,6 @@ user-facing message.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -265,19 +265,6 @@ def simulate_workloads_text(
     return _watched(
         lambda progress: native().simulate_many(stack_text, str(stack_path), jobs, seed, progress)
     )
-
-
-def simulate(
-    stack: str | Path, job: str | Path, *, seed: int | None = None, vm: str | None = None
-) -> dict[str, Any]:
-    """Simulate fio job file `job` inside a VM of stack file `stack`; returns the fio JSON dict.
-
-    >>> r = simulate("studies/volumes-cache/stack.toml", "job.fio", seed=7)  # doctest: +SKIP
-    >>> r["jobs"][0]["read"]["bw_bytes"]  # doctest: +SKIP
-    """
-    stack_text = read_text(stack, "stack file")
-    job_text = read_text(job, "fio job file")
-    return json.loads(simulate_text(stack_text, str(stack), job_text, str(job), seed, vm))
 
 
 def parse_size(text: str | int) -> int:

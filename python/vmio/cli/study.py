@@ -26,11 +26,15 @@ values with the reference figures (PASS within the experiment's tolerance).
 
 Written to the output directory:
   results.csv, results.parquet  tidy table, one row per point and I/O direction
+  points.csv, points.parquet    one row per point: its stack and job (keyed by 'point')
   calibration.csv               the calibration table
   figure.png                    bandwidth vs block size per layout, reference figures marked
   tables.txt                    what was printed on stdout
   json/<point>.json             fio JSON output of every point
   skipped.csv                   --engine real: the points not run, and why
+  bench-fio/                    with --bench-fio-layout (or [experiment]
+                                bench_fio_layout = true): every point's JSON in
+                                bench-fio's layout, for fio-plot
 
 --engine real runs every point on this machine with fio instead of simulating it, one at a
 time (vmio/real/engine.py): a native stack's job on the devices' files, a VM stack's through
@@ -125,6 +129,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="PART",
         help="run only this part of a study of several parts (repeatable; see --list)",
     )
+    st.add_argument(
+        "--bench-fio-layout",
+        action="store_true",
+        help="also write every point's JSON in bench-fio's layout under bench-fio/ (for "
+        "fio-plot; needs axes that bench-fio's file names tell apart)",
+    )
+    st.add_argument(
+        "--max-points",
+        type=int_in(1, 1 << 40),
+        metavar="N",
+        help="refuse a grid of more than N points before anything runs (default: the "
+        f"experiment's max_points, else {experiment.MAX_POINTS:,})",
+    )
     st.add_argument("--list", action="store_true", help="list the built-in studies and exit")
     st.add_argument(
         "--engine",
@@ -184,6 +201,8 @@ def cmd_study(args: argparse.Namespace) -> int:
     engine = _real_engine(args)
     st = experiment.load_study(args.jobs_from if args.jobs_from is not None else args.study)
     parts = [st.part(p) for p in args.part] if args.part else st.parts
+    for exp in parts:  # every part's grid is bounded before any point runs
+        exp.check_grid(args.quick, args.max_points)
     base = args.out
     if st.multipart:
         if base is None:
@@ -205,6 +224,8 @@ def cmd_study(args: argparse.Namespace) -> int:
             parallel=args.parallel or runner.default_parallelism(),
             finish=not st.multipart,
             engine=engine,
+            bench_fio_layout=args.bench_fio_layout,
+            max_points=args.max_points,
         )
         for note in res.notes:
             print(note, file=sys.stderr)
@@ -261,6 +282,8 @@ def run_study_to_dir(
     finish: bool = True,
     on_point: Callable | None = None,
     engine=None,
+    bench_fio_layout: bool = False,
+    max_points: int | None = None,
 ):
     """Run a study and write its outputs; returns (StudyResult, output directory).
 
@@ -279,12 +302,13 @@ def run_study_to_dir(
             seed=seed,
             quick=quick,
             parallel=parallel,
-            progress=progress,
+            progress=runner.STDERR if progress is None else progress,
             store=out,
             on_point=on_point,
             engine=engine,
+            max_points=max_points,
         )
-        runner.write_outputs(res, out)
+        runner.write_outputs(res, out, bench_fio_layout=bench_fio_layout)
         if finish:
             runner.finish_output_dir(out)
     except OSError as err:

@@ -96,11 +96,25 @@ class StudyResult:
                 return quantity_value(pr.result, quantity)
         raise KeyError(point)
 
+    def _axes(self) -> dict[str, tuple[str, ...]]:
+        return {a.name: a.values for a in self.experiment.axes_for(self.quick)}
+
     def tidy_table(self):  # -> pyarrow.Table
+        """One row per point and direction (`vmio.results.tidy_rows`), axes typed."""
         rows = []
         for pr in self.points:
-            rows += results.tidy_rows(pr.result, dict(pr.point.coords), self.experiment.name)
-        return results.tidy_table(rows, [a.name for a in self.experiment.axes])
+            rows += results.tidy_rows(
+                pr.result, dict(pr.point.coords), self.experiment.name, pr.point.slug
+            )
+        return results.tidy_table(rows, self._axes())
+
+    def points_table(self):  # -> pyarrow.Table
+        """One row per point: its stack, job options, seed and engine, keyed by `point`."""
+        rows = [
+            results.point_row(pr.result, dict(pr.point.coords), self.experiment.name, pr.point.slug)
+            for pr in self.points
+        ]
+        return results.points_table(rows, self._axes())
 
 
 def _reduce(

@@ -12,21 +12,28 @@ study directory lists them (`[study] name, title, parts = ["a.toml", ...]`); eac
 experiment with its own grid, tables, figure and calibration, written to its own
 subdirectory.
 
-The grid is the product of the axes in file order, the last axis varying fastest.
+The grid is the product of the axes in file order, the last axis varying fastest. Its size
+is counted from the axes' lengths (nothing is expanded to count it) and a grid of more than
+`max_points` points (`[experiment] max_points`, `vmio study --max-points`, default
+`MAX_POINTS`) is refused before any point runs; the points are then generated one at a
+time (`Experiment.iter_points`).
 
-Every check names the file and the field: `<file>: <where>: <what is wrong>`.
+Every check names the file and the field: `<file>: <where>: <what is wrong>`. A key a
+section does not know is refused with the keys it accepts (and the closest one, when a
+key looks mistyped), as stack files do.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vmio.sim import VmioError, check_path, parse_toml, read_text, short_repr
+from vmio.sim import VmioError, check_path, parse_toml, read_text, short_repr, shown_text
 from vmio.study.quantities import REDUCERS, check_quantity
 
 BUILTIN_STUDIES = Path(__file__).resolve().parent.parent / "studies"
@@ -56,6 +63,12 @@ class Axis:
 
     def label(self, value: str) -> str:
         return self.labels.get(value, value)
+
+    def text(self, value: str) -> str:
+        """A value as figures and tables show it: its label, else `name=value`
+        (`iodepth=4`), so that a value is never shown without what it is."""
+        label = self.label(value)
+        return label if label != value or not self.name else f"{self.name}={value}"
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,10 @@ class Experiment:
     report: dict[str, Any]
     figure: dict[str, Any]
     calibrations: list[Calibration]
+    bench_fio_layout: bool = False
+    """Also write every point's JSON in bench-fio's layout (`vmio.study.benchfio`)."""
+    max_points: int | None = None
+    """The largest grid this experiment runs (None: `MAX_POINTS`)."""
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:
@@ -146,12 +163,71 @@ class Experiment:
             for a in self.axes
         ]
 
-    def points(self, quick: bool = False) -> list[Point]:
+    def grid_size(self, quick: bool = False) -> int:
+        """The number of points of the grid: the product of the axes' lengths."""
+        return math.prod(len(a.values) for a in self.axes_for(quick))
+
+    def check_grid(self, quick: bool = False, max_points: int | None = None) -> int:
+        """The grid's size, refused (`VmioError`) over `max_points` (default: the
+        experiment's `max_points`, else `MAX_POINTS`)."""
+        limit = max_points or self.max_points or MAX_POINTS
+        n = self.grid_size(quick)
+        if n > limit:
+            sizes = " x ".join(f"{len(a.values)} {a.name}" for a in self.axes_for(quick))
+            raise VmioError(
+                f"{self.path}: the grid has {n:,} points ({sizes}), over the limit of "
+                f"{limit:,}; raise it with [experiment] max_points or --max-points, or "
+                "sweep fewer values"
+            )
+        return n
+
+    def iter_points(self, quick: bool = False) -> Iterator[Point]:
+        """The points of the grid, one at a time, in grid order (unbounded: see `points`)."""
         axes = self.axes_for(quick)
-        return [
-            Point(tuple(zip([a.name for a in axes], combo, strict=True)))
-            for combo in itertools.product(*(a.values for a in axes))
-        ]
+        names = [a.name for a in axes]
+        for combo in itertools.product(*(a.values for a in axes)):
+            yield Point(tuple(zip(names, combo, strict=True)))
+
+    def points(self, quick: bool = False, max_points: int | None = None) -> list[Point]:
+        """The points of the grid, in grid order, once `check_grid` accepts its size."""
+        self.check_grid(quick, max_points)
+        return list(self.iter_points(quick))
+
+
+MAX_POINTS = 10_000
+"""The default bound on a study's grid (points), checked before anything runs."""
+
+EXPERIMENT_KEYS = (
+    "name",
+    "title",
+    "reference",
+    "stack",
+    "job",
+    "vm",
+    "measure",
+    "seed",
+    "tolerance",
+    "bench_fio_layout",
+    "max_points",
+)
+AXIS_KEYS = ("name", "target", "values", "labels", "also")
+QUICK_KEYS = ("set", "values")
+REPORT_KEYS = ("tables", "rows", "columns", "quantity", "gain", "iozone")
+FIGURE_KEYS = ("kind", "quantity", "rows", "columns", "series", "x", "gain", "window_s")
+CALIBRATION_KEYS = (
+    "id",
+    "description",
+    "where",
+    "exclude",
+    "reduce",
+    "quantity",
+    "reference",
+    "reference_mb_s",
+    "ratio_to",
+    "at_least",
+    "at_most",
+    "tolerance",
+)
 
 
 def job_vm(kind: str) -> str | None:
@@ -169,6 +245,19 @@ class _Checker:
 
     def fail(self, where: str, message: str) -> VmioError:
         return VmioError(f"{self.path}: {where}: {message}")
+
+    def known_keys(self, data: Mapping[str, Any], accepted: Sequence[str], where: str) -> None:
+        """Refuse a key of `data` not in `accepted`: the accepted keys listed, and the
+        closest one when the key looks like a misspelling of it."""
+        for key in data:
+            if key in accepted:
+                continue
+            close = difflib.get_close_matches(str(key), accepted, n=1, cutoff=0.75)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise self.fail(
+                f"{where}.{shown_text(str(key), 40)}",
+                f"unknown key; {hint}accepted: {', '.join(accepted)}",
+            )
 
     def table(self, data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
         value = data.get(key, {})
@@ -213,6 +302,37 @@ class _Checker:
                 where, f"'{key}' must be an integer in {lo}..{shown}, not {short_repr(value)}"
             )
         return value
+
+    def axis_name(
+        self, data: Mapping[str, Any], key: str, where: str, names: Sequence[str], default: Any
+    ) -> Any:
+        """An axis named by `key` ("" or absent: `default`)."""
+        value = data.get(key, "")
+        if value == "":
+            return default
+        if not isinstance(value, str) or value not in names:
+            raise self.fail(
+                f"{where}.{key}",
+                f"must be the name of one axis ({', '.join(names)}), not {short_repr(value)}",
+            )
+        return value
+
+    def axis_names(
+        self, data: Mapping[str, Any], key: str, where: str, names: Sequence[str], default: Any
+    ) -> list[str]:
+        """A list of axis names (one name alone: a list of it; absent: `default`)."""
+        if key not in data:
+            return list(default)
+        value = data[key]
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(
+            isinstance(v, str) and v in names for v in values
+        ):
+            raise self.fail(
+                f"{where}.{key}",
+                f"must be a list of axis names ({', '.join(names)}), not {short_repr(value)}",
+            )
+        return values
 
     def tables(self, data: Mapping[str, Any], key: str, where: str) -> list[dict[str, Any]]:
         """`[[key]]` tables (an array of tables), [] when absent."""
@@ -380,6 +500,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         if key not in known_top:
             raise ck.fail(key, f"unknown key; accepted: {', '.join(sorted(known_top))}")
     exp = ck.table(data, "experiment", "[experiment]")
+    ck.known_keys(exp, EXPERIMENT_KEYS, "[experiment]")
     base = path.parent
 
     axes: list[Axis] = []
@@ -388,6 +509,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         raise ck.fail("[[axis]]", "an experiment needs at least one [[axis]]")
     for i, raw in enumerate(raw_axes):
         where = f"axis[{i}]"
+        ck.known_keys(raw, AXIS_KEYS, where)
         name = ck.string(raw, "name", where)
         where = f"axis[{i}] '{name}'"
         target = ck.string(raw, "target", where)
@@ -411,6 +533,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         axes.append(Axis(name, target, values, labels, also, typed))
 
     quick = ck.table(data, "quick", "[quick]")
+    ck.known_keys(quick, QUICK_KEYS, "[quick]")
     quick_set_raw = ck.table(quick, "set", "[quick]")
     quick_set = ck.targets(quick_set_raw, "[quick].set")
     quick_values = {}
@@ -421,6 +544,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
 
     names = [a.name for a in axes]
     rep = ck.table(data, "report", "[report]")
+    ck.known_keys(rep, REPORT_KEYS, "[report]")
 
     def axis_over(key: str) -> tuple[str, str] | None:
         """`[report] key = { axis, over }`: an axis and one of its values, or None."""
@@ -444,9 +568,9 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
     gain = axis_over("gain")
     iozone_cfg = axis_over("iozone")
     rep = {
-        "tables": rep.get("tables"),
-        "rows": rep.get("rows", names[:-1]),
-        "columns": rep.get("columns", names[-1]),
+        "tables": ck.axis_name(rep, "tables", "[report]", names, default=None),
+        "rows": ck.axis_names(rep, "rows", "[report]", names, default=names[:-1]),
+        "columns": ck.axis_name(rep, "columns", "[report]", names, default=names[-1]),
         "quantity": ck.strings(rep.get("quantity", "total"), "[report].quantity"),
         "gain": gain,
         "iozone": iozone_cfg,
@@ -455,6 +579,7 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         if (why := check_quantity(q)) is not None:
             raise ck.fail("[report].quantity", why)
     fig = ck.table(data, "figure", "[figure]")
+    ck.known_keys(fig, FIGURE_KEYS, "[figure]")
     fig_quantity = ck.string(fig, "quantity", "[figure]", default="total")
     if fig.get("kind", "lines") not in FIGURE_KINDS:
         raise ck.fail(
@@ -468,19 +593,16 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         raise ck.fail("[figure]", 'kind = "iozone" needs a [report] iozone = { axis, over }')
     if (why := check_quantity(fig_quantity)) is not None:
         raise ck.fail("[figure].quantity", why)
-    for section, cfg in (("[report]", rep), ("[figure]", fig)):
-        for key, value in cfg.items():
-            if key in ("quantity", "kind", "window_s", "gain", "iozone"):
-                continue
-            for n in value if isinstance(value, list) else [value]:
-                if n and n not in names:
-                    raise ck.fail(
-                        f"{section}.{key}", f"unknown axis '{n}'; axes: {', '.join(names)}"
-                    )
+    for key in ("rows", "columns", "series", "x"):
+        ck.axis_name(fig, key, "[figure]", names, default=None)
+    if "gain" in fig and not isinstance(fig["gain"], bool):
+        raise ck.fail("[figure].gain", f"must be true or false, not {short_repr(fig['gain'])}")
+    ck.integer(fig, "window_s", "[figure]", 1, 86400, default=5)
 
     calibrations = []
     for i, raw in enumerate(ck.tables(data, "calibration", "[[calibration]]")):
         where = f"calibration[{i}]"
+        ck.known_keys(raw, CALIBRATION_KEYS, where)
         cid = ck.string(raw, "id", where, default=f"#{i + 1}")
         where = f"calibration '{cid}'"
         reduce = ck.string(raw, "reduce", where, default="mean")
@@ -531,6 +653,17 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         )
 
     vm = exp.get("vm")
+    bench_fio_layout = exp.get("bench_fio_layout", False)
+    if not isinstance(bench_fio_layout, bool):
+        raise ck.fail(
+            "[experiment].bench_fio_layout",
+            f"must be true or false, not {short_repr(bench_fio_layout)}",
+        )
+    max_points = (
+        ck.integer(exp, "max_points", "[experiment]", 1, (1 << 40) - 1, default=MAX_POINTS)
+        if "max_points" in exp
+        else None
+    )
     if exp.get("job") not in (None, "") and not isinstance(exp.get("job"), str):
         raise ck.fail(
             "[experiment]", f"'job' must be a fio job file path, not {short_repr(exp['job'])}"
@@ -563,4 +696,6 @@ def load_experiment(name_or_path: str | Path) -> Experiment:
         report=rep,
         figure=fig,
         calibrations=calibrations,
+        bench_fio_layout=bench_fio_layout,
+        max_points=max_points,
     )

@@ -4,7 +4,17 @@
 `[figure].rows` axis (cache mode), one panel per value of `[figure].columns` (workload), one
 line per value of `series` (layout), bandwidth in MB/s against block size on a log2 axis.
 Each calibration figure with a MB/s reference is drawn in the panel it belongs to: a star at
-its block size when it names one, otherwise a dashed segment over the block sizes it covers.
+its block size when it names one, otherwise a translucent band over the block sizes it covers;
+the legend has a "reference" entry only when some reference was drawn.
+
+Every axis has a visual channel of its own: rows and columns of panels, the x axis, colour
+(`series`); an axis beyond those gets the line style, a second one the marker, a third the
+line width (`CHANNELS`). The legend has one entry per value of each of these axes (colour
+for the series; the line style, marker or width in grey for the others), and each value is
+shown by its label (`Direct`, `Cached`), or as `name=value` (`iodepth=4`) for an axis
+without labels; panel titles name their values the same way. `study_bars` draws the
+series by colour and a further axis by hatching (the mean over any axis beyond, named in the
+title).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
 from vmio.sim import VmioError, parse_size  # noqa: E402
@@ -39,6 +50,31 @@ def _x_of(value: str) -> float:
         return float(parse_size(value))
     except Exception:  # noqa: BLE001 - a non-size axis is plotted by position
         return float("nan")
+
+
+CHANNELS = ("linestyle", "marker", "linewidth")
+"""The channels of the axes beyond rows, columns, series and x, in order."""
+
+_LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+_HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")
+
+
+_REF_BAND = {"ls": "-", "lw": 5.0, "alpha": 0.3, "solid_capstyle": "butt"}
+"""A reference over several x values: a wide translucent band (no line style a channel uses)."""
+
+
+def value_text(axis: Axis, value: str) -> str:
+    """A value as figures show it (`Axis.text`)."""
+    return axis.text(value)
+
+
+def _channel_style(channel: str, i: int) -> dict:
+    if channel == "linestyle":
+        return {"ls": _LINESTYLES[i % len(_LINESTYLES)]}
+    if channel == "marker":
+        return {"marker": _MARKERS[i % len(_MARKERS)]}
+    return {"lw": 1.0 + 1.2 * i}
 
 
 def study_figure(res: StudyResult, path: Path) -> None:
@@ -86,13 +122,17 @@ def study_figure(res: StudyResult, path: Path) -> None:
         constrained_layout=True,
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    markers = ("o", "s", "^", "D", "v", "P", "X")
+    channels = list(zip(others, CHANNELS, strict=False))
+    unstyled = others[len(CHANNELS) :]  # beyond the channels: named in each line's label
+    drew_reference = False
     for (ri, rv), (ci, cv) in itertools.product(
         enumerate(row_axis.values), enumerate(col_axis.values)
     ):
         ax = grid[ri][ci]
         seen: list[float] = []
         for si, sv in enumerate(series_axis.values):
+            if sv != {row_axis.name: rv, col_axis.name: cv}.get(series_axis.name, sv):
+                continue  # the series is also the panel's row or column: only its own value
             for combo in itertools.product(*(a.values for a in others)):
                 coords = {row_axis.name: rv, col_axis.name: cv, series_axis.name: sv}
                 coords.update(zip([a.name for a in others], combo, strict=True))
@@ -101,48 +141,88 @@ def study_figure(res: StudyResult, path: Path) -> None:
                 if not pts:
                     continue
                 seen += [y for _, y in pts]
-                label = series_axis.label(sv) + (f" {'/'.join(combo)}" if combo else "")
                 # distinct markers and shrinking sizes keep equal series visible
+                style = {
+                    "marker": _MARKERS[si % len(_MARKERS)],
+                    "ms": max(7.0 - 1.5 * si, 3.0),
+                    "lw": max(2.2 - 0.5 * si, 1.0),
+                }
+                for axis, channel in channels:
+                    style.update(_channel_style(channel, axis.values.index(coords[axis.name])))
+                extra = [value_text(a, coords[a.name]) for a in unstyled]
                 ax.plot(
                     *zip(*pts, strict=True),
-                    marker=markers[si % len(markers)],
-                    ms=max(7.0 - 1.5 * si, 3.0),
-                    lw=max(2.2 - 0.5 * si, 1.0),
                     color=colors[si % len(colors)],
-                    label=label,
+                    label=" ".join([value_text(series_axis, sv), *extra]),
                     zorder=3 + si,
+                    **style,
                 )
         if quantity == "total":
-            seen += _draw_references(
+            drawn = _draw_references(
                 ax, res, row_axis.name, rv, col_axis.name, cv, series_axis, x_axis, xs, colors
             )
+            seen += drawn
+            drew_reference = drew_reference or bool(drawn)
         if not positional:
             ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(xs))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticks(xs, list(x_axis.values), fontsize=8)
+        ax.set_xticks(xs, [x_axis.label(v) for v in x_axis.values], fontsize=8)
         positive = [y for y in seen if y > 0]
         if positive and max(positive) / min(positive) > 30:
             ax.set_yscale("log")
         else:
             ax.set_ylim(bottom=0)
         ax.grid(True, which="major", alpha=0.3)
-        title = "\n".join(t for t in (col_axis.label(cv), row_axis.label(rv)) if t)
+        title = "\n".join(value_text(a, v) for a, v in ((col_axis, cv), (row_axis, rv)) if a.name)
         if title:
             ax.set_title(title, fontsize=10)
         if ci == 0:
             ax.set_ylabel(quantity_title(quantity, short=True))
         if ri == nrows - 1:
             ax.set_xlabel(f"{x_axis.name} (log2)" if not positional else x_axis.name)
-    handles, labels = grid[0][0].get_legend_handles_labels()
-    if quantity == "total":
-        ref = plt.Line2D([], [], color="black", marker="*", ls="--", ms=9, label="reference")
-        handles, labels = [*handles, ref], [*labels, ref.get_label()]
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(handles), fontsize=9)
+    handles = _legend_handles(series_axis, channels, unstyled, colors, grid[0][0])
+    if drew_reference:
+        handles.append(
+            plt.Line2D(
+                [], [], color="black", marker="*", ms=9, mec="black", label="reference", **_REF_BAND
+            )
+        )
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(handles), 6),
+        fontsize=9,
+    )
     title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
     fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
+
+
+def _legend_handles(series_axis, channels, unstyled, colors, first_ax) -> list:
+    """One entry per series value (its colour) and per value of each further axis (its
+    line style, marker or width, in grey); with axes beyond the channels, the lines of the
+    first panel as they are labelled."""
+    if unstyled:
+        return list(first_ax.get_legend_handles_labels()[0])
+    marker_taken = any(channel == "marker" for _, channel in channels)
+    handles = [
+        plt.Line2D(
+            [],
+            [],
+            color=colors[si % len(colors)],
+            marker=None if marker_taken else _MARKERS[si % len(_MARKERS)],
+            lw=2.0,
+            label=value_text(series_axis, sv),
+        )
+        for si, sv in enumerate(series_axis.values)
+    ]
+    for axis, channel in channels:
+        for i, v in enumerate(axis.values):
+            style = {"ls": "-", "lw": 1.5, "marker": None, **_channel_style(channel, i)}
+            handles.append(plt.Line2D([], [], color="dimgray", label=value_text(axis, v), **style))
+    return handles
 
 
 def _draw_references(
@@ -184,7 +264,7 @@ def _draw_references(
                 zorder=10,
             )
         else:
-            ax.plot([min(chosen), max(chosen)], [y, y], ls="--", lw=1.2, color=color, zorder=2)
+            ax.plot([min(chosen), max(chosen)], [y, y], color=color, zorder=2, **_REF_BAND)
             ax.plot(
                 [max(chosen)],
                 [y],
@@ -209,8 +289,9 @@ def _draw_references(
 
 def study_bars(res: StudyResult, path: Path) -> None:
     """`[figure] kind = "bars"`: one panel per value of `columns` (one row of panels per value of
-    `rows`, when given), groups of bars along `x`, one bar per value of `series`; the bar is
-    the mean of `quantity` over the points of any further axis. With `gain = true`, the bar is
+    `rows`, when given), groups of bars along `x`, one bar per value of `series` (coloured)
+    and of the first further axis (hatched); the bar is the mean of `quantity` over the
+    points of any axis beyond. With `gain = true`, the bar is
     the `[report] gain` of the point in % (`vmio.study.pdc.gains`: its quantity over the same
     point with the gain axis at its baseline, minus 1), the gmean over further axes; the gain
     axis's baseline value gets no panel, and the reference band of each `ratio_to`
@@ -233,16 +314,27 @@ def study_bars(res: StudyResult, path: Path) -> None:
         nrows, ncols, figsize=(panel_w * ncols, 3.8 * nrows), squeeze=False, constrained_layout=True
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    width = 0.8 / len(series_axis.values)
+    # A further axis is hatched (one bar per series and hatch value); beyond it, averaged.
+    further = [a for a in axes.values() if a not in (row_axis, col_axis, series_axis, x_axis)]
+    hatch_axis = further[0] if further else None
+    averaged = further[1:]
+    bars = [
+        (si, sv, hi, hv)
+        for si, sv in enumerate(series_axis.values)
+        for hi, hv in enumerate(hatch_axis.values if hatch_axis else (None,))
+    ]
+    width = 0.8 / len(bars)
     unit = quantity_unit(quantity)
     for (ri, rv), (ci, cv) in itertools.product(enumerate(rvalues), enumerate(cvalues)):
         ax = grid[ri][ci]
-        for si, sv in enumerate(series_axis.values):
+        for k, (si, sv, hi, hv) in enumerate(bars):
             ys = []
             for xv in x_axis.values:
                 sel = {col_axis.name: cv, series_axis.name: sv, x_axis.name: xv}
                 if row_axis:
                     sel[row_axis.name] = rv
+                if hatch_axis is not None:
+                    sel[hatch_axis.name] = hv
                 chosen = [
                     pr for pr in res.points if all(pr.point.get(k) == v for k, v in sel.items())
                 ]
@@ -254,12 +346,23 @@ def study_bars(res: StudyResult, path: Path) -> None:
                         1 + gains[p.point.coords] / 100 for p in chosen if p.point.coords in gains
                     ]
                     ys.append(100 * (REDUCERS["gmean"](ratios) - 1) if ratios else 0.0)
-            xs = [i + (si - (len(series_axis.values) - 1) / 2) * width for i in range(len(ys))]
-            ax.bar(xs, ys, width, color=colors[si % len(colors)], label=series_axis.label(sv))
+            xs = [i + (k - (len(bars) - 1) / 2) * width for i in range(len(ys))]
+            ax.bar(
+                xs,
+                ys,
+                width,
+                color=colors[si % len(colors)],
+                **(
+                    {}
+                    if hatch_axis is None
+                    else {"hatch": _HATCHES[hi % len(_HATCHES)], "edgecolor": "black", "lw": 0.5}
+                ),
+            )
         ax.set_xticks(range(len(x_axis.values)), [x_axis.label(v) for v in x_axis.values])
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_title(
-            col_axis.label(cv) + (f"\n{row_axis.label(rv)}" if row_axis else ""), fontsize=10
+            value_text(col_axis, cv) + (f"\n{value_text(row_axis, rv)}" if row_axis else ""),
+            fontsize=10,
         )
         if gains is not None:
             ax.axhline(0, color="black", linewidth=0.8)
@@ -274,9 +377,24 @@ def study_bars(res: StudyResult, path: Path) -> None:
                     f"{quantity_title(quantity, short=True).split(',')[0]}\n"
                     f"over {axes[gaxis].label(over)}, % change"
                 )
-    handles, labels = grid[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(handles), fontsize=9)
+    handles = [
+        Patch(color=colors[si % len(colors)], label=value_text(series_axis, sv))
+        for si, sv in enumerate(series_axis.values)
+    ]
+    if hatch_axis is not None:
+        handles += [
+            Patch(
+                facecolor="white",
+                edgecolor="black",
+                hatch=_HATCHES[hi % len(_HATCHES)],
+                label=value_text(hatch_axis, hv),
+            )
+            for hi, hv in enumerate(hatch_axis.values)
+        ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), fontsize=9)
     title = f"vmio study {exp.name}: {exp.title}" if exp.title else f"vmio study {exp.name}"
+    if averaged:
+        title += f"; mean over {', '.join(a.name for a in averaged)}"
     fig.suptitle(f"{title}  (seed {res.seed}{', quick' if res.quick else ''})", fontsize=11)
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)

@@ -21,8 +21,14 @@ deterministic: the same experiment and seed give byte-identical tables and files
         key = sha256(effective stack and job texts, seed, vm, measure, coords, version)
         if store/json/<point>.json exists and store/.vmio-partial/<point>.key == key: reuse
         else: simulate, then save the JSON and its key
-    evaluate the calibration; write results.csv/.parquet, calibration.csv, tables.txt,
-    figure.png, json/; remove .vmio-partial (`finish_output_dir`)
+    evaluate the calibration; write json/, results.csv/.parquet and points.csv/.parquet
+    first, then calibration.csv, tables.txt, the bench-fio layout (when asked) and
+    figure.png; a writer that fails is named in the one error raised once every other
+    writer ran; remove .vmio-partial (`finish_output_dir`) only when all succeeded
+
+Progress: `run_study(progress=...)` takes a stream (a bar on it, `vmio.progress.Progress`),
+a callable that receives every `StudyEvent` (nothing is drawn), or None (silent); the
+default is stderr.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from vmio import fioreport as report
 from vmio import results, stackfile
@@ -67,6 +73,8 @@ from vmio.study.tables import summary_text
 OUTPUT_FILES = (
     "results.csv",
     "results.parquet",
+    "points.csv",
+    "points.parquet",
     "calibration.csv",
     "figure.png",
     "tables.txt",
@@ -155,15 +163,19 @@ class PointInput:
     """(VM or None for every VM, option, value) edits of the per-VM workload files."""
 
 
-def point_inputs(exp: Experiment, quick: bool = False) -> list[PointInput]:
-    """The edited stack and job text of every point of the grid, in grid order."""
+def point_inputs(
+    exp: Experiment, quick: bool = False, max_points: int | None = None
+) -> list[PointInput]:
+    """The edited stack and job text of every point of the grid, in grid order (a grid over
+    `max_points` is refused first: `Experiment.check_grid`)."""
+    exp.check_grid(quick, max_points)
     stack_source = read_text(exp.stack_path, "stack file")
     base_stack = parse_toml(stack_source, exp.stack_path)
     base_job = None if exp.job_path is None else read_text(exp.job_path, "fio job file")
     fixed = dict(exp.quick_set) if quick else {}
     axes = {a.name: a for a in exp.axes}
     out = []
-    for point in exp.points(quick):
+    for point in exp.iter_points(quick):
         settings = {}
         for name, value in point.coords:
             axis = axes[name]
@@ -302,23 +314,91 @@ def _store(store: Path, slug: str, key: str, text: str) -> None:
     results.atomic_write(keyfile, key)
 
 
+@dataclass(frozen=True)
+class StudyEvent:
+    """One step of a study's run, as a progress callback receives it.
+
+    `kind`: `start` (before the first point; `total` points to run, `reused` of them saved
+    by an earlier run), `point` (a point finished: `done` of `total`, its `point`),
+    `skipped` (the real engine could not run `point`; `message` says why) and `end`."""
+
+    kind: Literal["start", "point", "skipped", "end"]
+    done: int
+    total: int
+    reused: int = 0
+    point: Point | None = None
+    message: str = ""
+
+
+STDERR: Any = object()
+"""`run_study`'s default `progress`: a bar on stderr."""
+
+
+class _Reporter:
+    """Sends a run's events to a callback, or draws them as a `Progress` bar on a stream,
+    or drops them (None)."""
+
+    def __init__(self, progress: Any, title: str, tty: bool | None) -> None:
+        self.callback = progress if callable(progress) and not hasattr(progress, "write") else None
+        self.stream: TextIO | None = None
+        if self.callback is None and progress is not None:
+            self.stream = sys.stderr if progress is STDERR else progress
+        self.title, self.tty = title, tty
+        self.bar: Progress | None = None
+        self.done = self.total = self.reused = 0
+
+    def emit(self, event: StudyEvent) -> None:
+        if self.callback is not None:
+            self.callback(event)
+
+    def start(self, total: int, reused: int) -> None:
+        self.total, self.reused = total, reused
+        if self.stream is not None:
+            if reused:
+                print(
+                    f"vmio: {self.title}: resuming: {reused} of {total} points done",
+                    file=self.stream,
+                    flush=True,
+                )
+            self.bar = Progress(total - reused, title=self.title, stream=self.stream, tty=self.tty)
+        self.emit(StudyEvent("start", 0, total, reused))
+
+    def point(self, point: Point, reused: bool) -> None:
+        self.done += 1
+        if self.bar is not None and not reused:
+            self.bar.advance(point.label)
+        self.emit(StudyEvent("point", self.done, self.total, self.reused, point))
+
+    def skipped(self, point: Point, why: str) -> None:
+        if self.stream is not None:
+            print(f"vmio: skipped {point.label}: {why}", file=self.stream, flush=True)
+        self.emit(StudyEvent("skipped", self.done, self.total, self.reused, point, why))
+
+    def end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.emit(StudyEvent("end", self.done, self.total, self.reused))
+
+
 def run_study(
     exp: Experiment,
     *,
     seed: int | None = None,
     quick: bool = False,
     parallel: int = 1,
-    progress: TextIO | None = None,
+    progress: TextIO | Callable[[StudyEvent], None] | None = STDERR,
     progress_tty: bool | None = None,
     store: Path | None = None,
     on_point: Callable[[Point], None] | None = None,
     engine: realengine.Options | None = None,
+    max_points: int | None = None,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
     `parallel` points run at once in threads (the native simulator releases the GIL); the
-    order of completion never reaches the results. Progress goes to `progress` (stderr by
-    default). With `store` (an output directory prepared by `prepare_output_dir`), each
+    order of completion never reaches the results. Progress: a bar on `progress` when it is
+    a stream (stderr by default), every `StudyEvent` passed to it when it is a callable,
+    nothing when None. With `store` (an output directory prepared by `prepare_output_dir`), each
     finished point is saved there at once (`json/<point>.json` and its key), and points
     saved by an earlier, interrupted run with the same key are reused instead of simulated.
     `on_point` is called (in grid order) after each point is done.
@@ -326,9 +406,12 @@ def run_study(
     With `engine`, points run for real (`vmio.real.engine`), one at a time; a point the real
     engine cannot run is skipped: its reason is printed once and kept in the result's
     `skipped`, and the point is left out of the tables.
+
+    A grid of more than `max_points` points (default: the experiment's, else
+    `experiment.MAX_POINTS`) is refused before anything runs.
     """
     seed = exp.seed if seed is None else seed
-    inputs = point_inputs(exp, quick)
+    inputs = point_inputs(exp, quick, max_points)
     jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
     keys = [point_key(exp, inp, seed, j, engine) for inp, j in zip(inputs, jobs, strict=True)]
     real = None if engine is None else realengine.Engine(engine)
@@ -340,16 +423,8 @@ def run_study(
         for i, (inp, key) in enumerate(zip(inputs, keys, strict=True)):
             if (text := _stored(store, inp.point.slug, key)) is not None:
                 reused[i] = text
-    stream = progress if progress is not None else sys.stderr
-    if reused:
-        print(
-            f"vmio: study {exp.name}: resuming: {len(reused)} of {len(inputs)} points done",
-            file=stream,
-            flush=True,
-        )
-    bar = Progress(
-        len(inputs) - len(reused), title=f"study {exp.name}", stream=progress, tty=progress_tty
-    )
+    reporter = _Reporter(progress, f"study {exp.name}", progress_tty)
+    reporter.start(len(inputs), len(reused))
 
     def one(i: int) -> PointResult | None:
         inp = inputs[i]
@@ -361,7 +436,7 @@ def run_study(
                 text = real.run(inp.stack_text, inp.stack_path, work, seed)
             except realengine.Skipped as why:
                 skipped[i] = str(why)
-                print(f"vmio: skipped {inp.point.label}: {why}", file=stream, flush=True)
+                reporter.skipped(inp.point, str(why))
                 return None
         elif inp.job_text is None:
             text = native().simulate_many(inp.stack_text, inp.stack_path, jobs[i], seed)
@@ -376,8 +451,7 @@ def run_study(
         return PointResult(inp.point, text, result)
 
     def finished(i: int) -> None:
-        if i not in reused:
-            bar.advance(inputs[i].point.label)
+        reporter.point(inputs[i].point, i in reused)
         if on_point is not None:
             on_point(inputs[i].point)
 
@@ -397,7 +471,7 @@ def run_study(
                 for f in futures:
                     f.cancel()
                 raise
-    bar.close()
+    reporter.end()
 
     ran = [pr for pr in done if pr is not None]
     notes: list[str] = []
@@ -481,12 +555,53 @@ def next_free_dir(base: Path, name: str | None = None) -> Path:
     return candidate
 
 
-def write_outputs(res: StudyResult, out: Path) -> None:
-    """Write results.csv/.parquet, calibration.csv, tables.txt, figure.png (and, for
-    `[figure] kind = "pdc"`, `pdcreport.FIGURE_FILES`) and json/, each file atomically (a
-    temporary name in the same directory, renamed)."""
-    from vmio.study import plot  # matplotlib is slow to import; only needed here
+def write_outputs(res: StudyResult, out: Path, *, bench_fio_layout: bool = False) -> None:
+    """Write json/, results.csv/.parquet, points.csv/.parquet, calibration.csv, tables.txt,
+    figure.png (and, for `[figure] kind = "pdc"`, `pdcreport.FIGURE_FILES`) and, when
+    `bench_fio_layout` or the experiment's `[experiment] bench_fio_layout = true`, bench-fio's
+    layout (`vmio.study.benchfio`); each file atomically (a temporary name in the same
+    directory, renamed).
 
+    The results (json/, the tidy and points tables) are written first; each later writer
+    runs even when one before it failed, and a failure is one `VmioError` naming the
+    writers that failed, raised once the others have run: the results are never lost to a
+    table, a figure or a layout that could not be written."""
+    _write_json(res, out)
+    results.write_tidy(out, res.tidy_table())
+    results.write_points(out, res.points_table())
+    writers: list[tuple[str, Callable[[], None]]] = [
+        (
+            "calibration.csv",
+            lambda: results.write_csv(
+                out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS
+            ),
+        ),
+        ("tables.txt", lambda: results.atomic_write(out / "tables.txt", summary_text(res))),
+        (SKIPPED_FILE, lambda: _write_skipped(res, out)),
+    ]
+    if bench_fio_layout or res.experiment.bench_fio_layout:
+        writers.append(
+            (f"{benchfio.DIRECTORY}/ (bench-fio's layout)", lambda: benchfio.write_layout(res, out))
+        )
+    writers.append(("figure.png", lambda: _write_figure(res, out)))
+    failed = []
+    for name, write in writers:
+        try:
+            write()
+        except Exception as err:  # noqa: BLE001 - any writer's failure is named, the rest run
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            failed.append(f"{name}: {why or type(err).__name__}")
+    if failed:
+        raise VmioError(
+            f"study {res.experiment.name}: results.csv, results.parquet, points.csv, "
+            f"points.parquet and json/ are written in '{out}', but writing "
+            + "; ".join(failed)
+            + " failed"
+        )
+
+
+def _write_json(res: StudyResult, out: Path) -> None:
+    """json/<point>.json of every point; the JSON of points no longer in the grid goes."""
     jdir = out / "json"
     jdir.mkdir(exist_ok=True)
     slugs = set()
@@ -503,16 +618,19 @@ def write_outputs(res: StudyResult, out: Path) -> None:
     for path in jdir.glob("*.json"):  # points of an earlier grid of a resumed run
         if path.name not in slugs:
             path.unlink()
-    if benchfio.sweeps_iodepth_and_numjobs(res.experiment):  # fio-plot reads it (vmio fio)
-        benchfio.write_layout(res, out)
-    results.write_tidy(out, res.tidy_table())
-    results.write_csv(out / "calibration.csv", calibration_records(res), CALIBRATION_COLUMNS)
-    results.atomic_write(out / "tables.txt", summary_text(res))
+
+
+def _write_skipped(res: StudyResult, out: Path) -> None:
     if res.skipped:
         rows = [{"point": p.label, "reason": why} for p, why in res.skipped]
         results.write_csv(out / SKIPPED_FILE, rows, ("point", "reason"))
     else:
         (out / SKIPPED_FILE).unlink(missing_ok=True)
+
+
+def _write_figure(res: StudyResult, out: Path) -> None:
+    from vmio.study import plot  # matplotlib is slow to import; only needed here
+
     if not res.points:  # every point skipped (--engine real): nothing to draw
         for fname in ("figure.png", *pdcreport.FIGURE_FILES):
             (out / fname).unlink(missing_ok=True)

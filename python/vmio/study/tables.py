@@ -1,4 +1,8 @@
-"""The text a study prints and writes to tables.txt: grid tables, calibration, summary."""
+"""The text a study prints and writes to tables.txt: grid tables, calibration, summary.
+
+Table rows and columns show each axis value by its label (`Direct / sequential read / LVM
+linear`; a label may itself hold a `/`), the row header names the axes; a study without
+`[[calibration]]` entries has no calibration section."""
 
 from __future__ import annotations
 
@@ -30,10 +34,13 @@ def _grid_tables(res, quantity, rows_axes, col_axis, table_axis, by_coords, orde
     what = quantity_title(quantity)
     chunks: list[str] = []
     for tvalue in table_axis.values if table_axis else [None]:
-        header = ["/".join(a.name for a in rows_axes), *col_axis.values]
+        header = [
+            " / ".join(a.name for a in rows_axes),
+            *(col_axis.label(v) for v in col_axis.values),
+        ]
         body = []
         for combo in itertools.product(*(a.values for a in rows_axes)):
-            cells = ["/".join(combo)]
+            cells = [" / ".join(a.label(v) for a, v in zip(rows_axes, combo, strict=True))]
             for cvalue in col_axis.values:
                 coords = dict(zip([a.name for a in rows_axes], combo, strict=True))
                 coords[col_axis.name] = cvalue
@@ -99,5 +106,7 @@ def summary_text(res: StudyResult) -> str:
     # [report] iozone: S2's layout in place of the grid tables
     grid = iozonereport.iozone_text(res) if exp.report.get("iozone") else grid_tables(res)
     skipped = "".join(f"skipped {p.label}: {why}\n" for p, why in res.skipped)
-    body = grid + "\n\n" + extra + calibration_table(res) + "\n"
+    # A study without reference figures has no calibration section.
+    calibration = calibration_table(res) + "\n" if exp.calibrations else ""
+    body = (grid + "\n\n" + extra + calibration).rstrip("\n") + "\n"
     return "\n".join(lines) + "\n\n" + (skipped + "\n" if skipped else "") + body

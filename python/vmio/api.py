@@ -1,0 +1,138 @@
+"""The Python API's simulation: `simulate(stack, job)` takes each input as a path or as the
+file's text and returns a typed `SimResult`.
+
+A `SimResult` holds the main figures per job and direction (`JobResult`, `DirectionResult`:
+the same sums and percentiles as a study's tidy table, `vmio.results.direction_summary`)
+and fio's JSON output as a dict (`SimResult.fio`). It is also a read-only mapping over that
+dict, so `result["jobs"][0]["read"]["bw_bytes"]` reads fio's JSON as the dict that
+`simulate` returned before did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vmio.results import direction_summary
+from vmio.sim import VmioError, read_text, short_repr, simulate_text, simulate_workloads_text
+
+
+@dataclass(frozen=True)
+class DirectionResult:
+    """One I/O direction of a job: fio's figures (bytes/s, ns, ms), as
+    `vmio.results.direction_summary` sums them."""
+
+    bw_bytes: int
+    iops: float
+    io_bytes: int
+    total_ios: int
+    runtime_ms: int
+    clat_mean_ns: float
+    lat_mean_ns: float
+    clat_p50_ns: int
+    clat_p90_ns: int
+    clat_p99_ns: int
+    clat_p999_ns: int
+    clat_p9999_ns: int
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any], direction: str) -> DirectionResult:
+        summary = direction_summary({"jobs": [job]}, direction)
+        return cls(**{f: summary[f] for f in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One job of fio's JSON (one entry per clone, as fio without group_reporting)."""
+
+    name: str
+    vm: str | None
+    read: DirectionResult
+    write: DirectionResult
+    trim: DirectionResult
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult(Mapping[str, Any]):
+    """What `simulate` returns: every job's figures, and fio's JSON output (`fio`, a dict;
+    the result reads as that dict too: `result["jobs"]`)."""
+
+    fio: dict[str, Any]
+    jobs: tuple[JobResult, ...]
+    seed: int | None
+
+    @classmethod
+    def of(cls, fio: dict[str, Any]) -> SimResult:
+        jobs = tuple(
+            JobResult(
+                str(job.get("jobname", "")),
+                job.get("vmio_vm"),
+                *(DirectionResult.of(job, d) for d in ("read", "write", "trim")),
+            )
+            for job in fio.get("jobs", [])
+        )
+        return cls(fio, jobs, (fio.get("vmio") or {}).get("seed"))
+
+    def job(self, name: str) -> JobResult:
+        """The first job called `name`."""
+        for j in self.jobs:
+            if j.name == name:
+                return j
+        raise KeyError(f"no job '{name}'; jobs: {', '.join(j.name for j in self.jobs)}")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fio[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.fio)
+
+    def __len__(self) -> int:
+        return len(self.fio)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SimResult):
+            return self.fio == other.fio
+        return isinstance(other, Mapping) and self.fio == dict(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _input(value: str | Path, what: str) -> tuple[str, str]:
+    """`(text, name)` of an input given as a path (a `Path`, or a `str` without a newline)
+    or as its text (a `str` with a newline), named `<what text>` in errors."""
+    if isinstance(value, str) and "\n" in value:
+        return value, f"<{what} text>"
+    if not isinstance(value, str | os.PathLike):
+        raise VmioError(f"{what}: a path or the file's text, not {short_repr(value)}")
+    return read_text(value, what), str(value)
+
+
+def simulate(
+    stack: str | Path,
+    job: str | Path | None = None,
+    *,
+    seed: int | None = None,
+    vm: str | None = None,
+) -> SimResult:
+    """Simulate fio job `job` inside a VM of stack `stack` (without `job`: every VM's own
+    `workload`); returns a `SimResult`. Each input is a path (a `Path`, or a `str` without
+    a newline) or the file's text (a `str` with a newline; a stack's `workload` paths are
+    then relative to the current directory).
+
+    >>> r = simulate("studies/volumes-cache/stack.toml", "job.fio", seed=7)  # doctest: +SKIP
+    >>> r.jobs[0].read.bw_bytes, r.fio["jobs"][0]["read"]["bw_bytes"]  # doctest: +SKIP
+    """
+    stack_text, stack_name = _input(stack, "stack file")
+    if job is None:
+        if vm is not None:
+            raise VmioError("vm= needs a job; without one every VM runs its own workload")
+        # A stack given as text: Path("<stack file text>").parent is the current directory.
+        text = simulate_workloads_text(stack_text, stack_name, seed)
+    else:
+        job_text, job_name = _input(job, "fio job file")
+        text = simulate_text(stack_text, stack_name, job_text, job_name, seed, vm)
+    return SimResult.of(json.loads(text))
