@@ -26,7 +26,7 @@ def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
     for run in ("a", "b"):
         cases = [fuzz.make_case(i, seed=5) for i in range(40)]
         for c in cases:
-            if c.kind != "cli":
+            if c.base != "cli":
                 d = tmp_path / f"{run}-{c.index}"
                 (d / c.base).parent.mkdir(parents=True)
                 (d / c.base).write_bytes((tmp_path / "base" / c.base).read_bytes())
@@ -35,7 +35,7 @@ def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
             [
                 (c.kind, c.base, c.argv, c.mutations)
                 + ((tmp_path / f"{run}-{c.index}" / c.base).read_bytes(),)
-                if c.kind != "cli"
+                if c.base != "cli"
                 else (c.kind, c.argv, c.mutations)
                 for c in cases
             ]
