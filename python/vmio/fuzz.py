@@ -12,6 +12,15 @@ runs the real command line on it in a subprocess with a timeout and a memory lim
   experiment   experiment.toml, the mcfq parts              vmio study FILE --quick --out O
   study        studies/mcfq/study.toml                      vmio study DIR --quick --out O
   cli          a numeric or path option of sim/study/trace  vmio ...
+  iozone       the iozone= string of studies/interfaces     vmio sim --stack S iozone.fio
+  fio          a `vmio fio` command line (fio's options)    vmio fio --stack S --name=j ...
+  compare      a fio JSON, a directory of repetitions, a    vmio compare REAL SIM
+               results.csv
+
+The stacks mutated include ones with [cpu], [nbd], [vm.cputune], [vm.page_cache],
+[vm.disk.image], [vm.disk.filesystem] and [pdc] (`X_STACK`, studies/interfaces, studies/pdc).
+`REGRESSIONS` is the corpus of past findings, each kept as a case that must stay a success
+or a clean error (`--regressions` runs it; tests/test_fuzz.py runs each).
 
 Mutations: byte flips, value replacements (huge, negative, zero, 2**64, NUL, unicode, very
 long strings, /dev/zero, a FIFO, a directory), type changes (`vm = 5`, a value made an

@@ -516,12 +516,60 @@ struct Shared {
     trace: Option<Tracer>,
 }
 
+/// The largest stack file read (as vmio's Python reader, `vmio.sim.MAX_INPUT_BYTES`).
+pub const MAX_STACK_BYTES: u64 = 16 << 20;
+
+/// Read a stack file: a regular file (a FIFO is opened without waiting for a writer and
+/// refused, as is a device such as /dev/zero) of at most [`MAX_STACK_BYTES`], UTF-8.
+fn read_stack(path: &Path) -> Result<String, ServeError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |msg: String| ServeError::ReadStack {
+        path: path.display().to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, msg),
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| ServeError::ReadStack {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+    let meta = f.metadata().map_err(|e| err(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(err("is a directory, not a file".into()));
+    }
+    if !meta.is_file() {
+        return Err(err(
+            "is not a regular file (a device, FIFO or socket)".into()
+        ));
+    }
+    if meta.len() > MAX_STACK_BYTES {
+        return Err(err(format!(
+            "is {} bytes; the limit is {MAX_STACK_BYTES} (16 MiB)",
+            meta.len()
+        )));
+    }
+    let mut data = Vec::new();
+    f.take(MAX_STACK_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| err(e.to_string()))?;
+    if data.len() as u64 > MAX_STACK_BYTES {
+        return Err(err(format!(
+            "is over the limit of {MAX_STACK_BYTES} bytes (16 MiB)"
+        )));
+    }
+    String::from_utf8(data).map_err(|e| {
+        err(format!(
+            "is not UTF-8 text (byte offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// Parse the stack file and open its exports (also used to check a stack without serving).
 pub fn load(stack_path: &Path, create: bool) -> Result<(Stack, Vec<Arc<Export>>), ServeError> {
-    let text = std::fs::read_to_string(stack_path).map_err(|e| ServeError::ReadStack {
-        path: stack_path.display().to_string(),
-        source: e,
-    })?;
+    let text = read_stack(stack_path)?;
     let mut stack = Stack::from_toml(&text, &stack_path.display().to_string())?;
     let dir = stack_path.parent().unwrap_or(Path::new("."));
     let exports = export::open_exports(&mut stack, dir, create)?;
