@@ -34,6 +34,11 @@
 //!   that holds no connection yet, so that one peer cannot take every slot with connections
 //!   that are in use (which eviction does not touch); another uid or address still gets in.
 //!
+//! What is left: a client of the same peer that keeps every slot in the *handshake* (reconnecting
+//! as each times out after `--handshake-timeout`) still keeps that peer's new clients out while
+//! it goes on; another peer gets the reserved slot. Evicting connections in the handshake too
+//! would let such a client evict the newcomer's own connection before it finishes.
+//!
 //! Eviction needs no tuning and is what keeps a single-uid deployment (every QEMU of one
 //! user on one Unix socket — one peer) from being locked out; the per-peer limit and the
 //! reserved slot matter when several peers share the server.
