@@ -13,29 +13,9 @@ import subprocess
 from pathlib import Path
 
 from conftest import finish, require_tool, start_vmio_serve
+from vmio.fuzz import SERVE_STACK
 from vmio.nbdprobe import handshaken, is_closed, read_block
 
-STACK = """\
-[[device]]
-name = "a"
-model = "ssd"
-path = "a.img"
-size = "16m"
-
-[[volume]]
-name = "data"
-layout = "single"
-devices = ["a"]
-
-[[vm]]
-name = "vm1"
-
-[[vm.disk]]
-name = "disk0"
-volume = "data"
-size = "8m"
-cache = "writeback"
-"""
 
 
 def test_255_idle_connections_do_not_lock_out_a_new_client_and_a_used_idle_one_stays(
@@ -43,7 +23,7 @@ def test_255_idle_connections_do_not_lock_out_a_new_client_and_a_used_idle_one_s
 ):
     require_tool("nbdinfo", "libnbd-bin")
     require_tool("qemu-io", "qemu-utils")
-    proc, sock = start_vmio_serve(tmp_path, STACK)
+    proc, sock = start_vmio_serve(tmp_path, SERVE_STACK)
     held: list[socket.socket] = []
     try:
         # A guest that has used its disk and then idles.
