@@ -17,7 +17,6 @@ from vmio.fuzz import SERVE_STACK
 from vmio.nbdprobe import handshaken, is_closed, read_block
 
 
-
 def test_255_idle_connections_do_not_lock_out_a_new_client_and_a_used_idle_one_stays(
     tmp_path: Path,
 ):
