@@ -376,3 +376,60 @@ def test_an_image_checks_point_without_its_figures_is_one_error_line(tmp_path, c
     assert main(["compare", str(figs), str(figs)]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and f"'{figs}' points[0]" in err and "bw_bytes" in err
+
+
+def test_a_json_nested_100000_deep_is_one_error_line_not_a_recursion_error(
+    tmp_path, capsys, fio_pair
+):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["compare", str(deep), str(fio_pair[1])]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"vmio: error: '{deep}' is not a fio JSON output: JSON nested deeper than 64 levels\n"
+    )
+    # Unbalanced and deep: the same line (json's own recursion is caught too).
+    deep.write_text('{"jobs": ' + "[" * 100_000 + "}")
+    assert main(["compare", str(deep), str(fio_pair[1])]) == 2
+    assert "nested deeper than 64 levels" in capsys.readouterr().err
+
+
+def test_nesting_is_measured_outside_strings_and_a_64_deep_document_parses():
+    from vmio import boundedjson
+
+    assert not boundedjson.too_deep('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', limit=2)
+    assert boundedjson.too_deep("[[[]]]", limit=2)
+    assert not boundedjson.too_deep("[[]] [[]] {}", limit=2)
+    doc = "[" * 64 + "]" * 64
+    assert boundedjson.loads(doc, "x") == json.loads(doc)
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "link to /dev/null"])
+def test_a_device_or_fifo_given_to_compare_is_refused_at_once_without_reading_it(
+    tmp_path, capsys, fio_pair, kind
+):
+    import os
+
+    bad = tmp_path / "bad.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "link to /dev/zero":
+        bad.symlink_to("/dev/zero")
+    else:
+        bad.symlink_to("/dev/null")
+    assert main(["compare", str(bad), str(fio_pair[1])]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"vmio: error: compare input '{bad}' is not a regular file (a device, FIFO or socket)\n"
+    )
+
+
+def test_a_compare_input_over_16_mib_is_refused_naming_the_limit(tmp_path, capsys, fio_pair):
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate((16 << 20) + 1)
+    assert main(["compare", str(big), str(fio_pair[1])]) == 2
+    assert capsys.readouterr().err == (
+        f"vmio: error: compare input '{big}' is {(16 << 20) + 1} bytes; "
+        "the limit is 16777216 (16 MiB)\n"
+    )

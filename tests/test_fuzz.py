@@ -3,6 +3,8 @@ through the real command line that must find nothing but successes and clean err
 
 from __future__ import annotations
 
+import pytest
+
 from vmio import fuzz
 
 
@@ -26,7 +28,7 @@ def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
     for run in ("a", "b"):
         cases = [fuzz.make_case(i, seed=5) for i in range(40)]
         for c in cases:
-            if c.kind != "cli":
+            if c.base != "cli":
                 d = tmp_path / f"{run}-{c.index}"
                 (d / c.base).parent.mkdir(parents=True)
                 (d / c.base).write_bytes((tmp_path / "base" / c.base).read_bytes())
@@ -35,7 +37,7 @@ def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
             [
                 (c.kind, c.base, c.argv, c.mutations)
                 + ((tmp_path / f"{run}-{c.index}" / c.base).read_bytes(),)
-                if c.kind != "cli"
+                if c.base != "cli"
                 else (c.kind, c.argv, c.mutations)
                 for c in cases
             ]
@@ -50,3 +52,35 @@ def test_a_short_fuzz_pass_finds_only_successes_and_clean_errors(tmp_path):
     assert {o.case.kind for o in outcomes} == set(fuzz.KINDS)
     assert all(o.ok for o in outcomes), fuzz.summary(outcomes)
     assert sum(o.outcome == fuzz.SUCCESS for o in outcomes) >= 10  # the bases do run
+
+
+# Findings whose fix is not on this branch (D1: per-second counters over simulated time; D5:
+# [report] columns as a list; D6: the study grid's bound); drop a name once its fix is merged.
+PENDING = {"D1-fio-rate", "D1-job-rate", "D1-ram-latency", "D5-report-columns-list", "D6-grid"}
+
+
+@pytest.fixture(scope="module")
+def corpus_base(tmp_path_factory):
+    base = tmp_path_factory.mktemp("corpus") / "base"
+    fuzz.prepare_base(base)
+    return base
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            c,
+            id=c.base,
+            marks=pytest.mark.xfail(run=False, reason="fixed on another branch")
+            if c.base in PENDING
+            else (),
+        )
+        for c in fuzz.regression_cases()
+    ],
+)
+def test_every_finding_of_the_regression_corpus_stays_a_success_or_a_clean_error(
+    case, corpus_base, tmp_path
+):
+    o = fuzz.run_case(case, corpus_base, tmp_path, tmp_path / "saved", 60, 4096 << 20)
+    assert o.ok, f"{case.base}: {o.outcome}: {o.stderr[-2000:]}"

@@ -263,3 +263,16 @@ def test_a_pdc_disk_is_named_at_start_and_its_detected_journal_is_in_the_statist
     assert [e["kind"] for e in pdc["events"]] == ["detected"], pdc
     assert "pdc" not in snaps["vm2/disk0"]
     assert f"vm1/disk0 pdc: journals [{mib}, {2 * mib}); 14 of 32 writes bypassed" in err, err
+
+
+def test_a_stack_that_is_a_device_or_a_fifo_is_refused_by_the_bounded_reader(tmp_path: Path):
+    import os
+
+    fifo = tmp_path / "stack.fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        r = run_vmio("serve", "--stack", path, "--socket", tmp_path / "s.sock")
+        assert r.returncode == 2
+        assert r.stderr == (
+            f"vmio: error: stack file '{path}' is not a regular file (a device, FIFO or socket)\n"
+        )

@@ -12,6 +12,15 @@ runs the real command line on it in a subprocess with a timeout and a memory lim
   experiment   experiment.toml, the mcfq parts              vmio study FILE --quick --out O
   study        studies/mcfq/study.toml                      vmio study DIR --quick --out O
   cli          a numeric or path option of sim/study/trace  vmio ...
+  iozone       the iozone= string of studies/interfaces     vmio sim --stack S iozone.fio
+  fio          a `vmio fio` command line (fio's options)    vmio fio --stack S --name=j ...
+  compare      a fio JSON, a directory of repetitions, a    vmio compare REAL SIM
+               results.csv
+
+The stacks mutated include ones with [cpu], [nbd], [vm.cputune], [vm.page_cache],
+[vm.disk.image], [vm.disk.filesystem] and [pdc] (`X_STACK`, studies/interfaces, studies/pdc).
+`REGRESSIONS` is the corpus of past findings, each kept as a case that must stay a success
+or a clean error (`--regressions` runs it; tests/test_fuzz.py runs each).
 
 Mutations: byte flips, value replacements (huge, negative, zero, 2**64, NUL, unicode, very
 long strings, /dev/zero, a FIFO, a directory), type changes (`vm = 5`, a value made an
@@ -51,9 +60,19 @@ from pathlib import Path
 from vmio.cli.common import MAX_ERROR
 
 STUDIES = Path(__file__).resolve().parent / "studies"
-KINDS = ("stack", "job", "trace", "experiment", "study", "cli")
+KINDS = ("stack", "job", "trace", "experiment", "study", "cli", "iozone", "fio", "compare")
 # How often each kind comes up (experiments and studies are slower: whole sweeps).
-WEIGHTS = {"stack": 5, "job": 5, "trace": 3, "experiment": 3, "study": 1, "cli": 4}
+WEIGHTS = {
+    "stack": 6,
+    "job": 5,
+    "trace": 3,
+    "experiment": 3,
+    "study": 1,
+    "cli": 4,
+    "iozone": 3,
+    "fio": 4,
+    "compare": 3,
+}
 ERROR_PREFIX = "vmio: error: "
 SUCCESS, CLEAN = "success", "clean error"
 
@@ -116,6 +135,10 @@ class Case:
     """The input file mutated (relative to the case directory), or `cli`."""
     argv: list[str]
     mutations: list[str] = field(default_factory=list)
+    setup: Callable[[Path], None] | None = None
+    """For a regression case: writes its inputs into the case directory."""
+    module: str = "vmio"
+    """The module run as `python -m MODULE ARGV`."""
 
 
 @dataclass
@@ -135,10 +158,125 @@ class Outcome:
 # --- the base inputs ---------------------------------------------------------------------
 
 
+# A stack with the sections the studies' stacks do not all have: [cpu] with its CFS
+# parameters, [nbd] (the NBD path of experiments/nbd-cfs), [vm.cputune] and [vm.page_cache].
+X_STACK = """\
+[host]
+cores = 2
+
+[cpu]
+model = "cfs"
+kernel_complete = "10us"
+
+[[device]]
+name = "disk"
+model = "ram"
+capacity = "8g"
+latency = "25us"
+bandwidth = 2000000000
+
+[[volume]]
+name = "v"
+layout = "single"
+devices = ["disk"]
+
+[scheduler]
+name = "none"
+
+[nbd]
+handoff = "68us"
+request = "0us"
+read_rate = 730000000
+write_rate = 720000000
+client_cpu = "15us"
+server_cpu = "10us"
+server_wake = "15us"
+pool_cpu = "30us"
+
+[[vm]]
+name = "vm1"
+vcpus = 2
+memory = "1g"
+
+[vm.cputune]
+vcpupin = ["0", "1"]
+emulatorpin = "1"
+
+[vm.page_cache]
+dirty_ratio = 20
+dirty_background_ratio = 10
+
+[[vm.disk]]
+name = "vda"
+volume = "v"
+size = "4g"
+interface = "nbd"
+cache = "none"
+aio = "threads"
+"""
+X_JOB = """\
+[w]
+rw=randwrite
+bs=4k
+direct=1
+ioengine=libaio
+iodepth=16
+size=256m
+runtime=1
+time_based
+"""
+# The minimal columns of a study's results.csv that `vmio compare` reads.
+X_RESULTS_CSV = """\
+layout,rw,direction,bw_bytes,iops,clat_mean_ns,clat_p99_ns
+linear,read,read,104857600,25600,39000,120000
+raid0,read,read,209715200,51200,19500,60000
+"""
+# A stack for `vmio serve` (the lockout regression): one file-backed device.
+SERVE_STACK = """\
+[[device]]
+name = "a"
+model = "ssd"
+path = "a.img"
+size = "16m"
+
+[[volume]]
+name = "data"
+layout = "single"
+devices = ["a"]
+
+[[vm]]
+name = "vm1"
+
+[[vm.disk]]
+name = "disk0"
+volume = "data"
+size = "8m"
+cache = "writeback"
+"""
+
+
 def prepare_base(base: Path) -> None:
-    """Small, quick versions of the built-in studies' files in `base` (vc/, mcfq/)."""
+    """Small, quick versions of the built-in studies' files in `base`: vc/ (volumes-cache),
+    mcfq/, ifc/ (interfaces: iozone job strings, [cpu], [vm.disk.image],
+    [vm.disk.filesystem]), pdc/ (cache = "pdc" with a [pdc] table), x/ ([cpu], [nbd],
+    [vm.cputune], [vm.page_cache]), cmp/ (`vmio compare` inputs: fio JSON outputs, a
+    directory of repetitions, a results.csv) and serve/ (a stack for `vmio serve`)."""
     shutil.copytree(STUDIES / "volumes-cache", base / "vc")
     shutil.copytree(STUDIES / "mcfq", base / "mcfq")
+    shutil.copytree(STUDIES / "interfaces", base / "ifc")
+    (base / "pdc").mkdir()
+    for name in ("stack-single.toml", "varmail.fio", "sqlite.fio"):
+        shutil.copy(STUDIES / "pdc" / name, base / "pdc" / name)
+    pdc_stack = base / "pdc" / "stack-single.toml"
+    text = pdc_stack.read_text(encoding="utf-8")
+    assert 'cache = "writeback"' in text
+    text = text.replace('cache = "writeback"', 'cache = "pdc"', 1)
+    pdc_stack.write_text(text + '\n[pdc]\ngroup = "128m"\nwindow = "1m"\n', encoding="utf-8")
+    (base / "x").mkdir()
+    (base / "x" / "stack.toml").write_text(X_STACK, encoding="utf-8")
+    (base / "x" / "job.fio").write_text(X_JOB, encoding="utf-8")
+    (base / "serve").mkdir()
+    (base / "serve" / "stack.toml").write_text(SERVE_STACK, encoding="utf-8")
     for fio in base.rglob("*.fio"):
         text = fio.read_text(encoding="utf-8")
         text = re.sub(r"(?m)^runtime=\d+", "runtime=1", text)
@@ -181,6 +319,26 @@ def prepare_base(base: Path) -> None:
         ),
         encoding="utf-8",
     )
+    _compare_inputs(base)
+
+
+def _compare_inputs(base: Path) -> None:
+    """cmp/: a real fio JSON output of vmio sim (vc's job, 1 s) as sim.json and real.json,
+    the same as two repetitions in cmp/dir/, and a results.csv in cmp/study/."""
+    cmp = base / "cmp"
+    (cmp / "dir").mkdir(parents=True)
+    (cmp / "study").mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "vmio", "sim", "--stack", "vc/stack.toml", "vc/job.fio"]
+        + ["--output-format=json"],
+        cwd=base,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in ("sim.json", "real.json", "dir/a.rep1.json", "dir/a.rep2.json"):
+        (cmp / name).write_text(out, encoding="utf-8")
+    (cmp / "study" / "results.csv").write_text(X_RESULTS_CSV, encoding="utf-8")
 
 
 # (kind, file to mutate, command) of every base case; paths relative to the case directory.
@@ -211,7 +369,97 @@ BASES: dict[str, list[tuple[str, list[str]]]] = {
         ("mcfq/error-rates.toml", ["study", "mcfq/error-rates.toml", "--quick", "--parallel", "1"]),
     ],
     "study": [("mcfq/study.toml", ["study", "mcfq", "--quick", "--parallel", "1"])],
+    "iozone": [("ifc/iozone.fio", ["sim", "--stack", "ifc/stack.toml", "ifc/iozone.fio"])],
+    "compare": [
+        ("cmp/real.json", ["compare", "cmp/real.json", "cmp/sim.json"]),
+        ("cmp/sim.json", ["compare", "cmp/real.json", "cmp/sim.json", "--csv", "e.csv"]),
+        ("cmp/dir/a.rep1.json", ["compare", "cmp/dir", "cmp/sim.json"]),
+        ("cmp/study/results.csv", ["compare", "cmp/study", "cmp/study"]),
+    ],
 }
+# The stacks with [cpu], [nbd], [vm.cputune], [vm.page_cache], [vm.disk.image],
+# [vm.disk.filesystem] and [pdc] are mutated as the other stacks.
+BASES["stack"] += [
+    ("x/stack.toml", ["sim", "--stack", "x/stack.toml", "x/job.fio"]),
+    ("ifc/stack.toml", ["sim", "--stack", "ifc/stack.toml", "ifc/iozone.fio"]),
+    ("pdc/stack-single.toml", ["sim", "--stack", "pdc/stack-single.toml"]),
+]
+BASES["job"] += [
+    ("x/job.fio", ["sim", "--stack", "x/stack.toml", "x/job.fio"]),
+    ("pdc/sqlite.fio", ["sim", "--stack", "pdc/stack-single.toml", "pdc/sqlite.fio"]),
+]
+
+# `vmio fio` command lines: fio's own options as --name=value arguments.
+FIO_BASES: list[list[str]] = [
+    ["fio", "--stack", "vc/stack.toml", "--name=j", "--rw=randread", "--bs=4k", "--size=64m"]
+    + ["--runtime=1", "--time_based", "--iodepth=4"],
+    ["fio", "--stack", "x/stack.toml", "--name=w", "--rw=randwrite", "--bs=4k", "--size=64m"]
+    + ["--runtime=1", "--time_based", "--ioengine=libaio", "--iodepth=16", "--direct=1"],
+    ["fio", "--stack", "vc/stack.toml", "vc/job.fio", "--output-format=json"],
+    ["fio", "--stack", "ifc/stack.toml", "ifc/iozone.fio", "--output-format=terse"],
+]
+FIO_OPTIONS = (
+    "--rate=1",
+    "--rate_iops=1",
+    "--numjobs=100000",
+    "--iodepth=65536",
+    "--bs=0",
+    "--bs=16e",
+    "--size=16e",
+    "--size=0",
+    "--runtime=1e9",
+    "--runtime=-1",
+    "--offset=99999999999999999999",
+    "--read_iolog=/dev/zero",
+    "--read_iolog=fifo",
+    "--filename=fifo",
+    "--directory=/dev/zero",
+    "--iodepht=32",
+    "--rw=nope",
+    "--bssplit=4k/50:8k/50:16k/50",
+    "--thinktime=99999999999d",
+    "--output=vc",
+    "--output=/dev/full",
+    "--name=" + "j" * 100_000,
+    "--" + "x" * 100_000 + "=1",
+    "--cpuload=101",
+    "--ioengine=cpuio",
+    "--loops=0",
+    "--nrfiles=100000",
+    "--percentile_list=1:2:" + ":".join(["50"] * 1000),
+)
+
+# iozone's command line in a job's iozone= option (iozone(1): -s size, -r record, -i test,
+# -t threads, -a auto mode, -y/-q min/max record, -n/-g min/max size, -I O_DIRECT, -e fsync).
+IOZONE_TOKENS = (
+    "-s",
+    "-r",
+    "-i",
+    "-t",
+    "-a",
+    "-y",
+    "-q",
+    "-n",
+    "-g",
+    "-I",
+    "-e",
+    "-z",
+    "-+u",
+    "-F",
+    "-f",
+    "0",
+    "99",
+    "-1",
+    "4k",
+    "1p",
+    "16e",
+    "99999999999999999999g",
+    "100000",
+    "fifo",
+    "/dev/zero",
+    "-i 0 -i 0 -i 0",
+    "-" + "x" * 10_000,
+)
 
 CLI_BASES: list[list[str]] = [
     ["sim", "--stack", "vc/stack.toml", "vc/job.fio", "--seed", "7"],
@@ -398,6 +646,60 @@ CLI_NASTY = (
 )
 
 
+def mutate_fio_cli(rng: random.Random, argv: list[str]) -> tuple[list[str], str]:
+    """A `vmio fio` command line: one `--opt=value` gets a nasty value, or a fio option
+    (real, misspelled or absurd) is added, or an argument is deleted."""
+    argv = list(argv)
+    valued = [i for i, a in enumerate(argv) if a.startswith("--") and "=" in a]
+    r = rng.random()
+    if valued and r < 0.45:
+        i = rng.choice(valued)
+        name = argv[i].split("=", 1)[0]
+        new = rng.choice(CLI_NASTY)
+        old, argv[i] = argv[i], f"{name}={new}"
+        return argv, f"{old[:20]!r} := {argv[i][:40]!r}"
+    if r < 0.85:
+        new = rng.choice(FIO_OPTIONS)
+        j = rng.randrange(1, len(argv) + 1)
+        argv.insert(j, new)
+        return argv, f"inserted {new[:40]!r} at {j}"
+    i = rng.randrange(1, len(argv))
+    old = argv.pop(i)
+    return argv, f"argument {i} {old[:20]!r} deleted"
+
+
+def m_iozone(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """The `iozone=` line of a job: a token replaced by, or a token inserted from,
+    IOZONE_TOKENS."""
+    m = re.search(rb"(?m)^iozone=(.*)$", data)
+    if m is None:
+        return m_value(rng, data)
+    tokens = m.group(1).split()
+    new = rng.choice(IOZONE_TOKENS).encode()
+    if tokens and rng.random() < 0.5:
+        i = rng.randrange(len(tokens))
+        what = f"iozone token {tokens[i][:20]!r} := {new[:40]!r}"
+        tokens[i] = new
+    else:
+        i = rng.randrange(len(tokens) + 1)
+        tokens.insert(i, new)
+        what = f"iozone token {new[:40]!r} inserted at {i}"
+    return data[: m.start(1)] + b" ".join(tokens) + data[m.end(1) :], what
+
+
+def m_json_nest(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """A JSON value replaced by a deep nest of arrays or objects (balanced or not)."""
+    ms = list(re.finditer(rb"-?\d[\d.eE+-]*|\"[^\"\n]*\"", data))
+    if not ms:
+        return m_byte_flip(rng, data)
+    m = rng.choice(ms)
+    depth = rng.choice([65, 1000, 100_000])
+    opener, closer = rng.choice([(b"[", b"]"), (b'{"a":', b"}")])
+    nest = opener * depth + b"1" + closer * (depth if rng.random() < 0.8 else depth // 2)
+    what = f"value {m.group()[:20]!r} := nest of {depth} {opener.decode()}"
+    return data[: m.start()] + nest + data[m.end() :], what
+
+
 def mutate_cli(rng: random.Random, argv: list[str]) -> tuple[list[str], str]:
     """Replace one argument (an option's value or a positional) with a nasty value."""
     argv = list(argv)
@@ -417,6 +719,9 @@ def make_case(index: int, seed: int) -> Case:
     if kind == "cli":
         argv, what = mutate_cli(rng, rng.choice(CLI_BASES))
         return Case(index, kind, "cli", argv, [what])
+    if kind == "fio":
+        argv, what = mutate_fio_cli(rng, rng.choice(FIO_BASES))
+        return Case(index, kind, "cli", argv, [what])
     base, argv = rng.choice(BASES[kind])
     return Case(index, kind, base, list(argv))
 
@@ -424,15 +729,145 @@ def make_case(index: int, seed: int) -> Case:
 def apply_mutations(case: Case, casedir: Path) -> None:
     """Mutate the case's file in `casedir` (deterministic in the case's seed)."""
     rng = random.Random(f"vmio-fuzz-mutate:{case.index}:{case.base}:{case.argv}")
-    if case.kind == "cli":
+    if case.base == "cli" or case.kind == "regression":
         return
     path = casedir / case.base
     data = path.read_bytes()
     n = 1 + (rng.random() < 0.3) + (rng.random() < 0.1)
+    special = {"iozone": m_iozone, "compare": m_json_nest}.get(case.kind)
     for _ in range(n):
-        data, what = rng.choice(MUTATIONS)(rng, data)
+        mutation = special if special and rng.random() < 0.6 else rng.choice(MUTATIONS)
+        if case.base.endswith(".csv") and mutation is m_json_nest:
+            mutation = m_value
+        data, what = mutation(rng, data)
         case.mutations.append(what)
     path.write_bytes(data)
+
+
+# --- the regression corpus --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A failure the fuzzer found, kept as a case that must stay a success or a clean
+    error."""
+
+    name: str
+    finding: str
+    argv: tuple[str, ...]
+    setup: Callable[[Path], None] | None = None
+    module: str = "vmio"
+
+
+def _write(rel: str, text: str) -> Callable[[Path], None]:
+    return lambda d: (d / rel).write_text(text, encoding="utf-8")
+
+
+def _edit(rel: str, old: str, new: str) -> Callable[[Path], None]:
+    def apply(d: Path) -> None:
+        text = (d / rel).read_text(encoding="utf-8")
+        assert old in text, (rel, old)
+        (d / rel).write_text(text.replace(old, new, 1), encoding="utf-8")
+
+    return apply
+
+
+def _link(rel: str, target: str) -> Callable[[Path], None]:
+    return lambda d: (d / rel).symlink_to(target)
+
+
+# Nine more axes of ten values each on vc's experiment (10**9 points x its own).
+_BIG_GRID = "".join(
+    f'\n[[axis]]\nname = "x{k}"\ntarget = "job:s0.{opt}"\nvalues = [{vals}]\n'
+    for k, (opt, vals) in enumerate(
+        [
+            ("iodepth", ", ".join(f'"{v}"' for v in range(1, 11))),
+            ("numjobs", ", ".join(f'"{v}"' for v in range(1, 11))),
+            ("rwmixread", ", ".join(f'"{v}"' for v in range(10, 101, 10))),
+            ("thinktime", ", ".join(f'"{v}"' for v in range(10))),
+            ("thinktime_blocks", ", ".join(f'"{v}"' for v in range(1, 11))),
+            ("rate_iops", ", ".join(f'"{v}"' for v in range(1000, 10001, 1000))),
+            ("size", ", ".join(f'"{v}m"' for v in range(1, 11))),
+            ("offset", ", ".join(f'"{v}m"' for v in range(10))),
+            ("startdelay", ", ".join(f'"{v}"' for v in range(10))),
+        ]
+    )
+)
+
+REGRESSIONS: tuple[Regression, ...] = (
+    Regression(
+        "D1-fio-rate",
+        "D1: a counter per second of simulated time: --rate=1 allocated 4 GB and aborted",
+        ("fio", "--stack", "vc/stack.toml", "--name=j", "--rw=write", "--bs=4k", "--rate=1"),
+    ),
+    Regression(
+        "D1-job-rate",
+        "D1: a three-line job with rate=1 and no size",
+        ("sim", "--stack", "vc/stack.toml", "r.fio"),
+        _write("r.fio", "[j]\nrw=write\nrate=1\n"),
+    ),
+    Regression(
+        "D1-ram-latency",
+        'D1: a RAM device with latency = "1000d"',
+        ("sim", "--stack", "x/stack.toml", "x/job.fio"),
+        _edit("x/stack.toml", 'latency = "25us"', 'latency = "1000d"'),
+    ),
+    Regression(
+        "D2-deep-json",
+        "D2: vmio compare on '[' * 100000 + ']' * 100000 ended in a RecursionError",
+        ("compare", "deep.json", "cmp/sim.json"),
+        _write("deep.json", "[" * 100_000 + "]" * 100_000),
+    ),
+    Regression(
+        "D2-deep-unbalanced",
+        "D2: the same, unbalanced",
+        ("compare", "cmp/real.json", "deep.json"),
+        _write("deep.json", '{"jobs": ' + "[" * 100_000 + "}"),
+    ),
+    Regression(
+        "D3-dev-zero",
+        "D3: vmio compare read a link to /dev/zero until MemoryError",
+        ("compare", "zero.json", "cmp/sim.json"),
+        _link("zero.json", "/dev/zero"),
+    ),
+    Regression(
+        "D4-fifo",
+        "D4: vmio compare blocked forever on a FIFO",
+        ("compare", "cmp/real.json", "fifo"),
+    ),
+    Regression(
+        "D5-report-columns-list",
+        "D5: [report] columns = [\"bs\"] gave TypeError: unhashable type: 'list'",
+        ("study", "vc/experiment.toml", "--quick", "--parallel", "1"),
+        _edit("vc/experiment.toml", 'columns = "bs"', 'columns = ["bs"]'),
+    ),
+    Regression(
+        "D6-grid",
+        "D6: no bound on a study's grid: 9 extra axes of 10 values ran out of memory",
+        ("study", "vc/experiment.toml", "--quick", "--parallel", "1"),
+        lambda d: (d / "vc/experiment.toml").open("a", encoding="utf-8").write(_BIG_GRID),
+    ),
+    Regression(
+        "empty-value",
+        "a stack cut after `name = ` gave an error line with no message",
+        ("sim", "--stack", "t.toml", "vc/job.fio"),
+        _write("t.toml", "[[device]]\nname = "),
+    ),
+    Regression(
+        "serve-lockout",
+        "vmio serve: 255 idle handshaken connections locked every new client out",
+        ("lockout", "serve/stack.toml"),
+        module="vmio.nbdprobe",
+    ),
+)
+
+
+def regression_cases() -> list[Case]:
+    """The corpus as cases (indices -1, -2, ...; kind `regression`)."""
+    return [
+        Case(-1 - i, "regression", r.name, list(r.argv), [r.finding], r.setup, r.module)
+        for i, r in enumerate(REGRESSIONS)
+    ]
 
 
 # --- running and classifying -------------------------------------------------------------
@@ -481,11 +916,13 @@ def run_case(
     os.mkfifo(casedir / "vc" / "fifo")
     os.mkfifo(casedir / "mcfq" / "fifo")
     apply_mutations(case, casedir)
+    if case.setup is not None:
+        case.setup(casedir)
     argv = list(case.argv)
     if argv[0] == "study" and "--out" not in argv:
         argv += ["--out", "out"]
     env = {**os.environ, "VMIO_STRICT_ERRORS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "vmio", *argv]
+    cmd = [sys.executable, "-m", case.module, *argv]
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -509,7 +946,11 @@ def run_case(
     outcome = classify(proc.returncode, stderr, timed_out)
     result = Outcome(case, outcome, proc.returncode, stderr, seconds)
     if not result.ok and save is not None:
-        dest = save / f"{case.kind}-{case.index:05d}"
+        dest = save / (
+            f"{case.kind}-{case.base}"
+            if case.kind == "regression"
+            else f"{case.kind}-{case.index:05d}"
+        )
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(casedir, dest, symlinks=True, ignore=shutil.ignore_patterns("out", "fifo"))
@@ -518,7 +959,9 @@ def run_case(
             "#!/bin/sh\n# " + "; ".join(case.mutations) + f"\n# outcome: {outcome}\n"
             'cd "$(dirname "$0")" && for f in fifo vc/fifo mcfq/fifo; do '
             '[ -e "$f" ] || mkfifo "$f"; done\n'
-            f"rm -rf out; VMIO_STRICT_ERRORS=1 {shlex.join(['python', '-m', 'vmio', *argv])}\n",
+            "rm -rf out; VMIO_STRICT_ERRORS=1 "
+            + shlex.join(["python", "-m", case.module, *argv])
+            + "\n",
             encoding="utf-8",
         )
         (dest / "stderr.txt").write_text(stderr[-20000:], encoding="utf-8")
@@ -537,10 +980,14 @@ def run(
     kinds: tuple[str, ...] = KINDS,
     first: int = 0,
     log: Callable[[str], None] | None = None,
+    regressions: bool = False,
 ) -> list[Outcome]:
-    """Run cases `first`..`first+cases-1` of seed `seed` with `jobs` at once."""
+    """Run cases `first`..`first+cases-1` of seed `seed` with `jobs` at once, after the
+    regression corpus when `regressions`."""
     chosen = [make_case(i, seed) for i in range(first, first + cases)]
     chosen = [c for c in chosen if c.kind in kinds]
+    if regressions:
+        chosen = regression_cases() + chosen
     with tempfile.TemporaryDirectory(prefix="vmio-fuzz-") as tmp:
         base = Path(tmp) / "base"
         prepare_base(base)
@@ -567,7 +1014,7 @@ def summary(outcomes: list[Outcome]) -> str:
 
     header = ["kind", "cases", SUCCESS, CLEAN, "anything else", "seconds"]
     rows = []
-    for kind in (*KINDS, "all"):
+    for kind in (*KINDS, "regression", "all"):
         os_ = [o for o in outcomes if kind in ("all", o.case.kind)]
         if not os_:
             continue
@@ -615,6 +1062,11 @@ def main(argv: list[str] | None = None) -> int:
         "--kind", action="append", choices=KINDS, help="only cases of this kind (repeatable)"
     )
     p.add_argument(
+        "--regressions",
+        action="store_true",
+        help="also run the regression corpus (the findings kept as cases; see REGRESSIONS)",
+    )
+    p.add_argument(
         "--save",
         type=Path,
         default=Path("vmio-fuzz-failures"),
@@ -632,6 +1084,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds=tuple(a.kind or KINDS),
         first=a.first,
         log=lambda m: print(m, file=sys.stderr, flush=True),
+        regressions=a.regressions,
     )
     print(summary(outcomes))
     print(f"\n{len(outcomes)} cases, seed {a.seed}, in {time.monotonic() - t0:.0f} s")

@@ -12,12 +12,14 @@
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
 //! [`aligned`] (O_DIRECT payload buffers and their pool),
 //! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
-//! bounds, shutdown), [`options`] (the one table of the server's options and the
+//! bounds, shutdown), [`admission`] (who gets a slot when the server is full: per-peer
+//! limit, reserved slot, eviction of never-used connections), [`options`] (the one table of the server's options and the
 //! [`Config`] they make), [`limits`] (payload budget, rate-limited logging), [`pdc`]
 //! (`cache = "pdc"`: the journal detector and the bypass of the host page cache), [`stats`]
 //! (per-export counters), [`trace`] (`--trace`: every served request as a fio iolog v3). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
 //! the same [`server::start`] in process.
 
+pub mod admission;
 pub mod aligned;
 pub mod dispatch;
 pub mod export;

@@ -210,6 +210,17 @@ pub const OPTIONS: &[ServeOption] = &[
         get: |c| Some(Value::Number(c.max_connections as u64)),
     },
     ServeOption {
+        name: "max-connections-per-peer",
+        metavar: "N",
+        kind: Kind::Count { lo: 0, hi: 4096 },
+        default: Some("0"),
+        help: "connections one peer (a uid on a Unix socket, an address on TCP) may hold; \
+               0: --max-connections less the slot kept for a new peer",
+        rule: Rule::Free,
+        set: |c, v| c.max_connections_per_peer = v.number() as usize,
+        get: |c| Some(Value::Number(c.max_connections_per_peer as u64)),
+    },
+    ServeOption {
         name: "max-conn-payload",
         metavar: "SIZE",
         // At least one largest request, at most 1 TiB.
@@ -352,7 +363,11 @@ The kernel's page cache holds the data and does read-ahead, writeback and evicti
 SIGINT/SIGTERM: finish the requests in flight, flush, remove the socket, print statistics;
 connections still open after --shutdown-grace are closed (a second signal: at once).
 SIGUSR1: write the statistics file and print the statistics.
-Bounds: at most --max-connections clients (more are refused with NBD_REP_ERR_POLICY), at most
+Bounds: at most --max-connections clients, at most --max-connections-per-peer of one uid or
+address, the last slot kept for a new peer; when full, the connection that finished its
+handshake longest ago without sending a request is closed to admit the newcomer (one that has
+sent a request is never closed for idleness), else the newcomer is refused with
+NBD_REP_ERR_POLICY; at most
 --max-conn-payload / --max-total-payload bytes of payload in flight (past them a connection is
 not read until its replies drain), --handshake-timeout and --idle-timeout. Backing files are
 locked as QEMU locks images: a file another vmio serve or QEMU has open for writing is refused.
@@ -612,6 +627,9 @@ pub struct Config {
     pub signals: bool,
     /// Connections served at once (handshaking or transmitting); more are refused.
     pub max_connections: usize,
+    /// Connections one peer may hold; 0: `max_connections` less the reserved slot
+    /// ([`crate::admission`]).
+    pub max_connections_per_peer: usize,
     /// Payload bytes (READ buffers awaiting their reply, WRITE payloads) one connection may
     /// hold.
     pub max_conn_payload_bytes: u64,
@@ -647,6 +665,7 @@ impl Config {
             workers: 0,
             signals: true,
             max_connections: 0,
+            max_connections_per_peer: 0,
             max_conn_payload_bytes: 0,
             max_total_payload_bytes: 0,
             handshake_timeout: Duration::ZERO,

@@ -34,7 +34,14 @@
 //!   disk is idle (QEMU's NBD client does not reconnect by default), and holds no budget. Sockets carry 1 s `SO_RCVTIMEO`/`SO_SNDTIMEO` ticks so that
 //!   blocked reads and writes notice these deadlines.
 //!
-//! A connection past `max_connections` is refused politely without a thread of its own: a
+//! Who gets a slot when the table is full is [`crate::admission`]'s policy: at most
+//! `max_connections_per_peer` connections of one uid (Unix socket) or address (TCP), the
+//! last slot kept for a peer holding none, and a connection that finished its handshake and
+//! never sent a request is closed (the one unused longest) to admit a newcomer; one that has
+//! sent a request is never closed for idleness. The accept thread decides, under the
+//! registry's lock, from each connection's peer and [`crate::admission::Phase`].
+//!
+//! A connection the policy refuses is refused politely without a thread of its own: a
 //! single refuser thread polls up to [`REFUSING_MAX`] refused sockets at once (more are
 //! closed at once), sends the greeting, answers each option with `NBD_REP_ERR_POLICY` and
 //! "too many connections (limit N; --max-connections)" (`NBD_OPT_ABORT` with an ACK,
@@ -63,6 +70,7 @@
 //! "Option reply types", "Terminating the transmission phase"), qemu-nbd(8)
 //! (`--handshake-limit`, default 10 s).
 
+use crate::admission::{self, Decision, Peer, Phase, Policy, Refusal, Seat};
 use crate::dispatch::{Dispatcher, ReplySink, Request};
 use crate::export::{self, AlignedBuf, Export, ExportError};
 use crate::limits::{lock, shown, Budget, RateLog};
@@ -137,6 +145,9 @@ pub struct Usage {
     pub connections: usize,
     /// Connections refused (limit reached or no thread) since the start.
     pub refused: u64,
+    /// Connections closed to admit another (finished the handshake, never sent a request)
+    /// since the start.
+    pub evicted: u64,
     /// Payload bytes held now, and the most ever held.
     pub payload_bytes: u64,
     pub payload_peak_bytes: u64,
@@ -214,13 +225,17 @@ fn timed_out(e: &io::Error) -> bool {
     )
 }
 
-/// One admitted connection: its socket (shared by its reader, its writer and the registry)
-/// and when it last moved a byte.
+/// One admitted connection: its socket (shared by its reader, its writer and the registry),
+/// when it last moved a byte, who it is and how far it got (for [`crate::admission`]).
 struct Conn {
     id: u64,
     stream: Stream,
     epoch: Instant,
     last_ms: AtomicU64,
+    peer: Peer,
+    phase: Phase,
+    /// When the handshake finished (ms since the epoch).
+    ready_ms: AtomicU64,
 }
 
 impl Conn {
@@ -486,6 +501,7 @@ struct Shared {
     budget: Budget,
     log: RateLog,
     max_connections: usize,
+    policy: Policy,
     handshake_timeout: Duration,
     idle_timeout: Duration,
     shutdown_grace: Duration,
@@ -495,16 +511,65 @@ struct Shared {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     next_conn: AtomicU64,
     refused: AtomicU64,
+    evicted: AtomicU64,
     epoch: Instant,
     trace: Option<Tracer>,
 }
 
+/// The largest stack file read (as vmio's Python reader, `vmio.sim.MAX_INPUT_BYTES`).
+pub const MAX_STACK_BYTES: u64 = 16 << 20;
+
+/// Read a stack file: a regular file (a FIFO is opened without waiting for a writer and
+/// refused, as is a device such as /dev/zero) of at most [`MAX_STACK_BYTES`], UTF-8.
+fn read_stack(path: &Path) -> Result<String, ServeError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |msg: String| ServeError::ReadStack {
+        path: path.display().to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, msg),
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| ServeError::ReadStack {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+    let meta = f.metadata().map_err(|e| err(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(err("is a directory, not a file".into()));
+    }
+    if !meta.is_file() {
+        return Err(err(
+            "is not a regular file (a device, FIFO or socket)".into()
+        ));
+    }
+    if meta.len() > MAX_STACK_BYTES {
+        return Err(err(format!(
+            "is {} bytes; the limit is {MAX_STACK_BYTES} (16 MiB)",
+            meta.len()
+        )));
+    }
+    let mut data = Vec::new();
+    f.take(MAX_STACK_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| err(e.to_string()))?;
+    if data.len() as u64 > MAX_STACK_BYTES {
+        return Err(err(format!(
+            "is over the limit of {MAX_STACK_BYTES} bytes (16 MiB)"
+        )));
+    }
+    String::from_utf8(data).map_err(|e| {
+        err(format!(
+            "is not UTF-8 text (byte offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// Parse the stack file and open its exports (also used to check a stack without serving).
 pub fn load(stack_path: &Path, create: bool) -> Result<(Stack, Vec<Arc<Export>>), ServeError> {
-    let text = std::fs::read_to_string(stack_path).map_err(|e| ServeError::ReadStack {
-        path: stack_path.display().to_string(),
-        source: e,
-    })?;
+    let text = read_stack(stack_path)?;
     let mut stack = Stack::from_toml(&text, &stack_path.display().to_string())?;
     let dir = stack_path.parent().unwrap_or(Path::new("."));
     let exports = export::open_exports(&mut stack, dir, create)?;
@@ -652,6 +717,7 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
         ),
         log: RateLog::new("vmio-serve"),
         max_connections: cfg.max_connections,
+        policy: Policy::new(cfg.max_connections, cfg.max_connections_per_peer),
         handshake_timeout: cfg.handshake_timeout,
         idle_timeout: cfg.idle_timeout,
         shutdown_grace: cfg.shutdown_grace,
@@ -661,6 +727,7 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
         conns: Mutex::new(HashMap::new()),
         next_conn: AtomicU64::new(0),
         refused: AtomicU64::new(0),
+        evicted: AtomicU64::new(0),
         epoch,
         trace,
     });
@@ -685,14 +752,8 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
         e
     };
     let (refuse_tx, refuse_rx) = crossbeam_channel::bounded(REFUSING_MAX);
-    let msg = format!(
-        "too many connections (limit {}; --max-connections)",
-        cfg.max_connections
-    );
-    let refuser = spawn("refuser", "vmio-refuser".into(), move || {
-        refuser(refuse_rx, msg)
-    })
-    .map_err(|e| fail(e, &shared))?;
+    let refuser = spawn("refuser", "vmio-refuser".into(), move || refuser(refuse_rx))
+        .map_err(|e| fail(e, &shared))?;
     let sh = shared.clone();
     let accept = spawn("accept", "vmio-accept".into(), move || {
         accept_loop(listener, sh, refuse_tx)
@@ -807,6 +868,7 @@ impl Server {
         Usage {
             connections: lock(&self.shared.conns).len(),
             refused: self.shared.refused.load(Ordering::Relaxed),
+            evicted: self.shared.evicted.load(Ordering::Relaxed),
             payload_bytes,
             payload_peak_bytes,
         }
@@ -955,7 +1017,7 @@ impl Drop for Registered {
 fn accept_loop(
     listener: Listener,
     sh: Arc<Shared>,
-    refuse: crossbeam_channel::Sender<Stream>,
+    refuse: crossbeam_channel::Sender<(Stream, String)>,
 ) -> Accepted {
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let fatal = loop {
@@ -982,17 +1044,14 @@ fn accept_loop(
         };
         threads.retain(|t| !t.is_finished());
         let id = sh.next_conn.fetch_add(1, Ordering::Relaxed);
+        let peer = peer_of(&stream);
         // Only this thread adds connections, so the count cannot grow past the check.
-        if lock(&sh.conns).len() >= sh.max_connections {
+        if let Err(why) = make_room(&sh, peer, id) {
             sh.refused.fetch_add(1, Ordering::Relaxed);
-            sh.log.log(|| {
-                format!(
-                    "connection {id}: refused: too many connections (limit {})",
-                    sh.max_connections
-                )
-            });
+            let msg = refusal_text(&sh, why, peer);
+            sh.log.log(|| format!("connection {id}: refused: {msg}"));
             // A full refuser drops (closes) the connection at once.
-            let _ = refuse.try_send(stream);
+            let _ = refuse.try_send((stream, msg));
             continue;
         }
         let conn = Arc::new(Conn {
@@ -1000,6 +1059,9 @@ fn accept_loop(
             stream,
             epoch: sh.epoch,
             last_ms: AtomicU64::new(0),
+            peer,
+            phase: Phase::default(),
+            ready_ms: AtomicU64::new(0),
         });
         conn.touch();
         lock(&sh.conns).insert(id, conn.clone());
@@ -1049,9 +1111,102 @@ fn accept_loop(
     Accepted { threads, fatal }
 }
 
+/// Who is at the other end: the uid of a Unix-socket peer (`SO_PEERCRED`, unix(7)), the
+/// address of a TCP peer.
+fn peer_of(stream: &Stream) -> Peer {
+    match stream {
+        Stream::Unix(s) => {
+            let mut cred = libc::ucred {
+                pid: 0,
+                uid: 0,
+                gid: 0,
+            };
+            let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+            // SAFETY: cred and len are valid for writes of the sizes given.
+            let r = unsafe {
+                libc::getsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_PEERCRED,
+                    (&mut cred as *mut libc::ucred).cast(),
+                    &mut len,
+                )
+            };
+            if r == 0 {
+                Peer::Uid(cred.uid)
+            } else {
+                Peer::Unknown
+            }
+        }
+        Stream::Tcp(s) => s.peer_addr().map_or(Peer::Unknown, |a| Peer::Addr(a.ip())),
+    }
+}
+
+/// Apply the admission policy for connection `id` from `peer`: Ok once there is a slot
+/// (after evicting a never-used connection if the policy says so).
+fn make_room(sh: &Shared, peer: Peer, id: u64) -> Result<(), Refusal> {
+    // A victim that sends its first request while being chosen is not evicted; choose again
+    // (each retry sees one more used connection, so this ends).
+    loop {
+        let mut conns = lock(&sh.conns);
+        let seats: Vec<Seat> = conns
+            .values()
+            .map(|c| Seat {
+                id: c.id,
+                peer: c.peer,
+                unused_since: (c.phase.get() == admission::UNUSED)
+                    .then(|| c.ready_ms.load(Ordering::SeqCst)),
+            })
+            .collect();
+        match sh.policy.admit(peer, &seats) {
+            Decision::Admit => return Ok(()),
+            Decision::Refuse(why) => return Err(why),
+            Decision::Evict(victim) => {
+                let Some(v) = conns.get(&victim).cloned() else {
+                    continue;
+                };
+                if !v.phase.evict() {
+                    continue;
+                }
+                conns.remove(&victim);
+                drop(conns);
+                v.stream.shutdown(std::net::Shutdown::Both);
+                sh.evicted.fetch_add(1, Ordering::Relaxed);
+                sh.log.log(|| {
+                    format!(
+                        "connection {victim} ({}): closed to admit connection {id}: it finished \
+                         its handshake {:?} ago and never sent a request",
+                        v.peer,
+                        Duration::from_millis(
+                            v.now_ms().saturating_sub(v.ready_ms.load(Ordering::SeqCst))
+                        )
+                    )
+                });
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// What a refused client is told (and the log line says).
+fn refusal_text(sh: &Shared, why: Refusal, peer: Peer) -> String {
+    match why {
+        Refusal::Full => format!(
+            "too many connections (limit {}; --max-connections)",
+            sh.max_connections
+        ),
+        Refusal::PerPeer => format!(
+            "too many connections from {peer} (limit {}; --max-connections-per-peer)",
+            sh.policy.per_peer
+        ),
+    }
+}
+
 /// A refused connection being told so.
 struct Refusing {
     s: Stream,
+    /// Why, as NBD_REP_ERR_POLICY's message.
+    msg: String,
     deadline: Instant,
     /// Bytes of the current item (client flags, then option headers).
     got: Vec<u8>,
@@ -1161,14 +1316,15 @@ impl Refusing {
 
 /// Tell refused connections so, [`REFUSING_MAX`] at a time, each for [`REFUSE_WITHIN`] at
 /// most, from one thread: greeting, then `NBD_REP_ERR_POLICY` to every option.
-fn refuser(rx: crossbeam_channel::Receiver<Stream>, msg: String) {
+fn refuser(rx: crossbeam_channel::Receiver<(Stream, String)>) {
     let mut set: Vec<Refusing> = Vec::new();
-    let add = |set: &mut Vec<Refusing>, s: Stream| {
+    let add = |set: &mut Vec<Refusing>, (s, msg): (Stream, String)| {
         if s.set_nonblocking(true).is_err() {
             return;
         }
         let mut r = Refusing {
             s,
+            msg: msg.clone(),
             deadline: Instant::now() + REFUSE_WITHIN,
             got: Vec::new(),
             flags_read: false,
@@ -1211,7 +1367,10 @@ fn refuser(rx: crossbeam_channel::Receiver<Stream>, msg: String) {
             let ready = fds.get(i).is_some_and(|f| f.revents != 0);
             i += 1;
             if ready {
-                r.progress(&msg)
+                let msg = std::mem::take(&mut r.msg);
+                let go_on = r.progress(&msg);
+                r.msg = msg;
+                go_on
             } else {
                 now < r.deadline
             }
@@ -1324,6 +1483,8 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
     conn.stream.set_read_timeout(Some(TICK))?;
     conn.stream.set_write_timeout(Some(TICK))?;
     conn.touch();
+    conn.ready_ms.store(conn.now_ms(), Ordering::SeqCst);
+    conn.phase.handshaken();
     let (txc, rx) = crossbeam_channel::unbounded();
     let out = Arc::new(ConnOut {
         tx: txc,
@@ -1418,6 +1579,11 @@ fn transmission(
     let mut h = [0u8; REQUEST_BYTES];
     loop {
         if !read_full(rd, &mut h, false, conn, out)? {
+            return Ok(());
+        }
+        // The first request makes the connection a used one, never evicted; an evicted one
+        // executes nothing.
+        if !conn.phase.use_it() {
             return Ok(());
         }
         let arrived = Instant::now();

@@ -86,10 +86,14 @@ fn partial_write(c: &mut Raw) -> bool {
 fn a_client_past_the_connection_limit_is_refused_with_policy_and_the_server_keeps_serving() {
     let dir = tempdir("limit");
     let (srv, sock) = in_process(&dir, &stack("single", "8m", 4 << 20, &["writeback"]), |c| {
-        c.max_connections = 2
+        // The third slot is kept for another peer.
+        c.max_connections = 3;
+        c.max_connections_per_peer = 2;
     });
+    // One connection in the handshake and one that has sent requests: neither is evictable.
     let a = Raw::connect(&sock);
     let (mut b, _) = Raw::go(&sock, "vm1");
+    write_and_verify(&mut b, 10, 0, 0x11);
     wait_until("two admitted", Duration::from_secs(5), || {
         srv.usage().connections == 2
     });
@@ -99,9 +103,11 @@ fn a_client_past_the_connection_limit_is_refused_with_policy_and_the_server_keep
     c.option(OPT_LIST, &[]);
     let (ty, msg) = c.option_reply();
     assert_eq!(ty, REP_ERR_POLICY);
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
     assert_eq!(
         String::from_utf8(msg).unwrap(),
-        "too many connections (limit 2; --max-connections)"
+        format!("too many connections from uid {uid} (limit 2; --max-connections-per-peer)")
     );
     let mut d = 3u32.to_be_bytes().to_vec();
     d.extend_from_slice(b"vm1\0\0");
@@ -116,13 +122,49 @@ fn a_client_past_the_connection_limit_is_refused_with_policy_and_the_server_keep
     assert!(silent.closed());
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(srv.usage().refused, 2);
+    assert_eq!(srv.usage().evicted, 0);
     // The admitted ones still work; once one leaves, a new client is admitted.
-    write_and_verify(&mut b, 10, 0, 0x11);
+    write_and_verify(&mut b, 20, 0, 0x12);
     drop(a);
     wait_until("one left", Duration::from_secs(5), || {
         srv.usage().connections == 1
     });
     still_serves(&sock);
+    srv.shutdown();
+    srv.wait().unwrap();
+}
+
+#[test]
+fn a_full_server_closes_the_connection_unused_longest_to_admit_a_client_and_keeps_used_ones() {
+    let dir = tempdir("evict");
+    let (srv, sock) = in_process(&dir, &stack("single", "8m", 4 << 20, &["writeback"]), |c| {
+        c.max_connections = 3
+    });
+    // One peer may hold 3 - 1 (the reserved slot) = 2: one unused, one used.
+    let (mut unused, _) = Raw::go(&sock, "vm1");
+    let (mut used, _) = Raw::go(&sock, "vm1");
+    write_and_verify(&mut used, 1, 0, 0x21);
+    wait_until("two admitted", Duration::from_secs(5), || {
+        srv.usage().connections == 2
+    });
+    // A new client of the same peer evicts the unused connection and is served.
+    let (mut fresh, _) = Raw::go(&sock, "vm1");
+    write_and_verify(&mut fresh, 2, 4096, 0x22);
+    assert!(unused.closed(), "the never-used connection was closed");
+    assert_eq!(srv.usage().evicted, 1);
+    // The used one, idle meanwhile, still works; a further client of the peer is refused
+    // (nothing of it is unused), with the per-peer reason.
+    write_and_verify(&mut used, 3, 8192, 0x23);
+    let mut late = Raw::connect(&sock);
+    late.send(&3u32.to_be_bytes());
+    late.option(OPT_LIST, &[]);
+    let (ty, msg) = late.option_reply();
+    assert_eq!(ty, REP_ERR_POLICY);
+    assert!(
+        String::from_utf8_lossy(&msg).contains("--max-connections-per-peer"),
+        "{msg:?}"
+    );
+    assert_eq!(srv.usage().evicted, 1);
     srv.shutdown();
     srv.wait().unwrap();
 }

@@ -273,3 +273,34 @@ fn a_sharing_device_is_a_backing_file_of_its_capacity_when_it_has_no_size() {
     assert_eq!(size, 8 << 20);
     assert_eq!(std::fs::metadata(dir.join("b.img")).unwrap().len(), 4 << 20);
 }
+
+#[test]
+fn a_stack_that_is_a_device_a_fifo_or_over_16_mib_is_refused_without_being_read() {
+    let dir = tempdir("stack-input");
+    let fifo = dir.join("stack.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let big = dir.join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((16 << 20) + 1)
+        .unwrap();
+    for (path, says) in [
+        (
+            std::path::PathBuf::from("/dev/zero"),
+            "is not a regular file",
+        ),
+        (fifo, "is not a regular file"),
+        (big, "is 16777217 bytes; the limit is 16777216 (16 MiB)"),
+    ] {
+        let err = match vmio_serve::server::load(&path, false) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{} was accepted", path.display()),
+        };
+        assert!(
+            err.starts_with(&format!("{}: ", path.display())) && err.contains(says),
+            "{err}"
+        );
+    }
+}

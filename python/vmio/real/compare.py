@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 import statistics
@@ -82,9 +81,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vmio import results
+from vmio import boundedjson, results
 from vmio.fioreport import text_table
-from vmio.sim import VmioError
+from vmio.sim import VmioError, read_text
+
+INPUT = "compare input"
+"""How errors name a file `vmio compare` reads; every one is read by `vmio.sim.read_text` (a
+regular file of at most 16 MiB: a device or FIFO is refused, never read or waited on) and its
+JSON parsed by `vmio.boundedjson` (nesting at most 64 deep)."""
 
 Key = tuple[tuple[str, str], ...]
 """A point's identity: (column, value) pairs, e.g. (("job", "rr"), ("direction", "read"))."""
@@ -200,9 +204,10 @@ def load(path: Path, side: str = "real") -> dict[Key, Metrics]:
         raise VmioError(f"'{path}': no such file or directory")
     if path.name == RESULTS_CSV:
         return load_results_csv(path)
-    if (doc := _images_figures(path)) is not None:
+    text = read_text(path, INPUT)
+    if (doc := _images_figures(path, text)) is not None:
         return _images_points(path, doc, side)
-    return _json_points(path)
+    return _json_points(path, text)
 
 
 IMAGES_TAG = "vmio_real_images"
@@ -210,18 +215,13 @@ IMAGES_TAG = "vmio_real_images"
 IMAGES_FIELDS = ("bw_bytes", "iops", "lat_mean_ns")
 
 
-def _images_figures(path: Path) -> dict[str, Any] | None:
-    """The image checks' figures document at `path`, or None when it is something else."""
-    try:
-        head = path.read_text(encoding="utf-8")[:4096]
-    except (OSError, UnicodeDecodeError):
-        return None
+def _images_figures(path: Path, text: str) -> dict[str, Any] | None:
+    """The image checks' figures document `text` (of `path`), or None when it is something
+    else."""
+    head = text[:4096]
     if not head.lstrip().startswith("{") or f'"{IMAGES_TAG}"' not in head:
         return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise VmioError(f"'{path}': line {err.lineno}: {err.msg}") from None
+    doc = boundedjson.loads(text, f"'{path}'")
     return doc if isinstance(doc, dict) and IMAGES_TAG in doc else None
 
 
@@ -302,8 +302,8 @@ def timing_excluded(result: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _json_points(path: Path) -> dict[Key, Metrics]:
-    result = read_fio_json(path)
+def _json_points(path: Path, text: str | None = None) -> dict[Key, Metrics]:
+    result = read_fio_json(path, text)
     why = timing_excluded(result)
     names: dict[str, list[int]] = {}
     for i, job in enumerate(result["jobs"]):
@@ -329,19 +329,13 @@ def _json_points(path: Path) -> dict[Key, Metrics]:
     return points
 
 
-def read_fio_json(path: Path) -> dict[str, Any]:
-    """A fio JSON output (fio's or vmio sim's), skipping lines fio may print before it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise VmioError(f"'{path}' is not a fio JSON output (not UTF-8 text)") from None
+def read_fio_json(path: Path, text: str | None = None) -> dict[str, Any]:
+    """A fio JSON output (fio's or vmio sim's), skipping lines fio may print before it;
+    `text`: the file's text when already read."""
+    if text is None:
+        text = read_text(path, INPUT)
     start = 0 if text.startswith("{") else text.find("\n{") + 1
-    try:
-        result, _ = json.JSONDecoder().raw_decode(text, start)
-    except json.JSONDecodeError as err:
-        raise VmioError(
-            f"'{path}' is not a fio JSON output: line {err.lineno}: {err.msg}"
-        ) from None
+    result = boundedjson.loads(text, f"'{path}' is not a fio JSON output", start=start)
     jobs = result.get("jobs") if isinstance(result, dict) else None
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
         raise VmioError(f"'{path}' is not a fio JSON output (no \"jobs\" list of objects)")
@@ -352,7 +346,7 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
     """The points of a study's tidy results.csv, read by column names."""
     not_axes = {*NOT_AXES_EXTRA, *(name for name, _ in results.TIDY_SCHEMA_FIXED)}
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        with io.StringIO(read_text(path, INPUT), newline="") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             missing = [c for c in CSV_NEEDED if c not in header]
@@ -377,8 +371,6 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
                 points[key] = Metrics(
                     *(_number(path, line, c, row[c]) for c in CSV_METRICS), excluded=why
                 )
-    except UnicodeDecodeError:
-        raise VmioError(f"'{path}' is not a study results.csv (not UTF-8 text)") from None
     except csv.Error as err:
         raise VmioError(f"'{path}' is not a study results.csv: {err}") from None
     return points

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vmio import stackfile
-from vmio.sim import VmioError, native
+from vmio.sim import VmioError, native, read_text
 
 
 def serve(stack: str | Path, **options: object) -> list[dict]:
@@ -55,8 +55,7 @@ def serve(stack: str | Path, **options: object) -> list[dict]:
     nat = native()
     if not hasattr(nat, "serve_options"):
         raise VmioError("this build of vmio has no NBD server; reinstall vmio (pip install .)")
-    if not Path(stack).is_file():
-        raise VmioError(f"stack file '{stack}' does not exist")
+    read_text(stack, "stack file")  # the bounded reader's checks and errors, before Rust's
     # The server's own handlers (SIGINT, SIGTERM, SIGUSR1) replace Python's while it runs.
     old = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

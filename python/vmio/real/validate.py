@@ -59,7 +59,6 @@ method, this machine's figures and what the model cannot predict.
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import statistics
@@ -70,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from vmio import stackfile
+from vmio import boundedjson, stackfile
 from vmio.progress import Progress
 from vmio.real import calibrate, compare
 from vmio.real.calibrate import direct_ok, fio_json, write_through
@@ -532,7 +531,9 @@ def record(out: Path, raid0_out: Path | None, seed: int, runtime_s: float) -> di
     calibrated stack, the family's seed, each point's real median and spread and the
     simulator's figures of the time."""
     stack = out / "calibration" / "stack.toml"
-    measured = json.loads((out / "calibration" / "measurements.json").read_text())
+    measured = boundedjson.read_json(
+        out / "calibration" / "measurements.json", "calibration measurements"
+    )
     parts = {"heldout": out}
     if raid0_out is not None:
         parts["raid0"] = raid0_out
@@ -551,7 +552,7 @@ def record(out: Path, raid0_out: Path | None, seed: int, runtime_s: float) -> di
         c = compare.compare(real, sim)
         names = sorted({dict(k)["file"] for k in real})
         directs = {
-            json.loads(p.read_text())["jobs"][0]["job options"].get("direct", "1")
+            compare.read_fio_json(p)["jobs"][0]["job options"].get("direct", "1")
             for p in (d / "real").glob("*.json")
         }
         doc["parts"][part] = {
