@@ -56,7 +56,7 @@ def test_a_short_fuzz_pass_finds_only_successes_and_clean_errors(tmp_path):
 
 # Findings whose fix is not on this branch (D1: per-second counters over simulated time; D5:
 # [report] columns as a list; D6: the study grid's bound); drop a name once its fix is merged.
-PENDING = {"D1-fio-rate", "D1-job-rate", "D1-ram-latency", "D5-report-columns-list", "D6-grid"}
+PENDING = {"D1-fio-rate", "D1-job-rate", "D1-ram-latency"}
 
 
 @pytest.fixture(scope="module")
