@@ -223,3 +223,27 @@ def test_importing_the_vmio_package_loads_only_what_is_used():
     code = "import vmio; print(vmio.run_study.__module__, vmio.fio_text.__module__)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.stdout.split() == ["vmio.study.runner", "vmio.fioreport"], r.stderr
+
+
+def test_bench_startup_prints_every_phase_of_a_short_vmio_sim():
+    r = run_vmio("bench", "startup", "--runs", "1")
+    assert r.returncode == 0, r.stderr
+    rows = [line.strip().split("  ")[0] for line in r.stdout.splitlines()[2:11]]
+    assert rows == [
+        "interpreter",
+        "imports",
+        "native call",
+        "of which native set-up",
+        "rest of 'sim'",
+        "outside the simulation",
+        "whole process",
+        "whole process, CPU",
+        "one-request process, CPU",
+    ]
+
+
+def test_version_prints_the_installed_version_and_exits_0():
+    from vmio.version import __version__
+
+    r = run_vmio("--version")
+    assert (r.returncode, r.stdout) == (0, f"vmio {__version__}\n")
