@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -184,3 +186,64 @@ def test_without_a_job_file_a_stack_with_no_workload_is_an_error(write_stack):
     assert r.returncode == 2
     assert "no job file given and no [[vm]] has a workload" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+HEAVY_MODULES = ("numpy", "pyarrow", "pandas", "matplotlib", "vmio.study", "vmio.real")
+
+
+def test_vmio_sim_runs_without_loading_numpy_pyarrow_matplotlib_or_the_studies(
+    write_stack, write_job
+):
+    # `vmio sim` runs in the process as `python -m vmio sim` does; then the modules it loaded
+    # are listed. The heavy libraries belong to the studies and benchmarks only.
+    code = (
+        "import sys, contextlib, io\n"
+        "from vmio.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    status = main(sys.argv[1:])\n"
+        f"print(status, *sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY_MODULES!r}\n"
+        f"    or m.startswith(('vmio.study', 'vmio.real'))))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "sim", "--stack", str(write_stack()), str(write_job())],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]
+
+
+def test_importing_the_vmio_package_loads_only_what_is_used():
+    # The public API (`vmio.simulate`, `vmio.run_study`, ...) is imported on first use.
+    code = "import sys, vmio; print(*sorted(m for m in sys.modules if m.startswith('vmio')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["vmio"]
+    code = "import vmio; print(vmio.run_study.__module__, vmio.fio_text.__module__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.stdout.split() == ["vmio.study.runner", "vmio.fioreport"], r.stderr
+
+
+def test_bench_startup_prints_every_phase_of_a_short_vmio_sim():
+    r = run_vmio("bench", "startup", "--runs", "1")
+    assert r.returncode == 0, r.stderr
+    rows = [line.strip().split("  ")[0] for line in r.stdout.splitlines()[2:11]]
+    assert rows == [
+        "interpreter",
+        "imports",
+        "native call",
+        "of which native set-up",
+        "rest of 'sim'",
+        "outside the simulation",
+        "whole process",
+        "whole process, CPU",
+        "one-request process, CPU",
+    ]
+
+
+def test_version_prints_the_installed_version_and_exits_0():
+    from vmio.version import __version__
+
+    r = run_vmio("--version")
+    assert (r.returncode, r.stdout) == (0, f"vmio {__version__}\n")

@@ -18,13 +18,53 @@ reports and plots. The Python API in short:
 Every bad input raises `vmio.VmioError`, whose message is meant for the user.
 """
 
-from vmio.api import DirectionResult, JobResult, SimResult, simulate
-from vmio.fioreport import fio_text
-from vmio.sim import VmioError, parse_size, simulate_text
-from vmio.study.evaluation import StudyResult
-from vmio.study.experiment import Experiment, load_experiment
-from vmio.study.runner import StudyEvent, run_study
-from vmio.version import __version__
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vmio.api import DirectionResult, JobResult, SimResult, simulate
+    from vmio.fioreport import fio_text
+    from vmio.sim import VmioError, parse_size, simulate_text
+    from vmio.study.evaluation import StudyResult
+    from vmio.study.experiment import Experiment, load_experiment
+    from vmio.study.runner import StudyEvent, run_study
+    from vmio.version import __version__
+
+# Each public name and the module that defines it, imported on first use (PEP 562's module
+# `__getattr__`): `vmio sim` imports the package but needs neither the studies nor the table
+# and plot libraries they bring (pyarrow, numpy, matplotlib).
+_LAZY = {
+    "DirectionResult": "vmio.api",
+    "Experiment": "vmio.study.experiment",
+    "JobResult": "vmio.api",
+    "SimResult": "vmio.api",
+    "StudyEvent": "vmio.study.runner",
+    "StudyResult": "vmio.study.evaluation",
+    "VmioError": "vmio.sim",
+    "__version__": "vmio.version",
+    "fio_text": "vmio.fioreport",
+    "load_experiment": "vmio.study.experiment",
+    "parse_size": "vmio.sim",
+    "run_study": "vmio.study.runner",
+    "simulate": "vmio.api",
+    "simulate_text": "vmio.sim",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vmio' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "DirectionResult",

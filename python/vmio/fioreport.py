@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vmio.results import DIRECTIONS, job_options
+from vmio.fiojson import DIRECTIONS, job_options
 from vmio.sim import VmioError, parse_size
 
 _SI = ("", "k", "M", "G", "T", "P")

@@ -31,9 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from vmio.fiojson import DIRECTIONS, job_options  # noqa: F401 (re-exported)
 from vmio.sim import parse_size
-
-DIRECTIONS = ("read", "write", "trim")
 
 # Which directions a fio `rw=` value exercises (fio's documented rw values).
 _RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
@@ -85,12 +84,6 @@ POINTS_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("machine_json", pa.string()),
 )
 """The points table's columns after `study`, `point` and the axes."""
-
-
-def job_options(result: Mapping[str, Any], job_index: int = 0) -> dict[str, str]:
-    """Effective options of one job: the global section overlaid with the job's own."""
-    job = result["jobs"][job_index]
-    return {**result.get("global options", {}), **job.get("job options", {})}
 
 
 def directions_of(rw: str) -> tuple[str, ...]:

@@ -10,15 +10,14 @@ own errors; never as a traceback. Files the user names as inputs are only read.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vmio.cli import bench, calibrate, compare, fio, help, serve, sim, study, trace, validate
 from vmio.cli.common import EXIT_USAGE, Formatter, Parser, error_line
 from vmio.sim import VmioError, check_path
-from vmio.version import __version__
 
 MAIN_EPILOG = """\
 examples:
@@ -35,7 +34,42 @@ Every command takes --help. Bad input ends with 'vmio: error: ...' and exit stat
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """argparse's `version` action, with the version looked up only when asked for
+    (`importlib.metadata` is slow to import)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from vmio.version import __version__
+
+        sys.stdout.write(f"vmio {__version__}\n")
+        parser.exit()
+
+
+COMMANDS = (
+    "sim",
+    "fio",
+    "study",
+    "trace",
+    "serve",
+    "bench",
+    "help",
+    "calibrate",
+    "compare",
+    "validate",
+)
+"""The subcommands, in `vmio --help`'s order; `vmio.cli.<name>` defines each (`add_parser`,
+`cmd_<name>`)."""
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `vmio` parser; with `only`, the subcommand `only` alone, so that the modules of the
+    others (and what they import: numpy, pyarrow, ...) are not loaded to run it."""
     p = Parser(
         prog="vmio",
         description="vmio: a laboratory for the storage I/O of VMs on KVM hosts. Simulates the "
@@ -44,11 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=MAIN_EPILOG,
         formatter_class=Formatter,
     )
-    p.add_argument("--version", action="version", version=f"vmio {__version__}")
+    p.add_argument(
+        "--version", action=_Version, nargs=0, help="show program's version number and exit"
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    for command in (sim, fio, study, trace, serve, bench, help, calibrate, compare, validate):
-        command.add_parser(sub)
+    for name in COMMANDS if only is None else (only,):
+        importlib.import_module(f"vmio.cli.{name}").add_parser(sub)
     return p
 
 
@@ -58,7 +94,11 @@ instead of becoming an error line: they show where a check is missing."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A command line that starts with a command needs that command's parser only; any other
+    # (no command, --help, --version, a misspelt command) gets them all, for the full help
+    # and argparse's list of choices.
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -4,7 +4,11 @@ whole study's wall time) and the NBD server against qemu-nbd and nbdkit (`bench 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +33,87 @@ examples:
   vmio bench sim
   vmio bench sim --case pagecache-hit-randread-4k --no-study
   vmio bench sim --quick
+"""
+
+BENCH_STARTUP_EPILOG = """\
+'vmio bench startup' runs 'python -m vmio sim' of a short job (one SSD, 4 KiB random reads
+at QD32, 200,000 requests) several times, each in a fresh process, and splits its wall time:
+  interpreter       the process's wall time less what the phases below measured in it;
+  imports           importing vmio.cli and the 'sim' command's module;
+  native call       vmio._native.simulate: parsing the stack and job, building the simulator,
+                    the simulation, fio's JSON text;
+  native set-up     the same call with a job of one request: its fixed part;
+  rest of 'sim'     argparse, reading the files, json.loads, the report, writing it;
+  CPU rows          user + system time of the whole process (200,000 requests, and 1).
+Wall-clock numbers: they vary from run to run (the medians and minima are printed); tests
+never assert them.
+
+examples:
+  vmio bench startup
+  vmio bench startup --runs 10
+  vmio bench startup --python /path/to/other/venv/bin/python
+"""
+
+STARTUP_STACK = """\
+[host]
+hypervisor = "native"
+
+[[device]]
+name = "ssd"
+model = "ssd"
+profile = "samsung-840pro-256g"
+
+[[volume]]
+name = "vol"
+layout = "single"
+devices = ["ssd"]
+
+[scheduler]
+name = "none"
+
+[[vm]]
+name = "host"
+
+[[vm.disk]]
+name = "vda"
+volume = "vol"
+interface = "host"
+cache = "none"
+"""
+
+STARTUP_JOB = """\
+[global]
+ioengine=libaio
+direct=1
+rw=randread
+bs=4k
+iodepth=32
+number_ios={ios}
+
+[qd32]
+filename=/dev/vda
+"""
+
+# Run in a fresh interpreter by `vmio bench startup`: `vmio sim` as `python -m vmio sim` runs
+# it (`vmio.cli.main`), with the native call timed by a wrapper; prints the phases as JSON.
+STARTUP_PROBE = """\
+import contextlib, io, json, sys, time
+t0 = time.perf_counter()
+from vmio.cli import main
+import vmio.cli.sim as sim
+t1 = time.perf_counter()
+native_s = []
+def timed(*args, _run=sim.simulate_text):
+    t = time.perf_counter()
+    try:
+        return _run(*args)
+    finally:
+        native_s.append(time.perf_counter() - t)
+sim.simulate_text = timed
+with contextlib.redirect_stdout(io.StringIO()):
+    status = main(sys.argv[1:])
+t2 = time.perf_counter()
+print(json.dumps({"status": status, "imports": t1 - t0, "main": t2 - t1, "native": sum(native_s)}))
 """
 
 BENCH_SERVE_EPILOG = """\
@@ -84,6 +169,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     bs.add_argument("--quick", action="store_true", help="time the study with --quick")
     bs.set_defaults(func=cmd_bench_sim)
+    bst = bsub.add_parser(
+        "startup",
+        help="where the wall time of a short 'vmio sim' goes (imports, native call, report)",
+        description="Measure the fixed cost of 'vmio sim': fresh processes, phase by phase.",
+        epilog=BENCH_STARTUP_EPILOG,
+        formatter_class=Formatter,
+    )
+    bst.add_argument(
+        "--runs",
+        type=int_in(1, 100),
+        default=5,
+        metavar="N",
+        help="processes per measurement, 1..100 (default 5)",
+    )
+    bst.add_argument(
+        "--python",
+        type=Path,
+        metavar="PATH",
+        help="the Python interpreter whose vmio installation to measure, e.g. another "
+        "checkout's virtual environment, for a before/after comparison (default: this one)",
+    )
+    bst.set_defaults(func=cmd_bench_startup)
     bsv = bsub.add_parser(
         "serve",
         help="vmio serve vs qemu-nbd and nbdkit, and weighted sharing under cfq",
@@ -118,7 +225,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    raise VmioError("missing what to benchmark (vmio bench sim | vmio bench serve IMAGE)")
+    raise VmioError(
+        "missing what to benchmark (vmio bench sim | vmio bench startup | vmio bench serve IMAGE)"
+    )
 
 
 def cmd_bench_serve(args: argparse.Namespace) -> int:
@@ -197,4 +306,68 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
         "(building the stack, e.g. aging an SSD) is not in them. Peak RSS is that of this whole "
         "process so far."
     )
+    return 0
+
+
+def _startup_run(python: str, stack: Path, job: Path) -> dict[str, float]:
+    """One fresh `python -m vmio sim` of `job` on `stack` under STARTUP_PROBE: its phases in
+    seconds, `process` the whole process's wall time and `cpu` its CPU time (user + system)."""
+    argv = ["sim", "--stack", str(stack), str(job), "--output-format", "json"]
+    t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(
+        [python, "-c", STARTUP_PROBE, *argv], capture_output=True, text=True, check=False
+    )
+    process = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the runs are one at a time
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if r.returncode != 0:
+        raise VmioError(f"bench startup: 'vmio sim' failed: {r.stderr.strip()[-300:]}")
+    phases = json.loads(r.stdout.splitlines()[-1])
+    if phases.pop("status") != 0:
+        raise VmioError(f"bench startup: 'vmio sim' failed: {r.stderr.strip()[-300:]}")
+    return {**phases, "process": process, "cpu": cpu}
+
+
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="vmio-bench-") as tmp:
+        stack, job, one = Path(tmp) / "stack.toml", Path(tmp) / "job.fio", Path(tmp) / "one.fio"
+        stack.write_text(STARTUP_STACK, encoding="utf-8")
+        job.write_text(STARTUP_JOB.format(ios=200_000), encoding="utf-8")
+        one.write_text(STARTUP_JOB.format(ios=1), encoding="utf-8")
+        print(f"vmio: bench: startup, {args.runs} x 2 processes ...", file=sys.stderr, flush=True)
+        python = str(args.python or sys.executable)
+        runs, ones = [], []
+        for _ in range(args.runs):  # alternated, so that a slow spell hits both
+            runs.append(_startup_run(python, stack, job))
+            ones.append(_startup_run(python, stack, one))
+    phases = {
+        "interpreter": [r["process"] - r["imports"] - r["main"] for r in runs],
+        "imports": [r["imports"] for r in runs],
+        "native call": [r["native"] for r in runs],
+        "  of which native set-up": [r["native"] for r in ones],
+        "rest of 'sim'": [r["main"] - r["native"] for r in runs],
+        "outside the simulation": [
+            r["process"] - r["native"] + o["native"] for r, o in zip(runs, ones, strict=True)
+        ],
+        "whole process": [r["process"] for r in runs],
+        "whole process, CPU": [r["cpu"] for r in runs],
+        "one-request process, CPU": [o["cpu"] for o in ones],
+    }
+    header = ["phase", "median ms", "min ms"]
+    rows = [
+        [name, f"{statistics.median(v) * 1e3:.1f}", f"{min(v) * 1e3:.1f}"]
+        for name, v in phases.items()
+    ]
+    print(report.text_table(header, rows, align="lrr"))
+    print(
+        "\n'vmio sim' of 200,000 4 KiB random reads on one SSD, each run a fresh process; "
+        "'outside the simulation' is the whole process less the native call plus its set-up "
+        "(the same call with a one-request job). The CPU rows (user + system time) vary less "
+        "than wall time on a shared machine; the one-request process is all start-up."
+    )
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print(
+            "PYTHONDONTWRITEBYTECODE is set: every run compiled vmio's modules from source "
+            "(an installed package has them compiled)."
+        )
     return 0
