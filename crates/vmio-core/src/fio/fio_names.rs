@@ -263,10 +263,7 @@ pub const FIO_ALIASES: &[(&str, &str)] = &[
 
 /// Options of type `FIO_OPT_DEPRECATED`: fio 3.33 prints "Option <name> is deprecated" and
 /// fails the job.
-pub const FIO_DEPRECATED: &[&str] = &[
-    "percentage_sequential",
-    "rwmixcycle",
-];
+pub const FIO_DEPRECATED: &[&str] = &["percentage_sequential", "rwmixcycle"];
 
 /// `(ioengine, option)`: the options (names and aliases) of each engine's own table, which
 /// fio reads only when the job runs that engine.

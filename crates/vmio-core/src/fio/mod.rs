@@ -29,8 +29,10 @@
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
 //! blkparse, fio), `filebench` (a FileBench personality, file level) and `app` (an application
 //! workload: LinkBench, SQLite, LevelDB, file level). `description` is skipped
-//! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
-//! first line where it appeared, so callers can warn that vmio does not model it.
+//! silently. Every other option fio 3.33 knows is accepted and listed once in
+//! [`JobFile::ignored`] with the first line where it appeared, so callers can warn that vmio
+//! does not model it; a name fio does not know is refused as fio refuses it
+//! ([`names`]: `Bad option <key=value>` and fio's did-you-mean).
 //!
 //! fio semantics followed:
 //! - sizes follow fio's `kb_base` (default 1024: `4k` = `4KB` = 4096 but `4KiB` = 4000, fio's
@@ -1085,15 +1087,14 @@ impl Parser {
                         })?;
                     let (key, value, known) = match read_line(&text).1 {
                         Line::Option { key, value } => {
-                            let known = names::check(key).map_err(|reason| {
-                                FioError::BadOption {
+                            let known =
+                                names::check(key).map_err(|reason| FioError::BadOption {
                                     file: path.to_string(),
                                     line: line_no,
                                     text: shown(&text),
                                     reason,
                                     accepted: names::ACCEPTED.to_string(),
-                                }
-                            })?;
+                                })?;
                             (key.to_ascii_lowercase(), value.map(str::to_string), known)
                         }
                         _ => return Err(self.bad_line(line_no, &text)),

@@ -87,10 +87,7 @@ pub fn check(name: &str) -> Result<Known, String> {
             "fio 3.33 refuses it (\"Option {name} is deprecated\")"
         ));
     }
-    let mut reason = format!(
-        "fio 3.33 has no option '{}'",
-        crate::units::quote(name)
-    );
+    let mut reason = format!("fio 3.33 has no option '{}'", crate::units::quote(name));
     let lower = name.to_ascii_lowercase();
     if let Some(guess) = closest_option(name) {
         reason.push_str(&format!(" (Did you mean {guess}?)"));
@@ -213,7 +210,10 @@ mod tests {
         for line in run(fio, &["--cmdhelp=all"]).lines() {
             let name = line.split(':').next().unwrap().trim();
             if !name.is_empty() {
-                assert!(FIO_OPTIONS.contains(&name), "fio lists {name}, the registry does not");
+                assert!(
+                    FIO_OPTIONS.contains(&name),
+                    "fio lists {name}, the registry does not"
+                );
             }
         }
         // Every name and alias of the registry is one fio knows: its help for the name, or,
@@ -225,12 +225,18 @@ mod tests {
             }
             if run(fio, &[&format!("--cmdhelp={name}")]).contains("No such command") {
                 let out = parse_only(fio, &format!("{name}=1"));
-                assert!(out.contains(&format!("Option {name} is deprecated")), "{name}: {out}");
+                assert!(
+                    out.contains(&format!("Option {name} is deprecated")),
+                    "{name}: {out}"
+                );
             }
         }
         for &name in FIO_DEPRECATED {
             let out = parse_only(fio, &format!("{name}=1"));
-            assert!(out.contains(&format!("Option {name} is deprecated")), "{name}: {out}");
+            assert!(
+                out.contains(&format!("Option {name} is deprecated")),
+                "{name}: {out}"
+            );
         }
         // Each engine's own options, for the engines this fio was built with.
         let mut engines: Vec<&str> = FIO_ENGINE_OPTIONS.iter().map(|&(e, _)| e).collect();
@@ -258,7 +264,15 @@ mod tests {
     #[test]
     fn the_suggestion_is_the_one_the_installed_fio_prints() {
         let Some(fio) = real_fio() else { return };
-        for typo in ["iodepht", "runtim", "blocksise", "numjob", "direkt", "ratee", "xyzzyq"] {
+        for typo in [
+            "iodepht",
+            "runtim",
+            "blocksise",
+            "numjob",
+            "direkt",
+            "ratee",
+            "xyzzyq",
+        ] {
             let out = parse_only(fio, &format!("{typo}=1"));
             assert!(out.contains(&format!("Bad option <{typo}=1>")), "{out}");
             let theirs = out
