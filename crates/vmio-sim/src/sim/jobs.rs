@@ -547,7 +547,7 @@ impl Sim {
         let at = (now - job.start_ns) as f64 / vmio_core::SEC as f64;
         self.notes.push(format!(
             "job '{}': {why}; the job stopped at {at:.3} s as fio's does (fio ends it with error EIO, \"check_min_rate\")",
-            job.name
+            vmio_core::units::quote(&job.name)
         ));
         self.job_end(now, j);
     }
