@@ -7,8 +7,8 @@ and `.alias` string fields of every entry of
 - the `struct fio_option fio_options[FIO_MAX_OPTS]` table of options.c (every branch of its
   `#ifdef`s: a name fio knows on one platform is a name, not a typo, on any), with the entries
   whose `.type` is `FIO_OPT_DEPRECATED` (fio refuses them) kept apart, and
-- the `struct fio_option options[]` table of each engine file vmio models (engines/*.c: the
-  options fio reads when the job's `ioengine` is that engine).
+- the option table of every engine (engines/*.c: each `struct ioengine_ops` with
+  `.options = TABLE`), the options fio reads when the job's `ioengine` is that engine.
 
 Only names are taken, no code. Usage: scripts/fio-option-names.py /path/to/fio-clone
 """
@@ -22,18 +22,8 @@ from pathlib import Path
 
 TAG = "fio-3.33"
 OUT = Path(__file__).resolve().parent.parent / "crates/vmio-core/src/fio/fio_names.rs"
-# engine file -> the engines (ioengine_ops `.name`) that file defines and vmio models, whose
-# `.options` is that file's table (sync.c: only pvsync2 has options).
-ENGINES = {
-    "cpu.c": ["cpuio"],
-    "io_uring.c": ["io_uring", "io_uring_cmd"],
-    "libaio.c": ["libaio"],
-    "mmap.c": ["mmap"],
-    "nbd.c": ["nbd"],
-    "sg.c": ["sg"],
-    "sync.c": ["pvsync2"],
-    "xnvme.c": ["xnvme"],
-}
+SKIP_ENGINE_FILES = {"engines/skeleton_external.c"}
+"""An example for writing an external engine, not an engine of fio."""
 
 
 def show(repo: str, path: str) -> str:
@@ -99,21 +89,43 @@ def main() -> None:
         if alias and (alias, name) not in aliases:
             aliases.append((alias, name))
     engines: list[tuple[str, str]] = []
-    for file, engine_names in ENGINES.items():
-        for name, alias, _ in table(
-            show(repo, f"engines/{file}"), "struct fio_option options[]"
-        ):
-            for engine in engine_names:
-                for n in [name] + ([alias] if alias else []):
-                    if (engine, n) not in engines:
-                        engines.append((engine, n))
+    files = subprocess.run(
+        ["git", "-C", repo, "ls-tree", "--name-only", TAG, "engines/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    sources = {f: show(repo, f) for f in files if f.endswith(".c") and f not in SKIP_ENGINE_FILES}
+    # Option tables by file and name: a file's own table, else one another file exports
+    # (glusterfs.c's gfapi_options serves two files, librpma_fio.c's two more).
+    tables: dict[tuple[str, str], list[tuple[str, str | None, str | None]]] = {}
+    for file, text in sources.items():
+        for m in re.finditer(r"struct fio_option (\w+)\[\] = \{", text):
+            tables[(file, m.group(1))] = table(text[m.start() :], m.group(0))
+    for file, text in sorted(sources.items()):
+        # Each `struct ioengine_ops` with `.options = TABLE`: its engine name reads TABLE.
+        for m in re.finditer(r"struct ioengine_ops \w+ = \{(.*?)\n\};", text, re.S):
+            ops = m.group(1)
+            name = re.search(r"\.name\s*=\s*\"([^\"]+)\"", ops)
+            opts = re.search(r"\.options\s*=\s*(\w+)", ops)
+            if not (name and opts):
+                continue
+            own = tables.get((file, opts.group(1)))
+            found = own or [t for (f, n), t in tables.items() if n == opts.group(1)]
+            entries = own if own else found[0] if len(found) == 1 else None
+            if entries is None:
+                raise SystemExit(f"{file}: option table {opts.group(1)} not found once")
+            for option, alias, _ in entries:
+                for n in [option] + ([alias] if alias else []):
+                    if (name.group(1), n) not in engines:
+                        engines.append((name.group(1), n))
     out = f"""//! The option names of fio 3.33, generated: do not edit.
 //!
 //! Source: fio (https://github.com/axboe/fio), tag fio-3.33 (commit {commit}):
 //! the `.name` and `.alias` fields of every entry of `fio_options[]` in options.c (all
 //! `#ifdef` branches; [`FIO_DEPRECATED`]: the entries of type `FIO_OPT_DEPRECATED`, which fio
-//! refuses), and of the `options[]` table of the engine files vmio models (engines/cpu.c,
-//! io_uring.c, libaio.c, mmap.c, nbd.c, sg.c, sync.c for pvsync2, xnvme.c). Names only.
+//! refuses), and of the option table (`.options`) of every engine under engines/ (names
+//! and aliases, by the engine's `ioengine_ops` name). Names only.
 //! Extracted by `scripts/fio-option-names.py <fio clone>`, which writes this file.
 
 /// Every option name of fio's main table (options.c `fio_options[]`), in table order.
