@@ -37,7 +37,7 @@ pub const VMIO_OPTIONS: &[&str] = &[
 ];
 
 /// The accepted names, as an error message says them.
-pub const ACCEPTED: &str = "an option of fio 3.33 ('fio --cmdhelp=all'; an engine's own with that ioengine, 'fio --enghelp=ENGINE') or of vmio (iolog_format, filebench, app, iozone, cpu_profile, cpu_work, cpu_ipc)";
+pub const ACCEPTED: &str = "fio 3.33's options (fio --cmdhelp=all; an engine's with its ioengine: fio --enghelp=ENGINE), vmio's iolog_format, filebench, app, iozone, cpu_profile, cpu_work, cpu_ipc";
 
 /// What fio 3.33 (and vmio) make of an option name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +87,8 @@ pub fn check(name: &str) -> Result<Known, String> {
             "fio 3.33 refuses it (\"Option {name} is deprecated\")"
         ));
     }
-    let mut reason = format!("fio 3.33 has no option '{}'", crate::units::quote(name));
+    // The name is in the `Bad option <...>` the caller prints: not repeated here.
+    let mut reason = "no such option in fio 3.33".to_string();
     let lower = name.to_ascii_lowercase();
     if let Some(guess) = closest_option(name) {
         reason.push_str(&format!(" (Did you mean {guess}?)"));
