@@ -32,6 +32,13 @@ def test_a_mistyped_option_in_a_job_file_is_refused_with_fio_s_suggestion(tmp_pa
     line = _one_error_line(run_vmio("sim", "--stack", "stack.toml", "job.fio", cwd=d))
     assert line.startswith("vmio: error: job.fio:3: Bad option <iodepht=32>"), line
     assert "Did you mean iodepth?" in line
+    assert line.endswith("cpu_*)"), line  # the whole line, not cut by the 300-character cap
+
+
+def test_an_uppercase_name_is_refused_as_fio_refuses_it_with_the_lowercase_one_suggested(tmp_path):
+    d = _setup(tmp_path, "[j]\nrw=read\nIODEPTH=4\nsize=1m\n")
+    line = _one_error_line(run_vmio("sim", "--stack", "stack.toml", "job.fio", cwd=d))
+    assert "job.fio:3: Bad option <IODEPTH=4>" in line and "did you mean iodepth?" in line
 
 
 def test_a_mistyped_option_in_an_included_file_names_that_file_and_line(tmp_path):
@@ -92,4 +99,14 @@ def test_quiet_notes_keeps_them_in_the_json_only(tmp_path):
     assert r.returncode == 0 and r.stderr == ""
     assert json.loads((d / "o.json").read_text())["vmio"]["ignored_options"][0]["name"] == (
         "gtod_reduce"
+    )
+
+
+def test_a_note_echoes_an_option_name_and_a_file_name_of_at_most_80_characters():
+    from vmio.fioreport import result_notes
+
+    huge = {"name": "n" * 10**6, "line": 3, "file": "f" * 10**6}
+    (line,) = result_notes({"vmio": {"ignored_options": [huge]}}, "job.fio")
+    assert line == (
+        f"vmio: note: fio option '{'n' * 80}…' ({'f' * 80}…:3) is not modelled; ignored"
     )

@@ -23,7 +23,8 @@
 
 use super::fio_names::{FIO_ALIASES, FIO_DEPRECATED, FIO_ENGINE_OPTIONS, FIO_OPTIONS};
 
-/// vmio's own job options (no fio option has these names): workloads of a level above fio's
+/// vmio's own job options (no fio option has these names; [`ACCEPTED`] says `cpu_*` for the
+/// three `cpu_` ones): workloads of a level above fio's
 /// (`filebench`, `app`, `iozone`), trace formats (`iolog_format`) and CPU work
 /// (`cpu_profile`, `cpu_work`, `cpu_ipc`).
 pub const VMIO_OPTIONS: &[&str] = &[
@@ -37,7 +38,7 @@ pub const VMIO_OPTIONS: &[&str] = &[
 ];
 
 /// The accepted names, as an error message says them.
-pub const ACCEPTED: &str = "fio 3.33's options (fio --cmdhelp=all; an engine's with its ioengine: fio --enghelp=ENGINE), vmio's iolog_format, filebench, app, iozone, cpu_profile, cpu_work, cpu_ipc";
+pub const ACCEPTED: &str = "fio 3.33's options (fio --cmdhelp=all, fio --enghelp=ENGINE) and vmio's own (iolog_format, filebench, app, iozone, cpu_*)";
 
 /// What fio 3.33 (and vmio) make of an option name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +95,7 @@ pub fn check(name: &str) -> Result<Known, String> {
         reason.push_str(&format!(" (Did you mean {guess}?)"));
     } else if lower != name && (is_main_option(&lower) || !engines_of(&lower).is_empty()) {
         reason.push_str(&format!(
-            " (fio's option names are case-sensitive: did you mean {lower}?)"
+            " (fio's names are case-sensitive: did you mean {lower}?)"
         ));
     }
     Err(reason)
