@@ -155,14 +155,18 @@ def test_a_command_line_vmio_cannot_honour_is_one_error_line(tmp_path, args, mes
     assert message in lines[0]
 
 
-def test_with_output_the_notes_stay_out_of_stderr(tmp_path):
+def test_with_output_the_notes_stay_on_stderr_unless_quiet_notes(tmp_path):
     d = _workdir(tmp_path, "w")
     args = ("--name=x", "--size=1m", "--gtod_reduce=1", "--output-format=json")
     loud = run_vmio("fio", "--stack", "stack.toml", *args, cwd=d)
     assert loud.returncode == 0 and "vmio: note:" in loud.stderr
-    quiet = run_vmio("fio", "--stack", "stack.toml", *args, "--output=o.json", cwd=d)
+    still = run_vmio("fio", "--stack", "stack.toml", *args, "--output=o.json", cwd=d)
+    assert still.returncode == 0 and "vmio: note:" in still.stderr
+    quiet = run_vmio(
+        "fio", "--stack", "stack.toml", *args, "--output=q.json", "--quiet-notes", cwd=d
+    )
     assert quiet.returncode == 0 and quiet.stderr == ""
-    assert json.loads((d / "o.json").read_text())["vmio"]
+    assert json.loads((d / "q.json").read_text())["vmio"]
 
 
 def test_the_shim_runs_vmio_fio_as_fio(tmp_path):

@@ -58,13 +58,22 @@ def _where(text: str, offset: int) -> str:
     return f"line {line}, column {col}"
 
 
+def bounded_text(text: str, limit: int = 80) -> str:
+    """User text as a note or an error line echoes it, unquoted: at most `limit` characters
+    then `…`, non-printables escaped (so it stays one line)."""
+    shown = "".join(
+        c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for c in text[:limit]
+    )
+    return f"{shown}…" if len(text) > limit else shown
+
+
 def shown_text(text: str, limit: int = 40) -> str:
-    """User text as an error line quotes it: at most `limit` characters, non-printables
-    escaped, and its length when cut."""
-    shown = text[:limit].encode("unicode_escape").decode("ascii")
+    """User text as an error line quotes it: `bounded_text` in quotes, and its length when
+    cut."""
     if len(text) > limit:
-        return f"'{shown}…' ({len(text)} characters)"
-    return f"'{shown}'"
+        return f"'{bounded_text(text, limit)}' ({len(text)} characters)"
+    return f"'{bounded_text(text, limit)}'"
 
 
 MAX_PATH_CHARS = 4096

@@ -201,6 +201,17 @@ fn profiles() -> Vec<(&'static str, Vec<&'static str>)> {
         .collect()
 }
 
+/// Whether fio 3.33 (or vmio) knows job option `name` as written (vmio-core `fio::names`):
+/// None when it does (an engine's own option included), else why not, with fio's
+/// did-you-mean and the accepted names, for `vmio fio`'s command line.
+#[pyfunction]
+fn fio_option_check(name: &str) -> Option<String> {
+    use vmio_core::fio::names;
+    names::check(name)
+        .err()
+        .map(|why| format!("{why}; accepted: {}", names::ACCEPTED))
+}
+
 /// `vmio help stack`: the layouts, schedulers and device models with their parameters, as
 /// text or (`markdown`) as the README's tables.
 #[pyfunction]
@@ -349,6 +360,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_help, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(fio_option_check, m)?)?;
     m.add_function(wrap_pyfunction!(set_job_option, m)?)?;
     m.add_function(wrap_pyfunction!(iozone_lrand48, m)?)?;
     m.add_function(wrap_pyfunction!(iozone_shuffle, m)?)?;

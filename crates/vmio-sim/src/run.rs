@@ -143,6 +143,18 @@ pub fn run_many_watched(
     let seed = seed.or(stack.seed).unwrap_or(1);
     let watch = watch.map(|make| make(planned_ns(job_files.iter().flat_map(|f| &f.jobs))));
     let report = simulate_watched(stack.clone(), bindings, seed, watch)?;
+    if let Some(j) = report.jobs.iter().find(|j| {
+        j.stats
+            .iter()
+            .any(|s| s.log.as_ref().is_some_and(|l| l.overflowed))
+    }) {
+        return Err(RunError::Sim(SimError::Job(format!(
+            "job '{}' (line {}): its write_bw_log/write_iops_log/write_lat_log would hold more than {} lines in one direction (vmio keeps logs in memory until the run ends); accepted: log_avg_msec=M (one line per M ms) or a run with fewer I/Os",
+            vmio_core::units::quote(&j.name),
+            j.spec.line,
+            crate::sim::samples::MAX_LOG_LINES
+        ))));
+    }
     Ok(RunOutput {
         report,
         stack,

@@ -19,16 +19,20 @@ reads it and runs the resulting job file like `vmio sim`. Rules followed (fio's 
     fio's own options (init.c `l_opts`) are honoured (FIO_OWN), refused with one line naming
       them (REFUSED: nothing vmio can do for them) or accepted without effect (NO_EFFECT)
 
-A job option vmio does not know is passed on in the job file: the simulator accepts every
-option and notes the ones it does not model (fio itself refuses names it does not have).
+A job option name fio 3.33 does not have is refused as fio refuses it (`fio: unrecognized
+option '--iodepht=32'` and its did-you-mean, from the registry of fio's option names in
+vmio-core's `fio::names`); a name fio has is passed on in the job file, where the simulator
+notes the options it does not model.
 
 `--version` answers `fio-3.33 (vmio VERSION)`: fio's own first word, so tools that check
 `fio --version` for `fio-3` (bench-fio's `checks.check_fio_version`) accept vmio.
 
-With `--output FILE`, fio sends its error stream into the file too (init.c, `case 'o'`:
-`f_err = f_out`) and bench-fio treats any byte on fio's stderr as a failure
-(`runfio.run_raw_command`); so with `--output` the notes stay in the JSON's `vmio` object
-and nothing is printed on stderr.
+The notes (options vmio does not model, what it approximated) go to stderr, also with
+`--output FILE`, so that a number vmio did not model is never reported without a word; they
+are in the JSON's `vmio` object too. bench-fio treats any byte on fio's stderr as a failure
+(`runfio.run_raw_command`), so the shim below passes `--quiet-notes`, which leaves the notes
+in the JSON only (fio itself sends its error stream into `--output`: init.c, `case 'o'`,
+`f_err = f_out`).
 
 bench-fio calls `fio` from PATH: `--write-shim DIR` writes an executable `DIR/fio` that runs
 `vmio fio` with this command line's vmio options (`--stack`, `--seed`, `--vm`, `--force`);
@@ -50,7 +54,7 @@ from pathlib import Path
 
 from vmio.cli import common
 from vmio.cli import sim as sim_command
-from vmio.sim import VmioError, interactive, read_text, shown_text
+from vmio.sim import VmioError, interactive, native, read_text, shown_text
 from vmio.version import __version__
 
 FIO_VERSION = "fio-3.33"
@@ -142,8 +146,15 @@ REFUSED: dict[str, tuple[str, str]] = {
 }
 """fio's own options `vmio fio` refuses, with why."""
 
-VMIO_OWN = {"stack": REQUIRED, "seed": REQUIRED, "vm": REQUIRED, "force": NONE}
-"""vmio's options of `vmio fio` (no fio option has these names); `write-shim` is apart."""
+VMIO_OWN = {
+    "stack": REQUIRED,
+    "seed": REQUIRED,
+    "vm": REQUIRED,
+    "force": NONE,
+    "quiet-notes": NONE,
+}
+"""vmio's options of `vmio fio` (no fio option has these names); `write-shim` is apart.
+`quiet-notes` keeps the notes out of stderr (in the JSON only), for the shim."""
 
 STACK_ENV = "VMIO_STACK"
 """Environment variable giving the stack file when `--stack` is absent (the shim sets it)."""
@@ -155,8 +166,9 @@ Runs fio's command line on the simulator: options before any --name are global, 
 starts job X, other arguments are job files; fio's --output, --output-format
 ({", ".join(OUTPUT_FORMATS)}, comma lists), --minimal, --section, --eta, --version are
 honoured. vmio's own options: --stack STACK (or ${STACK_ENV}), --seed N,
---vm NAME, --force (let --output replace a file), --write-shim DIR (write DIR/fio running
-this command line's vmio options, for tools that call fio from PATH, e.g. bench-fio).
+--vm NAME, --force (let --output replace a file), --quiet-notes (notes in the JSON only,
+not on stderr), --write-shim DIR (write DIR/fio running this command line's vmio options
+and --quiet-notes, for tools that call fio from PATH, e.g. bench-fio).
 
 examples:
   vmio fio --stack stack.toml --name=rand --rw=randread --bs=4k --iodepth=16 --size=1g
@@ -241,6 +253,8 @@ def parse_command_line(argv: Sequence[str]) -> FioCommand:
                 current = []
                 cmd.jobs.append((given or "", current))
         else:
+            if (why := native().fio_option_check(name)) is not None:
+                raise VmioError(f"fio: unrecognized option {shown_text(arg, 80)}: {why}")
             (cmd.globals_ if current is None else current).append((name, given))
     return cmd
 
@@ -338,6 +352,7 @@ def write_shim(directory: Path, cmd: FioCommand) -> Path:
             words += [f"--{name}", v]
     if "force" in cmd.own:
         words.append("--force")
+    words.append("--quiet-notes")  # bench-fio fails a run on any byte of stderr
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "fio"
     path.write_text(
@@ -390,9 +405,9 @@ def cmd_fio(
         eta=eta,
     )
     with interactive(eta) as ctx:  # the progress line on this stderr, Ctrl-C
-        if output is None:
+        if "quiet-notes" not in cmd.own:
             status = run_sim(ns)
-        else:  # fio sends its error stream into --output (module doc): stderr stays quiet
+        else:  # the notes stay in the JSON (module doc): stderr stays quiet
             with contextlib.redirect_stderr(io.StringIO()):
                 status = run_sim(ns)
     return EXIT_INTERRUPTED if ctx.interrupted else status

@@ -17,7 +17,8 @@ The job runs inside the VM (the stack's first VM unless --vm), on the virtual di
 filename= names (the VM's first disk when it names none). Output follows fio: 'normal' is
 fio's human-readable report, 'json' is fio's JSON output format with a top-level "vmio"
 object (seed, effective stack, ignored options, per-device statistics). fio options the
-simulator does not model are listed once on stderr and otherwise ignored.
+simulator does not model are listed once on stderr (also with --output) and otherwise
+ignored; a name fio 3.33 does not have is refused, as fio refuses it, with fio's suggestion.
 
 The same files and seed always give byte-identical output.
 

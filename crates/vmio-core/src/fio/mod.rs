@@ -29,8 +29,10 @@
 //! `read_iolog`, `replay_time_scale`, `replay_no_stall` and `loops`, plus vmio's `iolog_format` (msr, spc,
 //! blkparse, fio), `filebench` (a FileBench personality, file level) and `app` (an application
 //! workload: LinkBench, SQLite, LevelDB, file level). `description` is skipped
-//! silently. Every other option is accepted and listed once in [`JobFile::ignored`] with the
-//! first line where it appeared, so callers can warn that vmio does not model it.
+//! silently. Every other option fio 3.33 knows is accepted and listed once in
+//! [`JobFile::ignored`] with the first line where it appeared, so callers can warn that vmio
+//! does not model it; a name fio does not know is refused as fio refuses it
+//! ([`names`]: `Bad option <key=value>` and fio's did-you-mean).
 //!
 //! fio semantics followed:
 //! - sizes follow fio's `kb_base` (default 1024: `4k` = `4KB` = 4096 but `4KiB` = 4000, fio's
@@ -67,6 +69,8 @@
 //!   limit over all VMs together.
 
 pub mod engine;
+pub mod fio_names;
+pub mod names;
 pub mod pace;
 mod read;
 
@@ -582,6 +586,14 @@ pub enum FioError {
         reason: &'static str,
         accepted: String,
     },
+    #[error("{file}:{line}: Bad option <{text}>: {reason}; accepted: {accepted}")]
+    BadOption {
+        file: String,
+        line: usize,
+        text: String,
+        reason: String,
+        accepted: String,
+    },
     #[error("{file}: no job section; accepted: at least one [jobname] section besides [global]")]
     NoJobs { file: String },
     #[error("{file}: cannot set '{option}={value}': {reason}; accepted: {accepted}")]
@@ -712,6 +724,10 @@ struct OptionLine {
     line: usize,
     key: String,
     value: Option<String>,
+    /// The line as read (after substitution), for fio's `Bad option <...>`.
+    text: String,
+    /// Only some engines' own tables have the option: checked against the job's engine.
+    engine_only: bool,
 }
 
 /// A line of the flattened file: a section header or an option.
@@ -1069,9 +1085,17 @@ impl Parser {
                             text: shown(line),
                             reason: why,
                         })?;
-                    let (key, value) = match read_line(&text).1 {
+                    let (key, value, known) = match read_line(&text).1 {
                         Line::Option { key, value } => {
-                            (key.to_ascii_lowercase(), value.map(str::to_string))
+                            let known =
+                                names::check(key).map_err(|reason| FioError::BadOption {
+                                    file: path.to_string(),
+                                    line: line_no,
+                                    text: shown(&text),
+                                    reason,
+                                    accepted: names::ACCEPTED.to_string(),
+                                })?;
+                            (key.to_ascii_lowercase(), value.map(str::to_string), known)
                         }
                         _ => return Err(self.bad_line(line_no, &text)),
                     };
@@ -1080,6 +1104,8 @@ impl Parser {
                         line: line_no,
                         key,
                         value,
+                        engine_only: known == names::Known::EngineOption,
+                        text,
                     }));
                 }
             }
@@ -1095,6 +1121,25 @@ impl Parser {
         for o in first.into_iter().chain(rest) {
             self.path.clone_from(&o.file);
             self.apply(s, &o.key, o.value.as_deref(), o.line)?;
+        }
+        // fio's second pass (names.rs): an engine's option needs the section's engine.
+        let engine = s.spec.ioengine.as_str();
+        if let Some(o) = opts
+            .iter()
+            .find(|o| o.engine_only && !names::is_engine_option(engine, &o.key))
+        {
+            return Err(FioError::BadOption {
+                file: o.file.clone(),
+                line: o.line,
+                text: shown(&o.text),
+                reason: format!(
+                    "fio 3.33 reads '{}' only with ioengine={}, and this job's is {}",
+                    o.key,
+                    names::engines_of(&o.key).join(", "),
+                    shown(engine)
+                ),
+                accepted: names::ACCEPTED.to_string(),
+            });
         }
         Ok(())
     }

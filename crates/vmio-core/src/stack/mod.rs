@@ -331,6 +331,7 @@ impl Stack {
         let raw: RawStack = toml::from_str(text).map_err(|e| {
             // The toml crate's Display spans several lines (a source excerpt and a caret);
             // keep its message and turn the span into file:line:column.
+            let mut missing_value = false;
             let at = match e.span() {
                 Some(span) => {
                     let before = &text.as_bytes()[..span.start.min(text.len())];
@@ -343,13 +344,25 @@ impl Stack {
                         .chars()
                         .count()
                         + 1;
+                    missing_value = String::from_utf8_lossy(&before[line_start..])
+                        .trim_end()
+                        .ends_with('=');
                     format!(":{line}:{column}")
                 }
                 None => String::new(),
             };
+            // The toml crate gives some errors (a value missing at the end of the text) an
+            // empty message: say what it is, so the line is never only a position.
+            let message = match e.message().trim() {
+                "" if missing_value => {
+                    "a value is missing after '='; accepted: key = value (a string in quotes, a number, true/false, an array or an inline table)".to_string()
+                }
+                "" => "not valid TOML here (the TOML parser gives no detail); accepted: TOML (https://toml.io), key = value lines under [table] headers".to_string(),
+                m => m.replace('\n', "; "),
+            };
             StackError::Parse {
                 file: format!("{file}{at}"),
-                message: one_line(&e.message().trim().replace('\n', "; ")),
+                message: one_line(&message),
             }
         })?;
         Self::validate(&raw, file)

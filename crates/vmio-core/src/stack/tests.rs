@@ -886,3 +886,14 @@ fn a_volume_filesystem_is_read_with_its_keys_and_its_keys_are_refused_without_it
         "s.toml: volume[0].log_size: only valid with filesystem = \"xfs\""
     );
 }
+
+#[test]
+fn a_value_missing_at_the_end_of_the_text_is_an_error_with_a_message() {
+    let e = Stack::from_toml("[[device]]\nname = ", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("t.toml:2:8: a value is missing after '='"),
+        "{e}"
+    );
+}

@@ -180,12 +180,12 @@ pub fn pace_notes(spec: &JobSpec, on_files: bool) -> Vec<String> {
         notes.push(if on_files {
             format!(
                 "job '{}': verify={method} on a filesystem's files is not modelled: no read-back phase",
-                spec.name
+                crate::units::quote(&spec.name)
             )
         } else {
             format!(
                 "job '{}': verify={method}: the read-back phase is modelled, the checksum's CPU time is not",
-                spec.name
+                crate::units::quote(&spec.name)
             )
         });
     }

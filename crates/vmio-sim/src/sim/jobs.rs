@@ -282,12 +282,20 @@ fn dir_of(op: Op) -> Option<usize> {
 }
 
 impl JobDriver {
-    /// `bytes` of VM `vm` completed at `now` (its per-second timeline).
+    /// `bytes` of VM `vm` completed at `now` (its per-second timeline). The timeline is a
+    /// dense array over the first [`TIMELINE_MAX_S`] seconds of simulated time: a slow or
+    /// long run (`rate=1`, a device latency of days) would otherwise size it by its simulated
+    /// duration; bytes after that are left out of it, and the report says so.
     pub(super) fn count_vm_bytes(&mut self, now: Ns, vm: usize, bytes: u64) {
         if bytes == 0 {
             return;
         }
-        let sec = (now / vmio_core::SEC) as usize;
+        let sec = now / vmio_core::SEC;
+        if sec >= TIMELINE_MAX_S {
+            self.timeline_cut = true;
+            return;
+        }
+        let sec = sec as usize;
         let tl = &mut self.timeline[vm];
         if tl.len() <= sec {
             tl.resize(sec + 1, 0);
@@ -309,9 +317,17 @@ pub(super) struct JobDriver {
     pub(super) bindings: Vec<(JobBinding, u32)>,
     pub(super) phase: u32,
     pub(super) phases: u32,
-    /// Bytes completed per VM per second of virtual time (measured windows only).
+    /// Bytes completed per VM per second of virtual time (measured windows only), over the
+    /// first [`TIMELINE_MAX_S`] seconds.
     pub(super) timeline: Vec<Vec<u64>>,
+    /// Bytes completed after [`TIMELINE_MAX_S`] were left out of the timeline.
+    pub(super) timeline_cut: bool,
 }
+
+/// The per-second timeline of each VM's bytes (the JSON's `vms[].bytes_per_s`) covers at
+/// most this many seconds of simulated time (one day: 675 KiB per VM), so that its memory
+/// and output do not grow with a run's simulated duration.
+pub const TIMELINE_MAX_S: u64 = 86_400;
 
 /// Per-direction index into `JobState::stats`.
 fn dir_index(op: Op) -> usize {
@@ -413,6 +429,7 @@ impl JobDriver {
             phase: 0,
             phases,
             timeline: vec![Vec::new(); vms],
+            timeline_cut: false,
         })
     }
 }
@@ -530,7 +547,7 @@ impl Sim {
         let at = (now - job.start_ns) as f64 / vmio_core::SEC as f64;
         self.notes.push(format!(
             "job '{}': {why}; the job stopped at {at:.3} s as fio's does (fio ends it with error EIO, \"check_min_rate\")",
-            job.name
+            vmio_core::units::quote(&job.name)
         ));
         self.job_end(now, j);
     }

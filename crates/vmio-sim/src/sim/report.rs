@@ -273,7 +273,16 @@ impl Sim {
                     )
                 })
                 .collect(),
-            notes: self.notes,
+            notes: {
+                let mut notes = self.notes;
+                if self.work.timeline_cut {
+                    notes.push(format!(
+                        "each VM's per-second bytes (vms[].bytes_per_s) cover the first {} s of simulated time; bytes after that are left out of them (not of the jobs' figures)",
+                        super::jobs::TIMELINE_MAX_S
+                    ));
+                }
+                notes
+            },
             vm_timeline: self
                 .vm_names
                 .iter()

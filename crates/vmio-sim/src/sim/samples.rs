@@ -107,6 +107,8 @@ pub struct Sampler {
     /// such a log ([`Sampler::logged`]), as it grows with the run.
     pub intervals: Vec<(Ns, u64, u64)>,
     keep_intervals: bool,
+    /// More intervals than [`MAX_LOG_LINES`] had data: the later ones were not kept.
+    intervals_overflowed: bool,
     /// A per-I/O bandwidth/IOPS log (`log_avg_msec=0`): samples are per I/O.
     per_io: bool,
 }
@@ -128,6 +130,7 @@ impl Sampler {
             iops: SampleStats::default(),
             intervals: Vec::new(),
             keep_intervals: false,
+            intervals_overflowed: false,
             per_io: false,
         }
     }
@@ -172,7 +175,11 @@ impl Sampler {
         self.bw.add(kib_s);
         self.iops.add(iops);
         if self.keep_intervals {
-            self.intervals.push((self.end_ns, kib_s, iops));
+            if self.intervals.len() < MAX_LOG_LINES {
+                self.intervals.push((self.end_ns, kib_s, iops));
+            } else {
+                self.intervals_overflowed = true;
+            }
         }
         self.bytes = 0;
         self.ios = 0;
@@ -260,10 +267,18 @@ impl LogConfig {
 /// The kinds of log line a direction keeps: bw, iops, lat, clat, slat.
 pub const LOG_KINDS: [&str; 5] = ["bw", "iops", "lat", "clat", "slat"];
 
+/// Most lines one direction of a job keeps for one kind of log (24 MiB of them). fio writes
+/// its logs as it goes; vmio holds them until the run ends, so a per-I/O log (`log_avg_msec=0`)
+/// of a long run would grow with its I/O count: past this many lines the log stops growing
+/// ([`IoLog::overflowed`]) and the run is refused after it, naming the job and the option.
+pub const MAX_LOG_LINES: usize = 1_000_000;
+
 /// One direction's log lines, (time ms, value, bs) per kind of [`LOG_KINDS`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct IoLog {
     pub lines: [Vec<(u64, u64, u64)>; 5],
+    /// A kind of log reached [`MAX_LOG_LINES`]: later lines were dropped.
+    pub overflowed: bool,
     per_io: bool,
     lat: bool,
     avg_ms: u64,
@@ -292,11 +307,11 @@ impl IoLog {
         let t = at_ns / vmio_core::MS;
         let lats = [slat_ns + clat_ns, clat_ns, slat_ns];
         if self.per_io {
-            self.lines[0].push((t, per_io_bw(bytes, clat_ns), bytes));
-            self.lines[1].push((t, 1, bytes));
+            self.push(0, (t, per_io_bw(bytes, clat_ns), bytes));
+            self.push(1, (t, 1, bytes));
             if self.lat {
                 for (k, v) in lats.into_iter().enumerate() {
-                    self.lines[2 + k].push((t, v, bytes));
+                    self.push(2 + k, (t, v, bytes));
                 }
             }
             return;
@@ -321,10 +336,20 @@ impl IoLog {
             return;
         }
         self.close_window();
+        self.overflowed |= sampler.intervals_overflowed;
         for &(end, kib_s, iops) in &sampler.intervals {
-            self.lines[0].push((end / vmio_core::MS, kib_s, 0));
-            self.lines[1].push((end / vmio_core::MS, iops, 0));
+            self.push(0, (end / vmio_core::MS, kib_s, 0));
+            self.push(1, (end / vmio_core::MS, iops, 0));
         }
+    }
+
+    /// Add a line of kind `k`, unless that log is full ([`MAX_LOG_LINES`]).
+    fn push(&mut self, k: usize, line: (u64, u64, u64)) {
+        if self.lines[k].len() >= MAX_LOG_LINES {
+            self.overflowed = true;
+            return;
+        }
+        self.lines[k].push(line);
     }
 
     fn close_window(&mut self) {
@@ -335,7 +360,7 @@ impl IoLog {
         for k in 0..3 {
             // fio: the window's mean + 0.5, truncated.
             let mean = ((self.sums[k] * 2 + n) / (2 * n)) as u64;
-            self.lines[2 + k].push((self.window_end_ms, mean, 0));
+            self.push(2 + k, (self.window_end_ms, mean, 0));
         }
         self.sums = [0; 3];
         self.n = 0;
@@ -346,6 +371,23 @@ impl IoLog {
 mod tests {
     use super::*;
     use vmio_core::MS;
+
+    #[test]
+    fn a_per_io_log_stops_at_its_line_limit_and_says_it_overflowed() {
+        let c = LogConfig {
+            bw: Some("j".into()),
+            ..LogConfig::default()
+        };
+        let mut log = IoLog::new(&c).unwrap();
+        for i in 0..MAX_LOG_LINES as u64 {
+            log.record(i * MS, 4096, 0, 1000);
+        }
+        assert!(!log.overflowed);
+        log.record(u64::MAX / 2, 4096, 0, 1000);
+        assert!(log.overflowed);
+        assert_eq!(log.lines[0].len(), MAX_LOG_LINES);
+        assert_eq!(log.lines[1].len(), MAX_LOG_LINES);
+    }
 
     #[test]
     fn a_steady_4k_stream_gives_one_sample_per_full_half_second_at_its_rate() {

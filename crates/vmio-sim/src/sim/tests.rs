@@ -780,3 +780,22 @@ fn at_qd1_the_nbd_paths_cpu_overlaps_the_path_and_shows_only_when_it_is_longer()
     let (_, shown) = iops_and_mean(&nbd_run_with("cores = 1\ncpu = \"400us\"\n", job), 0);
     assert!((shown / 400_000.0 - 1.0).abs() < 0.005, "{shown}");
 }
+
+#[test]
+fn a_run_longer_than_a_day_keeps_a_timeline_of_one_day_and_says_so() {
+    // rate=1 (byte/s): each 4 KiB write waits 4096 s, 32 of them last 36 h of simulated time.
+    let job = "[j]\nrw=write\nbs=4k\nrate=1\nsize=128k\n";
+    let s = stack("linear", "none");
+    let text = run_json(&RunInput::texts(&s, job, 1)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(v["vmio"]["virtual_time_ns"].as_u64().unwrap() > 100_000 * vmio_core::SEC);
+    assert_eq!(v["jobs"][0]["write"]["io_bytes"].as_u64(), Some(128 * 1024));
+    let per_s = v["vmio"]["vms"][0]["bytes_per_s"].as_array().unwrap();
+    assert!(per_s.len() as u64 <= crate::sim::jobs::TIMELINE_MAX_S);
+    let counted: u64 = per_s.iter().map(|b| b.as_u64().unwrap()).sum();
+    assert!(counted < 128 * 1024 && counted > 0, "{counted}");
+    let notes = v["vmio"]["notes"].as_array().unwrap();
+    assert!(notes
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("cover the first 86400 s")));
+}
