@@ -102,11 +102,16 @@ def test_quiet_notes_keeps_them_in_the_json_only(tmp_path):
     )
 
 
-def test_a_note_echoes_an_option_name_and_a_file_name_of_at_most_80_characters():
+def test_a_note_echoes_an_option_name_of_at_most_80_characters_and_a_path_of_at_most_path_max():
     from vmio.fioreport import result_notes
+    from vmio.sim import MAX_PATH_CHARS
 
     huge = {"name": "n" * 10**6, "line": 3, "file": "f" * 10**6}
     (line,) = result_notes({"vmio": {"ignored_options": [huge]}}, "job.fio")
     assert line == (
-        f"vmio: note: fio option '{'n' * 80}…' ({'f' * 80}…:3) is not modelled; ignored"
+        f"vmio: note: fio option '{'n' * 80}…' ({'f' * MAX_PATH_CHARS}…:3) is not modelled; ignored"
     )
+    # A real path (a long install prefix) is shown whole: the file must be found from it.
+    long = "/" + "/".join(["d" * 60] * 10) + "/job.fio"
+    (line,) = result_notes({"vmio": {"ignored_options": [{"name": "x", "line": 3}]}}, long)
+    assert f"({long}:3)" in line

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vmio.fiojson import DIRECTIONS, job_options
-from vmio.sim import VmioError, bounded_text, parse_size
+from vmio.sim import MAX_PATH_CHARS, VmioError, bounded_text, parse_size
 
 _SI = ("", "k", "M", "G", "T", "P")
 _IEC = ("", "Ki", "Mi", "Gi", "Ti", "Pi")
@@ -502,7 +502,7 @@ def result_notes(result: Mapping[str, Any], job_path: str) -> list[str]:
     vmio = result.get("vmio") or {}
     lines = [
         f"vmio: note: fio option '{bounded_text(str(opt['name']))}' "
-        f"({bounded_text(str(opt.get('file', job_path)))}:{opt['line']}) "
+        f"({bounded_text(str(opt.get('file', job_path)), MAX_PATH_CHARS)}:{opt['line']}) "
         "is not modelled; ignored"
         for opt in vmio.get("ignored_options") or []
     ]

@@ -355,6 +355,7 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
                     f"'{path}' is not a study results.csv: no column {', '.join(missing)}"
                 )
             axes = [c for c in header[: header.index("rw")] if c not in not_axes]
+            engines = {} if "engine" in header else _point_engines(path.parent / "points.csv")
             points: dict[Key, Metrics] = {}
             excluded: dict[str, str | None] = {}
             for row in reader:
@@ -363,7 +364,7 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
                 if key in points:
                     raise VmioError(f"'{path}' line {line}: point {key_text(key)} appears twice")
                 why = None
-                if row.get("engine") == "real":
+                if (row.get("engine") or engines.get(row.get("point") or "")) == "real":
                     slug = "-".join((row[a] or "").replace("/", "_") for a in axes)
                     if slug not in excluded:
                         excluded[slug] = _point_json_excluded(path.parent / "json" / f"{slug}.json")
@@ -374,6 +375,18 @@ def load_results_csv(path: Path) -> dict[Key, Metrics]:
     except csv.Error as err:
         raise VmioError(f"'{path}' is not a study results.csv: {err}") from None
     return points
+
+
+def _point_engines(path: Path) -> dict[str, str]:
+    """Each point's engine from a study's points.csv beside its results.csv (the tidy table
+    keeps a point's engine there, once); empty when there is none."""
+    if not path.is_file():
+        return {}
+    try:
+        with io.StringIO(read_text(path, INPUT), newline="") as f:
+            return {row.get("point") or "": row.get("engine") or "" for row in csv.DictReader(f)}
+    except csv.Error as err:
+        raise VmioError(f"'{path}' is not a study points.csv: {err}") from None
 
 
 def _point_json_excluded(path: Path) -> str | None:
