@@ -394,6 +394,16 @@ def test_a_json_nested_100000_deep_is_one_error_line_not_a_recursion_error(
     assert "nested deeper than 64 levels" in capsys.readouterr().err
 
 
+def test_an_integer_of_5000_digits_is_one_error_line_not_a_value_error(tmp_path, capsys, fio_pair):
+    # Python converts at most 4300 digits to an int (sys.get_int_max_str_digits).
+    big = tmp_path / "big.json"
+    big.write_text('{"jobs": [{"read": {"bw_bytes": -' + "9" * 5000 + "}}]}")
+    assert main(["compare", str(big), str(fio_pair[1])]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vmio: error: '{big}' is not a fio JSON output: Exceeds the limit")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_nesting_is_measured_outside_strings_and_a_64_deep_document_parses():
     from vmio import boundedjson
 

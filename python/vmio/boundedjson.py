@@ -65,6 +65,10 @@ def loads(text: str, where: str, *, start: int | None = None, limit: int = MAX_J
         raise VmioError(f"{where}: line {err.lineno}: {err.msg}") from None
     except RecursionError:
         raise _deep_error(where, limit) from None
+    except ValueError as err:
+        # An integer of more digits than Python converts (sys.get_int_max_str_digits, 4300 by
+        # default: CVE-2020-10735's bound).
+        raise VmioError(f"{where}: {str(err).split(';')[0]}") from None
 
 
 def read_json(path: str | Path, what: str) -> Any:

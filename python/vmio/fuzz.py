@@ -825,6 +825,13 @@ REGRESSIONS: tuple[Regression, ...] = (
         _write("deep.json", '{"jobs": ' + "[" * 100_000 + "}"),
     ),
     Regression(
+        "F31-huge-integer",
+        "fuzz seed 31 #2399: vmio compare on an integer of 5000 digits ended in a ValueError "
+        "(Python's int conversion limit)",
+        ("compare", "big.json", "cmp/sim.json"),
+        _write("big.json", '{"jobs": [{"read": {"bw_bytes": -' + "9" * 5000 + "}}]}"),
+    ),
+    Regression(
         "D3-dev-zero",
         "D3: vmio compare read a link to /dev/zero until MemoryError",
         ("compare", "zero.json", "cmp/sim.json"),
