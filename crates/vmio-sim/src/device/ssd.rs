@@ -1457,20 +1457,18 @@ impl Ssd {
                 issued += 1;
             }
         }
-        if through && self.open_fill > 0 {
-            self.program_open_page(now, waiter);
-            issued += 1;
-        }
         if through {
+            if self.open_fill > 0 {
+                self.program_open_page(now, waiter);
+                issued += 1;
+            }
             self.cmds.items[slot as usize].left = issued;
         } else {
             self.complete(slot, now);
         }
         // The write's bytes are in the buffer: a write waiting for room may fit now (what
         // is left of it beside the open page may be nothing that a program will free).
-        if !self.admit_queue.is_empty() {
-            self.admit(now);
-        }
+        self.admit(now);
     }
 
     /// Program the open page (full or, when forced, partial) from `now`.
