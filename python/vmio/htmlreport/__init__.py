@@ -3,7 +3,7 @@ output directory (docs/report.md).
 
 ```text
 report(DIR):
-    kind   = detect_kind(DIR)            (collect: advise.json / compare.csv + real/ sim/ /
+    kind   = detect_kind(DIR)            (contents: advise.json / compare.csv + real/ sim/ /
                                           results.csv + points.csv / compare.csv, else refused)
     report = collect(DIR)                (every table, figure, stack/job/experiment file, text
                                           report, per-layer breakdown, the environment and the
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vmio.htmlreport.collect import KINDS, Report, collect, detect_kind
+from vmio.htmlreport.contents import KINDS, Report, collect, detect_kind
 from vmio.htmlreport.page import render
 
 DEFAULT_NAME = "report.html"

@@ -16,7 +16,7 @@ import hashlib
 import html
 from collections.abc import Iterable
 
-from vmio.htmlreport.collect import Breakdown, Report, Table
+from vmio.htmlreport.contents import Breakdown, Report, Table, cell
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em;color:#222}
@@ -121,8 +121,9 @@ def _kv_table(rows: Iterable[tuple[str, str]], cls: str) -> str:
 
 
 def breakdown_svg(bd: Breakdown, layer_colors: dict[str, str]) -> str:
-    """One horizontal bar per job: its layers' mean times stacked, in proportion, each with
-    a tooltip; a legend below."""
+    """One horizontal bar per job: its layers' mean times stacked, on one scale for the
+    point's jobs (the longest job's total fills the width), each with a tooltip, its total
+    at its end; a legend below."""
     width, label_w, bar_h, gap = 720, 160, 22, 8
     plot_w = width - label_w - 10
     names = [layer["layer"] for _, layers in bd.jobs for layer in layers]
@@ -133,15 +134,16 @@ def breakdown_svg(bd: Breakdown, layer_colors: dict[str, str]) -> str:
         f'height="{height}" viewBox="0 0 {width} {height}" role="img">'
     ]
     y = 5
-    for job, layers in bd.jobs:
-        total = sum(float(layer["mean_ns"]) for layer in layers)
+    totals = [sum(float(layer["mean_ns"]) for layer in layers) for _, layers in bd.jobs]
+    longest = max(totals, default=0.0)
+    for (job, layers), total in zip(bd.jobs, totals, strict=True):
         parts.append(
             f'<text x="{label_w - 6}" y="{y + bar_h * 0.7:.1f}" text-anchor="end" '
             f'font-size="12">{esc(job)}</text>'
         )
         x = float(label_w)
         for layer in layers:
-            w = plot_w * float(layer["mean_ns"]) / total if total > 0 else 0.0
+            w = (plot_w - 90) * float(layer["mean_ns"]) / longest if longest > 0 else 0.0
             color = layer_colors.setdefault(
                 layer["layer"], PALETTE[len(layer_colors) % len(PALETTE)]
             )
@@ -150,6 +152,10 @@ def breakdown_svg(bd: Breakdown, layer_colors: dict[str, str]) -> str:
                 f"<title>{esc(layer['layer'])}: mean {esc(layer['mean_ns'])} ns</title></rect>"
             )
             x += w
+        parts.append(
+            f'<text x="{x + 4:.2f}" y="{y + bar_h * 0.7:.1f}" font-size="11">'
+            f"{total / 1000:.4g} us</text>"
+        )
         y += bar_h + gap
     for i, name in enumerate(legend):
         lx, ly = label_w + (i % 4) * (plot_w // 4), y + 5 + 18 * (i // 4)
@@ -163,8 +169,6 @@ def breakdown_svg(bd: Breakdown, layer_colors: dict[str, str]) -> str:
 
 
 def _breakdown_html(bd: Breakdown, layer_colors: dict[str, str]) -> str:
-    from vmio.htmlreport.collect import cell
-
     rows = []
     for job, layers in bd.jobs:
         for layer in layers:

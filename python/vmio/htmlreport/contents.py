@@ -506,7 +506,7 @@ def _validate(rep: Report, d: Path) -> None:
             reps.add(int(m.group(1)))
     runtime = ""
     for text in facts.jobs.values():
-        m = re.search(r"^runtime=(\S+)$", text, re.M)
+        m = re.search(r"^runtime=([0-9.]+)s?$", text, re.M)  # validate writes "3s"
         if m:
             runtime = f" --runtime {m.group(1)}"
             break
