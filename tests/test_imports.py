@@ -49,8 +49,9 @@ LAYERS = {
 
 
 def layer(module: str) -> str | None:
-    """cli, htmlreport, study, real or base for a module of vmio (None: the package `vmio` itself, whose
-    `__init__` is the public API, `python -m vmio` and the fuzzer, which sit on top)."""
+    """cli, htmlreport, study, real or base for a module of vmio (None: the package `vmio`
+    itself, whose `__init__` is the public API, `python -m vmio` and the fuzzer, which sit on
+    top)."""
     parts = module.split(".")
     if len(parts) >= 2 and parts[1] in ("cli", "htmlreport", "study", "real"):
         return parts[1]

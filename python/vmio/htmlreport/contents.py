@@ -27,15 +27,13 @@ import csv
 import io
 import json
 import math
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vmio import boundedjson
-from vmio.sim import VmioError, check_path
+from vmio import boundedjson, sim
+from vmio.sim import VmioError
 
 MAX_DEPTH = 2
 """Subdirectories below DIR that are walked (calibration/, raid0/, raid0/...)."""
@@ -139,28 +137,7 @@ def detect_kind(d: Path) -> str:
 def read_bytes(path: Path, limit: int) -> bytes:
     """A regular file's bytes (not through a symbolic link, at most `limit`), else a
     `VmioError` naming it."""
-    check_path(path, "report input")
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as err:
-        why = "a symbolic link" if os.path.islink(path) else err.strerror
-        raise VmioError(f"'{path}': {why}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise VmioError(f"'{path}': not a regular file")
-        if st.st_size > limit:
-            raise VmioError(f"'{path}': {st.st_size} bytes, over the limit of {limit}")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as err:
-        raise VmioError(f"'{path}': {err.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise VmioError(f"'{path}': over the limit of {limit} bytes")
-    return data
+    return sim.read_bytes(path, "report input", limit, follow_links=False)
 
 
 def read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
@@ -168,7 +145,7 @@ def read_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise VmioError(f"'{path}': not UTF-8 (byte {err.start})") from None
+        raise VmioError(f"report input '{path}' is not UTF-8 (byte {err.start})") from None
 
 
 def cell(value: Any) -> str:

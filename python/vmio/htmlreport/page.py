@@ -220,20 +220,17 @@ def render(rep: Report, version: str) -> str:
             + "\n".join(_breakdown_html(b, colors) for b in rep.breakdowns)
         )
         sections.append(("breakdown", "Latency breakdown per layer", body))
-    if rep.inputs:
-        body = "\n".join(
-            f'<h3>{esc(t.title)}</h3><pre class="input" data-source="{esc(t.source)}">'
-            f"{esc(t.text)}</pre>"
-            for t in rep.inputs
-        )
-        sections.append(("inputs", "Stack, job and experiment files", body))
-    if rep.texts:
-        body = "\n".join(
-            f'<h3>{esc(t.title)}</h3><pre class="text" data-source="{esc(t.source)}">'
-            f"{esc(t.text)}</pre>"
-            for t in rep.texts
-        )
-        sections.append(("texts", "Text reports", body))
+    for files, cls, anchor, heading in (
+        (rep.inputs, "input", "inputs", "Stack, job and experiment files"),
+        (rep.texts, "text", "texts", "Text reports"),
+    ):
+        if files:
+            body = "\n".join(
+                f'<h3>{esc(t.title)}</h3><pre class="{cls}" data-source="{esc(t.source)}">'
+                f"{esc(t.text)}</pre>"
+                for t in files
+            )
+            sections.append((anchor, heading, body))
     if rep.notes:
         body = "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in rep.notes) + "</ul>"
         sections.append(("notes", "Notes (files not shown)", body))
