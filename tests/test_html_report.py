@@ -194,6 +194,31 @@ def test_a_point_s_breakdown_is_a_table_of_its_json_values_and_a_bar_per_job(
             assert w / total == pytest.approx(x["mean_ns"] / 10000, abs=1e-3)
 
 
+def test_a_click_on_a_column_header_sorts_its_rows_by_number_up_then_down(
+    browser, study_dir, tmp_path
+):
+    html = write_report(study_dir, tmp_path / "sort.html")
+    page, problems = open_page(browser, html)
+    column = """() => {
+        const t = document.querySelector('table[data-source="results.csv"]');
+        const i = Array.from(t.tHead.rows[0].cells).findIndex(c => c.textContent === 'iops');
+        return Array.from(t.tBodies[0].rows).map(r => r.cells[i].textContent);
+    }"""
+    try:
+        before = page.evaluate(column)
+        header = page.locator('table[data-source="results.csv"] th', has_text="iops").first
+        header.click()
+        up = page.evaluate(column)
+        header.click()
+        down = page.evaluate(column)
+    finally:
+        page.close()
+    assert problems == []
+    assert sorted(up) == sorted(before) and up != before
+    assert [float(v) for v in up] == sorted(float(v) for v in before)
+    assert [float(v) for v in down] == sorted((float(v) for v in before), reverse=True)
+
+
 def _validate_dir(study_dir: Path, d: Path) -> Path:
     """A validate-shaped directory: real/NAME.rep1.json, sim/NAME.json (two study points),
     compare.csv/.png from vmio compare, calibration/stack.toml."""
@@ -238,28 +263,54 @@ def test_a_compare_report_and_an_advise_report_show_their_tables_and_figures(
 
     adv = tmp_path / "adv"
     adv.mkdir()
-    ranked = [
-        {"rank": 1, "config": "cache=writeback", "iops": 1234.5, "uncertainty": 0.12},
-        {"rank": 2, "config": "cache=none", "iops": 321, "uncertainty": None},
+    configurations = [  # vmio advise's advise.json: nested objects, lists, nulls
+        {"index": 3, "rank": 1, "values": {"cache": "writeback"}, "figures": {"iops": 1234.5}},
+        {"index": 1, "rank": None, "values": {"cache": "none"}, "figures": None, "invalid": "x"},
     ]
-    doc = {"goal": "iops", "seed": 3, "ranking": ranked, "space": {"cache": ["none", "wb"]}}
+    doc = {
+        "vmio_advise": "1",
+        "goal": {"name": "iops", "higher_is_better": True},
+        "space": {"size": 2, "knobs": [{"name": "cache", "values": ["none", "writeback"]}]},
+        "ranking": [3],
+        "configurations": configurations,
+    }
     (adv / "advise.json").write_text(json.dumps(doc), encoding="utf-8")
     (adv / "results.csv").write_text(
-        "rank,config,iops\n1,cache=writeback,1234.5\n2,cache=none,321\n", encoding="utf-8"
+        "rank,index,cache,iops,invalid\n1,3,writeback,1234.5,\n,1,none,,x\n", encoding="utf-8"
     )
+    (adv / "command.txt").write_text("vmio advise --stack s.toml --workload j.fio\n")
     shutil.copy(val / "calibration" / "stack.toml", adv / "stack.toml")
     (adv / "job.fio").write_text("[j]\nrw=randread\n", encoding="utf-8")
     shutil.copy(val / "compare.png", adv / "ranking.png")
+    (adv / "space.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40">'
+        '<rect width="60" height="40" fill="#4e79a7"/></svg>',
+        encoding="utf-8",
+    )
     html = write_report(adv, tmp_path / "adv.html")
-    tables = check_page(browser, adv, html, figures=1)
-    ranking = next(t for t in tables if t["source"] == "advise.json#ranking")
-    assert ranking["columns"] == ["rank", "config", "iops", "uncertainty"]
-    assert ranking["rows"] == [
-        ["1", "cache=writeback", "1234.5", "0.12"],
-        ["2", "cache=none", "321", ""],
+    tables = check_page(browser, adv, html, figures=2)
+    assert [t["source"] for t in tables] == [
+        "results.csv",
+        "advise.json#space.knobs",
+        "advise.json#configurations",
+    ]
+    ranked = tables[2]
+    assert ranked["columns"] == [
+        "index",
+        "rank",
+        "values.cache",
+        "figures.iops",
+        "figures",
+        "invalid",
+    ]
+    assert ranked["rows"] == [
+        ["3", "1", "writeback", "1234.5", "", ""],
+        ["1", "", "none", "", "", "x"],
     ]
     text = html.read_text(encoding="utf-8")
-    assert "vmio advise --stack" in text and "--goal iops" in text
+    assert "<code>vmio advise --stack s.toml --workload j.fio</code>" in text
+    assert "as command.txt records it" in text
+    assert "goal.higher_is_better" in text
 
 
 PAYLOAD = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'

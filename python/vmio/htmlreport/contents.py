@@ -525,6 +525,22 @@ def _compare(rep: Report, d: Path) -> None:
     rep.command_note = "REAL and SIM (the measured and the simulated results) are not recorded"
 
 
+def _json_parts(rep: Report, obj: dict[str, Any], prefix: str, depth: int = 0) -> None:
+    """A JSON object's parts: each list of objects a table (`advise.json#a.b`), each nested
+    object walked (up to 4 levels), every other value an environment row."""
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            if len(rep.tables) < MAX_TABLES:
+                rep.tables.append(_records_table(f"advise.json: {key}", f"advise.json#{key}", v))
+            else:
+                rep.notes.append(f"advise.json: {key}: not shown (more than {MAX_TABLES} tables)")
+        elif isinstance(v, dict) and depth < 4:
+            _json_parts(rep, v, f"{key}.", depth + 1)
+        else:
+            rep.environment.append((key, cell(v)))
+
+
 def _advise(rep: Report, d: Path) -> None:
     try:
         doc = boundedjson.loads(read_text(d / "advise.json", MAX_JSON_BYTES), "advise.json")
@@ -533,26 +549,24 @@ def _advise(rep: Report, d: Path) -> None:
         doc = {}
     if not isinstance(doc, dict):
         doc = {"advise": doc}
-    tables = []
-    for k, v in doc.items():
-        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            tables.append(_records_table(f"advise.json: {k}", f"advise.json#{k}", v))
-        elif isinstance(v, dict):
-            for kk, vv in _flatten(v, f"{k}.").items():
-                rep.environment.append((kk, vv))
-        else:
-            rep.environment.append((str(k), cell(v)))
-    rep.tables[0:0] = tables
+    _json_parts(rep, doc, "")  # its tables after results.csv, the ranked configurations
     facts = _points(rep, d, "json")
     _env_versions(rep, facts)
+    recorded = [t for t in rep.texts if t.source == "command.txt"]
     cmd = doc.get("command")
-    if isinstance(cmd, str):
+    if recorded and recorded[0].text.strip():
+        rep.command = recorded[0].text.strip()
+        rep.command_note = "as command.txt records it"
+        rep.texts.remove(recorded[0])
+    elif isinstance(cmd, str):
         rep.command = cmd
         rep.command_note = "as advise.json records it"
     elif isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
         rep.command = " ".join(cmd)
         rep.command_note = "as advise.json records it"
     else:
-        goal = f" --goal {cell(doc['goal'])}" if "goal" in doc else ""
-        rep.command = f"vmio advise --stack {d / 'stack.toml'} --workload {d / 'job.fio'}{goal}"
-        rep.command_note = "rebuilt from the directory (advise.json records no command)"
+        goal = doc.get("goal")
+        goal = goal.get("name") if isinstance(goal, dict) else goal
+        goal_opt = f" --goal {cell(goal)}" if isinstance(goal, str) else ""
+        rep.command = f"vmio advise --stack {d / 'stack.toml'} --workload {d / 'job.fio'}{goal_opt}"
+        rep.command_note = "rebuilt from the directory (it records no command)"
