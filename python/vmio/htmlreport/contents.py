@@ -170,7 +170,7 @@ def parse_csv(text: str, title: str, source: str) -> Table:
             if total <= MAX_ROWS:
                 rows.append(row)
     except csv.Error as err:
-        raise VmioError(f"'{source}': not a CSV table ({err})") from None
+        raise VmioError(f"not a CSV table ({err})") from None
     note = f"{MAX_ROWS} of {total} rows shown (the report's bound)" if total > MAX_ROWS else ""
     return Table(title, source, columns, rows, total, note)
 
@@ -348,8 +348,8 @@ def _points(rep: Report, d: Path, sub: str, *, jobs: bool = False) -> PointFacts
         rel = _rel(p, d)
         try:
             doc = boundedjson.loads(read_text(p, MAX_JSON_BYTES), rel)
-        except VmioError as err:
-            rep.notes.append(f"{rel}: not read: {err}")
+        except VmioError as err:  # its message begins with `rel`
+            rep.notes.append(f"not read: {err}")
             continue
         if not isinstance(doc, dict):
             continue
