@@ -34,7 +34,8 @@ installed_version() { { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null
     | awk '$3 == "installed" {print $4}'; }
 
 # --- 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(fio fio-examples libnbd-bin nbdkit linux-image-cloud-amd64 busybox-static procps bzip2 gcc)
+APT_PACKAGES=(fio fio-examples libnbd-bin nbdkit linux-image-cloud-amd64 busybox-static procps bzip2 gcc
+    chromium)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     [[ -n $(installed_version "$pkg") ]] || missing+=("$pkg")
@@ -54,7 +55,8 @@ fi
 # --- 2. every tool the tests use ------------------------------------------------------------
 TOOLS=(fio:fio qemu-img:qemu-utils qemu-io:qemu-utils qemu-nbd:qemu-utils nbdinfo:libnbd-bin
     nbdcopy:libnbd-bin nbdkit:nbdkit qemu-system-x86_64:qemu-system-x86 busybox:busybox-static
-    cargo:rustup rustfmt:rustup cargo-clippy:rustup python3:python3 pgrep:procps bzip2:bzip2 cc:gcc)
+    cargo:rustup rustfmt:rustup cargo-clippy:rustup python3:python3 pgrep:procps bzip2:bzip2 cc:gcc
+    chromium:chromium)
 for t in "${TOOLS[@]}"; do
     command -v "${t%%:*}" >/dev/null 2>&1 \
         || die "'${t%%:*}' is not on PATH after the set-up (Debian package or tool: ${t#*:})"

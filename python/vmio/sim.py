@@ -94,22 +94,27 @@ def check_path(path: str | Path, what: str) -> Path:
     return Path(path)
 
 
-def read_text(path: str | Path, what: str) -> str:
-    """Read a user file as UTF-8 text; every problem is a `VmioError` naming the file.
-
-    Refused: a NUL in the path; anything but a regular file (a directory, a FIFO — never
-    waited on —, a device like /dev/zero); a file over `MAX_INPUT_BYTES`; bytes that are not
-    UTF-8 (the message gives the byte offset and line) and NUL characters in the text.
-    """
+def read_bytes(
+    path: str | Path, what: str, limit: int = MAX_INPUT_BYTES, *, follow_links: bool = True
+) -> bytes:
+    """The bytes of a user file: a regular file (a directory, a FIFO — never waited on —, a
+    device like /dev/zero are refused), at most `limit` bytes, and with `follow_links` False
+    not through a symbolic link; every problem is a `VmioError` naming the file."""
     name = str(check_path(path, what))
+    mib = " (16 MiB)" if limit == MAX_INPUT_BYTES else ""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         # O_NONBLOCK: opening a FIFO with no writer must not hang; checked below.
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, flags)
     except FileNotFoundError:
         raise VmioError(f"{what} '{path}' does not exist") from None
     except IsADirectoryError:
         raise VmioError(f"{what} '{path}' is a directory, not a file") from None
     except OSError as err:
+        if not follow_links and os.path.islink(name):
+            raise VmioError(f"{what} '{path}' is a symbolic link, not followed") from None
         raise VmioError(f"cannot read {what} '{path}': {err.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -117,19 +122,28 @@ def read_text(path: str | Path, what: str) -> str:
             raise VmioError(f"{what} '{path}' is a directory, not a file")
         if not stat.S_ISREG(st.st_mode):
             raise VmioError(f"{what} '{path}' is not a regular file (a device, FIFO or socket)")
-        if st.st_size > MAX_INPUT_BYTES:
-            raise VmioError(
-                f"{what} '{path}' is {st.st_size} bytes; the limit is {MAX_INPUT_BYTES} (16 MiB)"
-            )
+        if st.st_size > limit:
+            raise VmioError(f"{what} '{path}' is {st.st_size} bytes; the limit is {limit}{mib}")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_INPUT_BYTES + 1)
+            data = f.read(limit + 1)
     except OSError as err:
         raise VmioError(f"cannot read {what} '{path}': {err.strerror or err}") from None
     finally:
         os.close(fd)
-    if len(data) > MAX_INPUT_BYTES:  # grew while read
-        raise VmioError(f"{what} '{path}' is over the limit of {MAX_INPUT_BYTES} bytes (16 MiB)")
+    if len(data) > limit:  # grew while read
+        raise VmioError(f"{what} '{path}' is over the limit of {limit} bytes{mib}")
+    return data
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """Read a user file as UTF-8 text; every problem is a `VmioError` naming the file.
+
+    Refused: a NUL in the path; anything but a regular file (a directory, a FIFO — never
+    waited on —, a device like /dev/zero); a file over `MAX_INPUT_BYTES`; bytes that are not
+    UTF-8 (the message gives the byte offset and line) and NUL characters in the text.
+    """
+    data = read_bytes(path, what)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

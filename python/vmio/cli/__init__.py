@@ -1,6 +1,7 @@
 """The `vmio` command line: `vmio sim`, `vmio fio`, `vmio study`, `vmio serve`, `vmio bench`,
-`vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`; one module per
-command (its options and its `cmd_*` function), `vmio.cli.common` what they share.
+`vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`, `vmio report`;
+one module per command (its options and its `cmd_*` function), `vmio.cli.common` what they
+share.
 
 Every bad input (a stack or job file the simulator rejects, a missing file, a bad option
 value) ends as one `vmio: error: <message>` line on stderr and exit status 2, like argparse's
@@ -62,6 +63,7 @@ COMMANDS = (
     "calibrate",
     "compare",
     "validate",
+    "report",
 )
 """The subcommands, in `vmio --help`'s order; `vmio.cli.<name>` defines each (`add_parser`,
 `cmd_<name>`)."""
