@@ -70,6 +70,10 @@ class HostSide:
     notes: list[str] = field(default_factory=list)
     storages: dict[str, Storage] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """The host side's line of the header: how it was had, and the device profiles."""
+        return self.profile
+
     def place(self, disk: Disk, domain: Domain) -> Storage:
         """The storage of `disk`'s source: without a probe, image files (and pool volumes,
         network disks) share one ext4 volume, and each block device is a device of its own."""
@@ -122,9 +126,8 @@ def _slot(disk_size: int, disk: Disk) -> int:
 
 def stack_doc(domain: Domain, host: HostSide) -> tuple[dict[str, Any], list[str]]:
     """The stack's tables and its header lines."""
-    notes = list(host.notes)
     placed: list[tuple[Disk, Storage]] = [(d, host.place(d, domain)) for d in domain.disks]
-    notes += domain.notes
+    notes = list(dict.fromkeys(host.notes + domain.notes))
 
     # cores: enough for every pinned core
     pins = list(domain.vcpupin.values()) + list(domain.iothreadpin.values())
@@ -157,7 +160,7 @@ def stack_doc(domain: Domain, host: HostSide) -> tuple[dict[str, Any], list[str]
     disk_tables: list[dict[str, Any]] = []
     used: dict[str, int] = {}
     per_volume: dict[str, int] = {}
-    for d, s in placed:
+    for _, s in placed:
         per_volume[s.name] = per_volume.get(s.name, 0) + 1
     for d, s in placed:
         t = _disk_table(d, s.name)
@@ -215,7 +218,7 @@ def stack_doc(domain: Domain, host: HostSide) -> tuple[dict[str, Any], list[str]
     header = [
         f"vmio stack imported by `vmio import {domain.kind}` from {domain.source}",
         f"domain '{domain.name}': {domain.vcpus} vCPU(s), {len(domain.disks)} disk(s) modelled",
-        f"host side: {host.profile}",
+        f"host side: {host.describe()}",
     ]
     if notes:
         header.append("not modelled by vmio, or assumed (notes):")
