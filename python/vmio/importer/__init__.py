@@ -13,6 +13,8 @@ stack, so a libvirt domain and the QEMU command line of the same VM give the sam
 
 from __future__ import annotations
 
+import re
+
 from vmio.importer.build import HostSide, stack_doc
 from vmio.importer.model import Domain
 from vmio.sim import VmioError
@@ -30,7 +32,14 @@ def stack_text(domain: Domain, host: HostSide, name: str = "imported.toml") -> s
     try:
         stackfile.loads(text, name)
     except VmioError as err:
+        # The simulator names the stack's field (vm[0].disk[1].iotune...): name the source's
+        # disk beside it.
+        message = str(err).removeprefix(f"{name}: ")
+        m = re.match(r"vm\[0\]\.disk\[(\d+)\]", message)
+        if m and int(m.group(1)) < len(domain.disks):
+            disk = domain.disks[int(m.group(1))]
+            message = f"{disk.where} ({disk.name}): {message}"
         raise VmioError(
-            f"{domain.source}: the stack imported from it is refused by the simulator: {err}"
+            f"{domain.source}: the stack imported from it is refused by the simulator: {message}"
         ) from None
     return text

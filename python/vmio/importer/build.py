@@ -92,7 +92,7 @@ class HostSide:
                 [{"name": "disk0", "model": "flash", "profile": "datacenter-nvme"}],
                 filesystem="ext4",
             )
-        if disk.source_kind in ("network", "volume"):
+        if disk.source_kind in ("network", "volume", "nvme"):
             domain.note(
                 f"{disk.where} ({disk.name}): {disk.source_kind} source {disk.source or ''} "
                 "modelled as an image file on the host's volume (no network or pool latency)"

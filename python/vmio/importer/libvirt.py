@@ -237,7 +237,7 @@ def read(doc: XmlDocument) -> Domain:
     devices = r.child(root, "devices")
     controllers = _scsi_controllers(r, devices) if devices is not None else {}
     if devices is not None:
-        for i, el in enumerate(devices.findall("disk")):
+        for el in devices.findall("disk"):
             disk = _disk(r, el, d, controllers, iothread_ids)
             if disk is not None:
                 d.disks.append(disk)
@@ -362,7 +362,8 @@ def _blkiotune(r: _Reader, root: ET.Element, d: Domain) -> None:
         for x in disks:
             if x.iotune:
                 d.note(
-                    f"{r.path(dev)}: {x.name} has its own <iotune>; the cgroup limits on {path} are not modelled"
+                    f"{r.path(dev)}: {x.name} has its own <iotune>; the cgroup limits on "
+                    f"{path} are not modelled"
                 )
                 continue
             x.iotune = {k: v for k, v in limits.items() if v}
@@ -556,7 +557,8 @@ def _controller(
     c = controllers.get(index)
     if c is None:
         d.note(
-            f"{disk.where} ({disk.name}): no <controller type='scsi' index='{index}'>: virtio-scsi assumed"
+            f"{disk.where} ({disk.name}): no <controller type='scsi' index='{index}'>: "
+            "virtio-scsi assumed"
         )
         return
     r.use(c)

@@ -156,7 +156,8 @@ class Prober:
                 layout = "linear"
             else:
                 notes.append(
-                    f"{top}: device-mapper targets {', '.join(sorted(kinds)) or '?'}: modelled as linear"
+                    f"{top}: device-mapper targets {', '.join(sorted(kinds)) or '?'}: "
+                    "modelled as linear"
                 )
                 layout = "linear"
             leaves = [self._disk_of(s) for s in slaves] or [top]

@@ -553,7 +553,9 @@ class _Parser:
                     disk.num_queues = _int(q, "-device virtio-scsi-pci num_queues", 1, 1024)
                 if "iothread" in hba:
                     d.note(
-                        f"-device {hba.get('driver')} iothread={hba['iothread']}: the controller's iothread is not modelled ({name} is served by the main loop)"
+                        f"-device {hba.get('driver')} iothread={hba['iothread']}: the "
+                        f"controller's iothread is not modelled ({name} is served by the main "
+                        "loop)"
                     )
         rest = sorted(set(dev) - used)
         if rest:
