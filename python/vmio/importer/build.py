@@ -205,6 +205,11 @@ def stack_doc(domain: Domain, host: HostSide) -> tuple[dict[str, Any], list[str]
     if domain.weight is not None:
         vm["weight"] = domain.weight
     qemu = qemu_version_of_machine(domain.machine)
+    if any((d.iothreads or 0) > 1 for d in domain.disks) and qemu != "8.2":
+        # a disk's queues on several iothreads (iothread-vq-mapping) exist from QEMU 9.0
+        # (libvirt's formatdomain.rst, "iothreads" of <driver>): vmio's newest profile
+        qemu = "8.2"
+        notes.append("iothread-vq-mapping needs QEMU >= 9.0: QEMU 8.2's profile")
     if qemu:
         vm["qemu_version"] = qemu
     elif domain.machine:

@@ -270,11 +270,6 @@ def _memory(r: _Reader, root: ET.Element, d: Domain) -> None:
                 d.note(f"currentMemory {c} bytes below memory {d.memory}: the current is modelled")
             d.memory = c
     if d.memory is not None:
-        if d.memory < 256 << 20:
-            d.note(
-                f"memory {d.memory} bytes: raised to 256 MiB, the least vmio's guest model takes"
-            )
-            d.memory = 256 << 20
         d.memory = -(-d.memory // 4096) * 4096
 
 
