@@ -14,8 +14,9 @@ CDROMs", "CPU Tuning", "Block I/O Tuning", "Memory Allocation", "IOThreads Alloc
       type= file|block|volume|network|nvme; <source file|dev|pool/volume|protocol/name>
       <driver type= cache= io= iothread= discard= queues= queue_size=>
       <driver><iothreads>                  iothread-vq-mapping: [vm.disk.queue] iothreads
-      <target bus='virtio|scsi|sata|ide'>  virtio-blk, virtio-scsi, ide (sata: AHCI has no
-                                           model; the emulated IDE disk, noted)
+      <target bus='virtio|scsi|sata|ide|nvme'>  virtio-blk, virtio-scsi, ide (sata: AHCI has
+                                           no model: the emulated IDE disk, noted; nvme:
+                                           virtio-blk, noted)
       <iotune>                             [vm.disk.iotune], key for key (crate::throttle)
       <backingStore>                       [vm.disk.image] backing
     <controller type='scsi' model= > <driver queues= iothread=>   the SCSI disks' queues
@@ -60,7 +61,13 @@ UNITS = {
 }
 """libvirt's scaled-integer units (docs/formatdomain.rst, "Memory Allocation"); no unit: KiB."""
 
-BUS = {"virtio": "virtio-blk", "scsi": "virtio-scsi", "ide": "ide", "sata": "ide"}
+BUS = {
+    "virtio": "virtio-blk",
+    "scsi": "virtio-scsi",
+    "ide": "ide",
+    "sata": "ide",
+    "nvme": "virtio-blk",
+}
 DEV_PREFIX_BUS = (("vd", "virtio"), ("sd", "scsi"), ("hd", "ide"), ("xvd", "xen"))
 """libvirt's bus for a target without bus=, from the device name (virDomainDiskDefParse)."""
 
@@ -247,7 +254,7 @@ def read(doc: XmlDocument) -> Domain:
         raise r.refuse(
             where,
             "no disk vmio can model; accepted: <disk device='disk'> (or 'lun') with "
-            "<target bus='virtio|scsi|sata|ide'> and a file, block, volume, network or "
+            "<target bus='virtio|scsi|sata|ide|nvme'> and a file, block, volume, network or "
             "nvme source",
         )
     own, others = r.unread()
@@ -400,13 +407,17 @@ def _disk(
     if bus not in BUS:
         d.note(
             f"{where} ({dev}): target bus='{bus}' is not modelled (accepted: virtio, scsi, "
-            "sata, ide); the disk is left out"
+            "sata, ide, nvme); the disk is left out"
         )
         r.use_all(el)
         return None
     disk = Disk(name=dev, where=where, interface=BUS[bus], source_kind=kind)
     if bus == "sata":
         d.note(f"{where} ({dev}): bus='sata' (AHCI) modelled as the emulated IDE disk")
+    if bus == "nvme":
+        d.note(
+            f"{where} ({dev}): bus='nvme' (QEMU's emulated NVMe controller) modelled as virtio-blk"
+        )
     if device == "lun":
         d.note(f"{where} ({dev}): device='lun' (SCSI passthrough) modelled as a virtio-scsi disk")
     if kind not in ("file", "block", "volume", "network", "nvme"):
