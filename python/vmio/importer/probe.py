@@ -27,8 +27,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat as statmod
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vmio.importer.build import GIB, HostSide, Storage
@@ -239,13 +241,14 @@ def _cores_memory(proc: Path) -> tuple[int, int | None]:
     return min(cores, 64), mem
 
 
+@dataclass
 class ProbedHost(HostSide):
     """The host side with storages placed where this machine has the disks' sources."""
 
-    prober: Prober
-    _devices: dict[str, str]
+    prober: Prober = field(default_factory=Prober)
+    devices: dict[str, str] = field(default_factory=dict)
     """Block device -> the [[device]] that models it (the first volume's)."""
-    _scheduler_set: bool
+    scheduler_read: bool = False
 
     def describe(self) -> str:
         devs = [
@@ -271,8 +274,6 @@ class ProbedHost(HostSide):
                 "machine: the default device"
             )
             return super().place(disk, domain)
-        import stat as statmod
-
         rdev = st.st_rdev if statmod.S_ISBLK(st.st_mode) else st.st_dev
         majmin = f"{os.major(rdev)}:{os.minor(rdev)}"
         top = p.block_of(majmin)
@@ -313,12 +314,12 @@ class ProbedHost(HostSide):
         # raw device beside it): the same hardware, so a region of it (`share`).
         for k, d in enumerate(s.devices):
             leaf = leaves[k]
-            if leaf in self._devices:
-                s.devices[k] = {"name": f"{leaf}-{n}", "share": self._devices[leaf], "start": 0}
+            if leaf in self.devices:
+                s.devices[k] = {"name": f"{leaf}-{n}", "share": self.devices[leaf], "start": 0}
             else:
-                self._devices[leaf] = str(d["name"])
-        if not self._scheduler_set:
-            self._scheduler_set = True
+                self.devices[leaf] = str(d["name"])
+        if not self.scheduler_read:
+            self.scheduler_read = True
             sched = p.queue(leaves[0]).get("scheduler", "")
             m = re.search(r"\[([^\]]+)\]", sched)
             name = m.group(1) if m else sched or "none"
@@ -339,14 +340,11 @@ def probe(domain: Domain, prober: Prober | None = None) -> HostSide:
     """The host side of `domain` on this machine."""
     p = prober or Prober()
     cores, memory = _cores_memory(p.proc)
-    h = ProbedHost(
+    return ProbedHost(
+        prober=p,
         cores=cores,
         memory=memory,
         profile=f"probed on this machine ({cores} cores"
         + (f", {memory // GIB} GiB" if memory else "")
         + "); device profiles guessed from sysfs",
     )
-    h.prober = p
-    h._devices = {}
-    h._scheduler_set = False
-    return h
