@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Run `vmio import libvirt` over every domain XML of a directory the user gives (libvirt's
-own tests/qemuxmlconfdata, virt-manager's tests/data, a host's /etc/libvirt/qemu) and count
+own tests/qemuxmlconfdata, virt-manager's tests/data, a host's /etc/libvirt/qemu), and
+`vmio import qemu` over every `*.args` file (a QEMU command line as libvirt's tests keep it:
+environment assignments, the program, options, lines joined by backslash-newline), and count
 the outcomes: imported (a stack the simulator accepts), refused with one error line (exit 2),
 or crashed (any other exit, a traceback, or more than one line on stderr).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shlex
 import sys
 import traceback
 from collections import Counter
@@ -32,6 +35,7 @@ def main() -> int:
 
     files = sorted(p for p in args.dir.rglob("*.xml") if p.is_file())
     files = [p for p in files if "<domain" in p.read_text(errors="replace")]
+    files += sorted(p for p in args.dir.rglob("*.args") if p.is_file())
     if args.limit:
         files = files[: args.limit]
     counts: Counter[str] = Counter()
@@ -40,7 +44,11 @@ def main() -> int:
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = vmio(["import", "libvirt", str(p)])
+                if p.suffix == ".args":
+                    line = p.read_text(errors="replace").replace("\\\n", " ")
+                    rc = vmio(["import", "qemu", "--", *shlex.split(line)])
+                else:
+                    rc = vmio(["import", "libvirt", str(p)])
         except SystemExit as e:
             rc = e.code if isinstance(e.code, int) else 1
         except Exception:  # noqa: BLE001 - counted as a crash, with its traceback
@@ -61,7 +69,7 @@ def main() -> int:
     total = sum(counts.values())
     ok = counts["imported"] + counts["refused"]
     print(
-        f"{total} domain XMLs: {counts['imported']} imported, {counts['refused']} refused "
+        f"{total} domain XMLs and command lines: {counts['imported']} imported, {counts['refused']} refused "
         f"with one line, {counts['crashed']} crashed ({100 * ok / max(total, 1):.1f} % "
         "imported or cleanly refused)"
     )

@@ -249,8 +249,8 @@ QEMU_LINES = {
     "virtio-scsi.xml": """qemu-system-x86_64 -name guest=db1 -machine pc-q35-8.2,accel=kvm
         -m 8G -smp 2 -object iothread,id=iothread1
         -device virtio-scsi-pci,id=scsi0,num_queues=2,iothread=iothread1
-        -blockdev {"driver":"file","filename":"/srv/images/db1-root.img","node-name":"f0","cache":{"direct":true},"aio":"io_uring","discard":"ignore"}
-        -blockdev {"driver":"raw","file":"f0","node-name":"r0"}
+        -blockdev {"driver":"file","filename":"/srv/images/db1-root.img","node-name":"f0","cache":{"direct":true},"aio":"io_uring","discard":"unmap"}
+        -blockdev {"driver":"raw","file":"f0","node-name":"r0","discard":"ignore"}
         -device scsi-hd,bus=scsi0.0,drive=r0,write-cache=on
         -blockdev driver=host_device,filename=/dev/mapper/db1-data,node-name=f1,cache.direct=on,aio=native
         -blockdev driver=raw,file=f1,node-name=r1

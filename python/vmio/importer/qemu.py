@@ -203,8 +203,12 @@ class _Parser:
         shown = shlex.join(argv)
         self.d.source = "`" + (shown if len(shown) <= 200 else shown[:199] + "…") + "`"
         i = 0
-        if argv and not argv[0].startswith("-") and "qemu" in argv[0].rsplit("/", 1)[-1]:
-            i = 1
+        # a command line as a log or libvirt's tests show it: NAME=value environment
+        # assignments, then the program
+        while i < len(argv) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
+            i += 1
+        if i < len(argv) and not argv[i].startswith("-") and "qemu" in argv[i].rsplit("/", 1)[-1]:
+            i += 1
         hd = 0
         while i < len(argv):
             a = argv[i]
@@ -285,7 +289,14 @@ class _Parser:
                 if not value.startswith("{")
                 else self._json(value, shown)
             )
-            self.devices.append((str(o.get("driver", "")), {k: str(v) for k, v in o.items()}))
+            vq = o.get("iothread-vq-mapping")
+            dev = {k: str(v) for k, v in o.items() if not isinstance(v, (dict, list))}
+            if isinstance(vq, list):
+                # iothread-vq-mapping (QEMU 9.0): the disk's queues on these iothreads
+                dev["iothread-vq-mapping"] = ",".join(
+                    str(m.get("iothread", "")) for m in vq if isinstance(m, dict)
+                )
+            self.devices.append((str(o.get("driver", "")), dev))
         elif opt in ("hda", "hdb", "hdc", "hdd"):
             self._drive({"file": value, "if": "ide", "index": str("abcd".index(opt[2]))}, shown)
         else:
@@ -364,7 +375,7 @@ class _Parser:
                 continue
             if driver in CDROM_DEVICES:
                 self._mark(o.get("drive"), attached)
-                d.note(f"{where}: {driver} (not a disk): not modelled")
+                d.note(f"{where}: {driver} (a CD-ROM, floppy or USB disk): not modelled")
                 continue
             if driver not in DISK_DEVICES:
                 self.others[f"-device {driver}"] += 1
@@ -437,6 +448,7 @@ class _Parser:
         d = self.d
         disk = Disk(name=name, where=where, interface=interface)
         chain = self._chain(node)
+        top = next((n for n in chain if n.driver in ("drive", "raw", "qcow2")), chain[0])
         writeback, direct, no_flush = True, False, False
         fmt = None
         for n in chain:
@@ -497,10 +509,21 @@ class _Parser:
                     )
                 disk.aio = str(aio)
             disc = n.get("discard")
-            if disc is not None:
+            if disc is not None and n is top:
+                # the guest's discards are the top node's (the format node, or a -drive);
+                # a protocol node's discard= passes the format layer's own discards down
                 disk.discard = "unmap" if disc in ("unmap", "on") else "ignore"
             self._drive_throttle(n, disk)
-            for k in ("node-name", "driver", "id", "if", "index", "read-only", "readonly"):
+            for k in (
+                "node-name",
+                "driver",
+                "id",
+                "if",
+                "index",
+                "read-only",
+                "readonly",
+                "auto-read-only",
+            ):
                 n.get(k)
             rest = sorted(set(n.opts) - n.used - {"file", "backing"})
             rest = [k for k in rest if not isinstance(n.opts[k], dict)]
@@ -525,7 +548,30 @@ class _Parser:
                 f"aio=native with cache={mode}: QEMU refuses aio=native without cache.direct; "
                 "accepted: aio=native with cache.direct=on",
             )
-        used = {"driver", "drive", "id", "write-cache", "bus", "addr", "bootindex", "serial"}
+        used = {
+            "driver",
+            "drive",
+            "id",
+            "write-cache",
+            "bus",
+            "addr",
+            "bootindex",
+            "serial",
+            "unit",
+            "scsi-id",
+            "device_id",
+        }
+        vq = dev.get("iothread-vq-mapping")
+        if vq is not None and interface == "virtio-blk":
+            used.add("iothread-vq-mapping")
+            threads = [x for x in vq.split(",") if x]
+            if threads:
+                disk.iothreads = len(threads)
+                disk.iothread = threads[0]
+                d.note(
+                    f"{where} ({name}): iothread-vq-mapping over {len(threads)} iothreads: "
+                    "queues spread round robin (vmio's rule), needs QEMU 8.2"
+                )
         t = dev.get("iothread")
         if t is not None:
             used.add("iothread")
