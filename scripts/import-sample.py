@@ -69,9 +69,9 @@ def main() -> int:
     total = sum(counts.values())
     ok = counts["imported"] + counts["refused"]
     print(
-        f"{total} domain XMLs and command lines: {counts['imported']} imported, {counts['refused']} refused "
-        f"with one line, {counts['crashed']} crashed ({100 * ok / max(total, 1):.1f} % "
-        "imported or cleanly refused)"
+        f"{total} domain XMLs and command lines: {counts['imported']} imported, "
+        f"{counts['refused']} refused with one line, {counts['crashed']} crashed "
+        f"({100 * ok / max(total, 1):.1f} % imported or cleanly refused)"
     )
     for r, n in reasons.most_common():
         print(f"  refused x{n}: {r}")
