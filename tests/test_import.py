@@ -429,3 +429,50 @@ def test_a_qcow2_images_virtual_size_is_read_from_its_header(tmp_path):
     img.write_bytes(b"QFI\xfb" + b"\0" * 20 + (10 << 30).to_bytes(8, "big") + b"\0" * 64)
     assert probe.image_size(str(img), "qcow2") == 10 << 30
     assert probe.image_size(str(img), "raw") == img.stat().st_size
+
+
+def test_a_command_line_as_libvirt_logs_it_imports_with_json_options_and_vq_mapping():
+    # environment assignments, the program, JSON -object/-blockdev/-device as libvirt writes
+    # them (qemuBuildDiskCommandLine), and a disk's queues on two iothreads
+    line = [
+        "LC_ALL=C",
+        "HOME=/var/lib/libvirt/qemu/domain-1-vm",
+        "/usr/bin/qemu-system-x86_64",
+        "-name",
+        "guest=vm,debug-threads=on",
+        "-machine",
+        "pc-q35-9.0,usb=off",
+        "-accel",
+        "kvm",
+        "-m",
+        "size=4194304k",
+        "-smp",
+        "4,sockets=4,cores=1,threads=1",
+        "-object",
+        '{"qom-type":"iothread","id":"iothread1"}',
+        "-object",
+        '{"qom-type":"iothread","id":"iothread2"}',
+        "-blockdev",
+        '{"driver":"file","filename":"/srv/vm.qcow2","node-name":"s","auto-read-only":true,'
+        '"discard":"unmap","cache":{"direct":true,"no-flush":false}}',
+        "-blockdev",
+        '{"node-name":"f","read-only":false,"cache":{"direct":true,"no-flush":false},'
+        '"driver":"qcow2","file":"s"}',
+        "-device",
+        '{"driver":"virtio-blk-pci","num-queues":4,"iothread-vq-mapping":[{"iothread":'
+        '"iothread1","vqs":[0,2]},{"iothread":"iothread2","vqs":[1,3]}],"drive":"f",'
+        '"id":"virtio-disk0","write-cache":"on"}',
+    ]
+    d = qemu.parse(line)
+    (disk,) = d.disks
+    assert (d.name, d.vcpus, d.memory, d.hypervisor) == ("vm", 4, 4 << 30, "kvm")
+    assert (disk.name, disk.cache, disk.format, disk.source) == (
+        "vda",
+        "none",
+        "qcow2",
+        "/srv/vm.qcow2",
+    )
+    assert (disk.num_queues, disk.iothreads, disk.iothread) == (4, 2, "iothread1")
+    assert disk.discard is None  # the protocol node's discard= is not the guest's
+    stack = stackfile.loads(stack_text(d, HostSide()), "s.toml")
+    assert stack.vms[0].qemu_version == "8.2"
