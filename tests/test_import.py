@@ -6,6 +6,7 @@ on a made-up sysfs, and no output overwritten without --force."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -476,3 +477,22 @@ def test_a_command_line_as_libvirt_logs_it_imports_with_json_options_and_vq_mapp
     assert disk.discard is None  # the protocol node's discard= is not the guest's
     stack = stackfile.loads(stack_text(d, HostSide()), "s.toml")
     assert stack.vms[0].qemu_version == "8.2"
+
+
+def test_an_imported_iops_limit_bounds_the_simulated_requests_to_qemus_bucket(tmp_path):
+    # QEMU's leaky bucket (util/throttle.c, throttle_fix_bucket): without a burst (_max = 0)
+    # the bucket holds avg / 10, so a saturating job completes avg x T + avg / 10 requests
+    xml = tmp_path / "thr.xml"
+    xml.write_text(
+        "<domain type='kvm'><name>thr</name><memory unit='GiB'>1</memory><devices>"
+        "<disk type='file' device='disk'><driver name='qemu' type='raw' cache='none' "
+        "io='native'/><source file='/srv/thr.img'/><target dev='vda' bus='virtio'/>"
+        "<iotune><total_iops_sec>500</total_iops_sec></iotune></disk></devices></domain>"
+    )
+    out = tmp_path / "thr.toml"
+    assert run_vmio("import", "libvirt", xml, "-o", out).returncode == 0
+    job = tmp_path / "thr.fio"
+    job.write_text(JOB.format(disk="vda").replace("randrw", "randread").replace("0.2", "2"))
+    r = run_vmio("sim", "--stack", out, job, "--output-format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"][0]["read"]["total_ios"] == 500 * 2 + 500 // 10

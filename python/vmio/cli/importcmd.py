@@ -104,8 +104,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         write_new_file(args.output, text, args.force)
+        notes = sum(line.startswith("#   - ") for line in text.splitlines())
         print(
-            f"vmio: wrote {args.output} ({len(domain.disks)} disk(s), {len(domain.notes)} note(s))",
+            f"vmio: wrote {args.output} ({len(domain.disks)} disk(s), {notes} note(s) in its "
+            "header)",
             file=sys.stderr,
         )
     return 0
