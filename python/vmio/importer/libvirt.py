@@ -240,7 +240,9 @@ def read(doc: XmlDocument) -> Domain:
         t = r.child(os_el, "type")
         if t is not None:
             d.machine = r.attr(t, "machine")
-            r.attr(t, "arch")
+            arch = r.attr(t, "arch")
+            if arch not in (None, "x86_64", "i686"):
+                d.note(f"os/type@arch='{arch}': modelled as an x86-64 KVM host's costs")
     devices = r.child(root, "devices")
     controllers = _scsi_controllers(r, devices) if devices is not None else {}
     if devices is not None:

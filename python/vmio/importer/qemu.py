@@ -237,7 +237,9 @@ class _Parser:
     def _option(self, opt: str, value: str, shown: str) -> None:
         d = self.d
         if opt == "name":
-            d.name = split_opts(value, "guest", shown).get("guest", "vm") or "vm"
+            o = split_opts(value, "guest", shown)
+            d.name = o.pop("guest", "vm") or "vm"
+            self._rest(shown, o)
         elif opt == "m":
             o = split_opts(value, "size", shown)
             d.memory = _size(o.get("size", "128"), shown, "m")
@@ -256,9 +258,10 @@ class _Parser:
                 d.vcpus = min(n, 4096)
         elif opt in ("machine", "M"):
             o = split_opts(value, "type", shown)
-            d.machine = o.get("type")
+            d.machine = o.pop("type", None)
             if "accel" in o:
-                self.accel = o["accel"].split(":")[0]
+                self.accel = o.pop("accel").split(":")[0]
+            self._rest(shown, o)
         elif opt == "accel":
             self.accel = split_opts(value, "accel", shown).get("accel", "")
         elif opt == "object":
@@ -270,6 +273,7 @@ class _Parser:
             kind = o.get("qom-type")
             if kind == "iothread":
                 self.iothreads.append(str(o.get("id", "")))
+                self._rest(f"-object iothread,id={o.get('id', '')}", o, {"qom-type", "id"})
             elif kind == "throttle-group":
                 self.groups[str(o.get("id", ""))] = {k: str(v) for k, v in o.items()}
             else:
@@ -301,6 +305,14 @@ class _Parser:
             self._drive({"file": value, "if": "ide", "index": str("abcd".index(opt[2]))}, shown)
         else:
             self.others[f"-{opt}"] += 1
+
+    def _rest(
+        self, where: str, o: dict[str, Any], read: frozenset[str] | set[str] = frozenset()
+    ) -> None:
+        """A note of the keys of an option that are not read."""
+        rest = [f"{k}={v}" for k, v in o.items() if k not in read and not isinstance(v, dict)]
+        if rest:
+            self.d.note(f"{where}: {', '.join(rest)[:200]}: not modelled")
 
     def _json(self, value: str, where: str) -> dict[str, Any]:
         try:
