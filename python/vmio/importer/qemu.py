@@ -265,11 +265,7 @@ class _Parser:
         elif opt == "accel":
             self.accel = split_opts(value, "accel", shown).get("accel", "")
         elif opt == "object":
-            o = (
-                split_opts(value, "qom-type", shown)
-                if not value.startswith("{")
-                else self._json(value, shown)
-            )
+            o = self._opts(value, "qom-type", shown)
             kind = o.get("qom-type")
             if kind == "iothread":
                 self.iothreads.append(str(o.get("id", "")))
@@ -281,18 +277,10 @@ class _Parser:
         elif opt == "drive":
             self._drive(split_opts(value, None, shown), f"-drive #{len(self.drives)}")
         elif opt == "blockdev":
-            o = (
-                self._json(value, shown)
-                if value.startswith("{")
-                else split_opts(value, None, shown)
-            )
+            o = self._opts(value, None, shown)
             self._blockdev(o, f"-blockdev {o.get('node-name', '')}".strip())
         elif opt == "device":
-            o = (
-                split_opts(value, "driver", shown)
-                if not value.startswith("{")
-                else self._json(value, shown)
-            )
+            o = self._opts(value, "driver", shown)
             vq = o.get("iothread-vq-mapping")
             dev = {k: str(v) for k, v in o.items() if not isinstance(v, (dict, list))}
             if isinstance(vq, list):
@@ -313,6 +301,13 @@ class _Parser:
         rest = [f"{k}={v}" for k, v in o.items() if k not in read and not isinstance(v, dict)]
         if rest:
             self.d.note(f"{where}: {', '.join(rest)[:200]}: not modelled")
+
+    def _opts(self, value: str, implied: str | None, where: str) -> dict[str, Any]:
+        """An option's value: JSON (QEMU's JSON syntax of -object, -blockdev, -device) or
+        `key=value,...`."""
+        if value.startswith("{"):
+            return self._json(value, where)
+        return dict(split_opts(value, implied, where))
 
     def _json(self, value: str, where: str) -> dict[str, Any]:
         try:
