@@ -64,9 +64,12 @@ COMMANDS = (
     "compare",
     "validate",
     "report",
+    "import",
 )
 """The subcommands, in `vmio --help`'s order; `vmio.cli.<name>` defines each (`add_parser`,
-`cmd_<name>`)."""
+`cmd_<name>`), or `vmio.cli.<MODULES[name]>` where the name is a Python keyword."""
+
+MODULES = {"import": "importcmd"}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -86,7 +89,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     for name in COMMANDS if only is None else (only,):
-        importlib.import_module(f"vmio.cli.{name}").add_parser(sub)
+        importlib.import_module(f"vmio.cli.{MODULES.get(name, name)}").add_parser(sub)
     return p
 
 
