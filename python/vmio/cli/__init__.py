@@ -1,5 +1,6 @@
 """The `vmio` command line: `vmio sim`, `vmio fio`, `vmio study`, `vmio serve`, `vmio bench`,
-`vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`; one module per
+`vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`, `vmio advise`;
+one module per
 command (its options and its `cmd_*` function), `vmio.cli.common` what they share.
 
 Every bad input (a stack or job file the simulator rejects, a missing file, a bad option
@@ -62,6 +63,7 @@ COMMANDS = (
     "calibrate",
     "compare",
     "validate",
+    "advise",
 )
 """The subcommands, in `vmio --help`'s order; `vmio.cli.<name>` defines each (`add_parser`,
 `cmd_<name>`)."""
