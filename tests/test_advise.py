@@ -11,52 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import missing_tool, run_vmio
+from conftest import STACK, missing_tool, run_vmio
 from vmio.advise import rank, uncertainty
 from vmio.real import engine as realengine
 from vmio.real import machine
 
-# Two 7200 rpm HDDs (hdd-7200-2tb: outer_rate 220 MB/s, track_to_track 0.8 ms) under one
-# volume, one VM on it.
-STACK = """\
-[host]
-cores = 4
-memory = "16g"
-
-[[device]]
-name = "sdb"
-model = "hdd"
-profile = "hdd-7200-2tb"
-
-[[device]]
-name = "sdc"
-model = "hdd"
-profile = "hdd-7200-2tb"
-
-[[volume]]
-name = "data"
-layout = "linear"
-devices = {devices}
-
-[scheduler]
-name = "mq-deadline"
-
-[page_cache]
-memory = "8g"
-
-[[vm]]
-name = "vm1"
-vcpus = 2
-memory = "4g"
-
-[[vm.disk]]
-name = "sda"
-volume = "data"
-size = "100g"
-interface = "virtio-scsi"
-cache = "none"
-"""
-
+# conftest's two 7200 rpm HDDs (hdd-7200-2tb: outer_rate 220 MB/s, track_to_track 0.8 ms)
+# under one volume, one VM on it with cache = "none".
 # The file is laid out first (fio's sequential write of it): with cache=writeback its pages
 # stay in the host page cache, so the random reads after it find the cache warm.
 RANDREAD = """\
@@ -103,7 +64,7 @@ TRACK_TO_TRACK_NS = 800e3
 
 def _files(tmp_path: Path, job: str, devices: str = '["sdb", "sdc"]') -> tuple[Path, Path]:
     stack = tmp_path / "stack.toml"
-    stack.write_text(STACK.format(devices=devices), encoding="utf-8")
+    stack.write_text(STACK.format(layout="linear", devices=devices), encoding="utf-8")
     fio = tmp_path / "job.fio"
     fio.write_text(job, encoding="utf-8")
     return stack, fio

@@ -20,7 +20,7 @@ native stack (`host.hypervisor = "native"`: no VMM; the simulator refuses cache 
 
 The space is the product of the varied knobs' values (`Space.size`, counted before anything
 runs); a configuration is one value per knob (`Config`'s `values`), applied in the knobs'
-declaration order. Values are strings as a stack file or a job writes them; `typed` turns
+declaration order. Values are strings as a stack file or a job writes them; the edit turns
 one into the TOML value (`true`, `512`).
 
 Sources of the values: QEMU's cache modes and aio engines (qemu-options.hx `-drive
@@ -94,7 +94,6 @@ class Knob:
     """Acts on the VM's disks through its VMM (not on a native stack)."""
     applies_to: Callable[[stackfile.Stack, str], str | None] | None
     current_of: Callable[[stackfile.Stack, str, str, str | None], str]
-    typed: Callable[[str], Any] = str
 
     def applies(self, view: stackfile.Stack, vm: str) -> str | None:
         """None when the knob acts on the stack, else why not (one line)."""
@@ -122,7 +121,6 @@ def knob(
     default: bool = False,
     vm: bool = False,
     applies: Callable[[stackfile.Stack, str], str | None] | None = None,
-    typed: Callable[[str], Any] = str,
 ) -> Callable[[Edit], Edit]:
     """Declare knob `name` whose edit is the decorated function (module doc)."""
 
@@ -140,7 +138,6 @@ def knob(
             vm,
             applies,
             current,
-            typed,
         )
         return edit
 
@@ -206,7 +203,27 @@ def _layout(c: Config, value: str) -> None:
             vol.pop("chunk", None)
 
 
-@knob(
+def _disks(key: str, typed: Callable[[str], Any] = str) -> Edit:
+    """The edit that sets `key` of every disk of the VM."""
+
+    def edit(c: Config, value: str) -> None:
+        for disk in c.disks():
+            disk[key] = typed(value)
+
+    return edit
+
+
+def _disk_attr(attr: str) -> Callable[..., str]:
+    """The current value: `attr` of the VM's first disk, as a stack file writes it."""
+
+    def current(view: stackfile.Stack, vm: str, _job: str, _measure: str | None) -> str:
+        value = getattr(_disk0(view, vm), attr)
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return current
+
+
+knob(
     "cache",
     "QEMU's cache mode of the VM's disks ([[vm.disk]] cache); unsafe (flushes ignored) and "
     "pdc only when named with --values",
@@ -214,25 +231,18 @@ def _layout(c: Config, value: str) -> None:
     choices=("none", "writeback", "writethrough", "directsync", "unsafe", "pdc"),
     default=True,
     vm=True,
-    current=lambda view, vm, _j, _m: _disk0(view, vm).cache,
-)
-def _cache(c: Config, value: str) -> None:
-    for disk in c.disks():
-        disk["cache"] = value
+    current=_disk_attr("cache"),
+)(_disks("cache"))
 
-
-@knob(
+knob(
     "interface",
     "the VM's disk interface ([[vm.disk]] interface): virtio-blk, virtio-scsi, emulated IDE",
     ("virtio-blk", "virtio-scsi", "ide"),
     choices=("virtio-blk", "virtio-scsi", "ide"),
     default=True,
     vm=True,
-    current=lambda view, vm, _j, _m: _disk0(view, vm).interface,
-)
-def _interface(c: Config, value: str) -> None:
-    for disk in c.disks():
-        disk["interface"] = value
+    current=_disk_attr("interface"),
+)(_disks("interface"))
 
 
 @knob(
@@ -251,7 +261,7 @@ def _scheduler(c: Config, value: str) -> None:
     table["name"] = value
 
 
-@knob(
+knob(
     "format",
     "the VM disks' image format ([[vm.disk]] format): raw, qcow2 (QEMU's defaults for its "
     "[vm.disk.image] keys)",
@@ -259,14 +269,10 @@ def _scheduler(c: Config, value: str) -> None:
     choices=("raw", "qcow2"),
     default=True,
     vm=True,
-    current=lambda view, vm, _j, _m: _disk0(view, vm).format,
-)
-def _format(c: Config, value: str) -> None:
-    for disk in c.disks():
-        disk["format"] = value
+    current=_disk_attr("format"),
+)(_disks("format"))
 
-
-@knob(
+knob(
     "aio",
     "QEMU's I/O engine of the VM's disks ([[vm.disk]] aio): threads, native (needs cache "
     "none or directsync), io_uring",
@@ -274,26 +280,18 @@ def _format(c: Config, value: str) -> None:
     choices=("threads", "native", "io_uring"),
     default=True,
     vm=True,
-    current=lambda view, vm, _j, _m: _disk0(view, vm).aio,
-)
-def _aio(c: Config, value: str) -> None:
-    for disk in c.disks():
-        disk["aio"] = value
+    current=_disk_attr("aio"),
+)(_disks("aio"))
 
-
-@knob(
+knob(
     "iothread",
     "a dedicated QEMU iothread for each VM disk ([[vm.disk]] iothread; false: the main loop)",
     ("false", "true"),
     choices=("false", "true"),
     default=True,
     vm=True,
-    typed=_bool,
-    current=lambda view, vm, _j, _m: str(_disk0(view, vm).iothread).lower(),
-)
-def _iothread(c: Config, value: str) -> None:
-    for disk in c.disks():
-        disk["iothread"] = _bool(value)
+    current=_disk_attr("iothread"),
+)(_disks("iothread", _bool))
 
 
 @knob(
@@ -318,18 +316,14 @@ def _bs(c: Config, value: str) -> None:
     c.set_job("bs", value)
 
 
-@knob(
+knob(
     "read_ahead",
     "the guest's read-ahead on the VM's disks, KiB ([[vm.disk]] read_ahead_kb; buffered "
     "I/O in the guest only)",
     ("128", "512", "2048"),
     vm=True,
-    typed=_int,
-    current=lambda view, vm, _j, _m: str(_disk0(view, vm).read_ahead_kb),
-)
-def _read_ahead(c: Config, value: str) -> None:
-    for disk in c.disks():
-        disk["read_ahead_kb"] = _int(value)
+    current=_disk_attr("read_ahead_kb"),
+)(_disks("read_ahead_kb", _int))
 
 
 @knob(
@@ -337,7 +331,6 @@ def _read_ahead(c: Config, value: str) -> None:
     "the host's read-ahead on the volumes under the VM's disks, KiB ([[volume]] "
     "read_ahead_kb; host page-cache reads only)",
     ("128", "512", "4096"),
-    typed=_int,
     current=lambda view, vm, _j, _m: str(_volume0(view, vm).read_ahead_kb),
 )
 def _host_read_ahead(c: Config, value: str) -> None:

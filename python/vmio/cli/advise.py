@@ -42,13 +42,15 @@ examples:
 
 
 def _knob_lines() -> str:
+    import textwrap
+
     from vmio.advise.space import KNOBS
 
     lines = []
     for k in KNOBS.values():
         mark = "*" if k.default else " "
         lines.append(f"  {mark} {k.name:<16}{', '.join(k.values)}")
-        lines.append(f"      {k.help}")
+        lines += textwrap.wrap(k.help, 92, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 
 
