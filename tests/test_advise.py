@@ -259,6 +259,36 @@ def test_a_calibrated_stack_carries_its_fits_median_and_p90_error_and_others_say
     assert uncertainty.shown(rec, "bw_bytes") == "±20% (p90 28%)"
 
 
+def test_a_stack_in_a_validate_directory_carries_the_held_out_error_of_its_runs(
+    tmp_path: Path,
+) -> None:
+    from vmio.api import simulate
+
+    # A vmio validate directory: calibration/stack.toml, real/<w>.rep1.json, sim/<w>.json,
+    # compare.csv. The "real" runs here are simulations at another block size, so each
+    # point's error is known: sim / real - 1 of the two runs' figures.
+    (tmp_path / "calibration").mkdir()
+    stack = tmp_path / "calibration" / "stack.toml"
+    stack.write_text(STACK.format(layout="raid0", devices='["sdb", "sdc"]'), encoding="utf-8")
+    for d in ("real", "sim"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "compare.csv").write_text("file\n", encoding="utf-8")
+    errors = []
+    for w, (bs_real, bs_sim) in {"a": ("4k", "8k"), "b": ("64k", "16k"), "c": ("4k", "4k")}.items():
+        job = "[w]\nrw=randread\nioengine=libaio\ndirect=1\nsize=1g\nruntime=1\ntime_based\n"
+        real = simulate(stack, job + f"bs={bs_real}\n", seed=3)
+        sim = simulate(stack, job + f"bs={bs_sim}\n", seed=3)
+        (tmp_path / "real" / f"{w}.rep1.json").write_text(json.dumps(real.fio), encoding="utf-8")
+        (tmp_path / "sim" / f"{w}.json").write_text(json.dumps(sim.fio), encoding="utf-8")
+        errors.append(abs(sim.jobs[0].read.bw_bytes / real.jobs[0].read.bw_bytes - 1))
+    rec = uncertainty.of_stack(stack, stack.read_text(encoding="utf-8"))
+    assert rec["source"] == "validation" and rec["file"] == str(tmp_path)
+    bw = rec["figures"]["bw_bytes"]
+    lo, mid, hi = sorted(errors)
+    assert bw["n"] == 3 and bw["median"] == pytest.approx(mid)
+    assert bw["p90"] == pytest.approx(mid + 0.8 * (hi - mid))
+
+
 def test_the_explanation_uses_the_simulators_breakdown_when_its_json_has_one() -> None:
     layers = [
         {
