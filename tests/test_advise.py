@@ -403,3 +403,65 @@ def test_verify_runs_the_top_two_for_real_with_fio_on_a_file_beside_their_predic
             v["predicted_as_run"]["iops"] / v["real"]["iops"] - 1
         )
     assert not target.exists()  # created for the run, removed after it
+
+
+VM_STACK = """\
+[host]
+cores = 2
+
+[[device]]
+name = "d"
+model = "{model}"
+
+[[volume]]
+name = "v"
+layout = "single"
+devices = ["d"]
+
+[[vm]]
+name = "vm1"
+vcpus = 2
+memory = "2g"
+
+[[vm.disk]]
+name = "sda"
+volume = "v"
+size = "16m"
+cache = "none"
+"""
+
+
+def test_verify_serves_a_vm_stack_on_the_file_and_leaves_nothing_beside_it(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("fio") is None:
+        missing_tool("'fio' is not installed (apt-get install fio)")
+    cls = realengine.disk_class(machine.disk(tmp_path))
+    model = {"memory": "ram", "hdd": "hdd"}.get(cls, "flash")
+    (tmp_path / "stack.toml").write_text(VM_STACK.format(model=model), encoding="utf-8")
+    (tmp_path / "job.fio").write_text(NATIVE_JOB.replace("/dev/d", "/dev/sda"), encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    doc = _advise(
+        tmp_path,
+        "adv",
+        "--values",
+        "cache=none,writeback",
+        "--verify",
+        "1",
+        "--target",
+        work / "target.img",
+        "--target-size",
+        "16m",
+    )
+    best = next(c for c in doc["configurations"] if c["rank"] == 1)
+    v = best["verification"]
+    assert "skipped" not in v, v
+    # vmio serve of the stack, fio's nbd engine on its export: the device's image was FILE.
+    assert v["mode"] == "serve" and v["replaced"]["ioengine"] == "nbd"
+    assert v["real"]["iops"] > 0
+    # The prediction beside it is the job's own: the engine's direct=0 is fio's nbd engine's,
+    # not the guest's, and the job's 16m fit the 16m export (no size cut).
+    assert v["replaced"]["direct"] == "0" and "size" not in v["replaced"]
+    assert v["predicted_as_run"] == best["figures"]
+    assert list(work.iterdir()) == []  # FILE created and removed, no image directory left

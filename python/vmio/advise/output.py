@@ -94,7 +94,7 @@ def table_text(advice: Advice, top: int) -> str:
                 f"{v['predicted_as_run'][f] / scale:,.1f}"
                 + ("" if err is None else f" ({100 * err:+.0f}%)")
             )
-        out.append(f"verify rank {e.rank}: " + "; ".join(cells))
+        out.append(f"verify rank {e.rank} ({v['mode']} mode): " + "; ".join(cells))
     out += [f"note: {n}" for n in advice.notes]
     return "\n".join(out) + "\n"
 

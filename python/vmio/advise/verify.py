@@ -14,8 +14,8 @@ fio on FILE, with the real figures beside the predicted ones.
     for each of the top N, in rank order:
         real = Engine.run(stack, job)                       fio's JSON, vmio.replaced: the
                                                             options the engine set
-        as_run = the job with the engine's size/direct/iodepth, simulated again when
-                 they changed it (the prediction of the job that ran)
+        as_run = the job with the options the engine changed that change the prediction
+                 (AS_RUN_OPTIONS), simulated again (the prediction of the job that ran)
         error(figure) = predicted(as_run) / real - 1        vmio.real.compare.relative_error
     a configuration the real engine cannot run (`Skipped`: an HDD device on a flash disk
         without --substitute, a volume of several devices in host mode...) keeps its reason
@@ -37,8 +37,12 @@ from vmio.real import engine as realengine
 from vmio.sim import VmioError, parse_toml, simulate_text
 from vmio.study.runner import set_job_option
 
-AS_RUN_OPTIONS = ("size", "direct", "iodepth")
-"""Options the real engine may change in a job that change what the simulator predicts."""
+AS_RUN_OPTIONS = {"host": ("size", "direct", "iodepth"), "serve": ("size", "iodepth")}
+"""Per real-engine mode, the options it may change in a job that change what the simulator
+predicts: in host mode a size cut to the file, direct=0 on tmpfs (the host's page cache is
+then real); in serve mode a size cut to the export and a synchronous engine's iodepth=1
+(its direct=0 is fio's nbd engine's, whose export's cache mode decides O_DIRECT: the guest
+still reads the disk, so the prediction keeps the job's direct)."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ def run(
             info = doc.get("vmio") or {}
             replaced = {k: str(v) for k, v in (info.get("replaced") or {}).items()}
             as_run = job_text
-            for option in AS_RUN_OPTIONS:
+            for option in AS_RUN_OPTIONS.get(str(info.get("mode")), ()):
                 if option in replaced:
                     as_run = set_job_option(as_run, option, replaced[option], job_path)
             pred = figures(
