@@ -108,6 +108,16 @@ def test_a_random_read_on_a_warm_host_cache_ranks_writeback_first_and_none_behin
     assert none["baseline"] and len(doc["configurations"]) == 2
     assert doc["uncertainty"]["source"] == "uncalibrated"
     assert _best(doc)["uncertainty"]["iops"] == "uncalibrated"
+    # Explained by the knob against its neighbour, and by the simulator's per-layer account
+    # of the time when its JSON has one (feature-detected).
+    text = _best(doc)["explanation"]["text"]
+    assert "cache=writeback: iops +" in text[-2] and text[-2].endswith(
+        "vs none (the other knobs the same)"
+    )
+    if _best(doc)["explanation"]["breakdown"] is None:
+        assert text[-1] == "breakdown unavailable: the simulator's JSON has no vmio.breakdown"
+    else:
+        assert text[-1].startswith("time of job rr: ")
 
 
 def test_a_direct_sequential_read_ranks_a_striped_layout_first_and_linear_below_one_disk(

@@ -252,7 +252,7 @@ def advise(req: Request, log: Callable[[str], None] | None = None, quiet: bool =
         return out
 
     base = evaluate([None])[0]
-    base.baseline = True
+    base.baseline, base.searched = True, False
     if base.figures is None:
         raise VmioError(f"the stack and job as given: {base.invalid}")
     chosen = search.run(sp, req.budget, req.seed, req.goal, m, evaluate)

@@ -90,6 +90,9 @@ class Evaluated:
     figures: dict[str, float] | None
     invalid: str | None = None
     baseline: bool = False
+    searched: bool = True
+    """False for the stack as given when the search did not choose its values (its edits
+    may differ from every searched configuration's: it is no knob's neighbour)."""
     breakdown: list[dict[str, Any]] | None = None
     """The simulator's per-layer account of the measured jobs (None: not in its JSON)."""
     rank: int | None = None
@@ -164,7 +167,7 @@ def explain(ranked: Sequence[Evaluated], names: Sequence[str], goal: str, top: i
         for i, n in enumerate(names):
             alts = {}
             for e2 in ranked:
-                if e2 is e or e2.baseline:
+                if e2 is e or not e2.searched:
                     continue
                 if all(
                     (a == b) == (j != i)
@@ -187,6 +190,8 @@ def explain(ranked: Sequence[Evaluated], names: Sequence[str], goal: str, top: i
         e.explanation = out
 
 
+SHOWN_SHARE = 0.005
+"""Layers with a smaller share of the time are left out of the explanation's line."""
 TIE = 0.005
 """Goal differences below this share are shown as ties."""
 
@@ -210,7 +215,10 @@ def explanation_lines(e: Evaluated, goal: str) -> list[str]:
         lines.append(f"{n}={eff['value']}: {goal} {alts} (the other knobs the same)")
     if x.get("breakdown"):
         for b in x["breakdown"]:
-            layers = sorted(b.get("layers", []), key=lambda la: -float(la.get("share") or 0))
+            layers = sorted(
+                (la for la in b.get("layers", []) if float(la.get("share") or 0) >= SHOWN_SHARE),
+                key=lambda la: -float(la.get("share") or 0),
+            )
             shown = ", ".join(
                 f"{la.get('layer')} {100 * float(la.get('share') or 0):.0f}% "
                 f"(mean {float(la.get('mean_ns') or 0) / 1e3:.1f} us)"
