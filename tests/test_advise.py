@@ -475,3 +475,12 @@ def test_verify_serves_a_vm_stack_on_the_file_and_leaves_nothing_beside_it(
     assert v["replaced"]["direct"] == "0" and "size" not in v["replaced"]
     assert v["predicted_as_run"] == best["figures"]
     assert list(work.iterdir()) == []  # FILE created and removed, no image directory left
+
+
+def test_a_random_sample_is_distinct_seeded_and_takes_a_space_beyond_a_machine_integer() -> None:
+    from vmio.advise.search import sample
+
+    picks = sample(10**30, 50, seed=7)
+    assert len(set(picks)) == 50 and all(0 <= i < 10**30 for i in picks)
+    assert picks == sample(10**30, 50, seed=7) != sample(10**30, 50, seed=8)
+    assert sorted(sample(12, 20, seed=1)) == list(range(12))

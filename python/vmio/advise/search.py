@@ -11,8 +11,8 @@
                 already is told that value and not counted; the simulator's refusal is a
                 failed trial. Stops at `budget` distinct configurations, or after
                 MAX_TRIALS_PER_POINT x budget trials (TPE keeps proposing what it knows)
-      random    else: random.Random(seed).sample(range(size), budget), each index a
-                configuration in product order (space.Space.config)
+      random    else: `budget` distinct indices drawn by random.Random(seed).randrange(size)
+                (`sample`), each a configuration in product order (space.Space.config)
 
 Deterministic for one seed: the sampler's seed is the seed, trials are asked and told in a
 fixed order, and BATCH does not depend on --parallel, so the configurations chosen and their
@@ -88,9 +88,22 @@ def run(
     if m.name == "exhaustive":
         return evaluate(list(space))
     if m.name == "random":
-        picks = random.Random(seed).sample(range(space.size), min(budget, space.size))
-        return evaluate([space.config(i) for i in picks])
+        return evaluate([space.config(i) for i in sample(space.size, budget, seed)])
     return _tpe(space, budget, seed, goal, evaluate)
+
+
+def sample(size: int, n: int, seed: int) -> list[int]:
+    """min(n, size) distinct indices of range(size), drawn by random.Random(seed) one at a
+    time (any size: a product of many knobs may exceed what random.sample takes)."""
+    rng = random.Random(seed)
+    if n >= size:
+        picks = list(range(size))
+        rng.shuffle(picks)
+        return picks
+    seen: dict[int, None] = {}
+    while len(seen) < n:
+        seen.setdefault(rng.randrange(size))
+    return list(seen)
 
 
 def _tpe(space: Space, budget: int, seed: int, goal: str, evaluate: Evaluate) -> list[Evaluated]:
