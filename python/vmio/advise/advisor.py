@@ -204,6 +204,8 @@ def advise(req: Request, log: Callable[[str], None] | None = None, quiet: bool =
     job_text = read_text(req.workload, "fio job file")
     view = stackfile.loads(stack_text, stack_path)
     vm = view.vm(req.vm).name
+    if not view.vm(vm).disks:
+        raise VmioError(f"{stack_path}: VM '{vm}' has no [[vm.disk]] for the job to run on")
     _check_measure(job_text, req.measure, job_path)
     doc = parse_toml(stack_text, stack_path)
     sp = space.build(view, vm, req.vary, space.parse_values(req.values))

@@ -2,15 +2,19 @@
 that sets one value in a stack (parsed TOML, written back by `vmio.stackfile.render`) or in
 a fio job (`vmio.study.runner.set_job_option`, the Rust fio parser's edit).
 
-A knob is declared once, by the `knob` decorator on its edit, as fio's engines declare their
-options (fio/options.c, `struct fio_option`: a name, a help line, the accepted values and
-the code that sets it); that declaration is all there is to add one:
+A knob is declared once, by `knob` on its edit, as fio's engines declare their options
+(fio/options.c, `struct fio_option`: a name, a help line, the accepted values and the code
+that sets it); that declaration is all there is to add one. A key of every VM disk is one
+call; any other edit is the decorated function:
 
-    @knob("cache", "QEMU's cache mode of the VM's disks ([[vm.disk]] cache)",
-          ("none", "writeback", "writethrough", "directsync"), vm=True, current=...)
-    def _cache(c: Config, value: str) -> None:
-        for disk in c.disks():
-            disk["cache"] = value
+    knob("cache", "QEMU's cache mode of the VM's disks ([[vm.disk]] cache)",
+         ("none", "writeback", "writethrough", "directsync"), vm=True,
+         current=_disk_attr("cache"))(_disks("cache"))
+
+    @knob("queue_depth", "the job's queue depth (fio iodepth)", ("1", "4", "16"),
+          kind="job", current=_job_option(("iodepth",), "1"))
+    def _queue_depth(c: Config, value: str) -> None:
+        c.set_job("iodepth", value)
 
 Scope. The knobs act on one VM (`--vm`, else the stack's first, the simulator's default):
 every disk of it, and every volume under those disks; `[scheduler]` is the host's. A knob
