@@ -218,6 +218,19 @@ def test_a_knob_that_does_not_apply_is_named_in_one_line_not_skipped_silently(
     assert r.stderr.startswith("vmio: error: nothing to vary: layout: no volume")
 
 
+def test_a_verify_target_that_is_no_regular_file_is_one_line_before_any_simulation(
+    tmp_path: Path,
+) -> None:
+    stack, fio = _files(tmp_path, RANDREAD)
+    r = run_vmio(
+        "advise", "--stack", stack, "--workload", fio, "--verify", "1", "--target", tmp_path
+    )
+    assert r.returncode == 2
+    assert r.stderr == f"vmio: error: --target '{tmp_path}': a directory\n"
+    r = run_vmio("advise", "--stack", stack, "--workload", fio, "--verify", "1")
+    assert r.stderr == "vmio: error: --verify needs --target FILE (the file fio runs on)\n"
+
+
 def test_a_space_over_the_budget_is_refused_for_an_exhaustive_search(tmp_path: Path) -> None:
     stack, fio = _files(tmp_path, RANDREAD)
     r = run_vmio(

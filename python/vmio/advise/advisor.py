@@ -199,6 +199,8 @@ def advise(req: Request, log: Callable[[str], None] | None = None, quiet: bool =
         raise VmioError("--verify needs --target FILE (the file fio runs on)")
     if req.target is not None and not req.verify:
         raise VmioError("--target needs --verify N")
+    if req.target is not None:
+        verify.check_target(req.target)
     stack_path, job_path = str(req.stack), str(req.workload)
     stack_text = read_text(req.stack, "stack file")
     job_text = read_text(req.workload, "fio job file")

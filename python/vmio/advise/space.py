@@ -376,13 +376,14 @@ def default_knobs() -> list[str]:
     return [k.name for k in KNOBS.values() if k.default]
 
 
-def knob_named(name: str) -> Knob:
-    """The knob `name`; a `VmioError` naming the closest and every accepted one otherwise."""
+def knob_named(name: str, option: str = "--vary") -> Knob:
+    """The knob `name`; a `VmioError` naming `option`, the closest knob and every accepted
+    one otherwise."""
     if name in KNOBS:
         return KNOBS[name]
     close = difflib.get_close_matches(name, list(KNOBS), n=1, cutoff=0.6)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    raise VmioError(f"--vary: unknown knob '{name}'; {hint}accepted: {', '.join(KNOBS)}")
+    raise VmioError(f"{option}: unknown knob '{name}'; {hint}accepted: {', '.join(KNOBS)}")
 
 
 @dataclass(frozen=True)
@@ -437,7 +438,7 @@ def parse_values(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
         values = tuple(v.strip() for v in rest.split(",") if v.strip())
         if not sep or not values:
             raise VmioError(f"--values: '{item}' must be KNOB=VALUE[,VALUE...]")
-        k = knob_named(name.strip())
+        k = knob_named(name.strip(), "--values")
         for v in values:
             if k.choices is not None and v not in k.choices:
                 raise VmioError(

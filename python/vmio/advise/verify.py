@@ -52,17 +52,23 @@ class Target:
     created: bool
 
 
+def check_target(path: Path) -> None:
+    """FILE refused unless a non-empty regular file or absent in a directory (module doc);
+    checked before anything is simulated."""
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file (a block device is refused)"
+        raise VmioError(f"--target '{path}': {what}")
+    if path.is_file() and path.stat().st_size <= 0:
+        raise VmioError(f"--target '{path}' is empty; remove it or give another file")
+    if not path.exists() and not path.parent.is_dir():
+        raise VmioError(f"--target '{path}': no directory '{path.parent}'")
+
+
 def prepare_target(path: Path, size: int) -> Target:
     """FILE checked, and created (written through) when absent (module doc)."""
-    if path.exists() and not path.is_file():
-        raise VmioError(f"--target '{path}': not a regular file (a block device is refused)")
+    check_target(path)
     if path.is_file():
-        have = path.stat().st_size
-        if have <= 0:
-            raise VmioError(f"--target '{path}' is empty; remove it or give another file")
-        return Target(path, have, False)
-    if not path.parent.is_dir():
-        raise VmioError(f"--target '{path}': no directory '{path.parent}'")
+        return Target(path, path.stat().st_size, False)
     realengine.image(path, size)
     return Target(path, size, True)
 
