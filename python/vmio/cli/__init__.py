@@ -1,7 +1,7 @@
 """The `vmio` command line: `vmio sim`, `vmio fio`, `vmio study`, `vmio serve`, `vmio bench`,
 `vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`, `vmio advise`;
-one module per
-command (its options and its `cmd_*` function), `vmio.cli.common` what they share.
+one module per command (its options and its `cmd_*` function), `vmio.cli.common` what they
+share.
 
 Every bad input (a stack or job file the simulator rejects, a missing file, a bad option
 value) ends as one `vmio: error: <message>` line on stderr and exit status 2, like argparse's
