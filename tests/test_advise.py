@@ -389,16 +389,19 @@ time_based
 """
 
 
+def _real_model(where: Path) -> str:
+    """The device model of the class of the disk under `where`, so that the real engine runs
+    it rather than skipping it as a device this machine lacks; fio is required."""
+    if shutil.which("fio") is None:
+        missing_tool("'fio' is not installed (apt-get install fio)")
+    cls = realengine.disk_class(machine.disk(where))
+    return {"memory": "ram", "hdd": "hdd"}.get(cls, "flash")
+
+
 def test_verify_runs_the_top_two_for_real_with_fio_on_a_file_beside_their_prediction(
     tmp_path: Path,
 ) -> None:
-    if shutil.which("fio") is None:
-        missing_tool("'fio' is not installed (apt-get install fio)")
-    # The device model of the class of the disk under tmp_path, so that the real engine
-    # runs it rather than skipping it as a device this machine lacks.
-    cls = realengine.disk_class(machine.disk(tmp_path))
-    model = {"memory": "ram", "hdd": "hdd"}.get(cls, "flash")
-    (tmp_path / "stack.toml").write_text(NATIVE.format(model=model), encoding="utf-8")
+    (tmp_path / "stack.toml").write_text(NATIVE.format(model=_real_model(tmp_path)), "utf-8")
     (tmp_path / "job.fio").write_text(NATIVE_JOB, encoding="utf-8")
     target = tmp_path / "target.img"
     doc = _advise(
@@ -457,11 +460,7 @@ cache = "none"
 def test_verify_serves_a_vm_stack_on_the_file_and_leaves_nothing_beside_it(
     tmp_path: Path,
 ) -> None:
-    if shutil.which("fio") is None:
-        missing_tool("'fio' is not installed (apt-get install fio)")
-    cls = realengine.disk_class(machine.disk(tmp_path))
-    model = {"memory": "ram", "hdd": "hdd"}.get(cls, "flash")
-    (tmp_path / "stack.toml").write_text(VM_STACK.format(model=model), encoding="utf-8")
+    (tmp_path / "stack.toml").write_text(VM_STACK.format(model=_real_model(tmp_path)), "utf-8")
     (tmp_path / "job.fio").write_text(NATIVE_JOB.replace("/dev/d", "/dev/sda"), encoding="utf-8")
     work = tmp_path / "work"
     work.mkdir()
