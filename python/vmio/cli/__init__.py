@@ -1,5 +1,6 @@
 """The `vmio` command line: `vmio sim`, `vmio fio`, `vmio study`, `vmio serve`, `vmio bench`,
 `vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`, `vmio report`;
+`vmio trace`, `vmio help`, `vmio calibrate`, `vmio compare`, `vmio validate`, `vmio advise`;
 one module per command (its options and its `cmd_*` function), `vmio.cli.common` what they
 share.
 
@@ -65,6 +66,7 @@ COMMANDS = (
     "validate",
     "report",
     "import",
+    "advise",
 )
 """The subcommands, in `vmio --help`'s order; `vmio.cli.<name>` defines each (`add_parser`,
 `cmd_<name>`), or `vmio.cli.<MODULES[name]>` where the name is a Python keyword."""
