@@ -44,6 +44,11 @@ job in a QEMU guest instead, whose disk is the 'vmio serve' export (under TCG, w
 not boot here, its timings are functional-only: vmio compare leaves them out). A point this
 machine cannot run (an HDD on a flash disk, a job on files...) is skipped with its reason.
 
+--dask tcp://HOST:PORT runs the points as tasks on a Dask cluster (dask scheduler, dask
+worker; every worker with this vmio version), --dask local:N on N worker processes here
+(pip install 'vmio[dask]'): the same output files, byte for byte, and the same resume; the
+client reads the study's files and writes the results, the workers need none (docs/cluster.md).
+
 A study of several parts (a study.toml listing experiment files) runs each part in turn
 and writes each into its own subdirectory, <out>/<part>/.
 
@@ -68,6 +73,8 @@ examples:
   vmio study volumes-cache --quick
   vmio study volumes-cache --jobs-from my-copy-of-studies/volumes-cache
   vmio study mcfq --part error-rates --quick
+  vmio study volumes-cache --dask local:4
+  vmio study volumes-cache --dask tcp://10.0.0.5:8786 --dask-timeout 30
   vmio study path/to/experiment.toml
 """
 

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 from collections.abc import Iterator, Mapping
+from concurrent.futures import CancelledError
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +111,12 @@ def worker_version() -> str:
     return version.__version__
 
 
+def ignore_interrupts() -> None:
+    """On a local worker (its main thread runs the event loop that runs this): SIGINT
+    ignored, so that a Ctrl-C does not print each worker's traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def check_versions(versions: Mapping[str, Any], ours: str) -> None:
     """Refuse, in one line, workers whose vmio is not `ours` (`versions`: worker address ->
     version, or the exception raised when the worker could not run vmio at all)."""
@@ -178,6 +186,9 @@ def connect(spec: Any, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Any]:
                     "(--dask-timeout); start some with 'dask worker " + address + "'"
                 ) from None
             check_versions(client.run(worker_version, on_error="return"), worker_version())
+            if cluster is not None:
+                # Ctrl-C on a terminal reaches the local workers too: this process stops them.
+                client.run(ignore_interrupts)
             yield client
         finally:
             client.close()
@@ -243,23 +254,23 @@ def run(
     try:
         for fut in dist.as_completed(list(futures), loop=client.loop):
             i = futures[fut]
-            if fut.status == "cancelled":
+            try:
+                # A result lost with its worker since is computed again: this waits for it.
+                status, text = fut.result()
+            except dist.KilledWorker as err:
+                raise VmioError(
+                    f"point {labels[i]}: the Dask workers running it died ({_reason(err)}); "
+                    "the points finished so far are saved: run the same command again to resume"
+                ) from None
+            except CancelledError:
                 raise VmioError(
                     f"point {labels[i]}: its Dask task was cancelled (the scheduler restarted, "
                     "or another client cancelled it); run the same command again to resume"
-                )
-            if fut.status != "finished":
-                err = fut.exception()
-                if isinstance(err, dist.KilledWorker):
-                    raise VmioError(
-                        f"point {labels[i]}: the Dask workers running it died "
-                        f"({_reason(err)}); the points finished so far are saved: run the "
-                        "same command again to resume"
-                    )
+                ) from None
+            except Exception as err:  # noqa: BLE001 - anything a worker raised is one line
                 raise VmioError(
                     f"point {labels[i]}: on a Dask worker: {type(err).__name__}: {_reason(err)}"
-                )
-            status, text = fut.result()
+                ) from None
             fut.release()
             if status != "ok":
                 raise VmioError(text)
