@@ -287,3 +287,34 @@ def test_a_killed_worker_s_points_are_run_on_the_other_with_the_same_results(
     res = runner.run_study(exp, progress=None, dask=address, on_point=kill_a_worker)
     assert workers[1].returncode is not None
     assert [p.json_text for p in res.points] == local_run[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--dask", "sched.example"],
+            "--dask: 'sched.example' is not a scheduler address; accepted: tcp://HOST:PORT (what "
+            "'dask scheduler' prints; also tls, ws, wss, ucx), HOST:PORT, local or local:N (N "
+            "worker processes here)",
+        ),
+        (["--dask", "local:0"], "--dask local:N: N is 1..1024 worker processes, not 0"),
+        (
+            ["--dask", "local", "--parallel", "2"],
+            "--parallel and --dask: the Dask workers run the points (--dask local:N for N "
+            "worker processes here)",
+        ),
+        (
+            ["--dask", "local", "--engine", "real"],
+            "--dask runs simulated points only; --engine real measures this machine",
+        ),
+        (["--dask-timeout", "5"], "--dask-timeout needs --dask"),
+    ],
+)
+def test_a_bad_dask_option_is_one_line_before_anything_runs(tmp_path, capsys, args, message):
+    from vmio.cli import main
+
+    path = _experiment_dir(tmp_path / "exp")
+    assert main(["study", str(path), "--out", str(tmp_path / "out"), *args]) == 2
+    assert capsys.readouterr().err == f"vmio: error: {message}\n"
+    assert not (tmp_path / "out").exists()

@@ -220,8 +220,8 @@ def cmd_study(args: argparse.Namespace) -> int:
             "missing STUDY (built-in: "
             f"{', '.join(experiment.builtin_studies())}); see 'vmio study --help'"
         )
-    engine = _real_engine(args)
     _check_dask(args)
+    engine = _real_engine(args)
     st = experiment.load_study(args.jobs_from if args.jobs_from is not None else args.study)
     parts = [st.part(p) for p in args.part] if args.part else st.parts
     for exp in parts:  # every part's grid is bounded before any point runs

@@ -10,8 +10,8 @@ output files are those of a local run, byte for byte: the same code on the same 
 the same seed gives the same JSON wherever it runs.
 
     connect(spec, timeout):
-        spec "local" or "local:N": a LocalCluster of N worker processes (default: the CPUs),
-            one thread each
+        spec "local" or "local:N": a LocalCluster of N worker processes (default: the CPUs
+            this process may use, dask.system.CPU_COUNT), one thread each, no memory limit
         else a scheduler address (tcp://host:port; host:port means tcp://): Client(address,
             timeout); unreachable within the timeout -> one line naming it and --dask-timeout
         wait up to the timeout for a worker; every worker's vmio version == ours, else one line
@@ -47,7 +47,8 @@ DEFAULT_TIMEOUT = 10.0
 """Seconds `connect` waits for the scheduler, then for a first worker (--dask-timeout)."""
 
 _LOCAL = re.compile(r"local(?::(\d{1,4}))?")
-_ADDRESS = re.compile(r"(?:([a-z][a-z0-9+.-]*)://)?([^/\s]+)")
+_ADDRESS = re.compile(r"(?:(tcp|tls|ws|wss|ucx)://)?([^/\s]+)")
+"""Dask's network transports (distributed.comm's registry, less the in-process one)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ def parse_spec(spec: str) -> tuple[str, int | str | None]:
     if m is None or not spec.isascii() or ":" not in m.group(2):
         raise VmioError(
             f"--dask: '{spec}' is not a scheduler address; accepted: tcp://HOST:PORT (what "
-            "'dask scheduler' prints), HOST:PORT, local or local:N (N worker processes here)"
+            "'dask scheduler' prints; also tls, ws, wss, ucx), HOST:PORT, local or local:N "
+            "(N worker processes here)"
         )
     return "remote", spec if m.group(1) else f"tcp://{spec}"
 
@@ -124,6 +126,8 @@ def check_versions(versions: Mapping[str, Any], ours: str) -> None:
     if not bad:
         return
     worker, v = next(iter(bad.items()))
+    if isinstance(v, BaseException) and v.args and isinstance(v.args[0], BaseException):
+        v = v.args[0]  # Dask wraps what the worker raised
     what = (
         f"cannot run vmio ({type(v).__name__}: {v})"
         if isinstance(v, BaseException)
@@ -152,27 +156,27 @@ def connect(spec: Any, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Any]:
     kind, arg = parse_spec(str(spec))
     cluster = None
     if kind == "local":
-        from vmio.study.runner import default_parallelism
-
-        n = arg or default_parallelism()
         try:
             cluster = dist.LocalCluster(
-                n_workers=n,
+                n_workers=arg,  # None: one per CPU (dask.system.CPU_COUNT)
                 threads_per_worker=1,
                 processes=True,
+                # Dask's default limit (memory / N) would restart a worker running a large
+                # point; the simulator checks the memory a point needs before it allocates.
+                memory_limit=0,
                 dashboard_address=None,
                 silence_logs=logging.ERROR,
             )
         except (RuntimeError, OSError, TimeoutError) as err:
             why = _reason(err.__cause__ or err)
-            raise VmioError(f"--dask {spec}: cannot start {n} local Dask workers: {why}") from None
+            raise VmioError(f"--dask {spec}: cannot start the local Dask workers: {why}") from None
         address = cluster.scheduler_address
     else:
         address = arg
     try:
         try:
             client = dist.Client(address, timeout=timeout, set_as_default=False)
-        except (OSError, TimeoutError) as err:
+        except (OSError, TimeoutError, ValueError) as err:  # ValueError: an unknown scheme
             raise VmioError(
                 f"--dask: cannot reach the Dask scheduler at {address} within {timeout:g} s "
                 f"(--dask-timeout): {_reason(err)}"
