@@ -5,15 +5,17 @@ the tests); results byte for byte those of a local run, resume, and the one-line
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import JOB, STACK, missing_tool, run_vmio
+from conftest import JOB, STACK, finish, missing_tool, run_vmio
 from vmio.sim import VmioError
 from vmio.study import cluster, experiment, runner
 
@@ -270,6 +272,35 @@ def test_the_cli_on_a_scheduler_and_two_workers_writes_every_file_as_a_local_run
     assert dask.returncode == 0, dask.stderr
     assert dask.stdout.replace(str(tmp_path / "dask"), "OUT") == stdout
     assert _files(tmp_path / "dask") == _files(one)
+
+
+def test_ctrl_c_stops_a_study_on_dask_and_the_same_command_resumes_it(tmp_path, loopback):
+    path = _experiment_dir(tmp_path / "exp")
+    job = path.parent / "job.fio"  # points of ~50 ms: the run is still going when stopped
+    job.write_text(job.read_text(encoding="utf-8").replace("runtime=1\n", "runtime=5\n"))
+    one = run_vmio("study", path, "--out", tmp_path / "one", "--parallel", 1)
+    assert one.returncode == 0, one.stderr
+    cmd = [sys.executable, "-m", "vmio", "study", path, "--out", tmp_path / "dask"]
+    cmd += ["--dask", loopback[0]]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    keys = tmp_path / "dask" / runner.PARTIAL_DIR
+    try:
+        while proc.poll() is None and not any(keys.glob("*.key")):
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+    finally:
+        _, err = finish(proc, 120)
+    assert proc.returncode == 130, err
+    assert err.endswith("vmio: interrupted (run the same command again to resume)\n"), err
+    assert "Traceback" not in err
+    stored = len(list(keys.glob("*.key")))
+    assert 1 <= stored < 12
+    again = run_vmio(*cmd[3:])
+    assert again.returncode == 0, again.stderr
+    assert f"resuming: {stored} of 12 points done" in again.stderr
+    assert _files(tmp_path / "dask") == _files(tmp_path / "one")
 
 
 def test_a_killed_worker_s_points_are_run_on_the_other_with_the_same_results(
