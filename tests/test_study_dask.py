@@ -4,11 +4,14 @@ the tests); results byte for byte those of a local run, resume, and the one-line
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,7 +87,7 @@ def local_cluster() -> Iterator[object]:
     _need_dask()
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
         ) as lc,
         distributed.Client(lc, set_as_default=False) as client,
     ):
@@ -156,6 +159,44 @@ def test_a_worker_of_another_vmio_version_is_refused_in_one_line(local_cluster, 
         f"--dask: worker {workers[0]} runs vmio 0.0-elsewhere, this client vmio {ours} (and 1 "
         "more of 2 workers); install the same vmio version on every worker"
     )
+
+
+def test_a_point_whose_worker_dies_more_often_than_dask_allows_is_one_error_line(tmp_path):
+    _need_dask()
+    import dask
+
+    path = _experiment_dir(tmp_path / "exp")
+    job = path.parent / "job.fio"  # points of a few seconds: the worker dies running one
+    job.write_text(job.read_text(encoding="utf-8").replace("runtime=1\n", "runtime=600\n"))
+    exp = experiment.load_experiment(path)
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+        ) as lc,
+        distributed.Client(lc, set_as_default=False) as client,
+    ):
+        (pid,) = client.run(os.getpid).values()
+
+        def kill_the_worker_once_it_runs_a_point() -> None:
+            t0 = time.monotonic()
+            while not any(client.processing().values()) and time.monotonic() - t0 < 120:
+                time.sleep(0.01)
+            os.kill(pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_the_worker_once_it_runs_a_point, daemon=True)
+        killer.start()
+        with pytest.raises(VmioError) as err:
+            runner.run_study(exp, progress=None, dask=client)
+        killer.join()
+    # The worker held the points queued on it as well: any of them may be the one named.
+    labels = "|".join(re.escape(p.label) for p in exp.points())
+    assert re.fullmatch(
+        f"point ({labels}): 1 Dask worker running it died \\(the scheduler's "
+        "distributed.scheduler.allowed-failures is 0; the last was tcp://127.0.0.1:\\d+\\); "
+        "the points finished so far are saved: run the same command again to resume",
+        str(err.value),
+    ), str(err.value)
 
 
 def test_without_dask_installed_the_study_is_one_line_naming_the_extra(
@@ -231,24 +272,12 @@ def loopback(tmp_path_factory) -> Iterator[tuple[str, list[subprocess.Popen]]]:
         return p
 
     try:
-        start(
-            "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-            "--no-dashboard", log="scheduler.log",
-        )  # fmt: skip
+        port = address.rsplit(":", 1)[1]
+        http = ["--dashboard-address", "127.0.0.1:0"]  # not :8787, which may be taken
+        start("scheduler", "--host", "127.0.0.1", "--port", port, *http, log="scheduler.log")
+        one_thread = ["--nthreads", "1", "--no-nanny", "--no-dashboard"]
         workers = [
-            start(
-                "worker",
-                address,
-                "--nthreads",
-                "1",
-                "--no-nanny",
-                "--no-dashboard",
-                "--name",
-                f"w{i}",
-                "--local-directory",
-                str(d / f"w{i}"),
-                log=f"w{i}.log",
-            )  # fmt: skip
+            start("worker", address, *one_thread, "--name", f"w{i}", log=f"w{i}.log")
             for i in (1, 2)
         ]
         with distributed.Client(address, timeout=60, set_as_default=False) as client:

@@ -15,9 +15,11 @@ the same seed gives the same JSON wherever it runs.
         else a scheduler address (tcp://host:port; host:port means tcp://): Client(address,
             timeout); unreachable within the timeout -> one line naming it and --dask-timeout
         wait up to the timeout for a worker; every worker's vmio version == ours, else one line
+        local workers ignore SIGINT (a terminal's Ctrl-C reaches them too; the client stops them)
     run(client, tasks):
         submit every task (pure=False: a resubmitted point is a new task)
         for each future as it completes (as_completed):
+            its result (Future.result: one lost with its worker since is computed again)
             ("ok", json)     -> yield (index, json)           # the caller stores it at once
             ("error", line)  -> VmioError(line)               # bad input, as a local run says
             KilledWorker     -> VmioError: the point and how many workers died running it
@@ -164,7 +166,9 @@ def connect(spec: Any, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Any]:
                 # Dask's default limit (memory / N) would restart a worker running a large
                 # point; the simulator checks the memory a point needs before it allocates.
                 memory_limit=0,
-                dashboard_address=None,
+                # The scheduler's HTTP server (dashboard, health) on a free loopback port:
+                # None would still take :8787, and fall back with a warning when taken.
+                dashboard_address="127.0.0.1:0",
                 silence_logs=logging.ERROR,
             )
         except (RuntimeError, OSError, TimeoutError) as err:
@@ -224,6 +228,21 @@ class Lazy:
         self._stack.close()
 
 
+def _killed(err: Exception) -> str:
+    """What a `KilledWorker` means, in a line (its attributes changed across Dask versions)."""
+    allowed = getattr(err, "allowed_failures", None)
+    last = getattr(getattr(err, "last_worker", None), "address", None)
+    if isinstance(allowed, int) and last:
+        n = allowed + 1
+        died = (
+            f"{n} Dask worker{'s' if n > 1 else ''} running it died (the scheduler's "
+            f"distributed.scheduler.allowed-failures is {allowed}; the last was {last})"
+        )
+    else:
+        died = f"the Dask workers running it died ({_reason(err)})"
+    return f"{died}; the points finished so far are saved: run the same command again to resume"
+
+
 def _reason(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     return text if len(text) <= 160 else text[:159] + "…"
@@ -262,10 +281,7 @@ def run(
                 # A result lost with its worker since is computed again: this waits for it.
                 status, text = fut.result()
             except dist.KilledWorker as err:
-                raise VmioError(
-                    f"point {labels[i]}: the Dask workers running it died ({_reason(err)}); "
-                    "the points finished so far are saved: run the same command again to resume"
-                ) from None
+                raise VmioError(f"point {labels[i]}: {_killed(err)}") from None
             except CancelledError:
                 raise VmioError(
                     f"point {labels[i]}: its Dask task was cancelled (the scheduler restarted, "
