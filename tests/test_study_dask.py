@@ -4,6 +4,7 @@ the tests); results byte for byte those of a local run, resume, and the one-line
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -330,6 +331,29 @@ def test_ctrl_c_stops_a_study_on_dask_and_the_same_command_resumes_it(tmp_path, 
     assert again.returncode == 0, again.stderr
     assert f"resuming: {stored} of 12 points done" in again.stderr
     assert _files(tmp_path / "dask") == _files(tmp_path / "one")
+
+
+def test_points_that_read_this_machine_s_environment_run_on_the_client_with_a_note(
+    tmp_path, loopback, monkeypatch
+):
+    # The workers, started before, do not have the variable: a point run there would fail.
+    monkeypatch.setenv("VMIO_TEST_IODEPTH", "8")
+    path = _experiment_dir(tmp_path / "exp")
+    text = path.read_text(encoding="utf-8").replace(
+        'name = "bs"\ntarget = "job:bs"\nvalues = ["4k", "256k"]',
+        'name = "qd"\ntarget = "job:iodepth"\nvalues = ["1", "${VMIO_TEST_IODEPTH}"]',
+    )
+    path.write_text(text, encoding="utf-8")
+    exp = experiment.load_experiment(path)
+    local = [p.json_text for p in runner.run_study(exp, progress=None).points]
+    stream = io.StringIO()
+    res = runner.run_study(exp, progress=stream, progress_tty=False, dask=loopback[0])
+    assert [p.json_text for p in res.points] == local
+    assert '"iodepth": "8"' in local[1] and '"iodepth": "1"' in local[0]
+    assert (
+        "vmio: note: 6 of 12 points read files or environment variables of this machine when "
+        "simulated (include, read_iolog, ${VAR}): they run here, not on the Dask workers\n"
+    ) in stream.getvalue()
 
 
 def test_a_killed_worker_s_points_are_run_on_the_other_with_the_same_results(

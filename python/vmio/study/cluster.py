@@ -27,7 +27,10 @@ the same seed gives the same JSON wherever it runs.
                                 distributed.scheduler.allowed-failures times)
         on any exit (Ctrl-C, an error): cancel what is left
 
-A worker checks the version again on each task (a worker may join after `connect`). Dask is
+A point whose job reads files or the environment when it is simulated (fio's `include`,
+`read_iolog`, `${VAR}`) runs on the client instead (`reads_this_machine`), with a note, unless
+the workers are `local[:N]`'s (spawned here: same files, directory and environment). A worker
+checks the version again on each task (a worker may join after `connect`). Dask is
 an optional dependency (`pip install 'vmio[dask]'`), imported only here and only when asked.
 """
 
@@ -78,6 +81,28 @@ class SimTask:
         return simulate_text(
             self.stack_text, self.stack_path, self.job_text, self.job_path, self.seed, self.vm
         )
+
+
+_THIS_MACHINE = re.compile(r"^[ \t]*(?:include[ \t]|read_iolog[ \t]*=)|\$\{", re.M)
+"""What makes the simulator read the machine it runs on: fio's `include FILE` and
+`read_iolog=FILE` (opened relative to the job file's directory) and `${VAR}` (the process's
+environment)."""
+
+
+def reads_this_machine(task: SimTask) -> bool:
+    """Whether simulating `task` reads files or environment variables of the machine it runs
+    on (`_THIS_MACHINE` in its job or a VM's workload): such a point runs on the client
+    unless the workers share it (`shares_this_machine`)."""
+    texts = [task.job_text or ""] if task.jobs is None else [t for _, t, _ in task.jobs]
+    return any(_THIS_MACHINE.search(t) for t in texts)
+
+
+def shares_this_machine(spec: Any) -> bool:
+    """Whether the workers of --dask `spec` see this process's files, working directory and
+    environment: only `local[:N]`'s, processes spawned by this one."""
+    if isinstance(spec, Lazy):
+        spec = spec.spec
+    return isinstance(spec, str) and _LOCAL.fullmatch(spec) is not None
 
 
 def parse_spec(spec: str) -> tuple[str, int | str | None]:

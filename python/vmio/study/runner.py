@@ -368,6 +368,10 @@ class _Reporter:
             self.bar.advance(point.label)
         self.emit(StudyEvent("point", self.done, self.total, self.reused, point))
 
+    def note(self, text: str) -> None:
+        if self.stream is not None:
+            print(f"vmio: note: {text}", file=self.stream, flush=True)
+
     def skipped(self, point: Point, why: str) -> None:
         if self.stream is not None:
             print(f"vmio: skipped {point.label}: {why}", file=self.stream, flush=True)
@@ -490,7 +494,21 @@ def run_study(
                 done.append(ready.pop(i) if i in ready else one(i))
                 finished(i)
 
+        here = (
+            []
+            if cluster.shares_this_machine(dask)
+            else sorted(i for i, t in todo.items() if cluster.reads_this_machine(t))
+        )
+        if here:
+            reporter.note(
+                f"{len(here)} of {len(todo)} points read files or environment variables of "
+                "this machine when simulated (include, read_iolog, ${VAR}): they run here, "
+                "not on the Dask workers"
+            )
         drain()
+        for i in here:
+            ready[i] = landed(i, todo.pop(i).run())
+            drain()
         if todo:  # a resumed run with every point stored needs no cluster
             with cluster.connect(dask, dask_timeout) as client:
                 for i, text in cluster.run(client, todo, labels):
