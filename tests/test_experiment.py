@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vmio.sim import VmioError
-from vmio.study import experiment, runner, tables
+from vmio.study import cluster, experiment, runner, tables
 
 
 def test_the_built_in_experiment_has_the_s0_grid():
@@ -189,7 +189,7 @@ def fake_simulator(monkeypatch):
             return _fake_result({"read": mb * 10**6 // 2, "write": mb * 10**6 // 2}, "randrw", seed)
         return _fake_result({"read": mb * 10**6}, opts["rw"], seed)
 
-    monkeypatch.setattr(runner, "simulate_text", fake)
+    monkeypatch.setattr(cluster, "simulate_text", fake)  # what simulates a point (SimTask)
 
 
 def test_run_study_keeps_grid_order_whatever_the_parallelism(fake_simulator):

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_vmio
 from golden_outputs import check_study_dir
 from vmio.sim import VmioError
-from vmio.study import evaluation, experiment, quantities, runner, tables
+from vmio.study import cluster, evaluation, experiment, quantities, runner, tables
 from vmio.study import pdc as pdcreport
 
 PLATFORMS = ("native", "native-pinned", "kvm", "kvm-pinned", "xen", "xen-pinned")
@@ -181,7 +181,7 @@ def fake_simulator(monkeypatch):
         result = cpu_result(runtimes_ms=[ms] * int(opts["numjobs"]))
         return json.dumps({"global options": {}, **result})
 
-    monkeypatch.setattr(runner, "simulate_text", fake)
+    monkeypatch.setattr(cluster, "simulate_text", fake)  # what simulates a point (SimTask)
 
 
 def test_the_figure_draws_the_slowdown_bars_and_without_a_report_gain_says_why(

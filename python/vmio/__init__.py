@@ -14,6 +14,7 @@ reports and plots. The Python API in short:
     res = vmio.run_study(exp, quick=True, progress=None)  # or a callback: vmio.StudyEvent
     res.tidy_table()                               # pyarrow.Table, one row per point/direction
     res.points_table()                             # one row per point: its stack and job
+    vmio.run_study(exp, dask="tcp://host:8786")    # the points as Dask tasks (docs/cluster.md)
 
 Every bad input raises `vmio.VmioError`, whose message is meant for the user.
 """

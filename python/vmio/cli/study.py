@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from vmio.cli.common import Formatter, int_in, parse_seed, size_in
+from vmio.cli.common import Formatter, int_in, parse_seed, seconds_in, size_in
 from vmio.real import engine as realengine
 from vmio.real import machine
 from vmio.real import qemu as qemuguest
 from vmio.sim import VmioError
-from vmio.study import experiment, runner, tables
+from vmio.study import cluster, experiment, runner, tables
 
 DEFAULT_RESULTS = Path("vmio-results")
 
@@ -44,6 +44,11 @@ job in a QEMU guest instead, whose disk is the 'vmio serve' export (under TCG, w
 not boot here, its timings are functional-only: vmio compare leaves them out). A point this
 machine cannot run (an HDD on a flash disk, a job on files...) is skipped with its reason.
 
+--dask tcp://HOST:PORT runs the points as tasks on a Dask cluster (dask scheduler, dask
+worker; every worker with this vmio version), --dask local:N on N worker processes here
+(pip install 'vmio[dask]'): the same output files, byte for byte, and the same resume; the
+client reads the study's files and writes the results, the workers need none (docs/cluster.md).
+
 A study of several parts (a study.toml listing experiment files) runs each part in turn
 and writes each into its own subdirectory, <out>/<part>/.
 
@@ -68,6 +73,8 @@ examples:
   vmio study volumes-cache --quick
   vmio study volumes-cache --jobs-from my-copy-of-studies/volumes-cache
   vmio study mcfq --part error-rates --quick
+  vmio study volumes-cache --dask local:4
+  vmio study volumes-cache --dask tcp://10.0.0.5:8786 --dask-timeout 30
   vmio study path/to/experiment.toml
 """
 
@@ -122,6 +129,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int_in(1, 1024),
         metavar="N",
         help="points simulated at once, 1..1024 (default: number of CPUs)",
+    )
+    st.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="run the points as Dask tasks: on the scheduler at ADDRESS (tcp://HOST:PORT), "
+        "or on local[:N], a cluster of N worker processes here (default N: the CPUs); "
+        f"needs {cluster.INSTALL} (see docs/cluster.md)",
+    )
+    st.add_argument(
+        "--dask-timeout",
+        type=seconds_in(0.1, 3600.0),
+        default=cluster.DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="--dask: seconds to wait for the scheduler, then for a first worker, 0.1..3600 "
+        f"(default: {cluster.DEFAULT_TIMEOUT:g})",
     )
     st.add_argument(
         "--part",
@@ -198,11 +220,36 @@ def cmd_study(args: argparse.Namespace) -> int:
             "missing STUDY (built-in: "
             f"{', '.join(experiment.builtin_studies())}); see 'vmio study --help'"
         )
+    _check_dask(args)
     engine = _real_engine(args)
     st = experiment.load_study(args.jobs_from if args.jobs_from is not None else args.study)
     parts = [st.part(p) for p in args.part] if args.part else st.parts
     for exp in parts:  # every part's grid is bounded before any point runs
         exp.check_grid(args.quick, args.max_points)
+    if args.dask is None:
+        return _run_parts(args, st, parts, engine, None)
+    # One cluster for every part; connected lazily (a run whose points are all stored
+    # needs none).
+    with cluster.Lazy(args.dask, args.dask_timeout) as dask:
+        return _run_parts(args, st, parts, engine, dask)
+
+
+def _check_dask(args: argparse.Namespace) -> None:
+    if args.dask is None:
+        if args.dask_timeout != cluster.DEFAULT_TIMEOUT:
+            raise VmioError("--dask-timeout needs --dask")
+        return
+    if args.engine == "real":
+        raise VmioError("--dask runs simulated points only; --engine real measures this machine")
+    if args.parallel is not None:
+        raise VmioError(
+            "--parallel and --dask: the Dask workers run the points (--dask local:N for N "
+            "worker processes here)"
+        )
+    cluster.parse_spec(args.dask)  # a bad address is refused before anything runs
+
+
+def _run_parts(args, st, parts, engine, dask) -> int:
     base = args.out
     if st.multipart:
         if base is None:
@@ -226,6 +273,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             engine=engine,
             bench_fio_layout=args.bench_fio_layout,
             max_points=args.max_points,
+            dask=dask,
         )
         for note in res.notes:
             print(note, file=sys.stderr)
@@ -284,6 +332,7 @@ def run_study_to_dir(
     engine=None,
     bench_fio_layout: bool = False,
     max_points: int | None = None,
+    dask=None,
 ):
     """Run a study and write its outputs; returns (StudyResult, output directory).
 
@@ -307,6 +356,7 @@ def run_study_to_dir(
             on_point=on_point,
             engine=engine,
             max_points=max_points,
+            dask=dask,
         )
         runner.write_outputs(res, out, bench_fio_layout=bench_fio_layout)
         if finish:

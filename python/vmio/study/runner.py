@@ -17,7 +17,7 @@ Every point is simulated with the same seed (the simulator derives its sub-seeds
 which gives the layouts and cache modes common random numbers and makes the whole study
 deterministic: the same experiment and seed give byte-identical tables and files.
 
-    for each point, in grid order (`parallel` at once):
+    for each point, in grid order (`parallel` at once, or as Dask tasks: `vmio.study.cluster`):
         key = sha256(effective stack and job texts, seed, vm, measure, coords, version)
         if store/json/<point>.json exists and store/.vmio-partial/<point>.key == key: reuse
         else: simulate, then save the JSON and its key
@@ -53,10 +53,9 @@ from vmio.sim import (
     native,
     parse_toml,
     read_text,
-    simulate_text,
     stack_workloads,
 )
-from vmio.study import benchfio
+from vmio.study import benchfio, cluster
 from vmio.study import iozone as iozonereport
 from vmio.study import pdc as pdcreport
 from vmio.study.evaluation import (
@@ -369,6 +368,10 @@ class _Reporter:
             self.bar.advance(point.label)
         self.emit(StudyEvent("point", self.done, self.total, self.reused, point))
 
+    def note(self, text: str) -> None:
+        if self.stream is not None:
+            print(f"vmio: note: {text}", file=self.stream, flush=True)
+
     def skipped(self, point: Point, why: str) -> None:
         if self.stream is not None:
             print(f"vmio: skipped {point.label}: {why}", file=self.stream, flush=True)
@@ -392,6 +395,8 @@ def run_study(
     on_point: Callable[[Point], None] | None = None,
     engine: realengine.Options | None = None,
     max_points: int | None = None,
+    dask: Any = None,
+    dask_timeout: float = cluster.DEFAULT_TIMEOUT,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
@@ -409,11 +414,20 @@ def run_study(
 
     A grid of more than `max_points` points (default: the experiment's, else
     `experiment.MAX_POINTS`) is refused before anything runs.
+
+    With `dask` (a scheduler address `tcp://host:port`, `local` or `local:N` for a cluster
+    of N worker processes on this machine, or a `distributed.Client`), the points not
+    stored yet run as Dask tasks (`vmio.study.cluster`; `parallel` does not apply): each is
+    stored as it completes, progress and `on_point` follow grid order as above, and the
+    results are those of a local run. `dask_timeout`: seconds to wait for the scheduler and
+    for a first worker.
     """
     seed = exp.seed if seed is None else seed
     inputs = point_inputs(exp, quick, max_points)
     jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
     keys = [point_key(exp, inp, seed, j, engine) for inp, j in zip(inputs, jobs, strict=True)]
+    if engine is not None and dask is not None:
+        raise VmioError("--dask runs simulated points only (the real engine measures this machine)")
     real = None if engine is None else realengine.Engine(engine)
     if real is not None:
         parallel = 1
@@ -425,6 +439,18 @@ def run_study(
                 reused[i] = text
     reporter = _Reporter(progress, f"study {exp.name}", progress_tty)
     reporter.start(len(inputs), len(reused))
+
+    def task(i: int) -> cluster.SimTask:
+        inp, work = inputs[i], jobs[i]
+        return cluster.SimTask(
+            inp.stack_text,
+            inp.stack_path,
+            inp.job_text,
+            inp.job_path or "",
+            None if work is None else tuple(work),
+            seed,
+            exp.vm,
+        )
 
     def one(i: int) -> PointResult | None:
         inp = inputs[i]
@@ -438,12 +464,13 @@ def run_study(
                 skipped[i] = str(why)
                 reporter.skipped(inp.point, str(why))
                 return None
-        elif inp.job_text is None:
-            text = native().simulate_many(inp.stack_text, inp.stack_path, jobs[i], seed)
         else:
-            text = simulate_text(
-                inp.stack_text, inp.stack_path, inp.job_text, inp.job_path or "", seed, exp.vm
-            )
+            text = task(i).run()
+        return landed(i, text)
+
+    def landed(i: int, text: str) -> PointResult:
+        """A point's JSON `text` is here: its result, stored when it is new."""
+        inp = inputs[i]
         result = _measured(exp, json.loads(text))
         if store is not None and i not in reused:
             text = _json_text(text)
@@ -456,7 +483,38 @@ def run_study(
             on_point(inputs[i].point)
 
     done: list[PointResult | None] = []
-    if parallel <= 1:
+    if dask is not None:
+        ready: dict[int, PointResult] = {}
+        todo = {i: task(i) for i in range(len(inputs)) if i not in reused}
+        labels = {i: inputs[i].point.label for i in todo}
+
+        def drain() -> None:  # every point up to the first not done, in grid order
+            while len(done) < len(inputs) and (len(done) in reused or len(done) in ready):
+                i = len(done)
+                done.append(ready.pop(i) if i in ready else one(i))
+                finished(i)
+
+        here = (
+            []
+            if cluster.shares_this_machine(dask)
+            else sorted(i for i, t in todo.items() if cluster.reads_this_machine(t))
+        )
+        if here:
+            reporter.note(
+                f"{len(here)} of {len(todo)} points read files or environment variables of "
+                "this machine when simulated (include, read_iolog, ${VAR}): they run here, "
+                "not on the Dask workers"
+            )
+        drain()
+        for i in here:
+            ready[i] = landed(i, todo.pop(i).run())
+            drain()
+        if todo:  # a resumed run with every point stored needs no cluster
+            with cluster.connect(dask, dask_timeout) as client:
+                for i, text in cluster.run(client, todo, labels):
+                    ready[i] = landed(i, text)
+                    drain()
+    elif parallel <= 1:
         for i in range(len(inputs)):
             done.append(one(i))
             finished(i)
