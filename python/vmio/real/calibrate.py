@@ -77,7 +77,8 @@ latency_d = a = intercept_d - c - b - k   (at least MIN_LATENCY_NS = 5 us: a lon
                 passes the processor, b + k, its unit, a, and its pipe, t; the search keeps
                 c + b + k <= min_d intercept_d - 5 us, "Bounds" below)
 E(N, c, b, k, duplex) = sum (ln X_model - ln X_measured)^2 over every point with q > 1
-N, c, b, k    = the lesser E of two descents, each alternating until a round lowers E by
+N, c, b, k    = the least E of the descents (below; a third with a draining processor:
+                `batching`), each alternating until a round lowers E by
                 less than ROUND_GAIN (ROUNDS at most); in a round, each of c, b, k in turn is
                 the least E on a grid of C_GRID steps over [0, the room the others leave)
                 refined by golden section (to 0.1 ns) between the best step's neighbours,
@@ -106,10 +107,26 @@ h             = the host's path (`host_path_ns`, vmio._native `host_path_ns`): w
                 real host's submission, so the fit leaves it out of the device; without it the
                 device's figures held it and vmio sim added it again: 4k QD1 on a RAM-backed
                 file, whose device takes 6.5 us, came out 13-19 % slower than the closed form
-flush_latency = the fdatasync points' mean (sync.lat_ns: the fdatasync calls alone; the
-                model's FLUSH does not depend on the size written before it, so the sizes'
-                spread shows in its uncertainty) less b + k (the model's FLUSH passes the
-                processor, then takes flush_latency)
+flush_latency, flush_rate = the fdatasync points' line S_i = F0 + L_i / F (`fit_flush`: least
+                relative squares over the sizes; sync.lat_ns, the fdatasync calls alone, each
+                after one write of L_i: the model's FLUSH drains the bytes written since the
+                last one at flush_rate, flash.rs "Streams and the cache's drain");
+                flush_latency = F0 less b + k (the model's FLUSH passes the processor). A
+                slope not above 0, or one size: no flush_rate, and flush_latency the points'
+                mean less b + k (the sizes' spread then shows in its uncertainty)
+stream_d      = the stream rate of direction d (flash.rs, "Streams"; `fit_stream`): the QD1
+                line becomes T_i = h + max(I + L_i / rate_d, b + k + L_i / s), I the intercept
+                over the points the line binds; s the least sum ((model - T_i) / T_i)^2 on a
+                log grid of STREAM_GRID steps from max_i L_i / (T_i - h) (the fastest a lone
+                command was measured at) to rate_d (above it the stream never binds), first
+                at c = 0 with nothing in front, then again at the descent's c with its b + k
+                (and a_d from that intercept); no stream when none lowers the error or the
+                best is rate_d. QD1 latencies of a cloud disk here grew as 56, 62, 74, 248,
+                896 us at 4k to 1m: a line through all of them (store and forward) misses
+                both ends
+batching      = "drain" (flash.rs, "The processor's passes") when the descent from the coarse
+                grid with a draining processor ends with an E at least PASS_GAIN (1 %) below
+                the better of the other two; else the snapshot's (not written)
 stall         = (probability pi, mean D, spread, floor) of the stall component (flash.rs,
                 "Stalls"), fitted first (`fit_stall`): from the random 4 KiB points' fio clat
                 percentile lists at every depth (5 to 99.99 %, each level with at least
