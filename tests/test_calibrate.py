@@ -917,9 +917,9 @@ def test_the_fit_recovers_the_streams_and_the_flush_rate_from_closed_form_measur
     )
 
 
-def test_the_fit_chooses_a_draining_processor_for_a_latency_that_grows_from_the_first_command():
-    # R(q) = b + q k + R0 from QD1 on: a draining processor of 2 + 10 us a command in front
-    # of 64 units, whose pipes (4k: 1.4 us) keep the commands together.
+def test_the_fit_chooses_a_draining_pass_for_a_latency_that_grows_from_the_first_command():
+    # R(q) = b + q (k + t) + a + h from QD1 on: a draining processor of 2 us a pass and
+    # 10 us a command besides its transfer t, in front of 64 units.
     known = {
         **KNOWN,
         "units": 64,
@@ -935,8 +935,8 @@ def test_the_fit_chooses_a_draining_processor_for_a_latency_that_grows_from_the_
     assert got["batching"] == "drain"
     sm = calibrate.summary(got, points, None)
     assert sm["bw_model"] < 0.02 and sm["lat_model"] < 0.02
-    # The closed form is the hand-computed R(q) = b + q k + a + t + h for random 4k reads.
+    # The closed form is the hand-computed R(q) = b + q (k + t) + a + h for random 4k reads.
     h = calibrate.host_path_ns()
     for q in (1, 2, 8):
         lat = calibrate.predicted(known, Job("r", "randread", 4 * KIB, q))[1]
-        assert lat == pytest.approx(2_000 + q * 10_000 + 30_000 + 4096 / 3e9 * 1e9 + h), q
+        assert lat == pytest.approx(2_000 + q * (10_000 + 4096 / 3e9 * 1e9) + 30_000 + h), q

@@ -768,11 +768,13 @@ class _Direction:
         den = sum(b * (y - c_s) / (y * y) for b, y in self.sat)
         return num / max(den, 1e-12)
 
-    def intercept_ns(self, c_s: float) -> float:
+    def intercept_ns(self, c_s: float, line_s: float | None = None) -> float:
         """The QD1 fit's intercept at rate_d(c): a + c + b + k (over the points its line
-        binds, with a stream)."""
+        binds, with a stream); the rate of the saturated line of intercept `line_s` when
+        given (a draining pass: c + k)."""
         qd1 = _qd1(self.points, self.side, self.median)
-        return max(1.0, _line(qd1, self.rate(c_s), self.stream, self.front_ns)[0])
+        rate = self.rate(c_s if line_s is None else line_s)
+        return max(1.0, _line(qd1, rate, self.stream, self.front_ns)[0])
 
     def streamed(self, c_s: float = 0.0, front_ns: float = 0.0) -> _Direction:
         """This direction with its stream rate fitted at rate_d(c) (`fit_stream`)."""
@@ -780,10 +782,11 @@ class _Direction:
         s = fit_stream(qd1, self.rate(c_s), front_ns)
         return replace(self, stream=s, front_ns=front_ns)
 
-    def latency_ns(self, c_s: float, front_s: float = 0.0) -> float:
+    def latency_ns(self, c_s: float, front_s: float = 0.0, line_s: float | None = None) -> float:
         """a_d = (the QD1 fit's intercept at rate_d) - c - the processor's b + k, at least
-        MIN_LATENCY_NS (the search keeps c + b + k below the intercept less it)."""
-        return max(MIN_LATENCY_NS, self.intercept_ns(c_s) - (c_s + front_s) * 1e9)
+        MIN_LATENCY_NS (the search keeps c + b + k below the intercept less it); `line_s`
+        as in `intercept_ns`."""
+        return max(MIN_LATENCY_NS, self.intercept_ns(c_s, line_s) - (c_s + front_s) * 1e9)
 
 
 def stop_depth(points: Sequence[Point]) -> int:
@@ -1321,7 +1324,10 @@ def fit(
     def params_of(
         c_s: float, units: int, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
     ) -> Params:
-        r_rate, w_rate = read.rate(c_s), write.rate(c_s)
+        # A draining pass holds each command for k + t, so its saturated points' line has
+        # the intercept c + k (module doc, "batching").
+        line = c_s + proc[1] if batching == DRAIN else c_s
+        r_rate, w_rate = read.rate(line), write.rate(line)
         extra: Params = {"batching": batching} if batching != SNAPSHOT else {}
         for d in (read, write):
             if d.stream > 0:
@@ -1329,8 +1335,8 @@ def fit(
         return {
             "capacity": capacity,
             "units": units,
-            "read_latency": read.latency_ns(c_s, sum(proc)),
-            "write_latency": write.latency_ns(c_s, sum(proc)),
+            "read_latency": read.latency_ns(c_s, sum(proc), line),
+            "write_latency": write.latency_ns(c_s, sum(proc), line),
             "read_rate": r_rate,
             "write_rate": w_rate,
             "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
@@ -1436,13 +1442,16 @@ def fit(
         # past the processor), and each unit time from its intercept then.
         c_s = best["transfer_overhead"] / 1e9
         front = best["batch_overhead"] + best["command_overhead"]
-        proc = (front / 1e9, 0.0)
-        read = read.streamed(c_s, front) if read.stream > 0 else read
-        write = write.streamed(c_s, front) if write.stream > 0 else write
+        drains = best.get("batching") == DRAIN
+        line = c_s + best["command_overhead"] / 1e9 if drains else c_s
+        # A draining pass's stream starts as the command arrives: nothing in front of it.
+        ahead = 0.0 if drains else front
+        read = read.streamed(line, ahead) if read.stream > 0 else read
+        write = write.streamed(line, ahead) if write.stream > 0 else write
         if not by["write"]:
             write = read
         for d in (read, write):
-            best[f"{d.side}_latency"] = d.latency_ns(c_s, sum(proc))
+            best[f"{d.side}_latency"] = d.latency_ns(c_s, front / 1e9, line)
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream

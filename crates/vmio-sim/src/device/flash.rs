@@ -72,29 +72,34 @@
 //! **The processor's passes** (`batching`, default `snapshot`: the batch above, the
 //! commands waiting when the processor starts, later ones waiting for the next batch). With
 //! `drain`, the processor pops commands until its queue is empty: a command arriving during
-//! a pass joins it (command_overhead more), and the pass's commands all go on at its end.
-//! This is QEMU's virtio-blk loop (hw/block/virtio-blk.c `virtio_blk_handle_vq`: with
-//! notifications off it pops requests until `virtio_queue_empty`, between `blk_io_plug` and
-//! `blk_io_unplug`, so the pass's requests are submitted together at its end) and a
-//! synchronous VMM block engine that serves every available descriptor and then signals the
-//! used ring once (Firecracker's default `Sync` io_engine, as recalled). In a closed loop the
-//! q commands then go round together, each pass holding all of them, so the latency grows by
-//! command_overhead for every command in flight from the first (the snapshot's batches of
-//! one desynchronise the commands and leave a sharp knee at q = R0 / k):
+//! a pass joins it, each command costs command_overhead and its transfer t(L, d) in the pass
+//! (the pass moves the data of reads and of writes without a buffer: the pipes are the
+//! pass), and the pass's commands all go on at its end to their units, then are done. This is
+//! a synchronous VMM block engine, which serves every available descriptor with a blocking
+//! read or write of the backing file, one after the other, and then signals the used ring
+//! once (Firecracker's default `Sync` io_engine, docs/api_requests/block-io-engine.md: a
+//! synchronous engine "based on blocking system calls", as read in a stored copy; the loop
+//! itself as recalled), and QEMU's virtio-blk loop (hw/block/virtio-blk.c
+//! `virtio_blk_handle_vq`: with notifications off it pops requests until
+//! `virtio_queue_empty`). In a closed loop the q commands go round together, each pass
+//! holding all of them, so the latency grows by k + t for every command in flight from the
+//! first, where a pipe behind units (the snapshot's) queues only past the knee q = R0 / t.
+//! A command's stream (below) starts as it arrives.
 //!
 //! ```text
-//! at the pass's end t:  commands arrived meanwhile (m of them)?  the pass goes on to
-//!                       t + m x command_overhead;  none: its commands go on, in order
-//! closed loop (units >= q, pipes below their bound):  R(q) = B + q k + R0,
-//!     X = min(N / (a + z), cap, q / (B + q k + R0))      (R0 = u + z + h as below)
-//!     while t <= k: the pipe releases the pass's commands t apart, and each comes back
-//!     within the pass the first one began; with t > k they come back t apart, each after
-//!     the pass before it ended, and the passes hold one command: the snapshot's P(q)
+//! a pass started at s by m commands:  ends at s + B + sum (k + t_i);  at its end, commands
+//!     arrived meanwhile?  it goes on for the sum of their (k + t_j);  none: each command
+//!     takes its unit (read: unit(end, a) -> done; write: unit(end, a_w) -> done)
+//! closed loop (units >= q):  R(q) = B + q (k + t) + a + z + h,
+//!     X = min(N / (a + z), q / (B + q (k + t) + a + z + h), q / (L / s + z + h))
+//!     (a mix: the mean a and t; the last term only with a stream rate s)
 //! ```
 //!
-//! What it answers for: a cloud virtual disk measured here (docs/validation.md) read 4 KiB at
-//! random in R(q) = 45 + 10.7 q us from QD 1 to QD 32 (within 6 %), a ramp from the first
-//! command in flight that the snapshot processor's mean-value approximation cannot give.
+//! What it answers for: a cloud virtual disk measured here (docs/validation.md), a
+//! Firecracker guest's virtio disk, read 4 KiB at random in R(q) = 45 + 10.7 q us from QD 1
+//! to QD 32 (within 6 %), and 16 KiB at about 15.9 us more per command in flight (QD 8 to 32):
+//! a ramp from the first command whose slope grows with the size at about the read rate, which
+//! a processor in front of units and pipes cannot give (its commands desynchronise: a knee).
 //!
 //! **Service times.** A unit's time for a command is `read_latency` (`write_latency`) by
 //! default, the same for every command: at QD1 every percentile equals the mean. With
@@ -295,8 +300,8 @@
 //!     after one write of L with a flush_rate F: B + k + flush_latency + L / F
 //! a FUA write of L at QD1 on `fua = false` (the block layer's write, then FLUSH):
 //!     B + k + a_w + t(L, write) + B + k + flush_latency
-//! P(q, R0, cap), B = batch_overhead, k = command_overhead; `batching = "drain"`:
-//!     [`drain_x`], min(q / (B + q k + R0), cap) ("The processor's passes"); without a processor
+//! P(q, R0, cap), B = batch_overhead, k = command_overhead (`batching = "drain"`: "The
+//!     processor's passes", [`drain_x`] with k + t a command); without a processor
 //!     min(q / R0, cap); with one, X solves X = min(cap, 1 / k, q / (W(X) + R0)): a
 //!     saturated processor's batches hold n = X T commands and last T = B / (1 - k X) (a
 //!     batch of one, T = B + k, when n < 1);
@@ -1008,17 +1013,28 @@ impl ClosedForm {
             streamed(a_r + t_r, len, self.read_stream_bps),
             streamed(a_w + t_w, len, self.write_stream_bps),
         );
-        // A draining processor keeps the loop's commands together while its pipe releases
-        // them closer than k apart (each returns within the pass the one before it began);
-        // a pipe slower than that spaces them by t and the passes hold one each, as a
-        // snapshot's batches (module doc, "The processor's passes").
-        let through = |r0: f64, cap: f64, t: f64| match self.batching {
-            Batching::Drain if t <= k => drain_x(q, b, k, r0, cap),
-            _ => processor_x(q, b, k, r0, cap),
-        };
+        if self.batching == Batching::Drain && (b > 0.0 || k > 0.0) {
+            // A draining pass moves its commands' data: each costs k + t in it, then its
+            // unit (module doc, "The processor's passes").
+            let f = match job.load {
+                Load::Read => 1.0,
+                Load::Write => 0.0,
+                Load::Mixed { read_percent } => read_percent as f64 / 100.0,
+            };
+            let a = f * a_r + (1.0 - f) * a_w;
+            let t = f * t_r + (1.0 - f) * t_w;
+            let (s_r, s_w) = (self.read_stream_bps, self.write_stream_bps);
+            let stream = f * streamed(0.0, len, s_r) + (1.0 - f) * streamed(0.0, len, s_w);
+            let r0 = a + z + h;
+            let x = drain_x(q, b, k + t, r0, f64::INFINITY);
+            // A lone command's stream, from its arrival, when it outlasts the pass and unit.
+            let x = least(x, q as f64 / (stream + z + h));
+            return (a + z, x);
+        }
+        let through = |r0: f64, cap: f64| processor_x(q, b, k, r0, cap);
         let f = match job.load {
-            Load::Read => return (a_r + z, through(u_r + z + h, 1.0 / t_r, t_r)),
-            Load::Write => return (a_w + z, through(u_w + z + h, 1.0 / t_w, t_w)),
+            Load::Read => return (a_r + z, through(u_r + z + h, 1.0 / t_r)),
+            Load::Write => return (a_w + z, through(u_w + z + h, 1.0 / t_w)),
             Load::Mixed { read_percent } => read_percent as f64 / 100.0,
         };
         let a = f * a_r + (1.0 - f) * a_w;
@@ -1048,7 +1064,7 @@ impl ClosedForm {
                 least(r, w)
             }
         };
-        (a + z, through(lone + z + h, least(pipes, link / len), t))
+        (a + z, through(lone + z + h, least(pipes, link / len)))
     }
 
     /// X(q): requests per second of the closed loop, `min(N / a, X')` ([`Self::bounds`]).
@@ -1369,16 +1385,21 @@ impl Flash {
                 Stage::BatchEnd
                     if self.p.batching == Batching::Drain && !self.pending.is_empty() =>
                 {
-                    // A draining pass pops what arrived meanwhile, command_overhead each,
-                    // before its commands go on (module doc, "The processor's passes").
-                    let k = self.pending.len() as u64;
+                    // A draining pass pops what arrived meanwhile, each its command_overhead
+                    // and transfer, before its commands go on (module doc, "The processor's
+                    // passes").
+                    let from = self.batch.len();
                     self.batch.append(&mut self.pending);
-                    self.stage(t + k * self.p.command_overhead_ns, Stage::BatchEnd);
+                    let more = self.pass_cost(from);
+                    self.stage(t + more, Stage::BatchEnd);
                 }
                 Stage::BatchEnd => {
                     let batch = std::mem::take(&mut self.batch);
                     for cmd in &batch {
-                        self.dispatch(t, *cmd);
+                        match self.p.batching {
+                            Batching::Snapshot => self.dispatch(t, *cmd),
+                            Batching::Drain => self.dispatch_drained(t, *cmd),
+                        }
                     }
                     // Reuse the batch's allocation for the next one.
                     self.batch = batch;
@@ -1433,9 +1454,54 @@ impl Flash {
             return;
         }
         std::mem::swap(&mut self.batch, &mut self.pending);
-        let k = self.batch.len() as u64;
-        let end = now + self.p.batch_overhead_ns + k * self.p.command_overhead_ns;
+        let cost = match self.p.batching {
+            Batching::Snapshot => self.batch.len() as u64 * self.p.command_overhead_ns,
+            Batching::Drain => self.pass_cost(0),
+        };
+        let end = now + self.p.batch_overhead_ns + cost;
         self.stage(end, Stage::BatchEnd);
+    }
+
+    /// A draining pass's time for the batch's commands from index `from` on: each its
+    /// command_overhead and, a read or a write without a buffer, its transfer t(L, d) (the
+    /// pass moves their data: module doc, "The processor's passes").
+    fn pass_cost(&self, from: usize) -> Ns {
+        let p = &self.p;
+        self.batch[from..]
+            .iter()
+            .map(|cmd| {
+                let rate = match cmd.op {
+                    Op::Read => p.read_rate_bps,
+                    Op::Write if p.write_buffer_bytes == 0 => p.write_rate_bps,
+                    _ => return p.command_overhead_ns,
+                };
+                let data = transfer_ns(cmd.len_bytes, rate.min(p.link_rate_bps));
+                p.command_overhead_ns + p.transfer_overhead_ns + data
+            })
+            .sum()
+    }
+
+    /// A command at the end of a draining pass, its data moved: a read or an unbuffered
+    /// write takes its unit and is done; anything else goes on as after a snapshot's batch.
+    fn dispatch_drained(&mut self, now: Ns, cmd: DevCmd) {
+        match cmd.op {
+            Op::Read => {
+                let busy = self.service_ns(Op::Read) + self.stall_ns();
+                let end = self.unit(now, busy);
+                let end = self.streamed(end, &cmd);
+                self.done.push(end, &cmd);
+            }
+            Op::Write if self.p.write_buffer_bytes == 0 => {
+                if self.p.flush_rate_bps > 0 {
+                    self.dirty_bytes += cmd.len_bytes;
+                }
+                let busy = self.service_ns(Op::Write) + self.stall_ns();
+                let end = self.unit(now, busy);
+                let end = self.streamed(end, &cmd);
+                self.done.push(end, &cmd);
+            }
+            _ => self.dispatch(now, cmd),
+        }
     }
 
     /// A command past the processor (or submitted, without one) goes to its unit or pipe.
@@ -1484,6 +1550,10 @@ impl Device for Flash {
         self.run(now);
         self.busy.start(now);
         if self.processor() {
+            if self.p.batching == Batching::Drain {
+                // A pass moves the command's data: its stream starts as it arrives.
+                self.stream_from(now, &cmd);
+            }
             self.pending.push(cmd);
             self.start_batch(now);
         } else {
@@ -1867,17 +1937,17 @@ mod tests {
     #[test]
     fn a_draining_processor_takes_commands_arriving_during_its_pass_and_releases_them_together() {
         let mut d = flash(DRAIN);
-        // One read at 0 starts a pass of 2 + 3 us; two more at 1 us join it (3 us each):
-        // the pass ends at 11 us and all three go on then.
+        // One read at 0 starts a pass of 2 + 3 us + its transfer t; two more at 1 us join it
+        // (3 us + t each): the pass ends at 11 us + 3 t and all three go on then, each to
+        // its own unit, their data already moved.
         d.submit(0, cmd(0, Op::Read, 4096));
         d.submit(US, cmd(1, Op::Read, 4096));
         d.submit(US, cmd(2, Op::Read, 4096));
         let done = drain(&mut d);
         let tt = t(&d, Op::Read, 4096);
-        // Each goes to its own unit at 11 us; the transfers queue on the pipe.
-        assert_eq!(done[&0], 11 * US + 20 * US + tt);
-        assert_eq!(done[&1], 11 * US + 20 * US + 2 * tt);
-        assert_eq!(done[&2], 11 * US + 20 * US + 3 * tt);
+        for tag in 0..3 {
+            assert_eq!(done[&tag], 11 * US + 3 * tt + 20 * US, "{tag}");
+        }
         // The snapshot processor would have run the first alone (5 us) and the two others
         // as the next batch (2 + 6 us): the first goes on at 5 us.
         let mut d = flash(&DRAIN.replace("drain", "snapshot"));
@@ -1888,13 +1958,14 @@ mod tests {
     }
 
     #[test]
-    fn in_a_closed_loop_a_draining_processor_adds_its_command_overhead_for_every_command_in_flight()
-    {
-        // R(q) = B + q k + a + t: the q commands go round together, each pass holding all.
+    fn in_a_closed_loop_a_draining_pass_adds_its_command_overhead_and_transfer_for_every_command() {
+        // R(q) = B + q (k + t) + a: the q commands go round together, each pass holding all
+        // and moving their data.
         for q in [1usize, 2, 4, 8, 16] {
             let mut d = flash(DRAIN);
             let (iops, lat) = measured(&mut d, Op::Read, 4096, q, 5_000);
-            let want = (2 * US + q as u64 * 3 * US + 20 * US + t(&d, Op::Read, 4096)) as f64;
+            let per = 3 * US + t(&d, Op::Read, 4096);
+            let want = (2 * US + q as u64 * per + 20 * US) as f64;
             assert!(close(lat, want, 0.005), "q {q}: {lat} vs {want}");
             let form = closed_form_iops(&d, Op::Read, 4096, q as u64);
             assert!(
