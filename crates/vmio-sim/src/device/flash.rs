@@ -189,7 +189,9 @@
 //! starts, concurrently with that unit work and its pipe transfer, and completes at the later
 //! of its usual end and the stream's end; the stream holds nothing (another command's stream
 //! runs beside it), so it is a ceiling on one command, not on the device. A write's stream
-//! starts with its transfer. At QD1 without a processor a read then takes
+//! starts with its transfer; behind a draining pass, which moves the data itself ("The
+//! processor's passes"), a command's stream starts as it arrives. At QD1 without a processor
+//! a read then takes
 //!
 //! ```text
 //! max(a + c + L / rate, L / s)      (stream start = unit start; done = max(usual end, start + L / s))
@@ -502,7 +504,7 @@ pub const ENTRY: ModelEntry = Entry {
             kind: Kind::Choice(Batching::NAMES),
             default: Value::Choice("snapshot"),
             unit: "",
-            help: "the command processor's batch: snapshot (the commands waiting when it starts; later ones wait for the next) or drain (it pops until its queue is empty: commands arriving meanwhile join the pass, command_overhead each, and all go on at the pass's end)",
+            help: "the command processor's batch: snapshot (the commands waiting when it starts; later ones wait for the next) or drain (it pops until its queue is empty: commands arriving meanwhile join the pass, each command_overhead plus its transfer, the pass moving the data, and all go on to their units at the pass's end)",
         },
         ParamSpec {
             name: "write_buffer",
@@ -530,7 +532,7 @@ pub const ENTRY: ModelEntry = Entry {
             kind: Kind::SIZE,
             default: Value::Int(0),
             unit: "bps",
-            help: "one read's own data rate from its unit's start, overlapping its unit time and transfer: it completes no earlier than L / read_stream_rate after (0: off)",
+            help: "one read's own data rate from its unit's start (behind a draining pass: its arrival), overlapping its unit time and transfer: it completes no earlier than L / read_stream_rate after (0: off)",
         },
         ParamSpec {
             name: "write_stream_rate",
@@ -1191,6 +1193,8 @@ pub struct Flash {
     /// Streams (module doc, "Streams and the cache's drain"): each streaming command's
     /// earliest completion by its tag (empty without a stream rate).
     stream_end: std::collections::HashMap<u64, Ns>,
+    /// Whether either direction streams (a device without streams checks only this).
+    streams: bool,
     /// The cache's drain (with a flush_rate): bytes of writes dispatched since the last
     /// FLUSH, and when the last FLUSH's drain ends.
     dirty_bytes: u64,
@@ -1226,6 +1230,7 @@ impl Flash {
             stall_next,
             stall_v,
             stream_end: std::collections::HashMap::new(),
+            streams: p.read_stream_bps > 0 || p.write_stream_bps > 0,
             dirty_bytes: 0,
             flush_free: 0,
             name: name.to_string(),
@@ -1412,7 +1417,11 @@ impl Flash {
 
     /// A streaming command's stream starts `now`: its earliest completion is kept by tag
     /// (module doc, "Streams and the cache's drain"); nothing without a stream rate.
+    #[inline]
     fn stream_from(&mut self, now: Ns, cmd: &DevCmd) {
+        if !self.streams {
+            return;
+        }
         let rate = self.p.stream_bps(cmd.op);
         if rate > 0 {
             let end = now + transfer_ns(cmd.len_bytes, rate);
@@ -1421,8 +1430,9 @@ impl Flash {
     }
 
     /// `end`, or the command's stream's end when that is later.
+    #[inline]
     fn streamed(&mut self, end: Ns, cmd: &DevCmd) -> Ns {
-        if self.p.stream_bps(cmd.op) == 0 {
+        if !self.streams || self.p.stream_bps(cmd.op) == 0 {
             return end;
         }
         self.stream_end.remove(&cmd.tag).map_or(end, |s| end.max(s))
@@ -1972,6 +1982,28 @@ mod tests {
                 close(iops, form, 0.005),
                 "q {q}: {iops} vs the closed form's {form}"
             );
+        }
+    }
+
+    #[test]
+    fn behind_a_draining_pass_a_lone_commands_stream_runs_from_its_arrival() {
+        // QD1: max(B + k + t + a, L / s): the pass (2 + 3 us + t), then the unit (20 us),
+        // against the stream from 0 at 1 GiB/s; 4 KiB by the pass and unit, 1 MiB by the
+        // stream (977 us against 2 + 3 + 256 + 20 us).
+        let table = format!("{DRAIN}\nread_stream_rate = \"1g\"");
+        for len in [4096u64, 1 << 20] {
+            let mut d = flash(&table);
+            let path = 2 * US + 3 * US + t(&d, Op::Read, len) + 20 * US;
+            let want = path.max(transfer_ns(len, 1 << 30));
+            assert_eq!(one(&mut d, 0, 1, Op::Read, 0, len, false), want, "{len}");
+            let form = ClosedForm::from(&d.p);
+            let (_, lat) = form.closed_loop(&ClosedLoop {
+                load: Load::Read,
+                bs: len,
+                iodepth: 1,
+                path_ns: 0.0,
+            });
+            assert!(close(lat, want as f64, 1e-4), "{len}: {lat} vs {want}");
         }
     }
 
