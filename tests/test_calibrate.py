@@ -859,3 +859,84 @@ def test_the_device_model_gets_the_disks_hardware_tags_not_the_schedulers_reques
     assert calibrate.queue_depth(with_(disk, hw_queue_depth=0)) == 256
     assert calibrate.queue_depth(with_(disk, hw_queue_depth=0, nr_requests=0)) == 128
     assert calibrate.queue_depth(None) == 128
+
+
+# KNOWN with the shapes of flash.rs's "Streams and the cache's drain": each read streams
+# at 1.5 GB/s (binding at QD1 from 256k: 1 MiB takes 699 us, not 85 + 350 us), each write at
+# 1 GB/s (from 64k), and a FLUSH drains what was written before it at 2 GB/s.
+SHAPED = {
+    **KNOWN,
+    "read_stream_rate": 1_500_000_000,
+    "write_stream_rate": 1_000_000_000,
+    "flush_rate": 2_000_000_000,
+}
+
+
+def test_a_qd1_command_with_a_stream_takes_the_later_of_its_line_and_its_stream():
+    h = calibrate.host_path_ns()
+    for bs in (4 * KIB, 64 * KIB, 256 * KIB, MIB):
+        line = 80_000 + 5_000 + bs / 3e9 * 1e9
+        want = h + max(line, bs / 1.5e9 * 1e9)
+        lat = calibrate.predicted(SHAPED, Job("r", "read", bs, 1))[1]
+        assert lat == pytest.approx(want), bs
+    # Both sides of the crossover: 64k by its line, 1 MiB by its stream.
+    assert 85_000 + 65536 / 3e9 * 1e9 > 65536 / 1.5e9 * 1e9
+    assert 85_000 + MIB / 3e9 * 1e9 < MIB / 1.5e9 * 1e9
+
+
+def test_the_fdatasync_after_a_write_of_l_costs_the_flush_latency_plus_l_over_the_flush_rate():
+    for bs in (4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB):
+        job = Job("f", "randwrite", bs, 1, fdatasync=True)
+        want = 50_000 + bs / 2e9 * 1e9
+        assert calibrate.predicted(SHAPED, job)[1] == pytest.approx(want)
+        assert calibrate.predicted(KNOWN, job)[1] == pytest.approx(50_000)
+    # The line through the battery's fdatasync points gives both back.
+    f0, rate = calibrate.fit_flush([(b, 50_000 + b / 2e9 * 1e9) for b in (4096, 65536, 262144)])
+    assert f0 == pytest.approx(50_000) and rate == pytest.approx(2e9)
+    # A flush that does not grow with what was written before it has no drain.
+    assert calibrate.fit_flush([(4096, 50_000.0), (262144, 49_000.0)]) is None
+
+
+def test_the_fit_recovers_the_streams_and_the_flush_rate_from_closed_form_measurements():
+    points = [synthetic(SHAPED, j) for j in calibrate.battery()]
+    got = calibrate.fit(points, SHAPED["capacity"], SHAPED["queue_depth"])
+    assert got.notes == ()
+    # The flush's line is exact; the streams come from a log grid of STREAM_GRID steps
+    # (0.35 % apart here) and move the unit times with them by as little.
+    same(got.params, {k: SHAPED[k] for k in ("flush_latency", "flush_rate")})
+    for key in ("read_stream_rate", "write_stream_rate", "read_latency", "write_latency"):
+        assert got.params[key] == pytest.approx(SHAPED[key], rel=0.01), key
+    same(got.params, {k: SHAPED[k] for k in ("units", "read_rate", "write_rate", "duplex")})
+    assert got.params["transfer_overhead"] == pytest.approx(5_000, abs=2)
+    sm = calibrate.summary(got.params, points, None)
+    assert sm["bw_model"] < 0.01 and sm["lat_model"] < 0.01
+    # Without them in the device, the fit finds none (the battery of KNOWN above).
+    plain = calibrate.fit([synthetic(KNOWN, j) for j in calibrate.battery()], 1 << 30, 256)
+    assert not {"read_stream_rate", "write_stream_rate", "flush_rate", "batching"} & set(
+        plain.params
+    )
+
+
+def test_the_fit_chooses_a_draining_pass_for_a_latency_that_grows_from_the_first_command():
+    # R(q) = b + q (k + t) + a + h from QD1 on: a draining processor of 2 us a pass and
+    # 10 us a command besides its transfer t, in front of 64 units.
+    known = {
+        **KNOWN,
+        "units": 64,
+        "read_latency": 30_000,
+        "write_latency": 20_000,
+        "transfer_overhead": 0,
+        "batch_overhead": 2_000,
+        "command_overhead": 10_000,
+        "batching": "drain",
+    }
+    points = [synthetic(known, j) for j in calibrate.battery()]
+    got = calibrate.fit(points, known["capacity"], known["queue_depth"]).params
+    assert got["batching"] == "drain"
+    sm = calibrate.summary(got, points, None)
+    assert sm["bw_model"] < 0.02 and sm["lat_model"] < 0.02
+    # The closed form is the hand-computed R(q) = b + q (k + t) + a + h for random 4k reads.
+    h = calibrate.host_path_ns()
+    for q in (1, 2, 8):
+        lat = calibrate.predicted(known, Job("r", "randread", 4 * KIB, q))[1]
+        assert lat == pytest.approx(2_000 + q * (10_000 + 4096 / 3e9 * 1e9) + 30_000 + h), q

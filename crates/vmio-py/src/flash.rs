@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! flash_predict(params, job) -> (requests/s, bytes/s, mean latency ns)
-//!                               an fdatasync job: (NaN, NaN, the FLUSH's latency in ns)
+//!                               an fdatasync job: (NaN, NaN, the FLUSH's latency in ns
+//!                               after one write of bs: flush_after_ns)
 //! flash_bounds(params, job)  -> (a in s, X without the units)   X = min(units / a, that)
 //! flash_processor_x(q, b_s, k_s, r0_s, cap) -> X                the processor's approximation
 //! host_path_ns()             -> a native host's per-request path in ns (vdisk's `host`
@@ -29,7 +30,8 @@ use crate::err;
 /// A job of `flash_predict`: a closed loop, or fio's fdatasync point (a FLUSH alone).
 enum Job {
     Loop(ClosedLoop),
-    Flush,
+    /// A FLUSH after one write of this many bytes (the job's bs).
+    Flush(u64),
 }
 
 /// The closed forms of `params` (module doc), errors prefixed `flash:`.
@@ -77,7 +79,13 @@ fn job(job: &Bound<'_, PyDict>) -> PyResult<Job> {
     let get = |name: &str| job.get_item(name).ok().flatten().filter(|v| !v.is_none());
     if let Some(f) = get("fdatasync") {
         if f.is_truthy()? {
-            return Ok(Job::Flush);
+            let bs = match get("bs") {
+                Some(v) => v
+                    .extract::<u64>()
+                    .map_err(|_| err(format!("job: bs = {v}: must be a whole number")))?,
+                None => 0,
+            };
+            return Ok(Job::Flush(bs));
         }
     }
     let rw: String = match get("rw") {
@@ -147,7 +155,7 @@ fn flash_predict(params: &Bound<'_, PyDict>, job: &Bound<'_, PyDict>) -> PyResul
             let (x, latency) = form.closed_loop(&j);
             (x, x * j.bs as f64, latency)
         }
-        Job::Flush => (f64::NAN, f64::NAN, form.flush_ns()),
+        Job::Flush(bs) => (f64::NAN, f64::NAN, form.flush_after_ns(bs)),
     })
 }
 
@@ -158,7 +166,7 @@ fn flash_bounds(params: &Bound<'_, PyDict>, job: &Bound<'_, PyDict>) -> PyResult
     let form = closed_form(params)?;
     match self::job(job)? {
         Job::Loop(j) => Ok(form.bounds(&j)),
-        Job::Flush => Err(err("job: an fdatasync job has no throughput bounds")),
+        Job::Flush(_) => Err(err("job: an fdatasync job has no throughput bounds")),
     }
 }
 

@@ -77,7 +77,8 @@ latency_d = a = intercept_d - c - b - k   (at least MIN_LATENCY_NS = 5 us: a lon
                 passes the processor, b + k, its unit, a, and its pipe, t; the search keeps
                 c + b + k <= min_d intercept_d - 5 us, "Bounds" below)
 E(N, c, b, k, duplex) = sum (ln X_model - ln X_measured)^2 over every point with q > 1
-N, c, b, k    = the lesser E of two descents, each alternating until a round lowers E by
+N, c, b, k    = the least E of the descents (below; a third with a draining processor:
+                `batching`), each alternating until a round lowers E by
                 less than ROUND_GAIN (ROUNDS at most); in a round, each of c, b, k in turn is
                 the least E on a grid of C_GRID steps over [0, the room the others leave)
                 refined by golden section (to 0.1 ns) between the best step's neighbours,
@@ -106,10 +107,32 @@ h             = the host's path (`host_path_ns`, vmio._native `host_path_ns`): w
                 real host's submission, so the fit leaves it out of the device; without it the
                 device's figures held it and vmio sim added it again: 4k QD1 on a RAM-backed
                 file, whose device takes 6.5 us, came out 13-19 % slower than the closed form
-flush_latency = the fdatasync points' mean (sync.lat_ns: the fdatasync calls alone; the
-                model's FLUSH does not depend on the size written before it, so the sizes'
-                spread shows in its uncertainty) less b + k (the model's FLUSH passes the
-                processor, then takes flush_latency)
+flush_latency, flush_rate = the fdatasync points' line S_i = F0 + L_i / F (`fit_flush`: least
+                relative squares over the sizes; sync.lat_ns, the fdatasync calls alone, each
+                after one write of L_i: the model's FLUSH drains the bytes written since the
+                last one at flush_rate, flash.rs "Streams and the cache's drain");
+                flush_latency = F0 less b + k (the model's FLUSH passes the processor). A
+                slope not above 0, or one size: no flush_rate, and flush_latency the points'
+                mean less b + k (the sizes' spread then shows in its uncertainty)
+stream_d      = the stream rate of direction d (flash.rs, "Streams"; `fit_stream`): the QD1
+                line becomes T_i = h + max(I + L_i / rate_d, b + k + L_i / s), I the intercept
+                over the points the line binds; s the least sum ((model - T_i) / T_i)^2 on a
+                log grid of STREAM_GRID steps from max_i L_i / (T_i - h) (the fastest a lone
+                command was measured at) to rate_d (above it the stream never binds), first
+                at c = 0 with nothing in front, then again at the descent's c with its b + k
+                (and a_d from that intercept); no stream when none lowers the error or the
+                best is rate_d. QD1 latencies of a cloud disk here grew as 56, 62, 74, 248,
+                896 us at 4k to 1m: a line through all of them (store and forward) misses
+                both ends
+batching      = "drain" (flash.rs, "The processor's passes") when the descent from the coarse
+                grid with a draining processor ends with an E at least PASS_GAIN (1 %) below
+                the better of the other two; else the snapshot's (not written). A draining
+                pass moves each command's data, k + t(L, d) a command, so its saturated
+                points' line is 1 / X_i = c + k + L_i / rate_d (rate_d(c + k)), and its
+                stream starts as the command arrives (nothing in front of it). A disk here
+                whose 4 KiB random reads took R(q) = 45 + 10.7 q us from QD 1 to 32 (and
+                16 KiB about 15.9 us more a command) had its held-out bandwidth and mean
+                latency errors lowered by 3-7 points with it (docs/validation.md)
 stall         = (probability pi, mean D, spread, floor) of the stall component (flash.rs,
                 "Stalls"), fitted first (`fit_stall`): from the random 4 KiB points' fio clat
                 percentile lists at every depth (5 to 99.99 %, each level with at least
@@ -376,6 +399,9 @@ SPREAD_GRID = 100
 FLOOR_GRID = 100
 # A parameter within this share of a bound sits at it.
 AT_BOUND = 0.01
+STREAM_GRID = 200
+SNAPSHOT, DRAIN = "snapshot", "drain"
+PASS_GAIN = 0.01
 
 
 class CalibrateError(VmioError):
@@ -634,18 +660,70 @@ def predicted(params: Params, job: Job) -> tuple[float, float]:
     return native().flash_predict(params, _job(job))[1:]
 
 
-def _latency_ns(points: Sequence[Point], rate: float, side: str, median: bool = False) -> float:
-    """a + c of T = h + a + c + L / rate, least relative squares (module doc), at least 1 ns; T
-    each QD1 point's mean latency (h the host's path, `host_path_ns`), or with `median` its
-    clat p50 (the body's, with stalls; a completion latency, without the submission: h = 0)."""
+QD1 = tuple[tuple[tuple[int, float], ...], float]
+"""The QD1 points of a direction, ((bs, T), ...), and the host's path h in their T."""
+
+
+def _qd1(points: Sequence[Point], side: str, median: bool = False) -> QD1:
+    """(bs, T) of each QD1 point of direction `side`, T its mean latency, and the host's path
+    h in it (`host_path_ns`); with `median` its clat p50 (the body's, with stalls; a
+    completion latency, without the submission: h = 0)."""
     attr = "clat_p50_ns" if median else "lat_mean_ns"
     qd1 = [(p.job.bs, getattr(getattr(p, side), attr)) for p in points if p.job.iodepth == 1]
     qd1 = [(b, t) for b, t in qd1 if t > 0]
     if not qd1:
         raise CalibrateError(f"no {side} point at QD1 was measured; the fit needs one")
-    num = sum((t - b * 1e9 / rate) / (t * t) for b, t in qd1)
-    path = 0.0 if median else host_path_ns()
-    return max(1.0, num / sum(1 / (t * t) for _, t in qd1) - path)
+    return tuple(qd1), 0.0 if median else host_path_ns()
+
+
+def _line(qd1: QD1, rate: float, stream: float = 0.0, front: float = 0.0) -> tuple[float, float]:
+    """(I, E): the intercept I of T = h + max(I + L / rate, front + L / stream) (the stream
+    off when 0), least relative squares over the points its line binds (module doc,
+    "Streams"), and E = sum ((model - T) / T)^2 over all of them; rate and stream in
+    bytes/s, T, I and front in ns."""
+    pts, path = list(qd1[0]), qd1[1]
+    for _ in range(4):
+        den = sum(1 / (t * t) for _, t in pts)
+        i = sum((t - b * 1e9 / rate) / (t * t) for b, t in pts) / den - path
+        if stream <= 0:
+            break
+        bound = [(b, t) for b, t in qd1[0] if i + b * 1e9 / rate >= front + b * 1e9 / stream]
+        if not bound or bound == pts:
+            break
+        pts = bound
+    e = sum(((path + _lone(b, i, rate, stream, front)) / t - 1) ** 2 for b, t in qd1[0])
+    return i, e
+
+
+def _lone(bs: int, i: float, rate: float, stream: float, front: float) -> float:
+    """A lone command's latency in ns past the host: I + L / rate, or front + L / stream when
+    that is longer."""
+    t = i + bs * 1e9 / rate
+    return max(t, front + bs * 1e9 / stream) if stream > 0 else t
+
+
+def fit_stream(qd1: QD1, rate: float, front: float = 0.0) -> float:
+    """The stream rate s of a direction (module doc, "Streams"): the least E of `_line` over
+    STREAM_GRID log steps from the fastest rate one QD1 command was measured at (max L /
+    (T - h): a stream slower than that would make that command slower than it was) to
+    `rate` (above which the stream never binds); 0 (no stream) when none lowers E below
+    the line's own or the best is the grid's top."""
+    lo = max(b * 1e9 / max(t - qd1[1], 1.0) for b, t in qd1[0])
+    if lo >= rate or len({b for b, _ in qd1[0]}) < 2:
+        return 0.0
+    grid = [lo * (rate / lo) ** (i / STREAM_GRID) for i in range(STREAM_GRID + 1)]
+    base = _line(qd1, rate)[1]
+    e, i = min((_line(qd1, rate, s, front)[1], i) for i, s in enumerate(grid))
+    if e >= base * (1 - ROUND_GAIN) or i >= STREAM_GRID:
+        return 0.0
+    return grid[i]
+
+
+def _latency_ns(points: Sequence[Point], rate: float, side: str, median: bool = False) -> float:
+    """a + c of T = h + a + c + L / rate, least relative squares (module doc), at least 1 ns; T
+    each QD1 point's mean latency (h the host's path, `host_path_ns`), or with `median` its
+    clat p50 (the body's, with stalls; a completion latency, without the submission: h = 0)."""
+    return max(1.0, _line(_qd1(points, side, median), rate)[0])
 
 
 def _steps(hi: float, n: int) -> list[float]:
@@ -676,6 +754,8 @@ class _Direction:
     side: str
     sat: tuple[tuple[int, float], ...]
     median: bool = False
+    stream: float = 0.0
+    front_ns: float = 0.0
 
     @classmethod
     def of(cls, points: Sequence[Point], side: str, median: bool = False) -> _Direction:
@@ -694,14 +774,25 @@ class _Direction:
         den = sum(b * (y - c_s) / (y * y) for b, y in self.sat)
         return num / max(den, 1e-12)
 
-    def intercept_ns(self, c_s: float) -> float:
-        """The QD1 fit's intercept at rate_d(c): a + c + b + k."""
-        return _latency_ns(self.points, self.rate(c_s), self.side, self.median)
+    def intercept_ns(self, c_s: float, line_s: float | None = None) -> float:
+        """The QD1 fit's intercept at rate_d(c): a + c + b + k (over the points its line
+        binds, with a stream); the rate of the saturated line of intercept `line_s` when
+        given (a draining pass: c + k)."""
+        qd1 = _qd1(self.points, self.side, self.median)
+        rate = self.rate(c_s if line_s is None else line_s)
+        return max(1.0, _line(qd1, rate, self.stream, self.front_ns)[0])
 
-    def latency_ns(self, c_s: float, front_s: float = 0.0) -> float:
+    def streamed(self, c_s: float = 0.0, front_ns: float = 0.0) -> _Direction:
+        """This direction with its stream rate fitted at rate_d(c) (`fit_stream`)."""
+        qd1 = _qd1(self.points, self.side, self.median)
+        s = fit_stream(qd1, self.rate(c_s), front_ns)
+        return replace(self, stream=s, front_ns=front_ns)
+
+    def latency_ns(self, c_s: float, front_s: float = 0.0, line_s: float | None = None) -> float:
         """a_d = (the QD1 fit's intercept at rate_d) - c - the processor's b + k, at least
-        MIN_LATENCY_NS (the search keeps c + b + k below the intercept less it)."""
-        return max(MIN_LATENCY_NS, self.intercept_ns(c_s) - (c_s + front_s) * 1e9)
+        MIN_LATENCY_NS (the search keeps c + b + k below the intercept less it); `line_s`
+        as in `intercept_ns`."""
+        return max(MIN_LATENCY_NS, self.intercept_ns(c_s, line_s) - (c_s + front_s) * 1e9)
 
 
 def stop_depth(points: Sequence[Point]) -> int:
@@ -1056,6 +1147,9 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("stall_time", 1e3),
     ("stall_spread", 1e-3),
     ("stall_floor", 1e-3),
+    ("read_stream_rate", 1e3),
+    ("write_stream_rate", 1e3),
+    ("flush_rate", 1e3),
 )
 
 
@@ -1171,8 +1265,34 @@ def _ns(x: float) -> str:
     return f"{x / 1e3:.1f} us" if x >= 1e3 else f"{x:.0f} ns"
 
 
-def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
-    """The flash parameters of the battery's `points` (module doc)."""
+def fit_flush(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """(F0 in ns, F in bytes/s) of the fdatasync points' line S = F0 + L / F (module doc,
+    "Flush"): least relative squares over (L, S), each a write of L bytes then the FLUSH;
+    None (no drain: the sizes' mean, as before) with fewer than two sizes or a slope not
+    above 0 (a flush that does not grow with what was written before it)."""
+    if len({b for b, _ in points}) < 2:
+        return None
+    w = [1 / (s * s) for _, s in points]
+    sw = sum(w)
+    mb = sum(wi * b for wi, (b, _) in zip(w, points, strict=True)) / sw
+    ms = sum(wi * s for wi, (_, s) in zip(w, points, strict=True)) / sw
+    sxx = sum(wi * (b - mb) ** 2 for wi, (b, _) in zip(w, points, strict=True))
+    sxy = sum(wi * (b - mb) * (s - ms) for wi, (b, s) in zip(w, points, strict=True))
+    slope = sxy / sxx if sxx > 0 else 0.0
+    if slope <= 0:
+        return None
+    return ms - slope * mb, 1e9 / slope
+
+
+def fit(
+    points: Sequence[Point],
+    capacity: int,
+    queue_depth: int,
+    shapes: bool = True,
+) -> Fit:
+    """The flash parameters of the battery's `points` (module doc); `shapes` False: without
+    the streams, the draining processor and the flush's drain (the fit before them)."""
+    passes = shapes
     by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     notes: list[str] = []
     # The stall component first (from the QD1 points' percentile lists). With stalls, the
@@ -1186,6 +1306,11 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     else:
         write = read
         notes.append("reads only: write_latency and write_rate are the read's (not measured)")
+    # Each direction's stream (module doc, "Streams"), from its QD1 points at rate_d(0);
+    # fitted again below at the descent's c with the processor's b + k in front of it.
+    if shapes:
+        read = read.streamed()
+        write = write.streamed() if by["write"] else read
     loaded = [p for p in points if p.job.iodepth > 1 and p.iops and not p.job.fdatasync]
     # c + b + k is at most the smaller QD1 intercept less the least unit time (a_d >= 5
     # us); c at most the saturated points' time.
@@ -1202,13 +1327,22 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
     c_max = min(room, read.min_time_s, write.min_time_s)
     u_max = stop_depth(points)
 
-    def params_of(c_s: float, units: int, duplex: str, proc: tuple[float, float]) -> Params:
-        r_rate, w_rate = read.rate(c_s), write.rate(c_s)
+    def params_of(
+        c_s: float, units: int, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
+    ) -> Params:
+        # A draining pass holds each command for k + t, so its saturated points' line has
+        # the intercept c + k (module doc, "batching").
+        line = c_s + proc[1] if batching == DRAIN else c_s
+        r_rate, w_rate = read.rate(line), write.rate(line)
+        extra: Params = {"batching": batching} if batching != SNAPSHOT else {}
+        for d in (read, write):
+            if d.stream > 0:
+                extra[f"{d.side}_stream_rate"] = d.stream
         return {
             "capacity": capacity,
             "units": units,
-            "read_latency": read.latency_ns(c_s, sum(proc)),
-            "write_latency": write.latency_ns(c_s, sum(proc)),
+            "read_latency": read.latency_ns(c_s, sum(proc), line),
+            "write_latency": write.latency_ns(c_s, sum(proc), line),
             "read_rate": r_rate,
             "write_rate": w_rate,
             "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
@@ -1220,22 +1354,25 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             "write_buffer": 0,
             "queue_depth": queue_depth,
             **stall,
+            **extra,
         }
 
     def cost(params: Params, which: Sequence[Point]) -> float:
         return sum((math.log(throughput(params, p.job)) - math.log(p.iops)) ** 2 for p in which)
 
-    def units_cost(c_s: float, duplex: str, proc: tuple[float, float]) -> Callable[[int], float]:
+    def units_cost(
+        c_s: float, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
+    ) -> Callable[[int], float]:
         """E over the loaded points as a function of N, the rest fixed: N enters only the
         unit bound N / a, so each point's other bound is computed once."""
-        base = params_of(c_s, 1, duplex, proc)
+        base = params_of(c_s, 1, duplex, proc, batching)
         terms = [(bounds(base, p.job), p.iops) for p in loaded]
         return lambda n: sum(
             (math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms
         )
 
-    def best_units(c_s: float, duplex: str, proc: tuple[float, float]) -> int:
-        return min(range(1, u_max + 1), key=units_cost(c_s, duplex, proc))
+    def best_units(c_s: float, duplex: str, proc: tuple[float, float], batching: str) -> int:
+        return min(range(1, u_max + 1), key=units_cost(c_s, duplex, proc, batching))
 
     def argmin(f: Callable[[float], float], hi: float) -> float:
         """The least f on [0, hi): a grid of C_GRID steps, then golden section (0.1 ns)
@@ -1250,7 +1387,7 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
             lo, up = (lo, m2) if f(m1) <= f(m2) else (m1, up)
         return min((grid[k], (lo + up) / 2), key=f)
 
-    def start(duplex: str) -> tuple[float, tuple[float, float]]:
+    def start(duplex: str, batching: str = SNAPSHOT) -> tuple[float, tuple[float, float]]:
         """The descent's start: the least E on a coarse grid of (c, b, k) within the room
         with units from powers of two (from zero, the descent stops in a local minimum: the
         sharp knee of a few units rather than the gradual rise the processor gives)."""
@@ -1260,52 +1397,86 @@ def fit(points: Sequence[Point], capacity: int, queue_depth: int) -> Fit:
         for c, b, k in itertools.product(*steps):
             if c + b + k > room:
                 continue
-            e = min(map(units_cost(c, duplex, (b, k)), units))
+            e = min(map(units_cost(c, duplex, (b, k), batching), units))
             grid.append((e, c, b, k))
         _, c, b, k = min(grid)
         return c, (b, k)
 
     def descend(
-        duplex: str, begin: tuple[float, tuple[float, float]] | None
+        duplex: str, begin: tuple[float, tuple[float, float]] | None, batching: str = SNAPSHOT
     ) -> tuple[float, Params]:
         """From `begin` (c, (b, k)), alternate over c, the processor's b then k, and units
         until a round gains less than ROUND_GAIN (ROUNDS at most), each within the room the
         others leave; returns (E, parameters). `begin` None: from c = 0 without a
         processor, over c and units only."""
         c_s, proc = begin or (0.0, (0.0, 0.0))
-        units = best_units(c_s, duplex, proc)
-        error = cost(params_of(c_s, units, duplex, proc), loaded)
+        units = best_units(c_s, duplex, proc, batching)
+        error = cost(params_of(c_s, units, duplex, proc, batching), loaded)
         for _ in range(ROUNDS):
 
             def e(c: float, pr: tuple[float, float], n: int = units) -> float:
-                return cost(params_of(c, n, duplex, pr), loaded)
+                return cost(params_of(c, n, duplex, pr, batching), loaded)
 
             c_s = argmin(lambda c, pr=proc: e(c, pr), min(c_max, room - sum(proc)))
             if begin is not None:
                 b = argmin(lambda b, c=c_s, k=proc[1]: e(c, (b, k)), room - c_s - proc[1])
                 proc = (b, argmin(lambda k, c=c_s, b=b: e(c, (b, k)), room - c_s - b))
-            units = best_units(c_s, duplex, proc)
-            error, before = cost(params_of(c_s, units, duplex, proc), loaded), error
+            units = best_units(c_s, duplex, proc, batching)
+            error, before = cost(params_of(c_s, units, duplex, proc, batching), loaded), error
             if before - error <= ROUND_GAIN * before:
                 break
-        return error, params_of(c_s, units, duplex, proc)
+        return error, params_of(c_s, units, duplex, proc, batching)
 
-    # Two descents, the better end: from the grid's start with a processor, and without one
-    # (the plain units-and-pipes device, whose c the coarse grid may miss).
-    fits = {
-        d: min((descend(d, b) for b in (start(d), None)), key=lambda r: r[0])[1] for d in duplexes()
-    }
+    # Three descents, the best end: from the grid's start with a snapshot processor, from
+    # the grid's start with a draining one (module doc, "The processor's passes"), and
+    # without one (the plain units-and-pipes device, whose c the coarse grid may miss).
+    def descents(d: str) -> Params:
+        e, best = min((descend(d, start(d)), descend(d, None)), key=lambda r: r[0])
+        if passes:
+            # A draining processor is kept when it lowers E by PASS_GAIN at least (a mode
+            # chosen by the points' noise, at a few ns of overhead, is not a shape).
+            e_drain, drained = descend(d, start(d, DRAIN), DRAIN)
+            if e_drain < (1 - PASS_GAIN) * e:
+                best = drained
+        return best
+
+    fits = {d: descents(d) for d in duplexes()}
     duplex = min(duplexes(), key=lambda d: cost(fits[d], by["mixed"]))
-    params = {k: v if isinstance(v, str) else round(v) for k, v in fits[duplex].items()}
+    best = fits[duplex]
+    if read.stream > 0 or write.stream > 0:
+        # The streams again with the processor's b + k in front of them (a stream starts
+        # past the processor), and each unit time from its intercept then.
+        c_s = best["transfer_overhead"] / 1e9
+        front = best["batch_overhead"] + best["command_overhead"]
+        drains = best.get("batching") == DRAIN
+        line = c_s + best["command_overhead"] / 1e9 if drains else c_s
+        # A draining pass's stream starts as the command arrives: nothing in front of it.
+        ahead = 0.0 if drains else front
+        read = read.streamed(line, ahead) if read.stream > 0 else read
+        write = write.streamed(line, ahead) if write.stream > 0 else write
+        if not by["write"]:
+            write = read
+        for d in (read, write):
+            best[f"{d.side}_latency"] = d.latency_ns(c_s, front / 1e9, line)
+            best.pop(f"{d.side}_stream_rate", None)
+            if d.stream > 0:
+                best[f"{d.side}_stream_rate"] = d.stream
+    params = {k: v if isinstance(v, str) else round(v) for k, v in best.items()}
     if stall:
         params["stall_probability"] = round(stall["stall_probability"], 6)
         params["stall_spread"] = round(stall["stall_spread"], 4)
         params["stall_floor"] = round(stall["stall_floor"], 4)
     flush = [p.fdatasync_ns for p in points if p.fdatasync_ns is not None]
     if flush:
-        # The model's FLUSH passes the processor alone, then takes flush_latency.
+        # The model's FLUSH passes the processor alone, then takes flush_latency (and with
+        # a flush_rate F the drain of the write before it, L / F: module doc, "Flush").
         front = params["batch_overhead"] + params["command_overhead"]
-        params["flush_latency"] = max(0, round(statistics.fmean(flush) - front))
+        drain = fit_flush([(p.job.bs, p.fdatasync_ns) for p in points if p.fdatasync_ns])
+        if shapes and drain is not None:
+            params["flush_latency"] = max(0, round(drain[0] - front))
+            params["flush_rate"] = round(drain[1])
+        else:
+            params["flush_latency"] = max(0, round(statistics.fmean(flush) - front))
     else:
         notes.append("no fdatasync measured: flush_latency is the model's default")
     # The unit times' distributions, from the random 4 KiB QD1 points' percentiles.

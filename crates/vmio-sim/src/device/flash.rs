@@ -69,6 +69,38 @@
 //! (61 µs at QD1, 89 at QD2, 132 at QD4) while throughput kept rising to QD 32, which
 //! parallel units behind a fixed per-command cost (a sharp knee) cannot give.
 //!
+//! **The processor's passes** (`batching`, default `snapshot`: the batch above, the
+//! commands waiting when the processor starts, later ones waiting for the next batch). With
+//! `drain`, the processor pops commands until its queue is empty: a command arriving during
+//! a pass joins it, each command costs command_overhead and its transfer t(L, d) in the pass
+//! (the pass moves the data of reads and of writes without a buffer: the pipes are the
+//! pass), and the pass's commands all go on at its end to their units, then are done. This is
+//! a synchronous VMM block engine, which serves every available descriptor with a blocking
+//! read or write of the backing file, one after the other, and then signals the used ring
+//! once (Firecracker's default `Sync` io_engine, docs/api_requests/block-io-engine.md: a
+//! synchronous engine "based on blocking system calls", as read in a stored copy; the loop
+//! itself as recalled), and QEMU's virtio-blk loop (hw/block/virtio-blk.c
+//! `virtio_blk_handle_vq`: with notifications off it pops requests until
+//! `virtio_queue_empty`). In a closed loop the q commands go round together, each pass
+//! holding all of them, so the latency grows by k + t for every command in flight from the
+//! first, where a pipe behind units (the snapshot's) queues only past the knee q = R0 / t.
+//! A command's stream (below) starts as it arrives.
+//!
+//! ```text
+//! a pass started at s by m commands:  ends at s + B + sum (k + t_i);  at its end, commands
+//!     arrived meanwhile?  it goes on for the sum of their (k + t_j);  none: each command
+//!     takes its unit (read: unit(end, a) -> done; write: unit(end, a_w) -> done)
+//! closed loop (units >= q):  R(q) = B + q (k + t) + a + z + h,
+//!     X = min(N / (a + z), q / (B + q (k + t) + a + z + h), q / (L / s + z + h))
+//!     (a mix: the mean a and t; the last term only with a stream rate s)
+//! ```
+//!
+//! What it answers for: a cloud virtual disk measured here (docs/validation.md), a
+//! Firecracker guest's virtio disk, read 4 KiB at random in R(q) = 45 + 10.7 q us from QD 1
+//! to QD 32 (within 6 %), and 16 KiB at about 15.9 us more per command in flight (QD 8 to 32):
+//! a ramp from the first command whose slope grows with the size at about the read rate, which
+//! a processor in front of units and pipes cannot give (its commands desynchronise: a knee).
+//!
 //! **Service times.** A unit's time for a command is `read_latency` (`write_latency`) by
 //! default, the same for every command: at QD1 every percentile equals the mean. With
 //! `read_spread` s > 0 (`write_spread` for writes) it is drawn, per command, from a shifted
@@ -149,6 +181,56 @@
 //! nothing to cap the unit's throughput (docs/validation.md).
 //! Devices without stalls make no draw: their figures are unchanged to the nanosecond.
 //!
+//! **Streams and the cache's drain** (all default 0: off, and a device without them books
+//! nothing new: its figures are unchanged to the nanosecond).
+//!
+//! `read_stream_rate` s_r (`write_stream_rate` s_w, devices without a write buffer): one
+//! command's own data rate. A read streams its L bytes at s_r from the moment its unit work
+//! starts, concurrently with that unit work and its pipe transfer, and completes at the later
+//! of its usual end and the stream's end; the stream holds nothing (another command's stream
+//! runs beside it), so it is a ceiling on one command, not on the device. A write's stream
+//! starts with its transfer; behind a draining pass, which moves the data itself ("The
+//! processor's passes"), a command's stream starts as it arrives. At QD1 without a processor
+//! a read then takes
+//!
+//! ```text
+//! max(a + c + L / rate, L / s)      (stream start = unit start; done = max(usual end, start + L / s))
+//! ```
+//!
+//! a fast pipelined path for small requests (the device moves a command's data while its
+//! media work runs: the NVMe controller writes a read's data to host memory page by page as
+//! its PRP list names them, drivers/nvme/host/pci.c `nvme_pci_setup_prps`, so a command's
+//! transfer overlaps its media reads) and a per-command bandwidth ceiling for large ones that
+//! overlaps the unit time instead of adding to it (one command is served by one stream: a
+//! die's or channel's data path in a drive, or in a VMM whose synchronous block engine serves
+//! a request with one blocking read or write of the backing file, Firecracker's default
+//! `Sync` io_engine (docs/api_requests/block-io-engine.md), the host's single-request rate,
+//! where several requests in flight share the host disk's full rate). What it answers for:
+//! a cloud virtual disk measured here read at QD1 4k, 16k, 64k, 256k and 1m in 56, 62, 74,
+//! 248 and 896 us, which max(a + L / r1, L / r2) fits within 10 % (r1 3.3, r2 1.15 GB/s) and
+//! a + c + L / rate (a sum, store and forward) cannot: it gave 54, 61, 88, 196 and 631 us,
+//! while the same disk moved 1.7-2.0 GB/s at depth (docs/validation.md).
+//!
+//! `flush_rate` F (devices without a write buffer): the write cache's content is committed by
+//! a FLUSH (NVM Express Base 2.0, section 7.1: the data of the writes completed before it; a
+//! device commits what its volatile cache holds), so a FLUSH behind writes costs their
+//! bytes' drain to the media besides its fixed `flush_latency`. The device counts the bytes of
+//! the writes dispatched to it since the last FLUSH (what its cache accepted), and a FLUSH
+//! drains them at F, one FLUSH at a time (a cache has one drain; QEMU's block layer likewise
+//! runs one flush at a time and skips one that has nothing new to commit, block/io.c
+//! `bdrv_co_flush`: `flush_started_gen`, `flushed_gen`, `write_gen`, as read in a stored
+//! copy). A VMM whose writeback cache keeps a guest's writes in the host's page cache
+//! (Firecracker's `cache_type = "Writeback"`, as recalled) turns a guest FLUSH into an fsync
+//! of the backing file, whose cost is the dirty pages written since:
+//!
+//! ```text
+//! dirty  += L              at each write's dispatch (past the processor)
+//! FLUSH at now:  start = max(now, the previous FLUSH's end)
+//!                done  = start + flush_latency + dirty / F;  dirty = 0
+//! after k writes of L dispatched since the last FLUSH, an idle drain:  flush_latency + k L / F
+//! the battery's fdatasync point (one write of L, then the FLUSH):      flush_latency + L / F
+//! ```
+//!
 //! **Rules.** Every resource is FIFO in the order commands become ready for it: the model
 //! keeps its own time-ordered stages (a read's unit work ending, a write's data arriving, a
 //! buffered write's unit work ending) and books each resource when a command reaches it,
@@ -167,16 +249,19 @@
 //!         as one batch of k, busy batch_overhead + k × command_overhead; at the batch's
 //!         end its commands go on below in order, "now" being that end
 //! read:   unit(now, read service time) -> transfer(unit end, L, read)     -> done
-//!         (the service time: read_latency, or a draw with a read_spread: "Service times")
+//!         (the service time: read_latency, or a draw with a read_spread: "Service times";
+//!         with a read_stream_rate s: done = max(done, now + L / s))
 //! write, write_buffer = 0:
 //!         transfer(now, L, write) -> unit(transfer end, write_latency)    -> done
+//!         (with a write_stream_rate s: done = max(done, now + L / s))
 //! write, write_buffer = B > 0: needs n = min(L, B) bytes of buffer (a write larger than
 //!         the buffer waits for it to be empty); writes wait FIFO for space; space taken
 //!         when the transfer is booked, at admission
 //!         transfer(admission, L, write) -> done (acknowledged) at its end, unless FUA
 //!         unit(transfer end, write_latency) -> n bytes freed; a FUA write is done here
 //! flush:  done = max(now, when every buffered write submitted before it has finished its
-//!         unit work) + flush_latency             (no unit; write_buffer = 0: now + ...)
+//!         unit work) + flush_latency             (no unit; write_buffer = 0: now + ...;
+//!         with a flush_rate: "Streams and the cache's drain")
 //! trim:   done = now + flush_latency             (no unit, no data: a command round trip)
 //! ```
 //!
@@ -201,19 +286,24 @@
 //! mix's mean unit time:
 //!
 //! ```text
-//! one direction d:  X = min(N / (a + z), P(q, a + t + z + h, 1 / t)),  z = stall_probability
+//! one direction d:  X = min(N / (a + z), P(q, u + z + h, 1 / t)),  u = a + t, or with a
+//!     stream rate s_d, u = max(a + t, L / s_d) (a lone command's time past the processor),
+//!     z = stall_probability
 //!     x stall_time (a unit holds a command's stall), h = the loop's `path_ns`: the time a
 //!     request spends outside the device on each round trip, in no resource (a native
 //!     host's submission, vdisk's `host` interface: 1.5 us of fio's slat), 0 for the device
 //!     alone
 //! a mix, p = rwmixread / 100:  a_m = p a_r + (1-p) a_w,  t_m = p t_r + (1-p) t_w,
-//!     X = min(N / (a_m + z), P(q, a_m + t_m + z + h, min(the pipes, link_rate / L)))
+//!     X = min(N / (a_m + z), P(q, u_m + z + h, min(the pipes, link_rate / L))),
+//!     u_m = a_m + t_m, or with a stream rate p u_r + (1-p) u_w
 //!     the pipes, "full": 1 / (p (c + L / read_rate)), 1 / ((1-p) (c + L / write_rate))
 //!     the pipes, "half": 1 / (c + p L / read_rate + (1-p) L / write_rate + 2 p (1-p) s)
-//! bytes per second X L; mean latency q / X; a FLUSH (no buffer, idle): B + k + flush_latency
+//! bytes per second X L; mean latency q / X; a FLUSH (no buffer, idle): B + k + flush_latency,
+//!     after one write of L with a flush_rate F: B + k + flush_latency + L / F
 //! a FUA write of L at QD1 on `fua = false` (the block layer's write, then FLUSH):
 //!     B + k + a_w + t(L, write) + B + k + flush_latency
-//! P(q, R0, cap), B = batch_overhead, k = command_overhead: without a processor
+//! P(q, R0, cap), B = batch_overhead, k = command_overhead (`batching = "drain"`: "The
+//!     processor's passes", [`drain_x`] with k + t a command); without a processor
 //!     min(q / R0, cap); with one, X solves X = min(cap, 1 / k, q / (W(X) + R0)): a
 //!     saturated processor's batches hold n = X T commands and last T = B / (1 - k X) (a
 //!     batch of one, T = B + k, when n < 1);
@@ -410,6 +500,13 @@ pub const ENTRY: ModelEntry = Entry {
             help: "each command's cost on the serial command processor, within its batch",
         },
         ParamSpec {
+            name: "batching",
+            kind: Kind::Choice(Batching::NAMES),
+            default: Value::Choice("snapshot"),
+            unit: "",
+            help: "the command processor's batch: snapshot (the commands waiting when it starts; later ones wait for the next) or drain (it pops until its queue is empty: commands arriving meanwhile join the pass, each command_overhead plus its transfer, the pass moving the data, and all go on to their units at the pass's end)",
+        },
+        ParamSpec {
             name: "write_buffer",
             kind: Kind::SIZE,
             default: Value::Int(0),
@@ -422,6 +519,27 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Int(20 * US),
             unit: "ns",
             help: "a FLUSH's cost once the buffer is empty (also a TRIM's cost)",
+        },
+        ParamSpec {
+            name: "flush_rate",
+            kind: Kind::SIZE,
+            default: Value::Int(0),
+            unit: "bps",
+            help: "write_buffer = 0: a FLUSH also drains the bytes written since the last one at this rate, flushes one at a time (0: off)",
+        },
+        ParamSpec {
+            name: "read_stream_rate",
+            kind: Kind::SIZE,
+            default: Value::Int(0),
+            unit: "bps",
+            help: "one read's own data rate from its unit's start (behind a draining pass: its arrival), overlapping its unit time and transfer: it completes no earlier than L / read_stream_rate after (0: off)",
+        },
+        ParamSpec {
+            name: "write_stream_rate",
+            kind: Kind::SIZE,
+            default: Value::Int(0),
+            unit: "bps",
+            help: "write_buffer = 0: one write's own data rate from its transfer's start, as read_stream_rate (0: off)",
         },
         BLK_MQ_QUEUE_DEPTH,
         WRITE_CACHE,
@@ -503,6 +621,17 @@ impl Duplex {
     }
 }
 
+/// How the command processor forms its batches (module doc, "The processor's passes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    Snapshot,
+    Drain,
+}
+
+impl Batching {
+    pub const NAMES: &'static [&'static str] = &["snapshot", "drain"];
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlashParams {
     pub profile: String,
@@ -530,8 +659,14 @@ pub struct FlashParams {
     pub turnaround_ns: Ns,
     pub batch_overhead_ns: Ns,
     pub command_overhead_ns: Ns,
+    pub batching: Batching,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
+    /// The cache's drain behind a FLUSH and each command's own stream (module doc,
+    /// "Streams and the cache's drain"); 0: off.
+    pub flush_rate_bps: u64,
+    pub read_stream_bps: u64,
+    pub write_stream_bps: u64,
     pub queue_depth: u64,
 }
 
@@ -565,8 +700,15 @@ impl FlashParams {
             turnaround_ns: v.int("turnaround"),
             batch_overhead_ns: v.int("batch_overhead"),
             command_overhead_ns: v.int("command_overhead"),
+            batching: match v.choice("batching") {
+                "drain" => Batching::Drain,
+                _ => Batching::Snapshot,
+            },
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
+            flush_rate_bps: v.int("flush_rate"),
+            read_stream_bps: v.int("read_stream_rate"),
+            write_stream_bps: v.int("write_stream_rate"),
             queue_depth: v.int("queue_depth"),
         }
     }
@@ -600,6 +742,15 @@ impl FlashParams {
     pub fn stalls(&self) -> bool {
         self.stall_probability > 0.0 && self.stall_time_ns > 0
     }
+
+    /// The stream rate of a command of direction `op` (0: none; a buffered write has none).
+    pub fn stream_bps(&self, op: Op) -> u64 {
+        match op {
+            Op::Read => self.read_stream_bps,
+            Op::Write if self.write_buffer_bytes == 0 => self.write_stream_bps,
+            _ => 0,
+        }
+    }
 }
 
 /// The closed forms' view of the parameters (module doc, "Closed forms"): each figure a
@@ -620,11 +771,17 @@ pub struct ClosedForm {
     pub turnaround_ns: f64,
     pub batch_overhead_ns: f64,
     pub command_overhead_ns: f64,
+    pub batching: Batching,
     pub flush_latency_ns: f64,
     /// The stall component's probability and mean duration: a command's mean stall is
     /// their product (module doc, "Stalls").
     pub stall_probability: f64,
     pub stall_time_ns: f64,
+    /// Each command's own stream and the cache's drain behind a FLUSH, bytes/s (0: off;
+    /// module doc, "Streams and the cache's drain").
+    pub read_stream_bps: f64,
+    pub write_stream_bps: f64,
+    pub flush_rate_bps: f64,
 }
 
 /// A parameter's value given to [`ClosedForm::from_figures`]: a number in the unit of its
@@ -712,6 +869,14 @@ pub fn processor_x(q: u64, b_s: f64, c_s: f64, r0_s: f64, cap: f64) -> f64 {
     lo
 }
 
+/// Requests per second of a closed loop of `q` commands through a draining processor
+/// (module doc, "The processor's passes"): the q commands go round together, a pass of all
+/// of them costs `b_s + q c_s`, then `r0_s` more each: `min(q / (b_s + q c_s + r0_s), cap)`.
+pub fn drain_x(q: u64, b_s: f64, c_s: f64, r0_s: f64, cap: f64) -> f64 {
+    let qf = q as f64;
+    least(qf / (b_s + qf * c_s + r0_s), cap)
+}
+
 impl From<&FlashParams> for ClosedForm {
     fn from(p: &FlashParams) -> Self {
         Self {
@@ -726,9 +891,13 @@ impl From<&FlashParams> for ClosedForm {
             turnaround_ns: p.turnaround_ns as f64,
             batch_overhead_ns: p.batch_overhead_ns as f64,
             command_overhead_ns: p.command_overhead_ns as f64,
+            batching: p.batching,
             flush_latency_ns: p.flush_latency_ns as f64,
             stall_probability: p.stall_probability,
             stall_time_ns: p.stall_time_ns as f64,
+            read_stream_bps: p.read_stream_bps as f64,
+            write_stream_bps: p.write_stream_bps as f64,
+            flush_rate_bps: p.flush_rate_bps as f64,
         }
     }
 }
@@ -770,6 +939,14 @@ impl ClosedForm {
                         form.duplex = Duplex::Half;
                         continue;
                     }
+                    Value::Choice("drain") => {
+                        form.batching = Batching::Drain;
+                        continue;
+                    }
+                    Value::Choice("snapshot") => {
+                        form.batching = Batching::Snapshot;
+                        continue;
+                    }
                     Value::Choice(_) => {
                         form.duplex = Duplex::Full;
                         continue;
@@ -809,6 +986,9 @@ impl ClosedForm {
             "flush_latency" => &mut self.flush_latency_ns,
             "stall_probability" => &mut self.stall_probability,
             "stall_time" => &mut self.stall_time_ns,
+            "read_stream_rate" => &mut self.read_stream_bps,
+            "write_stream_rate" => &mut self.write_stream_bps,
+            "flush_rate" => &mut self.flush_rate_bps,
             _ => return None,
         })
     }
@@ -829,13 +1009,43 @@ impl ClosedForm {
         // t(L, d) = c + L / min(rate_d, link_rate): a request's time on its pipe.
         let t_r = c + len / least(self.read_rate_bps, link);
         let t_w = c + len / least(self.write_rate_bps, link);
+        // A lone command's time past the processor, a + t, or its own stream's L / s when
+        // that is longer (module doc, "Streams and the cache's drain").
+        let (u_r, u_w) = (
+            streamed(a_r + t_r, len, self.read_stream_bps),
+            streamed(a_w + t_w, len, self.write_stream_bps),
+        );
+        if self.batching == Batching::Drain && (b > 0.0 || k > 0.0) {
+            // A draining pass moves its commands' data: each costs k + t in it, then its
+            // unit (module doc, "The processor's passes").
+            let f = match job.load {
+                Load::Read => 1.0,
+                Load::Write => 0.0,
+                Load::Mixed { read_percent } => read_percent as f64 / 100.0,
+            };
+            let a = f * a_r + (1.0 - f) * a_w;
+            let t = f * t_r + (1.0 - f) * t_w;
+            let (s_r, s_w) = (self.read_stream_bps, self.write_stream_bps);
+            let stream = f * streamed(0.0, len, s_r) + (1.0 - f) * streamed(0.0, len, s_w);
+            let r0 = a + z + h;
+            let x = drain_x(q, b, k + t, r0, f64::INFINITY);
+            // A lone command's stream, from its arrival, when it outlasts the pass and unit.
+            let x = least(x, q as f64 / (stream + z + h));
+            return (a + z, x);
+        }
+        let through = |r0: f64, cap: f64| processor_x(q, b, k, r0, cap);
         let f = match job.load {
-            Load::Read => return (a_r + z, processor_x(q, b, k, a_r + t_r + z + h, 1.0 / t_r)),
-            Load::Write => return (a_w + z, processor_x(q, b, k, a_w + t_w + z + h, 1.0 / t_w)),
+            Load::Read => return (a_r + z, through(u_r + z + h, 1.0 / t_r)),
+            Load::Write => return (a_w + z, through(u_w + z + h, 1.0 / t_w)),
             Load::Mixed { read_percent } => read_percent as f64 / 100.0,
         };
         let a = f * a_r + (1.0 - f) * a_w;
         let t = f * t_r + (1.0 - f) * t_w;
+        let lone = if self.read_stream_bps > 0.0 || self.write_stream_bps > 0.0 {
+            f * u_r + (1.0 - f) * u_w
+        } else {
+            a + t
+        };
         let (pipe_r, pipe_w) = (c + len / self.read_rate_bps, c + len / self.write_rate_bps);
         let pipes = match self.duplex {
             Duplex::Half => {
@@ -856,10 +1066,7 @@ impl ClosedForm {
                 least(r, w)
             }
         };
-        (
-            a + z,
-            processor_x(q, b, k, a + t + z + h, least(pipes, link / len)),
-        )
+        (a + z, through(lone + z + h, least(pipes, link / len)))
     }
 
     /// X(q): requests per second of the closed loop, `min(N / a, X')` ([`Self::bounds`]).
@@ -880,6 +1087,27 @@ impl ClosedForm {
     /// figure fio's `fdatasync=1` at QD1 times).
     pub fn flush_ns(&self) -> f64 {
         self.flush_latency_ns + (self.batch_overhead_ns + self.command_overhead_ns)
+    }
+
+    /// A FLUSH's latency after one write of `len` bytes on an idle device without a write
+    /// buffer (fio's `fdatasync=1` at QD1), in ns: [`Self::flush_ns`] plus the drain of those
+    /// bytes at `flush_rate` (none when it is 0).
+    pub fn flush_after_ns(&self, len: u64) -> f64 {
+        let drain = if self.flush_rate_bps > 0.0 {
+            len as f64 / self.flush_rate_bps * 1e9
+        } else {
+            0.0
+        };
+        self.flush_ns() + drain
+    }
+}
+
+/// `lone_s`, or a stream's `len / rate` seconds when that is longer (rate 0: no stream).
+fn streamed(lone_s: f64, len: f64, rate: f64) -> f64 {
+    if rate > 0.0 {
+        lone_s.max(len / rate)
+    } else {
+        lone_s
     }
 }
 
@@ -962,6 +1190,15 @@ pub struct Flash {
     stall_k: u64,
     stall_next: u64,
     stall_v: f64,
+    /// Streams (module doc, "Streams and the cache's drain"): each streaming command's
+    /// earliest completion by its tag (empty without a stream rate).
+    stream_end: std::collections::HashMap<u64, Ns>,
+    /// Whether either direction streams (a device without streams checks only this).
+    streams: bool,
+    /// The cache's drain (with a flush_rate): bytes of writes dispatched since the last
+    /// FLUSH, and when the last FLUSH's drain ends.
+    dirty_bytes: u64,
+    flush_free: Ns,
 }
 
 /// The step of the stalls' duration quantiles: the golden ratio's fractional part,
@@ -992,6 +1229,10 @@ impl Flash {
             stall_k: 0,
             stall_next,
             stall_v,
+            stream_end: std::collections::HashMap::new(),
+            streams: p.read_stream_bps > 0 || p.write_stream_bps > 0,
+            dirty_bytes: 0,
+            flush_free: 0,
             name: name.to_string(),
             unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
             pipe_free: [0; 2],
@@ -1116,11 +1357,13 @@ impl Flash {
             match s {
                 Stage::ReadData(cmd) => {
                     let end = self.transfer(t, Op::Read, cmd.len_bytes);
+                    let end = self.streamed(end, &cmd);
                     self.done.push(end, &cmd);
                 }
                 Stage::WriteUnit(cmd) => {
                     let busy = self.service_ns(Op::Write) + self.stall_ns();
                     let end = self.unit(t, busy);
+                    let end = self.streamed(end, &cmd);
                     self.done.push(end, &cmd);
                 }
                 Stage::BufferedUnit(cmd) => {
@@ -1144,10 +1387,24 @@ impl Flash {
                     }
                     self.admit(t);
                 }
+                Stage::BatchEnd
+                    if self.p.batching == Batching::Drain && !self.pending.is_empty() =>
+                {
+                    // A draining pass pops what arrived meanwhile, each its command_overhead
+                    // and transfer, before its commands go on (module doc, "The processor's
+                    // passes").
+                    let from = self.batch.len();
+                    self.batch.append(&mut self.pending);
+                    let more = self.pass_cost(from);
+                    self.stage(t + more, Stage::BatchEnd);
+                }
                 Stage::BatchEnd => {
                     let batch = std::mem::take(&mut self.batch);
                     for cmd in &batch {
-                        self.dispatch(t, *cmd);
+                        match self.p.batching {
+                            Batching::Snapshot => self.dispatch(t, *cmd),
+                            Batching::Drain => self.dispatch_drained(t, *cmd),
+                        }
                     }
                     // Reuse the batch's allocation for the next one.
                     self.batch = batch;
@@ -1156,6 +1413,43 @@ impl Flash {
                 }
             }
         }
+    }
+
+    /// A streaming command's stream starts `now`: its earliest completion is kept by tag
+    /// (module doc, "Streams and the cache's drain"); nothing without a stream rate.
+    #[inline]
+    fn stream_from(&mut self, now: Ns, cmd: &DevCmd) {
+        if !self.streams {
+            return;
+        }
+        let rate = self.p.stream_bps(cmd.op);
+        if rate > 0 {
+            let end = now + transfer_ns(cmd.len_bytes, rate);
+            self.stream_end.insert(cmd.tag, end);
+        }
+    }
+
+    /// `end`, or the command's stream's end when that is later.
+    #[inline]
+    fn streamed(&mut self, end: Ns, cmd: &DevCmd) -> Ns {
+        if !self.streams || self.p.stream_bps(cmd.op) == 0 {
+            return end;
+        }
+        self.stream_end.remove(&cmd.tag).map_or(end, |s| end.max(s))
+    }
+
+    /// A FLUSH dispatched `now` on a device without a write buffer: `flush_latency`, and
+    /// with a `flush_rate` the drain of the bytes written since the last FLUSH, after that
+    /// one's drain (module doc, "Streams and the cache's drain").
+    fn flush_done(&mut self, now: Ns) -> Ns {
+        let rate = self.p.flush_rate_bps;
+        if rate == 0 {
+            return now + self.p.flush_latency_ns;
+        }
+        let start = now.max(self.flush_free);
+        let drain = transfer_ns(std::mem::take(&mut self.dirty_bytes), rate);
+        self.flush_free = start + self.p.flush_latency_ns + drain;
+        self.flush_free
     }
 
     /// Whether commands pass the serial command processor (module doc).
@@ -1170,20 +1464,70 @@ impl Flash {
             return;
         }
         std::mem::swap(&mut self.batch, &mut self.pending);
-        let k = self.batch.len() as u64;
-        let end = now + self.p.batch_overhead_ns + k * self.p.command_overhead_ns;
+        let cost = match self.p.batching {
+            Batching::Snapshot => self.batch.len() as u64 * self.p.command_overhead_ns,
+            Batching::Drain => self.pass_cost(0),
+        };
+        let end = now + self.p.batch_overhead_ns + cost;
         self.stage(end, Stage::BatchEnd);
+    }
+
+    /// A draining pass's time for the batch's commands from index `from` on: each its
+    /// command_overhead and, a read or a write without a buffer, its transfer t(L, d) (the
+    /// pass moves their data: module doc, "The processor's passes").
+    fn pass_cost(&self, from: usize) -> Ns {
+        let p = &self.p;
+        self.batch[from..]
+            .iter()
+            .map(|cmd| {
+                let rate = match cmd.op {
+                    Op::Read => p.read_rate_bps,
+                    Op::Write if p.write_buffer_bytes == 0 => p.write_rate_bps,
+                    _ => return p.command_overhead_ns,
+                };
+                let data = transfer_ns(cmd.len_bytes, rate.min(p.link_rate_bps));
+                p.command_overhead_ns + p.transfer_overhead_ns + data
+            })
+            .sum()
+    }
+
+    /// A command at the end of a draining pass, its data moved: a read or an unbuffered
+    /// write takes its unit and is done; anything else goes on as after a snapshot's batch.
+    fn dispatch_drained(&mut self, now: Ns, cmd: DevCmd) {
+        match cmd.op {
+            Op::Read => {
+                let busy = self.service_ns(Op::Read) + self.stall_ns();
+                let end = self.unit(now, busy);
+                let end = self.streamed(end, &cmd);
+                self.done.push(end, &cmd);
+            }
+            Op::Write if self.p.write_buffer_bytes == 0 => {
+                if self.p.flush_rate_bps > 0 {
+                    self.dirty_bytes += cmd.len_bytes;
+                }
+                let busy = self.service_ns(Op::Write) + self.stall_ns();
+                let end = self.unit(now, busy);
+                let end = self.streamed(end, &cmd);
+                self.done.push(end, &cmd);
+            }
+            _ => self.dispatch(now, cmd),
+        }
     }
 
     /// A command past the processor (or submitted, without one) goes to its unit or pipe.
     fn dispatch(&mut self, now: Ns, cmd: DevCmd) {
         match cmd.op {
             Op::Read => {
+                self.stream_from(now, &cmd);
                 let busy = self.service_ns(Op::Read) + self.stall_ns();
                 let end = self.unit(now, busy);
                 self.stage(end, Stage::ReadData(cmd));
             }
             Op::Write if self.p.write_buffer_bytes == 0 => {
+                self.stream_from(now, &cmd);
+                if self.p.flush_rate_bps > 0 {
+                    self.dirty_bytes += cmd.len_bytes;
+                }
                 let end = self.transfer(now, Op::Write, cmd.len_bytes);
                 self.stage(end, Stage::WriteUnit(cmd));
             }
@@ -1195,7 +1539,11 @@ impl Flash {
             Op::Flush if self.drained < self.buffered => {
                 self.flushes.push_back((self.buffered, cmd));
             }
-            Op::Flush | Op::Trim => self.done.push(now + self.p.flush_latency_ns, &cmd),
+            Op::Flush => {
+                let end = self.flush_done(now);
+                self.done.push(end, &cmd);
+            }
+            Op::Trim => self.done.push(now + self.p.flush_latency_ns, &cmd),
         }
     }
 }
@@ -1212,6 +1560,10 @@ impl Device for Flash {
         self.run(now);
         self.busy.start(now);
         if self.processor() {
+            if self.p.batching == Batching::Drain {
+                // A pass moves the command's data: its stream starts as it arrives.
+                self.stream_from(now, &cmd);
+            }
             self.pending.push(cmd);
             self.start_batch(now);
         } else {
@@ -1507,6 +1859,152 @@ mod tests {
         let mut d = flash("flush_latency = \"7us\"");
         assert_eq!(one(&mut d, 5, 1, Op::Flush, 0, 0, false), 5 + 7 * US);
         assert_eq!(one(&mut d, 5, 2, Op::Trim, 0, 1 << 20, false), 5 + 7 * US);
+    }
+
+    /// A device with a fixed 40 us read, 30 us write, 2 GB/s pipes and 5 us of transfer
+    /// set-up, one command per unit.
+    const STREAM: &str = "units = 8\nread_latency = \"40us\"\nwrite_latency = \"30us\"\nread_rate = \"2g\"\nwrite_rate = \"2g\"\nlink_rate = \"8g\"\ntransfer_overhead = \"5us\"\nread_stream_rate = \"1g\"\nwrite_stream_rate = \"1g\"";
+
+    #[test]
+    fn a_qd1_command_with_a_stream_rate_takes_the_later_of_its_usual_path_and_its_stream() {
+        let g = 1u64 << 30;
+        let rate = 2 * g;
+        // The usual path a + c + L / rate against the stream's L / s: they cross where
+        // a + c = L (1 / s - 1 / rate), L = (a + c) x 2^31 bytes/s: 94 KiB for reads (45 us),
+        // 73 KiB for writes (35 us); 4k to 64k below, 256k and 1m above.
+        for (op, a) in [(Op::Read, 40 * US), (Op::Write, 30 * US)] {
+            for len in [4096u64, 16 << 10, 64 << 10, 256 << 10, 1 << 20] {
+                let mut d = flash(STREAM);
+                let usual = a + 5 * US + transfer_ns(len, rate);
+                let stream = transfer_ns(len, g);
+                let want = usual.max(stream);
+                assert_eq!(one(&mut d, 0, 1, op, 0, len, false), want, "{op:?} {len}");
+                // The closed forms' lone command is the same figure.
+                let form = ClosedForm::from(&d.p);
+                let load = if op == Op::Read {
+                    Load::Read
+                } else {
+                    Load::Write
+                };
+                let (_, lat) = form.closed_loop(&ClosedLoop {
+                    load,
+                    bs: len,
+                    iodepth: 1,
+                    path_ns: 0.0,
+                });
+                // (the simulation books whole ns, the closed forms real ones)
+                assert!(
+                    close(lat, want as f64, 1e-4),
+                    "{op:?} {len}: {lat} vs {want}"
+                );
+            }
+        }
+        // Both sides of the crossover are exercised: 4 KiB by its usual path, 1 MiB by its
+        // stream.
+        assert!(40 * US + 5 * US + transfer_ns(4096, rate) > transfer_ns(4096, g));
+        assert!(40 * US + 5 * US + transfer_ns(1 << 20, rate) < transfer_ns(1 << 20, g));
+    }
+
+    #[test]
+    fn a_stream_holds_nothing_so_streams_of_commands_in_flight_overlap() {
+        // Two 1 MiB reads together on two units: each streams at 1 GiB/s from its unit's start,
+        // side by side; their transfers share an 8 GiB/s pipe (40 + 2 x 127 us), which the
+        // streams (977 us) outlast. Streams that queued would end the second at twice that.
+        let mut d = flash(&STREAM.replace("read_rate = \"2g\"", "read_rate = \"8g\""));
+        burst(&mut d, 0, Op::Read, 1 << 20, 2);
+        let done = drain(&mut d);
+        let stream = transfer_ns(1 << 20, 1 << 30);
+        assert_eq!(done[&0], stream);
+        assert_eq!(done[&1], stream);
+    }
+
+    #[test]
+    fn a_flush_behind_k_writes_drains_their_bytes_at_the_flush_rate() {
+        let table = "units = 64\nflush_latency = \"7us\"\nflush_rate = \"1g\"";
+        for (k, len) in [(1u64, 4096u64), (4, 48 << 10), (16, 256 << 10)] {
+            let mut d = flash(table);
+            // k writes of L dispatched at 0, then a FLUSH at 0: flush_latency + k L / F.
+            burst(&mut d, 0, Op::Write, len, k);
+            let f = one(&mut d, 0, 99, Op::Flush, 0, 0, false);
+            assert_eq!(f, 7 * US + transfer_ns(k * len, 1 << 30), "k {k} L {len}");
+            // The closed form of the fdatasync point (one write, then the FLUSH).
+            let form = ClosedForm::from(&d.p);
+            let want = 7e3 + len as f64 / (1u64 << 30) as f64 * 1e9;
+            assert!(close(form.flush_after_ns(len), want, 1e-9));
+            // A FLUSH right behind it has nothing new to drain, and waits for the first.
+            assert_eq!(one(&mut d, 0, 100, Op::Flush, 0, 0, false), f + 7 * US);
+        }
+        // Without a flush_rate the writes before it cost the FLUSH nothing.
+        let mut d = flash("units = 64\nflush_latency = \"7us\"");
+        burst(&mut d, 0, Op::Write, 1 << 20, 8);
+        assert_eq!(one(&mut d, 0, 99, Op::Flush, 0, 0, false), 7 * US);
+        assert_eq!(ClosedForm::from(&d.p).flush_after_ns(1 << 20), 7e3);
+    }
+
+    /// A draining processor of 2 us a pass and 3 us a command in front of 64 units of 20 us.
+    const DRAIN: &str = "units = 64\nread_latency = \"20us\"\nread_rate = \"4g\"\nlink_rate = \"4g\"\nbatch_overhead = \"2us\"\ncommand_overhead = \"3us\"\nbatching = \"drain\"";
+
+    #[test]
+    fn a_draining_processor_takes_commands_arriving_during_its_pass_and_releases_them_together() {
+        let mut d = flash(DRAIN);
+        // One read at 0 starts a pass of 2 + 3 us + its transfer t; two more at 1 us join it
+        // (3 us + t each): the pass ends at 11 us + 3 t and all three go on then, each to
+        // its own unit, their data already moved.
+        d.submit(0, cmd(0, Op::Read, 4096));
+        d.submit(US, cmd(1, Op::Read, 4096));
+        d.submit(US, cmd(2, Op::Read, 4096));
+        let done = drain(&mut d);
+        let tt = t(&d, Op::Read, 4096);
+        for tag in 0..3 {
+            assert_eq!(done[&tag], 11 * US + 3 * tt + 20 * US, "{tag}");
+        }
+        // The snapshot processor would have run the first alone (5 us) and the two others
+        // as the next batch (2 + 6 us): the first goes on at 5 us.
+        let mut d = flash(&DRAIN.replace("drain", "snapshot"));
+        d.submit(0, cmd(0, Op::Read, 4096));
+        d.submit(US, cmd(1, Op::Read, 4096));
+        d.submit(US, cmd(2, Op::Read, 4096));
+        assert_eq!(drain(&mut d)[&0], 5 * US + 20 * US + tt);
+    }
+
+    #[test]
+    fn in_a_closed_loop_a_draining_pass_adds_its_command_overhead_and_transfer_for_every_command() {
+        // R(q) = B + q (k + t) + a: the q commands go round together, each pass holding all
+        // and moving their data.
+        for q in [1usize, 2, 4, 8, 16] {
+            let mut d = flash(DRAIN);
+            let (iops, lat) = measured(&mut d, Op::Read, 4096, q, 5_000);
+            let per = 3 * US + t(&d, Op::Read, 4096);
+            let want = (2 * US + q as u64 * per + 20 * US) as f64;
+            assert!(close(lat, want, 0.005), "q {q}: {lat} vs {want}");
+            let form = closed_form_iops(&d, Op::Read, 4096, q as u64);
+            assert!(
+                close(iops, form, 0.005),
+                "q {q}: {iops} vs the closed form's {form}"
+            );
+        }
+    }
+
+    #[test]
+    fn behind_a_draining_pass_a_lone_commands_stream_runs_from_its_arrival() {
+        // QD1: max(B + k + t + a, L / s): the pass (2 + 3 us + t), then the unit (20 us),
+        // against the stream from 0 at 1 GiB/s; 4 KiB by the pass and unit, 1 MiB by the
+        // stream (977 us against 2 + 3 + 256 + 20 us).
+        let table = format!("{DRAIN}\nread_stream_rate = \"1g\"");
+        for len in [4096u64, 1 << 20] {
+            let mut d = flash(&table);
+            let path = 2 * US + 3 * US + t(&d, Op::Read, len) + 20 * US;
+            let want = path.max(transfer_ns(len, 1 << 30));
+            assert_eq!(one(&mut d, 0, 1, Op::Read, 0, len, false), want, "{len}");
+            let form = ClosedForm::from(&d.p);
+            let (_, lat) = form.closed_loop(&ClosedLoop {
+                load: Load::Read,
+                bs: len,
+                iodepth: 1,
+                path_ns: 0.0,
+            });
+            assert!(close(lat, want as f64, 1e-4), "{len}: {lat} vs {want}");
+        }
     }
 
     #[test]
