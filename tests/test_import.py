@@ -154,6 +154,21 @@ def test_cputune_pins_fill_unpinned_vcpus_with_the_vcpu_cpuset_and_raise_the_hos
         assert f"cputune/{element}" in text
 
 
+def test_a_cpuset_beyond_vmios_64_cores_leaves_the_pinning_out_with_a_note(tmp_path):
+    # libvirt's own tests pin to core 525 (<vcpu cpuset='1-4,8-20,525'>): the domain imports,
+    # floating, with the note, instead of the simulator refusing the whole stack.
+    text = (CORPUS / "cputune-full.xml").read_text().replace("1-7,^4", "1-4,8-20,525")
+    src = tmp_path / "wide.xml"
+    src.write_text(text)
+    doc, header = stack_doc(libvirt.load(str(src)), HostSide())
+    assert "cputune" not in doc["vm"][0]
+    assert doc["host"]["cores"] <= 64
+    assert any("pins core 525; vmio models at most 64 host cores" in h for h in header)
+    out = tmp_path / "wide.toml"
+    r = run_vmio("import", "libvirt", src, "-o", out)
+    assert r.returncode == 0, r.stderr
+
+
 def test_the_current_memory_is_the_guests_and_memory_tuning_is_noted():
     d = libvirt.load(str(CORPUS / "memory-full.xml"))
     assert d.memory == 16000 * 10**6

@@ -134,8 +134,16 @@ def stack_doc(domain: Domain, host: HostSide) -> tuple[dict[str, Any], list[str]
     if domain.emulatorpin:
         pins.append(domain.emulatorpin)
     top = max((_cpuset_max(p) for p in pins), default=-1)
-    cores = host.cores or 8
-    if top + 1 > cores:
+    cores = min(host.cores or 8, MAX_CORES)
+    if host.cores and host.cores > MAX_CORES:
+        notes.append(f"this host's {host.cores} cores modelled as {MAX_CORES}, vmio's most")
+    pinned = top < MAX_CORES
+    if not pinned:
+        notes.append(
+            f"cputune pins core {top}; vmio models at most {MAX_CORES} host cores, so the "
+            "vCPU, emulator and iothread pinning is left out (every thread floats)"
+        )
+    elif top + 1 > cores:
         if host.cores:
             notes.append(f"cputune pins core {top}, beyond this host's {host.cores} cores")
         cores = top + 1
@@ -214,7 +222,7 @@ def stack_doc(domain: Domain, host: HostSide) -> tuple[dict[str, Any], list[str]
         vm["qemu_version"] = qemu
     elif domain.machine:
         notes.append(f"machine type '{domain.machine}' has no version: QEMU 7.2's defaults assumed")
-    cputune = _cputune(domain, cores)
+    cputune = _cputune(domain, cores) if pinned else {}
     if cputune:
         vm["cputune"] = cputune
     vm["disk"] = disk_tables

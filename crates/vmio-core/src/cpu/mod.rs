@@ -147,10 +147,14 @@ impl CoreSet {
     /// A cpuset in libvirt's syntax (`"0-3,^2,5"`: ranges and single cores, `^n` excludes)
     /// on a host of `cores` cores; the error says what is wrong and what is accepted.
     pub fn parse(text: &str, cores: usize) -> Result<CoreSet, String> {
-        let accepted = format!(
-            "accepted: cores 0..{} as a libvirt cpuset such as \"0-3,^2,5\"",
-            cores.saturating_sub(1)
-        );
+        let top = cores.min(MAX_CORES).saturating_sub(1);
+        let cap = if cores > MAX_CORES {
+            format!(" (vmio models at most {MAX_CORES} cores)")
+        } else {
+            String::new()
+        };
+        let accepted =
+            format!("accepted: cores 0..{top}{cap} as a libvirt cpuset such as \"0-3,^2,5\"");
         let core = |t: &str| -> Result<usize, String> {
             match t.trim().parse::<usize>() {
                 Ok(c) if c < cores.min(MAX_CORES) => Ok(c),
@@ -335,6 +339,10 @@ mod tests {
         assert_eq!(
             CoreSet::parse("4", 4).unwrap_err(),
             "core 4 is not on this host; accepted: cores 0..3 as a libvirt cpuset such as \"0-3,^2,5\""
+        );
+        assert_eq!(
+            CoreSet::parse("70", 526).unwrap_err(),
+            "core 70 is not on this host; accepted: cores 0..63 (vmio models at most 64 cores) as a libvirt cpuset such as \"0-3,^2,5\""
         );
         assert!(CoreSet::parse("2-1", 4)
             .unwrap_err()
