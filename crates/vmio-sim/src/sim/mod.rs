@@ -624,6 +624,7 @@ impl Sim {
                 break;
             }
         }
+        cpu::HANDLED.with(|h| h.set(self.q.handled()));
         if let Some(fault) = self.fault.take() {
             return Err(SimError::Internal(fault));
         }
