@@ -106,3 +106,21 @@ def test_a_run_within_its_bounds_is_the_same_with_them_given_or_left_to_their_de
     plain = vmio.simulate(STACK, short).fio
     bounded = vmio.simulate(STACK, short, max_events=10**10, max_sim_time="36500d").fio
     assert plain == bounded
+
+
+def test_a_study_takes_the_same_bounds_and_a_point_past_one_is_its_error(tmp_path):
+    exp = vmio.load_experiment("volumes-cache")
+    with pytest.raises(VmioError, match=r"^the simulation passed its bound of 1000 events"):
+        vmio.run_study(exp, quick=True, progress=None, max_events=1000)
+    with pytest.raises(VmioError, match=r"^--max-sim-time \(max_sim_time=\): 'x' is not"):
+        vmio.run_study(exp, quick=True, progress=None, max_sim_time="x")
+    r = subprocess.run(
+        [sys.executable, "-m", "vmio", "study", "volumes-cache", "--quick", "--out",
+         str(tmp_path / "out"), "--max-events", "1000"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1].startswith(
+        "vmio: error: the simulation passed its bound of 1000 events (--max-events; "
+    )
+    assert "Traceback" not in r.stderr

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from vmio.cli import sim as sim_command
 from vmio.cli.common import Formatter, int_in, parse_seed, size_in
 from vmio.real import engine as realengine
 from vmio.real import machine
 from vmio.real import qemu as qemuguest
-from vmio.sim import VmioError
+from vmio.sim import Limits, VmioError
 from vmio.study import experiment, runner, tables
 
 DEFAULT_RESULTS = Path("vmio-results")
@@ -142,6 +143,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="refuse a grid of more than N points before anything runs (default: the "
         f"experiment's max_points, else {experiment.MAX_POINTS:,})",
     )
+    sim_command.add_limit_arguments(st)
     st.add_argument("--list", action="store_true", help="list the built-in studies and exit")
     st.add_argument(
         "--engine",
@@ -226,6 +228,7 @@ def cmd_study(args: argparse.Namespace) -> int:
             engine=engine,
             bench_fio_layout=args.bench_fio_layout,
             max_points=args.max_points,
+            limits=sim_command.limits_of(args),
         )
         for note in res.notes:
             print(note, file=sys.stderr)
@@ -284,6 +287,7 @@ def run_study_to_dir(
     engine=None,
     bench_fio_layout: bool = False,
     max_points: int | None = None,
+    limits: Limits | None = None,
 ):
     """Run a study and write its outputs; returns (StudyResult, output directory).
 
@@ -307,6 +311,8 @@ def run_study_to_dir(
             on_point=on_point,
             engine=engine,
             max_points=max_points,
+            max_events=None if limits is None else limits.max_events,
+            max_sim_time=None if limits is None else limits.max_sim_time,
         )
         runner.write_outputs(res, out, bench_fio_layout=bench_fio_layout)
         if finish:

@@ -49,6 +49,7 @@ from vmio import results, stackfile
 from vmio.progress import Progress
 from vmio.real import engine as realengine
 from vmio.sim import (
+    Limits,
     VmioError,
     native,
     parse_toml,
@@ -392,6 +393,8 @@ def run_study(
     on_point: Callable[[Point], None] | None = None,
     engine: realengine.Options | None = None,
     max_points: int | None = None,
+    max_events: int | None = None,
+    max_sim_time: str | int | float | None = None,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
@@ -408,8 +411,12 @@ def run_study(
     `skipped`, and the point is left out of the tables.
 
     A grid of more than `max_points` points (default: the experiment's, else
-    `experiment.MAX_POINTS`) is refused before anything runs.
+    `experiment.MAX_POINTS`) is refused before anything runs. `max_events` and
+    `max_sim_time` bound each point's simulation as in `vmio.simulate` (the bound a point
+    passes is its error).
     """
+    limits = Limits(max_events, max_sim_time)
+    limits.native_args()  # a bad bound is refused before anything runs
     seed = exp.seed if seed is None else seed
     inputs = point_inputs(exp, quick, max_points)
     jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
@@ -439,10 +446,24 @@ def run_study(
                 reporter.skipped(inp.point, str(why))
                 return None
         elif inp.job_text is None:
-            text = native().simulate_many(inp.stack_text, inp.stack_path, jobs[i], seed)
+            max_events, max_sim_time = limits.native_args()
+            text = native().simulate_many(
+                inp.stack_text,
+                inp.stack_path,
+                jobs[i],
+                seed,
+                max_events=max_events,
+                max_sim_time=max_sim_time,
+            )
         else:
             text = simulate_text(
-                inp.stack_text, inp.stack_path, inp.job_text, inp.job_path or "", seed, exp.vm
+                inp.stack_text,
+                inp.stack_path,
+                inp.job_text,
+                inp.job_path or "",
+                seed,
+                exp.vm,
+                limits,
             )
         result = _measured(exp, json.loads(text))
         if store is not None and i not in reused:

@@ -63,7 +63,7 @@
 //! at the first tick of a multiple t of P, every thread idle (no work, none waking):
 //!   remember S(t) = the scheduler's whole state and the events processed so far
 //!   with S(t - 2P), S(t - P), S(t) remembered and the first other event at T:
-//!     k = (T - t) / P - 1                  (the last period before T is stepped)
+//!     k = (min(T, max_sim_time) - t) / P - 1   (the last period before T is stepped)
 //!     if k >= 2 and the scheduler proves S(t) - S(t-P) = S(t-P) - S(t-2P) is a steady
 //!     state (Cfs::period_growth: every clock, counter and vruntime grew alike in both
 //!     periods, all else equal; every thread that ran stayed on its core, whose
@@ -847,7 +847,10 @@ impl Sim {
         let Some(next) = self.q.earliest(|e| !is_tick(e)) else {
             return false;
         };
-        let k = (next.saturating_sub(now) / p).saturating_sub(1);
+        // Never past the bound on simulated time: the run stops at its first event past it,
+        // as stepped.
+        let until = next.min(self.limits.max_sim_time_ns);
+        let k = (until.saturating_sub(now) / p).saturating_sub(1);
         let (a, b) = (&self.cpu.anchors[0], &self.cpu.anchors[1]);
         let per = processed - b.2;
         if k < 2 || b.2 - a.2 != per {

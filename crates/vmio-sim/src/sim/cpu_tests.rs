@@ -504,3 +504,31 @@ fn every_cfs_run_with_idle_gaps_reports_the_same_bytes_fast_forwarded_or_tick_by
     }
     assert!(skipped > 0, "some run fast-forwarded");
 }
+
+#[test]
+fn a_cfs_run_stopped_by_its_time_bound_while_idle_stops_at_the_same_event_fast_forwarded() {
+    let (s, job) = far_io("1000d");
+    let stopped = |fast_forward: bool| {
+        super::cpu::FAST_FORWARD.with(|f| f.set(fast_forward));
+        let jobs = [crate::run::VmJob {
+            vm: None,
+            job_text: job,
+            job_path: "job.fio",
+        }];
+        let limits = super::Limits {
+            max_sim_time_ns: 20 * vmio_core::SEC + 1,
+            ..super::Limits::default()
+        };
+        let r = crate::run::run_many_watched(&s, "stack.toml", &jobs, Some(1), None, limits);
+        super::cpu::FAST_FORWARD.with(|f| f.set(true));
+        match r {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("the run ended within its bound"),
+        }
+    };
+    let m = stopped(true);
+    assert_eq!(m, stopped(false));
+    // The ticks at 20 s are within the bound; the end of the first one's work (a main-loop
+    // wake-up of 5 µs) is the first event past it.
+    assert!(m.contains("its next event was due at 20.000 s"), "{m}");
+}
