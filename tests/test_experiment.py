@@ -176,7 +176,7 @@ def _fake_result(bw_by_direction: dict[str, int], rw: str, seed: int) -> str:
 def fake_simulator(monkeypatch):
     """Replace the native simulator: bandwidth = f(layout, cache, rw, bs) in MB."""
 
-    def fake(stack_text, stack_path, job_text, job_path, seed, vm):
+    def fake(stack_text, stack_path, job_text, job_path, seed, vm, limits=None):
         stack = tomllib.loads(stack_text)
         layout = stack["volume"][0]["layout"]
         cache = stack["vm"][0]["disk"][0]["cache"]

@@ -55,12 +55,7 @@ def test_a_short_fuzz_pass_finds_only_successes_and_clean_errors(tmp_path):
 
 
 # Findings not fixed yet, each with why; drop a name once its fix lands.
-# D1-ram-latency: the memory abort is fixed (the per-second timeline is bounded), but under
-# [cpu] model = "cfs" the periodic sources (the VMM main loop's and housekeeping's ticks) run
-# through every simulated second while 16 writes of 1000 days are in flight: about 0.3 s of
-# wall time per simulated hour, so the run outlives the fuzzer's 60 s. Needs idle ticks
-# fast-forwarded (or a bound on a command's latency); not done.
-PENDING = {"D1-ram-latency"}
+PENDING: set[str] = set()
 
 
 @pytest.fixture(scope="module")

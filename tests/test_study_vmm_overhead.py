@@ -175,7 +175,7 @@ def test_the_slowdown_is_the_gain_of_four_jobs_over_three_and_the_calibration_re
 def fake_simulator(monkeypatch):
     """The simulator replaced by the closed form above (the platform from fio's description)."""
 
-    def fake(stack_text, stack_path, job_text, job_path, seed, vm):
+    def fake(stack_text, stack_path, job_text, job_path, seed, vm, limits=None):
         opts = dict(line.split("=", 1) for line in job_text.splitlines() if "=" in line)
         ms = fake_runtime_ms(opts["description"], opts["cpu_profile"], opts["numjobs"])
         result = cpu_result(runtimes_ms=[ms] * int(opts["numjobs"]))

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from vmio.results import direction_summary
-from vmio.sim import VmioError, read_text, short_repr, simulate_text, simulate_workloads_text
+from vmio.sim import (
+    Limits,
+    VmioError,
+    read_text,
+    short_repr,
+    simulate_text,
+    simulate_workloads_text,
+)
 
 
 @dataclass(frozen=True)
@@ -117,22 +124,27 @@ def simulate(
     *,
     seed: int | None = None,
     vm: str | None = None,
+    max_events: int | None = None,
+    max_sim_time: str | int | float | None = None,
 ) -> SimResult:
     """Simulate fio job `job` inside a VM of stack `stack` (without `job`: every VM's own
     `workload`); returns a `SimResult`. Each input is a path (a `Path`, or a `str` without
     a newline) or the file's text (a `str` with a newline; a stack's `workload` paths are
-    then relative to the current directory).
+    then relative to the current directory). `max_events` and `max_sim_time` bound the
+    run as `vmio sim`'s `--max-events` and `--max-sim-time` do (None: their defaults,
+    10^10 events and 36,500 days; past either, a `VmioError` naming the bound).
 
     >>> r = simulate("studies/volumes-cache/stack.toml", "job.fio", seed=7)  # doctest: +SKIP
     >>> r.jobs[0].read.bw_bytes, r.fio["jobs"][0]["read"]["bw_bytes"]  # doctest: +SKIP
     """
+    limits = Limits(max_events, max_sim_time)
     stack_text, stack_name = _input(stack, "stack file")
     if job is None:
         if vm is not None:
             raise VmioError("vm= needs a job; without one every VM runs its own workload")
         # A stack given as text: Path("<stack file text>").parent is the current directory.
-        text = simulate_workloads_text(stack_text, stack_name, seed)
+        text = simulate_workloads_text(stack_text, stack_name, seed, limits)
     else:
         job_text, job_name = _input(job, "fio job file")
-        text = simulate_text(stack_text, stack_name, job_text, job_name, seed, vm)
+        text = simulate_text(stack_text, stack_name, job_text, job_name, seed, vm, limits)
     return SimResult.of(json.loads(text))

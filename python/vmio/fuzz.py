@@ -861,6 +861,49 @@ REGRESSIONS: tuple[Regression, ...] = (
         _write("t.toml", "[[device]]\nname = "),
     ),
     Regression(
+        "F31-long-runtime",
+        "fuzz seed 31: a run asked for hundreds of millions of I/Os (--runtime=4095) had no "
+        "bound and timed out; --max-events ends it with one line",
+        (
+            "fio",
+            "--stack",
+            "vc/stack.toml",
+            "--name=j",
+            "--rw=randread",
+            "--bs=4k",
+            "--runtime=4095",
+            "--time_based",
+            "--max-events=100000",
+        ),
+    ),
+    Regression(
+        "F31-runtime-2-32",
+        "fuzz seed 31: runtime=4294967296 (49,710 days) ran until the fuzzer's timeout; past "
+        "the default bound on simulated time it is refused as the job starts",
+        ("sim", "--stack", "vc/stack.toml", "r.fio"),
+        _write("r.fio", "[j]\nrw=randread\nbs=4k\nruntime=4294967296\ntime_based\n"),
+    ),
+    Regression(
+        "F31-rate-past-bound",
+        "fuzz seed 31: --rate=1 drove simulated time towards 2^64 ns; the rate's next I/O "
+        "past --max-sim-time is refused naming the rate",
+        (
+            "fio",
+            "--stack",
+            "vc/stack.toml",
+            "--name=j",
+            "--rw=write",
+            "--bs=4k",
+            "--rate=1",
+            "--max-sim-time=1h",
+        ),
+    ),
+    Regression(
+        "F31-bad-bounds",
+        "the bounds' own values: a huge --max-sim-time is one error line",
+        ("sim", "--stack", "vc/stack.toml", "vc/job.fio", "--max-sim-time", "1e400"),
+    ),
+    Regression(
         "serve-lockout",
         "vmio serve: 255 idle handshaken connections locked every new client out",
         ("lockout", "serve/stack.toml"),

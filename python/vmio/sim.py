@@ -157,6 +157,35 @@ def read_text(path: str | Path, what: str) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one simulation (the simulator's `Limits`): past either, the run ends with
+    one `VmioError` line naming the bound and its flag. `max_events`: events the simulator
+    handles (default 10^10); `max_sim_time`: simulated time, a duration such as `"100d"`
+    or a number of seconds (default 36,500 days). None: the default."""
+
+    max_events: int | None = None
+    max_sim_time: str | int | float | None = None
+
+    def native_args(self) -> tuple[int | None, str | None]:
+        n, t = self.max_events, self.max_sim_time
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise VmioError(
+                f"--max-events (max_events=): {short_repr(n)}; accepted: a count of at least 1"
+            )
+        if n is not None and n >= 2**64:
+            raise VmioError(
+                "--max-events (max_events=): more than 2^64-1 events; accepted: a count "
+                "of at least 1, at most 18446744073709551615"
+            )
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (str, int, float))):
+            raise VmioError(
+                f"--max-sim-time (max_sim_time=): {short_repr(t)}; accepted: a number of "
+                "seconds or a duration such as 90s, 2h, 100d"
+            )
+        return n, None if t is None else str(t)
+
+
 def simulate_text(
     stack_text: str,
     stack_path: str,
@@ -164,15 +193,25 @@ def simulate_text(
     job_path: str,
     seed: int | None = None,
     vm: str | None = None,
+    limits: Limits = Limits(),
 ) -> str:
     """Run one simulation from file contents; returns fio's JSON output as text.
 
     `stack_path` and `job_path` are only used to name the files in error messages and in
     the result's `vmio.job_file`. `seed=None` takes the stack file's `seed`, else 1.
     """
+    max_events, max_sim_time = limits.native_args()
     return _watched(
         lambda progress: native().simulate(
-            stack_text, stack_path, job_text, job_path, seed, vm, progress
+            stack_text,
+            stack_path,
+            job_text,
+            job_path,
+            seed,
+            vm,
+            progress,
+            max_events=max_events,
+            max_sim_time=max_sim_time,
         )
     )
 
@@ -276,9 +315,10 @@ def short_repr(value: Any, limit: int = 40) -> str:
 
 
 def simulate_workloads_text(
-    stack_text: str, stack_path: str | Path, seed: int | None = None
+    stack_text: str, stack_path: str | Path, seed: int | None = None, limits: Limits = Limits()
 ) -> str:
     """Run every VM's own `workload` of a stack file at once; fio's JSON output as text."""
+    max_events, max_sim_time = limits.native_args()
     jobs = stack_workloads(stack_text, stack_path)
     if not jobs:
         raise VmioError(
@@ -286,7 +326,15 @@ def simulate_workloads_text(
             'set `workload = "job.fio"` in a [[vm]]'
         )
     return _watched(
-        lambda progress: native().simulate_many(stack_text, str(stack_path), jobs, seed, progress)
+        lambda progress: native().simulate_many(
+            stack_text,
+            str(stack_path),
+            jobs,
+            seed,
+            progress,
+            max_events=max_events,
+            max_sim_time=max_sim_time,
+        )
     )
 
 

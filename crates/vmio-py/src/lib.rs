@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use vmio_sim::engine::Watch;
 use vmio_sim::output::fio_json;
 use vmio_sim::run::{json_text, run_many_watched, RunError, VmJob};
+use vmio_sim::sim::Limits;
 
 mod flash;
 mod serve;
@@ -88,12 +89,15 @@ fn run_watched(
     vm_jobs: &[VmJob],
     seed: Option<u64>,
     progress: Option<PyObject>,
+    limits: Limits,
 ) -> PyResult<String> {
     let looked = Arc::new(Mutex::new(Looked::default()));
     let seen = looked.clone();
     let make = Box::new(move |planned| watch(progress, planned, seen));
     let out = py
-        .allow_threads(|| run_many_watched(stack_text, stack_path, vm_jobs, seed, Some(make)))
+        .allow_threads(|| {
+            run_many_watched(stack_text, stack_path, vm_jobs, seed, Some(make), limits)
+        })
         .map_err(|e: RunError| err(e))?;
     let mut v = fio_json(&out);
     let looked = std::mem::take(&mut *looked.lock().unwrap_or_else(|e| e.into_inner()));
@@ -107,11 +111,39 @@ fn run_watched(
     }
 }
 
+/// The bounds of a run (`vmio_sim::sim::Limits`): `max_events` (at least 1) and
+/// `max_sim_time` (a duration such as "100d"; bare: seconds, as fio's runtime), each
+/// defaulting to the simulator's.
+fn limits(max_events: Option<u64>, max_sim_time: Option<&str>) -> PyResult<Limits> {
+    let mut l = Limits::default();
+    if let Some(n) = max_events {
+        if n == 0 {
+            return Err(err(
+                "--max-events (max_events=): 0 events; accepted: a count of at least 1",
+            ));
+        }
+        l.max_events = n;
+    }
+    if let Some(t) = max_sim_time {
+        l.max_sim_time_ns = vmio_core::units::parse_duration_ns(t, vmio_core::SEC)
+            .ok()
+            .filter(|&ns| ns > 0)
+            .ok_or_else(|| {
+                err(format!(
+                    "--max-sim-time (max_sim_time=): '{}' is not a positive duration; accepted: a number of seconds or a duration such as 90s, 2h, 100d, below 584 years",
+                    vmio_core::units::quote(t)
+                ))
+            })?;
+    }
+    Ok(l)
+}
+
 /// Run one simulation; returns fio's JSON output as text. `progress(now_ns, planned_ns)`
 /// is called about every 100 ms of wall time (planned_ns None when the job has no
 /// runtime); Ctrl-C raises `Interrupted` carrying the JSON of what ran so far.
+/// `max_events` and `max_sim_time` bound the run ([`limits`]).
 #[pyfunction]
-#[pyo3(signature = (stack_text, stack_path, job_text, job_path, seed=None, vm=None, progress=None))]
+#[pyo3(signature = (stack_text, stack_path, job_text, job_path, seed=None, vm=None, progress=None, max_events=None, max_sim_time=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -122,20 +154,24 @@ fn simulate(
     seed: Option<u64>,
     vm: Option<&str>,
     progress: Option<PyObject>,
+    max_events: Option<u64>,
+    max_sim_time: Option<&str>,
 ) -> PyResult<String> {
     let vm_jobs = [VmJob {
         vm,
         job_text,
         job_path,
     }];
-    run_watched(py, stack_text, stack_path, &vm_jobs, seed, progress)
+    let limits = limits(max_events, max_sim_time)?;
+    run_watched(py, stack_text, stack_path, &vm_jobs, seed, progress, limits)
 }
 
 /// Run several VMs at once, each with its own fio job file: `jobs` is a list of
-/// `(vm_name_or_None, job_text, job_path)`. Returns fio's JSON output as text; `progress`
-/// and Ctrl-C as [`simulate`].
+/// `(vm_name_or_None, job_text, job_path)`. Returns fio's JSON output as text; `progress`,
+/// Ctrl-C and the bounds as [`simulate`].
 #[pyfunction]
-#[pyo3(signature = (stack_text, stack_path, jobs, seed=None, progress=None))]
+#[pyo3(signature = (stack_text, stack_path, jobs, seed=None, progress=None, max_events=None, max_sim_time=None))]
+#[allow(clippy::too_many_arguments)]
 fn simulate_many(
     py: Python<'_>,
     stack_text: &str,
@@ -143,7 +179,10 @@ fn simulate_many(
     jobs: Vec<(Option<String>, String, String)>,
     seed: Option<u64>,
     progress: Option<PyObject>,
+    max_events: Option<u64>,
+    max_sim_time: Option<&str>,
 ) -> PyResult<String> {
+    let limits = limits(max_events, max_sim_time)?;
     let vm_jobs: Vec<VmJob> = jobs
         .iter()
         .map(|(vm, text, path)| VmJob {
@@ -152,7 +191,7 @@ fn simulate_many(
             job_path: path,
         })
         .collect();
-    run_watched(py, stack_text, stack_path, &vm_jobs, seed, progress)
+    run_watched(py, stack_text, stack_path, &vm_jobs, seed, progress, limits)
 }
 
 /// Run one simulator benchmark case; returns a dict of its figures.

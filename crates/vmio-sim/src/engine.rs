@@ -160,6 +160,10 @@ pub struct EventQueue {
     watch: Option<Watch>,
     /// The watch stopped the run.
     stopped: bool,
+    /// The key and payload of the event popped last.
+    last: ((Ns, u64), u64),
+    /// Events counted in `processed` without being handled one by one ([`EventQueue::skip`]).
+    skipped: u64,
 }
 
 impl EventQueue {
@@ -225,7 +229,8 @@ impl EventQueue {
                 }
             }
         }
-        let ((t, _), p) = self.heap.pop()?;
+        let ((t, seq), p) = self.heap.pop()?;
+        self.last = ((t, seq), p);
         self.now = t;
         self.processed += 1;
         Some((t, p))
@@ -242,6 +247,44 @@ impl EventQueue {
     /// Events processed so far.
     pub fn processed(&self) -> u64 {
         self.processed
+    }
+
+    /// Events handled one by one so far: [`EventQueue::processed`] less those a
+    /// [`EventQueue::skip`] counted.
+    pub fn handled(&self) -> u64 {
+        self.processed - self.skipped
+    }
+
+    /// The earliest time of a pending event whose payload `pick` selects.
+    pub fn earliest(&self, pick: impl Fn(u64) -> bool) -> Option<Ns> {
+        (self.heap.v.iter())
+            .filter(|e| pick(e.1))
+            .map(|e| split(e.0).0)
+            .min()
+    }
+
+    /// Fast-forward by `dt`: the event popped last and every pending event whose payload
+    /// `pick` selects move `dt` later, keeping their sequence numbers (so their order among
+    /// themselves and against every other event stays as it was), and `events` more count
+    /// as processed. The caller vouches that the events it skips are exactly what would
+    /// have happened (a periodic steady state).
+    pub fn skip(&mut self, dt: Ns, events: u64, pick: impl Fn(u64) -> bool) {
+        let mut moved = Vec::new();
+        let mut kept = MinHeap::with_capacity(self.heap.len() + 1);
+        while let Some((k, p)) = self.heap.pop() {
+            if pick(p) {
+                moved.push((k, p));
+            } else {
+                kept.push(k, p);
+            }
+        }
+        moved.push(self.last);
+        for ((t, seq), p) in moved {
+            kept.push((t + dt, seq), p);
+        }
+        self.heap = kept;
+        self.processed += events;
+        self.skipped += events;
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::engine::Watch;
 use crate::output::{fio_json, RunOutput};
-use crate::sim::{bind_jobs, simulate_watched, SimError};
+use crate::sim::{bind_jobs, simulate_limited, Limits, SimError};
 use thiserror::Error;
 use vmio_core::fio::{parse_job_file_with, FioError, Host, JobSpec, ReadContext};
 use vmio_core::stack::{Stack, StackError};
@@ -85,20 +85,29 @@ pub fn run_many(
     vm_jobs: &[VmJob],
     seed: Option<u64>,
 ) -> Result<RunOutput, RunError> {
-    run_many_watched(stack_text, stack_path, vm_jobs, seed, None)
+    run_many_watched(
+        stack_text,
+        stack_path,
+        vm_jobs,
+        seed,
+        None,
+        Limits::default(),
+    )
 }
 
 /// A [`Watch`] made once the job files are read, given the virtual time they plan
 /// ([`planned_ns`]; None when a job ends on its bytes).
 pub type WatchFor = Box<dyn FnOnce(Option<Ns>) -> Watch + Send>;
 
-/// [`run_many`] with a [`Watch`] looking at the simulation (Ctrl-C, progress).
+/// [`run_many`] with a [`Watch`] looking at the simulation (Ctrl-C, progress), within
+/// `limits`.
 pub fn run_many_watched(
     stack_text: &str,
     stack_path: &str,
     vm_jobs: &[VmJob],
     seed: Option<u64>,
     watch: Option<WatchFor>,
+    limits: Limits,
 ) -> Result<RunOutput, RunError> {
     let stack = Stack::from_toml(stack_text, stack_path)?;
     let dir = std::path::Path::new(stack_path)
@@ -142,7 +151,7 @@ pub fn run_many_watched(
     }
     let seed = seed.or(stack.seed).unwrap_or(1);
     let watch = watch.map(|make| make(planned_ns(job_files.iter().flat_map(|f| &f.jobs))));
-    let report = simulate_watched(stack.clone(), bindings, seed, watch)?;
+    let report = simulate_limited(stack.clone(), bindings, seed, watch, limits)?;
     if let Some(j) = report.jobs.iter().find(|j| {
         j.stats
             .iter()
@@ -314,7 +323,69 @@ pub fn planned_ns<'a>(jobs: impl IntoIterator<Item = &'a JobSpec>) -> Option<Ns>
 
 #[cfg(test)]
 mod tests {
-    use super::{planned_ns, read_bounded};
+    use super::{planned_ns, read_bounded, run_many_watched, RunError, VmJob};
+    use crate::sim::{Limits, SimError};
+
+    const RAM: &str = "[[device]]\nname = \"r\"\nmodel = \"ram\"\ncapacity = \"4t\"\n\
+        [[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"r\"]\n\
+        [[vm]]\nname = \"vm1\"\nmemory = \"1g\"\n\
+        [[vm.disk]]\nname = \"vdb\"\nvolume = \"v\"\nsize = \"4t\"\ncache = \"none\"\n";
+
+    /// The error of `job` on a 4 TB RAM disk within `limits`.
+    fn bound_error(job: &str, limits: Limits) -> String {
+        let jobs = [VmJob {
+            vm: None,
+            job_text: job,
+            job_path: "j.fio",
+        }];
+        match run_many_watched(RAM, "stack.toml", &jobs, Some(1), None, limits) {
+            Err(RunError::Sim(SimError::Bound(m))) => m,
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("the run ended within its bounds"),
+        }
+    }
+
+    #[test]
+    fn a_run_past_its_event_bound_ends_with_one_line_naming_max_events() {
+        let job = "[j]\nrw=randread\nbs=4k\ndirect=1\nruntime=3600\ntime_based\n";
+        let limits = Limits {
+            max_events: 1000,
+            ..Limits::default()
+        };
+        let m = bound_error(job, limits);
+        assert!(
+            m.starts_with("the simulation passed its bound of 1000 events (--max-events; max_events= in vmio.simulate) at "),
+            "{m}"
+        );
+        assert!(!m.contains('\n'));
+    }
+
+    #[test]
+    fn a_rate_of_one_byte_a_second_is_refused_at_its_first_io_past_the_time_bound_naming_the_rate()
+    {
+        // fio's usec_for_io: the n-th 4 KiB write may go at n × 4096 s; with the bound at
+        // one hour the second one (at 4096 s) is the first past it.
+        let job = "[j]\nrw=write\nbs=4k\ndirect=1\nrate=1\n";
+        let limits = Limits {
+            max_sim_time_ns: 3600 * vmio_core::SEC,
+            ..Limits::default()
+        };
+        assert_eq!(
+            bound_error(job, limits),
+            "job 'j': its rate (rate= or rate_iops=) holds its next I/O until 4096.000 s, past the bound on simulated time, 3600.000 s (--max-sim-time; max_sim_time= in vmio.simulate); accepted: a higher rate, a smaller size or runtime, or a larger bound"
+        );
+    }
+
+    #[test]
+    fn a_runtime_past_the_time_bound_is_refused_as_the_job_starts_naming_the_runtime() {
+        // 2^32 s is 49,710 days, past the default bound of 36,500 days.
+        let job = "[j]\nrw=randread\nbs=4k\nruntime=4294967296\ntime_based\n";
+        let m = bound_error(job, Limits::default());
+        assert!(
+            m.starts_with("job 'j': its runtime (ramp_time + runtime from its start at 0.000 s) ends at 4294967296.000 s (49710.3 days), past the bound on simulated time, 3153600000.000 s (36500.0 days) (--max-sim-time;"),
+            "{m}"
+        );
+    }
     use vmio_core::fio::parse_job_file;
     use vmio_core::SEC;
 

@@ -152,6 +152,8 @@ VMIO_OWN = {
     "vm": REQUIRED,
     "force": NONE,
     "quiet-notes": NONE,
+    "max-events": REQUIRED,
+    "max-sim-time": REQUIRED,
 }
 """vmio's options of `vmio fio` (no fio option has these names); `write-shim` is apart.
 `quiet-notes` keeps the notes out of stderr (in the JSON only), for the shim."""
@@ -166,9 +168,11 @@ Runs fio's command line on the simulator: options before any --name are global, 
 starts job X, other arguments are job files; fio's --output, --output-format
 ({", ".join(OUTPUT_FORMATS)}, comma lists), --minimal, --section, --eta, --version are
 honoured. vmio's own options: --stack STACK (or ${STACK_ENV}), --seed N,
---vm NAME, --force (let --output replace a file), --quiet-notes (notes in the JSON only,
-not on stderr), --write-shim DIR (write DIR/fio running this command line's vmio options
-and --quiet-notes, for tools that call fio from PATH, e.g. bench-fio).
+--vm NAME, --max-events N, --max-sim-time TIME (the run's bounds: an error past 10^10
+events or 36500 days of simulated time by default), --force (let --output replace a
+file), --quiet-notes (notes in the JSON only, not on stderr), --write-shim DIR (write
+DIR/fio running this command line's vmio options and --quiet-notes, for tools that call
+fio from PATH, e.g. bench-fio).
 
 examples:
   vmio fio --stack stack.toml --name=rand --rw=randread --bs=4k --iodepth=16 --size=1g
@@ -347,7 +351,7 @@ def write_shim(directory: Path, cmd: FioCommand) -> Path:
     if stack is None:
         raise VmioError(f"--write-shim needs --stack STACK (or ${STACK_ENV})")
     words = [sys.executable, "-m", "vmio", "fio", "--stack", str(Path(stack).resolve())]
-    for name in ("seed", "vm"):
+    for name in ("seed", "vm", "max-events", "max-sim-time"):
         if (v := _last(cmd, name)) is not None:
             words += [f"--{name}", v]
     if "force" in cmd.own:
@@ -393,7 +397,19 @@ def cmd_fio(
     job = compose_job(cmd)
     seed = _last(cmd, "seed")
     output = _last(cmd, "output")
+    max_events = _last(cmd, "max-events")
+    if max_events is not None:
+        try:
+            max_events_n: int | None = int(max_events)
+        except ValueError:
+            raise VmioError(
+                f"--max-events {shown_text(max_events)}: accepted: a count of at least 1"
+            ) from None
+    else:
+        max_events_n = None
     ns = argparse.Namespace(
+        max_events=max_events_n,
+        max_sim_time=_last(cmd, "max-sim-time"),
         stack=stack,
         job=job.path,
         job_text=job.text,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vmio import fioreport as report
 from vmio.cli.common import EXIT_INTERRUPTED, Formatter, interactive, parse_seed, write_new_file
-from vmio.sim import VmioError, read_text, simulate_text, simulate_workloads_text
+from vmio.sim import Limits, VmioError, read_text, simulate_text, simulate_workloads_text
 
 SIM_EPILOG = """\
 The job runs inside the VM (the stack's first VM unless --vm), on the virtual disk its
@@ -76,7 +76,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "an existing file unless --force)",
     )
     s.add_argument("--force", action="store_true", help="let --output replace an existing file")
+    add_limit_arguments(s)
     s.set_defaults(func=interactive(cmd_sim, EXIT_INTERRUPTED))
+
+
+def add_limit_arguments(p: argparse.ArgumentParser) -> None:
+    """The bounds of a simulation (`vmio.sim.Limits`), as `--max-events` and
+    `--max-sim-time`."""
+    p.add_argument(
+        "--max-events",
+        type=int,
+        metavar="N",
+        help="end the run with an error past N simulated events (default: 10000000000)",
+    )
+    p.add_argument(
+        "--max-sim-time",
+        metavar="TIME",
+        help="end the run with an error past TIME of simulated time: seconds or a duration "
+        "such as 90s, 2h, 100d (default: 36500d)",
+    )
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    """The bounds the command line gives (None: the simulator's defaults)."""
+    return Limits(getattr(args, "max_events", None), getattr(args, "max_sim_time", None))
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -87,10 +110,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.job is None:
         if args.vm is not None:
             raise VmioError("--vm needs a JOB file (without one, each VM runs its own workload)")
-        text = simulate_workloads_text(stack_text, args.stack, args.seed)
+        text = simulate_workloads_text(stack_text, args.stack, args.seed, limits_of(args))
     else:
         job_text = getattr(args, "job_text", None) or read_text(args.job, "fio job file")
-        text = simulate_text(stack_text, args.stack, job_text, args.job, args.seed, args.vm)
+        text = simulate_text(
+            stack_text, args.stack, job_text, args.job, args.seed, args.vm, limits_of(args)
+        )
     result = json.loads(text)
     for note in report.result_notes(result, args.job or args.stack):
         print(note, file=sys.stderr)

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from vmio.cli import sim as sim_command
 from vmio.cli.common import Formatter, int_in, parse_seed, seconds_in, size_in
 from vmio.real import engine as realengine
 from vmio.real import machine
 from vmio.real import qemu as qemuguest
-from vmio.sim import VmioError
+from vmio.sim import Limits, VmioError
 from vmio.study import cluster, experiment, runner, tables
 
 DEFAULT_RESULTS = Path("vmio-results")
@@ -164,6 +165,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="refuse a grid of more than N points before anything runs (default: the "
         f"experiment's max_points, else {experiment.MAX_POINTS:,})",
     )
+    sim_command.add_limit_arguments(st)
     st.add_argument("--list", action="store_true", help="list the built-in studies and exit")
     st.add_argument(
         "--engine",
@@ -274,6 +276,7 @@ def _run_parts(args, st, parts, engine, dask) -> int:
             bench_fio_layout=args.bench_fio_layout,
             max_points=args.max_points,
             dask=dask,
+            limits=sim_command.limits_of(args),
         )
         for note in res.notes:
             print(note, file=sys.stderr)
@@ -333,6 +336,7 @@ def run_study_to_dir(
     bench_fio_layout: bool = False,
     max_points: int | None = None,
     dask=None,
+    limits: Limits | None = None,
 ):
     """Run a study and write its outputs; returns (StudyResult, output directory).
 
@@ -357,6 +361,8 @@ def run_study_to_dir(
             engine=engine,
             max_points=max_points,
             dask=dask,
+            max_events=None if limits is None else limits.max_events,
+            max_sim_time=None if limits is None else limits.max_sim_time,
         )
         runner.write_outputs(res, out, bench_fio_layout=bench_fio_layout)
         if finish:

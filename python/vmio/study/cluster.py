@@ -45,7 +45,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from vmio.sim import VmioError, native, simulate_text
+from vmio.sim import Limits, VmioError, native, simulate_text
 
 INSTALL = "pip install 'vmio[dask]'"
 DEFAULT_TIMEOUT = 10.0
@@ -70,16 +70,30 @@ class SimTask:
     """`(vm, job_text, job_path label)` of each VM's workload, read by the client."""
     seed: int
     vm: str | None
+    limits: Limits = Limits()
+    """The simulation's bounds (`vmio.simulate`'s `max_events`, `max_sim_time`)."""
 
     def run(self) -> str:
         """Simulate the point; fio's JSON output as text."""
         if self.jobs is not None:
+            max_events, max_sim_time = self.limits.native_args()
             return native().simulate_many(
-                self.stack_text, self.stack_path, list(self.jobs), self.seed
+                self.stack_text,
+                self.stack_path,
+                list(self.jobs),
+                self.seed,
+                max_events=max_events,
+                max_sim_time=max_sim_time,
             )
         assert self.job_text is not None
         return simulate_text(
-            self.stack_text, self.stack_path, self.job_text, self.job_path, self.seed, self.vm
+            self.stack_text,
+            self.stack_path,
+            self.job_text,
+            self.job_path,
+            self.seed,
+            self.vm,
+            self.limits,
         )
 
 

@@ -49,6 +49,7 @@ from vmio import results, stackfile
 from vmio.progress import Progress
 from vmio.real import engine as realengine
 from vmio.sim import (
+    Limits,
     VmioError,
     native,
     parse_toml,
@@ -397,6 +398,8 @@ def run_study(
     max_points: int | None = None,
     dask: Any = None,
     dask_timeout: float = cluster.DEFAULT_TIMEOUT,
+    max_events: int | None = None,
+    max_sim_time: str | int | float | None = None,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
@@ -421,7 +424,12 @@ def run_study(
     stored as it completes, progress and `on_point` follow grid order as above, and the
     results are those of a local run. `dask_timeout`: seconds to wait for the scheduler and
     for a first worker.
+
+    `max_events` and `max_sim_time` bound each point's simulation as in `vmio.simulate` (the
+    bound a point passes is its error); they travel with a Dask task.
     """
+    limits = Limits(max_events, max_sim_time)
+    limits.native_args()  # a bad bound is refused before anything runs
     seed = exp.seed if seed is None else seed
     inputs = point_inputs(exp, quick, max_points)
     jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
@@ -450,6 +458,7 @@ def run_study(
             None if work is None else tuple(work),
             seed,
             exp.vm,
+            limits,
         )
 
     def one(i: int) -> PointResult | None:

@@ -706,6 +706,131 @@ impl Cfs {
     }
 }
 
+/// The periodic steady state ([`CpuScheduler::quiescent`], [`CpuScheduler::skip_periods`]).
+impl Cfs {
+    /// Every field that grows with time, in one fixed order: clocks, enqueue sequences,
+    /// vruntimes, counters, a system thread's last run per bank.
+    fn visit_growing(&mut self, f: &mut dyn FnMut(&mut u64)) {
+        f(&mut self.now);
+        f(&mut self.seq);
+        f(&mut self.wake_seq);
+        for t in &mut self.threads {
+            if let Some(v) = t.vruntime.as_mut() {
+                f(v);
+            }
+            f(&mut t.queued_at);
+            f(&mut t.seq);
+            if let Some(v) = t.slept_at.as_mut() {
+                f(v);
+            }
+            f(&mut t.stats.cpu_ns);
+            f(&mut t.stats.wait_ns);
+            f(&mut t.stats.migrations);
+            f(&mut t.stats.completed);
+        }
+        for c in &mut self.cores {
+            f(&mut c.picked_at);
+            f(&mut c.since);
+            f(&mut c.slice_end);
+            f(&mut c.min_vruntime);
+            f(&mut c.busy_ns);
+        }
+        if let Some(sh) = self.shared.as_mut() {
+            for (_, last) in &mut sh.sys {
+                for v in last.iter_mut().flatten() {
+                    f(v);
+                }
+            }
+        }
+    }
+
+    fn growing(&self) -> Vec<u64> {
+        let mut v = Vec::new();
+        self.clone().visit_growing(&mut |x| v.push(*x));
+        v
+    }
+
+    /// Everything else, as text (the growing fields zeroed).
+    fn shape(&self) -> String {
+        let mut c = self.clone();
+        c.visit_growing(&mut |x| *x = 0);
+        format!("{:?}", (&c.threads, &c.cores, &c.shared, &c.wakes))
+    }
+
+    /// No thread has work, none is waking.
+    fn is_quiescent(&self) -> bool {
+        self.wakes.is_empty()
+            && self
+                .cores
+                .iter()
+                .all(|c| c.curr.is_none() && c.queue.is_empty())
+            && self.threads.iter().all(|t| t.work.is_empty())
+    }
+
+    /// `self` one period after `b`, `b` one period after `a`: the growth of one period when
+    /// the next periods are bound to repeat it exactly (module doc), else None.
+    fn period_growth(&self, a: &Cfs, b: &Cfs) -> Option<Vec<u64>> {
+        let (ga, gb, gc) = (a.growing(), b.growing(), self.growing());
+        if ga.len() != gc.len() || gb.len() != gc.len() {
+            return None;
+        }
+        let mut d = Vec::with_capacity(gc.len());
+        for i in 0..gc.len() {
+            let x = gc[i].checked_sub(gb[i])?;
+            if gb[i].checked_sub(ga[i])? != x {
+                return None;
+            }
+            d.push(x);
+        }
+        let shape = self.shape();
+        if a.shape() != shape || b.shape() != shape {
+            return None;
+        }
+        let half = self.p.latency_ns / 2;
+        let mut moved = vec![false; self.cores.len()];
+        for (i, t) in self.threads.iter().enumerate() {
+            let (x, y) = (&b.threads[i], t);
+            let dv = y.vruntime.unwrap_or(0) - x.vruntime.unwrap_or(0);
+            if y.stats.completed == x.stats.completed && y.stats.cpu_ns == x.stats.cpu_ns {
+                if dv != 0 {
+                    return None;
+                }
+                continue;
+            }
+            // A thread that ran: always on its last core, whose min_vruntime grew as its
+            // vruntime did, and was past latency / 2 already at `a` (place_entity's
+            // subtraction does not saturate any more).
+            let c = y.last_core?;
+            if y.stats.migrations != x.stats.migrations
+                || self.cores[c].min_vruntime - b.cores[c].min_vruntime != dv
+                || a.cores[c].min_vruntime < half
+            {
+                return None;
+            }
+            moved[c] = true;
+        }
+        let grew = |c: usize| self.cores[c].min_vruntime != b.cores[c].min_vruntime;
+        if (0..self.cores.len()).any(|c| grew(c) && !moved[c]) {
+            return None;
+        }
+        // A system footprint that stopped coming back must have left its bank already (it
+        // would leave once now - last > T_C, in the middle of the periods skipped).
+        if let (Some(sb), Some(sc)) = (&b.shared, &self.shared) {
+            for ((_, lb), (_, lc)) in sb.sys.iter().zip(&sc.sys) {
+                for (bank, (x, y)) in lb.iter().zip(lc).enumerate() {
+                    if let (Some(x), Some(y)) = (x, y) {
+                        let tc = sc.tc.get(bank).copied().unwrap_or(f64::INFINITY);
+                        if x == y && tc.is_finite() && a.now.saturating_sub(*y) as f64 <= tc {
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+        Some(d)
+    }
+}
+
 impl CpuScheduler for Cfs {
     fn name(&self) -> &'static str {
         "cfs"
@@ -788,6 +913,33 @@ impl CpuScheduler for Cfs {
             }
         }
         self.now = self.now.max(now);
+    }
+
+    fn quiescent(&self) -> Option<Box<dyn std::any::Any>> {
+        self.is_quiescent()
+            .then(|| Box::new(self.clone()) as Box<dyn std::any::Any>)
+    }
+
+    fn skip_periods(&mut self, a: &dyn std::any::Any, b: &dyn std::any::Any, k: u64) -> bool {
+        let (Some(a), Some(b)) = (a.downcast_ref::<Cfs>(), b.downcast_ref::<Cfs>()) else {
+            return false;
+        };
+        if !self.is_quiescent() {
+            return false;
+        }
+        let Some(d) = self.period_growth(a, b) else {
+            return false;
+        };
+        let now = self.growing();
+        let Some(next) = (now.iter().zip(&d))
+            .map(|(x, d)| d.checked_mul(k).and_then(|y| x.checked_add(y)))
+            .collect::<Option<Vec<u64>>>()
+        else {
+            return false;
+        };
+        let mut it = next.into_iter();
+        self.visit_growing(&mut |x| *x = it.next().unwrap_or(*x));
+        true
     }
 
     fn stats(&self, now: Ns) -> CpuStats {

@@ -290,6 +290,20 @@ pub trait CpuScheduler {
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>);
     /// The counters as of `now` (a run or wait still open at `now` counts up to it).
     fn stats(&self, now: Ns) -> CpuStats;
+    /// A copy of the whole state when no thread has work (between the periodic sources'
+    /// runs), for [`Self::skip_periods`]; None otherwise, or when the scheduler cannot
+    /// fast-forward.
+    fn quiescent(&self) -> Option<Box<dyn std::any::Any>> {
+        None
+    }
+    /// `a`, `b` and the current state are [`Self::quiescent`] copies one period apart: when
+    /// they prove a periodic steady state (every growing field grew the same in both
+    /// periods, everything else equal, and every comparison the scheduler makes in a period
+    /// between quantities that grew alike), jump `k` periods ahead, as if they had run, and
+    /// answer true; else change nothing and answer false.
+    fn skip_periods(&mut self, _a: &dyn std::any::Any, _b: &dyn std::any::Any, _k: u64) -> bool {
+        false
+    }
     /// Share the host's last-level caches and memory bus among the programs that run
     /// ([`contention`]); a scheduler that gives every thread a core of its own ignores it.
     fn set_contention(&mut self, _model: contention::Contention) {}

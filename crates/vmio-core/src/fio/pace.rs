@@ -569,17 +569,22 @@ impl Pacer {
         if bps == 0 {
             return;
         }
-        self.issued_bytes[dir] += bytes;
+        self.issued_bytes[dir] = self.issued_bytes[dir].saturating_add(bytes);
         self.next_ns[dir] = match self.poisson.as_mut() {
             Some(rng) => {
                 let iops = (bps / self.min_bs[dir]).max(1);
                 // U in (0, 1]: -ln(U) is finite.
                 let u = 1.0 - rng.unit();
                 let gap = (SEC / iops) as f64 * -u.ln();
-                self.last_ns[dir] += gap as Ns;
+                self.last_ns[dir] = self.last_ns[dir].saturating_add(gap as Ns);
                 self.last_ns[dir]
             }
-            None => (u128::from(self.issued_bytes[dir]) * u128::from(SEC) / u128::from(bps)) as Ns,
+            // Past u64 (4 TB at rate=1): the largest time, which the simulator's bound on
+            // simulated time refuses naming the rate.
+            None => {
+                let t = u128::from(self.issued_bytes[dir]) * u128::from(SEC) / u128::from(bps);
+                Ns::try_from(t).unwrap_or(Ns::MAX)
+            }
         };
     }
 
@@ -789,6 +794,15 @@ mod tests {
         assert_eq!(d("zoned:50/10:40/90"), None, "accesses add up to 100");
         assert_eq!(d("zoned:50/60:50/60"), None, "sizes add up to at most 100");
         assert_eq!(d("uniform"), None);
+    }
+
+    #[test]
+    fn a_rate_whose_next_io_lies_past_what_u64_nanoseconds_hold_saturates_there() {
+        // 4 TB issued at 1 B/s: 4e21 ns, past 2^64 - 1 (1.8e19): the largest time, not the
+        // time wrapped around (which would let the next I/O go at once).
+        let mut pacer = Pacer::new(&parsed(&[("rate", "1")]), [4096, 4096], Rng::new(1));
+        pacer.issued(0, 4 << 40);
+        assert_eq!(pacer.gate(0, 0), Gate::Until(Ns::MAX));
     }
 
     #[test]

@@ -47,6 +47,39 @@
 //!   are handled by an immediate CpuWake
 //! ```
 //!
+//! Fast-forward. The periodic sources are not the host's scheduler tick, which Linux stops
+//! on an idle core (NO_HZ_IDLE: kernel/time/tick-sched.c, `tick_nohz_idle_enter` and
+//! `tick_nohz_idle_stop_tick` stop it when the next timer is more than a tick away): they
+//! are timers of their own (QEMU's UHCI frame timer, the kernel's deferred work) and do
+//! run on an idle host, each wake-up costing CPU time the report counts. So an idle
+//! period keeps its ticks, but they are not stepped one by one when nothing else can
+//! happen: with every source starting at 0, all of them tick at each multiple of their
+//! common period P (the least common multiple of their intervals), and the state of the
+//! scheduler between two such multiples repeats once it reaches a steady state. So the
+//! cost of a run follows its work, not its simulated time (a write of 1000 days under
+//! cfs ran at 0.3 s of wall time per simulated hour):
+//!
+//! ```text
+//! at the first tick of a multiple t of P, every thread idle (no work, none waking):
+//!   remember S(t) = the scheduler's whole state and the events processed so far
+//!   with S(t - 2P), S(t - P), S(t) remembered and the first other event at T:
+//!     k = (min(T, max_sim_time) - t) / P - 1   (the last period before T is stepped)
+//!     if k >= 2 and the scheduler proves S(t) - S(t-P) = S(t-P) - S(t-2P) is a steady
+//!     state (Cfs::period_growth: every clock, counter and vruntime grew alike in both
+//!     periods, all else equal; every thread that ran stayed on its core, whose
+//!     min_vruntime grew with its vruntime, past latency / 2; a cached footprint not
+//!     renewed has left its bank):
+//!       the scheduler's growing fields += k × their growth in one period
+//!       every pending tick (and the one popped now) moves k × P later, keeping its
+//!       sequence number; the events processed += k × those of one period
+//! ```
+//!
+//! Every comparison the scheduler makes in a period is then between quantities that grew
+//! alike (times by P, the vruntimes of the threads on one core and its min_vruntime by the
+//! same amount, enqueue sequences by the same count), so each later period makes the same
+//! decisions and the report is byte for byte the one of the run stepped tick by tick
+//! (tested). A state that never settles is stepped as before.
+//!
 //! The issuer of a request the guest kernel sends on its own (writeback, journal commits)
 //! is vCPU 0 (natively: the kernel thread of core 0).
 
@@ -169,6 +202,11 @@ pub(super) struct CpuLayer {
     /// The worker an NBD request holds from its submission to its completion.
     worker_of: std::collections::HashMap<usize, ThreadId>,
     wake_at: Option<Ns>,
+    /// The periodic sources' common period (every source ticks at each multiple of it;
+    /// 0: no fast-forward), and the scheduler's quiescent states at the last consecutive
+    /// multiples (time, state, events processed).
+    period: Ns,
+    anchors: std::collections::VecDeque<(Ns, Box<dyn std::any::Any>, u64)>,
     done: Vec<u64>,
     /// Completions found due while submitting, handled by an immediate CpuWake.
     deferred: Vec<u64>,
@@ -248,6 +286,8 @@ pub(super) fn build(
         pool: (0..stack.vms.len()).map(|_| Pool::default()).collect(),
         worker_of: std::collections::HashMap::new(),
         wake_at: None,
+        period: 0,
+        anchors: std::collections::VecDeque::new(),
         done: Vec::new(),
         deferred: Vec::new(),
     };
@@ -737,20 +777,27 @@ impl Sim {
         if !self.cpu.priced {
             return;
         }
+        let mut periods = Vec::new();
         if !self.cpu.native && self.cpu.costs.vmm_hz > 0 {
             for v in 0..self.cpu.main.len() {
                 self.q.push_background(0, Event::CpuTick(v).pack());
             }
+            periods.push(tick_period(self.cpu.costs.vmm_hz));
         }
         if self.cpu.costs.housekeeping_hz > 0 {
             self.q
                 .push_background(0, Event::CpuTick(HOUSEKEEPING).pack());
+            periods.push(tick_period(self.cpu.costs.housekeeping_hz));
         }
+        self.cpu.period = common_period(&periods).unwrap_or(0);
     }
 
     /// A periodic source's tick: its work, and the next tick, unless nothing but ticks is
     /// left to happen (then the run would never end).
     pub(super) fn cpu_tick(&mut self, now: Ns, id: usize) {
+        if self.cpu_fast_forward(now) {
+            return;
+        }
         self.q.background_popped();
         if self.q.foreground() == 0 {
             return;
@@ -769,6 +816,91 @@ impl Sim {
             self.cpu_submit(now, t, ns, Work::Periodic);
         }
         self.q
-            .push_background(now + (SEC / hz).max(1), Event::CpuTick(id).pack());
+            .push_background(now + tick_period(hz), Event::CpuTick(id).pack());
     }
+
+    /// At the first tick of a multiple of the sources' common period with no thread
+    /// working: remember the scheduler's state; when the last three such states prove a
+    /// periodic steady state and nothing but ticks happens for `k + 1` more periods, jump
+    /// `k` periods ahead (module doc, "Fast-forward"). True when it jumped (the tick popped
+    /// now moved with the others).
+    fn cpu_fast_forward(&mut self, now: Ns) -> bool {
+        let p = self.cpu.period;
+        if p == 0 || !now.is_multiple_of(p) || self.cpu.anchors.back().is_some_and(|a| a.0 == now) {
+            return false;
+        }
+        let Some(state) = self.cpu.sched.quiescent() else {
+            self.cpu.anchors.clear();
+            return false;
+        };
+        if self.cpu.anchors.back().is_some_and(|a| a.0 + p != now) {
+            self.cpu.anchors.clear();
+        }
+        let processed = self.q.processed();
+        self.cpu.anchors.push_back((now, state, processed));
+        if self.cpu.anchors.len() > 3 {
+            self.cpu.anchors.pop_front();
+        }
+        if self.cpu.anchors.len() < 3 || !FAST_FORWARD.with(|f| f.get()) {
+            return false;
+        }
+        let Some(next) = self.q.earliest(|e| !is_tick(e)) else {
+            return false;
+        };
+        // Never past the bound on simulated time: the run stops at its first event past it,
+        // as stepped.
+        let until = next.min(self.limits.max_sim_time_ns);
+        let k = (until.saturating_sub(now) / p).saturating_sub(1);
+        let (a, b) = (&self.cpu.anchors[0], &self.cpu.anchors[1]);
+        let per = processed - b.2;
+        if k < 2 || b.2 - a.2 != per {
+            return false;
+        }
+        let (Some(dt), Some(events)) = (k.checked_mul(p), k.checked_mul(per)) else {
+            return false;
+        };
+        if now.checked_add(dt).is_none() {
+            return false;
+        }
+        let (a, b) = (&*a.1, &*b.1);
+        if !self.cpu.sched.skip_periods(a, b, k) {
+            return false;
+        }
+        // The tick popped now counts again when it comes out k periods later.
+        self.q.skip(dt, events - 1, is_tick);
+        self.cpu.anchors.clear();
+        true
+    }
+}
+
+/// The interval of a periodic source of `hz` ticks a second.
+fn tick_period(hz: u64) -> Ns {
+    (SEC / hz).max(1)
+}
+
+/// The least common multiple of `periods` when at most a simulated minute (a longer one
+/// would hardly ever repeat within a run); None for none.
+fn common_period(periods: &[Ns]) -> Option<Ns> {
+    let gcd = |mut a: Ns, mut b: Ns| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut l: Ns = *periods.first()?;
+    for &x in &periods[1..] {
+        l = (l / gcd(l, x)).checked_mul(x)?;
+    }
+    (l <= 60 * SEC).then_some(l)
+}
+
+fn is_tick(payload: u64) -> bool {
+    matches!(Event::unpack(payload), Event::CpuTick(_))
+}
+
+thread_local! {
+    /// Tests turn the fast-forward off to compare with the run tick by tick.
+    pub(super) static FAST_FORWARD: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// The events the last run on this thread handled one by one (tests count them).
+    pub(super) static HANDLED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }

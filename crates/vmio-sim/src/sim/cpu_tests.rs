@@ -397,3 +397,138 @@ fn the_vmms_footprint_takes_from_the_jobs_of_the_l2_it_is_pinned_beside_and_noth
         "{beside} vs {want} (apart {apart})"
     );
 }
+
+/// A cfs host whose RAM disk answers after `latency`, under a job of 16 writes at once.
+fn far_io(latency: &str) -> (String, &'static str) {
+    let s = format!(
+        "[host]\ncores = 2\n[cpu]\nmodel = \"cfs\"\n\
+         [[device]]\nname = \"r\"\nmodel = \"ram\"\ncapacity = \"1g\"\nlatency = \"{latency}\"\n\
+         [[volume]]\nname = \"v\"\nlayout = \"single\"\ndevices = [\"r\"]\n\
+         [[vm]]\nname = \"vm1\"\nvcpus = 2\nmemory = \"1g\"\n\
+         [vm.cputune]\nvcpupin = [\"0\", \"1\"]\nemulatorpin = \"1\"\n\
+         [[vm.disk]]\nname = \"vdb\"\nvolume = \"v\"\nsize = \"512m\"\ncache = \"none\"\n"
+    );
+    let job = "[w]\nrw=randwrite\nbs=4k\ndirect=1\nioengine=libaio\niodepth=16\nsize=64k\nfilename=/dev/vdb\n";
+    (s, job)
+}
+
+/// The run's JSON and the events it handled one by one, with or without the fast-forward.
+fn run_counted(stack: &str, job: &str, fast_forward: bool) -> (String, u64) {
+    super::cpu::FAST_FORWARD.with(|f| f.set(fast_forward));
+    let j = run_json(&RunInput::texts(stack, job, 1)).unwrap_or_else(|e| panic!("{e}"));
+    super::cpu::FAST_FORWARD.with(|f| f.set(true));
+    (j, super::cpu::HANDLED.with(|h| h.get()))
+}
+
+#[test]
+fn a_cfs_run_waiting_on_far_future_io_skips_its_idle_ticks_and_reports_the_same_bytes() {
+    // 16 writes of 20 s each on a 2-core host: the main loop (1 kHz) and housekeeping
+    // (100 Hz) tick 22,000 times (each a tick and a completion) while nothing else
+    // happens. Fast-forwarded, the report is byte for byte the tick-by-tick
+    // one (the same events counted, the same CPU time on each thread and core).
+    let (s, job) = far_io("20s");
+    let (slow, slow_handled) = run_counted(&s, job, false);
+    let (fast, fast_handled) = run_counted(&s, job, true);
+    assert_eq!(fast, slow);
+    let v: Value = serde_json::from_str(&fast).unwrap();
+    let events = v["vmio"]["events"].as_u64().unwrap();
+    assert_eq!(events, slow_handled);
+    assert!(slow_handled > 20 * 1100 * 2, "{slow_handled}");
+    // Handled one by one: the periods before the steady state is proven (the main loop's
+    // min_vruntime must pass latency / 2 = 6 ms at 5 µs a millisecond, 1.2 s, and
+    // housekeeping's vruntime be drawn up to it: about 3 s) and the last period before the
+    // writes complete.
+    assert!(fast_handled < 8000, "{fast_handled} of {events}");
+}
+
+#[test]
+fn the_ticks_a_cfs_run_handles_while_idle_do_not_grow_with_the_idle_time() {
+    let handled = |latency: &str| {
+        let (s, job) = far_io(latency);
+        run_counted(&s, job, true).1
+    };
+    let (short, long) = (handled("20s"), handled("1000d"));
+    assert!(
+        long <= short + 100,
+        "20 s: {short} events, 1000 days: {long}"
+    );
+}
+
+#[test]
+fn every_cfs_run_with_idle_gaps_reports_the_same_bytes_fast_forwarded_or_tick_by_tick() {
+    // Hosts that idle between requests (a rate of 20 I/Os a second: 50 ms gaps; of 1: 1 s
+    // gaps) under every hypervisor, with and without a shared cache model, NBD's
+    // thread pool, and a second VM: the fast-forward may only skip what would repeat.
+    let q9550 = |s: String| {
+        s.replacen(
+            "[cpu]",
+            "[host.cache]\nprofile = \"core2-quad-q9550\"\n[cpu]",
+            1,
+        )
+    };
+    let rated = "[r]\nrw=randrw\nbs=4k\ndirect=1\nioengine=libaio\niodepth=2\nrate_iops=20\nruntime=3\ntime_based\nfilename=/dev/vdb\n";
+    let (far, far_job) = far_io("20s");
+    let mut cases = vec![
+        (far.clone(), far_job.to_string()),
+        (
+            q9550(far.replace("cores = 2", "cores = 4")),
+            far_job.to_string(),
+        ),
+    ];
+    for hv in ["kvm", "xen", "native"] {
+        let s = stack(4, hv, 2, CFS, "cache = \"none\"\n");
+        cases.push((s.clone(), rated.to_string()));
+        cases.push((q9550(s), rated.to_string()));
+    }
+    let nbd = stack(
+        2,
+        "kvm",
+        2,
+        CFS,
+        "interface = \"nbd\"\ncache = \"none\"\naio = \"threads\"\n",
+    ) + "[nbd]\npool_cpu = \"30us\"\n";
+    cases.push((nbd, rated.to_string()));
+    // One I/O a second for 20 s: idle gaps long enough to skip, entered and left 20 times.
+    let sparse = rated
+        .replace("rate_iops=20", "rate_iops=1")
+        .replace("runtime=3", "runtime=20");
+    for hv in ["kvm", "xen", "native"] {
+        cases.push((stack(4, hv, 2, CFS, "cache = \"none\"\n"), sparse.clone()));
+    }
+    let mut skipped = 0;
+    for (s, job) in &cases {
+        let (slow, slow_handled) = run_counted(s, job, false);
+        let (fast, fast_handled) = run_counted(s, job, true);
+        assert_eq!(fast, slow, "{s}\n{job}");
+        skipped += slow_handled - fast_handled;
+    }
+    assert!(skipped > 0, "some run fast-forwarded");
+}
+
+#[test]
+fn a_cfs_run_stopped_by_its_time_bound_while_idle_stops_at_the_same_event_fast_forwarded() {
+    let (s, job) = far_io("1000d");
+    let stopped = |fast_forward: bool| {
+        super::cpu::FAST_FORWARD.with(|f| f.set(fast_forward));
+        let jobs = [crate::run::VmJob {
+            vm: None,
+            job_text: job,
+            job_path: "job.fio",
+        }];
+        let limits = super::Limits {
+            max_sim_time_ns: 20 * vmio_core::SEC + 1,
+            ..super::Limits::default()
+        };
+        let r = crate::run::run_many_watched(&s, "stack.toml", &jobs, Some(1), None, limits);
+        super::cpu::FAST_FORWARD.with(|f| f.set(true));
+        match r {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("the run ended within its bound"),
+        }
+    };
+    let m = stopped(true);
+    assert_eq!(m, stopped(false));
+    // The ticks at 20 s are within the bound; the end of the first one's work (a main-loop
+    // wake-up of 5 µs) is the first event past it.
+    assert!(m.contains("its next event was due at 20.000 s"), "{m}");
+}

@@ -244,7 +244,7 @@ impl Pacing {
             Gate::Go => false,
             Gate::Until(t) => {
                 self.held = Some(step);
-                self.hold = Some(Hold::Until(self.epoch_ns + t));
+                self.hold = Some(Hold::Until(self.epoch_ns.saturating_add(t)));
                 true
             }
         }
@@ -459,8 +459,18 @@ impl Sim {
         let job = &mut self.work.jobs[j];
         job.start_ns = now;
         if let Some(r) = job.runtime_ns {
-            job.end_ns = now + job.ramp_ns + r;
+            job.end_ns = now.saturating_add(job.ramp_ns).saturating_add(r);
             let end = job.end_ns;
+            if end > self.limits.max_sim_time_ns {
+                self.bound = Some(format!(
+                    "job '{}': its runtime (ramp_time + runtime from its start at {}) ends at {}, past the bound on simulated time, {} (--max-sim-time; max_sim_time= in vmio.simulate); accepted: a shorter runtime, or a larger bound",
+                    vmio_core::units::quote(&job.name),
+                    super::shown_time(now),
+                    super::shown_time(end),
+                    super::shown_time(self.limits.max_sim_time_ns)
+                ));
+                return;
+            }
             self.q.push(end, Event::JobEnd(j).pack());
         }
         self.try_issue(now, j);
@@ -511,8 +521,19 @@ impl Sim {
                 self.cpu_job(now, j, spin);
                 return;
             }
-            Hold::Think { sleep, .. } => now + sleep,
-            Hold::Until(t) => t.max(now),
+            Hold::Think { sleep, .. } => now.saturating_add(sleep),
+            Hold::Until(t) => {
+                if t > self.limits.max_sim_time_ns {
+                    self.bound = Some(format!(
+                        "job '{}': its rate (rate= or rate_iops=) holds its next I/O until {}, past the bound on simulated time, {} (--max-sim-time; max_sim_time= in vmio.simulate); accepted: a higher rate, a smaller size or runtime, or a larger bound",
+                        vmio_core::units::quote(&job.name),
+                        super::shown_time(t),
+                        super::shown_time(self.limits.max_sim_time_ns)
+                    ));
+                    return;
+                }
+                t.max(now)
+            }
         };
         job.arrival_pending = true;
         self.q.push(at, Event::Arrival(j).pack());
@@ -638,7 +659,7 @@ impl Sim {
                             let (dir, gate) = p.rules.choose(d, now - p.epoch_ns);
                             g.force_dir(dir);
                             if let Gate::Until(t) = gate {
-                                p.hold = Some(Hold::Until(p.epoch_ns + t));
+                                p.hold = Some(Hold::Until(p.epoch_ns.saturating_add(t)));
                                 self.pace_sleep(now, j);
                                 break;
                             }

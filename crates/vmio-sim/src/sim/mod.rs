@@ -86,6 +86,7 @@ use vmio_core::units::quote;
 use vmio_core::vdisk::DiskSpec;
 use vmio_core::volume::VolumeError;
 use vmio_core::workload::{TimedIo, WorkloadError};
+use vmio_core::Ns;
 
 #[derive(Debug, Error)]
 pub enum SimError {
@@ -115,6 +116,57 @@ pub enum SimError {
     /// rather than left to run for ever.
     #[error("internal error: {0}; please report it with the stack and job files")]
     Internal(String),
+    /// The run passed one of its [`Limits`].
+    #[error("{0}")]
+    Bound(String),
+}
+
+/// Bounds on one simulation: past either, the run ends with [`SimError::Bound`], one line
+/// naming the bound and its flag (`vmio sim`/`vmio fio` `--max-events`, `--max-sim-time`;
+/// `max_events=`, `max_sim_time=` in `vmio.simulate`).
+///
+/// ```text
+/// each event popped at time t:  t > max_sim_time            → Bound (simulated time)
+///                               events handled > max_events → Bound (events)
+/// a job's end (start + ramp_time + runtime) > max_sim_time  → Bound naming runtime
+/// a rate's next I/O (fio's usec_for_io) > max_sim_time      → Bound naming rate/rate_iops
+/// ```
+///
+/// The defaults bound what a run may cost, not what it may ask: 10^10 events (minutes of
+/// wall time at the simulator's millions of events a second, far above any study's runs),
+/// and 36,500 days of simulated time, a sixth of what a u64 of nanoseconds holds (584
+/// years), so that times below the bound add up without overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_events: u64,
+    pub max_sim_time_ns: Ns,
+}
+
+pub const DEFAULT_MAX_EVENTS: u64 = 10_000_000_000;
+pub const DEFAULT_MAX_SIM_TIME_NS: Ns = 36_500 * 86_400 * vmio_core::SEC;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_events: DEFAULT_MAX_EVENTS,
+            max_sim_time_ns: DEFAULT_MAX_SIM_TIME_NS,
+        }
+    }
+}
+
+/// A simulated time as a bound's message shows it: seconds to the millisecond, and days
+/// past one.
+pub(crate) fn shown_time(ns: Ns) -> String {
+    let s = format!(
+        "{}.{:03} s",
+        ns / vmio_core::SEC,
+        ns % vmio_core::SEC / 1_000_000
+    );
+    if ns >= 86_400 * vmio_core::SEC {
+        format!("{s} ({:.1} days)", ns as f64 / 86_400e9)
+    } else {
+        s
+    }
 }
 
 /// A job bound to the VM disk it runs against.
@@ -274,6 +326,9 @@ pub struct Sim {
     cpu_model: Option<&'static str>,
     /// Why the run cannot go on ([`SimError::Internal`]), found where it happened.
     fault: Option<String>,
+    limits: Limits,
+    /// The bound the run passed ([`SimError::Bound`]), found where it happened.
+    bound: Option<String>,
     /// Index in `disks` of each VM's first disk.
     disk_base: Vec<usize>,
     seed: u64,
@@ -574,6 +629,8 @@ impl Sim {
             cpu,
             cpu_model: stack.cpu.as_ref().map(|c| c.model),
             fault: None,
+            limits: Limits::default(),
+            bound: None,
             q: EventQueue::new(),
             disks,
             work,
@@ -601,6 +658,22 @@ impl Sim {
         self.start_phase(0);
         self.cpu_start_ticks();
         while let Some((now, p)) = self.q.pop() {
+            if now > self.limits.max_sim_time_ns {
+                self.bound = Some(format!(
+                    "the simulation passed its bound on simulated time, {} (--max-sim-time; max_sim_time= in vmio.simulate): its next event was due at {}; accepted: a larger bound, or a job that ends sooner (its runtime, size or rate)",
+                    shown_time(self.limits.max_sim_time_ns),
+                    shown_time(now)
+                ));
+                break;
+            }
+            if self.q.handled() > self.limits.max_events {
+                self.bound = Some(format!(
+                    "the simulation passed its bound of {} events (--max-events; max_events= in vmio.simulate) at {} of simulated time; accepted: a larger bound, or a job that ends sooner (its runtime, size or rate)",
+                    self.limits.max_events,
+                    shown_time(now)
+                ));
+                break;
+            }
             match Event::unpack(p) {
                 Event::JobStart(j) => self.job_start(now, j),
                 Event::SubmitDone(r) => self.part_submitted(now, r),
@@ -620,12 +693,16 @@ impl Sim {
                 Event::ThrottleWake(g) => self.throttle_wake(now, g),
                 Event::FsWake(slot) => self.fs_wake(now, slot),
             }
-            if self.all_done() || self.fault.is_some() {
+            if self.all_done() || self.fault.is_some() || self.bound.is_some() {
                 break;
             }
         }
+        cpu::HANDLED.with(|h| h.set(self.q.handled()));
         if let Some(fault) = self.fault.take() {
             return Err(SimError::Internal(fault));
+        }
+        if let Some(bound) = self.bound.take() {
+            return Err(SimError::Bound(bound));
         }
         Ok(self.report())
     }
@@ -650,8 +727,20 @@ pub fn simulate_watched(
     seed: u64,
     watch: Option<crate::engine::Watch>,
 ) -> Result<SimReport, SimError> {
+    simulate_limited(stack, jobs, seed, watch, Limits::default())
+}
+
+/// [`simulate_watched`] within `limits`.
+pub fn simulate_limited(
+    stack: Stack,
+    jobs: Vec<JobBinding>,
+    seed: u64,
+    watch: Option<crate::engine::Watch>,
+    limits: Limits,
+) -> Result<SimReport, SimError> {
     let mut sim = Sim::new(stack, jobs, seed)?;
     sim.q.set_watch(watch);
+    sim.limits = limits;
     sim.run()
 }
 
