@@ -95,6 +95,7 @@
 //! the metadata lookups, is not priced; nor is the engine's submit and complete work on the
 //! VMM thread for a sub-request, a few µs against the wake-ups').
 
+use super::breakdown::DevTimes;
 use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::{Engine, HostOp};
@@ -291,13 +292,15 @@ impl Sim {
     /// The device model has taken request `r`: QEMU's block layer starts it.
     #[inline]
     pub(super) fn block_start(&mut self, now: Ns, r: usize) {
+        self.guest.vreqs.get(r).bd.host = now;
         self.throttle_or_start(now, r)
     }
 
     /// Request `r` goes on to the format driver (after throttling, when the disk has it).
     #[inline]
     pub(super) fn block_resume(&mut self, now: Ns, r: usize) {
-        let v = self.guest.vreqs.get_ref(r);
+        let v = self.guest.vreqs.get(r);
+        v.bd.thr = now;
         let disk = v.disk;
         let Some(driver) = self.image.drivers[disk].as_mut() else {
             return self.host_start(now, r);
@@ -310,11 +313,12 @@ impl Sim {
             len: v.host_len,
         };
         driver.on_request(now, req, &mut self.image.actions);
-        self.image_act(now, disk);
+        self.image_act(now, disk, None);
     }
 
     /// Sub-request `h` of a format driver completed at the host (an ImageDone event).
     pub(super) fn image_done(&mut self, now: Ns, h: usize) {
+        let dev = self.guest.vreqs.get_ref(h).bd.dev;
         let (disk, token) = self.guest.remove_sub(h);
         if let Some(g) = self.image.gates[disk].as_mut() {
             let mut ready = Vec::new();
@@ -328,14 +332,16 @@ impl Sim {
         }
         if let Some(driver) = self.image.drivers[disk].as_mut() {
             driver.on_done(now, token, &mut self.image.actions);
-            self.image_act(now, disk);
+            self.image_act(now, disk, dev);
         }
     }
 
     /// Carry out the driver's actions in order, then empty the buffer. Never reentered: a
     /// driver runs only from block_resume and image_done, which events call, and no action
     /// calls a driver synchronously (sub-request completions come back as events).
-    fn image_act(&mut self, now: Ns, disk: usize) {
+    /// Carry out the driver's actions; `dev`: the device times of the sub-request whose
+    /// completion the driver answered (breakdown.rs), for a request it completes.
+    fn image_act(&mut self, now: Ns, disk: usize, dev: Option<DevTimes>) {
         let mut i = 0;
         while let Some(&a) = self.image.actions.get(i) {
             i += 1;
@@ -371,7 +377,12 @@ impl Sim {
                     let h = self.guest.insert_sub(disk, Op::Read, 0, 0, token);
                     self.q.push(now + ns, Event::ImageDone(h).pack());
                 }
-                ImageAction::Complete { req } => self.host_finish(now, req as usize),
+                ImageAction::Complete { req } => {
+                    if dev.is_some() {
+                        self.guest.vreqs.get(req as usize).bd.dev = dev;
+                    }
+                    self.host_finish(now, req as usize)
+                }
             }
         }
         self.image.actions.clear();

@@ -93,6 +93,21 @@ const ID_BITS: u32 = 56;
 const ID_MASK: u64 = (1 << ID_BITS) - 1;
 
 impl Work {
+    /// The virtual-disk request whose work it is, if any.
+    #[inline]
+    fn request(self) -> Option<usize> {
+        match self {
+            Work::GuestSubmit(r)
+            | Work::VmmSubmit(r)
+            | Work::KernelDone(r)
+            | Work::VmmComplete(r)
+            | Work::GuestComplete(r)
+            | Work::PoolSubmit(r)
+            | Work::PoolComplete(r) => Some(r),
+            Work::Job(_) | Work::Periodic => None,
+        }
+    }
+
     fn pack(self) -> u64 {
         let (k, id) = match self {
             Work::Job(i) => (0, i),
@@ -510,6 +525,10 @@ impl Sim {
             self.q.push(now, Event::CpuWake.pack());
         }
         let ns = c.time_on(t, ns);
+        if let Some(r) = w.request() {
+            // Done at now + ns unless it waits for a core (breakdown.rs).
+            self.guest.vreqs.get(r).bd.cpu_due = now + ns;
+        }
         c.sched
             .submit(now, t, ns, w.pack())
             .expect("threads are built by cpu::build");
@@ -542,6 +561,12 @@ impl Sim {
     }
 
     fn cpu_done(&mut self, now: Ns, w: Work) {
+        let mut waited = 0;
+        if let Some(r) = w.request() {
+            let bd = &mut self.guest.vreqs.get(r).bd;
+            waited = now.saturating_sub(bd.cpu_due);
+            bd.cpu_wait += waited;
+        }
         match w {
             Work::Job(j) => self.cpu_job_done(now, j),
             Work::GuestSubmit(r) => match self.vmm_thread(r) {
@@ -563,6 +588,10 @@ impl Sim {
                 let mut at = Some(r);
                 while let Some(x) = at {
                     at = self.guest.next_part(x);
+                    if x != r {
+                        // The host request's completion on the kernel thread is each part's.
+                        self.guest.vreqs.get(x).bd.cpu_wait += waited;
+                    }
                     match self.cpu.worker_of.get(&x) {
                         Some(&w) => {
                             let ns = half(self.guest.pool_cpu_ns(x), false);

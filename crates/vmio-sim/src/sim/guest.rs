@@ -61,6 +61,7 @@
 //! `virtio_blk_submit_multireq`; a queue's requests are handled by the AioContext of its
 //! iothread or the main loop); the costs come from [`crate::vdisk`].
 
+use super::breakdown::{Parts, Stamps};
 use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::Slots;
@@ -117,6 +118,8 @@ pub(super) struct VReq {
     batch_k: u32,
     /// When its share of the NBD path's CPU ends (vmio_core::nbd, the CPU bound; 0 without).
     cpu_done: Ns,
+    /// Its times at the layers' boundaries (breakdown.rs).
+    pub(super) bd: Stamps,
 }
 
 /// A virtual disk: its interface model, its VMM threads (lanes), the tags, the engine's
@@ -508,6 +511,7 @@ impl GuestState {
             pending: 0,
             batch_k: 0,
             cpu_done: 0,
+            bd: Stamps::default(),
         });
         self.vreqs.get(h).lead = h;
         h
@@ -713,7 +717,7 @@ impl Sim {
             let mut host_len = 0;
             for &i in group {
                 let (slot, io) = &started[i];
-                let r = self.new_vreq(disk, *slot, io, lanes, group.len() as u32, k as u32);
+                let r = self.new_vreq(now, disk, *slot, io, lanes, group.len() as u32, k as u32);
                 self.guest.vreqs.get(r).lead = if lead == usize::MAX { r } else { lead };
                 match prev {
                     None => lead = r,
@@ -751,15 +755,17 @@ impl Sim {
             }
         }
         let lanes = d.lanes();
-        let r = self.new_vreq(disk, slot, &rq, lanes, 1, 0);
+        let r = self.new_vreq(now, disk, slot, &rq, lanes, 1, 0);
         self.guest.vreqs.get(r).lead = r;
         self.vdisk_start(now, r)
     }
 
     /// The VReq of request `io` started in `slot`: the `k`-th host request of its
     /// notification, of `parts` parts (its leader and links set by the caller).
+    #[allow(clippy::too_many_arguments)]
     fn new_vreq(
         &mut self,
+        now: Ns,
         disk: usize,
         slot: usize,
         io: &Rq,
@@ -783,6 +789,7 @@ impl Sim {
             pending: parts,
             batch_k: k,
             cpu_done: 0,
+            bd: Stamps::at(now),
         })
     }
 
@@ -831,8 +838,14 @@ impl Sim {
         if self.guest.vreqs.get_ref(r).sub.is_some() {
             return self.sub_finish(now, r);
         }
-        let v = self.guest.vreqs.get_ref(r);
-        let (disk, lane) = (v.disk, v.lane as usize);
+        let l = self.guest.vreqs.get(r);
+        l.bd.fin = now;
+        let (disk, lane, host, mut at) = (l.disk, l.lane as usize, l.bd, l.next);
+        while let Some(x) = at {
+            let v = self.guest.vreqs.get(x);
+            v.bd.take_host(&host);
+            at = v.next;
+        }
         // The waiter starts by an event: host_finish runs inside the host cache's actions,
         // which must not call the policy again.
         if let Some(next) = self.guest.vdisks[disk].slots[lane].release() {
@@ -881,16 +894,17 @@ impl Sim {
                 continue;
             }
             let g = self.guest.gios.remove(gi);
+            let parts: Parts = v.bd.parts(g.issue_ns, now);
             match g.origin {
                 Origin::Job(j) => {
                     let slat = self.guest.vdisks[v.disk]
                         .model
                         .guest_submit_for(v.op, v.offset, v.len);
-                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat);
+                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat, &parts);
                 }
                 Origin::Guest { vm, token } => {
                     self.work.count_vm_bytes(now, vm as usize, g.len);
-                    self.guest_os_done(now, vm as usize, token)
+                    self.guest_os_done(now, vm as usize, token, &parts)
                 }
             }
         }

@@ -35,6 +35,9 @@
 
 mod blocklayer;
 mod blockq;
+pub mod breakdown;
+#[cfg(test)]
+mod breakdown_tests;
 mod cpu;
 mod event;
 #[cfg(test)]
