@@ -95,7 +95,6 @@
 //! the metadata lookups, is not priced; nor is the engine's submit and complete work on the
 //! VMM thread for a sub-request, a few µs against the wake-ups').
 
-use super::breakdown::DevTimes;
 use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::{Engine, HostOp};
@@ -318,7 +317,8 @@ impl Sim {
 
     /// Sub-request `h` of a format driver completed at the host (an ImageDone event).
     pub(super) fn image_done(&mut self, now: Ns, h: usize) {
-        let dev = self.guest.vreqs.get_ref(h).bd.dev;
+        let b = self.guest.vreqs.get_ref(h).bd;
+        let dev = Some((b.sched, b.dev)).filter(|&(q, d)| q + d > 0);
         let (disk, token) = self.guest.remove_sub(h);
         if let Some(g) = self.image.gates[disk].as_mut() {
             let mut ready = Vec::new();
@@ -339,9 +339,10 @@ impl Sim {
     /// Carry out the driver's actions in order, then empty the buffer. Never reentered: a
     /// driver runs only from block_resume and image_done, which events call, and no action
     /// calls a driver synchronously (sub-request completions come back as events).
-    /// Carry out the driver's actions; `dev`: the device times of the sub-request whose
-    /// completion the driver answered (breakdown.rs), for a request it completes.
-    fn image_act(&mut self, now: Ns, disk: usize, dev: Option<DevTimes>) {
+    /// Carry out the driver's actions; `dev`: the scheduler's and device's time of the
+    /// sub-request whose completion the driver answered (breakdown.rs), for a request it
+    /// completes.
+    fn image_act(&mut self, now: Ns, disk: usize, dev: Option<(Ns, Ns)>) {
         let mut i = 0;
         while let Some(&a) = self.image.actions.get(i) {
             i += 1;
@@ -378,8 +379,9 @@ impl Sim {
                     self.q.push(now + ns, Event::ImageDone(h).pack());
                 }
                 ImageAction::Complete { req } => {
-                    if dev.is_some() {
-                        self.guest.vreqs.get(req as usize).bd.dev = dev;
+                    if let Some((sched, dev)) = dev {
+                        let b = &mut self.guest.vreqs.get(req as usize).bd;
+                        (b.sched, b.dev) = (sched, dev);
                     }
                     self.host_finish(now, req as usize)
                 }

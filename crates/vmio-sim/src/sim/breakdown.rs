@@ -31,8 +31,10 @@
 //! host   the host side starts it (block_start: after the VMM's submit and the engine slot)
 //! thr    throttling released it (block_resume)
 //! fin    the host side is done (host_finish)
-//! dev    (queued, dispatched, done) of the device request whose completion completed it
-//! cpu    the wait of its CPU work items for a core (cfs: Σ done − submitted − own time)
+//! dev    the scheduler's and the device's time of the device request whose completion
+//!        completed it: from (queued, dispatched, done), clipped to thr when stamped
+//! cpu    the wait of its CPU work items for a core (cfs: Σ done − submitted − own time;
+//!        kept by cpu.rs beside the request, by its slab index)
 //! ```
 //!
 //! **Parts of one request** issued at `issue`, done at `now` (every part ≥ 0, the sum is
@@ -41,8 +43,8 @@
 //! ```text
 //! guest_queue = disp − issue
 //! iotune      = thr − host
-//! scheduler   = max(dispatched, thr) − max(queued, thr)       (0 without a device ctx,
-//! device      = min(done, fin) − max(dispatched, thr)          or when done < thr)
+//! scheduler   = max(dispatched, thr) − max(queued, thr)       (0 without a device
+//! device      = done − max(dispatched, thr)                    completion, or done < thr)
 //! page_cache  = (fin − thr) − scheduler − device
 //! cpu         = min(cpu wait, what is left)
 //! queue (VMM) = (now − issue) − every part above
@@ -76,7 +78,7 @@
 //! job's mean total latency (fio's `lat_ns`: submission + completion), and share = mean /
 //! that mean. Percentiles are each layer's own (they do not add up).
 
-use crate::metrics::LatencyStats;
+use crate::metrics::Buckets;
 use vmio_core::Ns;
 
 /// The layers, in the order of [`Parts`].
@@ -113,17 +115,17 @@ pub(super) struct DevTimes {
     pub(super) done: Ns,
 }
 
-/// The times a virtual-disk request carries (module doc).
+/// The times a virtual-disk request carries (module doc); the device's as durations,
+/// clipped when they are stamped.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Stamps {
     pub(super) disp: Ns,
     pub(super) host: Ns,
     pub(super) thr: Ns,
     pub(super) fin: Ns,
-    pub(super) dev: Option<DevTimes>,
-    pub(super) cpu_wait: Ns,
-    /// The CPU item in flight: when it would be done without waiting (cfs).
-    pub(super) cpu_due: Ns,
+    /// The scheduler's and the device's time of the device request that completed it.
+    pub(super) sched: Ns,
+    pub(super) dev: Ns,
 }
 
 impl Stamps {
@@ -139,43 +141,75 @@ impl Stamps {
         }
     }
 
+    /// The device request `d` completed it: its scheduler and device times from the
+    /// request's release on (module doc; `d.done` is at most now, the host's finish).
+    #[inline]
+    pub(super) fn device(&mut self, d: DevTimes) {
+        if d.done < self.thr {
+            self.sched = 0;
+            self.dev = 0;
+            return;
+        }
+        let disp = d.dispatched.max(self.thr);
+        self.sched = disp.saturating_sub(d.queued.max(self.thr));
+        self.dev = d.done.saturating_sub(disp);
+    }
+
     /// The host side's stamps of the leader (copied to each part of its host request).
     #[inline]
     pub(super) fn take_host(&mut self, l: &Stamps) {
         self.host = l.host;
         self.thr = l.thr;
         self.fin = l.fin;
+        self.sched = l.sched;
         self.dev = l.dev;
     }
 
-    /// The parts of a request issued at `issue` and done at `now` (module doc).
-    pub(super) fn parts(&self, issue: Ns, now: Ns) -> Parts {
+    /// The parts of a request issued at `issue` and done at `now`, whose CPU items waited
+    /// `cpu_wait` for a core (module doc).
+    #[inline]
+    pub(super) fn parts(&self, issue: Ns, now: Ns, cpu_wait: Ns) -> Parts {
+        // issue <= disp <= host <= thr <= fin <= now by construction; JobBreakdown::record
+        // clips parts that would pass the total.
+        debug_assert!(issue <= self.disp && self.disp <= self.host && self.host <= self.thr);
+        debug_assert!(self.thr <= self.fin && self.fin <= now, "{self:?} {now}");
+        let host_side = self.fin.saturating_sub(self.host);
+        let vmm_phases = now.saturating_sub(self.disp).saturating_sub(host_side);
+        let cpu = cpu_wait.min(vmm_phases);
         let mut p = [0; 9];
-        let mut left = now.saturating_sub(issue);
-        let mut take = |k: usize, v: Ns| {
-            let v = v.min(left);
-            left -= v;
-            p[k] = v;
-        };
-        take(GUEST_QUEUE, self.disp.saturating_sub(issue));
-        let fin = self.fin.max(self.thr);
-        take(IOTUNE, self.thr.saturating_sub(self.host));
-        let (sched, dev) = match self.dev {
-            Some(d) if d.done >= self.thr => {
-                let disp = d.dispatched.max(self.thr);
-                (
-                    disp.saturating_sub(d.queued.max(self.thr)),
-                    d.done.min(fin).saturating_sub(disp),
-                )
-            }
-            _ => (0, 0),
-        };
-        take(SCHEDULER, sched);
-        take(DEVICE, dev);
-        take(HOST_CACHE, (fin - self.thr).saturating_sub(sched + dev));
-        take(CPU, self.cpu_wait);
-        take(VMM, Ns::MAX);
+        p[GUEST_QUEUE] = self.disp.saturating_sub(issue);
+        p[VMM] = vmm_phases - cpu;
+        p[IOTUNE] = self.thr.saturating_sub(self.host);
+        p[HOST_CACHE] = self
+            .fin
+            .saturating_sub(self.thr)
+            .saturating_sub(self.sched + self.dev);
+        p[SCHEDULER] = self.sched;
+        p[DEVICE] = self.dev;
+        p[CPU] = cpu;
         p
+    }
+}
+
+/// Where an I/O's time went, as its completion hands it to the job (jobs.rs io_done).
+#[derive(Clone, Copy)]
+pub(super) enum Spent<'a> {
+    /// All of it in the guest's page cache (an operation no block request released).
+    Guest,
+    /// These parts (an operation a block request released; a held completion's).
+    Parts(&'a Parts),
+    /// A virtual-disk request of the job's own, by its stamps and its CPU wait.
+    Request(&'a Stamps, Ns),
+}
+
+impl Spent<'_> {
+    /// The parts of an I/O issued at `issue` and done at `now`; None: all in the guest.
+    pub(super) fn parts(self, issue: Ns, now: Ns) -> Option<Parts> {
+        match self {
+            Spent::Guest => None,
+            Spent::Parts(p) => Some(*p),
+            Spent::Request(s, cpu) => Some(s.parts(issue, now, cpu)),
+        }
     }
 }
 
@@ -196,13 +230,14 @@ pub(super) fn app_parts(below: &Parts, issue: Ns, now: Ns) -> Parts {
     p
 }
 
-/// A job's breakdown: per layer the sum of its parts, its zeros and its histogram.
+/// A job's breakdown: the I/Os counted, per layer the sum of its parts and the histogram
+/// of its non-zero parts (made at the first; its zeros are the rest of the count).
 #[derive(Clone, Default)]
 pub struct JobBreakdown {
     n: u64,
-    sum: [u128; 9],
-    zeros: [u64; 9],
-    hist: [Option<Box<LatencyStats>>; 9],
+    /// u64: 2^64 ns is 584 years of latency summed, far past any simulated run's.
+    sum: [u64; 9],
+    hist: [Option<Buckets>; 9],
 }
 
 /// One layer's figures in a job.
@@ -218,28 +253,95 @@ pub struct LayerFigures {
 }
 
 impl JobBreakdown {
-    /// An I/O of total latency `lat` with `parts` (their sum ≤ lat; the rest is the job's
-    /// own time, the `job` layer).
-    #[inline]
-    pub(super) fn record(&mut self, parts: &Parts, lat: Ns) {
-        self.n += 1;
-        let mut rest = lat;
-        for (k, &v) in parts.iter().enumerate().take(JOB) {
-            let v = v.min(rest);
-            rest -= v;
-            self.add(k, v);
+    /// An I/O of total latency `lat` with `parts` (clipped to add up to at most `lat`; the
+    /// rest is the job's own time, the `job` layer); None: all of it in the guest's page
+    /// cache (an operation no block request released).
+    /// An I/O issued at `issue`, done at `now` (its latency, `lat`, from `issue`), that
+    /// spent its time as `spent` says.
+    #[inline(never)]
+    pub(super) fn record_spent(&mut self, spent: Spent, issue: Ns, now: Ns, lat: Ns) {
+        match spent {
+            Spent::Guest => self.record(None, lat),
+            Spent::Parts(p) => self.record(Some(p), lat),
+            Spent::Request(s, cpu) => self.record_request(s, issue, now, cpu, lat),
         }
-        self.add(JOB, rest);
+    }
+
+    /// [`Stamps::parts`] recorded as they are made (no array of parts on the way).
+    #[inline(always)]
+    fn record_request(&mut self, s: &Stamps, issue: Ns, now: Ns, cpu_wait: Ns, lat: Ns) {
+        self.n += 1;
+        let host_side = s.fin.saturating_sub(s.host);
+        let vmm_phases = now.saturating_sub(s.disp).saturating_sub(host_side);
+        let cpu = cpu_wait.min(vmm_phases);
+        let (gq, thr) = (s.disp.saturating_sub(issue), s.thr.saturating_sub(s.host));
+        let hc = s.fin.saturating_sub(s.thr).saturating_sub(s.sched + s.dev);
+        let vmm = vmm_phases - cpu;
+        // Straight-line: most layers are 0 for most requests.
+        let used = gq + vmm + thr + hc + s.sched + s.dev + cpu;
+        if gq != 0 {
+            self.add(GUEST_QUEUE, gq);
+        }
+        if vmm != 0 {
+            self.add(VMM, vmm);
+        }
+        if thr != 0 {
+            self.add(IOTUNE, thr);
+        }
+        if hc != 0 {
+            self.add(HOST_CACHE, hc);
+        }
+        if s.sched != 0 {
+            self.add(SCHEDULER, s.sched);
+        }
+        if s.dev != 0 {
+            self.add(DEVICE, s.dev);
+        }
+        if cpu != 0 {
+            self.add(CPU, cpu);
+        }
+        if lat > used {
+            self.add(JOB, lat - used);
+        }
     }
 
     #[inline]
-    fn add(&mut self, k: usize, v: Ns) {
-        if v == 0 {
-            self.zeros[k] += 1;
+    pub(super) fn record(&mut self, parts: Option<&Parts>, lat: Ns) {
+        self.n += 1;
+        let Some(parts) = parts else {
+            if lat != 0 {
+                self.add(GUEST_CACHE, lat);
+            }
             return;
+        };
+        let mut used: Ns = 0;
+        for (k, &v) in parts.iter().enumerate().take(JOB) {
+            if v != 0 {
+                used += v;
+                self.add(k, v);
+            }
         }
-        self.sum[k] += u128::from(v);
-        self.hist[k].get_or_insert_with(Box::default).record(v);
+        // The parts are made to add up to at most the latency (Stamps::parts, app_parts).
+        debug_assert!(used <= lat, "{parts:?} {lat}");
+        if lat > used {
+            self.add(JOB, lat - used);
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, k: usize, v: Ns) {
+        self.sum[k] += v;
+        match &mut self.hist[k] {
+            Some(h) => h.record(v),
+            None => self.first(k, v),
+        }
+    }
+
+    #[cold]
+    fn first(&mut self, k: usize, v: Ns) {
+        let mut h = Buckets::default();
+        h.record(v);
+        self.hist[k] = Some(h);
     }
 
     /// Add another clone's (group_reporting).
@@ -247,9 +349,8 @@ impl JobBreakdown {
         self.n += o.n;
         for k in 0..LAYERS.len() {
             self.sum[k] += o.sum[k];
-            self.zeros[k] += o.zeros[k];
             if let Some(h) = &o.hist[k] {
-                self.hist[k].get_or_insert_with(Box::default).merge(h);
+                self.hist[k].get_or_insert_with(Buckets::default).merge(h);
             }
         }
     }
@@ -262,21 +363,17 @@ impl JobBreakdown {
     /// Per layer (in [`LAYERS`] order): mean, p50, p99, p99.9 and share.
     pub fn figures(&self) -> Vec<LayerFigures> {
         let n = self.n.max(1) as f64;
-        let total: u128 = self.sum.iter().sum();
+        let total: u64 = self.sum.iter().sum();
         (0..LAYERS.len())
             .map(|k| {
-                // The k-th smallest of n values, zeros first, then the histogram's.
+                // fio's rank of a percentile among n values, zeros first, then the
+                // histogram's (metrics.rs).
+                let nonzero = self.hist[k].as_ref();
+                let zeros = self.n - nonzero.map_or(0, Buckets::count);
                 let pct = |p: f64| -> u64 {
-                    if self.n == 0 {
-                        return 0;
-                    }
                     let target = ((p / 100.0) * self.n as f64).ceil().max(1.0) as u64;
-                    match &self.hist[k] {
-                        Some(h) if target > self.zeros[k] => {
-                            let q =
-                                ((target - self.zeros[k]) as f64 - 0.5) / h.count() as f64 * 100.0;
-                            h.percentile(q.min(100.0))
-                        }
+                    match nonzero {
+                        Some(h) if target > zeros => h.nth(target - zeros),
                         _ => 0,
                     }
                 };
@@ -303,20 +400,19 @@ mod tests {
 
     #[test]
     fn a_requests_parts_add_up_to_its_latency_whatever_its_stamps() {
-        let s = Stamps {
+        let mut s = Stamps {
             disp: 110,
             host: 150,
             thr: 170,
             fin: 400,
-            dev: Some(DevTimes {
-                queued: 160,
-                dispatched: 200,
-                done: 380,
-            }),
-            cpu_wait: 5,
-            cpu_due: 0,
+            ..Stamps::default()
         };
-        let p = s.parts(100, 450);
+        s.device(DevTimes {
+            queued: 160,
+            dispatched: 200,
+            done: 380,
+        });
+        let p = s.parts(100, 450, 5);
         assert_eq!(p.iter().sum::<Ns>(), 350);
         assert_eq!(p[GUEST_QUEUE], 10);
         assert_eq!(p[IOTUNE], 20);
@@ -349,12 +445,13 @@ mod tests {
         let mut b = JobBreakdown::default();
         let mut p = [0; 9];
         for i in 0..100 {
-            p[DEVICE] = if i < 90 { 0 } else { 1000 };
-            b.record(&p, p[DEVICE]);
+            // Below 128 ns every value has a bucket of its own (fio's layout).
+            p[DEVICE] = if i < 90 { 0 } else { 100 };
+            b.record(Some(&p), p[DEVICE]);
         }
         let f = &b.figures()[DEVICE];
-        assert_eq!((f.p50_ns, f.p99_ns), (0, 1000));
-        assert!((f.mean_ns - 100.0).abs() < 1e-9);
+        assert_eq!((f.p50_ns, f.p99_ns), (0, 100));
+        assert!((f.mean_ns - 10.0).abs() < 1e-9);
         assert!((f.share - 1.0).abs() < 1e-12);
     }
 }

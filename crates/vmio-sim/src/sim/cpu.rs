@@ -152,6 +152,9 @@ pub struct ThreadLabel {
 
 pub(super) struct CpuLayer {
     sched: Box<dyn CpuScheduler>,
+    /// Per virtual-disk request (by its slab index): its CPU items' wait for a core so far,
+    /// and when the item in flight would be done without waiting (breakdown.rs).
+    waits: Vec<(Ns, Ns)>,
     /// `[cpu] model = "cfs"`: I/O and periodic work are priced on the CPU.
     pub(super) priced: bool,
     pub(super) costs: HvCosts,
@@ -241,6 +244,7 @@ pub(super) fn build(
     let native = stack.host.hypervisor == "native";
     let xen = stack.host.hypervisor == "xen";
     let mut l = CpuLayer {
+        waits: Vec::new(),
         sched,
         priced,
         costs: HvCosts::from_values(values),
@@ -460,6 +464,16 @@ fn half(ns: Ns, first: bool) -> Ns {
 }
 
 impl CpuLayer {
+    /// Request `r`'s CPU items' wait for a core (0 unless priced).
+    #[inline]
+    pub(super) fn wait_of(&self, r: usize) -> Ns {
+        if self.priced {
+            self.waits.get(r).map_or(0, |w| w.0)
+        } else {
+            0
+        }
+    }
+
     fn add(
         &mut self,
         spec: ThreadSpec,
@@ -527,7 +541,15 @@ impl Sim {
         let ns = c.time_on(t, ns);
         if let Some(r) = w.request() {
             // Done at now + ns unless it waits for a core (breakdown.rs).
-            self.guest.vreqs.get(r).bd.cpu_due = now + ns;
+            let waits = &mut c.waits;
+            if waits.len() <= r {
+                waits.resize(r + 1, (0, 0));
+            }
+            if matches!(w, Work::GuestSubmit(_)) {
+                // Its first item: a new request in the slab's slot.
+                waits[r].0 = 0;
+            }
+            waits[r].1 = now + ns;
         }
         c.sched
             .submit(now, t, ns, w.pack())
@@ -563,9 +585,9 @@ impl Sim {
     fn cpu_done(&mut self, now: Ns, w: Work) {
         let mut waited = 0;
         if let Some(r) = w.request() {
-            let bd = &mut self.guest.vreqs.get(r).bd;
-            waited = now.saturating_sub(bd.cpu_due);
-            bd.cpu_wait += waited;
+            let (wait, due) = &mut self.cpu.waits[r];
+            waited = now.saturating_sub(*due);
+            *wait += waited;
         }
         match w {
             Work::Job(j) => self.cpu_job_done(now, j),
@@ -590,7 +612,7 @@ impl Sim {
                     at = self.guest.next_part(x);
                     if x != r {
                         // The host request's completion on the kernel thread is each part's.
-                        self.guest.vreqs.get(x).bd.cpu_wait += waited;
+                        self.cpu.waits[x].0 += waited;
                     }
                     match self.cpu.worker_of.get(&x) {
                         Some(&w) => {

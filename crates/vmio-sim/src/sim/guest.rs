@@ -61,7 +61,7 @@
 //! `virtio_blk_submit_multireq`; a queue's requests are handled by the AioContext of its
 //! iothread or the main loop); the costs come from [`crate::vdisk`].
 
-use super::breakdown::{Parts, Stamps};
+use super::breakdown::{Parts, Spent, Stamps};
 use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::Slots;
@@ -880,6 +880,7 @@ impl Sim {
 
     pub(super) fn guest_done(&mut self, now: Ns, r: usize) {
         let v = self.guest.vreqs.remove(r);
+        let cpu_wait = self.cpu.wait_of(r);
         let d = &mut self.guest.vdisks[v.disk];
         let set = d.tag_set(v.queue);
         // The tag and the request are free; a waiting submitter's request enters.
@@ -894,16 +895,17 @@ impl Sim {
                 continue;
             }
             let g = self.guest.gios.remove(gi);
-            let parts: Parts = v.bd.parts(g.issue_ns, now);
             match g.origin {
                 Origin::Job(j) => {
                     let slat = self.guest.vdisks[v.disk]
                         .model
                         .guest_submit_for(v.op, v.offset, v.len);
-                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat, &parts);
+                    let spent = Spent::Request(&v.bd, cpu_wait);
+                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat, spent);
                 }
                 Origin::Guest { vm, token } => {
                     self.work.count_vm_bytes(now, vm as usize, g.len);
+                    let parts: Parts = v.bd.parts(g.issue_ns, now, cpu_wait);
                     self.guest_os_done(now, vm as usize, token, &parts)
                 }
             }

@@ -43,9 +43,13 @@ pub(super) struct App {
     pub(super) issue_ns: Ns,
     /// The workload thread of a file step.
     pub(super) tag: Option<u32>,
-    /// The parts of the block request whose completion released it (breakdown.rs).
-    pub(super) bd: Parts,
+    /// The parts of the block request whose completion released it, in `Guests::below`
+    /// (breakdown.rs; [`NO_PARTS`]: none did).
+    pub(super) bd: u32,
 }
+
+/// An operation no block request released (yet).
+pub(super) const NO_PARTS: u32 = u32::MAX;
 
 /// One VM's guest.
 pub(super) struct GuestVm {
@@ -69,6 +73,8 @@ impl GuestVm {
 pub(super) struct Guests {
     pub(super) vms: Vec<Option<GuestVm>>,
     pub(super) apps: Slab<App>,
+    /// The parts of the block requests that released operations in flight (App::bd).
+    below: Slab<Parts>,
     /// Action buffers: a completion carried out inside `guest_actions` may start the job's
     /// next operation, which needs a buffer of its own (a pool, so none is allocated per
     /// request).
@@ -80,6 +86,7 @@ impl Guests {
         Guests {
             vms,
             apps: Slab::new(),
+            below: Slab::new(),
             pool: Vec::new(),
         }
     }
@@ -169,7 +176,12 @@ impl Sim {
                 ),
                 Action::Copy { req, bytes, .. } => {
                     if let Some(p) = below {
-                        self.guests.apps.get(req as usize).bd = *p;
+                        let g = &mut self.guests;
+                        let app = g.apps.get(req as usize);
+                        match app.bd {
+                            NO_PARTS => app.bd = g.below.insert(*p) as u32,
+                            i => *g.below.get(i as usize) = *p,
+                        }
                     }
                     let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
                     let t = now.max(g.copy_busy) + transfer_ns(bytes, g.copy_rate);
@@ -180,11 +192,12 @@ impl Sim {
                     // The application's call returns: blk_finish_plug. What it does next
                     // is a submission of its own.
                     self.plug_finish(now);
-                    let mut app = self.guests.apps.remove(req as usize);
-                    if let Some(p) = below {
-                        app.bd = *p;
-                    }
-                    self.app_done(now, app);
+                    let app = self.guests.apps.remove(req as usize);
+                    let copied = match app.bd {
+                        NO_PARTS => None,
+                        i => Some(self.guests.below.remove(i as usize)),
+                    };
+                    self.app_done(now, app, below.or(copied.as_ref()));
                     self.plug_start();
                 }
                 Action::Timer { at } => {

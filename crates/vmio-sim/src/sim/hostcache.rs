@@ -154,8 +154,8 @@ impl Sim {
                     complete,
                 } => {
                     let r = req as usize;
-                    if dev.is_some() {
-                        self.guest.vreqs.get(r).bd.dev = dev;
+                    if let Some(d) = dev {
+                        self.guest.vreqs.get(r).bd.device(d);
                     }
                     if self.cache.copy_completes.len() <= r {
                         self.cache.copy_completes.resize(r + 1, false);
@@ -165,8 +165,8 @@ impl Sim {
                     self.q.push(t, Event::HostDone(req as usize).pack());
                 }
                 Action::Complete { req } => {
-                    if dev.is_some() {
-                        self.guest.vreqs.get(req as usize).bd.dev = dev;
+                    if let Some(d) = dev {
+                        self.guest.vreqs.get(req as usize).bd.device(d);
                     }
                     self.host_finish(now, req as usize)
                 }

@@ -72,10 +72,10 @@
 //! `invalidate`, `read_iolog` with `replay_no_stall`; FileBench personalities and the `app=`
 //! applications (one file operation outstanding per thread).
 
-use super::breakdown::{app_parts, JobBreakdown, Parts};
+use super::breakdown::{app_parts, JobBreakdown, Parts, Spent};
 use super::event::Event;
 use super::guest::Origin;
-use super::guestos::App;
+use super::guestos::{App, NO_PARTS};
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
 use vmio_core::fio::engine::{sync_issue, SyncIssue};
@@ -148,7 +148,7 @@ pub(super) struct JobState {
 
 /// A completion held while the job's thread is in a blocking sync: op, bytes, issue time,
 /// submission latency and its parts by layer.
-type Held = (Option<Op>, u64, Ns, Ns, Parts);
+type Held = (Option<Op>, u64, Ns, Ns, Option<Parts>);
 
 /// A job's pacing state (module doc: "pacing").
 struct Pacing {
@@ -703,7 +703,7 @@ impl Sim {
                         len: op.bytes(),
                         issue_ns: now,
                         tag: Some(tag),
-                        bd: [0; 9],
+                        bd: NO_PARTS,
                     };
                     self.app_issue(now, app, AppOp::File { handle, op });
                 }
@@ -743,7 +743,7 @@ impl Sim {
                 job.stats[dir_index(op)].record(at, 1, len, 0, NULL_IO_NS);
                 if op != Op::Flush {
                     // fio's own loop: the job layer.
-                    job.bd.record(&[0; 9], NULL_IO_NS);
+                    job.bd.record(Some(&[0; 9]), NULL_IO_NS);
                 }
             }
             job.arrival_pending = true;
@@ -768,7 +768,7 @@ impl Sim {
             len,
             issue_ns: now,
             tag: None,
-            bd: [0; 9],
+            bd: NO_PARTS,
         };
         let local = (disk - self.disk_base[vm as usize]) as u32;
         self.app_issue(
@@ -796,22 +796,24 @@ impl Sim {
             let tag = job.cpu_tag;
             job.work.completed(tag);
         }
-        self.io_done(now, j, None, 0, now, 0, &[0; 9]);
+        self.io_done(now, j, None, 0, now, 0, Spent::Guest);
     }
 
     /// The guest completed application operation `app`.
-    pub(super) fn app_done(&mut self, now: Ns, app: App) {
+    /// `below`: the parts of the block request that released it (breakdown.rs).
+    pub(super) fn app_done(&mut self, now: Ns, app: App, below: Option<&Parts>) {
         let j = app.job;
         if let Some(tag) = app.tag {
             self.work.jobs[j].work.completed(tag);
         }
-        let parts = app_parts(&app.bd, app.issue_ns, now);
-        self.io_done(now, j, app.op, app.len, app.issue_ns, 0, &parts);
+        let parts = below.map(|b| app_parts(b, app.issue_ns, now));
+        let spent = parts.as_ref().map_or(Spent::Guest, Spent::Parts);
+        self.io_done(now, j, app.op, app.len, app.issue_ns, 0, spent);
     }
 
     /// Job `j`'s request (`op` of `len` bytes issued at `issue_ns`; no direction: no data,
     /// not counted) completed, its submission having taken `slat_ns` and its time in each
-    /// layer `parts` (breakdown.rs): account it, then issue
+    /// layer as `spent` says (breakdown.rs): account it, then issue
     /// what waited for it. While the job's thread is in a blocking sync, a completion other
     /// than the sync's is held: it keeps its slot and is reaped (accounted) when the thread
     /// next stops issuing (`try_issue`).
@@ -824,14 +826,15 @@ impl Sim {
         len: u64,
         issue_ns: Ns,
         slat_ns: Ns,
-        parts: &Parts,
+        spent: Spent,
     ) {
         let op = op.into();
         let disk = self.work.jobs[j].disk;
         let job = &mut self.work.jobs[j];
         if job.sync_blocked {
             if op != Some(Op::Flush) {
-                self.hold(now, j, (op, len, issue_ns, slat_ns, *parts));
+                let parts = spent.parts(issue_ns, now);
+                self.hold(now, j, (op, len, issue_ns, slat_ns, parts));
                 return;
             }
             job.sync_blocked = false;
@@ -844,7 +847,7 @@ impl Sim {
             let at = now - (job.start_ns + job.ramp_ns);
             job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
             if op != Op::Flush {
-                job.bd.record(parts, slat_ns + clat);
+                job.bd.record_spent(spent, issue_ns, now, slat_ns + clat);
             }
             // A guest's VM counts the bytes its virtual disks move (guestos.rs).
             if job.route == Route::Direct {
@@ -898,7 +901,7 @@ impl Sim {
         len: u64,
         issue: Ns,
         slat: Ns,
-        parts: &Parts,
+        parts: Option<&Parts>,
     ) {
         let job = &mut self.work.jobs[j];
         job.inflight -= 1;
@@ -920,7 +923,7 @@ impl Sim {
     fn reap_held(&mut self, now: Ns, j: usize) {
         let mut held = std::mem::take(&mut self.work.jobs[j].unreaped);
         for &(op, len, issue, slat, parts) in &held {
-            self.complete(now, j, op, len, issue, slat, &parts);
+            self.complete(now, j, op, len, issue, slat, parts.as_ref());
         }
         let job = &mut self.work.jobs[j];
         let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
