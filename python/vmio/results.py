@@ -7,7 +7,9 @@ point's file name, `json/<point>.json`) keys the *points* table (`points.csv`,
 `points.parquet`): one row per point with what is the same for all its directions, stored
 once: the effective stack (`stack_json`), the job's options (`job_options_json`), the seed,
 `engine` ("sim", or "real" for a point run on this machine, `vmio.real.engine`) and
-`machine_json` (the machine, `vmio.real.machine.describe`; "{}" for the simulator).
+`machine_json` (the machine, `vmio.real.machine.describe`; "{}" for the simulator), and
+where the point's time went: the mean ns per layer of the simulator's breakdown
+(`breakdown_<layer>_mean_ns`, `breakdown_means`; empty for a real run).
 
 Columns have one type in both files: an axis column is an integer when every value of the
 axis is written as one (`1`, `0`), a float when every value is a float as Python writes it,
@@ -76,12 +78,33 @@ TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
 )
 """The tidy table's columns after `study` and the axes."""
 
+BREAKDOWN_LAYERS: tuple[str, ...] = (
+    "vm.page_cache",
+    "vm.disk.guest_queue",
+    "vm.disk.queue",
+    "vm.disk.iotune",
+    "page_cache",
+    "scheduler",
+    "device",
+    "cpu",
+    "job",
+)
+"""The layers of the simulator's `vmio.breakdown` (sim/breakdown.rs), in its order."""
+
+
+def breakdown_column(layer: str) -> str:
+    """The points table's column of a layer's mean time: `breakdown_<layer>_mean_ns`, the
+    layer's dots as underscores (`vm.disk.queue` → `breakdown_vm_disk_queue_mean_ns`)."""
+    return f"breakdown_{layer.replace('.', '_')}_mean_ns"
+
+
 POINTS_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("seed", pa.uint64()),
     ("engine", pa.string()),
     ("stack_json", pa.string()),
     ("job_options_json", pa.string()),
     ("machine_json", pa.string()),
+    *((breakdown_column(layer), pa.float64()) for layer in BREAKDOWN_LAYERS),
 )
 """The points table's columns after `study`, `point` and the axes."""
 
@@ -185,10 +208,34 @@ def tidy_rows(
     return [{**common, **direction_summary(result, d)} for d in directions_of(rw)]
 
 
+def breakdown_means(result: Mapping[str, Any]) -> dict[str, float | None]:
+    """A point's mean time per layer (`breakdown_column` names), over all its jobs' reads,
+    writes and trims: each job's layer means weighted by its I/Os, so the columns add up to
+    the point's mean latency; None for a result without `vmio.breakdown` (a real run)."""
+    entries = (result.get("vmio") or {}).get("breakdown")
+    if not entries:
+        return {breakdown_column(layer): None for layer in BREAKDOWN_LAYERS}
+    jobs = result.get("jobs") or []
+    sums = dict.fromkeys(BREAKDOWN_LAYERS, 0.0)
+    count = 0
+    for i, entry in enumerate(entries):
+        job = jobs[i] if i < len(jobs) else {}
+        n = sum(int((job.get(d) or {}).get("total_ios", 0)) for d in ("read", "write", "trim"))
+        count += n
+        for layer in entry.get("layers") or []:
+            if layer.get("layer") in sums:
+                sums[layer["layer"]] += float(layer.get("mean_ns", 0.0)) * n
+    return {
+        breakdown_column(layer): round(sums[layer] / count, 3) if count else 0.0
+        for layer in BREAKDOWN_LAYERS
+    }
+
+
 def point_row(
     result: Mapping[str, Any], coords: Mapping[str, str], study: str, point: str
 ) -> dict[str, Any]:
-    """The points table's row of one point: its stack, job options, seed and engine."""
+    """The points table's row of one point: its stack, job options, seed and engine, and
+    where its time went (`breakdown_means`)."""
     vmio = result.get("vmio", {})
     return {
         "study": study,
@@ -199,6 +246,7 @@ def point_row(
         "stack_json": json.dumps(vmio.get("stack", {}), sort_keys=True),
         "job_options_json": json.dumps(job_options(result), sort_keys=True),
         "machine_json": json.dumps(vmio.get("machine", {}), sort_keys=True),
+        **breakdown_means(result),
     }
 
 

@@ -77,6 +77,12 @@
 //! part; zeros are counted apart). mean = sum / N, so the layers' means add up to the
 //! job's mean total latency (fio's `lat_ns`: submission + completion), and share = mean /
 //! that mean. Percentiles are each layer's own (they do not add up).
+//!
+//! Sources: the split follows blktrace's `btt` (blktrace's btt/README: a request's life cut
+//! at its trace events into Q2G, G2I, I2D and D2C, whose averages add up to Q2C), carried
+//! from the device's queue up through the virtual disk and the guest; the total is fio's
+//! `lat` (fio's HOWTO "slat, clat, lat"; stat.c `add_lat_sample`), its percentiles read
+//! from fio's histogram layout (metrics.rs, stat.h FIO_IO_U_PLAT_BITS).
 
 use crate::metrics::Buckets;
 use vmio_core::Ns;
