@@ -9,7 +9,7 @@ import json
 from conftest import run_vmio
 from vmio import fioreport
 from vmio.api import simulate
-from vmio.results import BREAKDOWN_LAYERS, breakdown_column
+from vmio.results import breakdown_column, breakdown_layers
 
 STACK = """\
 [[device]]
@@ -63,7 +63,7 @@ def test_every_job_has_a_breakdown_of_every_layer_in_the_shape_the_readers_expec
     assert [e["job"] for e in entries] == [j["jobname"] for j in r["jobs"]]
     for e in entries:
         assert set(e) == {"job", "layers"}
-        assert [x["layer"] for x in e["layers"]] == list(BREAKDOWN_LAYERS)
+        assert [x["layer"] for x in e["layers"]] == list(breakdown_layers())
         for x in e["layers"]:
             assert set(x) == {"layer", "mean_ns", "p50_ns", "p99_ns", "p99.9_ns", "share"}
             assert x["p50_ns"] <= x["p99_ns"] <= x["p99.9_ns"]
@@ -109,7 +109,7 @@ def test_a_studys_points_csv_has_each_points_mean_time_per_layer(tmp_path):
     assert r.returncode == 0, r.stderr
     with (out / "points.csv").open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    columns = [breakdown_column(layer) for layer in BREAKDOWN_LAYERS]
+    columns = [breakdown_column(layer) for layer in breakdown_layers()]
     assert "breakdown_vm_disk_queue_mean_ns" in columns
     assert len(rows) == 4
     for row in rows:

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from vmio.fiojson import DIRECTIONS, job_options  # noqa: F401 (re-exported)
-from vmio.sim import parse_size
+from vmio.sim import native, parse_size
 
 # Which directions a fio `rw=` value exercises (fio's documented rw values).
 _RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
@@ -78,18 +78,11 @@ TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
 )
 """The tidy table's columns after `study` and the axes."""
 
-BREAKDOWN_LAYERS: tuple[str, ...] = (
-    "vm.page_cache",
-    "vm.disk.guest_queue",
-    "vm.disk.queue",
-    "vm.disk.iotune",
-    "page_cache",
-    "scheduler",
-    "device",
-    "cpu",
-    "job",
-)
-"""The layers of the simulator's `vmio.breakdown` (sim/breakdown.rs), in its order."""
+
+def breakdown_layers() -> tuple[str, ...]:
+    """The layers of the simulator's `vmio.breakdown`, in its order (the native module's
+    `BREAKDOWN_LAYERS`, from the simulator's sim/breakdown.rs)."""
+    return tuple(native().BREAKDOWN_LAYERS)
 
 
 def breakdown_column(layer: str) -> str:
@@ -104,9 +97,9 @@ POINTS_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("stack_json", pa.string()),
     ("job_options_json", pa.string()),
     ("machine_json", pa.string()),
-    *((breakdown_column(layer), pa.float64()) for layer in BREAKDOWN_LAYERS),
 )
-"""The points table's columns after `study`, `point` and the axes."""
+"""The points table's columns after `study`, `point` and the axes, before the breakdown's
+(`breakdown_column` of each of `breakdown_layers`, float64)."""
 
 
 def directions_of(rw: str) -> tuple[str, ...]:
@@ -212,11 +205,12 @@ def breakdown_means(result: Mapping[str, Any]) -> dict[str, float | None]:
     """A point's mean time per layer (`breakdown_column` names), over all its jobs' reads,
     writes and trims: each job's layer means weighted by its I/Os, so the columns add up to
     the point's mean latency; None for a result without `vmio.breakdown` (a real run)."""
+    layers = breakdown_layers()
     entries = (result.get("vmio") or {}).get("breakdown")
     if not entries:
-        return {breakdown_column(layer): None for layer in BREAKDOWN_LAYERS}
+        return {breakdown_column(layer): None for layer in layers}
     jobs = result.get("jobs") or []
-    sums = dict.fromkeys(BREAKDOWN_LAYERS, 0.0)
+    sums = dict.fromkeys(layers, 0.0)
     count = 0
     for i, entry in enumerate(entries):
         job = jobs[i] if i < len(jobs) else {}
@@ -226,8 +220,7 @@ def breakdown_means(result: Mapping[str, Any]) -> dict[str, float | None]:
             if layer.get("layer") in sums:
                 sums[layer["layer"]] += float(layer.get("mean_ns", 0.0)) * n
     return {
-        breakdown_column(layer): round(sums[layer] / count, 3) if count else 0.0
-        for layer in BREAKDOWN_LAYERS
+        breakdown_column(layer): round(sums[layer] / count, 3) if count else 0.0 for layer in layers
     }
 
 
@@ -291,6 +284,7 @@ def points_schema(axes: Mapping[str, Sequence[str]] | Sequence[str]) -> pa.Schem
     fields = [pa.field("study", pa.string()), pa.field("point", pa.string())]
     fields += _axis_fields(axes)
     fields += [pa.field(name, typ) for name, typ in POINTS_SCHEMA_FIXED]
+    fields += [pa.field(breakdown_column(layer), pa.float64()) for layer in breakdown_layers()]
     return pa.schema(fields)
 
 
