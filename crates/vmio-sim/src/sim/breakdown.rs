@@ -311,7 +311,7 @@ impl JobBreakdown {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn record(&mut self, parts: Option<&Parts>, lat: Ns) {
         self.n += 1;
         let Some(parts) = parts else {

@@ -840,11 +840,17 @@ impl Sim {
         }
         let l = self.guest.vreqs.get(r);
         l.bd.fin = now;
-        let (disk, lane, host, mut at) = (l.disk, l.lane as usize, l.bd, l.next);
-        while let Some(x) = at {
-            let v = self.guest.vreqs.get(x);
-            v.bd.take_host(&host);
-            at = v.next;
+        let (disk, lane) = (l.disk, l.lane as usize);
+        if let Some(mut at) = l.next {
+            let host = l.bd;
+            loop {
+                let v = self.guest.vreqs.get(at);
+                v.bd.take_host(&host);
+                match v.next {
+                    Some(x) => at = x,
+                    None => break,
+                }
+            }
         }
         // The waiter starts by an event: host_finish runs inside the host cache's actions,
         // which must not call the policy again.

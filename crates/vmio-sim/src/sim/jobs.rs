@@ -847,7 +847,12 @@ impl Sim {
             let at = now - (job.start_ns + job.ramp_ns);
             job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
             if op != Op::Flush {
-                job.bd.record_spent(spent, issue_ns, now, slat_ns + clat);
+                match spent {
+                    // A guest page-cache hit: one layer, recorded here (the hit's path is
+                    // short; a call would be a good part of it).
+                    Spent::Guest => job.bd.record(None, slat_ns + clat),
+                    _ => job.bd.record_spent(spent, issue_ns, now, slat_ns + clat),
+                }
             }
             // A guest's VM counts the bytes its virtual disks move (guestos.rs).
             if job.route == Route::Direct {
