@@ -25,7 +25,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vmio.api import DirectionResult, JobResult, SimResult, simulate
+    from vmio.api import DirectionResult, JobBreakdown, JobResult, LayerTime, SimResult, simulate
     from vmio.fioreport import fio_text
     from vmio.sim import VmioError, parse_size, simulate_text
     from vmio.study.evaluation import StudyResult
@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 _LAZY = {
     "DirectionResult": "vmio.api",
     "Experiment": "vmio.study.experiment",
+    "JobBreakdown": "vmio.api",
     "JobResult": "vmio.api",
+    "LayerTime": "vmio.api",
     "SimResult": "vmio.api",
     "StudyEvent": "vmio.study.runner",
     "StudyResult": "vmio.study.evaluation",
@@ -70,7 +72,9 @@ def __dir__() -> list[str]:
 __all__ = [
     "DirectionResult",
     "Experiment",
+    "JobBreakdown",
     "JobResult",
+    "LayerTime",
     "SimResult",
     "StudyEvent",
     "StudyResult",

@@ -2,7 +2,8 @@
 file's text and returns a typed `SimResult`.
 
 A `SimResult` holds the main figures per job and direction (`JobResult`, `DirectionResult`:
-the same sums and percentiles as a study's tidy table, `vmio.results.direction_summary`)
+the same sums and percentiles as a study's tidy table, `vmio.results.direction_summary`),
+where each job's time went by layer (`SimResult.breakdown`, `JobBreakdown`, `LayerTime`)
 and fio's JSON output as a dict (`SimResult.fio`). It is also a read-only mapping over that
 dict, so `result["jobs"][0]["read"]["bw_bytes"]` reads fio's JSON as the dict that
 `simulate` returned before did.
@@ -63,6 +64,60 @@ class JobResult:
     trim: DirectionResult
 
 
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer's share of a job's latency (`vmio.breakdown`, the simulator's
+    sim/breakdown.rs): the mean over the job's reads, writes and trims (the layers' means add
+    up to the job's mean `lat`), fio-style percentiles of the layer's own time, in ns, and
+    the mean's share of the job's mean latency."""
+
+    layer: str
+    mean_ns: float
+    p50_ns: int
+    p99_ns: int
+    p999_ns: int
+    share: float
+
+
+@dataclass(frozen=True)
+class JobBreakdown:
+    """Where one job's time went: a `LayerTime` per layer of the stack, named as `vmio help
+    stack` names their tables (`vm.page_cache`, `vm.disk.guest_queue`, `vm.disk.queue`,
+    `vm.disk.iotune`, `page_cache`, `scheduler`, `device`, `cpu`, and `job`: fio's own)."""
+
+    job: str
+    layers: tuple[LayerTime, ...]
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> JobBreakdown:
+        return cls(
+            str(entry.get("job", "")),
+            tuple(
+                LayerTime(
+                    str(x["layer"]),
+                    float(x["mean_ns"]),
+                    int(x["p50_ns"]),
+                    int(x["p99_ns"]),
+                    int(x["p99.9_ns"]),
+                    float(x["share"]),
+                )
+                for x in entry.get("layers", [])
+            ),
+        )
+
+    def layer(self, name: str) -> LayerTime:
+        """The layer called `name`."""
+        for x in self.layers:
+            if x.layer == name:
+                return x
+        raise KeyError(f"no layer '{name}'; layers: {', '.join(x.layer for x in self.layers)}")
+
+    @property
+    def mean_ns(self) -> float:
+        """The job's mean latency: the layers' means added up."""
+        return sum(x.mean_ns for x in self.layers)
+
+
 @dataclass(frozen=True, eq=False)
 class SimResult(Mapping[str, Any]):
     """What `simulate` returns: every job's figures, and fio's JSON output (`fio`, a dict;
@@ -83,6 +138,23 @@ class SimResult(Mapping[str, Any]):
             for job in fio.get("jobs", [])
         )
         return cls(fio, jobs, (fio.get("vmio") or {}).get("seed"))
+
+    @property
+    def breakdowns(self) -> tuple[JobBreakdown, ...]:
+        """Where each job's time went, in the order of `jobs` (empty for a result without
+        `vmio.breakdown`, such as a real run's)."""
+        entries = (self.fio.get("vmio") or {}).get("breakdown") or []
+        return tuple(JobBreakdown.of(e) for e in entries)
+
+    def breakdown(self, name: str | None = None) -> JobBreakdown:
+        """Where the first job called `name` (the first job without a name) spent its time."""
+        found = self.breakdowns
+        for b in found:
+            if name is None or b.job == name:
+                return b
+        raise KeyError(
+            f"no breakdown of job '{name}'; jobs: {', '.join(b.job for b in found) or 'none'}"
+        )
 
     def job(self, name: str) -> JobResult:
         """The first job called `name`."""

@@ -306,7 +306,49 @@ def _body_text(result: Mapping[str, Any]) -> str:
                 f"{'-' if err is None else f'{err:.1f} %'}, Jain's index "
                 f"{'-' if jain is None else f'{jain:.3f}'}"
             )
+        lines += _breakdown_lines(vmio.get("breakdown") or [])
     return "\n".join(lines) + "\n"
+
+
+def _ns_text(ns: float) -> str:
+    """A duration in fio's units: ns below 1 us, us below 1 ms, else ms."""
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns / 1e6:.2f} ms"
+
+
+def _breakdown_lines(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where the time went (`vmio.breakdown`, sim/breakdown.rs): per job, each layer that
+    took any time, its mean, share of the mean latency and percentiles."""
+    lines: list[str] = []
+    for job in jobs:
+        layers = [x for x in job.get("layers") or [] if float(x.get("mean_ns", 0)) > 0]
+        if not layers:
+            continue
+        total = sum(float(x["mean_ns"]) for x in layers)
+        lines.append(
+            f"vmio: where the time went, job '{job.get('job')}' (mean lat {_ns_text(total)}):"
+        )
+        rows = [["layer", "mean", "share", "p50", "p99", "p99.9"]]
+        rows += [
+            [
+                str(x["layer"]),
+                _ns_text(float(x["mean_ns"])),
+                f"{100 * float(x.get('share', 0)):.1f} %",
+                _ns_text(int(x.get("p50_ns", 0))),
+                _ns_text(int(x.get("p99_ns", 0))),
+                _ns_text(int(x.get("p99.9_ns", 0))),
+            ]
+            for x in layers
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            cells = [r[0].ljust(widths[0])]
+            cells += [c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)]
+            lines.append("vmio:   " + "  ".join(cells))
+    return lines
 
 
 #: The formats of `--output-format` (fio's `output-format`; a comma list joins several).

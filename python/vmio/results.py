@@ -7,7 +7,9 @@ point's file name, `json/<point>.json`) keys the *points* table (`points.csv`,
 `points.parquet`): one row per point with what is the same for all its directions, stored
 once: the effective stack (`stack_json`), the job's options (`job_options_json`), the seed,
 `engine` ("sim", or "real" for a point run on this machine, `vmio.real.engine`) and
-`machine_json` (the machine, `vmio.real.machine.describe`; "{}" for the simulator).
+`machine_json` (the machine, `vmio.real.machine.describe`; "{}" for the simulator), and
+where the point's time went: the mean ns per layer of the simulator's breakdown
+(`breakdown_<layer>_mean_ns`, `breakdown_means`; empty for a real run).
 
 Columns have one type in both files: an axis column is an integer when every value of the
 axis is written as one (`1`, `0`), a float when every value is a float as Python writes it,
@@ -32,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from vmio.fiojson import DIRECTIONS, job_options  # noqa: F401 (re-exported)
-from vmio.sim import parse_size
+from vmio.sim import native, parse_size
 
 # Which directions a fio `rw=` value exercises (fio's documented rw values).
 _RW_DIRECTIONS: dict[str, tuple[str, ...]] = {
@@ -76,6 +78,19 @@ TIDY_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
 )
 """The tidy table's columns after `study` and the axes."""
 
+
+def breakdown_layers() -> tuple[str, ...]:
+    """The layers of the simulator's `vmio.breakdown`, in its order (the native module's
+    `BREAKDOWN_LAYERS`, from the simulator's sim/breakdown.rs)."""
+    return tuple(native().BREAKDOWN_LAYERS)
+
+
+def breakdown_column(layer: str) -> str:
+    """The points table's column of a layer's mean time: `breakdown_<layer>_mean_ns`, the
+    layer's dots as underscores (`vm.disk.queue` → `breakdown_vm_disk_queue_mean_ns`)."""
+    return f"breakdown_{layer.replace('.', '_')}_mean_ns"
+
+
 POINTS_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("seed", pa.uint64()),
     ("engine", pa.string()),
@@ -83,7 +98,8 @@ POINTS_SCHEMA_FIXED: tuple[tuple[str, pa.DataType], ...] = (
     ("job_options_json", pa.string()),
     ("machine_json", pa.string()),
 )
-"""The points table's columns after `study`, `point` and the axes."""
+"""The points table's columns after `study`, `point` and the axes, before the breakdown's
+(`breakdown_column` of each of `breakdown_layers`, float64)."""
 
 
 def directions_of(rw: str) -> tuple[str, ...]:
@@ -185,10 +201,34 @@ def tidy_rows(
     return [{**common, **direction_summary(result, d)} for d in directions_of(rw)]
 
 
+def breakdown_means(result: Mapping[str, Any]) -> dict[str, float | None]:
+    """A point's mean time per layer (`breakdown_column` names), over all its jobs' reads,
+    writes and trims: each job's layer means weighted by its I/Os, so the columns add up to
+    the point's mean latency; None for a result without `vmio.breakdown` (a real run)."""
+    layers = breakdown_layers()
+    entries = (result.get("vmio") or {}).get("breakdown")
+    if not entries:
+        return {breakdown_column(layer): None for layer in layers}
+    jobs = result.get("jobs") or []
+    sums = dict.fromkeys(layers, 0.0)
+    count = 0
+    for i, entry in enumerate(entries):
+        job = jobs[i] if i < len(jobs) else {}
+        n = sum(int((job.get(d) or {}).get("total_ios", 0)) for d in ("read", "write", "trim"))
+        count += n
+        for layer in entry.get("layers") or []:
+            if layer.get("layer") in sums:
+                sums[layer["layer"]] += float(layer.get("mean_ns", 0.0)) * n
+    return {
+        breakdown_column(layer): round(sums[layer] / count, 3) if count else 0.0 for layer in layers
+    }
+
+
 def point_row(
     result: Mapping[str, Any], coords: Mapping[str, str], study: str, point: str
 ) -> dict[str, Any]:
-    """The points table's row of one point: its stack, job options, seed and engine."""
+    """The points table's row of one point: its stack, job options, seed and engine, and
+    where its time went (`breakdown_means`)."""
     vmio = result.get("vmio", {})
     return {
         "study": study,
@@ -199,6 +239,7 @@ def point_row(
         "stack_json": json.dumps(vmio.get("stack", {}), sort_keys=True),
         "job_options_json": json.dumps(job_options(result), sort_keys=True),
         "machine_json": json.dumps(vmio.get("machine", {}), sort_keys=True),
+        **breakdown_means(result),
     }
 
 
@@ -243,6 +284,7 @@ def points_schema(axes: Mapping[str, Sequence[str]] | Sequence[str]) -> pa.Schem
     fields = [pa.field("study", pa.string()), pa.field("point", pa.string())]
     fields += _axis_fields(axes)
     fields += [pa.field(name, typ) for name, typ in POINTS_SCHEMA_FIXED]
+    fields += [pa.field(breakdown_column(layer), pa.float64()) for layer in breakdown_layers()]
     return pa.schema(fields)
 
 

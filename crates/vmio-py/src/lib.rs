@@ -389,6 +389,11 @@ fn version() -> &'static str {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VmioError", m.py().get_type_bound::<VmioError>())?;
     m.add("Interrupted", m.py().get_type_bound::<Interrupted>())?;
+    // The layers of `vmio.breakdown`, in its order (vmio_sim::sim::breakdown).
+    m.add(
+        "BREAKDOWN_LAYERS",
+        vmio_sim::sim::breakdown::LAYERS.to_vec(),
+    )?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_many, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;

@@ -59,6 +59,49 @@ fn idx_to_val(idx: usize) -> u64 {
     base + ((k as f64 + 0.5) * (1u64 << error_bits) as f64) as u64
 }
 
+/// Counts in fio's latency buckets alone (no count, minimum, maximum or sums): the
+/// histogram of a figure whose count and sum are kept beside it (sim/breakdown.rs), one
+/// increment a value.
+#[derive(Clone)]
+pub struct Buckets(Box<[u64; PLAT_NR]>);
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Buckets(Box::new([0; PLAT_NR]))
+    }
+}
+
+impl Buckets {
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        self.0[val_to_idx(v)] += 1;
+    }
+
+    /// The values recorded.
+    pub fn count(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    pub fn merge(&mut self, o: &Buckets) {
+        for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
+            *a += b;
+        }
+    }
+
+    /// The `k`-th smallest value recorded (1-based), read as fio reads a percentile: its
+    /// bucket's value; 0 when fewer than `k` were recorded.
+    pub fn nth(&self, k: u64) -> u64 {
+        let mut acc = 0;
+        for (i, &c) in self.0.iter().enumerate() {
+            acc += c;
+            if acc >= k {
+                return idx_to_val(i);
+            }
+        }
+        0
+    }
+}
+
 #[derive(Clone)]
 pub struct LatencyStats {
     buckets: Box<[u64]>,

@@ -334,6 +334,7 @@ pub fn fio_json(out: &RunOutput) -> Value {
             "events": r.events,
         }
     });
+    v["vmio"]["breakdown"] = breakdown_json(&r.jobs);
     let logs = logs_json(&r.jobs);
     if !logs.is_empty() {
         v["vmio"]["logs"] = Value::Array(logs);
@@ -373,6 +374,36 @@ pub fn fio_json(out: &RunOutput) -> Value {
         );
     }
     v
+}
+
+/// `vmio.breakdown`: per `jobs` entry (clones summed as fio's group_reporting sums them),
+/// each layer's share of its reads', writes' and trims' latency (sim/breakdown.rs): mean,
+/// p50, p99, p99.9 (ns) and share of the mean.
+fn breakdown_json(jobs: &[JobReport]) -> Value {
+    report_entries(jobs)
+        .iter()
+        .map(|e| {
+            let mut b = e[0].breakdown.clone();
+            for j in &e[1..] {
+                b.merge(&j.breakdown);
+            }
+            let layers: Vec<Value> = b
+                .figures()
+                .iter()
+                .map(|f| {
+                    json!({
+                        "layer": f.layer,
+                        "mean_ns": crate::metrics::round6(f.mean_ns),
+                        "p50_ns": f.p50_ns,
+                        "p99_ns": f.p99_ns,
+                        "p99.9_ns": f.p999_ns,
+                        "share": crate::metrics::round6(f.share),
+                    })
+                })
+                .collect();
+            json!({"job": e[0].name, "layers": layers})
+        })
+        .collect()
 }
 
 /// A guest's `disks`: the guest policy's figures of each disk, with its block layer's

@@ -27,7 +27,8 @@ values with the reference figures (PASS within the experiment's tolerance).
 
 Written to the output directory:
   results.csv, results.parquet  tidy table, one row per point and I/O direction
-  points.csv, points.parquet    one row per point: its stack and job (keyed by 'point')
+  points.csv, points.parquet    one row per point: its stack and job (keyed by 'point'),
+                                its mean time per layer (breakdown_<layer>_mean_ns)
   calibration.csv               the calibration table
   figure.png                    bandwidth vs block size per layout, reference figures marked
   tables.txt                    what was printed on stdout

@@ -291,13 +291,15 @@ impl Sim {
     /// The device model has taken request `r`: QEMU's block layer starts it.
     #[inline]
     pub(super) fn block_start(&mut self, now: Ns, r: usize) {
+        self.guest.vreqs.get(r).bd.host = now;
         self.throttle_or_start(now, r)
     }
 
     /// Request `r` goes on to the format driver (after throttling, when the disk has it).
     #[inline]
     pub(super) fn block_resume(&mut self, now: Ns, r: usize) {
-        let v = self.guest.vreqs.get_ref(r);
+        let v = self.guest.vreqs.get(r);
+        v.bd.thr = now;
         let disk = v.disk;
         let Some(driver) = self.image.drivers[disk].as_mut() else {
             return self.host_start(now, r);
@@ -310,11 +312,13 @@ impl Sim {
             len: v.host_len,
         };
         driver.on_request(now, req, &mut self.image.actions);
-        self.image_act(now, disk);
+        self.image_act(now, disk, None);
     }
 
     /// Sub-request `h` of a format driver completed at the host (an ImageDone event).
     pub(super) fn image_done(&mut self, now: Ns, h: usize) {
+        let b = self.guest.vreqs.get_ref(h).bd;
+        let dev = Some((b.sched, b.dev)).filter(|&(q, d)| q + d > 0);
         let (disk, token) = self.guest.remove_sub(h);
         if let Some(g) = self.image.gates[disk].as_mut() {
             let mut ready = Vec::new();
@@ -328,14 +332,17 @@ impl Sim {
         }
         if let Some(driver) = self.image.drivers[disk].as_mut() {
             driver.on_done(now, token, &mut self.image.actions);
-            self.image_act(now, disk);
+            self.image_act(now, disk, dev);
         }
     }
 
     /// Carry out the driver's actions in order, then empty the buffer. Never reentered: a
     /// driver runs only from block_resume and image_done, which events call, and no action
     /// calls a driver synchronously (sub-request completions come back as events).
-    fn image_act(&mut self, now: Ns, disk: usize) {
+    /// Carry out the driver's actions; `dev`: the scheduler's and device's time of the
+    /// sub-request whose completion the driver answered (breakdown.rs), for a request it
+    /// completes.
+    fn image_act(&mut self, now: Ns, disk: usize, dev: Option<(Ns, Ns)>) {
         let mut i = 0;
         while let Some(&a) = self.image.actions.get(i) {
             i += 1;
@@ -371,7 +378,13 @@ impl Sim {
                     let h = self.guest.insert_sub(disk, Op::Read, 0, 0, token);
                     self.q.push(now + ns, Event::ImageDone(h).pack());
                 }
-                ImageAction::Complete { req } => self.host_finish(now, req as usize),
+                ImageAction::Complete { req } => {
+                    if let Some((sched, dev)) = dev {
+                        let b = &mut self.guest.vreqs.get(req as usize).bd;
+                        (b.sched, b.dev) = (sched, dev);
+                    }
+                    self.host_finish(now, req as usize)
+                }
             }
         }
         self.image.actions.clear();

@@ -69,6 +69,7 @@
 //! [`vmio_core::sched`]; block/partitions/core.c (`add_partition`: a partition is a
 //! start and a length on its disk, its I/O the disk's, offset by the start).
 
+use super::breakdown::DevTimes;
 use super::event::Event;
 use super::{Sim, SimError};
 use crate::device::{build_device_seeded, Busy, DevCmd, Device, DeviceStats};
@@ -118,6 +119,8 @@ pub(super) struct DevState {
     /// Barriers of requests the block layer completed without the device, handed back at
     /// the next SchedWake.
     at_once: Vec<u64>,
+    /// When the request in each queue slot was dispatched to the device (breakdown.rs).
+    dispatched: Vec<Ns>,
 }
 
 impl DevState {
@@ -252,6 +255,7 @@ pub(super) fn build_devices(
             sent_busy: Busy::default(),
             caps: hw.model.caps(),
             at_once: Vec::new(),
+            dispatched: vec![0; hw.model.queue_depth().max(1)],
         });
     }
     Ok((hws, devs))
@@ -406,8 +410,13 @@ impl Sim {
         let h = &mut self.blockq.hws[d.hw];
         let model = &mut h.model;
         let (tag_base, start, busy) = (d.tag_base, d.start_bytes, &mut d.sent_busy);
+        let dispatched = &mut d.dispatched;
         d.queue.dispatch(now, |slot, io| {
             busy.start(now);
+            if slot >= dispatched.len() {
+                dispatched.resize(slot + 1, 0);
+            }
+            dispatched[slot] = now;
             model.submit(
                 now,
                 DevCmd {
@@ -461,7 +470,13 @@ impl Sim {
         for &tag in &done {
             let dev = self.blockq.hws[hw].members[(tag >> MEMBER_SHIFT) as usize];
             let d = &mut self.blockq.devs[dev];
-            let io = d.queue.complete(now, (tag & SLOT_MASK) as usize);
+            let slot = (tag & SLOT_MASK) as usize;
+            let io = d.queue.complete(now, slot);
+            let times = DevTimes {
+                queued: io.queued_ns,
+                dispatched: d.dispatched[slot],
+                done: now,
+            };
             d.sent.count(io.op, io.len_bytes);
             d.sent_busy.end(now);
             for tag in io.tags() {
@@ -471,7 +486,7 @@ impl Sim {
                     let flush = flush_io(tag & !POSTFLUSH, io.owner, now);
                     self.blockq.devs[dev].queue.insert(now, flush);
                 } else {
-                    self.barrier_done(now, tag as usize);
+                    self.barrier_done(now, tag as usize, Some(times));
                 }
             }
         }
@@ -487,20 +502,22 @@ impl Sim {
     pub(super) fn sched_wake(&mut self, now: Ns, dev: usize) {
         let done = std::mem::take(&mut self.blockq.devs[dev].at_once);
         for &b in &done {
-            self.barrier_done(now, b as usize);
+            self.barrier_done(now, b as usize, None);
         }
         self.blockq.devs[dev].queue.woke(now);
         self.pump(now, dev)
     }
 
-    pub(super) fn barrier_done(&mut self, now: Ns, b: usize) {
+    /// One device request of barrier `b` is done (`dev`: its times; None: done without the
+    /// device); the last continues the barrier's operation with its times.
+    pub(super) fn barrier_done(&mut self, now: Ns, b: usize, dev: Option<DevTimes>) {
         let bar = self.blockq.barriers.get(b);
         bar.remaining -= 1;
         if bar.remaining > 0 {
             return;
         }
         let cont = self.blockq.barriers.remove(b).cont;
-        self.barrier_continue(now, cont);
+        self.barrier_continue(now, cont, dev);
     }
 }
 

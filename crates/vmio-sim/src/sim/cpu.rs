@@ -126,6 +126,21 @@ const ID_BITS: u32 = 56;
 const ID_MASK: u64 = (1 << ID_BITS) - 1;
 
 impl Work {
+    /// The virtual-disk request whose work it is, if any.
+    #[inline]
+    fn request(self) -> Option<usize> {
+        match self {
+            Work::GuestSubmit(r)
+            | Work::VmmSubmit(r)
+            | Work::KernelDone(r)
+            | Work::VmmComplete(r)
+            | Work::GuestComplete(r)
+            | Work::PoolSubmit(r)
+            | Work::PoolComplete(r) => Some(r),
+            Work::Job(_) | Work::Periodic => None,
+        }
+    }
+
     fn pack(self) -> u64 {
         let (k, id) = match self {
             Work::Job(i) => (0, i),
@@ -170,6 +185,9 @@ pub struct ThreadLabel {
 
 pub(super) struct CpuLayer {
     sched: Box<dyn CpuScheduler>,
+    /// Per virtual-disk request (by its slab index): its CPU items' wait for a core so far,
+    /// and when the item in flight would be done without waiting (breakdown.rs).
+    waits: Vec<(Ns, Ns)>,
     /// `[cpu] model = "cfs"`: I/O and periodic work are priced on the CPU.
     pub(super) priced: bool,
     pub(super) costs: HvCosts,
@@ -264,6 +282,7 @@ pub(super) fn build(
     let native = stack.host.hypervisor == "native";
     let xen = stack.host.hypervisor == "xen";
     let mut l = CpuLayer {
+        waits: Vec::new(),
         sched,
         priced,
         costs: HvCosts::from_values(values),
@@ -485,6 +504,16 @@ fn half(ns: Ns, first: bool) -> Ns {
 }
 
 impl CpuLayer {
+    /// Request `r`'s CPU items' wait for a core (0 unless priced).
+    #[inline]
+    pub(super) fn wait_of(&self, r: usize) -> Ns {
+        if self.priced {
+            self.waits.get(r).map_or(0, |w| w.0)
+        } else {
+            0
+        }
+    }
+
     fn add(
         &mut self,
         spec: ThreadSpec,
@@ -550,6 +579,18 @@ impl Sim {
             self.q.push(now, Event::CpuWake.pack());
         }
         let ns = c.time_on(t, ns);
+        if let Some(r) = w.request() {
+            // Done at now + ns unless it waits for a core (breakdown.rs).
+            let waits = &mut c.waits;
+            if waits.len() <= r {
+                waits.resize(r + 1, (0, 0));
+            }
+            if matches!(w, Work::GuestSubmit(_)) {
+                // Its first item: a new request in the slab's slot.
+                waits[r].0 = 0;
+            }
+            waits[r].1 = now + ns;
+        }
         c.sched
             .submit(now, t, ns, w.pack())
             .expect("threads are built by cpu::build");
@@ -582,6 +623,12 @@ impl Sim {
     }
 
     fn cpu_done(&mut self, now: Ns, w: Work) {
+        let mut waited = 0;
+        if let Some(r) = w.request() {
+            let (wait, due) = &mut self.cpu.waits[r];
+            waited = now.saturating_sub(*due);
+            *wait += waited;
+        }
         match w {
             Work::Job(j) => self.cpu_job_done(now, j),
             Work::GuestSubmit(r) => match self.vmm_thread(r) {
@@ -603,6 +650,10 @@ impl Sim {
                 let mut at = Some(r);
                 while let Some(x) = at {
                     at = self.guest.next_part(x);
+                    if x != r {
+                        // The host request's completion on the kernel thread is each part's.
+                        self.cpu.waits[x].0 += waited;
+                    }
                     match self.cpu.worker_of.get(&x) {
                         Some(&w) => {
                             let ns = half(self.guest.pool_cpu_ns(x), false);

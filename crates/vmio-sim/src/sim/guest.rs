@@ -61,6 +61,7 @@
 //! `virtio_blk_submit_multireq`; a queue's requests are handled by the AioContext of its
 //! iothread or the main loop); the costs come from [`crate::vdisk`].
 
+use super::breakdown::{Parts, Spent, Stamps};
 use super::event::Event;
 use super::Sim;
 use crate::vdisk::aio::Slots;
@@ -117,6 +118,8 @@ pub(super) struct VReq {
     batch_k: u32,
     /// When its share of the NBD path's CPU ends (vmio_core::nbd, the CPU bound; 0 without).
     cpu_done: Ns,
+    /// Its times at the layers' boundaries (breakdown.rs).
+    pub(super) bd: Stamps,
 }
 
 /// A virtual disk: its interface model, its VMM threads (lanes), the tags, the engine's
@@ -508,6 +511,7 @@ impl GuestState {
             pending: 0,
             batch_k: 0,
             cpu_done: 0,
+            bd: Stamps::default(),
         });
         self.vreqs.get(h).lead = h;
         h
@@ -713,7 +717,7 @@ impl Sim {
             let mut host_len = 0;
             for &i in group {
                 let (slot, io) = &started[i];
-                let r = self.new_vreq(disk, *slot, io, lanes, group.len() as u32, k as u32);
+                let r = self.new_vreq(now, disk, *slot, io, lanes, group.len() as u32, k as u32);
                 self.guest.vreqs.get(r).lead = if lead == usize::MAX { r } else { lead };
                 match prev {
                     None => lead = r,
@@ -751,15 +755,17 @@ impl Sim {
             }
         }
         let lanes = d.lanes();
-        let r = self.new_vreq(disk, slot, &rq, lanes, 1, 0);
+        let r = self.new_vreq(now, disk, slot, &rq, lanes, 1, 0);
         self.guest.vreqs.get(r).lead = r;
         self.vdisk_start(now, r)
     }
 
     /// The VReq of request `io` started in `slot`: the `k`-th host request of its
     /// notification, of `parts` parts (its leader and links set by the caller).
+    #[allow(clippy::too_many_arguments)]
     fn new_vreq(
         &mut self,
+        now: Ns,
         disk: usize,
         slot: usize,
         io: &Rq,
@@ -783,6 +789,7 @@ impl Sim {
             pending: parts,
             batch_k: k,
             cpu_done: 0,
+            bd: Stamps::at(now),
         })
     }
 
@@ -831,8 +838,20 @@ impl Sim {
         if self.guest.vreqs.get_ref(r).sub.is_some() {
             return self.sub_finish(now, r);
         }
-        let v = self.guest.vreqs.get_ref(r);
-        let (disk, lane) = (v.disk, v.lane as usize);
+        let l = self.guest.vreqs.get(r);
+        l.bd.fin = now;
+        let (disk, lane) = (l.disk, l.lane as usize);
+        if let Some(mut at) = l.next {
+            let host = l.bd;
+            loop {
+                let v = self.guest.vreqs.get(at);
+                v.bd.take_host(&host);
+                match v.next {
+                    Some(x) => at = x,
+                    None => break,
+                }
+            }
+        }
         // The waiter starts by an event: host_finish runs inside the host cache's actions,
         // which must not call the policy again.
         if let Some(next) = self.guest.vdisks[disk].slots[lane].release() {
@@ -867,6 +886,7 @@ impl Sim {
 
     pub(super) fn guest_done(&mut self, now: Ns, r: usize) {
         let v = self.guest.vreqs.remove(r);
+        let cpu_wait = self.cpu.wait_of(r);
         let d = &mut self.guest.vdisks[v.disk];
         let set = d.tag_set(v.queue);
         // The tag and the request are free; a waiting submitter's request enters.
@@ -886,11 +906,13 @@ impl Sim {
                     let slat = self.guest.vdisks[v.disk]
                         .model
                         .guest_submit_for(v.op, v.offset, v.len);
-                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat);
+                    let spent = Spent::Request(&v.bd, cpu_wait);
+                    self.io_done(now, j, g.op, g.len, g.issue_ns, slat, spent);
                 }
                 Origin::Guest { vm, token } => {
                     self.work.count_vm_bytes(now, vm as usize, g.len);
-                    self.guest_os_done(now, vm as usize, token)
+                    let parts: Parts = v.bd.parts(g.issue_ns, now, cpu_wait);
+                    self.guest_os_done(now, vm as usize, token, &parts)
                 }
             }
         }

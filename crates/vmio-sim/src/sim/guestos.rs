@@ -21,6 +21,7 @@
 //! each submitted under blk_start_plug in Linux. The plug is flushed before a Complete (the
 //! application's call returns) and after the last action.
 
+use super::breakdown::Parts;
 use super::event::Event;
 use super::guest::Origin;
 use super::Sim;
@@ -42,7 +43,13 @@ pub(super) struct App {
     pub(super) issue_ns: Ns,
     /// The workload thread of a file step.
     pub(super) tag: Option<u32>,
+    /// The parts of the block request whose completion released it, in `Guests::below`
+    /// (breakdown.rs; [`NO_PARTS`]: none did).
+    pub(super) bd: u32,
 }
+
+/// An operation no block request released (yet).
+pub(super) const NO_PARTS: u32 = u32::MAX;
 
 /// One VM's guest.
 pub(super) struct GuestVm {
@@ -66,6 +73,8 @@ impl GuestVm {
 pub(super) struct Guests {
     pub(super) vms: Vec<Option<GuestVm>>,
     pub(super) apps: Slab<App>,
+    /// The parts of the block requests that released operations in flight (App::bd).
+    below: Slab<Parts>,
     /// Action buffers: a completion carried out inside `guest_actions` may start the job's
     /// next operation, which needs a buffer of its own (a pool, so none is allocated per
     /// request).
@@ -77,6 +86,7 @@ impl Guests {
         Guests {
             vms,
             apps: Slab::new(),
+            below: Slab::new(),
             pool: Vec::new(),
         }
     }
@@ -91,11 +101,18 @@ impl Guests {
 
 impl Sim {
     /// Call VM `vm`'s guest with an action buffer from the pool, then carry out its actions.
-    fn drive(&mut self, now: Ns, vm: usize, call: impl FnOnce(&mut GuestOs, &mut Vec<Action>)) {
+    /// `below`: the parts of the block request whose completion the guest answers.
+    fn drive(
+        &mut self,
+        now: Ns,
+        vm: usize,
+        below: Option<&Parts>,
+        call: impl FnOnce(&mut GuestOs, &mut Vec<Action>),
+    ) {
         let mut out = self.guests.pool.pop().unwrap_or_default();
         let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
         call(&mut g.os, &mut out);
-        self.guest_actions(now, vm, &mut out);
+        self.guest_actions(now, vm, &mut out, below);
         self.guests.pool.push(out);
     }
 
@@ -103,26 +120,27 @@ impl Sim {
     pub(super) fn app_issue(&mut self, now: Ns, app: App, op: AppOp) {
         let vm = app.vm as usize;
         let id = self.guests.apps.insert(app) as u32;
-        self.drive(now, vm, |os, out| os.on_app(now, id, op, out));
+        self.drive(now, vm, None, |os, out| os.on_app(now, id, op, out));
     }
 
     /// A virtual-disk request the guest asked for completed.
-    pub(super) fn guest_os_done(&mut self, now: Ns, vm: usize, token: Token) {
-        self.drive(now, vm, |os, out| os.on_done(now, token, out));
+    pub(super) fn guest_os_done(&mut self, now: Ns, vm: usize, token: Token, parts: &Parts) {
+        self.drive(now, vm, Some(parts), |os, out| os.on_done(now, token, out));
     }
 
     pub(super) fn guest_copy_done(&mut self, now: Ns, app: usize) {
         let vm = self.guests.apps.get(app).vm as usize;
-        self.drive(now, vm, |os, out| os.on_copied(now, app as u32, out));
+        self.drive(now, vm, None, |os, out| os.on_copied(now, app as u32, out));
     }
 
     pub(super) fn guest_timer(&mut self, now: Ns, vm: usize) {
-        self.drive(now, vm, |os, out| os.on_timer(now, out));
+        self.drive(now, vm, None, |os, out| os.on_timer(now, out));
     }
 
     /// Carry out the guest's actions (the buffer is empty afterwards): the requests of one
     /// call are one plug (guest.rs), flushed before an operation completes and at the end.
-    fn guest_actions(&mut self, now: Ns, vm: usize, out: &mut Vec<Action>) {
+    /// `below`: the parts an operation completed or copied now takes (breakdown.rs).
+    fn guest_actions(&mut self, now: Ns, vm: usize, out: &mut Vec<Action>, below: Option<&Parts>) {
         let base = self.disk_base[vm];
         self.plug_start();
         for a in out.drain(..) {
@@ -157,6 +175,14 @@ impl Sim {
                     0,
                 ),
                 Action::Copy { req, bytes, .. } => {
+                    if let Some(p) = below {
+                        let g = &mut self.guests;
+                        let app = g.apps.get(req as usize);
+                        match app.bd {
+                            NO_PARTS => app.bd = g.below.insert(*p) as u32,
+                            i => *g.below.get(i as usize) = *p,
+                        }
+                    }
                     let g = self.guests.vms[vm].as_mut().expect("the VM has a guest");
                     let t = now.max(g.copy_busy) + transfer_ns(bytes, g.copy_rate);
                     g.copy_busy = t;
@@ -167,7 +193,11 @@ impl Sim {
                     // is a submission of its own.
                     self.plug_finish(now);
                     let app = self.guests.apps.remove(req as usize);
-                    self.app_done(now, app);
+                    let copied = match app.bd {
+                        NO_PARTS => None,
+                        i => Some(self.guests.below.remove(i as usize)),
+                    };
+                    self.app_done(now, app, below.or(copied.as_ref()));
                     self.plug_start();
                 }
                 Action::Timer { at } => {

@@ -26,6 +26,7 @@
 //! to the buffer while it is read.
 
 use super::blockq::{Barrier, Cont};
+use super::breakdown::DevTimes;
 use super::event::Event;
 use super::{Sim, SimError};
 use vmio_core::cache::pdc::JournalDetector;
@@ -84,7 +85,7 @@ impl Sim {
         self.cache
             .policy
             .on_request(now, req, &mut self.cache.actions);
-        self.host_act(now);
+        self.host_act(now, None);
     }
 
     pub(super) fn after_copy(&mut self, now: Ns, r: usize) {
@@ -94,28 +95,31 @@ impl Sim {
         self.cache
             .policy
             .on_copied(now, r as u32, &mut self.cache.actions);
-        self.host_act(now);
+        self.host_act(now, None);
     }
 
     pub(super) fn wb_timer(&mut self, now: Ns) {
         self.cache.policy.on_timer(now, &mut self.cache.actions);
-        self.host_act(now);
+        self.host_act(now, None);
     }
 
     /// All device requests of a barrier completed: hand its token back to the policy.
-    pub(super) fn barrier_continue(&mut self, now: Ns, cont: Cont) {
+    /// `dev`: the times of the device request that completed the barrier (breakdown.rs).
+    pub(super) fn barrier_continue(&mut self, now: Ns, cont: Cont, dev: Option<DevTimes>) {
         if vmio_core::hostfs::is_fs_token(cont) {
-            return self.fs_done(now, cont);
+            return self.fs_done(now, cont, dev);
         }
         self.cache
             .policy
             .on_done(now, cont, &mut self.cache.actions);
-        self.host_act(now);
+        self.host_act(now, dev);
     }
 
     /// Carry out the policy's actions in order, then empty the buffer for the next call.
+    /// `dev`: the device times of the barrier whose completion the policy answered, given to
+    /// each request it completes or copies (breakdown.rs).
     #[inline(always)]
-    fn host_act(&mut self, now: Ns) {
+    fn host_act(&mut self, now: Ns, dev: Option<DevTimes>) {
         let mut i = 0;
         while let Some(&a) = self.cache.actions.get(i) {
             match a {
@@ -150,6 +154,9 @@ impl Sim {
                     complete,
                 } => {
                     let r = req as usize;
+                    if let Some(d) = dev {
+                        self.guest.vreqs.get(r).bd.device(d);
+                    }
                     if self.cache.copy_completes.len() <= r {
                         self.cache.copy_completes.resize(r + 1, false);
                     }
@@ -157,7 +164,12 @@ impl Sim {
                     let t = self.copy_done(now, bytes);
                     self.q.push(t, Event::HostDone(req as usize).pack());
                 }
-                Action::Complete { req } => self.host_finish(now, req as usize),
+                Action::Complete { req } => {
+                    if let Some(d) = dev {
+                        self.guest.vreqs.get(req as usize).bd.device(d);
+                    }
+                    self.host_finish(now, req as usize)
+                }
                 Action::Timer { at } => self.q.push(at, Event::WbTimer.pack()),
             }
             i += 1;

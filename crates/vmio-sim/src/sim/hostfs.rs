@@ -23,6 +23,7 @@
 //! A Wake's token waits in a slab until its event comes (the event carries the slot).
 
 use super::blockq::Barrier;
+use super::breakdown::DevTimes;
 use super::event::Event;
 use super::{Sim, SimError};
 use vmio_core::cache::Token;
@@ -140,14 +141,14 @@ impl Sim {
         self.hostfs
             .policy()
             .on_io(now, disk, op, offset, len, sync, token, &mut out);
-        self.fs_act(now, out);
+        self.fs_act(now, out, None);
     }
 
     /// A Flush action of the host cache for a disk on a filesystem volume (its fdatasync).
     pub(super) fn fs_flush(&mut self, now: Ns, disk: u32, token: Token) {
         let mut out = std::mem::take(&mut self.hostfs.actions);
         self.hostfs.policy().on_flush(now, disk, token, &mut out);
-        self.fs_act(now, out);
+        self.fs_act(now, out, None);
     }
 
     /// QEMU's write-zeroes on `disk`'s image file, a file of a filesystem volume
@@ -164,25 +165,27 @@ impl Sim {
         self.hostfs
             .policy()
             .on_zero_range(now, disk as u32, offset, len, token, &mut out);
-        self.fs_act(now, out);
+        self.fs_act(now, out, None);
     }
 
     /// A barrier or a wake-up of the policy's token completed.
-    pub(super) fn fs_done(&mut self, now: Ns, token: Token) {
+    /// `dev`: the times of the device request that completed it (breakdown.rs).
+    pub(super) fn fs_done(&mut self, now: Ns, token: Token, dev: Option<DevTimes>) {
         let mut out = std::mem::take(&mut self.hostfs.actions);
         self.hostfs.policy().on_done(now, token, &mut out);
-        self.fs_act(now, out);
+        self.fs_act(now, out, dev);
     }
 
     /// FsWake: the wake-up in `slot` is due.
     pub(super) fn fs_wake(&mut self, now: Ns, slot: usize) {
         let token = self.hostfs.wakes.remove(slot);
-        self.fs_done(now, token);
+        self.fs_done(now, token, None);
     }
 
     /// Carry out the policy's actions in order. A Done hands a token to the host cache
     /// policy, whose own actions may come back here with another buffer.
-    fn fs_act(&mut self, now: Ns, mut out: Vec<FsAction>) {
+    /// `dev`: the device times a Done hands on to the host cache (breakdown.rs).
+    fn fs_act(&mut self, now: Ns, mut out: Vec<FsAction>, dev: Option<DevTimes>) {
         for &a in &out {
             match a {
                 FsAction::Io {
@@ -210,7 +213,7 @@ impl Sim {
                 FsAction::Done { token } if token.0 & ZERO_RANGE_TOKEN != 0 => {
                     self.sub_finish(now, (token.0 & !ZERO_RANGE_TOKEN) as usize)
                 }
-                FsAction::Done { token } => self.barrier_continue(now, token),
+                FsAction::Done { token } => self.barrier_continue(now, token, dev),
             }
         }
         out.clear();

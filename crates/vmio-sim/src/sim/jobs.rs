@@ -72,9 +72,10 @@
 //! `invalidate`, `read_iolog` with `replay_no_stall`; FileBench personalities and the `app=`
 //! applications (one file operation outstanding per thread).
 
+use super::breakdown::{app_parts, JobBreakdown, Parts, Spent};
 use super::event::Event;
 use super::guest::Origin;
-use super::guestos::App;
+use super::guestos::{App, NO_PARTS};
 use super::{DiskPlace, JobBinding, Sim, SimError};
 use crate::metrics::DirStats;
 use vmio_core::fio::engine::{sync_issue, SyncIssue};
@@ -130,18 +131,24 @@ pub(super) struct JobState {
     sync_blocked: bool,
     /// Completions while `sync_blocked`: op, bytes, issue time, submission latency; reaped
     /// (accounted) when the thread next stops issuing after the sync (`Sim::reap_held`).
-    unreaped: Vec<(Option<Op>, u64, Ns, Ns)>,
+    unreaped: Vec<Held>,
     /// The workload named a time (`Step::At`); its Arrival event is queued.
     arrival_pending: bool,
     /// The workload asked for nothing more until nothing is outstanding (`Step::Drain`).
     draining: bool,
     pub(super) stats: [DirStats; 4],
+    /// Its reads', writes' and trims' latency by layer (breakdown.rs).
+    pub(super) bd: JobBreakdown,
     /// The tag of the job's CPU step in flight (CPU jobs run one step at a time).
     cpu_tag: u32,
     /// fio's rate, thinktime, rate_min, startdelay and iodepth batching (`Pacing`); None:
     /// the job sets none of them.
     pace: Option<Box<Pacing>>,
 }
+
+/// A completion held while the job's thread is in a blocking sync: op, bytes, issue time,
+/// submission latency and its parts by layer.
+type Held = (Option<Op>, u64, Ns, Ns, Option<Parts>);
 
 /// A job's pacing state (module doc: "pacing").
 struct Pacing {
@@ -414,6 +421,7 @@ impl JobDriver {
                     arrival_pending: false,
                     draining: false,
                     stats: crate::metrics::job_stats(&b.spec).map_err(SimError::Job)?,
+                    bd: JobBreakdown::default(),
                     cpu_tag: 0,
                     pace,
                 });
@@ -716,6 +724,7 @@ impl Sim {
                         len: op.bytes(),
                         issue_ns: now,
                         tag: Some(tag),
+                        bd: NO_PARTS,
                     };
                     self.app_issue(now, app, AppOp::File { handle, op });
                 }
@@ -753,6 +762,10 @@ impl Sim {
                 // One I/O at a time: depth 1, done NULL_IO_NS after now.
                 let at = now + NULL_IO_NS - from;
                 job.stats[dir_index(op)].record(at, 1, len, 0, NULL_IO_NS);
+                if op != Op::Flush {
+                    // fio's own loop: the job layer.
+                    job.bd.record(Some(&[0; 9]), NULL_IO_NS);
+                }
             }
             job.arrival_pending = true;
             self.q.push(now + NULL_IO_NS, Event::Arrival(j).pack());
@@ -776,6 +789,7 @@ impl Sim {
             len,
             issue_ns: now,
             tag: None,
+            bd: NO_PARTS,
         };
         let local = (disk - self.disk_base[vm as usize]) as u32;
         self.app_issue(
@@ -803,23 +817,28 @@ impl Sim {
             let tag = job.cpu_tag;
             job.work.completed(tag);
         }
-        self.io_done(now, j, None, 0, now, 0);
+        self.io_done(now, j, None, 0, now, 0, Spent::Guest);
     }
 
     /// The guest completed application operation `app`.
-    pub(super) fn app_done(&mut self, now: Ns, app: App) {
+    /// `below`: the parts of the block request that released it (breakdown.rs).
+    pub(super) fn app_done(&mut self, now: Ns, app: App, below: Option<&Parts>) {
         let j = app.job;
         if let Some(tag) = app.tag {
             self.work.jobs[j].work.completed(tag);
         }
-        self.io_done(now, j, app.op, app.len, app.issue_ns, 0);
+        let parts = below.map(|b| app_parts(b, app.issue_ns, now));
+        let spent = parts.as_ref().map_or(Spent::Guest, Spent::Parts);
+        self.io_done(now, j, app.op, app.len, app.issue_ns, 0, spent);
     }
 
     /// Job `j`'s request (`op` of `len` bytes issued at `issue_ns`; no direction: no data,
-    /// not counted) completed, its submission having taken `slat_ns`: account it, then issue
+    /// not counted) completed, its submission having taken `slat_ns` and its time in each
+    /// layer as `spent` says (breakdown.rs): account it, then issue
     /// what waited for it. While the job's thread is in a blocking sync, a completion other
     /// than the sync's is held: it keeps its slot and is reaped (accounted) when the thread
     /// next stops issuing (`try_issue`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn io_done(
         &mut self,
         now: Ns,
@@ -828,13 +847,15 @@ impl Sim {
         len: u64,
         issue_ns: Ns,
         slat_ns: Ns,
+        spent: Spent,
     ) {
         let op = op.into();
         let disk = self.work.jobs[j].disk;
         let job = &mut self.work.jobs[j];
         if job.sync_blocked {
             if op != Some(Op::Flush) {
-                self.hold(now, j, op, len, issue_ns, slat_ns);
+                let parts = spent.parts(issue_ns, now);
+                self.hold(now, j, (op, len, issue_ns, slat_ns, parts));
                 return;
             }
             job.sync_blocked = false;
@@ -846,6 +867,14 @@ impl Sim {
             let clat = now.saturating_sub(issue_ns + slat_ns);
             let at = now - (job.start_ns + job.ramp_ns);
             job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat_ns, clat);
+            if op != Op::Flush {
+                match spent {
+                    // A guest page-cache hit: one layer, recorded here (the hit's path is
+                    // short; a call would be a good part of it).
+                    Spent::Guest => job.bd.record(None, slat_ns + clat),
+                    _ => job.bd.record_spent(spent, issue_ns, now, slat_ns + clat),
+                }
+            }
             // A guest's VM counts the bytes its virtual disks move (guestos.rs).
             if job.route == Route::Direct {
                 timeline = len;
@@ -872,7 +901,8 @@ impl Sim {
     /// A completion while job `j`'s thread is in a blocking sync: it keeps its slot until
     /// the thread reaps it ([`Sim::reap_held`]); the VM counts the bytes its disk moved now.
     #[cold]
-    fn hold(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64, issue: Ns, slat: Ns) {
+    fn hold(&mut self, now: Ns, j: usize, held: Held) {
+        let (op, len) = (held.0, held.1);
         let job = &mut self.work.jobs[j];
         let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
         let moved = if measured && op.is_some() && job.route == Route::Direct {
@@ -880,7 +910,7 @@ impl Sim {
         } else {
             0
         };
-        job.unreaped.push((op, len, issue, slat));
+        job.unreaped.push(held);
         let vm = self.disks[job.disk].owner as usize;
         self.work.count_vm_bytes(now, vm, moved);
     }
@@ -888,7 +918,17 @@ impl Sim {
     /// fio reaps job `j`'s request at `now`: it leaves the queue and its latencies are
     /// recorded (in the measured window). `io_done` writes the same steps out on its hot path
     /// (calling this from there cost 25-35 instructions an I/O on the page-cache-hit bench).
-    fn complete(&mut self, now: Ns, j: usize, op: Option<Op>, len: u64, issue: Ns, slat: Ns) {
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &mut self,
+        now: Ns,
+        j: usize,
+        op: Option<Op>,
+        len: u64,
+        issue: Ns,
+        slat: Ns,
+        parts: Option<&Parts>,
+    ) {
         let job = &mut self.work.jobs[j];
         job.inflight -= 1;
         let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
@@ -896,6 +936,10 @@ impl Sim {
             let clat = now.saturating_sub(issue + slat);
             let at = now - (job.start_ns + job.ramp_ns);
             job.stats[dir_index(op)].record(at, job.inflight + 1, len, slat, clat);
+            if op != Op::Flush {
+                // The time since its completion is the job's (its thread was in the sync).
+                job.bd.record(parts, slat + clat);
+            }
         }
     }
 
@@ -904,15 +948,15 @@ impl Sim {
     /// earlier, so it does not wait), and the job goes on.
     fn reap_held(&mut self, now: Ns, j: usize) {
         let mut held = std::mem::take(&mut self.work.jobs[j].unreaped);
-        for &(op, len, issue, slat) in &held {
-            self.complete(now, j, op, len, issue, slat);
+        for &(op, len, issue, slat, parts) in &held {
+            self.complete(now, j, op, len, issue, slat, parts.as_ref());
         }
         let job = &mut self.work.jobs[j];
         let measured = now >= job.start_ns + job.ramp_ns && now <= job.end_ns;
         if job.draining && job.inflight == 0 {
             job.draining = false;
         }
-        for &(op, len, _, _) in &held {
+        for &(op, len, _, _, _) in &held {
             self.pace_done(now, j, op, len, measured);
         }
         held.clear();

@@ -25,6 +25,7 @@
 //!
 //! `mod.rs` wires the layers (`Sim::new`: devices, volumes, disks, jobs) and runs the event
 //! loop; `event.rs` is the typed `Event` and its packing into the queue's `u64`;
+//! `breakdown.rs` splits every I/O's latency by layer from stamps the layers put on it;
 //! `report.rs` the run's summary; `memory.rs` the memory check before anything is built.
 //! Requests and barriers in flight live in vmio-core's `Slab` (reused slots, no allocation
 //! per request; an index stays valid until its slot is freed).
@@ -35,6 +36,9 @@
 
 mod blocklayer;
 mod blockq;
+pub mod breakdown;
+#[cfg(test)]
+mod breakdown_tests;
 mod cpu;
 mod event;
 #[cfg(test)]

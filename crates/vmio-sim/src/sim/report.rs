@@ -33,6 +33,8 @@ pub struct JobReport {
     pub stats: [DirStats; 4],
     /// An `iozone=` job's timed passes (iozone's table); empty for any other job.
     pub iozone: Vec<vmio_core::workload::iozone::Timing>,
+    /// Its reads', writes' and trims' latency by layer (breakdown.rs).
+    pub breakdown: super::breakdown::JobBreakdown,
 }
 
 /// One stack device. A device whose hardware others share reports its model's figures, the
@@ -144,6 +146,7 @@ impl Sim {
                     clone,
                     runtime_ns,
                     stats,
+                    breakdown: j.bd,
                     iozone: match &j.work {
                         JobWorkload::Iozone(w) => w.timings().to_vec(),
                         _ => Vec::new(),
