@@ -43,13 +43,21 @@ BREAKDOWN = [
 
 @pytest.fixture(scope="module")
 def study_dir(tmp_path_factory) -> Path:
-    """A --quick volumes-cache study, two of its point JSONs given a breakdown."""
-    out = tmp_path_factory.mktemp("report") / "study"
+    """A --quick volumes-cache study, two of its point JSONs given a synthetic breakdown and
+    the simulator's own breakdown taken out of the others (kept beside the study, in
+    `real-breakdown.json`, for the test that draws it)."""
+    base = tmp_path_factory.mktemp("report")
+    out = base / "study"
     r = run_vmio("study", "volumes-cache", "--quick", "--out", out)
     assert r.returncode == 0, r.stderr
-    for p in sorted((out / "json").glob("*.json"))[:2]:
+    for i, p in enumerate(sorted((out / "json").glob("*.json"))):
         doc = json.loads(p.read_text(encoding="utf-8"))
-        doc["vmio"]["breakdown"] = BREAKDOWN
+        if i == 2:
+            (base / "real-breakdown.json").write_text(json.dumps(doc), encoding="utf-8")
+        if i < 2:
+            doc["vmio"]["breakdown"] = BREAKDOWN
+        else:
+            del doc["vmio"]["breakdown"]
         p.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     return out
 
@@ -192,6 +200,31 @@ def test_a_point_s_breakdown_is_a_table_of_its_json_values_and_a_bar_per_job(
         total = sum(bar)
         for w, x in zip(bar, layers, strict=True):  # widths in proportion to the means
             assert w / total == pytest.approx(x["mean_ns"] / 10000, abs=1e-3)
+
+
+def test_the_simulators_own_breakdown_of_a_point_is_drawn_with_its_values(
+    browser, study_dir, tmp_path
+):
+    d = tmp_path / "study"
+    shutil.copytree(study_dir, d)
+    doc = json.loads((study_dir.parent / "real-breakdown.json").read_text(encoding="utf-8"))
+    bds = doc["vmio"]["breakdown"]
+    assert bds and all(sum(x["mean_ns"] for x in b["layers"]) > 0 for b in bds)
+    third = sorted((d / "json").glob("*.json"))[2]
+    third.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    html = write_report(d, tmp_path / "real-bd.html")
+    check_page(browser, d, html, figures=1 + 3)  # figure.png, 2 synthetic, the real one
+    page, problems = open_page(browser, html)
+    try:
+        rows = page.evaluate(
+            """() => Array.from(document.querySelectorAll('table.breakdown')).map(
+                t => Array.from(t.tBodies[0].rows).map(
+                    r => [r.cells[0].textContent, r.cells[1].textContent]))"""
+        )
+    finally:
+        page.close()
+    assert problems == []
+    assert [[b["job"], x["layer"]] for b in bds for x in b["layers"]] in rows
 
 
 def test_a_click_on_a_column_header_sorts_its_rows_by_number_up_then_down(
