@@ -85,12 +85,59 @@ pub struct PageCacheStats {
     pub written_back_pages: u64,
 }
 
+/// Words of a leaf's page bitmaps.
+const WORDS: usize = LEAF / 64;
+/// Emptied leaves kept for reuse (a file created after one was deleted takes a leaf from
+/// here rather than a fresh zeroed allocation): at most this many, about 1 MiB.
+const SPARE_LEAVES: usize = 256;
+
+/// A leaf of the radix index: LEAF entries, and bitmaps of the present (cached or in-flight)
+/// and the dirty entries, so a walk over a file's pages (drop_file, a per-file take_dirty)
+/// visits only those, in page order, as find_next_bit over the kernel's xarray marks does.
+struct Leaf {
+    e: [u32; LEAF],
+    present: [u64; WORDS],
+    dirty: [u64; WORDS],
+    n_present: u32,
+    n_dirty: u32,
+}
+
+impl Leaf {
+    fn zeroed() -> Box<Leaf> {
+        Box::new(Leaf {
+            e: [0; LEAF],
+            present: [0; WORDS],
+            dirty: [0; WORDS],
+            n_present: 0,
+            n_dirty: 0,
+        })
+    }
+}
+
+/// Indexes (within a leaf) of the set bits of `bits`, in increasing order.
+fn set_bits(bits: &[u64; WORDS]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        let mut m = word;
+        std::iter::from_fn(move || {
+            (m != 0).then(|| {
+                let b = m.trailing_zeros() as usize;
+                m &= m - 1;
+                w * 64 + b
+            })
+        })
+    })
+}
+
 /// A file's radix index: leaves of LEAF entries, indexed by page >> LEAF_BITS.
 #[derive(Default)]
 struct FileIndex {
-    leaves: Vec<Option<Box<[u32]>>>,
+    leaves: Vec<Option<Box<Leaf>>>,
     /// Dirty pages of the file (so a per-file writeback need not walk the dirty list).
     dirty: u64,
+    /// Pages present (cached or in flight) in the file.
+    present: u64,
+    /// Bit per leaf: the leaf holds dirty pages.
+    dirty_leaves: Vec<u64>,
 }
 
 /// The index entry of a page (0 when absent).
@@ -98,30 +145,79 @@ struct FileIndex {
 fn index_get(files: &[FileIndex], file: u32, page: u64) -> u32 {
     let leaf = (page >> LEAF_BITS) as usize;
     match files.get(file as usize).and_then(|f| f.leaves.get(leaf)) {
-        Some(Some(l)) => l[(page as usize) & (LEAF - 1)],
+        Some(Some(l)) => l.e[(page as usize) & (LEAF - 1)],
         _ => 0,
     }
 }
 
-/// The index entry of a page, its leaf allocated on first use.
+/// Set a page's entry, its leaf allocated on first use (from `spare` if any), keeping the
+/// leaf's bitmaps and counts and the file's counts in step with the entry's state.
 #[inline]
-fn index_mut(files: &mut Vec<FileIndex>, file: u32, page: u64) -> &mut u32 {
+fn index_set(
+    files: &mut Vec<FileIndex>,
+    spare: &mut Vec<Box<Leaf>>,
+    file: u32,
+    page: u64,
+    new: u32,
+) {
     let f = file as usize;
     if files.len() <= f {
         files.resize_with(f + 1, FileIndex::default);
     }
-    let leaves = &mut files[f].leaves;
-    let leaf = (page >> LEAF_BITS) as usize;
-    if leaves.len() <= leaf {
-        leaves.resize_with(leaf + 1, || None);
+    let ix = &mut files[f];
+    let li = (page >> LEAF_BITS) as usize;
+    if ix.leaves.len() <= li {
+        ix.leaves.resize_with(li + 1, || None);
     }
-    let l = leaves[leaf].get_or_insert_with(|| vec![0u32; LEAF].into_boxed_slice());
-    &mut l[(page as usize) & (LEAF - 1)]
+    let l = ix.leaves[li].get_or_insert_with(|| spare.pop().unwrap_or_else(Leaf::zeroed));
+    let k = (page as usize) & (LEAF - 1);
+    let old = std::mem::replace(&mut l.e[k], new);
+    let (so, sn) = (state_of(old), state_of(new));
+    if so == sn {
+        return;
+    }
+    let (w, bit) = (k / 64, 1u64 << (k % 64));
+    if so == 0 {
+        l.present[w] |= bit;
+        l.n_present += 1;
+        ix.present += 1;
+    } else if sn == 0 {
+        l.present[w] &= !bit;
+        l.n_present -= 1;
+        ix.present -= 1;
+    }
+    if so == DIRTY || sn == DIRTY {
+        if sn == DIRTY {
+            l.dirty[w] |= bit;
+            l.n_dirty += 1;
+        } else {
+            l.dirty[w] &= !bit;
+            l.n_dirty -= 1;
+        }
+        let (lw, lbit) = (li / 64, 1u64 << (li % 64));
+        if ix.dirty_leaves.len() <= lw {
+            ix.dirty_leaves.resize(lw + 1, 0);
+        }
+        if l.n_dirty > 0 {
+            ix.dirty_leaves[lw] |= lbit;
+        } else {
+            ix.dirty_leaves[lw] &= !lbit;
+        }
+    }
+}
+
+/// Clear a present page's referenced bit.
+#[inline]
+fn clear_ref(files: &mut [FileIndex], file: u32, page: u64) {
+    let leaf = files[file as usize].leaves[(page >> LEAF_BITS) as usize]
+        .as_mut()
+        .expect("a live slot's page has a leaf");
+    leaf.e[(page as usize) & (LEAF - 1)] &= !REF_BIT;
 }
 
 /// The slots as the eviction policy sees them (the index and the nodes, not the policy).
 struct SlotView<'a> {
-    files: &'a mut Vec<FileIndex>,
+    files: &'a mut [FileIndex],
     nodes: &'a [Node],
 }
 
@@ -148,12 +244,13 @@ impl Slots for SlotView<'_> {
 
     fn clear_referenced(&mut self, slot: u32) {
         let n = self.nodes[slot as usize];
-        *index_mut(self.files, n.file, n.page) &= !REF_BIT;
+        clear_ref(self.files, n.file, n.page);
     }
 }
 
 pub struct PageCache<E: Eviction> {
     files: Vec<FileIndex>,
+    spare: Vec<Box<Leaf>>,
     nodes: Vec<Node>,
     free: Vec<u32>,
     eviction: E,
@@ -178,6 +275,7 @@ impl<E: Eviction> PageCache<E> {
     pub fn new(capacity_pages: u64) -> Self {
         Self {
             files: Vec::new(),
+            spare: Vec::new(),
             nodes: Vec::new(),
             free: Vec::new(),
             eviction: E::default(),
@@ -217,14 +315,18 @@ impl<E: Eviction> PageCache<E> {
     }
 
     #[inline]
-    fn slot_mut(&mut self, file: u32, page: u64) -> &mut u32 {
-        index_mut(&mut self.files, file, page)
+    fn set(&mut self, file: u32, page: u64, e: u32) {
+        index_set(&mut self.files, &mut self.spare, file, page, e);
     }
 
     #[inline]
     fn set_state(&mut self, file: u32, page: u64, state: u32) {
-        let e = self.slot_mut(file, page);
-        *e = (*e & !(0b111 << STATE_SHIFT)) | (state << STATE_SHIFT);
+        let e = self.get(file, page);
+        self.set(
+            file,
+            page,
+            (e & !(0b111 << STATE_SHIFT)) | (state << STATE_SHIFT),
+        );
     }
 
     // --- dirty list ------------------------------------------------------------------
@@ -282,7 +384,7 @@ impl<E: Eviction> PageCache<E> {
                 (self.nodes.len() - 1) as u32
             }
         };
-        *self.slot_mut(file, page) = entry(state, i);
+        self.set(file, page, entry(state, i));
         self.len += 1;
         self.eviction.inserted(i);
         i
@@ -300,7 +402,7 @@ impl<E: Eviction> PageCache<E> {
             self.files[file as usize].dirty -= 1;
         }
         self.nodes[i as usize].live = false;
-        *self.slot_mut(file, page) = 0;
+        self.set(file, page, 0);
         self.free.push(i);
         self.len -= 1;
         self.eviction.removed(i);
@@ -315,7 +417,7 @@ impl<E: Eviction> PageCache<E> {
         };
         let i = self.eviction.victim(&mut view)?;
         let node = self.nodes[i as usize];
-        *self.slot_mut(node.file, node.page) = 0;
+        self.set(node.file, node.page, 0);
         self.nodes[i as usize].live = false;
         self.len -= 1;
         self.stats.evicted_pages += 1;
@@ -349,7 +451,7 @@ impl<E: Eviction> PageCache<E> {
                 _ => {
                     out.hit_pages += 1;
                     if e & REF_BIT == 0 {
-                        *self.slot_mut(file, p) = e | REF_BIT;
+                        self.set(file, p, e | REF_BIT);
                     }
                     self.eviction.touched(e & SLOT_MASK);
                 }
@@ -402,7 +504,7 @@ impl<E: Eviction> PageCache<E> {
             if state_of(e) == 0 {
                 self.alloc(file, p, CLEAN);
             } else {
-                *self.slot_mut(file, p) = e | REF_BIT;
+                self.set(file, p, e | REF_BIT);
                 self.eviction.touched(e & SLOT_MASK);
             }
         }
@@ -420,7 +522,7 @@ impl<E: Eviction> PageCache<E> {
                 e & SLOT_MASK
             };
             if state_of(e) != DIRTY {
-                *self.slot_mut(file, p) = entry(DIRTY, i) | REF_BIT;
+                self.set(file, p, entry(DIRTY, i) | REF_BIT);
                 self.nodes[i as usize].dirtied_ns = now;
                 self.dirty_push_back(i);
                 self.dirty += 1;
@@ -450,8 +552,9 @@ impl<E: Eviction> PageCache<E> {
         };
         let mut pages = Vec::new();
         for (li, leaf) in ix.leaves.iter().enumerate() {
-            for (k, &e) in leaf.iter().flat_map(|l| l.iter()).enumerate() {
-                let st = state_of(e);
+            let Some(leaf) = leaf else { continue };
+            for k in set_bits(&leaf.present) {
+                let st = state_of(leaf.e[k]);
                 if st == CLEAN || (st == DIRTY && !clean_only) {
                     pages.push(((li as u64) << LEAF_BITS) + k as u64);
                 }
@@ -461,14 +564,15 @@ impl<E: Eviction> PageCache<E> {
             self.remove(file, p);
         }
         let ix = &mut self.files[file as usize];
-        let empty = ix
-            .leaves
-            .iter()
-            .flatten()
-            .all(|l| l.iter().all(|&e| state_of(e) == 0));
-        if empty {
-            // Its index goes too (a deleted file's leaves would otherwise stay allocated).
-            ix.leaves = Vec::new();
+        if ix.present == 0 {
+            // Its index goes too (a deleted file's leaves would otherwise stay allocated);
+            // the emptied leaves (all zero again) are kept for the next files, up to a bound.
+            for leaf in std::mem::take(&mut ix.leaves).into_iter().flatten() {
+                if self.spare.len() < SPARE_LEAVES {
+                    self.spare.push(leaf);
+                }
+            }
+            ix.dirty_leaves = Vec::new();
         }
         pages.len() as u64
     }
@@ -488,27 +592,27 @@ impl<E: Eviction> PageCache<E> {
             // One file: walk its own index (its dirty count bounds the walk), not the cache's
             // dirty list.
             Some(f) => {
-                let want = self.files.get(f as usize).map_or(0, |ix| ix.dirty);
-                let mut found = 0;
-                let leaves = self.files.get(f as usize).map_or(0, |ix| ix.leaves.len());
-                'leaves: for li in 0..leaves {
-                    let Some(leaf) = self.files[f as usize].leaves[li].as_ref() else {
-                        continue;
-                    };
-                    for k in 0..LEAF {
-                        if found == want || pages.len() as u64 >= max_pages {
-                            break 'leaves;
+                // Its dirty leaves and their dirty pages, in page order.
+                if let Some(ix) = self.files.get(f as usize) {
+                    'leaves: for (lw, &word) in ix.dirty_leaves.iter().enumerate() {
+                        let mut m = word;
+                        while m != 0 {
+                            let li = lw * 64 + m.trailing_zeros() as usize;
+                            m &= m - 1;
+                            let leaf = ix.leaves[li].as_ref().expect("a dirty leaf exists");
+                            for k in set_bits(&leaf.dirty) {
+                                if pages.len() as u64 >= max_pages {
+                                    break 'leaves;
+                                }
+                                let i = leaf.e[k] & SLOT_MASK;
+                                if dirtied_before
+                                    .is_some_and(|t| self.nodes[i as usize].dirtied_ns > t)
+                                {
+                                    continue;
+                                }
+                                pages.push((i, ((li as u64) << LEAF_BITS) + k as u64));
+                            }
                         }
-                        let e = leaf[k];
-                        if state_of(e) != DIRTY {
-                            continue;
-                        }
-                        found += 1;
-                        let i = e & SLOT_MASK;
-                        if dirtied_before.is_some_and(|t| self.nodes[i as usize].dirtied_ns > t) {
-                            continue;
-                        }
-                        pages.push((i, ((li as u64) << LEAF_BITS) + k as u64));
                     }
                 }
                 for &(i, p) in &pages {
@@ -716,5 +820,51 @@ mod tests {
         c.invalidate(0, 0, 8);
         assert_eq!(c.cached_pages(), 0);
         assert_eq!(c.dirty_pages(), 0);
+    }
+
+    #[test]
+    fn a_file_writeback_takes_its_dirty_pages_across_leaves_in_page_order() {
+        // Dirty pages in three leaves (0, 2, 70: past the first 64-leaf bitmap word), one
+        // of them dirtied too late for the cut-off; another file's dirty page stays.
+        let mut c = PageCache::<Clock>::new(1000);
+        let far = 70 * LEAF as u64;
+        c.write(10, 0, far + 3, 2);
+        c.write(10, 0, 2 * LEAF as u64 - 1, 2);
+        c.write(30, 0, 7, 1);
+        c.write(10, 0, 5, 1);
+        c.write(10, 1, 5, 1);
+        let mut out = Vec::new();
+        assert_eq!(c.take_dirty(Some(0), Some(20), 3, &mut out), 3);
+        let r = |first, n| PageRange { file: 0, first, n };
+        assert_eq!(out, vec![r(5, 1), r(2 * LEAF as u64 - 1, 2)]);
+        out.clear();
+        assert_eq!(c.take_dirty(Some(0), None, 100, &mut out), 3);
+        assert_eq!(out, vec![r(7, 1), r(far + 3, 2)]);
+        assert_eq!(c.dirty_pages(), 1);
+        assert!(c.is_dirty(1, 5));
+    }
+
+    #[test]
+    fn dropping_a_file_removes_its_pages_in_every_leaf_and_a_new_file_reuses_its_leaves() {
+        let mut c = PageCache::<Clock>::new(1000);
+        let far = 70 * LEAF as u64;
+        c.fill(0, 0, 3);
+        c.write(0, 0, far, 2);
+        c.begin_fetch(0, 10, 1, 9);
+        // Clean only: the dirty and in-flight pages stay, and so does the index.
+        assert_eq!(c.drop_file(0, true), 3);
+        assert_eq!(c.cached_pages(), 3);
+        assert!(c.is_dirty(0, far + 1));
+        c.complete_fetch(0, 10, 1, 9);
+        assert_eq!(c.drop_file(0, false), 3);
+        assert_eq!(c.cached_pages(), 0);
+        assert_eq!(c.dirty_pages(), 0);
+        assert!(c.files[0].leaves.is_empty());
+        assert_eq!(c.spare.len(), 2);
+        c.write(0, 1, 4, 1);
+        assert_eq!(c.spare.len(), 1);
+        assert!(c.is_dirty(1, 4) && !c.contains(1, 5));
+        let mut out = Vec::new();
+        assert_eq!(c.take_dirty(Some(1), None, 100, &mut out), 1);
     }
 }
