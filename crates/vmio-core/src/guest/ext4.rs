@@ -114,7 +114,8 @@
 //! where Linux journals it (the orphan list); free counts live in group descriptors and
 //! per-CPU counters.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
 use crate::rng::Rng;
@@ -820,7 +821,8 @@ pub struct Ext4 {
     flex_dirs: Vec<u64>,
     free_inodes: u64,
     dirs: u64,
-    inodes: HashMap<u32, Inode>,
+    /// By inode number (looked up, never iterated: a fast fixed hasher).
+    inodes: FxHashMap<u32, Inode>,
     /// Top-level directories made so far: the seed of Orlov's pseudo-random start (Linux hashes
     /// the name with the filesystem's random hash seed).
     topdirs: u64,
@@ -881,7 +883,7 @@ impl Ext4 {
         }
         journal.tree.extend(layout.journal_tree_block);
         journal.size = layout.journal_blocks * BLOCK_BYTES;
-        let inodes = HashMap::from([
+        let inodes = FxHashMap::from_iter([
             (ROOT_INO, root),
             (LOST_FOUND_INO, lpf),
             (JOURNAL_INO, journal),
