@@ -251,6 +251,8 @@ impl Slots for SlotView<'_> {
 pub struct PageCache<E: Eviction> {
     files: Vec<FileIndex>,
     spare: Vec<Box<Leaf>>,
+    /// Pages of a drop_file or take_dirty call (kept between calls to avoid allocation).
+    scratch: Vec<(u32, u64)>,
     nodes: Vec<Node>,
     free: Vec<u32>,
     eviction: E,
@@ -276,6 +278,7 @@ impl<E: Eviction> PageCache<E> {
         Self {
             files: Vec::new(),
             spare: Vec::new(),
+            scratch: Vec::new(),
             nodes: Vec::new(),
             free: Vec::new(),
             eviction: E::default(),
@@ -550,19 +553,22 @@ impl<E: Eviction> PageCache<E> {
         let Some(ix) = self.files.get(file as usize) else {
             return 0;
         };
-        let mut pages = Vec::new();
+        let mut pages = std::mem::take(&mut self.scratch);
+        pages.clear();
         for (li, leaf) in ix.leaves.iter().enumerate() {
             let Some(leaf) = leaf else { continue };
             for k in set_bits(&leaf.present) {
                 let st = state_of(leaf.e[k]);
                 if st == CLEAN || (st == DIRTY && !clean_only) {
-                    pages.push(((li as u64) << LEAF_BITS) + k as u64);
+                    pages.push((file, ((li as u64) << LEAF_BITS) + k as u64));
                 }
             }
         }
-        for &p in &pages {
+        for &(_, p) in &pages {
             self.remove(file, p);
         }
+        let dropped = pages.len() as u64;
+        self.scratch = pages;
         let ix = &mut self.files[file as usize];
         if ix.present == 0 {
             // Its index goes too (a deleted file's leaves would otherwise stay allocated);
@@ -574,7 +580,7 @@ impl<E: Eviction> PageCache<E> {
             }
             ix.dirty_leaves = Vec::new();
         }
-        pages.len() as u64
+        dropped
     }
 
     /// Take up to `max_pages` dirty pages for writeback, oldest first; only of `file` if
@@ -587,7 +593,9 @@ impl<E: Eviction> PageCache<E> {
         max_pages: u64,
         out: &mut Vec<PageRange>,
     ) -> u64 {
-        let mut pages = Vec::new();
+        // (slot, page) pairs of one file's walk, then (file, page) pairs.
+        let mut pages = std::mem::take(&mut self.scratch);
+        pages.clear();
         match file {
             // One file: walk its own index (its dirty count bounds the walk), not the cache's
             // dirty list.
@@ -621,9 +629,10 @@ impl<E: Eviction> PageCache<E> {
                     self.files[f as usize].dirty -= 1;
                     self.set_state(f, p, CLEAN);
                 }
-                let mut taken: Vec<(u32, u64)> = pages.iter().map(|&(_, p)| (f, p)).collect();
-                taken.sort_unstable();
-                return self.ranges_of(&taken, out);
+                // Visited in page order: sorted already.
+                for pair in pages.iter_mut() {
+                    pair.0 = f;
+                }
             }
             None => {
                 let mut cur = self.dhead;
@@ -642,7 +651,9 @@ impl<E: Eviction> PageCache<E> {
             }
         }
         pages.sort_unstable();
-        self.ranges_of(&pages, out)
+        let taken = self.ranges_of(&pages, out);
+        self.scratch = pages;
+        taken
     }
 
     /// Append sorted (file, page) pairs to `out` as coalesced ranges; count them as written

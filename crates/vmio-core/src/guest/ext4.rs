@@ -639,13 +639,16 @@ impl Space {
     }
 
     fn count(&mut self, start: u64, len: u64, add: bool) {
-        let flex = self.flex_bg;
-        let mut pieces = Vec::new();
-        self.per_group(start, len, |g, n| pieces.push((g, n)));
-        for (g, n) in pieces {
+        let (flex, bpg) = (self.flex_bg, self.blocks_per_group);
+        // per_group's pieces, walked in place (no list of pieces per call).
+        let (mut at, mut left) = (start, len);
+        while left > 0 {
+            let g = at / bpg;
+            let n = left.min((g + 1) * bpg - at);
+            (at, left) = (at + n, left - n);
             let (gf, ff) = (
                 &mut self.group_free[g as usize],
-                &mut self.flex_free[(g / flex) as usize],
+                &mut self.flex_free[(g as u32 / flex) as usize],
             );
             if add {
                 *gf += n;
