@@ -19,9 +19,22 @@
 //! Assumptions: whole-page writes (sub-page writes would need read-modify-write, which guests with
 //! 4 KiB blocks do not issue). Index: like the kernel's per-inode xarray, a two-level radix tree per file (leaves of 1024
 //! page entries, allocated on first use), so a lookup is one dependent load into a leaf; each
-//! entry packs the page's state, referenced bit and slot. Memory: 4 bytes of index per page of
-//! a touched 4 MiB region, one 32-byte slot per cached page and the eviction policy's
-//! state (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU).
+//! entry packs the page's state, referenced bit and slot. Like the xarray's marks (the kernel
+//! tags dirty pages, `PAGECACHE_TAG_DIRTY`, and writeback walks them with
+//! `find_get_pages_range_tag`, `filemap_get_folios_tag` in recent kernels), each leaf has a
+//! bitmap of its present and of its dirty entries, and each file a bitmap of its leaves
+//! holding dirty pages:
+//!
+//! ```text
+//! drop_file(f)        : for each leaf, for each set bit of present (page order): remove
+//! take_dirty(Some(f)) : for each set bit of f's dirty leaves, for each set bit of the leaf's
+//!                       dirty map (page order): take, until max_pages
+//! ```
+//!
+//! Memory: 4 bytes of index per page of a touched 4 MiB region (and 264 bytes of bitmaps and
+//! counts per leaf), one 32-byte slot per cached page and the eviction policy's state
+//! (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU); leaves emptied by drop_file are kept
+//! for reuse, at most 256 of them.
 
 use super::{Eviction, Probe, Slots};
 use crate::Ns;
