@@ -19,9 +19,22 @@
 //! Assumptions: whole-page writes (sub-page writes would need read-modify-write, which guests with
 //! 4 KiB blocks do not issue). Index: like the kernel's per-inode xarray, a two-level radix tree per file (leaves of 1024
 //! page entries, allocated on first use), so a lookup is one dependent load into a leaf; each
-//! entry packs the page's state, referenced bit and slot. Memory: 4 bytes of index per page of
-//! a touched 4 MiB region, one 32-byte slot per cached page and the eviction policy's
-//! state (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU).
+//! entry packs the page's state, referenced bit and slot. Like the xarray's marks (the kernel
+//! tags dirty pages, `PAGECACHE_TAG_DIRTY`, and writeback walks them with
+//! `find_get_pages_range_tag`, `filemap_get_folios_tag` in recent kernels), each leaf has a
+//! bitmap of its present and of its dirty entries, and each file a bitmap of its leaves
+//! holding dirty pages:
+//!
+//! ```text
+//! drop_file(f)        : for each leaf, for each set bit of present (page order): remove
+//! take_dirty(Some(f)) : for each set bit of f's dirty leaves, for each set bit of the leaf's
+//!                       dirty map (page order): take, until max_pages
+//! ```
+//!
+//! Memory: 4 bytes of index per page of a touched 4 MiB region (and 264 bytes of bitmaps and
+//! counts per leaf), one 32-byte slot per cached page and the eviction policy's state
+//! (`E::SLOT_BYTES`: none for CLOCK, 8 bytes for LRU); leaves emptied by drop_file are kept
+//! for reuse, at most 256 of them.
 
 use super::{Eviction, Probe, Slots};
 use crate::Ns;
@@ -85,12 +98,59 @@ pub struct PageCacheStats {
     pub written_back_pages: u64,
 }
 
+/// Words of a leaf's page bitmaps.
+const WORDS: usize = LEAF / 64;
+/// Emptied leaves kept for reuse (a file created after one was deleted takes a leaf from
+/// here rather than a fresh zeroed allocation): at most this many, about 1 MiB.
+const SPARE_LEAVES: usize = 256;
+
+/// A leaf of the radix index: LEAF entries, and bitmaps of the present (cached or in-flight)
+/// and the dirty entries, so a walk over a file's pages (drop_file, a per-file take_dirty)
+/// visits only those, in page order, as find_next_bit over the kernel's xarray marks does.
+struct Leaf {
+    e: [u32; LEAF],
+    present: [u64; WORDS],
+    dirty: [u64; WORDS],
+    n_present: u32,
+    n_dirty: u32,
+}
+
+impl Leaf {
+    fn zeroed() -> Box<Leaf> {
+        Box::new(Leaf {
+            e: [0; LEAF],
+            present: [0; WORDS],
+            dirty: [0; WORDS],
+            n_present: 0,
+            n_dirty: 0,
+        })
+    }
+}
+
+/// Indexes (within a leaf) of the set bits of `bits`, in increasing order.
+fn set_bits(bits: &[u64; WORDS]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        let mut m = word;
+        std::iter::from_fn(move || {
+            (m != 0).then(|| {
+                let b = m.trailing_zeros() as usize;
+                m &= m - 1;
+                w * 64 + b
+            })
+        })
+    })
+}
+
 /// A file's radix index: leaves of LEAF entries, indexed by page >> LEAF_BITS.
 #[derive(Default)]
 struct FileIndex {
-    leaves: Vec<Option<Box<[u32]>>>,
+    leaves: Vec<Option<Box<Leaf>>>,
     /// Dirty pages of the file (so a per-file writeback need not walk the dirty list).
     dirty: u64,
+    /// Pages present (cached or in flight) in the file.
+    present: u64,
+    /// Bit per leaf: the leaf holds dirty pages.
+    dirty_leaves: Vec<u64>,
 }
 
 /// The index entry of a page (0 when absent).
@@ -98,30 +158,79 @@ struct FileIndex {
 fn index_get(files: &[FileIndex], file: u32, page: u64) -> u32 {
     let leaf = (page >> LEAF_BITS) as usize;
     match files.get(file as usize).and_then(|f| f.leaves.get(leaf)) {
-        Some(Some(l)) => l[(page as usize) & (LEAF - 1)],
+        Some(Some(l)) => l.e[(page as usize) & (LEAF - 1)],
         _ => 0,
     }
 }
 
-/// The index entry of a page, its leaf allocated on first use.
+/// Set a page's entry, its leaf allocated on first use (from `spare` if any), keeping the
+/// leaf's bitmaps and counts and the file's counts in step with the entry's state.
 #[inline]
-fn index_mut(files: &mut Vec<FileIndex>, file: u32, page: u64) -> &mut u32 {
+fn index_set(
+    files: &mut Vec<FileIndex>,
+    spare: &mut Vec<Box<Leaf>>,
+    file: u32,
+    page: u64,
+    new: u32,
+) {
     let f = file as usize;
     if files.len() <= f {
         files.resize_with(f + 1, FileIndex::default);
     }
-    let leaves = &mut files[f].leaves;
-    let leaf = (page >> LEAF_BITS) as usize;
-    if leaves.len() <= leaf {
-        leaves.resize_with(leaf + 1, || None);
+    let ix = &mut files[f];
+    let li = (page >> LEAF_BITS) as usize;
+    if ix.leaves.len() <= li {
+        ix.leaves.resize_with(li + 1, || None);
     }
-    let l = leaves[leaf].get_or_insert_with(|| vec![0u32; LEAF].into_boxed_slice());
-    &mut l[(page as usize) & (LEAF - 1)]
+    let l = ix.leaves[li].get_or_insert_with(|| spare.pop().unwrap_or_else(Leaf::zeroed));
+    let k = (page as usize) & (LEAF - 1);
+    let old = std::mem::replace(&mut l.e[k], new);
+    let (so, sn) = (state_of(old), state_of(new));
+    if so == sn {
+        return;
+    }
+    let (w, bit) = (k / 64, 1u64 << (k % 64));
+    if so == 0 {
+        l.present[w] |= bit;
+        l.n_present += 1;
+        ix.present += 1;
+    } else if sn == 0 {
+        l.present[w] &= !bit;
+        l.n_present -= 1;
+        ix.present -= 1;
+    }
+    if so == DIRTY || sn == DIRTY {
+        if sn == DIRTY {
+            l.dirty[w] |= bit;
+            l.n_dirty += 1;
+        } else {
+            l.dirty[w] &= !bit;
+            l.n_dirty -= 1;
+        }
+        let (lw, lbit) = (li / 64, 1u64 << (li % 64));
+        if ix.dirty_leaves.len() <= lw {
+            ix.dirty_leaves.resize(lw + 1, 0);
+        }
+        if l.n_dirty > 0 {
+            ix.dirty_leaves[lw] |= lbit;
+        } else {
+            ix.dirty_leaves[lw] &= !lbit;
+        }
+    }
+}
+
+/// Clear a present page's referenced bit.
+#[inline]
+fn clear_ref(files: &mut [FileIndex], file: u32, page: u64) {
+    let leaf = files[file as usize].leaves[(page >> LEAF_BITS) as usize]
+        .as_mut()
+        .expect("a live slot's page has a leaf");
+    leaf.e[(page as usize) & (LEAF - 1)] &= !REF_BIT;
 }
 
 /// The slots as the eviction policy sees them (the index and the nodes, not the policy).
 struct SlotView<'a> {
-    files: &'a mut Vec<FileIndex>,
+    files: &'a mut [FileIndex],
     nodes: &'a [Node],
 }
 
@@ -148,12 +257,15 @@ impl Slots for SlotView<'_> {
 
     fn clear_referenced(&mut self, slot: u32) {
         let n = self.nodes[slot as usize];
-        *index_mut(self.files, n.file, n.page) &= !REF_BIT;
+        clear_ref(self.files, n.file, n.page);
     }
 }
 
 pub struct PageCache<E: Eviction> {
     files: Vec<FileIndex>,
+    spare: Vec<Box<Leaf>>,
+    /// Pages of a drop_file or take_dirty call (kept between calls to avoid allocation).
+    scratch: Vec<(u32, u64)>,
     nodes: Vec<Node>,
     free: Vec<u32>,
     eviction: E,
@@ -178,6 +290,8 @@ impl<E: Eviction> PageCache<E> {
     pub fn new(capacity_pages: u64) -> Self {
         Self {
             files: Vec::new(),
+            spare: Vec::new(),
+            scratch: Vec::new(),
             nodes: Vec::new(),
             free: Vec::new(),
             eviction: E::default(),
@@ -217,14 +331,18 @@ impl<E: Eviction> PageCache<E> {
     }
 
     #[inline]
-    fn slot_mut(&mut self, file: u32, page: u64) -> &mut u32 {
-        index_mut(&mut self.files, file, page)
+    fn set(&mut self, file: u32, page: u64, e: u32) {
+        index_set(&mut self.files, &mut self.spare, file, page, e);
     }
 
     #[inline]
     fn set_state(&mut self, file: u32, page: u64, state: u32) {
-        let e = self.slot_mut(file, page);
-        *e = (*e & !(0b111 << STATE_SHIFT)) | (state << STATE_SHIFT);
+        let e = self.get(file, page);
+        self.set(
+            file,
+            page,
+            (e & !(0b111 << STATE_SHIFT)) | (state << STATE_SHIFT),
+        );
     }
 
     // --- dirty list ------------------------------------------------------------------
@@ -282,7 +400,7 @@ impl<E: Eviction> PageCache<E> {
                 (self.nodes.len() - 1) as u32
             }
         };
-        *self.slot_mut(file, page) = entry(state, i);
+        self.set(file, page, entry(state, i));
         self.len += 1;
         self.eviction.inserted(i);
         i
@@ -300,7 +418,7 @@ impl<E: Eviction> PageCache<E> {
             self.files[file as usize].dirty -= 1;
         }
         self.nodes[i as usize].live = false;
-        *self.slot_mut(file, page) = 0;
+        self.set(file, page, 0);
         self.free.push(i);
         self.len -= 1;
         self.eviction.removed(i);
@@ -315,7 +433,7 @@ impl<E: Eviction> PageCache<E> {
         };
         let i = self.eviction.victim(&mut view)?;
         let node = self.nodes[i as usize];
-        *self.slot_mut(node.file, node.page) = 0;
+        self.set(node.file, node.page, 0);
         self.nodes[i as usize].live = false;
         self.len -= 1;
         self.stats.evicted_pages += 1;
@@ -349,7 +467,7 @@ impl<E: Eviction> PageCache<E> {
                 _ => {
                     out.hit_pages += 1;
                     if e & REF_BIT == 0 {
-                        *self.slot_mut(file, p) = e | REF_BIT;
+                        self.set(file, p, e | REF_BIT);
                     }
                     self.eviction.touched(e & SLOT_MASK);
                 }
@@ -402,7 +520,7 @@ impl<E: Eviction> PageCache<E> {
             if state_of(e) == 0 {
                 self.alloc(file, p, CLEAN);
             } else {
-                *self.slot_mut(file, p) = e | REF_BIT;
+                self.set(file, p, e | REF_BIT);
                 self.eviction.touched(e & SLOT_MASK);
             }
         }
@@ -420,7 +538,7 @@ impl<E: Eviction> PageCache<E> {
                 e & SLOT_MASK
             };
             if state_of(e) != DIRTY {
-                *self.slot_mut(file, p) = entry(DIRTY, i) | REF_BIT;
+                self.set(file, p, entry(DIRTY, i) | REF_BIT);
                 self.nodes[i as usize].dirtied_ns = now;
                 self.dirty_push_back(i);
                 self.dirty += 1;
@@ -448,29 +566,34 @@ impl<E: Eviction> PageCache<E> {
         let Some(ix) = self.files.get(file as usize) else {
             return 0;
         };
-        let mut pages = Vec::new();
+        let mut pages = std::mem::take(&mut self.scratch);
+        pages.clear();
         for (li, leaf) in ix.leaves.iter().enumerate() {
-            for (k, &e) in leaf.iter().flat_map(|l| l.iter()).enumerate() {
-                let st = state_of(e);
+            let Some(leaf) = leaf else { continue };
+            for k in set_bits(&leaf.present) {
+                let st = state_of(leaf.e[k]);
                 if st == CLEAN || (st == DIRTY && !clean_only) {
-                    pages.push(((li as u64) << LEAF_BITS) + k as u64);
+                    pages.push((file, ((li as u64) << LEAF_BITS) + k as u64));
                 }
             }
         }
-        for &p in &pages {
+        for &(_, p) in &pages {
             self.remove(file, p);
         }
+        let dropped = pages.len() as u64;
+        self.scratch = pages;
         let ix = &mut self.files[file as usize];
-        let empty = ix
-            .leaves
-            .iter()
-            .flatten()
-            .all(|l| l.iter().all(|&e| state_of(e) == 0));
-        if empty {
-            // Its index goes too (a deleted file's leaves would otherwise stay allocated).
-            ix.leaves = Vec::new();
+        if ix.present == 0 {
+            // Its index goes too (a deleted file's leaves would otherwise stay allocated);
+            // the emptied leaves (all zero again) are kept for the next files, up to a bound.
+            for leaf in std::mem::take(&mut ix.leaves).into_iter().flatten() {
+                if self.spare.len() < SPARE_LEAVES {
+                    self.spare.push(leaf);
+                }
+            }
+            ix.dirty_leaves = Vec::new();
         }
-        pages.len() as u64
+        dropped
     }
 
     /// Take up to `max_pages` dirty pages for writeback, oldest first; only of `file` if
@@ -483,32 +606,34 @@ impl<E: Eviction> PageCache<E> {
         max_pages: u64,
         out: &mut Vec<PageRange>,
     ) -> u64 {
-        let mut pages = Vec::new();
+        // (slot, page) pairs of one file's walk, then (file, page) pairs.
+        let mut pages = std::mem::take(&mut self.scratch);
+        pages.clear();
         match file {
             // One file: walk its own index (its dirty count bounds the walk), not the cache's
             // dirty list.
             Some(f) => {
-                let want = self.files.get(f as usize).map_or(0, |ix| ix.dirty);
-                let mut found = 0;
-                let leaves = self.files.get(f as usize).map_or(0, |ix| ix.leaves.len());
-                'leaves: for li in 0..leaves {
-                    let Some(leaf) = self.files[f as usize].leaves[li].as_ref() else {
-                        continue;
-                    };
-                    for k in 0..LEAF {
-                        if found == want || pages.len() as u64 >= max_pages {
-                            break 'leaves;
+                // Its dirty leaves and their dirty pages, in page order.
+                if let Some(ix) = self.files.get(f as usize) {
+                    'leaves: for (lw, &word) in ix.dirty_leaves.iter().enumerate() {
+                        let mut m = word;
+                        while m != 0 {
+                            let li = lw * 64 + m.trailing_zeros() as usize;
+                            m &= m - 1;
+                            let leaf = ix.leaves[li].as_ref().expect("a dirty leaf exists");
+                            for k in set_bits(&leaf.dirty) {
+                                if pages.len() as u64 >= max_pages {
+                                    break 'leaves;
+                                }
+                                let i = leaf.e[k] & SLOT_MASK;
+                                if dirtied_before
+                                    .is_some_and(|t| self.nodes[i as usize].dirtied_ns > t)
+                                {
+                                    continue;
+                                }
+                                pages.push((i, ((li as u64) << LEAF_BITS) + k as u64));
+                            }
                         }
-                        let e = leaf[k];
-                        if state_of(e) != DIRTY {
-                            continue;
-                        }
-                        found += 1;
-                        let i = e & SLOT_MASK;
-                        if dirtied_before.is_some_and(|t| self.nodes[i as usize].dirtied_ns > t) {
-                            continue;
-                        }
-                        pages.push((i, ((li as u64) << LEAF_BITS) + k as u64));
                     }
                 }
                 for &(i, p) in &pages {
@@ -517,9 +642,10 @@ impl<E: Eviction> PageCache<E> {
                     self.files[f as usize].dirty -= 1;
                     self.set_state(f, p, CLEAN);
                 }
-                let mut taken: Vec<(u32, u64)> = pages.iter().map(|&(_, p)| (f, p)).collect();
-                taken.sort_unstable();
-                return self.ranges_of(&taken, out);
+                // Visited in page order: sorted already.
+                for pair in pages.iter_mut() {
+                    pair.0 = f;
+                }
             }
             None => {
                 let mut cur = self.dhead;
@@ -538,7 +664,9 @@ impl<E: Eviction> PageCache<E> {
             }
         }
         pages.sort_unstable();
-        self.ranges_of(&pages, out)
+        let taken = self.ranges_of(&pages, out);
+        self.scratch = pages;
+        taken
     }
 
     /// Append sorted (file, page) pairs to `out` as coalesced ranges; count them as written
@@ -716,5 +844,51 @@ mod tests {
         c.invalidate(0, 0, 8);
         assert_eq!(c.cached_pages(), 0);
         assert_eq!(c.dirty_pages(), 0);
+    }
+
+    #[test]
+    fn a_file_writeback_takes_its_dirty_pages_across_leaves_in_page_order() {
+        // Dirty pages in three leaves (0, 2, 70: past the first 64-leaf bitmap word), one
+        // of them dirtied too late for the cut-off; another file's dirty page stays.
+        let mut c = PageCache::<Clock>::new(1000);
+        let far = 70 * LEAF as u64;
+        c.write(10, 0, far + 3, 2);
+        c.write(10, 0, 2 * LEAF as u64 - 1, 2);
+        c.write(30, 0, 7, 1);
+        c.write(10, 0, 5, 1);
+        c.write(10, 1, 5, 1);
+        let mut out = Vec::new();
+        assert_eq!(c.take_dirty(Some(0), Some(20), 3, &mut out), 3);
+        let r = |first, n| PageRange { file: 0, first, n };
+        assert_eq!(out, vec![r(5, 1), r(2 * LEAF as u64 - 1, 2)]);
+        out.clear();
+        assert_eq!(c.take_dirty(Some(0), None, 100, &mut out), 3);
+        assert_eq!(out, vec![r(7, 1), r(far + 3, 2)]);
+        assert_eq!(c.dirty_pages(), 1);
+        assert!(c.is_dirty(1, 5));
+    }
+
+    #[test]
+    fn dropping_a_file_removes_its_pages_in_every_leaf_and_a_new_file_reuses_its_leaves() {
+        let mut c = PageCache::<Clock>::new(1000);
+        let far = 70 * LEAF as u64;
+        c.fill(0, 0, 3);
+        c.write(0, 0, far, 2);
+        c.begin_fetch(0, 10, 1, 9);
+        // Clean only: the dirty and in-flight pages stay, and so does the index.
+        assert_eq!(c.drop_file(0, true), 3);
+        assert_eq!(c.cached_pages(), 3);
+        assert!(c.is_dirty(0, far + 1));
+        c.complete_fetch(0, 10, 1, 9);
+        assert_eq!(c.drop_file(0, false), 3);
+        assert_eq!(c.cached_pages(), 0);
+        assert_eq!(c.dirty_pages(), 0);
+        assert!(c.files[0].leaves.is_empty());
+        assert_eq!(c.spare.len(), 2);
+        c.write(0, 1, 4, 1);
+        assert_eq!(c.spare.len(), 1);
+        assert!(c.is_dirty(1, 4) && !c.contains(1, 5));
+        let mut out = Vec::new();
+        assert_eq!(c.take_dirty(Some(1), None, 100, &mut out), 1);
     }
 }

@@ -114,7 +114,8 @@
 //! where Linux journals it (the orphan list); free counts live in group descriptors and
 //! per-CPU counters.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 
 use crate::rng::Rng;
@@ -638,13 +639,16 @@ impl Space {
     }
 
     fn count(&mut self, start: u64, len: u64, add: bool) {
-        let flex = self.flex_bg;
-        let mut pieces = Vec::new();
-        self.per_group(start, len, |g, n| pieces.push((g, n)));
-        for (g, n) in pieces {
+        let (flex, bpg) = (self.flex_bg, self.blocks_per_group);
+        // per_group's pieces, walked in place (no list of pieces per call).
+        let (mut at, mut left) = (start, len);
+        while left > 0 {
+            let g = at / bpg;
+            let n = left.min((g + 1) * bpg - at);
+            (at, left) = (at + n, left - n);
             let (gf, ff) = (
                 &mut self.group_free[g as usize],
-                &mut self.flex_free[(g / flex) as usize],
+                &mut self.flex_free[(g as u32 / flex) as usize],
             );
             if add {
                 *gf += n;
@@ -820,7 +824,8 @@ pub struct Ext4 {
     flex_dirs: Vec<u64>,
     free_inodes: u64,
     dirs: u64,
-    inodes: HashMap<u32, Inode>,
+    /// By inode number (looked up, never iterated: a fast fixed hasher).
+    inodes: FxHashMap<u32, Inode>,
     /// Top-level directories made so far: the seed of Orlov's pseudo-random start (Linux hashes
     /// the name with the filesystem's random hash seed).
     topdirs: u64,
@@ -881,7 +886,7 @@ impl Ext4 {
         }
         journal.tree.extend(layout.journal_tree_block);
         journal.size = layout.journal_blocks * BLOCK_BYTES;
-        let inodes = HashMap::from([
+        let inodes = FxHashMap::from_iter([
             (ROOT_INO, root),
             (LOST_FOUND_INO, lpf),
             (JOURNAL_INO, journal),

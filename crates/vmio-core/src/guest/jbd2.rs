@@ -527,6 +527,9 @@ pub struct Journal {
     running: Running,
     committing: Option<Committing>,
     checkpoint: VecDeque<CheckpointTxn>,
+    /// A checkpoint transaction may have no block left to write home (so
+    /// release_checkpointed need not walk the list when none has).
+    emptied: bool,
     /// Block → the checkpoint transaction that holds it (`b_cp_transaction`).
     owner: FxHashMap<u64, Tid>,
     inodes: FxHashMap<u32, InodeTids>,
@@ -556,6 +559,7 @@ impl Journal {
             running: Running::new(1),
             committing: None,
             checkpoint: VecDeque::new(),
+            emptied: false,
             owner: FxHashMap::default(),
             inodes: FxHashMap::default(),
             committed: 0,
@@ -809,7 +813,9 @@ impl Journal {
 
     /// Drop checkpoint transactions with every block home (`__jbd2_journal_remove_checkpoint`).
     fn release_checkpointed(&mut self) {
-        self.checkpoint.retain(|t| !t.pending.is_empty());
+        if std::mem::take(&mut self.emptied) {
+            self.checkpoint.retain(|t| !t.pending.is_empty());
+        }
     }
 
     /// Log blocks from the tail to `block`.
@@ -943,6 +949,7 @@ impl Journal {
         for &b in &c.revokes {
             self.drop_checkpoint_entry(b);
         }
+        self.emptied |= pending.is_empty();
         self.checkpoint.push_back(CheckpointTxn {
             tid,
             log_start: c.log_start,
@@ -970,7 +977,10 @@ impl Journal {
             .checkpoint
             .binary_search_by(|t| t.tid.wrapping_sub(first).cmp(&key))
         {
-            self.checkpoint[i].pending.remove(&block);
+            let pending = &mut self.checkpoint[i].pending;
+            if pending.remove(&block) && pending.is_empty() {
+                self.emptied = true;
+            }
         }
     }
 

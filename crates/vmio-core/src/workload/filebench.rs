@@ -681,6 +681,8 @@ pub struct FilebenchFlows {
     /// The aio helpers of each thread that has aiowrite flowops (`Thread::aio` indexes it).
     aio: Vec<Aio>,
     turn: usize,
+    /// Threads with an operation outstanding (state Issued).
+    issued: usize,
     stopped: bool,
     /// A semaphore changed while a thread ran (another may go on).
     moved: bool,
@@ -800,6 +802,7 @@ impl FilebenchFlows {
             group_first,
             aio,
             turn: 0,
+            issued: 0,
             stopped: false,
             moved: false,
             rng,
@@ -1134,6 +1137,7 @@ impl FilebenchFlows {
             match self.run(t, op) {
                 Run::Op(o) => {
                     self.threads[t].state = State::Issued;
+                    self.issued += 1;
                     return (Some(o), true);
                 }
                 Run::Next => {
@@ -1189,12 +1193,19 @@ impl Workload for FilebenchFlows {
                     return Step::File { op, tag };
                 }
             }
+            if n > 0 && self.issued == n {
+                // Every thread waits for its operation: the walk below would skip them all.
+                return if self.stopped { Step::Done } else { Step::Wait };
+            }
             let mut progress = false;
-            for k in 0..n {
+            let mut t = self.turn;
+            for _ in 0..n {
                 if self.stopped {
                     return Step::Done;
                 }
-                let t = (self.turn + k) % n;
+                let cur = t;
+                t = if t + 1 == n { 0 } else { t + 1 };
+                let t = cur;
                 if self.threads[t].state == State::Issued {
                     continue;
                 }
@@ -1209,7 +1220,7 @@ impl Workload for FilebenchFlows {
                 return Step::Done;
             }
             if !progress {
-                let in_flight = self.threads.iter().any(|t| t.state == State::Issued)
+                let in_flight = self.issued > 0
                     || self
                         .aio
                         .iter()
@@ -1257,6 +1268,7 @@ impl Workload for FilebenchFlows {
             th.arg = 0;
         }
         self.threads[t].state = State::Ready;
+        self.issued -= 1;
     }
 }
 
