@@ -16,6 +16,14 @@ runs the real command line on it in a subprocess with a timeout and a memory lim
   fio          a `vmio fio` command line (fio's options)    vmio fio --stack S --name=j ...
   compare      a fio JSON, a directory of repetitions, a    vmio compare REAL SIM
                results.csv
+  import-libvirt  a domain XML of tests/data/libvirt       vmio import libvirt DOMAIN.xml
+  import-qemu  a qemu-system-x86_64 command line            vmio import qemu -- ARGS
+  report       a study, advise or compare output directory  vmio report DIR -o report.html
+  advise       an advise command line (knobs, values, ...)  vmio advise --stack S --workload J
+
+The last four kinds were appended after the others (weights 2 each): the kind a case index
+gets changed with them, so a seed's cases before them (docs/fuzzing.md's seed-31 table) are
+not the same cases now.
 
 The stacks mutated include ones with [cpu], [nbd], [vm.cputune], [vm.page_cache],
 [vm.disk.image], [vm.disk.filesystem] and [pdc] (`X_STACK`, studies/interfaces, studies/pdc).
@@ -821,6 +829,7 @@ QEMU_TOKENS = (
     '{"driver":"file","filename":' + "[" * 1000 + "]" * 1000 + "}",
     '{"driver":"file","filename":"a","node-name":"f9","cache":{"direct":"yes"}}',
     '{"driver":"file","filename":"a","node-name":"f9","aio":' + HUGE_INT + "}",
+    '{"driver":"file","filename":"a","node-name":"f0","aio":5}',
     "iothread,id=io1",
     "throttle-group,id=g,x-iops-total=nan",
     "memory-backend-ram,id=m,size=16e",
@@ -1261,6 +1270,22 @@ REGRESSIONS: tuple[Regression, ...] = (
         "a stack cut after `name = ` gave an error line with no message",
         ("sim", "--stack", "t.toml", "vc/job.fio"),
         _write("t.toml", "[[device]]\nname = "),
+    ),
+    Regression(
+        "F28-blockdev-aio-number",
+        'fuzz28 probe: vmio import qemu on a JSON -blockdev with "aio": 5 ended in a TypeError '
+        "('int' object is not subscriptable) while naming the bad value",
+        (
+            "import",
+            "qemu",
+            "--",
+            "-blockdev",
+            '{"driver":"file","filename":"a.img","node-name":"f0","aio":5}',
+            "-blockdev",
+            '{"driver":"raw","file":"f0","node-name":"r0"}',
+            "-device",
+            "virtio-blk-pci,drive=r0",
+        ),
     ),
     Regression(
         "serve-lockout",
