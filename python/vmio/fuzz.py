@@ -875,6 +875,8 @@ ADVISE_OPTIONS = (
     ("--values", "bs=16e"),
     ("--values", "bs=0,1p"),
     ("--values", "read_ahead=nan"),
+    ("--values", "read_ahead=" + HUGE_INT),
+    ("--values", "host_read_ahead=\u00b2"),
     ("--values", "qemu_version=99.9"),
     ("--values", "cache=none,none,none"),
     ("--values", "interface=nvme"),
@@ -1286,6 +1288,20 @@ REGRESSIONS: tuple[Regression, ...] = (
             "-device",
             "virtio-blk-pci,drive=r0",
         ),
+    ),
+    Regression(
+        "F28-advise-read-ahead-digits",
+        "fuzz28 probe: vmio advise --values read_ahead=<5000 digits> ended in a ValueError "
+        "(Python's int conversion limit)",
+        ("advise", "--stack", "vc/stack.toml", "--workload", "vc/job.fio")
+        + ("--values", "read_ahead=" + HUGE_INT),
+    ),
+    Regression(
+        "F28-advise-read-ahead-superscript",
+        "fuzz28 probe: vmio advise --values host_read_ahead=\u00b2 passed str.isdigit and ended "
+        "in a ValueError from int()",
+        ("advise", "--stack", "vc/stack.toml", "--workload", "vc/job.fio")
+        + ("--values", "host_read_ahead=\u00b2"),
     ),
     Regression(
         "serve-lockout",
