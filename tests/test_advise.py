@@ -191,6 +191,20 @@ def test_an_unknown_knob_is_one_line_with_the_closest_and_the_accepted_ones(
     assert "unknown knob 'cahce'; did you mean 'cache'? accepted: layout, cache" in r.stderr
 
 
+@pytest.mark.parametrize("value", ["9" * 5000, "\u00b2", "nan", "1" + "0" * 19, "-1"])
+def test_a_read_ahead_value_that_is_no_whole_number_of_kib_is_one_line_before_any_simulation(
+    tmp_path: Path, value: str
+) -> None:
+    # 5,000 digits passed Python's int() limit and '²' passed str.isdigit(): both tracebacks
+    stack, fio = _files(tmp_path, RANDREAD)
+    for knob in ("read_ahead", "host_read_ahead"):
+        r = run_vmio("advise", "--stack", stack, "--workload", fio, "--values", f"{knob}={value}")
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert f"--values {knob}: '" in r.stderr
+        assert "accepted: a whole number of KiB (digits 0-9, at most 19)" in r.stderr
+
+
 def test_a_knob_that_does_not_apply_is_named_in_one_line_not_skipped_silently(
     tmp_path: Path,
 ) -> None:

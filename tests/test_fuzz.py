@@ -3,6 +3,9 @@ through the real command line that must find nothing but successes and clean err
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from vmio import fuzz
@@ -22,6 +25,20 @@ def test_the_classifier_accepts_only_one_short_final_error_line():
     assert fuzz.classify(3, "", False) == "exit 3"
 
 
+def _contents(p: Path) -> object:
+    """A file's bytes, or a directory's (name, kind, bytes) for every entry."""
+    if p.is_file():
+        return p.read_bytes()
+    return sorted(
+        (
+            q.relative_to(p).as_posix(),
+            "link" if q.is_symlink() else "fifo" if q.is_fifo() else "dir" if q.is_dir() else "",
+            q.stat().st_size if q.is_file() and not q.is_symlink() else 0,
+        )
+        for q in p.rglob("*")
+    )
+
+
 def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
     fuzz.prepare_base(tmp_path / "base")
     made = []
@@ -31,12 +48,15 @@ def test_the_same_seed_makes_the_same_cases_and_mutations(tmp_path):
             if c.base != "cli":
                 d = tmp_path / f"{run}-{c.index}"
                 (d / c.base).parent.mkdir(parents=True)
-                (d / c.base).write_bytes((tmp_path / "base" / c.base).read_bytes())
+                if c.kind == "report":  # a whole output directory
+                    shutil.copytree(tmp_path / "base" / c.base, d / c.base)
+                else:
+                    (d / c.base).write_bytes((tmp_path / "base" / c.base).read_bytes())
                 fuzz.apply_mutations(c, d)
         made.append(
             [
                 (c.kind, c.base, c.argv, c.mutations)
-                + ((tmp_path / f"{run}-{c.index}" / c.base).read_bytes(),)
+                + (_contents(tmp_path / f"{run}-{c.index}" / c.base),)
                 if c.base != "cli"
                 else (c.kind, c.argv, c.mutations)
                 for c in cases

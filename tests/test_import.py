@@ -326,6 +326,25 @@ def test_a_bad_qemu_command_line_is_one_error_line(args, expected):
     assert len(lines) == 1 and expected in lines[0], r.stderr
 
 
+@pytest.mark.parametrize("aio", ["5", "1e308", "{}", "[1]", "true"])
+def test_a_json_blockdev_whose_aio_is_not_a_string_is_refused_in_one_line_naming_it(aio):
+    # QEMU's JSON -blockdev types aio as an enum of strings (qapi/block-core.json)
+    r = run_vmio(
+        "import",
+        "qemu",
+        "--",
+        "-blockdev",
+        '{"driver":"file","filename":"a.img","node-name":"f0","aio":' + aio + "}",
+        "-blockdev",
+        '{"driver":"raw","file":"f0","node-name":"r0"}',
+        "-device",
+        "virtio-blk-pci,drive=r0",
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "is not valid; accepted: threads, native, io_uring" in lines[0]
+
+
 # --- output files --------------------------------------------------------------------------
 
 

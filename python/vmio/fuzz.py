@@ -16,6 +16,14 @@ runs the real command line on it in a subprocess with a timeout and a memory lim
   fio          a `vmio fio` command line (fio's options)    vmio fio --stack S --name=j ...
   compare      a fio JSON, a directory of repetitions, a    vmio compare REAL SIM
                results.csv
+  import-libvirt  a domain XML of tests/data/libvirt       vmio import libvirt DOMAIN.xml
+  import-qemu  a qemu-system-x86_64 command line            vmio import qemu -- ARGS
+  report       a study, advise or compare output directory  vmio report DIR -o report.html
+  advise       an advise command line (knobs, values, ...)  vmio advise --stack S --workload J
+
+The last four kinds were appended after the others (weights 2 each): the kind a case index
+gets changed with them, so a seed's cases before them (docs/fuzzing.md's seed-31 table) are
+not the same cases now.
 
 The stacks mutated include ones with [cpu], [nbd], [vm.cputune], [vm.page_cache],
 [vm.disk.image], [vm.disk.filesystem] and [pdc] (`X_STACK`, studies/interfaces, studies/pdc).
@@ -61,6 +69,7 @@ from vmio.cli.common import MAX_ERROR
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 KINDS = ("stack", "job", "trace", "experiment", "study", "cli", "iozone", "fio", "compare")
+KINDS += ("import-libvirt", "import-qemu", "report", "advise")  # appended: see docs/fuzzing.md
 # How often each kind comes up (experiments and studies are slower: whole sweeps).
 WEIGHTS = {
     "stack": 6,
@@ -72,6 +81,10 @@ WEIGHTS = {
     "iozone": 3,
     "fio": 4,
     "compare": 3,
+    "import-libvirt": 2,
+    "import-qemu": 2,
+    "report": 2,
+    "advise": 2,
 }
 ERROR_PREFIX = "vmio: error: "
 SUCCESS, CLEAN = "success", "clean error"
@@ -320,6 +333,7 @@ def prepare_base(base: Path) -> None:
         encoding="utf-8",
     )
     _compare_inputs(base)
+    _new_command_inputs(base)
 
 
 def _compare_inputs(base: Path) -> None:
@@ -722,6 +736,8 @@ def make_case(index: int, seed: int) -> Case:
     if kind == "fio":
         argv, what = mutate_fio_cli(rng, rng.choice(FIO_BASES))
         return Case(index, kind, "cli", argv, [what])
+    if kind in KINDS[9:]:
+        return make_new_case(index, kind, rng)
     base, argv = rng.choice(BASES[kind])
     return Case(index, kind, base, list(argv))
 
@@ -731,10 +747,13 @@ def apply_mutations(case: Case, casedir: Path) -> None:
     rng = random.Random(f"vmio-fuzz-mutate:{case.index}:{case.base}:{case.argv}")
     if case.base == "cli" or case.kind == "regression":
         return
+    if case.kind == "report":
+        case.mutations += m_report_dir(rng, casedir / case.base)
+        return
     path = casedir / case.base
     data = path.read_bytes()
     n = 1 + (rng.random() < 0.3) + (rng.random() < 0.1)
-    special = {"iozone": m_iozone, "compare": m_json_nest}.get(case.kind)
+    special = {"iozone": m_iozone, "compare": m_json_nest, "import-libvirt": m_xml}.get(case.kind)
     for _ in range(n):
         mutation = special if special and rng.random() < 0.6 else rng.choice(MUTATIONS)
         if case.base.endswith(".csv") and mutation is m_json_nest:
@@ -742,6 +761,400 @@ def apply_mutations(case: Case, casedir: Path) -> None:
         data, what = mutation(rng, data)
         case.mutations.append(what)
     path.write_bytes(data)
+
+
+# --- the new commands: vmio import, vmio report, vmio advise ----------------------------
+#
+# The kinds appended after the nine above (the 10,000-case seed-31 table of docs/fuzzing.md
+# was made before them: appending kinds changes which kind each case index gets).
+
+TESTS_DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+# The libvirt domains of tests/data/libvirt (tests/test_import.py's corpus) that import.
+LIBVIRT_BASES = (
+    "virtio-blk.xml",
+    "virtio-scsi.xml",
+    "ide.xml",
+    "sata.xml",
+    "iotune-full.xml",
+    "cputune-full.xml",
+    "memory-full.xml",
+    "disk-extras.xml",
+    "blkiotune.xml",
+    "sources.xml",
+    "xen-hvm.xml",
+)
+# qemu-system-x86_64 command lines (`vmio import qemu -- ARGS`): -drive, -blockdev with a
+# throttle group and a JSON node, -device, -smp, -m, -machine (qemu-options.hx).
+QEMU_BASES: list[list[str]] = [
+    ["-m", "4G", "-smp", "4", "-drive", "file=vm1.qcow2,if=virtio,cache=none,aio=native"],
+    ["-name", "guest=web1", "-machine", "pc-q35-7.2,accel=kvm", "-m", "4096", "-smp", "4"]
+    + ["-object", "iothread,id=io1", "-object", "throttle-group,id=g,x-iops-total=5000"]
+    + ["-blockdev", "driver=file,filename=/img/web1.qcow2,node-name=f0,cache.direct=on"]
+    + ["-blockdev", "driver=qcow2,file=f0,node-name=q0"]
+    + ["-blockdev", "driver=throttle,throttle-group=g,file=q0,node-name=t0"]
+    + ["-device", "virtio-blk-pci,drive=t0,iothread=io1,num-queues=4,queue-size=256"],
+    ["-M", "pc-q35-8.2", "-m", "1G", "-device", "virtio-scsi-pci,id=scsi0,num_queues=2"]
+    + ["-blockdev", '{"driver":"file","filename":"/srv/a.img","node-name":"f0","aio":"io_uring"}']
+    + ["-blockdev", '{"driver":"raw","file":"f0","node-name":"r0"}']
+    + ["-device", "scsi-hd,bus=scsi0.0,drive=r0,write-cache=on"]
+    + ["-drive", "file=/iso/a.iso,if=ide,index=2,media=cdrom"],
+]
+QEMU_TOKENS = (
+    "-drive",
+    "-blockdev",
+    "-device",
+    "-object",
+    "-m",
+    "-smp",
+    "-M",
+    "-machine",
+    "-readconfig",
+    "-drive",
+    "file=fifo,if=virtio",
+    "file=/dev/zero,if=virtio,cache=bogus",
+    "file=a,,b.img,if=virtio,aio=native,cache=writeback",
+    "file=a.img,if=virtio,iops=-1,bps=" + HUGE_INT,
+    "file=a.img,if=virtio,throttling.iops-total=0x10",
+    "file=a.img,if=scsi,index=99999999999999999999",
+    "file=a.img,if=none,id=d0",
+    "virtio-blk-pci,drive=nowhere",
+    "virtio-blk-pci,drive=d0,num-queues=0,queue-size=3",
+    "virtio-blk-pci,drive=d0,queue-size=" + HUGE_INT,
+    "scsi-hd,bus=nobus.0,drive=d0",
+    "ide-hd,drive=d0,drive=d0",
+    "driver=raw,file=nonode,node-name=x",
+    "driver=qcow2,file=q0,node-name=q0",
+    "driver=throttle,throttle-group=nogroup,file=q0,node-name=t1",
+    "{" * 10_000 + "}" * 10_000,
+    '{"driver":"file","filename":' + "[" * 1000 + "]" * 1000 + "}",
+    '{"driver":"file","filename":"a","node-name":"f9","cache":{"direct":"yes"}}',
+    '{"driver":"file","filename":"a","node-name":"f9","aio":' + HUGE_INT + "}",
+    '{"driver":"file","filename":"a","node-name":"f0","aio":5}',
+    "iothread,id=io1",
+    "throttle-group,id=g,x-iops-total=nan",
+    "memory-backend-ram,id=m,size=16e",
+    "4,sockets=0,cores=0,threads=0",
+    "cpus=99999999999999999999",
+    "0",
+    "16E",
+    "99999999999999999999G",
+    "1T,slots=4,maxmem=-1",
+    "pc-q35-99999999999999999999.1",
+    "virt-8.1",
+    "",
+    ",",
+    ",,,",
+    "=",
+    "--",
+    LONG_TEXT,
+    "@args",
+)
+# `vmio advise` command lines on vc/'s stack and job (4 configurations, 1 s each).
+ADVISE_BASES: list[list[str]] = [
+    ["advise", "--stack", "vc/stack.toml", "--workload", "vc/job.fio", "--vary", "cache"]
+    + ["--budget", "4", "--parallel", "1", "--measure", "s0"],
+    ["advise", "--stack", "vc/stack.toml", "--workload", "vc/job.fio", "--values"]
+    + ["cache=none,writeback", "--values", "layout=linear,raid0", "--goal", "p99"]
+    + ["--parallel", "1", "--out", "adv", "--top", "3"],
+    ["advise", "--stack", "x/stack.toml", "--workload", "x/job.fio", "--vary", "queue_depth"]
+    + ["--search", "random", "--budget", "3", "--seed", "5", "--parallel", "1"],
+]
+ADVISE_OPTIONS = (
+    ("--vary", "nope"),
+    ("--vary", "cache,cache"),
+    ("--vary", ""),
+    ("--vary", ",,,"),
+    ("--vary", "layout,cache,interface,scheduler,format,aio,iothread,bs,queue_depth"),
+    ("--values", "cache=bogus"),
+    ("--values", "cache="),
+    ("--values", "=none"),
+    ("--values", "cache"),
+    ("--values", "queue_depth=0"),
+    ("--values", "queue_depth=-1,99999999999999999999"),
+    ("--values", "queue_depth=" + HUGE_INT),
+    ("--values", "bs=16e"),
+    ("--values", "bs=0,1p"),
+    ("--values", "read_ahead=nan"),
+    ("--values", "read_ahead=" + HUGE_INT),
+    ("--values", "host_read_ahead=\u00b2"),
+    ("--values", "qemu_version=99.9"),
+    ("--values", "cache=none,none,none"),
+    ("--values", "interface=nvme"),
+    ("--values", "iothread=maybe"),
+    ("--values", "queue_depth=" + ",".join(str(i) for i in range(1, 2000))),
+    ("--budget", "0"),
+    ("--budget", "-1"),
+    ("--budget", "10001"),
+    ("--budget", HUGE_INT),
+    ("--budget", "1.5"),
+    ("--search", "exhaustive"),
+    ("--search", "tpe"),
+    ("--seed", HUGE_INT),
+    ("--seed", "-1"),
+    ("--top", "0"),
+    ("--top", "-5"),
+    ("--top", HUGE_INT),
+    ("--parallel", "0"),
+    ("--parallel", "100000"),
+    ("--measure", "nope"),
+    ("--measure", "layout"),
+    ("--vm", "nope"),
+    ("--goal", "speed"),
+    ("--out", "vc"),
+    ("--out", "/dev/zero"),
+    ("--out", "fifo"),
+    ("--out", "vc/stack.toml"),
+    ("--verify", "1"),
+    ("--verify", "0"),
+    ("--verify", "99"),
+    ("--target-size", "16e"),
+    ("--stack", "vc/job.fio"),
+    ("--stack", "/dev/zero"),
+    ("--stack", "fifo"),
+    ("--workload", "vc/stack.toml"),
+    ("--workload", "fifo"),
+    ("--workload", "/dev/zero"),
+)
+# The output directories `vmio report` reads: a quick study (results.csv, points.csv,
+# figure.png, json/), an advise run (advise.json, results.csv, command.txt) and a compare
+# --csv (compare.csv).
+REPORT_BASES = ("rep/study", "rep/advise", "rep/compare")
+# A PNG header claiming 100,000 x 100,000 pixels (PNG spec, IHDR), and garbage after it.
+_PNG_HUGE = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x01\x86\xa0\x00\x01\x86\xa0\x08\x06\x00\x00\x00"
+    + b"\x00" * 4
+    + b"\xff" * 100
+)
+
+
+def _new_command_inputs(base: Path) -> None:
+    """lv/: the libvirt domains of tests/data/libvirt; rep/: the output directories of a quick
+    study of vc, an advise run and a compare (`vmio report`'s inputs)."""
+    corpus = TESTS_DATA / "libvirt"
+    if not corpus.is_dir():
+        raise SystemExit(f"vmio.fuzz: the import kinds need {corpus} (run from a checkout)")
+    (base / "lv").mkdir()
+    for name in LIBVIRT_BASES:
+        shutil.copy(corpus / name, base / "lv" / name)
+    (base / "rep").mkdir()
+
+    def vmio(*argv: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "vmio", *argv],
+            cwd=base,
+            capture_output=True,
+            check=True,
+        )
+
+    vmio("study", "vc/experiment.toml", "--quick", "--parallel", "1", "--out", "rep/study")
+    vmio(*ADVISE_BASES[0][:-4], "--parallel", "1", "--out", "rep/advise", "--quiet")
+    (base / "rep" / "compare").mkdir()
+    vmio("compare", "cmp/real.json", "cmp/sim.json", "--csv", "rep/compare/compare.csv")
+
+
+def m_xml(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """A domain XML attacked where an XML reader breaks: entities (the billion laughs, an
+    external entity on /dev/zero), deep nesting, a huge attribute, wrong types and units in
+    <iotune>, a duplicated element, a required attribute removed."""
+    text = data.decode("utf-8", "replace")
+    r = rng.randrange(8)
+    if r == 0:
+        ents = (
+            '<!ENTITY a "'
+            + "x" * 100
+            + '">'
+            + "".join(
+                f'<!ENTITY {c} "&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};">'
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            )
+        )
+        ext = rng.choice(
+            [ents, '<!ENTITY a SYSTEM "file:///dev/zero">', '<!ENTITY a SYSTEM "fifo">']
+        )
+        text = re.sub(
+            r"^(<\?xml[^>]*\?>\s*)?",
+            lambda m: (m.group(0) or "") + (f"<!DOCTYPE domain [{ext}]>\n"),
+            text,
+            count=1,
+        )
+        name = "i" if "ENTITY i" in ext else "a"
+        text = text.replace("</name>", f"&{name};</name>", 1)
+        return text.encode(), f"DOCTYPE with entities, &{name}; in <name>"
+    if r == 1:
+        depth = rng.choice([65, 1000, 100_000])
+        nest = "<x>" * depth + "</x>" * (depth if rng.random() < 0.8 else depth // 2)
+        return text.replace("</devices>", nest + "</devices>", 1).encode(), f"nest of {depth}"
+    if r == 2:
+        ms = list(re.finditer(r"(\w+)='([^']*)'", text))
+        if not ms:
+            return m_byte_flip(rng, data)
+        m = rng.choice(ms)
+        new = rng.choice([LONG_TEXT * 10, HUGE_INT, "\x01", "&#0;", "&#x110000;", ""])
+        new = new.replace("'", "")
+        return (
+            (text[: m.start(2)] + new + text[m.end(2) :]).encode(),
+            f"attribute {m.group(1)} := {new[:20]!r} ({len(new)} chars)",
+        )
+    if r == 3:
+        tag = rng.choice(
+            [
+                "total_iops_sec",
+                "read_bytes_sec",
+                "write_iops_sec_max",
+                "total_bytes_sec_max_length",
+                "size_iops_sec",
+                "group_name",
+                "weight",
+                "memory",
+                "vcpu",
+                "shares",
+                "period",
+            ]
+        )
+        value = rng.choice(
+            ["-1", "1.5", "1e3", "0x10", "10 MiB", HUGE_INT, "nan", "", "18446744073709551616"]
+        )
+        unit = rng.choice(["", " unit='KiB'", " unit='furlongs'", " unit=''", " unit='EiB'"])
+        el = f"<{tag}{unit}>{value}</{tag}>"
+        where = rng.choice(["<iotune>", "<blkiotune>", "<cputune>", "<domain type='kvm'>"])
+        if where not in text:
+            text = text.replace("</disk>", f"<iotune>{el}</iotune></disk>", 1)
+        else:
+            text = text.replace(where, where + el, 1)
+        return text.encode(), f"{el[:60]} in {where}"
+    if r == 4:
+        ms = list(
+            re.finditer(
+                r"(?s)<(disk|target|driver|source|vcpu|memory|iotune|os)\b.*?"
+                r"(?:/>|</\1>)",
+                text,
+            )
+        )
+        if not ms:
+            return m_byte_flip(rng, data)
+        m = rng.choice(ms)
+        return (text[: m.end()] + m.group() + text[m.end() :]).encode(), f"<{m.group(1)}> twice"
+    if r == 5:
+        ms = list(re.finditer(r" (dev|bus|type|name|file|cache|io|unit|cpuset|vcpu)='[^']*'", text))
+        if not ms:
+            return m_byte_flip(rng, data)
+        m = rng.choice(ms)
+        return (text[: m.start()] + text[m.end() :]).encode(), f"attribute {m.group(1)} removed"
+    if r == 6:
+        ms = list(re.finditer(r">([^<>\s]+)<", text))
+        if not ms:
+            return m_byte_flip(rng, data)
+        m = rng.choice(ms)
+        new = _pick_nasty(rng).decode("utf-8", "replace").replace("<", "").replace("&", "")
+        return (text[: m.start(1)] + new + text[m.end(1) :]).encode(), (
+            f"text {m.group(1)[:20]!r} := {new[:40]!r}"
+        )
+    return rng.choice(MUTATIONS)(rng, data)
+
+
+def mutate_qemu_cli(rng: random.Random, argv: list[str]) -> tuple[list[str], str]:
+    """A qemu command line: an argument replaced by, or a pair inserted from, QEMU_TOKENS;
+    an argument deleted or duplicated; or one `key=value` of an option given a nasty value."""
+    argv = list(argv)
+    r = rng.random()
+    if r < 0.3:
+        i = rng.randrange(len(argv))
+        new = rng.choice(QEMU_TOKENS)
+        old, argv[i] = argv[i], new
+        return argv, f"argument {i} {old[:20]!r} := {new[:40]!r}"
+    if r < 0.6:
+        opt = rng.choice(["-drive", "-blockdev", "-device", "-object", "-m", "-smp", "-machine"])
+        new = rng.choice(QEMU_TOKENS)
+        j = rng.randrange(len(argv) + 1)
+        argv[j:j] = [opt, new]
+        return argv, f"inserted {opt} {new[:40]!r} at {j}"
+    if r < 0.75:
+        kv = [i for i, a in enumerate(argv) if "=" in a and not a.startswith("{")]
+        if kv:
+            i = rng.choice(kv)
+            parts = argv[i].split(",")
+            k = rng.randrange(len(parts))
+            key = parts[k].split("=", 1)[0]
+            new = rng.choice(CLI_NASTY)
+            parts[k] = f"{key}={new}"
+            old, argv[i] = argv[i], ",".join(parts)
+            return argv, f"{old[:20]!r}: {key} := {new[:40]!r}"
+    if r < 0.9:
+        i = rng.randrange(len(argv))
+        old = argv.pop(i)
+        return argv, f"argument {i} {old[:20]!r} deleted"
+    i = rng.randrange(len(argv))
+    argv.insert(i, argv[i])
+    return argv, f"argument {i} {argv[i][:20]!r} duplicated"
+
+
+def mutate_advise_cli(rng: random.Random, argv: list[str]) -> tuple[list[str], str]:
+    """An advise command line: a bad knob, value, budget or option added (or replacing the
+    base's own), or one argument replaced by a nasty value (mutate_cli)."""
+    if rng.random() < 0.3:
+        return mutate_cli(rng, argv)
+    argv = list(argv)
+    opt, value = rng.choice(ADVISE_OPTIONS)
+    if opt in argv and opt != "--values" and rng.random() < 0.7:
+        i = argv.index(opt)
+        old, argv[i + 1] = argv[i + 1], value
+        return argv, f"{opt} {old[:20]!r} := {value[:40]!r}"
+    argv += [opt, value]
+    return argv, f"added {opt} {value[:40]!r}"
+
+
+def m_report_dir(rng: random.Random, d: Path) -> list[str]:
+    """One file of output directory `d` mutated (its contents as the other kinds', a PNG
+    header made huge or cut), replaced by a link to /dev/zero, a FIFO, the directory itself or
+    nowhere, made a directory, or made huge (a sparse 8 GiB file); or a new file added."""
+    files = sorted(p for p in d.rglob("*") if p.is_file())
+    path = rng.choice(files)
+    rel = path.relative_to(d).as_posix()
+    r = rng.random()
+    if r < 0.6:
+        data = path.read_bytes()
+        if path.suffix == ".png":
+            if rng.random() < 0.5:
+                path.write_bytes(_PNG_HUGE)
+                return [f"{rel}: a PNG of 100,000 x 100,000 pixels"]
+            cut = rng.randrange(len(data) + 1)
+            path.write_bytes(data[:cut])
+            return [f"{rel}: cut at byte {cut}"]
+        mutation = (
+            m_json_nest if path.suffix == ".json" and rng.random() < 0.4 else rng.choice(MUTATIONS)
+        )
+        data, what = mutation(rng, data)
+        path.write_bytes(data)
+        return [f"{rel}: {what}"]
+    path.unlink()
+    if r < 0.7:
+        target = rng.choice(["/dev/zero", "/nonexistent", ".", "/dev/stdin"])
+        path.symlink_to(target)
+        return [f"{rel} -> {target}"]
+    if r < 0.78:
+        os.mkfifo(path)
+        return [f"{rel}: a FIFO"]
+    if r < 0.85:
+        path.mkdir()
+        return [f"{rel}: a directory"]
+    with path.open("wb") as f:
+        f.truncate(8 << 30)
+    return [f"{rel}: a sparse 8 GiB file"]
+
+
+def make_new_case(index: int, kind: str, rng: random.Random) -> Case:
+    """A case of one of the kinds for vmio import, report and advise."""
+    if kind == "import-libvirt":
+        name = rng.choice(LIBVIRT_BASES)
+        return Case(index, kind, f"lv/{name}", ["import", "libvirt", f"lv/{name}"])
+    if kind == "import-qemu":
+        argv, what = mutate_qemu_cli(rng, rng.choice(QEMU_BASES))
+        return Case(index, kind, "cli", ["import", "qemu", "--", *argv], [what])
+    if kind == "report":
+        d = rng.choice(REPORT_BASES)
+        return Case(index, kind, d, ["report", d, "-o", "report.html"])
+    argv, what = mutate_advise_cli(rng, rng.choice(ADVISE_BASES))
+    return Case(index, kind, "cli", argv, [what])
 
 
 # --- the regression corpus --------------------------------------------------------------
@@ -904,6 +1317,36 @@ REGRESSIONS: tuple[Regression, ...] = (
         ("sim", "--stack", "vc/stack.toml", "vc/job.fio", "--max-sim-time", "1e400"),
     ),
     Regression(
+        "F28-blockdev-aio-number",
+        'fuzz28 probe: vmio import qemu on a JSON -blockdev with "aio": 5 ended in a TypeError '
+        "('int' object is not subscriptable) while naming the bad value",
+        (
+            "import",
+            "qemu",
+            "--",
+            "-blockdev",
+            '{"driver":"file","filename":"a.img","node-name":"f0","aio":5}',
+            "-blockdev",
+            '{"driver":"raw","file":"f0","node-name":"r0"}',
+            "-device",
+            "virtio-blk-pci,drive=r0",
+        ),
+    ),
+    Regression(
+        "F28-advise-read-ahead-digits",
+        "fuzz28 probe: vmio advise --values read_ahead=<5000 digits> ended in a ValueError "
+        "(Python's int conversion limit)",
+        ("advise", "--stack", "vc/stack.toml", "--workload", "vc/job.fio")
+        + ("--values", "read_ahead=" + HUGE_INT),
+    ),
+    Regression(
+        "F28-advise-read-ahead-superscript",
+        "fuzz28 probe: vmio advise --values host_read_ahead=\u00b2 passed str.isdigit and ended "
+        "in a ValueError from int()",
+        ("advise", "--stack", "vc/stack.toml", "--workload", "vc/job.fio")
+        + ("--values", "host_read_ahead=\u00b2"),
+    ),
+    Regression(
         "serve-lockout",
         "vmio serve: 255 idle handshaken connections locked every new client out",
         ("lockout", "serve/stack.toml"),
@@ -957,6 +1400,17 @@ def _limits(mem_bytes: int) -> Callable[[], None]:
     return apply
 
 
+def _not_saved(d: str, names: list[str]) -> set[str]:
+    """What a failing case's saved copy leaves out: out/, the FIFOs, files over 64 MiB (the
+    report kind's sparse 8 GiB file: its mutation line says how to make it again)."""
+    skip = {"out", "fifo"}
+    for n in names:
+        p = Path(d) / n
+        if p.is_fifo() or (p.is_file() and not p.is_symlink() and p.stat().st_size > 64 << 20):
+            skip.add(n)
+    return skip
+
+
 def run_case(
     case: Case, base: Path, work: Path, save: Path | None, timeout: float, mem_bytes: int
 ) -> Outcome:
@@ -1003,7 +1457,7 @@ def run_case(
         )
         if dest.exists():
             shutil.rmtree(dest)
-        shutil.copytree(casedir, dest, symlinks=True, ignore=shutil.ignore_patterns("out", "fifo"))
+        shutil.copytree(casedir, dest, symlinks=True, ignore=_not_saved)
         (dest / "cmd").write_text(shlex.join(["vmio", *argv]) + "\n", encoding="utf-8")
         (dest / "repro.sh").write_text(
             "#!/bin/sh\n# " + "; ".join(case.mutations) + f"\n# outcome: {outcome}\n"

@@ -173,7 +173,17 @@ def _bool(text: str) -> bool:
 
 
 def _int(text: str) -> int | str:
-    return int(text) if text.isdigit() else text
+    return int(text) if _kib(text) else text
+
+
+# The knobs whose values are a stack integer of KiB (read_ahead_kb): ASCII digits only
+# (str.isdigit also holds for '²', which int() refuses) and at most 19 of them (a TOML
+# integer is a signed 64-bit one, TOML 1.0 "Integer"; Python's int() refuses over 4,300).
+KIB_KNOBS = ("read_ahead", "host_read_ahead")
+
+
+def _kib(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 19
 
 
 def _striped_volumes(view: stackfile.Stack, vm: str) -> str | None:
@@ -443,6 +453,12 @@ def parse_values(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
             if k.choices is not None and v not in k.choices:
                 raise VmioError(
                     f"--values {k.name}: '{v}' is not valid; accepted: {', '.join(k.choices)}"
+                )
+            if k.name in KIB_KNOBS and not _kib(v):
+                raise VmioError(
+                    f"--values {k.name}: '{v[:40]}{'…' if len(v) > 40 else ''}' is not valid; "
+                    "accepted: a whole number of KiB "
+                    "(digits 0-9, at most 19)"
                 )
         if len(set(values)) != len(values):
             raise VmioError(f"--values {k.name}: a value is given twice")

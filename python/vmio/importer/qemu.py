@@ -510,9 +510,12 @@ class _Parser:
                         writeback = b
             aio = n.get("aio")
             if aio is not None:
-                if aio not in ("threads", "native", "io_uring"):
+                # a JSON -blockdev's aio may be any JSON value: QEMU's BlockdevAioOptions is
+                # an enum of strings (qapi/block-core.json), so a number or an object is refused
+                if not isinstance(aio, str) or aio not in ("threads", "native", "io_uring"):
                     raise _refuse(
-                        n.where, f"aio={aio[:20]} is not valid; accepted: threads, native, io_uring"
+                        n.where,
+                        f"aio={str(aio)[:20]} is not valid; accepted: threads, native, io_uring",
                     )
                 disk.aio = str(aio)
             disc = n.get("discard")
