@@ -103,3 +103,20 @@ def test_every_finding_of_the_regression_corpus_stays_a_success_or_a_clean_error
 ):
     o = fuzz.run_case(case, corpus_base, tmp_path, tmp_path / "saved", 60, 4096 << 20)
     assert o.ok, f"{case.base}: {o.outcome}: {o.stderr[-2000:]}"
+
+
+def test_the_fuzzers_own_bound_ends_a_simulation_asked_to_run_for_hours_in_one_line(
+    corpus_base, tmp_path
+):
+    # `vmio fio` for an hour of 4 KiB random reads at depth 16 (millions of simulated I/Os):
+    # with the fuzzer's bound it is the simulator's bound line, well within the timeout;
+    # a case that gives its own --max-events keeps it.
+    argv = ["fio", "--stack", "vc/stack.toml", "--name=j", "--rw=randread", "--bs=4k"]
+    argv += ["--iodepth=16", "--runtime=3600", "--time_based"]
+    case = fuzz.Case(0, "fio", "cli", argv)
+    o = fuzz.run_case(case, corpus_base, tmp_path, None, 60, 4096 << 20, max_events=20_000)
+    assert o.outcome == "clean error"
+    assert "passed its bound of 20000 events (--max-events" in o.stderr
+    own = fuzz.Case(0, "fio", "cli", [*argv, "--max-events=30000"])
+    o = fuzz.run_case(own, corpus_base, tmp_path, None, 60, 4096 << 20, max_events=20_000)
+    assert "passed its bound of 30000 events" in o.stderr

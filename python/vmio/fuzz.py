@@ -40,6 +40,10 @@ anything else (`traceback`, `panic`, `exit N`, `signal N`, `timeout`, `multi-lin
 `too long`). The run prints a summary table by kind and the failing cases; each failing
 case's directory (its inputs, `cmd`, `repro.sh`, `stderr.txt`) is saved under `--save`.
 
+Every simulation a case runs (`vmio sim`, `vmio fio`, `vmio study`) is bounded by
+`--max-events` (`MAX_EVENTS`) unless the case gives its own bound: a run asked for hours of
+simulation ends in the bound's one-line error rather than the fuzzer's timeout.
+
 The fuzzer sets VMIO_STRICT_ERRORS=1: an input error that reaches `vmio.cli.main` as a
 ValueError/OverflowError/OSError (not a VmioError) keeps its traceback, so every missing
 check shows up as a failure instead of hiding behind the last line of defence.
@@ -86,6 +90,13 @@ WEIGHTS = {
     "report": 2,
     "advise": 2,
 }
+BOUNDED = ("sim", "fio", "study")
+"""The commands that simulate: each case of these runs with `--max-events` (`MAX_EVENTS`)."""
+MAX_EVENTS = 50_000_000
+"""The fuzzer's bound on a simulation's events. A mutated runtime, size or rate can ask for
+a simulation of hours (a legitimate request: fio would run that long too); the bound turns
+it into the simulator's own one-line error, which is what the fuzzer checks, instead of a
+timeout. About 10-30 s of simulation on this machine, below the 60 s timeout."""
 ERROR_PREFIX = "vmio: error: "
 SUCCESS, CLEAN = "success", "clean error"
 
@@ -1412,7 +1423,13 @@ def _not_saved(d: str, names: list[str]) -> set[str]:
 
 
 def run_case(
-    case: Case, base: Path, work: Path, save: Path | None, timeout: float, mem_bytes: int
+    case: Case,
+    base: Path,
+    work: Path,
+    save: Path | None,
+    timeout: float,
+    mem_bytes: int,
+    max_events: int | None = None,
 ) -> Outcome:
     casedir = work / f"case-{case.index:05d}"
     shutil.copytree(base, casedir, symlinks=True)
@@ -1425,6 +1442,12 @@ def run_case(
     argv = list(case.argv)
     if argv[0] == "study" and "--out" not in argv:
         argv += ["--out", "out"]
+    if (
+        max_events is not None
+        and argv[0] in BOUNDED
+        and not any(a.startswith("--max-events") for a in argv)
+    ):
+        argv += ["--max-events", str(max_events)]
     env = {**os.environ, "VMIO_STRICT_ERRORS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", case.module, *argv]
     t0 = time.monotonic()
@@ -1485,9 +1508,11 @@ def run(
     first: int = 0,
     log: Callable[[str], None] | None = None,
     regressions: bool = False,
+    max_events: int | None = MAX_EVENTS,
 ) -> list[Outcome]:
     """Run cases `first`..`first+cases-1` of seed `seed` with `jobs` at once, after the
-    regression corpus when `regressions`."""
+    regression corpus when `regressions`; each simulation bounded by `max_events` (None: the
+    simulator's own default)."""
     chosen = [make_case(i, seed) for i in range(first, first + cases)]
     chosen = [c for c in chosen if c.kind in kinds]
     if regressions:
@@ -1500,7 +1525,7 @@ def run(
         out: list[Outcome] = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [
-                pool.submit(run_case, c, base, Path(tmp), save, timeout, mem_mib << 20)
+                pool.submit(run_case, c, base, Path(tmp), save, timeout, mem_mib << 20, max_events)
                 for c in chosen
             ]
             for n, fut in enumerate(futures, 1):
@@ -1563,6 +1588,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per case (default 60)")
     p.add_argument("--mem", type=int, default=4096, help="address-space limit, MiB (4096)")
     p.add_argument(
+        "--max-events",
+        type=int,
+        default=MAX_EVENTS,
+        help="the bound given to every simulation a case runs (vmio sim/fio/study "
+        f"--max-events), unless the case gives its own; 0: the simulator's default "
+        f"(default {MAX_EVENTS:,})",
+    )
+    p.add_argument(
         "--kind", action="append", choices=KINDS, help="only cases of this kind (repeatable)"
     )
     p.add_argument(
@@ -1589,6 +1622,7 @@ def main(argv: list[str] | None = None) -> int:
         first=a.first,
         log=lambda m: print(m, file=sys.stderr, flush=True),
         regressions=a.regressions,
+        max_events=a.max_events or None,
     )
     print(summary(outcomes))
     print(f"\n{len(outcomes)} cases, seed {a.seed}, in {time.monotonic() - t0:.0f} s")
