@@ -418,6 +418,13 @@ impl Cfs {
         self.stale.set(u64::MAX);
     }
 
+    /// The earliest event of the cores by walking them all (what the cache must give).
+    fn walked_event(&self) -> Option<(Ns, usize)> {
+        (0..self.cores.len())
+            .filter_map(|c| self.event_of(c).map(|t| (t, c)))
+            .min()
+    }
+
     /// The earliest event of the cores and its core (ties: the lowest core), from the
     /// cached events, refreshing the stale ones (the earliest itself is cached too).
     #[inline]
@@ -425,13 +432,7 @@ impl Cfs {
         let mut s = self.stale.get();
         if s == 0 {
             let best = self.best.get();
-            debug_assert_eq!(
-                best,
-                (0..self.cores.len())
-                    .filter_map(|c| self.event_of(c).map(|t| (t, c)))
-                    .min(),
-                "a core's event changed without being marked"
-            );
+            debug_assert_eq!(best, self.walked_event(), "a core's event changed unmarked");
             return best;
         }
         s &= u64::MAX >> (64 - self.cores.len());
@@ -450,13 +451,7 @@ impl Cfs {
             }
         }
         let best = (best_c != usize::MAX).then_some((best_t, best_c));
-        debug_assert_eq!(
-            best,
-            (0..self.cores.len())
-                .filter_map(|c| self.event_of(c).map(|t| (t, c)))
-                .min(),
-            "a core's event changed without being marked"
-        );
+        debug_assert_eq!(best, self.walked_event(), "a core's event changed unmarked");
         self.best.set(best);
         best
     }
