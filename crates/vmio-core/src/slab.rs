@@ -57,6 +57,17 @@ impl<T> Slab<T> {
         v
     }
 
+    /// Free slot `i` without moving its value out (a caller that read what it needs by
+    /// reference: moving a large value out is a copy). Panics when the slot is free.
+    #[inline]
+    pub fn free(&mut self, i: usize) {
+        let slot = &mut self.items[i];
+        assert!(slot.is_some(), "slab slot in use");
+        // Dropped in place (nothing to do for plain data).
+        *slot = None;
+        self.free.push(i);
+    }
+
     /// The value in slot `i`. Panics when the slot is free.
     #[inline]
     /// The value at `i`, read only.

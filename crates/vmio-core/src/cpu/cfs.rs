@@ -87,6 +87,19 @@
 //! run first wherever it lands, so each gets N/(N+1) of a core within a slice, as the
 //! kernel's shares converge over long runs.
 //!
+//! Representation (no effect on the results): a run queue is a sorted vector of the keys the
+//! kernel's rb-tree holds (a core queues a few threads); each core's next event is cached
+//! and recomputed only for the cores whose state changed since it was computed:
+//!
+//! ```text
+//! mark(c)          on every change of core c's curr, accounting time, slice end, or of its
+//!                  curr's head item and refill (update_curr, reslice, schedule, handle,
+//!                  pull, a submission to a running thread); every core on a change of
+//!                  slowdowns (recontend), a fast-forward, set_contention
+//! next event       for c in marked: ev[c] = event_of(c); clear marks;
+//!                  min over cores of ev[c] (ties: the lowest core), then the wake-ups
+//! ```
+//!
 //! Migration cost: [`MIGRATION_COST`] (default 50 µs) is an ESTIMATE, not a kernel figure:
 //! refilling about 1 MiB of private L2 from L3/DRAM at about 20 GB/s. Li, Ding and Shen
 //! ("Quantifying the cost of context switch", ExpCS 2007) measured indirect costs from a few
@@ -101,6 +114,7 @@ use super::{
 };
 use crate::params::{Kind, ParamSpec, Value, Values};
 use crate::{Ns, MS, SEC, US};
+use std::cell::Cell;
 use std::collections::{BTreeSet, VecDeque};
 
 /// Defaults of kernel/sched/fair.c (5.15), before scaling by the number of cores.
@@ -260,7 +274,7 @@ struct Core {
     slice_end: Ns,
     /// (vruntime, enqueue sequence, thread): on equal vruntimes the thread queued first
     /// goes first, as `__enqueue_entity` puts an equal key right of the existing ones.
-    queue: BTreeSet<(Ns, u64, usize)>,
+    queue: RunQueue,
     /// Σ weights of the queued threads and curr.
     load: u64,
     min_vruntime: Ns,
@@ -270,6 +284,48 @@ struct Core {
 impl Core {
     fn nr(&self) -> usize {
         self.queue.len() + usize::from(self.curr.is_some())
+    }
+}
+
+/// A core's run queue, the kernel's rb-tree of (vruntime, enqueue sequence, thread) keys,
+/// as a vector sorted ascending: a core queues a few threads, so a binary search and a
+/// short move beat a B-tree's node allocation when the queue fills and empties with each
+/// piece of work. The keys are distinct (the sequence), so the order is the tree's.
+#[derive(Clone, Debug, Default)]
+struct RunQueue(Vec<(Ns, u64, usize)>);
+
+impl RunQueue {
+    #[inline]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The leftmost key.
+    #[inline]
+    fn first(&self) -> Option<&(Ns, u64, usize)> {
+        self.0.first()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, (Ns, u64, usize)> {
+        self.0.iter()
+    }
+
+    #[inline]
+    fn insert(&mut self, key: (Ns, u64, usize)) {
+        let i = self.0.partition_point(|k| *k < key);
+        self.0.insert(i, key);
+    }
+
+    #[inline]
+    fn remove(&mut self, key: &(Ns, u64, usize)) {
+        if let Ok(i) = self.0.binary_search(key) {
+            self.0.remove(i);
+        }
     }
 }
 
@@ -296,6 +352,16 @@ struct Shared {
     tc: Vec<f64>,
 }
 
+/// `a * b / d` rounded down, truncated to 64 bits, as computed in 128 bits; in 64 bits when
+/// the product fits (the usual case: a 128-bit division is a library call).
+#[inline]
+fn mul_div(a: u64, b: u64, d: u64) -> u64 {
+    match a.checked_mul(b) {
+        Some(p) => p / d,
+        None => (a as u128 * b as u128 / d as u128) as u64,
+    }
+}
+
 /// Linux's CFS over `cores` host cores.
 #[derive(Clone, Debug)]
 pub struct Cfs {
@@ -313,6 +379,14 @@ pub struct Cfs {
     /// Pending wake-ups (`wake_latency`): (when, order, thread), earliest first.
     wakes: BTreeSet<(Ns, u64, usize)>,
     wake_seq: u64,
+    /// Per core: its next event ([`Cfs::event_of`]) as last computed; the cores whose bit
+    /// is set in `stale` changed since (whatever changes a core's event marks it: `mark`).
+    /// The earliest event is then a look at the cached ones, not a walk of every core's
+    /// thread and work at each call.
+    ev: Vec<Cell<Option<Ns>>>,
+    stale: Cell<u64>,
+    /// The earliest of `ev` and its core, when no core is stale.
+    best: Cell<Option<(Ns, usize)>>,
 }
 
 impl Cfs {
@@ -326,8 +400,60 @@ impl Cfs {
             llc: Vec::new(),
             wakes: BTreeSet::new(),
             wake_seq: 0,
+            ev: vec![Cell::new(None); p.cores],
+            stale: Cell::new(u64::MAX),
+            best: Cell::new(None),
             p,
         }
+    }
+
+    /// Core `c`'s next event may have changed.
+    #[inline]
+    fn mark(&self, c: usize) {
+        self.stale.set(self.stale.get() | 1 << c);
+    }
+
+    /// Every core's next event may have changed.
+    fn mark_all(&self) {
+        self.stale.set(u64::MAX);
+    }
+
+    /// The earliest event of the cores by walking them all (what the cache must give).
+    fn walked_event(&self) -> Option<(Ns, usize)> {
+        (0..self.cores.len())
+            .filter_map(|c| self.event_of(c).map(|t| (t, c)))
+            .min()
+    }
+
+    /// The earliest event of the cores and its core (ties: the lowest core), from the
+    /// cached events, refreshing the stale ones (the earliest itself is cached too).
+    #[inline]
+    fn next_core_event(&self) -> Option<(Ns, usize)> {
+        let mut s = self.stale.get();
+        if s == 0 {
+            let best = self.best.get();
+            debug_assert_eq!(best, self.walked_event(), "a core's event changed unmarked");
+            return best;
+        }
+        s &= u64::MAX >> (64 - self.cores.len());
+        while s != 0 {
+            let c = s.trailing_zeros() as usize;
+            s &= s - 1;
+            self.ev[c].set(self.event_of(c));
+        }
+        self.stale.set(0);
+        let (mut best_t, mut best_c) = (0, usize::MAX);
+        for (c, e) in self.ev.iter().enumerate() {
+            if let Some(t) = e.get() {
+                if best_c == usize::MAX || t < best_t {
+                    (best_t, best_c) = (t, c);
+                }
+            }
+        }
+        let best = (best_c != usize::MAX).then_some((best_t, best_c));
+        debug_assert_eq!(best, self.walked_event(), "a core's event changed unmarked");
+        self.best.set(best);
+        best
     }
 
     /// The slowdown of the program running on `c` (2^16 = ×1).
@@ -386,6 +512,7 @@ impl Cfs {
         let (slow, tc) = sh.model.slowdowns_with(&sh.running, &sh.resident);
         sh.slow.clone_from(slow);
         sh.tc.clone_from(tc);
+        self.mark_all();
     }
 
     fn vr(&self, t: usize) -> Ns {
@@ -416,6 +543,7 @@ impl Cfs {
 
     /// `update_curr`: charge the running thread of `c` up to `t`.
     fn update_curr(&mut self, c: usize, t: Ns) {
+        self.mark(c);
         let core = &mut self.cores[c];
         let delta = t.saturating_sub(core.since);
         core.since = core.since.max(t);
@@ -435,7 +563,7 @@ impl Cfs {
             head.0 = head.0.saturating_sub(done);
         }
         th.stats.cpu_ns += delta;
-        let dv = (delta as u128 * NICE_0_WEIGHT as u128 / th.spec.weight as u128) as Ns;
+        let dv = mul_div(delta, NICE_0_WEIGHT as u64, th.spec.weight as u64);
         th.vruntime = Some(th.vruntime.unwrap_or(0) + dv);
         self.update_min_vruntime(c);
     }
@@ -463,12 +591,12 @@ impl Cfs {
         } else {
             self.p.latency_ns
         };
-        ((period as u128 * self.threads[t].spec.weight as u128 / core.load.max(1) as u128) as Ns)
-            .max(1)
+        mul_div(period, self.threads[t].spec.weight as u64, core.load.max(1)).max(1)
     }
 
     /// Recompute the slice end of `c` after its number of runnable threads changed.
     fn reslice(&mut self, c: usize) {
+        self.mark(c);
         if let Some(t) = self.cores[c].curr {
             self.cores[c].slice_end = self.cores[c].picked_at + self.slice(c, t);
         }
@@ -496,6 +624,8 @@ impl Cfs {
     /// which then runs its leftmost (active balance).
     fn pull(&mut self, t: usize, from: usize, to: usize, now: Ns) {
         let running = self.threads[t].state == State::Running(from);
+        self.mark(from);
+        self.mark(to);
         let queued_at = if running {
             self.update_curr(from, now);
             self.cores[from].curr = None;
@@ -566,6 +696,7 @@ impl Cfs {
 
     /// Put the running thread of `c` (if any) back and run the leftmost (`__schedule`).
     fn schedule(&mut self, c: usize, now: Ns) {
+        self.mark(c);
         if let Some(t) = self.cores[c].curr.take() {
             self.cores[c].load -= self.threads[t].spec.weight as u64;
             self.enqueue(c, t, now);
@@ -602,6 +733,7 @@ impl Cfs {
 
     /// The event of core `c` at `t`: completions, then the end of its slice.
     fn handle(&mut self, c: usize, t: Ns, done: &mut Vec<Token>) {
+        self.mark(c);
         self.update_curr(c, t);
         let Some(ti) = self.cores[c].curr else { return };
         let th = &mut self.threads[ti];
@@ -687,8 +819,11 @@ impl Cfs {
         match self.cores[c].curr {
             None => self.schedule(c, now),
             Some(cur) => {
-                let gran = (self.p.wakeup_granularity_ns as u128 * NICE_0_WEIGHT as u128
-                    / self.threads[t].spec.weight as u128) as Ns;
+                let gran = mul_div(
+                    self.p.wakeup_granularity_ns,
+                    NICE_0_WEIGHT as u64,
+                    self.threads[t].spec.weight as u64,
+                );
                 if self.vr(cur) > vr + gran {
                     self.schedule(c, now);
                 }
@@ -871,6 +1006,10 @@ impl CpuScheduler for Cfs {
         let t = self.check(thread)?;
         let now = now.max(self.now);
         self.threads[t].work.push_back((cpu_ns, token));
+        if let State::Running(c) = self.threads[t].state {
+            // Its head item is the same unless it had none.
+            self.mark(c);
+        }
         if self.threads[t].state == State::Sleeping {
             if self.p.wake_latency_ns == 0 {
                 self.wake(t, now);
@@ -886,17 +1025,16 @@ impl CpuScheduler for Cfs {
     }
 
     fn next_event_ns(&self) -> Option<Ns> {
-        (0..self.cores.len())
-            .filter_map(|c| self.event_of(c))
-            .chain(self.wakes.first().map(|w| w.0))
-            .min()
+        let core = self.next_core_event().map(|e| e.0);
+        match (core, self.wakes.first()) {
+            (Some(t), Some(w)) => Some(t.min(w.0)),
+            (t, w) => t.or(w.map(|w| w.0)),
+        }
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
         loop {
-            let core = (0..self.cores.len())
-                .filter_map(|c| self.event_of(c).map(|t| (t, c)))
-                .min();
+            let core = self.next_core_event();
             let wake = self.wakes.first().copied();
             // A core's event before a wake-up due at the same time (a core freed first).
             match (core, wake) {
@@ -939,6 +1077,7 @@ impl CpuScheduler for Cfs {
         };
         let mut it = next.into_iter();
         self.visit_growing(&mut |x| *x = it.next().unwrap_or(*x));
+        self.mark_all();
         true
     }
 
@@ -964,6 +1103,7 @@ impl CpuScheduler for Cfs {
     }
 
     fn set_contention(&mut self, model: Contention) {
+        self.mark_all();
         let n = self.cores.len();
         let banks = model.banks();
         self.llc = (0..n)

@@ -257,7 +257,11 @@ impl HvCosts {
             per_sec += self.shadow_hz * self.shadow_exit_ns
                 + (exits + self.shadow_hz) * self.tlb_refill_ns;
         }
-        ns + (ns as u128 * per_sec as u128).div_ceil(SEC as u128) as Ns
+        // In 64 bits when the product fits (a 128-bit division is a library call).
+        match ns.checked_mul(per_sec) {
+            Some(p) => ns + p.div_ceil(SEC),
+            None => ns + (ns as u128 * per_sec as u128).div_ceil(SEC as u128) as Ns,
+        }
     }
 }
 

@@ -264,7 +264,7 @@ impl JobBreakdown {
     /// cache (an operation no block request released).
     /// An I/O issued at `issue`, done at `now` (its latency, `lat`, from `issue`), that
     /// spent its time as `spent` says.
-    #[inline(never)]
+    #[inline(always)]
     pub(super) fn record_spent(&mut self, spent: Spent, issue: Ns, now: Ns, lat: Ns) {
         match spent {
             Spent::Guest => self.record(None, lat),

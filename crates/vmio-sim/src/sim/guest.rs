@@ -122,6 +122,17 @@ pub(super) struct VReq {
     pub(super) bd: Stamps,
 }
 
+/// What `guest_done` needs of a completed request.
+struct Done {
+    disk: usize,
+    queue: u32,
+    slot: usize,
+    op: Op,
+    offset: u64,
+    len: u64,
+    bd: Stamps,
+}
+
 /// A virtual disk: its interface model, its VMM threads (lanes), the tags, the engine's
 /// slots per lane and the guest's statistics of it.
 pub(super) struct VDiskState {
@@ -328,9 +339,12 @@ pub(super) struct GuestState {
     plugging: bool,
     /// Disks whose plug holds requests.
     plugged: Vec<usize>,
-    /// Buffers: requests a plug let go, requests started by one queue run.
+    /// Buffers: requests a plug let go, requests started by one queue run, the host
+    /// requests planned over them and their VReqs.
     flushed: Vec<DevIo>,
     started: Vec<(usize, Rq)>,
+    multireq: qemu::Multireq,
+    ids: Vec<usize>,
     /// The NBD path's cores: when each is free (vmio_core::nbd, the CPU bound; empty without).
     path_cpu: Vec<Ns>,
 }
@@ -398,6 +412,8 @@ impl GuestState {
             plugged: Vec::new(),
             flushed: Vec::new(),
             started: Vec::new(),
+            multireq: qemu::Multireq::default(),
+            ids: Vec::new(),
         }
     }
 
@@ -705,13 +721,17 @@ impl Sim {
             }
         }
         // QEMU's multireq over the notification: host requests as runs of parts.
-        let groups = if d.model.merge {
-            qemu::multireq(started.iter().map(|(_, io)| (io.op, io.offset, io.len)))
+        let merge = d.model.merge;
+        let mut plan = std::mem::take(&mut self.guest.multireq);
+        if merge {
+            plan.plan(started.iter().map(|(_, io)| (io.op, io.offset, io.len)));
         } else {
-            (0..started.len()).map(|i| vec![i]).collect()
-        };
-        let mut ids = vec![usize::MAX; started.len()];
-        for (k, group) in groups.iter().enumerate() {
+            plan.singles(started.len());
+        }
+        let mut ids = std::mem::take(&mut self.guest.ids);
+        ids.clear();
+        ids.resize(started.len(), usize::MAX);
+        for (k, group) in plan.groups().enumerate() {
             let mut lead = usize::MAX;
             let mut prev: Option<usize> = None;
             let mut host_len = 0;
@@ -733,11 +753,13 @@ impl Sim {
         }
         started.clear();
         self.guest.started = started;
+        self.guest.multireq = plan;
         // The VMM takes them in the virtqueue's order; nothing completes synchronously:
         // a host request starts from an event, after every part of it is linked.
-        for r in ids {
+        for &r in &ids {
             self.vdisk_start(now, r);
         }
+        self.guest.ids = ids;
     }
 
     /// Request `rq`, started alone in `slot` (a notification of one request): its own host
@@ -885,7 +907,18 @@ impl Sim {
     }
 
     pub(super) fn guest_done(&mut self, now: Ns, r: usize) {
-        let v = self.guest.vreqs.remove(r);
+        // Only the fields used below: moving the whole request out is a copy.
+        let v = self.guest.vreqs.get_ref(r);
+        let v = Done {
+            disk: v.disk,
+            queue: v.queue,
+            slot: v.slot,
+            op: v.op,
+            offset: v.offset,
+            len: v.len,
+            bd: v.bd,
+        };
+        self.guest.vreqs.free(r);
         let cpu_wait = self.cpu.wait_of(r);
         let d = &mut self.guest.vdisks[v.disk];
         let set = d.tag_set(v.queue);

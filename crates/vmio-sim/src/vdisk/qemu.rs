@@ -62,48 +62,92 @@ pub fn max_request_bytes(interface: Interface, qemu: &QemuProfile, queue_size: u
 /// offset and a request merged into the previous one while contiguous and the iovecs (one a
 /// page) stay within IOV_MAX (`virtio_blk_submit_multireq`).
 pub fn multireq(reqs: impl Iterator<Item = (Op, u64, u64)>) -> Vec<Vec<usize>> {
-    let reqs: Vec<(Op, u64, u64)> = reqs.collect();
-    let mut out = Vec::new();
-    let mut run: Vec<usize> = Vec::new();
-    let submit = |run: &mut Vec<usize>, out: &mut Vec<Vec<usize>>| {
-        if run.is_empty() {
+    let mut m = Multireq::default();
+    m.plan(reqs);
+    m.groups().map(<[usize]>::to_vec).collect()
+}
+
+/// [`multireq`] with its buffers kept from one notification to the next (the simulator
+/// plans every notification of several requests; a plan allocates nothing once the
+/// buffers have grown).
+#[derive(Clone, Debug, Default)]
+pub struct Multireq {
+    reqs: Vec<(Op, u64, u64)>,
+    run: Vec<usize>,
+    /// The host requests' parts, one request after the other, and where each ends.
+    order: Vec<usize>,
+    ends: Vec<usize>,
+}
+
+impl Multireq {
+    /// Plan the host requests of `reqs` (replacing the last plan).
+    pub fn plan(&mut self, reqs: impl Iterator<Item = (Op, u64, u64)>) {
+        self.reqs.clear();
+        self.reqs.extend(reqs);
+        self.order.clear();
+        self.ends.clear();
+        self.run.clear();
+        for i in 0..self.reqs.len() {
+            match self.reqs[i].0 {
+                op @ (Op::Read | Op::Write) => {
+                    if let Some(&first) = self.run.first() {
+                        if self.run.len() as u32 == MAX_MERGE_REQS || self.reqs[first].0 != op {
+                            self.submit();
+                        }
+                    }
+                    self.run.push(i);
+                }
+                Op::Flush | Op::Trim => {
+                    self.submit();
+                    self.order.push(i);
+                    self.ends.push(self.order.len());
+                }
+            }
+        }
+        self.submit();
+    }
+
+    /// Every request its own host request (no merging).
+    pub fn singles(&mut self, n: usize) {
+        self.order.clear();
+        self.ends.clear();
+        self.order.extend(0..n);
+        self.ends.extend(1..=n);
+    }
+
+    /// The host requests of the last plan, in order.
+    pub fn groups(&self) -> impl Iterator<Item = &[usize]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(a, b)| &self.order[a..b])
+    }
+
+    /// The run so far, sorted by offset (stable: equal offsets keep their order), cut into
+    /// host requests.
+    fn submit(&mut self) {
+        if self.run.is_empty() {
             return;
         }
-        run.sort_by_key(|&i| reqs[i].1);
-        let mut group: Vec<usize> = Vec::new();
+        let reqs = &self.reqs;
+        self.run.sort_unstable_by_key(|&i| (reqs[i].1, i));
         let (mut end, mut iov) = (0u64, 0u64);
-        for &i in run.iter() {
+        let mut open = false;
+        for &i in self.run.iter() {
             let (_, off, len) = reqs[i];
             let pages = len.div_ceil(PAGE).max(1);
-            if !group.is_empty() && (off != end || iov + pages > IOV_MAX) {
-                out.push(std::mem::take(&mut group));
+            if open && (off != end || iov + pages > IOV_MAX) {
+                self.ends.push(self.order.len());
                 iov = 0;
             }
-            group.push(i);
+            self.order.push(i);
+            open = true;
             end = off + len;
             iov += pages;
         }
-        out.push(group);
-        run.clear();
-    };
-    for (i, &(op, _, _)) in reqs.iter().enumerate() {
-        match op {
-            Op::Read | Op::Write => {
-                if let Some(&first) = run.first() {
-                    if run.len() as u32 == MAX_MERGE_REQS || reqs[first].0 != op {
-                        submit(&mut run, &mut out);
-                    }
-                }
-                run.push(i);
-            }
-            Op::Flush | Op::Trim => {
-                submit(&mut run, &mut out);
-                out.push(vec![i]);
-            }
-        }
+        self.ends.push(self.order.len());
+        self.run.clear();
     }
-    submit(&mut run, &mut out);
-    out
 }
 
 #[cfg(test)]
