@@ -779,7 +779,11 @@ def apply_mutations(case: Case, casedir: Path) -> None:
 # The kinds appended after the nine above (the 10,000-case seed-31 table of docs/fuzzing.md
 # was made before them: appending kinds changes which kind each case index gets).
 
-TESTS_DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+TESTS_DATA_PLACES = (
+    Path(__file__).resolve().parents[2] / "tests" / "data",  # an editable install's checkout
+    Path("tests") / "data",  # the checkout the fuzzer runs from (an installed wheel)
+)
+"""Where tests/data is: beside the package in a checkout, else under the working directory."""
 # The libvirt domains of tests/data/libvirt (tests/test_import.py's corpus) that import.
 LIBVIRT_BASES = (
     "virtio-blk.xml",
@@ -941,9 +945,13 @@ _PNG_HUGE = (
 def _new_command_inputs(base: Path) -> None:
     """lv/: the libvirt domains of tests/data/libvirt; rep/: the output directories of a quick
     study of vc, an advise run and a compare (`vmio report`'s inputs)."""
-    corpus = TESTS_DATA / "libvirt"
-    if not corpus.is_dir():
-        raise SystemExit(f"vmio.fuzz: the import kinds need {corpus} (run from a checkout)")
+    places = [d / "libvirt" for d in TESTS_DATA_PLACES]
+    corpus = next((p.resolve() for p in places if p.is_dir()), None)
+    if corpus is None:
+        raise SystemExit(
+            f"vmio.fuzz: the import kinds need tests/data/libvirt (looked in {places[0]} and "
+            f"{places[1].resolve()}): run from a checkout of vmio"
+        )
     (base / "lv").mkdir()
     for name in LIBVIRT_BASES:
         shutil.copy(corpus / name, base / "lv" / name)
