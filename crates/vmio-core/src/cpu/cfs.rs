@@ -1538,6 +1538,7 @@ mod tests {
     const BIG: Sensitivity = Sensitivity {
         mpki: &[(MIB, 4.0), (4 * MIB, 1.0)],
         ipc: 1.0,
+        prefetch: &[],
     };
 
     #[test]
@@ -1545,6 +1546,7 @@ mod tests {
         let small = Sensitivity {
             mpki: &[(MIB, 0.5), (2 * MIB, 0.1)],
             ipc: 1.0,
+            prefetch: &[],
         };
         let done = corun(small, [0, 1], SEC, true);
         // 2 + 2 MiB in 6 MiB: only the memory bus is shared, at 0.1 MPKI almost idle; the
@@ -1611,6 +1613,7 @@ mod tests {
     const SYS3: Sensitivity = Sensitivity {
         mpki: &[(MIB, 8.0), (3 * MIB, 2.0)],
         ipc: 0.6,
+        prefetch: &[],
     };
 
     /// A Q9550 with shared caches; BIG guests pinned to `guests` with 1 s of work each, and,

@@ -176,6 +176,7 @@ macro_rules! system_footprint {
                 ($kib << 10, 2.0),
             ],
             ipc: 0.6,
+            prefetch: &[],
         }
     };
 }

@@ -11,6 +11,8 @@
 //!   under a few MB; Zhuravlev et al., ASPLOS 2010: a "turtle", barely hurt by co-runners
 //!   on a shared L2); IPC alone 1.0 on a Core 2 (branch mispredictions of its search;
 //!   estimate).
+//! - Stream prefetch coverage: none counted (ESTIMATE, not simulated: its misses are
+//!   lookups in pattern tables and board hashes, not unit-stride streams).
 
 use super::CpuProfile;
 use crate::cpu::contention::Sensitivity;
@@ -31,5 +33,6 @@ pub const PROFILE: CpuProfile = CpuProfile {
             (2048 * KIB, 0.2),
         ],
         ipc: 1.0,
+        prefetch: &[],
     },
 };

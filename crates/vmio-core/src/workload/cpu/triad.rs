@@ -17,6 +17,12 @@
 //!                  at 2.45 GHz: 0.625 G elements/s); cpu_ipc = elements per second alone
 //!                  (its own timing) / the clock is the measured figure
 //! hot set        = 0: a moved triad has nothing to refill
+//! prefetch       = 1 at every capacity: three ascending unit-stride streams (b and c read,
+//!                  a written), which a stream prefetcher follows (the few misses per 4 KiB
+//!                  page that train it left out); its lines still cross the bus, so beside
+//!                  another program its slowdown is the bus's queueing alone, whatever the
+//!                  coverage (its curve is flat: the contention model's S(c, W) differs
+//!                  from its solo value by m · (W − W_solo) / mlp(m) either way)
 //! ```
 //!
 //! A flat curve means its share of a shared cache never changes its own speed: only the
@@ -42,5 +48,6 @@ pub const PROFILE: CpuProfile = CpuProfile {
     cache: Sensitivity {
         mpki: &[(FOOTPRINT, 1000.0 * BYTES_PER_ELEMENT as f64 / 64.0)],
         ipc: 0.25,
+        prefetch: &[(FOOTPRINT, 1.0)],
     },
 };
