@@ -104,12 +104,13 @@
 //! Optimization Reference Manual, "Hardware Prefetching for Second-Level Cache"; AMD
 //! Software Optimization Guide for the Zen family, "Hardware Prefetching") watch the misses
 //! of each 4 KiB page and, once a few arrive in ascending or descending order, fetch the
-//! next lines ahead of the program. Srinath, Mutlu, Kim and Patt ("Feedback directed
-//! prefetching", HPCA 2007) describe such a prefetcher by its coverage (the share of the
-//! misses it fetches before they are asked for), its accuracy and its lateness (a prefetch
-//! still in flight when the demand arrives), and show that its fetches take memory
-//! bandwidth like demand misses: a prefetcher does not make a line cheaper to move, it
-//! moves it earlier. A program declares its coverage as a curve over the capacity it holds,
+//! next lines ahead of the program. Its coverage is the share of the misses it fetches
+//! before they are asked for (Srinivasan, Davidson and Tyson, "A prefetch taxonomy", IEEE
+//! Trans. Computers 53(2), 2004, with its accuracy). Srinath, Mutlu, Kim and Patt
+//! ("Feedback directed prefetching", HPCA 2007) measure a stream prefetcher's accuracy and
+//! lateness (a prefetch still in flight when the demand arrives) and show that its fetches
+//! take memory bandwidth like demand misses: a prefetcher does not make a line cheaper to
+//! move, it moves it earlier. A program declares its coverage as a curve over the capacity it holds,
 //! like its misses (`Sensitivity::prefetch`, with its source in its `cpu_profile` file:
 //! which of the misses a smaller share adds are sequential depends on the program); holding
 //! `c`, with `m = mpki(c)` and `f = f(c)`:
