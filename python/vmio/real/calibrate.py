@@ -161,6 +161,20 @@ spread_d, floor_d = the unit time's shifted log-logistic (flash.rs, "Service tim
                 sin(pi s); on a grid of s in [0, 1/2] and f in [0, 1), refined twice around
                 the best cell (two percentiles and two parameters: exact when the median is
                 below the mean, as it is when the tail is to the right)
+freeze        = (interval I, duration D) of device-wide freezes (flash.rs, "Freezes";
+                `fit_freeze`), from every loaded point's fio clat list (QD > 1, no fdatasync;
+                the QD1 points' tails are the stalls'), D at most MAX_FREEZE_SHARE (0.1) of
+                I: each point's body x50 (f + (1 - f) r^s) fitted on its levels up to
+                BODY_LEVEL (p90), then for its levels from TAIL_LEVEL (p99 up) the model
+                M(P) = body(P / (1 - pi)) below 1 - pi and x50 + D above, pi = R / I (R its
+                measured mean latency: Little's law gives the share of its commands in
+                flight when a freeze starts); (I, D) the least sum (ln M - ln x_P)^2 on log
+                grids (I 1 ms to 100 s, D 10 us to 100 ms) refined FREEZE_REFINE times; none
+                when that does not lower the bodies' own error by FREEZE_GAIN (10 %). This
+                machine's virtio disk had p99.9 of 2-3 ms at 4-8 KiB, QD 12-24, against 0.2 ms
+                from a stall on one unit; its batteries of 29 Nov gave I = 75 and 177 ms, D =
+                1.3 and 1.5 ms. The residuals and the uncertainty then hold every loaded
+                point's tail levels
 write_buffer  = 0;  queue_depth = the tags of the disk's hardware queues (mq/*/nr_tags;
                 else its nr_requests; 128 when unknown, tmpfs)
 write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache = its
@@ -188,7 +202,8 @@ bounds        read_latency, write_latency >= 5 us (MIN_LATENCY_NS: a NAND page r
                 deepest point); 0 <= c, b, k within the room above; 0 <= spread <= 1/2
 residuals     r = ln model - ln measured of every point's requests per second, every
                 fdatasync point's latency, the random 4k QD1 points' listed percentiles
-                (the mixture of unit time and stall)
+                (the mixture of unit time and stall), with freezes every point's levels
+                from TAIL_LEVEL (`freeze_residuals`)
 Jacobian      J_ij = dr_i / dtheta_j by central differences (steps of 1e-3 of the value, at
                 least 10 ns, 1 kB/s, 0.01 unit, 0.001 of a share)
 uncertainty   cov = s^2 (J^T J)^+ over the identified parameters not held at a bound, in
@@ -402,6 +417,17 @@ AT_BOUND = 0.01
 STREAM_GRID = 200
 SNAPSHOT, DRAIN = "snapshot", "drain"
 PASS_GAIN = 0.01
+# Device-wide freezes (`fit_freeze`): each point's body from its clat levels up to
+# BODY_LEVEL, the freezes from its levels from TAIL_LEVEL; the grids of the interval between
+# freezes and of their duration (ns: from, to, steps), FREEZE_REFINE finer grids; kept when
+# they lower the tails' error by FREEZE_GAIN.
+BODY_LEVEL = 0.9
+TAIL_LEVEL = 0.99
+FREEZE_INTERVAL_NS = (1e6, 1e11, 51)
+FREEZE_TIME_NS = (1e4, 1e8, 41)
+FREEZE_REFINE = 3
+FREEZE_GAIN = 0.1
+MAX_FREEZE_SHARE = 0.1
 
 
 class CalibrateError(VmioError):
@@ -935,6 +961,144 @@ def _grid_quantile(mean: Any, floor: Any, spread: Any, q: Any) -> Any:
     return np.where(s > 0, v, mean * np.ones_like(v))
 
 
+def _body_q(x50: float, s: Any, f: Any, q: Any) -> Any:
+    """Quantile q of a point's body about its measured median x50: x50 (f + (1 - f) r^s),
+    r = q / (1 - q) cut to [U_CUT, 1 - U_CUT] (numpy, broadcast)."""
+    import numpy as np
+
+    q = np.clip(q, U_CUT, 1 - U_CUT)
+    return x50 * (f + (1 - f) * (q / (1 - q)) ** s)
+
+
+def _fit_body(qs: Any, logs: Any, x50: float, pi: float) -> tuple[float, float, float]:
+    """(error, s, f) of a point's body (`_body_q`) on its levels below 1 - pi (their level
+    P / (1 - pi)): the least sum of (ln body - ln x)^2 on a grid of s and f."""
+    import numpy as np
+
+    keep = qs < 1 - pi
+    if keep.sum() == 0:
+        return 0.0, 0.0, 0.0
+    q, y = qs[keep] / (1 - pi), logs[keep]
+    ss = np.linspace(0, MAX_SPREAD, 51)[:, None, None]
+    fs = np.linspace(0, 0.98, 50)[None, :, None]
+    e = ((np.log(_body_q(x50, ss, fs, q[None, None, :])) - y) ** 2).sum(axis=2)
+    i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+    return float(e[i, j]), float(ss[i, 0, 0]), float(fs[0, j, 0])
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """A battery point's tail as the freeze fit sees it (`fit_freeze`): its label, its body
+    (median x50, spread s, floor f, fitted on the levels up to BODY_LEVEL), its measured
+    mean latency R (ns) and its levels from TAIL_LEVEL with their ln ns."""
+
+    label: str
+    x50: float
+    s: float
+    f: float
+    mean: float
+    levels: Any
+    logs: Any
+
+
+def _tails(points: Sequence[Point]) -> list[_Tail]:
+    """Every loaded point (QD > 1: the QD1 points' tails are the stalls', `fit_stall`) and
+    direction with a clat list of at least three body levels and one tail level
+    (`clat_levels`), the fdatasync points aside."""
+    import numpy as np
+
+    out = []
+    for p in points:
+        if p.job.fdatasync or p.job.iodepth <= 1:
+            continue
+        for side in ("read", "write"):
+            m = getattr(p, side)
+            levels = clat_levels(p, side) if m is not None else []
+            x50 = next((v for q, v in levels if abs(q - 0.5) < 1e-9), 0.0)
+            body = [(q, v) for q, v in levels if q <= BODY_LEVEL]
+            tail = [(q, v) for q, v in levels if q >= TAIL_LEVEL]
+            if len(body) < 3 or not tail or x50 <= 0 or m.lat_mean_ns <= 0:
+                continue
+            qs, logs = np.array([q for q, _ in body]), np.log([v for _, v in body])
+            _, s, f = _fit_body(qs, logs, x50, 0.0)
+            out.append(
+                _Tail(
+                    f"{p.job.name} {side}",
+                    x50,
+                    s,
+                    f,
+                    m.lat_mean_ns,
+                    np.array([q for q, _ in tail]),
+                    np.log([v for _, v in tail]),
+                )
+            )
+    return out
+
+
+def freeze_ns(t: _Tail, interval: Any, time: Any) -> Any:
+    """The tail levels of point `t` with device-wide freezes every `interval` ns lasting
+    `time` ns (flash.rs, "Freezes"; numpy, broadcast over interval and time): a share pi =
+    R / interval of its commands are in flight when a freeze starts (Little's law: the q in
+    flight over the q / R a second completed), each then waits `time` more; quantile P is
+    the body's at P / (1 - pi) below 1 - pi and x50 + time above."""
+    import numpy as np
+
+    pi = np.minimum(t.mean / np.asarray(interval, float), 0.5)[..., None]
+    q = t.levels
+    low = _body_q(t.x50, t.s, t.f, q / (1 - pi))
+    high = t.x50 + np.asarray(time, float)[..., None] + 0 * q
+    return np.where(q < 1 - pi, low, high)
+
+
+def freeze_residuals(params: Params, tails: Sequence[_Tail]) -> list[tuple[str, float]]:
+    """(label, ln model - ln measured) of every tail level of `tails` with the fit's freezes
+    (none: the bodies alone)."""
+    import numpy as np
+
+    interval = float(params.get("freeze_interval", 0.0))
+    time = float(params.get("freeze_time", 0.0))
+    out = []
+    for t in tails:
+        if interval > 0 and time > 0:
+            m = freeze_ns(t, np.array(interval), np.array(time))
+        else:
+            m = _body_q(t.x50, t.s, t.f, t.levels)
+        for q, x, y in zip(t.levels, np.log(m), t.logs, strict=True):
+            out.append((f"{t.label} p{100 * q:g}", float(x - y)))
+    return out
+
+
+def fit_freeze(points: Sequence[Point]) -> Params:
+    """Device-wide freezes (flash.rs, "Freezes") from every point's clat list (module doc):
+    each point's body fitted on its levels up to BODY_LEVEL, then (interval, time) the least
+    sum over the levels from TAIL_LEVEL of (ln M - ln x)^2 (`freeze_ns`) on a log grid
+    (FREEZE_INTERVAL_NS x FREEZE_TIME_NS, time at most MAX_FREEZE_SHARE of the interval)
+    refined FREEZE_REFINE times about its best cell;
+    {} when that does not lower the bodies' own error by FREEZE_GAIN."""
+    import numpy as np
+
+    tails = _tails(points)
+    if not tails:
+        return {}
+    alone = sum(x * x for _, x in freeze_residuals({}, tails))
+    axes = [np.geomspace(*FREEZE_INTERVAL_NS), np.geomspace(*FREEZE_TIME_NS)]
+    for _ in range(1 + FREEZE_REFINE):
+        iv, tm = axes[0][:, None], axes[1][None, :]
+        e = sum(((np.log(freeze_ns(t, iv, tm)) - t.logs) ** 2).sum(axis=-1) for t in tails)
+        # A device frozen more than MAX_FREEZE_SHARE of the time: the body, not a tail.
+        e = np.where(tm <= MAX_FREEZE_SHARE * iv, e, np.inf)
+        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+        best = float(e[i, j])
+        at = (float(axes[0][i]), float(axes[1][j]))
+        steps = [
+            a[min(k + 1, len(a) - 1)] / a[max(k - 1, 0)] for a, k in zip(axes, (i, j), strict=True)
+        ]
+        axes = [x * np.geomspace(st**-0.5, st**0.5, 11) for x, st in zip(at, steps, strict=True)]
+    if best >= (1 - FREEZE_GAIN) * alone:
+        return {}
+    return {"freeze_interval": at[0], "freeze_time": at[1]}
+
+
 def fit_stall(points: Sequence[Point]) -> Params:
     """The stall component (flash.rs "Stalls") from the random 4 KiB points' clat percentile
     lists, every depth (module doc): each point's body a shifted log-logistic about its
@@ -960,21 +1124,7 @@ def fit_stall(points: Sequence[Point]) -> Params:
     if not obs:
         return {}
 
-    def body_q(x50: float, s: Any, f: Any, q: Any) -> Any:
-        q = np.clip(q, U_CUT, 1 - U_CUT)
-        return x50 * (f + (1 - f) * (q / (1 - q)) ** s)
-
-    def fit_body(qs: Any, logs: Any, x50: float, pi: float) -> tuple[float, float, float]:
-        """(error, s, f) of the body on the levels below 1 - pi (their level P / (1 - pi))."""
-        keep = qs < 1 - pi
-        if keep.sum() == 0:
-            return 0.0, 0.0, 0.0
-        q, y = qs[keep] / (1 - pi), logs[keep]
-        ss = np.linspace(0, MAX_SPREAD, 51)[:, None, None]
-        fs = np.linspace(0, 0.98, 50)[None, :, None]
-        e = ((np.log(body_q(x50, ss, fs, q[None, None, :])) - y) ** 2).sum(axis=2)
-        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
-        return float(e[i, j]), float(ss[i, 0, 0]), float(fs[0, j, 0])
+    body_q, fit_body = _body_q, _fit_body
 
     def body_mean(x50: float, s: float, f: float) -> float:
         """The body's mean: x50 (f + (1 - f) m(s)), m(s) = pi s / sin(pi s)."""
@@ -1150,14 +1300,19 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("read_stream_rate", 1e3),
     ("write_stream_rate", 1e3),
     ("flush_rate", 1e3),
+    ("freeze_interval", 1e3),
+    ("freeze_time", 1e3),
 )
 
 
-def residuals(params: Params, points: Sequence[Point]) -> list[tuple[str, float]]:
+def residuals(
+    params: Params, points: Sequence[Point], tails: Sequence[_Tail] = ()
+) -> list[tuple[str, float]]:
     """(label, ln model - ln measured) of every figure the fit answers for: each point's
     requests per second (at QD1 its mean latency's inverse), each fdatasync point's latency,
-    and the random 4 KiB QD1 points' percentiles (the unit times' fit)."""
-    out = []
+    the random 4 KiB QD1 points' percentiles (the unit times' fit), and with freezes every
+    point's tail levels `tails` (`fit_freeze`)."""
+    out = freeze_residuals(params, tails) if params.get("freeze_interval") else []
     for p in points:
         if p.job.fdatasync:
             if p.fdatasync_ns and "flush_latency" in params:
@@ -1208,7 +1363,8 @@ def uncertainty(
         and not (k.endswith("_floor") and not params.get(k.replace("floor", "spread")))
         and not (k.startswith("stall_") and not params.get("stall_probability"))
     ]
-    base = residuals(params, points)
+    tails = _tails(points) if params.get("freeze_interval") else []
+    base = residuals(params, points, tails)
     labels = [label for label, _ in base]
     r = np.array([x for _, x in base])
     cols = []
@@ -1219,8 +1375,8 @@ def uncertainty(
         if up == down:
             cols.append(np.zeros(len(r)))
             continue
-        ru = np.array([v for _, v in residuals({**params, k: up}, points)])
-        rd = np.array([v for _, v in residuals({**params, k: down}, points)])
+        ru = np.array([v for _, v in residuals({**params, k: up}, points, tails)])
+        rd = np.array([v for _, v in residuals({**params, k: down}, points, tails)])
         cols.append((ru - rd) / (up - down))
     jac = np.column_stack(cols) if cols else np.zeros((len(r), 0))
     norms = np.sqrt((jac**2).sum(axis=0))
@@ -1479,6 +1635,9 @@ def fit(
             params["flush_latency"] = max(0, round(statistics.fmean(flush) - front))
     else:
         notes.append("no fdatasync measured: flush_latency is the model's default")
+    # Device-wide freezes, from every point's tail (module doc, "freeze").
+    freeze = fit_freeze(points) if shapes else {}
+    params |= {k: round(v) for k, v in freeze.items()}
     # The unit times' distributions, from the random 4 KiB QD1 points' percentiles.
     sides = ("read", "write") if by["write"] else ("read",)
     for side in sides:
