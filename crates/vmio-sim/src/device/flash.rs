@@ -101,8 +101,9 @@
 //! a ramp from the first command whose slope grows with the size at about the read rate, which
 //! a processor in front of units and pipes cannot give (its commands desynchronise: a knee).
 //!
-//! **Reads first** (`read_priority`, default false: one FIFO for both directions). The
-//! command processor serves the reads waiting for it before the writes: a batch (a pass)
+//! **Reads first** (`read_priority`, default false: one FIFO for both directions). Commands
+//! waiting for the ring's descriptors enter it reads first ("The ring"), and the command
+//! processor serves the reads waiting for it before the writes: a batch (a pass)
 //! takes only the waiting reads while any wait, and a draining pass of writes ends as soon as
 //! a read waits, its writes going on while the reads' pass runs. Sources: MQSim's transaction
 //! scheduling unit (CMU-SAFARI/MQSim, src/ssd/TSU_OutofOrder.cpp, `Schedule`: for each idle
@@ -131,6 +132,30 @@
 //! business only through the overlap it leaves (Little's law); what it moves is each
 //! direction's latency, which the closed forms do not give: `vmio calibrate` chooses it by
 //! simulating the battery's mixed points.
+//!
+//! **The ring** (`ring_descriptors` R, default 0: no limit; `segment_size` S, default 4
+//! KiB). A virtio disk's requests sit in a ring of R descriptors: a request takes one for
+//! its header, one for its status and one per data segment (virtio 1.1, section 5.2.6, the
+//! block request's layout; without VIRTIO_RING_F_INDIRECT_DESC each segment is a ring
+//! descriptor, section 2.6.5); a guest's buffer pages are not contiguous in guest memory, so
+//! a segment is a page (Linux's drivers/block/virtio_blk.c `virtblk_probe` then also halves
+//! the queue depth, and limits a request to R - 2 segments). A request the ring cannot hold
+//! stays with the guest (`virtio_queue_rq`: `virtblk_add_req` fails with -ENOSPC and the
+//! request is returned with BLK_STS_DEV_RESOURCE; blk-mq keeps it at the head of its
+//! dispatch list and runs the queue again when a completion frees descriptors); the ones
+//! behind it wait in the I/O scheduler, whose mq-deadline dispatches reads first
+//! (`read_priority`: the next to enter is the first waiting read). As read from sysfs on this
+//! machine's disk: 128 tags, max_segments 254, no feature bit 28 (INDIRECT_DESC): R = 256, so
+//! one 1 MiB request fills the ring, where 40 requests of 4 KiB fit.
+//!
+//! ```text
+//! need(cmd) = min(2 + ceil(L / S), R)
+//! submit:   wait in line; admit
+//! complete: free += need(cmd); admit
+//! admit:    loop: cmd = the head that found too few before, else the first waiting read
+//!           (read_priority) or the first waiting command; need(cmd) > free? it becomes the
+//!           head, stop; else free -= need(cmd) and it enters the device (processor, units)
+//! ```
 //!
 //! **Freezes** (`freeze_interval` I, `freeze_time` D, both default 0: none; a device without
 //! them books nothing new). The whole device stops for D at times of one a mean I apart:
@@ -578,6 +603,20 @@ pub const ENTRY: ModelEntry = Entry {
             help: "the command processor's batch: snapshot (the commands waiting when it starts; later ones wait for the next) or drain (it pops until its queue is empty: commands arriving meanwhile join the pass, each command_overhead plus its transfer, the pass moving the data, and all go on to their units at the pass's end)",
         },
         ParamSpec {
+            name: "ring_descriptors",
+            kind: Kind::Count { min: 0, max: 1 << 20 },
+            default: Value::Int(0),
+            unit: "",
+            help: "the descriptors of the device's virtqueue (0: no limit): a command takes 2 + one per segment_size of its data (the whole ring at most) until it completes, and waits to enter while they are short (a virtio disk without indirect descriptors)",
+        },
+        ParamSpec {
+            name: "segment_size",
+            kind: Kind::POSITIVE_SIZE,
+            default: Value::Int(4096),
+            unit: "bytes",
+            help: "ring_descriptors > 0: the data a descriptor carries (a guest page: its buffers are not contiguous in guest memory)",
+        },
+        ParamSpec {
             name: "read_priority",
             kind: Kind::Bool,
             default: Value::Bool(false),
@@ -743,6 +782,9 @@ pub struct FlashParams {
     pub batching: Batching,
     /// Reads ahead of writes at the command processor (module doc, "Reads first").
     pub read_priority: bool,
+    /// The virtqueue's descriptors and a descriptor's data (module doc, "The ring"); 0: none.
+    pub ring_descriptors: u64,
+    pub segment_bytes: u64,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     /// The cache's drain behind a FLUSH and each command's own stream (module doc,
@@ -790,6 +832,8 @@ impl FlashParams {
                 _ => Batching::Snapshot,
             },
             read_priority: v.flag("read_priority"),
+            ring_descriptors: v.int("ring_descriptors"),
+            segment_bytes: v.int("segment_size"),
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             flush_rate_bps: v.int("flush_rate"),
@@ -1315,6 +1359,12 @@ pub struct Flash {
     flush_free: Ns,
     /// Device-wide freezes (None: none; its clock is then real time).
     freeze: Option<Freezes>,
+    /// The ring (module doc, "The ring"): descriptors free, commands waiting for them (the
+    /// one that found too few first), and the descriptors each command in it holds by tag.
+    ring_free: u64,
+    ring_head: Option<DevCmd>,
+    ring_wait: VecDeque<DevCmd>,
+    ring_held: std::collections::HashMap<u64, u64>,
 }
 
 /// Device-wide freezes (module doc, "Freezes"): the k-th starts at real time
@@ -1426,6 +1476,10 @@ impl Flash {
             streams: p.read_stream_bps > 0 || p.write_stream_bps > 0,
             dirty_bytes: 0,
             flush_free: 0,
+            ring_free: p.ring_descriptors,
+            ring_head: None,
+            ring_wait: VecDeque::new(),
+            ring_held: std::collections::HashMap::new(),
             freeze: p
                 .freezes()
                 .then(|| Freezes::new(p.freeze_interval_ns, p.freeze_time_ns, seed)),
@@ -1816,15 +1870,11 @@ impl Device for Flash {
         // Steps due by now come first: they became ready before this command.
         self.run(now);
         self.busy.start(real);
-        if self.processor() {
-            if self.p.batching == Batching::Drain {
-                // A pass moves the command's data: its stream starts as it arrives.
-                self.stream_from(now, &cmd);
-            }
-            self.pending.push(cmd);
-            self.start_batch(now);
+        if self.p.ring_descriptors > 0 {
+            self.ring_wait.push_back(cmd);
+            self.admit_ring(now);
         } else {
-            self.dispatch(now, cmd);
+            self.enter(now, cmd);
         }
     }
 
@@ -1842,12 +1892,73 @@ impl Device for Flash {
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
         let clock = self.clock(now);
         self.run(clock);
+        let from = done.len();
         self.done
             .drain_due(now, done, &mut self.stats, &mut self.busy);
+        if self.p.ring_descriptors > 0 && done.len() > from {
+            // Completed commands give their descriptors back; waiting ones enter.
+            for tag in &done[from..] {
+                self.ring_free += self.ring_held.remove(tag).unwrap_or(0);
+            }
+            self.admit_ring(clock);
+            self.run(clock);
+        }
     }
 
     fn stats(&self, now: Ns) -> DeviceStats {
         self.stats.as_of(&self.busy, now)
+    }
+}
+
+impl Flash {
+    /// The descriptors `cmd` takes in the ring: its header and status, and one per
+    /// `segment_size` of its data; the whole ring at most (module doc, "The ring").
+    fn descriptors(&self, cmd: &DevCmd) -> u64 {
+        let segments = cmd.len_bytes.div_ceil(self.p.segment_bytes);
+        (2 + segments).min(self.p.ring_descriptors)
+    }
+
+    /// Waiting commands enter the ring while it has their descriptors: the one that found
+    /// too few first, then the next waiting (with `read_priority` the first waiting read,
+    /// else the first waiting command), each entering the device at `now`.
+    fn admit_ring(&mut self, now: Ns) {
+        loop {
+            let cmd = match self.ring_head.take() {
+                Some(c) => c,
+                None => {
+                    let i = match self.p.read_priority {
+                        true => self.ring_wait.iter().position(|c| c.op == Op::Read),
+                        false => None,
+                    };
+                    match self.ring_wait.remove(i.unwrap_or(0)) {
+                        Some(c) => c,
+                        None => return,
+                    }
+                }
+            };
+            let need = self.descriptors(&cmd);
+            if need > self.ring_free {
+                self.ring_head = Some(cmd);
+                return;
+            }
+            self.ring_free -= need;
+            self.ring_held.insert(cmd.tag, need);
+            self.enter(now, cmd);
+        }
+    }
+
+    /// A command enters the device at `now`: the processor, or its unit and pipe.
+    fn enter(&mut self, now: Ns, cmd: DevCmd) {
+        if self.processor() {
+            if self.p.batching == Batching::Drain {
+                // A pass moves the command's data: its stream starts as it arrives.
+                self.stream_from(now, &cmd);
+            }
+            self.pending.push(cmd);
+            self.start_batch(now);
+        } else {
+            self.dispatch(now, cmd);
+        }
     }
 }
 
@@ -2266,6 +2377,33 @@ mod tests {
         assert!(close(want, 0.8 * x0, 1e-12), "{want} vs {x0}");
         let (iops, _) = measured(&mut d, Op::Read, 4096, 4, 20_000);
         assert!(close(iops, want, 0.01), "{iops} vs {want}");
+    }
+
+    #[test]
+    fn a_command_waits_for_its_descriptors_and_with_read_priority_a_waiting_read_enters_first() {
+        // A ring of 8 descriptors: a 16 KiB command takes 2 + 4; one at a time. Writes W0 at
+        // 0, W1, W2 and a read R3 at 1 us; each in the ring takes its pass (2 + 3 us + t)
+        // and its unit (20 us), a cycle of 25 us + t, the next entering as it completes.
+        let run = |first: bool| {
+            let mut d = flash(&format!(
+                "{DRAIN}\nring_descriptors = 8\nread_priority = {first}"
+            ));
+            d.submit(0, cmd(0, Op::Write, 16384));
+            for (tag, op) in [(1, Op::Write), (2, Op::Write), (3, Op::Read)] {
+                d.submit(US, cmd(tag, op, 16384));
+            }
+            let (tr, tw) = (t(&d, Op::Read, 16384), t(&d, Op::Write, 16384));
+            (drain(&mut d), 25 * US + tr, 25 * US + tw)
+        };
+        // FIFO: W0, W1, W2, R3.
+        let (done, cr, cw) = run(false);
+        assert_eq!(done[&2], 3 * cw);
+        assert_eq!(done[&3], 3 * cw + cr);
+        // Reads first: W1 had found the ring full first and enters next, then R3, then W2.
+        let (done, cr, cw) = run(true);
+        assert_eq!(done[&1], 2 * cw);
+        assert_eq!(done[&3], 2 * cw + cr);
+        assert_eq!(done[&2], 3 * cw + cr);
     }
 
     #[test]
