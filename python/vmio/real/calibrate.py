@@ -48,6 +48,10 @@ randrw rwmixread=70 bs 4k  x QD 1 8                              2 points
 rw rwmixread=50    bs 64k 256k  x QD 8                           2 points (duplex)
 fdatasync          randwrite 4k 16k 64k 256k QD1 psync fdatasync=1  4 points (sync.lat_ns
                                                                  mean: a FLUSH's cost by size)
+fdatasync4-1m      randwrite 1m QD1 psync fdatasync=4              1 point (a FLUSH behind four
+                                                                 writes: 4 MiB to drain)
+randrw30-1m-qd16   randrw rwmixread=30 bs 1m QD 16                  1 point (reads overtaking
+                                                                 writes: read_priority)
 --quick: randread/randwrite 4k QD 1 8 32, read/write 1m QD 1 32, randrw QD 8, rw 256k QD 8,
     fdatasync 4k and 64k
 reads only (a block device without --write): the read and randread points
@@ -109,8 +113,9 @@ h             = the host's path (`host_path_ns`, vmio._native `host_path_ns`): w
                 file, whose device takes 6.5 us, came out 13-19 % slower than the closed form
 flush_latency, flush_rate = the fdatasync points' line S_i = F0 + L_i / F (`fit_flush`: least
                 relative squares over the sizes; sync.lat_ns, the fdatasync calls alone, each
-                after one write of L_i: the model's FLUSH drains the bytes written since the
-                last one at flush_rate, flash.rs "Streams and the cache's drain");
+                after k writes of L, L_i = k L (k = 1, fdatasync4-1m's 4): the model's FLUSH
+                drains the bytes written since the last one at flush_rate, flash.rs "Streams
+                and the cache's drain");
                 flush_latency = F0 less b + k (the model's FLUSH passes the processor). A
                 slope not above 0, or one size: no flush_rate, and flush_latency the points'
                 mean less b + k (the sizes' spread then shows in its uncertainty)
@@ -173,8 +178,18 @@ freeze        = (interval I, duration D) of device-wide freezes (flash.rs, "Free
                 when that does not lower the bodies' own error by FREEZE_GAIN (10 %). This
                 machine's virtio disk had p99.9 of 2-3 ms at 4-8 KiB, QD 12-24, against 0.2 ms
                 from a stall on one unit; its batteries of 29 Nov gave I = 75 and 177 ms, D =
-                1.3 and 1.5 ms. The residuals and the uncertainty then hold every loaded
-                point's tail levels
+                1.3 and 1.5 ms. Fitted before the body, which is then fitted on the points
+                with the freezes' share taken out (`_unfrozen`: X / (1 - D / I), T (1 - D /
+                I)); the residuals and the uncertainty then hold every loaded point's tail
+                levels
+ring_descriptors = 2 x the disk's tags when it is a virtio disk without indirect
+                descriptors (`ring_of`: sysfs device/features bit 28 is 0), else not written
+                (flash.rs, "The ring": a request takes 2 + one descriptor per 4 KiB page)
+read_priority = true (flash.rs, "Reads first") when `vmio sim` of the battery's loaded mixed
+                points (with the ring) on the fit with it gives a sum of (ln sim - ln
+                measured)^2 over each direction's bandwidth and mean latency at least
+                PASS_GAIN below the fit without it (`read_first`); randrw30-1m-qd16 is the
+                battery's large mix at depth, where reads can overtake writes
 write_buffer  = 0;  queue_depth = the tags of the disk's hardware queues (mq/*/nr_tags;
                 else its nr_requests; 128 when unknown, tmpfs)
 write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache = its
@@ -341,6 +356,12 @@ SMALL = 4 * KIB
 SMALL_WRITE_SIZES: tuple[int, ...] = (4 * KIB, 64 * KIB)
 SMALL_WRITE_QDS: tuple[int, ...] = (2, 4)
 FLUSH_SIZES: tuple[int, ...] = (4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB)
+# A FLUSH behind several large writes (size, writes per fdatasync): what the cache drains
+# when it holds more than one write (flush_rate, flash.rs "Streams and the cache's drain").
+FLUSH_BEHIND: tuple[tuple[int, int], ...] = ((MIB, 4),)
+# A mix of large requests at depth (size, depth, read share): whether reads overtake the
+# writes queued before them (read_priority, flash.rs "Reads first").
+LARGE_MIXES: tuple[tuple[int, int, int], ...] = ((MIB, 16, 30),)
 # --quick's points (by name): enough for every parameter of the fit.
 QUICK: frozenset[str] = frozenset(
     {
@@ -447,6 +468,8 @@ class Job:
     iodepth: int
     rwmixread: int | None = None
     fdatasync: bool = False
+    sync_every: int = 1
+    """With fdatasync: the writes between two fdatasyncs (fio's `fdatasync=N`)."""
 
     @property
     def ioengine(self) -> str:
@@ -476,7 +499,7 @@ class Job:
         if self.rwmixread is not None:
             opts.append(("rwmixread", str(self.rwmixread)))
         if self.fdatasync:
-            opts.append(("fdatasync", "1"))
+            opts.append(("fdatasync", str(self.sync_every)))
         return opts
 
 
@@ -506,6 +529,14 @@ def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
     ]
     jobs += [
         Job(f"fdatasync-{size_name(bs)}", "randwrite", bs, 1, fdatasync=True) for bs in FLUSH_SIZES
+    ]
+    jobs += [
+        Job(f"fdatasync{k}-{size_name(bs)}", "randwrite", bs, 1, fdatasync=True, sync_every=k)
+        for bs, k in FLUSH_BEHIND
+    ]
+    jobs += [
+        Job(f"randrw{mix}-{size_name(bs)}-qd{q}", "randrw", bs, q, mix)
+        for bs, q, mix in LARGE_MIXES
     ]
     return tuple(
         j for j in jobs if (not quick or j.name in QUICK) and (writes or j.direction == "read")
@@ -580,6 +611,7 @@ class Point:
             "rwmixread": j.rwmixread,
             "ioengine": j.ioengine,
             "fdatasync": j.fdatasync,
+            **({"sync_every": j.sync_every} if j.sync_every != 1 else {}),
             "size": self.size_bytes,
             "runtime_s": self.runtime_s,
             "read": asdict(self.read) if self.read else None,
@@ -659,7 +691,16 @@ def _job(job: Job) -> dict[str, Any]:
         "rwmixread": job.rwmixread,
         "fdatasync": job.fdatasync,
         "path_ns": host_path_ns(),
+        # A FLUSH behind k writes of L drains k L bytes (flash.rs, "Streams and the
+        # cache's drain"): the closed form's fdatasync job takes them as its bs.
+        **({"bs": job.bs * job.sync_every} if job.fdatasync else {}),
     }
+
+
+def _closed(params: Params) -> Params:
+    """`params` as the closed forms take them: without the flags (`read_priority`: the
+    order reads and writes are served in is not in them, flash.rs "Reads first")."""
+    return {k: v for k, v in params.items() if not isinstance(v, bool)}
 
 
 def processor_x(q: int, b_s: float, c_s: float, r0_s: float, cap: float) -> float:
@@ -672,18 +713,18 @@ def processor_x(q: int, b_s: float, c_s: float, r0_s: float, cap: float) -> floa
 def bounds(params: Params, job: Job) -> tuple[float, float]:
     """(a, the bound of X without the units) of `job` on the flash model: X = min(N / a,
     that bound) with N = units (flash.rs `ClosedForm::bounds`)."""
-    return native().flash_bounds(params, _job(job))
+    return native().flash_bounds(_closed(params), _job(job))
 
 
 def throughput(params: Params, job: Job) -> float:
     """X_model: requests per second of `job` (closed loop of iodepth) on the flash model."""
-    return native().flash_predict(params, _job(job))[0]
+    return native().flash_predict(_closed(params), _job(job))[0]
 
 
 def predicted(params: Params, job: Job) -> tuple[float, float]:
     """(bytes per second, mean latency ns) of `job` on the model; the fdatasync point's
     latency is its fdatasync, a FLUSH through the processor (no bandwidth: NaN)."""
-    return native().flash_predict(params, _job(job))[1:]
+    return native().flash_predict(_closed(params), _job(job))[1:]
 
 
 QD1 = tuple[tuple[tuple[int, float], ...], float]
@@ -1099,6 +1140,29 @@ def fit_freeze(points: Sequence[Point]) -> Params:
     return {"freeze_interval": at[0], "freeze_time": at[1]}
 
 
+def _unfrozen(points: Sequence[Point], freeze: Params) -> list[Point]:
+    """`points` as the device would have measured them without the freezes `freeze` (flash.rs,
+    "Freezes": it runs a share 1 - D / I of the time, so X = X0 (1 - D / I) and by Little's
+    law T = T0 / (1 - D / I)): throughputs over that share, latencies times it; unchanged
+    without freezes."""
+    if not freeze:
+        return list(points)
+    share = 1 - freeze["freeze_time"] / freeze["freeze_interval"]
+
+    def side(m: Side | None) -> Side | None:
+        if m is None:
+            return None
+        return replace(
+            m,
+            iops=m.iops / share,
+            bw_bytes=m.bw_bytes / share,
+            lat_mean_ns=m.lat_mean_ns * share,
+            clat_p50_ns=m.clat_p50_ns * share,
+        )
+
+    return [replace(p, read=side(p.read), write=side(p.write)) for p in points]
+
+
 def fit_stall(points: Sequence[Point]) -> Params:
     """The stall component (flash.rs "Stalls") from the random 4 KiB points' clat percentile
     lists, every depth (module doc): each point's body a shifted log-logistic about its
@@ -1435,7 +1499,8 @@ def fit_flush(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None
     sxx = sum(wi * (b - mb) ** 2 for wi, (b, _) in zip(w, points, strict=True))
     sxy = sum(wi * (b - mb) * (s - ms) for wi, (b, s) in zip(w, points, strict=True))
     slope = sxy / sxx if sxx > 0 else 0.0
-    if slope <= 0:
+    # A drain below the simulator's nanosecond at the largest size is none.
+    if slope * max(b for b, _ in points) < 1.0:
         return None
     return ms - slope * mb, 1e9 / slope
 
@@ -1449,13 +1514,17 @@ def fit(
     """The flash parameters of the battery's `points` (module doc); `shapes` False: without
     the streams, the draining processor and the flush's drain (the fit before them)."""
     passes = shapes
-    by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     notes: list[str] = []
     # The stall component first (from the QD1 points' percentile lists). With stalls, the
     # unit times follow the QD1 medians (the body: a stall's share of a point's mean
     # varies from point to point, here 87 to 159 us for two 4k QD1 reads) and the stalls'
     # mean z = p D is their own (on the unit, in the closed forms).
     stall = fit_stall(points)
+    # Device-wide freezes, from every loaded point's tail (module doc, "freeze"); the body
+    # is then fitted on the points with their share taken out (`_unfrozen`).
+    freeze = fit_freeze(points) if shapes else {}
+    measured_points, points = points, _unfrozen(points, freeze)
+    by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     read = _Direction.of(by["read"], "read", bool(stall))
     if by["write"]:
         write = _Direction.of(by["write"], "write", bool(stall))
@@ -1617,7 +1686,8 @@ def fit(
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream
-    params = {k: v if isinstance(v, str) else round(v) for k, v in best.items()}
+    params = {k: v if isinstance(v, str) else round(v) for k, v in {**best, **freeze}.items()}
+    points = measured_points
     if stall:
         params["stall_probability"] = round(stall["stall_probability"], 6)
         params["stall_spread"] = round(stall["stall_spread"], 4)
@@ -1627,7 +1697,9 @@ def fit(
         # The model's FLUSH passes the processor alone, then takes flush_latency (and with
         # a flush_rate F the drain of the write before it, L / F: module doc, "Flush").
         front = params["batch_overhead"] + params["command_overhead"]
-        drain = fit_flush([(p.job.bs, p.fdatasync_ns) for p in points if p.fdatasync_ns])
+        drain = fit_flush(
+            [(p.job.bs * p.job.sync_every, p.fdatasync_ns) for p in points if p.fdatasync_ns]
+        )
         if shapes and drain is not None:
             params["flush_latency"] = max(0, round(drain[0] - front))
             params["flush_rate"] = round(drain[1])
@@ -1635,9 +1707,6 @@ def fit(
             params["flush_latency"] = max(0, round(statistics.fmean(flush) - front))
     else:
         notes.append("no fdatasync measured: flush_latency is the model's default")
-    # Device-wide freezes, from every point's tail (module doc, "freeze").
-    freeze = fit_freeze(points) if shapes else {}
-    params |= {k: round(v) for k, v in freeze.items()}
     # The unit times' distributions, from the random 4 KiB QD1 points' percentiles.
     sides = ("read", "write") if by["write"] else ("read",)
     for side in sides:
@@ -1723,6 +1792,14 @@ def fit(
             "stall_probability",
             f"{params['stall_probability']} sits at its upper bound {MAX_STALL_PROBABILITY} "
             "(stalls as common as that are the body, not a tail)",
+        )
+    if freeze and params["freeze_time"] >= MAX_FREEZE_SHARE * params["freeze_interval"] * (
+        1 - AT_BOUND
+    ):
+        flag(
+            "freeze_time",
+            f"{_ns(params['freeze_time'])} sits at its upper bound {MAX_FREEZE_SHARE} x "
+            "freeze_interval (a device frozen that often is its body, not a tail)",
         )
     if stall and params.get("stall_spread", 0.0) >= MAX_SPREAD * (1 - AT_BOUND):
         flag(
@@ -1963,6 +2040,32 @@ def queue_caps(target: Target) -> dict[str, bool]:
     return {"write_cache": wc == "write back", "fua": fua == "1"}
 
 
+INDIRECT_DESC = 28
+"""VIRTIO_RING_F_INDIRECT_DESC, the feature bit of indirect descriptors (virtio 1.1, 6.2)."""
+
+
+def ring_of(target: Target) -> Params:
+    """The target's virtqueue when its disk is a virtio disk without indirect descriptors
+    (flash.rs, "The ring"): {"ring_descriptors": 2 x its tags} (Linux's virtio_blk halves its
+    queue depth then, as recalled: drivers/block/virtio_blk.c `virtblk_probe`); else {}.
+    sysfs: /sys/class/block/<disk>/device/features, one character per feature bit."""
+    disk = target.disk
+    if disk is None or not disk.device_slots:
+        return {}
+    try:
+        features = (_queue_dir(disk.device).parent / "device" / "features").read_text(
+            encoding="utf-8"
+        )
+    except OSError:
+        return {}
+    features = features.strip()
+    if len(features) <= INDIRECT_DESC or not set(features) <= {"0", "1"}:
+        return {}
+    if features[INDIRECT_DESC] == "1":
+        return {}
+    return {"ring_descriptors": 2 * disk.device_slots}
+
+
 def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
     """A runnable native stack of this machine whose one device is the fit (module doc)."""
     disk = target.disk
@@ -2007,13 +2110,15 @@ def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
 
 def sim_runtime_ms(params: Params | None, job: Job) -> int:
     """The simulated time of `job` on the fit `params` (module doc, "fit.txt's simulations"):
-    SIM_RUNTIME_MS, or, with stalls, long enough for SIM_STALLS of them at the closed forms'
-    rate, at most SIM_MAX_IOS requests' worth."""
+    SIM_RUNTIME_MS, or, with stalls or freezes, long enough for SIM_STALLS of them (the
+    stalls at the closed forms' rate), at most SIM_MAX_IOS requests' worth."""
     pi = stall_of(params)[0] if params else 0.0
-    if pi <= 0 or job.fdatasync:
+    interval = float((params or {}).get("freeze_interval", 0) or 0)
+    if (pi <= 0 and interval <= 0) or job.fdatasync:
         return SIM_RUNTIME_MS
-    ios = min(SIM_STALLS / pi, SIM_MAX_IOS)
-    return max(SIM_RUNTIME_MS, math.ceil(ios / throughput(params or {}, job) * 1000))
+    x = throughput(params or {}, job)
+    ios = min(max(SIM_STALLS / pi if pi > 0 else 0.0, SIM_STALLS * interval / 1e9 * x), SIM_MAX_IOS)
+    return max(SIM_RUNTIME_MS, math.ceil(ios / x * 1000))
 
 
 def simulate(stack: str, points: Sequence[Point], params: Params | None = None) -> list[Point]:
@@ -2026,6 +2131,31 @@ def simulate(stack: str, points: Sequence[Point], params: Params | None = None) 
         result = json.loads(simulate_text(stack, "stack.toml", text, f"{p.job.name}.fio"))
         out.append(point_of(p.job, p.size_bytes, ms / 1000, result["jobs"][0]))
     return out
+
+
+def read_first(params: Params, points: Sequence[Point], stack_of: Callable[[Params], str]) -> bool:
+    """Whether the fit's processor serves reads first (flash.rs, "Reads first"; module doc,
+    "read_priority"): `vmio sim` of the battery's loaded mixed points on `stack_of(params)`
+    with and without it, each direction's bandwidth and mean latency against the measured;
+    True when it lowers the sum of (ln sim - ln measured)^2 by PASS_GAIN. False without a
+    processor (nothing to order) or a loaded mix."""
+    mixed = [p for p in points if p.job.direction == "mixed" and p.job.iodepth > 1 and p.iops]
+    if not mixed or params.get("batch_overhead", 0) + params.get("command_overhead", 0) <= 0:
+        return False
+
+    def error(first: bool) -> float:
+        trial = {**params, "read_priority": first}
+        e = 0.0
+        for p, s in zip(mixed, simulate(stack_of(trial), mixed, trial), strict=True):
+            for side in ("read", "write"):
+                m, x = getattr(p, side), getattr(s, side)
+                if m is None or x is None or min(m.iops, x.iops) <= 0:
+                    continue
+                e += (math.log(x.bw_bytes) - math.log(m.bw_bytes)) ** 2
+                e += (math.log(x.lat_mean_ns) - math.log(m.lat_mean_ns)) ** 2
+        return e
+
+    return error(True) < (1 - PASS_GAIN) * error(False)
 
 
 def _err(x: float, ref: float) -> float:
@@ -2256,10 +2386,13 @@ def run(
             t.path.unlink(missing_ok=True)
     qd = queue_depth(t.disk)
     f = fit(points, t.capacity, qd)
-    if f.flags and accept_bounds:
-        f = replace(f, notes=(*f.notes, *(f"accepted at its bound: {x}" for x in f.flags)))
+    f = replace(f, params={**f.params, **ring_of(t)})
     cores = os.cpu_count() or 1
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if read_first(f.params, points, lambda p: stack_toml(replace(f, params=p), t, cores, when)):
+        f = replace(f, params={**f.params, "read_priority": True})
+    if f.flags and accept_bounds:
+        f = replace(f, notes=(*f.notes, *(f"accepted at its bound: {x}" for x in f.flags)))
     stack = stack_toml(f, t, cores, when)
     out.mkdir(parents=True, exist_ok=True)
     stack_path = out / "stack.toml"
