@@ -180,8 +180,8 @@
 //!
 //! What it answers for: this machine's virtio disk (docs/validation.md) had a p99.9 of 2-3
 //! ms at 4-8 KiB and QD 12-24, 10-15 times its p99, where a stall on one unit (fitted at
-//! QD1) gave 0.2 ms; the battery's tails at every depth and size fit freezes of about 1.2 ms
-//! every 110-170 ms.
+//! QD1) gave 0.2 ms; the batteries' tails at every depth and size fit freezes of 1.3-1.5 ms
+//! every 75-177 ms (two batteries twenty minutes apart).
 //!
 //! **Service times.** A unit's time for a command is `read_latency` (`write_latency`) by
 //! default, the same for every command: at QD1 every percentile equals the mean. With
