@@ -585,7 +585,7 @@ def test_ctrl_c_removes_the_temporary_target_file(tmp_path: Path, shm_file: Path
         (["--size", "1m"], "--size 1048576 bytes: accepted: 16m or more"),
         (["--budget", "abc"], "argument --budget: 'abc' is not a number of seconds"),
         (["--budget", "5", "--quick"], "--budget 5: accepted: 17 to 86400 seconds"),
-        (["--budget", "30"], "--budget 30: accepted: 63 to 86400 seconds"),
+        (["--budget", "30"], "--budget 30: accepted: 65 to 86400 seconds"),
     ],
 )
 def test_bad_values_are_one_error_line_naming_the_option_and_what_is_accepted(
@@ -940,3 +940,51 @@ def test_the_fit_chooses_a_draining_pass_for_a_latency_that_grows_from_the_first
     for q in (1, 2, 8):
         lat = calibrate.predicted(known, Job("r", "randread", 4 * KIB, q))[1]
         assert lat == pytest.approx(2_000 + q * (10_000 + 4096 / 3e9 * 1e9) + 30_000 + h), q
+
+
+LEVELS = tuple(q / 100 for q in FIO_LEVELS)
+
+
+def frozen_point(name: str, x50: float, mean: float, freeze: dict) -> Point:
+    """A random read point whose clat list is a body of spread 0.2 and floor 0.5 about x50
+    with freezes `freeze` ({}: none), mean latency `mean`, a million requests."""
+    import numpy as np
+
+    t = calibrate._Tail(name, x50, 0.2, 0.5, mean, np.array(LEVELS), np.zeros(17))
+    if freeze:
+        values = calibrate.freeze_ns(t, freeze["freeze_interval"], freeze["freeze_time"])
+    else:
+        values = calibrate._body_q(x50, 0.2, 0.5, t.levels)
+    pct = {f"{100 * q:f}": float(v) for q, v in zip(LEVELS, values, strict=True)}
+    side = Side(1e9 / mean, 4096e9 / mean, mean, x50, pct["99.000000"], pct["99.900000"])
+    fio = {"read": {"total_ios": 1_000_000, "clat_ns": {"percentile": pct}}}
+    return Point(Job(name, "randread", 4096, 8), 1 << 30, 3.0, side, None, None, fio)
+
+
+def test_a_freeze_puts_the_levels_above_one_minus_r_over_i_at_the_median_plus_its_time():
+    import numpy as np
+
+    # R = 200 us, I = 100 ms: a share pi = 0.002 of the commands wait D = 2 ms more.
+    t = calibrate._Tail("p", 100e3, 0.0, 0.0, 200e3, np.array([0.9, 0.99, 0.997, 0.999]), None)
+    got = calibrate.freeze_ns(t, np.array(100e6), np.array(2e6))
+    assert list(got) == [100e3, 100e3, 100e3, 100e3 + 2e6]
+    # The body's own quantile below 1 - pi, at P / (1 - pi).
+    t = replace(t, s=0.3, f=0.5)
+    got = calibrate.freeze_ns(t, np.array(100e6), np.array(2e6))
+    assert got[1] == pytest.approx(calibrate._body_q(100e3, 0.3, 0.5, 0.99 / 0.998))
+
+
+def test_the_fitted_freezes_reproduce_the_tails_they_were_fitted_on():
+    # Points of several latencies R (the share R / I in flight when a freeze starts).
+    freeze = {"freeze_interval": 120e6, "freeze_time": 1.5e6}
+    points = [
+        frozen_point(f"p{i}", x50, mean, freeze)
+        for i, (x50, mean) in enumerate(
+            [(40e3, 50e3), (150e3, 180e3), (400e3, 450e3), (1e6, 1.1e6)]
+        )
+    ]
+    got = calibrate.fit_freeze(points)
+    assert got["freeze_interval"] == pytest.approx(120e6, rel=0.05)
+    assert got["freeze_time"] == pytest.approx(1.5e6, rel=0.05)
+    # Without freezes in the lists, none is fitted.
+    assert calibrate.fit_freeze([frozen_point("p", 150e3, 180e3, {})]) == {}

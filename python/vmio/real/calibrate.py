@@ -48,6 +48,10 @@ randrw rwmixread=70 bs 4k  x QD 1 8                              2 points
 rw rwmixread=50    bs 64k 256k  x QD 8                           2 points (duplex)
 fdatasync          randwrite 4k 16k 64k 256k QD1 psync fdatasync=1  4 points (sync.lat_ns
                                                                  mean: a FLUSH's cost by size)
+fdatasync4-1m      randwrite 1m QD1 psync fdatasync=4              1 point (a FLUSH behind four
+                                                                 writes: 4 MiB to drain)
+randrw30-1m-qd16   randrw rwmixread=30 bs 1m QD 16                  1 point (reads overtaking
+                                                                 writes: read_priority)
 --quick: randread/randwrite 4k QD 1 8 32, read/write 1m QD 1 32, randrw QD 8, rw 256k QD 8,
     fdatasync 4k and 64k
 reads only (a block device without --write): the read and randread points
@@ -109,8 +113,9 @@ h             = the host's path (`host_path_ns`, vmio._native `host_path_ns`): w
                 file, whose device takes 6.5 us, came out 13-19 % slower than the closed form
 flush_latency, flush_rate = the fdatasync points' line S_i = F0 + L_i / F (`fit_flush`: least
                 relative squares over the sizes; sync.lat_ns, the fdatasync calls alone, each
-                after one write of L_i: the model's FLUSH drains the bytes written since the
-                last one at flush_rate, flash.rs "Streams and the cache's drain");
+                after k writes of L, L_i = k L (k = 1, fdatasync4-1m's 4): the model's FLUSH
+                drains the bytes written since the last one at flush_rate, flash.rs "Streams
+                and the cache's drain");
                 flush_latency = F0 less b + k (the model's FLUSH passes the processor). A
                 slope not above 0, or one size: no flush_rate, and flush_latency the points'
                 mean less b + k (the sizes' spread then shows in its uncertainty)
@@ -161,6 +166,30 @@ spread_d, floor_d = the unit time's shifted log-logistic (flash.rs, "Service tim
                 sin(pi s); on a grid of s in [0, 1/2] and f in [0, 1), refined twice around
                 the best cell (two percentiles and two parameters: exact when the median is
                 below the mean, as it is when the tail is to the right)
+freeze        = (interval I, duration D) of device-wide freezes (flash.rs, "Freezes";
+                `fit_freeze`), from every loaded point's fio clat list (QD > 1, no fdatasync;
+                the QD1 points' tails are the stalls'), D at most MAX_FREEZE_SHARE (0.1) of
+                I: each point's body x50 (f + (1 - f) r^s) fitted on its levels up to
+                BODY_LEVEL (p90), then for its levels from TAIL_LEVEL (p99 up) the model
+                M(P) = body(P / (1 - pi)) below 1 - pi and x50 + D above, pi = R / I (R its
+                measured mean latency: Little's law gives the share of its commands in
+                flight when a freeze starts); (I, D) the least sum (ln M - ln x_P)^2 on log
+                grids (I 1 ms to 100 s, D 10 us to 100 ms) refined FREEZE_REFINE times; none
+                when that does not lower the bodies' own error by FREEZE_GAIN (10 %). This
+                machine's virtio disk had p99.9 of 2-3 ms at 4-8 KiB, QD 12-24, against 0.2 ms
+                from a stall on one unit; its batteries of 29 Nov gave I = 75 and 177 ms, D =
+                1.3 and 1.5 ms. Fitted before the body, which is then fitted on the points
+                with the freezes' share taken out (`_unfrozen`: X / (1 - D / I), T (1 - D /
+                I)); the residuals and the uncertainty then hold every loaded point's tail
+                levels
+ring_descriptors = 2 x the disk's tags when it is a virtio disk without indirect
+                descriptors (`ring_of`: sysfs device/features bit 28 is 0), else not written
+                (flash.rs, "The ring": a request takes 2 + one descriptor per 4 KiB page)
+read_priority = true (flash.rs, "Reads first") when `vmio sim` of the battery's loaded mixed
+                points (with the ring) on the fit with it gives a sum of (ln sim - ln
+                measured)^2 over each direction's bandwidth and mean latency at least
+                PASS_GAIN below the fit without it (`read_first`); randrw30-1m-qd16 is the
+                battery's large mix at depth, where reads can overtake writes
 write_buffer  = 0;  queue_depth = the tags of the disk's hardware queues (mq/*/nr_tags;
                 else its nr_requests; 128 when unknown, tmpfs)
 write_cache, fua = what the disk's queue advertises (`queue_caps`): write_cache = its
@@ -188,7 +217,8 @@ bounds        read_latency, write_latency >= 5 us (MIN_LATENCY_NS: a NAND page r
                 deepest point); 0 <= c, b, k within the room above; 0 <= spread <= 1/2
 residuals     r = ln model - ln measured of every point's requests per second, every
                 fdatasync point's latency, the random 4k QD1 points' listed percentiles
-                (the mixture of unit time and stall)
+                (the mixture of unit time and stall), with freezes every point's levels
+                from TAIL_LEVEL (`freeze_residuals`)
 Jacobian      J_ij = dr_i / dtheta_j by central differences (steps of 1e-3 of the value, at
                 least 10 ns, 1 kB/s, 0.01 unit, 0.001 of a share)
 uncertainty   cov = s^2 (J^T J)^+ over the identified parameters not held at a bound, in
@@ -326,6 +356,12 @@ SMALL = 4 * KIB
 SMALL_WRITE_SIZES: tuple[int, ...] = (4 * KIB, 64 * KIB)
 SMALL_WRITE_QDS: tuple[int, ...] = (2, 4)
 FLUSH_SIZES: tuple[int, ...] = (4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB)
+# A FLUSH behind several large writes (size, writes per fdatasync): what the cache drains
+# when it holds more than one write (flush_rate, flash.rs "Streams and the cache's drain").
+FLUSH_BEHIND: tuple[tuple[int, int], ...] = ((MIB, 4),)
+# A mix of large requests at depth (size, depth, read share): whether reads overtake the
+# writes queued before them (read_priority, flash.rs "Reads first").
+LARGE_MIXES: tuple[tuple[int, int, int], ...] = ((MIB, 16, 30),)
 # --quick's points (by name): enough for every parameter of the fit.
 QUICK: frozenset[str] = frozenset(
     {
@@ -402,6 +438,17 @@ AT_BOUND = 0.01
 STREAM_GRID = 200
 SNAPSHOT, DRAIN = "snapshot", "drain"
 PASS_GAIN = 0.01
+# Device-wide freezes (`fit_freeze`): each point's body from its clat levels up to
+# BODY_LEVEL, the freezes from its levels from TAIL_LEVEL; the grids of the interval between
+# freezes and of their duration (ns: from, to, steps), FREEZE_REFINE finer grids; kept when
+# they lower the tails' error by FREEZE_GAIN.
+BODY_LEVEL = 0.9
+TAIL_LEVEL = 0.99
+FREEZE_INTERVAL_NS = (1e6, 1e11, 51)
+FREEZE_TIME_NS = (1e4, 1e8, 41)
+FREEZE_REFINE = 3
+FREEZE_GAIN = 0.1
+MAX_FREEZE_SHARE = 0.1
 
 
 class CalibrateError(VmioError):
@@ -421,6 +468,8 @@ class Job:
     iodepth: int
     rwmixread: int | None = None
     fdatasync: bool = False
+    sync_every: int = 1
+    """With fdatasync: the writes between two fdatasyncs (fio's `fdatasync=N`)."""
 
     @property
     def ioengine(self) -> str:
@@ -450,7 +499,7 @@ class Job:
         if self.rwmixread is not None:
             opts.append(("rwmixread", str(self.rwmixread)))
         if self.fdatasync:
-            opts.append(("fdatasync", "1"))
+            opts.append(("fdatasync", str(self.sync_every)))
         return opts
 
 
@@ -480,6 +529,14 @@ def battery(quick: bool = False, writes: bool = True) -> tuple[Job, ...]:
     ]
     jobs += [
         Job(f"fdatasync-{size_name(bs)}", "randwrite", bs, 1, fdatasync=True) for bs in FLUSH_SIZES
+    ]
+    jobs += [
+        Job(f"fdatasync{k}-{size_name(bs)}", "randwrite", bs, 1, fdatasync=True, sync_every=k)
+        for bs, k in FLUSH_BEHIND
+    ]
+    jobs += [
+        Job(f"randrw{mix}-{size_name(bs)}-qd{q}", "randrw", bs, q, mix)
+        for bs, q, mix in LARGE_MIXES
     ]
     return tuple(
         j for j in jobs if (not quick or j.name in QUICK) and (writes or j.direction == "read")
@@ -554,6 +611,7 @@ class Point:
             "rwmixread": j.rwmixread,
             "ioengine": j.ioengine,
             "fdatasync": j.fdatasync,
+            **({"sync_every": j.sync_every} if j.sync_every != 1 else {}),
             "size": self.size_bytes,
             "runtime_s": self.runtime_s,
             "read": asdict(self.read) if self.read else None,
@@ -633,7 +691,16 @@ def _job(job: Job) -> dict[str, Any]:
         "rwmixread": job.rwmixread,
         "fdatasync": job.fdatasync,
         "path_ns": host_path_ns(),
+        # A FLUSH behind k writes of L drains k L bytes (flash.rs, "Streams and the
+        # cache's drain"): the closed form's fdatasync job takes them as its bs.
+        **({"bs": job.bs * job.sync_every} if job.fdatasync else {}),
     }
+
+
+def _closed(params: Params) -> Params:
+    """`params` as the closed forms take them: without the flags (`read_priority`: the
+    order reads and writes are served in is not in them, flash.rs "Reads first")."""
+    return {k: v for k, v in params.items() if not isinstance(v, bool)}
 
 
 def processor_x(q: int, b_s: float, c_s: float, r0_s: float, cap: float) -> float:
@@ -646,18 +713,18 @@ def processor_x(q: int, b_s: float, c_s: float, r0_s: float, cap: float) -> floa
 def bounds(params: Params, job: Job) -> tuple[float, float]:
     """(a, the bound of X without the units) of `job` on the flash model: X = min(N / a,
     that bound) with N = units (flash.rs `ClosedForm::bounds`)."""
-    return native().flash_bounds(params, _job(job))
+    return native().flash_bounds(_closed(params), _job(job))
 
 
 def throughput(params: Params, job: Job) -> float:
     """X_model: requests per second of `job` (closed loop of iodepth) on the flash model."""
-    return native().flash_predict(params, _job(job))[0]
+    return native().flash_predict(_closed(params), _job(job))[0]
 
 
 def predicted(params: Params, job: Job) -> tuple[float, float]:
     """(bytes per second, mean latency ns) of `job` on the model; the fdatasync point's
     latency is its fdatasync, a FLUSH through the processor (no bandwidth: NaN)."""
-    return native().flash_predict(params, _job(job))[1:]
+    return native().flash_predict(_closed(params), _job(job))[1:]
 
 
 QD1 = tuple[tuple[tuple[int, float], ...], float]
@@ -935,6 +1002,167 @@ def _grid_quantile(mean: Any, floor: Any, spread: Any, q: Any) -> Any:
     return np.where(s > 0, v, mean * np.ones_like(v))
 
 
+def _body_q(x50: float, s: Any, f: Any, q: Any) -> Any:
+    """Quantile q of a point's body about its measured median x50: x50 (f + (1 - f) r^s),
+    r = q / (1 - q) cut to [U_CUT, 1 - U_CUT] (numpy, broadcast)."""
+    import numpy as np
+
+    q = np.clip(q, U_CUT, 1 - U_CUT)
+    return x50 * (f + (1 - f) * (q / (1 - q)) ** s)
+
+
+def _fit_body(qs: Any, logs: Any, x50: float, pi: float) -> tuple[float, float, float]:
+    """(error, s, f) of a point's body (`_body_q`) on its levels below 1 - pi (their level
+    P / (1 - pi)): the least sum of (ln body - ln x)^2 on a grid of s and f."""
+    import numpy as np
+
+    keep = qs < 1 - pi
+    if keep.sum() == 0:
+        return 0.0, 0.0, 0.0
+    q, y = qs[keep] / (1 - pi), logs[keep]
+    ss = np.linspace(0, MAX_SPREAD, 51)[:, None, None]
+    fs = np.linspace(0, 0.98, 50)[None, :, None]
+    e = ((np.log(_body_q(x50, ss, fs, q[None, None, :])) - y) ** 2).sum(axis=2)
+    i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+    return float(e[i, j]), float(ss[i, 0, 0]), float(fs[0, j, 0])
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """A battery point's tail as the freeze fit sees it (`fit_freeze`): its label, its body
+    (median x50, spread s, floor f, fitted on the levels up to BODY_LEVEL), its measured
+    mean latency R (ns) and its levels from TAIL_LEVEL with their ln ns."""
+
+    label: str
+    x50: float
+    s: float
+    f: float
+    mean: float
+    levels: Any
+    logs: Any
+
+
+def _tails(points: Sequence[Point]) -> list[_Tail]:
+    """Every loaded point (QD > 1: the QD1 points' tails are the stalls', `fit_stall`) and
+    direction with a clat list of at least three body levels and one tail level
+    (`clat_levels`), the fdatasync points aside."""
+    import numpy as np
+
+    out = []
+    for p in points:
+        if p.job.fdatasync or p.job.iodepth <= 1:
+            continue
+        for side in ("read", "write"):
+            m = getattr(p, side)
+            levels = clat_levels(p, side) if m is not None else []
+            x50 = next((v for q, v in levels if abs(q - 0.5) < 1e-9), 0.0)
+            body = [(q, v) for q, v in levels if q <= BODY_LEVEL]
+            tail = [(q, v) for q, v in levels if q >= TAIL_LEVEL]
+            if len(body) < 3 or not tail or x50 <= 0 or m.lat_mean_ns <= 0:
+                continue
+            qs, logs = np.array([q for q, _ in body]), np.log([v for _, v in body])
+            _, s, f = _fit_body(qs, logs, x50, 0.0)
+            out.append(
+                _Tail(
+                    f"{p.job.name} {side}",
+                    x50,
+                    s,
+                    f,
+                    m.lat_mean_ns,
+                    np.array([q for q, _ in tail]),
+                    np.log([v for _, v in tail]),
+                )
+            )
+    return out
+
+
+def freeze_ns(t: _Tail, interval: Any, time: Any) -> Any:
+    """The tail levels of point `t` with device-wide freezes every `interval` ns lasting
+    `time` ns (flash.rs, "Freezes"; numpy, broadcast over interval and time): a share pi =
+    R / interval of its commands are in flight when a freeze starts (Little's law: the q in
+    flight over the q / R a second completed), each then waits `time` more; quantile P is
+    the body's at P / (1 - pi) below 1 - pi and x50 + time above."""
+    import numpy as np
+
+    pi = np.minimum(t.mean / np.asarray(interval, float), 0.5)[..., None]
+    q = t.levels
+    low = _body_q(t.x50, t.s, t.f, q / (1 - pi))
+    high = t.x50 + np.asarray(time, float)[..., None] + 0 * q
+    return np.where(q < 1 - pi, low, high)
+
+
+def freeze_residuals(params: Params, tails: Sequence[_Tail]) -> list[tuple[str, float]]:
+    """(label, ln model - ln measured) of every tail level of `tails` with the fit's freezes
+    (none: the bodies alone)."""
+    import numpy as np
+
+    interval = float(params.get("freeze_interval", 0.0))
+    time = float(params.get("freeze_time", 0.0))
+    out = []
+    for t in tails:
+        if interval > 0 and time > 0:
+            m = freeze_ns(t, np.array(interval), np.array(time))
+        else:
+            m = _body_q(t.x50, t.s, t.f, t.levels)
+        for q, x, y in zip(t.levels, np.log(m), t.logs, strict=True):
+            out.append((f"{t.label} p{100 * q:g}", float(x - y)))
+    return out
+
+
+def fit_freeze(points: Sequence[Point]) -> Params:
+    """Device-wide freezes (flash.rs, "Freezes") from every point's clat list (module doc):
+    each point's body fitted on its levels up to BODY_LEVEL, then (interval, time) the least
+    sum over the levels from TAIL_LEVEL of (ln M - ln x)^2 (`freeze_ns`) on a log grid
+    (FREEZE_INTERVAL_NS x FREEZE_TIME_NS, time at most MAX_FREEZE_SHARE of the interval)
+    refined FREEZE_REFINE times about its best cell;
+    {} when that does not lower the bodies' own error by FREEZE_GAIN."""
+    import numpy as np
+
+    tails = _tails(points)
+    if not tails:
+        return {}
+    alone = sum(x * x for _, x in freeze_residuals({}, tails))
+    axes = [np.geomspace(*FREEZE_INTERVAL_NS), np.geomspace(*FREEZE_TIME_NS)]
+    for _ in range(1 + FREEZE_REFINE):
+        iv, tm = axes[0][:, None], axes[1][None, :]
+        e = sum(((np.log(freeze_ns(t, iv, tm)) - t.logs) ** 2).sum(axis=-1) for t in tails)
+        # A device frozen more than MAX_FREEZE_SHARE of the time: the body, not a tail.
+        e = np.where(tm <= MAX_FREEZE_SHARE * iv, e, np.inf)
+        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+        best = float(e[i, j])
+        at = (float(axes[0][i]), float(axes[1][j]))
+        steps = [
+            a[min(k + 1, len(a) - 1)] / a[max(k - 1, 0)] for a, k in zip(axes, (i, j), strict=True)
+        ]
+        axes = [x * np.geomspace(st**-0.5, st**0.5, 11) for x, st in zip(at, steps, strict=True)]
+    if best >= (1 - FREEZE_GAIN) * alone:
+        return {}
+    return {"freeze_interval": at[0], "freeze_time": at[1]}
+
+
+def _unfrozen(points: Sequence[Point], freeze: Params) -> list[Point]:
+    """`points` as the device would have measured them without the freezes `freeze` (flash.rs,
+    "Freezes": it runs a share 1 - D / I of the time, so X = X0 (1 - D / I) and by Little's
+    law T = T0 / (1 - D / I)): throughputs over that share, latencies times it; unchanged
+    without freezes."""
+    if not freeze:
+        return list(points)
+    share = 1 - freeze["freeze_time"] / freeze["freeze_interval"]
+
+    def side(m: Side | None) -> Side | None:
+        if m is None:
+            return None
+        return replace(
+            m,
+            iops=m.iops / share,
+            bw_bytes=m.bw_bytes / share,
+            lat_mean_ns=m.lat_mean_ns * share,
+            clat_p50_ns=m.clat_p50_ns * share,
+        )
+
+    return [replace(p, read=side(p.read), write=side(p.write)) for p in points]
+
+
 def fit_stall(points: Sequence[Point]) -> Params:
     """The stall component (flash.rs "Stalls") from the random 4 KiB points' clat percentile
     lists, every depth (module doc): each point's body a shifted log-logistic about its
@@ -960,21 +1188,7 @@ def fit_stall(points: Sequence[Point]) -> Params:
     if not obs:
         return {}
 
-    def body_q(x50: float, s: Any, f: Any, q: Any) -> Any:
-        q = np.clip(q, U_CUT, 1 - U_CUT)
-        return x50 * (f + (1 - f) * (q / (1 - q)) ** s)
-
-    def fit_body(qs: Any, logs: Any, x50: float, pi: float) -> tuple[float, float, float]:
-        """(error, s, f) of the body on the levels below 1 - pi (their level P / (1 - pi))."""
-        keep = qs < 1 - pi
-        if keep.sum() == 0:
-            return 0.0, 0.0, 0.0
-        q, y = qs[keep] / (1 - pi), logs[keep]
-        ss = np.linspace(0, MAX_SPREAD, 51)[:, None, None]
-        fs = np.linspace(0, 0.98, 50)[None, :, None]
-        e = ((np.log(body_q(x50, ss, fs, q[None, None, :])) - y) ** 2).sum(axis=2)
-        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
-        return float(e[i, j]), float(ss[i, 0, 0]), float(fs[0, j, 0])
+    body_q, fit_body = _body_q, _fit_body
 
     def body_mean(x50: float, s: float, f: float) -> float:
         """The body's mean: x50 (f + (1 - f) m(s)), m(s) = pi s / sin(pi s)."""
@@ -1150,14 +1364,19 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("read_stream_rate", 1e3),
     ("write_stream_rate", 1e3),
     ("flush_rate", 1e3),
+    ("freeze_interval", 1e3),
+    ("freeze_time", 1e3),
 )
 
 
-def residuals(params: Params, points: Sequence[Point]) -> list[tuple[str, float]]:
+def residuals(
+    params: Params, points: Sequence[Point], tails: Sequence[_Tail] = ()
+) -> list[tuple[str, float]]:
     """(label, ln model - ln measured) of every figure the fit answers for: each point's
     requests per second (at QD1 its mean latency's inverse), each fdatasync point's latency,
-    and the random 4 KiB QD1 points' percentiles (the unit times' fit)."""
-    out = []
+    the random 4 KiB QD1 points' percentiles (the unit times' fit), and with freezes every
+    point's tail levels `tails` (`fit_freeze`)."""
+    out = freeze_residuals(params, tails) if params.get("freeze_interval") else []
     for p in points:
         if p.job.fdatasync:
             if p.fdatasync_ns and "flush_latency" in params:
@@ -1208,7 +1427,8 @@ def uncertainty(
         and not (k.endswith("_floor") and not params.get(k.replace("floor", "spread")))
         and not (k.startswith("stall_") and not params.get("stall_probability"))
     ]
-    base = residuals(params, points)
+    tails = _tails(points) if params.get("freeze_interval") else []
+    base = residuals(params, points, tails)
     labels = [label for label, _ in base]
     r = np.array([x for _, x in base])
     cols = []
@@ -1219,8 +1439,8 @@ def uncertainty(
         if up == down:
             cols.append(np.zeros(len(r)))
             continue
-        ru = np.array([v for _, v in residuals({**params, k: up}, points)])
-        rd = np.array([v for _, v in residuals({**params, k: down}, points)])
+        ru = np.array([v for _, v in residuals({**params, k: up}, points, tails)])
+        rd = np.array([v for _, v in residuals({**params, k: down}, points, tails)])
         cols.append((ru - rd) / (up - down))
     jac = np.column_stack(cols) if cols else np.zeros((len(r), 0))
     norms = np.sqrt((jac**2).sum(axis=0))
@@ -1279,7 +1499,8 @@ def fit_flush(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None
     sxx = sum(wi * (b - mb) ** 2 for wi, (b, _) in zip(w, points, strict=True))
     sxy = sum(wi * (b - mb) * (s - ms) for wi, (b, s) in zip(w, points, strict=True))
     slope = sxy / sxx if sxx > 0 else 0.0
-    if slope <= 0:
+    # A drain below the simulator's nanosecond at the largest size is none.
+    if slope * max(b for b, _ in points) < 1.0:
         return None
     return ms - slope * mb, 1e9 / slope
 
@@ -1293,13 +1514,17 @@ def fit(
     """The flash parameters of the battery's `points` (module doc); `shapes` False: without
     the streams, the draining processor and the flush's drain (the fit before them)."""
     passes = shapes
-    by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     notes: list[str] = []
     # The stall component first (from the QD1 points' percentile lists). With stalls, the
     # unit times follow the QD1 medians (the body: a stall's share of a point's mean
     # varies from point to point, here 87 to 159 us for two 4k QD1 reads) and the stalls'
     # mean z = p D is their own (on the unit, in the closed forms).
     stall = fit_stall(points)
+    # Device-wide freezes, from every loaded point's tail (module doc, "freeze"); the body
+    # is then fitted on the points with their share taken out (`_unfrozen`).
+    freeze = fit_freeze(points) if shapes else {}
+    measured_points, points = points, _unfrozen(points, freeze)
+    by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     read = _Direction.of(by["read"], "read", bool(stall))
     if by["write"]:
         write = _Direction.of(by["write"], "write", bool(stall))
@@ -1461,7 +1686,8 @@ def fit(
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream
-    params = {k: v if isinstance(v, str) else round(v) for k, v in best.items()}
+    params = {k: v if isinstance(v, str) else round(v) for k, v in {**best, **freeze}.items()}
+    points = measured_points
     if stall:
         params["stall_probability"] = round(stall["stall_probability"], 6)
         params["stall_spread"] = round(stall["stall_spread"], 4)
@@ -1471,7 +1697,9 @@ def fit(
         # The model's FLUSH passes the processor alone, then takes flush_latency (and with
         # a flush_rate F the drain of the write before it, L / F: module doc, "Flush").
         front = params["batch_overhead"] + params["command_overhead"]
-        drain = fit_flush([(p.job.bs, p.fdatasync_ns) for p in points if p.fdatasync_ns])
+        drain = fit_flush(
+            [(p.job.bs * p.job.sync_every, p.fdatasync_ns) for p in points if p.fdatasync_ns]
+        )
         if shapes and drain is not None:
             params["flush_latency"] = max(0, round(drain[0] - front))
             params["flush_rate"] = round(drain[1])
@@ -1564,6 +1792,14 @@ def fit(
             "stall_probability",
             f"{params['stall_probability']} sits at its upper bound {MAX_STALL_PROBABILITY} "
             "(stalls as common as that are the body, not a tail)",
+        )
+    if freeze and params["freeze_time"] >= MAX_FREEZE_SHARE * params["freeze_interval"] * (
+        1 - AT_BOUND
+    ):
+        flag(
+            "freeze_time",
+            f"{_ns(params['freeze_time'])} sits at its upper bound {MAX_FREEZE_SHARE} x "
+            "freeze_interval (a device frozen that often is its body, not a tail)",
         )
     if stall and params.get("stall_spread", 0.0) >= MAX_SPREAD * (1 - AT_BOUND):
         flag(
@@ -1804,6 +2040,32 @@ def queue_caps(target: Target) -> dict[str, bool]:
     return {"write_cache": wc == "write back", "fua": fua == "1"}
 
 
+INDIRECT_DESC = 28
+"""VIRTIO_RING_F_INDIRECT_DESC, the feature bit of indirect descriptors (virtio 1.1, 6.2)."""
+
+
+def ring_of(target: Target) -> Params:
+    """The target's virtqueue when its disk is a virtio disk without indirect descriptors
+    (flash.rs, "The ring"): {"ring_descriptors": 2 x its tags} (Linux's virtio_blk halves its
+    queue depth then, as recalled: drivers/block/virtio_blk.c `virtblk_probe`); else {}.
+    sysfs: /sys/class/block/<disk>/device/features, one character per feature bit."""
+    disk = target.disk
+    if disk is None or not disk.device_slots:
+        return {}
+    try:
+        features = (_queue_dir(disk.device).parent / "device" / "features").read_text(
+            encoding="utf-8"
+        )
+    except OSError:
+        return {}
+    features = features.strip()
+    if len(features) <= INDIRECT_DESC or not set(features) <= {"0", "1"}:
+        return {}
+    if features[INDIRECT_DESC] == "1":
+        return {}
+    return {"ring_descriptors": 2 * disk.device_slots}
+
+
 def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
     """A runnable native stack of this machine whose one device is the fit (module doc)."""
     disk = target.disk
@@ -1848,13 +2110,15 @@ def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:
 
 def sim_runtime_ms(params: Params | None, job: Job) -> int:
     """The simulated time of `job` on the fit `params` (module doc, "fit.txt's simulations"):
-    SIM_RUNTIME_MS, or, with stalls, long enough for SIM_STALLS of them at the closed forms'
-    rate, at most SIM_MAX_IOS requests' worth."""
+    SIM_RUNTIME_MS, or, with stalls or freezes, long enough for SIM_STALLS of them (the
+    stalls at the closed forms' rate), at most SIM_MAX_IOS requests' worth."""
     pi = stall_of(params)[0] if params else 0.0
-    if pi <= 0 or job.fdatasync:
+    interval = float((params or {}).get("freeze_interval", 0) or 0)
+    if (pi <= 0 and interval <= 0) or job.fdatasync:
         return SIM_RUNTIME_MS
-    ios = min(SIM_STALLS / pi, SIM_MAX_IOS)
-    return max(SIM_RUNTIME_MS, math.ceil(ios / throughput(params or {}, job) * 1000))
+    x = throughput(params or {}, job)
+    ios = min(max(SIM_STALLS / pi if pi > 0 else 0.0, SIM_STALLS * interval / 1e9 * x), SIM_MAX_IOS)
+    return max(SIM_RUNTIME_MS, math.ceil(ios / x * 1000))
 
 
 def simulate(stack: str, points: Sequence[Point], params: Params | None = None) -> list[Point]:
@@ -1867,6 +2131,31 @@ def simulate(stack: str, points: Sequence[Point], params: Params | None = None) 
         result = json.loads(simulate_text(stack, "stack.toml", text, f"{p.job.name}.fio"))
         out.append(point_of(p.job, p.size_bytes, ms / 1000, result["jobs"][0]))
     return out
+
+
+def read_first(params: Params, points: Sequence[Point], stack_of: Callable[[Params], str]) -> bool:
+    """Whether the fit's processor serves reads first (flash.rs, "Reads first"; module doc,
+    "read_priority"): `vmio sim` of the battery's loaded mixed points on `stack_of(params)`
+    with and without it, each direction's bandwidth and mean latency against the measured;
+    True when it lowers the sum of (ln sim - ln measured)^2 by PASS_GAIN. False without a
+    processor (nothing to order) or a loaded mix."""
+    mixed = [p for p in points if p.job.direction == "mixed" and p.job.iodepth > 1 and p.iops]
+    if not mixed or params.get("batch_overhead", 0) + params.get("command_overhead", 0) <= 0:
+        return False
+
+    def error(first: bool) -> float:
+        trial = {**params, "read_priority": first}
+        e = 0.0
+        for p, s in zip(mixed, simulate(stack_of(trial), mixed, trial), strict=True):
+            for side in ("read", "write"):
+                m, x = getattr(p, side), getattr(s, side)
+                if m is None or x is None or min(m.iops, x.iops) <= 0:
+                    continue
+                e += (math.log(x.bw_bytes) - math.log(m.bw_bytes)) ** 2
+                e += (math.log(x.lat_mean_ns) - math.log(m.lat_mean_ns)) ** 2
+        return e
+
+    return error(True) < (1 - PASS_GAIN) * error(False)
 
 
 def _err(x: float, ref: float) -> float:
@@ -2097,10 +2386,13 @@ def run(
             t.path.unlink(missing_ok=True)
     qd = queue_depth(t.disk)
     f = fit(points, t.capacity, qd)
-    if f.flags and accept_bounds:
-        f = replace(f, notes=(*f.notes, *(f"accepted at its bound: {x}" for x in f.flags)))
+    f = replace(f, params={**f.params, **ring_of(t)})
     cores = os.cpu_count() or 1
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if read_first(f.params, points, lambda p: stack_toml(replace(f, params=p), t, cores, when)):
+        f = replace(f, params={**f.params, "read_priority": True})
+    if f.flags and accept_bounds:
+        f = replace(f, notes=(*f.notes, *(f"accepted at its bound: {x}" for x in f.flags)))
     stack = stack_toml(f, t, cores, when)
     out.mkdir(parents=True, exist_ok=True)
     stack_path = out / "stack.toml"

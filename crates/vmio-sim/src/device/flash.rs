@@ -101,6 +101,88 @@
 //! a ramp from the first command whose slope grows with the size at about the read rate, which
 //! a processor in front of units and pipes cannot give (its commands desynchronise: a knee).
 //!
+//! **Reads first** (`read_priority`, default false: one FIFO for both directions). Commands
+//! waiting for the ring's descriptors enter it reads first ("The ring"), and the command
+//! processor serves the reads waiting for it before the writes: a batch (a pass)
+//! takes only the waiting reads while any wait, and a draining pass of writes ends as soon as
+//! a read waits, its writes going on while the reads' pass runs. Sources: MQSim's transaction
+//! scheduling unit (CMU-SAFARI/MQSim, src/ssd/TSU_OutofOrder.cpp, `Schedule`: for each idle
+//! chip, `service_read_transaction`, and only when it serves nothing
+//! `service_write_transaction`, as read in a stored copy), the read-first scheduling of SSD
+//! firmware it models; Linux's mq-deadline (block/mq-deadline.c: reads are dispatched ahead
+//! of writes until writes have been starved `writes_starved` times), which a guest applies
+//! whenever its virtio ring is full and requests wait in the scheduler (a virtio-blk device
+//! without VIRTIO_RING_F_INDIRECT_DESC takes one ring descriptor per data segment, and
+//! Linux's drivers/block/virtio_blk.c `virtblk_probe` halves the queue depth then: this
+//! machine's disk has 128 tags and max_segments 254 for a ring of 256, so a request of a few
+//! hundred KiB fills it).
+//!
+//! ```text
+//! a batch starts:  reads wait?  take the waiting reads (in order), the rest wait on
+//!                  no:          take everything waiting (as without read_priority)
+//! a draining pass of reads ends:   reads arrived meanwhile join it; writes wait
+//! a draining pass of writes ends:  a read waits?  the pass ends (its writes go on)
+//!                                  no:            what arrived joins it (all writes)
+//! a write W at the head of a pass, a write W' and a read R arriving during it (drain):
+//!     R done at  T1 + B + k + t_r + a_r,  T1 = B + k + t_w (W's pass alone)
+//!     W' done at T1 + B + k + t_r + B + k + t_w + a_w   (FIFO: both at T1 + 2 k + t_w + t_r + a)
+//! ```
+//!
+//! A closed loop's throughput and its mean latency over both directions are the order's
+//! business only through the overlap it leaves (Little's law); what it moves is each
+//! direction's latency, which the closed forms do not give: `vmio calibrate` chooses it by
+//! simulating the battery's mixed points.
+//!
+//! **The ring** (`ring_descriptors` R, default 0: no limit; `segment_size` S, default 4
+//! KiB). A virtio disk's requests sit in a ring of R descriptors: a request takes one for
+//! its header, one for its status and one per data segment (virtio 1.1, section 5.2.6, the
+//! block request's layout; without VIRTIO_RING_F_INDIRECT_DESC each segment is a ring
+//! descriptor, section 2.6.5); a guest's buffer pages are not contiguous in guest memory, so
+//! a segment is a page (Linux's drivers/block/virtio_blk.c `virtblk_probe` then also halves
+//! the queue depth, and limits a request to R - 2 segments). A request the ring cannot hold
+//! stays with the guest (`virtio_queue_rq`: `virtblk_add_req` fails with -ENOSPC and the
+//! request is returned with BLK_STS_DEV_RESOURCE; blk-mq keeps it at the head of its
+//! dispatch list and runs the queue again when a completion frees descriptors); the ones
+//! behind it wait in the I/O scheduler, whose mq-deadline dispatches reads first
+//! (`read_priority`: the next to enter is the first waiting read). As read from sysfs on this
+//! machine's disk: 128 tags, max_segments 254, no feature bit 28 (INDIRECT_DESC): R = 256, so
+//! one 1 MiB request fills the ring, where 40 requests of 4 KiB fit.
+//!
+//! ```text
+//! need(cmd) = min(2 + ceil(L / S), R)
+//! submit:   wait in line; admit
+//! complete: free += need(cmd); admit
+//! admit:    loop: cmd = the head that found too few before, else the first waiting read
+//!           (read_priority) or the first waiting command; need(cmd) > free? it becomes the
+//!           head, stop; else free -= need(cmd) and it enters the device (processor, units)
+//! ```
+//!
+//! **Freezes** (`freeze_interval` I, `freeze_time` D, both default 0: none; a device without
+//! them books nothing new). The whole device stops for D at times of one a mean I apart:
+//! every command in flight, on a unit, a pipe or the processor, and every command arriving
+//! meanwhile, waits until the freeze ends, then carries on where it was. A VMM's I/O thread
+//! descheduled on a busy host (its vCPUs and the other tenants' threads share the host's
+//! cores; Linux's EEVDF scheduler gives a task a slice of `base_slice_ns`, 0.75 ms by
+//! default, kernel/sched/fair.c, as recalled), a backend's throttle or a host's writeback
+//! pause stops every request at once, where a stall ("Stalls") holds one unit. The k-th
+//! freeze starts at real time `max((k + u_k) I, the (k-1)-th's end)`, u_k uniform from the
+//! device's stream "flash/freeze" (stratified, as the stalls): the device keeps its own
+//! clock, which stops during a freeze, and converts at its edges:
+//!
+//! ```text
+//! device clock at real time r:  r - k D,  k = the freezes ended by r;  during one: its start
+//! real time of device time d:   d + k D,  k = the freezes started (on the device's clock) before d
+//! a closed loop: X = X0 (1 - D / I)  (the device runs 1 - D / I of the time); a share
+//!     R / I of its commands are in flight when a freeze starts (Little: q in flight, q / R
+//!     done a second) and wait D more: quantile P of a latency is the body's below
+//!     1 - R / I and about its median + D above
+//! ```
+//!
+//! What it answers for: this machine's virtio disk (docs/validation.md) had a p99.9 of 2-3
+//! ms at 4-8 KiB and QD 12-24, 10-15 times its p99, where a stall on one unit (fitted at
+//! QD1) gave 0.2 ms; the batteries' tails at every depth and size fit freezes of 1.3-1.5 ms
+//! every 75-177 ms (two batteries twenty minutes apart).
+//!
 //! **Service times.** A unit's time for a command is `read_latency` (`write_latency`) by
 //! default, the same for every command: at QD1 every percentile equals the mean. With
 //! `read_spread` s > 0 (`write_spread` for writes) it is drawn, per command, from a shifted
@@ -444,6 +526,20 @@ pub const ENTRY: ModelEntry = Entry {
             help: "the share of stall_time every stall takes, as read_floor",
         },
         ParamSpec {
+            name: "freeze_interval",
+            kind: DURATION,
+            default: Value::Int(0),
+            unit: "ns",
+            help: "the mean time between device-wide freezes, during which nothing in the device moves and every command in flight waits (a host's or backend's hiccup; 0: none)",
+        },
+        ParamSpec {
+            name: "freeze_time",
+            kind: DURATION,
+            default: Value::Int(0),
+            unit: "ns",
+            help: "a device-wide freeze's duration (0: none)",
+        },
+        ParamSpec {
             name: "read_rate",
             kind: Kind::Rate,
             default: Value::Int(3_000_000_000),
@@ -505,6 +601,27 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Choice("snapshot"),
             unit: "",
             help: "the command processor's batch: snapshot (the commands waiting when it starts; later ones wait for the next) or drain (it pops until its queue is empty: commands arriving meanwhile join the pass, each command_overhead plus its transfer, the pass moving the data, and all go on to their units at the pass's end)",
+        },
+        ParamSpec {
+            name: "ring_descriptors",
+            kind: Kind::Count { min: 0, max: 1 << 20 },
+            default: Value::Int(0),
+            unit: "",
+            help: "the descriptors of the device's virtqueue (0: no limit): a command takes 2 + one per segment_size of its data (the whole ring at most) until it completes, and waits to enter while they are short (a virtio disk without indirect descriptors)",
+        },
+        ParamSpec {
+            name: "segment_size",
+            kind: Kind::POSITIVE_SIZE,
+            default: Value::Int(4096),
+            unit: "bytes",
+            help: "ring_descriptors > 0: the data a descriptor carries (a guest page: its buffers are not contiguous in guest memory)",
+        },
+        ParamSpec {
+            name: "read_priority",
+            kind: Kind::Bool,
+            default: Value::Bool(false),
+            unit: "",
+            help: "the command processor serves waiting reads before waiting writes: a pass (batch) holds reads only while any wait, and a draining pass of writes ends when a read arrives (false: one FIFO for both)",
         },
         ParamSpec {
             name: "write_buffer",
@@ -651,6 +768,9 @@ pub struct FlashParams {
     pub stall_time_ns: Ns,
     pub stall_spread: f64,
     pub stall_floor: f64,
+    /// Device-wide freezes (module doc, "Freezes"); 0: none.
+    pub freeze_interval_ns: Ns,
+    pub freeze_time_ns: Ns,
     pub read_rate_bps: u64,
     pub write_rate_bps: u64,
     pub link_rate_bps: u64,
@@ -660,6 +780,11 @@ pub struct FlashParams {
     pub batch_overhead_ns: Ns,
     pub command_overhead_ns: Ns,
     pub batching: Batching,
+    /// Reads ahead of writes at the command processor (module doc, "Reads first").
+    pub read_priority: bool,
+    /// The virtqueue's descriptors and a descriptor's data (module doc, "The ring"); 0: none.
+    pub ring_descriptors: u64,
+    pub segment_bytes: u64,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     /// The cache's drain behind a FLUSH and each command's own stream (module doc,
@@ -689,6 +814,8 @@ impl FlashParams {
             stall_time_ns: v.int("stall_time"),
             stall_spread: v.float("stall_spread"),
             stall_floor: v.float("stall_floor"),
+            freeze_interval_ns: v.int("freeze_interval"),
+            freeze_time_ns: v.int("freeze_time"),
             read_rate_bps: v.int("read_rate"),
             write_rate_bps: v.int("write_rate"),
             link_rate_bps: v.int("link_rate"),
@@ -704,6 +831,9 @@ impl FlashParams {
                 "drain" => Batching::Drain,
                 _ => Batching::Snapshot,
             },
+            read_priority: v.flag("read_priority"),
+            ring_descriptors: v.int("ring_descriptors"),
+            segment_bytes: v.int("segment_size"),
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             flush_rate_bps: v.int("flush_rate"),
@@ -736,6 +866,11 @@ impl FlashParams {
             floor: self.stall_floor,
             spread: self.stall_spread,
         }
+    }
+
+    /// Whether the device freezes (an interval and a duration above 0).
+    pub fn freezes(&self) -> bool {
+        self.freeze_interval_ns > 0 && self.freeze_time_ns > 0
     }
 
     /// Whether commands may stall (a probability and a duration above 0).
@@ -777,6 +912,9 @@ pub struct ClosedForm {
     /// their product (module doc, "Stalls").
     pub stall_probability: f64,
     pub stall_time_ns: f64,
+    /// Device-wide freezes: the mean time between them and their duration, ns (0: none).
+    pub freeze_interval_ns: f64,
+    pub freeze_time_ns: f64,
     /// Each command's own stream and the cache's drain behind a FLUSH, bytes/s (0: off;
     /// module doc, "Streams and the cache's drain").
     pub read_stream_bps: f64,
@@ -895,6 +1033,8 @@ impl From<&FlashParams> for ClosedForm {
             flush_latency_ns: p.flush_latency_ns as f64,
             stall_probability: p.stall_probability,
             stall_time_ns: p.stall_time_ns as f64,
+            freeze_interval_ns: p.freeze_interval_ns as f64,
+            freeze_time_ns: p.freeze_time_ns as f64,
             read_stream_bps: p.read_stream_bps as f64,
             write_stream_bps: p.write_stream_bps as f64,
             flush_rate_bps: p.flush_rate_bps as f64,
@@ -953,6 +1093,9 @@ impl ClosedForm {
                     }
                     Value::Int(n) => n as f64,
                     Value::Float(x) => x,
+                    // The order reads and writes are served in moves neither a loop's
+                    // throughput nor its mean latency over both (Little's law).
+                    Value::Bool(_) if spec.name == "read_priority" => continue,
                     Value::Bool(_) | Value::Computed(_) => {
                         return Err(ParamError::Bad {
                             key: spec.name.to_string(),
@@ -986,6 +1129,8 @@ impl ClosedForm {
             "flush_latency" => &mut self.flush_latency_ns,
             "stall_probability" => &mut self.stall_probability,
             "stall_time" => &mut self.stall_time_ns,
+            "freeze_interval" => &mut self.freeze_interval_ns,
+            "freeze_time" => &mut self.freeze_time_ns,
             "read_stream_rate" => &mut self.read_stream_bps,
             "write_stream_rate" => &mut self.write_stream_bps,
             "flush_rate" => &mut self.flush_rate_bps,
@@ -1069,10 +1214,21 @@ impl ClosedForm {
         (a + z, through(lone + z + h, least(pipes, link / len)))
     }
 
-    /// X(q): requests per second of the closed loop, `min(N / a, X')` ([`Self::bounds`]).
+    /// X(q): requests per second of the closed loop, `min(N / a, X')` ([`Self::bounds`]),
+    /// times the share of the time the device is not frozen, `1 - D / I` (module doc,
+    /// "Freezes").
     pub fn requests_per_s(&self, job: &ClosedLoop) -> f64 {
         let (a, rest) = self.bounds(job);
-        least(self.units / a, rest)
+        least(self.units / a, rest) * self.running_share()
+    }
+
+    /// The share of the time the device is not frozen: `1 - D / I` (1 without freezes).
+    pub fn running_share(&self) -> f64 {
+        if self.freeze_interval_ns > 0.0 && self.freeze_time_ns > 0.0 {
+            (1.0 - self.freeze_time_ns / self.freeze_interval_ns).max(0.0)
+        } else {
+            1.0
+        }
     }
 
     /// `(requests per second, mean latency in ns)` of the closed loop: X and `q / X`
@@ -1176,6 +1332,8 @@ pub struct Flash {
     /// next batch, and the batch being processed (empty: the processor is idle).
     pending: Vec<DevCmd>,
     batch: Vec<DevCmd>,
+    /// Where the commands that last joined a draining pass start in `batch`.
+    joined: usize,
     done: Completions,
     stats: DeviceStats,
     busy: Busy,
@@ -1199,6 +1357,91 @@ pub struct Flash {
     /// FLUSH, and when the last FLUSH's drain ends.
     dirty_bytes: u64,
     flush_free: Ns,
+    /// Device-wide freezes (None: none; its clock is then real time).
+    freeze: Option<Freezes>,
+    /// The ring (module doc, "The ring"): descriptors free, commands waiting for them (the
+    /// one that found too few first), and the descriptors each command in it holds by tag.
+    ring_free: u64,
+    ring_head: Option<DevCmd>,
+    ring_wait: VecDeque<DevCmd>,
+    ring_held: std::collections::HashMap<u64, u64>,
+}
+
+/// Device-wide freezes (module doc, "Freezes"): the k-th starts at real time
+/// `max((k + u_k) I, the previous one's end)` and lasts D; the device's own clock stops
+/// meanwhile. Kept as the freezes' starts on both clocks, generated as far as asked.
+struct Freezes {
+    interval: Ns,
+    time: Ns,
+    rng: Rng,
+    /// Each freeze's start in real time and on the device's clock (`real - k D`).
+    real: Vec<Ns>,
+    device: Vec<Ns>,
+}
+
+impl Freezes {
+    fn new(interval: Ns, time: Ns, seed: u64) -> Self {
+        Self {
+            interval,
+            time,
+            rng: Rng::derive(seed, "flash/freeze"),
+            real: Vec::new(),
+            device: Vec::new(),
+        }
+    }
+
+    /// The next freeze: one start drawn uniformly in its interval, after the last's end.
+    fn push(&mut self) {
+        let k = self.real.len() as u64;
+        let at = ((k as f64 + self.rng.unit()) * self.interval as f64) as Ns;
+        let at = match self.real.last() {
+            Some(&last) => at.max(last + self.time),
+            None => at,
+        };
+        self.real.push(at);
+        self.device.push(at - k * self.time);
+    }
+
+    /// Freezes generated past device time `dev` (what [`Self::to_real`] needs).
+    fn cover_device(&mut self, dev: Ns) {
+        while self.device.last().is_none_or(|&d| d <= dev) {
+            self.push();
+        }
+    }
+
+    /// The device's clock at real time `real`: real less the freezes ended by then; during
+    /// a freeze, its start.
+    fn device_time(&mut self, real: Ns) -> Ns {
+        while self.real.last().is_none_or(|&r| r <= real) {
+            self.push();
+        }
+        let k = self.real.partition_point(|&r| r <= real);
+        if k == 0 {
+            return real;
+        }
+        let start = self.real[k - 1];
+        if real < start + self.time {
+            self.device[k - 1]
+        } else {
+            real - k as u64 * self.time
+        }
+    }
+
+    /// The real start of the k-th freeze.
+    #[cfg(test)]
+    fn real_start(&mut self, k: usize) -> Ns {
+        while self.real.len() <= k {
+            self.push();
+        }
+        self.real[k]
+    }
+
+    /// The real time of device time `dev` (generated by [`Self::cover_device`]): dev plus
+    /// the freezes that started before it.
+    fn to_real(&self, dev: Ns) -> Ns {
+        let k = self.device.partition_point(|&d| d < dev);
+        dev + k as u64 * self.time
+    }
 }
 
 /// The step of the stalls' duration quantiles: the golden ratio's fractional part,
@@ -1233,6 +1476,13 @@ impl Flash {
             streams: p.read_stream_bps > 0 || p.write_stream_bps > 0,
             dirty_bytes: 0,
             flush_free: 0,
+            ring_free: p.ring_descriptors,
+            ring_head: None,
+            ring_wait: VecDeque::new(),
+            ring_held: std::collections::HashMap::new(),
+            freeze: p
+                .freezes()
+                .then(|| Freezes::new(p.freeze_interval_ns, p.freeze_time_ns, seed)),
             name: name.to_string(),
             unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
             pipe_free: [0; 2],
@@ -1247,6 +1497,7 @@ impl Flash {
             flushes: VecDeque::new(),
             pending: Vec::new(),
             batch: Vec::new(),
+            joined: 0,
             done: Completions::with_capacity(p.queue_depth as usize * 2),
             stats: DeviceStats::default(),
             busy: Busy::default(),
@@ -1255,8 +1506,33 @@ impl Flash {
     }
 
     fn stage(&mut self, at: Ns, s: Stage) {
+        if let Some(f) = self.freeze.as_mut() {
+            f.cover_device(at);
+        }
         self.seq += 1;
         self.stages.push((at, self.seq), s);
+    }
+
+    /// `cmd` completes at device time `end` (with freezes: at its real time).
+    #[inline]
+    fn complete(&mut self, end: Ns, cmd: &DevCmd) {
+        let end = match self.freeze.as_mut() {
+            Some(f) => {
+                f.cover_device(end);
+                f.to_real(end)
+            }
+            None => end,
+        };
+        self.done.push(end, cmd);
+    }
+
+    /// The device's clock at real time `now` (module doc, "Freezes"): `now` without freezes.
+    #[inline]
+    fn clock(&mut self, now: Ns) -> Ns {
+        match self.freeze.as_mut() {
+            Some(f) => f.device_time(now),
+            None => now,
+        }
     }
 
     /// Move `len` bytes in direction `op` from `ready`; returns when the last byte arrives.
@@ -1339,7 +1615,7 @@ impl Flash {
             let end = self.transfer(now, Op::Write, cmd.len_bytes);
             if !cmd.fua {
                 let stall = self.stall_ns();
-                self.done.push(end + stall, &cmd);
+                self.complete(end + stall, &cmd);
             }
             self.stage(end, Stage::BufferedUnit(cmd));
         }
@@ -1358,13 +1634,13 @@ impl Flash {
                 Stage::ReadData(cmd) => {
                     let end = self.transfer(t, Op::Read, cmd.len_bytes);
                     let end = self.streamed(end, &cmd);
-                    self.done.push(end, &cmd);
+                    self.complete(end, &cmd);
                 }
                 Stage::WriteUnit(cmd) => {
                     let busy = self.service_ns(Op::Write) + self.stall_ns();
                     let end = self.unit(t, busy);
                     let end = self.streamed(end, &cmd);
-                    self.done.push(end, &cmd);
+                    self.complete(end, &cmd);
                 }
                 Stage::BufferedUnit(cmd) => {
                     let busy = self.service_ns(Op::Write);
@@ -1376,26 +1652,22 @@ impl Flash {
                     self.drained += 1;
                     if cmd.fua {
                         let stall = self.stall_ns();
-                        self.done.push(t + stall, &cmd);
+                        self.complete(t + stall, &cmd);
                     }
                     while let Some(&(target, f)) = self.flushes.front() {
                         if target > self.drained {
                             break;
                         }
                         self.flushes.pop_front();
-                        self.done.push(t + self.p.flush_latency_ns, &f);
+                        self.complete(t + self.p.flush_latency_ns, &f);
                     }
                     self.admit(t);
                 }
-                Stage::BatchEnd
-                    if self.p.batching == Batching::Drain && !self.pending.is_empty() =>
-                {
+                Stage::BatchEnd if self.p.batching == Batching::Drain && self.join_pass() => {
                     // A draining pass pops what arrived meanwhile, each its command_overhead
                     // and transfer, before its commands go on (module doc, "The processor's
                     // passes").
-                    let from = self.batch.len();
-                    self.batch.append(&mut self.pending);
-                    let more = self.pass_cost(from);
+                    let more = self.pass_cost(self.joined);
                     self.stage(t + more, Stage::BatchEnd);
                 }
                 Stage::BatchEnd => {
@@ -1463,13 +1735,51 @@ impl Flash {
         if !self.batch.is_empty() || self.pending.is_empty() {
             return;
         }
-        std::mem::swap(&mut self.batch, &mut self.pending);
+        if self.p.read_priority && self.pending.iter().any(|c| c.op == Op::Read) {
+            // Reads first: a batch of the waiting reads, the rest waiting for the next
+            // (module doc, "Reads first").
+            self.batch
+                .extend(self.pending.iter().filter(|c| c.op == Op::Read));
+            self.pending.retain(|c| c.op != Op::Read);
+        } else {
+            std::mem::swap(&mut self.batch, &mut self.pending);
+        }
         let cost = match self.p.batching {
             Batching::Snapshot => self.batch.len() as u64 * self.p.command_overhead_ns,
             Batching::Drain => self.pass_cost(0),
         };
         let end = now + self.p.batch_overhead_ns + cost;
         self.stage(end, Stage::BatchEnd);
+    }
+
+    /// Whether commands waiting at a draining pass's end join it (module doc, "The
+    /// processor's passes"), moving them into the batch and keeping where they start in
+    /// `joined`: all of them; with `read_priority`, a pass of reads takes only the reads, and
+    /// a pass of writes ends when a read waits ("Reads first").
+    fn join_pass(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return false;
+        }
+        self.joined = self.batch.len();
+        if !self.p.read_priority {
+            self.batch.append(&mut self.pending);
+            return true;
+        }
+        let reading = self.batch.iter().any(|c| c.op == Op::Read);
+        let read_waits = self.pending.iter().any(|c| c.op == Op::Read);
+        match (reading, read_waits) {
+            (true, true) => {
+                self.batch
+                    .extend(self.pending.iter().filter(|c| c.op == Op::Read));
+                self.pending.retain(|c| c.op != Op::Read);
+                true
+            }
+            (false, false) => {
+                self.batch.append(&mut self.pending);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A draining pass's time for the batch's commands from index `from` on: each its
@@ -1499,7 +1809,7 @@ impl Flash {
                 let busy = self.service_ns(Op::Read) + self.stall_ns();
                 let end = self.unit(now, busy);
                 let end = self.streamed(end, &cmd);
-                self.done.push(end, &cmd);
+                self.complete(end, &cmd);
             }
             Op::Write if self.p.write_buffer_bytes == 0 => {
                 if self.p.flush_rate_bps > 0 {
@@ -1508,7 +1818,7 @@ impl Flash {
                 let busy = self.service_ns(Op::Write) + self.stall_ns();
                 let end = self.unit(now, busy);
                 let end = self.streamed(end, &cmd);
-                self.done.push(end, &cmd);
+                self.complete(end, &cmd);
             }
             _ => self.dispatch(now, cmd),
         }
@@ -1541,9 +1851,9 @@ impl Flash {
             }
             Op::Flush => {
                 let end = self.flush_done(now);
-                self.done.push(end, &cmd);
+                self.complete(end, &cmd);
             }
-            Op::Trim => self.done.push(now + self.p.flush_latency_ns, &cmd),
+            Op::Trim => self.complete(now + self.p.flush_latency_ns, &cmd),
         }
     }
 }
@@ -1555,10 +1865,90 @@ impl Device for Flash {
             .limits(p.capacity_bytes, p.queue_depth)
     }
 
-    fn submit(&mut self, now: Ns, cmd: DevCmd) {
+    fn submit(&mut self, real: Ns, cmd: DevCmd) {
+        let now = self.clock(real);
         // Steps due by now come first: they became ready before this command.
         self.run(now);
-        self.busy.start(now);
+        self.busy.start(real);
+        if self.p.ring_descriptors > 0 {
+            self.ring_wait.push_back(cmd);
+            self.admit_ring(now);
+        } else {
+            self.enter(now, cmd);
+        }
+    }
+
+    fn next_event_ns(&self) -> Option<Ns> {
+        let stage = self.stages.peek_key().map(|k| match &self.freeze {
+            Some(f) => f.to_real(k.0),
+            None => k.0,
+        });
+        match (stage, self.done.next()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
+        let clock = self.clock(now);
+        self.run(clock);
+        let from = done.len();
+        self.done
+            .drain_due(now, done, &mut self.stats, &mut self.busy);
+        if self.p.ring_descriptors > 0 && done.len() > from {
+            // Completed commands give their descriptors back; waiting ones enter.
+            for tag in &done[from..] {
+                self.ring_free += self.ring_held.remove(tag).unwrap_or(0);
+            }
+            self.admit_ring(clock);
+            self.run(clock);
+        }
+    }
+
+    fn stats(&self, now: Ns) -> DeviceStats {
+        self.stats.as_of(&self.busy, now)
+    }
+}
+
+impl Flash {
+    /// The descriptors `cmd` takes in the ring: its header and status, and one per
+    /// `segment_size` of its data; the whole ring at most (module doc, "The ring").
+    fn descriptors(&self, cmd: &DevCmd) -> u64 {
+        let segments = cmd.len_bytes.div_ceil(self.p.segment_bytes);
+        (2 + segments).min(self.p.ring_descriptors)
+    }
+
+    /// Waiting commands enter the ring while it has their descriptors: the one that found
+    /// too few first, then the next waiting (with `read_priority` the first waiting read,
+    /// else the first waiting command), each entering the device at `now`.
+    fn admit_ring(&mut self, now: Ns) {
+        loop {
+            let cmd = match self.ring_head.take() {
+                Some(c) => c,
+                None => {
+                    let i = match self.p.read_priority {
+                        true => self.ring_wait.iter().position(|c| c.op == Op::Read),
+                        false => None,
+                    };
+                    match self.ring_wait.remove(i.unwrap_or(0)) {
+                        Some(c) => c,
+                        None => return,
+                    }
+                }
+            };
+            let need = self.descriptors(&cmd);
+            if need > self.ring_free {
+                self.ring_head = Some(cmd);
+                return;
+            }
+            self.ring_free -= need;
+            self.ring_held.insert(cmd.tag, need);
+            self.enter(now, cmd);
+        }
+    }
+
+    /// A command enters the device at `now`: the processor, or its unit and pipe.
+    fn enter(&mut self, now: Ns, cmd: DevCmd) {
         if self.processor() {
             if self.p.batching == Batching::Drain {
                 // A pass moves the command's data: its stream starts as it arrives.
@@ -1569,24 +1959,6 @@ impl Device for Flash {
         } else {
             self.dispatch(now, cmd);
         }
-    }
-
-    fn next_event_ns(&self) -> Option<Ns> {
-        let stage = self.stages.peek_key().map(|k| k.0);
-        match (stage, self.done.next()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
-        self.run(now);
-        self.done
-            .drain_due(now, done, &mut self.stats, &mut self.busy);
-    }
-
-    fn stats(&self, now: Ns) -> DeviceStats {
-        self.stats.as_of(&self.busy, now)
     }
 }
 
@@ -1965,6 +2337,101 @@ mod tests {
         d.submit(US, cmd(1, Op::Read, 4096));
         d.submit(US, cmd(2, Op::Read, 4096));
         assert_eq!(drain(&mut d)[&0], 5 * US + 20 * US + tt);
+    }
+
+    /// A device of one unit and 100 us reads, frozen 5 ms in every second.
+    const FREEZE: &str =
+        "units = 1\nread_latency = \"100us\"\nfreeze_interval = \"1s\"\nfreeze_time = \"5ms\"";
+
+    #[test]
+    fn a_freeze_holds_every_command_in_flight_and_every_arrival_until_it_ends() {
+        let mut d = flash(FREEZE);
+        let s0 = d.freeze.as_mut().map(|f| f.real_start(0)).unwrap();
+        let (a, tt) = (100 * US, t(&d, Op::Read, 4096));
+        // A read 50 us before the freeze and one queued behind it on the one unit: both
+        // finish 5 ms later than they would; a read arriving 1 ms into the freeze starts
+        // when it ends.
+        d.submit(s0 - 50 * US, cmd(0, Op::Read, 4096));
+        d.submit(s0 - 40 * US, cmd(1, Op::Read, 4096));
+        d.submit(s0 + 1000 * US, cmd(2, Op::Read, 4096));
+        let done = drain(&mut d);
+        assert_eq!(done[&0], s0 - 50 * US + a + tt + 5000 * US);
+        assert_eq!(done[&1], s0 - 50 * US + 2 * a + tt + 5000 * US);
+        // The third: on the device's clock it arrives at the freeze's start, behind the
+        // second's unit time (to s0 + 150 us on that clock).
+        assert_eq!(done[&2], s0 - 50 * US + 3 * a + tt + 5000 * US);
+    }
+
+    #[test]
+    fn freezes_scale_a_closed_loops_throughput_by_the_share_of_the_time_the_device_runs() {
+        // X = X0 (1 - D / I): 20 ms in every 100 ms, over 2 s of 4 reads in flight.
+        let table = FREEZE.replace("1s", "100ms").replace("5ms", "20ms");
+        let mut d = flash(&table);
+        let want = closed_form_iops(&d, Op::Read, 4096, 4);
+        let x0 = closed_form_iops(
+            &flash("units = 1\nread_latency = \"100us\""),
+            Op::Read,
+            4096,
+            4,
+        );
+        assert!(close(want, 0.8 * x0, 1e-12), "{want} vs {x0}");
+        let (iops, _) = measured(&mut d, Op::Read, 4096, 4, 20_000);
+        assert!(close(iops, want, 0.01), "{iops} vs {want}");
+    }
+
+    #[test]
+    fn a_command_waits_for_its_descriptors_and_with_read_priority_a_waiting_read_enters_first() {
+        // A ring of 8 descriptors: a 16 KiB command takes 2 + 4; one at a time. Writes W0 at
+        // 0, W1, W2 and a read R3 at 1 us; each in the ring takes its pass (2 + 3 us + t)
+        // and its unit (20 us), a cycle of 25 us + t, the next entering as it completes.
+        let run = |first: bool| {
+            let mut d = flash(&format!(
+                "{DRAIN}\nring_descriptors = 8\nread_priority = {first}"
+            ));
+            d.submit(0, cmd(0, Op::Write, 16384));
+            for (tag, op) in [(1, Op::Write), (2, Op::Write), (3, Op::Read)] {
+                d.submit(US, cmd(tag, op, 16384));
+            }
+            let (tr, tw) = (t(&d, Op::Read, 16384), t(&d, Op::Write, 16384));
+            (drain(&mut d), 25 * US + tr, 25 * US + tw)
+        };
+        // FIFO: W0, W1, W2, R3.
+        let (done, cr, cw) = run(false);
+        assert_eq!(done[&2], 3 * cw);
+        assert_eq!(done[&3], 3 * cw + cr);
+        // Reads first: W1 had found the ring full first and enters next, then R3, then W2.
+        let (done, cr, cw) = run(true);
+        assert_eq!(done[&1], 2 * cw);
+        assert_eq!(done[&3], 2 * cw + cr);
+        assert_eq!(done[&2], 3 * cw + cr);
+    }
+
+    #[test]
+    fn with_read_priority_a_read_waiting_behind_a_write_goes_in_a_pass_of_its_own_first() {
+        // A write at 0 starts a pass (2 + 3 us + t_w); a write and a read arrive at 1 us.
+        let run = |table: &str| {
+            let mut d = flash(table);
+            d.submit(0, cmd(0, Op::Write, 65536));
+            d.submit(US, cmd(1, Op::Write, 65536));
+            d.submit(US, cmd(2, Op::Read, 65536));
+            let (tr, tw) = (t(&d, Op::Read, 65536), t(&d, Op::Write, 65536));
+            (drain(&mut d), tr, tw)
+        };
+        // FIFO: both join the first pass, which ends at 5 us + t_w + 2 x 3 us + t_w + t_r;
+        // each then takes its unit (20 us, reads and writes alike here).
+        let (done, tr, tw) = run(DRAIN);
+        let end = 5 * US + tw + 6 * US + tw + tr;
+        assert_eq!(done[&2], end + 20 * US);
+        assert_eq!(done[&1], end + 20 * US);
+        // Reads first: the write's pass ends as it finds a read waiting (T1 = 5 us + t_w);
+        // the read's pass follows (T2 = T1 + 5 us + t_r), then the second write's (T2 + 5 us
+        // + t_w).
+        let (done, tr, tw) = run(&format!("{DRAIN}\nread_priority = true"));
+        let t1 = 5 * US + tw;
+        let t2 = t1 + 5 * US + tr;
+        assert_eq!(done[&0], t1 + 20 * US);
+        assert_eq!(done[&2], t2 + 20 * US);
+        assert_eq!(done[&1], t2 + 5 * US + tw + 20 * US);
     }
 
     #[test]
