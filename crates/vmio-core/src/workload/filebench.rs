@@ -601,6 +601,7 @@ impl FileBits {
     }
 
     /// The ids in the set, ascending.
+    #[cfg(test)]
     fn iter(&self) -> impl Iterator<Item = FileId> + '_ {
         self.words.iter().enumerate().flat_map(move |(w, &bits)| {
             let mut b = bits;
