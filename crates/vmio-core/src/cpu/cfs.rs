@@ -321,10 +321,15 @@ impl RunQueue {
         self.0.insert(i, key);
     }
 
+    /// Whether the key was there.
     #[inline]
-    fn remove(&mut self, key: &(Ns, u64, usize)) {
-        if let Ok(i) = self.0.binary_search(key) {
-            self.0.remove(i);
+    fn remove(&mut self, key: &(Ns, u64, usize)) -> bool {
+        match self.0.binary_search(key) {
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
         }
     }
 }
@@ -388,6 +393,8 @@ pub struct Cfs {
     stale: Cell<u64>,
     /// The earliest of `ev` and its core, when no core is stale ([`NO_EVENT`] if none).
     best: Cell<(Ns, usize)>,
+    /// Threads in the cores' run queues (not running), all cores together.
+    queued: usize,
 }
 
 /// A core's cached next event when it has none (no real time reaches it).
@@ -407,6 +414,7 @@ impl Cfs {
             ev: vec![Cell::new(NO_EVENT); p.cores],
             stale: Cell::new(u64::MAX),
             best: Cell::new((NO_EVENT, 0)),
+            queued: 0,
             p,
         }
     }
@@ -433,21 +441,32 @@ impl Cfs {
     /// cached events, refreshing the stale ones (the earliest itself is cached too).
     #[inline]
     fn next_core_event(&self) -> Option<(Ns, usize)> {
-        let mut s = self.stale.get();
-        if s != 0 {
-            s &= u64::MAX >> (64 - self.cores.len());
+        let stale = self.stale.get() & (u64::MAX >> (64 - self.cores.len()));
+        if stale != 0 {
+            self.stale.set(0);
+            let mut s = stale;
+            let mut best = self.best.get();
+            // The cached earliest stays a candidate unless its own core changed; then every
+            // core's event competes again.
+            let rescan = best.0 == NO_EVENT || stale & (1 << best.1) != 0;
             while s != 0 {
                 let c = s.trailing_zeros() as usize;
                 s &= s - 1;
-                self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
-            }
-            self.stale.set(0);
-            // A strict comparison keeps the lowest core on a tie.
-            let mut best = (NO_EVENT, 0);
-            for (c, e) in self.ev.iter().enumerate() {
-                let t = e.get();
-                if t < best.0 {
+                let t = self.event_of(c).unwrap_or(NO_EVENT);
+                self.ev[c].set(t);
+                // On a tie the lowest core.
+                if !rescan && (t < best.0 || (t == best.0 && c < best.1)) {
                     best = (t, c);
+                }
+            }
+            if rescan {
+                // A strict comparison keeps the lowest core on a tie.
+                best = (NO_EVENT, 0);
+                for (c, e) in self.ev.iter().enumerate() {
+                    let t = e.get();
+                    if t < best.0 {
+                        best = (t, c);
+                    }
                 }
             }
             self.best.set(best);
@@ -612,13 +631,16 @@ impl Cfs {
         th.queued_at = now;
         th.seq = self.seq;
         self.cores[c].queue.insert((vr, th.seq, t));
+        self.queued += 1;
         self.cores[c].load += th.spec.weight as u64;
         self.reslice(c);
     }
 
     fn dequeue(&mut self, c: usize, t: usize) {
         let vr = self.vr(t);
-        self.cores[c].queue.remove(&(vr, self.threads[t].seq, t));
+        if self.cores[c].queue.remove(&(vr, self.threads[t].seq, t)) {
+            self.queued -= 1;
+        }
         self.cores[c].load -= self.threads[t].spec.weight as u64;
     }
 
@@ -648,6 +670,10 @@ impl Cfs {
     /// A queued thread of the core with the most runnable threads (more than `at_least`)
     /// that may run on `to`: the one waiting longest.
     fn find_pull(&self, to: usize, at_least: usize) -> Option<(usize, usize)> {
+        if at_least > 0 && self.queued == 0 {
+            // More than one runnable thread on a core means one queued there.
+            return None;
+        }
         let mut best: Option<(usize, usize, usize)> = None; // (nr, core, thread)
         for (d, core) in self.cores.iter().enumerate() {
             if d == to || core.nr() <= at_least {
