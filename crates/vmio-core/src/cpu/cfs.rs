@@ -484,7 +484,16 @@ impl Cfs {
 
     /// After the threads running on the cores changed at `now`: charge every running
     /// thread up to `now` at its old speed, then take the new slowdowns.
+    #[inline]
     fn recontend(&mut self, now: Ns) {
+        if self.shared.is_some() {
+            self.recontend_shared(now);
+        }
+    }
+
+    /// [`Cfs::recontend`] with a contention model.
+    #[inline(never)]
+    fn recontend_shared(&mut self, now: Ns) {
         let Some(sh) = self.shared.as_mut() else {
             return;
         };
