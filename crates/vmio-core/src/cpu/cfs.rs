@@ -441,32 +441,21 @@ impl Cfs {
     /// cached events, refreshing the stale ones (the earliest itself is cached too).
     #[inline]
     fn next_core_event(&self) -> Option<(Ns, usize)> {
-        let stale = self.stale.get() & (u64::MAX >> (64 - self.cores.len()));
-        if stale != 0 {
-            self.stale.set(0);
-            let mut s = stale;
-            let mut best = self.best.get();
-            // The cached earliest stays a candidate unless its own core changed; then every
-            // core's event competes again.
-            let rescan = best.0 == NO_EVENT || stale & (1 << best.1) != 0;
+        let mut s = self.stale.get();
+        if s != 0 {
+            s &= u64::MAX >> (64 - self.cores.len());
             while s != 0 {
                 let c = s.trailing_zeros() as usize;
                 s &= s - 1;
-                let t = self.event_of(c).unwrap_or(NO_EVENT);
-                self.ev[c].set(t);
-                // On a tie the lowest core.
-                if !rescan && (t < best.0 || (t == best.0 && c < best.1)) {
-                    best = (t, c);
-                }
+                self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
             }
-            if rescan {
-                // A strict comparison keeps the lowest core on a tie.
-                best = (NO_EVENT, 0);
-                for (c, e) in self.ev.iter().enumerate() {
-                    let t = e.get();
-                    if t < best.0 {
-                        best = (t, c);
-                    }
+            self.stale.set(0);
+            // A strict comparison keeps the lowest core on a tie.
+            let mut best = (NO_EVENT, 0);
+            for (c, e) in self.ev.iter().enumerate() {
+                let t = e.get();
+                if t < best.0 {
+                    best = (t, c);
                 }
             }
             self.best.set(best);
