@@ -98,6 +98,10 @@
 //!                  slowdowns (recontend), a fast-forward, set_contention
 //! next event       for c in marked: ev[c] = event_of(c); clear marks;
 //!                  min over cores of ev[c] (ties: the lowest core), then the wake-ups
+//! advance(now)     nothing marked, the cached earliest event and wake-up after now: no-op
+//! wake on an idle  core with an empty queue: runs the thread at once (what enqueue, then
+//!                  schedule picking it as the leftmost, leave), the enqueue sequence counted
+//! find_pull        no thread queued on any core (a count kept by enqueue/dequeue): none
 //! ```
 //!
 //! Migration cost: [`MIGRATION_COST`] (default 50 µs) is an ESTIMATE, not a kernel figure:
