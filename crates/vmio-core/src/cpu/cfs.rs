@@ -98,6 +98,10 @@
 //!                  slowdowns (recontend), a fast-forward, set_contention
 //! next event       for c in marked: ev[c] = event_of(c); clear marks;
 //!                  min over cores of ev[c] (ties: the lowest core), then the wake-ups
+//! advance(now)     nothing marked, the cached earliest event and wake-up after now: no-op
+//! wake on an idle  core with an empty queue: runs the thread at once (what enqueue, then
+//!                  schedule picking it as the leftmost, leave), the enqueue sequence counted
+//! find_pull        no thread queued on any core (a count kept by enqueue/dequeue): none
 //! ```
 //!
 //! Migration cost: [`MIGRATION_COST`] (default 50 µs) is an ESTIMATE, not a kernel figure:
@@ -321,10 +325,15 @@ impl RunQueue {
         self.0.insert(i, key);
     }
 
+    /// Whether the key was there.
     #[inline]
-    fn remove(&mut self, key: &(Ns, u64, usize)) {
-        if let Ok(i) = self.0.binary_search(key) {
-            self.0.remove(i);
+    fn remove(&mut self, key: &(Ns, u64, usize)) -> bool {
+        match self.0.binary_search(key) {
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
         }
     }
 }
@@ -383,11 +392,17 @@ pub struct Cfs {
     /// is set in `stale` changed since (whatever changes a core's event marks it: `mark`).
     /// The earliest event is then a look at the cached ones, not a walk of every core's
     /// thread and work at each call.
-    ev: Vec<Cell<Option<Ns>>>,
+    /// [`NO_EVENT`] for a core without one (an idle core).
+    ev: Vec<Cell<Ns>>,
     stale: Cell<u64>,
-    /// The earliest of `ev` and its core, when no core is stale.
-    best: Cell<Option<(Ns, usize)>>,
+    /// The earliest of `ev` and its core, when no core is stale ([`NO_EVENT`] if none).
+    best: Cell<(Ns, usize)>,
+    /// Threads in the cores' run queues (not running), all cores together.
+    queued: usize,
 }
+
+/// A core's cached next event when it has none (no real time reaches it).
+const NO_EVENT: Ns = Ns::MAX;
 
 impl Cfs {
     pub fn new(p: CfsParams) -> Cfs {
@@ -400,9 +415,10 @@ impl Cfs {
             llc: Vec::new(),
             wakes: BTreeSet::new(),
             wake_seq: 0,
-            ev: vec![Cell::new(None); p.cores],
+            ev: vec![Cell::new(NO_EVENT); p.cores],
             stale: Cell::new(u64::MAX),
-            best: Cell::new(None),
+            best: Cell::new((NO_EVENT, 0)),
+            queued: 0,
             p,
         }
     }
@@ -430,29 +446,27 @@ impl Cfs {
     #[inline]
     fn next_core_event(&self) -> Option<(Ns, usize)> {
         let mut s = self.stale.get();
-        if s == 0 {
-            let best = self.best.get();
-            debug_assert_eq!(best, self.walked_event(), "a core's event changed unmarked");
-            return best;
-        }
-        s &= u64::MAX >> (64 - self.cores.len());
-        while s != 0 {
-            let c = s.trailing_zeros() as usize;
-            s &= s - 1;
-            self.ev[c].set(self.event_of(c));
-        }
-        self.stale.set(0);
-        let (mut best_t, mut best_c) = (0, usize::MAX);
-        for (c, e) in self.ev.iter().enumerate() {
-            if let Some(t) = e.get() {
-                if best_c == usize::MAX || t < best_t {
-                    (best_t, best_c) = (t, c);
+        if s != 0 {
+            s &= u64::MAX >> (64 - self.cores.len());
+            while s != 0 {
+                let c = s.trailing_zeros() as usize;
+                s &= s - 1;
+                self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
+            }
+            self.stale.set(0);
+            // A strict comparison keeps the lowest core on a tie.
+            let mut best = (NO_EVENT, 0);
+            for (c, e) in self.ev.iter().enumerate() {
+                let t = e.get();
+                if t < best.0 {
+                    best = (t, c);
                 }
             }
+            self.best.set(best);
         }
-        let best = (best_c != usize::MAX).then_some((best_t, best_c));
+        let best = self.best.get();
+        let best = (best.0 != NO_EVENT).then_some(best);
         debug_assert_eq!(best, self.walked_event(), "a core's event changed unmarked");
-        self.best.set(best);
         best
     }
 
@@ -463,7 +477,16 @@ impl Cfs {
 
     /// After the threads running on the cores changed at `now`: charge every running
     /// thread up to `now` at its old speed, then take the new slowdowns.
+    #[inline]
     fn recontend(&mut self, now: Ns) {
+        if self.shared.is_some() {
+            self.recontend_shared(now);
+        }
+    }
+
+    /// [`Cfs::recontend`] with a contention model.
+    #[inline(never)]
+    fn recontend_shared(&mut self, now: Ns) {
         let Some(sh) = self.shared.as_mut() else {
             return;
         };
@@ -610,13 +633,16 @@ impl Cfs {
         th.queued_at = now;
         th.seq = self.seq;
         self.cores[c].queue.insert((vr, th.seq, t));
+        self.queued += 1;
         self.cores[c].load += th.spec.weight as u64;
         self.reslice(c);
     }
 
     fn dequeue(&mut self, c: usize, t: usize) {
         let vr = self.vr(t);
-        self.cores[c].queue.remove(&(vr, self.threads[t].seq, t));
+        if self.cores[c].queue.remove(&(vr, self.threads[t].seq, t)) {
+            self.queued -= 1;
+        }
         self.cores[c].load -= self.threads[t].spec.weight as u64;
     }
 
@@ -646,6 +672,10 @@ impl Cfs {
     /// A queued thread of the core with the most runnable threads (more than `at_least`)
     /// that may run on `to`: the one waiting longest.
     fn find_pull(&self, to: usize, at_least: usize) -> Option<(usize, usize)> {
+        if at_least > 0 && self.queued == 0 {
+            // More than one runnable thread on a core means one queued there.
+            return None;
+        }
         let mut best: Option<(usize, usize, usize)> = None; // (nr, core, thread)
         for (d, core) in self.cores.iter().enumerate() {
             if d == to || core.nr() <= at_least {
@@ -711,6 +741,12 @@ impl Cfs {
         };
         self.dequeue(c, t);
         self.cores[c].load += self.threads[t].spec.weight as u64;
+        self.run_picked(c, t, now);
+    }
+
+    /// `set_next_entity`: thread `t`, picked (out of the run queue, its weight in the
+    /// core's load), runs on `c` from `now`.
+    fn run_picked(&mut self, c: usize, t: usize, now: Ns) {
         let th = &mut self.threads[t];
         th.stats.wait_ns += now - th.queued_at;
         if th.last_core.is_some_and(|l| l != c) {
@@ -815,6 +851,19 @@ impl Cfs {
         let min = self.cores[c].min_vruntime;
         let vr = self.vr(t).max(min.saturating_sub(self.p.latency_ns / 2));
         self.threads[t].vruntime = Some(vr);
+        if self.cores[c].curr.is_none() && self.cores[c].queue.is_empty() {
+            // An idle core: `enqueue` then `schedule` would queue `t` and pick it straight
+            // back as the leftmost; the same state without the run queue's insert and
+            // removal (the enqueue sequence still counts it).
+            self.seq += 1;
+            let th = &mut self.threads[t];
+            th.queued_at = now;
+            th.seq = self.seq;
+            self.cores[c].load += th.spec.weight as u64;
+            self.mark(c);
+            self.run_picked(c, t, now);
+            return;
+        }
         self.enqueue(c, t, now);
         match self.cores[c].curr {
             None => self.schedule(c, now),
@@ -827,6 +876,28 @@ impl Cfs {
                 if self.vr(cur) > vr + gran {
                     self.schedule(c, now);
                 }
+            }
+        }
+    }
+
+    /// [`CpuScheduler::advance`]'s events due by `now`, in order.
+    #[inline(never)]
+    fn advance_due(&mut self, now: Ns, done: &mut Vec<Token>) {
+        loop {
+            let core = self.next_core_event();
+            let wake = self.wakes.first().copied();
+            // A core's event before a wake-up due at the same time (a core freed first).
+            match (core, wake) {
+                (Some((t, c)), w) if t <= now && w.is_none_or(|w| t <= w.0) => {
+                    self.handle(c, t, done);
+                    self.recontend(t);
+                }
+                (_, Some((at, _, th))) if at <= now => {
+                    self.wakes.pop_first();
+                    self.wake(th, at);
+                    self.recontend(at);
+                }
+                _ => break,
             }
         }
     }
@@ -1033,22 +1104,13 @@ impl CpuScheduler for Cfs {
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
-        loop {
-            let core = self.next_core_event();
-            let wake = self.wakes.first().copied();
-            // A core's event before a wake-up due at the same time (a core freed first).
-            match (core, wake) {
-                (Some((t, c)), w) if t <= now && w.is_none_or(|w| t <= w.0) => {
-                    self.handle(c, t, done);
-                    self.recontend(t);
-                }
-                (_, Some((at, _, th))) if at <= now => {
-                    self.wakes.pop_first();
-                    self.wake(th, at);
-                    self.recontend(at);
-                }
-                _ => break,
-            }
+        // Most calls (each submission advances first) find nothing due: answered from the
+        // cached earliest event without entering the loop below.
+        let quiet = self.stale.get() == 0
+            && self.best.get().0 > now
+            && self.wakes.first().is_none_or(|w| w.0 > now);
+        if !quiet {
+            self.advance_due(now, done);
         }
         self.now = self.now.max(now);
     }

@@ -579,16 +579,30 @@ impl Layout {
 }
 
 /// Splits physical runs into extents of at most [`MAX_EXTENT_BLOCKS`] from logical `lblk`.
-fn to_extents(mut lblk: u64, runs: &[(u64, u64)]) -> Vec<Extent> {
+fn to_extents(lblk: u64, runs: &[(u64, u64)]) -> Vec<Extent> {
     let mut out = Vec::new();
+    for_extents(lblk, runs, |e| {
+        out.push(e);
+        Ok(())
+    })
+    .expect("pushing never fails");
+    out
+}
+
+/// [`to_extents`]'s extents, in order, given to `f` (stops at its first error).
+fn for_extents(
+    mut lblk: u64,
+    runs: &[(u64, u64)],
+    mut f: impl FnMut(Extent) -> Result<(), Ext4Error>,
+) -> Result<(), Ext4Error> {
     for &(mut pblk, mut len) in runs {
         while len > 0 {
             let n = len.min(MAX_EXTENT_BLOCKS);
-            out.push(Extent { lblk, pblk, len: n });
+            f(Extent { lblk, pblk, len: n })?;
             (lblk, pblk, len) = (lblk + n, pblk + n, len - n);
         }
     }
-    out
+    Ok(())
 }
 
 /// Free space: a tree of free runs (start -> len) and free counts per group and flex group.
@@ -717,13 +731,25 @@ impl Space {
 
     /// First fit from `goal`: `n` blocks as physical runs (start, len) in allocation order.
     fn alloc(&mut self, goal: u64, n: u64) -> Result<Vec<(u64, u64)>, Ext4Error> {
+        let mut runs = Vec::new();
+        self.alloc_into(goal, n, &mut runs)?;
+        Ok(runs)
+    }
+
+    /// [`Space::alloc`] into `runs` (cleared first), a buffer the caller keeps.
+    fn alloc_into(
+        &mut self,
+        goal: u64,
+        n: u64,
+        runs: &mut Vec<(u64, u64)>,
+    ) -> Result<(), Ext4Error> {
+        runs.clear();
         if n > self.total {
             return Err(Ext4Error::NoSpace {
                 want: n,
                 free: self.total,
             });
         }
-        let mut runs: Vec<(u64, u64)> = Vec::new();
         let (mut pos, mut left) = (if goal < self.blocks { goal } else { 0 }, n);
         while left > 0 {
             let (s, l) = self.run_from(pos);
@@ -735,7 +761,7 @@ impl Space {
             }
             (pos, left) = (s + take, left - take);
         }
-        Ok(runs)
+        Ok(())
     }
 
     /// One block from `goal` (mke2fs's own allocations; space is never short there).
@@ -829,6 +855,16 @@ pub struct Ext4 {
     /// Top-level directories made so far: the seed of Orlov's pseudo-random start (Linux hashes
     /// the name with the filesystem's random hash seed).
     topdirs: u64,
+    /// Buffers `allocate` and `free_from` keep between calls (empty in between).
+    scratch: Scratch,
+}
+
+/// Working buffers of [`Ext4::allocate`] and [`Ext4::free_from`] (no allocation per call).
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    pieces: Vec<Mapped>,
+    runs: Vec<(u64, u64)>,
+    freed: Vec<(u64, u64)>,
 }
 
 impl Ext4 {
@@ -901,6 +937,7 @@ impl Ext4 {
             dirs: 2,
             inodes,
             topdirs: 0,
+            scratch: Scratch::default(),
         }
     }
 
@@ -1047,8 +1084,21 @@ impl Ext4 {
         n: u64,
         meta: &mut Vec<u64>,
     ) -> Result<(), Ext4Error> {
-        let mut holes = Vec::new();
+        let mut holes = std::mem::take(&mut self.scratch.pieces);
+        holes.clear();
         self.map(ino, lblk, n, &mut holes);
+        let r = self.allocate_holes(ino, &holes, meta);
+        self.scratch.pieces = holes;
+        r
+    }
+
+    /// [`Ext4::allocate`] of the pieces `holes` of [`Ext4::map`].
+    fn allocate_holes(
+        &mut self,
+        ino: u32,
+        holes: &[Mapped],
+        meta: &mut Vec<u64>,
+    ) -> Result<(), Ext4Error> {
         let want: u64 = holes
             .iter()
             .filter(|m| m.pblk.is_none())
@@ -1070,16 +1120,24 @@ impl Ext4 {
                 free: self.space.total,
             });
         }
+        let mut runs = std::mem::take(&mut self.scratch.runs);
+        let mut r = Ok(());
         for hole in holes.iter().filter(|m| m.pblk.is_none()) {
             let goal = self.block_goal(&self.inodes[&ino], hole.lblk);
-            let runs = self.space.alloc(goal, hole.len)?;
+            r = self.space.alloc_into(goal, hole.len, &mut runs);
+            if r.is_err() {
+                break;
+            }
             for &(s, l) in &runs {
                 self.dirty_run(s, l, meta);
             }
-            for e in to_extents(hole.lblk, &runs) {
-                self.insert_extent(ino, e, meta)?;
+            r = for_extents(hole.lblk, &runs, |e| self.insert_extent(ino, e, meta));
+            if r.is_err() {
+                break;
             }
         }
+        self.scratch.runs = runs;
+        r?;
         meta.push(self.layout.inode_table_block(ino));
         Ok(())
     }
@@ -1286,30 +1344,37 @@ impl Ext4 {
         let Some(i) = self.inodes.get_mut(&ino) else {
             return;
         };
-        let mut freed = Vec::new();
-        let first = i
-            .extents
-            .range(..from)
-            .next_back()
-            .map_or(from, |(&l, _)| l);
-        let keys: Vec<u64> = i.extents.range(first..).map(|(&l, _)| l).collect();
-        for l in keys {
-            let (p, len) = i.extents[&l];
-            if l + len <= from {
-                continue;
+        let mut freed = std::mem::take(&mut self.scratch.freed);
+        freed.clear();
+        if from == 0 {
+            // Every extent goes (unlink, truncation to 0), in logical order.
+            freed.extend(i.extents.values().copied());
+            i.extents.clear();
+        } else {
+            let mut at = i
+                .extents
+                .range(..from)
+                .next_back()
+                .map_or(from, |(&l, _)| l);
+            while let Some((&l, &(p, len))) = i.extents.range(at..).next() {
+                at = l + 1;
+                if l + len <= from {
+                    continue;
+                }
+                let keep = from.saturating_sub(l);
+                if keep > 0 {
+                    i.extents.insert(l, (p, keep));
+                } else {
+                    i.extents.remove(&l);
+                }
+                freed.push((p + keep, len - keep));
             }
-            let keep = from.saturating_sub(l);
-            if keep > 0 {
-                i.extents.insert(l, (p, keep));
-            } else {
-                i.extents.remove(&l);
-            }
-            freed.push((p + keep, len - keep));
         }
-        for (s, l) in freed {
+        for &(s, l) in &freed {
             self.space.release(s, l);
             self.dirty_run(s, l, meta);
         }
+        self.scratch.freed = freed;
         let goal = self.inode_goal(&self.inodes[&ino]);
         // Shrinking never allocates.
         let _ = self.fit_tree(ino, from.saturating_sub(1), goal, meta);

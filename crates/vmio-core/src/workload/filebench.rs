@@ -109,7 +109,7 @@ use super::kinds::{self, KindEntry};
 use super::{Step, Workload};
 use crate::rng::Rng;
 use crate::Ns;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use thiserror::Error;
 
 const KIB: u64 = 1024;
@@ -569,13 +569,96 @@ struct FileState {
     open: u32,
 }
 
+/// Files of one fileset (`first..first + n`) as a bitmap: the ordered set of ids that
+/// FileBench's pick walks from its rotor (no tree node per change, a word per 64 files).
+#[derive(Clone, Debug)]
+struct FileBits {
+    first: FileId,
+    words: Vec<u64>,
+}
+
+impl FileBits {
+    fn new(first: FileId, n: u32) -> Self {
+        Self {
+            first,
+            words: vec![0; n.div_ceil(64) as usize],
+        }
+    }
+
+    fn insert(&mut self, f: FileId) {
+        let i = (f - self.first) as usize;
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    fn remove(&mut self, f: FileId) {
+        let i = (f - self.first) as usize;
+        self.words[i / 64] &= !(1 << (i % 64));
+    }
+
+    #[cfg(test)]
+    fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// The ids in the set, ascending.
+    #[cfg(test)]
+    fn iter(&self) -> impl Iterator<Item = FileId> + '_ {
+        self.words.iter().enumerate().flat_map(move |(w, &bits)| {
+            let mut b = bits;
+            std::iter::from_fn(move || {
+                (b != 0).then(|| {
+                    let i = b.trailing_zeros();
+                    b &= b - 1;
+                    self.first + w as FileId * 64 + i
+                })
+            })
+        })
+    }
+
+    /// The first id of the set at or after `from` for which `ok` holds, else the first
+    /// before `from` (the walk `range(from..).chain(range(..from))` of an ordered set).
+    fn find_wrapping(&self, from: FileId, ok: impl Fn(FileId) -> bool) -> Option<FileId> {
+        let end = self.words.len() * 64;
+        let start = (from.saturating_sub(self.first) as usize).min(end);
+        self.scan(start, end, &ok)
+            .or_else(|| self.scan(0, start, &ok))
+    }
+
+    /// The first id of the set at bit index `lo..hi` for which `ok` holds.
+    fn scan(&self, lo: usize, hi: usize, ok: &impl Fn(FileId) -> bool) -> Option<FileId> {
+        let mut w = lo / 64;
+        if lo >= hi {
+            return None;
+        }
+        let mut bits = self.words[w] & (u64::MAX << (lo % 64));
+        loop {
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                if i >= hi {
+                    return None;
+                }
+                let f = self.first + i as FileId;
+                if ok(f) {
+                    return Some(f);
+                }
+                bits &= bits - 1;
+            }
+            w += 1;
+            if w * 64 >= hi {
+                return None;
+            }
+            bits = self.words[w];
+        }
+    }
+}
+
 /// A fileset during the run.
 #[derive(Clone, Debug)]
 struct Fileset {
     /// Its files are `first..first + entries`.
     first: FileId,
-    exist: BTreeSet<FileId>,
-    noexist: BTreeSet<FileId>,
+    exist: FileBits,
+    noexist: FileBits,
     busy: u32,
     entries: u32,
     /// Rotor of picks of non-existing files, and of existing files (index 0: shared; 1 + t:
@@ -721,8 +804,8 @@ impl FilebenchFlows {
             let set_decls = pop.files;
             let mut set = Fileset {
                 first,
-                exist: BTreeSet::new(),
-                noexist: BTreeSet::new(),
+                exist: FileBits::new(first, def.entries),
+                noexist: FileBits::new(first, def.entries),
                 busy: 0,
                 entries: def.entries,
                 ne_rotor: first,
@@ -826,11 +909,7 @@ impl FilebenchFlows {
             (&set.noexist, set.ne_rotor)
         };
         let files = &self.files;
-        let found = list
-            .range(start..)
-            .chain(list.range(..start))
-            .find(|&&f| !files[f as usize].busy)
-            .copied();
+        let found = list.find_wrapping(start, |f| !files[f as usize].busy);
         let Some(f) = found else {
             return Err(Run::Stop);
         };
@@ -858,10 +937,10 @@ impl FilebenchFlows {
         let s = self.set_of(f);
         let set = &mut self.sets[s];
         if exists {
-            set.noexist.remove(&f);
+            set.noexist.remove(f);
             set.exist.insert(f);
         } else {
-            set.exist.remove(&f);
+            set.exist.remove(f);
             set.noexist.insert(f);
         }
         self.files[f as usize].len = 0;
@@ -1275,7 +1354,7 @@ impl Workload for FilebenchFlows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
+    use std::collections::{BTreeSet, HashSet};
 
     const FS: u64 = 64 << 30;
 
@@ -1301,7 +1380,7 @@ mod tests {
     }
 
     fn existing(w: &FilebenchFlows, set: usize) -> Vec<FileId> {
-        w.sets[set].exist.iter().copied().collect()
+        w.sets[set].exist.iter().collect()
     }
 
     #[test]
@@ -1416,10 +1495,48 @@ mod tests {
     }
 
     #[test]
+    fn a_pick_over_the_fileset_bitmap_finds_the_file_the_ordered_set_walk_finds() {
+        // Sets of 0..200 ids from 1000 on (several words, a partial last one), rotors
+        // before, inside and past the set, some files refused (busy).
+        let mut rng = Rng::new(7);
+        for _ in 0..200 {
+            let n = 1 + rng.below(200) as u32;
+            let (mut bits, mut set) = (FileBits::new(1000, n), BTreeSet::new());
+            for f in 1000..1000 + n {
+                if rng.below(3) == 0 {
+                    bits.insert(f);
+                    set.insert(f);
+                }
+            }
+            let busy: HashSet<FileId> = set.iter().copied().filter(|_| rng.below(4) == 0).collect();
+            assert_eq!(
+                bits.iter().collect::<Vec<_>>(),
+                set.iter().copied().collect::<Vec<_>>()
+            );
+            for from in [
+                0,
+                999,
+                1000,
+                1000 + rng.below(n as u64 + 1) as u32,
+                1000 + n,
+                5000,
+            ] {
+                let ok = |f: FileId| !busy.contains(&f);
+                let walked = set
+                    .range(from..)
+                    .chain(set.range(..from))
+                    .copied()
+                    .find(|&f| ok(f));
+                assert_eq!(bits.find_wrapping(from, ok), walked, "from {from}, n {n}");
+            }
+        }
+    }
+
+    #[test]
     fn varmails_thread_deletes_creates_appends_fsyncs_closes_then_reads_two_files_whole() {
         let mut w = flows(Personality::Varmail, 2);
         let ex = existing(&w, 0);
-        let nx: Vec<FileId> = w.sets[0].noexist.iter().copied().collect();
+        let nx: Vec<FileId> = w.sets[0].noexist.iter().collect();
         let drawn: Vec<u64> = w.files.iter().map(|f| f.drawn).collect();
         let ops = thread0(&mut w, 13);
         let kinds: Vec<String> = ops
@@ -1484,7 +1601,7 @@ mod tests {
     fn fileservers_thread_runs_its_eleven_flowops_in_order_on_the_files_filebench_picks() {
         let mut w = flows(Personality::Fileserver, 4);
         let ex = existing(&w, 0);
-        let nx: Vec<FileId> = w.sets[0].noexist.iter().copied().collect();
+        let nx: Vec<FileId> = w.sets[0].noexist.iter().collect();
         let drawn: Vec<u64> = w.files.iter().map(|f| f.drawn).collect();
         assert!(
             drawn[nx[0] as usize] <= MIB,
@@ -1586,8 +1703,10 @@ mod tests {
     fn a_create_that_finds_no_missing_file_stops_the_run_as_filebench_does() {
         // fileset_pick finds no entry: FILEBENCH_NORSC, "Run stopped early".
         let mut w = flows(Personality::Fileserver, 1);
-        let all: Vec<FileId> = w.sets[0].noexist.iter().copied().collect();
-        w.sets[0].exist.extend(all);
+        let all: Vec<FileId> = w.sets[0].noexist.iter().collect();
+        for f in all {
+            w.sets[0].exist.insert(f);
+        }
         w.sets[0].noexist.clear();
         assert_eq!(w.next(0), Step::Done);
         assert_eq!(w.next(0), Step::Done);
