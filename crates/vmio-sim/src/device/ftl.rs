@@ -15,27 +15,44 @@
 //! are not modelled.
 //!
 //! **Memory** (bytes per logical 4 KiB unit, checked by a test): L2P `u32` slot number + 1
-//! (0 = unmapped) = 4 B; the reverse map P2L (logical unit of each physical slot) is
+//! (0 = no entry) = 4 B; the reverse map P2L (logical unit of each physical slot) is
 //! bit-packed with ⌈log2(logical units)⌉ bits (26 bits for 256 GB), i.e. 3.25 B per slot ×
-//! (1 + OP) ≈ 3.5 B per logical unit; per-block valid count, state and list links add ~0.05 B.
-//! A validity bitmap (1 bit per slot, 0.13 B per logical unit) lets GC scan a victim without
-//! probing the L2P at random (slot `s` is valid iff `L2P[P2L[s]] == s + 1`, which the tests
-//! check). Total ≈ 7.7 B per logical unit for the 840 Pro profile (≤ 8 B).
+//! (1 + OP) ≈ 3.5 B per logical unit; per-block valid count, state, P2L chunk and list links
+//! add ~0.05 B. A validity bitmap (1 bit per slot, 0.13 B per logical unit) lets GC scan a
+//! victim without probing the L2P at random (slot `s` is valid iff `slot_of(unit_at(s)) == s`,
+//! which the tests check). Total ≈ 7.7 B per logical unit for the 840 Pro profile (≤ 8 B) once
+//! every unit has been written. An aged device starts with far less (0.16 B, about 10 MiB for
+//! 256 GB: the validity bitmap and per-block tables; see *Preconditioning*): its L2P starts
+//! as a hash table of the units written or moved since (open addressing, Knuth's algorithm L,
+//! 8 B per entry at a load of 3/8 to 3/4) and becomes the dense array when the table would
+//! outgrow it, and its P2L is given to blocks chunk by chunk (`units_per_block` entries) as
+//! they are opened, in the order they are opened, so that the memory written is the chunks in
+//! use (the tables are allocated zeroed: the kernel backs a page when it is first written).
 //!
 //! **Speed** (no effect on results): random host writes are bound by cache and TLB misses in
 //! these tables, not by instructions. The L2P, P2L and validity bitmap ask the kernel for
 //! transparent huge pages (`madvise`, Linux); [`Ftl::prefetch`] and
 //! [`Ftl::prefetch_old_copy`] let the SSD start loading a unit's mapping entry when the host
-//! queues the request and its old copy's state when the unit enters the open page; GC scans a
-//! victim's validity bitmap a word at a time and copies each valid unit as it finds it.
+//! queues the request and its old copy's state when the unit enters the open page (on an aged
+//! FTL also the layout index entry of the unit); GC scans a victim's validity bitmap a word at
+//! a time, collects its units prefetching their L2P entries, then copies them (an entry of
+//! the hash table is a load the copy waits for, unlike a store into the dense array).
 //!
 //! **Algorithm** (per host page; O(1) amortized, GC cost proportional to the units it copies):
 //!
 //! ```text
 //! write_page(die, units):
 //!     page = alloc_page(die)                      # may run GC on die (below)
-//!     for (i, u) in units: invalidate(L2P[u])     # valid[block]--, victim.invalidated()
+//!     for (i, u) in units: invalidate(slot_of(u)) # valid[block]--, victim.invalidated()
 //!         slot = page*units_per_page + i; L2P[u] = slot+1; P2L[slot] = u
+//! slot_of(u):                                     # where u lives (None: unmapped)
+//!     if L2P[u] == TRIMMED: return None            # (aged only; a clean FTL's trim stores 0)
+//!     if L2P[u] != 0: return L2P[u] - 1
+//!     if aged: return layout_slot(u)               # never written, moved or trimmed since
+//!     return None
+//! unit_at(s):                                     # the unit valid slot s holds
+//!     if aged and intact[block(s)] and s is a layout slot: return layout_unit(s)
+//!     return P2L[s]
 //! alloc_page(die):
 //!     if active[die] is full:
 //!         if free[die] < 2: gc(die) once; if still full and free[die] < 2: try the next die
@@ -43,8 +60,8 @@
 //!         while free[die] < gc_threshold and progress: gc(die)
 //!     return next page of active[die]     # the last free block is kept for GC copies
 //! gc(die):
-//!     b = victim.pick(die); for each valid slot s of b: append P2L[s] to the active block
-//!     erase b; free[die].push(b); count read pages, programmed pages, 1 erase
+//!     b = victim.pick(die); for each valid slot s of b: append unit_at(s) to the active block
+//!     erase b (intact[b] = false); free[die].push(b); count read, programmed pages, 1 erase
 //! ```
 //!
 //! If a die cannot make room (all of its sealed data valid, possible only with an adversarial
@@ -70,8 +87,34 @@
 //! independent (each GC frees a different amount), so a die's position in its cycle is
 //! uniform; giving every die the same phase would make all of them collect at once, every
 //! `(1-v)·S·dies` host units, and turn GC into device-wide stalls in lockstep with the
-//! round-robin page allocation. Cost: one streaming pass, O(logical units), 2.5-4 s for
-//! 256 GB in a release build (one random L2P store per unit dominates).
+//! round-robin page allocation.
+//!
+//! The layout is not written into the L2P and P2L (one random store per logical unit: 9 G
+//! instructions, 0.8-4 s and 470 MB for 256 GB); it is kept implicit. (MQSim, Tavakkol et
+//! al., FAST 2018, likewise derives its preconditioned state from a steady-state distribution
+//! of valid pages per block instead of simulating the writes, but writes it into its mapping
+//! tables: `Address_Mapping_Unit_Page_Level::Allocate_address_for_preconditioning`. The state
+//! stands for the one the SNIA SSS Performance Test Specification reaches by preconditioning
+//! writes before any measured round.) Stored: per block its layout count
+//! `v` and the units before it (`before[b]`, a prefix sum), an index from unit numbers to
+//! blocks, whether the block is still `intact` (in its layout incarnation), the validity bits
+//! (one bit pattern per count `v`, copied word by word); O(blocks + physical units / 64),
+//! 40 M instructions and about 10 MiB for 256 GB. Both directions are computed when asked:
+//!
+//! ```text
+//! layout_slot(u):  j = perm⁻¹(u)                       # the mixer's rounds undone in reverse
+//!                  b = the block with before[b] <= j < before[b+1]; k = j - before[b]
+//!                  i = k if b is a die's active block else ⌈(k+1)·S/v⌉ - 1   # spread's k-th
+//!                  return b·S + i
+//! layout_unit(s):  b, i = s / S, s % S                 # a valid slot of an intact block
+//!                  k = i if b is a die's active block (i < v) else ⌊(i+1)·v/S⌋ - 1
+//!                  return perm(before[b] + k)
+//! ```
+//!
+//! A unit written or moved by GC gets an L2P entry and its layout slot is invalidated (an
+//! erased block is no longer intact), so the layout answers only for units still where it put
+//! them; the tests check the implicit layout against the tables the streaming pass filled,
+//! and a sparse against a dense L2P under random writes and trims.
 //!
 //! **Closed form.** The steady-state write amplification is then
 //! `A = 1/(1-v) = α / (α + W0(-α e^-α))`, α = physical/logical units in circulation (Desnoyers'
@@ -292,6 +335,8 @@ impl Packed {
 const FREE: u8 = 0;
 /// `Ftl::p2l_chunk` of a block not opened yet.
 const NO_CHUNK: u32 = u32::MAX;
+/// L2P entry of a trimmed unit of an aged FTL (slot + 1 is at most `u32::MAX - 1`).
+const TRIMMED: u32 = u32::MAX;
 const ACTIVE: u8 = 1;
 const SEALED: u8 = 2;
 
@@ -308,6 +353,8 @@ pub struct Ftl {
     /// memory of the blocks it writes only.
     p2l_chunk: Vec<u32>,
     chunks_used: u32,
+    /// GC's buffer of a victim's units (kept from one collection to the next).
+    gc_units: Vec<u32>,
     /// The preconditioned layout, read implicitly (`None` on a clean FTL).
     aged: Option<Box<AgedLayout>>,
     /// One bit per physical slot: valid (a GC scan reads it instead of probing the L2P).
@@ -410,6 +457,7 @@ impl Ftl {
                 vec![NO_CHUNK; blocks]
             },
             chunks_used: if chunks { blocks as u32 } else { 0 },
+            gc_units: Vec::with_capacity(upb as usize),
             aged: None,
             live: huge_zeroed(g.physical_units().div_ceil(64) as usize),
             valid: vec![0; blocks],
@@ -464,18 +512,16 @@ impl Ftl {
     }
 
     /// The slot logical unit `u` (< logical units) lives in, if mapped: its L2P entry, or, if it
-    /// has none, its preconditioned slot while that still holds it (the slot still valid in its
-    /// block's preconditioned incarnation: a moved unit's old slot was invalidated, an erased
-    /// block is no longer `intact`).
+    /// has none, its preconditioned slot. A unit leaves its preconditioned slot only by being
+    /// written, moved by GC or trimmed, and each of these gives it an entry (a trimmed unit of
+    /// an aged FTL gets `TRIMMED`), so a unit without one is still where the layout put it.
     #[inline]
     fn slot_of(&self, u: u64) -> Option<u32> {
-        let e = self.l2p.get(u);
-        if e != 0 {
-            return Some(e - 1);
+        match self.l2p.get(u) {
+            0 => self.aged.as_deref().map(|a| a.slot_of(u)),
+            TRIMMED => None,
+            e => Some(e - 1),
         }
-        let a = self.aged.as_deref()?;
-        let s = a.slot_of(u);
-        (a.intact[(s / self.units_per_block) as usize] && self.is_live(s)).then_some(s)
     }
 
     /// The logical unit valid slot `s` holds: derived from the preconditioned layout while its
@@ -558,6 +604,9 @@ impl Ftl {
     pub fn prefetch(&self, lpn: u64) {
         if lpn < self.g.logical_units {
             self.l2p.prefetch(lpn);
+            if let Some(a) = self.aged.as_deref() {
+                a.prefetch(lpn);
+            }
         }
     }
 
@@ -583,7 +632,8 @@ impl Ftl {
         if lpn < self.g.logical_units {
             if let Some(s) = self.slot_of(lpn) {
                 self.invalidate_slot(s);
-                self.l2p.set(lpn, 0);
+                let e = if self.aged.is_some() { TRIMMED } else { 0 };
+                self.l2p.set(lpn, e);
             }
         }
     }
@@ -756,8 +806,7 @@ impl Ftl {
         let chunk = self.p2l_chunk[b as usize] as u64 * upb as u64;
         // The victim leaves the candidates. Its valid units, in slot order, move to the
         // active block (one page per `upp` units, the last page possibly partial; a full
-        // active block is sealed and the next free one opened), each copied as soon as it is
-        // found. `read_pages` counts the victim's pages holding at least one valid unit.
+        // active block is sealed and the next free one opened). `read_pages` counts the victim's pages holding at least one valid unit.
         self.valid[b as usize] = 0;
         self.state[b as usize] = FREE;
         let (blk, next) = self.active[die];
@@ -766,8 +815,14 @@ impl Ftl {
             dst: blk * upb + next * upp,
             end: (blk + 1) * upb,
             start: blk * upb + next * upp,
+            p2l: self.p2l_index(blk * upb),
             copied: 0,
         };
+        // First the victim's units, in slot order, with their L2P entries prefetched (each is
+        // a cache miss at a random place whose value the copy needs: loaded together rather
+        // than one at a time), then the copies.
+        let mut units = std::mem::take(&mut self.gc_units);
+        units.clear();
         let read_pages = if let Some(page_mask) = self.word_page_mask {
             // Block aligned on bitmap words and pages never straddling a word: one word
             // (64 slots) at a time, clearing the victim's validity bits as it goes.
@@ -784,8 +839,9 @@ impl Ftl {
                 let base = w as u32 * 64 - first;
                 while bits != 0 {
                     let i = bits.trailing_zeros();
-                    let u = self.victim_unit(layout, chunk, base + i) as u32;
-                    self.gc_copy(die, &mut cur, u);
+                    let u = self.victim_unit(layout, chunk, base + i);
+                    self.l2p.prefetch(u);
+                    units.push(u as u32);
                     bits &= bits - 1;
                 }
             }
@@ -798,8 +854,9 @@ impl Ftl {
                     let s = first + page * upp + i;
                     if self.is_live(s) {
                         self.live[(s / 64) as usize] &= !(1 << (s % 64));
-                        let u = self.victim_unit(layout, chunk, page * upp + i) as u32;
-                        self.gc_copy(die, &mut cur, u);
+                        let u = self.victim_unit(layout, chunk, page * upp + i);
+                        self.l2p.prefetch(u);
+                        units.push(u as u32);
                         any = true;
                     }
                 }
@@ -807,6 +864,10 @@ impl Ftl {
             }
             read_pages
         };
+        for &u in &units {
+            self.gc_copy(die, &mut cur, u);
+        }
+        self.gc_units = units;
         self.gc_close_run(die, &cur);
         if let Some(a) = self.aged.as_deref_mut() {
             a.intact[b as usize] = false;
@@ -844,7 +905,8 @@ impl Ftl {
             self.gc_next_block(die, cur);
         }
         self.l2p.set(u as u64, cur.dst + 1);
-        self.p2l.set(self.p2l_index(cur.dst), u as u64);
+        let i = cur.dst - cur.blk * self.units_per_block;
+        self.p2l.set(cur.p2l + i as u64, u as u64);
         cur.dst += 1;
         cur.copied += 1;
     }
@@ -861,6 +923,7 @@ impl Ftl {
         cur.dst = blk * self.units_per_block;
         cur.start = cur.dst;
         cur.end = cur.dst + self.units_per_block;
+        cur.p2l = self.p2l_index(cur.dst);
     }
 
     /// GC: account the slots `cur.start..cur.dst` copied into block `cur.blk` (validity bits,
@@ -1037,10 +1100,12 @@ struct CopyCursor {
     dst: u32,
     end: u32,
     start: u32,
+    /// P2L index of the block's first slot.
+    p2l: u64,
     copied: u64,
 }
 
-/// The logical-to-physical table: slot + 1 per logical unit, 0 = no entry. Dense (one `u32`
+/// The logical-to-physical table: slot + 1 per logical unit, 0 = no entry, `TRIMMED`. Dense (one `u32`
 /// per unit) on a clean FTL; on an aged one it starts as a hash table holding the units
 /// written or moved since preconditioning, and becomes dense once the table would outgrow
 /// the dense array (same answers either way).
@@ -1249,7 +1314,7 @@ impl AgedLayout {
             b += 1;
         }
         let k = j - self.before[b];
-        let i = if b as u32 % self.bpd == self.active_index {
+        let i = if self.is_active(b as u32) {
             k
         } else {
             let v = (self.before[b + 1] - self.before[b]) as u64;
@@ -1267,6 +1332,25 @@ impl AgedLayout {
         self.block(b).and_then(|l| self.unit_in(l, i))
     }
 
+    /// Hint: the layout slot of `u` will be asked for; start loading the index entry it
+    /// reads first.
+    #[inline]
+    fn prefetch(&self, u: u64) {
+        let j = self.perm.inverse(u) as u32;
+        prefetch(&self.index[(j >> self.index_shift) as usize]);
+    }
+
+    /// Whether block `b` is its die's preconditioned active block.
+    #[inline]
+    fn is_active(&self, b: u32) -> bool {
+        let i = if self.bpd.is_power_of_two() {
+            b & (self.bpd - 1)
+        } else {
+            b % self.bpd
+        };
+        i == self.active_index
+    }
+
     /// Block `b`'s layout, if it is still in its preconditioned incarnation.
     #[inline]
     fn block(&self, b: u32) -> Option<LayoutBlock> {
@@ -1277,7 +1361,7 @@ impl AgedLayout {
         Some(LayoutBlock {
             first,
             v: self.before[b as usize + 1] - first,
-            spread: b % self.bpd != self.active_index,
+            spread: !self.is_active(b),
         })
     }
 
