@@ -525,8 +525,9 @@ impl Ftl {
     }
 
     /// The logical unit valid slot `s` holds: derived from the preconditioned layout while its
-    /// block is in that incarnation, else its P2L entry.
-    #[inline]
+    /// block is in that incarnation, else its P2L entry (GC reads a victim's units the same
+    /// way, with [`Self::victim_unit`]).
+    #[cfg(test)]
     fn unit_at(&self, s: u32) -> u64 {
         if let Some(a) = self.aged.as_deref() {
             if let Some(u) = a.unit_at(s / self.units_per_block, s % self.units_per_block) {
@@ -887,7 +888,7 @@ impl Ftl {
     }
 
     /// GC: the unit of valid slot `i` of the victim, whose layout is `layout` and P2L chunk
-    /// starts at `chunk` (see [`Self::unit_at`]).
+    /// starts at `chunk` (as `unit_at` in the tests).
     #[inline(always)]
     fn victim_unit(&self, layout: Option<LayoutBlock>, chunk: u64, i: u32) -> u64 {
         if let (Some(l), Some(a)) = (layout, self.aged.as_deref()) {
@@ -1327,7 +1328,7 @@ impl AgedLayout {
     /// Unit the layout puts in slot `i` of block `b`, if the block is still in its layout
     /// incarnation and the slot one of the layout's. Asked only for valid slots, so a
     /// sealed block's slot is one of `spread`'s: slots `0..=i` hold ⌊(i+1)·v/upb⌋ of its units.
-    #[inline]
+    #[cfg(test)]
     fn unit_at(&self, b: u32, i: u32) -> Option<u64> {
         self.block(b).and_then(|l| self.unit_in(l, i))
     }
