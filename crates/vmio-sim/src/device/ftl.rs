@@ -1616,6 +1616,19 @@ mod tests {
         assert_eq!(estimated_bytes(&g), u64::MAX);
     }
 
+    /// The 840 Pro geometry: 256,060,514,304 bytes, 32 dies, 2 MiB blocks, 256 GiB raw.
+    fn geo_840_pro() -> FtlGeometry {
+        FtlGeometry {
+            dies: 32,
+            blocks_per_die: 4096,
+            pages_per_block: 256,
+            units_per_page: 2,
+            logical_units: 256_060_514_304 / UNIT_BYTES,
+            gc_threshold: 4,
+            policy: GcPolicy::Greedy,
+        }
+    }
+
     /// α over the blocks that circulate: all but the GC reserve, the active block half full.
     fn effective_alpha(g: &FtlGeometry) -> f64 {
         let per_die = g.logical_units as f64 / g.dies as f64;
@@ -1752,16 +1765,7 @@ mod tests {
         let b = f.bytes_per_logical_unit();
         eprintln!("1 GiB: {b:.3} bytes per logical 4 KiB unit");
         assert!(b <= 8.0, "{b}");
-        // The 840 Pro geometry: 256,060,514,304 bytes, 32 dies, 2 MiB blocks, 256 GiB raw.
-        let g = FtlGeometry {
-            dies: 32,
-            blocks_per_die: 4096,
-            pages_per_block: 256,
-            units_per_page: 2,
-            logical_units: 256_060_514_304 / UNIT_BYTES,
-            gc_threshold: 4,
-            policy: GcPolicy::Greedy,
-        };
+        let g = geo_840_pro();
         g.check().unwrap();
         let f = Ftl::new(g);
         let b = f.bytes_per_logical_unit();
@@ -1884,15 +1888,7 @@ mod tests {
 
     #[test]
     fn an_aged_840_pro_is_ready_with_a_fifth_of_a_byte_of_tables_per_logical_page() {
-        let g = FtlGeometry {
-            dies: 32,
-            blocks_per_die: 4096,
-            pages_per_block: 256,
-            units_per_page: 2,
-            logical_units: 256_060_514_304 / UNIT_BYTES,
-            gc_threshold: 4,
-            policy: GcPolicy::Greedy,
-        };
+        let g = geo_840_pro();
         let mut f = Ftl::new(g.clone());
         f.precondition_aged(1);
         // Written so far: the validity bitmap (1 bit per slot, 0.134 byte per logical unit
