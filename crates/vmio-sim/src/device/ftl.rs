@@ -21,7 +21,7 @@
 //! add ~0.05 B. A validity bitmap (1 bit per slot, 0.13 B per logical unit) lets GC scan a
 //! victim without probing the L2P at random (slot `s` is valid iff `slot_of(unit_at(s)) == s`,
 //! which the tests check). Total ≈ 7.7 B per logical unit for the 840 Pro profile (≤ 8 B) once
-//! every unit has been written. An aged device starts with far less (0.16 B, about 10 MiB for
+//! every unit has been written. An aged device starts with far less (0.18 B, about 11 MiB for
 //! 256 GB: the validity bitmap and per-block tables; see *Preconditioning*): its L2P starts
 //! as a hash table of the units written or moved since (open addressing, Knuth's algorithm L,
 //! 8 B per entry at a load of 3/8 to 3/4) and becomes the dense array when the table would
@@ -99,7 +99,7 @@
 //! `v` and the units before it (`before[b]`, a prefix sum), an index from unit numbers to
 //! blocks, whether the block is still `intact` (in its layout incarnation), the validity bits
 //! (one bit pattern per count `v`, copied word by word); O(blocks + physical units / 64),
-//! 40 M instructions and about 10 MiB for 256 GB. Both directions are computed when asked:
+//! 40 M instructions and about 11 MiB for 256 GB. Both directions are computed when asked:
 //!
 //! ```text
 //! layout_slot(u):  j = perm⁻¹(u)                       # the mixer's rounds undone in reverse
