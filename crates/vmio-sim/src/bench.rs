@@ -4,7 +4,8 @@
 //! - `hdd-raid0-randread-qd32`: 4 KiB random reads at QD32, cache=none, RAID 0 of two HDDs;
 //! - `ssd-aged-mcfq-randwrite-4k`: four VMs (weights 1000/700/400/100) writing 4 KiB blocks
 //!   randomly at QD32 each to an aged 256 GB SSD (the FTL doing GC) under MCFQ (S1); aging
-//!   the SSD (a few seconds) is timed apart as the set-up, not in the run's wall time;
+//!   the SSD (milliseconds: its layout is kept implicit, see `device::ftl`) is timed apart as
+//!   the set-up, not in the run's wall time;
 //! - `pagecache-hit-randread-4k`: 4 KiB random reads all served by the host page cache
 //!   (cache=writeback, a 256 MiB region read once to warm the cache, then measured);
 //! - `guest-cache-hit-randread-4k`: 4 KiB buffered random reads (`direct=0`) all

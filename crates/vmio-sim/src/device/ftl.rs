@@ -15,27 +15,44 @@
 //! are not modelled.
 //!
 //! **Memory** (bytes per logical 4 KiB unit, checked by a test): L2P `u32` slot number + 1
-//! (0 = unmapped) = 4 B; the reverse map P2L (logical unit of each physical slot) is
+//! (0 = no entry) = 4 B; the reverse map P2L (logical unit of each physical slot) is
 //! bit-packed with ⌈log2(logical units)⌉ bits (26 bits for 256 GB), i.e. 3.25 B per slot ×
-//! (1 + OP) ≈ 3.5 B per logical unit; per-block valid count, state and list links add ~0.05 B.
-//! A validity bitmap (1 bit per slot, 0.13 B per logical unit) lets GC scan a victim without
-//! probing the L2P at random (slot `s` is valid iff `L2P[P2L[s]] == s + 1`, which the tests
-//! check). Total ≈ 7.7 B per logical unit for the 840 Pro profile (≤ 8 B).
+//! (1 + OP) ≈ 3.5 B per logical unit; per-block valid count, state, P2L chunk and list links
+//! add ~0.05 B. A validity bitmap (1 bit per slot, 0.13 B per logical unit) lets GC scan a
+//! victim without probing the L2P at random (slot `s` is valid iff `slot_of(unit_at(s)) == s`,
+//! which the tests check). Total ≈ 7.7 B per logical unit for the 840 Pro profile (≤ 8 B) once
+//! every unit has been written. An aged device starts with far less (0.18 B, about 11 MiB for
+//! 256 GB: the validity bitmap and per-block tables; see *Preconditioning*): its L2P starts
+//! as a hash table of the units written or moved since (open addressing, Knuth's algorithm L,
+//! 8 B per entry at a load of 3/8 to 3/4) and becomes the dense array when the table would
+//! outgrow it, and its P2L is given to blocks chunk by chunk (`units_per_block` entries) as
+//! they are opened, in the order they are opened, so that the memory written is the chunks in
+//! use (the tables are allocated zeroed: the kernel backs a page when it is first written).
 //!
 //! **Speed** (no effect on results): random host writes are bound by cache and TLB misses in
 //! these tables, not by instructions. The L2P, P2L and validity bitmap ask the kernel for
 //! transparent huge pages (`madvise`, Linux); [`Ftl::prefetch`] and
 //! [`Ftl::prefetch_old_copy`] let the SSD start loading a unit's mapping entry when the host
-//! queues the request and its old copy's state when the unit enters the open page; GC scans a
-//! victim's validity bitmap a word at a time and copies each valid unit as it finds it.
+//! queues the request and its old copy's state when the unit enters the open page (on an aged
+//! FTL also the layout index entry of the unit); GC scans a victim's validity bitmap a word at
+//! a time, collects its units prefetching their L2P entries, then copies them (an entry of
+//! the hash table is a load the copy waits for, unlike a store into the dense array).
 //!
 //! **Algorithm** (per host page; O(1) amortized, GC cost proportional to the units it copies):
 //!
 //! ```text
 //! write_page(die, units):
 //!     page = alloc_page(die)                      # may run GC on die (below)
-//!     for (i, u) in units: invalidate(L2P[u])     # valid[block]--, victim.invalidated()
+//!     for (i, u) in units: invalidate(slot_of(u)) # valid[block]--, victim.invalidated()
 //!         slot = page*units_per_page + i; L2P[u] = slot+1; P2L[slot] = u
+//! slot_of(u):                                     # where u lives (None: unmapped)
+//!     if L2P[u] == TRIMMED: return None            # (aged only; a clean FTL's trim stores 0)
+//!     if L2P[u] != 0: return L2P[u] - 1
+//!     if aged: return layout_slot(u)               # never written, moved or trimmed since
+//!     return None
+//! unit_at(s):                                     # the unit valid slot s holds
+//!     if aged and intact[block(s)] and s is a layout slot: return layout_unit(s)
+//!     return P2L[s]
 //! alloc_page(die):
 //!     if active[die] is full:
 //!         if free[die] < 2: gc(die) once; if still full and free[die] < 2: try the next die
@@ -43,8 +60,8 @@
 //!         while free[die] < gc_threshold and progress: gc(die)
 //!     return next page of active[die]     # the last free block is kept for GC copies
 //! gc(die):
-//!     b = victim.pick(die); for each valid slot s of b: append P2L[s] to the active block
-//!     erase b; free[die].push(b); count read pages, programmed pages, 1 erase
+//!     b = victim.pick(die); for each valid slot s of b: append unit_at(s) to the active block
+//!     erase b (intact[b] = false); free[die].push(b); count read, programmed pages, 1 erase
 //! ```
 //!
 //! If a die cannot make room (all of its sealed data valid, possible only with an adversarial
@@ -70,8 +87,34 @@
 //! independent (each GC frees a different amount), so a die's position in its cycle is
 //! uniform; giving every die the same phase would make all of them collect at once, every
 //! `(1-v)·S·dies` host units, and turn GC into device-wide stalls in lockstep with the
-//! round-robin page allocation. Cost: one streaming pass, O(logical units), 2.5-4 s for
-//! 256 GB in a release build (one random L2P store per unit dominates).
+//! round-robin page allocation.
+//!
+//! The layout is not written into the L2P and P2L (one random store per logical unit: 9 G
+//! instructions, 0.8-4 s and 470 MB for 256 GB); it is kept implicit. (MQSim, Tavakkol et
+//! al., FAST 2018, likewise derives its preconditioned state from a steady-state distribution
+//! of valid pages per block instead of simulating the writes, but writes it into its mapping
+//! tables: `Address_Mapping_Unit_Page_Level::Allocate_address_for_preconditioning`. The state
+//! stands for the one the SNIA SSS Performance Test Specification reaches by preconditioning
+//! writes before any measured round.) Stored: per block its layout count
+//! `v` and the units before it (`before[b]`, a prefix sum), an index from unit numbers to
+//! blocks, whether the block is still `intact` (in its layout incarnation), the validity bits
+//! (one bit pattern per count `v`, copied word by word); O(blocks + physical units / 64),
+//! 40 M instructions and about 11 MiB for 256 GB. Both directions are computed when asked:
+//!
+//! ```text
+//! layout_slot(u):  j = perm⁻¹(u)                       # the mixer's rounds undone in reverse
+//!                  b = the block with before[b] <= j < before[b+1]; k = j - before[b]
+//!                  i = k if b is a die's active block else ⌈(k+1)·S/v⌉ - 1   # spread's k-th
+//!                  return b·S + i
+//! layout_unit(s):  b, i = s / S, s % S                 # a valid slot of an intact block
+//!                  k = i if b is a die's active block (i < v) else ⌊(i+1)·v/S⌋ - 1
+//!                  return perm(before[b] + k)
+//! ```
+//!
+//! A unit written or moved by GC gets an L2P entry and its layout slot is invalidated (an
+//! erased block is no longer intact), so the layout answers only for units still where it put
+//! them; the tests check the implicit layout against the tables the streaming pass filled,
+//! and a sparse against a dense L2P under random writes and trims.
 //!
 //! **Closed form.** The steady-state write amplification is then
 //! `A = 1/(1-v) = α / (α + W0(-α e^-α))`, α = physical/logical units in circulation (Desnoyers'
@@ -290,6 +333,10 @@ impl Packed {
 }
 
 const FREE: u8 = 0;
+/// `Ftl::p2l_chunk` of a block not opened yet.
+const NO_CHUNK: u32 = u32::MAX;
+/// L2P entry of a trimmed unit of an aged FTL (slot + 1 is at most `u32::MAX - 1`).
+const TRIMMED: u32 = u32::MAX;
 const ACTIVE: u8 = 1;
 const SEALED: u8 = 2;
 
@@ -297,8 +344,19 @@ const SEALED: u8 = 2;
 pub struct Ftl {
     g: FtlGeometry,
     units_per_block: u32,
-    l2p: Vec<u32>,
+    /// Logical unit -> slot + 1, 0 = not written since preconditioning (see [`Self::slot_of`]).
+    l2p: L2p,
+    /// Logical unit of each slot written since preconditioning, by P2L chunk (see `p2l_chunk`).
     p2l: Packed,
+    /// Per block: its chunk of `units_per_block` entries in `p2l` (`NO_CHUNK` until the block is
+    /// first opened; a clean FTL gives block `b` chunk `b`), so that an aged device touches the
+    /// memory of the blocks it writes only.
+    p2l_chunk: Vec<u32>,
+    chunks_used: u32,
+    /// GC's buffer of a victim's units (kept from one collection to the next).
+    gc_units: Vec<u32>,
+    /// The preconditioned layout, read implicitly (`None` on a clean FTL).
+    aged: Option<Box<AgedLayout>>,
     /// One bit per physical slot: valid (a GC scan reads it instead of probing the L2P).
     live: Vec<u64>,
     valid: Vec<u32>,
@@ -347,8 +405,10 @@ impl Ftl {
     fn allocated_bytes(&self) -> u64 {
         use std::mem::size_of_val;
         let v = |bytes: usize| bytes as u64;
-        v(self.l2p.capacity() * 4)
+        v(self.l2p.heap_bytes())
             + v(self.p2l.words.capacity() * 8)
+            + v(self.p2l_chunk.capacity() * 4)
+            + self.aged.as_deref().map_or(0, |a| v(a.heap_bytes()))
             + v(self.live.capacity() * 8)
             + v(size_of_val(&self.valid[..]))
             + v(self.state.capacity())
@@ -360,16 +420,45 @@ impl Ftl {
                 .sum::<u64>()
     }
 
+    /// Bytes of the tables written so far (a clean FTL's lazily zeroed tables count in full):
+    /// what the process has resident, give or take the pages around each table's end.
+    #[cfg(test)]
+    fn touched_bytes(&self) -> u64 {
+        let chunk_bytes = u64::from(self.units_per_block) * u64::from(self.p2l.bits) / 8;
+        let block_tables =
+            self.valid.capacity() * 4 + self.state.capacity() + self.p2l_chunk.capacity() * 4;
+        self.l2p.heap_bytes() as u64
+            + u64::from(self.chunks_used) * chunk_bytes
+            + self.live.capacity() as u64 * 8
+            + block_tables as u64
+            + self.aged.as_deref().map_or(0, |a| a.heap_bytes() as u64)
+    }
+
     /// A clean FTL. The geometry must pass [`FtlGeometry::check`] (the SSD validates it).
     pub fn new(g: FtlGeometry) -> Self {
+        let n = g.logical_units;
+        Self::with_l2p(g, L2p::Dense(huge_zeroed(n as usize)), true)
+    }
+
+    /// An FTL with mapping table `l2p`, every block's P2L chunk assigned up front (`chunks`)
+    /// or when the block is first opened.
+    fn with_l2p(g: FtlGeometry, l2p: L2p, chunks: bool) -> Self {
         debug_assert!(g.check().is_ok(), "{:?}", g.check());
         let upb = g.units_per_block();
         let blocks = g.blocks() as usize;
         let bits = (64 - (g.logical_units.max(2) - 1).leading_zeros()).max(1);
         let mut f = Self {
             units_per_block: upb,
-            l2p: huge_zeroed(g.logical_units as usize),
+            l2p,
             p2l: Packed::zeroed(g.physical_units(), bits),
+            p2l_chunk: if chunks {
+                (0..blocks as u32).collect()
+            } else {
+                vec![NO_CHUNK; blocks]
+            },
+            chunks_used: if chunks { blocks as u32 } else { 0 },
+            gc_units: Vec::with_capacity(upb as usize),
+            aged: None,
             live: huge_zeroed(g.physical_units().div_ceil(64) as usize),
             valid: vec![0; blocks],
             state: vec![FREE; blocks],
@@ -401,6 +490,51 @@ impl Ftl {
         self.free[die] = (first + 1..bpd).rev().map(|i| base + i).collect();
         self.active[die] = (base + first, 0);
         self.state[(base + first) as usize] = ACTIVE;
+        self.assign_chunk(base + first);
+    }
+
+    /// Give block `b` its P2L chunk if it has none yet (the next unused one).
+    #[inline]
+    fn assign_chunk(&mut self, b: u32) {
+        if self.p2l_chunk[b as usize] == NO_CHUNK {
+            self.p2l_chunk[b as usize] = self.chunks_used;
+            self.chunks_used += 1;
+        }
+    }
+
+    /// Where the P2L entry of slot `s` is.
+    #[inline]
+    fn p2l_index(&self, s: u32) -> u64 {
+        let (b, i) = (s / self.units_per_block, s % self.units_per_block);
+        let c = self.p2l_chunk[b as usize];
+        debug_assert!(c != NO_CHUNK, "block {b} written without a P2L chunk");
+        c as u64 * self.units_per_block as u64 + i as u64
+    }
+
+    /// The slot logical unit `u` (< logical units) lives in, if mapped: its L2P entry, or, if it
+    /// has none, its preconditioned slot. A unit leaves its preconditioned slot only by being
+    /// written, moved by GC or trimmed, and each of these gives it an entry (a trimmed unit of
+    /// an aged FTL gets `TRIMMED`), so a unit without one is still where the layout put it.
+    #[inline]
+    fn slot_of(&self, u: u64) -> Option<u32> {
+        match self.l2p.get(u) {
+            0 => self.aged.as_deref().map(|a| a.slot_of(u)),
+            TRIMMED => None,
+            e => Some(e - 1),
+        }
+    }
+
+    /// The logical unit valid slot `s` holds: derived from the preconditioned layout while its
+    /// block is in that incarnation, else its P2L entry (GC reads a victim's units the same
+    /// way, with [`Self::victim_unit`]).
+    #[cfg(test)]
+    fn unit_at(&self, s: u32) -> u64 {
+        if let Some(a) = self.aged.as_deref() {
+            if let Some(u) = a.unit_at(s / self.units_per_block, s % self.units_per_block) {
+                return u;
+            }
+        }
+        self.p2l.get(self.p2l_index(s))
     }
 
     /// Pages of `die`'s active block still free for host data: the host pages until the die
@@ -435,8 +569,10 @@ impl Ftl {
 
     /// Heap bytes of the mapping and block state per logical unit.
     pub fn bytes_per_logical_unit(&self) -> f64 {
-        let heap = self.l2p.capacity() * 4
+        let heap = self.l2p.heap_bytes()
             + self.p2l.heap_bytes()
+            + self.p2l_chunk.capacity() * 4
+            + self.aged.as_deref().map_or(0, AgedLayout::heap_bytes)
             + self.live.capacity() * 8
             + self.valid.capacity() * 4
             + self.state.capacity()
@@ -454,11 +590,11 @@ impl Ftl {
     /// Where logical unit `lpn` lives: (die, global physical page), if mapped.
     #[inline]
     pub fn locate(&self, lpn: u64) -> Option<(usize, u64)> {
-        let s = *self.l2p.get(lpn as usize)?;
-        if s == 0 {
+        if lpn >= self.g.logical_units {
             return None;
         }
-        let page = (s - 1) as u64 / self.g.units_per_page as u64;
+        let s = self.slot_of(lpn)?;
+        let page = s as u64 / self.g.units_per_page as u64;
         let die = page / (self.g.pages_per_block as u64 * self.g.blocks_per_die as u64);
         Some((die as usize, page))
     }
@@ -467,8 +603,11 @@ impl Ftl {
     /// entry into the cache. No effect on the state.
     #[inline]
     pub fn prefetch(&self, lpn: u64) {
-        if let Some(e) = self.l2p.get(lpn as usize) {
-            prefetch(e);
+        if lpn < self.g.logical_units {
+            self.l2p.prefetch(lpn);
+            if let Some(a) = self.aged.as_deref() {
+                a.prefetch(lpn);
+            }
         }
     }
 
@@ -478,9 +617,8 @@ impl Ftl {
     /// the state.
     #[inline]
     pub fn prefetch_old_copy(&self, lpn: u64) {
-        if let Some(&s) = self.l2p.get(lpn as usize) {
-            if s != 0 {
-                let slot = s - 1;
+        if lpn < self.g.logical_units {
+            if let Some(slot) = self.slot_of(lpn) {
                 let b = self.block_of_slot(slot) as usize;
                 prefetch(&self.live[(slot / 64) as usize]);
                 prefetch(&self.valid[b]);
@@ -492,10 +630,11 @@ impl Ftl {
 
     /// Invalidate logical unit `lpn` (TRIM). Out-of-range units are ignored.
     pub fn trim(&mut self, lpn: u64) {
-        if let Some(s) = self.l2p.get(lpn as usize).copied() {
-            if s != 0 {
-                self.invalidate_slot(s - 1);
-                self.l2p[lpn as usize] = 0;
+        if lpn < self.g.logical_units {
+            if let Some(s) = self.slot_of(lpn) {
+                self.invalidate_slot(s);
+                let e = if self.aged.is_some() { TRIMMED } else { 0 };
+                self.l2p.set(lpn, e);
             }
         }
     }
@@ -548,7 +687,7 @@ impl Ftl {
     /// work the allocation caused on it (already counted in the statistics).
     pub fn write_page(&mut self, die: usize, lpns: &[u64]) -> (usize, GcWork) {
         debug_assert!(lpns.len() <= self.g.units_per_page as usize);
-        let n = self.l2p.len() as u64;
+        let n = self.g.logical_units;
         let mut work = GcWork::default();
         let mut used = die;
         let mut page = None;
@@ -576,12 +715,11 @@ impl Ftl {
             let slot = base + i as u32;
             // The old copy stays valid until the new one is placed (GC may still move it);
             // the same unit twice in one page: the later copy wins.
-            let old = self.l2p[u as usize];
-            if old != 0 {
-                self.invalidate_slot(old - 1);
+            if let Some(old) = self.slot_of(u) {
+                self.invalidate_slot(old);
             }
-            self.l2p[u as usize] = slot + 1;
-            self.p2l.set(slot as u64, u);
+            self.l2p.set(u, slot + 1);
+            self.p2l.set(self.p2l_index(slot), u);
             self.set_live(slot);
             let b = self.block_of_slot(slot) as usize;
             self.valid[b] += 1;
@@ -632,6 +770,7 @@ impl Ftl {
             .sealed(blk, self.valid[blk as usize], self.clock);
         self.state[nb as usize] = ACTIVE;
         self.active[die] = (nb, 0);
+        self.assign_chunk(nb);
         Some(())
     }
 
@@ -662,10 +801,13 @@ impl Ftl {
         }
         let upp = self.g.units_per_page;
         let first = b * upb;
+        // Where the victim's units are read: its preconditioned layout (while intact) or its
+        // P2L chunk.
+        let layout = self.aged.as_deref().and_then(|a| a.block(b));
+        let chunk = self.p2l_chunk[b as usize] as u64 * upb as u64;
         // The victim leaves the candidates. Its valid units, in slot order, move to the
         // active block (one page per `upp` units, the last page possibly partial; a full
-        // active block is sealed and the next free one opened), each copied as soon as it is
-        // found. `read_pages` counts the victim's pages holding at least one valid unit.
+        // active block is sealed and the next free one opened). `read_pages` counts the victim's pages holding at least one valid unit.
         self.valid[b as usize] = 0;
         self.state[b as usize] = FREE;
         let (blk, next) = self.active[die];
@@ -674,8 +816,14 @@ impl Ftl {
             dst: blk * upb + next * upp,
             end: (blk + 1) * upb,
             start: blk * upb + next * upp,
+            p2l: self.p2l_index(blk * upb),
             copied: 0,
         };
+        // First the victim's units, in slot order, with their L2P entries prefetched (each is
+        // a cache miss at a random place whose value the copy needs: loaded together rather
+        // than one at a time), then the copies.
+        let mut units = std::mem::take(&mut self.gc_units);
+        units.clear();
         let read_pages = if let Some(page_mask) = self.word_page_mask {
             // Block aligned on bitmap words and pages never straddling a word: one word
             // (64 slots) at a time, clearing the victim's validity bits as it goes.
@@ -689,11 +837,12 @@ impl Ftl {
                     shift <<= 1;
                 }
                 read_pages += (any & page_mask).count_ones() as u64;
-                let base = w as u64 * 64;
+                let base = w as u32 * 64 - first;
                 while bits != 0 {
-                    let i = bits.trailing_zeros() as u64;
-                    let u = self.p2l.get(base + i) as u32;
-                    self.gc_copy(die, &mut cur, u);
+                    let i = bits.trailing_zeros();
+                    let u = self.victim_unit(layout, chunk, base + i);
+                    self.l2p.prefetch(u);
+                    units.push(u as u32);
                     bits &= bits - 1;
                 }
             }
@@ -706,8 +855,9 @@ impl Ftl {
                     let s = first + page * upp + i;
                     if self.is_live(s) {
                         self.live[(s / 64) as usize] &= !(1 << (s % 64));
-                        let u = self.p2l.get(s as u64) as u32;
-                        self.gc_copy(die, &mut cur, u);
+                        let u = self.victim_unit(layout, chunk, page * upp + i);
+                        self.l2p.prefetch(u);
+                        units.push(u as u32);
                         any = true;
                     }
                 }
@@ -715,7 +865,14 @@ impl Ftl {
             }
             read_pages
         };
+        for &u in &units {
+            self.gc_copy(die, &mut cur, u);
+        }
+        self.gc_units = units;
         self.gc_close_run(die, &cur);
+        if let Some(a) = self.aged.as_deref_mut() {
+            a.intact[b as usize] = false;
+        }
         let copied = cur.copied;
         let programs = copied.div_ceil(upp as u64);
         self.free[die].push(b);
@@ -730,14 +887,27 @@ impl Ftl {
         true
     }
 
+    /// GC: the unit of valid slot `i` of the victim, whose layout is `layout` and P2L chunk
+    /// starts at `chunk` (as `unit_at` in the tests).
+    #[inline(always)]
+    fn victim_unit(&self, layout: Option<LayoutBlock>, chunk: u64, i: u32) -> u64 {
+        if let (Some(l), Some(a)) = (layout, self.aged.as_deref()) {
+            if let Some(u) = a.unit_in(l, i) {
+                return u;
+            }
+        }
+        self.p2l.get(chunk + i as u64)
+    }
+
     /// GC: copy logical unit `u` to the next slot of `die`'s active block (see `gc_once`).
     #[inline(always)]
     fn gc_copy(&mut self, die: usize, cur: &mut CopyCursor, u: u32) {
         if cur.dst == cur.end {
             self.gc_next_block(die, cur);
         }
-        self.l2p[u as usize] = cur.dst + 1;
-        self.p2l.set(cur.dst as u64, u as u64);
+        self.l2p.set(u as u64, cur.dst + 1);
+        let i = cur.dst - cur.blk * self.units_per_block;
+        self.p2l.set(cur.p2l + i as u64, u as u64);
         cur.dst += 1;
         cur.copied += 1;
     }
@@ -754,6 +924,7 @@ impl Ftl {
         cur.dst = blk * self.units_per_block;
         cur.start = cur.dst;
         cur.end = cur.dst + self.units_per_block;
+        cur.p2l = self.p2l_index(cur.dst);
     }
 
     /// GC: account the slots `cur.start..cur.dst` copied into block `cur.blk` (validity bits,
@@ -775,7 +946,8 @@ impl Ftl {
         let upp = g.units_per_page;
         let bpd = g.blocks_per_die;
         let data_blocks = bpd - g.gc_threshold - 1;
-        *self = Self::new(g.clone());
+        let n = g.logical_units;
+        *self = Self::with_l2p(g.clone(), L2p::Sparse(SparseMap::new(n)), false);
         // Per die: the active block's valid units (its phase in the GC cycle) and the valid
         // units per sealed block (oldest first).
         let mut phase_rng = Rng::derive(seed, "ssd/ftl/phase");
@@ -793,53 +965,69 @@ impl Ftl {
             active_units.push(a);
             counts.push(steady_state_counts(data_blocks, upb, share - a as u64));
         }
-        // Random assignment of logical units to valid slots, one streaming pass: the j-th
-        // valid slot holds unit perm(j), perm a seeded pseudo-random bijection of 0..U.
-        let perm = Bijection::new(g.logical_units, seed);
-        // `l2p[perm(j)]` is a store to a random place of a table of hundreds of MiB: the
-        // units are drawn `AHEAD` positions early and their entries prefetched, so that the
-        // cache misses overlap instead of stalling the loop one at a time (Intel's
-        // optimization manual, "software prefetch": a distance of a few hundred cycles).
-        const AHEAD: u64 = 32;
-        let mut ahead = [0u64; AHEAD as usize];
-        for (k, a) in ahead.iter_mut().enumerate() {
-            if (k as u64) < g.logical_units {
-                *a = perm.get(k as u64);
-                prefetch(&self.l2p[*a as usize]);
-            }
-        }
+        // Random assignment of logical units to valid slots: the j-th valid slot (blocks in
+        // order, slots in order within a block) holds unit perm(j), perm a seeded
+        // pseudo-random bijection of 0..U. Nothing per unit is stored: the L2P starts empty
+        // and both directions are computed when asked (`AgedLayout`); built here are the
+        // per-block valid counts and validity bits and the units before each block.
+        let blocks = g.blocks() as usize;
+        let mut before = Vec::with_capacity(blocks + 1);
         let mut j = 0u64;
+        let mut patterns: Vec<Option<Vec<u64>>> = vec![None; upb as usize + 1];
         for (die, c) in counts.iter().enumerate() {
-            let active = (die as u32 * bpd + data_blocks, active_units[die]);
-            let blocks = c
-                .iter()
-                .enumerate()
-                .map(|(k, &v)| (die as u32 * bpd + k as u32, v));
-            for (b, v) in blocks.chain(std::iter::once(active)) {
-                // Sealed blocks: valid units spread over the block; the active block: its
-                // first `v` slots (written in order, nothing overwritten yet).
-                let slots: Box<dyn Iterator<Item = u32>> = if b == active.0 {
-                    Box::new(0..v)
-                } else {
-                    Box::new(spread(v, upb))
+            for k in 0..bpd {
+                let b = die as u32 * bpd + k;
+                before.push(j as u32);
+                let v = match k.cmp(&data_blocks) {
+                    std::cmp::Ordering::Less => c[k as usize],
+                    std::cmp::Ordering::Equal => active_units[die],
+                    std::cmp::Ordering::Greater => 0,
                 };
-                for i in slots {
-                    let s = b * upb + i;
-                    let k = (j % AHEAD) as usize;
-                    let u = ahead[k];
-                    if j + AHEAD < g.logical_units {
-                        ahead[k] = perm.get(j + AHEAD);
-                        prefetch(&self.l2p[ahead[k] as usize]);
+                if k == data_blocks {
+                    // The active block: its first `v` slots (written in order, nothing
+                    // overwritten yet).
+                    self.set_live_range(b * upb, v);
+                } else if upb.is_multiple_of(64) {
+                    // A sealed block: `v` units spread over its slots; the same bit pattern
+                    // for every block of `v` units, copied word by word.
+                    let pattern = patterns[v as usize].get_or_insert_with(|| {
+                        let mut w = vec![0u64; (upb / 64) as usize];
+                        for i in spread(v, upb) {
+                            w[(i / 64) as usize] |= 1 << (i % 64);
+                        }
+                        w
+                    });
+                    let first = (b * upb / 64) as usize;
+                    self.live[first..first + pattern.len()].copy_from_slice(pattern);
+                } else {
+                    for i in spread(v, upb) {
+                        self.set_live(b * upb + i);
                     }
-                    self.p2l.set(s as u64, u);
-                    self.set_live(s);
-                    self.l2p[u as usize] = s + 1;
-                    j += 1;
                 }
                 self.valid[b as usize] = v;
+                j += v as u64;
             }
         }
+        before.push(j as u32);
         debug_assert_eq!(j, g.logical_units);
+        let index_shift = upb.ilog2();
+        let mut index = Vec::with_capacity((j >> index_shift) as usize + 1);
+        for (b, w) in before.windows(2).enumerate() {
+            while ((index.len() as u64) << index_shift) < w[1] as u64 {
+                index.push(b as u32);
+            }
+        }
+        self.aged = Some(Box::new(AgedLayout {
+            perm: Bijection::new(g.logical_units, seed),
+            intact: before.windows(2).map(|w| w[1] > w[0]).collect(),
+            before,
+            index,
+            index_shift,
+            upb,
+            upb_shift: upb.is_power_of_two().then(|| upb.ilog2()),
+            bpd,
+            active_index: data_blocks,
+        }));
         // Oldest blocks are sealed first with the oldest change times (age in host writes
         // over one GC cycle ≈ data_blocks × S × (1 - v) spread evenly).
         let cycle = data_blocks as u64 * upb as u64;
@@ -913,7 +1101,293 @@ struct CopyCursor {
     dst: u32,
     end: u32,
     start: u32,
+    /// P2L index of the block's first slot.
+    p2l: u64,
     copied: u64,
+}
+
+/// The logical-to-physical table: slot + 1 per logical unit, 0 = no entry, `TRIMMED`. Dense (one `u32`
+/// per unit) on a clean FTL; on an aged one it starts as a hash table holding the units
+/// written or moved since preconditioning, and becomes dense once the table would outgrow
+/// the dense array (same answers either way).
+enum L2p {
+    Dense(Vec<u32>),
+    Sparse(SparseMap),
+}
+
+impl L2p {
+    #[inline]
+    fn get(&self, u: u64) -> u32 {
+        match self {
+            Self::Dense(v) => v[u as usize],
+            Self::Sparse(m) => m.get(u as u32),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, u: u64, e: u32) {
+        match self {
+            Self::Dense(v) => v[u as usize] = e,
+            Self::Sparse(m) => {
+                if m.set(u as u32, e) {
+                    self.densify();
+                }
+            }
+        }
+    }
+
+    /// Replace the hash table by the dense array (it is full: inserting another key would
+    /// make it larger than the array).
+    #[cold]
+    #[inline(never)]
+    fn densify(&mut self) {
+        if let Self::Sparse(m) = self {
+            let mut v: Vec<u32> = huge_zeroed(m.n as usize);
+            for &(k, e) in &m.entries {
+                if k != 0 {
+                    v[k as usize - 1] = e;
+                }
+            }
+            *self = Self::Dense(v);
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, u: u64) {
+        match self {
+            Self::Dense(v) => prefetch(&v[u as usize]),
+            Self::Sparse(m) => prefetch(&m.entries[m.home(u as u32)]),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Self::Dense(v) => v.capacity() * 4,
+            Self::Sparse(m) => m.entries.capacity() * 8,
+        }
+    }
+}
+
+/// Open addressing with linear probing (Knuth, TAOCP vol. 3, 6.4, algorithm L) and
+/// Fibonacci hashing (multiplicative, ibid.), keys `u32` logical units (stored plus one, so
+/// that a zeroed table is empty and is allocated lazily), values `u32`; keys are never
+/// removed (a trimmed unit keeps its key with value 0). Load at most 3/4, the capacity a
+/// power of two.
+struct SparseMap {
+    /// Logical units of the device (the size of the dense array it turns into).
+    n: u64,
+    /// (key + 1, value); (0, 0) is an empty place.
+    entries: Vec<(u32, u32)>,
+    len: usize,
+    shift: u32,
+}
+
+impl SparseMap {
+    fn new(n: u64) -> Self {
+        Self::with_capacity(n, 1 << 16)
+    }
+
+    fn with_capacity(n: u64, cap: usize) -> Self {
+        debug_assert!(cap.is_power_of_two() && n < u32::MAX as u64);
+        Self {
+            n,
+            entries: huge_zeroed(cap),
+            len: 0,
+            shift: 64 - cap.trailing_zeros(),
+        }
+    }
+
+    #[inline]
+    fn home(&self, k: u32) -> usize {
+        ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn get(&self, k: u32) -> u32 {
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let (key, e) = self.entries[i];
+            if key == k + 1 {
+                return e;
+            }
+            if key == 0 {
+                return 0;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Set `k`'s value to `e` (an absent key with `e` = 0 is left absent). True if the table
+    /// is full and should become the dense array (nothing was inserted then).
+    #[inline]
+    fn set(&mut self, k: u32, e: u32) -> bool {
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let key = self.entries[i].0;
+            if key == k + 1 {
+                self.entries[i].1 = e;
+                return false;
+            }
+            if key == 0 {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if e == 0 {
+            return false;
+        }
+        if (self.len + 1) * 4 > self.entries.len() * 3 {
+            // Doubling would make the table larger than the dense array: become it.
+            if self.entries.len() as u64 * 2 * 8 > self.n * 4 {
+                return true;
+            }
+            self.grow();
+            return self.set(k, e);
+        }
+        self.entries[i] = (k + 1, e);
+        self.len += 1;
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let mut bigger = Self::with_capacity(self.n, self.entries.len() * 2);
+        let mask = bigger.entries.len() - 1;
+        for &(k, e) in &self.entries {
+            if k != 0 {
+                let mut i = bigger.home(k - 1);
+                while bigger.entries[i].0 != 0 {
+                    i = (i + 1) & mask;
+                }
+                bigger.entries[i] = (k, e);
+            }
+        }
+        bigger.len = self.len;
+        *self = bigger;
+    }
+}
+
+/// The preconditioned layout of an aged FTL (see the module doc), kept implicit: the j-th
+/// valid slot (blocks in order, slots in order within a block) holds logical unit `perm(j)`.
+/// A sealed block of `v` preconditioned units holds them in the slots [`spread`] gives, the
+/// die's active block in its first `v` slots.
+struct AgedLayout {
+    perm: Bijection,
+    /// Per block, units of the layout in the blocks before it (one more entry at the end:
+    /// the total).
+    before: Vec<u32>,
+    /// Per block: still in its preconditioned incarnation (holds layout units, not erased
+    /// since).
+    intact: Vec<bool>,
+    /// `index[q]`: the block holding the layout's unit number `q << index_shift` (a block
+    /// holds up to `upb` of them, so the block of any `j` is a step or two after
+    /// `index[j >> index_shift]`).
+    index: Vec<u32>,
+    index_shift: u32,
+    upb: u32,
+    /// log2(upb) when it is a power of two (a shift then replaces the divisions).
+    upb_shift: Option<u32>,
+    bpd: u32,
+    /// Index within its die of each die's preconditioned active block.
+    active_index: u32,
+}
+
+/// What the GC needs of one victim block's layout: its first unit number, its unit count,
+/// and whether its units are spread (a sealed block) or first (the active block).
+#[derive(Clone, Copy)]
+struct LayoutBlock {
+    first: u32,
+    v: u32,
+    spread: bool,
+}
+
+impl AgedLayout {
+    /// Slot the layout gives unit `u`: j = perm⁻¹(u), its block the last with
+    /// `before[b] <= j`, then its `k`-th layout slot in the block, k = j - before[b].
+    #[inline]
+    fn slot_of(&self, u: u64) -> u32 {
+        let j = self.perm.inverse(u) as u32;
+        let mut b = self.index[(j >> self.index_shift) as usize] as usize;
+        while self.before[b + 1] <= j {
+            b += 1;
+        }
+        let k = j - self.before[b];
+        let i = if self.is_active(b as u32) {
+            k
+        } else {
+            let v = (self.before[b + 1] - self.before[b]) as u64;
+            // The k-th slot of `spread(v, upb)`.
+            (((k as u64 + 1) * self.upb as u64).div_ceil(v) - 1) as u32
+        };
+        b as u32 * self.upb + i
+    }
+
+    /// Unit the layout puts in slot `i` of block `b`, if the block is still in its layout
+    /// incarnation and the slot one of the layout's. Asked only for valid slots, so a
+    /// sealed block's slot is one of `spread`'s: slots `0..=i` hold ⌊(i+1)·v/upb⌋ of its units.
+    #[cfg(test)]
+    fn unit_at(&self, b: u32, i: u32) -> Option<u64> {
+        self.block(b).and_then(|l| self.unit_in(l, i))
+    }
+
+    /// Hint: the layout slot of `u` will be asked for; start loading the index entry it
+    /// reads first.
+    #[inline]
+    fn prefetch(&self, u: u64) {
+        let j = self.perm.inverse(u) as u32;
+        prefetch(&self.index[(j >> self.index_shift) as usize]);
+    }
+
+    /// Whether block `b` is its die's preconditioned active block.
+    #[inline]
+    fn is_active(&self, b: u32) -> bool {
+        let i = if self.bpd.is_power_of_two() {
+            b & (self.bpd - 1)
+        } else {
+            b % self.bpd
+        };
+        i == self.active_index
+    }
+
+    /// Block `b`'s layout, if it is still in its preconditioned incarnation.
+    #[inline]
+    fn block(&self, b: u32) -> Option<LayoutBlock> {
+        if !self.intact[b as usize] {
+            return None;
+        }
+        let first = self.before[b as usize];
+        Some(LayoutBlock {
+            first,
+            v: self.before[b as usize + 1] - first,
+            spread: !self.is_active(b),
+        })
+    }
+
+    /// Unit of slot `i` (a valid one) of block `l`, if the layout put it there.
+    #[inline]
+    fn unit_in(&self, l: LayoutBlock, i: u32) -> Option<u64> {
+        let k = if !l.spread {
+            if i >= l.v {
+                return None; // written after preconditioning
+            }
+            i
+        } else {
+            let x = (i as u64 + 1) * l.v as u64;
+            let q = match self.upb_shift {
+                Some(sh) => x >> sh,
+                None => x / self.upb as u64,
+            };
+            (q - 1) as u32
+        };
+        Some(self.perm.get((l.first + k) as u64))
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.before.capacity() * 4 + self.intact.capacity() + self.index.capacity() * 4
+    }
 }
 
 /// A seeded pseudo-random permutation of `0..n` in O(1) memory: an invertible mixer on
@@ -924,6 +1398,8 @@ struct Bijection {
     mask: u64,
     shift: u32,
     keys: [(u64, u64); 4],
+    /// The multipliers' inverses modulo 2^64, for [`Self::unmix`].
+    inv: [u64; 4],
 }
 
 impl Bijection {
@@ -942,6 +1418,7 @@ impl Bijection {
                 (1 << bits) - 1
             },
             shift: bits.div_ceil(2),
+            inv: keys.map(|(_, mul)| inverse_mod_2_64(mul)),
             keys,
         }
     }
@@ -964,6 +1441,37 @@ impl Bijection {
         }
         x
     }
+
+    /// The inverse of [`Self::mix`]: the rounds undone in reverse order (the xor-shift by at
+    /// least half the width is its own inverse; the multiplier's inverse modulo 2^bits).
+    #[inline]
+    fn unmix(&self, mut x: u64) -> u64 {
+        for (&(add, _), &inv) in self.keys.iter().zip(&self.inv).rev() {
+            x ^= x >> self.shift;
+            x = x.wrapping_mul(inv) & self.mask;
+            x = x.wrapping_sub(add) & self.mask;
+        }
+        x
+    }
+
+    /// `j` with `get(j) == u`: cycle walking backwards (the values between `j` and `u` on
+    /// the cycle are all `>= n`).
+    #[inline]
+    fn inverse(&self, u: u64) -> u64 {
+        let mut x = self.unmix(u);
+        while x >= self.n {
+            x = self.unmix(x);
+        }
+        x
+    }
+}
+
+/// The inverse of odd `a` modulo 2^64 (Newton's iteration `x ← x(2 - ax)`, which doubles the
+/// correct low bits each step: 5 steps from the 3 bits `x = a` gives).
+fn inverse_mod_2_64(a: u64) -> u64 {
+    (0..5).fold(a, |x, _| {
+        x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)))
+    })
 }
 
 /// Offsets of `v` valid units spread evenly over `upb` slots.
@@ -1082,13 +1590,21 @@ mod tests {
         for policy in [GcPolicy::Greedy, GcPolicy::Fifo, GcPolicy::CostBenefit] {
             let g = geo(1, 4, 0.07, policy);
             let mut f = Ftl::new(g.clone());
-            f.precondition_aged(3);
+            sequential_fill(&mut f);
             let (real, est) = (f.allocated_bytes(), estimated_bytes(&g));
             // The estimate adds the victim policy's tables, which allocated_bytes leaves out.
             assert!(
                 est >= real && est < real + real / 4,
                 "{policy:?}: {est} vs {real}"
             );
+            // An aged device allocates less until its L2P becomes dense, and no more after.
+            let mut f = Ftl::new(g.clone());
+            f.precondition_aged(3);
+            assert!(f.allocated_bytes() < real, "{policy:?}");
+            let mut rng = Rng::new(1);
+            random_writes(&mut f, &mut rng, g.logical_units);
+            assert!(matches!(f.l2p, L2p::Dense(_)));
+            assert!(est >= f.allocated_bytes(), "{policy:?}");
         }
         // 14 TiB: the L2P alone is 4 bytes per 4 KiB (about 15 GB).
         let g = geo(14 << 10, 32, 0.07, GcPolicy::Greedy);
@@ -1098,6 +1614,19 @@ mod tests {
         let mut g = geo(1, 4, 0.07, GcPolicy::Greedy);
         g.logical_units = u64::MAX;
         assert_eq!(estimated_bytes(&g), u64::MAX);
+    }
+
+    /// The 840 Pro geometry: 256,060,514,304 bytes, 32 dies, 2 MiB blocks, 256 GiB raw.
+    fn geo_840_pro() -> FtlGeometry {
+        FtlGeometry {
+            dies: 32,
+            blocks_per_die: 4096,
+            pages_per_block: 256,
+            units_per_page: 2,
+            logical_units: 256_060_514_304 / UNIT_BYTES,
+            gc_threshold: 4,
+            policy: GcPolicy::Greedy,
+        }
     }
 
     /// α over the blocks that circulate: all but the GC reserve, the active block half full.
@@ -1113,13 +1642,15 @@ mod tests {
         let mut per_block = vec![0u32; f.valid.len()];
         for s in 0..f.g.physical_units() as u32 {
             if f.is_live(s) {
-                let u = f.p2l.get(s as u64);
-                assert_eq!(f.l2p[u as usize], s + 1, "slot {s}");
+                let u = f.unit_at(s);
+                assert_eq!(f.slot_of(u), Some(s), "slot {s}");
                 per_block[(s / upb) as usize] += 1;
             }
         }
         assert_eq!(per_block, f.valid);
-        let mapped = f.l2p.iter().filter(|&&s| s != 0).count() as u64;
+        let mapped = (0..f.g.logical_units)
+            .filter(|&u| f.slot_of(u).is_some())
+            .count() as u64;
         assert_eq!(mapped, f.valid.iter().map(|&v| v as u64).sum::<u64>());
     }
 
@@ -1213,9 +1744,8 @@ mod tests {
         // Every logical unit mapped exactly once, to a slot that maps back.
         let mut seen = vec![false; g.logical_units as usize];
         for u in 0..g.logical_units {
-            let s = f.l2p[u as usize];
-            assert!(s != 0, "unit {u} unmapped");
-            assert_eq!(f.p2l.get((s - 1) as u64), u);
+            let s = f.slot_of(u).unwrap_or_else(|| panic!("unit {u} unmapped"));
+            assert_eq!(f.unit_at(s), u);
             assert!(!std::mem::replace(&mut seen[u as usize], true));
         }
         let valid: u64 = f.valid.iter().map(|&v| v as u64).sum();
@@ -1235,16 +1765,7 @@ mod tests {
         let b = f.bytes_per_logical_unit();
         eprintln!("1 GiB: {b:.3} bytes per logical 4 KiB unit");
         assert!(b <= 8.0, "{b}");
-        // The 840 Pro geometry: 256,060,514,304 bytes, 32 dies, 2 MiB blocks, 256 GiB raw.
-        let g = FtlGeometry {
-            dies: 32,
-            blocks_per_die: 4096,
-            pages_per_block: 256,
-            units_per_page: 2,
-            logical_units: 256_060_514_304 / UNIT_BYTES,
-            gc_threshold: 4,
-            policy: GcPolicy::Greedy,
-        };
+        let g = geo_840_pro();
         g.check().unwrap();
         let f = Ftl::new(g);
         let b = f.bytes_per_logical_unit();
@@ -1283,8 +1804,98 @@ mod tests {
             let mut seen = vec![false; n as usize];
             for j in 0..n {
                 assert!(!std::mem::replace(&mut seen[p.get(j) as usize], true));
+                assert_eq!(p.inverse(p.get(j)), j);
             }
         }
+        for a in [1u64, 3, 0x9E37_79B9_7F4A_7C15, u64::MAX] {
+            assert_eq!(a.wrapping_mul(inverse_mod_2_64(a)), 1);
+        }
+    }
+
+    /// The tables the preconditioning pass filled before the layout was kept implicit: the
+    /// j-th valid slot, blocks in order and slots in order within a block (a sealed block's
+    /// `spread`, the active block's first slots), holds unit `perm(j)`.
+    fn streamed_layout(f: &Ftl, seed: u64) -> (Vec<u32>, Vec<(u32, u64)>) {
+        let (upb, bpd) = (f.units_per_block, f.g.blocks_per_die);
+        let active = bpd - f.g.gc_threshold - 1;
+        let perm = Bijection::new(f.g.logical_units, seed);
+        let mut l2p = vec![0u32; f.g.logical_units as usize];
+        let mut p2l = Vec::new();
+        let mut j = 0;
+        for b in 0..f.g.blocks() as u32 {
+            let v = f.valid[b as usize];
+            let slots: Vec<u32> = if b % bpd == active {
+                (0..v).collect()
+            } else {
+                spread(v, upb).collect()
+            };
+            for i in slots {
+                let (s, u) = (b * upb + i, perm.get(j));
+                l2p[u as usize] = s + 1;
+                p2l.push((s, u));
+                j += 1;
+            }
+        }
+        (l2p, p2l)
+    }
+
+    #[test]
+    fn an_aged_layout_answers_as_the_tables_of_the_streaming_pass() {
+        // Blocks of 512 units (aligned on bitmap words), of 518 and of 515 (not aligned).
+        for (dies, upp, extra) in [(2, 2, 0), (2, 2, 3), (3, 1, 3)] {
+            let mut g = geo(1, dies, 0.07, GcPolicy::Greedy);
+            g.units_per_page = upp;
+            g.pages_per_block = 256 * 2 / upp + extra;
+            let mut f = Ftl::new(g.clone());
+            f.precondition_aged(11);
+            let (l2p, p2l) = streamed_layout(&f, 11);
+            for (u, &e) in l2p.iter().enumerate() {
+                assert_eq!(f.slot_of(u as u64), Some(e - 1), "unit {u}");
+            }
+            let live = (0..g.physical_units() as u32).filter(|&s| f.is_live(s));
+            assert!(live.eq(p2l.iter().map(|&(s, _)| s)));
+            for &(s, u) in &p2l {
+                assert_eq!(f.unit_at(s), u, "slot {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_aged_device_written_at_random_evolves_the_same_with_a_sparse_or_a_dense_l2p() {
+        let g = geo(1, 2, 0.07, GcPolicy::Greedy);
+        let mut sparse = Ftl::new(g.clone());
+        sparse.precondition_aged(5);
+        let mut dense = Ftl::new(g.clone());
+        dense.precondition_aged(5);
+        dense.l2p.densify();
+        assert!(matches!(sparse.l2p, L2p::Sparse(_)));
+        let n = g.logical_units;
+        let (mut r1, mut r2) = (Rng::new(9), Rng::new(9));
+        for round in 0..4 {
+            random_writes(&mut sparse, &mut r1, n / 8);
+            random_writes(&mut dense, &mut r2, n / 8);
+            for u in (round..n).step_by(97) {
+                sparse.trim(u);
+                dense.trim(u);
+            }
+            assert_eq!(sparse.stats(), dense.stats());
+            assert!((0..n).all(|u| sparse.slot_of(u) == dense.slot_of(u)));
+            check_invariants(&sparse);
+        }
+        // n / 2 units written: the table outgrew the dense array on the way.
+        assert!(matches!(sparse.l2p, L2p::Dense(_)));
+    }
+
+    #[test]
+    fn an_aged_840_pro_is_ready_with_a_fifth_of_a_byte_of_tables_per_logical_page() {
+        let g = geo_840_pro();
+        let mut f = Ftl::new(g.clone());
+        f.precondition_aged(1);
+        // Written so far: the validity bitmap (1 bit per slot, 0.134 byte per logical unit
+        // at 7 % over-provisioning), per-block tables, the P2L chunks of the open blocks.
+        let b = f.touched_bytes() as f64 / g.logical_units as f64;
+        eprintln!("aged 840 Pro: {b:.3} bytes per logical 4 KiB unit written at set-up");
+        assert!(b < 0.2, "{b}");
     }
 
     #[test]
