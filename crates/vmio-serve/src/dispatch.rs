@@ -45,9 +45,9 @@
 //! bypasses carries the verdict to the workers, which write its pieces around the cache.
 
 use crate::export::{nbd_errno, AlignedBuf, Export};
+use crate::handoff::Queue;
 use crate::limits::lock;
 use crate::proto::transmission::Command;
-use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -163,7 +163,8 @@ pub struct Dispatcher {
     devices: Vec<Mutex<DevQueue>>,
     /// The exports' throttle groups ([`crate::export::throttle_groups`]).
     throttle: Vec<Mutex<ThrottleGroup<Request>>>,
-    work_tx: Sender<Work>,
+    /// Work for the I/O workers ([`crate::handoff`]: consumers sleep at once, no spinning).
+    work: Queue<Work>,
     epoch: Instant,
     /// Earliest wake-up a device queue asked for.
     timer: Mutex<Option<u64>>,
@@ -177,7 +178,6 @@ impl Dispatcher {
     /// An error when a thread cannot be started (the threads already started are stopped).
     pub fn start(stack: &Stack, depth: usize, workers: usize) -> io::Result<Arc<Self>> {
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
-        let (tx, rx) = crossbeam_channel::unbounded();
         let d = Arc::new(Self {
             devices: stack
                 .devices
@@ -201,7 +201,7 @@ impl Dispatcher {
                         .collect()
                 })
                 .unwrap_or_default(),
-            work_tx: tx,
+            work: Queue::default(),
             epoch: Instant::now(),
             timer: Mutex::new(None),
             timer_cv: Condvar::new(),
@@ -210,10 +210,10 @@ impl Dispatcher {
         });
         let spawned = (|| {
             for i in 0..workers.max(1) {
-                let (d2, rx2): (Arc<Self>, Receiver<Work>) = (d.clone(), rx.clone());
+                let d2 = d.clone();
                 let h = std::thread::Builder::new()
                     .name(format!("vmio-io-{i}"))
-                    .spawn(move || d2.worker(rx2))?;
+                    .spawn(move || d2.worker())?;
                 lock(&d.workers).push(h);
             }
             let d2 = d.clone();
@@ -294,7 +294,7 @@ impl Dispatcher {
         let req = Arc::new(req);
         if req.command == Command::Flush {
             req.remaining.store(1, Ordering::Relaxed);
-            let _ = self.work_tx.send(Work::Flush(req));
+            self.work.push(Work::Flush(req));
             return;
         }
         let mut pieces: Vec<Piece> = Vec::new();
@@ -348,7 +348,7 @@ impl Dispatcher {
         let pieces = &mut q.jobs;
         q.queue.dispatch(now, |slot, io| {
             let jobs = io.tags().filter_map(|t| pieces.remove(&t)).collect();
-            let _ = self.work_tx.send(Work::Device { device, slot, jobs });
+            self.work.push(Work::Device { device, slot, jobs });
         });
         if let Some(t) = q.queue.wakeup_to_arm(now) {
             self.arm_timer(t);
@@ -396,9 +396,9 @@ impl Dispatcher {
         }
     }
 
-    fn worker(&self, rx: Receiver<Work>) {
-        while let Ok(w) = rx.recv() {
-            match w {
+    fn worker(&self) {
+        loop {
+            match self.work.pop() {
                 Work::Stop => break,
                 Work::Flush(req) => {
                     if let Err(e) = req.export.flush() {
@@ -430,7 +430,7 @@ impl Dispatcher {
         self.stopping.store(true, Ordering::Relaxed);
         let hs = std::mem::take(&mut *lock(&self.workers));
         for _ in 0..hs.len() {
-            let _ = self.work_tx.send(Work::Stop);
+            self.work.push(Work::Stop);
         }
         {
             let _w = lock(&self.timer);
