@@ -10,7 +10,7 @@
 //!
 //! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
-//! [`aligned`] (O_DIRECT payload buffers and their pool),
+//! [`aligned`] (O_DIRECT payload buffers and their pool), [`aio`] (Linux AIO for them),
 //! [`dispatch`] (scheduler driver and I/O workers), [`handoff`] (the queue between threads), [`server`] (listeners, connections,
 //! bounds, shutdown), [`admission`] (who gets a slot when the server is full: per-peer
 //! limit, reserved slot, eviction of never-used connections), [`options`] (the one table of the server's options and the
@@ -20,6 +20,7 @@
 //! the same [`server::start`] in process.
 
 pub mod admission;
+pub mod aio;
 pub mod aligned;
 pub mod dispatch;
 pub mod export;
