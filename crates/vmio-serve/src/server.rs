@@ -471,14 +471,23 @@ impl ConnOut {
                 self.writer.push(Handoff::Rest { batch, sent });
                 return;
             }
-            self.sent(&mut batch);
-            let mut p = lock(&self.pending);
-            if p.ready.is_empty() {
-                p.flushing = false;
+            if !self.next_batch(&mut batch) {
                 return;
             }
-            std::mem::swap(&mut batch, &mut p.ready);
         }
+    }
+
+    /// `batch` is sent: release it and take the replies that became ready meanwhile into it;
+    /// false (no longer the sender) when there are none.
+    fn next_batch(&self, batch: &mut Vec<Out>) -> bool {
+        self.sent(batch);
+        let mut p = lock(&self.pending);
+        if p.ready.is_empty() {
+            p.flushing = false;
+            return false;
+        }
+        std::mem::swap(batch, &mut p.ready);
+        true
     }
 
     /// Send `batch` without blocking: None when all of it is sent (or dropped, the client
@@ -646,13 +655,9 @@ fn writer(out: Arc<ConnOut>) {
         };
         loop {
             out.send_blocking(&batch, skip);
-            out.sent(&mut batch);
-            let mut p = lock(&out.pending);
-            if p.ready.is_empty() {
-                p.flushing = false;
+            if !out.next_batch(&mut batch) {
                 break;
             }
-            std::mem::swap(&mut batch, &mut p.ready);
             skip = 0;
         }
     }
