@@ -276,3 +276,14 @@ def test_a_stack_that_is_a_device_or_a_fifo_is_refused_by_the_bounded_reader(tmp
         assert r.stderr == (
             f"vmio: error: stack file '{path}' is not a regular file (a device, FIFO or socket)\n"
         )
+
+
+def test_the_bench_ceiling_is_the_same_fio_workload_on_the_file_with_libaio_and_o_direct():
+    from vmio.real import serve
+
+    for case in serve.CASES:
+        nbd = serve.nbd_global(case.rw, case.bs, case.iodepth, 1 << 30, 5, True)
+        ceiling = serve.ceiling_global(case, 1 << 30, 5)
+        assert "ioengine=nbd" in nbd and "ioengine=nbd" not in ceiling
+        assert ceiling[-2:] == ["ioengine=libaio", "direct=1"]
+        assert ceiling[:-2] == [x for x in nbd if x != "ioengine=nbd"]

@@ -7,15 +7,20 @@
 //! ```text
 //! submit(request):  pieces = export.map(offset, len)            # volume policy
 //!                   for each piece: queue[device].insert(now, DevIo{owner = VM}); pump(device)
-//! pump(device):     queue.dispatch(now): send each started io (its slot, its pieces) to workers
+//! pump(device):     queue.dispatch(now): each started io (its slot, its pieces):
+//!                     one aligned O_DIRECT READ/WRITE piece: into one io_submit batch (aio)
+//!                     else: to the workers
 //!                   if queue.wakeup_to_arm(now) = t: timer = min(timer, t)   # CFQ idling, slices
 //! worker:           do the I/O of every tag of io; queue.complete(now, slot); pump(device)
 //!                   last piece of a request: FUA sync, stats, reply
+//! aio thread:       each completion: queue.complete(now, slot); pump(device); as a worker
 //! timer thread:     at timer: every device: queue.woke(now); pump(device);
 //!                   timer = min(timer, queue's still armed wake-up)
 //! ```
 //!
-//! `now` is the monotonic clock in nanoseconds since the server started. FLUSH does not
+//! Pieces on O_DIRECT descriptors go through Linux AIO ([`crate::aio`]: why, and its
+//! pseudo-code); the workers keep the rest. `now` is the monotonic clock in nanoseconds
+//! since the server started. FLUSH does not
 //! enter the device queues: a worker runs it at once, syncing every backing of the export
 //! ([`Export::flush`]). The queues would order it the same way (a flush bypasses the
 //! scheduler and is not ordered against queued writes: an NBD FLUSH covers the writes
@@ -44,10 +49,11 @@
 //! `submit`, in arrival order, before the scheduler: `now` is the same clock. A WRITE it
 //! bypasses carries the verdict to the workers, which write its pieces around the cache.
 
+use crate::aio::{self, Iocb};
 use crate::export::{nbd_errno, AlignedBuf, Export};
+use crate::handoff::Queue;
 use crate::limits::lock;
 use crate::proto::transmission::Command;
-use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -141,6 +147,14 @@ struct PieceJob {
     buf_offset: usize,
 }
 
+/// A piece in the kernel's hands ([`crate::aio`]); `iocb.data` is this box's address.
+struct AioPiece {
+    iocb: Iocb,
+    device: usize,
+    slot: usize,
+    job: PieceJob,
+}
+
 enum Work {
     Device {
         device: usize,
@@ -163,7 +177,10 @@ pub struct Dispatcher {
     devices: Vec<Mutex<DevQueue>>,
     /// The exports' throttle groups ([`crate::export::throttle_groups`]).
     throttle: Vec<Mutex<ThrottleGroup<Request>>>,
-    work_tx: Sender<Work>,
+    /// Linux AIO for the O_DIRECT pieces ([`crate::aio`]); None: the workers do all.
+    aio: Option<aio::Context>,
+    /// Work for the I/O workers ([`crate::handoff`]: consumers sleep at once, no spinning).
+    work: Queue<Work>,
     epoch: Instant,
     /// Earliest wake-up a device queue asked for.
     timer: Mutex<Option<u64>>,
@@ -177,7 +194,6 @@ impl Dispatcher {
     /// An error when a thread cannot be started (the threads already started are stopped).
     pub fn start(stack: &Stack, depth: usize, workers: usize) -> io::Result<Arc<Self>> {
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
-        let (tx, rx) = crossbeam_channel::unbounded();
         let d = Arc::new(Self {
             devices: stack
                 .devices
@@ -201,7 +217,8 @@ impl Dispatcher {
                         .collect()
                 })
                 .unwrap_or_default(),
-            work_tx: tx,
+            work: Queue::default(),
+            aio: aio::Context::new(depth.max(1) * stack.devices.len().max(1)).ok(),
             epoch: Instant::now(),
             timer: Mutex::new(None),
             timer_cv: Condvar::new(),
@@ -210,10 +227,17 @@ impl Dispatcher {
         });
         let spawned = (|| {
             for i in 0..workers.max(1) {
-                let (d2, rx2): (Arc<Self>, Receiver<Work>) = (d.clone(), rx.clone());
+                let d2 = d.clone();
                 let h = std::thread::Builder::new()
                     .name(format!("vmio-io-{i}"))
-                    .spawn(move || d2.worker(rx2))?;
+                    .spawn(move || d2.worker())?;
+                lock(&d.workers).push(h);
+            }
+            if d.aio.is_some() {
+                let d2 = d.clone();
+                let h = std::thread::Builder::new()
+                    .name("vmio-aio".into())
+                    .spawn(move || d2.aio_loop())?;
                 lock(&d.workers).push(h);
             }
             let d2 = d.clone();
@@ -294,7 +318,7 @@ impl Dispatcher {
         let req = Arc::new(req);
         if req.command == Command::Flush {
             req.remaining.store(1, Ordering::Relaxed);
-            let _ = self.work_tx.send(Work::Flush(req));
+            self.work.push(Work::Flush(req));
             return;
         }
         let mut pieces: Vec<Piece> = Vec::new();
@@ -346,10 +370,41 @@ impl Dispatcher {
     fn pump(&self, device: usize, q: &mut DevQueue) {
         let now = self.now_ns();
         let pieces = &mut q.jobs;
+        let mut batch: Vec<*mut AioPiece> = Vec::new();
         q.queue.dispatch(now, |slot, io| {
-            let jobs = io.tags().filter_map(|t| pieces.remove(&t)).collect();
-            let _ = self.work_tx.send(Work::Device { device, slot, jobs });
+            let mut jobs: Vec<PieceJob> = io.tags().filter_map(|t| pieces.remove(&t)).collect();
+            if self.aio.is_some() && jobs.len() == 1 {
+                if let Some(iocb) = aio_iocb(&jobs[0]) {
+                    let job = jobs.pop().expect("one job");
+                    let p = Box::into_raw(Box::new(AioPiece {
+                        iocb,
+                        device,
+                        slot,
+                        job,
+                    }));
+                    // SAFETY: p is the live box just made.
+                    unsafe { (*p).iocb.data = p as u64 };
+                    batch.push(p);
+                    return;
+                }
+            }
+            self.work.push(Work::Device { device, slot, jobs });
         });
+        if let (Some(ctx), false) = (&self.aio, batch.is_empty()) {
+            // SAFETY: the boxes are live until their completion is reaped (aio_loop) or
+            // they are taken back below.
+            let cbs: Vec<*mut Iocb> = batch
+                .iter()
+                .map(|&p| unsafe { std::ptr::addr_of_mut!((*p).iocb) })
+                .collect();
+            let taken = ctx.submit(&cbs);
+            for &p in &batch[taken..] {
+                // SAFETY: the kernel did not take this one: it is ours again.
+                let p = unsafe { Box::from_raw(p) };
+                let (slot, jobs) = (p.slot, vec![p.job]);
+                self.work.push(Work::Device { device, slot, jobs });
+            }
+        }
         if let Some(t) = q.queue.wakeup_to_arm(now) {
             self.arm_timer(t);
         }
@@ -396,9 +451,38 @@ impl Dispatcher {
         }
     }
 
-    fn worker(&self, rx: Receiver<Work>) {
-        while let Ok(w) = rx.recv() {
-            match w {
+    /// Reap AIO completions until the dispatcher stops and nothing is in flight.
+    fn aio_loop(&self) {
+        let Some(ctx) = &self.aio else { return };
+        let mut ev = [aio::Event::default(); aio::EVENTS];
+        loop {
+            let n = ctx.reap(&mut ev);
+            if n == 0 {
+                let idle = ctx.in_flight.load(Ordering::Acquire) == 0;
+                if self.stopping.load(Ordering::Relaxed) && idle {
+                    return;
+                }
+                continue;
+            }
+            for e in &ev[..n] {
+                // SAFETY: data is the address of the box submitted in pump, reaped once.
+                let p = unsafe { Box::from_raw(e.data as *mut AioPiece) };
+                if let Err(err) = aio_done(&p.job, e.res) {
+                    p.job.req.error.store(nbd_errno(&err), Ordering::Relaxed);
+                }
+                {
+                    let mut q = lock(&self.devices[p.device]);
+                    q.queue.complete(self.now_ns(), p.slot);
+                    self.pump(p.device, &mut q);
+                }
+                piece_done(&p.job.req);
+            }
+        }
+    }
+
+    fn worker(&self) {
+        loop {
+            match self.work.pop() {
                 Work::Stop => break,
                 Work::Flush(req) => {
                     if let Err(e) = req.export.flush() {
@@ -430,7 +514,7 @@ impl Dispatcher {
         self.stopping.store(true, Ordering::Relaxed);
         let hs = std::mem::take(&mut *lock(&self.workers));
         for _ in 0..hs.len() {
-            let _ = self.work_tx.send(Work::Stop);
+            self.work.push(Work::Stop);
         }
         {
             let _w = lock(&self.timer);
@@ -466,6 +550,57 @@ fn execute(j: &PieceJob) -> io::Result<()> {
         Command::Trim => r.export.trim_piece(b, off, len),
         Command::WriteZeroes { no_hole } => r.export.zero_piece(b, off, len, no_hole),
         Command::Flush | Command::Disc => Ok(()),
+    }
+}
+
+/// The AIO request of a piece: a READ or a WRITE (neither bypassed nor FUA) whose backing is
+/// O_DIRECT and that is aligned; None: the workers do it ([`execute`]).
+fn aio_iocb(j: &PieceJob) -> Option<Iocb> {
+    let r = &j.req;
+    let len = j.len_bytes as usize;
+    let (write, ptr) = match r.command {
+        // SAFETY: the piece owns this range of the buffer until it completes (as in
+        // execute); only its address is taken here.
+        Command::Read => (
+            false,
+            unsafe { r.buf.range_mut(j.buf_offset, len) }.as_ptr(),
+        ),
+        // A FUA write syncs when it completes (finish): a worker, not the completion thread,
+        // waits for that.
+        Command::Write if !r.bypass && !r.fua => (true, r.buf.as_slice()[j.buf_offset..].as_ptr()),
+        _ => return None,
+    };
+    let fd = r
+        .export
+        .direct_fd(j.backing, j.dev_offset_bytes, len, ptr)?;
+    if j.backing < 64 {
+        r.touched.fetch_or(1 << j.backing, Ordering::Relaxed);
+    }
+    Some(Iocb::new(write, fd, ptr, len, j.dev_offset_bytes, 0))
+}
+
+/// A piece's AIO completed with `res` (bytes, or -errno): a short transfer (a read at the
+/// end of the file) finishes synchronously, as [`execute`] would.
+fn aio_done(j: &PieceJob, res: i64) -> io::Result<()> {
+    if res < 0 {
+        return Err(io::Error::from_raw_os_error(-res as i32));
+    }
+    let (done, len) = (res as usize, j.len_bytes as usize);
+    if done >= len {
+        return Ok(());
+    }
+    let (r, off) = (&j.req, j.dev_offset_bytes + done as u64);
+    match r.command {
+        Command::Read => {
+            // SAFETY: as in execute: the piece's own range, read for the reply only after
+            // the last piece completed.
+            let dst = unsafe { r.buf.range_mut(j.buf_offset + done, len - done) };
+            r.export.read_piece(j.backing, off, dst)
+        }
+        _ => {
+            let src = &r.buf.as_slice()[j.buf_offset + done..j.buf_offset + len];
+            r.export.write_piece(j.backing, off, src)
+        }
     }
 }
 

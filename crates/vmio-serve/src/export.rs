@@ -521,6 +521,14 @@ impl Export {
         }
     }
 
+    /// The O_DIRECT descriptor a piece may use for Linux AIO ([`crate::aio`]): Some when the
+    /// backing is open with O_DIRECT and the piece is aligned, the descriptor
+    /// [`Export::read_piece`] and [`Export::write_piece`] would use.
+    pub fn direct_fd(&self, dev: usize, off: u64, len: usize, ptr: *const u8) -> Option<i32> {
+        let b = &self.backings[dev];
+        (b.unaligned.is_some() && aligned(off, len, ptr)).then(|| b.file.as_raw_fd())
+    }
+
     /// Read a piece; bytes past the end of a backing file read as zeros.
     pub fn read_piece(&self, dev: usize, off: u64, buf: &mut [u8]) -> io::Result<()> {
         let f = self.fd_for(dev, off, buf.len(), buf.as_ptr());

@@ -10,8 +10,8 @@
 //!
 //! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
-//! [`aligned`] (O_DIRECT payload buffers and their pool),
-//! [`dispatch`] (scheduler driver and I/O workers), [`server`] (listeners, connections,
+//! [`aligned`] (O_DIRECT payload buffers and their pool), [`aio`] (Linux AIO for them),
+//! [`dispatch`] (scheduler driver and I/O workers), [`handoff`] (the queue between threads), [`server`] (listeners, connections,
 //! bounds, shutdown), [`admission`] (who gets a slot when the server is full: per-peer
 //! limit, reserved slot, eviction of never-used connections), [`options`] (the one table of the server's options and the
 //! [`Config`] they make), [`limits`] (payload budget, rate-limited logging), [`pdc`]
@@ -20,9 +20,11 @@
 //! the same [`server::start`] in process.
 
 pub mod admission;
+pub mod aio;
 pub mod aligned;
 pub mod dispatch;
 pub mod export;
+pub mod handoff;
 pub mod limits;
 pub mod options;
 pub mod pdc;

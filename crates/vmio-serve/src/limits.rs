@@ -2,7 +2,7 @@
 //!
 //! - [`Budget`]: payload bytes (READ buffers waiting for their reply, WRITE payloads) held
 //!   per connection and in total. A connection's reader takes budget *before* it allocates a
-//!   request's buffer and the connection's writer gives it back once the reply has been sent,
+//!   request's buffer and the thread that sends the reply gives it back once it is sent,
 //!   so a client that declares a 32 MiB WRITE and sends one byte, or pipelines 32 MiB READs it
 //!   never reads, holds at most its connection's budget; past it, its reader stops reading
 //!   that connection (backpressure) until replies drain. Each connection has a small reserve

@@ -4,13 +4,18 @@
 //!
 //! One thread accepts on a Unix socket (the default) or on TCP bound to 127.0.0.1. Each
 //! admitted connection gets a reader thread that runs the handshake and then reads requests
-//! and submits them to the [`Dispatcher`] without waiting for their completion, and (after
-//! the handshake) a writer thread that sends the replies of finished requests, batching the
-//! ready ones (headers and payloads) into one `writev`. I/O workers never touch a socket, so
-//! a client that stops reading its replies only stalls its own writer.
+//! and submits them to the [`Dispatcher`] without waiting for their completion. The thread
+//! that finishes a request (an I/O worker) sends its reply itself, with the other replies
+//! ready by then (headers and payloads in one `sendmsg`), but never blocks on the socket
+//! (`MSG_DONTWAIT`): when the socket is full, the rest goes to the connection's writer
+//! thread (started after the handshake), which waits for the client ([`ConnOut`],
+//! [`writer`]). So a client that stops reading its replies only stalls its own writer, and a
+//! reply that fits in the socket costs no hand-off between threads. Unix-socket connections
+//! ask for a 4 MiB send buffer ([`UNIX_SNDBUF_BYTES`]) so that READ replies of up to a few
+//! MiB fit.
 //!
 //! Two threads per connection stay, because every resource they cost is bounded and the
-//! blocking `read`/`writev` path is what keeps vmio ahead of qemu-nbd in `vmio bench serve`:
+//! blocking `read` path is what keeps vmio ahead of qemu-nbd in `vmio bench serve`:
 //! at most `max_connections` connections are admitted (default 256, so at most 2 x 256
 //! connection threads with 256 KiB stacks, plus the I/O workers, the accept, refuser, timer,
 //! signal and statistics threads), each holds one descriptor (reader, writer and the
@@ -73,6 +78,7 @@
 use crate::admission::{self, Decision, Peer, Phase, Policy, Refusal, Seat};
 use crate::dispatch::{Dispatcher, ReplySink, Request};
 use crate::export::{self, AlignedBuf, Export, ExportError};
+use crate::handoff::Queue;
 use crate::limits::{lock, shown, Budget, RateLog};
 use crate::options::{Config, Listen, OptionError};
 use crate::proto::handshake::{self as hs, ClientOption};
@@ -308,11 +314,28 @@ impl Write for Timed<'_> {
     }
 }
 
-/// A reply for the connection's writer thread.
+/// A reply ready to be sent.
 enum Out {
     Done(Arc<Request>),
     Error { errno: u32, cookie: u64 },
+}
+
+/// What a connection's writer thread is handed.
+enum Handoff {
+    /// Replies of which the first `sent` bytes are on the socket, which was full.
+    Rest {
+        batch: Vec<Out>,
+        sent: usize,
+    },
     Stop,
+}
+
+/// Replies ready and not yet being written, and whether a thread is writing this
+/// connection's replies now (the others only add theirs to `ready`).
+#[derive(Default)]
+struct Pending {
+    ready: Vec<Out>,
+    flushing: bool,
 }
 
 /// What a connection holds: requests in flight, payload bytes, and how much of those bytes
@@ -322,18 +345,38 @@ struct Held {
     requests: usize,
     bytes: u64,
     charged: u64,
+    /// Threads waiting on `drained` (the reader, for budget or for the last replies).
+    waiting: usize,
 }
 
-/// The reply side of a connection: I/O workers hand finished requests to the connection's
-/// writer thread, so that a client that does not read its replies never blocks a worker.
+/// The reply side of a connection. The thread that finishes a request (an I/O worker, or the
+/// reader for an error) sends its reply itself when no other thread is sending this
+/// connection's replies, without blocking (`MSG_DONTWAIT`), together with the replies that
+/// became ready meanwhile; when the socket is full, what is left goes to the connection's
+/// writer thread, which blocks on the client, so that a client that does not read its
+/// replies never blocks a worker (pseudo-code: [`writer`]).
 struct ConnOut {
-    tx: crossbeam_channel::Sender<Out>,
+    conn: Arc<Conn>,
+    pending: Mutex<Pending>,
+    writer: Queue<Handoff>,
     held: Mutex<Held>,
     drained: Condvar,
     sh: Arc<Shared>,
-    /// The writer gave up on the client (gone, or idle): replies are dropped.
+    /// The client is gone, or idle while the server waited on it: replies are dropped.
     broken: AtomicBool,
 }
+
+/// At most this many buffers per `sendmsg`/`writev` (Linux's `UIO_MAXIOV`).
+const IOV_MAX: usize = 1024;
+
+/// Send buffer asked for on Unix-socket connections: Linux's ceiling for its TCP send-buffer
+/// auto-tuning (`net.ipv4.tcp_wmem`, third value, 4 MiB by default;
+/// Documentation/networking/ip-sysctl.rst). Unix sockets are not auto-tuned: they keep
+/// `net.core.wmem_default` (208 KiB), and `unix_stream_sendmsg` (net/unix/af_unix.c) blocks
+/// once that much is queued, so a 1 MiB READ reply used to fill the socket five times over,
+/// each time waiting for the client to read. The kernel caps the value at
+/// `net.core.wmem_max` (socket(7), SO_SNDBUF). TCP connections keep their auto-tuning.
+const UNIX_SNDBUF_BYTES: libc::c_int = 4 << 20;
 
 impl ConnOut {
     fn aborted(&self) -> bool {
@@ -351,11 +394,13 @@ impl ConnOut {
                 if bytes > 0 && self.aborted() {
                     return false;
                 }
+                h.waiting += 1;
                 h = self
                     .drained
                     .wait_timeout(h, Duration::from_millis(100))
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                h.waiting -= 1;
             }
             h.requests += 1;
             budget.over(h.bytes + bytes).saturating_sub(h.charged)
@@ -375,7 +420,7 @@ impl ConnOut {
     /// `k` replies sent (or dropped) that held `bytes` of payload.
     fn release(&self, k: usize, bytes: u64) {
         let budget = &self.sh.budget;
-        let give = {
+        let (give, waiting) = {
             let mut h = lock(&self.held);
             h.requests -= k.min(h.requests);
             let bytes = bytes.min(h.bytes);
@@ -384,113 +429,236 @@ impl ConnOut {
             let keep = budget.over(h.bytes);
             let give = h.charged.saturating_sub(keep);
             h.charged -= give;
-            give
+            (give, h.waiting > 0)
         };
         budget.give_shared(give);
-        self.drained.notify_all();
+        // A waiter re-checks its condition under the lock after our update, so one that
+        // starts waiting after this point has seen it.
+        if waiting {
+            self.drained.notify_all();
+        }
     }
 
     /// Wait until every request in flight has been replied to (or dropped).
     fn drain(&self) {
         let mut h = lock(&self.held);
         while h.requests > 0 {
+            h.waiting += 1;
             h = self.drained.wait(h).unwrap_or_else(|e| e.into_inner());
+            h.waiting -= 1;
         }
     }
 
     fn error(&self, errno: u32, cookie: u64) {
         self.acquire(0);
-        let _ = self.tx.send(Out::Error { errno, cookie });
+        self.post(Out::Error { errno, cookie });
+    }
+
+    /// Queue reply `o`; send it, and whatever else is ready, unless another thread is sending
+    /// (it will send `o` too).
+    fn post(&self, o: Out) {
+        let mut batch = {
+            let mut p = lock(&self.pending);
+            p.ready.push(o);
+            if p.flushing {
+                return;
+            }
+            p.flushing = true;
+            std::mem::take(&mut p.ready)
+        };
+        loop {
+            if let Some(sent) = self.send_now(&batch) {
+                self.writer.push(Handoff::Rest { batch, sent });
+                return;
+            }
+            if !self.next_batch(&mut batch) {
+                return;
+            }
+        }
+    }
+
+    /// `batch` is sent: release it and take the replies that became ready meanwhile into it;
+    /// false (no longer the sender) when there are none.
+    fn next_batch(&self, batch: &mut Vec<Out>) -> bool {
+        self.sent(batch);
+        let mut p = lock(&self.pending);
+        if p.ready.is_empty() {
+            p.flushing = false;
+            return false;
+        }
+        std::mem::swap(batch, &mut p.ready);
+        true
+    }
+
+    /// Send `batch` without blocking: None when all of it is sent (or dropped, the client
+    /// being gone), else the bytes sent before the socket was full.
+    fn send_now(&self, batch: &[Out]) -> Option<usize> {
+        if self.broken.load(Ordering::Relaxed) {
+            return None;
+        }
+        let hs = headers(batch);
+        let mut slices = wire(batch, &hs);
+        let mut bufs: &mut [IoSlice] = &mut slices;
+        let mut sent = 0;
+        while !bufs.is_empty() {
+            let k = bufs.len().min(IOV_MAX);
+            match send_nowait(self.conn.stream.raw_fd(), &bufs[..k]) {
+                Ok(n) if n > 0 => {
+                    self.conn.touch();
+                    sent += n;
+                    IoSlice::advance_slices(&mut bufs, n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(sent),
+                Ok(_) | Err(_) => {
+                    self.fail();
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Send `batch` from byte `skip` on, blocking (the writer thread): a client that takes
+    /// nothing for the idle timeout is closed.
+    fn send_blocking(&self, batch: &[Out], skip: usize) {
+        if self.broken.load(Ordering::Relaxed) {
+            return;
+        }
+        let (conn, idle) = (&self.conn, self.sh.idle_timeout);
+        let hs = headers(batch);
+        let mut slices = wire(batch, &hs);
+        let mut bufs: &mut [IoSlice] = &mut slices;
+        IoSlice::advance_slices(&mut bufs, skip);
+        while !bufs.is_empty() {
+            let k = bufs.len().min(IOV_MAX);
+            let mut s = &conn.stream;
+            match s.write_vectored(&bufs[..k]) {
+                Ok(n) if n > 0 => {
+                    conn.touch();
+                    IoSlice::advance_slices(&mut bufs, n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if timed_out(&e) && (idle.is_zero() || conn.idle_for() < idle) => {}
+                Err(e) => {
+                    if timed_out(&e) {
+                        self.sh.log.log(|| {
+                            format!(
+                                "connection {}: did not read its replies for {:?}; closed",
+                                conn.id, idle
+                            )
+                        });
+                    }
+                    return self.fail();
+                }
+                Ok(_) => return self.fail(),
+            }
+        }
+    }
+
+    /// The client is gone or idle: drop the replies from now on (so that the reader
+    /// drains), and wake the reader.
+    fn fail(&self) {
+        self.broken.store(true, Ordering::Relaxed);
+        self.conn.stream.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// The replies of `batch` are sent (or dropped): free them, give their budget back.
+    fn sent(&self, batch: &mut Vec<Out>) {
+        let held = batch
+            .iter()
+            .map(|o| match o {
+                Out::Done(r) => r.buf.len() as u64,
+                Out::Error { .. } => 0,
+            })
+            .sum();
+        let n = batch.len();
+        batch.clear();
+        self.release(n, held);
     }
 }
 
 impl ReplySink for ConnOut {
     fn complete(&self, req: Arc<Request>) {
-        let _ = self.tx.send(Out::Done(req));
+        self.post(Out::Done(req));
     }
 }
 
-/// Write replies as they come, batching whatever is ready into one `writev`.
-fn writer(conn: Arc<Conn>, rx: crossbeam_channel::Receiver<Out>, out: Arc<ConnOut>) {
-    const BATCH: usize = 64;
-    let idle = out.sh.idle_timeout;
-    let mut batch: Vec<Out> = Vec::with_capacity(BATCH);
-    let mut headers: Vec<[u8; 16]> = Vec::with_capacity(BATCH);
-    while let Ok(first) = rx.recv() {
-        batch.push(first);
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(o) => batch.push(o),
-                Err(_) => break,
+/// The 16-byte simple-reply header of each reply of `batch`.
+fn headers(batch: &[Out]) -> Vec<[u8; 16]> {
+    batch
+        .iter()
+        .map(|o| match o {
+            Out::Done(r) => tx::simple_reply(r.error(), r.cookie),
+            Out::Error { errno, cookie } => tx::simple_reply(*errno, *cookie),
+        })
+        .collect()
+}
+
+/// `batch` on the wire: each reply's header, then a successful READ's data.
+fn wire<'a>(batch: &'a [Out], headers: &'a [[u8; 16]]) -> Vec<IoSlice<'a>> {
+    let mut v = Vec::with_capacity(2 * batch.len());
+    for (o, h) in batch.iter().zip(headers) {
+        v.push(IoSlice::new(h));
+        if let Out::Done(r) = o {
+            let p = r.payload();
+            if !p.is_empty() {
+                v.push(IoSlice::new(p));
             }
         }
-        let stop = batch.iter().any(|o| matches!(o, Out::Stop));
-        headers.clear();
-        let mut held = 0u64;
-        for o in &batch {
-            match o {
-                Out::Done(r) => {
-                    headers.push(tx::simple_reply(r.error(), r.cookie));
-                    held += r.buf.len() as u64;
-                }
-                Out::Error { errno, cookie } => headers.push(tx::simple_reply(*errno, *cookie)),
-                Out::Stop => {}
+    }
+    v
+}
+
+/// `sendmsg(fd, bufs, MSG_DONTWAIT | MSG_NOSIGNAL)`: what fits in the socket now.
+fn send_nowait(fd: i32, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: IoSlice is ABI-compatible with struct iovec on Unix (std's documentation);
+    // the message names no address and no control data, and sendmsg does not write to the
+    // buffers.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = bufs.len() as _;
+        libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// The connection's writer thread: it sends what the thread that found the socket full
+/// left, then whatever became ready meanwhile, blocking on the client, until nothing is
+/// left; then the next thread that finishes a request sends again (see [`ConnOut`]).
+///
+/// ```text
+/// post(reply):   lock; ready += reply; if flushing: return   # the sender takes it along
+///                flushing = true; batch = take(ready); unlock
+///                loop: sendmsg(batch, MSG_DONTWAIT) -> all sent: release budget
+///                                                   -> socket full: hand the rest here; return
+///                      lock; if ready empty: flushing = false; return
+///                      batch = take(ready)
+/// writer:        for each hand-off: send the rest blocking; release; drain ready the same way;
+///                flushing = false
+/// ```
+///
+/// nbdkit's server (server/protocol.c, `protocol_recv_request_send_reply`) has the thread
+/// that ran a request send its reply under the connection's write lock, blocking; here the
+/// send never blocks a worker, and replies that become ready while one is sent go out
+/// together in the next `sendmsg`.
+fn writer(out: Arc<ConnOut>) {
+    loop {
+        let (mut batch, mut skip) = match out.writer.pop() {
+            Handoff::Stop => return,
+            Handoff::Rest { batch, sent } => (batch, sent),
+        };
+        loop {
+            out.send_blocking(&batch, skip);
+            if !out.next_batch(&mut batch) {
+                break;
             }
-        }
-        if !out.broken.load(Ordering::Relaxed) {
-            let mut slices = Vec::with_capacity(2 * BATCH);
-            let mut h = headers.iter();
-            for o in &batch {
-                let payload = match o {
-                    Out::Done(r) => r.payload(),
-                    Out::Error { .. } => &[],
-                    Out::Stop => continue,
-                };
-                if let Some(h) = h.next() {
-                    slices.push(IoSlice::new(h));
-                }
-                if !payload.is_empty() {
-                    slices.push(IoSlice::new(payload));
-                }
-            }
-            let mut bufs: &mut [IoSlice] = &mut slices;
-            while !bufs.is_empty() {
-                let mut s = &conn.stream;
-                match s.write_vectored(bufs) {
-                    Ok(n) if n > 0 => {
-                        conn.touch();
-                        IoSlice::advance_slices(&mut bufs, n);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if timed_out(&e) && (idle.is_zero() || conn.idle_for() < idle) => {}
-                    Err(e) => {
-                        if timed_out(&e) {
-                            out.sh.log.log(|| {
-                                format!(
-                                    "connection {}: did not read its replies for {:?}; closed",
-                                    conn.id, idle
-                                )
-                            });
-                        }
-                        // The client is gone or idle: keep consuming replies so the reader
-                        // drains, and wake the reader.
-                        out.broken.store(true, Ordering::Relaxed);
-                        conn.stream.shutdown(std::net::Shutdown::Both);
-                        break;
-                    }
-                    Ok(_) => {
-                        out.broken.store(true, Ordering::Relaxed);
-                        conn.stream.shutdown(std::net::Shutdown::Both);
-                        break;
-                    }
-                }
-            }
-        }
-        let n = batch.iter().filter(|o| !matches!(o, Out::Stop)).count();
-        batch.clear();
-        out.release(n, held);
-        if stop {
-            break;
+            skip = 0;
         }
     }
 }
@@ -1485,19 +1653,23 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
     conn.touch();
     conn.ready_ms.store(conn.now_ms(), Ordering::SeqCst);
     conn.phase.handshaken();
-    let (txc, rx) = crossbeam_channel::unbounded();
+    if let Stream::Unix(u) = &conn.stream {
+        set_sndbuf(u.as_raw_fd(), UNIX_SNDBUF_BYTES);
+    }
     let out = Arc::new(ConnOut {
-        tx: txc,
+        conn: conn.clone(),
+        pending: Mutex::new(Pending::default()),
+        writer: Queue::default(),
         held: Mutex::new(Held::default()),
         drained: Condvar::new(),
         sh: sh.clone(),
         broken: AtomicBool::new(false),
     });
-    let (c2, out2) = (conn.clone(), out.clone());
+    let out2 = out.clone();
     let w = std::thread::Builder::new()
         .name(format!("vmio-writer-{}", conn.id))
         .stack_size(CONN_STACK_BYTES)
-        .spawn(move || writer(c2, rx, out2))
+        .spawn(move || writer(out2))
         .map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -1507,10 +1679,25 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
     let mut rd = BufReader::with_capacity(64 << 10, ConnRead(conn.clone()));
     let r = transmission(&mut rd, &conn, &export, &out, sh);
     out.drain();
-    let _ = out.tx.send(Out::Stop);
+    out.writer.push(Handoff::Stop);
     let _ = w.join();
     conn.stream.shutdown(std::net::Shutdown::Both);
     r
+}
+
+/// Ask for `bytes` of send buffer on socket `fd` (the kernel caps it); a failure keeps the
+/// default, which is only slower.
+fn set_sndbuf(fd: i32, bytes: libc::c_int) {
+    // SAFETY: a plain setsockopt with an int option value that outlives the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 /// Fill `buf` from the connection. Ok(false): the client closed the connection before the

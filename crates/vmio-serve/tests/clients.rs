@@ -211,3 +211,24 @@ fn fio_verifies_crc32c_through_cfq_with_four_weighted_vms() {
 fn fio_verifies_crc32c_through_mcfq_with_four_weighted_vms() {
     fio_verify_under("mcfq");
 }
+
+#[test]
+fn an_o_direct_read_across_and_past_the_end_of_a_short_backing_file_reads_zeros_there() {
+    use vmio_serve::proto::CMD_READ;
+    let dir = tempdir("short-file");
+    let srv = Server::start(&dir, &stack("single", "1m", 1 << 20, &["none"]));
+    let (mut c, size) = Raw::go(&srv.socket, "vm1/disk0");
+    assert_eq!(size, 1 << 20);
+    // The file shrinks under the server to 1.5 blocks of data: the O_DIRECT (AIO) reads
+    // come back short and the rest reads as zeros.
+    std::fs::write(dir.join("a.img"), [0xab; 6144]).unwrap();
+    for (cookie, off) in [(1u64, 0u64), (2, 4096), (3, 8192)] {
+        c.request(CMD_READ, 0, cookie, off, 8192);
+        let (e, got, d) = c.reply(8192);
+        assert_eq!((e, got), (0, cookie));
+        let data = 6144u64.saturating_sub(off) as usize;
+        assert!(d[..data].iter().all(|&b| b == 0xab), "offset {off}");
+        assert!(d[data..].iter().all(|&b| b == 0), "offset {off}");
+    }
+    assert_eq!(std::fs::metadata(dir.join("a.img")).unwrap().len(), 6144);
+}

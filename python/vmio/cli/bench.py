@@ -120,7 +120,8 @@ BENCH_SERVE_EPILOG = """\
 Runs fio's nbd engine (4k randread QD32, 1M sequential read QD4, 4k randwrite QD32) against
 vmio serve (cache=none), qemu-nbd --cache=none --aio=threads and nbdkit file cache=none, all
 on Unix sockets over the same IMAGE (created with random data when missing), and prints IOPS,
-MB/s, p99 completion latency and vmio's IOPS ratio to each. Then four fio jobs read four
+MB/s, p99 completion latency and vmio's IOPS ratio to each, and to the ceiling: fio itself
+on IMAGE with ioengine=libaio, direct=1 (no server, same workload). Then four fio jobs read four
 exports with weights 1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq
 (bw_window = 2 s), and the bandwidth ratios are printed. IMAGE must be on a file system
 with O_DIRECT.
@@ -238,14 +239,16 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         lambda m: print(f"vmio: bench serve: {m}", file=sys.stderr, flush=True),
         share_s=args.share_runtime,
     )
-    header = ["workload", "server", "IOPS", "MB/s", "p99 us", "vmio/qemu-nbd", "vmio/nbdkit"]
-    print(report.text_table(header, rows, align="llrrrrr"))
+    header = ["workload", "server", "IOPS", "MB/s", "p99 us"]
+    header += ["vmio/qemu-nbd", "vmio/nbdkit", "vmio/ceiling"]
+    print(report.text_table(header, rows, align="llrrrrrr"))
     print()
     header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
     print(report.text_table(header, share, align="llrrrr"))
     print(
         "\nIOPS, MB/s (1 MB = 1e6 bytes) and p99 completion latency are fio's (nbd engine, "
-        "Unix sockets); ratios are of IOPS. Ratios are to the lightest export (weight 100)."
+        "Unix sockets); ceiling: fio itself on IMAGE, ioengine=libaio direct=1, no server; "
+        "ratios are of IOPS. Sharing ratios are to the lightest export (weight 100)."
     )
     return 0
 

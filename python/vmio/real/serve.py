@@ -6,7 +6,10 @@ first disk). See README.md ("vmio serve") and docs/serve.md.
 
 `bench_serve` compares it with qemu-nbd (`--cache=none --aio=threads`) and nbdkit's file plugin
 (`cache=none`) on one image, with fio's nbd engine over Unix sockets, and measures weighted
-sharing under cfq.
+sharing under cfq. Each workload's "ceiling" row is fio itself on the same image file, with
+no server: `ioengine=libaio`, `direct=1` (fio 3.33 engines/libaio.c: io_submit and
+io_getevents from one thread, O_DIRECT), the same block size, depth and pattern; a server's
+ratio to it is what the NBD path costs.
 
 The NBD servers the real checks start (this module's `start`, `start_vmio`, `qsd_command`;
 used by vmio.real.throttle, vmio.real.images and vmio.real.servepath): a server is started on
@@ -206,9 +209,26 @@ def nbd_global(
     return lines + ["norandommap"] + (["ramp_time=1"] if ramp else [])
 
 
-def _fio(jobs: list[tuple[str, str]], case: Case, runtime_s: int, size_bytes: int) -> list[dict]:
-    """Run fio's nbd engine, one job per (name, uri), at once; returns fio's job results."""
-    lines = nbd_global(case.rw, case.bs, case.iodepth, size_bytes, runtime_s, True)
+def ceiling_global(case: Case, size: int, runtime_s: float) -> list[str]:
+    """The `[global]` section of the ceiling run of `case` (module doc): the nbd job's lines
+    with `ioengine=libaio` and `direct=1` in place of `ioengine=nbd`."""
+    lines = nbd_global(case.rw, case.bs, case.iodepth, size, runtime_s, True)
+    return [*(x for x in lines if x != "ioengine=nbd"), "ioengine=libaio", "direct=1"]
+
+
+def _fio(
+    jobs: list[tuple[str, str]],
+    case: Case,
+    runtime_s: int,
+    size_bytes: int,
+    image: Path | None = None,
+) -> list[dict]:
+    """Run fio's nbd engine, one job per (name, uri), at once; returns fio's job results.
+    With `image`, one job of the ceiling (`ceiling_global`) on that file instead."""
+    if image is not None:
+        lines = [*ceiling_global(case, size_bytes, runtime_s), "[ceiling]", f"filename={image}"]
+    else:
+        lines = nbd_global(case.rw, case.bs, case.iodepth, size_bytes, runtime_s, True)
     for name, uri in jobs:
         lines += [f"[{name}]", f"uri={uri}"]
     with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
@@ -273,11 +293,13 @@ def bench_serve(
     size_bytes: int,
     runtime_s: int,
     log: Callable[[str], None],
-    servers: tuple[str, ...] = ("vmio", "qemu-nbd", "nbdkit"),
+    servers: tuple[str, ...] = ("vmio", "qemu-nbd", "nbdkit", "ceiling"),
     share_s: int = 30,
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """Run the comparison and the weighted-sharing measurement; returns two tables' rows."""
-    for tool in ("fio", *[s for s in servers if s != "vmio"]):
+    """Run the comparison and the weighted-sharing measurement; returns two tables' rows
+    (the first: workload, server, IOPS, MB/s, p99 us, then vmio's IOPS over qemu-nbd's,
+    nbdkit's and the ceiling's on vmio's row)."""
+    for tool in ("fio", *[s for s in servers if s not in ("vmio", "ceiling")]):
         if shutil.which(tool) is None:
             raise VmioError(f"'{tool}' is not installed (apt-get install fio qemu-utils nbdkit)")
     if not image.exists():
@@ -293,6 +315,12 @@ def bench_serve(
         tmp = Path(tmpdir)
         for server in servers:
             sock = tmp / f"{server}.sock"
+            if server == "ceiling":
+                for case in CASES:
+                    log(f"ceiling (fio libaio direct=1 on {image}): {case.name} ({runtime_s} s)")
+                    job = _fio([], case, runtime_s, size, image=image)[0]
+                    results[(server, case.name)] = _figures(job, case.rw)
+                continue
             if server == "vmio":
                 proc, sock = _vmio_server(tmp, _stack(image, 1, "none", WEIGHTS), "vmio")
                 uri = f"nbd+unix:///vm1/disk0?socket={sock}"
@@ -321,7 +349,7 @@ def bench_serve(
                     f"{results[('vmio', case.name)]['iops'] / results[(o, case.name)]['iops']:.2f}"
                     if server == "vmio" and o in servers and results[(o, case.name)]["iops"]
                     else "-"
-                    for o in ("qemu-nbd", "nbdkit")
+                    for o in ("qemu-nbd", "nbdkit", "ceiling")
                 ]
                 rows.append(
                     [
