@@ -212,7 +212,7 @@ impl EventQueue {
     }
 
     /// Schedule `payload` at `at` (never earlier than now).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, at: Ns, payload: u64) {
         self.seq += 1;
         let at = at.max(self.now);
