@@ -717,13 +717,25 @@ impl Space {
 
     /// First fit from `goal`: `n` blocks as physical runs (start, len) in allocation order.
     fn alloc(&mut self, goal: u64, n: u64) -> Result<Vec<(u64, u64)>, Ext4Error> {
+        let mut runs = Vec::new();
+        self.alloc_into(goal, n, &mut runs)?;
+        Ok(runs)
+    }
+
+    /// [`Space::alloc`] into `runs` (cleared first), a buffer the caller keeps.
+    fn alloc_into(
+        &mut self,
+        goal: u64,
+        n: u64,
+        runs: &mut Vec<(u64, u64)>,
+    ) -> Result<(), Ext4Error> {
         if n > self.total {
             return Err(Ext4Error::NoSpace {
                 want: n,
                 free: self.total,
             });
         }
-        let mut runs: Vec<(u64, u64)> = Vec::new();
+        runs.clear();
         let (mut pos, mut left) = (if goal < self.blocks { goal } else { 0 }, n);
         while left > 0 {
             let (s, l) = self.run_from(pos);
@@ -735,7 +747,15 @@ impl Space {
             }
             (pos, left) = (s + take, left - take);
         }
-        Ok(runs)
+        Ok(())
+    }
+
+    /// One block by [`Space::alloc`] (its one run's start), without a buffer.
+    fn alloc_block(&mut self, goal: u64) -> Result<u64, Ext4Error> {
+        if self.total == 0 {
+            return Err(Ext4Error::NoSpace { want: 1, free: 0 });
+        }
+        Ok(self.alloc_one(goal))
     }
 
     /// One block from `goal` (mke2fs's own allocations; space is never short there).
@@ -829,6 +849,9 @@ pub struct Ext4 {
     /// Top-level directories made so far: the seed of Orlov's pseudo-random start (Linux hashes
     /// the name with the filesystem's random hash seed).
     topdirs: u64,
+    /// Buffers [`Ext4::allocate`] keeps from one call to the next (empty between calls).
+    scratch_holes: Vec<Mapped>,
+    scratch_runs: Vec<(u64, u64)>,
 }
 
 impl Ext4 {
@@ -901,6 +924,8 @@ impl Ext4 {
             dirs: 2,
             inodes,
             topdirs: 0,
+            scratch_holes: Vec::new(),
+            scratch_runs: Vec::new(),
         }
     }
 
@@ -1047,8 +1072,21 @@ impl Ext4 {
         n: u64,
         meta: &mut Vec<u64>,
     ) -> Result<(), Ext4Error> {
-        let mut holes = Vec::new();
+        let mut holes = std::mem::take(&mut self.scratch_holes);
+        holes.clear();
         self.map(ino, lblk, n, &mut holes);
+        let r = self.allocate_holes(ino, &holes, meta);
+        self.scratch_holes = holes;
+        r
+    }
+
+    /// [`Ext4::allocate`] of the holes of `holes`, the mapping of the range.
+    fn allocate_holes(
+        &mut self,
+        ino: u32,
+        holes: &[Mapped],
+        meta: &mut Vec<u64>,
+    ) -> Result<(), Ext4Error> {
         let want: u64 = holes
             .iter()
             .filter(|m| m.pblk.is_none())
@@ -1070,16 +1108,33 @@ impl Ext4 {
                 free: self.space.total,
             });
         }
+        let mut runs = std::mem::take(&mut self.scratch_runs);
+        let mut r = Ok(());
         for hole in holes.iter().filter(|m| m.pblk.is_none()) {
             let goal = self.block_goal(&self.inodes[&ino], hole.lblk);
-            let runs = self.space.alloc(goal, hole.len)?;
+            r = self.space.alloc_into(goal, hole.len, &mut runs);
+            if r.is_err() {
+                break;
+            }
             for &(s, l) in &runs {
                 self.dirty_run(s, l, meta);
             }
-            for e in to_extents(hole.lblk, &runs) {
-                self.insert_extent(ino, e, meta)?;
+            // to_extents's pieces, in order, without its Vec.
+            let mut lblk = hole.lblk;
+            for &(mut pblk, mut len) in &runs {
+                while len > 0 && r.is_ok() {
+                    let n = len.min(MAX_EXTENT_BLOCKS);
+                    r = self.insert_extent(ino, Extent { lblk, pblk, len: n }, meta);
+                    (lblk, pblk, len) = (lblk + n, pblk + n, len - n);
+                }
+            }
+            if r.is_err() {
+                break;
             }
         }
+        runs.clear();
+        self.scratch_runs = runs;
+        r?;
         meta.push(self.layout.inode_table_block(ino));
         Ok(())
     }
@@ -1119,8 +1174,7 @@ impl Ext4 {
         let have = i.tree.len();
         let mut added = Vec::new();
         for _ in have..need {
-            let runs = self.space.alloc(goal, 1)?;
-            let b = runs[0].0;
+            let b = self.space.alloc_block(goal)?;
             self.dirty_run(b, 1, meta);
             added.push(b);
         }
@@ -1184,7 +1238,7 @@ impl Ext4 {
         let block = slot / DIRENTS_PER_BLOCK;
         if self.block_of(dir, block).is_none() {
             let goal = self.block_goal(d, block);
-            let b = self.space.alloc(goal, 1)?[0].0;
+            let b = self.space.alloc_block(goal)?;
             self.dirty_run(b, 1, meta);
             self.insert_extent(
                 dir,
@@ -1246,7 +1300,7 @@ impl Ext4 {
         let d = self.inodes.get_mut(&ino).expect("just inserted");
         d.dir.as_mut().expect("a directory").high = 2;
         let goal = self.inode_goal(&self.inodes[&ino]);
-        let b = self.space.alloc(goal, 1)?[0].0;
+        let b = self.space.alloc_block(goal)?;
         self.dirty_run(b, 1, meta);
         self.insert_extent(
             ino,
