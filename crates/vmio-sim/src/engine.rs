@@ -10,6 +10,17 @@
 //! the heap's internal layout. The device models use the same heap for their pending
 //! completions and write-buffer releases.
 //!
+//! Most events' handlers push the next event of their request. The heap's pop therefore
+//! leaves its top in place, marked as taken (`hole`), and the next push into the heap
+//! replaces it ([`MinHeap::replace_top`]: one sift instead of a pop's and a push's); a pop
+//! or any other look at the heap first removes a taken top that nothing replaced. Either
+//! way the heap holds the same entries, so the order is the keys' order as before. Measured
+//! with callgrind on `vmio bench sim`'s cases (instructions per simulated I/O): pagecache-hit
+//! 2964 -> 2890, cpu-kvm 14550 -> 13811, hdd-raid0 8095 -> 8048. A FIFO lane for the events
+//! pushed for the current time (popped before the heap's later events, which keeps the
+//! (time, seq) order) was measured with it and left out: few events are pushed for the
+//! current time, and its checks cost more than it saved (2905, 13849, 8075).
+//!
 //! A run can be watched from outside ([`Watch`]): every [`WATCH_EVERY`] events the queue
 //! shows the watch the virtual time, and a watch that answers `false` ends the run there,
 //! as if no event were left (Ctrl-C: the caller checks its signals in the watch, and the
@@ -98,24 +109,45 @@ impl<T: Copy> MinHeap<T> {
         unsafe { *v.get_unchecked_mut(i) = (k, val) };
     }
 
+    /// The smallest entry.
+    #[inline]
+    pub fn peek(&self) -> Option<((u64, u64), T)> {
+        self.v.first().map(|e| (split(e.0), e.1))
+    }
+
     /// Remove and return the smallest entry.
     #[inline]
     pub fn pop(&mut self) -> Option<((u64, u64), T)> {
         let last = self.v.pop()?;
-        let v = &mut self.v[..];
-        let n = v.len();
-        if n == 0 {
+        if self.v.is_empty() {
             return Some((split(last.0), last.1));
         }
-        let top = v[0];
-        // Move the hole from the root down to a leaf along the smaller children, then sift
-        // the last entry up from there (it usually belongs near the bottom): Wegener's
-        // bottom-up heapsort step, as `std`'s BinaryHeap::pop. Indices are checked by the
-        // loop conditions, not again on each access.
+        let top = self.v[0];
+        self.sift_into_root(last);
+        Some((split(top.0), top.1))
+    }
+
+    /// Replace the smallest entry by `(key, val)`: a pop and a push in one pass, without
+    /// the pop's sift of the last entry (Knuth, TAOCP vol. 3, 5.2.3: the "replace the
+    /// root" step of heapsort's sift-down). The heap must not be empty.
+    #[inline]
+    pub fn replace_top(&mut self, key: (u64, u64), val: T) {
+        debug_assert!(!self.v.is_empty());
+        self.sift_into_root((wide(key), val));
+    }
+
+    /// `e` in place of the root entry, which goes: the root's hole moves down to a leaf
+    /// along the smaller children, then `e` sifts up from there (it usually belongs near
+    /// the bottom): Wegener's bottom-up heapsort step, as `std`'s BinaryHeap::pop. Indices
+    /// are checked by the loop conditions, not again on each access.
+    #[inline]
+    fn sift_into_root(&mut self, e: (u128, T)) {
+        let v = &mut self.v[..];
+        let n = v.len();
         let mut i = 0;
         let mut c = 1;
         // SAFETY (every access below): i < c, and c + 1 < n or c < n where it is read, with
-        // n = v.len(); i only takes values c had; parent < i.
+        // n = v.len() >= 1; i only takes values c had; parent < i.
         unsafe {
             while c + 1 < n {
                 c += (v.get_unchecked(c + 1).0 < v.get_unchecked(c).0) as usize;
@@ -130,15 +162,14 @@ impl<T: Copy> MinHeap<T> {
             while i > 0 {
                 let parent = (i - 1) / 2;
                 let p = *v.get_unchecked(parent);
-                if p.0 <= last.0 {
+                if p.0 <= e.0 {
                     break;
                 }
                 *v.get_unchecked_mut(i) = p;
                 i = parent;
             }
-            *v.get_unchecked_mut(i) = last;
+            *v.get_unchecked_mut(i) = e;
         }
-        Some((split(top.0), top.1))
     }
 }
 
@@ -152,6 +183,9 @@ pub const WATCH_EVERY: u64 = 1 << 14;
 #[derive(Default)]
 pub struct EventQueue {
     heap: MinHeap<u64>,
+    /// The heap's top was popped and is still in place, to be replaced by the next push
+    /// into the heap or removed before the heap is looked at (module doc).
+    hole: bool,
     seq: u64,
     now: Ns,
     processed: u64,
@@ -178,11 +212,25 @@ impl EventQueue {
     }
 
     /// Schedule `payload` at `at` (never earlier than now).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, at: Ns, payload: u64) {
-        let at = at.max(self.now);
         self.seq += 1;
-        self.heap.push((at, self.seq), payload);
+        let at = at.max(self.now);
+        if self.hole {
+            self.hole = false;
+            self.heap.replace_top((at, self.seq), payload);
+        } else {
+            self.heap.push((at, self.seq), payload);
+        }
+    }
+
+    /// Remove the heap's taken top if no push replaced it.
+    #[inline]
+    fn settle(&mut self) {
+        if self.hole {
+            self.hole = false;
+            self.heap.pop();
+        }
     }
 
     /// Schedule a background event: one that only recurs (a periodic tick), which
@@ -204,7 +252,7 @@ impl EventQueue {
     /// the ticks themselves could ever happen again.
     #[inline]
     pub fn foreground(&self) -> usize {
-        self.heap.len() - self.background
+        self.len() - self.background
     }
 
     /// Let `watch` look at the run every [`WATCH_EVERY`] events (None: nobody looks).
@@ -229,7 +277,10 @@ impl EventQueue {
                 }
             }
         }
-        let ((t, seq), p) = self.heap.pop()?;
+        self.settle();
+        let ((t, seq), p) = self.heap.peek()?;
+        self.hole = true;
+        debug_assert!(t >= self.now);
         self.last = ((t, seq), p);
         self.now = t;
         self.processed += 1;
@@ -237,11 +288,11 @@ impl EventQueue {
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() - self.hole as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
     /// Events processed so far.
@@ -257,7 +308,8 @@ impl EventQueue {
 
     /// The earliest time of a pending event whose payload `pick` selects.
     pub fn earliest(&self, pick: impl Fn(u64) -> bool) -> Option<Ns> {
-        (self.heap.v.iter())
+        // A taken top is the heap's first entry.
+        (self.heap.v.iter().skip(self.hole as usize))
             .filter(|e| pick(e.1))
             .map(|e| split(e.0).0)
             .min()
@@ -269,6 +321,7 @@ impl EventQueue {
     /// as processed. The caller vouches that the events it skips are exactly what would
     /// have happened (a periodic steady state).
     pub fn skip(&mut self, dt: Ns, events: u64, pick: impl Fn(u64) -> bool) {
+        self.settle();
         let mut moved = Vec::new();
         let mut kept = MinHeap::with_capacity(self.heap.len() + 1);
         while let Some((k, p)) = self.heap.pop() {
@@ -383,6 +436,51 @@ mod tests {
         );
         assert!(q.stopped());
         assert_eq!(q.pop(), None, "a stopped run stays stopped");
+    }
+
+    #[test]
+    fn events_pushed_in_place_of_a_popped_top_come_out_in_time_then_scheduling_order() {
+        // A reference: every pending (time, seq, payload), the smallest (time, seq) first.
+        let mut q = EventQueue::new();
+        let mut pending: Vec<(Ns, u64, u64)> = Vec::new();
+        let (mut seq, mut now, mut x): (u64, Ns, u64) = (0, 0, 99);
+        let mut last: Option<(Ns, u64, u64)> = None;
+        for step in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Half the pushes at the current time (or before it), the rest up to 3 ns later.
+            let pushes = (x >> 60) % 3;
+            for k in 0..pushes {
+                let at = match (x >> (40 + 2 * k)) % 4 {
+                    0 => now.saturating_sub(1),
+                    1 => now,
+                    d => now + d,
+                };
+                seq += 1;
+                q.push(at, step);
+                pending.push((at.max(now), seq, step));
+            }
+            if let (0, Some(l)) = (step % 997, last) {
+                // Fast-forward the odd payloads and the event popped last by 5 ns, as a
+                // steady state would.
+                q.skip(5, 0, |p| p % 2 == 1);
+                for e in pending.iter_mut().filter(|e| e.2 % 2 == 1) {
+                    e.0 += 5;
+                }
+                pending.push((l.0 + 5, l.1, l.2));
+            }
+            assert_eq!(q.len(), pending.len());
+            let third = pending.iter().filter(|e| e.2 % 3 == 0).map(|e| e.0).min();
+            assert_eq!(q.earliest(|p| p % 3 == 0), third);
+            if (x >> 20) % 2 == 0 || pending.len() > 50 {
+                let i = (0..pending.len()).min_by_key(|&i| (pending[i].0, pending[i].1));
+                let e = i.map(|i| pending.remove(i));
+                assert_eq!(q.pop(), e.map(|e| (e.0, e.2)), "step {step}");
+                last = e.or(last);
+                now = q.now();
+            }
+        }
     }
 
     #[test]

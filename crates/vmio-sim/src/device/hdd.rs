@@ -61,12 +61,33 @@
 //!            a command older than 1 s         -> it goes first (starvation guard)
 //!            else pick min positioning time = seek(|Δtrack|) + rotational wait (SPTF;
 //!            the queue is kept sorted by track and scanned outwards from the head until
-//!            the seek alone exceeds the best time found: exact, and cheap at QD32);
+//!            the seek alone exceeds the best time found; a candidate whose angle alone
+//!            puts it at or past the best is skipped (below): exact, and cheap at QD32);
 //!            abort the read-ahead at the point reached (kept in its segment)
 //!            read:  position, then stream from offset: done at end (-> link),
 //!                   keep reading up to end + readahead into an LRU segment
 //!            write: position, transfer (destage: at most 1 MiB of one merged extent)
 //! ```
+//!
+//! **SPTF's bounds.** The positioning time of a candidate at track position `trk` (its
+//! fractional part is the sector's angle, in turns), from a head at phase `φ0` now, is the
+//! first instant at or after its seek `s` at which the sector passes under the head:
+//!
+//! ```text
+//! pos = s + trot·frac(trk − φ0 − s/trot)  =  trot·(φ + k),  φ = frac(trk − φ0),
+//!                                            k the least integer ≥ 0 with trot·(φ + k) ≥ s
+//! ```
+//!
+//! so `pos ≥ s` (the seek bound: candidates visited by track distance stop at the first
+//! whose seek reaches the best) and `pos ≥ trot·φ` (the angle bound: a candidate whose
+//! sector is further round than the best time is skipped without its seek). The snap of a
+//! wait within `PHASE_EPS` of a full turn to 0 only lowers `pos` below `trot·φ` when φ
+//! itself is within `PHASE_EPS` of a turn, and such candidates are not skipped; the bound is
+//! used with a margin of 10⁻⁶ turn, far above the rounding of `trk` (below 10⁻⁹ turn at
+//! 2·10⁶ tracks), so a skipped candidate's computed time is never below the best, and the
+//! choice (the first strictly smaller time in visiting order) is the one the full scan
+//! makes. Worthington, Ganger and Patt, "Scheduling algorithms for modern disk drives"
+//! (SIGMETRICS 1994), define SPTF (their SATF) on exactly this seek + rotational latency.
 //!
 //! **Resumed read-ahead.** The read-ahead stops when it is `readahead` bytes past the last
 //! read (its segment is full). A sequential read that then hits the segment makes the drive
@@ -445,6 +466,19 @@ impl SeekCurve {
     }
 }
 
+/// Margin of [`angle_bound_passes`], in turns (module doc, SPTF's bounds).
+const ANGLE_MARGIN: f64 = 1e-6;
+
+/// A candidate whose sector is `d` turns (in (−1, 1)) round from the head's phase now cannot
+/// be positioned sooner than `best` ns: its positioning time is at least `trot`·frac(d)
+/// (module doc, SPTF's bounds), with a margin; never for a sector within `PHASE_EPS` of a
+/// full turn, whose wait may snap to 0.
+#[inline]
+fn angle_bound_passes(d: f64, trot: f64, best: f64) -> bool {
+    let phi = if d < 0.0 { d + 1.0 } else { d };
+    phi < 1.0 - PHASE_EPS - ANGLE_MARGIN && (phi - ANGLE_MARGIN) * trot >= best
+}
+
 /// `x.ceil() as Ns` for x ≥ 0 without the libm call.
 #[inline]
 fn ceil_ns(x: f64) -> Ns {
@@ -480,12 +514,13 @@ struct Cmd {
     trk: f64,
 }
 
-/// An NCQ queue entry: track position of the first media byte, its track index, submission
-/// time, the command.
+/// An NCQ queue entry: track position of the first media byte, its track index, its
+/// angle (the fractional part, in turns), submission time, the command.
 #[derive(Clone, Copy, Debug)]
 struct QEnt {
     trk: f64,
     trk_i: i64,
+    ang: f64,
     submit_ns: Ns,
     idx: u32,
     read: bool,
@@ -559,6 +594,8 @@ pub struct Hdd {
     link_q: VecDeque<(Ns, u32, AfterLink)>,
     /// Commands waiting for the head, with what SPTF needs kept contiguous.
     media_q: Vec<QEnt>,
+    /// The smallest `submit_ns` in `media_q` (`Ns::MAX` when empty).
+    media_oldest: Ns,
     write_wait: VecDeque<u32>,
     flush_wait: VecDeque<(u64, u32)>,
 
@@ -600,6 +637,7 @@ impl Hdd {
             link_free: 0,
             link_q: VecDeque::with_capacity(qd * 2),
             media_q: Vec::with_capacity(qd * 2),
+            media_oldest: Ns::MAX,
             write_wait: VecDeque::with_capacity(qd),
             flush_wait: VecDeque::new(),
             head: Head::Idle,
@@ -1049,11 +1087,13 @@ impl Hdd {
         c.trk = trk;
         let trk_i = trk as i64;
         let at = self.media_q.partition_point(|q| q.trk_i <= trk_i);
+        self.media_oldest = self.media_oldest.min(c.submit_ns);
         self.media_q.insert(
             at,
             QEnt {
                 trk,
                 trk_i,
+                ang: frac(trk),
                 submit_ns: c.submit_ns,
                 idx,
                 read,
@@ -1102,12 +1142,7 @@ impl Hdd {
         let mut best_pos = f64::INFINITY;
         let mut d_lim = u64::MAX;
         let mut best_q = usize::MAX;
-        let mut oldest = (Ns::MAX, usize::MAX);
-        for (qi, q) in self.media_q.iter().enumerate() {
-            if q.submit_ns < oldest.0 {
-                oldest = (q.submit_ns, qi);
-            }
-        }
+        let trot = self.geo.trot;
         // The queue is sorted by track: visit candidates in order of seek distance, outwards
         // from the head, until the distance alone exceeds the best positioning time.
         let q = &self.media_q;
@@ -1136,6 +1171,9 @@ impl Hdd {
             if dl.min(dh) >= d_lim {
                 break;
             }
+            if angle_bound_passes(q[qi].ang - now_phase, trot, best_pos) {
+                continue;
+            }
             let pos = self.positioning(now_phase, head_i, q[qi].trk);
             if pos < best_pos {
                 best_pos = pos;
@@ -1143,7 +1181,7 @@ impl Hdd {
                 d_lim = self.seek.tracks_at_least(pos);
             }
         }
-        let starving = oldest.0.saturating_add(STARVATION_NS) <= now;
+        let starving = self.media_oldest.saturating_add(STARVATION_NS) <= now;
         let mut best_d: Option<(f64, u64)> = None;
         if destage && !starving {
             let after = self.dirty.range(self.head_off..).take(DESTAGE_CANDIDATES);
@@ -1154,7 +1192,9 @@ impl Hdd {
                 .take(DESTAGE_CANDIDATES);
             for (&s, _) in after.chain(before) {
                 let trk = self.geo.track_of(s);
-                if (trk as i64 - head_i).unsigned_abs() >= d_lim {
+                if (trk as i64 - head_i).unsigned_abs() >= d_lim
+                    || angle_bound_passes(frac(trk) - now_phase, trot, best_pos)
+                {
                     continue;
                 }
                 let pos = self.positioning(now_phase, head_i, trk);
@@ -1170,15 +1210,28 @@ impl Hdd {
             return;
         }
         let (pos, qi) = if starving {
-            let q = &self.media_q[oldest.1];
-            (self.positioning(now_phase, head_i, q.trk), oldest.1)
+            // The first in track order of the oldest.
+            let oldest = (self.media_q.iter())
+                .position(|q| q.submit_ns == self.media_oldest)
+                .expect("media_oldest is a queued command's");
+            let q = &self.media_q[oldest];
+            (self.positioning(now_phase, head_i, q.trk), oldest)
         } else if best_q < self.media_q.len() {
             (best_pos, best_q)
         } else {
             self.refresh_head_next();
             return;
         };
-        let idx = self.media_q.remove(qi).idx;
+        let gone = self.media_q.remove(qi);
+        if gone.submit_ns == self.media_oldest {
+            self.media_oldest = self
+                .media_q
+                .iter()
+                .map(|q| q.submit_ns)
+                .min()
+                .unwrap_or(Ns::MAX);
+        }
+        let idx = gone.idx;
         let c = self.cmds[idx as usize];
         let ready = now + ceil_ns(pos);
         let end = c.off.saturating_add(c.len).min(self.geo.cap);
@@ -1516,6 +1569,43 @@ mod tests {
         let qd32 = closed_loop(&mut d, 0, 32, n, |i| (Op::Read, offs[i], 4096)).iops();
         eprintln!("random 4k whole disk: QD1 {qd1:.0} IOPS, QD32 {qd32:.0} IOPS");
         assert!(qd32 > 1.8 * qd1, "{qd1} {qd32}");
+    }
+
+    #[test]
+    fn a_candidate_is_never_positioned_sooner_than_its_sectors_angle_from_the_head() {
+        // pos = s + trot·frac(trk − φ0 − s/trot) ≥ trot·frac(trk − φ0) (module doc), so a
+        // candidate the angle bound skips is never one the full scan would take.
+        let d = hdd();
+        let trot = d.geo.trot;
+        let mut rng = Rng::new(3);
+        let tracks = d.tracks() as u64;
+        let mut skipped = 0;
+        for i in 0..200_000u64 {
+            let now_phase = d.phase(rng.below(1 << 40));
+            let head_i = rng.below(tracks) as i64;
+            // Candidates near the head (short seeks) and anywhere; some on the head's track.
+            let trk_i = match i % 3 {
+                0 => head_i as u64,
+                1 => (head_i as u64 + rng.below(64)).min(tracks - 1),
+                _ => rng.below(tracks),
+            };
+            let trk = trk_i as f64 + rng.below(1 << 30) as f64 / (1u64 << 30) as f64;
+            let pos = d.positioning(now_phase, head_i, trk);
+            let best = rng.below(trot as u64 + 1) as f64;
+            if angle_bound_passes(frac(trk) - now_phase, trot, best) {
+                skipped += 1;
+                assert!(pos >= best, "{trk} {head_i} {now_phase}: {pos} < {best}");
+            }
+            // The bound itself, within its margin, wherever the wait is not snapped.
+            let phi = frac(trk - now_phase);
+            if phi < 1.0 - PHASE_EPS - ANGLE_MARGIN {
+                assert!(
+                    pos >= (phi - ANGLE_MARGIN) * trot,
+                    "{trk} {now_phase}: {pos}"
+                );
+            }
+        }
+        assert!(skipped > 50_000, "{skipped}");
     }
 
     #[test]
