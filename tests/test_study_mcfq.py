@@ -207,3 +207,53 @@ def test_vmio_trace_synth_writes_spc_and_refuses_to_overwrite(tmp_path):
     assert r.returncode == 2 and "exists; pass --force" in r.stderr
     r = run_vmio("trace", "synth", "msn", "--region", "lots")
     assert r.returncode == 2 and "--region: 'lots' is not a size" in r.stderr
+
+
+class _SpyPool(runner.PointPool):
+    """A PointPool that records what was submitted ahead and what each run took."""
+
+    def __init__(self, workers: int, log: list[tuple[str, str]]) -> None:
+        super().__init__(workers)
+        self.log = log
+
+    def ahead(self, key, run):
+        self.log.append(("ahead", key))
+        super().ahead(key, run)
+
+    def take(self, key, run):
+        self.log.append(("take", key if key in self._ahead else "not ahead"))
+        return super().take(key, run)
+
+
+def test_points_submitted_ahead_are_taken_by_their_run_and_give_the_same_results():
+    exp = experiment.load_study("mcfq").part("gc")
+    alone = runner.run_study(exp, quick=True, parallel=1, progress=None)
+    log: list[tuple[str, str]] = []
+    pool = _SpyPool(2, log)
+    try:
+        runner.presubmit(exp, pool, quick=True)
+        shared = runner.run_study(exp, quick=True, progress=None, pool=pool)
+    finally:
+        pool.close()
+    n = len(runner.point_inputs(exp, quick=True))
+    assert [e for e, _ in log] == ["ahead"] * n + ["take"] * n
+    assert [k for e, k in log if e == "take"] == [k for e, k in log if e == "ahead"]
+    assert [p.json_text for p in shared.points] == [p.json_text for p in alone.points]
+
+
+def test_a_study_of_several_parts_submits_every_parts_points_before_collecting_any(
+    tmp_path, monkeypatch
+):
+    from vmio.cli import main
+
+    log: list[tuple[str, str]] = []
+    monkeypatch.setattr(runner, "PointPool", lambda workers: _SpyPool(workers, log))
+    out = tmp_path / "mcfq"
+    assert main(["study", "mcfq", "--quick", "--parallel", "2", "--out", str(out)]) == 0
+    events = [e for e, _ in log]
+    n = sum(len(runner.point_inputs(p, quick=True)) for p in experiment.load_study("mcfq").parts)
+    # Every point of the three parts is submitted, then each is taken as submitted.
+    assert events == ["ahead"] * n + ["take"] * n
+    assert ("take", "not ahead") not in log
+    for part in PARTS:
+        assert (out / part / "tables.txt").is_file()

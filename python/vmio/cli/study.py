@@ -258,6 +258,32 @@ def _run_parts(args, st, parts, engine, dask) -> int:
         if base is None:
             base = runner.next_free_dir(DEFAULT_RESULTS / st.name, st.name)
         runner.prepare_output_dir(base, force=args.force, name=st.name)
+    parallel = args.parallel or runner.default_parallelism()
+    # Several parts share one pool of threads, every part's points submitted at once.
+    shared = len(parts) > 1 and parallel > 1 and engine is None and dask is None
+    pool = runner.PointPool(parallel) if shared else None
+    try:
+        return _run_parts_in(args, st, parts, engine, dask, base, parallel, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run_parts_in(args, st, parts, engine, dask, base, parallel, pool) -> int:
+    limits = sim_command.limits_of(args)
+    if pool is not None:
+        for exp in parts:
+            stored = base / exp.path.stem
+            runner.presubmit(
+                exp,
+                pool,
+                seed=args.seed,
+                quick=args.quick,
+                store=None if args.force else stored,
+                max_points=args.max_points,
+                max_events=limits.max_events,
+                max_sim_time=limits.max_sim_time,
+            )
     for i, exp in enumerate(parts):
         if st.multipart:
             print(
@@ -271,13 +297,14 @@ def _run_parts(args, st, parts, engine, dask) -> int:
             quick=args.quick,
             out=base / exp.path.stem if st.multipart else args.out,
             force=args.force,
-            parallel=args.parallel or runner.default_parallelism(),
+            parallel=parallel,
             finish=not st.multipart,
             engine=engine,
             bench_fio_layout=args.bench_fio_layout,
             max_points=args.max_points,
             dask=dask,
-            limits=sim_command.limits_of(args),
+            limits=limits,
+            pool=pool,
         )
         for note in res.notes:
             print(note, file=sys.stderr)
@@ -338,6 +365,7 @@ def run_study_to_dir(
     max_points: int | None = None,
     dask=None,
     limits: Limits | None = None,
+    pool: runner.PointPool | None = None,
 ):
     """Run a study and write its outputs; returns (StudyResult, output directory).
 
@@ -364,6 +392,7 @@ def run_study_to_dir(
             dask=dask,
             max_events=None if limits is None else limits.max_events,
             max_sim_time=None if limits is None else limits.max_sim_time,
+            pool=pool,
         )
         runner.write_outputs(res, out, bench_fio_layout=bench_fio_layout)
         if finish:

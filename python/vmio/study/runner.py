@@ -26,6 +26,12 @@ deterministic: the same experiment and seed give byte-identical tables and files
     figure.png; a writer that fails is named in the one error raised once every other
     writer ran; remove .vmio-partial (`finish_output_dir`) only when all succeeded
 
+A study of several parts runs its parts in turn, each part's tables and files in order; with
+`parallel` > 1 their points share one `PointPool`: every part's points are submitted before
+the first part is collected (`presubmit`), so the threads stay busy across the parts'
+boundaries instead of waiting for the slowest point of each part, and a part's result is the
+one it would have alone (a point's result depends only on its inputs and seed).
+
 Progress: `run_study(progress=...)` takes a stream (a bar on it, `vmio.progress.Progress`),
 a callable that receives every `StudyEvent` (nothing is drawn), or None (silent); the
 default is stderr.
@@ -39,7 +45,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -384,6 +390,75 @@ class _Reporter:
         self.emit(StudyEvent("end", self.done, self.total, self.reused))
 
 
+class PointPool:
+    """Threads that simulate points ahead of the run that collects them (`presubmit`, then
+    `run_study(pool=...)`): `workers` points at once, in the order submitted. A point is
+    found again by its key (`point_key`) and taken once; one not submitted ahead is
+    submitted when its run asks for it. `close` cancels what was not started."""
+
+    def __init__(self, workers: int) -> None:
+        self._threads = ThreadPoolExecutor(max_workers=max(1, workers))
+        self._ahead: dict[str, Future[str]] = {}
+
+    def ahead(self, key: str, run: Callable[[], str]) -> None:
+        """Start `run` (a point's simulation, its JSON text) for a later `take(key)`."""
+        if key not in self._ahead:
+            self._ahead[key] = self._threads.submit(run)
+
+    def take(self, key: str, run: Callable[[], str]) -> Future[str]:
+        """The point `key`'s simulation: the one submitted ahead, else `run` submitted now."""
+        fut = self._ahead.pop(key, None)
+        return fut if fut is not None else self._threads.submit(run)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=True, cancel_futures=True)
+
+
+def presubmit(
+    exp: Experiment,
+    pool: PointPool,
+    *,
+    seed: int | None = None,
+    quick: bool = False,
+    store: Path | None = None,
+    max_points: int | None = None,
+    max_events: int | None = None,
+    max_sim_time: str | int | float | None = None,
+) -> None:
+    """Submit the simulation of every point of `exp` that `store` does not hold yet to
+    `pool`, for a later `run_study(exp, ..., pool=pool)` with the same arguments."""
+    limits = Limits(max_events, max_sim_time)
+    limits.native_args()
+    seed = exp.seed if seed is None else seed
+    inputs = point_inputs(exp, quick, max_points)
+    for inp in inputs:
+        jobs = None if inp.job_text is not None else _workload_jobs(exp, inp)
+        key = point_key(exp, inp, seed, jobs)
+        if store is not None and _stored(store, inp.point.slug, key) is not None:
+            continue
+        pool.ahead(key, _sim_task(exp, inp, jobs, seed, limits).run)
+
+
+def _sim_task(
+    exp: Experiment,
+    inp: PointInput,
+    jobs: Sequence[tuple[str, str, str]] | None,
+    seed: int,
+    limits: Limits,
+) -> cluster.SimTask:
+    """The simulation of one point as a task (run here, in a pool, or on a Dask worker)."""
+    return cluster.SimTask(
+        inp.stack_text,
+        inp.stack_path,
+        inp.job_text,
+        inp.job_path or "",
+        None if jobs is None else tuple(jobs),
+        seed,
+        exp.vm,
+        limits,
+    )
+
+
 def run_study(
     exp: Experiment,
     *,
@@ -400,6 +475,7 @@ def run_study(
     dask_timeout: float = cluster.DEFAULT_TIMEOUT,
     max_events: int | None = None,
     max_sim_time: str | int | float | None = None,
+    pool: PointPool | None = None,
 ) -> StudyResult:
     """Simulate every point of the experiment's grid; results come back in grid order.
 
@@ -427,6 +503,10 @@ def run_study(
 
     `max_events` and `max_sim_time` bound each point's simulation as in `vmio.simulate` (the
     bound a point passes is its error); they travel with a Dask task.
+
+    With `pool` (simulated points only, not with `engine` or `dask`), the points run on the
+    pool's threads, those `presubmit` started ahead taken as they are (`parallel` does not
+    apply): the threads of a study of several parts are shared by all its parts.
     """
     limits = Limits(max_events, max_sim_time)
     limits.native_args()  # a bad bound is refused before anything runs
@@ -449,17 +529,7 @@ def run_study(
     reporter.start(len(inputs), len(reused))
 
     def task(i: int) -> cluster.SimTask:
-        inp, work = inputs[i], jobs[i]
-        return cluster.SimTask(
-            inp.stack_text,
-            inp.stack_path,
-            inp.job_text,
-            inp.job_path or "",
-            None if work is None else tuple(work),
-            seed,
-            exp.vm,
-            limits,
-        )
+        return _sim_task(exp, inputs[i], jobs[i], seed, limits)
 
     def one(i: int) -> PointResult | None:
         inp = inputs[i]
@@ -523,13 +593,20 @@ def run_study(
                 for i, text in cluster.run(client, todo, labels):
                     ready[i] = landed(i, text)
                     drain()
+    elif pool is not None and real is None:
+        futures = [
+            None if i in reused else pool.take(keys[i], task(i).run) for i in range(len(inputs))
+        ]
+        for i, fut in enumerate(futures):
+            done.append(one(i) if fut is None else landed(i, fut.result()))
+            finished(i)
     elif parallel <= 1:
         for i in range(len(inputs)):
             done.append(one(i))
             finished(i)
     else:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [pool.submit(one, i) for i in range(len(inputs))]
+        with ThreadPoolExecutor(max_workers=parallel) as threads:
+            futures = [threads.submit(one, i) for i in range(len(inputs))]
             try:
                 for i, fut in enumerate(futures):
                     done.append(fut.result())
