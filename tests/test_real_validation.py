@@ -6,8 +6,9 @@ simulator that moves them is seen here (re-record with scripts/real-validation.p
 Records: real_validation_figures.json (version 1: family 1, seed 5, with its raid0 part) and
 real_validation_figures_offgrid.json (version 2: family 2, off the battery's grid, with the
 percentiles; no raid0 part) and real_validation_figures_offgrid_29nov.json (version 2, seed 9 on
-this machine's disk with the flash model's stream, draining processor and flush drain fitted),
-when present."""
+this machine's disk with the flash model's stream, draining processor and flush drain fitted)
+and real_validation_figures_offgrid_29nov_b.json (version 2, seed 8, with the device-wide
+freezes and the virtio ring fitted), when present."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ RECORDS = [
         HERE / "real_validation_figures.json",
         HERE / "real_validation_figures_offgrid.json",
         HERE / "real_validation_figures_offgrid_29nov.json",
+        HERE / "real_validation_figures_offgrid_29nov_b.json",
     )
     if p.is_file()
 ]
