@@ -157,6 +157,23 @@
 //!           head, stop; else free -= need(cmd) and it enters the device (processor, units)
 //! ```
 //!
+//! `ring_scheduler = "mq-deadline"` (default `fifo`: the line above) makes the line the
+//! guest's mq-deadline, vmio-core's `sched::mq_deadline` (Linux's block/mq-deadline.c,
+//! `dd_dispatch_request`: a batch goes on in sector order up to `fifo_batch` 16; a new batch
+//! takes reads unless writes wait and were passed over `writes_starved` 2 times, from the
+//! direction's FIFO head when it expired, `read_expire` 500 ms, `write_expire` 5 s): the
+//! waiting commands are inserted in it unmerged (they were issued apart) and "the first
+//! waiting command" is its next dispatch; a FLUSH bypasses it (block/blk-flush.c sends
+//! flushes to the dispatch list, which goes first: block/blk-mq-sched.c
+//! `__blk_mq_sched_dispatch_requests`). The head that found too few is the request
+//! `virtio_queue_rq` turned back, at the head of blk-mq's dispatch list; blk-mq takes the
+//! next from the scheduler one at a time while its hardware queue is `dispatch_busy`
+//! (block/blk-mq-sched.c `__blk_mq_do_dispatch_sched`: `max_dispatch` 1), which a queue
+//! turning requests back keeps (block/blk-mq.c `blk_mq_update_dispatch_busy`, an average
+//! that falls to 0 only after several dispatches in a row find room). Not modelled: when it
+//! is 0, blk-mq moves everything the scheduler holds to the dispatch list at once, whose
+//! order is then fixed; `read_priority` still orders the command processor's passes.
+//!
 //! **Freezes** (`freeze_interval` I, `freeze_time` D, both default 0: none; a device without
 //! them books nothing new). The whole device stops for D at times of one a mean I apart:
 //! every command in flight, on a unit, a pipe or the processor, and every command arriving
@@ -408,8 +425,10 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::OnceLock;
 
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
-use vmio_core::request::Op;
+use vmio_core::request::{DevIo, Op};
 use vmio_core::rng::Rng;
+use vmio_core::sched::mq_deadline::MqDeadline;
+use vmio_core::sched::IoScheduler;
 use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
@@ -617,6 +636,13 @@ pub const ENTRY: ModelEntry = Entry {
             help: "ring_descriptors > 0: the data a descriptor carries (a guest page: its buffers are not contiguous in guest memory)",
         },
         ParamSpec {
+            name: "ring_scheduler",
+            kind: Kind::Choice(RingScheduler::NAMES),
+            default: Value::Choice("fifo"),
+            unit: "",
+            help: "ring_descriptors > 0: the order commands waiting for descriptors enter the ring: fifo (arrival; reads first with read_priority) or mq-deadline (the guest's I/O scheduler: batches of up to 16 in sector order, reads preferred, writes after 2 read batches, FIFO deadlines 500 ms / 5 s)",
+        },
+        ParamSpec {
             name: "read_priority",
             kind: Kind::Bool,
             default: Value::Bool(false),
@@ -749,6 +775,17 @@ impl Batching {
     pub const NAMES: &'static [&'static str] = &["snapshot", "drain"];
 }
 
+/// The order of the commands waiting for the ring's descriptors (module doc, "The ring").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingScheduler {
+    Fifo,
+    MqDeadline,
+}
+
+impl RingScheduler {
+    pub const NAMES: &'static [&'static str] = &["fifo", "mq-deadline"];
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlashParams {
     pub profile: String,
@@ -785,6 +822,7 @@ pub struct FlashParams {
     /// The virtqueue's descriptors and a descriptor's data (module doc, "The ring"); 0: none.
     pub ring_descriptors: u64,
     pub segment_bytes: u64,
+    pub ring_scheduler: RingScheduler,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     /// The cache's drain behind a FLUSH and each command's own stream (module doc,
@@ -834,6 +872,10 @@ impl FlashParams {
             read_priority: v.flag("read_priority"),
             ring_descriptors: v.int("ring_descriptors"),
             segment_bytes: v.int("segment_size"),
+            ring_scheduler: match v.choice("ring_scheduler") {
+                "mq-deadline" => RingScheduler::MqDeadline,
+                _ => RingScheduler::Fifo,
+            },
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             flush_rate_bps: v.int("flush_rate"),
@@ -1085,6 +1127,11 @@ impl ClosedForm {
                     }
                     Value::Choice("snapshot") => {
                         form.batching = Batching::Snapshot;
+                        continue;
+                    }
+                    // The ring's order moves each direction's latency, not a loop's
+                    // throughput or mean latency over both (as read_priority).
+                    Value::Choice("fifo" | "mq-deadline") if spec.name == "ring_scheduler" => {
                         continue;
                     }
                     Value::Choice(_) => {
@@ -1364,6 +1411,9 @@ pub struct Flash {
     ring_free: u64,
     ring_head: Option<DevCmd>,
     ring_wait: VecDeque<DevCmd>,
+    /// With `ring_scheduler = "mq-deadline"`: the waiting commands in vmio-core's
+    /// mq-deadline (instead of `ring_wait`).
+    ring_sched: Option<MqDeadline>,
     ring_held: std::collections::HashMap<u64, u64>,
 }
 
@@ -1479,6 +1529,8 @@ impl Flash {
             ring_free: p.ring_descriptors,
             ring_head: None,
             ring_wait: VecDeque::new(),
+            ring_sched: (p.ring_scheduler == RingScheduler::MqDeadline)
+                .then(|| MqDeadline::new(GUEST_READ_EXPIRE_NS, GUEST_WRITE_EXPIRE_NS, 0)),
             ring_held: std::collections::HashMap::new(),
             freeze: p
                 .freezes()
@@ -1871,7 +1923,13 @@ impl Device for Flash {
         self.run(now);
         self.busy.start(real);
         if self.p.ring_descriptors > 0 {
-            self.ring_wait.push_back(cmd);
+            match &mut self.ring_sched {
+                // Unmerged: the guest's requests reach the device as they were issued. A
+                // FLUSH bypasses the scheduler (blk-flush's requests go to the dispatch
+                // list), which `ring_wait` then is.
+                Some(s) if cmd.op != Op::Flush => s.insert_unmerged(now, dev_io(now, cmd)),
+                _ => self.ring_wait.push_back(cmd),
+            }
             self.admit_ring(now);
         } else {
             self.enter(now, cmd);
@@ -1910,6 +1968,27 @@ impl Device for Flash {
     }
 }
 
+/// The guest's mq-deadline expiries (Linux's block/mq-deadline.c defaults: `read_expire`
+/// HZ / 2, `write_expire` 5 HZ), for `ring_scheduler = "mq-deadline"`.
+const GUEST_READ_EXPIRE_NS: Ns = 500_000_000;
+const GUEST_WRITE_EXPIRE_NS: Ns = 5_000_000_000;
+
+/// A command waiting for the ring as the guest's I/O scheduler holds it (never merged: its
+/// largest merge is 0).
+fn dev_io(now: Ns, cmd: DevCmd) -> DevIo {
+    DevIo {
+        tag: cmd.tag,
+        op: cmd.op,
+        offset_bytes: cmd.offset_bytes,
+        len_bytes: cmd.len_bytes,
+        fua: cmd.fua,
+        sync: true,
+        owner: 0,
+        queued_ns: now,
+        merged: Vec::new(),
+    }
+}
+
 impl Flash {
     /// The descriptors `cmd` takes in the ring: its header and status, and one per
     /// `segment_size` of its data; the whole ring at most (module doc, "The ring").
@@ -1919,12 +1998,31 @@ impl Flash {
     }
 
     /// Waiting commands enter the ring while it has their descriptors: the one that found
-    /// too few first, then the next waiting (with `read_priority` the first waiting read,
+    /// too few first, then the next waiting (mq-deadline's next dispatch with
+    /// `ring_scheduler = "mq-deadline"`; else with `read_priority` the first waiting read,
     /// else the first waiting command), each entering the device at `now`.
     fn admit_ring(&mut self, now: Ns) {
         loop {
             let cmd = match self.ring_head.take() {
                 Some(c) => c,
+                None if self.ring_sched.is_some() => {
+                    if let Some(c) = self.ring_wait.pop_front() {
+                        // The dispatch list goes before the scheduler's requests
+                        // (block/blk-mq-sched.c `__blk_mq_sched_dispatch_requests`).
+                        c
+                    } else if let Some(io) = self.ring_sched.as_mut().and_then(|s| s.dispatch(now))
+                    {
+                        DevCmd {
+                            tag: io.tag,
+                            op: io.op,
+                            offset_bytes: io.offset_bytes,
+                            len_bytes: io.len_bytes,
+                            fua: io.fua,
+                        }
+                    } else {
+                        return;
+                    }
+                }
                 None => {
                     let i = match self.p.read_priority {
                         true => self.ring_wait.iter().position(|c| c.op == Op::Read),
@@ -2404,6 +2502,104 @@ mod tests {
         assert_eq!(done[&1], 2 * cw);
         assert_eq!(done[&3], 2 * cw + cr);
         assert_eq!(done[&2], 3 * cw + cr);
+    }
+
+    /// The tags of `d`'s commands in the order they complete (every completion time apart).
+    fn completion_order(d: &mut Flash) -> Vec<u64> {
+        let done = drain(d);
+        let mut tags: Vec<(Ns, u64)> = done.iter().map(|(&tag, &t)| (t, tag)).collect();
+        tags.sort_unstable();
+        assert!(tags.windows(2).all(|w| w[0].0 < w[1].0), "{tags:?}");
+        tags.into_iter().map(|(_, tag)| tag).collect()
+    }
+
+    #[test]
+    fn behind_a_full_ring_mq_deadline_lets_writes_through_after_two_batches_of_sixteen_reads() {
+        // A ring of 8 descriptors holds one 16 KiB command (2 + 4): the others enter one at a
+        // time, in the order the guest's mq-deadline dispatches them. W0 at 0 enters; at 1
+        // us, 40 reads (tags 1-40, ascending sectors) then 4 writes (41-44). Linux's
+        // block/mq-deadline.c: a batch goes on in sector order up to fifo_batch (16); a new
+        // batch takes reads unless writes wait and have been passed over writes_starved (2)
+        // times. Read 1 arrives alone and is dispatched at once (finding the ring full, it
+        // waits at the head of blk-mq's dispatch list), a batch with no next request. So:
+        // W0; read 1; reads 2-17 (starved 1), 18-33 (starved 2); writes 41-44 (the write
+        // batch, up to 16, starved 0); reads 34-40.
+        let run = |order: &str| {
+            let mut d = flash(&format!(
+                "{DRAIN}\nring_descriptors = 8\nring_scheduler = \"{order}\""
+            ));
+            let len = 16384;
+            d.submit(
+                0,
+                DevCmd {
+                    tag: 0,
+                    op: Op::Write,
+                    offset_bytes: 1 << 30,
+                    len_bytes: len,
+                    fua: false,
+                },
+            );
+            for tag in 1..=44 {
+                let op = if tag <= 40 { Op::Read } else { Op::Write };
+                let offset_bytes = tag * len;
+                d.submit(
+                    US,
+                    DevCmd {
+                        tag,
+                        op,
+                        offset_bytes,
+                        len_bytes: len,
+                        fua: false,
+                    },
+                );
+            }
+            completion_order(&mut d)
+        };
+        let want: Vec<u64> = std::iter::once(0)
+            .chain(1..=33)
+            .chain(41..=44)
+            .chain(34..=40)
+            .collect();
+        assert_eq!(run("mq-deadline"), want);
+        // The default: arrival order.
+        assert_eq!(run("fifo"), (0..=44).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn behind_a_full_ring_mq_deadline_serves_a_batch_in_ascending_sectors_from_its_oldest_read() {
+        // Reads at sectors 5, 4, 3, 2, 1, 6 (tags 1-6, in that order) behind W0. Linux's
+        // block/mq-deadline.c: a batch goes on with the request after the last one in
+        // sector order (`deadline_next_request`); with none, a new batch starts at the
+        // FIFO's head (`deadline_fifo_request`, the oldest). Read 1 is taken alone (no next
+        // then); read 2 (the oldest left) starts a batch, which goes on with read 6 (the
+        // next sector after 4) and ends there; reads 3, 4 and 5 each start one in turn.
+        let mut d = flash(&format!(
+            "{DRAIN}\nring_descriptors = 8\nring_scheduler = \"mq-deadline\""
+        ));
+        let len = 16384;
+        d.submit(
+            0,
+            DevCmd {
+                tag: 0,
+                op: Op::Write,
+                offset_bytes: 1 << 30,
+                len_bytes: len,
+                fua: false,
+            },
+        );
+        for (tag, sector) in [(1, 5), (2, 4), (3, 3), (4, 2), (5, 1), (6, 6)] {
+            d.submit(
+                US,
+                DevCmd {
+                    tag,
+                    op: Op::Read,
+                    offset_bytes: sector * len,
+                    len_bytes: len,
+                    fua: false,
+                },
+            );
+        }
+        assert_eq!(completion_order(&mut d), vec![0, 1, 2, 6, 3, 4, 5]);
     }
 
     #[test]
