@@ -157,22 +157,34 @@
 //!           head, stop; else free -= need(cmd) and it enters the device (processor, units)
 //! ```
 //!
-//! `ring_scheduler = "mq-deadline"` (default `fifo`: the line above) makes the line the
-//! guest's mq-deadline, vmio-core's `sched::mq_deadline` (Linux's block/mq-deadline.c,
-//! `dd_dispatch_request`: a batch goes on in sector order up to `fifo_batch` 16; a new batch
-//! takes reads unless writes wait and were passed over `writes_starved` 2 times, from the
-//! direction's FIFO head when it expired, `read_expire` 500 ms, `write_expire` 5 s): the
-//! waiting commands are inserted in it unmerged (they were issued apart) and "the first
-//! waiting command" is its next dispatch; a FLUSH bypasses it (block/blk-flush.c sends
-//! flushes to the dispatch list, which goes first: block/blk-mq-sched.c
-//! `__blk_mq_sched_dispatch_requests`). The head that found too few is the request
-//! `virtio_queue_rq` turned back, at the head of blk-mq's dispatch list; blk-mq takes the
-//! next from the scheduler one at a time while its hardware queue is `dispatch_busy`
-//! (block/blk-mq-sched.c `__blk_mq_do_dispatch_sched`: `max_dispatch` 1), which a queue
-//! turning requests back keeps (block/blk-mq.c `blk_mq_update_dispatch_busy`, an average
-//! that falls to 0 only after several dispatches in a row find room). Not modelled: when it
-//! is 0, blk-mq moves everything the scheduler holds to the dispatch list at once, whose
-//! order is then fixed; `read_priority` still orders the command processor's passes.
+//! `ring_scheduler = "mq-deadline"` (default `fifo`: the line above) puts blk-mq and the
+//! guest's mq-deadline in front of the ring: vmio-core's `sched::mq_deadline` (Linux's
+//! block/mq-deadline.c, `dd_dispatch_request`: a batch goes on in sector order up to
+//! `fifo_batch` 16; a new batch takes reads unless writes wait and were passed over
+//! `writes_starved` 2 times, from the direction's FIFO head when it expired, `read_expire`
+//! 500 ms, `write_expire` 5 s), the commands inserted unmerged (they were issued apart), and
+//! blk-mq's hardware queue (block/blk-mq-sched.c `__blk_mq_sched_dispatch_requests`,
+//! `__blk_mq_do_dispatch_sched`; block/blk-mq.c `blk_mq_dispatch_rq_list`,
+//! `blk_mq_update_dispatch_busy`; drivers/block/virtio_blk.c `virtio_queue_rq` stops the
+//! queue on -ENOSPC, `virtblk_done` restarts it). A FLUSH bypasses the scheduler to the
+//! dispatch list (block/blk-flush.c).
+//!
+//! ```text
+//! submit:    insert in mq-deadline (a FLUSH: the dispatch list's tail); run
+//! complete:  free += need(cmd) for each; the queue restarts; run
+//! run:       stopped? nothing. dispatch list non-empty? send it; not all entered: stop
+//!            loop: take from mq-deadline 1 request (busy > 0) or up to nr_requests 256
+//!                  (busy = 0), each its next dispatch; none: stop; send them; not all: stop
+//! send list: each in order: need > free? the queue stops, it and the rest go to the
+//!            dispatch list's tail, busy = (7 busy + 16) / 8, false; else it enters
+//!            all entered: busy = 7 busy / 8, true
+//! ```
+//!
+//! While requests keep finding the ring full `busy` stays above 0 and the order is
+//! mq-deadline's one request at a time; once two dispatches in a row find room (busy 2 -> 1
+//! -> 0) everything the scheduler holds goes to the dispatch list at once, whose order is
+//! then fixed, later arrivals waiting behind it whatever their direction. `read_priority`
+//! still orders the command processor's passes.
 //!
 //! **Freezes** (`freeze_interval` I, `freeze_time` D, both default 0: none; a device without
 //! them books nothing new). The whole device stops for D at times of one a mean I apart:
@@ -1414,6 +1426,10 @@ pub struct Flash {
     /// With `ring_scheduler = "mq-deadline"`: the waiting commands in vmio-core's
     /// mq-deadline (instead of `ring_wait`).
     ring_sched: Option<MqDeadline>,
+    /// blk-mq's hardware queue in front of the ring (with `ring_sched`): stopped by a
+    /// request the ring turned back until a completion, and its `dispatch_busy` average.
+    hw_stopped: bool,
+    dispatch_busy: u32,
     ring_held: std::collections::HashMap<u64, u64>,
 }
 
@@ -1532,6 +1548,8 @@ impl Flash {
             ring_sched: (p.ring_scheduler == RingScheduler::MqDeadline)
                 .then(|| MqDeadline::new(GUEST_READ_EXPIRE_NS, GUEST_WRITE_EXPIRE_NS, 0)),
             ring_held: std::collections::HashMap::new(),
+            hw_stopped: false,
+            dispatch_busy: 0,
             freeze: p
                 .freezes()
                 .then(|| Freezes::new(p.freeze_interval_ns, p.freeze_time_ns, seed)),
@@ -1958,6 +1976,8 @@ impl Device for Flash {
             for tag in &done[from..] {
                 self.ring_free += self.ring_held.remove(tag).unwrap_or(0);
             }
+            // virtio_blk's `virtblk_done` restarts a stopped queue.
+            self.hw_stopped = false;
             self.admit_ring(clock);
             self.run(clock);
         }
@@ -1972,6 +1992,9 @@ impl Device for Flash {
 /// HZ / 2, `write_expire` 5 HZ), for `ring_scheduler = "mq-deadline"`.
 const GUEST_READ_EXPIRE_NS: Ns = 500_000_000;
 const GUEST_WRITE_EXPIRE_NS: Ns = 5_000_000_000;
+/// The requests blk-mq takes from the scheduler at once when not `dispatch_busy`: the
+/// queue's `nr_requests`, 2 x min(tags, 128) under a scheduler (128 tags here).
+const GUEST_NR_REQUESTS: usize = 256;
 
 /// A command waiting for the ring as the guest's I/O scheduler holds it (never merged: its
 /// largest merge is 0).
@@ -2002,27 +2025,12 @@ impl Flash {
     /// `ring_scheduler = "mq-deadline"`; else with `read_priority` the first waiting read,
     /// else the first waiting command), each entering the device at `now`.
     fn admit_ring(&mut self, now: Ns) {
+        if self.ring_sched.is_some() {
+            return self.run_hw_queue(now);
+        }
         loop {
             let cmd = match self.ring_head.take() {
                 Some(c) => c,
-                None if self.ring_sched.is_some() => {
-                    if let Some(c) = self.ring_wait.pop_front() {
-                        // The dispatch list goes before the scheduler's requests
-                        // (block/blk-mq-sched.c `__blk_mq_sched_dispatch_requests`).
-                        c
-                    } else if let Some(io) = self.ring_sched.as_mut().and_then(|s| s.dispatch(now))
-                    {
-                        DevCmd {
-                            tag: io.tag,
-                            op: io.op,
-                            offset_bytes: io.offset_bytes,
-                            len_bytes: io.len_bytes,
-                            fua: io.fua,
-                        }
-                    } else {
-                        return;
-                    }
-                }
                 None => {
                     let i = match self.p.read_priority {
                         true => self.ring_wait.iter().position(|c| c.op == Op::Read),
@@ -2043,6 +2051,67 @@ impl Flash {
             self.ring_held.insert(cmd.tag, need);
             self.enter(now, cmd);
         }
+    }
+
+    /// blk-mq's run of the hardware queue in front of the ring, with mq-deadline (module
+    /// doc, "The ring"): nothing while stopped; the dispatch list first, and the scheduler
+    /// only when all of it entered; then from the scheduler one request at a time while
+    /// `dispatch_busy`, else everything it holds (up to `nr_requests`) at once, in its order.
+    fn run_hw_queue(&mut self, now: Ns) {
+        if self.hw_stopped {
+            return;
+        }
+        if !self.ring_wait.is_empty() {
+            let list = std::mem::take(&mut self.ring_wait);
+            if !self.dispatch_list(now, list) {
+                return;
+            }
+        }
+        loop {
+            let max = match self.dispatch_busy {
+                0 => GUEST_NR_REQUESTS,
+                _ => 1,
+            };
+            let mut list = VecDeque::new();
+            while list.len() < max {
+                match self.ring_sched.as_mut().and_then(|s| s.dispatch(now)) {
+                    Some(io) => list.push_back(DevCmd {
+                        tag: io.tag,
+                        op: io.op,
+                        offset_bytes: io.offset_bytes,
+                        len_bytes: io.len_bytes,
+                        fua: io.fua,
+                    }),
+                    None => break,
+                }
+            }
+            if list.is_empty() || !self.dispatch_list(now, list) {
+                return;
+            }
+        }
+    }
+
+    /// blk-mq's `blk_mq_dispatch_rq_list` to the ring: each command of `list` in order
+    /// enters while the ring has its descriptors; the first that finds too few stops the
+    /// queue (virtio_blk's -ENOSPC) and it and the rest go to the dispatch list's tail.
+    /// `dispatch_busy` is the average of 8 (block/blk-mq.c `blk_mq_update_dispatch_busy`:
+    /// x 7 / 8, plus 16 / 8 when busy). Whether all of `list` entered.
+    fn dispatch_list(&mut self, now: Ns, mut list: VecDeque<DevCmd>) -> bool {
+        while let Some(cmd) = list.pop_front() {
+            let need = self.descriptors(&cmd);
+            if need > self.ring_free {
+                list.push_front(cmd);
+                self.ring_wait.extend(list);
+                self.hw_stopped = true;
+                self.dispatch_busy = (self.dispatch_busy * 7 + 16) / 8;
+                return false;
+            }
+            self.ring_free -= need;
+            self.ring_held.insert(cmd.tag, need);
+            self.enter(now, cmd);
+        }
+        self.dispatch_busy = self.dispatch_busy * 7 / 8;
+        true
     }
 
     /// A command enters the device at `now`: the processor, or its unit and pipe.
@@ -2600,6 +2669,49 @@ mod tests {
             );
         }
         assert_eq!(completion_order(&mut d), vec![0, 1, 2, 6, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_queue_no_longer_busy_hands_the_ring_everything_mq_deadline_holds_in_one_order() {
+        // A ring of 12 descriptors holds two 16 KiB commands. W0 and W1 at 0 enter and
+        // complete together (one pass, two units); at 1 us W2 finds the ring full (the
+        // queue stops, dispatch_busy 16 / 8 = 2), W3 (sector 20), W4 (sector 15) and R5 wait
+        // in mq-deadline. When W0 and W1 complete: W2 enters from the dispatch list (busy 2
+        // x 7 / 8 = 1), then one request from the scheduler, R5 (a read batch; busy 0);
+        // not busy, blk-mq takes all the scheduler holds at once: W3, then W4 (a new batch:
+        // nothing after sector 20), both to the dispatch list as W3 finds no room. R6,
+        // arriving then, waits behind both: W3 and W4 enter together when W2 and R5
+        // complete, R6 after them (one request at a time, it would have gone before W4:
+        // a new batch after W3 takes the waiting read).
+        let len = 16384;
+        let c = |tag, op, sector: u64| DevCmd {
+            tag,
+            op,
+            offset_bytes: sector * len,
+            len_bytes: len,
+            fua: false,
+        };
+        let mut d = flash(&format!(
+            "{DRAIN}\nring_descriptors = 12\nring_scheduler = \"mq-deadline\""
+        ));
+        d.submit(0, c(0, Op::Write, 1000));
+        d.submit(0, c(1, Op::Write, 2000));
+        for (tag, op, sector) in [(2, Op::Write, 10), (3, Op::Write, 20), (4, Op::Write, 15)] {
+            d.submit(US, c(tag, op, sector));
+        }
+        d.submit(US, c(5, Op::Read, 30));
+        let (mut now, mut first) = (0, Vec::new());
+        while !first.contains(&0) {
+            now = d.next_event_ns().unwrap();
+            d.advance(now, &mut first);
+        }
+        assert_eq!(first, vec![0, 1]);
+        d.submit(now + 1, c(6, Op::Read, 40));
+        let done = drain(&mut d);
+        assert_eq!(done[&2], done[&5]);
+        assert!(done[&5] < done[&3]);
+        assert_eq!(done[&3], done[&4]);
+        assert!(done[&4] < done[&6]);
     }
 
     #[test]
