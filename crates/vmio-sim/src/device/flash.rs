@@ -2573,6 +2573,17 @@ mod tests {
         assert_eq!(done[&2], 3 * cw + cr);
     }
 
+    /// A 16 KiB command `op` at `sector` (of 16 KiB).
+    fn c16k(tag: u64, op: Op, sector: u64) -> DevCmd {
+        DevCmd {
+            tag,
+            op,
+            offset_bytes: sector * 16384,
+            len_bytes: 16384,
+            fua: false,
+        }
+    }
+
     /// The tags of `d`'s commands in the order they complete (every completion time apart).
     fn completion_order(d: &mut Flash) -> Vec<u64> {
         let done = drain(d);
@@ -2597,30 +2608,10 @@ mod tests {
             let mut d = flash(&format!(
                 "{DRAIN}\nring_descriptors = 8\nring_scheduler = \"{order}\""
             ));
-            let len = 16384;
-            d.submit(
-                0,
-                DevCmd {
-                    tag: 0,
-                    op: Op::Write,
-                    offset_bytes: 1 << 30,
-                    len_bytes: len,
-                    fua: false,
-                },
-            );
+            d.submit(0, c16k(0, Op::Write, 1 << 16));
             for tag in 1..=44 {
                 let op = if tag <= 40 { Op::Read } else { Op::Write };
-                let offset_bytes = tag * len;
-                d.submit(
-                    US,
-                    DevCmd {
-                        tag,
-                        op,
-                        offset_bytes,
-                        len_bytes: len,
-                        fua: false,
-                    },
-                );
+                d.submit(US, c16k(tag, op, tag));
             }
             completion_order(&mut d)
         };
@@ -2645,28 +2636,9 @@ mod tests {
         let mut d = flash(&format!(
             "{DRAIN}\nring_descriptors = 8\nring_scheduler = \"mq-deadline\""
         ));
-        let len = 16384;
-        d.submit(
-            0,
-            DevCmd {
-                tag: 0,
-                op: Op::Write,
-                offset_bytes: 1 << 30,
-                len_bytes: len,
-                fua: false,
-            },
-        );
+        d.submit(0, c16k(0, Op::Write, 1 << 16));
         for (tag, sector) in [(1, 5), (2, 4), (3, 3), (4, 2), (5, 1), (6, 6)] {
-            d.submit(
-                US,
-                DevCmd {
-                    tag,
-                    op: Op::Read,
-                    offset_bytes: sector * len,
-                    len_bytes: len,
-                    fua: false,
-                },
-            );
+            d.submit(US, c16k(tag, Op::Read, sector));
         }
         assert_eq!(completion_order(&mut d), vec![0, 1, 2, 6, 3, 4, 5]);
     }
@@ -2683,14 +2655,7 @@ mod tests {
         // arriving then, waits behind both: W3 and W4 enter together when W2 and R5
         // complete, R6 after them (one request at a time, it would have gone before W4:
         // a new batch after W3 takes the waiting read).
-        let len = 16384;
-        let c = |tag, op, sector: u64| DevCmd {
-            tag,
-            op,
-            offset_bytes: sector * len,
-            len_bytes: len,
-            fua: false,
-        };
+        let c = c16k;
         let mut d = flash(&format!(
             "{DRAIN}\nring_descriptors = 12\nring_scheduler = \"mq-deadline\""
         ));
