@@ -988,3 +988,30 @@ def test_the_fitted_freezes_reproduce_the_tails_they_were_fitted_on():
     assert got["freeze_time"] == pytest.approx(1.5e6, rel=0.05)
     # Without freezes in the lists, none is fitted.
     assert calibrate.fit_freeze([frozen_point("p", 150e3, 180e3, {})]) == {}
+
+
+def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_ring_ordered_by_it(
+    tmp_path, monkeypatch
+):
+    from dataclasses import replace as with_
+    from types import SimpleNamespace
+
+    from vmio.real.machineprofile import Disk
+
+    # sysfs: <disk>/queue and <disk>/device/features, bit 28 (INDIRECT_DESC) 0.
+    (tmp_path / "queue").mkdir()
+    (tmp_path / "device").mkdir()
+    (tmp_path / "device" / "features").write_text("0" * 64 + "\n", encoding="utf-8")
+    monkeypatch.setattr(calibrate, "_queue_dir", lambda device: tmp_path / "queue")
+    disk = Disk(
+        "/var/tmp", "/", "ext4", "/dev/vda", "vda", 1 << 40, True, "mq-deadline",
+        "virtio_blk", 4096, 256, "write back", False, "rw", 128,
+    )  # fmt: skip
+    ring = calibrate.ring_of(SimpleNamespace(disk=disk))
+    assert ring == {"ring_descriptors": 256, "ring_scheduler": "mq-deadline"}
+    # Under none, what waits for descriptors waits in arrival order (the model's default).
+    none = calibrate.ring_of(SimpleNamespace(disk=with_(disk, scheduler="none")))
+    assert none == {"ring_descriptors": 256}
+    # With indirect descriptors a request takes one: no ring.
+    (tmp_path / "device" / "features").write_text("0" * 28 + "1" * 36 + "\n", encoding="utf-8")
+    assert calibrate.ring_of(SimpleNamespace(disk=disk)) == {}

@@ -185,6 +185,8 @@ freeze        = (interval I, duration D) of device-wide freezes (flash.rs, "Free
 ring_descriptors = 2 x the disk's tags when it is a virtio disk without indirect
                 descriptors (`ring_of`: sysfs device/features bit 28 is 0), else not written
                 (flash.rs, "The ring": a request takes 2 + one descriptor per 4 KiB page)
+ring_scheduler = "mq-deadline" with the ring when the disk's queue/scheduler is mq-deadline:
+                the commands waiting for descriptors wait in it (flash.rs, "The ring")
 read_priority = true (flash.rs, "Reads first") when `vmio sim` of the battery's loaded mixed
                 points (with the ring) on the fit with it gives a sum of (ln sim - ln
                 measured)^2 over each direction's bandwidth and mean latency at least
@@ -2047,7 +2049,8 @@ INDIRECT_DESC = 28
 def ring_of(target: Target) -> Params:
     """The target's virtqueue when its disk is a virtio disk without indirect descriptors
     (flash.rs, "The ring"): {"ring_descriptors": 2 x its tags} (Linux's virtio_blk halves its
-    queue depth then, as recalled: drivers/block/virtio_blk.c `virtblk_probe`); else {}.
+    queue depth then, as recalled: drivers/block/virtio_blk.c `virtblk_probe`), and
+    "ring_scheduler": "mq-deadline" when its queue/scheduler is mq-deadline; else {}.
     sysfs: /sys/class/block/<disk>/device/features, one character per feature bit."""
     disk = target.disk
     if disk is None or not disk.device_slots:
@@ -2063,7 +2066,11 @@ def ring_of(target: Target) -> Params:
         return {}
     if features[INDIRECT_DESC] == "1":
         return {}
-    return {"ring_descriptors": 2 * disk.device_slots}
+    ring: Params = {"ring_descriptors": 2 * disk.device_slots}
+    if disk.scheduler == "mq-deadline":
+        # What waits for descriptors waits in the guest's scheduler, which orders it.
+        ring["ring_scheduler"] = "mq-deadline"
+    return ring
 
 
 def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:

@@ -157,6 +157,35 @@
 //!           head, stop; else free -= need(cmd) and it enters the device (processor, units)
 //! ```
 //!
+//! `ring_scheduler = "mq-deadline"` (default `fifo`: the line above) puts blk-mq and the
+//! guest's mq-deadline in front of the ring: vmio-core's `sched::mq_deadline` (Linux's
+//! block/mq-deadline.c, `dd_dispatch_request`: a batch goes on in sector order up to
+//! `fifo_batch` 16; a new batch takes reads unless writes wait and were passed over
+//! `writes_starved` 2 times, from the direction's FIFO head when it expired, `read_expire`
+//! 500 ms, `write_expire` 5 s), the commands inserted unmerged (they were issued apart), and
+//! blk-mq's hardware queue (block/blk-mq-sched.c `__blk_mq_sched_dispatch_requests`,
+//! `__blk_mq_do_dispatch_sched`; block/blk-mq.c `blk_mq_dispatch_rq_list`,
+//! `blk_mq_update_dispatch_busy`; drivers/block/virtio_blk.c `virtio_queue_rq` stops the
+//! queue on -ENOSPC, `virtblk_done` restarts it). A FLUSH bypasses the scheduler to the
+//! dispatch list (block/blk-flush.c).
+//!
+//! ```text
+//! submit:    insert in mq-deadline (a FLUSH: the dispatch list's tail); run
+//! complete:  free += need(cmd) for each; the queue restarts; run
+//! run:       stopped? nothing. dispatch list non-empty? send it; not all entered: stop
+//!            loop: take from mq-deadline 1 request (busy > 0) or up to nr_requests 256
+//!                  (busy = 0), each its next dispatch; none: stop; send them; not all: stop
+//! send list: each in order: need > free? the queue stops, it and the rest go to the
+//!            dispatch list's tail, busy = (7 busy + 16) / 8, false; else it enters
+//!            all entered: busy = 7 busy / 8, true
+//! ```
+//!
+//! While requests keep finding the ring full `busy` stays above 0 and the order is
+//! mq-deadline's one request at a time; once two dispatches in a row find room (busy 2 -> 1
+//! -> 0) everything the scheduler holds goes to the dispatch list at once, whose order is
+//! then fixed, later arrivals waiting behind it whatever their direction. `read_priority`
+//! still orders the command processor's passes.
+//!
 //! **Freezes** (`freeze_interval` I, `freeze_time` D, both default 0: none; a device without
 //! them books nothing new). The whole device stops for D at times of one a mean I apart:
 //! every command in flight, on a unit, a pipe or the processor, and every command arriving
@@ -408,8 +437,10 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::OnceLock;
 
 use vmio_core::params::{Entry, Kind, ParamError, ParamSpec, Value, Values};
-use vmio_core::request::Op;
+use vmio_core::request::{DevIo, Op};
 use vmio_core::rng::Rng;
+use vmio_core::sched::mq_deadline::MqDeadline;
+use vmio_core::sched::IoScheduler;
 use vmio_core::units::transfer_ns;
 use vmio_core::{Ns, US};
 
@@ -617,6 +648,13 @@ pub const ENTRY: ModelEntry = Entry {
             help: "ring_descriptors > 0: the data a descriptor carries (a guest page: its buffers are not contiguous in guest memory)",
         },
         ParamSpec {
+            name: "ring_scheduler",
+            kind: Kind::Choice(RingScheduler::NAMES),
+            default: Value::Choice("fifo"),
+            unit: "",
+            help: "ring_descriptors > 0: the order commands waiting for descriptors enter the ring: fifo (arrival; reads first with read_priority) or mq-deadline (the guest's I/O scheduler: batches of up to 16 in sector order, reads preferred, writes after 2 read batches, FIFO deadlines 500 ms / 5 s)",
+        },
+        ParamSpec {
             name: "read_priority",
             kind: Kind::Bool,
             default: Value::Bool(false),
@@ -749,6 +787,17 @@ impl Batching {
     pub const NAMES: &'static [&'static str] = &["snapshot", "drain"];
 }
 
+/// The order of the commands waiting for the ring's descriptors (module doc, "The ring").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingScheduler {
+    Fifo,
+    MqDeadline,
+}
+
+impl RingScheduler {
+    pub const NAMES: &'static [&'static str] = &["fifo", "mq-deadline"];
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlashParams {
     pub profile: String,
@@ -785,6 +834,7 @@ pub struct FlashParams {
     /// The virtqueue's descriptors and a descriptor's data (module doc, "The ring"); 0: none.
     pub ring_descriptors: u64,
     pub segment_bytes: u64,
+    pub ring_scheduler: RingScheduler,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     /// The cache's drain behind a FLUSH and each command's own stream (module doc,
@@ -834,6 +884,10 @@ impl FlashParams {
             read_priority: v.flag("read_priority"),
             ring_descriptors: v.int("ring_descriptors"),
             segment_bytes: v.int("segment_size"),
+            ring_scheduler: match v.choice("ring_scheduler") {
+                "mq-deadline" => RingScheduler::MqDeadline,
+                _ => RingScheduler::Fifo,
+            },
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             flush_rate_bps: v.int("flush_rate"),
@@ -1085,6 +1139,11 @@ impl ClosedForm {
                     }
                     Value::Choice("snapshot") => {
                         form.batching = Batching::Snapshot;
+                        continue;
+                    }
+                    // The ring's order moves each direction's latency, not a loop's
+                    // throughput or mean latency over both (as read_priority).
+                    Value::Choice("fifo" | "mq-deadline") if spec.name == "ring_scheduler" => {
                         continue;
                     }
                     Value::Choice(_) => {
@@ -1364,6 +1423,13 @@ pub struct Flash {
     ring_free: u64,
     ring_head: Option<DevCmd>,
     ring_wait: VecDeque<DevCmd>,
+    /// With `ring_scheduler = "mq-deadline"`: the waiting commands in vmio-core's
+    /// mq-deadline (instead of `ring_wait`).
+    ring_sched: Option<MqDeadline>,
+    /// blk-mq's hardware queue in front of the ring (with `ring_sched`): stopped by a
+    /// request the ring turned back until a completion, and its `dispatch_busy` average.
+    hw_stopped: bool,
+    dispatch_busy: u32,
     ring_held: std::collections::HashMap<u64, u64>,
 }
 
@@ -1479,7 +1545,11 @@ impl Flash {
             ring_free: p.ring_descriptors,
             ring_head: None,
             ring_wait: VecDeque::new(),
+            ring_sched: (p.ring_scheduler == RingScheduler::MqDeadline)
+                .then(|| MqDeadline::new(GUEST_READ_EXPIRE_NS, GUEST_WRITE_EXPIRE_NS, 0)),
             ring_held: std::collections::HashMap::new(),
+            hw_stopped: false,
+            dispatch_busy: 0,
             freeze: p
                 .freezes()
                 .then(|| Freezes::new(p.freeze_interval_ns, p.freeze_time_ns, seed)),
@@ -1871,7 +1941,13 @@ impl Device for Flash {
         self.run(now);
         self.busy.start(real);
         if self.p.ring_descriptors > 0 {
-            self.ring_wait.push_back(cmd);
+            match &mut self.ring_sched {
+                // Unmerged: the guest's requests reach the device as they were issued. A
+                // FLUSH bypasses the scheduler (blk-flush's requests go to the dispatch
+                // list), which `ring_wait` then is.
+                Some(s) if cmd.op != Op::Flush => s.insert_unmerged(now, dev_io(now, cmd)),
+                _ => self.ring_wait.push_back(cmd),
+            }
             self.admit_ring(now);
         } else {
             self.enter(now, cmd);
@@ -1900,6 +1976,8 @@ impl Device for Flash {
             for tag in &done[from..] {
                 self.ring_free += self.ring_held.remove(tag).unwrap_or(0);
             }
+            // virtio_blk's `virtblk_done` restarts a stopped queue.
+            self.hw_stopped = false;
             self.admit_ring(clock);
             self.run(clock);
         }
@@ -1907,6 +1985,30 @@ impl Device for Flash {
 
     fn stats(&self, now: Ns) -> DeviceStats {
         self.stats.as_of(&self.busy, now)
+    }
+}
+
+/// The guest's mq-deadline expiries (Linux's block/mq-deadline.c defaults: `read_expire`
+/// HZ / 2, `write_expire` 5 HZ), for `ring_scheduler = "mq-deadline"`.
+const GUEST_READ_EXPIRE_NS: Ns = 500_000_000;
+const GUEST_WRITE_EXPIRE_NS: Ns = 5_000_000_000;
+/// The requests blk-mq takes from the scheduler at once when not `dispatch_busy`: the
+/// queue's `nr_requests`, 2 x min(tags, 128) under a scheduler (128 tags here).
+const GUEST_NR_REQUESTS: usize = 256;
+
+/// A command waiting for the ring as the guest's I/O scheduler holds it (never merged: its
+/// largest merge is 0).
+fn dev_io(now: Ns, cmd: DevCmd) -> DevIo {
+    DevIo {
+        tag: cmd.tag,
+        op: cmd.op,
+        offset_bytes: cmd.offset_bytes,
+        len_bytes: cmd.len_bytes,
+        fua: cmd.fua,
+        sync: true,
+        owner: 0,
+        queued_ns: now,
+        merged: Vec::new(),
     }
 }
 
@@ -1919,9 +2021,13 @@ impl Flash {
     }
 
     /// Waiting commands enter the ring while it has their descriptors: the one that found
-    /// too few first, then the next waiting (with `read_priority` the first waiting read,
+    /// too few first, then the next waiting (mq-deadline's next dispatch with
+    /// `ring_scheduler = "mq-deadline"`; else with `read_priority` the first waiting read,
     /// else the first waiting command), each entering the device at `now`.
     fn admit_ring(&mut self, now: Ns) {
+        if self.ring_sched.is_some() {
+            return self.run_hw_queue(now);
+        }
         loop {
             let cmd = match self.ring_head.take() {
                 Some(c) => c,
@@ -1945,6 +2051,67 @@ impl Flash {
             self.ring_held.insert(cmd.tag, need);
             self.enter(now, cmd);
         }
+    }
+
+    /// blk-mq's run of the hardware queue in front of the ring, with mq-deadline (module
+    /// doc, "The ring"): nothing while stopped; the dispatch list first, and the scheduler
+    /// only when all of it entered; then from the scheduler one request at a time while
+    /// `dispatch_busy`, else everything it holds (up to `nr_requests`) at once, in its order.
+    fn run_hw_queue(&mut self, now: Ns) {
+        if self.hw_stopped {
+            return;
+        }
+        if !self.ring_wait.is_empty() {
+            let list = std::mem::take(&mut self.ring_wait);
+            if !self.dispatch_list(now, list) {
+                return;
+            }
+        }
+        loop {
+            let max = match self.dispatch_busy {
+                0 => GUEST_NR_REQUESTS,
+                _ => 1,
+            };
+            let mut list = VecDeque::new();
+            while list.len() < max {
+                match self.ring_sched.as_mut().and_then(|s| s.dispatch(now)) {
+                    Some(io) => list.push_back(DevCmd {
+                        tag: io.tag,
+                        op: io.op,
+                        offset_bytes: io.offset_bytes,
+                        len_bytes: io.len_bytes,
+                        fua: io.fua,
+                    }),
+                    None => break,
+                }
+            }
+            if list.is_empty() || !self.dispatch_list(now, list) {
+                return;
+            }
+        }
+    }
+
+    /// blk-mq's `blk_mq_dispatch_rq_list` to the ring: each command of `list` in order
+    /// enters while the ring has its descriptors; the first that finds too few stops the
+    /// queue (virtio_blk's -ENOSPC) and it and the rest go to the dispatch list's tail.
+    /// `dispatch_busy` is the average of 8 (block/blk-mq.c `blk_mq_update_dispatch_busy`:
+    /// x 7 / 8, plus 16 / 8 when busy). Whether all of `list` entered.
+    fn dispatch_list(&mut self, now: Ns, mut list: VecDeque<DevCmd>) -> bool {
+        while let Some(cmd) = list.pop_front() {
+            let need = self.descriptors(&cmd);
+            if need > self.ring_free {
+                list.push_front(cmd);
+                self.ring_wait.extend(list);
+                self.hw_stopped = true;
+                self.dispatch_busy = (self.dispatch_busy * 7 + 16) / 8;
+                return false;
+            }
+            self.ring_free -= need;
+            self.ring_held.insert(cmd.tag, need);
+            self.enter(now, cmd);
+        }
+        self.dispatch_busy = self.dispatch_busy * 7 / 8;
+        true
     }
 
     /// A command enters the device at `now`: the processor, or its unit and pipe.
@@ -2404,6 +2571,112 @@ mod tests {
         assert_eq!(done[&1], 2 * cw);
         assert_eq!(done[&3], 2 * cw + cr);
         assert_eq!(done[&2], 3 * cw + cr);
+    }
+
+    /// A 16 KiB command `op` at `sector` (of 16 KiB).
+    fn c16k(tag: u64, op: Op, sector: u64) -> DevCmd {
+        DevCmd {
+            tag,
+            op,
+            offset_bytes: sector * 16384,
+            len_bytes: 16384,
+            fua: false,
+        }
+    }
+
+    /// The tags of `d`'s commands in the order they complete (every completion time apart).
+    fn completion_order(d: &mut Flash) -> Vec<u64> {
+        let done = drain(d);
+        let mut tags: Vec<(Ns, u64)> = done.iter().map(|(&tag, &t)| (t, tag)).collect();
+        tags.sort_unstable();
+        assert!(tags.windows(2).all(|w| w[0].0 < w[1].0), "{tags:?}");
+        tags.into_iter().map(|(_, tag)| tag).collect()
+    }
+
+    #[test]
+    fn behind_a_full_ring_mq_deadline_lets_writes_through_after_two_batches_of_sixteen_reads() {
+        // A ring of 8 descriptors holds one 16 KiB command (2 + 4): the others enter one at a
+        // time, in the order the guest's mq-deadline dispatches them. W0 at 0 enters; at 1
+        // us, 40 reads (tags 1-40, ascending sectors) then 4 writes (41-44). Linux's
+        // block/mq-deadline.c: a batch goes on in sector order up to fifo_batch (16); a new
+        // batch takes reads unless writes wait and have been passed over writes_starved (2)
+        // times. Read 1 arrives alone and is dispatched at once (finding the ring full, it
+        // waits at the head of blk-mq's dispatch list), a batch with no next request. So:
+        // W0; read 1; reads 2-17 (starved 1), 18-33 (starved 2); writes 41-44 (the write
+        // batch, up to 16, starved 0); reads 34-40.
+        let run = |order: &str| {
+            let mut d = flash(&format!(
+                "{DRAIN}\nring_descriptors = 8\nring_scheduler = \"{order}\""
+            ));
+            d.submit(0, c16k(0, Op::Write, 1 << 16));
+            for tag in 1..=44 {
+                let op = if tag <= 40 { Op::Read } else { Op::Write };
+                d.submit(US, c16k(tag, op, tag));
+            }
+            completion_order(&mut d)
+        };
+        let want: Vec<u64> = std::iter::once(0)
+            .chain(1..=33)
+            .chain(41..=44)
+            .chain(34..=40)
+            .collect();
+        assert_eq!(run("mq-deadline"), want);
+        // The default: arrival order.
+        assert_eq!(run("fifo"), (0..=44).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn behind_a_full_ring_mq_deadline_serves_a_batch_in_ascending_sectors_from_its_oldest_read() {
+        // Reads at sectors 5, 4, 3, 2, 1, 6 (tags 1-6, in that order) behind W0. Linux's
+        // block/mq-deadline.c: a batch goes on with the request after the last one in
+        // sector order (`deadline_next_request`); with none, a new batch starts at the
+        // FIFO's head (`deadline_fifo_request`, the oldest). Read 1 is taken alone (no next
+        // then); read 2 (the oldest left) starts a batch, which goes on with read 6 (the
+        // next sector after 4) and ends there; reads 3, 4 and 5 each start one in turn.
+        let mut d = flash(&format!(
+            "{DRAIN}\nring_descriptors = 8\nring_scheduler = \"mq-deadline\""
+        ));
+        d.submit(0, c16k(0, Op::Write, 1 << 16));
+        for (tag, sector) in [(1, 5), (2, 4), (3, 3), (4, 2), (5, 1), (6, 6)] {
+            d.submit(US, c16k(tag, Op::Read, sector));
+        }
+        assert_eq!(completion_order(&mut d), vec![0, 1, 2, 6, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_queue_no_longer_busy_hands_the_ring_everything_mq_deadline_holds_in_one_order() {
+        // A ring of 12 descriptors holds two 16 KiB commands. W0 and W1 at 0 enter and
+        // complete together (one pass, two units); at 1 us W2 finds the ring full (the
+        // queue stops, dispatch_busy 16 / 8 = 2), W3 (sector 20), W4 (sector 15) and R5 wait
+        // in mq-deadline. When W0 and W1 complete: W2 enters from the dispatch list (busy 2
+        // x 7 / 8 = 1), then one request from the scheduler, R5 (a read batch; busy 0);
+        // not busy, blk-mq takes all the scheduler holds at once: W3, then W4 (a new batch:
+        // nothing after sector 20), both to the dispatch list as W3 finds no room. R6,
+        // arriving then, waits behind both: W3 and W4 enter together when W2 and R5
+        // complete, R6 after them (one request at a time, it would have gone before W4:
+        // a new batch after W3 takes the waiting read).
+        let c = c16k;
+        let mut d = flash(&format!(
+            "{DRAIN}\nring_descriptors = 12\nring_scheduler = \"mq-deadline\""
+        ));
+        d.submit(0, c(0, Op::Write, 1000));
+        d.submit(0, c(1, Op::Write, 2000));
+        for (tag, op, sector) in [(2, Op::Write, 10), (3, Op::Write, 20), (4, Op::Write, 15)] {
+            d.submit(US, c(tag, op, sector));
+        }
+        d.submit(US, c(5, Op::Read, 30));
+        let (mut now, mut first) = (0, Vec::new());
+        while !first.contains(&0) {
+            now = d.next_event_ns().unwrap();
+            d.advance(now, &mut first);
+        }
+        assert_eq!(first, vec![0, 1]);
+        d.submit(now + 1, c(6, Op::Read, 40));
+        let done = drain(&mut d);
+        assert_eq!(done[&2], done[&5]);
+        assert!(done[&5] < done[&3]);
+        assert_eq!(done[&3], done[&4]);
+        assert!(done[&4] < done[&6]);
     }
 
     #[test]
