@@ -307,8 +307,10 @@ def test_the_cli_on_a_scheduler_and_two_workers_writes_every_file_as_a_local_run
 
 def test_ctrl_c_stops_a_study_on_dask_and_the_same_command_resumes_it(tmp_path, loopback):
     path = _experiment_dir(tmp_path / "exp")
-    job = path.parent / "job.fio"  # points of ~50 ms: the run is still going when stopped
-    job.write_text(job.read_text(encoding="utf-8").replace("runtime=1\n", "runtime=5\n"))
+    # Points of 20 s simulated (about 0.1 s each since the simulator's speed-ups of 29 Nov:
+    # at 5 s the whole run could end before the interrupt reached it): still going when stopped.
+    job = path.parent / "job.fio"
+    job.write_text(job.read_text(encoding="utf-8").replace("runtime=1\n", "runtime=20\n"))
     # What `vmio study --parallel 1` writes, in this process (one interpreter less).
     run_study_to_dir(
         experiment.load_experiment(path),
