@@ -792,6 +792,8 @@ pub struct Ssd {
     channels: usize,
     read_cmd_ns: Ns,
     write_cmd_ns: Ns,
+    /// t_R by page type (LSB, CSB, MSB).
+    t_read: [Ns; 3],
     read_rate: u64,
     write_rate: u64,
 
@@ -831,6 +833,8 @@ pub struct Ssd {
     /// Read retries: blocks erased per die in this run, the retries' random stream, the
     /// retries drawn.
     die_erases: Vec<u64>,
+    /// Per die: the chance that a sensing needs a retry (from its wear).
+    retry_p: Vec<f64>,
     retry_rng: Rng,
     retry_count: u64,
     /// Program/GC suspensions for reads.
@@ -850,6 +854,7 @@ impl Ssd {
     pub fn new_seeded(name: &str, p: SsdParams, seed: u64) -> Self {
         let dies = (p.channels * p.dies_per_channel) as usize;
         let mut ftl = Ftl::new(p.ftl_geometry());
+        let blocks_per_die = ftl.geometry().blocks_per_die;
         if p.precondition == Precondition::Aged {
             ftl.precondition_aged(seed);
         }
@@ -875,6 +880,9 @@ impl Ssd {
                 .collect(),
             channels: p.channels as usize,
             read_cmd_ns: (1e9 / p.read_iops as f64).round() as Ns,
+            t_read: std::array::from_fn(|ty| {
+                p.cell_type.scaled(p.read_latency_ns, ty, CellType::READ)
+            }),
             write_cmd_ns: (1e9 / p.write_iops as f64).round() as Ns,
             read_rate: p.link_rate_bps.min(p.seq_read_rate_bps),
             write_rate: p.link_rate_bps.min(p.seq_write_rate_bps),
@@ -900,6 +908,7 @@ impl Ssd {
             ra_gen: 0,
             prefetches: Slab::default(),
             die_erases: vec![0; dies],
+            retry_p: vec![Self::retry_p_of(&p, 0, blocks_per_die); dies],
             retry_rng: Rng::derive(seed, "ssd/read-retry"),
             retry_count: 0,
             suspensions: 0,
@@ -947,12 +956,7 @@ impl Ssd {
         } else {
             key
         };
-        let t = self.p.cell_type;
-        let t_r = t.scaled(
-            self.p.read_latency_ns,
-            t.page_type((page % ppb) as u32),
-            CellType::READ,
-        );
+        let t_r = self.t_read[self.p.cell_type.page_type((page % ppb) as u32)];
         t_r * (1 + self.retries(die))
     }
 
@@ -960,12 +964,7 @@ impl Ssd {
     /// read references) with probability p = read_retry x wear / endurance (at most 1),
     /// wear = pe_cycles + the die's erases / its blocks; at most `MAX_RETRIES`.
     fn retries(&mut self, die: usize) -> u64 {
-        if self.p.read_retry == 0.0 {
-            return 0;
-        }
-        let blocks = u64::from(self.ftl.geometry().blocks_per_die);
-        let wear = self.p.pe_cycles as f64 + self.die_erases[die] as f64 / blocks as f64;
-        let p = (self.p.read_retry * wear / self.p.endurance as f64).min(1.0);
+        let p = self.retry_p[die];
         if p == 0.0 {
             return 0;
         }
@@ -975,6 +974,16 @@ impl Ssd {
         }
         self.retry_count += k;
         k
+    }
+
+    /// The retry probability of a sensing on `die` now (kept in `retry_p`, which changes
+    /// only when the die's erases do).
+    fn retry_p_of(p: &SsdParams, erases: u64, blocks_per_die: u32) -> f64 {
+        if p.read_retry == 0.0 {
+            return 0.0;
+        }
+        let wear = p.pe_cycles as f64 + erases as f64 / u64::from(blocks_per_die) as f64;
+        (p.read_retry * wear / p.endurance as f64).min(1.0)
     }
 
     /// Die preferred for the next programmed page (round-robin; the FTL may pick another when
@@ -1485,6 +1494,8 @@ impl Ssd {
             self.gc_debt[die] += t;
             self.gc_ns += t;
             self.die_erases[die] += gc.erases;
+            let blocks = self.ftl.geometry().blocks_per_die;
+            self.retry_p[die] = Self::retry_p_of(&self.p, self.die_erases[die], blocks);
         }
         // Incremental GC: the die pays its collection time in equal installments, one per
         // host page, before each page, until its active block is full (the next GC).
