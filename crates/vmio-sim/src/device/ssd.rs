@@ -805,6 +805,9 @@ pub struct Ssd {
     chan_holder: Vec<Option<u32>>,
 
     events: crate::engine::MinHeap<Ev>,
+    /// The heap's top was popped by `advance` and is still in place: the next push replaces
+    /// it (engine.rs, "pop leaves its top"), or `advance` removes it before the next look.
+    hole: bool,
     ev_seq: u64,
     cmds: Slab<Cmd>,
     programs: Slab<Program>,
@@ -891,6 +894,7 @@ impl Ssd {
             gc_debt: vec![0; dies],
             chan_holder: vec![None; p.channels as usize],
             events: crate::engine::MinHeap::with_capacity(256),
+            hole: false,
             ev_seq: 0,
             cmds: Slab::default(),
             programs: Slab::default(),
@@ -1000,7 +1004,12 @@ impl Ssd {
 
     fn push_event(&mut self, at: Ns, ev: Ev) {
         self.ev_seq += 1;
-        self.events.push((at, self.ev_seq), ev);
+        if self.hole {
+            self.hole = false;
+            self.events.replace_top((at, self.ev_seq), ev);
+        } else {
+            self.events.push((at, self.ev_seq), ev);
+        }
     }
 
     /// Command `slot` completes at `at` (now or later: the link's end).
@@ -1623,8 +1632,16 @@ impl Device for Ssd {
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
-        while self.events.peek_key().is_some_and(|k| k.0 <= now) {
-            let ((t, _), ev) = self.events.pop().expect("peeked");
+        loop {
+            if self.hole {
+                self.hole = false;
+                self.events.pop();
+            }
+            let Some(((t, _), ev)) = self.events.peek().filter(|e| e.0 .0 <= now) else {
+                break;
+            };
+            // Taken: the handler's first push replaces it.
+            self.hole = true;
             match ev {
                 Ev::Accepted(slot) => self.accepted(slot, t),
                 Ev::Die(die, epoch) => {
