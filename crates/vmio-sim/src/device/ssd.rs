@@ -803,6 +803,9 @@ pub struct Ssd {
     gc_debt: Vec<Ns>,
     /// Per channel: the die on it, if busy.
     chan_holder: Vec<Option<u32>>,
+    /// Per channel: the dies waiting for it, bit k for die `ch + k * channels` (empty when
+    /// a channel has more than 64 dies: `arbitrate` then scans them).
+    waiting: Vec<u64>,
 
     events: crate::engine::MinHeap<Ev>,
     /// The heap's top was popped by `advance` and is still in place: the next push replaces
@@ -893,6 +896,11 @@ impl Ssd {
             link_free: 0,
             gc_debt: vec![0; dies],
             chan_holder: vec![None; p.channels as usize],
+            waiting: if p.dies_per_channel <= 64 {
+                vec![0; p.channels as usize]
+            } else {
+                Vec::new()
+            },
             events: crate::engine::MinHeap::with_capacity(256),
             hole: false,
             ev_seq: 0,
@@ -1247,13 +1255,13 @@ impl Ssd {
             (FlashOp::Read { .. }, 0) | (FlashOp::Program { .. }, 1) => {
                 d.stage = Stage::WantCommand;
                 d.since = now;
-                self.arbitrate(self.channel_of(die), now);
+                self.want_channel(die, now);
             }
             (FlashOp::Read { sense, .. }, 1) => self.array(die, now, sense),
             (FlashOp::Read { .. }, _) => {
                 d.stage = Stage::WantDataOut;
                 d.since = now;
-                self.arbitrate(self.channel_of(die), now);
+                self.want_channel(die, now);
             }
             (FlashOp::Program { prog }, 0) => {
                 let pay = self.programs.items[prog as usize].gc_pay;
@@ -1304,12 +1312,24 @@ impl Ssd {
         self.push_event(now + lat, Ev::Die(die as u32, epoch));
     }
 
+    /// `die` now waits for its channel (its stage is set): mark it, then arbitrate.
+    fn want_channel(&mut self, die: usize, now: Ns) {
+        let ch = self.channel_of(die);
+        if let Some(w) = self.waiting.get_mut(ch) {
+            *w |= 1 << (die / self.channels);
+        }
+        self.arbitrate(ch, now);
+    }
+
     /// Hand channel `ch`, if free, to a die waiting for it: a sensed page's data out first
     /// (MQSim's ONFI controller serves waiting read transfers before new commands), then a
     /// command phase; among equals the die waiting longest, then the lowest die number.
     fn arbitrate(&mut self, ch: usize, now: Ns) {
         if self.chan_holder[ch].is_some() {
             return;
+        }
+        if !self.waiting.is_empty() {
+            return self.arbitrate_waiting(ch, now);
         }
         let mut best: Option<(u8, Ns, usize)> = None;
         let mut die = ch;
@@ -1328,6 +1348,43 @@ impl Ssd {
         let Some((_, _, die)) = best else {
             return;
         };
+        self.grant(ch, die, now);
+    }
+
+    /// [`Ssd::arbitrate`] over the dies marked as waiting (`waiting`: up to 64 dies per
+    /// channel): the same smallest (class, since, die), visiting only the waiting dies, in
+    /// ascending order; usually there is one or none.
+    fn arbitrate_waiting(&mut self, ch: usize, now: Ns) {
+        let w = self.waiting[ch];
+        if w == 0 {
+            return;
+        }
+        let k = if w & (w - 1) == 0 {
+            w.trailing_zeros() as usize
+        } else {
+            let mut best = (2u8, Ns::MAX, usize::MAX);
+            let mut m = w;
+            while m != 0 {
+                let k = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let d = &self.dies[ch + k * self.channels];
+                let class = u8::from(d.stage != Stage::WantDataOut);
+                if (class, d.since, k) < best {
+                    best = (class, d.since, k);
+                }
+            }
+            best.2
+        };
+        self.waiting[ch] &= !(1 << k);
+        self.grant(ch, ch + k * self.channels, now);
+    }
+
+    /// Give channel `ch` to `die`, which waits for it: its transfer starts at `now`.
+    fn grant(&mut self, ch: usize, die: usize, now: Ns) {
+        debug_assert!(matches!(
+            self.dies[die].stage,
+            Stage::WantCommand | Stage::WantDataOut
+        ));
         let d = &mut self.dies[die];
         let busy = match d.op.expect("a waiting die has an operation") {
             FlashOp::Read { bytes, .. } if d.stage == Stage::WantDataOut => {
