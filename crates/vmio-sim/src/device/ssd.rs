@@ -1331,6 +1331,13 @@ impl Ssd {
         if !self.waiting.is_empty() {
             return self.arbitrate_waiting(ch, now);
         }
+        if let Some(die) = self.scan_waiting(ch) {
+            self.grant(ch, die, now);
+        }
+    }
+
+    /// The die of channel `ch` to serve next, by a scan of the channel's dies.
+    fn scan_waiting(&self, ch: usize) -> Option<usize> {
         let mut best: Option<(u8, Ns, usize)> = None;
         let mut die = ch;
         while die < self.dies.len() {
@@ -1345,10 +1352,7 @@ impl Ssd {
             }
             die += self.channels;
         }
-        let Some((_, _, die)) = best else {
-            return;
-        };
-        self.grant(ch, die, now);
+        best.map(|b| b.2)
     }
 
     /// [`Ssd::arbitrate`] over the dies marked as waiting (`waiting`: up to 64 dies per
@@ -1357,6 +1361,7 @@ impl Ssd {
     fn arbitrate_waiting(&mut self, ch: usize, now: Ns) {
         let w = self.waiting[ch];
         if w == 0 {
+            debug_assert_eq!(self.scan_waiting(ch), None);
             return;
         }
         let k = if w & (w - 1) == 0 {
@@ -1376,7 +1381,9 @@ impl Ssd {
             best.2
         };
         self.waiting[ch] &= !(1 << k);
-        self.grant(ch, ch + k * self.channels, now);
+        let die = ch + k * self.channels;
+        debug_assert_eq!(Some(die), self.scan_waiting(ch), "the scan's choice");
+        self.grant(ch, die, now);
     }
 
     /// Give channel `ch` to `die`, which waits for it: its transfer starts at `now`.
