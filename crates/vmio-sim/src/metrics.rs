@@ -234,16 +234,11 @@ const LAT_BOUNDS: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
 /// Number of latency buckets: 10 ns, 10 µs, 12 ms.
 const LAT_NR: usize = 32;
 
+/// The depth's bucket: the largest key at or below it, i.e. floor(log2(depth)) (0 for 0 and
+/// 1) up to ">=64", from the leading zeros (no chain of compares).
+#[inline]
 fn depth_index(depth: u32) -> usize {
-    match depth {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    }
+    ((31 - (depth | 1).leading_zeros()) as usize).min(6)
 }
 
 /// A latency's bucket among the 32 (ns, then µs, then ms).
@@ -473,6 +468,12 @@ mod tests {
             [1, 2, 3, 4, 63, 64, 1000].map(depth_index),
             [0, 1, 1, 2, 5, 6, 6]
         );
+        // Every depth's bucket is the largest key at or below it.
+        let keys = [1u32, 2, 4, 8, 16, 32, 64];
+        for d in (0..=4096).chain([u32::MAX]) {
+            let want = keys.iter().rposition(|&k| k <= d.max(1)).unwrap();
+            assert_eq!(depth_index(d), want, "{d}");
+        }
     }
 
     #[test]

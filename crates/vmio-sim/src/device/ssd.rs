@@ -792,6 +792,8 @@ pub struct Ssd {
     channels: usize,
     read_cmd_ns: Ns,
     write_cmd_ns: Ns,
+    /// t_R by page type (LSB, CSB, MSB).
+    t_read: [Ns; 3],
     read_rate: u64,
     write_rate: u64,
 
@@ -801,8 +803,14 @@ pub struct Ssd {
     gc_debt: Vec<Ns>,
     /// Per channel: the die on it, if busy.
     chan_holder: Vec<Option<u32>>,
+    /// Per channel: the dies waiting for it, bit k for die `ch + k * channels` (empty when
+    /// a channel has more than 64 dies: `arbitrate` then scans them).
+    waiting: Vec<u64>,
 
     events: crate::engine::MinHeap<Ev>,
+    /// The heap's top was popped by `advance` and is still in place: the next push replaces
+    /// it (engine.rs, "pop leaves its top"), or `advance` removes it before the next look.
+    hole: bool,
     ev_seq: u64,
     cmds: Slab<Cmd>,
     programs: Slab<Program>,
@@ -831,6 +839,8 @@ pub struct Ssd {
     /// Read retries: blocks erased per die in this run, the retries' random stream, the
     /// retries drawn.
     die_erases: Vec<u64>,
+    /// Per die: the chance that a sensing needs a retry (from its wear).
+    retry_p: Vec<f64>,
     retry_rng: Rng,
     retry_count: u64,
     /// Program/GC suspensions for reads.
@@ -850,6 +860,7 @@ impl Ssd {
     pub fn new_seeded(name: &str, p: SsdParams, seed: u64) -> Self {
         let dies = (p.channels * p.dies_per_channel) as usize;
         let mut ftl = Ftl::new(p.ftl_geometry());
+        let blocks_per_die = ftl.geometry().blocks_per_die;
         if p.precondition == Precondition::Aged {
             ftl.precondition_aged(seed);
         }
@@ -875,6 +886,9 @@ impl Ssd {
                 .collect(),
             channels: p.channels as usize,
             read_cmd_ns: (1e9 / p.read_iops as f64).round() as Ns,
+            t_read: std::array::from_fn(|ty| {
+                p.cell_type.scaled(p.read_latency_ns, ty, CellType::READ)
+            }),
             write_cmd_ns: (1e9 / p.write_iops as f64).round() as Ns,
             read_rate: p.link_rate_bps.min(p.seq_read_rate_bps),
             write_rate: p.link_rate_bps.min(p.seq_write_rate_bps),
@@ -882,7 +896,13 @@ impl Ssd {
             link_free: 0,
             gc_debt: vec![0; dies],
             chan_holder: vec![None; p.channels as usize],
+            waiting: if p.dies_per_channel <= 64 {
+                vec![0; p.channels as usize]
+            } else {
+                Vec::new()
+            },
             events: crate::engine::MinHeap::with_capacity(256),
+            hole: false,
             ev_seq: 0,
             cmds: Slab::default(),
             programs: Slab::default(),
@@ -900,6 +920,7 @@ impl Ssd {
             ra_gen: 0,
             prefetches: Slab::default(),
             die_erases: vec![0; dies],
+            retry_p: vec![Self::retry_p_of(&p, 0, blocks_per_die); dies],
             retry_rng: Rng::derive(seed, "ssd/read-retry"),
             retry_count: 0,
             suspensions: 0,
@@ -947,12 +968,7 @@ impl Ssd {
         } else {
             key
         };
-        let t = self.p.cell_type;
-        let t_r = t.scaled(
-            self.p.read_latency_ns,
-            t.page_type((page % ppb) as u32),
-            CellType::READ,
-        );
+        let t_r = self.t_read[self.p.cell_type.page_type((page % ppb) as u32)];
         t_r * (1 + self.retries(die))
     }
 
@@ -960,12 +976,7 @@ impl Ssd {
     /// read references) with probability p = read_retry x wear / endurance (at most 1),
     /// wear = pe_cycles + the die's erases / its blocks; at most `MAX_RETRIES`.
     fn retries(&mut self, die: usize) -> u64 {
-        if self.p.read_retry == 0.0 {
-            return 0;
-        }
-        let blocks = u64::from(self.ftl.geometry().blocks_per_die);
-        let wear = self.p.pe_cycles as f64 + self.die_erases[die] as f64 / blocks as f64;
-        let p = (self.p.read_retry * wear / self.p.endurance as f64).min(1.0);
+        let p = self.retry_p[die];
         if p == 0.0 {
             return 0;
         }
@@ -975,6 +986,16 @@ impl Ssd {
         }
         self.retry_count += k;
         k
+    }
+
+    /// The retry probability of a sensing on `die` now (kept in `retry_p`, which changes
+    /// only when the die's erases do).
+    fn retry_p_of(p: &SsdParams, erases: u64, blocks_per_die: u32) -> f64 {
+        if p.read_retry == 0.0 {
+            return 0.0;
+        }
+        let wear = p.pe_cycles as f64 + erases as f64 / u64::from(blocks_per_die) as f64;
+        (p.read_retry * wear / p.endurance as f64).min(1.0)
     }
 
     /// Die preferred for the next programmed page (round-robin; the FTL may pick another when
@@ -991,7 +1012,12 @@ impl Ssd {
 
     fn push_event(&mut self, at: Ns, ev: Ev) {
         self.ev_seq += 1;
-        self.events.push((at, self.ev_seq), ev);
+        if self.hole {
+            self.hole = false;
+            self.events.replace_top((at, self.ev_seq), ev);
+        } else {
+            self.events.push((at, self.ev_seq), ev);
+        }
     }
 
     /// Command `slot` completes at `at` (now or later: the link's end).
@@ -1229,13 +1255,13 @@ impl Ssd {
             (FlashOp::Read { .. }, 0) | (FlashOp::Program { .. }, 1) => {
                 d.stage = Stage::WantCommand;
                 d.since = now;
-                self.arbitrate(self.channel_of(die), now);
+                self.want_channel(die, now);
             }
             (FlashOp::Read { sense, .. }, 1) => self.array(die, now, sense),
             (FlashOp::Read { .. }, _) => {
                 d.stage = Stage::WantDataOut;
                 d.since = now;
-                self.arbitrate(self.channel_of(die), now);
+                self.want_channel(die, now);
             }
             (FlashOp::Program { prog }, 0) => {
                 let pay = self.programs.items[prog as usize].gc_pay;
@@ -1286,6 +1312,15 @@ impl Ssd {
         self.push_event(now + lat, Ev::Die(die as u32, epoch));
     }
 
+    /// `die` now waits for its channel (its stage is set): mark it, then arbitrate.
+    fn want_channel(&mut self, die: usize, now: Ns) {
+        let ch = self.channel_of(die);
+        if let Some(w) = self.waiting.get_mut(ch) {
+            *w |= 1 << (die / self.channels);
+        }
+        self.arbitrate(ch, now);
+    }
+
     /// Hand channel `ch`, if free, to a die waiting for it: a sensed page's data out first
     /// (MQSim's ONFI controller serves waiting read transfers before new commands), then a
     /// command phase; among equals the die waiting longest, then the lowest die number.
@@ -1293,6 +1328,16 @@ impl Ssd {
         if self.chan_holder[ch].is_some() {
             return;
         }
+        if !self.waiting.is_empty() {
+            return self.arbitrate_waiting(ch, now);
+        }
+        if let Some(die) = self.scan_waiting(ch) {
+            self.grant(ch, die, now);
+        }
+    }
+
+    /// The die of channel `ch` to serve next, by a scan of the channel's dies.
+    fn scan_waiting(&self, ch: usize) -> Option<usize> {
         let mut best: Option<(u8, Ns, usize)> = None;
         let mut die = ch;
         while die < self.dies.len() {
@@ -1307,9 +1352,46 @@ impl Ssd {
             }
             die += self.channels;
         }
-        let Some((_, _, die)) = best else {
+        best.map(|b| b.2)
+    }
+
+    /// [`Ssd::arbitrate`] over the dies marked as waiting (`waiting`: up to 64 dies per
+    /// channel): the same smallest (class, since, die), visiting only the waiting dies, in
+    /// ascending order; usually there is one or none.
+    fn arbitrate_waiting(&mut self, ch: usize, now: Ns) {
+        let w = self.waiting[ch];
+        if w == 0 {
+            debug_assert_eq!(self.scan_waiting(ch), None);
             return;
+        }
+        let k = if w & (w - 1) == 0 {
+            w.trailing_zeros() as usize
+        } else {
+            let mut best = (2u8, Ns::MAX, usize::MAX);
+            let mut m = w;
+            while m != 0 {
+                let k = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let d = &self.dies[ch + k * self.channels];
+                let class = u8::from(d.stage != Stage::WantDataOut);
+                if (class, d.since, k) < best {
+                    best = (class, d.since, k);
+                }
+            }
+            best.2
         };
+        self.waiting[ch] &= !(1 << k);
+        let die = ch + k * self.channels;
+        debug_assert_eq!(Some(die), self.scan_waiting(ch), "the scan's choice");
+        self.grant(ch, die, now);
+    }
+
+    /// Give channel `ch` to `die`, which waits for it: its transfer starts at `now`.
+    fn grant(&mut self, ch: usize, die: usize, now: Ns) {
+        debug_assert!(matches!(
+            self.dies[die].stage,
+            Stage::WantCommand | Stage::WantDataOut
+        ));
         let d = &mut self.dies[die];
         let busy = match d.op.expect("a waiting die has an operation") {
             FlashOp::Read { bytes, .. } if d.stage == Stage::WantDataOut => {
@@ -1485,6 +1567,8 @@ impl Ssd {
             self.gc_debt[die] += t;
             self.gc_ns += t;
             self.die_erases[die] += gc.erases;
+            let blocks = self.ftl.geometry().blocks_per_die;
+            self.retry_p[die] = Self::retry_p_of(&self.p, self.die_erases[die], blocks);
         }
         // Incremental GC: the die pays its collection time in equal installments, one per
         // host page, before each page, until its active block is full (the next GC).
@@ -1612,8 +1696,16 @@ impl Device for Ssd {
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
-        while self.events.peek_key().is_some_and(|k| k.0 <= now) {
-            let ((t, _), ev) = self.events.pop().expect("peeked");
+        loop {
+            if self.hole {
+                self.hole = false;
+                self.events.pop();
+            }
+            let Some(((t, _), ev)) = self.events.peek().filter(|e| e.0 .0 <= now) else {
+                break;
+            };
+            // Taken: the handler's first push replaces it.
+            self.hole = true;
             match ev {
                 Ev::Accepted(slot) => self.accepted(slot, t),
                 Ev::Die(die, epoch) => {
