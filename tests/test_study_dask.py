@@ -307,10 +307,8 @@ def test_the_cli_on_a_scheduler_and_two_workers_writes_every_file_as_a_local_run
 
 def test_ctrl_c_stops_a_study_on_dask_and_the_same_command_resumes_it(tmp_path, loopback):
     path = _experiment_dir(tmp_path / "exp")
-    # Points of 20 s simulated (about 0.1 s each since the simulator's speed-ups of 29 Nov:
-    # at 5 s the whole run could end before the interrupt reached it): still going when stopped.
-    job = path.parent / "job.fio"
-    job.write_text(job.read_text(encoding="utf-8").replace("runtime=1\n", "runtime=20\n"))
+    job = path.parent / "job.fio"  # points of ~50 ms: the run is still going when stopped
+    job.write_text(job.read_text(encoding="utf-8").replace("runtime=1\n", "runtime=5\n"))
     # What `vmio study --parallel 1` writes, in this process (one interpreter less).
     run_study_to_dir(
         experiment.load_experiment(path),
@@ -324,7 +322,14 @@ def test_ctrl_c_stops_a_study_on_dask_and_the_same_command_resumes_it(tmp_path, 
     cmd = [sys.executable, "-m", "vmio", "study", path, "--out", tmp_path / "dask"]
     cmd += ["--dask", loopback[0]]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        # A shell without job control starts background commands with SIGINT ignored, and a
+        # Python started so never raises KeyboardInterrupt: give the child Ctrl-C back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     keys = tmp_path / "dask" / runner.PARTIAL_DIR
     try:
