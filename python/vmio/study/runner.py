@@ -427,16 +427,41 @@ def presubmit(
 ) -> None:
     """Submit the simulation of every point of `exp` that `store` does not hold yet to
     `pool`, for a later `run_study(exp, ..., pool=pool)` with the same arguments."""
-    limits = Limits(max_events, max_sim_time)
-    limits.native_args()
-    seed = exp.seed if seed is None else seed
-    inputs = point_inputs(exp, quick, max_points)
-    for inp in inputs:
-        jobs = None if inp.job_text is not None else _workload_jobs(exp, inp)
-        key = point_key(exp, inp, seed, jobs)
+    plan = _Plan.of(exp, seed, quick, max_points, max_events, max_sim_time, None)
+    for inp, jobs, key in zip(plan.inputs, plan.jobs, plan.keys, strict=True):
         if store is not None and _stored(store, inp.point.slug, key) is not None:
             continue
-        pool.ahead(key, _sim_task(exp, inp, jobs, seed, limits).run)
+        pool.ahead(key, _sim_task(exp, inp, jobs, plan.seed, plan.limits).run)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a run of `exp` simulates: the bounds (checked), the seed, and per point in grid
+    order its inputs, its workload jobs (None with a job file) and its key."""
+
+    limits: Limits
+    seed: int
+    inputs: list[PointInput]
+    jobs: list[list[tuple[str, str, str]] | None]
+    keys: list[str]
+
+    @staticmethod
+    def of(
+        exp: Experiment,
+        seed: int | None,
+        quick: bool,
+        max_points: int | None,
+        max_events: int | None,
+        max_sim_time: str | int | float | None,
+        engine: realengine.Options | None,
+    ) -> _Plan:
+        limits = Limits(max_events, max_sim_time)
+        limits.native_args()  # a bad bound is refused before anything runs
+        seed = exp.seed if seed is None else seed
+        inputs = point_inputs(exp, quick, max_points)
+        jobs = [None if i.job_text is not None else _workload_jobs(exp, i) for i in inputs]
+        keys = [point_key(exp, i, seed, j, engine) for i, j in zip(inputs, jobs, strict=True)]
+        return _Plan(limits, seed, inputs, jobs, keys)
 
 
 def _sim_task(
@@ -508,12 +533,8 @@ def run_study(
     pool's threads, those `presubmit` started ahead taken as they are (`parallel` does not
     apply): the threads of a study of several parts are shared by all its parts.
     """
-    limits = Limits(max_events, max_sim_time)
-    limits.native_args()  # a bad bound is refused before anything runs
-    seed = exp.seed if seed is None else seed
-    inputs = point_inputs(exp, quick, max_points)
-    jobs = [None if inp.job_text is not None else _workload_jobs(exp, inp) for inp in inputs]
-    keys = [point_key(exp, inp, seed, j, engine) for inp, j in zip(inputs, jobs, strict=True)]
+    plan = _Plan.of(exp, seed, quick, max_points, max_events, max_sim_time, engine)
+    limits, seed, inputs, jobs, keys = plan.limits, plan.seed, plan.inputs, plan.jobs, plan.keys
     if engine is not None and dask is not None:
         raise VmioError("--dask runs simulated points only (the real engine measures this machine)")
     real = None if engine is None else realengine.Engine(engine)
