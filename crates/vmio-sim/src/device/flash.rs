@@ -210,9 +210,9 @@
 //!   mq-deadline's `bio_merge` hook -> `blk_mq_sched_try_merge` -> `elv_merge`). A merged
 //!   request is one virtio request (one header, one status, a descriptor per segment) and
 //!   completes every bio in it at once. A request that finds room enters alone: fio's libaio
-//!   engine submits each io_u by its own `io_submit` (`iodepth_batch_submit` 1 by default, fio's
-//!   HOWTO, as recalled), which plugs
-//!   only batches of more than 2 (fs/aio.c `AIO_PLUG_THRESHOLD`, as recalled), so nothing
+//!   engine submits each io_u by its own `io_submit` (`iodepth_batch_submit` 1 by default,
+//!   fio's HOWTO, as recalled), which plugs only batches of more than 2 (fs/aio.c
+//!   `AIO_PLUG_THRESHOLD`, as recalled), so nothing
 //!   merges before the scheduler. A sequential stream at depth behind a full ring thus reaches
 //!   the device as requests of up to M pages; random requests never merge. The limit is
 //!   min(M, R - 2) segments of `segment_size` (max_sectors_kb, 4096 here, is above it).
