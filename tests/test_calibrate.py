@@ -1012,6 +1012,20 @@ def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_r
     # Under none, what waits for descriptors waits in arrival order (the model's default).
     none = calibrate.ring_of(SimpleNamespace(disk=with_(disk, scheduler="none")))
     assert none == {"ring_descriptors": 256}
+    # The queue's max_segments splits larger commands; with merges allowed (nomerges 0)
+    # the commands waiting in mq-deadline merge within it.
+    (tmp_path / "queue" / "max_segments").write_text("254\n", encoding="utf-8")
+    (tmp_path / "queue" / "nomerges").write_text("0\n", encoding="utf-8")
+    assert calibrate.ring_of(SimpleNamespace(disk=disk)) == {
+        "ring_descriptors": 256,
+        "ring_scheduler": "mq-deadline",
+        "max_segments": 254,
+        "ring_merges": True,
+    }
+    (tmp_path / "queue" / "nomerges").write_text("2\n", encoding="utf-8")
+    assert "ring_merges" not in calibrate.ring_of(SimpleNamespace(disk=disk))
+    none = calibrate.ring_of(SimpleNamespace(disk=with_(disk, scheduler="none")))
+    assert none == {"ring_descriptors": 256, "max_segments": 254}
     # With indirect descriptors a request takes one: no ring.
     (tmp_path / "device" / "features").write_text("0" * 28 + "1" * 36 + "\n", encoding="utf-8")
     assert calibrate.ring_of(SimpleNamespace(disk=disk)) == {}

@@ -187,6 +187,10 @@ ring_descriptors = 2 x the disk's tags when it is a virtio disk without indirect
                 (flash.rs, "The ring": a request takes 2 + one descriptor per 4 KiB page)
 ring_scheduler = "mq-deadline" with the ring when the disk's queue/scheduler is mq-deadline:
                 the commands waiting for descriptors wait in it (flash.rs, "The ring")
+max_segments  = the disk's queue/max_segments with the ring (flash.rs, "The ring's
+                requests": a command of more pages goes as several requests)
+ring_merges   = true with ring_scheduler = "mq-deadline", max_segments and queue/nomerges 0:
+                adjacent commands waiting for the ring merge, up to max_segments pages
 read_priority = true (flash.rs, "Reads first") when `vmio sim` of the battery's loaded mixed
                 points (with the ring) on the fit with it gives a sum of (ln sim - ln
                 measured)^2 over each direction's bandwidth and mean latency at least
@@ -2067,10 +2071,27 @@ def ring_of(target: Target) -> Params:
     if features[INDIRECT_DESC] == "1":
         return {}
     ring: Params = {"ring_descriptors": 2 * disk.device_slots}
+    q = _queue_dir(disk.device)
+    segments = _sysfs_int(q / "max_segments")
+    if segments:
+        # A command past max_segments pages goes as several requests (flash.rs, "The
+        # ring's requests").
+        ring["max_segments"] = segments
     if disk.scheduler == "mq-deadline":
-        # What waits for descriptors waits in the guest's scheduler, which orders it.
+        # What waits for descriptors waits in the guest's scheduler, which orders it, and
+        # merges adjacent requests unless the queue's nomerges forbids it.
         ring["ring_scheduler"] = "mq-deadline"
+        if segments and _sysfs_int(q / "nomerges") == 0:
+            ring["ring_merges"] = True
     return ring
+
+
+def _sysfs_int(path: Path) -> int | None:
+    """The integer in sysfs file `path`; None when it cannot be read as one."""
+    try:
+        return int(path.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
 
 
 def stack_toml(fit_: Fit, target: Target, cores: int, when: str) -> str:

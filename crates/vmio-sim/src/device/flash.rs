@@ -186,6 +186,58 @@
 //! then fixed, later arrivals waiting behind it whatever their direction. `read_priority`
 //! still orders the command processor's passes.
 //!
+//! **The ring's requests** (`max_segments` M, default 0: a command is one request;
+//! `ring_merges`, default false; both with the ring). What the guest's block layer makes of a
+//! command before the ring, from the segments of its pages:
+//!
+//! - *Splits.* A direct I/O goes down as bios of at most `BIO_MAX_VECS` (256) segments
+//!   (fs/iomap/direct-io.c `iomap_dio_bio_iter`: each bio is allocated for
+//!   `bio_iov_vecs_to_alloc(iter, BIO_MAX_VECS)` vectors, as read in stored copies; a block
+//!   device's direct I/O, block/fops.c, alike, as recalled), and a bio of more than the
+//!   queue's `max_segments` segments is split at that count (block/blk-merge.c: 4.x's
+//!   `blk_bio_segment_split`, `if (nsegs == queue_max_segments(q)) goto split`, as read in a
+//!   stored copy; 6.x's `bio_split_rw` keeps the rule, as recalled), each part a request of its own with
+//!   its own descriptors; the command completes with its last part (the split bios are
+//!   chained to their parent, `bio_chain`). This machine's disk has max_segments 254: a 1 MiB
+//!   command of 256 pages goes as 1016 + 8 KiB, 2 MiB as 1016 + 8 + 1016 + 8 KiB, and each
+//!   1016 KiB part takes the whole ring of 256 (2 + 254).
+//! - *Merges* (`ring_merges`, with `ring_scheduler = "mq-deadline"`). While the ring is full
+//!   requests wait in mq-deadline, and a bio arriving then merges into a waiting request of
+//!   its direction that ends where it starts (back) or starts where it ends (front), while
+//!   the merged request keeps to `max_segments` segments and `max_sectors_kb`
+//!   (block/blk-merge.c `ll_back_merge_fn`, `ll_front_merge_fn` -> `ll_new_hw_segment`:
+//!   `req->nr_phys_segments + nr_phys_segs > queue_max_segments(q)` refuses the merge;
+//!   mq-deadline's `bio_merge` hook -> `blk_mq_sched_try_merge` -> `elv_merge`). A merged
+//!   request is one virtio request (one header, one status, a descriptor per segment) and
+//!   completes every bio in it at once. A request that finds room enters alone: fio's libaio
+//!   engine submits each io_u by its own `io_submit` (`iodepth_batch_submit` 1 by default,
+//!   fio's HOWTO, as recalled), which plugs only batches of more than 2 (fs/aio.c
+//!   `AIO_PLUG_THRESHOLD`, as recalled), so nothing
+//!   merges before the scheduler. A sequential stream at depth behind a full ring thus reaches
+//!   the device as requests of up to M pages; random requests never merge. The limit is
+//!   min(M, R - 2) segments of `segment_size` (max_sectors_kb, 4096 here, is above it).
+//! - *Segments.* `blk_rq_map_sg` (block/blk-merge.c `__blk_segment_map_sg`) makes one scatter
+//!   entry of physically contiguous pages up to `max_segment_size` (unlimited here:
+//!   4294967295), and virtio_blk one descriptor per entry, so a segment is a page only when
+//!   the buffer's pages are apart. Measured on this machine (29 Nov 2026): a program that
+//!   allocates as fio does (one `malloc` of depth x bs, page-aligned, each io_u's pages
+//!   touched in order) and reads its frames from /proc/self/pagemap found 1.00-1.18 pages
+//!   per physically contiguous run for 4 KiB to 2 MiB buffers: transparent huge pages are
+//!   `madvise` (fio's malloc'd buffers get none) and the page allocator hands out the free
+//!   lists' scattered order-0 pages first (mm/page_alloc.c `__rmqueue_smallest`; its
+//!   `rmqueue_bulk` keeps split buddies in physical order "for IO devices that can merge IO
+//!   requests", which would make runs only from a fresh high-order block). `segment_size` 4
+//!   KiB stands.
+//!
+//! ```text
+//! submit(cmd of n = ceil(L / S) segments):  max_segments M > 0 and n > min(M, 256)?
+//!     bios of 256 segments (the last n mod 256), each cut into requests of M segments:
+//!     part lengths in order  min(rest, 256 S - at mod 256 S, M S); each waits for the ring
+//! waiting (ring_merges):  insert into mq-deadline, merged with a waiting request of its
+//!     direction it adjoins when the sum <= min(M or R - 2, R - 2) S
+//! a request completes:  each command merged in it; a part: its command once its last is done
+//! ```
+//!
 //! **Freezes** (`freeze_interval` I, `freeze_time` D, both default 0: none; a device without
 //! them books nothing new). The whole device stops for D at times of one a mean I apart:
 //! every command in flight, on a unit, a pipe or the processor, and every command arriving
@@ -655,6 +707,20 @@ pub const ENTRY: ModelEntry = Entry {
             help: "ring_descriptors > 0: the order commands waiting for descriptors enter the ring: fifo (arrival; reads first with read_priority) or mq-deadline (the guest's I/O scheduler: batches of up to 16 in sector order, reads preferred, writes after 2 read batches, FIFO deadlines 500 ms / 5 s)",
         },
         ParamSpec {
+            name: "max_segments",
+            kind: Kind::Count { min: 0, max: 1 << 20 },
+            default: Value::Int(0),
+            unit: "",
+            help: "ring_descriptors > 0: the guest queue's max_segments (0: no split): a command is cut into bios of at most 256 segments (BIO_MAX_VECS), each split into requests of at most max_segments, each its own entry in the ring; the command completes with its last part",
+        },
+        ParamSpec {
+            name: "ring_merges",
+            kind: Kind::Bool,
+            default: Value::Bool(false),
+            unit: "",
+            help: "ring_scheduler = mq-deadline: a command waiting for the ring merges with an adjacent waiting one of its direction (back or front) while the merged request has at most max_segments segments (0: ring_descriptors - 2); the merged request completes all of them (false: the waiting commands stay apart)",
+        },
+        ParamSpec {
             name: "read_priority",
             kind: Kind::Bool,
             default: Value::Bool(false),
@@ -835,6 +901,10 @@ pub struct FlashParams {
     pub ring_descriptors: u64,
     pub segment_bytes: u64,
     pub ring_scheduler: RingScheduler,
+    /// The guest queue's split and merge limits in front of the ring (module doc, "The
+    /// ring's requests"); 0 and false: none.
+    pub max_segments: u64,
+    pub ring_merges: bool,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     /// The cache's drain behind a FLUSH and each command's own stream (module doc,
@@ -888,6 +958,8 @@ impl FlashParams {
                 "mq-deadline" => RingScheduler::MqDeadline,
                 _ => RingScheduler::Fifo,
             },
+            max_segments: v.int("max_segments"),
+            ring_merges: v.flag("ring_merges"),
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             flush_rate_bps: v.int("flush_rate"),
@@ -1155,6 +1227,9 @@ impl ClosedForm {
                     // The order reads and writes are served in moves neither a loop's
                     // throughput nor its mean latency over both (Little's law).
                     Value::Bool(_) if spec.name == "read_priority" => continue,
+                    // Merging what waits for the ring moves the requests the ring sees,
+                    // which the closed forms (no ring) do not model.
+                    Value::Bool(_) if spec.name == "ring_merges" => continue,
                     Value::Bool(_) | Value::Computed(_) => {
                         return Err(ParamError::Bad {
                             key: spec.name.to_string(),
@@ -1431,6 +1506,13 @@ pub struct Flash {
     hw_stopped: bool,
     dispatch_busy: u32,
     ring_held: std::collections::HashMap<u64, u64>,
+    /// The guest queue's splits and merges (module doc, "The ring's requests"): a part's
+    /// tag -> its command's, a split command's parts still in flight, a merged request's
+    /// other commands, and the next part's tag (counting down from u64::MAX).
+    part_of: std::collections::HashMap<u64, u64>,
+    parts_left: std::collections::HashMap<u64, u32>,
+    merged: std::collections::HashMap<u64, Vec<u64>>,
+    next_part: u64,
 }
 
 /// Device-wide freezes (module doc, "Freezes"): the k-th starts at real time
@@ -1545,9 +1627,18 @@ impl Flash {
             ring_free: p.ring_descriptors,
             ring_head: None,
             ring_wait: VecDeque::new(),
-            ring_sched: (p.ring_scheduler == RingScheduler::MqDeadline)
-                .then(|| MqDeadline::new(GUEST_READ_EXPIRE_NS, GUEST_WRITE_EXPIRE_NS, 0)),
+            ring_sched: (p.ring_scheduler == RingScheduler::MqDeadline).then(|| {
+                MqDeadline::new(
+                    GUEST_READ_EXPIRE_NS,
+                    GUEST_WRITE_EXPIRE_NS,
+                    p.merge_limit_bytes(),
+                )
+            }),
             ring_held: std::collections::HashMap::new(),
+            part_of: std::collections::HashMap::new(),
+            parts_left: std::collections::HashMap::new(),
+            merged: std::collections::HashMap::new(),
+            next_part: u64::MAX,
             hw_stopped: false,
             dispatch_busy: 0,
             freeze: p
@@ -1941,12 +2032,31 @@ impl Device for Flash {
         self.run(now);
         self.busy.start(real);
         if self.p.ring_descriptors > 0 {
-            match &mut self.ring_sched {
-                // Unmerged: the guest's requests reach the device as they were issued. A
-                // FLUSH bypasses the scheduler (blk-flush's requests go to the dispatch
-                // list), which `ring_wait` then is.
-                Some(s) if cmd.op != Op::Flush => s.insert_unmerged(now, dev_io(now, cmd)),
-                _ => self.ring_wait.push_back(cmd),
+            match self.parts(&cmd) {
+                0 => self.wait_ring(now, cmd),
+                n => {
+                    // Each part is a request of its own (module doc, "The ring's requests").
+                    self.parts_left.insert(cmd.tag, n);
+                    let s = self.p.segment_bytes;
+                    let (bio, max) = (BIO_MAX_VECS * s, self.p.max_segments * s);
+                    let mut at = 0;
+                    while at < cmd.len_bytes {
+                        let len = (cmd.len_bytes - at).min(bio - at % bio).min(max);
+                        let part = DevCmd {
+                            tag: self.next_part,
+                            offset_bytes: cmd.offset_bytes + at,
+                            len_bytes: len,
+                            ..cmd
+                        };
+                        self.part_of.insert(part.tag, cmd.tag);
+                        self.next_part -= 1;
+                        if at > 0 {
+                            self.busy.start(real);
+                        }
+                        self.wait_ring(now, part);
+                        at += len;
+                    }
+                }
             }
             self.admit_ring(now);
         } else {
@@ -1975,6 +2085,9 @@ impl Device for Flash {
             // Completed commands give their descriptors back; waiting ones enter.
             for tag in &done[from..] {
                 self.ring_free += self.ring_held.remove(tag).unwrap_or(0);
+            }
+            if !(self.part_of.is_empty() && self.merged.is_empty()) {
+                self.requests_done(now, done, from);
             }
             // virtio_blk's `virtblk_done` restarts a stopped queue.
             self.hw_stopped = false;
@@ -2012,7 +2125,77 @@ fn dev_io(now: Ns, cmd: DevCmd) -> DevIo {
     }
 }
 
+impl FlashParams {
+    /// The largest request the ring's mq-deadline merges (module doc, "The ring's
+    /// requests"): max_segments (else the ring's R - 2) segments; 0 without `ring_merges`.
+    fn merge_limit_bytes(&self) -> u64 {
+        if !self.ring_merges {
+            return 0;
+        }
+        let segments = match self.max_segments {
+            0 => self.ring_descriptors.saturating_sub(2),
+            n => n.min(self.ring_descriptors.saturating_sub(2)),
+        };
+        segments * self.segment_bytes
+    }
+}
+
+/// The segments of one bio at most (include/linux/bio.h `BIO_MAX_VECS`; a direct I/O's
+/// bios: fs/iomap/direct-io.c `iomap_dio_bio_iter`, block/fops.c `__blkdev_direct_IO`).
+const BIO_MAX_VECS: u64 = 256;
+
 impl Flash {
+    /// The requests `cmd` is split into (module doc, "The ring's requests"): 0 when it
+    /// goes as one (no `max_segments`, not a read or write, or within both limits).
+    fn parts(&self, cmd: &DevCmd) -> u32 {
+        let max = self.p.max_segments;
+        if max == 0 || !matches!(cmd.op, Op::Read | Op::Write) {
+            return 0;
+        }
+        let segments = cmd.len_bytes.div_ceil(self.p.segment_bytes);
+        if segments <= max.min(BIO_MAX_VECS) {
+            return 0;
+        }
+        let (full, rest) = (segments / BIO_MAX_VECS, segments % BIO_MAX_VECS);
+        (full * BIO_MAX_VECS.div_ceil(max) + rest.div_ceil(max)) as u32
+    }
+
+    /// A request waits for the ring: in the guest's mq-deadline (merged with an adjacent
+    /// waiting one with `ring_merges`), or, a FLUSH (blk-flush's requests go to the
+    /// dispatch list) or without a scheduler, in `ring_wait`.
+    fn wait_ring(&mut self, now: Ns, cmd: DevCmd) {
+        match &mut self.ring_sched {
+            Some(s) if cmd.op != Op::Flush && self.p.ring_merges => s.insert(now, dev_io(now, cmd)),
+            Some(s) if cmd.op != Op::Flush => s.insert_unmerged(now, dev_io(now, cmd)),
+            _ => self.ring_wait.push_back(cmd),
+        }
+    }
+
+    /// The tags completed from `done[from..]` as the engine submitted them: a merged
+    /// request's commands all, a part only as the last of its command's (module doc, "The
+    /// ring's requests"). `busy` ends once per command (a merged request ended once).
+    fn requests_done(&mut self, real: Ns, done: &mut Vec<u64>, from: usize) {
+        let popped: Vec<u64> = done.drain(from..).collect();
+        for tag in popped {
+            let others = self.merged.remove(&tag).unwrap_or_default();
+            for _ in &others {
+                self.busy.end(real);
+            }
+            for t in std::iter::once(tag).chain(others) {
+                let Some(whole) = self.part_of.remove(&t) else {
+                    done.push(t);
+                    continue;
+                };
+                let left = self.parts_left.get_mut(&whole).expect("a part's command");
+                *left -= 1;
+                if *left == 0 {
+                    self.parts_left.remove(&whole);
+                    done.push(whole);
+                }
+            }
+        }
+    }
+
     /// The descriptors `cmd` takes in the ring: its header and status, and one per
     /// `segment_size` of its data; the whole ring at most (module doc, "The ring").
     fn descriptors(&self, cmd: &DevCmd) -> u64 {
@@ -2075,13 +2258,18 @@ impl Flash {
             let mut list = VecDeque::new();
             while list.len() < max {
                 match self.ring_sched.as_mut().and_then(|s| s.dispatch(now)) {
-                    Some(io) => list.push_back(DevCmd {
-                        tag: io.tag,
-                        op: io.op,
-                        offset_bytes: io.offset_bytes,
-                        len_bytes: io.len_bytes,
-                        fua: io.fua,
-                    }),
+                    Some(io) => {
+                        if !io.merged.is_empty() {
+                            self.merged.insert(io.tag, io.merged);
+                        }
+                        list.push_back(DevCmd {
+                            tag: io.tag,
+                            op: io.op,
+                            offset_bytes: io.offset_bytes,
+                            len_bytes: io.len_bytes,
+                            fua: io.fua,
+                        })
+                    }
                     None => break,
                 }
             }
@@ -2677,6 +2865,64 @@ mod tests {
         assert!(done[&5] < done[&3]);
         assert_eq!(done[&3], done[&4]);
         assert!(done[&4] < done[&6]);
+    }
+
+    #[test]
+    fn a_command_past_max_segments_goes_as_the_requests_of_its_bios_and_completes_with_its_last() {
+        // A ring of 6 descriptors and max_segments 4: a 24 KiB read (6 pages) goes as 16 KiB
+        // (2 + 4 descriptors: the whole ring) then 8 KiB, which enters when the first
+        // completes: each its own pass (2 + 3 us + t) and unit (20 us).
+        let table = format!("{DRAIN}\nring_descriptors = 6\nmax_segments = 4");
+        let mut d = flash(&table);
+        d.submit(0, cmd(0, Op::Read, 24 << 10));
+        let (t16, t8) = (t(&d, Op::Read, 16 << 10), t(&d, Op::Read, 8 << 10));
+        assert_eq!(drain(&mut d)[&0], 25 * US + t16 + 25 * US + t8);
+        assert_eq!(d.stats(0).read_ops, 2);
+        // Without max_segments it is one request, capped at the whole ring.
+        let mut d = flash(&format!("{DRAIN}\nring_descriptors = 6"));
+        d.submit(0, cmd(0, Op::Read, 24 << 10));
+        assert_eq!(drain(&mut d)[&0], 25 * US + t(&d, Op::Read, 24 << 10));
+        // A bio holds 256 segments (BIO_MAX_VECS) whatever max_segments allows: 1040 KiB
+        // (260 pages) goes as 1 MiB and 16 KiB, both in one pass (2 + 2 x 3 us + their t).
+        let mut d = flash(&format!(
+            "{DRAIN}\nring_descriptors = 1024\nmax_segments = 1000"
+        ));
+        d.submit(0, cmd(0, Op::Read, 1040 << 10));
+        let (t1m, t16) = (t(&d, Op::Read, 1 << 20), t(&d, Op::Read, 16 << 10));
+        assert_eq!(drain(&mut d)[&0], 8 * US + t1m + t16 + 20 * US);
+    }
+
+    #[test]
+    fn reads_waiting_for_a_full_ring_merge_into_one_request_within_max_segments() {
+        // A ring of 10 descriptors holds one 16 KiB command (2 + 4) or one of 32 KiB (2 + 8).
+        // W0 enters at 0; at 1 us R1 (sector 0) finds the ring full and waits at the head of
+        // the dispatch list; R2 (sector 1) waits in mq-deadline and R3 (sector 2) merges
+        // into it (a back merge of 8 segments, max_segments 8): when R1 completes, R2 + R3
+        // enter as one request of 32 KiB, one pass (5 us + t) and unit (20 us), and
+        // complete together.
+        let run = |keys: &str| {
+            let mut d = flash(&format!(
+                "{DRAIN}\nring_descriptors = 10\nring_scheduler = \"mq-deadline\"\n{keys}"
+            ));
+            d.submit(0, c16k(0, Op::Write, 1 << 16));
+            for tag in 1..=3 {
+                d.submit(US, c16k(tag, Op::Read, tag - 1));
+            }
+            let done = drain(&mut d);
+            let (t16, t32) = (t(&d, Op::Read, 16 << 10), t(&d, Op::Read, 32 << 10));
+            (done, d.stats(0).read_ops, t16, t32)
+        };
+        let (done, reads, _, t32) = run("ring_merges = true\nmax_segments = 8");
+        assert_eq!(done[&2], done[&1] + 25 * US + t32);
+        assert_eq!(done[&3], done[&2]);
+        assert_eq!(reads, 2);
+        // Apart: without ring_merges, or when the merged request would pass max_segments.
+        for keys in ["", "ring_merges = true\nmax_segments = 4"] {
+            let (done, reads, t16, _) = run(keys);
+            assert_eq!(done[&2], done[&1] + 25 * US + t16, "{keys}");
+            assert_eq!(done[&3], done[&2] + 25 * US + t16, "{keys}");
+            assert_eq!(reads, 3, "{keys}");
+        }
     }
 
     #[test]
