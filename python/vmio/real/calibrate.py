@@ -2052,8 +2052,9 @@ INDIRECT_DESC = 28
 
 def ring_of(target: Target) -> Params:
     """The target's virtqueue when its disk is a virtio disk without indirect descriptors
-    (flash.rs, "The ring"): {"ring_descriptors": 2 x its tags} (Linux's virtio_blk halves its
-    queue depth then, as recalled: drivers/block/virtio_blk.c `virtblk_probe`), and
+    (flash.rs, "The ring"): {"ring_descriptors": 2 x its tags} (Linux's virtio_blk sizes its
+    tag set to the ring's free descriptors and halves that without VIRTIO_RING_F_INDIRECT_DESC,
+    "we use 2 descs per req": drivers/block/virtio_blk.c `virtblk_probe`), and
     "ring_scheduler": "mq-deadline" when its queue/scheduler is mq-deadline; else {}.
     sysfs: /sys/class/block/<disk>/device/features, one character per feature bit."""
     disk = target.disk
