@@ -52,7 +52,7 @@
 //! - Bursts (MEASURED by a trace of the same run: Valgrind 3.19's lackey,
 //!   `--trace-mem=yes`, its first 200 M instructions (the first 900 kB block read, sorted
 //!   and coded, and the second begun), through a simulated 48 KiB 12-way L1D and a 16-way
-//!   LRU last level of 512 KiB to 4 MiB): each last-level load miss opens a window of 448
+//!   LRU last level of 512 KiB to 4 MiB, `scripts/miss-overlap.c`): each last-level load miss opens a window of 448
 //!   instructions (this machine's Zen 5 reorder buffer) and the load misses issued within it,
 //!   up to 22, overlap (Karkhanis and Smith's first-order count); the burst factor is
 //!   (overlap − 1) / (mpki · 448 / 1000), how much denser than their average the load
