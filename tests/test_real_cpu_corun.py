@@ -102,7 +102,11 @@ def test_the_last_levels_size_is_where_the_chase_leaves_it_halfway_to_memory():
     # The cores' window, when known, goes into the table; without it the keys are absent.
     assert "rob_entries" not in table
     win = hostcache.host_cache(banks, hostcache.Memory(1e10, 2e10, 2, 182.8), 2445, None, (448, 22))
-    assert (win["rob_entries"], win["miss_buffers"]) == (448, 22)
+    assert (win["rob_entries"], win["miss_buffers"]) == (448, 22) and "store_buffer" not in win
+    win = hostcache.host_cache(
+        banks, hostcache.Memory(1e10, 2e10, 2, 182.8), 2445, None, (448, 22, 104)
+    )
+    assert (win["rob_entries"], win["miss_buffers"], win["store_buffer"]) == (448, 22, 104)
 
 
 def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have_none(
@@ -117,9 +121,9 @@ def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have
         )
         return hostcache.core_window(info)
 
-    # This machine's (family 26, model 2): Zen 5's 448 entries.
-    assert window("AuthenticAMD", 26, 2) == (448, hostcache.AMD_MISS_BUFFERS)
-    assert window("AuthenticAMD", 23, 0x31) == (224, 22)
+    # This machine's (family 26, model 2): Zen 5's 448 entries and 104-entry store queue.
+    assert window("AuthenticAMD", 26, 2) == (448, hostcache.AMD_MISS_BUFFERS, 104)
+    assert window("AuthenticAMD", 23, 0x31) == (224, 22, 48)
     assert window("AuthenticAMD", 25, 0x11)[0] == 320
     assert window("AuthenticAMD", 25, 0x21)[0] == 256
     assert window("GenuineIntel", 6, 85) is None

@@ -175,10 +175,13 @@ fn host_cache(c: &vmio_core::cpu::cache::CacheTopology) -> Value {
     let named = c
         .profile
         .and_then(|n| vmio_core::cpu::cache::PROFILES.iter().find(|p| p.name == n));
-    let window = named.map_or((0, 0), |p| (p.rob_entries, p.miss_buffers));
-    if (c.rob_entries, c.miss_buffers) != window {
+    let window = named.map_or((0, 0, 0), |p| {
+        (p.rob_entries, p.miss_buffers, p.store_buffer)
+    });
+    if (c.rob_entries, c.miss_buffers, c.store_buffer) != window {
         m.insert("rob_entries".into(), json!(c.rob_entries));
         m.insert("miss_buffers".into(), json!(c.miss_buffers));
+        m.insert("store_buffer".into(), json!(c.store_buffer));
     }
     let banks: Vec<Value> = c
         .banks
@@ -742,6 +745,10 @@ group_name = "g"
             (
                 "profile = \"core2-quad-q9550\"\nrob_entries = 448\nmiss_buffers = 22",
                 Some((448, 22)),
+            ),
+            (
+                "profile = \"core2-quad-q9550\"\nstore_buffer = 104",
+                Some((96, 8)),
             ),
             (
                 "memory_bandwidth = 1000000000\nmemory_latency = \"90ns\"\nclock_mhz = 2000\n\

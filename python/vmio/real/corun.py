@@ -40,8 +40,9 @@ quiet     = the rounds in whose samples other processes took less than QUIET_OTH
 ```
 
 Predicted: the simulator on this machine (`hypervisor = "native"`, `[cpu] model = "cfs"`,
-the measured `[host.cache]`, with the cores' reorder-buffer window where
-`hostcache.core_window` knows the processor: misses overlap in it), each program's job
+the measured `[host.cache]`, with the cores' reorder-buffer window and store queue where
+`hostcache.core_window` knows the processor: misses overlap in the window, and a store's
+miss stalls only once the stores behind it fill the queue), each program's job
 pinned like the real one (`cpus_allowed`), alone and with the other running throughout:
 
 ```text

@@ -27,9 +27,10 @@ last level, its size as this machine's programs get it (`effective_llc`):
                     the sysfs size where the whole curve stays below the cut
             the last level's banks get min(sysfs size, size)
 window    = rob_entries and miss_buffers (the contention model's memory-level parallelism:
-            misses within a reorder buffer's window overlap) from /proc/cpuinfo's vendor,
-            cpu family and model (`core_window`); no keys (misses wait alone) for a core
-            not in its table
+            misses within a reorder buffer's window overlap) and store_buffer (a store's
+            miss stalls only once the stores behind it fill the store queue) from
+            /proc/cpuinfo's vendor, cpu family and model (`core_window`); no keys (misses
+            wait alone, stores' as loads') for a core not in its table
 ```
 
 Why the last level's size is measured: in a VM (this machine is a 2-vCPU KVM guest on an AMD
@@ -128,27 +129,28 @@ def clock_mhz(root: Path = SYS_CPU, cpuinfo: Path = Path("/proc/cpuinfo")) -> in
 
 
 WINDOWS = (
-    # (cpu family, first model, last model, reorder-buffer entries, name)
-    (0x17, 0x00, 0x2F, 192, "Zen / Zen+"),
-    (0x17, 0x30, 0xFF, 224, "Zen 2"),
-    (0x19, 0x00, 0x0F, 256, "Zen 3"),
-    (0x19, 0x20, 0x5F, 256, "Zen 3"),
-    (0x19, 0x10, 0x1F, 320, "Zen 4"),
-    (0x19, 0x60, 0xAF, 320, "Zen 4"),
-    (0x1A, 0x00, 0xFF, 448, "Zen 5"),
+    # (cpu family, first model, last model, reorder-buffer entries, store-queue entries, name)
+    (0x17, 0x00, 0x2F, 192, 44, "Zen / Zen+"),
+    (0x17, 0x30, 0xFF, 224, 48, "Zen 2"),
+    (0x19, 0x00, 0x0F, 256, 64, "Zen 3"),
+    (0x19, 0x20, 0x5F, 256, 64, "Zen 3"),
+    (0x19, 0x10, 0x1F, 320, 64, "Zen 4"),
+    (0x19, 0x60, 0xAF, 320, 64, "Zen 4"),
+    (0x1A, 0x00, 0xFF, 448, 104, "Zen 5"),
 )
-"""AMD cores' reorder buffers by cpu family and model (AMD's microarchitecture disclosures
-and Software Optimization Guides for Zen, Zen 2, Zen 3, Zen 4 and Zen 5: 192, 224, 256, 320
-and 448 entries; the Zen 5 guide is publication 58455, August 2024)."""
+"""AMD cores' reorder buffers and store queues by cpu family and model (AMD's
+microarchitecture disclosures and Software Optimization Guides for Zen, Zen 2, Zen 3, Zen 4
+and Zen 5: reorder buffers of 192, 224, 256, 320 and 448 entries, store queues of 44, 48,
+64, 64 and 104; the Zen 5 guide is publication 58455, August 2024)."""
 AMD_MISS_BUFFERS = 22
 """Outstanding L1 data misses of an AMD Zen core (ESTIMATE: the miss address buffers AMD's
 guides give for the first Zen generations, kept for the later ones, whose counts are not
 checked here; it bounds only a streaming loop's overlap, not bzip2's)."""
 
 
-def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int] | None:
-    """(rob_entries, miss_buffers) of this machine's cores (module doc), None when its
-    processor is not in `WINDOWS`."""
+def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int, int] | None:
+    """(rob_entries, miss_buffers, store_buffer) of this machine's cores (module doc), None
+    when its processor is not in `WINDOWS`."""
     fields: dict[str, str] = {}
     for line in cpuinfo.read_text().splitlines():
         if not line.strip():
@@ -161,9 +163,9 @@ def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int] | None
         family, model = int(fields["cpu family"]), int(fields["model"])
     except (KeyError, ValueError):
         return None
-    for fam, lo, hi, rob, _ in WINDOWS:
+    for fam, lo, hi, rob, stq, _ in WINDOWS:
         if family == fam and lo <= model <= hi:
-            return rob, AMD_MISS_BUFFERS
+            return rob, AMD_MISS_BUFFERS, stq
     return None
 
 
@@ -190,11 +192,12 @@ def host_cache(
     memory: Memory,
     mhz: int,
     llc_bytes: int | None = None,
-    window: tuple[int, int] | None = None,
+    window: tuple[int, ...] | None = None,
 ) -> dict:
     """The `[host.cache]` table (crates/vmio-core/src/cpu/cache.rs's keys); `llc_bytes`: the
     last level's measured size (`effective_llc`), which its banks take where it is smaller
-    than sysfs says; `window`: the cores' (rob_entries, miss_buffers) (`core_window`)."""
+    than sysfs says; `window`: the cores' (rob_entries, miss_buffers[, store_buffer])
+    (`core_window`; a figures file recorded before the store buffer has two)."""
     top = max(b.level for b in banks)
 
     def size(b: Bank) -> int:
@@ -208,7 +211,8 @@ def host_cache(
         "clock_mhz": mhz,
     }
     if window is not None:
-        table["rob_entries"], table["miss_buffers"] = window
+        keys = ("rob_entries", "miss_buffers", "store_buffer")
+        table.update(zip(keys, window, strict=False))
     table["bank"] = [{"level": b.level, "size": size_text(size(b)), "cpus": b.cpus} for b in banks]
     return table
 

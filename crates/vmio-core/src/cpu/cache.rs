@@ -11,6 +11,7 @@
 //! # clock_mhz = 2830                # the cores' clock (a program's instruction rate)
 //! # rob_entries = 96                # reorder-buffer entries: the window misses overlap in
 //! # miss_buffers = 8                # misses a core keeps outstanding at most
+//! # store_buffer = 20               # store-buffer entries: a store's miss waits behind them
 //! # [[host.cache.bank]]             # one per cache instance: libvirt's <bank>
 //! # level = 2
 //! # size = "6MiB"
@@ -38,13 +39,13 @@
 //! The cores' window for overlapping misses (the contention model's memory-level
 //! parallelism, [`super::contention`]):
 //!
-//! | profile | `rob_entries` | `miss_buffers` |
-//! |---|---|---|
-//! | `core2-quad-q9550` | 96 (Intel 64 and IA-32 Architectures Optimization Reference Manual, Intel Core microarchitecture: a 96-entry reorder buffer) | 8 (ESTIMATE: the L1 data cache's fill buffers of the Core microarchitecture, fewer than Nehalem's 10) |
-//! | `core-i5-6600` | 224 (the same manual, Skylake: 224 entries) | 10 (ESTIMATE: the 10 L1D fill buffers Intel gives from Nehalem on; Skylake's own count not checked here) |
+//! | profile | `rob_entries` | `miss_buffers` | `store_buffer` |
+//! |---|---|---|---|
+//! | `core2-quad-q9550` | 96 (Intel 64 and IA-32 Architectures Optimization Reference Manual, Intel Core microarchitecture: a 96-entry reorder buffer) | 8 (ESTIMATE: the L1 data cache's fill buffers of the Core microarchitecture, fewer than Nehalem's 10) | 20 (the same manual, Intel Core microarchitecture: 20 store buffers) |
+//! | `core-i5-6600` | 224 (the same manual, Skylake: 224 entries) | 10 (ESTIMATE: the 10 L1D fill buffers Intel gives from Nehalem on; Skylake's own count not checked here) | 56 (the same manual, Skylake: 56 store-buffer entries) |
 //!
-//! Without a profile both are 0: every miss waits alone (the model before memory-level
-//! parallelism), unless the keys are given.
+//! Without a profile all three are 0: every miss waits alone and a store's miss is charged
+//! as a load's (the model before memory-level parallelism), unless the keys are given.
 //!
 //! EPT is the `[host] ept` key's business (the hypervisor's costs); the profiles only name it.
 //! Only the last level is modelled: the private levels below it belong to the core and are
@@ -99,6 +100,13 @@ pub const MISS_BUFFERS: ParamSpec = ParamSpec {
     unit: "",
     help: "misses a core keeps outstanding at most (L1 fill buffers, miss address buffers; 0: no limit besides rob_entries)",
 };
+pub const STORE_BUFFER: ParamSpec = ParamSpec {
+    name: "store_buffer",
+    kind: Kind::Count { min: 0, max: 4096 },
+    default: Value::Computed("the profile's; 0 without one"),
+    unit: "",
+    help: "the cores' store-buffer entries: a store's miss stalls only once the stores behind it fill the buffer (0: a store's miss is charged as a load's)",
+};
 
 /// The keys of `[host.cache]` besides `profile` and `bank`.
 pub const PARAMS: &[ParamSpec] = &[
@@ -107,6 +115,7 @@ pub const PARAMS: &[ParamSpec] = &[
     CLOCK_MHZ,
     ROB_ENTRIES,
     MISS_BUFFERS,
+    STORE_BUFFER,
 ];
 
 /// One cache instance: libvirt's `<bank>`.
@@ -132,6 +141,8 @@ pub struct HostProfile {
     pub rob_entries: u64,
     /// Misses a core keeps outstanding at most.
     pub miss_buffers: u64,
+    /// Store-buffer entries per core (the stores a missing store lets retire behind it).
+    pub store_buffer: u64,
     /// Whether the processor has EPT (second-level address translation).
     pub ept: bool,
 }
@@ -161,6 +172,7 @@ pub const PROFILES: &[HostProfile] = &[
         clock_mhz: 2830,
         rob_entries: 96,
         miss_buffers: 8,
+        store_buffer: 20,
         ept: false,
     },
     HostProfile {
@@ -177,6 +189,7 @@ pub const PROFILES: &[HostProfile] = &[
         clock_mhz: 3300,
         rob_entries: 224,
         miss_buffers: 10,
+        store_buffer: 56,
         ept: true,
     },
 ];
@@ -203,6 +216,8 @@ pub struct CacheTopology {
     pub rob_entries: u64,
     /// 0: no limit besides the window.
     pub miss_buffers: u64,
+    /// 0: a store's miss is charged as a load's.
+    pub store_buffer: u64,
 }
 
 impl CacheTopology {
@@ -216,6 +231,7 @@ impl CacheTopology {
             clock_mhz: p.clock_mhz,
             rob_entries: p.rob_entries,
             miss_buffers: p.miss_buffers,
+            store_buffer: p.store_buffer,
         }
     }
 
@@ -388,6 +404,7 @@ impl Table for CacheTopology {
             clock_mhz: need(&CLOCK_MHZ, profile.map(|p| p.clock_mhz))?,
             rob_entries: need(&ROB_ENTRIES, Some(profile.map_or(0, |p| p.rob_entries)))?,
             miss_buffers: need(&MISS_BUFFERS, Some(profile.map_or(0, |p| p.miss_buffers)))?,
+            store_buffer: need(&STORE_BUFFER, Some(profile.map_or(0, |p| p.store_buffer)))?,
         })
     }
 }
@@ -441,6 +458,29 @@ mod tests {
         let e = read("profile = \"core-i5-6600\"\nrob_entries = -1", 4).unwrap_err();
         assert_eq!(e.field, "host.cache.rob_entries");
         assert!(e.message.contains("0"), "{e}");
+    }
+
+    #[test]
+    fn a_profile_gives_its_cores_store_buffer_and_a_table_without_one_charges_stores_as_loads() {
+        // The Intel optimization manual's store buffers: 20 on the Core microarchitecture,
+        // 56 on Skylake; explicit keys replace them; no profile, no key: 0.
+        assert_eq!(
+            read("profile = \"core2-quad-q9550\"", 4)
+                .unwrap()
+                .store_buffer,
+            20
+        );
+        let t = read("profile = \"core-i5-6600\"\nstore_buffer = 104", 4).unwrap();
+        assert_eq!((t.store_buffer, t.rob_entries), (104, 224));
+        let bare = read(
+            "memory_bandwidth = 1\nmemory_latency = \"90ns\"\nclock_mhz = 2000\n\
+             [[bank]]\nlevel = 3\nsize = \"4MiB\"\ncpus = \"0\"\n",
+            1,
+        )
+        .unwrap();
+        assert_eq!(bare.store_buffer, 0);
+        let e = read("profile = \"core-i5-6600\"\nstore_buffer = \"many\"", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.store_buffer");
     }
 
     #[test]

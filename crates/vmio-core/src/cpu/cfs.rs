@@ -1601,6 +1601,9 @@ mod tests {
         mpki: &[(MIB, 4.0), (4 * MIB, 1.0)],
         ipc: 1.0,
         prefetch: &[],
+        writes: &[],
+        stores_pki: 0.0,
+        burst: &[],
     };
 
     #[test]
@@ -1609,6 +1612,9 @@ mod tests {
             mpki: &[(MIB, 0.5), (2 * MIB, 0.1)],
             ipc: 1.0,
             prefetch: &[],
+            writes: &[],
+            stores_pki: 0.0,
+            burst: &[],
         };
         let done = corun(small, [0, 1], SEC, true);
         // 2 + 2 MiB in 6 MiB: only the memory bus is shared, at 0.1 MPKI almost idle; the
@@ -1676,6 +1682,9 @@ mod tests {
         mpki: &[(MIB, 8.0), (3 * MIB, 2.0)],
         ipc: 0.6,
         prefetch: &[],
+        writes: &[],
+        stores_pki: 0.0,
+        burst: &[],
     };
 
     /// A Q9550 with shared caches; BIG guests pinned to `guests` with 1 s of work each, and,

@@ -177,6 +177,9 @@ macro_rules! system_footprint {
             ],
             ipc: 0.6,
             prefetch: &[],
+            writes: &[],
+            stores_pki: 0.0,
+            burst: &[],
         }
     };
 }

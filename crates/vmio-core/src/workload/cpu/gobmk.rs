@@ -34,5 +34,8 @@ pub const PROFILE: CpuProfile = CpuProfile {
         ],
         ipc: 1.0,
         prefetch: &[],
+        writes: &[],
+        stores_pki: 0.0,
+        burst: &[],
     },
 };

@@ -49,5 +49,8 @@ pub const PROFILE: CpuProfile = CpuProfile {
         mpki: &[(FOOTPRINT, 1000.0 * BYTES_PER_ELEMENT as f64 / 64.0)],
         ipc: 0.25,
         prefetch: &[(FOOTPRINT, 1.0)],
+        writes: &[],
+        stores_pki: 0.0,
+        burst: &[],
     },
 };
