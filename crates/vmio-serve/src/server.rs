@@ -394,6 +394,8 @@ impl ConnOut {
                 if bytes > 0 && self.aborted() {
                     return false;
                 }
+                // The replies awaited may be of requests this reader holds back.
+                self.sh.dispatcher.unplug();
                 h.waiting += 1;
                 h = self
                     .drained
@@ -406,6 +408,9 @@ impl ConnOut {
             budget.over(h.bytes + bytes).saturating_sub(h.charged)
         };
         let abort = || self.aborted();
+        if need > 0 {
+            self.sh.dispatcher.unplug();
+        }
         if bytes > 0 && !budget.take_shared(need, &abort) {
             self.release(1, 0);
             return false;
@@ -457,9 +462,14 @@ impl ConnOut {
     /// Queue reply `o`; send it, and whatever else is ready, unless another thread is sending
     /// (it will send `o` too).
     fn post(&self, o: Out) {
+        self.post_all(std::iter::once(o));
+    }
+
+    /// Queue replies `os` and send them as [`ConnOut::post`] sends one: in one `sendmsg`.
+    fn post_all(&self, os: impl Iterator<Item = Out>) {
         let mut batch = {
             let mut p = lock(&self.pending);
-            p.ready.push(o);
+            p.ready.extend(os);
             if p.flushing {
                 return;
             }
@@ -581,6 +591,10 @@ impl ConnOut {
 impl ReplySink for ConnOut {
     fn complete(&self, req: Arc<Request>) {
         self.post(Out::Done(req));
+    }
+
+    fn complete_all(&self, reqs: &mut dyn Iterator<Item = Arc<Request>>) {
+        self.post_all(reqs.map(Out::Done));
     }
 }
 
@@ -869,12 +883,21 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
             return Err(e.into());
         }
     };
-    let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers).map_err(|source| {
-        ServeError::Thread {
-            what: "I/O worker",
-            source,
-        }
-    })?;
+    // --read-ahead: exports opened with O_DIRECT (the others have the kernel's).
+    let read_ahead: Vec<Option<(u64, u64)>> = exports
+        .iter()
+        .map(|e| {
+            (cfg.read_ahead_bytes > 0 && e.real_io.o_direct)
+                .then_some((cfg.read_ahead_bytes, e.size_bytes))
+        })
+        .collect();
+    let dispatcher =
+        Dispatcher::start(&stack, cfg.queue_depth, cfg.workers, &read_ahead).map_err(|source| {
+            ServeError::Thread {
+                what: "I/O worker",
+                source,
+            }
+        })?;
     let shared = Arc::new(Shared {
         exports,
         dispatcher,
@@ -1125,6 +1148,16 @@ impl Server {
                     }
                 );
             }
+        }
+        let ra: Vec<&str> = self
+            .shared
+            .exports
+            .iter()
+            .filter(|e| self.shared.dispatcher.reads_ahead(e.index))
+            .map(|e| e.name.as_str())
+            .collect();
+        if !ra.is_empty() {
+            s += &format!("; read-ahead (O_DIRECT windows) on {}", ra.join(", "));
         }
         s
     }
@@ -1763,11 +1796,24 @@ fn transmission(
     out: &Arc<ConnOut>,
     sh: &Arc<Shared>,
 ) -> io::Result<()> {
+    // Plugged while requests are buffered (crate::dispatch, module doc); unplugged on
+    // leaving, whatever the path.
+    struct Unplug<'a>(&'a Dispatcher);
+    impl Drop for Unplug<'_> {
+        fn drop(&mut self) {
+            self.0.unplug();
+        }
+    }
+    let _unplug = Unplug(&sh.dispatcher);
     let mut h = [0u8; REQUEST_BYTES];
     loop {
+        if rd.buffer().len() < REQUEST_BYTES {
+            sh.dispatcher.unplug();
+        }
         if !read_full(rd, &mut h, false, conn, out)? {
             return Ok(());
         }
+        sh.dispatcher.plug();
         // The first request makes the connection a used one, never evicted; an evicted one
         // executes nothing.
         if !conn.phase.use_it() {
@@ -1778,6 +1824,7 @@ fn transmission(
         let checked = match tx::check_request(&h, export.size_bytes) {
             Ok(c) => c,
             Err(errno) => {
+                sh.dispatcher.unplug();
                 if !discard(rd, h.payload_bytes() as u64, conn, out)? {
                     return Ok(());
                 }
@@ -1805,6 +1852,7 @@ fn transmission(
                     conn.id
                 )
             });
+            sh.dispatcher.unplug();
             if !discard(rd, h.payload_bytes() as u64, conn, out)? {
                 return Ok(());
             }
@@ -1813,6 +1861,9 @@ fn transmission(
             continue;
         };
         if checked.command == Command::Write {
+            if rd.buffer().len() < buf_len {
+                sh.dispatcher.unplug();
+            }
             match read_full(rd, buf.as_mut_slice(), true, conn, out) {
                 Ok(_) => {}
                 // The client went away in the middle of a write: nothing to execute.
