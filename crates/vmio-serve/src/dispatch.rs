@@ -19,24 +19,7 @@
 //! ```
 //!
 //! Pieces on O_DIRECT descriptors go through Linux AIO ([`crate::aio`]: why, and its
-//! pseudo-code); the workers keep the rest. A connection's reader *plugs* while it has more
-//! requests in its buffer, as QEMU's virtio-blk plugs its Linux AIO queue around a batch of
-//! a virtqueue's requests (`blk_io_plug`/`blk_io_unplug`, block/linux-aio.c `laio_io_unplug`)
-//! and Linux around a task's bios (`blk_start_plug`): the AIO pieces its requests start are
-//! held in a per-thread list and go out in one `io_submit` (one doorbell of the device) when
-//! it unplugs, which it does before anything that may block it (reading the socket, waiting
-//! for budget):
-//!
-//! ```text
-//! reader:  loop: buffer holds < one request header: unplug      # read() may block
-//!                read header; plug
-//!                acquire budget (unplug before waiting); WRITE payload not buffered: unplug
-//!                submit -> pump: AIO pieces -> plugged list (plugged) or io_submit (not)
-//!          on leaving: unplug
-//! aio thread, per io_getevents batch: plug; hold replies back
-//!          each completion: queue.complete; pump; the request's last piece: finish (held)
-//!          unplug; each connection's held replies: one post (one sendmsg, crate::server)
-//! ``` `now` is the monotonic clock in nanoseconds
+//! pseudo-code); the workers keep the rest. `now` is the monotonic clock in nanoseconds
 //! since the server started. FLUSH does not
 //! enter the device queues: a worker runs it at once, syncing every backing of the export
 //! ([`Export::flush`]). The queues would order it the same way (a flush bypasses the
@@ -87,13 +70,6 @@ use vmio_core::volume::Piece;
 /// Where a finished request goes for its reply (a connection's writer).
 pub trait ReplySink: Send + Sync {
     fn complete(&self, req: Arc<Request>);
-
-    /// Several finished requests of this sink at once (one reply batch).
-    fn complete_all(&self, reqs: &mut dyn Iterator<Item = Arc<Request>>) {
-        for r in reqs {
-            self.complete(r);
-        }
-    }
 }
 
 /// One NBD request in flight.
@@ -186,17 +162,6 @@ struct PieceJob {
     len_bytes: u64,
     /// Where the piece's bytes are in the request's buffer.
     buf_offset: usize,
-}
-
-thread_local! {
-    /// The AIO pieces this thread's dispatches started while it is plugged
-    /// ([`Dispatcher::plug`]), not yet submitted.
-    static PLUGGED: std::cell::RefCell<Option<Vec<*mut AioPiece>>> =
-        const { std::cell::RefCell::new(None) };
-    /// Requests this thread finished while it holds their replies back (the completion
-    /// thread, over one `io_getevents` batch: [`Dispatcher::aio_loop`]).
-    static HELD: std::cell::RefCell<Option<Vec<Arc<Request>>>> =
-        const { std::cell::RefCell::new(None) };
 }
 
 /// A piece in the kernel's hands ([`crate::aio`]); `iocb.data` is this box's address.
@@ -532,16 +497,7 @@ impl Dispatcher {
             self.work.push(Work::Device { device, slot, jobs });
         });
         if !batch.is_empty() {
-            let kept = PLUGGED.with(|p| match &mut *p.borrow_mut() {
-                Some(v) => {
-                    v.append(&mut batch);
-                    true
-                }
-                None => false,
-            });
-            if !kept {
-                self.submit_aio(batch);
-            }
+            self.submit_aio(batch);
         }
         if let Some(t) = q.queue.wakeup_to_arm(now) {
             self.arm_timer(t);
@@ -564,25 +520,6 @@ impl Dispatcher {
             let p = unsafe { Box::from_raw(p) };
             let (device, slot, jobs) = (p.device, p.slot, vec![p.job]);
             self.work.push(Work::Device { device, slot, jobs });
-        }
-    }
-
-    /// Hold back this thread's AIO submissions until [`Dispatcher::unplug`] (a connection's
-    /// reader, while it has more requests in its buffer): one `io_submit`, and one doorbell of
-    /// the device, for the batch (module doc).
-    pub fn plug(&self) {
-        PLUGGED.with(|p| {
-            p.borrow_mut().get_or_insert_with(Vec::new);
-        });
-    }
-
-    /// Submit what this thread held back since [`Dispatcher::plug`], and stop holding back.
-    /// Called before the thread may block.
-    pub fn unplug(&self) {
-        if let Some(batch) = PLUGGED.with(|p| p.borrow_mut().take()) {
-            if !batch.is_empty() {
-                self.submit_aio(batch);
-            }
         }
     }
 
@@ -631,7 +568,6 @@ impl Dispatcher {
     fn aio_loop(&self) {
         let Some(ctx) = &self.aio else { return };
         let mut ev = [aio::Event::default(); aio::EVENTS];
-        let mut held: Vec<Arc<Request>> = Vec::new();
         loop {
             let n = ctx.reap(&mut ev);
             if n == 0 {
@@ -641,10 +577,6 @@ impl Dispatcher {
                 }
                 continue;
             }
-            // The batch's new pieces go out in one io_submit, its replies in one sendmsg per
-            // connection (module doc).
-            self.plug();
-            HELD.with(|h| *h.borrow_mut() = Some(std::mem::take(&mut held)));
             for e in &ev[..n] {
                 // SAFETY: data is the address of the box submitted in pump, reaped once.
                 let p = unsafe { Box::from_raw(e.data as *mut AioPiece) };
@@ -658,9 +590,6 @@ impl Dispatcher {
                 }
                 piece_done(&p.job.req);
             }
-            self.unplug();
-            held = HELD.with(|h| h.borrow_mut().take()).unwrap_or_default();
-            reply_all(&mut held);
         }
     }
 
@@ -802,39 +731,6 @@ fn piece_done(req: &Arc<Request>) {
     }
 }
 
-/// Hand finished request `req` to its sink, or hold it back for [`reply_all`] when this
-/// thread holds replies back ([`HELD`]).
-fn deliver(req: &Arc<Request>) {
-    let kept = HELD.with(|h| match &mut *h.borrow_mut() {
-        Some(v) => {
-            v.push(req.clone());
-            true
-        }
-        None => false,
-    });
-    if !kept {
-        req.sink.complete(req.clone());
-    }
-}
-
-/// The replies held back: each sink's in one [`ReplySink::complete_all`], in the order they
-/// finished; `held` is left empty (its capacity kept).
-fn reply_all(held: &mut Vec<Arc<Request>>) {
-    let same = |a: &Arc<Request>, b: &Arc<Request>| Arc::ptr_eq(&a.sink, &b.sink);
-    if !held.windows(2).all(|w| same(&w[0], &w[1])) {
-        // Stable: each sink's replies stay in the order they finished.
-        held.sort_by_key(|r| Arc::as_ptr(&r.sink) as *const u8 as usize);
-    }
-    let mut i = 0;
-    while i < held.len() {
-        let n = held[i..].iter().take_while(|r| same(r, &held[i])).count();
-        let sink = held[i].sink.clone();
-        sink.complete_all(&mut held[i..i + n].iter().cloned());
-        i += n;
-    }
-    held.clear();
-}
-
 /// Where a read-ahead chunk goes when it is read: its export's state (weak: the state holds
 /// the filled chunks, which hold their sink).
 struct FillSink(Weak<Mutex<RaState>>);
@@ -910,7 +806,7 @@ fn finish(req: &Arc<Request>) {
     // A failed request counts as an error only: its bytes were not read or written.
     if error != 0 {
         s.errors.fetch_add(1, r);
-        deliver(req);
+        req.sink.complete(req.clone());
         return;
     }
     match req.command {
@@ -929,5 +825,5 @@ fn finish(req: &Arc<Request>) {
         Command::WriteZeroes { .. } => drop(s.zero_ops.fetch_add(1, r)),
         Command::Disc => {}
     }
-    deliver(req);
+    req.sink.complete(req.clone());
 }

@@ -394,8 +394,6 @@ impl ConnOut {
                 if bytes > 0 && self.aborted() {
                     return false;
                 }
-                // The replies awaited may be of requests this reader holds back.
-                self.sh.dispatcher.unplug();
                 h.waiting += 1;
                 h = self
                     .drained
@@ -408,9 +406,6 @@ impl ConnOut {
             budget.over(h.bytes + bytes).saturating_sub(h.charged)
         };
         let abort = || self.aborted();
-        if need > 0 {
-            self.sh.dispatcher.unplug();
-        }
         if bytes > 0 && !budget.take_shared(need, &abort) {
             self.release(1, 0);
             return false;
@@ -462,14 +457,9 @@ impl ConnOut {
     /// Queue reply `o`; send it, and whatever else is ready, unless another thread is sending
     /// (it will send `o` too).
     fn post(&self, o: Out) {
-        self.post_all(std::iter::once(o));
-    }
-
-    /// Queue replies `os` and send them as [`ConnOut::post`] sends one: in one `sendmsg`.
-    fn post_all(&self, os: impl Iterator<Item = Out>) {
         let mut batch = {
             let mut p = lock(&self.pending);
-            p.ready.extend(os);
+            p.ready.push(o);
             if p.flushing {
                 return;
             }
@@ -591,10 +581,6 @@ impl ConnOut {
 impl ReplySink for ConnOut {
     fn complete(&self, req: Arc<Request>) {
         self.post(Out::Done(req));
-    }
-
-    fn complete_all(&self, reqs: &mut dyn Iterator<Item = Arc<Request>>) {
-        self.post_all(reqs.map(Out::Done));
     }
 }
 
@@ -1796,24 +1782,11 @@ fn transmission(
     out: &Arc<ConnOut>,
     sh: &Arc<Shared>,
 ) -> io::Result<()> {
-    // Plugged while requests are buffered (crate::dispatch, module doc); unplugged on
-    // leaving, whatever the path.
-    struct Unplug<'a>(&'a Dispatcher);
-    impl Drop for Unplug<'_> {
-        fn drop(&mut self) {
-            self.0.unplug();
-        }
-    }
-    let _unplug = Unplug(&sh.dispatcher);
     let mut h = [0u8; REQUEST_BYTES];
     loop {
-        if rd.buffer().len() < REQUEST_BYTES {
-            sh.dispatcher.unplug();
-        }
         if !read_full(rd, &mut h, false, conn, out)? {
             return Ok(());
         }
-        sh.dispatcher.plug();
         // The first request makes the connection a used one, never evicted; an evicted one
         // executes nothing.
         if !conn.phase.use_it() {
@@ -1824,7 +1797,6 @@ fn transmission(
         let checked = match tx::check_request(&h, export.size_bytes) {
             Ok(c) => c,
             Err(errno) => {
-                sh.dispatcher.unplug();
                 if !discard(rd, h.payload_bytes() as u64, conn, out)? {
                     return Ok(());
                 }
@@ -1852,7 +1824,6 @@ fn transmission(
                     conn.id
                 )
             });
-            sh.dispatcher.unplug();
             if !discard(rd, h.payload_bytes() as u64, conn, out)? {
                 return Ok(());
             }
@@ -1861,9 +1832,6 @@ fn transmission(
             continue;
         };
         if checked.command == Command::Write {
-            if rd.buffer().len() < buf_len {
-                sh.dispatcher.unplug();
-            }
             match read_full(rd, buf.as_mut_slice(), true, conn, out) {
                 Ok(_) => {}
                 // The client went away in the middle of a write: nothing to execute.
