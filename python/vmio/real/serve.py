@@ -20,9 +20,9 @@ fdatasync, then POSIX_FADV_DONTNEED on the whole file), and the table names each
 path. `vmio+ra` is vmio with its own read-ahead of O_DIRECT windows
 (crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
 (`device_read_ahead`): the mechanism nbdkit gets from the kernel, without the page cache.
-Rounds rotate the servers' order; the server's CPU time and context switches per I/O
-(/proc/PID/stat, /proc/PID/task/*/status, read before and after each fio run) vary less with
-the machine's load than IOPS do.
+Rounds rotate the servers' order; the server's CPU time per I/O (/proc/PID/stat, read before
+and after each fio run; it keeps the time of exited threads, such as a connection's) varies
+less with the machine's load than IOPS do.
 
 The NBD servers the real checks start (this module's `start`, `start_vmio`, `qsd_command`;
 used by vmio.real.throttle, vmio.real.images and vmio.real.servepath): a server is started on
@@ -328,20 +328,11 @@ def device_read_ahead(path: Path) -> int:
         return 128 * 1024
 
 
-def _cpu_ctx(pid: int) -> tuple[float, int]:
-    """A process's CPU seconds (user + system of all its threads, /proc/PID/stat) and its
-    threads' context switches (voluntary + involuntary, /proc/PID/task/*/status) so far."""
+def _cpu_s(pid: int) -> float:
+    """A process's CPU seconds so far: user + system of all its threads, the exited ones too
+    (/proc/PID/stat, fields 14 and 15, in clock ticks)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    ctx = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            for line in (task / "status").read_text().splitlines():
-                if "ctxt_switches:" in line:
-                    ctx += int(line.split()[1])
-        except OSError:
-            pass
-    return cpu, ctx
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # The I/O path of each server of the comparison (printed in its table).
@@ -395,7 +386,7 @@ def bench_serve(
     the servers' order rotated from round to round, IMAGE evicted from the page cache before
     each run) and the weighted-sharing measurement (skipped when `share_s` is 0); returns two
     tables' rows (the first: workload, server, I/O path, IOPS, MB/s, p99 us, CPU us/IO,
-    ctx/IO, then the IOPS ratios within a round of each vmio row to qemu-nbd, nbdkit and the
+    then the IOPS ratios within a round of each vmio row to qemu-nbd, nbdkit and the
     ceiling, median (min..max) over the rounds). `read_ahead`: vmio+ra's --read-ahead
     (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
     for tool in ("fio", *[s for s in servers if s in ("qemu-nbd", "nbdkit")]):
@@ -429,15 +420,14 @@ def bench_serve(
                             job = _fio([], case, runtime_s, size, image=image)[0]
                             fig = _figures(job, case.rw)
                         else:
-                            before = _cpu_ctx(proc.pid)
+                            before = _cpu_s(proc.pid)
                             job = _fio([("j", uri)], case, runtime_s, size)[0]
-                            after = _cpu_ctx(proc.pid)
+                            after = _cpu_s(proc.pid)
                             fig = _figures(job, case.rw)
                             # fio's figures leave out the first second (ramp_time=1), the
                             # server's CPU does not: I/Os over the whole run at fio's rate.
                             ios = max(fig["iops"] * (runtime_s + 1), 1.0)
-                            fig["cpu_us"] = (after[0] - before[0]) * 1e6 / ios
-                            fig["ctx"] = (after[1] - before[1]) / ios
+                            fig["cpu_us"] = (after - before) * 1e6 / ios
                         results.setdefault((server, case.name), []).append(fig)
                 finally:
                     if proc is not None:
@@ -455,7 +445,6 @@ def bench_serve(
                     xs = [a["iops"] / b["iops"] for a, b in zip(rs, os_, strict=True) if b["iops"]]
                     ratios.append(_spread(xs, ".2f") if xs else "-")
                 cpu = [r["cpu_us"] for r in rs if "cpu_us" in r]
-                ctx = [r["ctx"] for r in rs if "ctx" in r]
                 rows.append(
                     [
                         case.name,
@@ -465,7 +454,6 @@ def bench_serve(
                         _spread([r["mb_s"] for r in rs], ".1f"),
                         _spread([r["p99_us"] for r in rs], ".0f"),
                         _spread(cpu, ".1f") if cpu else "-",
-                        _spread(ctx, ".2f") if ctx else "-",
                         *ratios,
                     ]
                 )
