@@ -47,6 +47,7 @@
 //! (the one being read and the next), plus the dropped chunks still in flight.
 
 use std::collections::VecDeque;
+use vmio_core::cache::readahead as ra;
 
 /// The most bytes one chunk of a window reads (module doc).
 pub const CHUNK_BYTES: u64 = 1 << 20;
@@ -55,27 +56,15 @@ const ALIGN: u64 = 4096;
 /// `--read-ahead`'s upper bound.
 pub const MAX_BYTES: u64 = 64 << 20;
 
-/// Linux's `get_init_ra_size` (mm/readahead.c), in bytes.
+/// Linux's `get_init_ra_size` (mm/readahead.c, in pages: [`vmio_core::cache::readahead`]), in
+/// bytes: the first window after a READ of `len` bytes, at most `max` (a multiple of 4 KiB).
 pub fn init_size(len: u64, max: u64) -> u64 {
-    let n = len.max(1).next_power_of_two();
-    if n <= max / 32 {
-        n * 4
-    } else if n <= max / 4 {
-        n * 2
-    } else {
-        max
-    }
+    ra::init_size(len.max(1).div_ceil(ALIGN), max / ALIGN) * ALIGN
 }
 
-/// Linux's `get_next_ra_size` (mm/readahead.c), in bytes.
+/// Linux's `get_next_ra_size`, in bytes: the window after one of `cur` bytes.
 pub fn next_size(cur: u64, max: u64) -> u64 {
-    if cur < max / 16 {
-        cur * 4
-    } else if cur <= max / 2 {
-        cur * 2
-    } else {
-        max
-    }
+    ra::next_size(cur / ALIGN, max / ALIGN) * ALIGN
 }
 
 /// A chunk of a window: `[off, off + len)` of the export, read by the fill request `id`.

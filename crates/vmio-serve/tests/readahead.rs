@@ -19,6 +19,13 @@ fn patterned(dir: &std::path::Path, bytes: u64) -> (String, Vec<u8>) {
     (text, data)
 }
 
+/// The server on `stack_text` with `--read-ahead ra` and a stats file: it, and the file.
+fn serve_ra(dir: &std::path::Path, stack_text: &str, ra: &str) -> (Server, std::path::PathBuf) {
+    let stats = dir.join("stats.json");
+    let args = ["--read-ahead", ra, "--stats-file", stats.to_str().unwrap()];
+    (Server::start_with(dir, stack_text, &args), stats)
+}
+
 fn read(c: &mut Raw, cookie: u64, off: u64, len: u32) -> Vec<u8> {
     c.request(0, 0, cookie, off, len);
     let (err, got, data) = c.reply(len as usize);
@@ -38,17 +45,7 @@ fn a_sequential_qd1_stream_is_served_from_the_windows_after_the_first_miss_with_
     let dir = tempdir("ra-seq");
     let bytes = 16u64 << 20;
     let (text, data) = patterned(&dir, bytes);
-    let stats = dir.join("stats.json");
-    let srv = Server::start_with(
-        &dir,
-        &text,
-        &[
-            "--read-ahead",
-            "1m",
-            "--stats-file",
-            stats.to_str().unwrap(),
-        ],
-    );
+    let (srv, stats) = serve_ra(&dir, &text, "1m");
     let (mut c, size) = Raw::go(&srv.socket, "vm1");
     assert_eq!(size, bytes);
     let b = 64u64 << 10;
@@ -83,17 +80,7 @@ fn a_write_into_a_window_drops_it_and_later_reads_return_the_written_bytes() {
     let dir = tempdir("ra-write");
     let bytes = 8u64 << 20;
     let (text, mut data) = patterned(&dir, bytes);
-    let stats = dir.join("stats.json");
-    let srv = Server::start_with(
-        &dir,
-        &text,
-        &[
-            "--read-ahead",
-            "1m",
-            "--stats-file",
-            stats.to_str().unwrap(),
-        ],
-    );
+    let (srv, stats) = serve_ra(&dir, &text, "1m");
     let (mut c, _) = Raw::go(&srv.socket, "vm1");
     let b = 16u64 << 10;
     // Start a stream: the window covers the next bytes.
@@ -131,17 +118,7 @@ fn random_reads_read_nothing_ahead() {
     let dir = tempdir("ra-random");
     let bytes = 8u64 << 20;
     let (text, data) = patterned(&dir, bytes);
-    let stats = dir.join("stats.json");
-    let srv = Server::start_with(
-        &dir,
-        &text,
-        &[
-            "--read-ahead",
-            "1m",
-            "--stats-file",
-            stats.to_str().unwrap(),
-        ],
-    );
+    let (srv, stats) = serve_ra(&dir, &text, "1m");
     let (mut c, _) = Raw::go(&srv.socket, "vm1");
     for i in 1..=100u64 {
         let off = (i * 7919 * 4096) % bytes;
@@ -157,17 +134,7 @@ fn fio_verifies_crc32c_through_sequential_read_back_at_depth_8_with_read_ahead()
     let dir = tempdir("ra-fio");
     let bytes = 32u64 << 20;
     let text = stack("single", "32m", bytes, &["none"]);
-    let stats = dir.join("stats.json");
-    let srv = Server::start_with(
-        &dir,
-        &text,
-        &[
-            "--read-ahead",
-            "4m",
-            "--stats-file",
-            stats.to_str().unwrap(),
-        ],
-    );
+    let (srv, stats) = serve_ra(&dir, &text, "4m");
     // Sequential writes, then fio's sequential crc32c read-back; a second job reads and
     // verifies while the first one's stream is read ahead.
     let job = format!(
