@@ -54,10 +54,11 @@ use crate::export::{nbd_errno, AlignedBuf, Export};
 use crate::handoff::Queue;
 use crate::limits::lock;
 use crate::proto::transmission::Command;
+use crate::readahead::{self, Read};
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 use vmio_core::blockq::DeviceQueue;
 use vmio_core::cache::pdc::Verdict;
@@ -90,7 +91,21 @@ pub struct Request {
     /// A WRITE the export's PDC detector predicts as the guest's journal: its pieces go
     /// around the host page cache ([`Export::write_piece_bypass`]).
     bypass: bool,
+    /// A chunk of the export's read-ahead ([`crate::readahead`]), not a client's READ: its
+    /// id. Its sink is a [`FillSink`]; it counts in no statistics of the client's.
+    fill: Option<u64>,
+    /// A write, trim or write-zeroes on an export that reads ahead: its state, told when it
+    /// completes.
+    ra: Option<Arc<Mutex<RaState>>>,
 }
+
+/// An export's read-ahead: waiting READs, and filled chunks, are requests.
+type RaState = readahead::State<Arc<Request>, Arc<Request>>;
+
+/// Above any count of chunks a READ can wait on: a hit's `remaining` starts here, so that
+/// chunks filled by other threads before the READ knows how many it waits on cannot
+/// finish it early ([`Dispatcher::begin`]).
+const WAIT_GUARD: usize = 1 << 40;
 
 impl Request {
     #[allow(clippy::too_many_arguments)]
@@ -119,6 +134,8 @@ impl Request {
             error: AtomicU32::new(0),
             touched: Default::default(),
             bypass: false,
+            fill: None,
+            ra: None,
         }
     }
 
@@ -177,6 +194,8 @@ pub struct Dispatcher {
     devices: Vec<Mutex<DevQueue>>,
     /// The exports' throttle groups ([`crate::export::throttle_groups`]).
     throttle: Vec<Mutex<ThrottleGroup<Request>>>,
+    /// Each export's read-ahead state (by [`Export::index`]), for those that read ahead.
+    ra: Vec<Option<Arc<Mutex<RaState>>>>,
     /// Linux AIO for the O_DIRECT pieces ([`crate::aio`]); None: the workers do all.
     aio: Option<aio::Context>,
     /// Work for the I/O workers ([`crate::handoff`]: consumers sleep at once, no spinning).
@@ -190,9 +209,16 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// One scheduler per device of the stack, with the VMs' weights; `workers` I/O threads.
-    /// An error when a thread cannot be started (the threads already started are stopped).
-    pub fn start(stack: &Stack, depth: usize, workers: usize) -> io::Result<Arc<Self>> {
+    /// One scheduler per device of the stack, with the VMs' weights; `workers` I/O threads;
+    /// `read_ahead[i]`: export i reads ahead, windows up to `.0` bytes over its `.1` bytes
+    /// ([`crate::readahead`]). An error when a thread cannot be started (the threads already
+    /// started are stopped).
+    pub fn start(
+        stack: &Stack,
+        depth: usize,
+        workers: usize,
+        read_ahead: &[Option<(u64, u64)>],
+    ) -> io::Result<Arc<Self>> {
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
         let d = Arc::new(Self {
             devices: stack
@@ -217,6 +243,10 @@ impl Dispatcher {
                         .collect()
                 })
                 .unwrap_or_default(),
+            ra: read_ahead
+                .iter()
+                .map(|r| r.map(|(max, bytes)| Arc::new(Mutex::new(RaState::new(max, bytes)))))
+                .collect(),
             work: Queue::default(),
             aio: aio::Context::new(depth.max(1) * stack.devices.len().max(1)).ok(),
             epoch: Instant::now(),
@@ -254,6 +284,11 @@ impl Dispatcher {
                 Err(e)
             }
         }
+    }
+
+    /// Export `index` reads ahead ([`crate::readahead`]).
+    pub fn reads_ahead(&self, index: usize) -> bool {
+        self.ra.get(index).is_some_and(|r| r.is_some())
     }
 
     fn now_ns(&self) -> u64 {
@@ -315,11 +350,27 @@ impl Dispatcher {
                 _ => {}
             }
         }
+        let ra = match req.fill {
+            None => self.ra.get(req.export.index).and_then(|r| r.clone()),
+            Some(_) => None,
+        };
+        if let (Some(st), true) = (&ra, writes(req.command)) {
+            let mut g = lock(st);
+            g.write_begin(req.offset_bytes, req.len_bytes);
+            req.export.stats.note_read_ahead(&g.stats);
+            drop(g);
+            req.ra = ra.clone();
+        }
         let req = Arc::new(req);
         if req.command == Command::Flush {
             req.remaining.store(1, Ordering::Relaxed);
             self.work.push(Work::Flush(req));
             return;
+        }
+        if let (Some(st), Command::Read) = (&ra, req.command) {
+            if self.read_ahead(st, &req) {
+                return;
+            }
         }
         let mut pieces: Vec<Piece> = Vec::new();
         req.export.map(req.offset_bytes, req.len_bytes, &mut pieces);
@@ -367,6 +418,61 @@ impl Dispatcher {
         }
     }
 
+    /// A READ on an export that reads ahead ([`crate::readahead`]): true when the windows
+    /// serve it (it is finished, or waits on chunks in flight), false when it must be read
+    /// from the device. Either way, the chunks the policy asks for are started.
+    fn read_ahead(&self, st: &Arc<Mutex<RaState>>, req: &Arc<Request>) -> bool {
+        let mut issue = Vec::new();
+        // Before the READ can be a waiter: see WAIT_GUARD.
+        req.remaining.store(WAIT_GUARD, Ordering::Relaxed);
+        let got = {
+            let mut g = lock(st);
+            let got = g.read(req.offset_bytes, req.len_bytes, req, &mut issue);
+            req.export.stats.note_read_ahead(&g.stats);
+            got
+        };
+        for (id, off, len) in issue {
+            self.fill(st, &req.export, id, off, len);
+        }
+        let Read::Hit { ready, waits } = got else {
+            return false;
+        };
+        for (chunk_off, data) in &ready {
+            copy_chunk(req, *chunk_off, data);
+        }
+        let left = WAIT_GUARD - waits;
+        if req.remaining.fetch_sub(left, Ordering::AcqRel) == left {
+            finish(req);
+        }
+        true
+    }
+
+    /// Start chunk `id` of `export`'s read-ahead: `[off, off + len)`, read as any READ
+    /// through the device queues; its [`FillSink`] hands it to the state when it is read.
+    fn fill(&self, st: &Arc<Mutex<RaState>>, export: &Arc<Export>, id: u64, off: u64, len: u64) {
+        let Some(buf) = AlignedBuf::pooled(len as usize) else {
+            let (chunk_off, waiters) = lock(st).filled(id, Err(crate::proto::ENOMEM));
+            for w in waiters {
+                serve_waiter(&w, chunk_off, &Err(crate::proto::ENOMEM));
+            }
+            return;
+        };
+        let sink: Arc<dyn ReplySink> = Arc::new(FillSink(Arc::downgrade(st)));
+        let mut r = Request::new(
+            sink,
+            export.clone(),
+            0,
+            Command::Read,
+            false,
+            off,
+            len,
+            buf,
+            Instant::now(),
+        );
+        r.fill = Some(id);
+        self.begin(r);
+    }
+
     fn pump(&self, device: usize, q: &mut DevQueue) {
         let now = self.now_ns();
         let pieces = &mut q.jobs;
@@ -390,23 +496,30 @@ impl Dispatcher {
             }
             self.work.push(Work::Device { device, slot, jobs });
         });
-        if let (Some(ctx), false) = (&self.aio, batch.is_empty()) {
-            // SAFETY: the boxes are live until their completion is reaped (aio_loop) or
-            // they are taken back below.
-            let cbs: Vec<*mut Iocb> = batch
-                .iter()
-                .map(|&p| unsafe { std::ptr::addr_of_mut!((*p).iocb) })
-                .collect();
-            let taken = ctx.submit(&cbs);
-            for &p in &batch[taken..] {
-                // SAFETY: the kernel did not take this one: it is ours again.
-                let p = unsafe { Box::from_raw(p) };
-                let (slot, jobs) = (p.slot, vec![p.job]);
-                self.work.push(Work::Device { device, slot, jobs });
-            }
+        if !batch.is_empty() {
+            self.submit_aio(batch);
         }
         if let Some(t) = q.queue.wakeup_to_arm(now) {
             self.arm_timer(t);
+        }
+    }
+
+    /// Submit AIO pieces in one `io_submit`; those the kernel does not take go to the
+    /// workers.
+    fn submit_aio(&self, batch: Vec<*mut AioPiece>) {
+        let Some(ctx) = &self.aio else { return };
+        // SAFETY: the boxes are live until their completion is reaped (aio_loop) or they are
+        // taken back below.
+        let cbs: Vec<*mut Iocb> = batch
+            .iter()
+            .map(|&p| unsafe { std::ptr::addr_of_mut!((*p).iocb) })
+            .collect();
+        let taken = ctx.submit(&cbs);
+        for &p in &batch[taken..] {
+            // SAFETY: the kernel did not take this one: it is ours again.
+            let p = unsafe { Box::from_raw(p) };
+            let (device, slot, jobs) = (p.device, p.slot, vec![p.job]);
+            self.work.push(Work::Device { device, slot, jobs });
         }
     }
 
@@ -604,20 +717,81 @@ fn aio_done(j: &PieceJob, res: i64) -> io::Result<()> {
     }
 }
 
+/// WRITE, TRIM, WRITE_ZEROES: the commands that change the export's bytes.
+fn writes(c: Command) -> bool {
+    matches!(
+        c,
+        Command::Write | Command::Trim | Command::WriteZeroes { .. }
+    )
+}
+
 fn piece_done(req: &Arc<Request>) {
     if req.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
         finish(req);
     }
 }
 
+/// Where a read-ahead chunk goes when it is read: its export's state (weak: the state holds
+/// the filled chunks, which hold their sink).
+struct FillSink(Weak<Mutex<RaState>>);
+
+impl ReplySink for FillSink {
+    fn complete(&self, req: Arc<Request>) {
+        let Some(st) = self.0.upgrade() else { return };
+        let data = match req.error() {
+            0 => Ok(req.clone()),
+            e => Err(e),
+        };
+        let id = req.fill.unwrap_or(u64::MAX);
+        let (chunk_off, waiters) = lock(&st).filled(id, data.clone());
+        for w in waiters {
+            serve_waiter(&w, chunk_off, &data);
+        }
+    }
+}
+
+/// Copy the part of a filled chunk (at `chunk_off`; or its error) that READ `w` asked for.
+fn copy_chunk(w: &Request, chunk_off: u64, data: &Result<Arc<Request>, u32>) {
+    let c = match data {
+        Ok(c) => c,
+        Err(e) => {
+            w.error.store(*e, Ordering::Relaxed);
+            return;
+        }
+    };
+    let from = w.offset_bytes.max(chunk_off);
+    let to = (w.offset_bytes + w.len_bytes).min(chunk_off + c.len_bytes);
+    if from >= to {
+        return;
+    }
+    let n = (to - from) as usize;
+    let src = &c.buf.as_slice()[(from - chunk_off) as usize..][..n];
+    // SAFETY: each chunk fills a disjoint range of the READ's buffer, which is read (for the
+    // reply) only after its last part was copied (as the pieces in execute).
+    let dst = unsafe { w.buf.range_mut((from - w.offset_bytes) as usize, n) };
+    dst.copy_from_slice(src);
+}
+
+/// A chunk READ `w` waited on was read: copy its part; the last one finishes the READ.
+fn serve_waiter(w: &Arc<Request>, chunk_off: u64, data: &Result<Arc<Request>, u32>) {
+    copy_chunk(w, chunk_off, data);
+    piece_done(w);
+}
+
 /// The last piece completed: FUA sync, statistics, reply.
 fn finish(req: &Arc<Request>) {
+    if req.fill.is_some() {
+        // A read-ahead chunk: to its state, no statistics, no reply.
+        req.sink.complete(req.clone());
+        return;
+    }
+    if let Some(st) = &req.ra {
+        let mut g = lock(st);
+        g.write_end(req.offset_bytes, req.len_bytes);
+        req.export.stats.note_read_ahead(&g.stats);
+    }
     let e = &req.export;
-    let writes = matches!(
-        req.command,
-        Command::Write | Command::Trim | Command::WriteZeroes { .. }
-    );
-    if req.fua && writes && req.error.load(Ordering::Relaxed) == 0 {
+    if req.fua && writes(req.command) && req.error.load(Ordering::Relaxed) == 0 {
         let mask = req.touched.load(Ordering::Relaxed);
         let n = e.backings.len();
         let devs = (0..n).filter(|&i| i >= 64 || mask & (1 << i) != 0);

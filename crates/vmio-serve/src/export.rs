@@ -136,6 +136,8 @@ pub struct Backing {
 
 pub struct Export {
     pub name: String,
+    /// Its position among the stack's disks (the dispatcher's per-export state).
+    pub index: usize,
     /// Index of the VM in the stack (the scheduler's owner; its weight).
     pub vm: usize,
     pub cache: CacheMode,
@@ -470,6 +472,7 @@ pub fn open_exports(
             });
             out.push(Export {
                 name: format!("{}/{}", vm.name, d.name),
+                index: out.len(),
                 vm: vi,
                 cache: d.cache,
                 real_io,

@@ -14,7 +14,8 @@
 //! [`dispatch`] (scheduler driver and I/O workers), [`handoff`] (the queue between threads), [`server`] (listeners, connections,
 //! bounds, shutdown), [`admission`] (who gets a slot when the server is full: per-peer
 //! limit, reserved slot, eviction of never-used connections), [`options`] (the one table of the server's options and the
-//! [`Config`] they make), [`limits`] (payload budget, rate-limited logging), [`pdc`]
+//! [`Config`] they make), [`limits`] (payload budget, rate-limited logging), [`readahead`] (`--read-ahead`: sequential
+//! read-ahead of O_DIRECT exports), [`pdc`]
 //! (`cache = "pdc"`: the journal detector and the bypass of the host page cache), [`stats`]
 //! (per-export counters), [`trace`] (`--trace`: every served request as a fio iolog v3). `vmio-serve` is the command-line binary; `vmio serve` (Python) runs
 //! the same [`server::start`] in process.
@@ -29,6 +30,7 @@ pub mod limits;
 pub mod options;
 pub mod pdc;
 pub mod proto;
+pub mod readahead;
 pub mod server;
 pub mod stats;
 pub mod trace;

@@ -200,6 +200,21 @@ pub const OPTIONS: &[ServeOption] = &[
         get: |c| Some(Value::Number(c.workers as u64)),
     },
     ServeOption {
+        name: "read-ahead",
+        metavar: "SIZE",
+        kind: Kind::Size {
+            lo: 0,
+            hi: crate::readahead::MAX_BYTES,
+        },
+        default: Some("0"),
+        help: "read ahead of sequential READs on O_DIRECT exports (cache none, directsync), \
+               windows growing to SIZE as Linux's read-ahead (rounded up to 4 KiB), read with \
+               O_DIRECT into the server's memory, no host page cache; 0: off",
+        rule: Rule::Free,
+        set: |c, v| c.read_ahead_bytes = v.number(),
+        get: |c| Some(Value::Number(c.read_ahead_bytes)),
+    },
+    ServeOption {
         name: "max-connections",
         metavar: "N",
         kind: Kind::Count { lo: 1, hi: 4096 },
@@ -642,6 +657,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Record every served request as a fio iolog v3 ([`crate::trace`]).
     pub trace: Option<TraceConfig>,
+    /// Largest read-ahead window of O_DIRECT exports; 0: none ([`crate::readahead`]).
+    pub read_ahead_bytes: u64,
 }
 
 impl Config {
@@ -672,6 +689,7 @@ impl Config {
             idle_timeout: Duration::ZERO,
             shutdown_grace: Duration::ZERO,
             trace: None,
+            read_ahead_bytes: 0,
         };
         for (i, opt) in OPTIONS.iter().enumerate() {
             let value = given.get(i).cloned().flatten();

@@ -869,12 +869,21 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
             return Err(e.into());
         }
     };
-    let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers).map_err(|source| {
-        ServeError::Thread {
-            what: "I/O worker",
-            source,
-        }
-    })?;
+    // --read-ahead: exports opened with O_DIRECT (the others have the kernel's).
+    let read_ahead: Vec<Option<(u64, u64)>> = exports
+        .iter()
+        .map(|e| {
+            (cfg.read_ahead_bytes > 0 && e.real_io.o_direct)
+                .then_some((cfg.read_ahead_bytes, e.size_bytes))
+        })
+        .collect();
+    let dispatcher =
+        Dispatcher::start(&stack, cfg.queue_depth, cfg.workers, &read_ahead).map_err(|source| {
+            ServeError::Thread {
+                what: "I/O worker",
+                source,
+            }
+        })?;
     let shared = Arc::new(Shared {
         exports,
         dispatcher,
@@ -1125,6 +1134,16 @@ impl Server {
                     }
                 );
             }
+        }
+        let ra: Vec<&str> = self
+            .shared
+            .exports
+            .iter()
+            .filter(|e| self.shared.dispatcher.reads_ahead(e.index))
+            .map(|e| e.name.as_str())
+            .collect();
+        if !ra.is_empty() {
+            s += &format!("; read-ahead (O_DIRECT windows) on {}", ra.join(", "));
         }
         s
     }

@@ -10,6 +10,7 @@
 //! takes RWF_DONTCACHE there.
 
 use crate::pdc::PdcSnapshot;
+use crate::readahead::Counters;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -102,6 +103,8 @@ pub struct ExportStats {
     /// Requests that waited in the export's throttle group, and their waits (ns).
     pub throttle_delayed: AtomicU64,
     pub throttled_ns: AtomicU64,
+    /// The read-ahead's counters, on an export that reads ahead ([`crate::readahead`]).
+    pub read_ahead: std::sync::Mutex<Option<Counters>>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -129,6 +132,10 @@ pub struct Snapshot {
     /// An export with `[vm.disk.iotune]`: requests delayed and the time they spent throttled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throttle: Option<ThrottleSnapshot>,
+    /// An export with `--read-ahead`: READs served from its windows, READs read from the
+    /// device, chunks read ahead, windows dropped for overlapping writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_ahead: Option<Counters>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -138,6 +145,11 @@ pub struct ThrottleSnapshot {
 }
 
 impl ExportStats {
+    /// The export's read-ahead counters are now `c`.
+    pub fn note_read_ahead(&self, c: &Counters) {
+        *self.read_ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(*c);
+    }
+
     pub fn snapshot(&self, export: &str) -> Snapshot {
         let l = |a: &AtomicU64| a.load(Relaxed);
         Snapshot {
@@ -160,6 +172,7 @@ impl ExportStats {
             write_lat_p999_ns: self.write_lat.quantile_ns(0.999),
             pdc: None,
             throttle: None,
+            read_ahead: *self.read_ahead.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 }

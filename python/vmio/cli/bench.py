@@ -118,18 +118,23 @@ print(json.dumps({"status": status, "imports": t1 - t0, "main": t2 - t1, "native
 
 BENCH_SERVE_EPILOG = """\
 Runs fio's nbd engine (4k randread QD32, 1M sequential read QD4, 4k randwrite QD32) against
-vmio serve (cache=none), qemu-nbd --cache=none --aio=threads and nbdkit file cache=none, all
-on Unix sockets over the same IMAGE (created with random data when missing), and prints IOPS,
-MB/s, p99 completion latency and vmio's IOPS ratio to each, and to the ceiling: fio itself
-on IMAGE with ioengine=libaio, direct=1 (no server, same workload). Then four fio jobs read four
+vmio serve (cache=none: O_DIRECT through Linux AIO), vmio serve --read-ahead (vmio+ra: the
+same, with its sequential read-ahead), qemu-nbd --cache=none --aio=threads (O_DIRECT) and
+nbdkit file cache=none (buffered pread, then POSIX_FADV_DONTNEED: the kernel's read-ahead
+works for it), all on Unix sockets over the same IMAGE (created with random data when
+missing), and the ceiling: fio itself on IMAGE with ioengine=libaio, direct=1 (no server,
+same workload). IMAGE is evicted from the host page cache before every run. Prints each
+server's I/O path, IOPS, MB/s, p99 completion latency, the server's CPU time per I/O, and
+each vmio row's IOPS ratio to qemu-nbd, nbdkit and the ceiling. Then four fio jobs read four
 exports with weights 1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq
-(bw_window = 2 s), and the bandwidth ratios are printed. IMAGE must be on a file system
-with O_DIRECT.
+(bw_window = 2 s), and the bandwidth ratios are printed. IMAGE must be on a file system with
+O_DIRECT.
 
 examples:
   vmio bench serve /var/tmp/bench.img
   vmio help stack
   vmio bench serve /var/tmp/bench.img --size 2g --runtime 20
+  vmio bench serve /var/tmp/bench.img --rounds 4 --runtime 5 --share-runtime 0
 """
 
 
@@ -215,10 +220,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     bsv.add_argument(
         "--share-runtime",
-        type=int_in(1, 3600),
+        type=int_in(0, 3600),
         default=30,
         metavar="S",
-        help="seconds of each weighted-sharing run, 1..3600 (default 30)",
+        help="seconds of each weighted-sharing run, 0..3600 (default 30; 0: no sharing runs)",
+    )
+    bsv.add_argument(
+        "--rounds",
+        type=int_in(1, 100),
+        default=1,
+        metavar="N",
+        help="rounds of the comparison, 1..100 (default 1); each runs every server once per "
+        "workload, the servers' order rotated; figures are median (min..max) over the rounds",
+    )
+    bsv.add_argument(
+        "--read-ahead",
+        type=size_in(4096, 64 << 20, "4k..64m"),
+        default=None,
+        metavar="SIZE",
+        help="vmio+ra's --read-ahead, 4k..64m (default: the read_ahead_kb of IMAGE's device, "
+        "what Linux reads ahead for nbdkit's buffered reads)",
     )
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
@@ -238,17 +259,24 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         args.runtime,
         lambda m: print(f"vmio: bench serve: {m}", file=sys.stderr, flush=True),
         share_s=args.share_runtime,
+        rounds=args.rounds,
+        read_ahead=args.read_ahead,
     )
-    header = ["workload", "server", "IOPS", "MB/s", "p99 us"]
-    header += ["vmio/qemu-nbd", "vmio/nbdkit", "vmio/ceiling"]
-    print(report.text_table(header, rows, align="llrrrrrr"))
-    print()
-    header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
-    print(report.text_table(header, share, align="llrrrr"))
+    header = ["workload", "server", "I/O path", "IOPS", "MB/s", "p99 us", "CPU us/IO"]
+    header += ["/qemu-nbd", "/nbdkit", "/ceiling"]
+    print(report.text_table(header, rows, align="lllrrrrrrr"))
+    if share:
+        print()
+        header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
+        print(report.text_table(header, share, align="llrrrr"))
     print(
         "\nIOPS, MB/s (1 MB = 1e6 bytes) and p99 completion latency are fio's (nbd engine, "
-        "Unix sockets); ceiling: fio itself on IMAGE, ioengine=libaio direct=1, no server; "
-        "ratios are of IOPS. Sharing ratios are to the lightest export (weight 100)."
+        "Unix sockets); ceiling: fio itself on IMAGE, ioengine=libaio direct=1, no server. "
+        "IMAGE is evicted from the host page cache (fdatasync, POSIX_FADV_DONTNEED) before "
+        "every run. CPU us/IO: the server process's user + system time during the fio run over "
+        "its I/Os (fio's rate times the run with its ramp second). /qemu-nbd, /nbdkit, "
+        "/ceiling: a vmio row's IOPS over theirs within a round. With --rounds, median "
+        "(min..max) over the rounds. Sharing ratios are to the lightest export (weight 100)."
     )
     return 0
 

@@ -4,12 +4,25 @@ The server is the Rust crate `vmio-serve` running inside this process (`vmio._na
 which releases the GIL while serving). Exports are named `VM/DISK` (`VM` alone is the VM's
 first disk). See README.md ("vmio serve") and docs/serve.md.
 
-`bench_serve` compares it with qemu-nbd (`--cache=none --aio=threads`) and nbdkit's file plugin
-(`cache=none`) on one image, with fio's nbd engine over Unix sockets, and measures weighted
-sharing under cfq. Each workload's "ceiling" row is fio itself on the same image file, with
-no server: `ioengine=libaio`, `direct=1` (fio 3.33 engines/libaio.c: io_submit and
-io_getevents from one thread, O_DIRECT), the same block size, depth and pattern; a server's
-ratio to it is what the NBD path costs.
+`bench_serve` compares it (`cache = "none"`, and with `--read-ahead`) with qemu-nbd
+(`--cache=none --aio=threads`) and nbdkit's file plugin (`cache=none`) on one image, with fio's
+nbd engine over Unix sockets, and measures weighted sharing under cfq. Each workload's
+"ceiling" row is fio itself on the same image file, with no server: `ioengine=libaio`,
+`direct=1` (fio 3.33 engines/libaio.c: io_submit and io_getevents from one thread, O_DIRECT),
+the same block size, depth and pattern; a server's ratio to it is what the NBD path costs.
+The servers do not take the same path to the disk: vmio and qemu-nbd open the image with
+O_DIRECT, nbdkit 1.32's `cache=none` is a buffered `pread` followed by
+`posix_fadvise(POSIX_FADV_DONTNEED)` of the range read (plugins/file/file.c, `file_pread`),
+so Linux's read-ahead (mm/readahead.c, up to the device's `read_ahead_kb`) works for it, and
+pages still cached from earlier runs or from the image's creation would serve it from memory.
+So the image is evicted from the page cache before every run (`evict`, as `vmtouch -e`:
+fdatasync, then POSIX_FADV_DONTNEED on the whole file), and the table names each server's
+path. `vmio+ra` is vmio with its own read-ahead of O_DIRECT windows
+(crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
+(`device_read_ahead`): the mechanism nbdkit gets from the kernel, without the page cache.
+Rounds rotate the servers' order; the server's CPU time per I/O (/proc/PID/stat, read before
+and after each fio run; it keeps the time of exited threads, such as a connection's) varies
+less with the machine's load than IOPS do.
 
 The NBD servers the real checks start (this module's `start`, `start_vmio`, `qsd_command`;
 used by vmio.real.throttle, vmio.real.images and vmio.real.servepath): a server is started on
@@ -27,6 +40,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -281,11 +295,81 @@ def _stack(image: Path, disks: int, scheduler: str, weights: tuple[int, ...]) ->
     return stackfile.render(doc)
 
 
-def _vmio_server(tmp: Path, stack_text: str, tag: str) -> tuple[subprocess.Popen, Path]:
+def _vmio_server(
+    tmp: Path, stack_text: str, tag: str, *extra: str
+) -> tuple[subprocess.Popen, Path]:
     stack = tmp / f"{tag}.toml"
     stack.write_text(stack_text)
     sock = tmp / f"{tag}.sock"
-    return start_vmio(stack, sock), sock
+    return start_vmio(stack, sock, *extra), sock
+
+
+def evict(path: Path) -> None:
+    """Drop `path`'s pages from the host page cache, as `vmtouch -e` does: write back what is
+    dirty (fdatasync), then `posix_fadvise(POSIX_FADV_DONTNEED)` on the whole file (Linux
+    mm/fadvise.c drops the clean, unmapped pages of the range; no privilege needed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def device_read_ahead(path: Path) -> int:
+    """The bytes Linux reads ahead on buffered reads of `path`: the `read_ahead_kb` of the
+    backing device of its file system (/sys/class/bdi/MAJ:MIN, the `bdi->ra_pages` that
+    mm/readahead.c sizes its windows with); 128 KiB (VM_READAHEAD_PAGES) when unknown."""
+    st = os.stat(path)
+    bdi = Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb")
+    try:
+        return int(bdi.read_text()) * 1024
+    except (OSError, ValueError):
+        return 128 * 1024
+
+
+def _cpu_s(pid: int) -> float:
+    """A process's CPU seconds so far: user + system of all its threads, the exited ones too
+    (/proc/PID/stat, fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# The I/O path of each server of the comparison (printed in its table).
+PATHS = {
+    "vmio": "O_DIRECT, Linux AIO",
+    "vmio+ra": "O_DIRECT, AIO, read-ahead {ra}",
+    "qemu-nbd": "O_DIRECT, threads",
+    "nbdkit": "buffered pread + DONTNEED",
+    "ceiling": "O_DIRECT, fio libaio",
+}
+SERVERS = ("vmio", "vmio+ra", "qemu-nbd", "nbdkit", "ceiling")
+
+
+def _start_server(
+    server: str, image: Path, tmp: Path, ra_bytes: int
+) -> tuple[subprocess.Popen, str]:
+    """Start one server of the comparison on IMAGE; returns it and its NBD URI."""
+    sock = tmp / f"{server}.sock"
+    if server in ("vmio", "vmio+ra"):
+        extra = ("--read-ahead", str(ra_bytes)) if server == "vmio+ra" else ()
+        proc, sock = _vmio_server(tmp, _stack(image, 1, "none", WEIGHTS), server, *extra)
+        return proc, f"nbd+unix:///vm1/disk0?socket={sock}"
+    if server == "qemu-nbd":
+        cmd = ["qemu-nbd", "--format=raw", "--cache=none", "--aio=threads"]
+        cmd += ["--persistent", "--shared=16", f"--socket={sock}", str(image)]
+    else:
+        cmd = ["nbdkit", "--foreground", "--unix", str(sock), "file", str(image)]
+        cmd += ["cache=none"]
+    return start(cmd, sock, server), f"nbd+unix:///?socket={sock}"
+
+
+def _spread(xs: list[float], fmt: str) -> str:
+    """`median (min..max)`, or the one value."""
+    med = statistics.median(xs)
+    if len(xs) == 1:
+        return format(med, fmt)
+    return f"{format(med, fmt)} ({format(min(xs), fmt)}..{format(max(xs), fmt)})"
 
 
 def bench_serve(
@@ -293,13 +377,19 @@ def bench_serve(
     size_bytes: int,
     runtime_s: int,
     log: Callable[[str], None],
-    servers: tuple[str, ...] = ("vmio", "qemu-nbd", "nbdkit", "ceiling"),
+    servers: tuple[str, ...] = SERVERS,
     share_s: int = 30,
+    rounds: int = 1,
+    read_ahead: int | None = None,
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """Run the comparison and the weighted-sharing measurement; returns two tables' rows
-    (the first: workload, server, IOPS, MB/s, p99 us, then vmio's IOPS over qemu-nbd's,
-    nbdkit's and the ceiling's on vmio's row)."""
-    for tool in ("fio", *[s for s in servers if s not in ("vmio", "ceiling")]):
+    """Run the comparison (`rounds` rounds; in each, every workload runs every server once,
+    the servers' order rotated from round to round, IMAGE evicted from the page cache before
+    each run) and the weighted-sharing measurement (skipped when `share_s` is 0); returns two
+    tables' rows (the first: workload, server, I/O path, IOPS, MB/s, p99 us, CPU us/IO,
+    then the IOPS ratios within a round of each vmio row to qemu-nbd, nbdkit and the
+    ceiling, median (min..max) over the rounds). `read_ahead`: vmio+ra's --read-ahead
+    (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
+    for tool in ("fio", *[s for s in servers if s in ("qemu-nbd", "nbdkit")]):
         if shutil.which(tool) is None:
             raise VmioError(f"'{tool}' is not installed (apt-get install fio qemu-utils nbdkit)")
     if not image.exists():
@@ -310,59 +400,65 @@ def bench_serve(
                 f.write(chunk)
             os.fsync(f.fileno())
     size = image.stat().st_size // 4096 * 4096
-    results: dict[tuple[str, str], dict] = {}
+    ra = device_read_ahead(image) if read_ahead is None else read_ahead
+    # (server, case) -> one dict of figures per round
+    results: dict[tuple[str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="vmio-bench-serve-") as tmpdir:
         tmp = Path(tmpdir)
-        for server in servers:
-            sock = tmp / f"{server}.sock"
-            if server == "ceiling":
-                for case in CASES:
-                    log(f"ceiling (fio libaio direct=1 on {image}): {case.name} ({runtime_s} s)")
-                    job = _fio([], case, runtime_s, size, image=image)[0]
-                    results[(server, case.name)] = _figures(job, case.rw)
-                continue
-            if server == "vmio":
-                proc, sock = _vmio_server(tmp, _stack(image, 1, "none", WEIGHTS), "vmio")
-                uri = f"nbd+unix:///vm1/disk0?socket={sock}"
-            elif server == "qemu-nbd":
-                cmd = ["qemu-nbd", "--format=raw", "--cache=none", "--aio=threads"]
-                cmd += ["--persistent", "--shared=16", f"--socket={sock}", str(image)]
-                proc = start(cmd, sock, "qemu-nbd")
-                uri = f"nbd+unix:///?socket={sock}"
-            else:
-                cmd = ["nbdkit", "--foreground", "--unix", str(sock), "file", str(image)]
-                cmd += ["cache=none"]
-                proc = start(cmd, sock, "nbdkit")
-                uri = f"nbd+unix:///?socket={sock}"
-            try:
-                for case in CASES:
-                    log(f"{server}: {case.name} ({runtime_s} s)")
-                    job = _fio([("j", uri)], case, runtime_s, size)[0]
-                    results[(server, case.name)] = _figures(job, case.rw)
-            finally:
-                _stop(proc)
+        for rnd in range(rounds):
+            k = rnd % len(servers)
+            for server in servers[k:] + servers[:k]:
+                proc, uri = (
+                    (None, "") if server == "ceiling" else _start_server(server, image, tmp, ra)
+                )
+                try:
+                    for case in CASES:
+                        what = f"round {rnd + 1}/{rounds}: {server}: {case.name}"
+                        log(f"{what} ({runtime_s} s, {image} evicted first)")
+                        evict(image)
+                        if proc is None:
+                            job = _fio([], case, runtime_s, size, image=image)[0]
+                            fig = _figures(job, case.rw)
+                        else:
+                            before = _cpu_s(proc.pid)
+                            job = _fio([("j", uri)], case, runtime_s, size)[0]
+                            after = _cpu_s(proc.pid)
+                            fig = _figures(job, case.rw)
+                            # fio's figures leave out the first second (ramp_time=1), the
+                            # server's CPU does not: I/Os over the whole run at fio's rate.
+                            ios = max(fig["iops"] * (runtime_s + 1), 1.0)
+                            fig["cpu_us"] = (after - before) * 1e6 / ios
+                        results.setdefault((server, case.name), []).append(fig)
+                finally:
+                    if proc is not None:
+                        _stop(proc)
         rows = []
         for case in CASES:
             for server in servers:
-                r = results[(server, case.name)]
-                ratios = [
-                    f"{results[('vmio', case.name)]['iops'] / results[(o, case.name)]['iops']:.2f}"
-                    if server == "vmio" and o in servers and results[(o, case.name)]["iops"]
-                    else "-"
-                    for o in ("qemu-nbd", "nbdkit", "ceiling")
-                ]
+                rs = results[(server, case.name)]
+                ratios = []
+                for o in ("qemu-nbd", "nbdkit", "ceiling"):
+                    if not server.startswith("vmio") or o not in servers:
+                        ratios.append("-")
+                        continue
+                    os_ = results[(o, case.name)]
+                    xs = [a["iops"] / b["iops"] for a, b in zip(rs, os_, strict=True) if b["iops"]]
+                    ratios.append(_spread(xs, ".2f") if xs else "-")
+                cpu = [r["cpu_us"] for r in rs if "cpu_us" in r]
                 rows.append(
                     [
                         case.name,
                         server,
-                        f"{r['iops']:,.0f}",
-                        f"{r['mb_s']:.1f}",
-                        f"{r['p99_us']:.0f}",
+                        PATHS.get(server, "").format(ra=f"{ra // 1024} KiB"),
+                        _spread([r["iops"] for r in rs], ",.0f"),
+                        _spread([r["mb_s"] for r in rs], ".1f"),
+                        _spread([r["p99_us"] for r in rs], ".0f"),
+                        _spread(cpu, ".1f") if cpu else "-",
                         *ratios,
                     ]
                 )
         share = []
-        for sched in ("cfq", "mcfq"):
+        for sched in ("cfq", "mcfq") if share_s > 0 else ():
             log(f"vmio {sched} weighted sharing: 4 exports, weights {WEIGHTS} ({share_s} s)")
             proc, sock = _vmio_server(tmp, _stack(image, 4, sched, WEIGHTS), sched)
             try:

@@ -36,7 +36,9 @@ pub struct Readahead {
     st: RaState,
 }
 
-fn init_size(n: u64, max: u64) -> u64 {
+/// Linux's `get_init_ra_size` (mm/readahead.c): the first window of a stream whose read is
+/// `n` pages, at most `max` pages (also vmio serve's `--read-ahead`).
+pub fn init_size(n: u64, max: u64) -> u64 {
     let s = n.next_power_of_two();
     if s <= max / 32 {
         s * 4
@@ -47,7 +49,8 @@ fn init_size(n: u64, max: u64) -> u64 {
     }
 }
 
-fn next_size(cur: u64, max: u64) -> u64 {
+/// Linux's `get_next_ra_size` (mm/readahead.c): the window after one of `cur` pages.
+pub fn next_size(cur: u64, max: u64) -> u64 {
     if cur < max / 16 {
         cur * 4
     } else if cur <= max / 2 {
