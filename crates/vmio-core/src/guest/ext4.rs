@@ -1608,18 +1608,18 @@ mod tests {
                 .or_else(|| self.free.iter().next());
             next.map(|(&s, &l)| (s, l)).unwrap()
         }
+        /// First fit one block at a time (the same runs as taking a run's piece at once).
         fn alloc(&mut self, goal: u64, blocks: u64, n: u64) -> Vec<(u64, u64)> {
             let mut runs: Vec<(u64, u64)> = Vec::new();
-            let (mut pos, mut left) = (if goal < blocks { goal } else { 0 }, n);
-            while left > 0 {
-                let (s, l) = self.run_from(pos);
-                let take = l.min(left);
-                self.take(s, take);
-                match runs.last_mut() {
-                    Some((ls, ll)) if *ls + *ll == s => *ll += take,
-                    _ => runs.push((s, take)),
+            let mut pos = if goal < blocks { goal } else { 0 };
+            for _ in 0..n {
+                let b = self.run_from(pos).0;
+                self.take(b, 1);
+                match runs.last_mut().filter(|r| r.0 + r.1 == b) {
+                    Some(r) => r.1 += 1,
+                    None => runs.push((b, 1)),
                 }
-                (pos, left) = (s + take, left - take);
+                pos = b + 1;
             }
             runs
         }
