@@ -99,9 +99,18 @@
 //! for c in queue from the first with angle ≥ φ0, wrapping round:
 //!     if φ(c) < 1 − PHASE_EPS − margin and trot·(φ(c) − margin) ≥ best: stop
 //!         (φ only grows along the walk: every later candidate passes the bound too)
+//!     if seek_floor(dist(c)) > trot·(φ(c) + margin) and trot·(φ(c) + 1 − PHASE_EPS − margin) ≥ best:
+//!         skip c (the turn bound, below)
 //!     best = min(best, (pos(c), rank(c)))
 //! then the candidates the walk did not reach with φ ≥ 1 − PHASE_EPS − margin
 //! ```
+//!
+//! The turn bound: a candidate whose seek is longer than its sector's angle (`s > trot·φ`)
+//! waits for the sector's next pass, `pos = trot·(φ + k)` with k ≥ 1, or `pos = s` when the
+//! wait snaps to 0, which needs `s` within `PHASE_EPS` of a turn past `φ`: either way at
+//! least `trot·(φ + 1 − PHASE_EPS)`. `seek_floor(d)`, the seek over the largest power of two
+//! tracks at most `d`, is a floor of the seek over `d` tracks when the curve is increasing
+//! (it is zero otherwise, and the bound never fires).
 //!
 //! A candidate the walk does not reach is positioned no sooner than the best (the angle
 //! bound), and the walk computes the positioning time only of those whose angle is below
@@ -616,6 +625,9 @@ pub struct Hdd {
     p: HddParams,
     geo: Geometry,
     seek: SeekCurve,
+    /// `seek_floor[j]`: the seek over 2^j tracks, a floor of every seek of 2^j tracks or
+    /// more (all zero when the fitted curve is not increasing).
+    seek_floor: [f64; 64],
     seg_bytes: u64,
     write_part: u64,
     readahead: u64,
@@ -703,6 +715,13 @@ impl Hdd {
             stats: DeviceStats::default(),
             busy: Busy::default(),
             geo,
+            seek_floor: std::array::from_fn(|j| {
+                if seek.is_increasing() {
+                    seek.ns(1u64 << j)
+                } else {
+                    0.0
+                }
+            }),
             seek,
             p,
         }
@@ -1203,11 +1222,21 @@ impl Hdd {
             } else {
                 start + visited - n
             };
-            if angle_bound_passes(q[qi].ang - now_phase, trot, best_pos) {
+            let d = q[qi].ang - now_phase;
+            if angle_bound_passes(d, trot, best_pos) {
                 break;
             }
-            self.consider(now_phase, head_i, qi, &mut best_pos, &mut best_q);
             visited += 1;
+            // The turn bound: a seek past the sector's angle waits for it a turn later.
+            let phi = if d < 0.0 { d + 1.0 } else { d };
+            let dist = (q[qi].trk_i - head_i).unsigned_abs();
+            if dist > 0
+                && self.seek_floor[63 - dist.leading_zeros() as usize] > (phi + ANGLE_MARGIN) * trot
+                && (phi + 1.0 - PHASE_EPS - ANGLE_MARGIN) * trot >= best_pos
+            {
+                continue;
+            }
+            self.consider(now_phase, head_i, qi, &mut best_pos, &mut best_q);
         }
         // The snap window: the last candidates in angle order, not visited yet.
         let mut back = n;
