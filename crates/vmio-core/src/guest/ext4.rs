@@ -605,7 +605,14 @@ fn for_extents(
     Ok(())
 }
 
-/// Free space: a tree of free runs (start -> len) and free counts per group and flex group.
+/// Free space: a tree of free runs and free counts per group and flex group.
+///
+/// The runs are keyed by their end (end -> start, `end` exclusive): first-fit allocation
+/// takes blocks from a run's start, which changes the run's start in place (one search),
+/// where a tree keyed by start removes and re-inserts the run; the run holding a block is
+/// the first whose end is past it (one search). Runs are disjoint, so their order by end is
+/// their order by start, and every answer is the one a start-keyed tree gives (the tests
+/// check it against one).
 #[derive(Clone, Debug)]
 struct Space {
     free: BTreeMap<u64, u64>,
@@ -681,52 +688,55 @@ impl Space {
 
     /// Marks the free run piece `start..start+len` used (it must be free).
     fn take(&mut self, start: u64, len: u64) {
-        let (&rs, &rl) = self
+        let end = start + len;
+        // The run holding `start`: the first whose end is past it.
+        let (&re, rs) = self
             .free
-            .range(..=start)
-            .next_back()
+            .range_mut(start + 1..)
+            .next()
             .expect("taking a free block");
-        debug_assert!(start + len <= rs + rl);
-        self.free.remove(&rs);
-        if start > rs {
-            self.free.insert(rs, start - rs);
+        let rs0 = *rs;
+        debug_assert!(rs0 <= start && end <= re);
+        if end < re {
+            // Its tail stays free, under the same end: changed in place.
+            *rs = end;
+        } else {
+            self.free.remove(&re);
         }
-        if rs + rl > start + len {
-            self.free.insert(start + len, rs + rl - start - len);
+        if start > rs0 {
+            self.free.insert(start, rs0);
         }
         self.count(start, len, false);
     }
 
     /// Returns `start..start+len` to the free tree, merged with its neighbours.
     fn release(&mut self, start: u64, len: u64) {
-        let (mut s, mut l) = (start, len);
-        if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
-            if ps + pl == start {
-                self.free.remove(&ps);
-                (s, l) = (ps, pl + l);
+        let end = start + len;
+        // A run ending at `start` is its left neighbour.
+        let s = self.free.remove(&start).unwrap_or(start);
+        match self.free.range_mut(end + 1..).next() {
+            // A run starting at `end` is its right neighbour: it now starts at `s`.
+            Some((_, ns)) if *ns == end => *ns = s,
+            _ => {
+                self.free.insert(end, s);
             }
         }
-        if let Some(nl) = self.free.remove(&(start + len)) {
-            l += nl;
-        }
-        self.free.insert(s, l);
         self.count(start, len, true);
     }
 
     /// The free run holding `pos` (from `pos`), else the next one, else the first (wrapping).
     fn run_from(&self, pos: u64) -> (u64, u64) {
-        if let Some((&s, &l)) = self.free.range(..=pos).next_back() {
-            if s + l > pos {
-                return (pos, s + l - pos);
-            }
-        }
-        let next = self
+        let (&e, &s) = self
             .free
-            .range(pos..)
+            .range(pos + 1..)
             .next()
-            .or_else(|| self.free.iter().next());
-        next.map(|(&s, &l)| (s, l))
-            .expect("free space is not empty")
+            .or_else(|| self.free.iter().next())
+            .expect("free space is not empty");
+        if s <= pos && pos < e {
+            (pos, e - pos)
+        } else {
+            (s, e - s)
+        }
     }
 
     /// First fit from `goal`: `n` blocks as physical runs (start, len) in allocation order.
@@ -1552,6 +1562,127 @@ mod tests {
 
     fn fs(bytes: u64) -> Ext4 {
         Ext4::new(layout(bytes))
+    }
+
+    /// The free-run tree keyed by start (start -> len), as `Space` kept it before its runs
+    /// were keyed by end: the reference `Space` must agree with.
+    #[derive(Default)]
+    struct StartKeyed {
+        free: BTreeMap<u64, u64>,
+    }
+
+    impl StartKeyed {
+        fn take(&mut self, start: u64, len: u64) {
+            let (&rs, &rl) = self.free.range(..=start).next_back().unwrap();
+            self.free.remove(&rs);
+            if start > rs {
+                self.free.insert(rs, start - rs);
+            }
+            if rs + rl > start + len {
+                self.free.insert(start + len, rs + rl - start - len);
+            }
+        }
+        fn release(&mut self, start: u64, len: u64) {
+            let (mut s, mut l) = (start, len);
+            if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
+                if ps + pl == start {
+                    self.free.remove(&ps);
+                    (s, l) = (ps, pl + l);
+                }
+            }
+            if let Some(nl) = self.free.remove(&(start + len)) {
+                l += nl;
+            }
+            self.free.insert(s, l);
+        }
+        fn run_from(&self, pos: u64) -> (u64, u64) {
+            if let Some((&s, &l)) = self.free.range(..=pos).next_back() {
+                if s + l > pos {
+                    return (pos, s + l - pos);
+                }
+            }
+            let next = self
+                .free
+                .range(pos..)
+                .next()
+                .or_else(|| self.free.iter().next());
+            next.map(|(&s, &l)| (s, l)).unwrap()
+        }
+        /// First fit one block at a time (the same runs as taking a run's piece at once).
+        fn alloc(&mut self, goal: u64, blocks: u64, n: u64) -> Vec<(u64, u64)> {
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            let mut pos = if goal < blocks { goal } else { 0 };
+            for _ in 0..n {
+                let b = self.run_from(pos).0;
+                self.take(b, 1);
+                match runs.last_mut().filter(|r| r.0 + r.1 == b) {
+                    Some(r) => r.1 += 1,
+                    None => runs.push((b, 1)),
+                }
+                pos = b + 1;
+            }
+            runs
+        }
+    }
+
+    #[test]
+    fn the_free_runs_keyed_by_end_allocate_and_merge_as_runs_keyed_by_start_do() {
+        let mut rng = Rng::new(29);
+        for round in 0..200 {
+            let (bpg, groups) = (64 + rng.below(64), 1 + rng.below(8));
+            let blocks = bpg * groups;
+            let mut sp = Space {
+                free: BTreeMap::new(),
+                group_free: vec![0; groups as usize],
+                flex_free: vec![0; groups as usize],
+                total: 0,
+                blocks,
+                blocks_per_group: bpg,
+                flex_bg: 1,
+            };
+            let mut reference = StartKeyed::default();
+            // Free space in pieces, some adjacent (merged), some with used blocks between.
+            let mut used = Vec::new();
+            let mut at = 0;
+            while at < blocks {
+                let len = (1 + rng.below(20)).min(blocks - at);
+                if rng.below(4) == 0 {
+                    used.push((at, len));
+                } else {
+                    sp.release(at, len);
+                    reference.release(at, len);
+                }
+                at += len;
+            }
+            let mut runs = Vec::new();
+            for step in 0..300 {
+                let free_now: Vec<(u64, u64)> = sp.free.iter().map(|(&e, &s)| (s, e - s)).collect();
+                let want: Vec<(u64, u64)> = reference.free.iter().map(|(&s, &l)| (s, l)).collect();
+                assert_eq!(free_now, want, "round {round} step {step}");
+                assert_eq!(sp.total, want.iter().map(|r| r.1).sum::<u64>());
+                let pos = rng.below(blocks);
+                if sp.total > 0 {
+                    assert_eq!(sp.run_from(pos), reference.run_from(pos), "{pos}");
+                }
+                if sp.total > 0 && (used.is_empty() || rng.below(2) == 0) {
+                    let n = 1 + rng.below(sp.total.min(30));
+                    let goal = rng.below(blocks + 10);
+                    sp.alloc_into(goal, n, &mut runs).unwrap();
+                    assert_eq!(runs, reference.alloc(goal, blocks, n), "alloc {goal} {n}");
+                    used.extend(runs.iter().copied());
+                } else if !used.is_empty() {
+                    // A used piece (or a part of one) goes back.
+                    let i = rng.below(used.len() as u64) as usize;
+                    let (s, l) = used.swap_remove(i);
+                    let k = 1 + rng.below(l);
+                    if k < l {
+                        used.push((s + k, l - k));
+                    }
+                    sp.release(s, k);
+                    reference.release(s, k);
+                }
+            }
+        }
     }
 
     #[test]

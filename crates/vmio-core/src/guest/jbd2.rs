@@ -140,6 +140,8 @@ pub const MIN_JOURNAL_BLOCKS: u64 = 1024;
 /// `JBD2_NR_BATCH`: buffers `jbd2_log_do_checkpoint` writes under one plug.
 pub const CHECKPOINT_BATCH: usize = 64;
 
+/// Emptied block sets the journal keeps for its next transactions (`Journal::spare_sets`).
+const SPARE_SETS: usize = 4;
 /// `sizeof(journal_header_t)`: magic, block type, sequence.
 const HEADER_BYTES: u64 = 12;
 /// The journal UUID after a descriptor's first tag.
@@ -533,6 +535,13 @@ pub struct Journal {
     /// Block → the checkpoint transaction that holds it (`b_cp_transaction`).
     owner: FxHashMap<u64, Tid>,
     inodes: FxHashMap<u32, InodeTids>,
+    /// Emptied containers of finished transactions, kept with their room for the next ones
+    /// (a transaction's sets would otherwise grow by rehashing from empty each time): block
+    /// sets, and the committed transaction's buffer and revoke lists. Only looked up or
+    /// sorted before use, so their room changes no result.
+    spare_sets: Vec<FxHashSet<u64>>,
+    spare_order: Vec<(u64, Kind)>,
+    spare_revokes: Vec<u64>,
     committed: Tid,
     stats: JournalStats,
 }
@@ -562,6 +571,9 @@ impl Journal {
             emptied: false,
             owner: FxHashMap::default(),
             inodes: FxHashMap::default(),
+            spare_sets: Vec::new(),
+            spare_order: Vec::new(),
+            spare_revokes: Vec::new(),
             committed: 0,
             stats: JournalStats::default(),
         })
@@ -814,8 +826,22 @@ impl Journal {
     /// Drop checkpoint transactions with every block home (`__jbd2_journal_remove_checkpoint`).
     fn release_checkpointed(&mut self) {
         if std::mem::take(&mut self.emptied) {
-            self.checkpoint.retain(|t| !t.pending.is_empty());
+            let spare = &mut self.spare_sets;
+            self.checkpoint.retain_mut(|t| {
+                if !t.pending.is_empty() {
+                    return true;
+                }
+                if spare.len() < SPARE_SETS {
+                    spare.push(std::mem::take(&mut t.pending));
+                }
+                false
+            });
         }
+    }
+
+    /// An empty block set, with the room of a finished transaction's if one is spare.
+    fn spare_set(&mut self) -> FxHashSet<u64> {
+        self.spare_sets.pop().unwrap_or_default()
     }
 
     /// Log blocks from the tail to `block`.
@@ -865,8 +891,11 @@ impl Journal {
         if self.full() {
             self.stats.size_commits += 1;
         }
-        let next = Running::new(self.running.tid.wrapping_add(1));
-        let r = std::mem::replace(&mut self.running, next);
+        let mut next = Running::new(self.running.tid.wrapping_add(1));
+        next.members = self.spare_set();
+        next.order = std::mem::take(&mut self.spare_order);
+        next.revokes = std::mem::take(&mut self.spare_revokes);
+        let mut r = std::mem::replace(&mut self.running, next);
         self.release_checkpointed();
         let superblock_first = std::mem::take(&mut self.flushed);
         let log_start = self.head;
@@ -891,6 +920,13 @@ impl Journal {
             descriptor_blocks,
             revoke_blocks,
         };
+        // The new running transaction takes the old one's inode lists and revoke set, emptied.
+        r.ordered.clear();
+        r.ordered_index.clear();
+        r.revoke_set.clear();
+        self.running.ordered = std::mem::take(&mut r.ordered);
+        self.running.ordered_index = std::mem::take(&mut r.ordered_index);
+        self.running.revoke_set = std::mem::take(&mut r.revoke_set);
         // jbd2_journal_get_log_tail, as the commit computes it before its record.
         let tail_target = self
             .checkpoint
@@ -931,9 +967,9 @@ impl Journal {
         if self.committing.as_ref().is_none_or(|c| c.tid != tid) {
             return None;
         }
-        let c = self.committing.take()?;
+        let mut c = self.committing.take()?;
         let mut done = CommitDone::default();
-        let mut pending = FxHashSet::default();
+        let mut pending = self.spare_set();
         for &(b, kind) in &c.blocks {
             self.drop_checkpoint_entry(b);
             self.owner.insert(b, tid);
@@ -957,6 +993,15 @@ impl Journal {
         });
         self.committed = tid;
         let target = c.tail_target;
+        // Its containers go spare for the transactions to come.
+        c.members.clear();
+        if self.spare_sets.len() < SPARE_SETS {
+            self.spare_sets.push(std::mem::take(&mut c.members));
+        }
+        c.blocks.clear();
+        self.spare_order = std::mem::take(&mut c.blocks);
+        c.revokes.clear();
+        self.spare_revokes = std::mem::take(&mut c.revokes);
         if tid_gt(target.0, self.tail_tid) && self.distance(target.1) >= self.geo.max_txn_bufs {
             done.tail = Some(self.move_tail(target, false));
         }

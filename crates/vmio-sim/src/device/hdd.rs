@@ -60,9 +60,9 @@
 //!                                             -> keep reading ahead (speculative), then destage
 //!            a command older than 1 s         -> it goes first (starvation guard)
 //!            else pick min positioning time = seek(|Δtrack|) + rotational wait (SPTF;
-//!            the queue is kept sorted by track and scanned outwards from the head until
-//!            the seek alone exceeds the best time found; a candidate whose angle alone
-//!            puts it at or past the best is skipped (below): exact, and cheap at QD32);
+//!            the queue is kept sorted by angle and visited from the head's phase on
+//!            until a candidate's angle alone puts it at or past the best time found
+//!            (below): exact, and cheap at QD32);
 //!            abort the read-ahead at the point reached (kept in its segment)
 //!            read:  position, then stream from offset: done at end (-> link),
 //!                   keep reading up to end + readahead into an LRU segment
@@ -86,7 +86,35 @@
 //! used with a margin of 10⁻⁶ turn, far above the rounding of `trk` (below 10⁻⁹ turn at
 //! 2·10⁶ tracks), so a skipped candidate's computed time is never below the best, and the
 //! choice (the first strictly smaller time in visiting order) is the one the full scan
-//! makes. Worthington, Ganger and Patt, "Scheduling algorithms for modern disk drives"
+//! makes.
+//!
+//! **SPTF's order.** The choice is the least positioning time, a tie going to the first
+//! candidate in order of seek distance from the head's track `h` (at equal distance those
+//! on or above `h` first; above, in enqueue order; below, in reverse enqueue order: the
+//! order of a scan outwards from the head over a queue sorted by track). The queue is kept
+//! sorted by angle, so the candidates are visited by `φ` from the head's phase on:
+//!
+//! ```text
+//! best = ∞
+//! for c in queue from the first with angle ≥ φ0, wrapping round:
+//!     if φ(c) < 1 − PHASE_EPS − margin and trot·(φ(c) − margin) ≥ best: stop
+//!         (φ only grows along the walk: every later candidate passes the bound too)
+//!     if seek_floor(dist(c)) > trot·(φ(c) + margin) and trot·(φ(c) + 1 − PHASE_EPS − margin) ≥ best:
+//!         skip c (the turn bound, below)
+//!     best = min(best, (pos(c), rank(c)))
+//! then the candidates the walk did not reach with φ ≥ 1 − PHASE_EPS − margin
+//! ```
+//!
+//! The turn bound: a candidate whose seek is longer than its sector's angle (`s > trot·φ`)
+//! waits for the sector's next pass, `pos = trot·(φ + k)` with k ≥ 1, or `pos = s` when the
+//! wait snaps to 0, which needs `s` within `PHASE_EPS` of a turn past `φ`: either way at
+//! least `trot·(φ + 1 − PHASE_EPS)`. `seek_floor(d)`, the seek over the largest power of two
+//! tracks at most `d`, is a floor of the seek over `d` tracks when the curve is increasing
+//! (it is zero otherwise, and the bound never fires).
+//!
+//! A candidate the walk does not reach is positioned no sooner than the best (the angle
+//! bound), and the walk computes the positioning time only of those whose angle is below
+//! the best time, the fewest the angle bound allows. Worthington, Ganger and Patt, "Scheduling algorithms for modern disk drives"
 //! (SIGMETRICS 1994), define SPTF (their SATF) on exactly this seek + rotational latency.
 //!
 //! **Resumed read-ahead.** The read-ahead stops when it is `readahead` bytes past the last
@@ -524,6 +552,23 @@ struct QEnt {
     submit_ns: Ns,
     idx: u32,
     read: bool,
+    /// Its place in enqueue order: with `trk_i`, its place in track order (module doc).
+    seq: u64,
+}
+
+impl QEnt {
+    /// Its place in the order SPTF visits by seek distance from a head on track `head_i`
+    /// (module doc, SPTF's order): by distance, the head's track and those above before
+    /// those below at the same distance, those above in enqueue order, those below in
+    /// reverse enqueue order.
+    #[inline]
+    fn visit_rank(&self, head_i: i64) -> (u64, bool, u64) {
+        if self.trk_i >= head_i {
+            ((self.trk_i - head_i) as u64, false, self.seq)
+        } else {
+            ((head_i - self.trk_i) as u64, true, !self.seq)
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -580,6 +625,9 @@ pub struct Hdd {
     p: HddParams,
     geo: Geometry,
     seek: SeekCurve,
+    /// `seek_floor[j]`: the seek over 2^j tracks, a floor of every seek of 2^j tracks or
+    /// more (all zero when the fitted curve is not increasing).
+    seek_floor: [f64; 64],
     seg_bytes: u64,
     write_part: u64,
     readahead: u64,
@@ -592,8 +640,11 @@ pub struct Hdd {
     ctrl_q: VecDeque<(Ns, u32)>,
     link_free: Ns,
     link_q: VecDeque<(Ns, u32, AfterLink)>,
-    /// Commands waiting for the head, with what SPTF needs kept contiguous.
+    /// Commands waiting for the head, with what SPTF needs kept contiguous, sorted by
+    /// angle (module doc, SPTF's order).
     media_q: Vec<QEnt>,
+    /// The next `QEnt::seq`.
+    media_seq: u64,
     /// The smallest `submit_ns` in `media_q` (`Ns::MAX` when empty).
     media_oldest: Ns,
     write_wait: VecDeque<u32>,
@@ -637,6 +688,7 @@ impl Hdd {
             link_free: 0,
             link_q: VecDeque::with_capacity(qd * 2),
             media_q: Vec::with_capacity(qd * 2),
+            media_seq: 0,
             media_oldest: Ns::MAX,
             write_wait: VecDeque::with_capacity(qd),
             flush_wait: VecDeque::new(),
@@ -663,6 +715,13 @@ impl Hdd {
             stats: DeviceStats::default(),
             busy: Busy::default(),
             geo,
+            seek_floor: std::array::from_fn(|j| {
+                if seek.is_increasing() {
+                    seek.ns(1u64 << j)
+                } else {
+                    0.0
+                }
+            }),
             seek,
             p,
         }
@@ -1085,18 +1144,21 @@ impl Hdd {
         let c = &mut self.cmds[idx as usize];
         let trk = self.geo.track_of(c.media_off);
         c.trk = trk;
-        let trk_i = trk as i64;
-        let at = self.media_q.partition_point(|q| q.trk_i <= trk_i);
+        let ang = frac(trk);
+        let at = self.media_q.partition_point(|q| q.ang <= ang);
         self.media_oldest = self.media_oldest.min(c.submit_ns);
+        let seq = self.media_seq;
+        self.media_seq += 1;
         self.media_q.insert(
             at,
             QEnt {
                 trk,
-                trk_i,
-                ang: frac(trk),
+                trk_i: trk as i64,
+                ang,
                 submit_ns: c.submit_ns,
                 idx,
                 read,
+                seq,
             },
         );
     }
@@ -1119,6 +1181,82 @@ impl Hdd {
         seek + w * self.geo.trot
     }
 
+    /// Candidate `qi` of `media_q` against the best so far (its positioning time, its
+    /// index): it takes the place when sooner, or as soon and first in visiting order.
+    #[inline(always)]
+    fn consider(
+        &self,
+        now_phase: f64,
+        head_i: i64,
+        qi: usize,
+        best_pos: &mut f64,
+        best_q: &mut usize,
+    ) {
+        let q = &self.media_q;
+        let pos = self.positioning(now_phase, head_i, q[qi].trk);
+        if pos < *best_pos
+            || (pos == *best_pos && q[qi].visit_rank(head_i) < q[*best_q].visit_rank(head_i))
+        {
+            *best_pos = pos;
+            *best_q = qi;
+        }
+    }
+
+    /// The queued command SPTF takes from a head on track `head_i` at phase `now_phase`:
+    /// its positioning time and index in `media_q` (`usize::MAX` and infinity when the
+    /// queue is empty). The least time, a tie going to the first in visiting order by seek
+    /// distance (`QEnt::visit_rank`); candidates are visited by angle from the head, and
+    /// the walk stops at the first whose angle alone reaches the best time found (module
+    /// doc, SPTF's order).
+    fn sptf_scan(&self, now_phase: f64, head_i: i64) -> (f64, usize) {
+        let q = &self.media_q;
+        let n = q.len();
+        let trot = self.geo.trot;
+        let mut best_pos = f64::INFINITY;
+        let mut best_q = usize::MAX;
+        let start = q.partition_point(|e| e.ang < now_phase);
+        let mut visited = 0;
+        while visited < n {
+            let qi = if start + visited < n {
+                start + visited
+            } else {
+                start + visited - n
+            };
+            let d = q[qi].ang - now_phase;
+            if angle_bound_passes(d, trot, best_pos) {
+                break;
+            }
+            visited += 1;
+            // The turn bound: a seek past the sector's angle waits for it a turn later.
+            let phi = if d < 0.0 { d + 1.0 } else { d };
+            let dist = (q[qi].trk_i - head_i).unsigned_abs();
+            if dist > 0
+                && self.seek_floor[63 - dist.leading_zeros() as usize] > (phi + ANGLE_MARGIN) * trot
+                && (phi + 1.0 - PHASE_EPS - ANGLE_MARGIN) * trot >= best_pos
+            {
+                continue;
+            }
+            self.consider(now_phase, head_i, qi, &mut best_pos, &mut best_q);
+        }
+        // The snap window: the last candidates in angle order, not visited yet.
+        let mut back = n;
+        while back > visited {
+            let qi = if start + back - 1 < n {
+                start + back - 1
+            } else {
+                start + back - 1 - n
+            };
+            let d = q[qi].ang - now_phase;
+            let phi = if d < 0.0 { d + 1.0 } else { d };
+            if phi < 1.0 - PHASE_EPS - ANGLE_MARGIN {
+                break;
+            }
+            self.consider(now_phase, head_i, qi, &mut best_pos, &mut best_q);
+            back -= 1;
+        }
+        (best_pos, best_q)
+    }
+
     /// When the head is free, choose its next job (see the module doc).
     fn try_dispatch(&mut self, now: Ns) {
         let speculative = match self.head {
@@ -1137,50 +1275,17 @@ impl Hdd {
         let now_phase = self.phase(now);
         let head_i = self.head_trk as i64;
 
-        // SPTF. A candidate `d` tracks away needs at least seek(d): once the best positioning
-        // time is known, candidates at `d_lim` tracks or more are skipped without computing it.
-        let mut best_pos = f64::INFINITY;
-        let mut d_lim = u64::MAX;
-        let mut best_q = usize::MAX;
+        // SPTF (module doc, SPTF's order): candidates in order of their angle from the head
+        // now, until the angle alone reaches the best positioning time found; then those
+        // within the snap window of a full turn, which the bound never skips.
         let trot = self.geo.trot;
-        // The queue is sorted by track: visit candidates in order of seek distance, outwards
-        // from the head, until the distance alone exceeds the best positioning time.
-        let q = &self.media_q;
-        let mut hi = q.partition_point(|e| e.trk_i < head_i);
-        let mut lo = hi;
-        loop {
-            let dl = if lo > 0 {
-                (head_i - q[lo - 1].trk_i).unsigned_abs()
-            } else {
-                u64::MAX
-            };
-            let dh = if hi < q.len() {
-                (q[hi].trk_i - head_i).unsigned_abs()
-            } else {
-                u64::MAX
-            };
-            let qi = if dl < dh {
-                lo -= 1;
-                lo
-            } else if dh != u64::MAX {
-                hi += 1;
-                hi - 1
-            } else {
-                break;
-            };
-            if dl.min(dh) >= d_lim {
-                break;
-            }
-            if angle_bound_passes(q[qi].ang - now_phase, trot, best_pos) {
-                continue;
-            }
-            let pos = self.positioning(now_phase, head_i, q[qi].trk);
-            if pos < best_pos {
-                best_pos = pos;
-                best_q = qi;
-                d_lim = self.seek.tracks_at_least(pos);
-            }
-        }
+        let (best_pos, best_q) = self.sptf_scan(now_phase, head_i);
+        let mut best_pos = best_pos;
+        let mut d_lim = if best_q < self.media_q.len() {
+            self.seek.tracks_at_least(best_pos)
+        } else {
+            u64::MAX
+        };
         let starving = self.media_oldest.saturating_add(STARVATION_NS) <= now;
         let mut best_d: Option<(f64, u64)> = None;
         if destage && !starving {
@@ -1211,9 +1316,11 @@ impl Hdd {
         }
         let (pos, qi) = if starving {
             // The first in track order of the oldest.
-            let oldest = (self.media_q.iter())
-                .position(|q| q.submit_ns == self.media_oldest)
-                .expect("media_oldest is a queued command's");
+            let oldest = (self.media_q.iter().enumerate())
+                .filter(|(_, q)| q.submit_ns == self.media_oldest)
+                .min_by_key(|(_, q)| (q.trk_i, q.seq))
+                .expect("media_oldest is a queued command's")
+                .0;
             let q = &self.media_q[oldest];
             (self.positioning(now_phase, head_i, q.trk), oldest)
         } else if best_q < self.media_q.len() {
@@ -1606,6 +1713,95 @@ mod tests {
             }
         }
         assert!(skipped > 50_000, "{skipped}");
+    }
+
+    /// The SPTF choice of the whole queue visited in track order outwards from the head
+    /// (the first strictly smaller positioning time wins), with no bound: the reference
+    /// `sptf_scan` must agree with.
+    fn full_scan_by_track(d: &Hdd, now_phase: f64, head_i: i64) -> (f64, u64) {
+        let mut by_trk: Vec<&QEnt> = d.media_q.iter().collect();
+        by_trk.sort_by_key(|e| (e.trk_i, e.seq));
+        let mut hi = by_trk.partition_point(|e| e.trk_i < head_i);
+        let mut lo = hi;
+        let (mut best, mut seq) = (f64::INFINITY, u64::MAX);
+        loop {
+            let dl = (lo > 0).then(|| (head_i - by_trk[lo - 1].trk_i).unsigned_abs());
+            let dh = (hi < by_trk.len()).then(|| (by_trk[hi].trk_i - head_i).unsigned_abs());
+            let e = match (dl, dh) {
+                (Some(l), h) if h.is_none_or(|h| l < h) => {
+                    lo -= 1;
+                    by_trk[lo]
+                }
+                (_, Some(_)) => {
+                    hi += 1;
+                    by_trk[hi - 1]
+                }
+                _ => break,
+            };
+            let pos = d.positioning(now_phase, head_i, e.trk);
+            if pos < best {
+                (best, seq) = (pos, e.seq);
+            }
+        }
+        (best, seq)
+    }
+
+    #[test]
+    fn sptf_by_angle_takes_the_command_the_full_scan_by_track_takes() {
+        let mut d = hdd();
+        let tracks = d.tracks() as u64;
+        let mut rng = Rng::new(11);
+        let mut within_half_a_turn = 0;
+        for round in 0..20_000u64 {
+            d.media_q.clear();
+            let head_i = rng.below(tracks) as i64;
+            let now_phase = d.phase(rng.below(1 << 40));
+            let n = 1 + rng.below(40);
+            let band = [0, 8, 4096, tracks][round as usize % 4];
+            let mut prev_trk = None;
+            for k in 0..n {
+                // Some on the head's track, some sharing another command's sector (ties),
+                // some at the head's phase or just before it (the snap window).
+                let trk = match rng.below(6) {
+                    0 => head_i as f64 + rng.below(1 << 20) as f64 / (1u64 << 20) as f64,
+                    1 => prev_trk.unwrap_or(head_i as f64 + 0.5),
+                    2 => (head_i as u64 + rng.below(band + 1)).min(tracks - 1) as f64 + now_phase,
+                    3 => {
+                        let t = (head_i as u64).saturating_sub(rng.below(band + 1)) as f64;
+                        t + frac(now_phase - 1e-6 * rng.below(20) as f64)
+                    }
+                    _ => {
+                        let lo = (head_i as u64).saturating_sub(band);
+                        let t = (lo + rng.below(2 * band + 1)).min(tracks - 1);
+                        t as f64 + rng.below(1 << 30) as f64 / (1u64 << 30) as f64
+                    }
+                };
+                prev_trk = Some(trk);
+                let ang = frac(trk);
+                let at = d.media_q.partition_point(|q| q.ang <= ang);
+                d.media_q.insert(
+                    at,
+                    QEnt {
+                        trk,
+                        trk_i: trk as i64,
+                        ang,
+                        submit_ns: k,
+                        idx: k as u32,
+                        read: true,
+                        seq: rng.below(4) * 100 + k,
+                    },
+                );
+            }
+            let (pos, qi) = d.sptf_scan(now_phase, head_i);
+            let (want, seq) = full_scan_by_track(&d, now_phase, head_i);
+            assert_eq!(
+                (pos, d.media_q[qi].seq),
+                (want, seq),
+                "round {round}: head {head_i} phase {now_phase}"
+            );
+            within_half_a_turn += (pos < d.geo.trot * 0.5) as u32;
+        }
+        assert!(within_half_a_turn > 1000, "{within_half_a_turn}");
     }
 
     #[test]
