@@ -8,7 +8,9 @@ real_validation_figures_offgrid.json (version 2: family 2, off the battery's gri
 percentiles; no raid0 part) and real_validation_figures_offgrid_29nov.json (version 2, seed 9 on
 this machine's disk with the flash model's stream, draining processor and flush drain fitted)
 and real_validation_figures_offgrid_29nov_b.json (version 2, seed 8, with the device-wide
-freezes and the virtio ring fitted), when present."""
+freezes and the virtio ring fitted) and real_validation_figures_offgrid_29nov_c.json and _d.json
+(version 2, seeds 8 and 9, with the ring's splits at max_segments and its merges), when
+present."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ RECORDS = [
         HERE / "real_validation_figures_offgrid.json",
         HERE / "real_validation_figures_offgrid_29nov.json",
         HERE / "real_validation_figures_offgrid_29nov_b.json",
+        HERE / "real_validation_figures_offgrid_29nov_c.json",
+        HERE / "real_validation_figures_offgrid_29nov_d.json",
     )
     if p.is_file()
 ]
