@@ -4,31 +4,46 @@
 //! an NBD client on the host over a Unix socket: fio's nbd engine (fio engines/nbd.c, libnbd's
 //! `nbd_aio_pread`/`nbd_aio_pwrite`), `qemu-io`/`qemu-img` or QEMU's own NBD block driver. There
 //! is no guest kernel and no virtqueue: what a request costs is the path between the client's
-//! thread and the server's threads. vmio serve hands a request from its connection's reader
-//! thread to the dispatcher and an I/O worker, and the reply to the connection's writer thread
-//! (docs/serve.md, crates/vmio-serve/src/server.rs); the client sends the request with one
-//! `send` and polls for the reply (libnbd lib/aio.c). Three kinds of cost follow:
+//! thread and the server's threads. The client sends the request with one `send` and polls
+//! for the reply (libnbd lib/aio.c). vmio serve's connection reader parses the request (and
+//! reads a WRITE's payload into its buffer), maps it through the layout and submits it to the
+//! device's queue and scheduler on the same thread (crates/vmio-serve/src/dispatch.rs). On an
+//! O_DIRECT backing (`cache = "none"`, `"directsync"`) the aligned pieces the queue starts go
+//! to the kernel in one `io_submit` from that thread, and one completion thread reaps them
+//! (`io_getevents`) and sends the reply itself, header and payload in one `sendmsg`
+//! (crates/vmio-serve/src/aio.rs, server.rs); other pieces (buffered, unaligned, merged) go
+//! to an I/O worker through a queue whose consumers sleep at once
+//! (crates/vmio-serve/src/handoff.rs), and the worker sends the reply. The connection's writer
+//! thread only takes what a full socket refused (docs/serve.md). Three kinds of cost follow:
 //!
-//! - **hand-offs** (`handoff`): each hand-off wakes a sleeping thread, possibly on another
-//!   core; on a VM host that is an IPI, a VM exit and a vCPU scheduled again (Linux
-//!   kernel/sched/core.c `try_to_wake_up`, `ttwu_queue_wakelist`). It delays a request but
-//!   occupies nothing: at depth the threads are awake and the hand-offs of several requests
-//!   overlap.
+//! - **hand-offs** (`handoff`): the client's send wakes the sleeping reader, the kernel's
+//!   completion wakes the completion thread (or the hand-off wakes a worker), and the reply
+//!   wakes the client's poll; each wakes a sleeping thread, possibly on another core, and on a
+//!   VM host that is an IPI, a VM exit and a vCPU scheduled again (Linux kernel/sched/core.c
+//!   `try_to_wake_up`, `ttwu_queue_wakelist`). It delays a request but occupies nothing: at
+//!   depth the threads are awake and the hand-offs of several requests overlap.
 //! - **serialized work per request** (`request`): the system calls on both sides, parsing the
 //!   128-byte-or-smaller request and reply headers (the NBD protocol's `struct nbd_request`,
 //!   `struct nbd_simple_reply`), the dispatch through the layout and the scheduler. On the
-//!   connection's reader and writer threads, one request after the other.
+//!   connection's reader (submission) and the thread that sends the reply (completion), one
+//!   request after the other.
 //! - **copies** (`read_rate`, `write_rate`): a WRITE's payload crosses the socket with the
 //!   request (client → kernel → server buffer), a READ's with its reply (server buffer →
-//!   kernel → client); each is copied twice by the CPU, on the serialized threads.
+//!   kernel → client); each is copied twice by the CPU, on the serialized threads. (Over a
+//!   tmpfs image the device's own copy, `shmem_file_read_iter` inside `io_submit`, is the
+//!   device's time, not these.)
 //!
 //! The defaults come from four fio nbd jobs run by hand on the reference machine of
 //! docs/validation.md (a 2-vCPU Firecracker VM, kernel 6.18, fio 3.33 with libnbd, vmio serve
 //! over a tmpfs image): 4k QD1 reads at 154 µs, 16k QD12 reads at 39k IOPS, 96k QD4 reads at
 //! 1.2 GB/s, 128k QD6 writes at 0.99 GB/s. `vmio calibrate --serve-path` measures the table
-//! on the machine at hand (python/vmio/calserve.py); on the reference machine, which is
-//! shared, its runs ranged over handoff 12–128 µs, request 13–54 µs and rates 1.3–5 GB/s
-//! (docs/validation.md, "The NBD path"). Put the table it prints into the stack.
+//! on the machine at hand (python/vmio/real/servepath.py): `request` and the rates from the
+//! saturated (QD16) points, where the hand-offs overlap, and `handoff` from the QD1 latencies
+//! of the smallest size, where the wake-ups dominate the copies (a larger size's QD1 residual
+//! also holds its copies' lower cost at depth 1, with the payload still in the cache: that
+//! module's doc). On the reference machine, which is shared, its runs ranged over handoff
+//! 12–128 µs, request 13–54 µs and rates 1.3–5 GB/s (docs/validation.md, "The NBD path").
+//! Put the table it prints into the stack.
 //!
 //! ```text
 //! submit (request of len bytes, op):

@@ -53,8 +53,29 @@ request, 1 / rate_read, 1 / rate_write = the least relative squares sum ((Y_i - 
     request = (sum w Y - sum_d A_d B_d / C_d) / (sum w - sum_d B_d^2 / C_d)
     1 / rate_d = (A_d - request B_d) / C_d
     (request < 0: 0, the slopes refitted through 0, a note; a slope <= 0: an error)
-handoff = max(0, median over the QD1 points of (T - request - L / rate_d - R(L, d)))
+handoff = max(0, median over the QD1 points of the smallest size (4 KiB: one read, one
+    write) of (T - request - L / rate_d - R(L, d)))
 ```
+
+Each cost is identified where it dominates. At QD16 the hand-offs overlap and the saturated
+time is the serialized work, so `request` and the rates come from there, and they are charged
+there (the simulator's saturated rate is 1 / (request + L / rate_d)). `handoff` only delays a
+request, so it shows only at QD1, and there only the smallest size isolates it: a 4 KiB
+payload's copies take about 2 µs at the fitted rates against tens of µs of wake-ups (fio's
+thread wakes vmio serve's reader, the AIO completion thread wakes on the kernel's completion
+and sends the reply, libnbd's poll wakes fio: crates/vmio-core/src/nbd.rs). A larger size's
+QD1 residual also holds how much cheaper its copies are at depth 1 than at depth 16, which is
+no hand-off: at QD16 the copies of 16 requests of 128 KiB (2 MiB a stage: the tmpfs page,
+the server's buffer, the socket's skbs, the client's buffer; Linux mm/shmem.c
+`shmem_file_read_iter`, net/unix/af_unix.c `unix_stream_sendmsg` and
+`unix_stream_read_generic`, each a `copy_to_iter`/`copy_from_iter`) share two loaded cores
+and spill out of their L2 (1 MiB a core on this machine's AMD EPYC, `lscpu`), while one
+request's 128 KiB stays in it from one copy to the next. Measured (docs/performance.md, "The
+serve-path calibration's QD1 errors"): with the median over every QD1 point, the 128 KiB
+residuals came out negative, `handoff` 0, and the 4 KiB QD1 latencies were simulated 21 to
+74 % too fast while the 128 KiB ones were 13 to 113 % too slow. With `handoff` of the
+smallest size the 4 KiB points carry their wake-ups; the larger sizes at QD1 keep the
+depth's copy cost (the table has one rate a direction, see "Not fitted").
 
 The path's CPU (`cpu_fit`, vmio.real.cpuwork: its accounting, window and fit): /proc/stat is
 sampled through the path's points (a thread, every 20 ms); before the first and after the last
@@ -91,6 +112,10 @@ on a 2-core machine the saturated points include that contention (a fair share o
 machine, which is what the raid0 runs of `vmio validate` meet too). One `request` serves both
 directions (the table has one): when writes cost more per request than reads at 4 KiB, the
 least squares split the difference, and the check below shows how far each direction lands.
+One rate a direction serves both depths: the copies' lower cost at depth 1 (the fit above) is
+not in the table, so the larger sizes' QD1 latencies are simulated too slow by about L times
+the difference of the two per-byte costs (a per-byte rate of the idle path would be a key of
+crates/vmio-core/src/nbd.rs and its simulator, not a choice of the fit).
 
 The check (`check`): `vmio sim` of every path point on `sim_stack`, the [nbd] table over a
 `ram` device model (latency and bandwidth: the least relative squares line through the RAM
@@ -346,16 +371,22 @@ def fit(points: Sequence[Point]) -> Fit:
             "the fit needs QD1 points of the path and the RAM image's latency at their sizes"
             + (f" (none for {', '.join(missing)})" if missing else "")
         )
+    # The per-request delays where they dominate: the smallest size at QD1 (module doc).
+    smallest = min(p.job.bs for p in qd1)
     handoffs = [
         _side(p).lat_mean_ns
         - request
         - p.job.bs * slopes[p.job.direction]
         - ram[(p.job.direction, p.job.bs)]
         for p in qd1
+        if p.job.bs == smallest
     ]
     handoff = statistics.median(handoffs)
     if handoff < 0:
-        notes.append("handoff: the QD1 latencies are below request + copy + RAM; set to 0")
+        notes.append(
+            f"handoff: the {size_name(smallest)} QD1 latencies are below request + copy + RAM; "
+            "set to 0"
+        )
     latency, ram_slope = _slopes(
         {"RAM image": [(bs, t) for (_, bs), t in ram.items()]}, "the psync latencies"
     )
