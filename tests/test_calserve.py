@@ -31,6 +31,7 @@ import math
 import os
 import shutil
 import statistics
+import tempfile
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -237,9 +238,19 @@ def needs_shm() -> None:
         pytest.skip("/dev/shm is not a tmpfs")
 
 
+@pytest.fixture
+def shm():
+    """A directory of the test's own on /dev/shm's tmpfs, so that another calibration's image
+    (a concurrent run, or one left by a killed run) is neither refused nor touched here."""
+    d = Path(tempfile.mkdtemp(prefix="vmio-test-", dir=SHM)) if SHM.is_dir() else SHM
+    yield d
+    if d != SHM:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.parametrize("server", calserve.SERVERS)
 def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
-    tmp_path: Path, capsys, server: str
+    tmp_path: Path, capsys, server: str, shm: Path
 ):
     needs_shm()
     if server == calserve.QSD:
@@ -248,8 +259,8 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
     err = io.StringIO()
     # (The schedule's share of the budget is checked on a clock of the test's own in
     # test_calibrate.py; a loaded machine stretches fio's start-up beyond any wall limit.)
-    sp = calserve.measure(SHM, out, quick=True, progress=err, server=server)
-    assert not (SHM / calserve.IMAGE_NAME).exists(), "the image is removed"
+    sp = calserve.measure(shm, out, quick=True, progress=err, server=server)
+    assert not (shm / calserve.IMAGE_NAME).exists(), "the image is removed"
     assert (sp.toml_path.name, sp.json_path.name) == calserve.out_names(server)
     assert sorted(out.iterdir()) == sorted([sp.toml_path, sp.json_path])
     lines = [x for x in err.getvalue().splitlines() if "ETA" in x]
@@ -364,12 +375,16 @@ def test_a_quick_serve_path_calibration_round_trips_through_vmio_sim(
         (["--server", ""], "--server : accepted: vmio, qemu-storage-daemon"),
     ],
 )
-def test_bad_serve_path_options_are_one_error_line(tmp_path: Path, capsys, args, message):
+def test_bad_serve_path_options_are_one_error_line(
+    tmp_path: Path, capsys, args, message, shm: Path
+):
     require_tool("fio", "fio")
     if args == ["--dir", "."]:
         args = ["--dir", str(tmp_path)]
         if calserve.mount_of(tmp_path)[1] in calserve.TMPFS:
             pytest.skip(f"{tmp_path} is on a tmpfs")
+    elif "--dir" not in args:
+        args = [*args, "--dir", str(shm)]
     rc, _, err = vmio(capsys, "calibrate", "--serve-path", *args, "-o", tmp_path / "cal")
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert message in err
@@ -405,14 +420,13 @@ def test_dir_without_serve_path_and_a_missing_fio_are_one_error_line(
         )
 
 
-def test_an_existing_image_is_refused_without_force(tmp_path: Path, capsys):
+def test_an_existing_image_is_refused_without_force(tmp_path: Path, capsys, shm: Path):
     needs_shm()
-    image = SHM / calserve.IMAGE_NAME
-    if image.exists():
-        pytest.skip(f"{image} exists (another run?)")
+    image = shm / calserve.IMAGE_NAME
     image.write_bytes(b"keep")
     try:
-        rc, _, err = vmio(capsys, "calibrate", "--serve-path", "--quick", "-o", tmp_path / "cal")
+        args = ["--serve-path", "--quick", "--dir", str(shm), "-o", tmp_path / "cal"]
+        rc, _, err = vmio(capsys, "calibrate", *args)
         assert rc == 2 and "exists; pass --force" in err and image.read_bytes() == b"keep"
     finally:
         image.unlink()
