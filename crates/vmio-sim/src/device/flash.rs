@@ -2032,31 +2032,31 @@ impl Device for Flash {
         self.run(now);
         self.busy.start(real);
         if self.p.ring_descriptors > 0 {
-            match self.parts(&cmd) {
-                0 => self.wait_ring(now, cmd),
-                n => {
-                    // Each part is a request of its own (module doc, "The ring's requests").
-                    self.parts_left.insert(cmd.tag, n);
-                    let s = self.p.segment_bytes;
-                    let (bio, max) = (BIO_MAX_VECS * s, self.p.max_segments * s);
-                    let mut at = 0;
-                    while at < cmd.len_bytes {
-                        let len = (cmd.len_bytes - at).min(bio - at % bio).min(max);
-                        let part = DevCmd {
-                            tag: self.next_part,
-                            offset_bytes: cmd.offset_bytes + at,
-                            len_bytes: len,
-                            ..cmd
-                        };
-                        self.part_of.insert(part.tag, cmd.tag);
-                        self.next_part -= 1;
-                        if at > 0 {
-                            self.busy.start(real);
-                        }
-                        self.wait_ring(now, part);
-                        at += len;
+            if self.splits(&cmd) {
+                // Each part is a request of its own (module doc, "The ring's requests").
+                let s = self.p.segment_bytes;
+                let (bio, max) = (BIO_MAX_VECS * s, self.p.max_segments * s);
+                let (mut at, mut parts) = (0, 0);
+                while at < cmd.len_bytes {
+                    let len = (cmd.len_bytes - at).min(bio - at % bio).min(max);
+                    let part = DevCmd {
+                        tag: self.next_part,
+                        offset_bytes: cmd.offset_bytes + at,
+                        len_bytes: len,
+                        ..cmd
+                    };
+                    self.part_of.insert(part.tag, cmd.tag);
+                    self.next_part -= 1;
+                    if at > 0 {
+                        self.busy.start(real);
                     }
+                    self.wait_ring(now, part);
+                    at += len;
+                    parts += 1;
                 }
+                self.parts_left.insert(cmd.tag, parts);
+            } else {
+                self.wait_ring(now, cmd);
             }
             self.admit_ring(now);
         } else {
@@ -2145,19 +2145,13 @@ impl FlashParams {
 const BIO_MAX_VECS: u64 = 256;
 
 impl Flash {
-    /// The requests `cmd` is split into (module doc, "The ring's requests"): 0 when it
-    /// goes as one (no `max_segments`, not a read or write, or within both limits).
-    fn parts(&self, cmd: &DevCmd) -> u32 {
+    /// Whether `cmd` goes as several requests (module doc, "The ring's requests"): a read or
+    /// write of more segments than one bio (`BIO_MAX_VECS`) or `max_segments` allows.
+    fn splits(&self, cmd: &DevCmd) -> bool {
         let max = self.p.max_segments;
-        if max == 0 || !matches!(cmd.op, Op::Read | Op::Write) {
-            return 0;
-        }
-        let segments = cmd.len_bytes.div_ceil(self.p.segment_bytes);
-        if segments <= max.min(BIO_MAX_VECS) {
-            return 0;
-        }
-        let (full, rest) = (segments / BIO_MAX_VECS, segments % BIO_MAX_VECS);
-        (full * BIO_MAX_VECS.div_ceil(max) + rest.div_ceil(max)) as u32
+        max > 0
+            && matches!(cmd.op, Op::Read | Op::Write)
+            && cmd.len_bytes.div_ceil(self.p.segment_bytes) > max.min(BIO_MAX_VECS)
     }
 
     /// A request waits for the ring: in the guest's mq-deadline (merged with an adjacent
@@ -2175,8 +2169,7 @@ impl Flash {
     /// request's commands all, a part only as the last of its command's (module doc, "The
     /// ring's requests"). `busy` ends once per command (a merged request ended once).
     fn requests_done(&mut self, real: Ns, done: &mut Vec<u64>, from: usize) {
-        let popped: Vec<u64> = done.drain(from..).collect();
-        for tag in popped {
+        for tag in done.split_off(from) {
             let others = self.merged.remove(&tag).unwrap_or_default();
             for _ in &others {
                 self.busy.end(real);
