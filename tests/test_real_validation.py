@@ -9,8 +9,8 @@ percentiles; no raid0 part) and real_validation_figures_offgrid_29nov.json (vers
 this machine's disk with the flash model's stream, draining processor and flush drain fitted)
 and real_validation_figures_offgrid_29nov_b.json (version 2, seed 8, with the device-wide
 freezes and the virtio ring fitted) and real_validation_figures_offgrid_29nov_c.json and _d.json
-(version 2, seeds 8 and 9, with the ring's splits at max_segments and its merges), when
-present."""
+(version 2, seeds 8 and 9, with the ring's splits at max_segments and its merges) and _e and
+_f (the same model, seeds 8 and 9, fresh calibrations of a later run), when present."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ RECORDS = [
         HERE / "real_validation_figures_offgrid_29nov_b.json",
         HERE / "real_validation_figures_offgrid_29nov_c.json",
         HERE / "real_validation_figures_offgrid_29nov_d.json",
+        HERE / "real_validation_figures_offgrid_29nov_e.json",
+        HERE / "real_validation_figures_offgrid_29nov_f.json",
     )
     if p.is_file()
 ]
