@@ -946,19 +946,8 @@ LEVELS = tuple(q / 100 for q in FIO_LEVELS)
 
 
 def frozen_point(name: str, x50: float, mean: float, freeze: dict) -> Point:
-    """A random read point whose clat list is a body of spread 0.2 and floor 0.5 about x50
-    with freezes `freeze` ({}: none), mean latency `mean`, a million requests."""
-    import numpy as np
-
-    t = calibrate._Tail(name, x50, 0.2, 0.5, mean, np.array(LEVELS), np.zeros(17))
-    if freeze:
-        values = calibrate.freeze_ns(t, freeze["freeze_interval"], freeze["freeze_time"])
-    else:
-        values = calibrate._body_q(x50, 0.2, 0.5, t.levels)
-    pct = {f"{100 * q:f}": float(v) for q, v in zip(LEVELS, values, strict=True)}
-    side = Side(1e9 / mean, 4096e9 / mean, mean, x50, pct["99.000000"], pct["99.900000"])
-    fio = {"read": {"total_ios": 1_000_000, "clat_ns": {"percentile": pct}}}
-    return Point(Job(name, "randread", 4096, 8), 1 << 30, 3.0, side, None, None, fio)
+    """A random 4 KiB read point at QD 8 (`tail_point`) with the clock's freezes `freeze`."""
+    return tail_point(Job(name, "randread", 4096, 8), x50, mean, freeze)
 
 
 def test_a_freeze_puts_the_levels_above_one_minus_r_over_i_at_the_median_plus_its_time():
