@@ -1078,6 +1078,59 @@ def test_the_freeze_fit_tells_commands_stopping_the_processor_from_a_clock_by_de
     assert calibrate.fit_freeze([tail_point(j, x, m, {}) for j, x, m in TAIL_JOBS]) == {}
 
 
+def test_the_fit_of_a_draining_processor_keeps_the_commands_freezes_in_its_closed_forms():
+    import numpy as np
+
+    # The draining device above whose reads (writes) block its processor for 2 ms with
+    # probability 2e-4 (4e-5): the closed forms' points carry each command's mean p D on the
+    # processor, their clat lists the share q (f p_r + (1 - f) p_w) at x50 + D.
+    freeze = {
+        "freeze_trigger": "command",
+        "read_freeze_probability": 2e-4,
+        "write_freeze_probability": 4e-5,
+        "freeze_time": 2_000_000,
+    }
+    known = {
+        **KNOWN,
+        "units": 64,
+        "read_latency": 30_000,
+        "write_latency": 20_000,
+        "transfer_overhead": 0,
+        "batch_overhead": 2_000,
+        "command_overhead": 10_000,
+        "batching": "drain",
+        **freeze,
+    }
+
+    def with_tails(p: Point) -> Point:
+        if p.job.iodepth <= 1 or p.job.fdatasync:
+            return p
+        fio = {}
+        for d in ("read", "write"):
+            m = getattr(p, d)
+            if m is None:
+                fio[d] = {"total_ios": 0}
+                continue
+            t = calibrate._Tail(
+                p.job.name, m.lat_mean_ns, 0.2, 0.5, m.lat_mean_ns, np.array(LEVELS), None,
+                p.job.iodepth, calibrate._read_share(p.job),
+            )  # fmt: skip
+            v = calibrate.command_freeze_ns(t, 2e-4, 4e-5, 2e6)
+            pct = {f"{100 * q:f}": float(x) for q, x in zip(LEVELS, v, strict=True)}
+            fio[d] = {"total_ios": 1_000_000, "clat_ns": {"percentile": pct}}
+        return replace(p, fio=fio)
+
+    points = [with_tails(synthetic(known, j)) for j in calibrate.battery()]
+    got = calibrate.fit(points, known["capacity"], known["queue_depth"]).params
+    assert got["freeze_trigger"] == "command" and "freeze_interval" not in got
+    for key, want in freeze.items():
+        if key != "freeze_trigger":
+            assert got[key] == pytest.approx(want, rel=0.1), key
+    assert got["batching"] == "drain"
+    sm = calibrate.summary(got, points, None)
+    assert sm["bw_model"] < 0.02 and sm["lat_model"] < 0.02
+
+
 def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_ring_ordered_by_it(
     tmp_path, monkeypatch
 ):
