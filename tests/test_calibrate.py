@@ -946,19 +946,8 @@ LEVELS = tuple(q / 100 for q in FIO_LEVELS)
 
 
 def frozen_point(name: str, x50: float, mean: float, freeze: dict) -> Point:
-    """A random read point whose clat list is a body of spread 0.2 and floor 0.5 about x50
-    with freezes `freeze` ({}: none), mean latency `mean`, a million requests."""
-    import numpy as np
-
-    t = calibrate._Tail(name, x50, 0.2, 0.5, mean, np.array(LEVELS), np.zeros(17))
-    if freeze:
-        values = calibrate.freeze_ns(t, freeze["freeze_interval"], freeze["freeze_time"])
-    else:
-        values = calibrate._body_q(x50, 0.2, 0.5, t.levels)
-    pct = {f"{100 * q:f}": float(v) for q, v in zip(LEVELS, values, strict=True)}
-    side = Side(1e9 / mean, 4096e9 / mean, mean, x50, pct["99.000000"], pct["99.900000"])
-    fio = {"read": {"total_ios": 1_000_000, "clat_ns": {"percentile": pct}}}
-    return Point(Job(name, "randread", 4096, 8), 1 << 30, 3.0, side, None, None, fio)
+    """A random 4 KiB read point at QD 8 (`tail_point`) with the clock's freezes `freeze`."""
+    return tail_point(Job(name, "randread", 4096, 8), x50, mean, freeze)
 
 
 def test_a_freeze_puts_the_levels_above_one_minus_r_over_i_at_the_median_plus_its_time():
@@ -988,6 +977,158 @@ def test_the_fitted_freezes_reproduce_the_tails_they_were_fitted_on():
     assert got["freeze_time"] == pytest.approx(1.5e6, rel=0.05)
     # Without freezes in the lists, none is fitted.
     assert calibrate.fit_freeze([frozen_point("p", 150e3, 180e3, {})]) == {}
+
+
+def tail_point(job: Job, x50: float, mean: float, freeze: dict) -> Point:
+    """A point of `job` whose clat lists (each direction it has) are a body of spread 0.2 and
+    floor 0.5 about x50 with the freezes `freeze` (by the clock, or started by commands; {}:
+    none), mean latency `mean`, a million requests each."""
+    import numpy as np
+
+    share = calibrate._read_share(job)
+    t = calibrate._Tail(
+        job.name, x50, 0.2, 0.5, mean, np.array(LEVELS), np.zeros(17), job.iodepth, share
+    )
+    if freeze.get("freeze_trigger") == "command":
+        values = calibrate.command_freeze_ns(
+            t,
+            freeze["read_freeze_probability"],
+            freeze["write_freeze_probability"],
+            freeze["freeze_time"],
+        )
+    elif freeze:
+        values = calibrate.freeze_ns(t, freeze["freeze_interval"], freeze["freeze_time"])
+    else:
+        values = calibrate._body_q(x50, 0.2, 0.5, t.levels)
+    pct = {f"{100 * q:f}": float(v) for q, v in zip(LEVELS, values, strict=True)}
+    side = Side(1e9 / mean, 4096e9 / mean, mean, x50, pct["99.000000"], pct["99.900000"])
+    sides = {d: (side if w > 0 else None) for d, w in (("read", share), ("write", 1 - share))}
+    fio = {
+        d: {"total_ios": 1_000_000, "clat_ns": {"percentile": pct}} if m else {"total_ios": 0}
+        for d, m in sides.items()
+    }
+    return Point(job, 1 << 30, 3.0, sides["read"], sides["write"], None, fio)
+
+
+# Random reads from QD 2 to 32, random writes at QD 8 and 32, a 70 % read mix at QD 8: their
+# medians and mean latencies (ns).
+TAIL_JOBS = [
+    (Job("randread-4k-qd2", "randread", 4096, 2), 60e3, 70e3),
+    (Job("randread-4k-qd4", "randread", 4096, 4), 80e3, 90e3),
+    (Job("randread-4k-qd8", "randread", 4096, 8), 125e3, 140e3),
+    (Job("randread-4k-qd16", "randread", 4096, 16), 210e3, 230e3),
+    (Job("randread-4k-qd32", "randread", 4096, 32), 370e3, 400e3),
+    (Job("randwrite-4k-qd8", "randwrite", 4096, 8), 100e3, 110e3),
+    (Job("randwrite-4k-qd32", "randwrite", 4096, 32), 270e3, 290e3),
+    (Job("randrw-4k-qd8", "randrw", 4096, 8, 70), 105e3, 115e3),
+]
+
+
+def test_a_command_freeze_puts_a_share_q_p_of_a_points_levels_at_the_median_plus_its_time():
+    import numpy as np
+
+    # Reads at QD 8 with p_r = 2.5e-4: a share 8 p_r = 0.002 waits D = 2 ms more (the q
+    # commands of a pass wait for any one's blocking), as a clock's R / I = 0.002 would.
+    t = calibrate._Tail(
+        "p", 100e3, 0.0, 0.0, 200e3, np.array([0.9, 0.99, 0.997, 0.999]), None, 8, 1.0
+    )
+    got = calibrate.command_freeze_ns(t, np.array(2.5e-4), 0.0, np.array(2e6))
+    assert list(got) == [100e3, 100e3, 100e3, 100e3 + 2e6]
+    # Writes alone with p_w = 0 never wait; with p_w = 2.5e-4 as the reads.
+    w = replace(t, reads=0.0)
+    assert list(calibrate.command_freeze_ns(w, 2.5e-4, 0.0, 2e6)) == [100e3] * 4
+    assert list(calibrate.command_freeze_ns(w, 0.0, 2.5e-4, 2e6)) == list(got)
+    # The body's own quantile below 1 - pi, at P / (1 - pi); a mix of read share 0.5 with
+    # p_w = 0 has pi = 8 x 0.5 x 2.5e-4 = 0.001.
+    t = replace(t, s=0.3, f=0.5)
+    got = calibrate.command_freeze_ns(t, np.array(2.5e-4), 0.0, np.array(2e6))
+    assert got[1] == pytest.approx(calibrate._body_q(100e3, 0.3, 0.5, 0.99 / 0.998))
+    got = calibrate.command_freeze_ns(replace(t, reads=0.5), np.array(2.5e-4), 0.0, 2e6)
+    assert got[1] == pytest.approx(calibrate._body_q(100e3, 0.3, 0.5, 0.99 / 0.999))
+
+
+def test_the_freeze_fit_tells_commands_stopping_the_processor_from_a_clock_by_depth_and_direction():
+    # Made by commands (p_r = 2e-4, p_w = 4e-5, D = 2 ms): the shares grow as q, the writes'
+    # five times slower, the mix's writes wait with its reads. The fit finds the trigger and
+    # the three.
+    truth = {
+        "freeze_trigger": "command",
+        "read_freeze_probability": 2e-4,
+        "write_freeze_probability": 4e-5,
+        "freeze_time": 2e6,
+    }
+    points = [tail_point(j, x50, mean, truth) for j, x50, mean in TAIL_JOBS]
+    got = calibrate.fit_freeze(points)
+    assert got["freeze_trigger"] == "command"
+    for key in ("read_freeze_probability", "write_freeze_probability", "freeze_time"):
+        assert got[key] == pytest.approx(truth[key], rel=0.1), key
+    # Reads alone block (p_w = 0): no write probability is found.
+    reads = {**truth, "write_freeze_probability": 0.0}
+    got = calibrate.fit_freeze([tail_point(j, x50, mean, reads) for j, x50, mean in TAIL_JOBS])
+    assert got["freeze_trigger"] == "command" and got["write_freeze_probability"] == 0.0
+    assert got["read_freeze_probability"] == pytest.approx(2e-4, rel=0.1)
+    # Made by a clock (I = 100 ms, D = 1.5 ms: a share R / I of every point, whatever its
+    # direction and depth): the clock's, as before.
+    clock = {"freeze_interval": 100e6, "freeze_time": 1.5e6}
+    got = calibrate.fit_freeze([tail_point(j, x50, mean, clock) for j, x50, mean in TAIL_JOBS])
+    assert "freeze_trigger" not in got
+    assert got["freeze_interval"] == pytest.approx(100e6, rel=0.05)
+    assert got["freeze_time"] == pytest.approx(1.5e6, rel=0.05)
+    # Neither: none.
+    assert calibrate.fit_freeze([tail_point(j, x, m, {}) for j, x, m in TAIL_JOBS]) == {}
+
+
+def test_the_fit_of_a_draining_processor_keeps_the_commands_freezes_in_its_closed_forms():
+    import numpy as np
+
+    # The draining device above whose reads (writes) block its processor for 2 ms with
+    # probability 2e-4 (4e-5): the closed forms' points carry each command's mean p D on the
+    # processor, their clat lists the share q (f p_r + (1 - f) p_w) at x50 + D.
+    freeze = {
+        "freeze_trigger": "command",
+        "read_freeze_probability": 2e-4,
+        "write_freeze_probability": 4e-5,
+        "freeze_time": 2_000_000,
+    }
+    known = {
+        **KNOWN,
+        "units": 64,
+        "read_latency": 30_000,
+        "write_latency": 20_000,
+        "transfer_overhead": 0,
+        "batch_overhead": 2_000,
+        "command_overhead": 10_000,
+        "batching": "drain",
+        **freeze,
+    }
+
+    def with_tails(p: Point) -> Point:
+        if p.job.iodepth <= 1 or p.job.fdatasync:
+            return p
+        fio = {}
+        for d in ("read", "write"):
+            m = getattr(p, d)
+            if m is None:
+                fio[d] = {"total_ios": 0}
+                continue
+            t = calibrate._Tail(
+                p.job.name, m.lat_mean_ns, 0.2, 0.5, m.lat_mean_ns, np.array(LEVELS), None,
+                p.job.iodepth, calibrate._read_share(p.job),
+            )  # fmt: skip
+            v = calibrate.command_freeze_ns(t, 2e-4, 4e-5, 2e6)
+            pct = {f"{100 * q:f}": float(x) for q, x in zip(LEVELS, v, strict=True)}
+            fio[d] = {"total_ios": 1_000_000, "clat_ns": {"percentile": pct}}
+        return replace(p, fio=fio)
+
+    points = [with_tails(synthetic(known, j)) for j in calibrate.battery()]
+    got = calibrate.fit(points, known["capacity"], known["queue_depth"]).params
+    assert got["freeze_trigger"] == "command" and "freeze_interval" not in got
+    for key, want in freeze.items():
+        if key != "freeze_trigger":
+            assert got[key] == pytest.approx(want, rel=0.1), key
+    assert got["batching"] == "drain"
+    sm = calibrate.summary(got, points, None)
+    assert sm["bw_model"] < 0.02 and sm["lat_model"] < 0.02
 
 
 def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_ring_ordered_by_it(

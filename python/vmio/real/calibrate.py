@@ -181,7 +181,18 @@ freeze        = (interval I, duration D) of device-wide freezes (flash.rs, "Free
                 1.3 and 1.5 ms. Fitted before the body, which is then fitted on the points
                 with the freezes' share taken out (`_unfrozen`: X / (1 - D / I), T (1 - D /
                 I)); the residuals and the uncertainty then hold every loaded point's tail
-                levels
+                levels. Or freezes started by commands (flash.rs, "Freezes started by
+                commands": freeze_trigger = "command", read_freeze_probability p_r,
+                write_freeze_probability p_w, freeze_time D), fitted on the same tail levels
+                with the share pi = q (f p_r + (1 - f) p_w) (f the point's read share, q its
+                depth: a command that blocks stops the processor and the q commands of its
+                pass wait) on grids of p_r (1e-6 to 0.1) and D for each p_w of a grid (0, then
+                1e-7 to 0.1, refined about the best), and kept instead of the clock's when its
+                error is FREEZE_GAIN below the clock's (the depths and directions tell them
+                apart: the clock catches R / I of every point whatever its direction and depth);
+                they then enter the closed forms (a command's mean (f p_r + (1 - f) p_w) D on
+                the processor) in place of `_unfrozen`, and need a processor (a body without
+                one: the clock's instead)
 ring_descriptors = 2 x the disk's tags when it is a virtio disk without indirect
                 descriptors (`ring_of`: sysfs device/features bit 28 is 0), else not written
                 (flash.rs, "The ring": a request takes 2 + one descriptor per 4 KiB page)
@@ -452,6 +463,11 @@ BODY_LEVEL = 0.9
 TAIL_LEVEL = 0.99
 FREEZE_INTERVAL_NS = (1e6, 1e11, 51)
 FREEZE_TIME_NS = (1e4, 1e8, 41)
+# Freezes started by commands (`fit_freeze`, flash.rs "Freezes started by commands"): the
+# grids of a read's probability of one (from, to, steps; at most the model's
+# MAX_STALL_PROBABILITY) and of a write's (0, then these).
+FREEZE_PROBABILITY = (1e-6, 0.1, 51)
+FREEZE_WRITE_PROBABILITY = (1e-7, 0.1, 31)
 FREEZE_REFINE = 3
 FREEZE_GAIN = 0.1
 MAX_FREEZE_SHARE = 0.1
@@ -1046,6 +1062,9 @@ class _Tail:
     mean: float
     levels: Any
     logs: Any
+    depth: int = 1
+    reads: float = 1.0
+    """Its loop's depth and share of reads (freezes started by commands: `command_freeze_ns`)."""
 
 
 def _tails(points: Sequence[Point]) -> list[_Tail]:
@@ -1077,9 +1096,18 @@ def _tails(points: Sequence[Point]) -> list[_Tail]:
                     m.lat_mean_ns,
                     np.array([q for q, _ in tail]),
                     np.log([v for _, v in tail]),
+                    p.job.iodepth,
+                    _read_share(p.job),
                 )
             )
     return out
+
+
+def _read_share(job: Job) -> float:
+    """The share of `job`'s commands that are reads (a mix: rwmixread, fio's default 50)."""
+    if job.direction == "mixed":
+        return (50 if job.rwmixread is None else job.rwmixread) / 100
+    return 1.0 if job.direction == "read" else 0.0
 
 
 def freeze_ns(t: _Tail, interval: Any, time: Any) -> Any:
@@ -1090,7 +1118,27 @@ def freeze_ns(t: _Tail, interval: Any, time: Any) -> Any:
     the body's at P / (1 - pi) below 1 - pi and x50 + time above."""
     import numpy as np
 
-    pi = np.minimum(t.mean / np.asarray(interval, float), 0.5)[..., None]
+    return _frozen_levels(t, np.minimum(t.mean / np.asarray(interval, float), 0.5), time)
+
+
+def command_freeze_ns(t: _Tail, read_p: Any, write_p: float, time: Any) -> Any:
+    """The tail levels of point `t` when each read (write) stops the command processor for
+    `time` ns with probability `read_p` (`write_p`) (flash.rs, "Freezes started by commands";
+    numpy, broadcast over read_p and time): its q commands go round in one pass, so one
+    blocking delays them all: a share pi = q (f p_r + (1 - f) p_w) waits `time` more (f its
+    read share); the levels as `freeze_ns`'s."""
+    import numpy as np
+
+    p = t.reads * np.asarray(read_p, float) + (1 - t.reads) * write_p
+    return _frozen_levels(t, np.minimum(t.depth * p, 0.5), time)
+
+
+def _frozen_levels(t: _Tail, pi: Any, time: Any) -> Any:
+    """Quantile P of point `t` when a share `pi` of its commands waits `time` ns more: the
+    body's at P / (1 - pi) below 1 - pi, x50 + time above (numpy, broadcast)."""
+    import numpy as np
+
+    pi = np.asarray(pi, float)[..., None]
     q = t.levels
     low = _body_q(t.x50, t.s, t.f, q / (1 - pi))
     high = t.x50 + np.asarray(time, float)[..., None] + 0 * q
@@ -1104,9 +1152,14 @@ def freeze_residuals(params: Params, tails: Sequence[_Tail]) -> list[tuple[str, 
 
     interval = float(params.get("freeze_interval", 0.0))
     time = float(params.get("freeze_time", 0.0))
+    read_p = float(params.get("read_freeze_probability", 0.0))
+    write_p = float(params.get("write_freeze_probability", 0.0))
+    commands = params.get("freeze_trigger") == "command"
     out = []
     for t in tails:
-        if interval > 0 and time > 0:
+        if commands and read_p + write_p > 0 and time > 0:
+            m = command_freeze_ns(t, np.array(read_p), write_p, np.array(time))
+        elif not commands and interval > 0 and time > 0:
             m = freeze_ns(t, np.array(interval), np.array(time))
         else:
             m = _body_q(t.x50, t.s, t.f, t.levels)
@@ -1115,25 +1168,76 @@ def freeze_residuals(params: Params, tails: Sequence[_Tail]) -> list[tuple[str, 
     return out
 
 
-def fit_freeze(points: Sequence[Point]) -> Params:
-    """Device-wide freezes (flash.rs, "Freezes") from every point's clat list (module doc):
-    each point's body fitted on its levels up to BODY_LEVEL, then (interval, time) the least
-    sum over the levels from TAIL_LEVEL of (ln M - ln x)^2 (`freeze_ns`) on a log grid
-    (FREEZE_INTERVAL_NS x FREEZE_TIME_NS, time at most MAX_FREEZE_SHARE of the interval)
-    refined FREEZE_REFINE times about its best cell;
-    {} when that does not lower the bodies' own error by FREEZE_GAIN."""
+def fit_freeze(points: Sequence[Point], triggers: Sequence[str] = ("clock", "command")) -> Params:
+    """Freezes (flash.rs, "Freezes" and "Freezes started by commands") from every point's
+    clat list (module doc): each point's body fitted on its levels up to BODY_LEVEL, then for
+    each trigger of `triggers` its parameters the least sum over the levels from TAIL_LEVEL
+    of (ln M - ln x)^2 on log grids refined FREEZE_REFINE times about their best cell: the
+    clock's (interval, time) (`freeze_ns`; time at most MAX_FREEZE_SHARE of the interval),
+    the commands' (read probability, time) for each write probability of a grid (0, then
+    FREEZE_WRITE_PROBABILITY, refined about the best) (`command_freeze_ns`); the commands'
+    kept only when their error is below the clock's by FREEZE_GAIN (the battery's depths and
+    directions tell them apart: a clock catches a share R / I of every point's commands,
+    commands a share q (f p_r + (1 - f) p_w) growing with the depth); {} when the kept one
+    does not lower the bodies' own error by FREEZE_GAIN."""
     import numpy as np
 
     tails = _tails(points)
     if not tails:
         return {}
     alone = sum(x * x for _, x in freeze_residuals({}, tails))
-    axes = [np.geomspace(*FREEZE_INTERVAL_NS), np.geomspace(*FREEZE_TIME_NS)]
+    clock_e, (interval, clock_time) = _grid_fit(
+        tails, freeze_ns, FREEZE_INTERVAL_NS, lambda iv, tm: tm <= MAX_FREEZE_SHARE * iv
+    )
+    best: tuple[float, float, tuple[float, float]] = (math.inf, 0.0, (0.0, 0.0))
+    if "command" in triggers:
+
+        def at(write_p: float) -> tuple[float, float, tuple[float, float]]:
+            e, found = _grid_fit(
+                tails,
+                lambda t, p, tm: command_freeze_ns(t, p, write_p, tm),
+                FREEZE_PROBABILITY,
+                lambda p, tm: p <= MAX_STALL_PROBABILITY,
+            )
+            return e, write_p, found
+
+        coarse = np.geomspace(*FREEZE_WRITE_PROBABILITY)
+        best = min((at(float(w)) for w in (0.0, *coarse)), key=lambda r: r[0])
+        if best[1] > 0:
+            step = float(coarse[1] / coarse[0])
+            fine = best[1] * np.geomspace(step**-0.5, step**0.5, 7)
+            best = min((best, *(at(float(w)) for w in fine)), key=lambda r: r[0])
+    command_e, write_p, (read_p, command_time) = best
+    if command_e < (1 - FREEZE_GAIN) * clock_e:
+        if command_e >= (1 - FREEZE_GAIN) * alone:
+            return {}
+        return {
+            "freeze_trigger": "command",
+            "read_freeze_probability": read_p,
+            "write_freeze_probability": write_p,
+            "freeze_time": command_time,
+        }
+    if clock_e >= (1 - FREEZE_GAIN) * alone:
+        return {}
+    return {"freeze_interval": interval, "freeze_time": clock_time}
+
+
+def _grid_fit(
+    tails: Sequence[_Tail],
+    model: Callable[[_Tail, Any, Any], Any],
+    first: tuple[float, float, int],
+    allowed: Callable[[Any, Any], Any],
+) -> tuple[float, tuple[float, float]]:
+    """(error, (x, time)) of the least sum over `tails`' levels of (ln model(t, x, time) -
+    ln level)^2 on a log grid of x (`first`) and of time (FREEZE_TIME_NS) where `allowed`,
+    refined FREEZE_REFINE times about its best cell."""
+    import numpy as np
+
+    axes = [np.geomspace(*first), np.geomspace(*FREEZE_TIME_NS)]
     for _ in range(1 + FREEZE_REFINE):
-        iv, tm = axes[0][:, None], axes[1][None, :]
-        e = sum(((np.log(freeze_ns(t, iv, tm)) - t.logs) ** 2).sum(axis=-1) for t in tails)
-        # A device frozen more than MAX_FREEZE_SHARE of the time: the body, not a tail.
-        e = np.where(tm <= MAX_FREEZE_SHARE * iv, e, np.inf)
+        xs, tm = axes[0][:, None], axes[1][None, :]
+        e = sum(((np.log(model(t, xs, tm)) - t.logs) ** 2).sum(axis=-1) for t in tails)
+        e = np.where(allowed(xs, tm), e, np.inf)
         i, j = np.unravel_index(int(np.argmin(e)), e.shape)
         best = float(e[i, j])
         at = (float(axes[0][i]), float(axes[1][j]))
@@ -1141,9 +1245,7 @@ def fit_freeze(points: Sequence[Point]) -> Params:
             a[min(k + 1, len(a) - 1)] / a[max(k - 1, 0)] for a, k in zip(axes, (i, j), strict=True)
         ]
         axes = [x * np.geomspace(st**-0.5, st**0.5, 11) for x, st in zip(at, steps, strict=True)]
-    if best >= (1 - FREEZE_GAIN) * alone:
-        return {}
-    return {"freeze_interval": at[0], "freeze_time": at[1]}
+    return best, at
 
 
 def _unfrozen(points: Sequence[Point], freeze: Params) -> list[Point]:
@@ -1151,7 +1253,9 @@ def _unfrozen(points: Sequence[Point], freeze: Params) -> list[Point]:
     "Freezes": it runs a share 1 - D / I of the time, so X = X0 (1 - D / I) and by Little's
     law T = T0 / (1 - D / I)): throughputs over that share, latencies times it; unchanged
     without freezes."""
-    if not freeze:
+    if not freeze or freeze.get("freeze_trigger") == "command":
+        # Freezes started by commands stop the processor alone: the closed forms hold them
+        # (a command's mean p D on it), so the points are fitted as measured.
         return list(points)
     share = 1 - freeze["freeze_time"] / freeze["freeze_interval"]
 
@@ -1372,6 +1476,8 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("flush_rate", 1e3),
     ("freeze_interval", 1e3),
     ("freeze_time", 1e3),
+    ("read_freeze_probability", 1e-7),
+    ("write_freeze_probability", 1e-7),
 )
 
 
@@ -1382,7 +1488,7 @@ def residuals(
     requests per second (at QD1 its mean latency's inverse), each fdatasync point's latency,
     the random 4 KiB QD1 points' percentiles (the unit times' fit), and with freezes every
     point's tail levels `tails` (`fit_freeze`)."""
-    out = freeze_residuals(params, tails) if params.get("freeze_interval") else []
+    out = freeze_residuals(params, tails) if _freezes(params) else []
     for p in points:
         if p.job.fdatasync:
             if p.fdatasync_ns and "flush_latency" in params:
@@ -1401,11 +1507,20 @@ def residuals(
     return out
 
 
+def _freezes(params: Params) -> bool:
+    """Whether `params` have freezes (by the clock, or started by commands)."""
+    return bool(
+        params.get("freeze_interval")
+        or params.get("read_freeze_probability")
+        or params.get("write_freeze_probability")
+    )
+
+
 def _clamped(key: str, x: float) -> float:
     """`x` within what the model accepts for `key`."""
     if key == "units":
         return min(max(x, 1.0), float(MAX_UNITS))
-    if key == "stall_probability":
+    if key.endswith("_probability"):
         return min(max(x, 0.0), MAX_STALL_PROBABILITY)
     if key.endswith("_spread"):
         return min(max(x, 0.0), MAX_SPREAD)
@@ -1433,7 +1548,7 @@ def uncertainty(
         and not (k.endswith("_floor") and not params.get(k.replace("floor", "spread")))
         and not (k.startswith("stall_") and not params.get("stall_probability"))
     ]
-    tails = _tails(points) if params.get("freeze_interval") else []
+    tails = _tails(points) if _freezes(params) else []
     base = residuals(params, points, tails)
     labels = [label for label, _ in base]
     r = np.array([x for _, x in base])
@@ -1530,6 +1645,9 @@ def fit(
     # is then fitted on the points with their share taken out (`_unfrozen`).
     freeze = fit_freeze(points) if shapes else {}
     measured_points, points = points, _unfrozen(points, freeze)
+    # Freezes started by commands enter the closed forms (a command's mean p D on the
+    # processor).
+    in_body = freeze if freeze.get("freeze_trigger") == "command" else {}
     by = {d: [p for p in points if p.job.direction == d] for d in ("read", "write", "mixed")}
     read = _Direction.of(by["read"], "read", bool(stall))
     if by["write"]:
@@ -1585,6 +1703,7 @@ def fit(
             "write_buffer": 0,
             "queue_depth": queue_depth,
             **stall,
+            **in_body,
             **extra,
         }
 
@@ -1692,7 +1811,24 @@ def fit(
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream
-    params = {k: v if isinstance(v, str) else round(v) for k, v in {**best, **freeze}.items()}
+    if in_body and best["batch_overhead"] + best["command_overhead"] <= 0:
+        # Commands stop the command processor; a body without one has nothing to stop: the
+        # clock's freezes then (flash.rs, "Freezes started by commands").
+        notes.append(
+            "freezes: the commands' trigger fitted better, but the body has no command "
+            "processor for them to stop: the clock's freezes instead"
+        )
+        freeze = fit_freeze(measured_points, triggers=("clock",))
+        for k in in_body:
+            best.pop(k, None)
+    params = {
+        k: v if isinstance(v, str) else round(v)
+        for k, v in {**best, **freeze}.items()
+        if not k.endswith("_freeze_probability")
+    }
+    for k in ("read_freeze_probability", "write_freeze_probability"):
+        if k in freeze:
+            params[k] = float(f"{freeze[k]:.4g}")
     points = measured_points
     if stall:
         params["stall_probability"] = round(stall["stall_probability"], 6)
@@ -1749,6 +1885,9 @@ def fit(
             fixed |= {f"{d}_spread", f"{d}_floor"}
     if params.get("stall_probability", 0.0) >= MAX_STALL_PROBABILITY * (1 - AT_BOUND):
         fixed |= {"stall_probability"}
+    for k in ("read_freeze_probability", "write_freeze_probability"):
+        if params.get(k, 0.0) >= MAX_STALL_PROBABILITY * (1 - AT_BOUND):
+            fixed |= {k}
     estimates = uncertainty(params, points, frozenset(fixed))
     flags = []
 
@@ -1799,9 +1938,16 @@ def fit(
             f"{params['stall_probability']} sits at its upper bound {MAX_STALL_PROBABILITY} "
             "(stalls as common as that are the body, not a tail)",
         )
-    if freeze and params["freeze_time"] >= MAX_FREEZE_SHARE * params["freeze_interval"] * (
-        1 - AT_BOUND
-    ):
+    for k in ("read_freeze_probability", "write_freeze_probability"):
+        if params.get(k, 0.0) >= MAX_STALL_PROBABILITY * (1 - AT_BOUND):
+            flag(
+                k,
+                f"{params[k]} sits at its upper bound {MAX_STALL_PROBABILITY} (commands "
+                "stopping the processor that often are its body, not a tail)",
+            )
+    if "freeze_interval" in params and params["freeze_time"] >= MAX_FREEZE_SHARE * params[
+        "freeze_interval"
+    ] * (1 - AT_BOUND):
         flag(
             "freeze_time",
             f"{_ns(params['freeze_time'])} sits at its upper bound {MAX_FREEZE_SHARE} x "
@@ -2143,10 +2289,17 @@ def sim_runtime_ms(params: Params | None, job: Job) -> int:
     stalls at the closed forms' rate), at most SIM_MAX_IOS requests' worth."""
     pi = stall_of(params)[0] if params else 0.0
     interval = float((params or {}).get("freeze_interval", 0) or 0)
-    if (pi <= 0 and interval <= 0) or job.fdatasync:
+    # Freezes started by commands: one in 1 / p commands (flash.rs, "Freezes started by
+    # commands").
+    f = _read_share(job)
+    reads = f * float((params or {}).get("read_freeze_probability", 0) or 0) + (1 - f) * float(
+        (params or {}).get("write_freeze_probability", 0) or 0
+    )
+    if (pi <= 0 and interval <= 0 and reads <= 0) or job.fdatasync:
         return SIM_RUNTIME_MS
     x = throughput(params or {}, job)
-    ios = min(max(SIM_STALLS / pi if pi > 0 else 0.0, SIM_STALLS * interval / 1e9 * x), SIM_MAX_IOS)
+    least = max(SIM_STALLS / pi if pi > 0 else 0.0, SIM_STALLS / reads if reads > 0 else 0.0)
+    ios = min(max(least, SIM_STALLS * interval / 1e9 * x), SIM_MAX_IOS)
     return max(SIM_RUNTIME_MS, math.ceil(ios / x * 1000))
 
 

@@ -264,6 +264,52 @@
 //! QD1) gave 0.2 ms; the batteries' tails at every depth and size fit freezes of 1.3-1.5 ms
 //! every 75-177 ms (two batteries twenty minutes apart).
 //!
+//! **Freezes started by commands** (`freeze_trigger = "command"`, default `clock`: the
+//! freezes above; with `command`, `read_freeze_probability` p_r, `write_freeze_probability`
+//! p_w and `freeze_time` D; `freeze_interval` unused). A synchronous VMM block engine serves
+//! the ring in one thread: Firecracker's block worker
+//! (src/vmm/src/devices/virtio/block/virtio/worker.rs `process_queue`, as read in a stored
+//! copy) pops every available descriptor chain and processes each in turn, then signals the
+//! used ring once; its default `Sync` engine (virtio/io/sync_io.rs `SyncFileEngine::read`,
+//! `write`) reads a request with a blocking, buffered `read_exact_volatile` of the backing
+//! file and writes it with a buffered `write_all_volatile` (O_DIRECT only with
+//! `direct_write`; docs/api_requests/block-io-engine.md). A read the host's page cache
+//! holds is a copy; one it misses blocks the thread for the host disk's read. A buffered
+//! write blocks when the host throttles its dirtier (Linux's mm/page-writeback.c
+//! `balance_dirty_pages`: a task dirtying pages past the dirty limits is paused, up to
+//! `MAX_PAUSE` = HZ / 5, as read in a stored copy), more rarely. Either way every command
+//! behind it in the ring waits. A small read that misses is read as it is, its missing
+//! pages in one request (Linux's mm/readahead.c `page_cache_sync_ra`: a "standalone, small
+//! random read" goes to `do_page_cache_ra` for its own range, as recalled), so a wait is
+//! counted per command, not per page; the battery agrees (at QD 8 the share of this
+//! machine's 4 KiB and 64 KiB reads past 1 ms is alike, about 0.1 %, where per page it
+//! would be 16 times as large at 64 KiB). The model: each read (write) the serial command
+//! processor takes into a batch or a pass blocks with probability p_r (p_w), stratified in
+//! blocks of 1 / p per direction as the stalls (streams "flash/read-freeze",
+//! "flash/write-freeze"), and the processor is then busy D more; the units and pipes go on
+//! (what already left the processor is past the engine's thread). A device without a
+//! processor has no thread to stop: `freeze_trigger = "command"` needs `batch_overhead` or
+//! `command_overhead`.
+//!
+//! ```text
+//! a batch or pass takes command c:  its direction's stratified draw hits?  its cost += D
+//!     (a draining pass: its end moves D later, every command in it and joining it waits)
+//! QD1 reads:        a share p_r wait D (each its own block); writes: p_w
+//! q commands, drain, read share f:  the q go round in one pass, so one blocking delays the
+//!     q commands of its pass: a share q (f p_r + (1 - f) p_w) waits about D (when below
+//!     1; independent draws: 1 - (1 - p)^q), a mix's writes as its reads
+//! p_w = 0:          writes alone never wait
+//! closed forms:     a command's processor cost k grows by its mean (f p_r + (1 - f) p_w) D
+//! ```
+//!
+//! What it answers for: this machine's disk is a Firecracker virtio-blk device (PID 1
+//! `/process_api --firecracker-init`, a `-fc` kernel, one hardware queue), and on its
+//! batteries the share of 4 KiB reads beyond 1 ms grew with the depth (at most 0.01 % at
+//! QD1, 0.5-1 % at QD 32), writes alone had a few times fewer (randwrite-4k QD 8: p99.9 0.2
+//! ms against 3.1 ms for reads), and a 70 % read mix at QD 8 gave its writes the reads'
+//! p99.9 (2.3 ms both): the thread that stops is shared, and reads start most stops. A
+//! clock's freezes catch a share R / I of every point's commands whatever its direction.
+//!
 //! **Service times.** A unit's time for a command is `read_latency` (`write_latency`) by
 //! default, the same for every command: at QD1 every percentile equals the mean. With
 //! `read_spread` s > 0 (`write_spread` for writes) it is drawn, per command, from a shifted
@@ -623,6 +669,27 @@ pub const ENTRY: ModelEntry = Entry {
             help: "a device-wide freeze's duration (0: none)",
         },
         ParamSpec {
+            name: "freeze_trigger",
+            kind: Kind::Choice(FreezeTrigger::NAMES),
+            default: Value::Choice("clock"),
+            unit: "",
+            help: "what starts a freeze: clock (device-wide, one every freeze_interval on average) or command (a read or write the command processor takes blocks it for freeze_time with read_freeze_probability or write_freeze_probability: a synchronous VMM engine's read missing the host's page cache, its write throttled)",
+        },
+        ParamSpec {
+            name: "read_freeze_probability",
+            kind: STALL_PROBABILITY,
+            default: Value::Float(0.0),
+            unit: "",
+            help: "freeze_trigger = command: the share of read commands that stop the command processor for freeze_time (0: none)",
+        },
+        ParamSpec {
+            name: "write_freeze_probability",
+            kind: STALL_PROBABILITY,
+            default: Value::Float(0.0),
+            unit: "",
+            help: "freeze_trigger = command: the share of write commands that stop the command processor for freeze_time (0: none)",
+        },
+        ParamSpec {
             name: "read_rate",
             kind: Kind::Rate,
             default: Value::Int(3_000_000_000),
@@ -774,11 +841,15 @@ pub const ENTRY: ModelEntry = Entry {
 };
 
 fn new(name: &str, profile: &str, v: &Values, seed: u64) -> Result<Box<dyn Device>, ParamError> {
-    Ok(Box::new(Flash::new_seeded(
-        name,
-        FlashParams::from_values(profile, v),
-        seed,
-    )))
+    let p = FlashParams::from_values(profile, v);
+    if p.command_freezes() && !p.processor() {
+        // Commands stop the command processor: without one there is nothing to stop.
+        return Err(ParamError::OnlyFor {
+            key: "freeze_trigger = \"command\"".to_string(),
+            valid_with: "a command processor (batch_overhead or command_overhead > 0)".to_string(),
+        });
+    }
+    Ok(Box::new(Flash::new_seeded(name, p, seed)))
 }
 
 /// A unit's service time (module doc, "Service times"): a shifted log-logistic of mean
@@ -853,6 +924,17 @@ impl Batching {
     pub const NAMES: &'static [&'static str] = &["snapshot", "drain"];
 }
 
+/// What starts a freeze (module doc, "Freezes" and "Freezes started by commands").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreezeTrigger {
+    Clock,
+    Command,
+}
+
+impl FreezeTrigger {
+    pub const NAMES: &'static [&'static str] = &["clock", "command"];
+}
+
 /// The order of the commands waiting for the ring's descriptors (module doc, "The ring").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RingScheduler {
@@ -886,6 +968,11 @@ pub struct FlashParams {
     /// Device-wide freezes (module doc, "Freezes"); 0: none.
     pub freeze_interval_ns: Ns,
     pub freeze_time_ns: Ns,
+    /// What starts them, and with commands each direction's probability (module doc,
+    /// "Freezes started by commands").
+    pub freeze_trigger: FreezeTrigger,
+    pub read_freeze_probability: f64,
+    pub write_freeze_probability: f64,
     pub read_rate_bps: u64,
     pub write_rate_bps: u64,
     pub link_rate_bps: u64,
@@ -936,6 +1023,12 @@ impl FlashParams {
             stall_floor: v.float("stall_floor"),
             freeze_interval_ns: v.int("freeze_interval"),
             freeze_time_ns: v.int("freeze_time"),
+            freeze_trigger: match v.choice("freeze_trigger") {
+                "command" => FreezeTrigger::Command,
+                _ => FreezeTrigger::Clock,
+            },
+            read_freeze_probability: v.float("read_freeze_probability"),
+            write_freeze_probability: v.float("write_freeze_probability"),
             read_rate_bps: v.int("read_rate"),
             write_rate_bps: v.int("write_rate"),
             link_rate_bps: v.int("link_rate"),
@@ -994,9 +1087,24 @@ impl FlashParams {
         }
     }
 
-    /// Whether the device freezes (an interval and a duration above 0).
+    /// Whether the device freezes by the clock (an interval and a duration above 0).
     pub fn freezes(&self) -> bool {
-        self.freeze_interval_ns > 0 && self.freeze_time_ns > 0
+        self.freeze_trigger == FreezeTrigger::Clock
+            && self.freeze_interval_ns > 0
+            && self.freeze_time_ns > 0
+    }
+
+    /// Whether commands stop the command processor (module doc, "Freezes started by
+    /// commands": the command trigger, a probability and a duration above 0).
+    pub fn command_freezes(&self) -> bool {
+        self.freeze_trigger == FreezeTrigger::Command
+            && self.freeze_time_ns > 0
+            && (self.read_freeze_probability > 0.0 || self.write_freeze_probability > 0.0)
+    }
+
+    /// Whether commands pass the serial command processor (module doc).
+    pub fn processor(&self) -> bool {
+        self.batch_overhead_ns > 0 || self.command_overhead_ns > 0
     }
 
     /// Whether commands may stall (a probability and a duration above 0).
@@ -1041,6 +1149,11 @@ pub struct ClosedForm {
     /// Device-wide freezes: the mean time between them and their duration, ns (0: none).
     pub freeze_interval_ns: f64,
     pub freeze_time_ns: f64,
+    /// What starts a freeze; with commands, each direction's probability of stopping the
+    /// processor for `freeze_time` (module doc, "Freezes started by commands").
+    pub freeze_trigger: FreezeTrigger,
+    pub read_freeze_probability: f64,
+    pub write_freeze_probability: f64,
     /// Each command's own stream and the cache's drain behind a FLUSH, bytes/s (0: off;
     /// module doc, "Streams and the cache's drain").
     pub read_stream_bps: f64,
@@ -1161,6 +1274,9 @@ impl From<&FlashParams> for ClosedForm {
             stall_time_ns: p.stall_time_ns as f64,
             freeze_interval_ns: p.freeze_interval_ns as f64,
             freeze_time_ns: p.freeze_time_ns as f64,
+            freeze_trigger: p.freeze_trigger,
+            read_freeze_probability: p.read_freeze_probability,
+            write_freeze_probability: p.write_freeze_probability,
             read_stream_bps: p.read_stream_bps as f64,
             write_stream_bps: p.write_stream_bps as f64,
             flush_rate_bps: p.flush_rate_bps as f64,
@@ -1218,6 +1334,13 @@ impl ClosedForm {
                     Value::Choice("fifo" | "mq-deadline") if spec.name == "ring_scheduler" => {
                         continue;
                     }
+                    Value::Choice(trigger) if spec.name == "freeze_trigger" => {
+                        form.freeze_trigger = match trigger {
+                            "command" => FreezeTrigger::Command,
+                            _ => FreezeTrigger::Clock,
+                        };
+                        continue;
+                    }
                     Value::Choice(_) => {
                         form.duplex = Duplex::Full;
                         continue;
@@ -1265,6 +1388,8 @@ impl ClosedForm {
             "stall_time" => &mut self.stall_time_ns,
             "freeze_interval" => &mut self.freeze_interval_ns,
             "freeze_time" => &mut self.freeze_time_ns,
+            "read_freeze_probability" => &mut self.read_freeze_probability,
+            "write_freeze_probability" => &mut self.write_freeze_probability,
             "read_stream_rate" => &mut self.read_stream_bps,
             "write_stream_rate" => &mut self.write_stream_bps,
             "flush_rate" => &mut self.flush_rate_bps,
@@ -1280,6 +1405,9 @@ impl ClosedForm {
         let (q, link, len) = (job.iodepth, self.link_rate_bps, job.bs as f64);
         let c = self.transfer_overhead_ns / 1e9;
         let (b, k) = (self.batch_overhead_ns / 1e9, self.command_overhead_ns / 1e9);
+        // Commands that block stop the processor: each command's mean share of it,
+        // (f p_r + (1 - f) p_w) D (module doc, "Freezes started by commands").
+        let k = k + self.command_freeze_s(job, b > 0.0 || k > 0.0);
         let (a_r, a_w) = (self.read_latency_ns / 1e9, self.write_latency_ns / 1e9);
         // A command's mean stall: on its unit, away from the processor and its pipe; the
         // path's delay is part of every round trip, in no resource.
@@ -1356,9 +1484,29 @@ impl ClosedForm {
         least(self.units / a, rest) * self.running_share()
     }
 
-    /// The share of the time the device is not frozen: `1 - D / I` (1 without freezes).
+    /// A command's mean time of the processor stopped by commands in seconds, `(f p_r + (1
+    /// - f) p_w) D` for a loop of read share f (module doc, "Freezes started by commands");
+    /// 0 with the clock's freezes or without a processor (`processor`).
+    fn command_freeze_s(&self, job: &ClosedLoop, processor: bool) -> f64 {
+        if self.freeze_trigger != FreezeTrigger::Command || !processor {
+            return 0.0;
+        }
+        let f = match job.load {
+            Load::Read => 1.0,
+            Load::Write => 0.0,
+            Load::Mixed { read_percent } => read_percent as f64 / 100.0,
+        };
+        let p = f * self.read_freeze_probability + (1.0 - f) * self.write_freeze_probability;
+        p * self.freeze_time_ns / 1e9
+    }
+
+    /// The share of the time the device is not frozen: `1 - D / I` (1 without freezes, or
+    /// with freezes started by commands, which stop the processor alone).
     pub fn running_share(&self) -> f64 {
-        if self.freeze_interval_ns > 0.0 && self.freeze_time_ns > 0.0 {
+        if self.freeze_trigger == FreezeTrigger::Clock
+            && self.freeze_interval_ns > 0.0
+            && self.freeze_time_ns > 0.0
+        {
             (1.0 - self.freeze_time_ns / self.freeze_interval_ns).max(0.0)
         } else {
             1.0
@@ -1493,6 +1641,10 @@ pub struct Flash {
     flush_free: Ns,
     /// Device-wide freezes (None: none; its clock is then real time).
     freeze: Option<Freezes>,
+    /// The reads and the writes that stop the command processor (module doc, "Freezes
+    /// started by commands"; None: none).
+    read_freeze: Option<Strata>,
+    write_freeze: Option<Strata>,
     /// The ring (module doc, "The ring"): descriptors free, commands waiting for them (the
     /// one that found too few first), and the descriptors each command in it holds by tag.
     ring_free: u64,
@@ -1592,6 +1744,43 @@ impl Freezes {
     }
 }
 
+/// Stratified draws of a share p of the events counted (module doc, "Stalls"): the events
+/// fall in blocks of 1 / p and one of each block is hit, at a position drawn uniformly in it
+/// (the next event when that falls on one already counted).
+struct Strata {
+    p: f64,
+    rng: Rng,
+    seen: u64,
+    k: u64,
+    next: u64,
+}
+
+impl Strata {
+    fn new(p: f64, mut rng: Rng) -> Self {
+        let next = (rng.unit() / p) as u64;
+        Self {
+            p,
+            rng,
+            seen: 0,
+            k: 0,
+            next,
+        }
+    }
+
+    /// Whether the next event is hit.
+    fn hit(&mut self) -> bool {
+        let i = self.seen;
+        self.seen += 1;
+        if i != self.next {
+            return false;
+        }
+        self.k += 1;
+        let at = ((self.k as f64 + self.rng.unit()) / self.p) as u64;
+        self.next = at.max(i + 1);
+        true
+    }
+}
+
 /// The step of the stalls' duration quantiles: the golden ratio's fractional part,
 /// (sqrt(5) - 1) / 2 (module doc, "Stalls").
 const GOLDEN_STEP: f64 = 0.618_033_988_749_894_9;
@@ -1644,6 +1833,18 @@ impl Flash {
             freeze: p
                 .freezes()
                 .then(|| Freezes::new(p.freeze_interval_ns, p.freeze_time_ns, seed)),
+            read_freeze: (p.command_freezes() && p.read_freeze_probability > 0.0).then(|| {
+                Strata::new(
+                    p.read_freeze_probability,
+                    Rng::derive(seed, "flash/read-freeze"),
+                )
+            }),
+            write_freeze: (p.command_freezes() && p.write_freeze_probability > 0.0).then(|| {
+                Strata::new(
+                    p.write_freeze_probability,
+                    Rng::derive(seed, "flash/write-freeze"),
+                )
+            }),
             name: name.to_string(),
             unit_free: (0..p.units).map(|_| Reverse(0)).collect(),
             pipe_free: [0; 2],
@@ -1828,7 +2029,7 @@ impl Flash {
                     // A draining pass pops what arrived meanwhile, each its command_overhead
                     // and transfer, before its commands go on (module doc, "The processor's
                     // passes").
-                    let more = self.pass_cost(self.joined);
+                    let more = self.pass_cost(self.joined) + self.command_freeze_ns(self.joined);
                     self.stage(t + more, Stage::BatchEnd);
                 }
                 Stage::BatchEnd => {
@@ -1887,7 +2088,30 @@ impl Flash {
 
     /// Whether commands pass the serial command processor (module doc).
     fn processor(&self) -> bool {
-        self.p.batch_overhead_ns > 0 || self.p.command_overhead_ns > 0
+        self.p.processor()
+    }
+
+    /// The processor's time stopped by the batch's commands from index `from` on (module
+    /// doc, "Freezes started by commands"): `freeze_time` for each read or write its
+    /// direction's stratified draw hits, each direction counted in the order the processor
+    /// takes its commands; 0 without such freezes (no draw).
+    fn command_freeze_ns(&mut self, from: usize) -> Ns {
+        if self.read_freeze.is_none() && self.write_freeze.is_none() {
+            return 0;
+        }
+        let (reads, writes) = (&mut self.read_freeze, &mut self.write_freeze);
+        let hits = self.batch[from..]
+            .iter()
+            .filter(|c| {
+                let strata = match c.op {
+                    Op::Read => reads.as_mut(),
+                    Op::Write => writes.as_mut(),
+                    _ => None,
+                };
+                strata.is_some_and(Strata::hit)
+            })
+            .count() as u64;
+        hits * self.p.freeze_time_ns
     }
 
     /// An idle processor takes every waiting command as one batch, busy for
@@ -1909,7 +2133,7 @@ impl Flash {
             Batching::Snapshot => self.batch.len() as u64 * self.p.command_overhead_ns,
             Batching::Drain => self.pass_cost(0),
         };
-        let end = now + self.p.batch_overhead_ns + cost;
+        let end = now + self.p.batch_overhead_ns + cost + self.command_freeze_ns(0);
         self.stage(end, Stage::BatchEnd);
     }
 
@@ -2725,6 +2949,147 @@ mod tests {
         assert!(close(want, 0.8 * x0, 1e-12), "{want} vs {x0}");
         let (iops, _) = measured(&mut d, Op::Read, 4096, 4, 20_000);
         assert!(close(iops, want, 0.01), "{iops} vs {want}");
+    }
+
+    /// `DRAIN` whose reads (writes) stop the processor for 1 ms with probability `p_r` (`p_w`).
+    fn command_freezes(p_r: f64, p_w: f64) -> String {
+        format!(
+            "{DRAIN}\nfreeze_trigger = \"command\"\nread_freeze_probability = {p_r}\n\
+             write_freeze_probability = {p_w}\nfreeze_time = \"1ms\""
+        )
+    }
+
+    /// The latencies of `n` commands of 4 KiB at depth `q`, command i a read when `read(i)`.
+    fn loop_latencies(d: &mut Flash, q: usize, n: usize, read: impl Fn(usize) -> bool) -> Vec<Ns> {
+        let run = closed_loop(d, 0, q, n, |i| {
+            let op = if read(i) { Op::Read } else { Op::Write };
+            (op, i as u64 * 4096, 4096)
+        });
+        run.latencies_ns
+    }
+
+    /// The share of `lat` at or above 1 ms.
+    fn frozen_share(lat: &[Ns]) -> f64 {
+        lat.iter().filter(|&&x| x >= 1000 * US).count() as f64 / lat.len() as f64
+    }
+
+    #[test]
+    fn a_read_at_qd1_waits_the_freeze_time_with_its_probability_and_no_other_does() {
+        // A lone read: 2 + 3 us + t on the processor, its 20 us unit; a share p = 1 % of
+        // them (stratified: 200 of 20,000, one in each block of 100) 1 ms more.
+        let mut d = flash(&command_freezes(0.01, 0.0));
+        let body = 5 * US + t(&d, Op::Read, 4096) + 20 * US;
+        let lat = loop_latencies(&mut d, 1, 20_000, |_| true);
+        let frozen = lat.iter().filter(|&&x| x == body + 1000 * US).count();
+        assert_eq!(frozen, 200);
+        assert_eq!(lat.iter().filter(|&&x| x == body).count(), 20_000 - 200);
+    }
+
+    #[test]
+    fn at_depth_q_one_blocking_delays_the_q_commands_of_its_pass_so_their_share_grows_as_q_p() {
+        // The q reads go round in one draining pass (B + q (k + t), then their units
+        // together): a read that blocks holds all q, so a share q p waits the freeze.
+        let p = 0.002;
+        for q in [1usize, 4, 16] {
+            let mut d = flash(&command_freezes(p, 0.0));
+            let share = frozen_share(&loop_latencies(&mut d, q, 50_000, |_| true));
+            let want = q as f64 * p;
+            assert!(close(share, want, 0.05), "q {q}: {share} vs {want}");
+        }
+        // A mix of read share f = 3/4 with p_w = p / 2: q (f p_r + (1 - f) p_w), writes and
+        // reads alike.
+        let mut d = flash(&command_freezes(p, p / 2.0));
+        let lat = loop_latencies(&mut d, 8, 80_000, |i| i % 4 != 0);
+        let want = 8.0 * (0.75 * p + 0.25 * p / 2.0);
+        let writes: Vec<Ns> = lat.iter().step_by(4).copied().collect();
+        assert!(
+            close(frozen_share(&lat), want, 0.05),
+            "{}",
+            frozen_share(&lat)
+        );
+        assert!(
+            close(frozen_share(&writes), want, 0.1),
+            "{}",
+            frozen_share(&writes)
+        );
+    }
+
+    #[test]
+    fn writes_without_their_probability_never_freeze_but_one_in_a_stopped_pass_waits_with_it() {
+        // Writes alone: the figures of the device without command freezes, to the ns.
+        let writes = |table: &str| loop_latencies(&mut flash(table), 8, 5_000, |_| false);
+        assert_eq!(
+            writes(&command_freezes(MAX_STALL_PROBABILITY, 0.0)),
+            writes(DRAIN)
+        );
+        // Ten reads and a write at once with p_r = 1/10: the first stratum is the ten reads,
+        // one of which blocks, so the one pass of eleven ends 1 ms later and the write, done
+        // with them, waits too: B + 10 (k + t_r) + k + t_w + 1 ms + its unit.
+        let mut d = flash(&command_freezes(0.1, 0.0));
+        for tag in 0..10 {
+            d.submit(0, cmd(tag, Op::Read, 4096));
+        }
+        d.submit(0, cmd(10, Op::Write, 4096));
+        let (tr, tw) = (t(&d, Op::Read, 4096), t(&d, Op::Write, 4096));
+        let end = 2 * US + 10 * (3 * US + tr) + 3 * US + tw + 1000 * US;
+        let done = drain(&mut d);
+        assert_eq!(done[&10], end + 20 * US);
+        assert_eq!(done[&0], end + 20 * US);
+    }
+
+    #[test]
+    fn the_seed_decides_which_commands_block() {
+        let p = typed_params(
+            "nv0",
+            "flash",
+            &command_freezes(0.01, 0.005),
+            |profile, v| Ok(FlashParams::from_values(profile, v)),
+        )
+        .unwrap();
+        let run = |seed: u64| {
+            let mut d = Flash::new_seeded("nv0", p.clone(), seed);
+            loop_latencies(&mut d, 4, 5_000, |i| i % 3 != 0)
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7), run(8));
+    }
+
+    #[test]
+    fn command_freezes_cost_a_loops_processor_their_mean_in_closed_form_and_in_simulation() {
+        // X = q / (B + q (k + t + p D) + a): the blockings' mean time on the processor.
+        let p = 0.005;
+        let mut d = flash(&command_freezes(p, 0.0));
+        let want = closed_form_iops(&d, Op::Read, 4096, 8);
+        let per = 3e-6 + t(&d, Op::Read, 4096) as f64 / 1e9 + p * 1e-3;
+        let x = 8.0 / (2e-6 + 8.0 * per + 20e-6);
+        // (t rounded to the ns here, real in the closed forms)
+        assert!(close(want, x, 1e-4), "{want} vs {x}");
+        let (iops, _) = measured(&mut d, Op::Read, 4096, 8, 40_000);
+        assert!(close(iops, want, 0.02), "{iops} vs {want}");
+        // Writes without their probability pay nothing.
+        let plain = closed_form_iops(&flash(DRAIN), Op::Write, 4096, 8);
+        assert_eq!(closed_form_iops(&d, Op::Write, 4096, 8), plain);
+    }
+
+    #[test]
+    fn a_command_trigger_without_a_command_processor_is_refused_in_one_line() {
+        let src =
+            "freeze_trigger = \"command\"\nread_freeze_probability = 0.01\nfreeze_time = \"1ms\"";
+        let table: std::collections::BTreeMap<String, toml::Value> = toml::from_str(src).unwrap();
+        let e = build_device("nv0", "flash", None, &table)
+            .err()
+            .expect("accepted")
+            .to_string();
+        assert!(e.contains("freeze_trigger = \"command\""), "{e}");
+        assert!(e.contains("batch_overhead or command_overhead"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let table: std::collections::BTreeMap<String, toml::Value> =
+            toml::from_str("freeze_trigger = \"often\"").unwrap();
+        let e = build_device("nv0", "flash", None, &table)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("must be one of clock, command"), "{e}");
     }
 
     #[test]
