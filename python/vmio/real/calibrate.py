@@ -1626,14 +1626,25 @@ def fit_flush(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None
     return ms - slope * mb, 1e9 / slope
 
 
+def _blocking_s(freeze: Params, side: str, proc: tuple[float, float]) -> float:
+    """A `side` command's mean time of the processor stopped by freezes started by commands,
+    p_side D in seconds (flash.rs, `command_freeze_s`); 0 without them or without a
+    processor (b = k = 0)."""
+    if freeze.get("freeze_trigger") != "command" or sum(proc) <= 0:
+        return 0.0
+    return float(freeze.get(f"{side}_freeze_probability", 0.0)) * freeze["freeze_time"] / 1e9
+
+
 def fit(
     points: Sequence[Point],
     capacity: int,
     queue_depth: int,
     shapes: bool = True,
+    triggers: Sequence[str] = ("clock", "command"),
 ) -> Fit:
     """The flash parameters of the battery's `points` (module doc); `shapes` False: without
-    the streams, the draining processor and the flush's drain (the fit before them)."""
+    the streams, the draining processor and the flush's drain (the fit before them);
+    `triggers`: the freezes' triggers `fit_freeze` may choose from."""
     passes = shapes
     notes: list[str] = []
     # The stall component first (from the QD1 points' percentile lists). With stalls, the
@@ -1643,7 +1654,7 @@ def fit(
     stall = fit_stall(points)
     # Device-wide freezes, from every loaded point's tail (module doc, "freeze"); the body
     # is then fitted on the points with their share taken out (`_unfrozen`).
-    freeze = fit_freeze(points) if shapes else {}
+    freeze = fit_freeze(points, triggers) if shapes else {}
     measured_points, points = points, _unfrozen(points, freeze)
     # Freezes started by commands enter the closed forms (a command's mean p D on the
     # processor).
@@ -1680,9 +1691,14 @@ def fit(
         c_s: float, units: int, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
     ) -> Params:
         # A draining pass holds each command for k + t, so its saturated points' line has
-        # the intercept c + k (module doc, "batching").
-        line = c_s + proc[1] if batching == DRAIN else c_s
-        r_rate, w_rate = read.rate(line), write.rate(line)
+        # the intercept c + k (module doc, "batching"), and with freezes started by commands
+        # k + p_d D (a direction's mean blocking is on the processor: flash.rs,
+        # `command_freeze_s`).
+        lines = {
+            d.side: c_s + proc[1] + _blocking_s(in_body, d.side, proc) if batching == DRAIN else c_s
+            for d in (read, write)
+        }
+        r_rate, w_rate = read.rate(lines[read.side]), write.rate(lines[write.side])
         extra: Params = {"batching": batching} if batching != SNAPSHOT else {}
         for d in (read, write):
             if d.stream > 0:
@@ -1690,8 +1706,8 @@ def fit(
         return {
             "capacity": capacity,
             "units": units,
-            "read_latency": read.latency_ns(c_s, sum(proc), line),
-            "write_latency": write.latency_ns(c_s, sum(proc), line),
+            "read_latency": read.latency_ns(c_s, sum(proc), lines[read.side]),
+            "write_latency": write.latency_ns(c_s, sum(proc), lines[write.side]),
             "read_rate": r_rate,
             "write_rate": w_rate,
             "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
@@ -1799,28 +1815,32 @@ def fit(
         c_s = best["transfer_overhead"] / 1e9
         front = best["batch_overhead"] + best["command_overhead"]
         drains = best.get("batching") == DRAIN
-        line = c_s + best["command_overhead"] / 1e9 if drains else c_s
+        proc = (best["batch_overhead"] / 1e9, best["command_overhead"] / 1e9)
+
+        def line_of(side: str) -> float:
+            return c_s + proc[1] + _blocking_s(in_body, side, proc) if drains else c_s
+
         # A draining pass's stream starts as the command arrives: nothing in front of it.
         ahead = 0.0 if drains else front
-        read = read.streamed(line, ahead) if read.stream > 0 else read
-        write = write.streamed(line, ahead) if write.stream > 0 else write
+        read = read.streamed(line_of(read.side), ahead) if read.stream > 0 else read
+        write = write.streamed(line_of(write.side), ahead) if write.stream > 0 else write
         if not by["write"]:
             write = read
         for d in (read, write):
-            best[f"{d.side}_latency"] = d.latency_ns(c_s, front / 1e9, line)
+            best[f"{d.side}_latency"] = d.latency_ns(c_s, front / 1e9, line_of(d.side))
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream
     if in_body and best["batch_overhead"] + best["command_overhead"] <= 0:
         # Commands stop the command processor; a body without one has nothing to stop: the
-        # clock's freezes then (flash.rs, "Freezes started by commands").
-        notes.append(
+        # clock's freezes then, with the body fitted again on the points they leave
+        # (`_unfrozen`; flash.rs, "Freezes started by commands").
+        again = fit(measured_points, capacity, queue_depth, shapes, triggers=("clock",))
+        note = (
             "freezes: the commands' trigger fitted better, but the body has no command "
             "processor for them to stop: the clock's freezes instead"
         )
-        freeze = fit_freeze(measured_points, triggers=("clock",))
-        for k in in_body:
-            best.pop(k, None)
+        return replace(again, notes=(note, *again.notes))
     params = {
         k: v if isinstance(v, str) else round(v)
         for k, v in {**best, **freeze}.items()
