@@ -130,6 +130,33 @@ def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have
     assert window("AuthenticAMD", 21, 2) is None
 
 
+def test_an_amd_zens_last_level_is_a_victim_cache_and_other_processors_keep_the_default(
+    tmp_path: Path,
+):
+    info = tmp_path / "cpuinfo"
+
+    def inclusion(vendor: str, family: int, model: int):
+        info.write_text(
+            f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+            f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
+        )
+        return hostcache.l3_inclusion(info)
+
+    # Zen to Zen 5 (families 17h, 19h, 1Ah): the L3 is filled from the L2s' evictions.
+    assert [inclusion("AuthenticAMD", f, 1) for f in (0x17, 0x19, 0x1A)] == ["victim"] * 3
+    assert inclusion("AuthenticAMD", 0x15, 2) is None
+    assert inclusion("GenuineIntel", 6, 94) is None
+    banks = [hostcache.Bank(2, 1 << 20, "0", "Unified"), hostcache.Bank(3, 16 << 20, "0", "Unified")]
+    memory = hostcache.Memory(1e10, 2e10, 1, 143.0)
+    table = hostcache.host_cache(banks, memory, 2596, None, (448, 22, 104), "victim")
+    assert table["inclusion"] == "victim"
+    assert "inclusion" not in hostcache.host_cache(banks, memory, 2596)
+    # The simulator takes it (cache.rs's `inclusion`).
+    assert stackfile.loads(corun.stack_text(1, table)).doc()["host"]["cache"]["inclusion"] == (
+        "victim"
+    )
+
+
 def test_sizes_are_the_kernels_k_and_m_and_a_clock_comes_from_cpuinfo_without_cpufreq(
     tmp_path: Path,
 ):

@@ -183,6 +183,10 @@ fn host_cache(c: &vmio_core::cpu::cache::CacheTopology) -> Value {
         m.insert("miss_buffers".into(), json!(c.miss_buffers));
         m.insert("store_buffer".into(), json!(c.store_buffer));
     }
+    // The inclusion, where it is not the profile's (inclusive without one).
+    if c.inclusion != named.map_or(Default::default(), |p| p.inclusion) {
+        m.insert("inclusion".into(), json!(c.inclusion.name()));
+    }
     let banks: Vec<Value> = c
         .banks
         .iter()
@@ -768,6 +772,38 @@ group_name = "g"
                     )
                 }
             }
+            let back = toml::to_string(&v["tables"]).unwrap();
+            assert_eq!(view(&back, "dir/stack.toml").unwrap(), v, "{back}");
+        }
+    }
+
+    #[test]
+    fn a_victim_last_level_is_written_and_reads_back_and_an_inclusive_one_is_left_out() {
+        let with = |cache: &str| {
+            STACK.replace(
+                "[[device]]",
+                &format!("[host]\ncores = 4\n\n[host.cache]\n{cache}\n\n[[device]]"),
+            )
+        };
+        for (cache, written) in [
+            ("profile = \"core-i5-6600\"", None),
+            (
+                "profile = \"core-i5-6600\"\ninclusion = \"inclusive\"",
+                None,
+            ),
+            (
+                "profile = \"core-i5-6600\"\ninclusion = \"victim\"",
+                Some("victim"),
+            ),
+        ] {
+            let text = with(cache);
+            let v = view(&text, "dir/stack.toml").unwrap();
+            let c = &v["tables"]["host"]["cache"];
+            assert_eq!(
+                c.get("inclusion"),
+                written.map(|w| json!(w)).as_ref(),
+                "{c}"
+            );
             let back = toml::to_string(&v["tables"]).unwrap();
             assert_eq!(view(&back, "dir/stack.toml").unwrap(), v, "{back}");
         }
