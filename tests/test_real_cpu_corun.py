@@ -146,7 +146,10 @@ def test_an_amd_zens_last_level_is_a_victim_cache_and_other_processors_keep_the_
     assert [inclusion("AuthenticAMD", f, 1) for f in (0x17, 0x19, 0x1A)] == ["victim"] * 3
     assert inclusion("AuthenticAMD", 0x15, 2) is None
     assert inclusion("GenuineIntel", 6, 94) is None
-    banks = [hostcache.Bank(2, 1 << 20, "0", "Unified"), hostcache.Bank(3, 16 << 20, "0", "Unified")]
+    banks = [
+        hostcache.Bank(2, 1 << 20, "0", "Unified"),
+        hostcache.Bank(3, 16 << 20, "0", "Unified"),
+    ]
     memory = hostcache.Memory(1e10, 2e10, 1, 143.0)
     table = hostcache.host_cache(banks, memory, 2596, None, (448, 22, 104), "victim")
     assert table["inclusion"] == "victim"
@@ -253,6 +256,23 @@ def test_the_recorded_corun_is_predicted_from_its_recorded_host_profile():
     assert roomy < 1 + (pred["bzip2"]["slowdown"] - 1) / 5
     slow = {**cache, "memory_latency": f"{2 * int(cache['memory_latency'][:-2])}ns"}
     assert corun.predict_recorded(fig, slow)["bzip2"]["slowdown"] > pred["bzip2"]["slowdown"]
+
+
+def test_a_victim_l3_leaves_bzip2_its_l2_beside_the_loop_and_predicts_a_smaller_slowdown():
+    # The recorded rounds with the Zen window and the measured 4 MiB last level (docs/cpu.md),
+    # inclusive and victim: under a victim L3 the loop's insertions cannot take the lines of
+    # bzip2's private 512 KiB L2, and bzip2 holds L2 + its L3 share, so it loses less; the
+    # loop's flat curve makes its own slowdown the bus's either way.
+    fig = recorded()
+    cache = copy.deepcopy(fig["host_cache"])
+    cache.update(rob_entries=448, miss_buffers=22, store_buffer=104)
+    for b in cache["bank"]:
+        if b["level"] == 3:
+            b["size"] = "4MiB"
+    inclusive = corun.predict_recorded(fig, cache)
+    victim = corun.predict_recorded(fig, {**cache, "inclusion": "victim"})
+    assert 1.0 < victim["bzip2"]["slowdown"] < inclusive["bzip2"]["slowdown"]
+    assert victim["triad"]["slowdown"] == pytest.approx(inclusive["triad"]["slowdown"], abs=0.01)
 
 
 def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: Path):
