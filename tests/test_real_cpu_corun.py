@@ -109,17 +109,20 @@ def test_the_last_levels_size_is_where_the_chase_leaves_it_halfway_to_memory():
     assert (win["rob_entries"], win["miss_buffers"], win["store_buffer"]) == (448, 22, 104)
 
 
+def fake_cpuinfo(path: Path, vendor: str, family: int, model: int) -> Path:
+    """A /proc/cpuinfo whose first processor has this vendor, family and model."""
+    path.write_text(
+        f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+        f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
+    )
+    return path
+
+
 def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have_none(
     tmp_path: Path,
 ):
-    info = tmp_path / "cpuinfo"
-
     def window(vendor: str, family: int, model: int):
-        info.write_text(
-            f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
-            f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
-        )
-        return hostcache.core_window(info)
+        return hostcache.core_window(fake_cpuinfo(tmp_path / "cpuinfo", vendor, family, model))
 
     # This machine's (family 26, model 2): Zen 5's 448 entries and 104-entry store queue.
     assert window("AuthenticAMD", 26, 2) == (448, hostcache.AMD_MISS_BUFFERS, 104)
@@ -133,14 +136,8 @@ def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have
 def test_an_amd_zens_last_level_is_a_victim_cache_and_other_processors_keep_the_default(
     tmp_path: Path,
 ):
-    info = tmp_path / "cpuinfo"
-
     def inclusion(vendor: str, family: int, model: int):
-        info.write_text(
-            f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
-            f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
-        )
-        return hostcache.l3_inclusion(info)
+        return hostcache.l3_inclusion(fake_cpuinfo(tmp_path / "cpuinfo", vendor, family, model))
 
     # Zen to Zen 5 (families 17h, 19h, 1Ah): the L3 is filled from the L2s' evictions.
     assert [inclusion("AuthenticAMD", f, 1) for f in (0x17, 0x19, 0x1A)] == ["victim"] * 3
