@@ -272,6 +272,25 @@ def test_a_victim_l3_leaves_bzip2_its_l2_beside_the_loop_and_predicts_a_smaller_
     assert victim["triad"]["slowdown"] == pytest.approx(inclusive["triad"]["slowdown"], abs=0.01)
 
 
+def test_the_chase_sweep_runs_each_size_alone_beside_the_stream_and_beside_a_reused_set(
+    tmp_path: Path,
+):
+    # A stand-in for triad.c: `chase MIB LOADS` prints MIB + 0.5 ns a load, unless it is the
+    # long-running co-runner (and `triad` is one too), which sleeps until it is killed.
+    fake = tmp_path / "triad"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = triad ] || [ "$3" = 4000000000 ]; then exec sleep 60; fi\n'
+        'echo "chase mib=$2 loads=$3 ns_per_load=$2.5 end=0"\n'
+    )
+    fake.chmod(0o755)
+    sweep = corun.chase_sweep(fake, [str(fake), "triad", "9"], (1, 16), 1000, tmp_path)
+    assert [c["mib"] for c in sweep] == [1, 16]
+    for c in sweep:
+        want = c["mib"] + 0.5
+        assert [c[k] for k in ("alone", "beside the triad", "beside a chase")] == [want] * 3
+
+
 def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: Path):
     from vmio.real import cpu as realcpu
 
