@@ -70,11 +70,11 @@
 //!            answer on the family 15h L3, quoted in canardpc.com's forum thread on
 //!            Bulldozer; AMD's Software Optimization Guides for families 17h, 19h and 1Ah:
 //!            the L3 is a victim cache filled from L2 evictions; the guides and Intel's
-//!            manual are cited from their known text, not re-read for this key). What a core's private
-//!            levels hold is its own: no co-runner evicts it, and it adds to the last level's
-//!            capacity (Zheng, Davis and Jordan, "Performance evaluation of exclusive cache
-//!            hierarchies", ISPASS 2004: an exclusive hierarchy's capacity is the sum of its
-//!            levels)
+//!            manual are cited from their known text, not re-read for this key). What a
+//!            core's private levels hold is its own: no co-runner evicts it, and it adds to
+//!            the last level's capacity (Zheng, Davis and Jordan, "Performance evaluation
+//!            of exclusive cache hierarchies", ISPASS 2004: an exclusive hierarchy's
+//!            capacity is the sum of its levels)
 //! ```
 //!
 //! The named profiles are `inclusive`: the i5-6600's by Intel's manual; the Q9550 describes
