@@ -220,11 +220,12 @@ def chase_sweep(
     """Per size: the chase alone, beside the triad (a stream: its lines never come back),
     beside a REUSE_MIB chase (a co-runner that reuses its lines), on the other core.
 
-    What it tells (docs/cpu.md, "a victim L3"): under LRU both co-runners take the chase's
-    lines once its set no longer fits beside theirs; a last level that keeps reused lines
-    against a stream (bypass or distant insertion of lines that never came back: Gaur,
-    Chaudhuri and Subramoney, ISCA 2011) lets the triad take almost nothing where the reused
-    chase still takes its share."""
+    What it tells (docs/cpu.md, "a victim L3"): under LRU in a shared last level both
+    co-runners take the chase's lines once its set no longer fits beside theirs; neither
+    does when the host runs the two vCPUs on cores of different L3s (which the guest's sysfs
+    cannot show); a last level that keeps reused lines against a stream (bypass or distant
+    insertion of lines that never came back: Gaur, Chaudhuri and Subramoney, ISCA 2011)
+    would let the triad take almost nothing where the reused chase still takes its share."""
     reuse = hostcache.pinned([str(binary), "chase", str(REUSE_MIB), str(4 * 10**9)], CORE["triad"])
     modes = [("alone", None), ("beside the triad", triad_argv), ("beside a chase", reuse)]
     return [chase_modes(binary, mib, loads, modes, workdir) for mib in sizes]
