@@ -151,6 +151,12 @@ def main() -> int:
     sums = realcpu.summary(chosen)
     predicted = predict(cores, sums)
     print(realcpu.table(sums, predicted, cores))
+    for c in meta.get("chase_sweep") or []:
+        print(
+            f"a {c['mib']} MiB chase on core 0: {c['alone']:.1f} ns alone, "
+            f"{c['beside the triad']:.1f} beside the triad, {c['beside a chase']:.1f} beside "
+            f"a {corun.REUSE_MIB} MiB chase on core 1"
+        )
     print(meta["measured"])
     if a.json is not None:
         text = json.dumps(realcpu.figures(runs, predicted, meta), indent=2) + "\n"
@@ -194,7 +200,16 @@ def corun_main(a: argparse.Namespace) -> int:
         fig = json.loads(a.recorded.read_text(encoding="utf-8"))
         samples = corun.samples_of(fig)
         rounds = fig["rounds_used"]
-        keys = ("how", "measured", "cores", "chase_beside", "host_cache", "host", "work")
+        keys = (
+            "how",
+            "measured",
+            "cores",
+            "chase_beside",
+            "chase_sweep",
+            "host_cache",
+            "host",
+            "work",
+        )
         meta = {k: fig.get(k) for k in keys}
     else:
         why = realcpu.program_missing() or hostcache.cc_missing()
@@ -238,6 +253,13 @@ def corun_main(a: argparse.Namespace) -> int:
             chase = corun.chase_beside(
                 binary, argv["triad/co"], 8, 2 * 10**6 if quick else 2 * 10**7, work
             )
+            sweep = corun.chase_sweep(
+                binary,
+                argv["triad/co"],
+                (2,) if quick else corun.SWEEP_MIB,
+                10**6 if quick else 4 * 10**6,
+                work,
+            )
         rounds = corun.select(samples, a.rounds)
         meta = {
             "how": (
@@ -261,6 +283,7 @@ def corun_main(a: argparse.Namespace) -> int:
             ),
             "cores": cores,
             "chase_beside": chase,
+            "chase_sweep": sweep,
             "host_cache": cache,
             "host": host,
             "work": {

@@ -109,17 +109,20 @@ def test_the_last_levels_size_is_where_the_chase_leaves_it_halfway_to_memory():
     assert (win["rob_entries"], win["miss_buffers"], win["store_buffer"]) == (448, 22, 104)
 
 
+def fake_cpuinfo(path: Path, vendor: str, family: int, model: int) -> Path:
+    """A /proc/cpuinfo whose first processor has this vendor, family and model."""
+    path.write_text(
+        f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+        f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
+    )
+    return path
+
+
 def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have_none(
     tmp_path: Path,
 ):
-    info = tmp_path / "cpuinfo"
-
     def window(vendor: str, family: int, model: int):
-        info.write_text(
-            f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
-            f"model\t\t: {model}\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\n"
-        )
-        return hostcache.core_window(info)
+        return hostcache.core_window(fake_cpuinfo(tmp_path / "cpuinfo", vendor, family, model))
 
     # This machine's (family 26, model 2): Zen 5's 448 entries and 104-entry store queue.
     assert window("AuthenticAMD", 26, 2) == (448, hostcache.AMD_MISS_BUFFERS, 104)
@@ -128,6 +131,30 @@ def test_an_amd_cores_window_comes_from_its_cpu_family_and_model_and_others_have
     assert window("AuthenticAMD", 25, 0x21)[0] == 256
     assert window("GenuineIntel", 6, 85) is None
     assert window("AuthenticAMD", 21, 2) is None
+
+
+def test_an_amd_zens_last_level_is_a_victim_cache_and_other_processors_keep_the_default(
+    tmp_path: Path,
+):
+    def inclusion(vendor: str, family: int, model: int):
+        return hostcache.l3_inclusion(fake_cpuinfo(tmp_path / "cpuinfo", vendor, family, model))
+
+    # Zen to Zen 5 (families 17h, 19h, 1Ah): the L3 is filled from the L2s' evictions.
+    assert [inclusion("AuthenticAMD", f, 1) for f in (0x17, 0x19, 0x1A)] == ["victim"] * 3
+    assert inclusion("AuthenticAMD", 0x15, 2) is None
+    assert inclusion("GenuineIntel", 6, 94) is None
+    banks = [
+        hostcache.Bank(2, 1 << 20, "0", "Unified"),
+        hostcache.Bank(3, 16 << 20, "0", "Unified"),
+    ]
+    memory = hostcache.Memory(1e10, 2e10, 1, 143.0)
+    table = hostcache.host_cache(banks, memory, 2596, None, (448, 22, 104), "victim")
+    assert table["inclusion"] == "victim"
+    assert "inclusion" not in hostcache.host_cache(banks, memory, 2596)
+    # The simulator takes it (cache.rs's `inclusion`).
+    assert stackfile.loads(corun.stack_text(1, table)).doc()["host"]["cache"]["inclusion"] == (
+        "victim"
+    )
 
 
 def test_sizes_are_the_kernels_k_and_m_and_a_clock_comes_from_cpuinfo_without_cpufreq(
@@ -226,6 +253,42 @@ def test_the_recorded_corun_is_predicted_from_its_recorded_host_profile():
     assert roomy < 1 + (pred["bzip2"]["slowdown"] - 1) / 5
     slow = {**cache, "memory_latency": f"{2 * int(cache['memory_latency'][:-2])}ns"}
     assert corun.predict_recorded(fig, slow)["bzip2"]["slowdown"] > pred["bzip2"]["slowdown"]
+
+
+def test_a_victim_l3_leaves_bzip2_its_l2_beside_the_loop_and_predicts_a_smaller_slowdown():
+    # The recorded rounds with the Zen window and the measured 4 MiB last level (docs/cpu.md),
+    # inclusive and victim: under a victim L3 the loop's insertions cannot take the lines of
+    # bzip2's private 512 KiB L2, and bzip2 holds L2 + its L3 share, so it loses less; the
+    # loop's flat curve makes its own slowdown the bus's either way.
+    fig = recorded()
+    cache = copy.deepcopy(fig["host_cache"])
+    cache.update(rob_entries=448, miss_buffers=22, store_buffer=104)
+    for b in cache["bank"]:
+        if b["level"] == 3:
+            b["size"] = "4MiB"
+    inclusive = corun.predict_recorded(fig, cache)
+    victim = corun.predict_recorded(fig, {**cache, "inclusion": "victim"})
+    assert 1.0 < victim["bzip2"]["slowdown"] < inclusive["bzip2"]["slowdown"]
+    assert victim["triad"]["slowdown"] == pytest.approx(inclusive["triad"]["slowdown"], abs=0.01)
+
+
+def test_the_chase_sweep_runs_each_size_alone_beside_the_stream_and_beside_a_reused_set(
+    tmp_path: Path,
+):
+    # A stand-in for triad.c: `chase MIB LOADS` prints MIB + 0.5 ns a load, unless it is the
+    # long-running co-runner (and `triad` is one too), which sleeps until it is killed.
+    fake = tmp_path / "triad"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = triad ] || [ "$3" = 4000000000 ]; then exec sleep 60; fi\n'
+        'echo "chase mib=$2 loads=$3 ns_per_load=$2.5 end=0"\n'
+    )
+    fake.chmod(0o755)
+    sweep = corun.chase_sweep(fake, [str(fake), "triad", "9"], (1, 16), 1000, tmp_path)
+    assert [c["mib"] for c in sweep] == [1, 16]
+    for c in sweep:
+        want = c["mib"] + 0.5
+        assert [c[k] for k in ("alone", "beside the triad", "beside a chase")] == [want] * 3
 
 
 def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: Path):

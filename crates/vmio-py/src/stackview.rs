@@ -183,6 +183,10 @@ fn host_cache(c: &vmio_core::cpu::cache::CacheTopology) -> Value {
         m.insert("miss_buffers".into(), json!(c.miss_buffers));
         m.insert("store_buffer".into(), json!(c.store_buffer));
     }
+    // The inclusion, where it is not the profile's (inclusive without one).
+    if c.inclusion != named.map_or(Default::default(), |p| p.inclusion) {
+        m.insert("inclusion".into(), json!(c.inclusion.name()));
+    }
     let banks: Vec<Value> = c
         .banks
         .iter()
@@ -732,14 +736,21 @@ group_name = "g"
         assert_eq!(view(&text, "dir/stack.toml").unwrap(), plain, "{text}");
     }
 
+    /// The view's `[host.cache]` of STACK with a 4-core host whose `[host.cache]` is
+    /// `cache`, after checking that the whole view reads back the same.
+    fn host_cache_read_back(cache: &str) -> Value {
+        let text = STACK.replace(
+            "[[device]]",
+            &format!("[host]\ncores = 4\n\n[host.cache]\n{cache}\n\n[[device]]"),
+        );
+        let v = view(&text, "dir/stack.toml").unwrap();
+        let back = toml::to_string(&v["tables"]).unwrap();
+        assert_eq!(view(&back, "dir/stack.toml").unwrap(), v, "{back}");
+        v["tables"]["host"]["cache"].clone()
+    }
+
     #[test]
     fn a_host_caches_reorder_buffer_is_written_where_it_is_not_the_profiles_and_reads_back() {
-        let with = |cache: &str| {
-            STACK.replace(
-                "[[device]]",
-                &format!("[host]\ncores = 4\n\n[host.cache]\n{cache}\n\n[[device]]"),
-            )
-        };
         for (cache, window) in [
             ("profile = \"core2-quad-q9550\"", None),
             (
@@ -756,9 +767,7 @@ group_name = "g"
                 Some((224, 0)),
             ),
         ] {
-            let text = with(cache);
-            let v = view(&text, "dir/stack.toml").unwrap();
-            let c = &v["tables"]["host"]["cache"];
+            let c = host_cache_read_back(cache);
             match window {
                 None => assert!(c.get("rob_entries").is_none(), "{c}"),
                 Some((rob, mb)) => {
@@ -768,8 +777,28 @@ group_name = "g"
                     )
                 }
             }
-            let back = toml::to_string(&v["tables"]).unwrap();
-            assert_eq!(view(&back, "dir/stack.toml").unwrap(), v, "{back}");
+        }
+    }
+
+    #[test]
+    fn a_victim_last_level_is_written_and_reads_back_and_an_inclusive_one_is_left_out() {
+        for (cache, written) in [
+            ("profile = \"core-i5-6600\"", None),
+            (
+                "profile = \"core-i5-6600\"\ninclusion = \"inclusive\"",
+                None,
+            ),
+            (
+                "profile = \"core-i5-6600\"\ninclusion = \"victim\"",
+                Some("victim"),
+            ),
+        ] {
+            let c = host_cache_read_back(cache);
+            assert_eq!(
+                c.get("inclusion"),
+                written.map(|w| json!(w)).as_ref(),
+                "{c}"
+            );
         }
     }
 

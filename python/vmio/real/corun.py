@@ -174,23 +174,61 @@ def run_sample(
     return Sample(rnd, program, mode, cpu, wall, passes, co_cpu, other, load, up)
 
 
-def chase_beside(binary: Path, co_argv: list[str], mib: int, loads: int, workdir: Path) -> dict:
-    """CPU ns per load of `triad chase MIB` on bzip2's core, alone and while `co_argv` (the
-    triad co-runner) runs on the other core: whether the loop takes a working set of `mib`
-    MiB out of the shared last level (which the contention model's occupancy says it does).
-    """
+def chase_modes(
+    binary: Path,
+    mib: int,
+    loads: int,
+    modes: Sequence[tuple[str, list[str] | None]],
+    workdir: Path,
+) -> dict:
+    """CPU ns per load of `triad chase MIB` on bzip2's core, once per (label, co-runner argv
+    or None) of `modes`, in order, each co-runner on the other core from CO_START_S before
+    the chase to its end."""
     argv = hostcache.pinned([str(binary), "chase", str(mib), str(loads)], CORE["bzip2"])
-    out = {"mib": mib, "uptime": uptime()}
-    for mode in ("alone", "together", "alone again"):
-        co = _spawn(co_argv, workdir / "co.out") if mode == "together" else None
+    out: dict = {"mib": mib, "uptime": uptime()}
+    for label, co_argv in modes:
+        co = _spawn(co_argv, workdir / "co.out") if co_argv is not None else None
         if co is not None:
             time.sleep(CO_START_S)
         r = subprocess.run(argv, capture_output=True, text=True, check=True)
         if co is not None:
             os.kill(co, signal.SIGKILL)
             os.waitpid(co, 0)
-        out[mode] = hostcache.parse_output(r.stdout)["ns_per_load"]
+        out[label] = hostcache.parse_output(r.stdout)["ns_per_load"]
     return out
+
+
+def chase_beside(binary: Path, co_argv: list[str], mib: int, loads: int, workdir: Path) -> dict:
+    """CPU ns per load of `triad chase MIB` on bzip2's core, alone and while `co_argv` (the
+    triad co-runner) runs on the other core: whether the loop takes a working set of `mib`
+    MiB out of the shared last level (which the contention model's occupancy says it does).
+    """
+    modes = [("alone", None), ("together", co_argv), ("alone again", None)]
+    return chase_modes(binary, mib, loads, modes, workdir)
+
+
+SWEEP_MIB = (1, 2, 4, 8, 16)
+"""The chase sizes of `chase_sweep` (MiB): from within a private L2 to a 16 MiB last level."""
+REUSE_MIB = 8
+"""The reused co-runner of `chase_sweep`: a chase over as much as bzip2's footprint
+(crates/vmio-core/src/workload/cpu/bzip2.rs: 8 MiB), whose lines come back."""
+
+
+def chase_sweep(
+    binary: Path, triad_argv: list[str], sizes: Sequence[int], loads: int, workdir: Path
+) -> list[dict]:
+    """Per size: the chase alone, beside the triad (a stream: its lines never come back),
+    beside a REUSE_MIB chase (a co-runner that reuses its lines), on the other core.
+
+    What it tells (docs/cpu.md, "a victim L3"): under LRU in a shared last level both
+    co-runners take the chase's lines once its set no longer fits beside theirs; neither
+    does when the host runs the two vCPUs on cores of different L3s (which the guest's sysfs
+    cannot show); a last level that keeps reused lines against a stream (bypass or distant
+    insertion of lines that never came back: Gaur, Chaudhuri and Subramoney, ISCA 2011)
+    would let the triad take almost nothing where the reused chase still takes its share."""
+    reuse = hostcache.pinned([str(binary), "chase", str(REUSE_MIB), str(4 * 10**9)], CORE["triad"])
+    modes = [("alone", None), ("beside the triad", triad_argv), ("beside a chase", reuse)]
+    return [chase_modes(binary, mib, loads, modes, workdir) for mib in sizes]
 
 
 def round_order(rnd: int) -> list[tuple[str, str]]:
@@ -457,12 +495,17 @@ def samples_of(recorded: dict) -> list[Sample]:
 
 __all__ = [
     "at_duty",
+    "chase_beside",
+    "chase_modes",
+    "chase_sweep",
     "CORE",
     "CO_START_S",
     "CO_WORK",
     "MIN_ROUNDS",
     "PROGRAMS",
     "QUIET_OTHER",
+    "REUSE_MIB",
+    "SWEEP_MIB",
     "Sample",
     "Summary",
     "figures",

@@ -26,6 +26,8 @@ last level, its size as this machine's programs get it (`effective_llc`):
                     (the first point is the level's own plateau: twice the level below);
                     the sysfs size where the whole curve stays below the cut
             the last level's banks get min(sysfs size, size)
+inclusion = "victim" on an AMD Zen (`l3_inclusion`: its L3 is filled from the L2s' evictions),
+            else no key (the simulator's inclusive last level)
 window    = rob_entries and miss_buffers (the contention model's memory-level parallelism:
             misses within a reorder buffer's window overlap) and store_buffer (a store's
             miss stalls only once the stores behind it fill the store queue) from
@@ -148,9 +150,8 @@ guides give for the first Zen generations, kept for the later ones, whose counts
 checked here; it bounds only a streaming loop's overlap, not bzip2's)."""
 
 
-def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int, int] | None:
-    """(rob_entries, miss_buffers, store_buffer) of this machine's cores (module doc), None
-    when its processor is not in `WINDOWS`."""
+def amd_family_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int] | None:
+    """(cpu family, model) of the first processor in `cpuinfo` when it is an AMD one."""
     fields: dict[str, str] = {}
     for line in cpuinfo.read_text().splitlines():
         if not line.strip():
@@ -160,13 +161,34 @@ def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int, int] |
     if fields.get("vendor_id") != "AuthenticAMD":
         return None
     try:
-        family, model = int(fields["cpu family"]), int(fields["model"])
+        return int(fields["cpu family"]), int(fields["model"])
     except (KeyError, ValueError):
         return None
+
+
+def core_window(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[int, int, int] | None:
+    """(rob_entries, miss_buffers, store_buffer) of this machine's cores (module doc), None
+    when its processor is not in `WINDOWS`."""
+    fm = amd_family_model(cpuinfo)
+    if fm is None:
+        return None
     for fam, lo, hi, rob, stq, _ in WINDOWS:
-        if family == fam and lo <= model <= hi:
+        if fm[0] == fam and lo <= fm[1] <= hi:
             return rob, AMD_MISS_BUFFERS, stq
     return None
+
+
+VICTIM_L3_FAMILIES = (0x17, 0x19, 0x1A)
+"""AMD families whose L3 is a victim cache of the cores' L2s (Zen to Zen 5: AMD's Software
+Optimization Guides for families 17h, 19h and 1Ah, the L3 filled from L2 evictions; the
+contention model's `inclusion = "victim"`, crates/vmio-core/src/cpu/cache.rs)."""
+
+
+def l3_inclusion(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """`[host.cache] inclusion` of this machine (module doc): "victim" on an AMD Zen, None
+    (the simulator's default, inclusive) for processors not known here."""
+    fm = amd_family_model(cpuinfo)
+    return "victim" if fm is not None and fm[0] in VICTIM_L3_FAMILIES else None
 
 
 def size_text(n: int) -> str:
@@ -193,11 +215,14 @@ def host_cache(
     mhz: int,
     llc_bytes: int | None = None,
     window: tuple[int, ...] | None = None,
+    inclusion: str | None = None,
 ) -> dict:
     """The `[host.cache]` table (crates/vmio-core/src/cpu/cache.rs's keys); `llc_bytes`: the
     last level's measured size (`effective_llc`), which its banks take where it is smaller
     than sysfs says; `window`: the cores' (rob_entries, miss_buffers[, store_buffer])
-    (`core_window`; a figures file recorded before the store buffer has two)."""
+    (`core_window`; a figures file recorded before the store buffer has two); `inclusion`:
+    how the last level holds the private levels' lines (`l3_inclusion`; None: the
+    simulator's default)."""
     top = max(b.level for b in banks)
 
     def size(b: Bank) -> int:
@@ -213,6 +238,8 @@ def host_cache(
     if window is not None:
         keys = ("rob_entries", "miss_buffers", "store_buffer")
         table.update(zip(keys, window, strict=False))
+    if inclusion is not None:
+        table["inclusion"] = inclusion
     table["bank"] = [{"level": b.level, "size": size_text(size(b)), "cpus": b.cpus} for b in banks]
     return table
 
@@ -347,8 +374,9 @@ def measure(
         "llc_sysfs_bytes": sysfs,
         "llc_bytes": llc,
         "window": core_window(),
+        "inclusion": l3_inclusion(),
     }
-    return host_cache(banks, memory, mhz, llc, how["window"]), how
+    return host_cache(banks, memory, mhz, llc, how["window"], how["inclusion"]), how
 
 
 __all__ = [
@@ -361,9 +389,11 @@ __all__ = [
     "SOURCE",
     "WINDOWS",
     "AMD_MISS_BUFFERS",
+    "VICTIM_L3_FAMILIES",
     "Bank",
     "HostCacheError",
     "Memory",
+    "amd_family_model",
     "build",
     "cc_missing",
     "chase_ns",
@@ -372,6 +402,7 @@ __all__ = [
     "curve_sizes",
     "effective_llc",
     "host_cache",
+    "l3_inclusion",
     "measure",
     "measure_memory",
     "parse_output",

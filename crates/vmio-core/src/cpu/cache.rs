@@ -12,6 +12,7 @@
 //! # rob_entries = 96                # reorder-buffer entries: the window misses overlap in
 //! # miss_buffers = 8                # misses a core keeps outstanding at most
 //! # store_buffer = 20               # store-buffer entries: a store's miss waits behind them
+//! # inclusion = "inclusive"         # or "victim": how the last level holds the levels below
 //! # [[host.cache.bank]]             # one per cache instance: libvirt's <bank>
 //! # level = 2
 //! # size = "6MiB"
@@ -46,6 +47,38 @@
 //!
 //! Without a profile all three are 0: every miss waits alone and a store's miss is charged
 //! as a load's (the model before memory-level parallelism), unless the keys are given.
+//!
+//! How the last level holds what the private levels below it hold (`inclusion`, the
+//! contention model's "victim last level"):
+//!
+//! ```text
+//! inclusive  every line of a core's private caches is also in the last level; a line the
+//!            last level evicts is taken out of them too (back-invalidation), so a
+//!            co-runner's insertions evict lines the owner still uses in its L1 and L2
+//!            ("inclusion victims", Jaleel, Borch, Bhandaru, Steely and Emer, "Achieving
+//!            non-inclusive cache performance with inclusive caches", MICRO 2010). Intel's
+//!            client L3 from Nehalem to Skylake (the i5-6600's) is inclusive of the L1 and L2
+//!            (Intel 64 and IA-32 Architectures Optimization Reference Manual: "the LLC is
+//!            inclusive of all cache levels above it"). The default: the model before this
+//!            key, term for term.
+//! victim     the last level is filled only by the private level's evictions, and a hit
+//!            moves the line back to the core and out of the last level (exclusive, "mostly
+//!            exclusive" with shared lines kept): AMD's L3 since family 10h, Zen's included
+//!            (AMD: a line "will come into L3 only after it is evicted from L1 and then L2";
+//!            "the L3 behaves as an exclusive cache by removing the data from the L3 cache ...
+//!            if it is likely the data is only being accessed by a single core", AMD's
+//!            answer on the family 15h L3, quoted in canardpc.com's forum thread on
+//!            Bulldozer; AMD's Software Optimization Guides for families 17h, 19h and 1Ah:
+//!            the L3 is a victim cache filled from L2 evictions; the guides and Intel's
+//!            manual are cited from their known text, not re-read for this key). What a
+//!            core's private levels hold is its own: no co-runner evicts it, and it adds to
+//!            the last level's capacity (Zheng, Davis and Jordan, "Performance evaluation
+//!            of exclusive cache hierarchies", ISPASS 2004: an exclusive hierarchy's
+//!            capacity is the sum of its levels)
+//! ```
+//!
+//! The named profiles are `inclusive`: the i5-6600's by Intel's manual; the Q9550 describes
+//! no private level below its shared L2, so there is nothing for `victim` to add.
 //!
 //! EPT is the `[host] ept` key's business (the hypervisor's costs); the profiles only name it.
 //! Only the last level is modelled: the private levels below it belong to the core and are
@@ -108,6 +141,16 @@ pub const STORE_BUFFER: ParamSpec = ParamSpec {
     help: "the cores' store-buffer entries: a store's miss stalls only once the stores behind it fill the buffer (0: a store's miss is charged as a load's)",
 };
 
+/// The values of `inclusion`, as [`Inclusion::name`] spells them.
+const INCLUSIONS: &[&str] = &["inclusive", "victim"];
+pub const INCLUSION: ParamSpec = ParamSpec {
+    name: "inclusion",
+    kind: Kind::Choice(INCLUSIONS),
+    default: Value::Computed("the profile's; inclusive without one"),
+    unit: "",
+    help: "how the last level holds the lines of each core's private levels below it: inclusive (a copy of each: a co-runner's eviction takes it from them too) or victim (filled by their evictions only, as AMD's L3: what they hold is the core's own and adds to the last level)",
+};
+
 /// The keys of `[host.cache]` besides `profile` and `bank`.
 pub const PARAMS: &[ParamSpec] = &[
     MEMORY_BANDWIDTH,
@@ -116,7 +159,40 @@ pub const PARAMS: &[ParamSpec] = &[
     ROB_ENTRIES,
     MISS_BUFFERS,
     STORE_BUFFER,
+    INCLUSION,
 ];
+
+/// How the last level holds the lines of the private levels below it (module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Inclusion {
+    /// A copy of every line they hold; its evictions take the line from them too.
+    #[default]
+    Inclusive,
+    /// Filled by their evictions only; what they hold is the core's own.
+    Victim,
+}
+
+impl Inclusion {
+    /// Its name in `[host.cache] inclusion`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Inclusion::Inclusive => INCLUSIONS[0],
+            Inclusion::Victim => INCLUSIONS[1],
+        }
+    }
+
+    fn of(name: &str) -> Option<Inclusion> {
+        [Inclusion::Inclusive, Inclusion::Victim]
+            .into_iter()
+            .find(|i| i.name() == name)
+    }
+
+    /// Whether it is the default (the stack view leaves it out then).
+    pub fn is_inclusive(&self) -> bool {
+        *self == Inclusion::Inclusive
+    }
+}
 
 /// One cache instance: libvirt's `<bank>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -143,6 +219,8 @@ pub struct HostProfile {
     pub miss_buffers: u64,
     /// Store-buffer entries per core (the stores a missing store lets retire behind it).
     pub store_buffer: u64,
+    /// How its last level holds the private levels' lines.
+    pub inclusion: Inclusion,
     /// Whether the processor has EPT (second-level address translation).
     pub ept: bool,
 }
@@ -173,6 +251,7 @@ pub const PROFILES: &[HostProfile] = &[
         rob_entries: 96,
         miss_buffers: 8,
         store_buffer: 20,
+        inclusion: Inclusion::Inclusive,
         ept: false,
     },
     HostProfile {
@@ -190,6 +269,7 @@ pub const PROFILES: &[HostProfile] = &[
         rob_entries: 224,
         miss_buffers: 10,
         store_buffer: 56,
+        inclusion: Inclusion::Inclusive,
         ept: true,
     },
 ];
@@ -218,6 +298,9 @@ pub struct CacheTopology {
     pub miss_buffers: u64,
     /// 0: a store's miss is charged as a load's.
     pub store_buffer: u64,
+    /// Inclusive: the model before the key (left out of the serialized table then).
+    #[serde(skip_serializing_if = "Inclusion::is_inclusive")]
+    pub inclusion: Inclusion,
 }
 
 impl CacheTopology {
@@ -232,6 +315,7 @@ impl CacheTopology {
             rob_entries: p.rob_entries,
             miss_buffers: p.miss_buffers,
             store_buffer: p.store_buffer,
+            inclusion: p.inclusion,
         }
     }
 
@@ -396,6 +480,12 @@ impl Table for CacheTopology {
                 )),
             }
         };
+        let inclusion = match values.iter().find(|(s, _)| s.name == INCLUSION.name) {
+            Some((_, Value::Choice(name))) => {
+                Inclusion::of(name).expect("one of INCLUSIONS, checked by its kind")
+            }
+            _ => profile.map_or(Inclusion::Inclusive, |p| p.inclusion),
+        };
         Ok(CacheTopology {
             profile: profile.map(|p| p.name),
             banks,
@@ -405,6 +495,7 @@ impl Table for CacheTopology {
             rob_entries: need(&ROB_ENTRIES, Some(profile.map_or(0, |p| p.rob_entries)))?,
             miss_buffers: need(&MISS_BUFFERS, Some(profile.map_or(0, |p| p.miss_buffers)))?,
             store_buffer: need(&STORE_BUFFER, Some(profile.map_or(0, |p| p.store_buffer)))?,
+            inclusion,
         })
     }
 }
@@ -481,6 +572,27 @@ mod tests {
         assert_eq!(bare.store_buffer, 0);
         let e = read("profile = \"core-i5-6600\"\nstore_buffer = \"many\"", 4).unwrap_err();
         assert_eq!(e.field, "host.cache.store_buffer");
+    }
+
+    #[test]
+    fn a_last_level_is_inclusive_unless_the_table_says_victim() {
+        // The profiles' (Intel's inclusive L3; the Q9550 has no level below its L2), and a
+        // table without a profile: inclusive, the model before the key.
+        for p in ["core2-quad-q9550", "core-i5-6600"] {
+            let t = read(&format!("profile = \"{p}\""), 4).unwrap();
+            assert_eq!(t.inclusion, Inclusion::Inclusive, "{p}");
+        }
+        let zen = "memory_bandwidth = 47000000000\nmemory_latency = \"143ns\"\nclock_mhz = 2596\n\
+                   [[bank]]\nlevel = 2\nsize = \"1MiB\"\ncpus = \"0\"\n\
+                   [[bank]]\nlevel = 3\nsize = \"16MiB\"\ncpus = \"0-1\"\n";
+        assert_eq!(read(zen, 2).unwrap().inclusion, Inclusion::Inclusive);
+        let t = read(&format!("inclusion = \"victim\"\n{zen}"), 2).unwrap();
+        assert_eq!(t.inclusion, Inclusion::Victim);
+        let t = read("profile = \"core-i5-6600\"\ninclusion = \"victim\"", 4).unwrap();
+        assert_eq!(t.inclusion, Inclusion::Victim);
+        let e = read("profile = \"core-i5-6600\"\ninclusion = \"exclusive\"", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.inclusion");
+        assert!(e.message.contains("inclusive, victim"), "{e}");
     }
 
     #[test]

@@ -190,11 +190,42 @@
 //! load stalls while the buffer fills lengthen it, so a store's stall is if anything
 //! overstated.
 //!
+//! **A victim last level** (`[host.cache] inclusion = "victim"`, [`super::cache`]'s module
+//! doc for the sources). Everything above takes the last level as inclusive: a program's
+//! share `c` of it is all it holds, the copies of its L1 and L2 lines included, and a
+//! co-runner's insertions evict those lines from the L1 and L2 too (Jaleel et al.'s
+//! inclusion victims, MICRO 2010). AMD's L3 is a victim cache of the L2s: a line from memory
+//! goes to the core's L1 and L2 only, enters the L3 when the L2 evicts it, and leaves the L3
+//! for the L2 again when it hits there. What a core's private levels hold is then its own
+//! (no co-runner's insertion reaches them), and it adds to the L3: a program holds its
+//! private levels and its share of the L3 (an exclusive hierarchy with LRU at both levels
+//! keeps the same lines as one LRU cache of their summed size, so its miss curve, measured
+//! against one level, reads the sum). The share is the same insertion-rate fixed point:
+//! in steady state a program's lines leave the L3 by hits (back to its L2) and by
+//! evictions, and its evictions equal its L3 misses (what its L2 evictions put in, less
+//! what its hits take out), so with evictions spread over the lines each program's share is
+//! in proportion to its misses, as above. With `P` the core's private bytes (the largest of
+//! its levels below the last, each inclusive of the ones above it, as Zen's L2 is of its
+//! L1; split evenly among the cores of a shared one):
+//!
+//! ```text
+//! inclusive  P = 0: the model above, term for term
+//! victim     held_i  = P_i + c_i                  (mpki, coverage, writes, bursts at held_i)
+//!            held alone = min(footprint, bank size + P)
+//!            cap_i   = max(0, footprint_i − P_i)  (the water-filling's cap on c_i; the bank
+//!                                                  is contended when Σ cap_i > size)
+//!            r_i     = mpki_i(held_i) / 1000 / T_i        (the share's and the bus's rates)
+//! ```
+//!
+//! So a program whose footprint fits its private levels takes no L3 and loses nothing to a
+//! co-runner however fast it streams (only the bus's queueing is left), and one that
+//! overflows them loses only the part in the L3.
+//!
 //! Cost: the result depends only on which program runs on which core, so it is kept per
 //! such assignment ([`Contention::slowdowns`] memoises it); a run of identical programs
 //! solves a handful of assignments once each.
 
-use super::cache::CacheTopology;
+use super::cache::{CacheTopology, Inclusion};
 use std::collections::HashMap;
 
 /// Bytes of a cache line (x86).
@@ -292,6 +323,9 @@ pub struct Contention {
     /// Per core: its last-level bank.
     bank_of: Vec<Option<usize>>,
     bank_size: Vec<f64>,
+    /// Per core: the bytes of its private levels below the last that a victim last level
+    /// adds to what its program holds (0 under an inclusive one: the model before).
+    below: Vec<f64>,
     /// Bytes per ns.
     bandwidth: f64,
     latency_ns: f64,
@@ -320,9 +354,17 @@ pub const NONE: u8 = u8::MAX;
 
 impl Contention {
     pub fn new(t: &CacheTopology, cores: usize) -> Contention {
+        let bank_of = t.last_level(cores);
+        let below = (0..cores)
+            .map(|c| match (t.inclusion, bank_of[c]) {
+                (Inclusion::Victim, Some(last)) => private_below(t, c, t.banks[last].level),
+                _ => 0.0,
+            })
+            .collect();
         Contention {
-            bank_of: t.last_level(cores),
+            bank_of,
             bank_size: t.banks.iter().map(|b| b.size_bytes as f64).collect(),
+            below,
             bandwidth: t.memory_bandwidth as f64 / 1e9,
             latency_ns: t.memory_latency_ns as f64,
             ghz: t.clock_mhz as f64 / 1e3,
@@ -418,9 +460,12 @@ impl Contention {
         LINE / self.bandwidth * rho / (1.0 - rho)
     }
 
-    /// A program's solo state on bank `b` (None: no shared cache): its share, and W.
-    fn solo(&self, p: &Sensitivity, b: Option<usize>) -> (f64, f64) {
-        let c = b.map_or(p.footprint(), |b| p.footprint().min(self.bank_size[b]));
+    /// A program's solo state on bank `b` (None: no shared cache) with `below` bytes of its
+    /// own beneath it (a victim last level's private levels): what it holds, and W.
+    fn solo(&self, p: &Sensitivity, b: Option<usize>, below: f64) -> (f64, f64) {
+        let c = b.map_or(p.footprint(), |b| {
+            p.footprint().min(self.bank_size[b] + below)
+        });
         let rho = p.mpki_at(c) / 1000.0 / self.t_solo(p) * LINE / self.bandwidth;
         (c, self.wait(rho))
     }
@@ -466,17 +511,25 @@ impl Contention {
             .collect();
         let p: Vec<&Sensitivity> = active.iter().map(|&c| prog(c).expect("active")).collect();
         let bank: Vec<Option<usize>> = active.iter().map(|&c| self.bank_of[c]).collect();
-        let solo: Vec<(f64, f64)> = p.iter().zip(&bank).map(|(p, b)| self.solo(p, *b)).collect();
+        // What each holds below the last level (a victim last level's private levels), and
+        // what it can use of the last level: its footprint less that.
+        let below: Vec<f64> = active.iter().map(|&c| self.below[c]).collect();
+        let want: Vec<f64> = (0..active.len())
+            .map(|i| (p[i].footprint() - below[i]).max(0.0))
+            .collect();
+        let solo: Vec<(f64, f64)> = (0..active.len())
+            .map(|i| self.solo(p[i], bank[i], below[i]))
+            .collect();
         let t0: Vec<f64> = p.iter().map(|p| self.t_solo(p)).collect();
         // Initial shares: footprints, scaled down where a bank is oversubscribed.
-        let mut share: Vec<f64> = p.iter().map(|p| p.footprint()).collect();
+        let mut share: Vec<f64> = want.clone();
         let mut contended = vec![false; active.len()];
         for (b, &size_b) in size.iter().enumerate() {
             let members: Vec<usize> = (0..active.len()).filter(|&i| bank[i] == Some(b)).collect();
-            let sum: f64 = members.iter().map(|&i| p[i].footprint()).sum();
+            let sum: f64 = members.iter().map(|&i| want[i]).sum();
             if sum > size_b {
                 for &i in &members {
-                    share[i] = size_b * p[i].footprint() / sum;
+                    share[i] = size_b * want[i] / sum;
                     contended[i] = true;
                 }
             }
@@ -487,12 +540,14 @@ impl Contention {
             // T_i(W) with the current shares, and the bus wait their misses cause.
             let times = |w: f64, t: &mut [f64]| {
                 for i in 0..active.len() {
-                    let stall =
-                        self.stall(p[i], share[i], w) - self.stall(p[i], solo[i].0, solo[i].1);
+                    let stall = self.stall(p[i], below[i] + share[i], w)
+                        - self.stall(p[i], solo[i].0, solo[i].1);
                     t[i] = (t0[i] + stall / 1000.0).max(t0[i] * 1e-3);
                 }
                 let rho: f64 = (0..active.len())
-                    .map(|i| p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE / self.bandwidth)
+                    .map(|i| {
+                        p[i].mpki_at(below[i] + share[i]) / 1000.0 / t[i] * LINE / self.bandwidth
+                    })
                     .sum();
                 self.wait(rho)
             };
@@ -522,9 +577,9 @@ impl Contention {
                 }
                 let rate: Vec<f64> = members
                     .iter()
-                    .map(|&i| p[i].mpki_at(share[i]) / 1000.0 / t[i])
+                    .map(|&i| p[i].mpki_at(below[i] + share[i]) / 1000.0 / t[i])
                     .collect();
-                let caps: Vec<f64> = members.iter().map(|&i| p[i].footprint()).collect();
+                let caps: Vec<f64> = members.iter().map(|&i| want[i]).collect();
                 let target = water_fill(size_b, &rate, &caps);
                 for (k, &i) in members.iter().enumerate() {
                     share[i] = (share[i] + target[k]) / 2.0;
@@ -538,7 +593,7 @@ impl Contention {
             let (mut held, mut rate) = (0.0, 0.0);
             for i in (0..active.len()).filter(|&i| bank[i] == Some(b) && contended[i]) {
                 held += share[i];
-                rate += p[i].mpki_at(share[i]) / 1000.0 / t[i] * LINE;
+                rate += p[i].mpki_at(below[i] + share[i]) / 1000.0 / t[i] * LINE;
             }
             if rate > 0.0 {
                 *tc = held / rate;
@@ -577,6 +632,18 @@ impl Contention {
         }
         &self.memo[&key]
     }
+}
+
+/// Bytes core `core`'s private levels below `last` hold (a victim last level adds them to
+/// what its program holds): the largest bank below `last` naming the core, divided among
+/// the cores it names (a shared L2 below a victim L3 is an estimate: split evenly); 0 when
+/// none is described.
+fn private_below(t: &CacheTopology, core: usize, last: u8) -> f64 {
+    t.banks
+        .iter()
+        .filter(|b| b.level < last && b.cpus.contains(core))
+        .map(|b| b.size_bytes as f64 / b.cpus.cores().count().max(1) as f64)
+        .fold(0.0, f64::max)
 }
 
 /// `total` shared in proportion to `rate`, none above its cap, the excess re-shared among
@@ -977,6 +1044,118 @@ mod tests {
         let even = m.solve(&[plain, plain, NONE, NONE])[0];
         assert!(out < even, "{out} !< {even}");
         assert_eq!(m.solve(&[one, one, NONE, NONE])[0], even);
+    }
+
+    /// Two cores, each with a private 1 MiB L2, sharing a 4 MiB L3 (a Zen-like hierarchy),
+    /// misses waiting alone (no reorder buffer) and a bus so fast that its wait is below a
+    /// part in a million: the slowdowns are the curves' alone.
+    fn zen_like(inclusion: Inclusion, l2: u64) -> CacheTopology {
+        use super::super::cache::Bank;
+        use super::super::CoreSet;
+        let mut banks = vec![Bank {
+            level: 3,
+            size_bytes: 4 * MB,
+            cpus: CoreSet(0b11),
+        }];
+        for c in 0..2 {
+            if l2 > 0 {
+                banks.push(Bank {
+                    level: 2,
+                    size_bytes: l2,
+                    cpus: CoreSet(1 << c),
+                });
+            }
+        }
+        CacheTopology {
+            profile: None,
+            banks,
+            memory_bandwidth: 1 << 60,
+            memory_latency_ns: 80,
+            clock_mhz: 2830,
+            rob_entries: 0,
+            miss_buffers: 0,
+            store_buffer: 0,
+            inclusion,
+        }
+    }
+
+    /// A stream: 500 misses per kilo-instruction at any capacity (the triad's), 384 MiB.
+    const STREAM: Sensitivity = Sensitivity {
+        mpki: &[(384 * MB, 500.0)],
+        ipc: 0.25,
+        prefetch: &[],
+        writes: &[],
+        stores_pki: 0.0,
+        burst: &[],
+    };
+
+    #[test]
+    fn a_victim_l3_whose_co_runner_evicts_lines_the_owner_still_holds_in_its_l2_costs_nothing_for_them(
+    ) {
+        // SMALL's footprint (1 MiB) fits its private L2. Beside the stream, a victim L3 leaves
+        // it all of it: the same slowdown as with an L3 that holds everything (the bus alone,
+        // below a part in a million here).
+        let run = |t: &CacheTopology| {
+            let mut m = Contention::new(t, 2);
+            let (s, st) = (m.program(SMALL), m.program(STREAM));
+            m.solve(&[s, st])[0]
+        };
+        let victim = run(&zen_like(Inclusion::Victim, MB));
+        let roomy = run(&CacheTopology {
+            banks: vec![super::super::cache::Bank {
+                level: 3,
+                size_bytes: 1 << 40,
+                cpus: super::super::CoreSet(0b11),
+            }],
+            ..zen_like(Inclusion::Victim, MB)
+        });
+        assert!((1.0..1.000_001).contains(&victim), "{victim}");
+        assert!((victim - roomy).abs() < 1e-9, "{victim} vs {roomy}");
+        // An inclusive L3 takes the lines from its L2 too: the stream's insertions leave
+        // SMALL a few KiB (below its curve's first point, 1 MPKI) where alone it held its
+        // 1 MiB (0.2 MPKI): slowdown 1 + (1.0 − 0.2) · L / 1000 / T_solo.
+        let inclusive = run(&zen_like(Inclusion::Inclusive, MB));
+        let want = 1.0 + (1.0 - 0.2) * 80.0 / 1000.0 * 2.83;
+        assert!((inclusive - want).abs() < 1e-4, "{inclusive} vs {want}");
+    }
+
+    #[test]
+    fn a_victim_l3_adds_each_cores_private_l2_to_what_its_program_holds() {
+        // Two STEEP programs (4 MiB footprints) share the 4 MiB L3. Inclusive: 2 MiB each,
+        // against the 4 MiB each held alone. Victim: each keeps its 1 MiB L2 and can use 3 MiB
+        // of the L3, so the L3 is split 2 and 2 and each holds 3 MiB; alone each held its
+        // whole footprint (4 MiB ≤ 4 + 1). slowdown = 1 + (mpki(held) − mpki(4 MiB)) · L /
+        // 1000 / T_solo, mpki(x) = 4 − 3 · log2(x / 1 MiB) / 2.
+        let mpki = |mib: f64| 4.0 - 3.0 * mib.log2() / 2.0;
+        for (inclusion, held) in [(Inclusion::Inclusive, 2.0), (Inclusion::Victim, 3.0)] {
+            let mut m = Contention::new(&zen_like(inclusion, MB), 2);
+            let st = m.program(STEEP);
+            let out = m.solve(&[st, st]);
+            let want = 1.0 + (mpki(held) - 1.0) * 80.0 / 1000.0 * 2.83;
+            assert!(
+                (out[0] - want).abs() < 1e-4,
+                "{inclusion:?}: {out:?} vs {want}"
+            );
+            assert_eq!(out[0], out[1]);
+        }
+    }
+
+    #[test]
+    fn an_inclusive_last_level_reads_no_private_level_and_is_the_model_before_term_for_term() {
+        let with = zen_like(Inclusion::Inclusive, MB);
+        let without = zen_like(Inclusion::Inclusive, 0);
+        let mut a = Contention::new(&with, 2);
+        let mut b = Contention::new(&without, 2);
+        for (x, y) in [(STEEP, STEEP), (SMALL, STREAM), (STEEP, STREAM)] {
+            let (ax, ay) = (a.program(x), a.program(y));
+            let (bx, by) = (b.program(x), b.program(y));
+            assert_eq!(a.solve(&[ax, ay]), b.solve(&[bx, by]));
+        }
+        // A victim L3 with no level described below it has nothing to add either.
+        let mut v = Contention::new(&zen_like(Inclusion::Victim, 0), 2);
+        let (vx, vy) = (v.program(STEEP), v.program(STREAM));
+        let (bx, by) = (b.program(STEEP), b.program(STREAM));
+        assert_eq!(v.solve(&[vx, vy]), b.solve(&[bx, by]));
     }
 
     #[test]
