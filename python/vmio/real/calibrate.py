@@ -96,6 +96,20 @@ N, c, b, k    = the least E of the descents (below; a third with a draining proc
                 less 5 us; c <= min(room - b - k,
                 the least Y of S_d) (beyond it a rate would be negative); b <= room - c - k;
                 k <= room - c - b
+write_command_overhead = k_w, a write's own k (flash.rs, "Each direction's command cost":
+                Firecracker's block thread serves a read and a write by two system calls down
+                two host paths): a fourth coordinate of the descent, after k, on
+                [0, room - c - b) (a command pays k or k_w, not both); the grid's start has
+                k_w = k. Everything above that holds k holds k_w for the writes: a write's
+                latency_d = intercept_d - c - b - k_w, and with a draining pass the write
+                line's intercept is c + k_w (rate_write(c + k_w)). The loaded reads move k,
+                the loaded writes k_w (random 4 KiB writes at QD 2 to 32 and the small writes
+                at QD 2 and 4; the mixes both); with a draining pass c adds to both in the
+                pass, so the points identify c + k and c + k_w, and c may take the part they
+                share (a k_w of 0 then). Not written reads only (k then is the writes' too),
+                and a k_w of 0 is held at its bound in the uncertainty as k is. This
+                machine's disk moved 4 KiB reads at QD 32 at 11-13 us a command and writes at
+                5-9 us: one k for both settled between them
 duplex        = the one whose fit gives the smaller sum (ln X_model - ln X)^2 over the mixed
                 points ("full", the model's default, on a tie)
 turnaround    = 0: not fitted (below)
@@ -191,6 +205,11 @@ max_segments  = the disk's queue/max_segments with the ring (flash.rs, "The ring
                 requests": a command of more pages goes as several requests)
 ring_merges   = true with ring_scheduler = "mq-deadline", max_segments and queue/nomerges 0:
                 adjacent commands waiting for the ring merge, up to max_segments pages
+ring_dispatch_position = true with ring_scheduler = "mq-deadline" on Linux 6.5 or later
+                (`uname -r`): the guest's mq-deadline takes a batch's next request at or
+                above the start of the last dispatched one, looked up at each dispatch
+                (flash.rs, "The ring"; Linux's "block: mq-deadline: Track the dispatch
+                position")
 read_priority = true (flash.rs, "Reads first") when `vmio sim` of the battery's loaded mixed
                 points (with the ring) on the fit with it gives a sum of (ln sim - ln
                 measured)^2 over each direction's bandwidth and mean latency at least
@@ -455,6 +474,9 @@ FREEZE_TIME_NS = (1e4, 1e8, 41)
 FREEZE_REFINE = 3
 FREEZE_GAIN = 0.1
 MAX_FREEZE_SHARE = 0.1
+# The first Linux whose mq-deadline tracks each direction's dispatch position
+# (`ring_dispatch_position`).
+DISPATCH_POSITION_KERNEL = (6, 5)
 
 
 class CalibrateError(VmioError):
@@ -658,6 +680,10 @@ Params = dict[str, Any]
 """The flash model's parameters as stack.toml names them: numbers in their unit (durations in
 ns, sizes in bytes, rates in bytes/s, unrounded), `duplex` "full" | "half"; a missing one is
 the model's default."""
+Proc = tuple[float, float, float]
+"""The model's processor as the fit moves it, in seconds: (batch_overhead, command_overhead,
+write_command_overhead)."""
+OVERHEADS = ("transfer_overhead", "batch_overhead", "command_overhead", "write_command_overhead")
 
 # The closed forms are the flash model's own (crates/vmio-sim/src/device/flash.rs,
 # `ClosedForm`), evaluated through vmio._native; they take the stack file's names.
@@ -975,6 +1001,14 @@ def mixture_ns(body: Callable[[float], float], median: float, stall: Params, p: 
     return median + quantile_ns(d, f, s, (p - (1 - pi)) / pi)
 
 
+def command_ns(params: Params, side: str) -> float:
+    """A command's cost on the model's processor: a write's `write_command_overhead` when
+    set, else (and for any other command) `command_overhead` (flash.rs, "Each direction's
+    command cost")."""
+    k = float(params.get("command_overhead", 0))
+    return float(params.get("write_command_overhead", k)) if side == "write" else k
+
+
 def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
     """Quantile p of a lone command's completion latency on the model (QD1: nothing queues):
     the processor's b + k, the transfer t(L) = c + L / min(rate, link), the unit's Q(p); with
@@ -982,7 +1016,7 @@ def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
     rate = min(float(params[f"{side}_rate"]), float(params["link_rate"]))
     fixed = (
         float(params.get("batch_overhead", 0))
-        + float(params.get("command_overhead", 0))
+        + command_ns(params, side)
         + float(params.get("transfer_overhead", 0))
         + job.bs * 1e9 / rate
     )
@@ -1358,6 +1392,7 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("transfer_overhead", 10.0),
     ("batch_overhead", 10.0),
     ("command_overhead", 10.0),
+    ("write_command_overhead", 10.0),
     ("flush_latency", 10.0),
     ("read_spread", 1e-3),
     ("read_floor", 1e-3),
@@ -1557,14 +1592,20 @@ def fit(
     room = max(0.0, min([intercept, *medians]) - MIN_LATENCY_NS / 1e9)
     c_max = min(room, read.min_time_s, write.min_time_s)
     u_max = stop_depth(points)
+    # A write's own command cost ("write_command_overhead") from the loaded writes; reads
+    # only, or without the shapes, writes cost k as reads do.
+    per_write = shapes and bool(by["write"])
 
     def params_of(
-        c_s: float, units: int, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
+        c_s: float, units: int, duplex: str, proc: Proc, batching: str = SNAPSHOT
     ) -> Params:
-        # A draining pass holds each command for k + t, so its saturated points' line has
-        # the intercept c + k (module doc, "batching").
-        line = c_s + proc[1] if batching == DRAIN else c_s
-        r_rate, w_rate = read.rate(line), write.rate(line)
+        # A draining pass holds each command for k_d + t, so a direction's saturated points'
+        # line has the intercept c + k_d (module doc, "batching"); k_d is the read's k or
+        # the write's k_w ("write_command_overhead").
+        b, k, k_w = proc
+        line_r = c_s + k if batching == DRAIN else c_s
+        line_w = c_s + k_w if batching == DRAIN else c_s
+        r_rate, w_rate = read.rate(line_r), write.rate(line_w)
         extra: Params = {"batching": batching} if batching != SNAPSHOT else {}
         for d in (read, write):
             if d.stream > 0:
@@ -1572,16 +1613,17 @@ def fit(
         return {
             "capacity": capacity,
             "units": units,
-            "read_latency": read.latency_ns(c_s, sum(proc), line),
-            "write_latency": write.latency_ns(c_s, sum(proc), line),
+            "read_latency": read.latency_ns(c_s, b + k, line_r),
+            "write_latency": write.latency_ns(c_s, b + k_w, line_w),
             "read_rate": r_rate,
             "write_rate": w_rate,
             "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
             "duplex": duplex,
             "transfer_overhead": c_s * 1e9,
             "turnaround": 0,
-            "batch_overhead": proc[0] * 1e9,
-            "command_overhead": proc[1] * 1e9,
+            "batch_overhead": b * 1e9,
+            "command_overhead": k * 1e9,
+            "write_command_overhead": k_w * 1e9,
             "write_buffer": 0,
             "queue_depth": queue_depth,
             **stall,
@@ -1592,7 +1634,7 @@ def fit(
         return sum((math.log(throughput(params, p.job)) - math.log(p.iops)) ** 2 for p in which)
 
     def units_cost(
-        c_s: float, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
+        c_s: float, duplex: str, proc: Proc, batching: str = SNAPSHOT
     ) -> Callable[[int], float]:
         """E over the loaded points as a function of N, the rest fixed: N enters only the
         unit bound N / a, so each point's other bound is computed once."""
@@ -1602,7 +1644,7 @@ def fit(
             (math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms
         )
 
-    def best_units(c_s: float, duplex: str, proc: tuple[float, float], batching: str) -> int:
+    def best_units(c_s: float, duplex: str, proc: Proc, batching: str) -> int:
         return min(range(1, u_max + 1), key=units_cost(c_s, duplex, proc, batching))
 
     def argmin(f: Callable[[float], float], hi: float) -> float:
@@ -1618,40 +1660,51 @@ def fit(
             lo, up = (lo, m2) if f(m1) <= f(m2) else (m1, up)
         return min((grid[k], (lo + up) / 2), key=f)
 
-    def start(duplex: str, batching: str = SNAPSHOT) -> tuple[float, tuple[float, float]]:
+    def start(duplex: str, batching: str = SNAPSHOT) -> tuple[float, Proc]:
         """The descent's start: the least E on a coarse grid of (c, b, k) within the room
         with units from powers of two (from zero, the descent stops in a local minimum: the
-        sharp knee of a few units rather than the gradual rise the processor gives)."""
+        sharp knee of a few units rather than the gradual rise the processor gives); a
+        write's k_w starts at k."""
         grid = []
         steps = [_steps(hi, n) for hi, n in zip((c_max, room, room), START_GRID, strict=True)]
         units = [u for u in START_UNITS if u <= u_max] or [1]
         for c, b, k in itertools.product(*steps):
             if c + b + k > room:
                 continue
-            e = min(map(units_cost(c, duplex, (b, k), batching), units))
+            e = min(map(units_cost(c, duplex, (b, k, k), batching), units))
             grid.append((e, c, b, k))
         _, c, b, k = min(grid)
-        return c, (b, k)
+        return c, (b, k, k)
 
     def descend(
-        duplex: str, begin: tuple[float, tuple[float, float]] | None, batching: str = SNAPSHOT
+        duplex: str, begin: tuple[float, Proc] | None, batching: str = SNAPSHOT
     ) -> tuple[float, Params]:
-        """From `begin` (c, (b, k)), alternate over c, the processor's b then k, and units
-        until a round gains less than ROUND_GAIN (ROUNDS at most), each within the room the
-        others leave; returns (E, parameters). `begin` None: from c = 0 without a
-        processor, over c and units only."""
-        c_s, proc = begin or (0.0, (0.0, 0.0))
+        """From `begin` (c, (b, k, k_w)), alternate over c, the processor's b, k and (with
+        writes, `shapes`) the write's k_w, and units until a round gains less than
+        ROUND_GAIN (ROUNDS at most), each within the room the others leave (k and k_w each:
+        a command pays one of them); returns (E, parameters). `begin` None: from c = 0
+        without a processor, over c and units only."""
+        c_s, proc = begin or (0.0, (0.0, 0.0, 0.0))
         units = best_units(c_s, duplex, proc, batching)
         error = cost(params_of(c_s, units, duplex, proc, batching), loaded)
         for _ in range(ROUNDS):
 
-            def e(c: float, pr: tuple[float, float], n: int = units) -> float:
+            def e(c: float, pr: Proc, n: int = units) -> float:
                 return cost(params_of(c, n, duplex, pr, batching), loaded)
 
-            c_s = argmin(lambda c, pr=proc: e(c, pr), min(c_max, room - sum(proc)))
+            c_s = argmin(lambda c, pr=proc: e(c, pr), min(c_max, room - proc[0] - max(proc[1:])))
             if begin is not None:
-                b = argmin(lambda b, c=c_s, k=proc[1]: e(c, (b, k)), room - c_s - proc[1])
-                proc = (b, argmin(lambda k, c=c_s, b=b: e(c, (b, k)), room - c_s - b))
+                _, k, k_w = proc
+                b = argmin(lambda b, c=c_s, k=k, kw=k_w: e(c, (b, k, kw)), room - c_s - max(k, k_w))
+                # Without a write's own cost, k_w follows k.
+                k = argmin(
+                    lambda k, c=c_s, b=b, kw=k_w: e(c, (b, k, kw if per_write else k)),
+                    room - c_s - b,
+                )
+                k_w = k
+                if per_write:
+                    k_w = argmin(lambda kw, c=c_s, b=b, k=k: e(c, (b, k, kw)), room - c_s - b)
+                proc = (b, k, k_w)
             units = best_units(c_s, duplex, proc, batching)
             error, before = cost(params_of(c_s, units, duplex, proc, batching), loaded), error
             if before - error <= ROUND_GAIN * before:
@@ -1678,17 +1731,20 @@ def fit(
         # The streams again with the processor's b + k in front of them (a stream starts
         # past the processor), and each unit time from its intercept then.
         c_s = best["transfer_overhead"] / 1e9
-        front = best["batch_overhead"] + best["command_overhead"]
         drains = best.get("batching") == DRAIN
-        line = c_s + best["command_overhead"] / 1e9 if drains else c_s
+        k_of = {"read": best["command_overhead"], "write": best["write_command_overhead"]}
+        front = {d: best["batch_overhead"] + k for d, k in k_of.items()}
+        line = {d: c_s + k / 1e9 if drains else c_s for d, k in k_of.items()}
         # A draining pass's stream starts as the command arrives: nothing in front of it.
-        ahead = 0.0 if drains else front
-        read = read.streamed(line, ahead) if read.stream > 0 else read
-        write = write.streamed(line, ahead) if write.stream > 0 else write
+        ahead = {d: 0.0 if drains else f for d, f in front.items()}
+        if read.stream > 0:
+            read = read.streamed(line["read"], ahead["read"])
+        if write.stream > 0:
+            write = write.streamed(line["write"], ahead["write"])
         if not by["write"]:
             write = read
         for d in (read, write):
-            best[f"{d.side}_latency"] = d.latency_ns(c_s, front / 1e9, line)
+            best[f"{d.side}_latency"] = d.latency_ns(c_s, front[d.side] / 1e9, line[d.side])
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream
@@ -1738,9 +1794,10 @@ def fit(
     # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
     # time at its floor, units at 1 or at the stop depth, a spread at 0 (its floor then
     # does nothing) or at its maximum.
-    fixed = {
-        k for k in ("transfer_overhead", "batch_overhead", "command_overhead") if params[k] <= 0
-    }
+    if not per_write:
+        # Writes cost k as reads do: the model's default (not written).
+        params.pop("write_command_overhead", None)
+    fixed = {k for k in OVERHEADS if k in params and params[k] <= 0}
     fixed |= {f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS}
     fixed |= {"units"} if params["units"] <= 1 or params["units"] >= u_max else set()
     for d in ("read", "write", "stall"):
@@ -1759,7 +1816,11 @@ def fit(
 
     # A unit time at its floor; overheads that fill the room (the QD1 intercept's or the
     # median's, less 5 us: then the unit time, or the median, bounds them).
-    front = params["transfer_overhead"] + params["batch_overhead"] + params["command_overhead"]
+    front = (
+        params["transfer_overhead"]
+        + params["batch_overhead"]
+        + max(params["command_overhead"], params.get("write_command_overhead", 0))
+    )
     for side in sides:
         a = params[f"{side}_latency"]
         if a <= MIN_LATENCY_NS * (1 + AT_BOUND):
@@ -1776,8 +1837,8 @@ def fit(
             f"{_ns(MIN_LATENCY_NS)}: every command pays them)"
         )
         flags.append(f"transfer_overhead + batch_overhead + command_overhead = {text}")
-        for k in ("transfer_overhead", "batch_overhead", "command_overhead"):
-            if params[k] > 0:
+        for k in OVERHEADS:
+            if params.get(k, 0) > 0:
                 estimates[k] = replace(estimates[k], bound=text.split(" sits at ")[-1])
     n = params["units"]
     if u_max < MAX_UNITS and n >= u_max:
@@ -2084,7 +2145,27 @@ def ring_of(target: Target) -> Params:
         ring["ring_scheduler"] = "mq-deadline"
         if segments and _sysfs_int(q / "nomerges") == 0:
             ring["ring_merges"] = True
+        if kernel_at_least(kernel_release(), DISPATCH_POSITION_KERNEL):
+            # Linux 6.5 on: a batch's next request is the first at or above the last
+            # dispatched one's start (flash.rs, "The ring").
+            ring["ring_dispatch_position"] = True
     return ring
+
+
+def kernel_release() -> str:
+    """This machine's kernel release (`uname -r`): the guest whose disk is calibrated."""
+    return os.uname().release
+
+
+def kernel_at_least(release: str, version: tuple[int, int]) -> bool:
+    """Whether a kernel release string (`uname -r`, "6.18.44-fc-v657") is at least
+    `version` (major, minor); False when it does not start with two numbers."""
+    parts = release.split(".")
+    try:
+        have = (int(parts[0]), int("".join(itertools.takewhile(str.isdigit, parts[1]))))
+    except (IndexError, ValueError):
+        return False
+    return have >= version
 
 
 def _sysfs_int(path: Path) -> int | None:
@@ -2169,7 +2250,8 @@ def read_first(params: Params, points: Sequence[Point], stack_of: Callable[[Para
     True when it lowers the sum of (ln sim - ln measured)^2 by PASS_GAIN. False without a
     processor (nothing to order) or a loaded mix."""
     mixed = [p for p in points if p.job.direction == "mixed" and p.job.iodepth > 1 and p.iops]
-    if not mixed or params.get("batch_overhead", 0) + params.get("command_overhead", 0) <= 0:
+    costs = ("batch_overhead", "command_overhead", "write_command_overhead")
+    if not mixed or sum(params.get(k, 0) for k in costs) <= 0:
         return False
 
     def error(first: bool) -> float:
