@@ -1075,8 +1075,8 @@ def test_the_fit_recovers_a_writes_own_command_cost_from_closed_form_measurement
     assert calibrate.model_percentile_ns(known, w1, "write", 0.5) == pytest.approx(
         2_000 + 3_000 + 4096 / 2e9 * 1e9 + 20_000
     )
-    # One cost for both directions (the key unset): the fit finds k_w = k.
+    # One cost for both directions (the key unset): a write's own cost does not lower the
+    # error by 1 %, and the fit writes none.
     one = {k: v for k, v in known.items() if k != "write_command_overhead"}
     got = calibrate.fit([synthetic(one, j) for j in calibrate.battery()], 1 << 30, 256).params
-    c = got["transfer_overhead"]
-    assert c + got["write_command_overhead"] == pytest.approx(c + got["command_overhead"], rel=0.05)
+    assert "write_command_overhead" not in got

@@ -98,9 +98,12 @@ N, c, b, k    = the least E of the descents (below; a third with a draining proc
                 k <= room - c - b
 write_command_overhead = k_w, a write's own k (flash.rs, "Each direction's command cost":
                 Firecracker's block thread serves a read and a write by two system calls down
-                two host paths): a fourth coordinate of the descent, after k, on
-                [0, room - c - b) (a command pays k or k_w, not both); the grid's start has
-                k_w = k. Everything above that holds k holds k_w for the writes: a write's
+                two host paths): one more descent from the best fit with a processor, k_w
+                a fourth coordinate after k, on [0, room - c - b) (a command pays k or k_w,
+                not both), from k_w = k; kept, as the draining pass, when it lowers E by
+                PASS_GAIN (1 %) at least, else not written (a cost chosen by the points'
+                noise would take QD1 time from write_latency, with which it is collinear
+                there). Everything above that holds k holds k_w for the writes: a write's
                 latency_d = intercept_d - c - b - k_w, and with a draining pass the write
                 line's intercept is c + k_w (rate_write(c + k_w)). The loaded reads move k,
                 the loaded writes k_w (random 4 KiB writes at QD 2 to 32 and the small writes
@@ -1592,8 +1595,8 @@ def fit(
     room = max(0.0, min([intercept, *medians]) - MIN_LATENCY_NS / 1e9)
     c_max = min(room, read.min_time_s, write.min_time_s)
     u_max = stop_depth(points)
-    # A write's own command cost ("write_command_overhead") from the loaded writes; reads
-    # only, or without the shapes, writes cost k as reads do.
+    # A write's own command cost ("write_command_overhead") from the loaded writes, with a
+    # processor; reads only, or without the shapes, writes cost k as reads do.
     per_write = shapes and bool(by["write"])
 
     def params_of(
@@ -1677,13 +1680,16 @@ def fit(
         return c, (b, k, k)
 
     def descend(
-        duplex: str, begin: tuple[float, Proc] | None, batching: str = SNAPSHOT
+        duplex: str,
+        begin: tuple[float, Proc] | None,
+        batching: str = SNAPSHOT,
+        own_write: bool = False,
     ) -> tuple[float, Params]:
         """From `begin` (c, (b, k, k_w)), alternate over c, the processor's b, k and (with
-        writes, `shapes`) the write's k_w, and units until a round gains less than
-        ROUND_GAIN (ROUNDS at most), each within the room the others leave (k and k_w each:
-        a command pays one of them); returns (E, parameters). `begin` None: from c = 0
-        without a processor, over c and units only."""
+        `own_write`) the write's k_w, and units until a round gains less than ROUND_GAIN
+        (ROUNDS at most), each within the room the others leave (k and k_w each: a command
+        pays one of them; without `own_write` k_w is k); returns (E, parameters). `begin`
+        None: from c = 0 without a processor, over c and units only."""
         c_s, proc = begin or (0.0, (0.0, 0.0, 0.0))
         units = best_units(c_s, duplex, proc, batching)
         error = cost(params_of(c_s, units, duplex, proc, batching), loaded)
@@ -1698,11 +1704,11 @@ def fit(
                 b = argmin(lambda b, c=c_s, k=k, kw=k_w: e(c, (b, k, kw)), room - c_s - max(k, k_w))
                 # Without a write's own cost, k_w follows k.
                 k = argmin(
-                    lambda k, c=c_s, b=b, kw=k_w: e(c, (b, k, kw if per_write else k)),
+                    lambda k, c=c_s, b=b, kw=k_w: e(c, (b, k, kw if own_write else k)),
                     room - c_s - b,
                 )
                 k_w = k
-                if per_write:
+                if own_write:
                     k_w = argmin(lambda kw, c=c_s, b=b, k=k: e(c, (b, k, kw)), room - c_s - b)
                 proc = (b, k, k_w)
             units = best_units(c_s, duplex, proc, batching)
@@ -1721,7 +1727,17 @@ def fit(
             # chosen by the points' noise, at a few ns of overhead, is not a shape).
             e_drain, drained = descend(d, start(d, DRAIN), DRAIN)
             if e_drain < (1 - PASS_GAIN) * e:
-                best = drained
+                e, best = e_drain, drained
+        b, k = best["batch_overhead"] / 1e9, best["command_overhead"] / 1e9
+        if per_write and b + k > 0:
+            # A write's own command cost, a descent more from the best with it free: kept,
+            # as the draining pass, when it lowers E by PASS_GAIN at least.
+            begin = (best["transfer_overhead"] / 1e9, (b, k, k))
+            e_own, own = descend(d, begin, best.get("batching", SNAPSHOT), own_write=True)
+            if e_own < (1 - PASS_GAIN) * e:
+                return own
+        # Writes cost k as reads do: the model's default, not written.
+        best.pop("write_command_overhead", None)
         return best
 
     fits = {d: descents(d) for d in duplexes()}
@@ -1732,7 +1748,10 @@ def fit(
         # past the processor), and each unit time from its intercept then.
         c_s = best["transfer_overhead"] / 1e9
         drains = best.get("batching") == DRAIN
-        k_of = {"read": best["command_overhead"], "write": best["write_command_overhead"]}
+        k_of = {
+            "read": best["command_overhead"],
+            "write": best.get("write_command_overhead", best["command_overhead"]),
+        }
         front = {d: best["batch_overhead"] + k for d, k in k_of.items()}
         line = {d: c_s + k / 1e9 if drains else c_s for d, k in k_of.items()}
         # A draining pass's stream starts as the command arrives: nothing in front of it.
@@ -1794,9 +1813,6 @@ def fit(
     # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
     # time at its floor, units at 1 or at the stop depth, a spread at 0 (its floor then
     # does nothing) or at its maximum.
-    if not per_write:
-        # Writes cost k as reads do: the model's default (not written).
-        params.pop("write_command_overhead", None)
     fixed = {k for k in OVERHEADS if k in params and params[k] <= 0}
     fixed |= {f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS}
     fixed |= {"units"} if params["units"] <= 1 or params["units"] >= u_max else set()
