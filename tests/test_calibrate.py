@@ -917,19 +917,22 @@ def test_the_fit_recovers_the_streams_and_the_flush_rate_from_closed_form_measur
     )
 
 
+# A draining processor of 2 us a pass and 10 us a command besides its transfer t, in front
+# of 64 units: R(q) = b + q (k + t) + a + h from QD1 on.
+DRAINING = {
+    **KNOWN,
+    "units": 64,
+    "read_latency": 30_000,
+    "write_latency": 20_000,
+    "transfer_overhead": 0,
+    "batch_overhead": 2_000,
+    "command_overhead": 10_000,
+    "batching": "drain",
+}
+
+
 def test_the_fit_chooses_a_draining_pass_for_a_latency_that_grows_from_the_first_command():
-    # R(q) = b + q (k + t) + a + h from QD1 on: a draining processor of 2 us a pass and
-    # 10 us a command besides its transfer t, in front of 64 units.
-    known = {
-        **KNOWN,
-        "units": 64,
-        "read_latency": 30_000,
-        "write_latency": 20_000,
-        "transfer_overhead": 0,
-        "batch_overhead": 2_000,
-        "command_overhead": 10_000,
-        "batching": "drain",
-    }
+    known = DRAINING
     points = [synthetic(known, j) for j in calibrate.battery()]
     got = calibrate.fit(points, known["capacity"], known["queue_depth"]).params
     assert got["batching"] == "drain"
@@ -1144,6 +1147,8 @@ def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_r
     (tmp_path / "device").mkdir()
     (tmp_path / "device" / "features").write_text("0" * 64 + "\n", encoding="utf-8")
     monkeypatch.setattr(calibrate, "_queue_dir", lambda device: tmp_path / "queue")
+    # A guest kernel before 6.5: its mq-deadline keeps the next request's pointer.
+    monkeypatch.setattr(calibrate, "kernel_release", lambda: "6.1.0-13-amd64")
     disk = Disk(
         "/var/tmp", "/", "ext4", "/dev/vda", "vda", 1 << 40, True, "mq-deadline",
         "virtio_blk", 4096, 256, "write back", False, "rw", 128,
@@ -1163,6 +1168,13 @@ def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_r
         "max_segments": 254,
         "ring_merges": True,
     }
+    # From Linux 6.5 it tracks each direction's dispatch position (this machine: 6.18).
+    monkeypatch.setattr(calibrate, "kernel_release", lambda: "6.18.44-fc-v657")
+    assert calibrate.ring_of(SimpleNamespace(disk=disk))["ring_dispatch_position"] is True
+    assert "ring_dispatch_position" not in calibrate.ring_of(
+        SimpleNamespace(disk=with_(disk, scheduler="none"))
+    )
+    monkeypatch.setattr(calibrate, "kernel_release", lambda: "6.1.0-13-amd64")
     (tmp_path / "queue" / "nomerges").write_text("2\n", encoding="utf-8")
     assert "ring_merges" not in calibrate.ring_of(SimpleNamespace(disk=disk))
     none = calibrate.ring_of(SimpleNamespace(disk=with_(disk, scheduler="none")))
@@ -1170,3 +1182,42 @@ def test_a_virtio_disk_without_indirect_descriptors_under_mq_deadline_gets_its_r
     # With indirect descriptors a request takes one: no ring.
     (tmp_path / "device" / "features").write_text("0" * 28 + "1" * 36 + "\n", encoding="utf-8")
     assert calibrate.ring_of(SimpleNamespace(disk=disk)) == {}
+
+
+def test_a_kernel_release_is_compared_by_its_major_and_minor_numbers():
+    at_least = calibrate.kernel_at_least
+    assert at_least("6.18.44-fc-v657", (6, 5)) and at_least("6.5.0", (6, 5))
+    assert at_least("7.0-rc1", (6, 5))
+    assert not at_least("6.4.16", (6, 5)) and not at_least("5.15.0-91-generic", (6, 5))
+    assert not at_least("linux", (6, 5))
+
+
+def test_the_fit_recovers_a_writes_own_command_cost_from_closed_form_measurements():
+    # A draining processor whose writes cost 3 us a command and reads 10 us (flash.rs,
+    # "Each direction's command cost"): the fit gives both back, and every point.
+    known = {**DRAINING, "write_command_overhead": 3_000}
+    points = [synthetic(known, j) for j in calibrate.battery()]
+    got = calibrate.fit(points, known["capacity"], known["queue_depth"]).params
+    assert got["batching"] == "drain"
+    # In a draining pass a command costs c + k_d besides its bytes: those sums are what the
+    # points identify (c alone is shared by both directions, so it may take part of both).
+    c = got["transfer_overhead"]
+    assert c + got["command_overhead"] == pytest.approx(10_000, rel=0.02)
+    assert c + got["write_command_overhead"] == pytest.approx(3_000, rel=0.05)
+    sm = calibrate.summary(got, points, None)
+    assert sm["bw_model"] < 0.01 and sm["lat_model"] < 0.01
+    # The closed form of a write at QD q is R(q) = b + q (k_w + t_w) + a_w + h.
+    h = calibrate.host_path_ns()
+    for q in (1, 8):
+        lat = calibrate.predicted(known, Job("w", "randwrite", 4 * KIB, q))[1]
+        assert lat == pytest.approx(2_000 + q * (3_000 + 4096 / 2e9 * 1e9) + 20_000 + h), q
+    # A lone write's percentiles pay k_w in front of its unit time.
+    w1 = Job("w", "randwrite", 4 * KIB, 1)
+    assert calibrate.model_percentile_ns(known, w1, "write", 0.5) == pytest.approx(
+        2_000 + 3_000 + 4096 / 2e9 * 1e9 + 20_000
+    )
+    # One cost for both directions (the key unset): a write's own cost does not lower the
+    # error by 1 %, and the fit writes none.
+    one = {k: v for k, v in known.items() if k != "write_command_overhead"}
+    got = calibrate.fit([synthetic(one, j) for j in calibrate.battery()], 1 << 30, 256).params
+    assert "write_command_overhead" not in got

@@ -96,6 +96,23 @@ N, c, b, k    = the least E of the descents (below; a third with a draining proc
                 less 5 us; c <= min(room - b - k,
                 the least Y of S_d) (beyond it a rate would be negative); b <= room - c - k;
                 k <= room - c - b
+write_command_overhead = k_w, a write's own k (flash.rs, "Each direction's command cost":
+                Firecracker's block thread serves a read and a write by two system calls down
+                two host paths): one more descent from the best fit with a processor, k_w
+                a fourth coordinate after k, on [0, room - c - b) (a command pays k or k_w,
+                not both), from k_w = k; kept, as the draining pass, when it lowers E by
+                PASS_GAIN (1 %) at least, else not written (a cost chosen by the points'
+                noise would take QD1 time from write_latency, with which it is collinear
+                there). Everything above that holds k holds k_w for the writes: a write's
+                latency_d = intercept_d - c - b - k_w, and with a draining pass the write
+                line's intercept is c + k_w (rate_write(c + k_w)). The loaded reads move k,
+                the loaded writes k_w (random 4 KiB writes at QD 2 to 32 and the small writes
+                at QD 2 and 4; the mixes both); with a draining pass c adds to both in the
+                pass, so the points identify c + k and c + k_w, and c may take the part they
+                share (a k_w of 0 then). Not written reads only (k then is the writes' too),
+                and a k_w of 0 is held at its bound in the uncertainty as k is. This
+                machine's disk moved 4 KiB reads at QD 32 at 11-13 us a command and writes at
+                5-9 us: one k for both settled between them
 duplex        = the one whose fit gives the smaller sum (ln X_model - ln X)^2 over the mixed
                 points ("full", the model's default, on a tie)
 turnaround    = 0: not fitted (below)
@@ -202,6 +219,11 @@ max_segments  = the disk's queue/max_segments with the ring (flash.rs, "The ring
                 requests": a command of more pages goes as several requests)
 ring_merges   = true with ring_scheduler = "mq-deadline", max_segments and queue/nomerges 0:
                 adjacent commands waiting for the ring merge, up to max_segments pages
+ring_dispatch_position = true with ring_scheduler = "mq-deadline" on Linux 6.5 or later
+                (`uname -r`): the guest's mq-deadline takes a batch's next request at or
+                above the start of the last dispatched one, looked up at each dispatch
+                (flash.rs, "The ring"; Linux's "block: mq-deadline: Track the dispatch
+                position")
 read_priority = true (flash.rs, "Reads first") when `vmio sim` of the battery's loaded mixed
                 points (with the ring) on the fit with it gives a sum of (ln sim - ln
                 measured)^2 over each direction's bandwidth and mean latency at least
@@ -471,6 +493,9 @@ FREEZE_WRITE_PROBABILITY = (1e-7, 0.1, 31)
 FREEZE_REFINE = 3
 FREEZE_GAIN = 0.1
 MAX_FREEZE_SHARE = 0.1
+# The first Linux whose mq-deadline tracks each direction's dispatch position
+# (`ring_dispatch_position`).
+DISPATCH_POSITION_KERNEL = (6, 5)
 
 
 class CalibrateError(VmioError):
@@ -674,6 +699,10 @@ Params = dict[str, Any]
 """The flash model's parameters as stack.toml names them: numbers in their unit (durations in
 ns, sizes in bytes, rates in bytes/s, unrounded), `duplex` "full" | "half"; a missing one is
 the model's default."""
+Proc = tuple[float, float, float]
+"""The model's processor as the fit moves it, in seconds: (batch_overhead, command_overhead,
+write_command_overhead)."""
+OVERHEADS = ("transfer_overhead", "batch_overhead", "command_overhead", "write_command_overhead")
 
 # The closed forms are the flash model's own (crates/vmio-sim/src/device/flash.rs,
 # `ClosedForm`), evaluated through vmio._native; they take the stack file's names.
@@ -991,6 +1020,14 @@ def mixture_ns(body: Callable[[float], float], median: float, stall: Params, p: 
     return median + quantile_ns(d, f, s, (p - (1 - pi)) / pi)
 
 
+def command_ns(params: Params, side: str) -> float:
+    """A command's cost on the model's processor: a write's `write_command_overhead` when
+    set, else (and for any other command) `command_overhead` (flash.rs, "Each direction's
+    command cost")."""
+    k = float(params.get("command_overhead", 0))
+    return float(params.get("write_command_overhead", k)) if side == "write" else k
+
+
 def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
     """Quantile p of a lone command's completion latency on the model (QD1: nothing queues):
     the processor's b + k, the transfer t(L) = c + L / min(rate, link), the unit's Q(p); with
@@ -998,7 +1035,7 @@ def model_percentile_ns(params: Params, job: Job, side: str, p: float) -> float:
     rate = min(float(params[f"{side}_rate"]), float(params["link_rate"]))
     fixed = (
         float(params.get("batch_overhead", 0))
-        + float(params.get("command_overhead", 0))
+        + command_ns(params, side)
         + float(params.get("transfer_overhead", 0))
         + job.bs * 1e9 / rate
     )
@@ -1462,6 +1499,7 @@ STEPS: tuple[tuple[str, float], ...] = (
     ("transfer_overhead", 10.0),
     ("batch_overhead", 10.0),
     ("command_overhead", 10.0),
+    ("write_command_overhead", 10.0),
     ("flush_latency", 10.0),
     ("read_spread", 1e-3),
     ("read_floor", 1e-3),
@@ -1626,10 +1664,10 @@ def fit_flush(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None
     return ms - slope * mb, 1e9 / slope
 
 
-def _blocking_s(freeze: Params, side: str, proc: tuple[float, float]) -> float:
+def _blocking_s(freeze: Params, side: str, proc: Sequence[float]) -> float:
     """A `side` command's mean time of the processor stopped by freezes started by commands,
     p_side D in seconds (flash.rs, `command_freeze_s`); 0 without them or without a
-    processor (b = k = 0)."""
+    processor (`proc`'s costs all 0)."""
     if freeze.get("freeze_trigger") != "command" or sum(proc) <= 0:
         return 0.0
     return float(freeze.get(f"{side}_freeze_probability", 0.0)) * freeze["freeze_time"] / 1e9
@@ -1686,19 +1724,22 @@ def fit(
     room = max(0.0, min([intercept, *medians]) - MIN_LATENCY_NS / 1e9)
     c_max = min(room, read.min_time_s, write.min_time_s)
     u_max = stop_depth(points)
+    # A write's own command cost ("write_command_overhead") from the loaded writes, with a
+    # processor; reads only, or without the shapes, writes cost k as reads do.
+    per_write = shapes and bool(by["write"])
 
     def params_of(
-        c_s: float, units: int, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
+        c_s: float, units: int, duplex: str, proc: Proc, batching: str = SNAPSHOT
     ) -> Params:
-        # A draining pass holds each command for k + t, so its saturated points' line has
-        # the intercept c + k (module doc, "batching"), and with freezes started by commands
-        # k + p_d D (a direction's mean blocking is on the processor: flash.rs,
+        # A draining pass holds each command for k_d + t, so a direction's saturated points'
+        # line has the intercept c + k_d (module doc, "batching"); k_d is the read's k or
+        # the write's k_w ("write_command_overhead"), and with freezes started by commands
+        # k_d + p_d D (a direction's mean blocking is on the processor: flash.rs,
         # `command_freeze_s`).
-        lines = {
-            d.side: c_s + proc[1] + _blocking_s(in_body, d.side, proc) if batching == DRAIN else c_s
-            for d in (read, write)
-        }
-        r_rate, w_rate = read.rate(lines[read.side]), write.rate(lines[write.side])
+        b, k, k_w = proc
+        line_r = c_s + k + _blocking_s(in_body, "read", proc) if batching == DRAIN else c_s
+        line_w = c_s + k_w + _blocking_s(in_body, "write", proc) if batching == DRAIN else c_s
+        r_rate, w_rate = read.rate(line_r), write.rate(line_w)
         extra: Params = {"batching": batching} if batching != SNAPSHOT else {}
         for d in (read, write):
             if d.stream > 0:
@@ -1706,16 +1747,17 @@ def fit(
         return {
             "capacity": capacity,
             "units": units,
-            "read_latency": read.latency_ns(c_s, sum(proc), lines[read.side]),
-            "write_latency": write.latency_ns(c_s, sum(proc), lines[write.side]),
+            "read_latency": read.latency_ns(c_s, b + k, line_r),
+            "write_latency": write.latency_ns(c_s, b + k_w, line_w),
             "read_rate": r_rate,
             "write_rate": w_rate,
             "link_rate": max(r_rate, w_rate, *(p.bw_bytes for p in by["mixed"])),
             "duplex": duplex,
             "transfer_overhead": c_s * 1e9,
             "turnaround": 0,
-            "batch_overhead": proc[0] * 1e9,
-            "command_overhead": proc[1] * 1e9,
+            "batch_overhead": b * 1e9,
+            "command_overhead": k * 1e9,
+            "write_command_overhead": k_w * 1e9,
             "write_buffer": 0,
             "queue_depth": queue_depth,
             **stall,
@@ -1727,7 +1769,7 @@ def fit(
         return sum((math.log(throughput(params, p.job)) - math.log(p.iops)) ** 2 for p in which)
 
     def units_cost(
-        c_s: float, duplex: str, proc: tuple[float, float], batching: str = SNAPSHOT
+        c_s: float, duplex: str, proc: Proc, batching: str = SNAPSHOT
     ) -> Callable[[int], float]:
         """E over the loaded points as a function of N, the rest fixed: N enters only the
         unit bound N / a, so each point's other bound is computed once."""
@@ -1737,7 +1779,7 @@ def fit(
             (math.log(min(n / a, other)) - math.log(x)) ** 2 for (a, other), x in terms
         )
 
-    def best_units(c_s: float, duplex: str, proc: tuple[float, float], batching: str) -> int:
+    def best_units(c_s: float, duplex: str, proc: Proc, batching: str) -> int:
         return min(range(1, u_max + 1), key=units_cost(c_s, duplex, proc, batching))
 
     def argmin(f: Callable[[float], float], hi: float) -> float:
@@ -1753,40 +1795,54 @@ def fit(
             lo, up = (lo, m2) if f(m1) <= f(m2) else (m1, up)
         return min((grid[k], (lo + up) / 2), key=f)
 
-    def start(duplex: str, batching: str = SNAPSHOT) -> tuple[float, tuple[float, float]]:
+    def start(duplex: str, batching: str = SNAPSHOT) -> tuple[float, Proc]:
         """The descent's start: the least E on a coarse grid of (c, b, k) within the room
         with units from powers of two (from zero, the descent stops in a local minimum: the
-        sharp knee of a few units rather than the gradual rise the processor gives)."""
+        sharp knee of a few units rather than the gradual rise the processor gives); a
+        write's k_w starts at k."""
         grid = []
         steps = [_steps(hi, n) for hi, n in zip((c_max, room, room), START_GRID, strict=True)]
         units = [u for u in START_UNITS if u <= u_max] or [1]
         for c, b, k in itertools.product(*steps):
             if c + b + k > room:
                 continue
-            e = min(map(units_cost(c, duplex, (b, k), batching), units))
+            e = min(map(units_cost(c, duplex, (b, k, k), batching), units))
             grid.append((e, c, b, k))
         _, c, b, k = min(grid)
-        return c, (b, k)
+        return c, (b, k, k)
 
     def descend(
-        duplex: str, begin: tuple[float, tuple[float, float]] | None, batching: str = SNAPSHOT
+        duplex: str,
+        begin: tuple[float, Proc] | None,
+        batching: str = SNAPSHOT,
+        own_write: bool = False,
     ) -> tuple[float, Params]:
-        """From `begin` (c, (b, k)), alternate over c, the processor's b then k, and units
-        until a round gains less than ROUND_GAIN (ROUNDS at most), each within the room the
-        others leave; returns (E, parameters). `begin` None: from c = 0 without a
-        processor, over c and units only."""
-        c_s, proc = begin or (0.0, (0.0, 0.0))
+        """From `begin` (c, (b, k, k_w)), alternate over c, the processor's b, k and (with
+        `own_write`) the write's k_w, and units until a round gains less than ROUND_GAIN
+        (ROUNDS at most), each within the room the others leave (k and k_w each: a command
+        pays one of them; without `own_write` k_w is k); returns (E, parameters). `begin`
+        None: from c = 0 without a processor, over c and units only."""
+        c_s, proc = begin or (0.0, (0.0, 0.0, 0.0))
         units = best_units(c_s, duplex, proc, batching)
         error = cost(params_of(c_s, units, duplex, proc, batching), loaded)
         for _ in range(ROUNDS):
 
-            def e(c: float, pr: tuple[float, float], n: int = units) -> float:
+            def e(c: float, pr: Proc, n: int = units) -> float:
                 return cost(params_of(c, n, duplex, pr, batching), loaded)
 
-            c_s = argmin(lambda c, pr=proc: e(c, pr), min(c_max, room - sum(proc)))
+            c_s = argmin(lambda c, pr=proc: e(c, pr), min(c_max, room - proc[0] - max(proc[1:])))
             if begin is not None:
-                b = argmin(lambda b, c=c_s, k=proc[1]: e(c, (b, k)), room - c_s - proc[1])
-                proc = (b, argmin(lambda k, c=c_s, b=b: e(c, (b, k)), room - c_s - b))
+                _, k, k_w = proc
+                b = argmin(lambda b, c=c_s, k=k, kw=k_w: e(c, (b, k, kw)), room - c_s - max(k, k_w))
+                # Without a write's own cost, k_w follows k.
+                k = argmin(
+                    lambda k, c=c_s, b=b, kw=k_w: e(c, (b, k, kw if own_write else k)),
+                    room - c_s - b,
+                )
+                k_w = k
+                if own_write:
+                    k_w = argmin(lambda kw, c=c_s, b=b, k=k: e(c, (b, k, kw)), room - c_s - b)
+                proc = (b, k, k_w)
             units = best_units(c_s, duplex, proc, batching)
             error, before = cost(params_of(c_s, units, duplex, proc, batching), loaded), error
             if before - error <= ROUND_GAIN * before:
@@ -1803,7 +1859,17 @@ def fit(
             # chosen by the points' noise, at a few ns of overhead, is not a shape).
             e_drain, drained = descend(d, start(d, DRAIN), DRAIN)
             if e_drain < (1 - PASS_GAIN) * e:
-                best = drained
+                e, best = e_drain, drained
+        b, k = best["batch_overhead"] / 1e9, best["command_overhead"] / 1e9
+        if per_write and b + k > 0:
+            # A write's own command cost, a descent more from the best with it free: kept,
+            # as the draining pass, when it lowers E by PASS_GAIN at least.
+            begin = (best["transfer_overhead"] / 1e9, (b, k, k))
+            e_own, own = descend(d, begin, best.get("batching", SNAPSHOT), own_write=True)
+            if e_own < (1 - PASS_GAIN) * e:
+                return own
+        # Writes cost k as reads do: the model's default, not written.
+        best.pop("write_command_overhead", None)
         return best
 
     fits = {d: descents(d) for d in duplexes()}
@@ -1813,25 +1879,32 @@ def fit(
         # The streams again with the processor's b + k in front of them (a stream starts
         # past the processor), and each unit time from its intercept then.
         c_s = best["transfer_overhead"] / 1e9
-        front = best["batch_overhead"] + best["command_overhead"]
         drains = best.get("batching") == DRAIN
-        proc = (best["batch_overhead"] / 1e9, best["command_overhead"] / 1e9)
-
-        def line_of(side: str) -> float:
-            return c_s + proc[1] + _blocking_s(in_body, side, proc) if drains else c_s
-
+        k_of = {
+            "read": best["command_overhead"],
+            "write": best.get("write_command_overhead", best["command_overhead"]),
+        }
+        proc = (best["batch_overhead"] / 1e9, k_of["read"] / 1e9, k_of["write"] / 1e9)
+        front = {d: best["batch_overhead"] + k for d, k in k_of.items()}
+        line = {
+            d: c_s + k / 1e9 + _blocking_s(in_body, d, proc) if drains else c_s
+            for d, k in k_of.items()
+        }
         # A draining pass's stream starts as the command arrives: nothing in front of it.
-        ahead = 0.0 if drains else front
-        read = read.streamed(line_of(read.side), ahead) if read.stream > 0 else read
-        write = write.streamed(line_of(write.side), ahead) if write.stream > 0 else write
+        ahead = {d: 0.0 if drains else f for d, f in front.items()}
+        if read.stream > 0:
+            read = read.streamed(line["read"], ahead["read"])
+        if write.stream > 0:
+            write = write.streamed(line["write"], ahead["write"])
         if not by["write"]:
             write = read
         for d in (read, write):
-            best[f"{d.side}_latency"] = d.latency_ns(c_s, front / 1e9, line_of(d.side))
+            best[f"{d.side}_latency"] = d.latency_ns(c_s, front[d.side] / 1e9, line[d.side])
             best.pop(f"{d.side}_stream_rate", None)
             if d.stream > 0:
                 best[f"{d.side}_stream_rate"] = d.stream
-    if in_body and best["batch_overhead"] + best["command_overhead"] <= 0:
+    processor = best["batch_overhead"] + best["command_overhead"]
+    if in_body and processor + best.get("write_command_overhead", 0) <= 0:
         # Commands stop the command processor; a body without one has nothing to stop: the
         # clock's freezes then, with the body fitted again on the points they leave
         # (`_unfrozen`; flash.rs, "Freezes started by commands").
@@ -1894,9 +1967,7 @@ def fit(
     # Held at their bounds in the uncertainty (active constraints): an overhead at 0, a unit
     # time at its floor, units at 1 or at the stop depth, a spread at 0 (its floor then
     # does nothing) or at its maximum.
-    fixed = {
-        k for k in ("transfer_overhead", "batch_overhead", "command_overhead") if params[k] <= 0
-    }
+    fixed = {k for k in OVERHEADS if k in params and params[k] <= 0}
     fixed |= {f"{d}_latency" for d in ("read", "write") if params[f"{d}_latency"] <= MIN_LATENCY_NS}
     fixed |= {"units"} if params["units"] <= 1 or params["units"] >= u_max else set()
     for d in ("read", "write", "stall"):
@@ -1918,7 +1989,11 @@ def fit(
 
     # A unit time at its floor; overheads that fill the room (the QD1 intercept's or the
     # median's, less 5 us: then the unit time, or the median, bounds them).
-    front = params["transfer_overhead"] + params["batch_overhead"] + params["command_overhead"]
+    front = (
+        params["transfer_overhead"]
+        + params["batch_overhead"]
+        + max(params["command_overhead"], params.get("write_command_overhead", 0))
+    )
     for side in sides:
         a = params[f"{side}_latency"]
         if a <= MIN_LATENCY_NS * (1 + AT_BOUND):
@@ -1935,8 +2010,8 @@ def fit(
             f"{_ns(MIN_LATENCY_NS)}: every command pays them)"
         )
         flags.append(f"transfer_overhead + batch_overhead + command_overhead = {text}")
-        for k in ("transfer_overhead", "batch_overhead", "command_overhead"):
-            if params[k] > 0:
+        for k in OVERHEADS:
+            if params.get(k, 0) > 0:
                 estimates[k] = replace(estimates[k], bound=text.split(" sits at ")[-1])
     n = params["units"]
     if u_max < MAX_UNITS and n >= u_max:
@@ -2250,7 +2325,27 @@ def ring_of(target: Target) -> Params:
         ring["ring_scheduler"] = "mq-deadline"
         if segments and _sysfs_int(q / "nomerges") == 0:
             ring["ring_merges"] = True
+        if kernel_at_least(kernel_release(), DISPATCH_POSITION_KERNEL):
+            # Linux 6.5 on: a batch's next request is the first at or above the last
+            # dispatched one's start (flash.rs, "The ring").
+            ring["ring_dispatch_position"] = True
     return ring
+
+
+def kernel_release() -> str:
+    """This machine's kernel release (`uname -r`): the guest whose disk is calibrated."""
+    return os.uname().release
+
+
+def kernel_at_least(release: str, version: tuple[int, int]) -> bool:
+    """Whether a kernel release string (`uname -r`, "6.18.44-fc-v657") is at least
+    `version` (major, minor); False when it does not start with two numbers."""
+    parts = release.split(".")
+    try:
+        have = (int(parts[0]), int("".join(itertools.takewhile(str.isdigit, parts[1]))))
+    except (IndexError, ValueError):
+        return False
+    return have >= version
 
 
 def _sysfs_int(path: Path) -> int | None:
@@ -2342,7 +2437,8 @@ def read_first(params: Params, points: Sequence[Point], stack_of: Callable[[Para
     True when it lowers the sum of (ln sim - ln measured)^2 by PASS_GAIN. False without a
     processor (nothing to order) or a loaded mix."""
     mixed = [p for p in points if p.job.direction == "mixed" and p.job.iodepth > 1 and p.iops]
-    if not mixed or params.get("batch_overhead", 0) + params.get("command_overhead", 0) <= 0:
+    costs = ("batch_overhead", "command_overhead", "write_command_overhead")
+    if not mixed or sum(params.get(k, 0) for k in costs) <= 0:
         return False
 
     def error(first: bool) -> float:

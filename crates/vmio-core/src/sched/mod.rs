@@ -223,6 +223,12 @@ mod pass_alone_tests {
                 state_after(dl(), false, lone),
                 "lone {lone:?}"
             );
+            let pos = || dl().tracking_position();
+            assert_eq!(
+                state_after(pos(), true, lone),
+                state_after(pos(), false, lone),
+                "lone {lone:?}, tracking the dispatch position"
+            );
         }
     }
 }

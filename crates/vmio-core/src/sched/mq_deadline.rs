@@ -13,6 +13,23 @@
 //! ```
 //! Defaults: read_expire 500 ms, write_expire 5 s, fifo_batch 16, writes_starved 2 (the
 //! kernel's). `max_merge` is the device's max_sectors_kb (1280 KiB by default).
+//!
+//! `next_rq[dir]` above is Linux's up to 6.4: the request after the one taken, in sector
+//! order, when it was taken (`deadline_move_request`: `next_rq[data_dir] =
+//! deadline_latter_request(rq)`), so a request queued later never continues a batch. Since
+//! Linux 6.5 (Bart Van Assche, "block: mq-deadline: Track the dispatch position", 2023, as
+//! read in a stored copy of the patch and of a recent block/mq-deadline.c) the scheduler
+//! keeps each direction's `latest_pos`, the start sector of its last dispatched request
+//! (`dd_start_request`), and its next request is the first queued at or above it
+//! (`deadline_next_request` -> `deadline_from_pos`), looked up at each dispatch: a
+//! sequential stream's request queued during a batch continues it. [`MqDeadline::
+//! tracking_position`] gives that order (a guest's ring in front of a virtio disk uses it);
+//! the `[scheduler]` table keeps the earlier one.
+//!
+//! ```text
+//! tracking position:  next(dir) = the first queued request of dir with start >= latest_pos[dir]
+//!                     take(rq): latest_pos[dir(rq)] = start(rq)
+//! ```
 
 use super::{IoScheduler, SchedulerEntry};
 use crate::params::{Entry, Kind, ParamSpec, Value, Values};
@@ -100,6 +117,10 @@ pub struct MqDeadline {
     batch: u32,
     starved: u32,
     count: usize,
+    /// Linux 6.5 on: each direction's next request is the first at or above the start of
+    /// its last dispatched one (`latest_pos`), not a pointer kept from its dispatch.
+    by_position: bool,
+    latest_pos: [u64; 2],
 }
 
 fn dir_of(op: Op) -> usize {
@@ -119,7 +140,16 @@ impl MqDeadline {
             batch: 0,
             starved: 0,
             count: 0,
+            by_position: false,
+            latest_pos: [0, 0],
         }
+    }
+
+    /// The scheduler with Linux 6.5's dispatch position (module doc): a direction's next
+    /// request is the first queued at or above its last dispatched request's start.
+    pub fn tracking_position(mut self) -> Self {
+        self.by_position = true;
+        self
     }
 
     /// Put the solo request into the lists (as its insertion would have).
@@ -195,12 +225,21 @@ impl MqDeadline {
         self.count -= 1;
         self.batch += 1;
         self.cur_dir = dir;
-        self.next_rq[dir] = self.dirs[dir].sorted.range(key..).next().map(|(&k, _)| k);
+        if self.by_position {
+            self.latest_pos[dir] = key.0;
+        } else {
+            self.next_rq[dir] = self.dirs[dir].sorted.range(key..).next().map(|(&k, _)| k);
+        }
         io
     }
 
-    /// `next_rq[dir]` if it is still queued (it may have been merged away).
+    /// `next_rq[dir]` if it is still queued (it may have been merged away); tracking the
+    /// position, the first queued request at or above `latest_pos[dir]`.
     fn live_next(&self, dir: usize) -> Option<(u64, u64)> {
+        if self.by_position {
+            let from = (self.latest_pos[dir], 0);
+            return self.dirs[dir].sorted.range(from..).next().map(|(&k, _)| k);
+        }
         self.next_rq[dir].filter(|k| self.dirs[dir].sorted.contains_key(k))
     }
 }
@@ -230,7 +269,9 @@ impl IoScheduler for MqDeadline {
 
     #[inline]
     fn insert_unmerged(&mut self, now: Ns, io: DevIo) {
-        if self.count == 0 {
+        // The solo shortcut takes a lone request as a new batch, which a request at or above
+        // the dispatch position is not (it continues the batch): none when tracking it.
+        if self.count == 0 && !self.by_position {
             self.solo = Some((io, now));
             self.count = 1;
             return;
@@ -240,9 +281,14 @@ impl IoScheduler for MqDeadline {
     }
 
     #[inline]
-    fn pass_alone(&mut self, _now: Ns, io: DevIo) -> Option<DevIo> {
+    fn pass_alone(&mut self, now: Ns, io: DevIo) -> Option<DevIo> {
         // insert_unmerged into empty lists (the solo slot), then dispatch's solo path.
         debug_assert!(self.count == 0 && self.solo.is_none());
+        if self.by_position {
+            // As inserted into empty lists and dispatched (`dispatch` below).
+            self.enqueue(now, io);
+            return self.dispatch(now);
+        }
         let dir = dir_of(io.op);
         if dir == 1 {
             self.starved = 0;
@@ -373,6 +419,29 @@ mod tests {
             }
         }
         assert!(got_write);
+    }
+
+    #[test]
+    fn a_read_queued_during_a_batch_above_the_dispatch_position_continues_it_from_linux_6_5() {
+        // A write at 0 waits; reads at 10, 20 and 30 MiB come one per dispatch. Before 6.5
+        // the batch's next request is fixed when its last was taken (none above 10, then
+        // none above 20): each read starts a new batch, and the second time writes have been
+        // passed over twice, so the write goes before 30. Tracking the position, 20 and 30
+        // are at or above the last dispatched read: one batch of three reads, then the write.
+        let order = |s: MqDeadline| {
+            let mut s = s;
+            s.insert(0, io(100, Op::Write, 0, 4096));
+            s.insert(0, io(1, Op::Read, 10 << 20, 4096));
+            let mut got = vec![s.dispatch(0).unwrap().tag];
+            for (tag, off) in [(2, 20u64), (3, 30)] {
+                s.insert(0, io(tag, Op::Read, off << 20, 4096));
+                got.push(s.dispatch(0).unwrap().tag);
+            }
+            got.extend(std::iter::from_fn(|| s.dispatch(0).map(|d| d.tag)));
+            got
+        };
+        assert_eq!(order(sched()), vec![1, 2, 100, 3]);
+        assert_eq!(order(sched().tracking_position()), vec![1, 2, 3, 100]);
     }
 
     #[test]

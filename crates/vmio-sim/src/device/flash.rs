@@ -79,7 +79,7 @@
 //! read or write of the backing file, one after the other, and then signals the used ring
 //! once (Firecracker's default `Sync` io_engine, docs/api_requests/block-io-engine.md: a
 //! synchronous engine "based on blocking system calls", as read in a stored copy; the loop
-//! itself as recalled), and QEMU's virtio-blk loop (hw/block/virtio-blk.c
+//! itself: "Each direction's command cost" below), and QEMU's virtio-blk loop (hw/block/virtio-blk.c
 //! `virtio_blk_handle_vq`: with notifications off it pops requests until
 //! `virtio_queue_empty`). In a closed loop the q commands go round together, each pass
 //! holding all of them, so the latency grows by k + t for every command in flight from the
@@ -100,6 +100,39 @@
 //! to QD 32 (within 6 %), and 16 KiB at about 15.9 us more per command in flight (QD 8 to 32):
 //! a ramp from the first command whose slope grows with the size at about the read rate, which
 //! a processor in front of units and pipes cannot give (its commands desynchronise: a knee).
+//!
+//! **Each direction's command cost** (`write_command_overhead` k_w, default: unset, a write
+//! then costs `command_overhead` k as every other command). A write costs k_w on the
+//! processor (in a batch, or in a pass besides its transfer), a read, a FLUSH or a TRIM k.
+//! Source: Firecracker's virtio block device, as read in stored copies
+//! (src/vmm/src/devices/virtio/block/virtio/worker.rs `process_queue`, request.rs
+//! `Request::process`, io/sync_io.rs): one thread pops every available descriptor chain
+//! (`pop_or_enable_notification`, which re-enables the notification only once the ring is
+//! empty, so a request made available meanwhile is popped in the same loop), parses it and
+//! serves it with the engine before popping the next; the default `Sync` engine serves a read
+//! with a seek and a buffered `read_exact_volatile` of the backing file into guest memory and
+//! a write with a seek and `write_all_volatile`, buffered or on the O_DIRECT file when the
+//! buffer and offset are aligned (`direct_io_eligible`): two system calls down two
+//! different host paths (a read finds its page in the host's page cache or reads it; a
+//! write dirties it), so the per-command part of the pass differs by direction as its
+//! per-byte part (`read_rate`, `write_rate`) does. Each served request is `add_used`, the
+//! used ring's index is published once after the loop (`advance_used_ring_idx`: "Should
+//! be called once after number of `add_used` calls") and one interrupt is raised for the
+//! whole pass (`prepare_kick`, then `trigger`): the pass's commands complete together at its
+//! end, which is what the draining pass above does (its commands go on together at its
+//! end). `vmio calibrate` fits k from the loaded reads and k_w from the loaded writes
+//! (python/vmio/real/calibrate.py, "write_command_overhead").
+//!
+//! ```text
+//! process_queue():                                  (one thread, one pass)
+//!     while head = pop_or_enable_notification():    (arrivals during the pass join it)
+//!         read:  seek; read_exact_volatile(L)        k   + c + L / read_rate
+//!         write: seek; write_all_volatile(L)         k_w + c + L / write_rate
+//!         add_used(head)
+//!     advance_used_ring_idx(); one interrupt         (the pass's commands go on together)
+//! closed loop of one direction d, drain:  R(q) = B + q (k_d + t_d) + a_d + z + h
+//! a mix of read share p:  k_m = p k + (1 - p) k_w   (as a_m and t_m)
+//! ```
 //!
 //! **Reads first** (`read_priority`, default false: one FIFO for both directions). Commands
 //! waiting for the ring's descriptors enter it reads first ("The ring"), and the command
@@ -185,6 +218,16 @@
 //! -> 0) everything the scheduler holds goes to the dispatch list at once, whose order is
 //! then fixed, later arrivals waiting behind it whatever their direction. `read_priority`
 //! still orders the command processor's passes.
+//!
+//! `ring_dispatch_position` (default false) is the guest kernel's choice of the next request
+//! in a batch: false, Linux before 6.5, the request after the one dispatched, fixed when that
+//! was dispatched (a request queued later never continues the batch); true, Linux 6.5 on,
+//! the first waiting at or above the start of the direction's last dispatched request,
+//! looked up at each dispatch (block/mq-deadline.c `deadline_next_request` ->
+//! `deadline_from_pos` with `latest_pos`, set by `dd_start_request`; vmio-core's
+//! `MqDeadline::tracking_position`). A sequential stream behind a full ring then keeps its
+//! batch going with each request it queues, up to `fifo_batch`, where before 6.5 the batch
+//! ended with the requests there were, and every new batch counts towards writes_starved.
 //!
 //! **The ring's requests** (`max_segments` M, default 0: a command is one request;
 //! `ring_merges`, default false; both with the ring). What the guest's block layer makes of a
@@ -743,7 +786,14 @@ pub const ENTRY: ModelEntry = Entry {
             kind: DURATION,
             default: Value::Int(0),
             unit: "ns",
-            help: "each command's cost on the serial command processor, within its batch",
+            help: "each command's cost on the serial command processor, within its batch (a write's: write_command_overhead)",
+        },
+        ParamSpec {
+            name: "write_command_overhead",
+            kind: DURATION,
+            default: Value::Computed("command_overhead"),
+            unit: "ns",
+            help: "a write's cost on the serial command processor in place of command_overhead (a VMM's write path to its backing file differs from its read path)",
         },
         ParamSpec {
             name: "batching",
@@ -786,6 +836,13 @@ pub const ENTRY: ModelEntry = Entry {
             default: Value::Bool(false),
             unit: "",
             help: "ring_scheduler = mq-deadline: a command waiting for the ring merges with an adjacent waiting one of its direction (back or front) while the merged request has at most max_segments segments (0: ring_descriptors - 2); the merged request completes all of them (false: the waiting commands stay apart)",
+        },
+        ParamSpec {
+            name: "ring_dispatch_position",
+            kind: Kind::Bool,
+            default: Value::Bool(false),
+            unit: "",
+            help: "ring_scheduler = mq-deadline: a direction's next request is the first waiting at or above the start of its last dispatched one (the guest's Linux 6.5 on) rather than the one after it when that was dispatched (false: before 6.5)",
         },
         ParamSpec {
             name: "read_priority",
@@ -981,6 +1038,9 @@ pub struct FlashParams {
     pub turnaround_ns: Ns,
     pub batch_overhead_ns: Ns,
     pub command_overhead_ns: Ns,
+    /// A write's cost on the processor (module doc, "Each direction's command cost"):
+    /// `write_command_overhead`, or command_overhead when it is not set.
+    pub write_command_overhead_ns: Ns,
     pub batching: Batching,
     /// Reads ahead of writes at the command processor (module doc, "Reads first").
     pub read_priority: bool,
@@ -992,6 +1052,8 @@ pub struct FlashParams {
     /// ring's requests"); 0 and false: none.
     pub max_segments: u64,
     pub ring_merges: bool,
+    /// The ring's mq-deadline tracks each direction's dispatch position (Linux 6.5 on).
+    pub ring_dispatch_position: bool,
     pub write_buffer_bytes: u64,
     pub flush_latency_ns: Ns,
     /// The cache's drain behind a FLUSH and each command's own stream (module doc,
@@ -1040,6 +1102,8 @@ impl FlashParams {
             turnaround_ns: v.int("turnaround"),
             batch_overhead_ns: v.int("batch_overhead"),
             command_overhead_ns: v.int("command_overhead"),
+            write_command_overhead_ns: v
+                .int_or("write_command_overhead", v.int("command_overhead")),
             batching: match v.choice("batching") {
                 "drain" => Batching::Drain,
                 _ => Batching::Snapshot,
@@ -1053,6 +1117,7 @@ impl FlashParams {
             },
             max_segments: v.int("max_segments"),
             ring_merges: v.flag("ring_merges"),
+            ring_dispatch_position: v.flag("ring_dispatch_position"),
             write_buffer_bytes: v.int("write_buffer"),
             flush_latency_ns: v.int("flush_latency"),
             flush_rate_bps: v.int("flush_rate"),
@@ -1075,6 +1140,15 @@ impl FlashParams {
                 floor: self.write_floor,
                 spread: self.write_spread,
             },
+        }
+    }
+
+    /// A command's cost on the processor: a write's `write_command_overhead`, any other
+    /// command's `command_overhead` (module doc, "Each direction's command cost").
+    pub fn command_ns(&self, op: Op) -> Ns {
+        match op {
+            Op::Write => self.write_command_overhead_ns,
+            _ => self.command_overhead_ns,
         }
     }
 
@@ -1104,7 +1178,9 @@ impl FlashParams {
 
     /// Whether commands pass the serial command processor (module doc).
     pub fn processor(&self) -> bool {
-        self.batch_overhead_ns > 0 || self.command_overhead_ns > 0
+        self.batch_overhead_ns > 0
+            || self.command_overhead_ns > 0
+            || self.write_command_overhead_ns > 0
     }
 
     /// Whether commands may stall (a probability and a duration above 0).
@@ -1140,6 +1216,9 @@ pub struct ClosedForm {
     pub turnaround_ns: f64,
     pub batch_overhead_ns: f64,
     pub command_overhead_ns: f64,
+    /// A write's cost on the processor; None: command_overhead's (module doc, "Each
+    /// direction's command cost").
+    pub write_command_overhead_ns: Option<f64>,
     pub batching: Batching,
     pub flush_latency_ns: f64,
     /// The stall component's probability and mean duration: a command's mean stall is
@@ -1268,6 +1347,12 @@ impl From<&FlashParams> for ClosedForm {
             turnaround_ns: p.turnaround_ns as f64,
             batch_overhead_ns: p.batch_overhead_ns as f64,
             command_overhead_ns: p.command_overhead_ns as f64,
+            // Only when the table set it: unset, it follows command_overhead.
+            write_command_overhead_ns: p
+                .values
+                .iter()
+                .any(|(s, v)| s.name == "write_command_overhead" && matches!(v, Value::Int(_)))
+                .then_some(p.write_command_overhead_ns as f64),
             batching: p.batching,
             flush_latency_ns: p.flush_latency_ns as f64,
             stall_probability: p.stall_probability,
@@ -1353,6 +1438,8 @@ impl ClosedForm {
                     // Merging what waits for the ring moves the requests the ring sees,
                     // which the closed forms (no ring) do not model.
                     Value::Bool(_) if spec.name == "ring_merges" => continue,
+                    // Which request mq-deadline takes next, as read_priority.
+                    Value::Bool(_) if spec.name == "ring_dispatch_position" => continue,
                     Value::Bool(_) | Value::Computed(_) => {
                         return Err(ParamError::Bad {
                             key: spec.name.to_string(),
@@ -1362,7 +1449,9 @@ impl ClosedForm {
                     }
                 },
             };
-            if let Some(slot) = form.slot(spec.name) {
+            if spec.name == "write_command_overhead" {
+                form.write_command_overhead_ns = Some(x);
+            } else if let Some(slot) = form.slot(spec.name) {
                 *slot = x;
             }
         }
@@ -1404,10 +1493,16 @@ impl ClosedForm {
     pub fn bounds(&self, job: &ClosedLoop) -> (f64, f64) {
         let (q, link, len) = (job.iodepth, self.link_rate_bps, job.bs as f64);
         let c = self.transfer_overhead_ns / 1e9;
-        let (b, k) = (self.batch_overhead_ns / 1e9, self.command_overhead_ns / 1e9);
-        // Commands that block stop the processor: each command's mean share of it,
-        // (f p_r + (1 - f) p_w) D (module doc, "Freezes started by commands").
-        let k = k + self.command_freeze_s(job, b > 0.0 || k > 0.0);
+        let b = self.batch_overhead_ns / 1e9;
+        // Each direction's command cost (a mix: their mean, as a and t), and with freezes
+        // started by commands its mean share of the processor stopped, p_d D (module doc,
+        // "Freezes started by commands").
+        let (k_r, k_w) = (
+            self.command_overhead_ns / 1e9,
+            self.write_command_ns() / 1e9,
+        );
+        let (f_r, f_w) = self.command_freeze_s(b > 0.0 || k_r > 0.0 || k_w > 0.0);
+        let (k_r, k_w) = (k_r + f_r, k_w + f_w);
         let (a_r, a_w) = (self.read_latency_ns / 1e9, self.write_latency_ns / 1e9);
         // A command's mean stall: on its unit, away from the processor and its pipe; the
         // path's delay is part of every round trip, in no resource.
@@ -1422,14 +1517,15 @@ impl ClosedForm {
             streamed(a_r + t_r, len, self.read_stream_bps),
             streamed(a_w + t_w, len, self.write_stream_bps),
         );
-        if self.batching == Batching::Drain && (b > 0.0 || k > 0.0) {
+        let f = match job.load {
+            Load::Read => 1.0,
+            Load::Write => 0.0,
+            Load::Mixed { read_percent } => read_percent as f64 / 100.0,
+        };
+        let k = f * k_r + (1.0 - f) * k_w;
+        if self.batching == Batching::Drain && (b > 0.0 || k_r > 0.0 || k_w > 0.0) {
             // A draining pass moves its commands' data: each costs k + t in it, then its
             // unit (module doc, "The processor's passes").
-            let f = match job.load {
-                Load::Read => 1.0,
-                Load::Write => 0.0,
-                Load::Mixed { read_percent } => read_percent as f64 / 100.0,
-            };
             let a = f * a_r + (1.0 - f) * a_w;
             let t = f * t_r + (1.0 - f) * t_w;
             let (s_r, s_w) = (self.read_stream_bps, self.write_stream_bps);
@@ -1441,11 +1537,11 @@ impl ClosedForm {
             return (a + z, x);
         }
         let through = |r0: f64, cap: f64| processor_x(q, b, k, r0, cap);
-        let f = match job.load {
+        match job.load {
             Load::Read => return (a_r + z, through(u_r + z + h, 1.0 / t_r)),
             Load::Write => return (a_w + z, through(u_w + z + h, 1.0 / t_w)),
-            Load::Mixed { read_percent } => read_percent as f64 / 100.0,
-        };
+            Load::Mixed { .. } => {}
+        }
         let a = f * a_r + (1.0 - f) * a_w;
         let t = f * t_r + (1.0 - f) * t_w;
         let lone = if self.read_stream_bps > 0.0 || self.write_stream_bps > 0.0 {
@@ -1484,20 +1580,26 @@ impl ClosedForm {
         least(self.units / a, rest) * self.running_share()
     }
 
-    /// A command's mean time of the processor stopped by commands in seconds, `(f p_r + (1
-    /// - f) p_w) D` for a loop of read share f (module doc, "Freezes started by commands");
-    /// 0 with the clock's freezes or without a processor (`processor`).
-    fn command_freeze_s(&self, job: &ClosedLoop, processor: bool) -> f64 {
+    /// A read's and a write's mean time of the processor stopped by commands in seconds,
+    /// `(p_r D, p_w D)` (module doc, "Freezes started by commands"; a loop of read share f
+    /// pays `f p_r D + (1 - f) p_w D` a command); 0 with the clock's freezes or without a
+    /// processor (`processor`).
+    fn command_freeze_s(&self, processor: bool) -> (f64, f64) {
         if self.freeze_trigger != FreezeTrigger::Command || !processor {
-            return 0.0;
+            return (0.0, 0.0);
         }
-        let f = match job.load {
-            Load::Read => 1.0,
-            Load::Write => 0.0,
-            Load::Mixed { read_percent } => read_percent as f64 / 100.0,
-        };
-        let p = f * self.read_freeze_probability + (1.0 - f) * self.write_freeze_probability;
-        p * self.freeze_time_ns / 1e9
+        let d = self.freeze_time_ns / 1e9;
+        (
+            self.read_freeze_probability * d,
+            self.write_freeze_probability * d,
+        )
+    }
+
+    /// A write's cost on the processor in ns: `write_command_overhead`, or command_overhead
+    /// when it is not set.
+    pub fn write_command_ns(&self) -> f64 {
+        self.write_command_overhead_ns
+            .unwrap_or(self.command_overhead_ns)
     }
 
     /// The share of the time the device is not frozen: `1 - D / I` (1 without freezes, or
@@ -1817,11 +1919,15 @@ impl Flash {
             ring_head: None,
             ring_wait: VecDeque::new(),
             ring_sched: (p.ring_scheduler == RingScheduler::MqDeadline).then(|| {
-                MqDeadline::new(
+                let s = MqDeadline::new(
                     GUEST_READ_EXPIRE_NS,
                     GUEST_WRITE_EXPIRE_NS,
                     p.merge_limit_bytes(),
-                )
+                );
+                match p.ring_dispatch_position {
+                    true => s.tracking_position(),
+                    false => s,
+                }
             }),
             ring_held: std::collections::HashMap::new(),
             part_of: std::collections::HashMap::new(),
@@ -2130,7 +2236,7 @@ impl Flash {
             std::mem::swap(&mut self.batch, &mut self.pending);
         }
         let cost = match self.p.batching {
-            Batching::Snapshot => self.batch.len() as u64 * self.p.command_overhead_ns,
+            Batching::Snapshot => self.batch.iter().map(|c| self.p.command_ns(c.op)).sum(),
             Batching::Drain => self.pass_cost(0),
         };
         let end = now + self.p.batch_overhead_ns + cost + self.command_freeze_ns(0);
@@ -2178,10 +2284,10 @@ impl Flash {
                 let rate = match cmd.op {
                     Op::Read => p.read_rate_bps,
                     Op::Write if p.write_buffer_bytes == 0 => p.write_rate_bps,
-                    _ => return p.command_overhead_ns,
+                    _ => return p.command_ns(cmd.op),
                 };
                 let data = transfer_ns(cmd.len_bytes, rate.min(p.link_rate_bps));
-                p.command_overhead_ns + p.transfer_overhead_ns + data
+                p.command_ns(cmd.op) + p.transfer_overhead_ns + data
             })
             .sum()
     }
@@ -2909,6 +3015,95 @@ mod tests {
         d.submit(US, cmd(1, Op::Read, 4096));
         d.submit(US, cmd(2, Op::Read, 4096));
         assert_eq!(drain(&mut d)[&0], 5 * US + 20 * US + tt);
+    }
+
+    /// DRAIN with a write's own command cost of 1 us (reads keep 3 us) and 10 us writes.
+    const DRAIN_KW: &str = "units = 64\nread_latency = \"20us\"\nwrite_latency = \"10us\"\nread_rate = \"4g\"\nwrite_rate = \"2g\"\nlink_rate = \"4g\"\nbatch_overhead = \"2us\"\ncommand_overhead = \"3us\"\nwrite_command_overhead = \"1us\"\nbatching = \"drain\"";
+
+    #[test]
+    fn a_lone_read_pays_the_command_overhead_and_a_lone_write_the_write_command_overhead() {
+        // QD1 through a draining pass: B + k_d + t(L, d), then the unit's a_d.
+        let mut d = flash(DRAIN_KW);
+        let (tr, tw) = (t(&d, Op::Read, 4096), t(&d, Op::Write, 4096));
+        assert_eq!(
+            one(&mut d, 0, 1, Op::Read, 0, 4096, false),
+            2 * US + 3 * US + tr + 20 * US
+        );
+        assert_eq!(
+            one(&mut d, 0, 2, Op::Write, 0, 4096, false),
+            2 * US + US + tw + 10 * US
+        );
+        // Through a snapshot batch the same: the batch of one, then unit and pipe.
+        let mut d = flash(&DRAIN_KW.replace("drain", "snapshot"));
+        assert_eq!(
+            one(&mut d, 0, 2, Op::Write, 0, 4096, false),
+            2 * US + US + tw + 10 * US
+        );
+        // A FLUSH pays k, as a read: B + k + flush_latency (20 us by default).
+        let mut d = flash(DRAIN_KW);
+        d.submit(0, cmd(3, Op::Flush, 0));
+        assert_eq!(drain(&mut d)[&3], 2 * US + 3 * US + 20 * US);
+    }
+
+    #[test]
+    fn a_pass_of_a_read_and_a_write_costs_each_its_own_command_and_releases_both_at_its_end() {
+        // A read and a write together: one pass of B + (k + t_r) + (k_w + t_w); both go on at
+        // its end (one interrupt a pass), each to its unit.
+        let mut d = flash(DRAIN_KW);
+        let (tr, tw) = (t(&d, Op::Read, 4096), t(&d, Op::Write, 4096));
+        d.submit(0, cmd(0, Op::Read, 4096));
+        d.submit(0, cmd(1, Op::Write, 4096));
+        let done = drain(&mut d);
+        let end = 2 * US + (3 * US + tr) + (US + tw);
+        assert_eq!(done[&0], end + 20 * US);
+        assert_eq!(done[&1], end + 10 * US);
+        // A snapshot processor takes the read alone (B + k) and the write as the next batch
+        // (B + k_w), each then to its unit and pipe.
+        let mut d = flash(&DRAIN_KW.replace("drain", "snapshot"));
+        d.submit(0, cmd(0, Op::Read, 4096));
+        d.submit(0, cmd(1, Op::Write, 4096));
+        let done = drain(&mut d);
+        assert_eq!(done[&0], 5 * US + 20 * US + tr);
+        assert_eq!(done[&1], 5 * US + 3 * US + tw + 10 * US);
+    }
+
+    #[test]
+    fn an_unset_write_command_overhead_is_the_command_overhead_to_the_nanosecond() {
+        // The same burst of reads and writes on a device without the key and on one with
+        // write_command_overhead = command_overhead: the same completions.
+        let run = |table: &str| {
+            let mut d = flash(table);
+            let mut out = Vec::new();
+            for i in 0..40u64 {
+                let op = if i % 3 == 0 { Op::Write } else { Op::Read };
+                d.submit(i * 700, cmd(i, op, 4096 << (i % 4)));
+            }
+            let done = drain(&mut d);
+            out.extend((0..40u64).map(|i| done[&i]));
+            out
+        };
+        for batching in ["drain", "snapshot"] {
+            let plain = DRAIN.replace("drain", batching);
+            let same = format!("{plain}\nwrite_command_overhead = \"3us\"");
+            assert_eq!(run(&plain), run(&same), "{batching}");
+        }
+        let form = ClosedForm::from_figures([("command_overhead", Figure::Number(3000.0))])
+            .expect("a declared key");
+        assert_eq!(form.write_command_ns(), 3000.0);
+    }
+
+    #[test]
+    fn in_a_closed_loop_of_writes_a_draining_pass_adds_the_write_command_overhead_for_each() {
+        // R(q) = B + q (k_w + t_w) + a_w, and the closed form's X = q / R(q).
+        for q in [1usize, 4, 16] {
+            let mut d = flash(DRAIN_KW);
+            let (iops, lat) = measured(&mut d, Op::Write, 4096, q, 5_000);
+            let per = US + t(&d, Op::Write, 4096);
+            let want = (2 * US + q as u64 * per + 10 * US) as f64;
+            assert!(close(lat, want, 0.005), "q {q}: {lat} vs {want}");
+            let form = closed_form_iops(&d, Op::Write, 4096, q as u64);
+            assert!(close(iops, form, 0.005), "q {q}: {iops} vs {form}");
+        }
     }
 
     /// A device of one unit and 100 us reads, frozen 5 ms in every second.
