@@ -8,17 +8,17 @@ shared with the server, fio and whatever else runs):
 - vmio sim runs what was fitted: every path point within 2 % of the table's closed form (the
   simulator adds the RAM device's pipelined transfer at depth, well under 1 %);
 - vmio sim against the measurement: the median factor between simulated and measured (either
-  way, |ln(sim / real)|) of the QD1 latencies and of the QD16 IOPS each at most 2. handoff is
-  the QD1 line's intercept (the 4k points weigh most) and the rates and request the least squares of the QD16
-  points, so the medians measure the points' scatter about the model: one request for both
-  directions, two depths only (QD1 and the depth's rates) and the runs' noise. (Before handoff was taken from the
-  4k points alone, the median over all four let the 128k residuals set it to 0: one CI run
-  failed at -72 %, +51 %, -74 %, +49 %.) On this machine the same quick run gave request 20 to
-  54 us and handoff 12 to 128 us from one run to the next, with median errors of 6 to 22 %
-  (QD1) and 5 to 10 % (QD16), single points up to 64 % off, and one point moved by a factor of
-  2 to 4 between runs (4k reads at QD16: 19k to 78k IOPS). With a bound of 50 %, one run of this
-  test in twelve failed at a load of 2.4 (its message was not kept). A factor of 2 still
-  fails a unit slip (1000), a handoff counted at depth (a factor of 4 and more at QD16) or
+  way, |ln(sim / real)|) of the QD1 latencies and of the QD16 IOPS each at most 2. handoff and
+  the depth-1 rates are the QD1 line's (the 4k points weigh most), request and the rates the
+  least squares of the QD16 points, so the medians measure the points' scatter about the model:
+  one request for both directions, two depths only, and the runs' noise. (Before handoff was
+  taken from the 4k points alone, the median over all four let the 128k residuals set it to 0:
+  one CI run failed at -72 %, +51 %, -74 %, +49 %.) On this machine the same quick run gave
+  request 20 to 54 us and handoff 12 to 128 us from one run to the next, with median errors of 6
+  to 22 % (QD1) and 5 to 10 % (QD16), single points up to 64 % off, and one point moved by a
+  factor of 2 to 4 between runs (4k reads at QD16: 19k to 78k IOPS). With a bound of 50 %, one
+  run of this test in twelve failed at a load of 2.4 (its message was not kept). A factor of 2
+  still fails a unit slip (1000), a handoff counted at depth (a factor of 4 and more at QD16) or
   rates in bits (8). The fit's arithmetic is held exactly by the synthetic tests.
 """
 

@@ -23,11 +23,11 @@ at QD4 over a 1 GiB image in 4 s: nbdkit left 650 to 890 MiB of it cached, by `f
 and its MB/s was the page cache's). So the sequential read is one pass over the image from
 cold (`Case.once`, `case_global`: fio's `io_size` = the image, not time-based, every byte
 read once), and each run reports how much of the image the page cache holds after it
-(`cached_bytes`, mincore(2) as `fincore`): the random rows, time-based, keep their pass
-count because random 4 KiB reads start no read-ahead (Linux mm/readahead.c
-`page_cache_sync_ra`: a read that is not sequential reads only what it asks for, which
-nbdkit's DONTNEED then drops), which the column shows. `vmio+ra` is vmio with its own read-ahead of O_DIRECT windows
-(crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
+(`cached_bytes`, mincore(2) as `fincore`): the random rows stay time-based because random
+4 KiB reads start no read-ahead (Linux mm/readahead.c `page_cache_sync_ra`: a read that is
+not sequential reads only what it asks for, which nbdkit's DONTNEED then drops), which the
+column shows (0 MiB after them). `vmio+ra` is vmio with its own read-ahead of O_DIRECT
+windows (crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
 (`device_read_ahead`): the mechanism nbdkit gets from the kernel, without the page cache.
 Rounds rotate the servers' order; the server's CPU time per I/O (/proc/PID/stat, read before
 and after each fio run; it keeps the time of exited threads, such as a connection's) varies
@@ -243,9 +243,11 @@ def case_global(case: Case, size: int, runtime_s: float) -> list[str]:
     if not case.once:
         return nbd_global(case.rw, case.bs, case.iodepth, size, runtime_s, True)
     lines = ["[global]", "ioengine=nbd", f"rw={case.rw}", f"bs={case.bs}"]
-    return lines + [f"iodepth={case.iodepth}", f"size={size}", f"io_size={size}"] + [
-        f"runtime={runtime_s}"
-    ]
+    return (
+        lines
+        + [f"iodepth={case.iodepth}", f"size={size}", f"io_size={size}"]
+        + [f"runtime={runtime_s}"]
+    )
 
 
 def ceiling_global(case: Case, size: int, runtime_s: float) -> list[str]:
@@ -446,8 +448,9 @@ def bench_serve(
     the servers' order rotated from round to round, IMAGE evicted from the page cache before
     each run) and the weighted-sharing measurement (skipped when `share_s` is 0); returns two
     tables' rows (the first: workload, server, I/O path, IOPS, MB/s, p99 us, CPU us/IO,
-    MiB of IMAGE in the page cache after the run (`cached_bytes`), then the IOPS ratios within a round of each vmio row to qemu-nbd, nbdkit and the
-    ceiling, median (min..max) over the rounds). `read_ahead`: vmio+ra's --read-ahead
+    MiB of IMAGE in the page cache after the run (`cached_bytes`), then the IOPS ratios
+    within a round of each vmio row to qemu-nbd, nbdkit and the ceiling, median (min..max)
+    over the rounds). `read_ahead`: vmio+ra's --read-ahead
     (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
     for tool in ("fio", *[s for s in servers if s in ("qemu-nbd", "nbdkit")]):
         if shutil.which(tool) is None:
