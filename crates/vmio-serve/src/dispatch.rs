@@ -7,11 +7,10 @@
 //! ```text
 //! submit(request):  pieces = export.map(offset, len)            # volume policy
 //!                   for each piece: queue[device].insert(now, DevIo{owner = VM}); pump(device)
-//! pump(device):     queue.dispatch(now): each started io (its slot, its pieces):   # locked
+//! pump(device):     queue.dispatch(now): each started io (its slot, its pieces):
 //!                     one aligned O_DIRECT READ/WRITE piece: into one io_submit batch (aio)
 //!                     else: to the workers
 //!                   if queue.wakeup_to_arm(now) = t: timer = min(timer, t)   # CFQ idling, slices
-//!                   unlock queue[device]; io_submit(batch)
 //! worker:           do the I/O of every tag of io; queue.complete(now, slot); pump(device)
 //!                   last piece of a request: FUA sync, stats, reply
 //! aio thread:       each completion: queue.complete(now, slot); pump(device); as a worker
@@ -20,22 +19,7 @@
 //! ```
 //!
 //! Pieces on O_DIRECT descriptors go through Linux AIO ([`crate::aio`]: why, and its
-//! pseudo-code); the workers keep the rest.
-//!
-//! **The queue's lock.** A device's queue is locked by the connection reader that inserts a
-//! request and by the AIO completion thread that completes one, both then pumping it. The
-//! `io_submit` of what the pump started is made after the lock is released: it runs the
-//! block layer's submission of the bio down to the driver's doorbell (Linux fs/aio.c
-//! `io_submit_one`, fs/iomap/direct-io.c, block/blk-mq.c; several µs, 20 µs under strace),
-//! and while the reader held the lock through it the completion thread that reaped the
-//! previous completions found the lock taken and slept on it (a contended `std::sync::Mutex`
-//! is a `futex` wait, then a wake by the holder): `strace -f` of `vmio serve` under fio's 4 KiB
-//! random reads at QD32 counted 1.5 `futex` calls a request, nearly all on that one lock, the
-//! waits by the completion thread and the wakes by the reader after its `io_submit`. The
-//! queue's state (slots, scheduler, the pieces of each tag) changes only under the lock; an
-//! iocb made under it is the piece's alone until its completion, so it is submitted after.
-//! Two threads submitting at once may reach the kernel in the other order than their
-//! dispatch; each io's slot and order in the scheduler were decided under the lock. `now` is the monotonic clock in nanoseconds
+//! pseudo-code); the workers keep the rest. `now` is the monotonic clock in nanoseconds
 //! since the server started. FLUSH does not
 //! enter the device queues: a worker runs it at once, syncing every backing of the export
 //! ([`Export::flush`]). The queues would order it the same way (a flush bypasses the
@@ -179,11 +163,6 @@ struct PieceJob {
     /// Where the piece's bytes are in the request's buffer.
     buf_offset: usize,
 }
-
-/// The AIO pieces a device's queue started, not yet submitted: [`Dispatcher::pump`] makes
-/// them under the queue's lock, [`Dispatcher::submit_aio`] submits them after it.
-#[must_use = "started pieces hold queue slots until they are submitted"]
-struct Started(Vec<*mut AioPiece>);
 
 /// A piece in the kernel's hands ([`crate::aio`]); `iocb.data` is this box's address.
 struct AioPiece {
@@ -435,9 +414,7 @@ impl Dispatcher {
                     merged: Vec::new(),
                 },
             );
-            let started = self.pump(device, &mut q);
-            drop(q);
-            self.submit_aio(started);
+            self.pump(device, &mut q);
         }
     }
 
@@ -496,10 +473,7 @@ impl Dispatcher {
         self.begin(r);
     }
 
-    /// Start what device `device`'s queue dispatches now: its AIO pieces are returned, to be
-    /// submitted ([`Dispatcher::submit_aio`]) once the caller has released the queue's lock
-    /// (module doc, "The queue's lock"); the rest goes to the workers.
-    fn pump(&self, device: usize, q: &mut DevQueue) -> Started {
+    fn pump(&self, device: usize, q: &mut DevQueue) {
         let now = self.now_ns();
         let pieces = &mut q.jobs;
         let mut batch: Vec<*mut AioPiece> = Vec::new();
@@ -522,18 +496,17 @@ impl Dispatcher {
             }
             self.work.push(Work::Device { device, slot, jobs });
         });
+        if !batch.is_empty() {
+            self.submit_aio(batch);
+        }
         if let Some(t) = q.queue.wakeup_to_arm(now) {
             self.arm_timer(t);
         }
-        Started(batch)
     }
 
-    /// Submit AIO pieces in one `io_submit` (no lock held); those the kernel does not take go
-    /// to the workers.
-    fn submit_aio(&self, Started(batch): Started) {
-        if batch.is_empty() {
-            return;
-        }
+    /// Submit AIO pieces in one `io_submit`; those the kernel does not take go to the
+    /// workers.
+    fn submit_aio(&self, batch: Vec<*mut AioPiece>) {
         let Some(ctx) = &self.aio else { return };
         // SAFETY: the boxes are live until their completion is reaped (aio_loop) or they are
         // taken back below.
@@ -571,13 +544,11 @@ impl Dispatcher {
                     for (i, dev) in self.devices.iter().enumerate() {
                         let mut q = lock(dev);
                         q.queue.woke(now);
-                        let started = self.pump(i, &mut q);
+                        self.pump(i, &mut q);
                         // A wake-up armed earlier for later than now still needs the timer.
                         if let Some(t) = q.queue.armed_wakeup() {
                             self.arm_timer(t);
                         }
-                        drop(q);
-                        self.submit_aio(started);
                     }
                     w = lock(&self.timer);
                 }
@@ -612,12 +583,11 @@ impl Dispatcher {
                 if let Err(err) = aio_done(&p.job, e.res) {
                     p.job.req.error.store(nbd_errno(&err), Ordering::Relaxed);
                 }
-                let started = {
+                {
                     let mut q = lock(&self.devices[p.device]);
                     q.queue.complete(self.now_ns(), p.slot);
-                    self.pump(p.device, &mut q)
-                };
-                self.submit_aio(started);
+                    self.pump(p.device, &mut q);
+                }
                 piece_done(&p.job.req);
             }
         }
@@ -639,12 +609,11 @@ impl Dispatcher {
                             j.req.error.store(nbd_errno(&e), Ordering::Relaxed);
                         }
                     }
-                    let started = {
+                    {
                         let mut q = lock(&self.devices[device]);
                         q.queue.complete(self.now_ns(), slot);
-                        self.pump(device, &mut q)
-                    };
-                    self.submit_aio(started);
+                        self.pump(device, &mut q);
+                    }
                     for j in jobs {
                         piece_done(&j.req);
                     }
