@@ -282,8 +282,70 @@ def test_the_bench_ceiling_is_the_same_fio_workload_on_the_file_with_libaio_and_
     from vmio.real import serve
 
     for case in serve.CASES:
-        nbd = serve.nbd_global(case.rw, case.bs, case.iodepth, 1 << 30, 5, True)
+        nbd = serve.case_global(case, 1 << 30, 5)
         ceiling = serve.ceiling_global(case, 1 << 30, 5)
         assert "ioengine=nbd" in nbd and "ioengine=nbd" not in ceiling
         assert ceiling[-2:] == ["ioengine=libaio", "direct=1"]
         assert ceiling[:-2] == [x for x in nbd if x != "ioengine=nbd"]
+
+
+def test_the_bench_reads_sequentially_once_and_randomly_for_a_time():
+    """The 1M sequential row is one pass (io_size = the image, no time_based, no ramp): a
+    time-based run read a 1 GiB image more than once, the second time from a buffered
+    server's page cache. The random rows stay time-based with their ramp second."""
+    from vmio.real import serve
+
+    size = 1 << 30
+    for case in serve.CASES:
+        lines = serve.case_global(case, size, 5)
+        if case.rw == "read":
+            assert case.once and f"io_size={size}" in lines and f"size={size}" in lines
+            assert not {"time_based", "ramp_time=1"} & set(lines), lines
+        else:
+            assert not case.once
+            assert lines == serve.nbd_global(case.rw, case.bs, case.iodepth, size, 5, True)
+
+
+def _image(path: Path, size: int) -> Path:
+    import os
+
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+        os.fsync(f.fileno())
+    return path
+
+
+def test_the_one_pass_row_reads_every_byte_of_the_image_once_through_vmio_serve(tmp_path: Path):
+    """fio's nbd engine against a real vmio serve on a 16 MiB image with a 30 s cap: it reads
+    16 MiB in 16 requests of 1 MiB, and stops there."""
+    from vmio.real import serve
+
+    require_tool("fio", "fio")
+    size = 16 << 20
+    image = _image(tmp_path / "bench.img", size)
+    case = next(c for c in serve.CASES if c.once)
+    proc, uri = serve._start_server("vmio", image, tmp_path, 128 << 10)
+    try:
+        job = serve._fio([("j", uri)], case, 30, size)[0]
+    finally:
+        serve._stop(proc)
+    fig = serve._figures(job, case.rw)
+    assert (fig["io_bytes"], fig["ios"]) == (size, size >> 20)
+    # The ceiling's one pass, on the file itself.
+    job = serve._fio([], case, 30, size, image=image)[0]
+    assert serve._figures(job, case.rw)["io_bytes"] == size
+
+
+def test_the_cached_bytes_of_an_image_are_zero_after_eviction_and_all_after_a_read(
+    tmp_path: Path,
+):
+    """mincore's count (as fincore's): a written and fsynced file evicted holds no page in the
+    cache; read through once (buffered), all of its pages; a 5000-byte tail counts as a page."""
+    from vmio.real import serve
+
+    image = _image(tmp_path / "img", (1 << 20) + 5000)
+    serve.evict(image)
+    assert serve.cached_bytes(image) == 0
+    image.read_bytes()
+    assert serve.cached_bytes(image) == (1 << 20) + 8192
+    assert serve.cached_bytes(_image(tmp_path / "empty", 0)) == 0

@@ -56,6 +56,24 @@
 //!               saturated IOPS of the path = 1 / (request + len / rate(op))
 //! ```
 //!
+//! **The copies at depth 1** (`qd1_read_rate`, `qd1_write_rate`; 0 by default: the depth's
+//! rates). The rates above are measured at depth 16, where the copies of 16 requests of
+//! 128 KiB (2 MiB a stage: the image's page, the server's buffer, the socket's skbs, the
+//! client's buffer; Linux mm/shmem.c `shmem_file_read_iter`, net/unix/af_unix.c
+//! `unix_stream_sendmsg` and `unix_stream_read_generic`, each a `copy_to_iter` or
+//! `copy_from_iter`) share the cores and spill out of their L2 caches, while one request's
+//! payload stays in the cache from one copy to the next: at depth 1 a byte costs less
+//! (measured: the 128 KiB QD1 latencies were simulated with a median +36 % too slow with the
+//! depth's rates, docs/performance.md). A request that is the only one of its disk in flight
+//! (the guest's block layer holds no other: fio at `iodepth=1`) copies at the depth-1 rate
+//! when it is set; `vmio calibrate --serve-path` fits it from the QD1 points
+//! (python/vmio/real/servepath.py).
+//!
+//! ```text
+//! rate(op, alone) = alone and qd1_rate(op) > 0 ? qd1_rate(op) : rate(op)
+//! closed form: QD1 latency = device + handoff + request + len / qd1_rate(op)
+//! ```
+//!
 //! **The path's CPU** (`cores`, `cpu`, `cpu_rate`; off by default). The costs above were
 //! measured over a RAM image, where a request costs the path and a memory copy. Over a disk
 //! the same request also costs the host kernel's block I/O (the block layer, the driver, the
@@ -179,6 +197,26 @@ pub const WRITE_RATE: ParamSpec = ParamSpec {
     unit: "bps",
     help: "bytes per second the path copies a WRITE's payload (the request), serialized",
 };
+pub const QD1_READ_RATE: ParamSpec = ParamSpec {
+    name: "qd1_read_rate",
+    kind: Kind::Count {
+        min: 0,
+        max: u64::MAX,
+    },
+    default: Value::Int(0),
+    unit: "bps",
+    help: "bytes per second the path copies a READ's payload when the request is the only one of its disk in flight (QD1: the payload stays in the cache from one copy to the next); 0: read_rate",
+};
+pub const QD1_WRITE_RATE: ParamSpec = ParamSpec {
+    name: "qd1_write_rate",
+    kind: Kind::Count {
+        min: 0,
+        max: u64::MAX,
+    },
+    default: Value::Int(0),
+    unit: "bps",
+    help: "bytes per second the path copies a WRITE's payload when the request is the only one of its disk in flight; 0: write_rate",
+};
 pub const CORES: ParamSpec = ParamSpec {
     name: "cores",
     kind: Kind::Count { min: 0, max: 4096 },
@@ -252,6 +290,8 @@ pub const PARAMS: &[ParamSpec] = &[
     SERVER_CPU,
     SERVER_WAKE,
     POOL_CPU,
+    QD1_READ_RATE,
+    QD1_WRITE_RATE,
 ];
 
 /// QEMU's thread pool's largest number of workers (util/thread-pool.c, `max_threads` = 64).
@@ -286,10 +326,16 @@ pub struct NbdSpec {
     pub server_wake_ns: Ns,
     #[serde(skip_serializing_if = "is_zero")]
     pub pool_cpu_ns: Ns,
+    /// The copies of a request alone in flight on its disk (module doc, "The copies at
+    /// depth 1"); 0: the depth's rate. Left out of the effective stack at 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub qd1_read_rate_bps: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub qd1_write_rate_bps: u64,
 }
 
-fn is_zero(ns: &Ns) -> bool {
-    *ns == 0
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 impl NbdSpec {
@@ -309,6 +355,24 @@ impl NbdSpec {
             server_cpu_ns: v.int(SERVER_CPU.name),
             server_wake_ns: v.int(SERVER_WAKE.name),
             pool_cpu_ns: v.int(POOL_CPU.name),
+            qd1_read_rate_bps: v.int(QD1_READ_RATE.name),
+            qd1_write_rate_bps: v.int(QD1_WRITE_RATE.name),
+        }
+    }
+
+    /// Bytes per second the path copies a payload of a READ (`read` true) or a WRITE: at the
+    /// depth-1 rate when the request is `alone` in flight on its disk and that rate is set,
+    /// else at the depth's (module doc, "The copies at depth 1").
+    pub fn copy_rate_bps(&self, read: bool, alone: bool) -> u64 {
+        let (depth, qd1) = if read {
+            (self.read_rate_bps, self.qd1_read_rate_bps)
+        } else {
+            (self.write_rate_bps, self.qd1_write_rate_bps)
+        };
+        if alone && qd1 > 0 {
+            qd1
+        } else {
+            depth
         }
     }
 
@@ -348,6 +412,20 @@ impl Default for NbdSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_alone_copies_at_the_depth_1_rate_once_it_is_set_and_at_the_depths_otherwise() {
+        let mut s = NbdSpec::default();
+        for alone in [false, true] {
+            assert_eq!(s.copy_rate_bps(true, alone), s.read_rate_bps);
+            assert_eq!(s.copy_rate_bps(false, alone), s.write_rate_bps);
+        }
+        (s.qd1_read_rate_bps, s.qd1_write_rate_bps) = (5_000_000_000, 3_000_000_000);
+        assert_eq!(s.copy_rate_bps(true, true), 5_000_000_000);
+        assert_eq!(s.copy_rate_bps(false, true), 3_000_000_000);
+        assert_eq!(s.copy_rate_bps(true, false), s.read_rate_bps);
+        assert_eq!(s.copy_rate_bps(false, false), s.write_rate_bps);
+    }
 
     #[test]
     fn defaults_give_a_qd1_4k_read_of_about_150_us_without_the_device() {

@@ -123,12 +123,14 @@ same, with its sequential read-ahead), qemu-nbd --cache=none --aio=threads (O_DI
 nbdkit file cache=none (buffered pread, then POSIX_FADV_DONTNEED: the kernel's read-ahead
 works for it), all on Unix sockets over the same IMAGE (created with random data when
 missing), and the ceiling: fio itself on IMAGE with ioengine=libaio, direct=1 (no server,
-same workload). IMAGE is evicted from the host page cache before every run. Prints each
-server's I/O path, IOPS, MB/s, p99 completion latency, the server's CPU time per I/O, and
-each vmio row's IOPS ratio to qemu-nbd, nbdkit and the ceiling. Then four fio jobs read four
-exports with weights 1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq
-(bw_window = 2 s), and the bandwidth ratios are printed. IMAGE must be on a file system with
-O_DIRECT.
+same workload). IMAGE is evicted from the host page cache before every run, and the 1M
+sequential read is one pass over IMAGE (at most --runtime), not time-based: a second pass
+would be served from the page cache of a buffered server. Prints each server's I/O path,
+IOPS, MB/s, p99 completion latency, the server's CPU time per I/O, how much of IMAGE the page
+cache holds after the run, and each vmio row's IOPS ratio to qemu-nbd, nbdkit and the
+ceiling. Then four fio jobs read four exports with weights 1000, 700, 400, 100 (10:7:4:1) on
+IMAGE under cfq, then under mcfq (bw_window = 2 s), and the bandwidth ratios are printed.
+IMAGE must be on a file system with O_DIRECT.
 
 examples:
   vmio bench serve /var/tmp/bench.img
@@ -263,8 +265,8 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         read_ahead=args.read_ahead,
     )
     header = ["workload", "server", "I/O path", "IOPS", "MB/s", "p99 us", "CPU us/IO"]
-    header += ["/qemu-nbd", "/nbdkit", "/ceiling"]
-    print(report.text_table(header, rows, align="lllrrrrrrr"))
+    header += ["cached MiB", "/qemu-nbd", "/nbdkit", "/ceiling"]
+    print(report.text_table(header, rows, align="lllrrrrrrrr"))
     if share:
         print()
         header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
@@ -274,7 +276,10 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         "Unix sockets); ceiling: fio itself on IMAGE, ioengine=libaio direct=1, no server. "
         "IMAGE is evicted from the host page cache (fdatasync, POSIX_FADV_DONTNEED) before "
         "every run. CPU us/IO: the server process's user + system time during the fio run over "
-        "its I/Os (fio's rate times the run with its ramp second). /qemu-nbd, /nbdkit, "
+        "its I/Os (fio's rate times the run with its ramp second; the 1M row: fio's I/Os). The "
+        "1M sequential read is one pass over IMAGE from cold, not time-based: no byte is read "
+        "twice. cached MiB: IMAGE's pages in the page cache after the run (mincore, as "
+        "fincore). /qemu-nbd, /nbdkit, "
         "/ceiling: a vmio row's IOPS over theirs within a round. With --rounds, median "
         "(min..max) over the rounds. Sharing ratios are to the lightest export (weight 100)."
     )

@@ -17,8 +17,17 @@ so Linux's read-ahead (mm/readahead.c, up to the device's `read_ahead_kb`) works
 pages still cached from earlier runs or from the image's creation would serve it from memory.
 So the image is evicted from the page cache before every run (`evict`, as `vmtouch -e`:
 fdatasync, then POSIX_FADV_DONTNEED on the whole file), and the table names each server's
-path. `vmio+ra` is vmio with its own read-ahead of O_DIRECT windows
-(crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
+path. Evicting before a run is not enough for a time-based run that reads the image more
+than once: a buffered server's second pass over it comes from memory (a 1M sequential read
+at QD4 over a 1 GiB image in 4 s: nbdkit left 650 to 890 MiB of it cached, by `fincore`,
+and its MB/s was the page cache's). So the sequential read is one pass over the image from
+cold (`Case.once`, `case_global`: fio's `io_size` = the image, not time-based, every byte
+read once), and each run reports how much of the image the page cache holds after it
+(`cached_bytes`, mincore(2) as `fincore`): the random rows stay time-based because random
+4 KiB reads start no read-ahead (Linux mm/readahead.c `page_cache_sync_ra`: a read that is
+not sequential reads only what it asks for, which nbdkit's DONTNEED then drops), which the
+column shows (0 MiB after them). `vmio+ra` is vmio with its own read-ahead of O_DIRECT
+windows (crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
 (`device_read_ahead`): the mechanism nbdkit gets from the kernel, without the page cache.
 Rounds rotate the servers' order; the server's CPU time per I/O (/proc/PID/stat, read before
 and after each fio run; it keeps the time of exited threads, such as a connection's) varies
@@ -36,6 +45,7 @@ the `--blockdev` nodes bottom first, `--nbd-server addr.type=unix,addr.path=SOCK
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import signal
@@ -127,11 +137,13 @@ class Case:
     rw: str
     bs: str
     iodepth: int
+    once: bool = False
+    """One pass over the image from cold (`case_global`), not a time-based run."""
 
 
 CASES = (
     Case("4k randread QD32", "randread", "4k", 32),
-    Case("1M seqread QD4", "read", "1m", 4),
+    Case("1M seqread QD4", "read", "1m", 4, once=True),
     Case("4k randwrite QD32", "randwrite", "4k", 32),
 )
 WEIGHTS = (1000, 700, 400, 100)
@@ -223,10 +235,25 @@ def nbd_global(
     return lines + ["norandommap"] + (["ramp_time=1"] if ramp else [])
 
 
+def case_global(case: Case, size: int, runtime_s: float) -> list[str]:
+    """The `[global]` section of the nbd job of `case` over `size` bytes (module doc): a
+    time-based run with a ramp second (`nbd_global`), or for a `once` case one pass from the
+    start to `size` (`io_size` = `size`, no `time_based`, no ramp; `runtime` only caps it),
+    so that no byte is read twice and a buffered server's page cache serves none of it."""
+    if not case.once:
+        return nbd_global(case.rw, case.bs, case.iodepth, size, runtime_s, True)
+    lines = ["[global]", "ioengine=nbd", f"rw={case.rw}", f"bs={case.bs}"]
+    return (
+        lines
+        + [f"iodepth={case.iodepth}", f"size={size}", f"io_size={size}"]
+        + [f"runtime={runtime_s}"]
+    )
+
+
 def ceiling_global(case: Case, size: int, runtime_s: float) -> list[str]:
     """The `[global]` section of the ceiling run of `case` (module doc): the nbd job's lines
-    with `ioengine=libaio` and `direct=1` in place of `ioengine=nbd`."""
-    lines = nbd_global(case.rw, case.bs, case.iodepth, size, runtime_s, True)
+    (`case_global`) with `ioengine=libaio` and `direct=1` in place of `ioengine=nbd`."""
+    lines = case_global(case, size, runtime_s)
     return [*(x for x in lines if x != "ioengine=nbd"), "ioengine=libaio", "direct=1"]
 
 
@@ -242,7 +269,7 @@ def _fio(
     if image is not None:
         lines = [*ceiling_global(case, size_bytes, runtime_s), "[ceiling]", f"filename={image}"]
     else:
-        lines = nbd_global(case.rw, case.bs, case.iodepth, size_bytes, runtime_s, True)
+        lines = case_global(case, size_bytes, runtime_s)
     for name, uri in jobs:
         lines += [f"[{name}]", f"uri={uri}"]
     with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
@@ -260,12 +287,15 @@ def _fio(
 
 
 def _figures(job: dict, rw: str) -> dict:
+    """fio's IOPS, MB/s and p99 latency of `job`, and its bytes and I/Os (after the ramp)."""
     d = job["write" if "write" in rw else "read"]
     pct = d.get("clat_ns", {}).get("percentile", {})
     return {
         "iops": float(d["iops"]),
         "mb_s": float(d["bw_bytes"]) / 1e6,
         "p99_us": float(pct.get("99.000000", 0)) / 1e3,
+        "io_bytes": int(d["io_bytes"]),
+        "ios": int(d["total_ios"]),
     }
 
 
@@ -314,6 +344,38 @@ def evict(path: Path) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def cached_bytes(path: Path) -> int:
+    """Bytes of `path` in the host page cache now, as `fincore` and `vmtouch` count them:
+    mincore(2) over a shared read-only mapping of the whole file, one byte a page (bit 0:
+    resident); a page is counted whole."""
+    import ctypes
+
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = os.sysconf("SC_PAGE_SIZE")
+    vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+        try:
+            if libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vec) * page
 
 
 def device_read_ahead(path: Path) -> int:
@@ -386,8 +448,9 @@ def bench_serve(
     the servers' order rotated from round to round, IMAGE evicted from the page cache before
     each run) and the weighted-sharing measurement (skipped when `share_s` is 0); returns two
     tables' rows (the first: workload, server, I/O path, IOPS, MB/s, p99 us, CPU us/IO,
-    then the IOPS ratios within a round of each vmio row to qemu-nbd, nbdkit and the
-    ceiling, median (min..max) over the rounds). `read_ahead`: vmio+ra's --read-ahead
+    MiB of IMAGE in the page cache after the run (`cached_bytes`), then the IOPS ratios
+    within a round of each vmio row to qemu-nbd, nbdkit and the ceiling, median (min..max)
+    over the rounds). `read_ahead`: vmio+ra's --read-ahead
     (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
     for tool in ("fio", *[s for s in servers if s in ("qemu-nbd", "nbdkit")]):
         if shutil.which(tool) is None:
@@ -426,8 +489,13 @@ def bench_serve(
                             fig = _figures(job, case.rw)
                             # fio's figures leave out the first second (ramp_time=1), the
                             # server's CPU does not: I/Os over the whole run at fio's rate.
-                            ios = max(fig["iops"] * (runtime_s + 1), 1.0)
-                            fig["cpu_us"] = (after - before) * 1e6 / ios
+                            # A `once` run has no ramp: its own I/Os.
+                            ios = fig["ios"] if case.once else fig["iops"] * (runtime_s + 1)
+                            fig["cpu_us"] = (after - before) * 1e6 / max(ios, 1.0)
+                        # What of IMAGE the page cache holds after the run: a buffered
+                        # server's (nbdkit's) reads served from memory would show here.
+                        fig["cached_mib"] = cached_bytes(image) / 2**20
+                        log(f"{what}: {fig['cached_mib']:.0f} MiB of {image} cached after")
                         results.setdefault((server, case.name), []).append(fig)
                 finally:
                     if proc is not None:
@@ -454,6 +522,7 @@ def bench_serve(
                         _spread([r["mb_s"] for r in rs], ".1f"),
                         _spread([r["p99_us"] for r in rs], ".0f"),
                         _spread(cpu, ".1f") if cpu else "-",
+                        _spread([r["cached_mib"] for r in rs], ".0f"),
                         *ratios,
                     ]
                 )

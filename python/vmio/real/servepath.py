@@ -18,9 +18,11 @@ What runs (`battery`, `measure`):
 
 ```text
 DIR (--dir, default /dev/shm) must be a tmpfs (or ramfs): the image is RAM, so what is
-    measured is the path, not a disk. DIR/vmio-serve-path.img, 256 MiB, is created, written
-    through once (1 MiB sequential writes, vmio.real.calibrate.write_through) so that reads hit
-    data, and removed afterwards (also on Ctrl-C); an existing one is refused unless --force
+    measured is the path, not a disk. DIR/vmio-serve-path-PID.img (PID: this process's, so
+    that calibrations running at once in one DIR each have their own), 256 MiB, is created,
+    written through once (1 MiB sequential writes, vmio.real.calibrate.write_through) so that
+    reads hit data, and removed afterwards (also on Ctrl-C); an existing one (a killed run's
+    whose PID came back) is refused unless --force
 the RAM image itself, before the server starts (fio psync, direct=1 where the file takes
     O_DIRECT, QD1): ram-rand{read,write}-{4k,128k[,1m]}  the image's own latency per size
 the path (fio ioengine=nbd on the export path/disk of a `vmio serve` whose one device is the
@@ -53,8 +55,12 @@ request, 1 / rate_read, 1 / rate_write = the least relative squares sum ((Y_i - 
     request = (sum w Y - sum_d A_d B_d / C_d) / (sum w - sum_d B_d^2 / C_d)
     1 / rate_d = (A_d - request B_d) / C_d
     (request < 0: 0, the slopes refitted through 0, a note; a slope <= 0: an error)
-handoff = max(0, median over the QD1 points of the smallest size (4 KiB: one read, one
-    write) of (T - request - L / rate_d - R(L, d)))
+QD1 residual  Z = T(QD1) - request - R(L, d) = handoff + L / qd1_rate_d   (the closed form at
+    depth 1: the wake-ups, and the copies of one request alone on the path)
+handoff, 1 / qd1_rate_read, 1 / qd1_rate_write = the same least relative squares over every
+    QD1 point, both directions sharing handoff (handoff < 0: 0, the slopes refitted)
+    (a residual <= 0 or a slope <= 0: handoff = max(0, median over the smallest size's QD1
+    points of Z - L / rate_d), no depth-1 rate, a note)
 ```
 
 Each cost is identified where it dominates. At QD16 the hand-offs overlap and the saturated
@@ -74,8 +80,14 @@ request's 128 KiB stays in it from one copy to the next. Measured (docs/performa
 serve-path calibration's QD1 errors"): with the median over every QD1 point, the 128 KiB
 residuals came out negative, `handoff` 0, and the 4 KiB QD1 latencies were simulated 21 to
 74 % too fast while the 128 KiB ones were 13 to 113 % too slow. With `handoff` of the
-smallest size the 4 KiB points carry their wake-ups; the larger sizes at QD1 keep the
-depth's copy cost (the table has one rate a direction, see "Not fitted").
+smallest size the 4 KiB points carry their wake-ups, but the larger sizes at QD1 kept the
+depth's copy cost (128 KiB QD1 simulated a median +36 % too slow). So the QD1 points now
+have their own per-byte rate a direction, `qd1_read_rate` and `qd1_write_rate` (the
+simulator's rate of a request alone in flight on its disk, crates/vmio-core/src/nbd.rs "The
+copies at depth 1"), fitted with `handoff` as one line through them: the intercept shared
+by both directions is the wake-ups, each direction's slope its copies at depth 1. The
+relative squares weigh the 4 KiB points most (their residuals are the smallest), so
+`handoff` stays the smallest size's as before.
 
 The path's CPU (`cpu_fit`, vmio.real.cpuwork: its accounting, window and fit): /proc/stat is
 sampled through the path's points (a thread, every 20 ms); before the first and after the last
@@ -112,10 +124,8 @@ on a 2-core machine the saturated points include that contention (a fair share o
 machine, which is what the raid0 runs of `vmio validate` meet too). One `request` serves both
 directions (the table has one): when writes cost more per request than reads at 4 KiB, the
 least squares split the difference, and the check below shows how far each direction lands.
-One rate a direction serves both depths: the copies' lower cost at depth 1 (the fit above) is
-not in the table, so the larger sizes' QD1 latencies are simulated too slow by about L times
-the difference of the two per-byte costs (a per-byte rate of the idle path would be a key of
-crates/vmio-core/src/nbd.rs and its simulator, not a choice of the fit).
+Two depths only: a request of a depth between 1 and 16 copies at the depth's rate as soon as
+another is in flight.
 
 The check (`check`): `vmio sim` of every path point on `sim_stack`, the [nbd] table over a
 `ram` device model (latency and bandwidth: the least relative squares line through the RAM
@@ -178,7 +188,7 @@ from vmio.real.machineprofile import ProfileError, fio_missing, fio_version, mou
 from vmio.version import __version__
 
 DEFAULT_DIR = Path("/dev/shm")
-IMAGE_NAME = "vmio-serve-path.img"
+
 IMAGE_SIZE = 256 * MIB
 SIZES: tuple[int, ...] = (4 * KIB, 128 * KIB, MIB)
 QUICK_SIZES: tuple[int, ...] = (4 * KIB, 128 * KIB)
@@ -200,6 +210,11 @@ BACKGROUND_S, QUICK_BACKGROUND_S = 1.0, 0.5
 # The servers measured (--server): vmio serve, and QEMU's (the real image checks' server).
 VMIO, QSD = "vmio", "qemu-storage-daemon"
 SERVERS = (VMIO, QSD)
+
+
+def image_name(pid: int | None = None) -> str:
+    """The RAM image's file name in --dir of process `pid` (default: this one; module doc)."""
+    return f"vmio-serve-path-{os.getpid() if pid is None else pid}.img"
 
 
 def check_server(name: str) -> str:
@@ -295,7 +310,7 @@ def check_dir(directory: Path, force: bool) -> str:
             f"--dir {directory} is on {fstype}, not a tmpfs: the image must be RAM so that no "
             f"disk is in the measurement; {accepted}"
         )
-    image = directory / IMAGE_NAME
+    image = directory / image_name()
     if image.exists() and not force:
         raise CalibrateError(
             f"--dir {directory}: {image} exists; pass --force to overwrite it (it is created "
@@ -371,22 +386,7 @@ def fit(points: Sequence[Point]) -> Fit:
             "the fit needs QD1 points of the path and the RAM image's latency at their sizes"
             + (f" (none for {', '.join(missing)})" if missing else "")
         )
-    # The per-request delays where they dominate: the smallest size at QD1 (module doc).
-    smallest = min(p.job.bs for p in qd1)
-    handoffs = [
-        _side(p).lat_mean_ns
-        - request
-        - p.job.bs * slopes[p.job.direction]
-        - ram[(p.job.direction, p.job.bs)]
-        for p in qd1
-        if p.job.bs == smallest
-    ]
-    handoff = statistics.median(handoffs)
-    if handoff < 0:
-        notes.append(
-            f"handoff: the {size_name(smallest)} QD1 latencies are below request + copy + RAM; "
-            "set to 0"
-        )
+    handoff, qd1_rates = _qd1_fit(qd1, request, slopes, ram, notes)
     latency, ram_slope = _slopes(
         {"RAM image": [(bs, t) for (_, bs), t in ram.items()]}, "the psync latencies"
     )
@@ -396,10 +396,52 @@ def fit(points: Sequence[Point]) -> Fit:
             "request": round(request),
             "read_rate": round(1e9 / slopes["read"]),
             "write_rate": round(1e9 / slopes["write"]),
+            **{f"qd1_{d}_rate": round(1e9 / s) for d, s in qd1_rates.items()},
         },
         ram={"latency": round(latency), "bandwidth": round(1e9 / ram_slope["RAM image"])},
         notes=tuple(notes),
     )
+
+
+def _qd1_fit(
+    qd1: Sequence[Point],
+    request: float,
+    slopes: Mapping[str, float],
+    ram: Mapping[tuple[str, int], float],
+    notes: list[str],
+) -> tuple[float, dict[str, float]]:
+    """`handoff` and the per-byte costs at depth 1 ({direction: ns a byte}) of the QD1
+    `points` (module doc), given `request`, the depth's `slopes` and the RAM image's
+    latencies; appends its notes. Falls back to the smallest size's hand-off at the depth's
+    rates (no depth-1 rate) when a residual is not positive or a slope comes out <= 0."""
+    resid = {
+        d: [
+            (float(p.job.bs), _side(p).lat_mean_ns - request - ram[(d, p.job.bs)])
+            for p in qd1
+            if p.job.direction == d
+        ]
+        for d in DIRECTIONS
+    }
+    two_sizes = all(len({x for x, _ in pts}) >= 2 for pts in resid.values())
+    if two_sizes and all(y > 0 for pts in resid.values() for _, y in pts):
+        handoff, qd1_slopes = _line(resid)
+        if all(s > 0 for s in qd1_slopes.values()):
+            return handoff, qd1_slopes
+    # The per-request delays where they dominate: the smallest size at QD1 (module doc).
+    smallest = min(p.job.bs for p in qd1)
+    handoff = statistics.median(
+        y - x * slopes[d] for d, pts in resid.items() for x, y in pts if x == smallest
+    )
+    if handoff < 0:
+        notes.append(
+            f"handoff: the {size_name(smallest)} QD1 latencies are below request + copy + RAM; "
+            "set to 0"
+        )
+    notes.append(
+        "qd1_read_rate, qd1_write_rate: not fitted (the QD1 points give no positive line of "
+        "their sizes); the depth's rates serve depth 1"
+    )
+    return handoff, {}
 
 
 def cpu_fit(
@@ -425,8 +467,9 @@ def closed_form(
     nbd: Mapping[str, int], ram: Mapping[str, int], job: Job, cpu: Mapping[str, int] | None = None
 ) -> tuple[float, float]:
     """(IOPS, mean latency ns) of a path job on the [nbd] table's closed forms over the RAM
-    model (crates/vmio-core/src/nbd.rs): QD1, device + handoff + request + L / rate_d;
-    at depth q, the closed loop's bound min(q / QD1 latency, 1 / the slower queue): the
+    model (crates/vmio-core/src/nbd.rs): QD1, device + handoff + request + L / qd1_rate_d
+    (rate_d without it); at depth q, the closed loop's bound min(q / latency with rate_d,
+    1 / the slower queue): the
     path's serialized work (request + L / rate_d) and the RAM model's copy (L / bandwidth) are
     queues, the device's latency and the hand-off only delay (latency q / X); with `cpu`
     (the CPU bound's `cores`, `cpu` ns, `cpu_rate`), the QD1 latency is at least the CPU of
@@ -436,8 +479,12 @@ def closed_form(
     the path's two visits per request (submit, then reply) queue behind each other and the
     simulated rate falls a few per cent below it."""
     copy = job.bs * 1e9 / nbd[f"{job.direction}_rate"]
+    qd1_rate = nbd.get(f"qd1_{job.direction}_rate") or nbd[f"{job.direction}_rate"]
     ram_copy = job.bs * 1e9 / ram["bandwidth"]
-    lat1 = ram["latency"] + ram_copy + nbd["handoff"] + nbd["request"] + copy
+    base = ram["latency"] + ram_copy + nbd["handoff"] + nbd["request"]
+    # At depth 1 a request is alone on the path and copies at its depth-1 rate; deeper, at
+    # the depth's (crates/vmio-core/src/nbd.rs, "The copies at depth 1").
+    lat1 = base + (job.bs * 1e9 / qd1_rate if job.iodepth == 1 else copy)
     per = 0.0  # the CPU a request takes of one core (the bound's), which the path overlaps
     if cpu and cpu.get(cpuwork.CORES):
         rate = cpu.get(cpuwork.CPU_RATE, 0)
@@ -642,7 +689,7 @@ def header(directory: Path, fstype: str, when: str, server: str = "vmio serve") 
     fio = fio_version()
     return [
         f"# vmio calibrate --serve-path {__version__}: fio's nbd engine into {server} over "
-        f"{directory / IMAGE_NAME} ({fstype}), {when}",
+        f"{directory / image_name()} ({fstype}), {when}",
         f"# machine: {u.nodename}, {os.cpu_count()} cores, kernel {u.release}, {fio}",
     ]
 
@@ -672,7 +719,7 @@ def measure(
     background = QUICK_BACKGROUND_S if quick else BACKGROUND_S
     # The idle windows of the CPU accounting are besides the budget (module doc).
     schedule = _Phases(start + 2 * background + budget - SIM_RESERVE_S * len(path_probes))
-    image = directory / IMAGE_NAME
+    image = directory / image_name()
     notes: list[str] = []
     try:
         image.write_bytes(b"")

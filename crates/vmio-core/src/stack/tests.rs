@@ -826,6 +826,21 @@ fn the_nbd_table_gives_the_costs_of_nbd_disks_and_is_refused_on_a_native_host() 
         .lines()
         .map(|l| l.split(" = ").next().unwrap())
         .collect();
+    assert_eq!(keys, declared[..12]);
+    let rates = format!("{threads}\nqd1_read_rate = 5000000000\nqd1_write_rate = 3000000000");
+    let spec = Stack::from_toml(&with(&rates, "nbd"), "s.toml")
+        .unwrap()
+        .nbd
+        .unwrap();
+    assert_eq!(
+        (spec.qd1_read_rate_bps, spec.qd1_write_rate_bps),
+        (5_000_000_000, 3_000_000_000)
+    );
+    let record = toml::to_string(&spec).unwrap();
+    let keys: Vec<&str> = record
+        .lines()
+        .map(|l| l.split(" = ").next().unwrap())
+        .collect();
     assert_eq!(keys, declared);
     let e = err(&with("pool_cpu = \"fast\"", "nbd"));
     assert!(

@@ -375,25 +375,28 @@ impl Rq {
     }
 }
 
-/// The device's submit work of request `r` (`v`, on a disk of model `m`), and the engine's
-/// when `r` leads its host request.
+/// The device's submit work of request `r` (`v`, on disk `d`), and the engine's when `r`
+/// leads its host request. `r` is alone when it is the disk's only request in flight (an NBD
+/// path's depth-1 copy rate, vmio_core::nbd).
 #[inline]
-fn vmm_submit(m: &InterfaceModel, v: &VReq, r: usize) -> Ns {
+fn vmm_submit(d: &VDiskState, v: &VReq, r: usize) -> Ns {
+    let m = &d.model;
     let engine = match m.engine {
         Some(e) if v.lead == r => e.submit_work_ns(v.batch_k),
         _ => 0,
     };
-    m.device_submit_ns(v.op, v.len) + engine
+    m.device_submit_ns(v.op, v.len, d.acct.in_flight == 1) + engine
 }
 
 /// The device's completion work of request `r`, and the engine's when `r` leads.
 #[inline]
-fn vmm_complete(m: &InterfaceModel, v: &VReq, r: usize) -> Ns {
+fn vmm_complete(d: &VDiskState, v: &VReq, r: usize) -> Ns {
+    let m = &d.model;
     let engine = match m.engine {
         Some(e) if v.lead == r => e.complete_ns,
         _ => 0,
     };
-    m.device_complete_ns(v.op, v.len) + engine
+    m.device_complete_ns(v.op, v.len, d.acct.in_flight == 1) + engine
 }
 
 impl GuestState {
@@ -435,12 +438,12 @@ impl GuestState {
     }
     /// The device's work, and the engine's when `r` leads its host request.
     pub(super) fn vmm_submit_ns(&self, r: usize) -> Ns {
-        let (m, v) = self.model_of(r);
-        vmm_submit(m, v, r)
+        let v = self.vreqs.get_ref(r);
+        vmm_submit(&self.vdisks[v.disk], v, r)
     }
     pub(super) fn vmm_complete_ns(&self, r: usize) -> Ns {
-        let (m, v) = self.model_of(r);
-        vmm_complete(m, v, r)
+        let v = self.vreqs.get_ref(r);
+        vmm_complete(&self.vdisks[v.disk], v, r)
     }
     pub(super) fn guest_complete_ns(&self, r: usize) -> Ns {
         let (m, v) = self.model_of(r);
@@ -830,7 +833,7 @@ impl Sim {
         let (disk, lane, queue) = (v.disk, v.lane as usize, v.queue);
         let d = &self.guest.vdisks[disk];
         let kick = now + d.model.guest_submit_for(v.op, v.offset, v.len);
-        let vmm = vmm_submit(&d.model, v, r);
+        let vmm = vmm_submit(d, v, r);
         let busy = d.lane_busy[lane];
         let t = self.spread[disk].submit(queue, kick, busy) + vmm;
         self.guest.vdisks[disk].lane_busy[lane] = t;
@@ -884,12 +887,12 @@ impl Sim {
         }
         let mut t = self.spread[disk].complete(now, self.guest.vdisks[disk].lane_busy[lane]);
         let mut at = Some(r);
-        let m = &self.guest.vdisks[disk].model;
-        let handoff = m.handoff_ns();
+        let d = &self.guest.vdisks[disk];
+        let handoff = d.model.handoff_ns();
         while let Some(x) = at {
             let v = self.guest.vreqs.get_ref(x);
             at = v.next;
-            t += vmm_complete(m, v, x);
+            t += vmm_complete(d, v, x);
             let done = self.spread[disk].interrupt(v.queue, t + handoff);
             let done = done.max(v.cpu_done);
             self.q.push(done, Event::GuestDone(x).pack());

@@ -218,14 +218,15 @@ impl InterfaceModel {
         }
     }
 
-    /// The device model's VMM work to take a request (the engine's aside).
-    pub fn device_submit_ns(&self, op: Op, len_bytes: u64) -> Ns {
-        self.vmm_submit_ns + self.copy_ns(op, Op::Write, len_bytes)
+    /// The device model's VMM work to take a request (the engine's aside); `alone`: the
+    /// request is the only one of its disk in flight (an NBD path's depth-1 copy rate).
+    pub fn device_submit_ns(&self, op: Op, len_bytes: u64, alone: bool) -> Ns {
+        self.vmm_submit_ns + self.copy_ns(op, Op::Write, len_bytes, alone)
     }
 
     /// The device model's VMM work to complete a request (the engine's aside).
-    pub fn device_complete_ns(&self, op: Op, len_bytes: u64) -> Ns {
-        self.vmm_complete_ns + self.copy_ns(op, Op::Read, len_bytes)
+    pub fn device_complete_ns(&self, op: Op, len_bytes: u64, alone: bool) -> Ns {
+        self.vmm_complete_ns + self.copy_ns(op, Op::Read, len_bytes, alone)
     }
 
     /// The guest's submission of one request `[offset, offset + len)` (IDE: by its exits).
@@ -244,17 +245,11 @@ impl InterfaceModel {
         }
     }
 
-    /// The path's copy of `len` bytes of `op` in direction `copied` (0 without `[nbd]`).
-    fn copy_ns(&self, op: Op, copied: Op, len: u64) -> Ns {
+    /// The path's copy of `len` bytes of `op` in direction `copied` (0 without `[nbd]`), at
+    /// the depth-1 rate when `alone` ([`NbdSpec::copy_rate_bps`]).
+    fn copy_ns(&self, op: Op, copied: Op, len: u64, alone: bool) -> Ns {
         match &self.nbd {
-            Some(p) if op == copied => transfer_ns(
-                len,
-                if op == Op::Read {
-                    p.read_rate_bps
-                } else {
-                    p.write_rate_bps
-                },
-            ),
+            Some(p) if op == copied => transfer_ns(len, p.copy_rate_bps(op == Op::Read, alone)),
             _ => 0,
         }
     }
@@ -273,12 +268,12 @@ impl VirtualDisk for InterfaceModel {
     fn guest_submit_ns(&self) -> Ns {
         self.guest_submit_ns
     }
-    /// A request alone in its batch: the device's work and the engine's.
+    /// A request alone in its batch, not alone in flight: the device's work and the engine's.
     fn vmm_submit_ns(&self, op: Op, len_bytes: u64) -> Ns {
-        self.device_submit_ns(op, len_bytes) + self.engine.map_or(0, |e| e.submit_work_ns(0))
+        self.device_submit_ns(op, len_bytes, false) + self.engine.map_or(0, |e| e.submit_work_ns(0))
     }
     fn vmm_complete_ns(&self, op: Op, len_bytes: u64) -> Ns {
-        self.device_complete_ns(op, len_bytes) + self.engine.map_or(0, |e| e.complete_ns)
+        self.device_complete_ns(op, len_bytes, false) + self.engine.map_or(0, |e| e.complete_ns)
     }
     fn guest_complete_ns(&self) -> Ns {
         self.guest_complete_ns
