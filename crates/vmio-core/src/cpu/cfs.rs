@@ -1076,9 +1076,12 @@ impl CpuScheduler for Cfs {
     ) -> Result<(), CpuError> {
         let t = self.check(thread)?;
         let now = now.max(self.now);
-        self.threads[t].work.push_back((cpu_ns, token));
-        if let State::Running(c) = self.threads[t].state {
-            // Its head item is the same unless it had none.
+        let work = &mut self.threads[t].work;
+        let had = !work.is_empty();
+        work.push_back((cpu_ns, token));
+        if let (State::Running(c), false) = (self.threads[t].state, had) {
+            // Its head item is the same unless it had none: only then may its core's event
+            // change.
             self.mark(c);
         }
         if self.threads[t].state == State::Sleeping {
@@ -1095,6 +1098,7 @@ impl CpuScheduler for Cfs {
         Ok(())
     }
 
+    #[inline]
     fn next_event_ns(&self) -> Option<Ns> {
         let core = self.next_core_event().map(|e| e.0);
         match (core, self.wakes.first()) {
@@ -1103,6 +1107,7 @@ impl CpuScheduler for Cfs {
         }
     }
 
+    #[inline]
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
         // Most calls (each submission advances first) find nothing due: answered from the
         // cached earliest event without entering the loop below.
