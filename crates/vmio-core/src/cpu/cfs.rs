@@ -362,9 +362,14 @@ struct Shared {
 }
 
 /// `a * b / d` rounded down, truncated to 64 bits, as computed in 128 bits; in 64 bits when
-/// the product fits (the usual case: a 128-bit division is a library call).
+/// the product fits (the usual case: a 128-bit division is a library call); `a` itself when
+/// `b == d` (exact either way), without a division: a nice-0 thread's vruntime, a thread
+/// alone on its core's slice.
 #[inline]
 fn mul_div(a: u64, b: u64, d: u64) -> u64 {
+    if b == d {
+        return a;
+    }
     match a.checked_mul(b) {
         Some(p) => p / d,
         None => (a as u128 * b as u128 / d as u128) as u64,
@@ -399,6 +404,8 @@ pub struct Cfs {
     best: Cell<(Ns, usize)>,
     /// Threads in the cores' run queues (not running), all cores together.
     queued: usize,
+    /// `p.nr_latency()`, computed once (a division per slice otherwise).
+    nr_latency: u64,
 }
 
 /// A core's cached next event when it has none (no real time reaches it).
@@ -419,6 +426,7 @@ impl Cfs {
             stale: Cell::new(u64::MAX),
             best: Cell::new((NO_EVENT, 0)),
             queued: 0,
+            nr_latency: p.nr_latency(),
             p,
         }
     }
@@ -609,7 +617,7 @@ impl Cfs {
     fn slice(&self, c: usize, t: usize) -> Ns {
         let core = &self.cores[c];
         let nr = core.nr() as u64;
-        let period = if nr > self.p.nr_latency() {
+        let period = if nr > self.nr_latency {
             nr * self.p.min_granularity_ns
         } else {
             self.p.latency_ns
@@ -1076,9 +1084,12 @@ impl CpuScheduler for Cfs {
     ) -> Result<(), CpuError> {
         let t = self.check(thread)?;
         let now = now.max(self.now);
-        self.threads[t].work.push_back((cpu_ns, token));
-        if let State::Running(c) = self.threads[t].state {
-            // Its head item is the same unless it had none.
+        let work = &mut self.threads[t].work;
+        let had = !work.is_empty();
+        work.push_back((cpu_ns, token));
+        if let (State::Running(c), false) = (self.threads[t].state, had) {
+            // Its head item is the same unless it had none: only then may its core's event
+            // change.
             self.mark(c);
         }
         if self.threads[t].state == State::Sleeping {
@@ -1095,6 +1106,7 @@ impl CpuScheduler for Cfs {
         Ok(())
     }
 
+    #[inline]
     fn next_event_ns(&self) -> Option<Ns> {
         let core = self.next_core_event().map(|e| e.0);
         match (core, self.wakes.first()) {
@@ -1103,6 +1115,7 @@ impl CpuScheduler for Cfs {
         }
     }
 
+    #[inline]
     fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
         // Most calls (each submission advances first) find nothing due: answered from the
         // cached earliest event without entering the loop below.

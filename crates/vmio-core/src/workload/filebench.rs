@@ -766,6 +766,9 @@ pub struct FilebenchFlows {
     turn: usize,
     /// Threads with an operation outstanding (state Issued).
     issued: usize,
+    /// The same threads as bits (thread t: bit t; threads 64 and above are not kept here,
+    /// and a walk over more than 64 threads looks at each one's state).
+    issued_bits: u64,
     stopped: bool,
     /// A semaphore changed while a thread ran (another may go on).
     moved: bool,
@@ -886,6 +889,7 @@ impl FilebenchFlows {
             aio,
             turn: 0,
             issued: 0,
+            issued_bits: 0,
             stopped: false,
             moved: false,
             rng,
@@ -1217,6 +1221,9 @@ impl FilebenchFlows {
                 Run::Op(o) => {
                     self.threads[t].state = State::Issued;
                     self.issued += 1;
+                    if t < 64 {
+                        self.issued_bits |= 1 << t;
+                    }
                     return (Some(o), true);
                 }
                 Run::Next => {
@@ -1256,6 +1263,23 @@ impl FilebenchFlows {
     }
 }
 
+/// How many threads from `t` on (cyclically over `n <= 64`) have their bit set in `bits`
+/// before the first that has not (`n` when all have).
+#[inline]
+fn issued_run(bits: u64, t: usize, n: usize) -> usize {
+    let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let ready = !bits & all;
+    if ready == 0 {
+        return n;
+    }
+    let from_t = ready >> t;
+    if from_t != 0 {
+        from_t.trailing_zeros() as usize
+    } else {
+        n - t + ready.trailing_zeros() as usize
+    }
+}
+
 impl Workload for FilebenchFlows {
     /// A queued aio write with a free helper first; else the next operation of the first
     /// thread from the turn on that can issue one; a thread runs the flowops that issue
@@ -1278,10 +1302,23 @@ impl Workload for FilebenchFlows {
             }
             let mut progress = false;
             let mut t = self.turn;
-            for _ in 0..n {
+            let mut left = n;
+            while left > 0 {
                 if self.stopped {
                     return Step::Done;
                 }
+                if n <= 64 {
+                    // The threads with an operation in flight are skipped at once (the walk
+                    // below would pass them one by one): none changes during the walk but
+                    // the one that issues, which ends it.
+                    let skip = issued_run(self.issued_bits, t, n);
+                    if skip >= left {
+                        break;
+                    }
+                    left -= skip;
+                    t = (t + skip) % n;
+                }
+                left -= 1;
                 let cur = t;
                 t = if t + 1 == n { 0 } else { t + 1 };
                 let t = cur;
@@ -1348,6 +1385,9 @@ impl Workload for FilebenchFlows {
         }
         self.threads[t].state = State::Ready;
         self.issued -= 1;
+        if t < 64 {
+            self.issued_bits &= !(1 << t);
+        }
     }
 }
 
@@ -1357,6 +1397,27 @@ mod tests {
     use std::collections::{BTreeSet, HashSet};
 
     const FS: u64 = 64 << 30;
+
+    #[test]
+    fn the_run_of_issued_threads_from_a_turn_is_what_a_walk_one_by_one_counts() {
+        let mut rng = Rng::new(7);
+        for n in [1usize, 2, 16, 63, 64] {
+            for _ in 0..2000 {
+                let mut bits = rng.next_u64() & rng.next_u64();
+                if n < 64 {
+                    bits &= (1 << n) - 1;
+                }
+                if rng.below(8) == 0 {
+                    bits = if n == 64 { u64::MAX } else { (1 << n) - 1 };
+                }
+                let t = rng.below(n as u64) as usize;
+                let walk = (0..n)
+                    .take_while(|k| bits >> ((t + k) % n) & 1 == 1)
+                    .count();
+                assert_eq!(issued_run(bits, t, n), walk, "n {n} bits {bits:#x} t {t}");
+            }
+        }
+    }
 
     fn flows(p: Personality, seed: u64) -> FilebenchFlows {
         FilebenchFlows::new(p, "/mnt/vdb", FS, seed).unwrap()

@@ -44,7 +44,10 @@
 //!     that finds no other event pending ends its source (only ticks would ever follow)
 //! events: CpuWake at the scheduler's next event (as DevWake for devices); a submission
 //!   first advances the scheduler to now (the protocol's rule), completions due by then
-//!   are handled by an immediate CpuWake
+//!   are handled by an immediate CpuWake; the advance is left out when the scheduler was
+//!   advanced to now and nothing changed since, and a CpuWake's closing look at the next
+//!   event when nothing changed since its last submission's (`Sched`: both would find
+//!   what was found, so the pushes are the same)
 //! ```
 //!
 //! Fast-forward. The periodic sources are not the host's scheduler tick, which Linux stops
@@ -91,7 +94,7 @@ use vmio_core::cpu::contention::Contention;
 use vmio_core::cpu::dedicated::Dedicated;
 use vmio_core::cpu::hypervisor::{HvCosts, DOM0_FOOTPRINT, KERNEL_FOOTPRINT, VMM_FOOTPRINT};
 use vmio_core::cpu::{
-    nice_to_weight, CoreSet, CpuScheduler, CpuStats, ThreadId, ThreadKind, ThreadSpec,
+    nice_to_weight, CoreSet, CpuScheduler, CpuStats, ThreadId, ThreadKind, ThreadSpec, Token,
     NICE_0_WEIGHT,
 };
 use vmio_core::params::Values;
@@ -183,8 +186,80 @@ pub struct ThreadLabel {
     pub vm: Option<usize>,
 }
 
+/// The host's scheduler, dispatched statically: the CPU layer calls `advance`, `submit` and
+/// `next_event_ns` about 25 times per priced I/O, and CFS's quick answers (nothing due,
+/// the cached earliest event) inline into their callers.
+///
+/// It also knows two facts that spare calls without changing any answer:
+///
+/// ```text
+/// settled = Some(t): advanced to t (every event due by t handled), nothing changed since:
+///           a submission at t skips its advance (it would find nothing due)
+/// armed:    nothing changed since the last cpu_arm of this handler: the handler's closing
+///           cpu_arm is skipped (the same next event, against the wake-up it armed or kept:
+///           no push)
+/// any change (submit, advance, add_thread, skip_periods, set_*) clears both
+/// ```
+struct Sched {
+    kind: SchedKind,
+    settled: Option<Ns>,
+    armed: bool,
+}
+
+enum SchedKind {
+    Cfs(Box<Cfs>),
+    Dedicated(Dedicated),
+}
+
+impl Sched {
+    fn get(&self) -> &dyn CpuScheduler {
+        match &self.kind {
+            SchedKind::Cfs(s) => &**s,
+            SchedKind::Dedicated(s) => s,
+        }
+    }
+
+    /// For any call that may change the scheduler outside the hot path.
+    fn get_mut(&mut self) -> &mut dyn CpuScheduler {
+        self.settled = None;
+        self.armed = false;
+        match &mut self.kind {
+            SchedKind::Cfs(s) => &mut **s,
+            SchedKind::Dedicated(s) => s,
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self, now: Ns, done: &mut Vec<Token>) {
+        self.armed = false;
+        match &mut self.kind {
+            SchedKind::Cfs(s) => s.advance(now, done),
+            SchedKind::Dedicated(s) => s.advance(now, done),
+        }
+    }
+
+    #[inline]
+    fn submit(&mut self, now: Ns, t: ThreadId, ns: Ns, token: Token) {
+        self.settled = None;
+        self.armed = false;
+        match &mut self.kind {
+            SchedKind::Cfs(s) => s.submit(now, t, ns, token),
+            SchedKind::Dedicated(s) => s.submit(now, t, ns, token),
+        }
+        .expect("threads are built by cpu::build")
+    }
+
+    #[inline]
+    fn next_event_ns(&self) -> Option<Ns> {
+        match &self.kind {
+            SchedKind::Cfs(s) => s.next_event_ns(),
+            SchedKind::Dedicated(s) => s.next_event_ns(),
+        }
+    }
+}
+
 pub(super) struct CpuLayer {
-    sched: Box<dyn CpuScheduler>,
+    sched: Sched,
     /// Per virtual-disk request (by its slab index): its CPU items' wait for a core so far,
     /// and when the item in flight would be done without waiting (breakdown.rs).
     waits: Vec<(Ns, Ns)>,
@@ -272,12 +347,17 @@ pub(super) fn build(
     };
     let priced = model == vmio_core::cpu::CFS;
     let err = |e: vmio_core::cpu::CpuError| SimError::Job(format!("{}: {e}", stack.file));
-    let sched: Box<dyn CpuScheduler> = if priced {
-        Box::new(Cfs::new(
+    let kind = if priced {
+        SchedKind::Cfs(Box::new(Cfs::new(
             CfsParams::from_values(values, cores).map_err(err)?,
-        ))
+        )))
     } else {
-        Box::new(Dedicated::new(cores))
+        SchedKind::Dedicated(Dedicated::new(cores))
+    };
+    let sched = Sched {
+        kind,
+        settled: None,
+        armed: false,
     };
     let native = stack.host.hypervisor == "native";
     let xen = stack.host.hypervisor == "xen";
@@ -364,7 +444,7 @@ pub(super) fn build(
     // Shared caches and the memory bus: only where threads share cores' caches (cfs).
     let contention = match (&stack.host.cache, priced) {
         (Some(t), true) => {
-            l.sched.set_contention(Contention::new(t, cores));
+            l.sched.get_mut().set_contention(Contention::new(t, cores));
             true
         }
         _ => false,
@@ -403,7 +483,7 @@ pub(super) fn build(
                     .filter(|p| p.0 == v && p.2 == i)
                     .find_map(|p| p.4);
                 if let (true, Some(p)) = (contention, program) {
-                    l.sched.set_program(t, p);
+                    l.sched.get_mut().set_program(t, p);
                 }
                 threads.push(t);
             }
@@ -461,7 +541,7 @@ pub(super) fn build(
                 Some(vm),
             )?;
             if let (true, Some(p)) = (contention, program) {
-                l.sched.set_program(t, p);
+                l.sched.get_mut().set_program(t, p);
             }
             t
         } else {
@@ -523,6 +603,7 @@ impl CpuLayer {
         let kind = spec.kind;
         let t = self
             .sched
+            .get_mut()
             .add_thread(spec)
             .map_err(|e| SimError::Job(format!("cpu: thread {name}: {e}")))?;
         // The hypervisor's and the kernel's threads take their share of a shared cache
@@ -535,7 +616,7 @@ impl CpuLayer {
             ThreadKind::Vcpu | ThreadKind::Job => None,
         };
         if let Some(f) = footprint {
-            self.sched.set_system(t, f);
+            self.sched.get_mut().set_system(t, f);
         }
         self.labels.push(ThreadLabel { name, kind, vm });
         Ok(t)
@@ -554,9 +635,9 @@ impl CpuLayer {
     pub(super) fn report(&self, now: Ns, stack_model: &'static str) -> CpuReport {
         CpuReport {
             model: stack_model,
-            cores: self.sched.cores(),
+            cores: self.sched.get().cores(),
             threads: self.labels.clone(),
-            stats: self.sched.stats(now),
+            stats: self.sched.get().stats(now),
         }
     }
 }
@@ -573,11 +654,14 @@ impl Sim {
     /// Put `ns` of work on thread `t`, continuing with `w` when done.
     fn cpu_submit(&mut self, now: Ns, t: ThreadId, ns: Ns, w: Work) {
         let c = &mut self.cpu;
-        let before = c.deferred.len();
-        c.sched.advance(now, &mut c.deferred);
-        if c.deferred.len() > before && before == 0 {
-            self.q.push(now, Event::CpuWake.pack());
+        if c.sched.settled != Some(now) {
+            let before = c.deferred.len();
+            c.sched.advance(now, &mut c.deferred);
+            if c.deferred.len() > before && before == 0 {
+                self.q.push(now, Event::CpuWake.pack());
+            }
         }
+        let c = &mut self.cpu;
         let ns = c.time_on(t, ns);
         if let Some(r) = w.request() {
             // Done at now + ns unless it waits for a core (breakdown.rs).
@@ -591,14 +675,13 @@ impl Sim {
             }
             waits[r].1 = now + ns;
         }
-        c.sched
-            .submit(now, t, ns, w.pack())
-            .expect("threads are built by cpu::build");
+        c.sched.submit(now, t, ns, w.pack());
         self.cpu_arm(now);
     }
 
     fn cpu_arm(&mut self, now: Ns) {
         let c = &mut self.cpu;
+        c.sched.armed = true;
         if let Some(t) = c.sched.next_event_ns() {
             if c.wake_at.is_none_or(|w| t < w || w < now) {
                 c.wake_at = Some(t);
@@ -615,11 +698,14 @@ impl Sim {
             self.cpu.wake_at = None;
         }
         self.cpu.sched.advance(now, &mut done);
+        self.cpu.sched.settled = Some(now);
         for &tok in &done {
             self.cpu_done(now, Work::unpack(tok));
         }
         self.cpu.done = done;
-        self.cpu_arm(now);
+        if !self.cpu.sched.armed {
+            self.cpu_arm(now);
+        }
     }
 
     fn cpu_done(&mut self, now: Ns, w: Work) {
@@ -724,7 +810,7 @@ impl Sim {
             Some(w) => w,
             None if p.workers.len() < vmio_core::nbd::POOL_MAX_THREADS => {
                 let n = p.workers.len();
-                let all = CoreSet::all(self.cpu.sched.cores());
+                let all = CoreSet::all(self.cpu.sched.get().cores());
                 let w = self
                     .cpu
                     .add(
@@ -880,7 +966,7 @@ impl Sim {
         if p == 0 || !now.is_multiple_of(p) || self.cpu.anchors.back().is_some_and(|a| a.0 == now) {
             return false;
         }
-        let Some(state) = self.cpu.sched.quiescent() else {
+        let Some(state) = self.cpu.sched.get().quiescent() else {
             self.cpu.anchors.clear();
             return false;
         };
@@ -914,7 +1000,7 @@ impl Sim {
             return false;
         }
         let (a, b) = (&*a.1, &*b.1);
-        if !self.cpu.sched.skip_periods(a, b, k) {
+        if !self.cpu.sched.get_mut().skip_periods(a, b, k) {
             return false;
         }
         // The tick popped now counts again when it comes out k periods later.
