@@ -10,7 +10,9 @@ this machine's disk with the flash model's stream, draining processor and flush 
 and real_validation_figures_offgrid_29nov_b.json (version 2, seed 8, with the device-wide
 freezes and the virtio ring fitted) and real_validation_figures_offgrid_29nov_c.json and _d.json
 (version 2, seeds 8 and 9, with the ring's splits at max_segments and its merges) and _e and
-_f (the same model, seeds 8 and 9, fresh calibrations of a later run), when present."""
+_f (the same model, seeds 8 and 9, fresh calibrations of a later run) and _g and _h (seeds 8
+and 9 with freezes started by commands, each direction's command cost and mq-deadline's
+dispatch position fitted), when present."""
 
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ RECORDS = [
         HERE / "real_validation_figures_offgrid_29nov_d.json",
         HERE / "real_validation_figures_offgrid_29nov_e.json",
         HERE / "real_validation_figures_offgrid_29nov_f.json",
+        HERE / "real_validation_figures_offgrid_29nov_g.json",
+        HERE / "real_validation_figures_offgrid_29nov_h.json",
     )
     if p.is_file()
 ]
