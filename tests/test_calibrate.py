@@ -1093,17 +1093,7 @@ def test_the_fit_of_a_draining_processor_keeps_the_commands_freezes_in_its_close
         "write_freeze_probability": 4e-5,
         "freeze_time": 2_000_000,
     }
-    known = {
-        **KNOWN,
-        "units": 64,
-        "read_latency": 30_000,
-        "write_latency": 20_000,
-        "transfer_overhead": 0,
-        "batch_overhead": 2_000,
-        "command_overhead": 10_000,
-        "batching": "drain",
-        **freeze,
-    }
+    known = {**DRAINING, **freeze}
 
     def with_tails(p: Point) -> Point:
         if p.job.iodepth <= 1 or p.job.fdatasync:
