@@ -1723,14 +1723,10 @@ pub struct Flash {
     busy: Busy,
     /// The unit times' draws (used only with a spread).
     rng: Rng,
-    /// The stalls' draws (used only with stalls: a stream of its own, so that adding
-    /// stalls leaves the unit times' draws as they were).
-    stall_rng: Rng,
-    /// The stalls' strata (module doc, "Stalls"): data commands counted so far, the stratum
-    /// of the next stall, the command that takes it, and the duration's quantile v_k.
-    stall_seen: u64,
-    stall_k: u64,
-    stall_next: u64,
+    /// The stalls' strata over the data commands (module doc, "Stalls"; None without
+    /// stalls), on a stream of their own ("flash/stall", so that adding stalls leaves the
+    /// unit times' draws as they were), and the next stall's duration quantile v_k.
+    stall: Option<Strata>,
     stall_v: f64,
     /// Streams (module doc, "Streams and the cache's drain"): each streaming command's
     /// earliest completion by its tag (empty without a stream rate).
@@ -1848,7 +1844,8 @@ impl Freezes {
 
 /// Stratified draws of a share p of the events counted (module doc, "Stalls"): the events
 /// fall in blocks of 1 / p and one of each block is hit, at a position drawn uniformly in it
-/// (the next event when that falls on one already counted).
+/// (the next event when that falls on one already counted). The stalls' and the commands'
+/// freezes both draw with it, each on its own stream.
 struct Strata {
     p: f64,
     rng: Rng,
@@ -1896,20 +1893,17 @@ impl Flash {
     /// A device whose unit times (with a spread) are drawn from `seed` (a run's devices:
     /// derived from the run seed).
     pub fn new_seeded(name: &str, p: FlashParams, seed: u64) -> Self {
-        let mut stall_rng = Rng::derive(seed, "flash/stall");
-        // The first stratum's stall and the durations' start (none without stalls).
-        let (stall_next, stall_v) = if p.stalls() {
-            let u = stall_rng.unit();
-            ((u / p.stall_probability) as u64, stall_rng.unit())
+        // The first stratum's stall, then the durations' start (none without stalls).
+        let (stall, stall_v) = if p.stalls() {
+            let mut strata = Strata::new(p.stall_probability, Rng::derive(seed, "flash/stall"));
+            let v = strata.rng.unit();
+            (Some(strata), v)
         } else {
-            (u64::MAX, 0.0)
+            (None, 0.0)
         };
         Self {
             rng: Rng::derive(seed, "flash/service"),
-            stall_rng,
-            stall_seen: 0,
-            stall_k: 0,
-            stall_next,
+            stall,
             stall_v,
             stream_end: std::collections::HashMap::new(),
             streams: p.read_stream_bps > 0 || p.write_stream_bps > 0,
@@ -2038,18 +2032,9 @@ impl Flash {
     /// else the stalled command of its stratum takes Q_stall(v_k), and the next stratum's is
     /// drawn; every other command, 0.
     fn stall_ns(&mut self) -> Ns {
-        if !self.p.stalls() {
+        if !self.stall.as_mut().is_some_and(Strata::hit) {
             return 0;
         }
-        let i = self.stall_seen;
-        self.stall_seen += 1;
-        if i != self.stall_next {
-            return 0;
-        }
-        let p = self.p.stall_probability;
-        self.stall_k += 1;
-        let at = ((self.stall_k as f64 + self.stall_rng.unit()) / p) as u64;
-        self.stall_next = at.max(i + 1);
         let v = self.stall_v;
         self.stall_v = (v + GOLDEN_STEP).fract();
         self.p.stall().quantile_ns(v).round() as Ns
