@@ -45,7 +45,7 @@ for round in 1..rounds: for cache in (writeback, pdc):
     truncate -s 1G ext4.img; vmio serve (cache) --stats-file; fio replay
     throughput = fio's bytes read + written / its run time; p99 of writes and of FLUSHes
     written    = /proc/<server>/io write_bytes (bytes the server dirtied or wrote direct)
-    cached     = fincore's resident bytes of ext4.img after the run
+    cached     = ext4.img's resident bytes after the run (serve.cached_bytes: mincore, as fincore)
     bypassed   = the server's pdc.bypassed_bytes
 ```
 
@@ -85,9 +85,8 @@ MODES = ("writeback", "pdc")
 
 def host_tools_missing() -> str | None:
     """What the check needs on the host besides realguest's and the guest's tools."""
-    for tool, package in (("fio", "fio"), ("fincore", "util-linux")):
-        if shutil.which(tool) is None:
-            return f"'{tool}' is not installed (apt-get install {package})"
+    if shutil.which("fio") is None:
+        return "'fio' is not installed (apt-get install fio)"
     return realguest.host_tools_missing()
 
 
@@ -391,17 +390,6 @@ def write_bytes(pid: int) -> int:
     raise ValueError(f"/proc/{pid}/io has no write_bytes")
 
 
-def cached_bytes(path: Path) -> int:
-    """Bytes of `path` resident in the host page cache (util-linux fincore)."""
-    r = subprocess.run(
-        ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(r.stdout.split()[0])
-
-
 def replay(workdir: Path, iolog: Path, cache: str, round_: int, w: Workload = WORKLOAD) -> Replay:
     """One replay of `iolog` against a fresh server and a fresh sparse image."""
     from vmio.real import serve
@@ -421,7 +409,7 @@ def replay(workdir: Path, iolog: Path, cache: str, round_: int, w: Workload = WO
         written = write_bytes(proc.pid) - before
     finally:
         serve._stop(proc)
-    cached = cached_bytes(image)
+    cached = serve.cached_bytes(image)
     seconds = job["job_runtime"] / 1000
     ios = sum(job[d]["total_ios"] for d in ("read", "write", "trim", "sync"))
     moved = job["read"]["io_bytes"] + job["write"]["io_bytes"]
