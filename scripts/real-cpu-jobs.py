@@ -151,12 +151,6 @@ def main() -> int:
     sums = realcpu.summary(chosen)
     predicted = predict(cores, sums)
     print(realcpu.table(sums, predicted, cores))
-    for c in meta.get("chase_sweep") or []:
-        print(
-            f"a {c['mib']} MiB chase on core 0: {c['alone']:.1f} ns alone, "
-            f"{c['beside the triad']:.1f} beside the triad, {c['beside a chase']:.1f} beside "
-            f"a {corun.REUSE_MIB} MiB chase on core 1"
-        )
     print(meta["measured"])
     if a.json is not None:
         text = json.dumps(realcpu.figures(runs, predicted, meta), indent=2) + "\n"
@@ -206,6 +200,7 @@ def corun_main(a: argparse.Namespace) -> int:
             "cores",
             "chase_beside",
             "chase_sweep",
+            "probes",
             "host_cache",
             "host",
             "work",
@@ -246,9 +241,16 @@ def corun_main(a: argparse.Namespace) -> int:
                 f"{a.rounds} rounds (more, within {a.budget:g} s, until {a.rounds} had other "
                 f"processes below {corun.QUIET_OTHER} cores)"
             )
+            window = corun.window_mib(cache)
+            probe_loads = 10**5 if quick else corun.PROBE_LOADS
+            probes: list = []
+
+            def probe_round() -> list[dict]:
+                return corun.probe(binary, argv["triad/co"], window, probe_loads, work)
+
             load = os.getloadavg()[0]
             t0 = time.monotonic()
-            samples = corun.measure(argv, a.rounds, a.budget, work)
+            samples = corun.measure(argv, a.rounds, a.budget, work, print, probe_round, probes)
             took = time.monotonic() - t0
             chase = corun.chase_beside(
                 binary, argv["triad/co"], 8, 2 * 10**6 if quick else 2 * 10**7, work
@@ -284,6 +286,7 @@ def corun_main(a: argparse.Namespace) -> int:
             "cores": cores,
             "chase_beside": chase,
             "chase_sweep": sweep,
+            "probes": probes,
             "host_cache": cache,
             "host": host,
             "work": {
@@ -294,21 +297,32 @@ def corun_main(a: argparse.Namespace) -> int:
     cache = meta["host_cache"]
     sums = corun.summary(samples, rounds)
     ipc = corun.triad_ipc(samples, rounds, meta["work"]["triad"]["passes"], cache["clock_mhz"])
+    decision = corun.decide(meta, rounds)
+    meta["l3"] = decision
     try:
-        predicted = corun.predict(
-            meta["cores"], cache, {p: sums[p].cpu_alone_s for p in corun.PROGRAMS}, ipc
-        )
+        work_s = {p: sums[p].cpu_alone_s for p in corun.PROGRAMS}
+        predicted = corun.predict_decided(meta["cores"], cache, work_s, ipc, decision)
     except VmioError as e:
         print(f"real-cpu-jobs: no prediction: {e}", file=sys.stderr)
         predicted = None
     print(f"rounds used: {rounds} (of {len({s.round for s in samples})}); triad ipc {ipc:.4f}")
     for r in rounds:
         print(f"  round {r}: {corun._one(samples, r, 'bzip2', 'alone').uptime}")
+    print(corun.placement_text(decision))
     print(corun.table(sums, predicted))
+    if predicted is not None:
+        print(corun.round_table(samples, predicted, decision))
     if (c := meta.get("chase_beside")) is not None:
         print(
             f"a {c['mib']} MiB pointer chase on core 0: {c['alone']:.1f} ns a load alone, "
             f"{c['together']:.1f} beside the triad, {c['alone again']:.1f} alone again"
+        )
+    for c in meta.get("chase_sweep") or []:
+        again = f", {c['alone again']:.1f} alone again" if "alone again" in c else ""
+        print(
+            f"a {c['mib']} MiB chase on core 0: {c['alone']:.1f} ns alone, "
+            f"{c['beside the triad']:.1f} beside the triad, {c['beside a chase']:.1f} beside "
+            f"a {corun.REUSE_MIB} MiB chase on core 1{again}"
         )
     print(meta["measured"])
     if a.json is not None:

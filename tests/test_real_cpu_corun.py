@@ -286,9 +286,126 @@ def test_the_chase_sweep_runs_each_size_alone_beside_the_stream_and_beside_a_reu
     fake.chmod(0o755)
     sweep = corun.chase_sweep(fake, [str(fake), "triad", "9"], (1, 16), 1000, tmp_path)
     assert [c["mib"] for c in sweep] == [1, 16]
+    modes = ("alone", "beside the triad", "beside a chase", "alone again")
     for c in sweep:
         want = c["mib"] + 0.5
-        assert [c[k] for k in ("alone", "beside the triad", "beside a chase")] == [want] * 3
+        assert [c[k] for k in modes] == [want] * 4
+    # A round's probe: each size alone, beside one triad co-runner, alone again.
+    rows = corun.probe(fake, [str(fake), "triad", "9"], (2, 4), 1000, tmp_path)
+    assert [r["mib"] for r in rows] == [2, 4]
+    for r in rows:
+        assert [r[k] for k in ("alone", "beside the triad", "alone again")] == [r["mib"] + 0.5] * 3
+
+
+# This machine's [host.cache] as measured on 29 Nov 2026 (Zen 5: 1 MiB L2s, a last level
+# measured at 16 MiB of sysfs's 32 MiB, shared by both cores as sysfs says).
+ZEN5 = {
+    "memory_bandwidth": 62640133428,
+    "memory_latency": "150ns",
+    "clock_mhz": 2596,
+    "rob_entries": 448,
+    "miss_buffers": 22,
+    "store_buffer": 104,
+    "inclusion": "victim",
+    "bank": [
+        {"level": 1, "size": "48KiB", "cpus": "0"},
+        {"level": 1, "size": "48KiB", "cpus": "1"},
+        {"level": 2, "size": "1MiB", "cpus": "0"},
+        {"level": 2, "size": "1MiB", "cpus": "1"},
+        {"level": 3, "size": "16MiB", "cpus": "0-1"},
+    ],
+}
+
+
+def test_the_chases_that_tell_a_shared_l3_are_larger_than_the_l2_and_at_most_half_the_l3():
+    assert corun.window_mib(ZEN5) == [2, 4, 8]
+    # 28 Nov's record: 512 KiB L2s under sysfs's 32 MiB L3.
+    assert corun.window_mib(recorded()["host_cache"]) == [1, 2, 4, 8, 16]
+    # A last level no larger than twice the L2 leaves no size: nothing to decide with.
+    small = {**ZEN5, "bank": [*ZEN5["bank"][:4], {"level": 3, "size": "2MiB", "cpus": "0-1"}]}
+    assert corun.window_mib(small) == []
+    assert corun.cpu_list("0-2,5") == [0, 1, 2, 5]
+
+
+def row(mib: int, alone: float, beside: float, again: float) -> dict:
+    return {"mib": mib, "alone": alone, "beside the triad": beside, "alone again": again}
+
+
+def test_a_chase_that_loses_more_than_its_runs_alone_differ_by_says_the_l3_is_shared():
+    # The loss must exceed the spread of the runs alone: 12.0 and 12.4 alone (spread 0.4),
+    # beside 12.9 is 0.5 above the largest: a loss; 12.7 (0.3 above) is not.
+    assert corun.shows_loss([12.0, 12.4], [12.9])
+    assert not corun.shows_loss([12.0, 12.4], [12.7])
+    assert not corun.shows_loss([12.0, 31.3], [45.0])
+    # Shared iff more than half the window's sizes show a loss; sizes outside it (the 1 MiB
+    # chase fits the L2, 16 MiB is more than half the L3) do not count.
+    window = corun.window_mib(ZEN5)
+    lost = [row(2, 9.6, 27.4, 9.5), row(4, 12.5, 45.2, 12.3), row(8, 15.7, 151.1, 12.8)]
+    kept = [row(2, 10.0, 10.4, 9.3), row(4, 12.3, 12.5, 11.4), row(8, 31.3, 13.4, 12.5)]
+    assert corun.placement(lost, window)["shared"] is True
+    assert corun.placement(kept, window)["shared"] is False
+    one = [lost[0], *kept[1:], row(1, 6.0, 60.0, 6.0), row(16, 22.8, 142.9, 22.0)]
+    said = corun.placement(one, window)
+    assert said["shared"] is False and [z["mib"] for z in said["sizes"]] == [2, 4, 8]
+    assert corun.placement([row(1, 6.0, 60.0, 6.0)], window)["shared"] is None
+    # The run's other chases alone at a size widen its spread: 31.3 alone elsewhere makes
+    # 15.0 beside no loss at 8 MiB.
+    z = corun.placement([row(8, 12.5, 15.0, 12.8)], window, {8: [31.3]})["sizes"][0]
+    assert z["alone"] == [12.5, 12.8, 31.3] and not z["shows loss"]
+
+
+def test_each_round_takes_the_placement_its_probes_before_and_after_agree_on():
+    window = corun.window_mib(ZEN5)
+    shared = [row(mib, 10.0, 140.0, 10.1) for mib in window]
+    private = [row(mib, 10.0, 10.2, 10.1) for mib in window]
+    probes = [private, private, shared, shared, []]
+    assert corun.round_placements(probes, window) == ["private", "changed", "shared", "unknown"]
+    meta = {"host_cache": ZEN5, "probes": probes, "chase_sweep": [row(2, 1.0, 99.0, 1.0)]}
+    decision = corun.decide(meta, [0, 2, 3])
+    assert decision["source"] == "probes"
+    assert decision["rounds"] == {"0": "private", "2": "shared", "3": "unknown"}
+    # Without probes the sweep after the rounds decides for all; without either, sysfs.
+    meta = {"host_cache": ZEN5, "chase_sweep": shared}
+    assert corun.decide(meta, [0, 1])["rounds"] == {"0": "shared", "1": "shared"}
+    assert corun.decide({"host_cache": ZEN5}, [4])["rounds"] == {"4": "sysfs"}
+
+
+def test_private_last_levels_give_each_core_a_bank_of_the_shared_ones_size():
+    banks = corun.private_last_level(ZEN5)["bank"]
+    assert banks[-2:] == [
+        {"level": 3, "size": "16MiB", "cpus": "0"},
+        {"level": 3, "size": "16MiB", "cpus": "1"},
+    ]
+    assert banks[:4] == ZEN5["bank"][:4]
+    stack = stackfile.loads(corun.stack_text(2, corun.private_last_level(ZEN5)))
+    assert len(stack.doc()["host"]["cache"]["bank"]) == 6
+
+
+def test_bzip2_on_its_own_l3_beside_the_loop_slows_as_if_one_l3_held_both():
+    # With an L3 each, bzip2 keeps its whole footprint and so does the loop: only the bus
+    # is shared, as with one L3 large enough for both (1 GiB): the same slowdowns.
+    work, ipc = {"bzip2": 5.92, "triad": 6.40}, 0.5831
+    private = corun.predict(2, corun.private_last_level(ZEN5), work, ipc)
+    roomy = copy.deepcopy(ZEN5)
+    roomy["bank"][-1]["size"] = "1GiB"
+    both = corun.predict(2, roomy, work, ipc)
+    shared = corun.predict(2, ZEN5, work, ipc)
+    for p in corun.PROGRAMS:
+        assert private[p]["slowdown"] == pytest.approx(both[p]["slowdown"], abs=2e-3)
+    assert 1.0 <= private["bzip2"]["slowdown"] < 1.01 < shared["bzip2"]["slowdown"]
+
+
+def test_a_round_is_predicted_by_its_placement_and_a_changed_one_between_the_two():
+    decision = {"rounds": {"0": "private", "1": "shared", "2": "changed"}}
+    work, ipc = {"bzip2": 5.92, "triad": 6.40}, 0.5831
+    pred = corun.predict_decided(2, ZEN5, work, ipc, decision)
+    b = pred["bzip2"]
+    lo, hi = b["private"]["slowdown"], b["shared"]["slowdown"]
+    assert b["rounds"] == pytest.approx({"0": lo, "1": hi, "2": (lo + hi) / 2})
+    assert b["slowdown"] == pytest.approx((lo + hi) / 2)
+    # Shared everywhere (sysfs's topology): no private case is asked for.
+    same = corun.predict_decided(2, ZEN5, work, ipc, {"rounds": {"0": "sysfs"}})
+    assert "private" not in same["bzip2"] and same["bzip2"]["slowdown"] == hi
 
 
 def test_a_short_real_corun_measures_both_programs_alone_and_together(tmp_path: Path):

@@ -58,6 +58,46 @@ at the duty        = 1 + (predicted - 1) x the co-runner's duty (its CPU time ov
                      the co-runner's core part of the time, the overlap the rounds really had
                      (`at_duty`, linear in the overlap: a reading aid, not the simulator's)
 ```
+
+Which L3 the rounds ran on (`decide`). The guest's sysfs names one L3 shared by both cores,
+but the cores are vCPUs, host threads that the host places on its physical cores: on
+different CCDs they have an L3 each, and the host may move them during a run (29 Nov 2026
+on this machine: an 8 MiB chase lost nothing beside the triad at 14:09 and 16:44, and went
+from 13 to 137-151 ns a load at 18:03). So the run measures its own topology, as it
+measures the caches' sizes, with a pointer chase on bzip2's core beside the triad on the
+other:
+
+```text
+window     = chase sizes S (MiB, powers of two) with L2 < S <= L3 / 2 (`window_mib`): the
+             chase does not fit core 0's private level and fits the last level alone with
+             room for the host's other tenants
+mechanism  = sharing the L3, the triad (46 GB/s alone, 32 bytes an element, of which its L2
+             evicts the 24 it read as lines into a victim L3) inserts 34 GB/s and sweeps
+             16 MiB in 0.5 ms, far less than the chase's time between two loads of one line
+             (S / 8 B loads x 10-15 ns: 2.6 ms at 2 MiB);
+             under the insertion-rate occupancy (Che, Tung and Wang 2002, the contention
+             model's) the chase keeps almost none of the L3 and its loads go to memory
+             (150 ns); with an L3 of its own the chase loses nothing
+probe      = per size: the chase alone, beside the triad (one co-runner on the other core
+             from CO_START_S on, PROBE_LOADS loads each), alone again (`probe`); before each
+             round and after the last, so round k lies between probe k and probe k + 1
+loss(S)    = median(beside) - max(alone)          (alone: every run alone of S in the check)
+spread(S)  = max(alone) - min(alone)
+shows loss = loss(S) > spread(S)                  (beyond what the chase alone varies by)
+shared     = more than half the window's sizes show a loss; none measured: undecided
+round k    = shared or private when probes k and k + 1 agree, changed when they do not
+             (the placement moved at an unknown time within it), unknown when one is
+             undecided
+older runs = a figures file with only the sweep after the rounds (`chase_sweep`, its alone
+             runs with the last level's curve and `chase_beside` at the same size): every
+             round as the sweep says; without a sweep: sysfs's topology ("sysfs")
+private    = `private_last_level`: the shared last-level bank split into one bank per core,
+             each of its size (each program holds its L3 alone); one memory bus still (the
+             memory controllers serve every CCD)
+predicted  = per round: the shared case (sysfs's table), the private case, or their mean
+             (changed); "sysfs" and "unknown" rounds the shared one; the slowdown is the
+             median over the rounds, as the measured one is
+```
 """
 
 from __future__ import annotations
@@ -227,8 +267,175 @@ def chase_sweep(
     insertion of lines that never came back: Gaur, Chaudhuri and Subramoney, ISCA 2011)
     would let the triad take almost nothing where the reused chase still takes its share."""
     reuse = hostcache.pinned([str(binary), "chase", str(REUSE_MIB), str(4 * 10**9)], CORE["triad"])
-    modes = [("alone", None), ("beside the triad", triad_argv), ("beside a chase", reuse)]
+    modes = [
+        ("alone", None),
+        ("beside the triad", triad_argv),
+        ("beside a chase", reuse),
+        ("alone again", None),
+    ]
     return [chase_modes(binary, mib, loads, modes, workdir) for mib in sizes]
+
+
+PROBE_LOADS = 10**6
+"""Loads of each chase of a round's probe (`probe`): 13 ms alone in an L3, 0.15 s at
+memory's 150 ns beside the triad."""
+
+
+def window_mib(cache: dict) -> list[int]:
+    """The chase sizes (MiB, powers of two) that tell whether the last level is shared (module
+    doc, "Which L3 the rounds ran on"): larger than core 0's private level below the last
+    (the chase does not fit it) and at most half the last level as `[host.cache]` has it
+    (the chase fits it alone, with room for the other tenants' lines)."""
+    banks = cache["bank"]
+    top = max(b["level"] for b in banks)
+    llc = max(_bytes(b["size"]) for b in banks if b["level"] == top)
+    below = max(
+        (_bytes(b["size"]) for b in banks if b["level"] < top and 0 in cpu_list(str(b["cpus"]))),
+        default=0,
+    )
+    mib, out = 1, []
+    while mib << 20 <= llc // 2:
+        if mib << 20 > below:
+            out.append(mib)
+        mib *= 2
+    return out
+
+
+def _bytes(size) -> int:
+    """Bytes of a `[host.cache]` size ("16MiB", "48KiB", or an integer)."""
+    if isinstance(size, int):
+        return size
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size.endswith(unit):
+            return int(size[: -len(unit)]) << shift
+    return int(size)
+
+
+def cpu_list(text: str) -> list[int]:
+    """The cores of a cpuset ("0-1", "0,2", "3")."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def private_last_level(cache: dict) -> dict:
+    """`cache` with each shared last-level bank split into one bank per core, each of its
+    size: every program holds the last level alone (module doc, "Which L3 the rounds ran
+    on"); the levels below and the memory keys unchanged."""
+    top = max(b["level"] for b in cache["bank"])
+    banks = []
+    for b in cache["bank"]:
+        cores = cpu_list(str(b["cpus"]))
+        if b["level"] == top and len(cores) > 1:
+            banks.extend({**b, "cpus": str(c)} for c in cores)
+        else:
+            banks.append(b)
+    return {**cache, "bank": banks}
+
+
+def shows_loss(alone: Sequence[float], beside: Sequence[float]) -> bool:
+    """Whether a chase beside the triad lost its cache: the median of its runs beside the
+    triad exceeds the largest of its runs alone by more than the runs alone differ among
+    themselves (their spread, max - min)."""
+    if not alone or not beside:
+        return False
+    return statistics.median(beside) - max(alone) > max(alone) - min(alone)
+
+
+def placement(
+    rows: Sequence[dict], window: Sequence[int], extra_alone=None, extra_beside=None
+) -> dict:
+    """Whether the triad took the L3 from a chase (module doc): per size of `window` present
+    in `rows` (a sweep's or a probe's: "alone", "alone again", "beside the triad"), its
+    runs alone (with `extra_alone[mib]`: the run's other chases alone at that size) and
+    beside the triad (with `extra_beside[mib]`); shared iff more than half the sizes show
+    a loss (`shows_loss`). None: no size of the window was measured."""
+    extra_alone = extra_alone or {}
+    extra_beside = extra_beside or {}
+    sizes = []
+    for row in rows:
+        mib = row["mib"]
+        if mib not in window:
+            continue
+        alone = [row[k] for k in ("alone", "alone again") if k in row]
+        alone += list(extra_alone.get(mib, []))
+        beside = [row["beside the triad"], *extra_beside.get(mib, [])]
+        spread = max(alone) - min(alone)
+        sizes.append(
+            {
+                "mib": mib,
+                "alone": alone,
+                "beside the triad": beside,
+                "loss": statistics.median(beside) - max(alone),
+                "spread": spread,
+                "shows loss": shows_loss(alone, beside),
+            }
+        )
+    if not sizes:
+        return {"shared": None, "sizes": sizes}
+    hits = sum(s["shows loss"] for s in sizes)
+    return {"shared": 2 * hits > len(sizes), "sizes": sizes}
+
+
+def sweep_placement(meta: dict) -> dict | None:
+    """The decision from a run's `chase_sweep` (after its rounds), the other alone chases of
+    the run at the same sizes (the last level's curve, `chase_beside`) counted in the
+    spread; None for a run without a sweep."""
+    sweep = meta.get("chase_sweep")
+    if not sweep:
+        return None
+    alone: dict[int, list[float]] = {}
+    beside: dict[int, list[float]] = {}
+    for mib, ns in (meta.get("host") or {}).get("llc_curve") or []:
+        alone.setdefault(mib, []).append(ns)
+    if (c := meta.get("chase_beside")) is not None:
+        alone.setdefault(c["mib"], []).extend([c["alone"], c["alone again"]])
+        beside.setdefault(c["mib"], []).append(c["together"])
+    return placement(sweep, window_mib(meta["host_cache"]), alone, beside)
+
+
+def probe(binary: Path, triad_argv: list[str], sizes: Sequence[int], loads: int, workdir: Path):
+    """A round's probe of the L3 (module doc): each size's chase on bzip2's core alone, then
+    (one triad co-runner on the other core from CO_START_S on) beside the triad, then alone
+    again; rows as `chase_sweep`'s."""
+    argv = {
+        mib: hostcache.pinned([str(binary), "chase", str(mib), str(loads)], CORE["bzip2"])
+        for mib in sizes
+    }
+
+    def chase(mib: int) -> float:
+        r = subprocess.run(argv[mib], capture_output=True, text=True, check=True)
+        return hostcache.parse_output(r.stdout)["ns_per_load"]
+
+    rows = [{"mib": mib, "uptime": uptime(), "alone": chase(mib)} for mib in sizes]
+    co = _spawn(triad_argv, workdir / "co.out")
+    try:
+        time.sleep(CO_START_S)
+        for row in rows:
+            row["beside the triad"] = chase(row["mib"])
+    finally:
+        os.kill(co, signal.SIGKILL)
+        os.waitpid(co, 0)
+    for row in rows:
+        row["alone again"] = chase(row["mib"])
+    return rows
+
+
+def round_placements(probes: Sequence[list[dict]], window: Sequence[int]) -> list[str]:
+    """Per round: "shared" or "private" when the probes before and after it (`probes[k]`,
+    `probes[k + 1]`) agree, "changed" when they do not, "unknown" without a decision."""
+    said = [placement(p, window)["shared"] for p in probes]
+    out = []
+    for before, after in zip(said, said[1:], strict=False):
+        if before is None or after is None:
+            out.append("unknown")
+        elif before == after:
+            out.append("shared" if before else "private")
+        else:
+            out.append("changed")
+    return out
 
 
 def round_order(rnd: int) -> list[tuple[str, str]]:
@@ -246,15 +453,25 @@ def round_other(samples: Sequence[Sample], rnd: int) -> float:
 
 
 def measure(
-    argv: dict[str, list[str]], rounds: int, budget_s: float, workdir: Path, log=print
+    argv: dict[str, list[str]],
+    rounds: int,
+    budget_s: float,
+    workdir: Path,
+    log=print,
+    probe_round=None,
+    probes: list | None = None,
 ) -> list[Sample]:
-    """At least `rounds` rounds; more, within `budget_s`, until `rounds` of them were quiet."""
+    """At least `rounds` rounds; more, within `budget_s`, until `rounds` of them were quiet.
+    With `probe_round` (a callable): its rows appended to `probes` before each round and
+    after the last (round k between probes[k] and probes[k + 1])."""
     samples: list[Sample] = []
     t0 = time.monotonic()
     rnd = 0
     while rnd < rounds or (
         len(quiet_rounds(samples)) < rounds and time.monotonic() - t0 < budget_s
     ):
+        if probe_round is not None and probes is not None:
+            probes.append(probe_round())
         for program, mode in round_order(rnd):
             samples.append(run_sample(argv, program, mode, rnd, workdir))
         log(
@@ -262,6 +479,8 @@ def measure(
             f"{round_load(samples, rnd):.2f}; {samples[-1].uptime}"
         )
         rnd += 1
+    if probe_round is not None and probes is not None:
+        probes.append(probe_round())
     return samples
 
 
@@ -396,16 +615,76 @@ def predict(cores: int, cache: dict, work_s: dict[str, float], ipc: float) -> di
     return out
 
 
+def decide(meta: dict, rounds: Sequence[int]) -> dict:
+    """Which L3 each of `rounds` ran on (module doc, "Which L3 the rounds ran on"): from the
+    probes around each round (`probes`, a run since they were recorded), else from the
+    sweep after the rounds (`chase_sweep`: every round alike), else sysfs's topology
+    ("sysfs": a run recorded before either)."""
+    cache = meta["host_cache"]
+    window = window_mib(cache)
+    probes = meta.get("probes")
+    if probes:
+        said = round_placements(probes, window)
+        return {
+            "source": "probes",
+            "window_mib": window,
+            "rounds": {str(r): said[r] if r < len(said) else "unknown" for r in rounds},
+            "probes": [placement(p, window) for p in probes],
+        }
+    sweep = sweep_placement(meta)
+    if sweep is not None:
+        case = {True: "shared", False: "private", None: "unknown"}[sweep["shared"]]
+        return {
+            "source": "sweep",
+            "window_mib": window,
+            "rounds": {str(r): case for r in rounds},
+            "sweep": sweep,
+        }
+    return {"source": "sysfs", "window_mib": window, "rounds": {str(r): "sysfs" for r in rounds}}
+
+
+def predict_decided(
+    cores: int, cache: dict, work_s: dict[str, float], ipc: float, decision: dict
+) -> dict[str, dict]:
+    """Per program: the prediction with sysfs's shared last level ("shared") and, where a
+    round ran on private ones, with `private_last_level` ("private"); each round's
+    predicted slowdown by its placement ("changed": the two cases' mean, the probes saying
+    only that the placement moved within the round; "sysfs" and "unknown": shared, as
+    sysfs says), and "slowdown" their median over the rounds."""
+    cases = {"shared": predict(cores, cache, work_s, ipc)}
+    kinds = set(decision["rounds"].values())
+    if kinds & {"private", "changed"}:
+        cases["private"] = predict(cores, private_last_level(cache), work_s, ipc)
+    out = {}
+    for p in PROGRAMS:
+
+        def at(kind: str, p: str = p) -> float:
+            if kind == "private":
+                return cases["private"][p]["slowdown"]
+            if kind == "changed":
+                return (cases["shared"][p]["slowdown"] + cases["private"][p]["slowdown"]) / 2
+            return cases["shared"][p]["slowdown"]
+
+        per_round = {r: at(kind) for r, kind in decision["rounds"].items()}
+        out[p] = {
+            "slowdown": statistics.median(per_round.values()),
+            "rounds": per_round,
+            **{kind: case[p] for kind, case in cases.items()},
+        }
+    return out
+
+
 def predict_recorded(figures: dict, cache: dict | None = None) -> dict[str, dict]:
     """The prediction for a figures file's chosen rounds, with its recorded [host.cache]
-    (or `cache` instead)."""
+    (or `cache` instead) and the placement its chases decide (`decide`)."""
     samples = samples_of(figures)
     rounds = figures["rounds_used"]
     sums = summary(samples, rounds)
     cache = figures["host_cache"] if cache is None else cache
     ipc = triad_ipc(samples, rounds, figures["work"]["triad"]["passes"], cache["clock_mhz"])
     work = {p: sums[p].cpu_alone_s for p in PROGRAMS}
-    return predict(figures["cores"], cache, work, ipc)
+    decision = decide({**figures, "host_cache": cache}, rounds)
+    return predict_decided(figures["cores"], cache, work, ipc, decision)
 
 
 def within_target(s: Summary, predicted: float) -> bool:
@@ -440,10 +719,17 @@ def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
         "within target",
         "at the duty",
         "within target",
+        "shared L3",
+        "private L3s",
     ]
     body = []
     for p, s in sums.items():
         pred = None if predicted is None else predicted[p]["slowdown"]
+        cases = [
+            "-" if predicted is None or kind not in predicted[p]
+            else f"x{predicted[p][kind]['slowdown']:.3f}"
+            for kind in ("shared", "private")
+        ]  # fmt: skip
         body.append(
             [
                 p,
@@ -461,6 +747,7 @@ def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
                 "-"
                 if pred is None
                 else ("yes" if within_target(s, at_duty(pred, s.co_duty)) else "no"),
+                *cases,
             ]
         )
     text = (
@@ -476,6 +763,46 @@ def table(sums: dict[str, Summary], predicted: dict[str, dict] | None) -> str:
             f"(x{t.passes_slowdown_min:.3f}..x{t.passes_slowdown_max:.3f})"
         )
     return text
+
+
+def placement_text(decision: dict) -> str:
+    """The L3's placement as decided (`decide`) and its evidence, in lines."""
+    rounds = decision["rounds"]
+    kinds = sorted(set(rounds.values()))
+    counts = ", ".join(f"{k} {sum(v == k for v in rounds.values())}" for k in kinds)
+    lines = [
+        f"L3 of the rounds (from the {decision['source']}; chases of "
+        f"{', '.join(map(str, decision['window_mib']))} MiB: larger than the L2, at most half "
+        f"the L3): {counts} of {len(rounds)} rounds"
+    ]
+    checks = decision.get("probes") or ([decision["sweep"]] if "sweep" in decision else [])
+    for k, check in enumerate(checks):
+        name = "sweep after the rounds" if decision["source"] == "sweep" else f"probe {k}"
+        parts = []
+        for z in check["sizes"]:
+            alone = "/".join(f"{x:.1f}" for x in z["alone"])
+            beside = "/".join(f"{x:.1f}" for x in z["beside the triad"])
+            mark = "loss" if z["shows loss"] else "none"
+            parts.append(f"{z['mib']} MiB {alone} alone, {beside} beside ({mark})")
+        said = {True: "shared", False: "private", None: "-"}[check["shared"]]
+        lines.append(f"  {name}: {said}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def round_table(samples: Sequence[Sample], predicted: dict[str, dict], decision: dict) -> str:
+    """Per chosen round: its L3, each program's measured slowdown and its prediction."""
+    header = ["round", "L3"]
+    for p in PROGRAMS:
+        header += [f"{p} measured", "predicted"]
+    body = []
+    for r in predicted[PROGRAMS[0]]["rounds"]:
+        row = [r, decision["rounds"][r]]
+        for p in PROGRAMS:
+            measured = _one(samples, int(r), p, "together").cpu_s
+            measured /= _one(samples, int(r), p, "alone").cpu_s
+            row += [f"x{measured:.3f}", f"x{predicted[p]['rounds'][r]:.3f}"]
+        body.append(row)
+    return report.text_table(header, body)
 
 
 def figures(meta: dict, samples: Sequence[Sample], rounds: Sequence[int], predicted) -> dict:
