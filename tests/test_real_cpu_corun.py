@@ -443,3 +443,20 @@ def test_the_loop_beside_bzip2_is_predicted_within_its_measured_spread():
     pred = corun.predict_recorded(fig)["triad"]["slowdown"]
     sums = corun.summary(corun.samples_of(fig), fig["rounds_used"])
     assert corun.within_target(sums["triad"], pred), pred
+
+
+def test_a_program_on_its_own_l3_slows_the_loop_at_most_by_its_share_of_the_loops_bus_traffic():
+    # With an L3 each, all the loop shares with bzip2 is the memory path. Whatever the
+    # loaded-latency curve L(rho) (rising with the bus's utilisation), a loop that keeps a
+    # fixed number of lines in flight runs at N / L: beside traffic rho_b its slowdown s =
+    # L(rho') / L(rho_t) needs rho' = rho_t / s + rho_b > rho_t, so s < 1 / (1 - rho_b /
+    # rho_t). bzip2 holding its 8 MiB footprint: 0.35 misses per kilo-instruction at IPC
+    # 1.3 (workload/cpu/bzip2.rs) and 2596 MHz, 64 bytes each; the loop: 0.5831 elements a
+    # cycle, 32 bytes each.
+    work, ipc = {"bzip2": 5.92, "triad": 6.40}, 0.5831
+    bzip2 = 0.35e-3 * 1.3 * 2596e6 * 64
+    loop = ipc * 2596e6 * 32
+    bound = 1 / (1 - bzip2 / loop)
+    assert bound < 1.002
+    pred = corun.predict(2, corun.private_last_level(ZEN5), work, ipc)["triad"]["slowdown"]
+    assert 1.0 <= pred <= bound

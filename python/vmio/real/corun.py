@@ -81,7 +81,8 @@ mechanism  = sharing the L3, the triad (46 GB/s alone, 32 bytes an element, of w
 probe      = per size: the chase alone, beside the triad (one co-runner on the other core
              from CO_START_S on, PROBE_LOADS loads each), alone again (`probe`); before each
              round and after the last, so round k lies between probe k and probe k + 1
-loss(S)    = median(beside) - max(alone)          (alone: every run alone of S in the check)
+loss(S)    = median(beside) - max(alone)          (alone: the check's runs alone of S and the
+                                                  run's curve of the last level at S)
 spread(S)  = max(alone) - min(alone)
 shows loss = loss(S) > spread(S)                  (beyond what the chase alone varies by)
 shared     = more than half the window's sizes show a loss; none measured: undecided
@@ -276,9 +277,9 @@ def chase_sweep(
     return [chase_modes(binary, mib, loads, modes, workdir) for mib in sizes]
 
 
-PROBE_LOADS = 10**6
-"""Loads of each chase of a round's probe (`probe`): 13 ms alone in an L3, 0.15 s at
-memory's 150 ns beside the triad."""
+PROBE_LOADS = 2 * 10**6
+"""Loads of each chase of a round's probe (`probe`): two passes over an 8 MiB set, 25 ms
+alone in an L3, 0.3 s at memory's 150 ns beside the triad."""
 
 
 def window_mib(cache: dict) -> list[int]:
@@ -386,14 +387,10 @@ def sweep_placement(meta: dict) -> dict | None:
     sweep = meta.get("chase_sweep")
     if not sweep:
         return None
-    alone: dict[int, list[float]] = {}
     beside: dict[int, list[float]] = {}
-    for mib, ns in (meta.get("host") or {}).get("llc_curve") or []:
-        alone.setdefault(mib, []).append(ns)
     if (c := meta.get("chase_beside")) is not None:
-        alone.setdefault(c["mib"], []).extend([c["alone"], c["alone again"]])
         beside.setdefault(c["mib"], []).append(c["together"])
-    return placement(sweep, window_mib(meta["host_cache"]), alone, beside)
+    return placement(sweep, window_mib(meta["host_cache"]), curve_alone(meta), beside)
 
 
 def probe(binary: Path, triad_argv: list[str], sizes: Sequence[int], loads: int, workdir: Path):
@@ -423,10 +420,24 @@ def probe(binary: Path, triad_argv: list[str], sizes: Sequence[int], loads: int,
     return rows
 
 
-def round_placements(probes: Sequence[list[dict]], window: Sequence[int]) -> list[str]:
+def curve_alone(meta: dict) -> dict[int, list[float]]:
+    """The run's chases alone besides a check's own, per size: the last level's curve
+    (`hostcache.measure`, core 0, before the rounds) and `chase_beside`'s two."""
+    alone: dict[int, list[float]] = {}
+    for mib, ns in (meta.get("host") or {}).get("llc_curve") or []:
+        alone.setdefault(mib, []).append(ns)
+    if (c := meta.get("chase_beside")) is not None:
+        alone.setdefault(c["mib"], []).extend([c["alone"], c["alone again"]])
+    return alone
+
+
+def round_placements(
+    probes: Sequence[list[dict]], window: Sequence[int], extra_alone=None
+) -> list[str]:
     """Per round: "shared" or "private" when the probes before and after it (`probes[k]`,
-    `probes[k + 1]`) agree, "changed" when they do not, "unknown" without a decision."""
-    said = [placement(p, window)["shared"] for p in probes]
+    `probes[k + 1]`) agree, "changed" when they do not, "unknown" without a decision
+    (`extra_alone`: the run's other chases alone, as `placement` takes them)."""
+    said = [placement(p, window, extra_alone)["shared"] for p in probes]
     out = []
     for before, after in zip(said, said[1:], strict=False):
         if before is None or after is None:
@@ -624,12 +635,13 @@ def decide(meta: dict, rounds: Sequence[int]) -> dict:
     window = window_mib(cache)
     probes = meta.get("probes")
     if probes:
-        said = round_placements(probes, window)
+        curve = curve_alone({"host": meta.get("host")})
+        said = round_placements(probes, window, curve)
         return {
             "source": "probes",
             "window_mib": window,
             "rounds": {str(r): said[r] if r < len(said) else "unknown" for r in rounds},
-            "probes": [placement(p, window) for p in probes],
+            "probes": [placement(p, window, curve) for p in probes],
         }
     sweep = sweep_placement(meta)
     if sweep is not None:
