@@ -11,8 +11,9 @@ run-to-run spread (vmio.real.cpu has the method; docs/cpu.md).
 With --corun: bzip2 -9 and the project's memory-bound triad loop (C, built with the system
 cc), each alone and beside the other on this machine's cores, in rounds; the host's
 [host.cache] measured here (caches from /sys, memory bandwidth and latency from the loop);
-measured vs predicted slowdowns (vmio.real.corun has the method; vmio.real.hostcache the
-host profile):
+around each round a pointer chase beside the loop tells whether the two cores really share
+the L3 (a VM's sysfs cannot); measured vs predicted slowdowns, each round predicted with the
+L3 it ran on (vmio.real.corun has the method; vmio.real.hostcache the host profile):
 
   PYTHONPATH=python scripts/real-cpu-jobs.py --corun [--rounds 5] [--seconds 4] [--json PATH]
   PYTHONPATH=python scripts/real-cpu-jobs.py --from tests/real_cpu_figures_corun.json
@@ -312,6 +313,9 @@ def corun_main(a: argparse.Namespace) -> int:
     print(corun.table(sums, predicted))
     if predicted is not None:
         print(corun.round_table(samples, predicted, decision))
+        meta["by_placement"] = corun.by_placement(samples, predicted, decision)
+        print("the rounds by the L3 they ran on:")
+        print(corun.placement_table(meta["by_placement"]))
     if (c := meta.get("chase_beside")) is not None:
         print(
             f"a {c['mib']} MiB pointer chase on core 0: {c['alone']:.1f} ns a load alone, "

@@ -460,3 +460,26 @@ def test_a_program_on_its_own_l3_slows_the_loop_at_most_by_its_share_of_the_loop
     assert bound < 1.002
     pred = corun.predict(2, corun.private_last_level(ZEN5), work, ipc)["triad"]["slowdown"]
     assert 1.0 <= pred <= bound
+
+
+def test_the_rounds_are_compared_by_the_l3_they_ran_on():
+    # Rounds 0 and 1 private, 2 shared: bzip2 x1.00 and x1.02 on their own L3s, x1.10 on a
+    # shared one; each group against its own prediction.
+    samples = []
+    for rnd, bz in enumerate([1.00, 1.02, 1.10]):
+        for program, mode in corun.round_order(rnd):
+            factor = {"bzip2": bz, "triad": 1.0}[program] if mode == "together" else 1.0
+            samples.append(sample(rnd, program, mode, 4.0 * factor))
+    decision = {"rounds": {"0": "private", "1": "private", "2": "shared"}}
+    pred = {
+        "bzip2": {"rounds": {"0": 1.003, "1": 1.003, "2": 1.16}},
+        "triad": {"rounds": {"0": 1.0, "1": 1.0, "2": 1.003}},
+    }
+    rows = corun.by_placement(samples, pred, decision)
+    got = {(r["L3"], r["program"]): r for r in rows}
+    assert got[("private", "bzip2")]["rounds"] == [0, 1]
+    assert got[("private", "bzip2")]["measured"] == pytest.approx(1.01)
+    assert got[("private", "bzip2")]["within target"]
+    assert got[("shared", "bzip2")]["measured"] == pytest.approx(1.10)
+    assert not got[("shared", "bzip2")]["within target"]
+    assert "private" in corun.placement_table(rows)

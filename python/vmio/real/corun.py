@@ -817,6 +817,54 @@ def round_table(samples: Sequence[Sample], predicted: dict[str, dict], decision:
     return report.text_table(header, body)
 
 
+def by_placement(
+    samples: Sequence[Sample], predicted: dict[str, dict], decision: dict
+) -> list[dict]:
+    """Per placement the rounds had (shared, private, changed, sysfs, unknown) and program:
+    the measured slowdown over those rounds (`summary`), the prediction of those rounds and
+    whether it meets the target (`within_target`)."""
+    out = []
+    for kind in ("private", "shared", "changed", "sysfs", "unknown"):
+        rounds = [int(r) for r, k in decision["rounds"].items() if k == kind]
+        if not rounds:
+            continue
+        sums = summary(samples, sorted(rounds))
+        for p in PROGRAMS:
+            pred = statistics.median(predicted[p]["rounds"][str(r)] for r in rounds)
+            s = sums[p]
+            out.append(
+                {
+                    "L3": kind,
+                    "rounds": sorted(rounds),
+                    "program": p,
+                    "measured": s.slowdown,
+                    "min": s.slowdown_min,
+                    "max": s.slowdown_max,
+                    "predicted": pred,
+                    "within target": within_target(s, pred),
+                }
+            )
+    return out
+
+
+def placement_table(rows: Sequence[dict]) -> str:
+    """`by_placement` as text."""
+    header = ["L3", "rounds", "program", "measured (median)", "min..max", "predicted", "within"]
+    body = [
+        [
+            r["L3"],
+            ",".join(map(str, r["rounds"])),
+            r["program"],
+            f"x{r['measured']:.3f}",
+            f"x{r['min']:.3f}..x{r['max']:.3f}",
+            f"x{r['predicted']:.3f}",
+            "yes" if r["within target"] else "no",
+        ]
+        for r in rows
+    ]
+    return report.text_table(header, body)
+
+
 def figures(meta: dict, samples: Sequence[Sample], rounds: Sequence[int], predicted) -> dict:
     sums = summary(samples, rounds)
     return {
@@ -833,35 +881,51 @@ def samples_of(recorded: dict) -> list[Sample]:
 
 
 __all__ = [
-    "at_duty",
-    "chase_beside",
-    "chase_modes",
-    "chase_sweep",
-    "CORE",
     "CO_START_S",
     "CO_WORK",
+    "CORE",
     "MIN_ROUNDS",
+    "PROBE_LOADS",
     "PROGRAMS",
     "QUIET_OTHER",
     "REUSE_MIB",
     "SWEEP_MIB",
-    "Sample",
-    "Summary",
+    "at_duty",
+    "by_placement",
+    "chase_beside",
+    "chase_modes",
+    "chase_sweep",
+    "cpu_list",
+    "curve_alone",
+    "decide",
     "figures",
     "job_section",
     "measure",
     "other_program",
+    "placement",
+    "placement_table",
+    "placement_text",
     "predict",
+    "predict_decided",
     "predict_recorded",
+    "private_last_level",
+    "probe",
     "quiet_rounds",
     "round_order",
+    "round_placements",
+    "round_table",
     "run_sample",
+    "Sample",
     "samples_of",
     "select",
+    "shows_loss",
     "stack_text",
+    "Summary",
     "summary",
+    "sweep_placement",
     "table",
     "triad_ipc",
     "uptime",
+    "window_mib",
     "within_target",
 ]
