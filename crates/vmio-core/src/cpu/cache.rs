@@ -13,6 +13,9 @@
 //! # miss_buffers = 8                # misses a core keeps outstanding at most
 //! # store_buffer = 20               # store-buffer entries: a store's miss waits behind them
 //! # inclusion = "inclusive"         # or "victim": how the last level holds the levels below
+//! # replacement = "lru"             # or "rrip": which line the last level evicts
+//! # rrip_bits = 2                   # rrip: bits of each line's re-reference prediction
+//! # rrip_long = 0.03125             # rrip: share of new lines inserted at "long", not "distant"
 //! # [[host.cache.bank]]             # one per cache instance: libvirt's <bank>
 //! # level = 2
 //! # size = "6MiB"
@@ -79,6 +82,24 @@
 //!
 //! The named profiles are `inclusive`: the i5-6600's by Intel's manual; the Q9550 describes
 //! no private level below its shared L2, so there is nothing for `victim` to add.
+//!
+//! Which line the last level evicts (`replacement`, the contention model's "replacement"):
+//!
+//! ```text
+//! lru    the least recently used line of the set (the default: the model before this key,
+//!        term for term; the profiles' and every table's without the key)
+//! rrip   re-reference interval prediction (Jaleel, Theobald, Steely and Emer, "High
+//!        performance cache replacement using re-reference interval prediction (RRIP)",
+//!        ISCA 2010): each line carries an rrip_bits-bit prediction (RRPV), 0 "near" to
+//!        2^bits − 1 "distant"; a hit sets it to 0; a miss evicts a line at distant, aging
+//!        every line of the set by one until one is; a new line is inserted at distant, or
+//!        at "long" (2^bits − 2) for a share rrip_long of them (bimodal RRIP's ε; rrip_long
+//!        = 1 is static RRIP). Jaleel et al.'s choices are 2 bits and ε = 1/32, the keys'
+//!        defaults; Intel's and AMD's last levels are documented as neither (Intel's
+//!        L3s since Ivy Bridge behave as an adaptive insertion policy in published
+//!        reverse engineering, AMD's is undocumented), so vmio.real.corun measures
+//!        rrip_long on the machine it runs on from a pointer chase beside a stream
+//! ```
 //!
 //! EPT is the `[host] ept` key's business (the hypervisor's costs); the profiles only name it.
 //! Only the last level is modelled: the private levels below it belong to the core and are
@@ -151,6 +172,30 @@ pub const INCLUSION: ParamSpec = ParamSpec {
     help: "how the last level holds the lines of each core's private levels below it: inclusive (a copy of each: a co-runner's eviction takes it from them too) or victim (filled by their evictions only, as AMD's L3: what they hold is the core's own and adds to the last level)",
 };
 
+/// The values of `replacement`.
+const REPLACEMENTS: &[&str] = &["lru", "rrip"];
+pub const REPLACEMENT: ParamSpec = ParamSpec {
+    name: "replacement",
+    kind: Kind::Choice(REPLACEMENTS),
+    default: Value::Choice("lru"),
+    unit: "",
+    help: "which line the last level evicts: lru (the least recently used) or rrip (re-reference interval prediction, Jaleel et al. 2010: lines never reused are inserted near eviction and go first)",
+};
+pub const RRIP_BITS: ParamSpec = ParamSpec {
+    name: "rrip_bits",
+    kind: Kind::Count { min: 1, max: 8 },
+    default: Value::Int(2),
+    unit: "",
+    help: "replacement = \"rrip\": bits of each line's re-reference prediction (a reused line survives 2^bits − 1 agings of its set)",
+};
+pub const RRIP_LONG: ParamSpec = ParamSpec {
+    name: "rrip_long",
+    kind: Kind::Fraction { min: 0.0, max: 1.0 },
+    default: Value::Float(1.0 / 32.0),
+    unit: "",
+    help: "replacement = \"rrip\": share of new lines inserted at long (2^bits − 2) rather than distant (bimodal RRIP's epsilon; 1 is static RRIP)",
+};
+
 /// The keys of `[host.cache]` besides `profile` and `bank`.
 pub const PARAMS: &[ParamSpec] = &[
     MEMORY_BANDWIDTH,
@@ -160,7 +205,29 @@ pub const PARAMS: &[ParamSpec] = &[
     MISS_BUFFERS,
     STORE_BUFFER,
     INCLUSION,
+    REPLACEMENT,
+    RRIP_BITS,
+    RRIP_LONG,
 ];
+
+/// Which line the last level evicts (module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "policy")]
+pub enum Replacement {
+    /// The least recently used line of the set.
+    #[default]
+    Lru,
+    /// Re-reference interval prediction: `bits` per line, a share `long` of new lines
+    /// inserted at long rather than distant.
+    Rrip { bits: u8, long: f64 },
+}
+
+impl Replacement {
+    /// Whether it is the default (the stack view leaves it out then).
+    pub fn is_lru(&self) -> bool {
+        *self == Replacement::Lru
+    }
+}
 
 /// How the last level holds the lines of the private levels below it (module doc).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -301,6 +368,9 @@ pub struct CacheTopology {
     /// Inclusive: the model before the key (left out of the serialized table then).
     #[serde(skip_serializing_if = "Inclusion::is_inclusive")]
     pub inclusion: Inclusion,
+    /// LRU: the model before the key (left out of the serialized table then).
+    #[serde(skip_serializing_if = "Replacement::is_lru")]
+    pub replacement: Replacement,
 }
 
 impl CacheTopology {
@@ -316,6 +386,7 @@ impl CacheTopology {
             miss_buffers: p.miss_buffers,
             store_buffer: p.store_buffer,
             inclusion: p.inclusion,
+            replacement: Replacement::Lru,
         }
     }
 
@@ -486,6 +557,28 @@ impl Table for CacheTopology {
             }
             _ => profile.map_or(Inclusion::Inclusive, |p| p.inclusion),
         };
+        let set = |spec: &ParamSpec| t.contains_key(spec.name);
+        let replacement = match values.iter().find(|(s, _)| s.name == REPLACEMENT.name) {
+            Some((_, Value::Choice("rrip"))) => Replacement::Rrip {
+                bits: match values.iter().find(|(s, _)| s.name == RRIP_BITS.name) {
+                    Some((_, Value::Int(n))) => n as u8,
+                    _ => 2,
+                },
+                long: match values.iter().find(|(s, _)| s.name == RRIP_LONG.name) {
+                    Some((_, Value::Float(f))) => f,
+                    _ => 1.0 / 32.0,
+                },
+            },
+            _ => {
+                if let Some(spec) = [RRIP_BITS, RRIP_LONG].iter().find(|s| set(s)) {
+                    return Err(FieldError::new(
+                        at(spec.name),
+                        "applies to replacement = \"rrip\" only; accepted: replacement = \"rrip\" beside it, or no key",
+                    ));
+                }
+                Replacement::Lru
+            }
+        };
         Ok(CacheTopology {
             profile: profile.map(|p| p.name),
             banks,
@@ -496,6 +589,7 @@ impl Table for CacheTopology {
             miss_buffers: need(&MISS_BUFFERS, Some(profile.map_or(0, |p| p.miss_buffers)))?,
             store_buffer: need(&STORE_BUFFER, Some(profile.map_or(0, |p| p.store_buffer)))?,
             inclusion,
+            replacement,
         })
     }
 }
@@ -593,6 +687,49 @@ mod tests {
         let e = read("profile = \"core-i5-6600\"\ninclusion = \"exclusive\"", 4).unwrap_err();
         assert_eq!(e.field, "host.cache.inclusion");
         assert!(e.message.contains("inclusive, victim"), "{e}");
+    }
+
+    #[test]
+    fn a_last_level_evicts_lru_unless_the_table_says_rrip_with_jaleels_defaults() {
+        let t = read("profile = \"core-i5-6600\"", 4).unwrap();
+        assert_eq!(t.replacement, Replacement::Lru);
+        let t = read("profile = \"core-i5-6600\"\nreplacement = \"rrip\"", 4).unwrap();
+        assert_eq!(
+            t.replacement,
+            Replacement::Rrip {
+                bits: 2,
+                long: 1.0 / 32.0
+            }
+        );
+        let t = read(
+            "profile = \"core-i5-6600\"\nreplacement = \"rrip\"\nrrip_bits = 3\nrrip_long = 0.5",
+            4,
+        )
+        .unwrap();
+        assert_eq!(t.replacement, Replacement::Rrip { bits: 3, long: 0.5 });
+    }
+
+    #[test]
+    fn a_bad_replacement_or_an_rrip_key_without_rrip_gets_one_line_naming_it() {
+        let e = read("profile = \"core-i5-6600\"\nreplacement = \"plru\"", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.replacement");
+        assert!(e.message.contains("lru, rrip"), "{e}");
+        let e = read("profile = \"core-i5-6600\"\nrrip_long = 0.5", 4).unwrap_err();
+        assert_eq!(e.field, "host.cache.rrip_long");
+        assert!(e.message.contains("replacement = \"rrip\""), "{e}");
+        let e = read(
+            "profile = \"core-i5-6600\"\nreplacement = \"rrip\"\nrrip_long = 2",
+            4,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "host.cache.rrip_long");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        let e = read(
+            "profile = \"core-i5-6600\"\nreplacement = \"rrip\"\nrrip_bits = 0",
+            4,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "host.cache.rrip_bits");
     }
 
     #[test]

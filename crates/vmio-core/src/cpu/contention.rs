@@ -221,11 +221,69 @@
 //! co-runner however fast it streams (only the bus's queueing is left), and one that
 //! overflows them loses only the part in the L3.
 //!
+//! **The last level's replacement** (`[host.cache] replacement`, [`super::cache`]'s module
+//! doc). Everything above takes the last level as LRU: each program's share follows its
+//! insertion rate, so a stream (a program whose lines never come back, the triad) takes
+//! lines from a reused working set in proportion to how fast it inserts, and a set whose
+//! lines come back later than the stream sweeps the cache (Che's T_C) is lost. Re-reference
+//! interval prediction (Jaleel, Theobald, Steely and Emer, ISCA 2010; the dynamic insertion
+//! it generalises: Qureshi, Jaleel, Patt, Steely and Emer, "Adaptive insertion policies for
+//! high performance caching", ISCA 2007) protects lines that were reused against lines that
+//! were not:
+//!
+//! ```text
+//! per line: RRPV in 0 ..= 2^bits − 1 ("near" .. "distant")
+//! hit:      RRPV = 0
+//! miss:     while no line of the set has RRPV = 2^bits − 1: every line's RRPV += 1  (aging)
+//!           evict that line; insert the new one at 2^bits − 2 ("long") with probability
+//!           ε = rrip_long, else at 2^bits − 1 ("distant")
+//! ```
+//!
+//! A stream's lines are never hit, so they sit at long or distant and are evicted before any
+//! line that was reused. In a set holding `h` reused lines of `W`, the other `W − h` ways hold
+//! lines inserted and not (yet) reused; each insertion evicts one of those at distant, an
+//! insertion at long removes one from the distant pool, and the set ages when the pool is
+//! empty: once every `(W − h) / ε` insertions into the set. A reused line (RRPV 0) is evicted
+//! after `2^bits − 1` agings without a hit, so its lifetime, summed over the bank's sets
+//! (`W` cancels: `sets · (W − h) · LINE` is the bank's bytes not held by reused lines), is
+//!
+//! ```text
+//! T_P = (2^bits − 1) / ε · (size − Σ_i c_i) / (LINE · Λ)
+//!   Λ   = Σ_i r_i, the bank's insertions (its programs' misses) per ns
+//!   c_i = the bytes program i reuses within T_P (its reused footprint), at most its cap
+//! ```
+//!
+//! where LRU's characteristic time is `size / (LINE · Λ)`: RRIP keeps a reused line
+//! `(2^bits − 1) / ε` times as long against the lines that are not reused (96 times with
+//! Jaleel et al.'s 2 bits and ε = 1/32; 3 times for static RRIP, ε = 1). What a program reuses
+//! within a window follows from its miss curve (Xiang, Ding, Luo and Bao, "All-window
+//! profiling and composable models of cache sharing", PPoPP 2011: the footprint's growth in
+//! a window is the miss rate at the capacity it has reached): of its misses at a capacity
+//! `c`, those beyond its curve's last point (`mpki_∞`, lines it never touches again) are
+//! inserted and evicted as a stream's, the rest are lines it comes back to, so
+//!
+//! ```text
+//! I(x)    = ∫_0^x 1000 / (LINE · (mpki(c) − mpki_∞)) dc   instructions to reuse x bytes
+//!           (mpki constant below the curve's first point: linear there; a flat curve,
+//!           a stream, reuses nothing: I = ∞)
+//! fp(T)   = I⁻¹(T / T_i)                                   bytes reused in a window of T ns
+//! c_i(T)  = clamp(fp_i(T) − P_i, 0, cap_i)                 (P_i: a victim last level's
+//!                                                           private bytes, as above)
+//! T_P     = the root of T = (2^bits − 1) / ε · (size − Σ_i c_i(T)) / (LINE · Λ)
+//!           (the right side falls as T grows: one root, found by bisection)
+//! ```
+//!
+//! so a stream beside a reused set takes only the lines the set does not come back to
+//! within T_P, however fast it inserts. A program alone on its bank keeps what its curve was
+//! measured with (min(footprint, size), as under LRU): its curve already holds what the
+//! policy does to its own lines. `replacement = "lru"` (the default) is the model above,
+//! term for term.
+//!
 //! Cost: the result depends only on which program runs on which core, so it is kept per
 //! such assignment ([`Contention::slowdowns`] memoises it); a run of identical programs
 //! solves a handful of assignments once each.
 
-use super::cache::{CacheTopology, Inclusion};
+use super::cache::{CacheTopology, Inclusion, Replacement};
 use std::collections::HashMap;
 
 /// Bytes of a cache line (x86).
@@ -336,6 +394,8 @@ pub struct Contention {
     miss_buffers: f64,
     /// Store-buffer entries (0: a store's miss is charged as a load's).
     store_buffer: f64,
+    /// Which line the last level evicts.
+    replacement: Replacement,
     programs: Vec<Sensitivity>,
     /// Per (running, resident) assignment: the slowdowns (2^16 = ×1) and each bank's T_C.
     memo: HashMap<Vec<u8>, (Vec<u32>, Vec<f64>)>,
@@ -371,6 +431,7 @@ impl Contention {
             rob: t.rob_entries as f64,
             miss_buffers: t.miss_buffers as f64,
             store_buffer: t.store_buffer as f64,
+            replacement: t.replacement,
             programs: Vec::new(),
             memo: HashMap::new(),
         }
@@ -536,6 +597,13 @@ impl Contention {
         }
         let mut w = solo.iter().map(|s| s.1).fold(0.0, f64::max);
         let mut t: Vec<f64> = t0.clone();
+        // What each reuses within a window (RRIP's shares, module doc).
+        let fills: Vec<Option<Reuse>> = (0..active.len())
+            .map(|i| match self.replacement {
+                Replacement::Rrip { .. } if contended[i] => Some(Reuse::of(p[i])),
+                _ => None,
+            })
+            .collect();
         for _ in 0..ITERATIONS {
             // T_i(W) with the current shares, and the bus wait their misses cause.
             let times = |w: f64, t: &mut [f64]| {
@@ -580,7 +648,21 @@ impl Contention {
                     .map(|&i| p[i].mpki_at(below[i] + share[i]) / 1000.0 / t[i])
                     .collect();
                 let caps: Vec<f64> = members.iter().map(|&i| want[i]).collect();
-                let target = water_fill(size_b, &rate, &caps);
+                let target = match self.replacement {
+                    Replacement::Rrip { bits, long } if members.len() > 1 => {
+                        let sets: Vec<RripMember> = members
+                            .iter()
+                            .map(|&i| RripMember {
+                                fill: fills[i].as_ref().expect("contended"),
+                                ns_per_instruction: t[i],
+                                below: below[i],
+                                cap: want[i],
+                            })
+                            .collect();
+                        rrip_shares(size_b, rate.iter().sum(), bits, long, &sets)
+                    }
+                    _ => water_fill(size_b, &rate, &caps),
+                };
                 for (k, &i) in members.iter().enumerate() {
                     share[i] = (share[i] + target[k]) / 2.0;
                 }
@@ -644,6 +726,120 @@ fn private_below(t: &CacheTopology, core: usize, last: u8) -> f64 {
         .filter(|b| b.level < last && b.cpus.contains(core))
         .map(|b| b.size_bytes as f64 / b.cpus.cores().count().max(1) as f64)
         .fold(0.0, f64::max)
+}
+
+/// Steps of a reused footprint's table ([`Reuse`]) between its curve's first and last points.
+const REUSE_STEPS: usize = 256;
+
+/// How many instructions a program takes to reuse a given number of bytes (the module doc's
+/// I(x)), tabled: `bytes[k]` is reused in `instructions[k]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reuse {
+    bytes: Vec<f64>,
+    instructions: Vec<f64>,
+}
+
+impl Reuse {
+    /// The table of `p`'s curve: linear below its first point (mpki constant), then by the
+    /// midpoint rule over REUSE_STEPS log-spaced steps to its footprint (where the integrand's
+    /// pole lies: I grows without bound there, so the footprint is approached, not reached).
+    pub fn of(p: &Sensitivity) -> Reuse {
+        let inf = p.mpki.last().map_or(0.0, |q| q.1);
+        let reuse = |c: f64| (p.mpki_at(c) - inf) * LINE / 1000.0; // bytes per instruction
+        let (mut bytes, mut instructions) = (vec![0.0], vec![0.0]);
+        let (first, last) = match (p.mpki.first(), p.mpki.last()) {
+            (Some(a), Some(b)) if reuse(a.0 as f64) > 0.0 => (a.0 as f64, b.0 as f64),
+            _ => {
+                return Reuse {
+                    bytes,
+                    instructions,
+                }
+            }
+        };
+        bytes.push(first);
+        instructions.push(first / reuse(first));
+        if last > first {
+            let step = (last / first).ln() / REUSE_STEPS as f64;
+            for k in 0..REUSE_STEPS {
+                let (a, b) = (
+                    first * (step * k as f64).exp(),
+                    first * (step * (k + 1) as f64).exp(),
+                );
+                let rate = reuse((a * b).sqrt());
+                if rate <= 0.0 {
+                    break;
+                }
+                bytes.push(b);
+                instructions.push(instructions[instructions.len() - 1] + (b - a) / rate);
+            }
+        }
+        Reuse {
+            bytes,
+            instructions,
+        }
+    }
+
+    /// Bytes reused within `instructions` (the module doc's fp), linear between the table's
+    /// points, its last point beyond them.
+    pub fn held(&self, instructions: f64) -> f64 {
+        let k = self.instructions.partition_point(|&i| i < instructions);
+        if k == 0 {
+            return 0.0;
+        }
+        if k >= self.bytes.len() {
+            return self.bytes[self.bytes.len() - 1];
+        }
+        let (i0, i1) = (self.instructions[k - 1], self.instructions[k]);
+        let (b0, b1) = (self.bytes[k - 1], self.bytes[k]);
+        b0 + (b1 - b0) * (instructions - i0) / (i1 - i0)
+    }
+}
+
+/// One program of a bank under RRIP: what it reuses, its pace, the private bytes below the
+/// last level that count toward its footprint, and its cap on the bank.
+#[derive(Clone, Copy, Debug)]
+pub struct RripMember<'a> {
+    pub fill: &'a Reuse,
+    pub ns_per_instruction: f64,
+    pub below: f64,
+    pub cap: f64,
+}
+
+/// Each member's share of a bank of `size` bytes under RRIP (`bits`, `long` = ε) with `lambda`
+/// insertions per ns into it (the module doc: c_i(T_P), T_P the root of T = (2^bits − 1) / ε
+/// · (size − Σ c_i(T)) / (LINE · Λ)).
+pub fn rrip_shares(
+    size: f64,
+    lambda: f64,
+    bits: u8,
+    long: f64,
+    members: &[RripMember],
+) -> Vec<f64> {
+    let at = |window: f64| -> Vec<f64> {
+        members
+            .iter()
+            .map(|m| {
+                let reused = m.fill.held(window / m.ns_per_instruction.max(1e-12));
+                (reused - m.below).clamp(0.0, m.cap)
+            })
+            .collect()
+    };
+    let protect = ((1u64 << bits) - 1) as f64 / long.max(1e-12);
+    let g = |window: f64| -> f64 {
+        let held: f64 = at(window).iter().sum();
+        protect * (size - held).max(0.0) / (LINE * lambda.max(1e-300))
+    };
+    // g falls as the window grows: the root lies in [0, g(0)].
+    let (mut lo, mut hi) = (0.0, g(0.0));
+    for _ in 0..BISECTIONS * 2 {
+        let mid = (lo + hi) / 2.0;
+        if g(mid) > mid {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    at(lo)
 }
 
 /// `total` shared in proportion to `rate`, none above its cap, the excess re-shared among
@@ -1076,6 +1272,7 @@ mod tests {
             miss_buffers: 0,
             store_buffer: 0,
             inclusion,
+            replacement: Replacement::Lru,
         }
     }
 
@@ -1156,6 +1353,146 @@ mod tests {
         let (vx, vy) = (v.program(STEEP), v.program(STREAM));
         let (bx, by) = (b.program(STEEP), b.program(STREAM));
         assert_eq!(v.solve(&[vx, vy]), b.solve(&[bx, by]));
+    }
+
+    /// One shared L3 of `mib` MiB on two cores, nothing below it, misses waiting alone and a
+    /// bus so fast that its wait is below a part in a million; `replacement` as given.
+    fn one_l3(mib: u64, replacement: Replacement) -> CacheTopology {
+        CacheTopology {
+            banks: vec![super::super::cache::Bank {
+                level: 3,
+                size_bytes: mib * MB,
+                cpus: super::super::CoreSet(0b11),
+            }],
+            replacement,
+            ..zen_like(Inclusion::Inclusive, 0)
+        }
+    }
+
+    const JALEEL: Replacement = Replacement::Rrip {
+        bits: 2,
+        long: 1.0 / 32.0,
+    };
+
+    #[test]
+    fn a_stream_beside_a_reused_set_that_fits_takes_only_the_lines_the_set_never_reuses_under_rrip()
+    {
+        // SMALL (1 MiB, reused) beside the stream in a 24 MiB L3. Under LRU the shares follow
+        // the insertion rates: the stream inserts 0.354 lines/ns against SMALL's 0.0028, so
+        // SMALL keeps at most 24 MiB · 0.0028 / 0.357 = 195 KiB, below its curve's first
+        // point, and pays 1 + (1.0 − 0.2) · L / 1000 / T_solo. Under RRIP (2 bits, ε = 1/32) a
+        // reused line lives 96 · (24 − 1 MiB) / (LINE · Λ) = 102 ms against the stream, longer
+        // than SMALL takes to come back to all of its 1 MiB (67 ms, its reuse table's end): it
+        // keeps its footprint and runs as alone (the bus aside, below a part in a million).
+        let run = |r: Replacement| {
+            let mut m = Contention::new(&one_l3(24, r), 2);
+            let (s, st) = (m.program(SMALL), m.program(STREAM));
+            m.solve(&[s, st])
+        };
+        let lru = run(Replacement::Lru);
+        let want = 1.0 + (1.0 - 0.2) * 80.0 / 1000.0 * 2.83;
+        assert!((lru[0] - want).abs() < 1e-4, "{lru:?} vs {want}");
+        let fill = Reuse::of(&SMALL);
+        let t_p = 96.0 * (23 * MB) as f64 / (LINE * 500.0 / 1000.0 * 0.25 * 2.83);
+        assert!(
+            fill.instructions[fill.instructions.len() - 1] / 2.83 < t_p,
+            "SMALL takes {} ns to reuse its footprint, T_P {t_p}",
+            fill.instructions[fill.instructions.len() - 1] / 2.83
+        );
+        let rrip = run(JALEEL);
+        assert!((1.0..1.000_001).contains(&rrip[0]), "{rrip:?}");
+        // The stream's own speed does not depend on what it holds (a flat curve).
+        assert_eq!(rrip[1], lru[1]);
+    }
+
+    #[test]
+    fn a_reused_set_keeps_what_it_reuses_within_rrips_protected_lifetime() {
+        // A program R whose misses fall from 2.0 to 0.1 MPKI between 3 and 4 MiB, beside a
+        // stream of Λ lines/ns in an 8 MiB bank: below its first point R reuses a = LINE ·
+        // (2.0 − 0.1) / 1000 / T_R bytes per ns, so c = a · T_P and T_P = k · (size − c) /
+        // (LINE · Λ), k = (2^bits − 1) / ε: c = a · k · size / (LINE · Λ + a · k), while it
+        // stays below 3 MiB; the stream reuses nothing and keeps none.
+        const R: Sensitivity = Sensitivity {
+            mpki: &[(3 * MB, 2.0), (4 * MB, 0.1)],
+            ..STEEP
+        };
+        let (fr, fs) = (Reuse::of(&R), Reuse::of(&STREAM));
+        let (t_r, t_s, size) = (1.0 / 2.83, 4.0 / 2.83, (8 * MB) as f64);
+        let lambda = 500.0 / 1000.0 / t_s + 2.0 / 1000.0 / t_r;
+        let a = LINE * 1.9 / 1000.0 / t_r;
+        let mut last = 0.0;
+        for (bits, long) in [(2u8, 1.0), (2, 0.5), (3, 1.0), (2, 1.0 / 8.0)] {
+            let k = ((1u64 << bits) - 1) as f64 / long;
+            let member = |fill, ns| RripMember {
+                fill,
+                ns_per_instruction: ns,
+                below: 0.0,
+                cap: 4.0 * MB as f64,
+            };
+            let out = rrip_shares(
+                size,
+                lambda,
+                bits,
+                long,
+                &[member(&fr, t_r), member(&fs, t_s)],
+            );
+            let want = a * k * size / (LINE * lambda + a * k);
+            assert!(want < 3.0 * MB as f64, "{want}");
+            assert!(
+                (out[0] - want).abs() < 1e-9 * want,
+                "bits {bits}, ε {long}: {out:?} vs {want}"
+            );
+            assert_eq!(out[1], 0.0);
+            // More bits or fewer insertions at long: a longer lifetime, a larger share.
+            assert!(out[0] > last, "{out:?}");
+            last = out[0];
+        }
+    }
+
+    #[test]
+    fn lru_is_the_old_model_term_for_term() {
+        // The default replacement is LRU, and its shares are the insertion-rate water-filling:
+        // two STEEP programs on the Q9550's 6 MiB L2 hold 3 MiB each, slowdown 1 + (m3 −
+        // 1) · L / 1000 · 2.83 (every miss alone), whatever else the table says.
+        let t = CacheTopology {
+            rob_entries: 0,
+            ..q9550()
+        };
+        assert_eq!(t.replacement, Replacement::Lru);
+        let m3 = 4.0 - 3.0 * 3f64.log2() / 2.0;
+        let want = 1.0 + (m3 - 1.0) * 80.0 / 1000.0 * 2.83;
+        let mut m = Contention::new(&t, 4);
+        let st = m.program(STEEP);
+        let out = m.solve(&[st, st, NONE, NONE]);
+        assert!((out[0] - want).abs() < 0.005 * want, "{out:?} vs {want}");
+        // The same pairs on a shared L3 under the default and an explicit LRU are the same
+        // numbers, bit for bit; a program alone on its bank holds what its curve was
+        // measured with under either policy.
+        for (x, y) in [(STEEP, STEEP), (SMALL, STREAM), (STEEP, STREAM)] {
+            let mut a = Contention::new(&zen_like(Inclusion::Victim, MB), 2);
+            let mut b = Contention::new(&one_l3(4, Replacement::Lru), 2);
+            let mut c = Contention::new(&one_l3(4, Replacement::Lru), 2);
+            let (ax, ay) = (a.program(x), a.program(y));
+            let (bx, by) = (b.program(x), b.program(y));
+            let (cx, cy) = (c.program(x), c.program(y));
+            assert_eq!(b.solve(&[bx, by]), c.solve(&[cx, cy]));
+            assert!(a.solve(&[ax, ay])[0] >= 1.0);
+            let mut r = Contention::new(&one_l3(2, JALEEL), 2);
+            let mut l = Contention::new(&one_l3(2, Replacement::Lru), 2);
+            let (rx, lx) = (r.program(x), l.program(x));
+            assert_eq!(r.solve(&[rx, NONE]), l.solve(&[lx, NONE]));
+        }
+    }
+
+    #[test]
+    fn a_reused_footprints_table_is_linear_below_its_first_point_and_ends_at_its_footprint() {
+        // Below its first point SMALL reuses (1.0 − 0.2) · 64 / 1000 bytes an instruction; a
+        // stream (a flat curve) reuses nothing; beyond the table, the whole footprint.
+        let f = Reuse::of(&SMALL);
+        let per = 0.8 * LINE / 1000.0;
+        assert!((f.held(1000.0) - 1000.0 * per).abs() < 1e-9);
+        assert_eq!(f.held(f64::MAX), MB as f64);
+        assert_eq!(Reuse::of(&STREAM).held(1e12), 0.0);
     }
 
     #[test]
