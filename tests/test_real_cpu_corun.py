@@ -483,3 +483,85 @@ def test_the_rounds_are_compared_by_the_l3_they_ran_on():
     assert got[("shared", "bzip2")]["measured"] == pytest.approx(1.10)
     assert not got[("shared", "bzip2")]["within target"]
     assert "private" in corun.placement_table(rows)
+
+
+def test_rrip_long_is_the_insertion_share_under_which_the_chase_keeps_what_it_kept():
+    # A 4 MiB chase, 12 ns a load alone and 40 beside the stream (40.7 GB/s alone), memory
+    # 150 ns, a 16 MiB victim L3 over a 1 MiB L2: lost = 28 / 138 of its loads, of its 48 Ki
+    # L3 lines it keeps 1 - lost x 64 / 48. Its line comes back every 64 Ki x 40 ns; with
+    # the epsilon returned the set ages x = eps x Lambda x 64 x T_r / (size - kept) times in
+    # that window (Lambda: the stream's lines and the chase's misses per ns), and 2-bit
+    # RRIP keeps the lines of the sets that aged at most twice: P[Poisson(x) <= 2] = kept.
+    cache = {**ZEN5, "memory_latency": "150ns"}
+    out = corun.rrip_long_of([{"mib": 4, "alone": [12.0], "beside the triad": [40.0]}], cache, 40.7e9)
+    lost = 28 / 138
+    kept = 1 - lost * 64 / 48
+    z = out["sizes"][0]
+    assert z["lost"] == pytest.approx(lost) and z["kept"] == pytest.approx(kept)
+    lines, in_l3 = 4 << 14, 3 << 14
+    lam = 40.7e9 / 64 / 1e9 + lost / 40.0
+    x = z["rrip_long"] * lam * 64 * lines * 40.0 / ((16 << 20) - kept * in_l3 * 64)
+    assert corun.poisson_cdf(2, x) == pytest.approx(kept, rel=1e-9)
+    assert out["rrip_long"] == z["rrip_long"] and out["bits"] == corun.RRIP_BITS
+    # More bits keep a reused line through more agings: the same loss needs more long
+    # insertions (a larger epsilon) to age the sets faster.
+    assert corun.rrip_long_of(
+        [{"mib": 4, "alone": [12.0], "beside the triad": [40.0]}], cache, 40.7e9, bits=3
+    )["rrip_long"] > z["rrip_long"]
+
+
+def test_a_chase_kept_whole_or_lost_whole_bounds_rrip_long_only_and_leaves_lru():
+    sizes = [
+        {"mib": 2, "alone": [10.0], "beside the triad": [10.0]},
+        {"mib": 8, "alone": [13.0], "beside the triad": [150.0]},
+    ]
+    out = corun.rrip_long_of(sizes, ZEN5, 40.7e9)
+    assert [z["rrip_long"] for z in out["sizes"]] == [None, None]
+    assert [z["kept"] for z in out["sizes"]] == [1.0, 0.0]
+    assert out["rrip_long"] is None
+    # No measurement, or a table that names its own policy: the table as it is (LRU).
+    assert corun.with_replacement(ZEN5, None) is ZEN5
+    mine = {**ZEN5, "replacement": "lru"}
+    assert corun.with_replacement(mine, {"rrip_long": 0.5, "bits": 2}) is mine
+
+
+def test_the_1803_sweep_measures_rrip_long_and_the_shared_rounds_are_predicted_with_it():
+    # The quiet 18:03 sweep (29 Nov 2026) on the 18:03 record's [host.cache] and triad: per
+    # size its chase alone and beside the triad. 2 and 4 MiB keep part of their L3 lines
+    # (0.75 and 0.68: epsilon 0.75 and 0.24), 8 MiB none (a bound only); the decision gives
+    # the shared rounds' last level the median, 0.50: a reused line lives (2^2 - 1) / 0.5 =
+    # 6 times as long against the stream as LRU keeps it.
+    cache = {**ZEN5, "memory_bandwidth": 76286801759, "memory_latency": "151ns"}
+    meta = {
+        "host_cache": cache,
+        "host": {
+            "memory": {"bandwidth_one": 40693156069.6},
+            "llc_curve": [[2, 9.534], [4, 12.286], [8, 12.547], [16, 16.064]],
+        },
+        "chase_beside": {"mib": 8, "alone": 12.823, "together": 136.755, "alone again": 12.935},
+        "chase_sweep": [
+            {"mib": 2, "alone": 9.597, "beside the triad": 27.412},
+            {"mib": 4, "alone": 12.492, "beside the triad": 45.179},
+            {"mib": 8, "alone": 15.693, "beside the triad": 151.077},
+        ],
+    }
+    decision = corun.decide(meta, [0, 1])
+    r = decision["replacement"]
+    eps = {z["mib"]: z["rrip_long"] for z in r["sizes"]}
+    assert eps[8] is None
+    assert eps[2] == pytest.approx(0.754, abs=0.005) and eps[4] == pytest.approx(0.237, abs=0.005)
+    assert r["rrip_long"] == pytest.approx((eps[2] + eps[4]) / 2)
+    assert "rrip_long 0.496" in corun.placement_text(decision)
+    work, ipc = {"bzip2": 5.92, "triad": 6.40}, 0.5831
+    got = corun.predict_decided(2, cache, work, ipc, decision)
+    shared = corun.with_replacement(cache, r)
+    assert shared["replacement"] == "rrip" and shared["rrip_bits"] == 2
+    assert got["bzip2"]["slowdown"] == corun.predict(2, shared, work, ipc)["bzip2"]["slowdown"]
+    # The mechanism's direction: the fewer new lines inserted at long, the longer a reused
+    # line lives beside the loop and the less bzip2 loses (its profile's curve reuses its
+    # first MiB in about 2.4 ms, longer than 0.5's 2 ms: that epsilon saves it nothing).
+    slow = [
+        corun.predict(2, hostcache.rrip_keys(e, 2) | cache, work, ipc)["bzip2"]["slowdown"]
+        for e in (1.0, 0.5, 1 / 32)
+    ]
+    assert slow[0] >= slow[1] > slow[2] > 1.0

@@ -99,11 +99,40 @@ predicted  = per round: the shared case (sysfs's table), the private case, or th
              (changed); "sysfs" and "unknown" rounds the shared one; the slowdown is the
              median over the rounds, as the measured one is
 ```
+
+The last level's replacement, measured from the same chases (`replacement`). Beside the
+triad a shared L3 here kept about three quarters of a 2-4 MiB reused chase's L3 lines and
+none of an 8 MiB one's (18:03, 29 Nov 2026): not LRU, which keeps none of them, but
+re-reference interval prediction (RRIP, Jaleel et al., ISCA 2010; `[host.cache] replacement
+= "rrip"`, crates/vmio-core/src/cpu/contention.rs's module doc). AMD documents neither the
+policy nor its parameters, so the run measures the one the chase tells, the share of new
+lines inserted at "long" rather than "distant" (`rrip_long`, bimodal RRIP's epsilon), as it
+measures the memory latency, with the RRPV width at Jaleel et al.'s 2 bits (RRIP_BITS):
+
+```text
+per size S of the window in a check that found the L3 shared (a probe or the sweep), with
+the chase's runs alone t_a (median) and beside the triad t_b (median), memory latency L:
+  lost    = clamp((t_b - t_a) / (L - t_a), 0, 1)     loads that went to memory instead
+  kept    = clamp(1 - lost x S / S3, 0, 1)          of the chase's S3 lines in the L3
+            (S3 = S less core 0's private level under a victim L3, else S)
+  Lambda  = the triad's lines per ns (its bytes/s alone / 64, hostcache's bandwidth_one)
+            + the chase's misses (lost / t_b)
+  T_r     = S / 64 x t_b                            the chase's time between two loads of a line
+  x       = the agings of a line's set within T_r: a Poisson count (the stream's
+            insertions into the set are), mean eps x Lambda x 64 x T_r / (size - kept x S3 x 64),
+            the contention model's T_P per set; a line survives while x < 2^bits - 1:
+            kept = P[Poisson(x) <= 2^bits - 2], solved for x (bisection)
+  eps(S)  = x (size - kept S3 64) / (Lambda 64 T_r), where 0 < kept < 1 (a size kept whole
+            or lost whole bounds eps only)
+rrip_long = median of eps(S) over the sizes and checks, at most 1 (static RRIP: the most a
+            2-bit L3 loses); none measured: no key (LRU)
+```
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -626,6 +655,107 @@ def predict(cores: int, cache: dict, work_s: dict[str, float], ipc: float) -> di
     return out
 
 
+RRIP_BITS = 2
+"""Bits of the L3's re-reference prediction taken for `replacement` (Jaleel et al.'s 2; AMD
+documents none). The 18:03 sweep cannot be met with 3: the 2 MiB chase lost more lines than
+3-bit RRIP loses even inserting every new line at long."""
+
+
+def poisson_cdf(k: int, mean: float) -> float:
+    """P[N <= k] for N ~ Poisson(mean)."""
+    term = total = math.exp(-mean)
+    for i in range(1, k + 1):
+        term *= mean / i
+        total += term
+    return total
+
+
+def aging_count(kept: float, bits: int) -> float:
+    """The mean agings x of a set within a line's reuse under which a share `kept` of the
+    lines survive: P[Poisson(x) <= 2^bits - 2] = kept (module doc), by bisection."""
+    lo, hi = 0.0, 1.0e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if poisson_cdf((1 << bits) - 2, mid) > kept:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def latency_ns(text) -> float:
+    """Nanoseconds of a `[host.cache]` memory_latency ("151ns", or an integer of ns)."""
+    return float(str(text).removesuffix("ns"))
+
+
+def rrip_long_of(
+    sizes: Sequence[dict], cache: dict, stream_bytes_per_s: float, bits: int = RRIP_BITS
+) -> dict:
+    """The share of new lines inserted at long (module doc, "The last level's replacement"),
+    from a check's sizes (`placement`'s: mib, alone, beside the triad), with the run's
+    `[host.cache]` and the triad's bytes per second alone: per size its lost and kept
+    shares and epsilon (None where it is only bounded), and their median."""
+    banks = cache["bank"]
+    top = max(b["level"] for b in banks)
+    size = max(_bytes(b["size"]) for b in banks if b["level"] == top)
+    below = 0
+    if cache.get("inclusion") == "victim":
+        below = max(
+            (
+                _bytes(b["size"])
+                for b in banks
+                if b["level"] < top and 0 in cpu_list(str(b["cpus"]))
+            ),
+            default=0,
+        )
+    memory = latency_ns(cache["memory_latency"])
+    rows = []
+    for z in sizes:
+        t_a = statistics.median(z["alone"])
+        t_b = statistics.median(z["beside the triad"])
+        lines = (z["mib"] << 20) // 64
+        in_l3 = max(1, lines - below // 64)
+        lost = min(1.0, max(0.0, (t_b - t_a) / max(1e-9, memory - t_a)))
+        kept = min(1.0, max(0.0, 1 - lost * lines / in_l3))
+        lam = stream_bytes_per_s / 64 / 1e9 + lost / t_b
+        reuse_ns = lines * t_b
+        eps = None
+        if 0 < kept < 1:
+            x = aging_count(kept, bits)
+            eps = x * (size - kept * in_l3 * 64) / (lam * 64 * reuse_ns)
+        rows.append({"mib": z["mib"], "lost": lost, "kept": kept, "rrip_long": eps})
+    usable = [r["rrip_long"] for r in rows if r["rrip_long"] is not None]
+    return {
+        "bits": bits,
+        "sizes": rows,
+        "rrip_long": min(1.0, statistics.median(usable)) if usable else None,
+    }
+
+
+def replacement(meta: dict, decision: dict) -> dict | None:
+    """The L3's replacement measured from the checks `decision` found shared (its probes, or
+    the sweep), with the triad's bandwidth alone from `meta["host"]`; None without a shared
+    check or a bandwidth."""
+    checks = decision.get("probes") or ([decision["sweep"]] if "sweep" in decision else [])
+    sizes = [z for c in checks if c["shared"] for z in c["sizes"]]
+    stream = ((meta.get("host") or {}).get("memory") or {}).get("bandwidth_one")
+    if not sizes or not stream:
+        return None
+    out = rrip_long_of(sizes, meta["host_cache"], stream)
+    return out if out["rrip_long"] is not None else None
+
+
+def with_replacement(cache: dict, measured: dict | None) -> dict:
+    """`cache` with the measured replacement's keys (`replacement`), unless it has its own
+    `replacement` key or none was measured."""
+    if measured is None or "replacement" in cache:
+        return cache
+    return {
+        **cache,
+        **hostcache.rrip_keys(measured["rrip_long"], measured["bits"]),
+    }
+
+
 def decide(meta: dict, rounds: Sequence[int]) -> dict:
     """Which L3 each of `rounds` ran on (module doc, "Which L3 the rounds ran on"): from the
     probes around each round (`probes`, a run since they were recorded), else from the
@@ -637,21 +767,23 @@ def decide(meta: dict, rounds: Sequence[int]) -> dict:
     if probes:
         curve = curve_alone({"host": meta.get("host")})
         said = round_placements(probes, window, curve)
-        return {
+        out = {
             "source": "probes",
             "window_mib": window,
             "rounds": {str(r): said[r] if r < len(said) else "unknown" for r in rounds},
             "probes": [placement(p, window, curve) for p in probes],
         }
+        return {**out, "replacement": replacement(meta, out)}
     sweep = sweep_placement(meta)
     if sweep is not None:
         case = {True: "shared", False: "private", None: "unknown"}[sweep["shared"]]
-        return {
+        out = {
             "source": "sweep",
             "window_mib": window,
             "rounds": {str(r): case for r in rounds},
             "sweep": sweep,
         }
+        return {**out, "replacement": replacement(meta, out)}
     return {"source": "sysfs", "window_mib": window, "rounds": {str(r): "sysfs" for r in rounds}}
 
 
@@ -662,8 +794,11 @@ def predict_decided(
     round ran on private ones, with `private_last_level` ("private"); each round's
     predicted slowdown by its placement ("changed": the two cases' mean, the probes saying
     only that the placement moved within the round; "sysfs" and "unknown": shared, as
-    sysfs says), and "slowdown" their median over the rounds."""
-    cases = {"shared": predict(cores, cache, work_s, ipc)}
+    sysfs says), and "slowdown" their median over the rounds. The shared case's last level
+    evicts by the replacement the run's chases measured (`decision["replacement"]`,
+    `with_replacement`), LRU without one."""
+    shared = with_replacement(cache, decision.get("replacement"))
+    cases = {"shared": predict(cores, shared, work_s, ipc)}
     kinds = set(decision["rounds"].values())
     if kinds & {"private", "changed"}:
         cases["private"] = predict(cores, private_last_level(cache), work_s, ipc)
@@ -798,6 +933,16 @@ def placement_text(decision: dict) -> str:
             parts.append(f"{z['mib']} MiB {alone} alone, {beside} beside ({mark})")
         said = {True: "shared", False: "private", None: "-"}[check["shared"]]
         lines.append(f"  {name}: {said}: " + "; ".join(parts))
+    if (r := decision.get("replacement")) is not None:
+        kept = ", ".join(
+            f"{z['mib']} MiB kept {z['kept']:.2f}"
+            + ("" if z["rrip_long"] is None else f" (rrip_long {z['rrip_long']:.3f})")
+            for z in r["sizes"]
+        )
+        lines.append(
+            f"  shared L3's replacement: rrip, {r['bits']} bits, rrip_long "
+            f"{r['rrip_long']:.3f} measured ({kept})"
+        )
     return "\n".join(lines)
 
 
@@ -867,6 +1012,9 @@ def placement_table(rows: Sequence[dict]) -> str:
 
 def figures(meta: dict, samples: Sequence[Sample], rounds: Sequence[int], predicted) -> dict:
     sums = summary(samples, rounds)
+    measured = (meta.get("l3") or {}).get("replacement")
+    if meta.get("host_cache") is not None:
+        meta = {**meta, "host_cache": with_replacement(meta["host_cache"], measured)}
     return {
         **meta,
         "samples": [asdict(s) for s in samples],
@@ -888,8 +1036,10 @@ __all__ = [
     "PROBE_LOADS",
     "PROGRAMS",
     "QUIET_OTHER",
+    "RRIP_BITS",
     "REUSE_MIB",
     "SWEEP_MIB",
+    "aging_count",
     "at_duty",
     "by_placement",
     "chase_beside",
@@ -900,17 +1050,21 @@ __all__ = [
     "decide",
     "figures",
     "job_section",
+    "latency_ns",
     "measure",
     "other_program",
     "placement",
     "placement_table",
     "placement_text",
+    "poisson_cdf",
     "predict",
     "predict_decided",
     "predict_recorded",
     "private_last_level",
     "probe",
     "quiet_rounds",
+    "replacement",
+    "rrip_long_of",
     "round_order",
     "round_placements",
     "round_table",
@@ -927,5 +1081,6 @@ __all__ = [
     "triad_ipc",
     "uptime",
     "window_mib",
+    "with_replacement",
     "within_target",
 ]

@@ -28,6 +28,9 @@ last level, its size as this machine's programs get it (`effective_llc`):
             the last level's banks get min(sysfs size, size)
 inclusion = "victim" on an AMD Zen (`l3_inclusion`: its L3 is filled from the L2s' evictions),
             else no key (the simulator's inclusive last level)
+replacement = "rrip" with rrip_bits and rrip_long (`rrip_keys`) once vmio.real.corun has
+            measured rrip_long from its chases beside the triad (its module doc); no key
+            (LRU) before or without a measurement
 window    = rob_entries and miss_buffers (the contention model's memory-level parallelism:
             misses within a reorder buffer's window overlap) and store_buffer (a store's
             miss stalls only once the stores behind it fill the store queue) from
@@ -244,6 +247,12 @@ def host_cache(
     return table
 
 
+def rrip_keys(rrip_long: float, bits: int) -> dict:
+    """The `[host.cache]` keys of an RRIP last level (crates/vmio-core/src/cpu/cache.rs):
+    `rrip_long` measured (vmio.real.corun.rrip_long_of), `bits` the width taken."""
+    return {"replacement": "rrip", "rrip_bits": bits, "rrip_long": round(rrip_long, 4)}
+
+
 def curve_sizes(banks: list[Bank]) -> list[int]:
     """The chase sizes (MiB) of the last level's curve (module doc)."""
     top = max(b.level for b in banks)
@@ -409,6 +418,7 @@ __all__ = [
     "parse_size",
     "pinned",
     "read_banks",
+    "rrip_keys",
     "run_triads",
     "size_text",
     "triad_rate",

@@ -598,6 +598,8 @@ impl Contention {
         let mut w = solo.iter().map(|s| s.1).fold(0.0, f64::max);
         let mut t: Vec<f64> = t0.clone();
         // What each reuses within a window (RRIP's shares, module doc).
+        // Per bank under RRIP: the protected lifetime T_P, its T_C (module doc).
+        let mut protected = vec![f64::NAN; size.len()];
         let fills: Vec<Option<Reuse>> = (0..active.len())
             .map(|i| match self.replacement {
                 Replacement::Rrip { .. } if contended[i] => Some(Reuse::of(p[i])),
@@ -659,7 +661,10 @@ impl Contention {
                                 cap: want[i],
                             })
                             .collect();
-                        rrip_shares(size_b, rate.iter().sum(), bits, long, &sets)
+                        let (shares, window) =
+                            rrip_shares(size_b, rate.iter().sum(), bits, long, &sets);
+                        protected[b] = window;
+                        shares
                     }
                     _ => water_fill(size_b, &rate, &caps),
                 };
@@ -677,7 +682,11 @@ impl Contention {
                 held += share[i];
                 rate += p[i].mpki_at(below[i] + share[i]) / 1000.0 / t[i] * LINE;
             }
-            if rate > 0.0 {
+            if !protected[b].is_nan() {
+                // Under RRIP a reused line lives T_P (a system footprint reused within it
+                // stays).
+                *tc = protected[b];
+            } else if rate > 0.0 {
                 *tc = held / rate;
             }
         }
@@ -806,15 +815,15 @@ pub struct RripMember<'a> {
 }
 
 /// Each member's share of a bank of `size` bytes under RRIP (`bits`, `long` = ε) with `lambda`
-/// insertions per ns into it (the module doc: c_i(T_P), T_P the root of T = (2^bits − 1) / ε
-/// · (size − Σ c_i(T)) / (LINE · Λ)).
+/// insertions per ns into it, and the protected lifetime T_P in ns (the module doc: c_i(T_P),
+/// T_P the root of T = (2^bits − 1) / ε · (size − Σ c_i(T)) / (LINE · Λ)).
 pub fn rrip_shares(
     size: f64,
     lambda: f64,
     bits: u8,
     long: f64,
     members: &[RripMember],
-) -> Vec<f64> {
+) -> (Vec<f64>, f64) {
     let at = |window: f64| -> Vec<f64> {
         members
             .iter()
@@ -839,7 +848,7 @@ pub fn rrip_shares(
             hi = mid;
         }
     }
-    at(lo)
+    (at(lo), lo)
 }
 
 /// `total` shared in proportion to `rate`, none above its cap, the excess re-shared among
@@ -1429,7 +1438,7 @@ mod tests {
                 below: 0.0,
                 cap: 4.0 * MB as f64,
             };
-            let out = rrip_shares(
+            let (out, t_p) = rrip_shares(
                 size,
                 lambda,
                 bits,
@@ -1437,6 +1446,8 @@ mod tests {
                 &[member(&fr, t_r), member(&fs, t_s)],
             );
             let want = a * k * size / (LINE * lambda + a * k);
+            // The lifetime is the share's: c = a · T_P.
+            assert!((t_p * a - want).abs() < 1e-9 * want, "{t_p}");
             assert!(want < 3.0 * MB as f64, "{want}");
             assert!(
                 (out[0] - want).abs() < 1e-9 * want,
