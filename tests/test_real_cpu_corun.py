@@ -493,7 +493,9 @@ def test_rrip_long_is_the_insertion_share_under_which_the_chase_keeps_what_it_ke
     # that window (Lambda: the stream's lines and the chase's misses per ns), and 2-bit
     # RRIP keeps the lines of the sets that aged at most twice: P[Poisson(x) <= 2] = kept.
     cache = {**ZEN5, "memory_latency": "150ns"}
-    out = corun.rrip_long_of([{"mib": 4, "alone": [12.0], "beside the triad": [40.0]}], cache, 40.7e9)
+    out = corun.rrip_long_of(
+        [{"mib": 4, "alone": [12.0], "beside the triad": [40.0]}], cache, 40.7e9
+    )
     lost = 28 / 138
     kept = 1 - lost * 64 / 48
     z = out["sizes"][0]
@@ -505,9 +507,12 @@ def test_rrip_long_is_the_insertion_share_under_which_the_chase_keeps_what_it_ke
     assert out["rrip_long"] == z["rrip_long"] and out["bits"] == corun.RRIP_BITS
     # More bits keep a reused line through more agings: the same loss needs more long
     # insertions (a larger epsilon) to age the sets faster.
-    assert corun.rrip_long_of(
-        [{"mib": 4, "alone": [12.0], "beside the triad": [40.0]}], cache, 40.7e9, bits=3
-    )["rrip_long"] > z["rrip_long"]
+    assert (
+        corun.rrip_long_of(
+            [{"mib": 4, "alone": [12.0], "beside the triad": [40.0]}], cache, 40.7e9, bits=3
+        )["rrip_long"]
+        > z["rrip_long"]
+    )
 
 
 def test_a_chase_kept_whole_or_lost_whole_bounds_rrip_long_only_and_leaves_lru():
