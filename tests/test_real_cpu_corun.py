@@ -286,10 +286,10 @@ def test_the_chase_sweep_runs_each_size_alone_beside_the_stream_and_beside_a_reu
     fake.chmod(0o755)
     sweep = corun.chase_sweep(fake, [str(fake), "triad", "9"], (1, 16), 1000, tmp_path)
     assert [c["mib"] for c in sweep] == [1, 16]
-    modes = ("alone", "beside the triad", "beside a chase", "alone again")
+    modes = ("alone", "beside the triad", "beside a chase", "alone again", corun.LONG_MODE)
     for c in sweep:
         want = c["mib"] + 0.5
-        assert [c[k] for k in modes] == [want] * 4
+        assert [c[k] for k in modes] == [want] * 5
     # A round's probe: each size alone, beside one triad co-runner, alone again.
     rows = corun.probe(fake, [str(fake), "triad", "9"], (2, 4), 1000, tmp_path)
     assert [r["mib"] for r in rows] == [2, 4]
@@ -528,6 +528,23 @@ def test_a_chase_kept_whole_or_lost_whole_bounds_rrip_long_only_and_leaves_lru()
     assert corun.with_replacement(ZEN5, None) is ZEN5
     mine = {**ZEN5, "replacement": "lru"}
     assert corun.with_replacement(mine, {"rrip_long": 0.5, "bits": 2}) is mine
+
+
+def test_the_sweeps_long_chase_beside_the_triad_is_read_before_its_short_one():
+    # The short chase (45 ns) averages over its set's settling; the long one (14.5 ns) is
+    # nearer the steady state and keeps more: a smaller epsilon. The check's decision
+    # (a loss) still comes from the short one.
+    short = {"mib": 4, "alone": 12.4, "beside the triad": 45.2, "alone again": 12.3}
+    both = {**short, corun.LONG_MODE: 14.5}
+    window = corun.window_mib(ZEN5)
+    a = corun.placement([short], window)
+    b = corun.placement([both], window)
+    assert a["shared"] and b["shared"] and b["sizes"][0][corun.LONG_MODE] == [14.5]
+    ra = corun.rrip_long_of(a["sizes"], ZEN5, 40.7e9)
+    rb = corun.rrip_long_of(b["sizes"], ZEN5, 40.7e9)
+    assert (ra["sizes"][0]["chase"], rb["sizes"][0]["chase"]) == ("short", "long")
+    assert rb["sizes"][0]["kept"] > ra["sizes"][0]["kept"]
+    assert rb["rrip_long"] < ra["rrip_long"]
 
 
 def test_the_1803_sweep_measures_rrip_long_and_the_shared_rounds_are_predicted_with_it():

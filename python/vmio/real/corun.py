@@ -111,7 +111,8 @@ measures the memory latency, with the RRPV width at Jaleel et al.'s 2 bits (RRIP
 
 ```text
 per size S of the window in a check that found the L3 shared (a probe or the sweep), with
-the chase's runs alone t_a (median) and beside the triad t_b (median), memory latency L:
+the chase's runs alone t_a (median) and beside the triad t_b (median; the sweep's LONG
+run where there is one), memory latency L:
   lost    = clamp((t_b - t_a) / (L - t_a), 0, 1)     loads that went to memory instead
   kept    = clamp(1 - lost x S / S3, 0, 1)          of the chase's S3 lines in the L3
             (S3 = S less core 0's private level under a victim L3, else S)
@@ -127,6 +128,16 @@ the chase's runs alone t_a (median) and beside the triad t_b (median), memory la
 rrip_long = median of eps(S) over the sizes and checks, at most 1 (static RRIP: the most a
             2-bit L3 loses); none measured: no key (LRU)
 ```
+
+The formula is the L3's steady state, and a chase started beside the running triad is not
+in it at first: its lines enter the L3 as new lines (at distant, mostly) and are protected
+only once one of them is hit there, so a chase of few passes averages over the time its set
+takes to settle, and reads a larger epsilon (less protection) than the L3 has. On 29 Nov
+2026, 18:41 UTC (two tries, the machine busy with builds, load 7: noisy), a 4 MiB chase
+beside the triad cost 72.7 and 23.9 ns a load over 2 M loads and 38.9 and 14.5 over 32 M,
+an 8 MiB one 119 and 105 against 103 and 48 (alone 11-24 and 14-44). Hence the sweep's
+LONG run, preferred where a record has it; the probes' short chases only decide the
+placement.
 """
 
 from __future__ import annotations
@@ -277,6 +288,13 @@ def chase_beside(binary: Path, co_argv: list[str], mib: int, loads: int, workdir
     return chase_modes(binary, mib, loads, modes, workdir)
 
 
+LONG = 8
+"""How many times longer `chase_sweep`'s second run beside the triad is (LONG_MODE)."""
+LONG_MODE = "beside the triad, long"
+"""The sweep's chase beside the triad over LONG times the loads: nearer the L3's steady state
+(module doc, "The last level's replacement": a reused set's lines are kept only once they
+have been reused in the L3, which a chase started beside the stream reaches over many
+passes)."""
 SWEEP_MIB = (1, 2, 4, 8, 16)
 """The chase sizes of `chase_sweep` (MiB): from within a private L2 to a 16 MiB last level."""
 REUSE_MIB = 8
@@ -288,7 +306,8 @@ def chase_sweep(
     binary: Path, triad_argv: list[str], sizes: Sequence[int], loads: int, workdir: Path
 ) -> list[dict]:
     """Per size: the chase alone, beside the triad (a stream: its lines never come back),
-    beside a REUSE_MIB chase (a co-runner that reuses its lines), on the other core.
+    beside a REUSE_MIB chase (a co-runner that reuses its lines), on the other core, and
+    beside the triad again over LONG times the loads (LONG_MODE).
 
     What it tells (docs/cpu.md, "a victim L3"): under LRU in a shared last level both
     co-runners take the chase's lines once its set no longer fits beside theirs; neither
@@ -303,7 +322,12 @@ def chase_sweep(
         ("beside a chase", reuse),
         ("alone again", None),
     ]
-    return [chase_modes(binary, mib, loads, modes, workdir) for mib in sizes]
+    rows = []
+    for mib in sizes:
+        row = chase_modes(binary, mib, loads, modes, workdir)
+        long = chase_modes(binary, mib, LONG * loads, [(LONG_MODE, triad_argv)], workdir)
+        rows.append({**row, LONG_MODE: long[LONG_MODE]})
+    return rows
 
 
 PROBE_LOADS = 2 * 10**6
@@ -401,6 +425,7 @@ def placement(
                 "loss": statistics.median(beside) - max(alone),
                 "spread": spread,
                 "shows loss": shows_loss(alone, beside),
+                **({LONG_MODE: [row[LONG_MODE]]} if LONG_MODE in row else {}),
             }
         )
     if not sizes:
@@ -712,7 +737,7 @@ def rrip_long_of(
     rows = []
     for z in sizes:
         t_a = statistics.median(z["alone"])
-        t_b = statistics.median(z["beside the triad"])
+        t_b = statistics.median(z.get(LONG_MODE) or z["beside the triad"])
         lines = (z["mib"] << 20) // 64
         in_l3 = max(1, lines - below // 64)
         lost = min(1.0, max(0.0, (t_b - t_a) / max(1e-9, memory - t_a)))
@@ -723,7 +748,15 @@ def rrip_long_of(
         if 0 < kept < 1:
             x = aging_count(kept, bits)
             eps = x * (size - kept * in_l3 * 64) / (lam * 64 * reuse_ns)
-        rows.append({"mib": z["mib"], "lost": lost, "kept": kept, "rrip_long": eps})
+        rows.append(
+            {
+                "mib": z["mib"],
+                "chase": "long" if z.get(LONG_MODE) else "short",
+                "lost": lost,
+                "kept": kept,
+                "rrip_long": eps,
+            }
+        )
     usable = [r["rrip_long"] for r in rows if r["rrip_long"] is not None]
     return {
         "bits": bits,
@@ -935,8 +968,8 @@ def placement_text(decision: dict) -> str:
         lines.append(f"  {name}: {said}: " + "; ".join(parts))
     if (r := decision.get("replacement")) is not None:
         kept = ", ".join(
-            f"{z['mib']} MiB kept {z['kept']:.2f}"
-            + ("" if z["rrip_long"] is None else f" (rrip_long {z['rrip_long']:.3f})")
+            f"{z['mib']} MiB kept {z['kept']:.2f} ({z['chase']} chase)"
+            + ("" if z["rrip_long"] is None else f", rrip_long {z['rrip_long']:.3f}")
             for z in r["sizes"]
         )
         lines.append(
@@ -1032,6 +1065,8 @@ __all__ = [
     "CO_START_S",
     "CO_WORK",
     "CORE",
+    "LONG",
+    "LONG_MODE",
     "MIN_ROUNDS",
     "PROBE_LOADS",
     "PROGRAMS",
