@@ -95,10 +95,13 @@
 //!        every line of the set by one until one is; a new line is inserted at distant, or
 //!        at "long" (2^bits − 2) for a share rrip_long of them (bimodal RRIP's ε; rrip_long
 //!        = 1 is static RRIP). Jaleel et al.'s choices are 2 bits and ε = 1/32, the keys'
-//!        defaults; Intel's and AMD's last levels are documented as neither (Intel's
-//!        L3s since Ivy Bridge behave as an adaptive insertion policy in published
-//!        reverse engineering, AMD's is undocumented), so vmio.real.corun measures
-//!        rrip_long on the machine it runs on from a pointer chase beside a stream
+//!        defaults. Neither vendor documents its last level's policy: Intel's Ivy Bridge L3
+//!        was found by measurement to keep part of a cyclic working set larger than
+//!        itself, "an adaptive policy resembling" DIP and RRIP rather than pseudo-LRU
+//!        (H. Wong, "Intel Ivy Bridge cache replacement policy", blog.stuffedcow.net,
+//!        January 2013, with random cyclic pointer chases); AMD's is undocumented. So
+//!        vmio.real.corun measures rrip_long on the machine it runs on, from a pointer
+//!        chase beside a stream
 //! ```
 //!
 //! EPT is the `[host] ept` key's business (the hypervisor's costs); the profiles only name it.
