@@ -39,6 +39,13 @@
 //!   disk is idle (QEMU's NBD client does not reconnect by default), and holds no budget. Sockets carry 1 s `SO_RCVTIMEO`/`SO_SNDTIMEO` ticks so that
 //!   blocked reads and writes notice these deadlines.
 //!
+//! With `--aio io_uring` the reader receives through an io_uring of its own
+//! ([`crate::uring`]), which also carries the disk's O_DIRECT pieces it dispatches: while it
+//! waits for its client it completes them (and sends their replies, as a worker would), so a
+//! request wakes no other server thread. It never sleeps elsewhere while its ring holds
+//! pieces (waiting for budget, or for the last replies, it runs the ring instead), and it
+//! closes the ring only once the pieces in it have completed.
+//!
 //! Who gets a slot when the table is full is [`crate::admission`]'s policy: at most
 //! `max_connections_per_peer` connections of one uid (Unix socket) or address (TCP), the
 //! last slot kept for a peer holding none, and a connection that finished its handshake and
@@ -80,7 +87,7 @@ use crate::dispatch::{Dispatcher, ReplySink, Request};
 use crate::export::{self, AlignedBuf, Export, ExportError};
 use crate::handoff::Queue;
 use crate::limits::{lock, shown, Budget, RateLog};
-use crate::options::{Config, Listen, OptionError};
+use crate::options::{Aio, Config, Listen, OptionError};
 use crate::proto::handshake::{self as hs, ClientOption};
 use crate::proto::transmission::{self as tx, Command, REQUEST_BYTES};
 use crate::proto::{self, ProtoError};
@@ -259,14 +266,23 @@ impl Conn {
     }
 }
 
-/// The reader's view of a connection, noting activity.
-struct ConnRead(Arc<Conn>);
+/// The reader's view of a connection, noting activity; with `ring`, it receives through the
+/// thread's io_uring ([`crate::uring`]), completing the disk's pieces while it waits.
+struct ConnRead {
+    conn: Arc<Conn>,
+    ring: bool,
+}
 
 impl Read for ConnRead {
     fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        let n = (&self.0.stream).read(b)?;
+        let n = if self.ring {
+            crate::uring::recv(self.conn.stream.raw_fd(), b, TICK)?
+        } else {
+            (&self.conn.stream).read(b)?
+        };
+        let c = &self.conn;
         if n > 0 {
-            self.0.touch();
+            c.touch();
         }
         Ok(n)
     }
@@ -394,6 +410,13 @@ impl ConnOut {
                 if bytes > 0 && self.aborted() {
                     return false;
                 }
+                if crate::uring::busy() {
+                    // Pieces in this thread's ring: complete them while waiting.
+                    drop(h);
+                    crate::uring::park();
+                    h = lock(&self.held);
+                    continue;
+                }
                 h.waiting += 1;
                 h = self
                     .drained
@@ -443,6 +466,12 @@ impl ConnOut {
     fn drain(&self) {
         let mut h = lock(&self.held);
         while h.requests > 0 {
+            if crate::uring::busy() {
+                drop(h);
+                crate::uring::park();
+                h = lock(&self.held);
+                continue;
+            }
             h.waiting += 1;
             h = self.drained.wait(h).unwrap_or_else(|e| e.into_inner());
             h.waiting -= 1;
@@ -842,6 +871,13 @@ fn spawn<T: Send + 'static>(
 /// Open the exports, listen, and serve in background threads.
 pub fn start(cfg: &Config) -> Result<Server, ServeError> {
     cfg.check()?;
+    if cfg.aio == Aio::IoUring {
+        if let Err(e) = crate::uring::probe() {
+            return Err(ServeError::Usage(format!(
+                "--aio io_uring: this kernel gives no io_uring ({e}); use --aio native"
+            )));
+        }
+    }
     let (stack, exports) = load(&cfg.stack, cfg.create)?;
     // The handlers are installed before the socket listens: a client that sees the socket
     // may signal the server at once, and a signal that arrives before the signal thread runs
@@ -877,13 +913,17 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
                 .then_some((cfg.read_ahead_bytes, e.size_bytes))
         })
         .collect();
-    let dispatcher =
-        Dispatcher::start(&stack, cfg.queue_depth, cfg.workers, &read_ahead).map_err(|source| {
-            ServeError::Thread {
-                what: "I/O worker",
-                source,
-            }
-        })?;
+    let dispatcher = Dispatcher::start(
+        &stack,
+        cfg.queue_depth,
+        cfg.workers,
+        &read_ahead,
+        cfg.aio,
+    )
+    .map_err(|source| ServeError::Thread {
+        what: "I/O worker",
+        source,
+    })?;
     let shared = Arc::new(Shared {
         exports,
         dispatcher,
@@ -1144,6 +1184,10 @@ impl Server {
             .collect();
         if !ra.is_empty() {
             s += &format!("; read-ahead (O_DIRECT windows) on {}", ra.join(", "));
+        }
+        let engine = self.shared.dispatcher.engine();
+        if engine != Aio::Native {
+            s += &format!("; aio {}", engine.name());
         }
         s
     }
@@ -1695,9 +1739,31 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
                 format!("cannot start its writer thread ({e}); closed"),
             )
         })?;
-    let mut rd = BufReader::with_capacity(64 << 10, ConnRead(conn.clone()));
+    // --aio io_uring: this thread's ring receives and does the disk's pieces it dispatches.
+    let ring = sh.dispatcher.engine() == Aio::IoUring && {
+        let d = sh.dispatcher.clone();
+        match crate::uring::install(Arc::new(move |data, res| d.ring_done(data, res))) {
+            Ok(()) => true,
+            Err(e) => {
+                let id = conn.id;
+                sh.log
+                    .log(|| format!("connection {id}: no io_uring ({e}); Linux AIO instead"));
+                false
+            }
+        }
+    };
+    let mut rd = BufReader::with_capacity(
+        64 << 10,
+        ConnRead {
+            conn: conn.clone(),
+            ring,
+        },
+    );
     let r = transmission(&mut rd, &conn, &export, &out, sh);
     out.drain();
+    if ring {
+        crate::uring::uninstall();
+    }
     out.writer.push(Handoff::Stop);
     let _ = w.join();
     conn.stream.shutdown(std::net::Shutdown::Both);
@@ -1868,5 +1934,10 @@ fn transmission(
             buf,
             arrived,
         ));
+        if !rd.buffer().is_empty() {
+            // More requests already received: their pieces are not held behind them
+            // (io_uring; a no-op otherwise).
+            crate::uring::submit();
+        }
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use vmio_serve::proto::*;
+use vmio_serve::options::Aio;
 use vmio_serve::{Config, Listen};
 
 /// An in-process server on `dir/nbd.sock` over `stack_text`, configured by `tune`.
@@ -22,6 +23,10 @@ fn in_process(
     let sock = dir.join("nbd.sock");
     let mut cfg = Config::new(dir.join("stack.toml"), Listen::Unix(sock.clone()));
     cfg.signals = false;
+    // As common::Server: VMIO_SERVE_TEST_AIO=io_uring runs every server with that engine.
+    if let Ok(e) = std::env::var("VMIO_SERVE_TEST_AIO") {
+        cfg.aio = Aio::from_name(&e);
+    }
     tune(&mut cfg);
     (vmio_serve::start(&cfg).unwrap(), sock)
 }
@@ -206,11 +211,23 @@ fn status_field(pid: u32, field: &str) -> u64 {
 
 #[test]
 fn a_declared_but_unsent_32_mib_write_holds_only_budget_and_is_dropped_at_the_idle_timeout() {
-    let dir = tempdir("partial-write");
+    unsent_writes(&["writeback"], None);
+}
+
+/// The same with io_uring on O_DIRECT: the stalled receives are cancelled at each tick and
+/// the idle timeout closes them as before.
+#[test]
+fn a_declared_but_unsent_32_mib_write_is_dropped_at_the_idle_timeout_through_io_uring() {
+    unsent_writes(&["none"], Some(Aio::IoUring));
+}
+
+fn unsent_writes(cache: &[&str], aio: Option<Aio>) {
+    let dir = tempdir(&format!("partial-write-{}", cache[0]));
     let (srv, sock) = in_process(
         &dir,
-        &stack("single", "64m", 32 << 20, &["writeback"]),
+        &stack("single", "64m", 32 << 20, cache),
         |c| {
+            c.aio = aio.unwrap_or(c.aio);
             c.max_connections = 32;
             c.max_conn_payload_bytes = 32 << 20;
             c.max_total_payload_bytes = 256 << 20;
@@ -269,11 +286,23 @@ fn an_idle_guest_with_nothing_in_flight_outlives_the_idle_timeout() {
 
 #[test]
 fn pipelined_unread_32_mib_reads_stop_at_the_per_connection_budget() {
-    let dir = tempdir("unread");
+    unread_reads(&["writeback"], None);
+}
+
+/// The same with io_uring on O_DIRECT: the reader waits for budget while its own ring holds
+/// the reads in flight, and completes them meanwhile.
+#[test]
+fn pipelined_unread_32_mib_reads_stop_at_the_per_connection_budget_through_io_uring() {
+    unread_reads(&["none"], Some(Aio::IoUring));
+}
+
+fn unread_reads(cache: &[&str], aio: Option<Aio>) {
+    let dir = tempdir(&format!("unread-{}", cache[0]));
     let (srv, sock) = in_process(
         &dir,
-        &stack("single", "64m", 32 << 20, &["writeback"]),
+        &stack("single", "64m", 32 << 20, cache),
         |c| {
+            c.aio = aio.unwrap_or(c.aio);
             c.max_conn_payload_bytes = 64 << 20;
             c.idle_timeout = Duration::from_secs(3);
         },
