@@ -19,7 +19,7 @@
 //! at most `max_connections` connections are admitted (default 256, so at most 2 x 256
 //! connection threads with 256 KiB stacks, plus the I/O workers, the accept, refuser, timer,
 //! signal and statistics threads), each holds one descriptor (reader, writer and the
-//! registry share it), and what a connection may make the server hold is bounded by:
+//! registry share it; with `--aio io_uring` its ring is a second one), and what a connection may make the server hold is bounded by:
 //!
 //! - requests in flight: [`MAX_INFLIGHT`] per connection;
 //! - payload bytes in flight ([`crate::limits::Budget`]): `max_conn_payload_bytes` per

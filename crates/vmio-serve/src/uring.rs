@@ -69,9 +69,13 @@ thread_local! {
 }
 
 /// Whether this kernel gives a ring with what [`recv`] needs (a timeout on the wait,
-/// `IORING_FEAT_EXT_ARG`, Linux 5.11); the error says why not.
+/// `IORING_FEAT_EXT_ARG`, Linux 5.11); the error says why not. The ring is made and closed
+/// on a thread of its own: closing a ring queues work to the task that owns it, which
+/// interrupts that thread's next blocking call (`EINTR`).
 pub fn probe() -> io::Result<()> {
-    new_ring(4).map(|_| ())
+    std::thread::spawn(|| new_ring(4).map(|_| ()))
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the io_uring probe failed")))
 }
 
 fn new_ring(entries: u32) -> io::Result<IoUring> {
