@@ -59,8 +59,8 @@ use crate::handoff::Queue;
 use crate::limits::lock;
 use crate::options::Aio;
 use crate::proto::transmission::Command;
-use crate::uring;
 use crate::readahead::{self, Read};
+use crate::uring;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -609,7 +609,7 @@ impl Dispatcher {
             }
             for e in &ev[..n] {
                 // SAFETY: data is the address of the box submitted in pump, reaped once.
-                self.piece_completed(unsafe { Box::from_raw(e.data as *mut AioPiece) }, e.res);
+                self.piece_completed(*unsafe { Box::from_raw(e.data as *mut AioPiece) }, e.res);
             }
         }
     }
@@ -617,12 +617,12 @@ impl Dispatcher {
     /// A piece this thread's io_uring ([`crate::uring`]) reaped: `data` and its result.
     pub fn ring_done(&self, data: u64, res: i32) {
         // SAFETY: data is the address of the box queued in pump, reaped once.
-        self.piece_completed(unsafe { Box::from_raw(data as *mut AioPiece) }, res.into());
+        self.piece_completed(*unsafe { Box::from_raw(data as *mut AioPiece) }, res.into());
     }
 
     /// An AIO or io_uring piece completed with `res`: free its slot, dispatch what the
     /// queue starts next, and finish the piece.
-    fn piece_completed(&self, p: Box<AioPiece>, res: i64) {
+    fn piece_completed(&self, p: AioPiece, res: i64) {
         if let Err(err) = aio_done(&p.job, res) {
             p.job.req.error.store(nbd_errno(&err), Ordering::Relaxed);
         }

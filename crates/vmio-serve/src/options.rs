@@ -208,9 +208,7 @@ pub const OPTIONS: &[ServeOption] = &[
     ServeOption {
         name: "aio",
         metavar: "ENGINE",
-        kind: Kind::Choice {
-            values: Aio::NAMES,
-        },
+        kind: Kind::Choice { values: Aio::NAMES },
         default: Some("native"),
         help: "how O_DIRECT pieces reach the disk, as QEMU's aio=: threads (the I/O \
                threads' pread/pwrite), native (Linux AIO: the connection's reader submits, \

@@ -913,17 +913,11 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
                 .then_some((cfg.read_ahead_bytes, e.size_bytes))
         })
         .collect();
-    let dispatcher = Dispatcher::start(
-        &stack,
-        cfg.queue_depth,
-        cfg.workers,
-        &read_ahead,
-        cfg.aio,
-    )
-    .map_err(|source| ServeError::Thread {
-        what: "I/O worker",
-        source,
-    })?;
+    let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers, &read_ahead, cfg.aio)
+        .map_err(|source| ServeError::Thread {
+            what: "I/O worker",
+            source,
+        })?;
     let shared = Arc::new(Shared {
         exports,
         dispatcher,

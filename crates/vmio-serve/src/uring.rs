@@ -238,7 +238,10 @@ pub fn recv(fd: i32, buf: &mut [u8], tick: Duration) -> io::Result<usize> {
         }
         others.clear();
         if got.is_none() && !cancelled && Instant::now() >= deadline {
-            push(opcode::AsyncCancel::new(RECV).build().user_data(CANCEL), false);
+            push(
+                opcode::AsyncCancel::new(RECV).build().user_data(CANCEL),
+                false,
+            );
             cancelled = true;
         }
     }
@@ -281,7 +284,10 @@ mod tests {
         let n = recv(a.as_raw_fd(), &mut buf, Duration::from_secs(5)).unwrap();
         assert_eq!(&buf[..n], b"request");
         drop(b);
-        assert_eq!(recv(a.as_raw_fd(), &mut buf, Duration::from_secs(5)).unwrap(), 0);
+        assert_eq!(
+            recv(a.as_raw_fd(), &mut buf, Duration::from_secs(5)).unwrap(),
+            0
+        );
         uninstall();
         assert!(!active());
     }

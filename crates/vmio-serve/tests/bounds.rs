@@ -9,8 +9,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use vmio_serve::proto::*;
 use vmio_serve::options::Aio;
+use vmio_serve::proto::*;
 use vmio_serve::{Config, Listen};
 
 /// An in-process server on `dir/nbd.sock` over `stack_text`, configured by `tune`.
@@ -223,17 +223,13 @@ fn a_declared_but_unsent_32_mib_write_is_dropped_at_the_idle_timeout_through_io_
 
 fn unsent_writes(cache: &[&str], aio: Option<Aio>) {
     let dir = tempdir(&format!("partial-write-{}", cache[0]));
-    let (srv, sock) = in_process(
-        &dir,
-        &stack("single", "64m", 32 << 20, cache),
-        |c| {
-            c.aio = aio.unwrap_or(c.aio);
-            c.max_connections = 32;
-            c.max_conn_payload_bytes = 32 << 20;
-            c.max_total_payload_bytes = 256 << 20;
-            c.idle_timeout = Duration::from_secs(2);
-        },
-    );
+    let (srv, sock) = in_process(&dir, &stack("single", "64m", 32 << 20, cache), |c| {
+        c.aio = aio.unwrap_or(c.aio);
+        c.max_connections = 32;
+        c.max_conn_payload_bytes = 32 << 20;
+        c.max_total_payload_bytes = 256 << 20;
+        c.idle_timeout = Duration::from_secs(2);
+    });
     // 30 clients declare a 32 MiB WRITE and send one byte: 7 of them get budget (the shared
     // pool is 256 MiB less 32 reserves of 1 MiB), the others wait for it.
     let mut clients: Vec<Raw> = (0..30).map(|_| go(&sock)).collect();
@@ -298,15 +294,11 @@ fn pipelined_unread_32_mib_reads_stop_at_the_per_connection_budget_through_io_ur
 
 fn unread_reads(cache: &[&str], aio: Option<Aio>) {
     let dir = tempdir(&format!("unread-{}", cache[0]));
-    let (srv, sock) = in_process(
-        &dir,
-        &stack("single", "64m", 32 << 20, cache),
-        |c| {
-            c.aio = aio.unwrap_or(c.aio);
-            c.max_conn_payload_bytes = 64 << 20;
-            c.idle_timeout = Duration::from_secs(3);
-        },
-    );
+    let (srv, sock) = in_process(&dir, &stack("single", "64m", 32 << 20, cache), |c| {
+        c.aio = aio.unwrap_or(c.aio);
+        c.max_conn_payload_bytes = 64 << 20;
+        c.idle_timeout = Duration::from_secs(3);
+    });
     let mut greedy = go(&sock);
     greedy
         .s

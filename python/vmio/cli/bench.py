@@ -120,18 +120,18 @@ BENCH_SERVE_EPILOG = """\
 Runs fio's nbd engine (4k randread QD32, 1M sequential read QD4, 4k randwrite QD32) against
 vmio serve (cache=none: O_DIRECT through Linux AIO), vmio serve --aio io_uring (vmio-uring:
 each connection's thread receives and does its disk I/O through one io_uring), vmio serve
---read-ahead (vmio+ra: the same, with its sequential read-ahead), qemu-nbd --cache=none --aio=threads (O_DIRECT) and
-nbdkit file cache=none (buffered pread, then POSIX_FADV_DONTNEED: the kernel's read-ahead
-works for it), all on Unix sockets over the same IMAGE (created with random data when
-missing), and the ceiling: fio itself on IMAGE with ioengine=libaio, direct=1 (no server,
-same workload). IMAGE is evicted from the host page cache before every run, and the 1M
-sequential read is one pass over IMAGE (at most --runtime), not time-based: a second pass
-would be served from the page cache of a buffered server. Prints each server's I/O path,
-IOPS, MB/s, p99 completion latency, the server's CPU time per I/O, how much of IMAGE the page
-cache holds after the run, and each vmio row's IOPS ratio to qemu-nbd, nbdkit and the
-ceiling. Then four fio jobs read four exports with weights 1000, 700, 400, 100 (10:7:4:1) on
-IMAGE under cfq, then under mcfq (bw_window = 2 s), and the bandwidth ratios are printed.
-IMAGE must be on a file system with O_DIRECT.
+--read-ahead (vmio+ra: the same, with its sequential read-ahead), qemu-nbd --cache=none
+--aio=threads (O_DIRECT) and nbdkit file cache=none (buffered pread, then
+POSIX_FADV_DONTNEED: the kernel's read-ahead works for it), all on Unix sockets over the
+same IMAGE (created with random data when missing), and the ceiling: fio itself on IMAGE
+with ioengine=libaio, direct=1 (no server, same workload). IMAGE is evicted from the host
+page cache before every run, and the 1M sequential read is one pass over IMAGE (at most
+--runtime), not time-based: a second pass would be served from the page cache of a buffered
+server. Prints each server's I/O path, IOPS, MB/s, p99 completion latency, the server's CPU
+time per I/O, how much of IMAGE the page cache holds after the run, and each vmio row's IOPS
+ratio to qemu-nbd, nbdkit and the ceiling. Then four fio jobs read four exports with weights
+1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq (bw_window = 2 s), and
+the bandwidth ratios are printed. IMAGE must be on a file system with O_DIRECT.
 
 examples:
   vmio bench serve /var/tmp/bench.img
