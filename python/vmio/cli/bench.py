@@ -288,8 +288,8 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         read_ahead=args.read_ahead,
     )
     header = ["workload", "server", "I/O path", "IOPS", "MB/s", "p99 us", "CPU us/IO"]
-    header += ["cached MiB", "/qemu-nbd", "/nbdkit", "/ceiling"]
-    print(report.text_table(header, rows, align="lllrrrrrrrr"))
+    header += ["cached MiB", "/vmio", "/qemu-nbd", "/nbdkit", "/ceiling"]
+    print(report.text_table(header, rows, align="lllrrrrrrrrr"))
     if share:
         print()
         header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
@@ -302,8 +302,8 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         "its I/Os (fio's rate times the run with its ramp second; the 1M row: fio's I/Os). The "
         "1M sequential read is one pass over IMAGE from cold, not time-based: no byte is read "
         "twice. cached MiB: IMAGE's pages in the page cache after the run (mincore, as "
-        "fincore). /qemu-nbd, /nbdkit, "
-        "/ceiling: a vmio row's IOPS over theirs within a round. With --rounds, median "
+        "fincore). /vmio, /qemu-nbd, /nbdkit, /ceiling: a vmio row's IOPS over theirs within a "
+        "round (/vmio: over vmio's default engine, --aio native). With --rounds, median "
         "(min..max) over the rounds. Sharing ratios are to the lightest export (weight 100)."
     )
     return 0

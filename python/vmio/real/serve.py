@@ -459,9 +459,9 @@ def bench_serve(
     each run) and the weighted-sharing measurement (skipped when `share_s` is 0); returns two
     tables' rows (the first: workload, server, I/O path, IOPS, MB/s, p99 us, CPU us/IO,
     MiB of IMAGE in the page cache after the run (`cached_bytes`), then the IOPS ratios
-    within a round of each vmio row to qemu-nbd, nbdkit and the ceiling, median (min..max)
-    over the rounds). `read_ahead`: vmio+ra's --read-ahead
-    (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
+    within a round of each vmio row to vmio (its default engine, for the other vmio rows),
+    qemu-nbd, nbdkit and the ceiling, median (min..max) over the rounds). `read_ahead`:
+    vmio+ra's --read-ahead (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
     for tool in ("fio", *[s for s in servers if s in ("qemu-nbd", "nbdkit")]):
         if shutil.which(tool) is None:
             raise VmioError(f"'{tool}' is not installed (apt-get install fio qemu-utils nbdkit)")
@@ -515,8 +515,8 @@ def bench_serve(
             for server in servers:
                 rs = results[(server, case.name)]
                 ratios = []
-                for o in ("qemu-nbd", "nbdkit", "ceiling"):
-                    if not server.startswith("vmio") or o not in servers:
+                for o in ("vmio", "qemu-nbd", "nbdkit", "ceiling"):
+                    if not server.startswith("vmio") or o not in servers or o == server:
                         ratios.append("-")
                         continue
                     os_ = results[(o, case.name)]
