@@ -19,8 +19,12 @@
 //!                loop: io_uring_enter(submit the queue, wait >= 1 completion, <= tick)
 //!                      each completion: RECV: its result is the read's
 //!                                       a piece: the dispatcher completes it (device queue,
-//!                                         pump: the pieces it starts are queued here; the
-//!                                         reply is sent when the request is done)
+//!                                         pump: the pieces it starts are queued here); a
+//!                                         request done: its reply is queued here as a
+//!                                         SENDMSG (MSG_DONTWAIT), unless one is in flight
+//!                                         for the connection (it follows that one)
+//!                                       a SENDMSG: the socket full -> the rest to the
+//!                                         connection's writer thread; else the next replies
 //!                      tick passed, no RECV yet: queue ASYNC_CANCEL(RECV), wait for it
 //! pump (on this thread): an aligned O_DIRECT piece -> READ/WRITE SQE (data = the piece)
 //! after a request: more requests already received -> io_uring_enter(submit) now (no plug:
@@ -29,9 +33,11 @@
 //! end:           turns until every piece in the ring has completed; the ring is closed
 //! ```
 //!
-//! The pieces a thread dispatches may be other connections' (the device queue is shared):
-//! they complete on this thread's ring, and their replies are sent from here (the sender
-//! never blocks, see crate::server). Threads without a ring (the timer, the I/O workers,
+//! So a request costs one `io_uring_enter` and no other system call when the socket has
+//! data and room (`strace -f -c`: 1.09 a request, against `io_submit`, `sendmsg`,
+//! `recvfrom` and 2.4 `futex` with `--aio native`). The pieces a thread dispatches may be
+//! other connections' (the device queue is shared): they complete on this thread's ring, and
+//! their replies are sent through it too (never blocking, see crate::server). Threads without a ring (the timer, the I/O workers,
 //! the AIO completion thread) dispatch through Linux AIO as with `--aio native`
 //! ([`crate::aio`]). The ring is set up with `IORING_SETUP_SINGLE_ISSUER`,
 //! `IORING_SETUP_COOP_TASKRUN` and `IORING_SETUP_DEFER_TASKRUN` (Linux 6.1: completions are
@@ -156,6 +162,15 @@ pub fn push_rw(write: bool, fd: i32, buf: *mut u8, len: u32, off: u64, data: u64
     } else {
         opcode::Read::new(fd, buf, len).offset(off).build()
     };
+    push(e.user_data(data), true)
+}
+
+/// Queue a `sendmsg(fd, msg, flags)`, completed by the ring's `done(data, result)` like a
+/// piece; false when the thread has no ring. `msg` and what it points to must live until then.
+pub fn push_sendmsg(fd: i32, msg: *const libc::msghdr, flags: u32, data: u64) -> bool {
+    let e = opcode::SendMsg::new(types::Fd(fd), msg)
+        .flags(flags)
+        .build();
     push(e.user_data(data), true)
 }
 
@@ -299,6 +314,42 @@ mod tests {
         let mut buf = [0u8; 16];
         let e = recv(a.as_raw_fd(), &mut buf, Duration::from_millis(20)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        uninstall();
+    }
+
+    #[test]
+    fn a_queued_sendmsg_reaches_the_peer_and_completes_with_its_byte_count() {
+        let Some(seen) = ring() else { return };
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let (h, p) = (*b"head", *b"payload");
+        let mut iov = [
+            libc::iovec {
+                iov_base: h.as_ptr() as *mut libc::c_void,
+                iov_len: h.len(),
+            },
+            libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            },
+        ];
+        // SAFETY: an all-zero msghdr is an empty message; it and iov outlive the completion.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = 2;
+        assert!(push_sendmsg(
+            a.as_raw_fd(),
+            &msg,
+            libc::MSG_DONTWAIT as u32,
+            16
+        ));
+        while busy() {
+            assert!(park());
+        }
+        assert_eq!(seen.0.load(Ordering::Relaxed), 16);
+        assert_eq!(seen.1.load(Ordering::Relaxed), 11);
+        let mut got = [0u8; 11];
+        std::io::Read::read_exact(&mut b, &mut got).unwrap();
+        assert_eq!(&got, b"headpayload");
         uninstall();
     }
 
