@@ -94,6 +94,9 @@ def start_vmio_serve(
     (workdir / "stack.toml").write_text(stack_text, encoding="utf-8")
     sock = workdir / "nbd.sock"
     cmd = [sys.executable, "-m", "vmio", "serve", "--stack", "stack.toml", "--socket", str(sock)]
+    # VMIO_SERVE_TEST_AIO=io_uring runs these servers with that engine (vmio serve --aio).
+    if os.environ.get("VMIO_SERVE_TEST_AIO") and "--aio" not in extra:
+        cmd += ["--aio", os.environ["VMIO_SERVE_TEST_AIO"]]
     proc = subprocess.Popen(
         [*cmd, *extra], cwd=workdir, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
     )

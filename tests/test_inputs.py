@@ -126,6 +126,10 @@ def test_vm_as_a_value_instead_of_tables_in_a_stack_is_one_line(capsys, tmp_path
         (["bench", "serve", "img", "--size", "1k"], "--size: '1k' is not a size in 1m..1t"),
         (["bench", "serve", "img", "--runtime", "0"], "--runtime"),
         (["bench", "serve", "img", "--share-runtime", "99999"], "--share-runtime"),
+        (
+            ["bench", "serve", "img", "--servers", "vmio,qemu"],
+            "--servers: 'vmio,qemu' is not a comma-separated list of distinct servers among vmio,",
+        ),
     ],
 )
 def test_every_numeric_option_out_of_its_range_is_one_line_naming_the_flag(capsys, args, message):

@@ -158,6 +158,8 @@ def test_vmio_serve_takes_the_options_of_the_native_table_with_its_help_and_defa
     assert flags["--idle-timeout"]["default"] == 300.0
     assert flags["--trace-overwrite"]["needs"] == "--trace"
     assert flags["--socket"]["excludes"] == "--tcp"
+    assert flags["--aio"]["default"] == "native"
+    assert flags["--aio"]["choices"] == ["threads", "native", "io_uring"]
     about, epilog = native().serve_text("vmio serve")
     assert (parser.description, parser.epilog) == (about, epilog)
 
@@ -179,6 +181,10 @@ def test_serve_refuses_an_unknown_option_and_a_value_out_of_its_range_in_one_lin
         serve.serve(stack, socket=tmp_path / "s.sock", tcp=0)
     with pytest.raises(VmioError, match=r"need --trace FILE$"):
         serve.serve(stack, trace_max_bytes=4096)
+    with pytest.raises(
+        VmioError, match=r"^--aio 'uring': must be one of threads, native, io_uring$"
+    ):
+        serve.serve(stack, aio="uring")
 
 
 @pytest.mark.parametrize(

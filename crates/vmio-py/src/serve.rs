@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! serve_options()       -> [{flag, dest, kind, metavar, default, default_text, lo, hi,
-//!                            range, help, required, excludes, needs}], in the table's order
+//!                            range, choices, help, required, excludes, needs}], in the
+//!                            table's order
 //! serve_text(cmd)       -> (about, epilog) of the help, examples naming `cmd`
 //! serve(stack, **opts)  -> opts by dest (queue_depth=8): None = not given; str values are
 //!                          read as on the command line ("64m"), numbers and paths as they
@@ -30,6 +31,7 @@ fn to_py(py: Python<'_>, v: &Value) -> PyObject {
         Value::Path(p) => p.display().to_string().into_py(py),
         Value::Number(n) => n.into_py(py),
         Value::Seconds(s) => s.into_py(py),
+        Value::Text(t) => t.into_py(py),
     }
 }
 
@@ -48,7 +50,7 @@ fn serve_options(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("default", default)?;
             d.set_item("default_text", o.default)?;
             let (lo, hi): (PyObject, PyObject) = match o.kind {
-                Kind::Flag | Kind::Path => (py.None(), py.None()),
+                Kind::Flag | Kind::Path | Kind::Choice { .. } => (py.None(), py.None()),
                 Kind::Port => (0u64.into_py(py), u64::from(u16::MAX).into_py(py)),
                 Kind::Count { lo, hi } | Kind::Size { lo, hi } => (lo.into_py(py), hi.into_py(py)),
                 Kind::Seconds { lo, hi } => (lo.into_py(py), hi.into_py(py)),
@@ -56,6 +58,11 @@ fn serve_options(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("lo", lo)?;
             d.set_item("hi", hi)?;
             d.set_item("range", o.kind.range_text())?;
+            let choices = match o.kind {
+                Kind::Choice { values } => Some(values.to_vec()),
+                _ => None,
+            };
+            d.set_item("choices", choices)?;
             d.set_item("help", o.help_text())?;
             d.set_item("required", o.rule == Rule::Required)?;
             let other = |name: &str| format!("--{name}");
@@ -104,6 +111,7 @@ fn value(opt: &ServeOption, v: &Bound<'_, PyAny>) -> PyResult<Value> {
             .extract::<f64>()
             .map(Value::Seconds)
             .or_else(|_| as_text()),
+        Kind::Choice { .. } => as_text(),
     }
 }
 

@@ -90,6 +90,20 @@ impl Iocb {
     }
 }
 
+impl Iocb {
+    /// (write, descriptor, buffer, length, offset): the same I/O for another engine
+    /// ([`crate::uring`]).
+    pub fn io(&self) -> (bool, i32, *mut u8, u64, u64) {
+        (
+            self.opcode == IOCB_CMD_PWRITE,
+            self.fd as i32,
+            self.buf as *mut u8,
+            self.nbytes,
+            self.offset as u64,
+        )
+    }
+}
+
 /// One AIO context.
 pub struct Context {
     ctx: libc::c_ulong,

@@ -8,18 +8,22 @@
 //! submit(request):  pieces = export.map(offset, len)            # volume policy
 //!                   for each piece: queue[device].insert(now, DevIo{owner = VM}); pump(device)
 //! pump(device):     queue.dispatch(now): each started io (its slot, its pieces):
-//!                     one aligned O_DIRECT READ/WRITE piece: into one io_submit batch (aio)
-//!                     else: to the workers
+//!                     one aligned O_DIRECT READ/WRITE piece:
+//!                       --aio io_uring, on a thread with a ring: an SQE of that ring (uring)
+//!                       else (native, io_uring): into one io_submit batch (aio)
+//!                     else (and --aio threads): to the workers
 //!                   if queue.wakeup_to_arm(now) = t: timer = min(timer, t)   # CFQ idling, slices
 //! worker:           do the I/O of every tag of io; queue.complete(now, slot); pump(device)
 //!                   last piece of a request: FUA sync, stats, reply
 //! aio thread:       each completion: queue.complete(now, slot); pump(device); as a worker
+//! ring (io_uring):  the connection's thread, each piece reaped: as the aio thread
 //! timer thread:     at timer: every device: queue.woke(now); pump(device);
 //!                   timer = min(timer, queue's still armed wake-up)
 //! ```
 //!
 //! Pieces on O_DIRECT descriptors go through Linux AIO ([`crate::aio`]: why, and its
-//! pseudo-code); the workers keep the rest. `now` is the monotonic clock in nanoseconds
+//! pseudo-code) or the connection thread's io_uring ([`crate::uring`]); the workers keep the
+//! rest. `now` is the monotonic clock in nanoseconds
 //! since the server started. FLUSH does not
 //! enter the device queues: a worker runs it at once, syncing every backing of the export
 //! ([`Export::flush`]). The queues would order it the same way (a flush bypasses the
@@ -53,8 +57,10 @@ use crate::aio::{self, Iocb};
 use crate::export::{nbd_errno, AlignedBuf, Export};
 use crate::handoff::Queue;
 use crate::limits::lock;
+use crate::options::Aio;
 use crate::proto::transmission::Command;
 use crate::readahead::{self, Read};
+use crate::uring;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -196,8 +202,12 @@ pub struct Dispatcher {
     throttle: Vec<Mutex<ThrottleGroup<Request>>>,
     /// Each export's read-ahead state (by [`Export::index`]), for those that read ahead.
     ra: Vec<Option<Arc<Mutex<RaState>>>>,
-    /// Linux AIO for the O_DIRECT pieces ([`crate::aio`]); None: the workers do all.
+    /// Linux AIO for the O_DIRECT pieces ([`crate::aio`]); None: the workers do all (or
+    /// the connections' io_uring, on their threads).
     aio: Option<aio::Context>,
+    /// `--aio`: with io_uring, a thread that has a ring ([`crate::uring`]) queues its
+    /// pieces there.
+    engine: Aio,
     /// Work for the I/O workers ([`crate::handoff`]: consumers sleep at once, no spinning).
     work: Queue<Work>,
     epoch: Instant,
@@ -218,6 +228,7 @@ impl Dispatcher {
         depth: usize,
         workers: usize,
         read_ahead: &[Option<(u64, u64)>],
+        engine: Aio,
     ) -> io::Result<Arc<Self>> {
         let weights: Vec<u32> = stack.vms.iter().map(|v| v.weight).collect();
         let d = Arc::new(Self {
@@ -248,7 +259,13 @@ impl Dispatcher {
                 .map(|r| r.map(|(max, bytes)| Arc::new(Mutex::new(RaState::new(max, bytes)))))
                 .collect(),
             work: Queue::default(),
-            aio: aio::Context::new(depth.max(1) * stack.devices.len().max(1)).ok(),
+            aio: match engine {
+                Aio::Threads => None,
+                Aio::Native | Aio::IoUring => {
+                    aio::Context::new(depth.max(1) * stack.devices.len().max(1)).ok()
+                }
+            },
+            engine,
             epoch: Instant::now(),
             timer: Mutex::new(None),
             timer_cv: Condvar::new(),
@@ -284,6 +301,11 @@ impl Dispatcher {
                 Err(e)
             }
         }
+    }
+
+    /// The engine of the O_DIRECT pieces (`--aio`).
+    pub fn engine(&self) -> Aio {
+        self.engine
     }
 
     /// Export `index` reads ahead ([`crate::readahead`]).
@@ -477,9 +499,11 @@ impl Dispatcher {
         let now = self.now_ns();
         let pieces = &mut q.jobs;
         let mut batch: Vec<*mut AioPiece> = Vec::new();
+        // This thread's own io_uring (--aio io_uring, a connection's thread), if it has one.
+        let ring = self.engine == Aio::IoUring && uring::active();
         q.queue.dispatch(now, |slot, io| {
             let mut jobs: Vec<PieceJob> = io.tags().filter_map(|t| pieces.remove(&t)).collect();
-            if self.aio.is_some() && jobs.len() == 1 {
+            if (ring || self.aio.is_some()) && jobs.len() == 1 {
                 if let Some(iocb) = aio_iocb(&jobs[0]) {
                     let job = jobs.pop().expect("one job");
                     let p = Box::into_raw(Box::new(AioPiece {
@@ -490,7 +514,13 @@ impl Dispatcher {
                     }));
                     // SAFETY: p is the live box just made.
                     unsafe { (*p).iocb.data = p as u64 };
-                    batch.push(p);
+                    if ring {
+                        // SAFETY: as above; the box lives until ring_done takes it back.
+                        let (write, fd, buf, len, off) = unsafe { (*p).iocb.io() };
+                        uring::push_rw(write, fd, buf, len as u32, off, p as u64);
+                    } else {
+                        batch.push(p);
+                    }
                     return;
                 }
             }
@@ -579,18 +609,29 @@ impl Dispatcher {
             }
             for e in &ev[..n] {
                 // SAFETY: data is the address of the box submitted in pump, reaped once.
-                let p = unsafe { Box::from_raw(e.data as *mut AioPiece) };
-                if let Err(err) = aio_done(&p.job, e.res) {
-                    p.job.req.error.store(nbd_errno(&err), Ordering::Relaxed);
-                }
-                {
-                    let mut q = lock(&self.devices[p.device]);
-                    q.queue.complete(self.now_ns(), p.slot);
-                    self.pump(p.device, &mut q);
-                }
-                piece_done(&p.job.req);
+                self.piece_completed(*unsafe { Box::from_raw(e.data as *mut AioPiece) }, e.res);
             }
         }
+    }
+
+    /// A piece this thread's io_uring ([`crate::uring`]) reaped: `data` and its result.
+    pub fn ring_done(&self, data: u64, res: i32) {
+        // SAFETY: data is the address of the box queued in pump, reaped once.
+        self.piece_completed(*unsafe { Box::from_raw(data as *mut AioPiece) }, res.into());
+    }
+
+    /// An AIO or io_uring piece completed with `res`: free its slot, dispatch what the
+    /// queue starts next, and finish the piece.
+    fn piece_completed(&self, p: AioPiece, res: i64) {
+        if let Err(err) = aio_done(&p.job, res) {
+            p.job.req.error.store(nbd_errno(&err), Ordering::Relaxed);
+        }
+        {
+            let mut q = lock(&self.devices[p.device]);
+            q.queue.complete(self.now_ns(), p.slot);
+            self.pump(p.device, &mut q);
+        }
+        piece_done(&p.job.req);
     }
 
     fn worker(&self) {

@@ -10,7 +10,7 @@
 //!
 //! Modules: [`proto`] (the NBD wire format, after the NBD protocol specification
 //! `doc/proto.md` of NetworkBlockDevice/nbd), [`export`] (backing files, cache modes, I/O),
-//! [`aligned`] (O_DIRECT payload buffers and their pool), [`aio`] (Linux AIO for them),
+//! [`aligned`] (O_DIRECT payload buffers and their pool), [`aio`] (Linux AIO for them), [`uring`] (`--aio io_uring`: a ring per connection thread),
 //! [`dispatch`] (scheduler driver and I/O workers), [`handoff`] (the queue between threads), [`server`] (listeners, connections,
 //! bounds, shutdown), [`admission`] (who gets a slot when the server is full: per-peer
 //! limit, reserved slot, eviction of never-used connections), [`options`] (the one table of the server's options and the
@@ -34,6 +34,7 @@ pub mod readahead;
 pub mod server;
 pub mod stats;
 pub mod trace;
+pub mod uring;
 
 pub use options::{Config, Listen};
 pub use server::{start, ServeError, Server, Usage};

@@ -161,6 +161,13 @@ impl Budget {
             if abort() {
                 return false;
             }
+            if crate::uring::busy() {
+                // Pieces in this thread's io_uring: complete them while waiting.
+                drop(used);
+                crate::uring::park();
+                used = lock(&self.shared_used);
+                continue;
+            }
             used = self
                 .freed
                 .wait_timeout(used, Duration::from_millis(100))

@@ -52,6 +52,8 @@ pub enum Kind {
     Size { lo: u64, hi: u64 },
     /// A decimal number of seconds.
     Seconds { lo: f64, hi: f64 },
+    /// One of these words.
+    Choice { values: &'static [&'static str] },
 }
 
 impl Kind {
@@ -64,6 +66,7 @@ impl Kind {
             Kind::Count { .. } => "count",
             Kind::Size { .. } => "size",
             Kind::Seconds { .. } => "seconds",
+            Kind::Choice { .. } => "choice",
         }
     }
 
@@ -76,6 +79,7 @@ impl Kind {
             Kind::Count { lo, hi } => Some(format!("{lo}..{hi}")),
             Kind::Size { lo, hi } => Some(format!("{}..{}", format_size(lo), format_size(hi))),
             Kind::Seconds { lo, hi } => Some(format!("{lo}..{hi}")),
+            Kind::Choice { values } => Some(values.join(", ")),
         }
     }
 }
@@ -87,6 +91,8 @@ pub enum Value {
     Path(PathBuf),
     Number(u64),
     Seconds(f64),
+    /// A [`Kind::Choice`]'s word.
+    Text(String),
 }
 
 /// How an option relates to the others.
@@ -198,6 +204,19 @@ pub const OPTIONS: &[ServeOption] = &[
         rule: Rule::Free,
         set: |c, v| c.workers = v.number() as usize,
         get: |c| Some(Value::Number(c.workers as u64)),
+    },
+    ServeOption {
+        name: "aio",
+        metavar: "ENGINE",
+        kind: Kind::Choice { values: Aio::NAMES },
+        default: Some("native"),
+        help: "how O_DIRECT pieces reach the disk, as QEMU's aio=: threads (the I/O \
+               threads' pread/pwrite), native (Linux AIO: the connection's reader submits, \
+               one completion thread reaps), io_uring (each connection's thread receives, \
+               submits and reaps through one io_uring of its own)",
+        rule: Rule::Free,
+        set: |c, v| c.aio = Aio::from_name(&v.text()),
+        get: |c| Some(Value::Text(c.aio.name().into())),
     },
     ServeOption {
         name: "read-ahead",
@@ -427,6 +446,12 @@ pub enum OptionError {
         expected: &'static str,
         got: String,
     },
+    #[error("{flag} '{text}': must be one of {values}")]
+    Choice {
+        flag: String,
+        text: String,
+        values: String,
+    },
     #[error("{flag} needs a value")]
     NoValue { flag: String },
     #[error("{flag} {metavar} is required")]
@@ -482,6 +507,7 @@ impl Value {
             Value::Path(p) => p.display().to_string(),
             Value::Number(n) => n.to_string(),
             Value::Seconds(s) => s.to_string(),
+            Value::Text(t) => t.clone(),
         }
     }
 }
@@ -549,6 +575,7 @@ impl ServeOption {
                 Ok(s) => Value::Seconds(s),
                 Err(_) => return Err(self.out_of_range(shown())),
             },
+            Kind::Choice { .. } => Value::Text(text.to_string()),
         };
         self.check_as(&value, shown())?;
         Ok(value)
@@ -567,6 +594,7 @@ impl ServeOption {
             | (Kind::Size { lo, hi }, Value::Number(n)) => (lo..=hi).contains(n),
             // Also refuses NaN.
             (Kind::Seconds { lo, hi }, Value::Seconds(s)) => (lo..=hi).contains(s),
+            (Kind::Choice { values }, Value::Text(t)) => values.contains(&t.as_str()),
             (kind, v) => {
                 return Err(OptionError::Type {
                     flag: self.flag(),
@@ -592,6 +620,11 @@ impl ServeOption {
                 range: self.kind.range_text().unwrap_or_default(),
             },
             Kind::Seconds { lo, hi } => OptionError::Seconds { flag, text, lo, hi },
+            Kind::Choice { values } => OptionError::Choice {
+                flag,
+                text,
+                values: values.join(", "),
+            },
             Kind::Port | Kind::Flag | Kind::Path => OptionError::Port { flag, text },
         }
     }
@@ -659,6 +692,40 @@ pub struct Config {
     pub trace: Option<TraceConfig>,
     /// Largest read-ahead window of O_DIRECT exports; 0: none ([`crate::readahead`]).
     pub read_ahead_bytes: u64,
+    /// How O_DIRECT pieces reach the disk.
+    pub aio: Aio,
+}
+
+/// The I/O engine of the O_DIRECT pieces (`--aio`), named as QEMU's `aio=` of a drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aio {
+    /// Every piece to the I/O worker threads (blocking pread/pwrite).
+    Threads,
+    /// Linux AIO ([`crate::aio`]).
+    Native,
+    /// One io_uring per connection thread ([`crate::uring`]).
+    IoUring,
+}
+
+impl Aio {
+    pub const NAMES: &'static [&'static str] = &["threads", "native", "io_uring"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Aio::Threads => "threads",
+            Aio::Native => "native",
+            Aio::IoUring => "io_uring",
+        }
+    }
+
+    /// The engine named `name` (one of [`Aio::NAMES`]; anything else: native).
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "threads" => Aio::Threads,
+            "io_uring" => Aio::IoUring,
+            _ => Aio::Native,
+        }
+    }
 }
 
 impl Config {
@@ -690,6 +757,7 @@ impl Config {
             shutdown_grace: Duration::ZERO,
             trace: None,
             read_ahead_bytes: 0,
+            aio: Aio::Native,
         };
         for (i, opt) in OPTIONS.iter().enumerate() {
             let value = given.get(i).cloned().flatten();
@@ -991,6 +1059,11 @@ mod tests {
                 "65536",
                 "--tcp '65536': must be a port number 0..=65535",
             ),
+            (
+                "--aio",
+                "uring",
+                "--aio 'uring': must be one of threads, native, io_uring",
+            ),
         ] {
             let e = parse_err(&["--stack", "s.toml", flag, value]);
             assert!(e.contains(want) && !e.contains('\n'), "{flag}: {e}");
@@ -1094,5 +1167,19 @@ mod tests {
             ("color", Value::Flag(true)),
         ]);
         assert_eq!(e.unwrap_err().to_string(), "unknown argument 'color'");
+    }
+
+    #[test]
+    fn the_aio_engine_is_native_unless_given_and_each_name_reaches_the_config() {
+        let config = |a: &[&str]| match parse_args("vmio-serve", args(a)) {
+            Ok(Parsed::Serve(cfg)) => cfg,
+            other => panic!("{a:?}: {other:?}"),
+        };
+        assert_eq!(config(&["--stack", "s.toml"]).aio, Aio::Native);
+        for name in Aio::NAMES {
+            let cfg = config(&["--stack", "s.toml", "--aio", name]);
+            assert_eq!(cfg.aio.name(), *name);
+            assert_eq!(Aio::from_name(name), cfg.aio);
+        }
     }
 }

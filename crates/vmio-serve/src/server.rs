@@ -19,7 +19,7 @@
 //! at most `max_connections` connections are admitted (default 256, so at most 2 x 256
 //! connection threads with 256 KiB stacks, plus the I/O workers, the accept, refuser, timer,
 //! signal and statistics threads), each holds one descriptor (reader, writer and the
-//! registry share it), and what a connection may make the server hold is bounded by:
+//! registry share it; with `--aio io_uring` its ring is a second one), and what a connection may make the server hold is bounded by:
 //!
 //! - requests in flight: [`MAX_INFLIGHT`] per connection;
 //! - payload bytes in flight ([`crate::limits::Budget`]): `max_conn_payload_bytes` per
@@ -38,6 +38,14 @@
 //!   nothing in flight and no request begun is never closed for idleness: it is a guest whose
 //!   disk is idle (QEMU's NBD client does not reconnect by default), and holds no budget. Sockets carry 1 s `SO_RCVTIMEO`/`SO_SNDTIMEO` ticks so that
 //!   blocked reads and writes notice these deadlines.
+//!
+//! With `--aio io_uring` the reader receives through an io_uring of its own
+//! ([`crate::uring`]), which also carries the disk's O_DIRECT pieces it dispatches and the
+//! replies it sends ([`RingSend`], a `SENDMSG` with `MSG_DONTWAIT`: what the full socket
+//! does not take goes to the writer thread, as above): while it waits for its client it
+//! completes them, so a request wakes no other server thread and costs one `io_uring_enter`. It never sleeps elsewhere while its ring holds
+//! pieces (waiting for budget, or for the last replies, it runs the ring instead), and it
+//! closes the ring only once the pieces in it have completed.
 //!
 //! Who gets a slot when the table is full is [`crate::admission`]'s policy: at most
 //! `max_connections_per_peer` connections of one uid (Unix socket) or address (TCP), the
@@ -80,7 +88,7 @@ use crate::dispatch::{Dispatcher, ReplySink, Request};
 use crate::export::{self, AlignedBuf, Export, ExportError};
 use crate::handoff::Queue;
 use crate::limits::{lock, shown, Budget, RateLog};
-use crate::options::{Config, Listen, OptionError};
+use crate::options::{Aio, Config, Listen, OptionError};
 use crate::proto::handshake::{self as hs, ClientOption};
 use crate::proto::transmission::{self as tx, Command, REQUEST_BYTES};
 use crate::proto::{self, ProtoError};
@@ -259,14 +267,23 @@ impl Conn {
     }
 }
 
-/// The reader's view of a connection, noting activity.
-struct ConnRead(Arc<Conn>);
+/// The reader's view of a connection, noting activity; with `ring`, it receives through the
+/// thread's io_uring ([`crate::uring`]), completing the disk's pieces while it waits.
+struct ConnRead {
+    conn: Arc<Conn>,
+    ring: bool,
+}
 
 impl Read for ConnRead {
     fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-        let n = (&self.0.stream).read(b)?;
+        let n = if self.ring {
+            crate::uring::recv(self.conn.stream.raw_fd(), b, TICK)?
+        } else {
+            (&self.conn.stream).read(b)?
+        };
+        let c = &self.conn;
         if n > 0 {
-            self.0.touch();
+            c.touch();
         }
         Ok(n)
     }
@@ -364,6 +381,8 @@ struct ConnOut {
     sh: Arc<Shared>,
     /// The client is gone, or idle while the server waited on it: replies are dropped.
     broken: AtomicBool,
+    /// Itself, for a send through a thread's io_uring ([`RingSend`]), which holds it.
+    me: std::sync::Weak<ConnOut>,
 }
 
 /// At most this many buffers per `sendmsg`/`writev` (Linux's `UIO_MAXIOV`).
@@ -393,6 +412,13 @@ impl ConnOut {
             while h.requests >= MAX_INFLIGHT || h.bytes + bytes > budget.conn_max {
                 if bytes > 0 && self.aborted() {
                     return false;
+                }
+                if crate::uring::busy() {
+                    // Pieces in this thread's ring: complete them while waiting.
+                    drop(h);
+                    crate::uring::park();
+                    h = lock(&self.held);
+                    continue;
                 }
                 h.waiting += 1;
                 h = self
@@ -443,6 +469,12 @@ impl ConnOut {
     fn drain(&self) {
         let mut h = lock(&self.held);
         while h.requests > 0 {
+            if crate::uring::busy() {
+                drop(h);
+                crate::uring::park();
+                h = lock(&self.held);
+                continue;
+            }
             h.waiting += 1;
             h = self.drained.wait(h).unwrap_or_else(|e| e.into_inner());
             h.waiting -= 1;
@@ -457,7 +489,7 @@ impl ConnOut {
     /// Queue reply `o`; send it, and whatever else is ready, unless another thread is sending
     /// (it will send `o` too).
     fn post(&self, o: Out) {
-        let mut batch = {
+        let batch = {
             let mut p = lock(&self.pending);
             p.ready.push(o);
             if p.flushing {
@@ -466,7 +498,22 @@ impl ConnOut {
             p.flushing = true;
             std::mem::take(&mut p.ready)
         };
+        self.send_from(batch);
+    }
+
+    /// Send `batch` as the connection's one sender, then the replies that became ready
+    /// meanwhile: through this thread's io_uring when it has one ([`RingSend`]), else by
+    /// `sendmsg` now.
+    fn send_from(&self, mut batch: Vec<Out>) {
         loop {
+            if crate::uring::active() && !self.broken.load(Ordering::Relaxed) {
+                if let Some(me) = self.me.upgrade() {
+                    match RingSend::start(me, batch) {
+                        Ok(()) => return,
+                        Err(b) => batch = b,
+                    }
+                }
+            }
             if let Some(sent) = self.send_now(&batch) {
                 self.writer.push(Handoff::Rest { batch, sent });
                 return;
@@ -581,6 +628,101 @@ impl ConnOut {
 impl ReplySink for ConnOut {
     fn complete(&self, req: Arc<Request>) {
         self.post(Out::Done(req));
+    }
+}
+
+/// A batch of replies sent by a `SENDMSG` of the io_uring of the thread that became the
+/// connection's sender (`--aio io_uring`): it goes out with that thread's next
+/// `io_uring_enter`, the one that also submits the turn's pieces and waits, instead of a
+/// `sendmsg` of its own. Non-blocking as [`ConnOut::send_now`] (`MSG_DONTWAIT`): what the full
+/// socket did not take goes to the writer thread; the replies that became ready meanwhile
+/// follow when it completes ([`ring_sent`]).
+struct RingSend {
+    out: Arc<ConnOut>,
+    batch: Vec<Out>,
+    /// Where the iovecs point (with the payloads of `batch`).
+    _headers: Vec<[u8; 16]>,
+    iov: Vec<libc::iovec>,
+    msg: libc::msghdr,
+}
+
+impl RingSend {
+    /// Queue `batch` on this thread's ring; the batch back when it cannot be (more buffers
+    /// than one `sendmsg` takes, or no ring).
+    fn start(out: Arc<ConnOut>, batch: Vec<Out>) -> Result<(), Vec<Out>> {
+        let headers = headers(&batch);
+        let iov: Vec<libc::iovec> = wire(&batch, &headers)
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        if iov.len() > IOV_MAX {
+            return Err(batch);
+        }
+        let fd = out.conn.stream.raw_fd();
+        // The headers' and payloads' bytes are on the heap: moving their owners into the box
+        // keeps the iovecs' addresses.
+        let mut s = Box::new(RingSend {
+            out,
+            batch,
+            _headers: headers,
+            iov,
+            // SAFETY: an all-zero msghdr is a valid empty message.
+            msg: unsafe { std::mem::zeroed() },
+        });
+        s.msg.msg_iov = s.iov.as_mut_ptr();
+        s.msg.msg_iovlen = s.iov.len() as _;
+        let p = Box::into_raw(s);
+        let flags = (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as u32;
+        // SAFETY: the box lives until ring_sent takes it back; its msghdr points into it.
+        let msg = unsafe { std::ptr::addr_of!((*p).msg) };
+        if crate::uring::push_sendmsg(fd, msg, flags, p as u64 | SEND_TAG) {
+            return Ok(());
+        }
+        // SAFETY: not queued: the box is ours again.
+        let s = unsafe { Box::from_raw(p) };
+        Err(s.batch)
+    }
+}
+
+/// The low bit of a [`RingSend`]'s `user_data` (its box's address is aligned; the pieces'
+/// have it clear).
+const SEND_TAG: u64 = 1;
+
+/// What a thread's ring completes: a [`RingSend`] (tagged) or a piece of the dispatcher.
+fn ring_done(d: &Dispatcher, data: u64, res: i32) {
+    if data & SEND_TAG != 0 {
+        // SAFETY: the address of the box RingSend::start queued, reaped once.
+        ring_sent(
+            *unsafe { Box::from_raw((data & !SEND_TAG) as *mut RingSend) },
+            res,
+        );
+    } else {
+        d.ring_done(data, res);
+    }
+}
+
+/// A [`RingSend`] completed with `res` (bytes sent, or -errno). All sent, or the client gone:
+/// release the batch and send what became ready; the socket full: the rest to the writer.
+fn ring_sent(s: RingSend, res: i32) {
+    let total: usize = s.iov.iter().map(|v| v.iov_len).sum();
+    let RingSend { out, mut batch, .. } = s;
+    if res > 0 {
+        out.conn.touch();
+    }
+    if res >= 0 && res as usize >= total {
+        // All of it.
+    } else if res > 0 || res == -libc::EAGAIN || res == -libc::EINTR {
+        let sent = res.max(0) as usize;
+        return out.writer.push(Handoff::Rest { batch, sent });
+    } else {
+        // Nothing of a non-empty batch, or an error: the client is gone.
+        out.fail();
+    }
+    if out.next_batch(&mut batch) {
+        out.send_from(batch);
     }
 }
 
@@ -842,6 +984,13 @@ fn spawn<T: Send + 'static>(
 /// Open the exports, listen, and serve in background threads.
 pub fn start(cfg: &Config) -> Result<Server, ServeError> {
     cfg.check()?;
+    if cfg.aio == Aio::IoUring {
+        if let Err(e) = crate::uring::probe() {
+            return Err(ServeError::Usage(format!(
+                "--aio io_uring: this kernel gives no io_uring ({e}); use --aio native"
+            )));
+        }
+    }
     let (stack, exports) = load(&cfg.stack, cfg.create)?;
     // The handlers are installed before the socket listens: a client that sees the socket
     // may signal the server at once, and a signal that arrives before the signal thread runs
@@ -877,12 +1026,10 @@ pub fn start(cfg: &Config) -> Result<Server, ServeError> {
                 .then_some((cfg.read_ahead_bytes, e.size_bytes))
         })
         .collect();
-    let dispatcher =
-        Dispatcher::start(&stack, cfg.queue_depth, cfg.workers, &read_ahead).map_err(|source| {
-            ServeError::Thread {
-                what: "I/O worker",
-                source,
-            }
+    let dispatcher = Dispatcher::start(&stack, cfg.queue_depth, cfg.workers, &read_ahead, cfg.aio)
+        .map_err(|source| ServeError::Thread {
+            what: "I/O worker",
+            source,
         })?;
     let shared = Arc::new(Shared {
         exports,
@@ -1144,6 +1291,10 @@ impl Server {
             .collect();
         if !ra.is_empty() {
             s += &format!("; read-ahead (O_DIRECT windows) on {}", ra.join(", "));
+        }
+        let engine = self.shared.dispatcher.engine();
+        if engine != Aio::Native {
+            s += &format!("; aio {}", engine.name());
         }
         s
     }
@@ -1675,7 +1826,7 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
     if let Stream::Unix(u) = &conn.stream {
         set_sndbuf(u.as_raw_fd(), UNIX_SNDBUF_BYTES);
     }
-    let out = Arc::new(ConnOut {
+    let out = Arc::new_cyclic(|me| ConnOut {
         conn: conn.clone(),
         pending: Mutex::new(Pending::default()),
         writer: Queue::default(),
@@ -1683,6 +1834,7 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
         drained: Condvar::new(),
         sh: sh.clone(),
         broken: AtomicBool::new(false),
+        me: me.clone(),
     });
     let out2 = out.clone();
     let w = std::thread::Builder::new()
@@ -1695,9 +1847,31 @@ fn connection(conn: Arc<Conn>, sh: &Arc<Shared>) -> io::Result<()> {
                 format!("cannot start its writer thread ({e}); closed"),
             )
         })?;
-    let mut rd = BufReader::with_capacity(64 << 10, ConnRead(conn.clone()));
+    // --aio io_uring: this thread's ring receives and does the disk's pieces it dispatches.
+    let ring = sh.dispatcher.engine() == Aio::IoUring && {
+        let d = sh.dispatcher.clone();
+        match crate::uring::install(Arc::new(move |data, res| ring_done(&d, data, res))) {
+            Ok(()) => true,
+            Err(e) => {
+                let id = conn.id;
+                sh.log
+                    .log(|| format!("connection {id}: no io_uring ({e}); Linux AIO instead"));
+                false
+            }
+        }
+    };
+    let mut rd = BufReader::with_capacity(
+        64 << 10,
+        ConnRead {
+            conn: conn.clone(),
+            ring,
+        },
+    );
     let r = transmission(&mut rd, &conn, &export, &out, sh);
     out.drain();
+    if ring {
+        crate::uring::uninstall();
+    }
     out.writer.push(Handoff::Stop);
     let _ = w.join();
     conn.stream.shutdown(std::net::Shutdown::Both);
@@ -1868,5 +2042,10 @@ fn transmission(
             buf,
             arrived,
         ));
+        if !rd.buffer().is_empty() {
+            // More requests already received: their pieces are not held behind them
+            // (io_uring; a no-op otherwise).
+            crate::uring::submit();
+        }
     }
 }

@@ -36,11 +36,25 @@ fn nbdinfo_lists_every_vm_disk_as_an_export() {
     assert_eq!(size.trim(), (8u64 << 20).to_string());
 }
 
+/// The engines a test runs the server with besides the default (`--aio native`).
+const URING: &[&str] = &["--aio", "io_uring"];
+
 #[test]
 fn qemu_io_reads_back_the_pattern_it_wrote_in_every_cache_mode() {
+    qemu_io_patterns(&[]);
+}
+
+#[test]
+fn qemu_io_reads_back_the_pattern_it_wrote_through_io_uring_in_every_cache_mode() {
+    qemu_io_patterns(URING);
+}
+
+/// qemu-io (QEMU's NBD client, block/nbd.c) writes patterns, zeroes, discards and flushes on
+/// a stripe volume in every cache mode, and reads the patterns back.
+fn qemu_io_patterns(extra: &[&str]) {
     need("qemu-io", "qemu-utils");
-    let dir = tempdir("qemu-io");
-    let srv = Server::start(&dir, &stack("stripe", "32m", 8 << 20, &MODES));
+    let dir = tempdir(&format!("qemu-io{}", extra.len()));
+    let srv = Server::start_with(&dir, &stack("stripe", "32m", 8 << 20, &MODES), extra);
     for i in 1..=MODES.len() {
         let out = run(Command::new("qemu-io")
             .args(["-f", "raw"])
@@ -59,12 +73,24 @@ fn qemu_io_reads_back_the_pattern_it_wrote_in_every_cache_mode() {
 
 #[test]
 fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged() {
+    copy_in_and_out(&[]);
+}
+
+#[test]
+fn qemu_img_and_nbdcopy_copy_an_image_in_and_out_unchanged_through_io_uring() {
+    copy_in_and_out(URING);
+}
+
+/// qemu-img convert and nbdcopy (libnbd, several connections, large requests) copy 4 MiB of
+/// data into a raid0 export (O_DIRECT, and the page cache) and back out, unchanged.
+fn copy_in_and_out(extra: &[&str]) {
     need("qemu-img", "qemu-utils");
     need("nbdcopy", "libnbd-bin");
-    let dir = tempdir("copy");
-    let srv = Server::start(
+    let dir = tempdir(&format!("copy{}", extra.len()));
+    let srv = Server::start_with(
         &dir,
         &stack("raid0", "16m", 4 << 20, &["none", "writeback"]),
+        extra,
     );
     let src = dir.join("src.raw");
     let data: Vec<u8> = (0..4u32 << 20)
@@ -121,15 +147,15 @@ fn run_fio_verify(srv: &Server, dir: &Path, vms: usize, io: &str, size_bytes: u6
 /// on the `pdc` disk, a journal-like log (2 MiB written 4 times, 4 KiB writes, a FLUSH after
 /// every 4) verified after each pass: its detector bypasses the later passes, which
 /// overwrite what the earlier ones left in the page cache and must read back as written.
-fn fio_verify(layout: &str) {
+fn fio_verify(layout: &str, engine: &[&str]) {
     need("fio", "fio");
-    let dir = tempdir(&format!("fio-{layout}"));
+    let dir = tempdir(&format!("fio-{layout}{}", engine.len()));
     let dev = if layout == "single" { "64m" } else { "32m" };
     let stats = dir.join("stats.json");
     let srv = Server::start_with(
         &dir,
         &stack(layout, dev, 8 << 20, &MODES),
-        &["--stats-file", stats.to_str().unwrap()],
+        &[&["--stats-file", stats.to_str().unwrap()], engine].concat(),
     );
     run_fio_verify(
         &srv,
@@ -161,31 +187,36 @@ fn fio_verify(layout: &str) {
 
 #[test]
 fn fio_verifies_crc32c_on_a_single_disk_in_every_cache_mode() {
-    fio_verify("single");
+    fio_verify("single", &[]);
 }
 
 #[test]
 fn fio_verifies_crc32c_on_a_linear_volume_in_every_cache_mode() {
-    fio_verify("linear");
+    fio_verify("linear", &[]);
 }
 
 #[test]
 fn fio_verifies_crc32c_on_a_stripe_volume_in_every_cache_mode() {
-    fio_verify("stripe");
+    fio_verify("stripe", &[]);
 }
 
 #[test]
 fn fio_verifies_crc32c_on_a_raid0_volume_in_every_cache_mode() {
-    fio_verify("raid0");
+    fio_verify("raid0", &[]);
+}
+
+#[test]
+fn fio_verifies_crc32c_on_a_stripe_volume_through_io_uring_in_every_cache_mode() {
+    fio_verify("stripe", URING);
 }
 
 /// fio verify=crc32c through the proportional-share schedulers: four weighted VMs on a raid0
 /// volume under cfq and mcfq, whose idling and slices need the dispatcher's timer to wake the
 /// device queues (vmio_core::blockq wake-ups); every job must finish and verify its data.
-fn fio_verify_under(scheduler: &str) {
+fn fio_verify_under(scheduler: &str, cache: &str, engine: &[&str]) {
     need("fio", "fio");
-    let dir = tempdir(&format!("fio-{scheduler}"));
-    let mut text = stack("raid0", "32m", 8 << 20, &["writeback"; 4])
+    let dir = tempdir(&format!("fio-{scheduler}{}", engine.len()));
+    let mut text = stack("raid0", "32m", 8 << 20, &[cache; 4])
         .replace("name = \"none\"", &format!("name = \"{scheduler}\""));
     for (i, w) in [1000, 700, 400, 100].iter().enumerate() {
         let vm = format!("name = \"vm{}\"\n", i + 1);
@@ -196,7 +227,7 @@ fn fio_verify_under(scheduler: &str) {
         "{text}"
     );
     assert!(text.contains("name = \"vm4\"\nweight = 100\n"), "{text}");
-    let srv = Server::start(&dir, &text);
+    let srv = Server::start_with(&dir, &text, engine);
     run_fio_verify(&srv, &dir, 4, "bs=16k\niodepth=8", 4 << 20, scheduler);
     let (st, err) = srv.stop();
     assert!(st.success(), "{err}");
@@ -204,12 +235,19 @@ fn fio_verify_under(scheduler: &str) {
 
 #[test]
 fn fio_verifies_crc32c_through_cfq_with_four_weighted_vms() {
-    fio_verify_under("cfq");
+    fio_verify_under("cfq", "writeback", &[]);
+}
+
+/// The same through io_uring on O_DIRECT disks (cache none): four connections share one device queue, so
+/// a connection's thread completes pieces of the others' requests in its own ring.
+#[test]
+fn fio_verifies_crc32c_through_cfq_with_four_weighted_vms_through_io_uring() {
+    fio_verify_under("cfq", "none", URING);
 }
 
 #[test]
 fn fio_verifies_crc32c_through_mcfq_with_four_weighted_vms() {
-    fio_verify_under("mcfq");
+    fio_verify_under("mcfq", "writeback", &[]);
 }
 
 #[test]
@@ -231,4 +269,60 @@ fn an_o_direct_read_across_and_past_the_end_of_a_short_backing_file_reads_zeros_
         assert!(d[data..].iter().all(|&b| b == 0), "offset {off}");
     }
     assert_eq!(std::fs::metadata(dir.join("a.img")).unwrap().len(), 6144);
+}
+
+/// qemu-nbd's own NBD client (QEMU block/nbd.c) lists the exports of a server on io_uring,
+/// then serves one of them again on its own socket, through which qemu-io writes patterns,
+/// zeroes and a flush and reads them back: requests relayed by QEMU's client to vmio's.
+#[test]
+fn qemu_nbd_as_a_client_of_an_io_uring_server_relays_patterns_that_read_back() {
+    need("qemu-nbd", "qemu-utils");
+    need("qemu-io", "qemu-utils");
+    let dir = tempdir("qemu-nbd-client");
+    let srv = Server::start_with(&dir, &stack("single", "16m", 8 << 20, &["none"]), URING);
+    let list = run(Command::new("qemu-nbd")
+        .arg("--list")
+        .arg("-k")
+        .arg(&srv.socket));
+    assert!(list.contains("vm1/disk0"), "{list}");
+    let relay = dir.join("relay.sock");
+    let opts = format!(
+        "driver=raw,file.driver=nbd,file.server.type=unix,file.server.path={},file.export=vm1/disk0",
+        srv.socket.display()
+    );
+    let mut q = Command::new("qemu-nbd")
+        .args(["--persistent", "--cache=none", "--image-opts"])
+        .arg(format!("--socket={}", relay.display()))
+        .arg(&opts)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&relay).is_err() {
+        assert!(
+            q.try_wait().unwrap().is_none(),
+            "qemu-nbd exited before listening"
+        );
+        assert!(t.elapsed().as_secs() < 20, "qemu-nbd did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = run(Command::new("qemu-io")
+        .args(["-f", "raw"])
+        .args(["-c", "write -P 0x5a 0 256k"])
+        .args(["-c", "write -P 0xa5 4096 4k"])
+        .args(["-c", "write -z 1m 64k"])
+        .args(["-c", "flush"])
+        .args(["-c", "read -P 0x5a 0 4k"])
+        .args(["-c", "read -P 0xa5 4096 4k"])
+        .args(["-c", "read -P 0x5a 8192 248k"])
+        .args(["-c", "read -P 0 1m 64k"])
+        .arg(format!("nbd+unix:///?socket={}", relay.display())));
+    let _ = q.kill();
+    let _ = q.wait();
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    let reads = out.lines().filter(|l| l.starts_with("read ")).count();
+    assert_eq!(reads, 4, "every read completed: {out}");
+    let (st, err) = srv.stop();
+    assert!(st.success(), "{err}");
 }

@@ -118,25 +118,27 @@ print(json.dumps({"status": status, "imports": t1 - t0, "main": t2 - t1, "native
 
 BENCH_SERVE_EPILOG = """\
 Runs fio's nbd engine (4k randread QD32, 1M sequential read QD4, 4k randwrite QD32) against
-vmio serve (cache=none: O_DIRECT through Linux AIO), vmio serve --read-ahead (vmio+ra: the
-same, with its sequential read-ahead), qemu-nbd --cache=none --aio=threads (O_DIRECT) and
-nbdkit file cache=none (buffered pread, then POSIX_FADV_DONTNEED: the kernel's read-ahead
-works for it), all on Unix sockets over the same IMAGE (created with random data when
-missing), and the ceiling: fio itself on IMAGE with ioengine=libaio, direct=1 (no server,
-same workload). IMAGE is evicted from the host page cache before every run, and the 1M
-sequential read is one pass over IMAGE (at most --runtime), not time-based: a second pass
-would be served from the page cache of a buffered server. Prints each server's I/O path,
-IOPS, MB/s, p99 completion latency, the server's CPU time per I/O, how much of IMAGE the page
-cache holds after the run, and each vmio row's IOPS ratio to qemu-nbd, nbdkit and the
-ceiling. Then four fio jobs read four exports with weights 1000, 700, 400, 100 (10:7:4:1) on
-IMAGE under cfq, then under mcfq (bw_window = 2 s), and the bandwidth ratios are printed.
-IMAGE must be on a file system with O_DIRECT.
+vmio serve (cache=none: O_DIRECT through Linux AIO), vmio serve --aio io_uring (vmio-uring:
+each connection's thread receives and does its disk I/O through one io_uring), vmio serve
+--read-ahead (vmio+ra: the same, with its sequential read-ahead), qemu-nbd --cache=none
+--aio=threads (O_DIRECT) and nbdkit file cache=none (buffered pread, then
+POSIX_FADV_DONTNEED: the kernel's read-ahead works for it), all on Unix sockets over the
+same IMAGE (created with random data when missing), and the ceiling: fio itself on IMAGE
+with ioengine=libaio, direct=1 (no server, same workload). IMAGE is evicted from the host
+page cache before every run, and the 1M sequential read is one pass over IMAGE (at most
+--runtime), not time-based: a second pass would be served from the page cache of a buffered
+server. Prints each server's I/O path, IOPS, MB/s, p99 completion latency, the server's CPU
+time per I/O, how much of IMAGE the page cache holds after the run, and each vmio row's IOPS
+ratio to qemu-nbd, nbdkit and the ceiling. Then four fio jobs read four exports with weights
+1000, 700, 400, 100 (10:7:4:1) on IMAGE under cfq, then under mcfq (bw_window = 2 s), and
+the bandwidth ratios are printed. IMAGE must be on a file system with O_DIRECT.
 
 examples:
   vmio bench serve /var/tmp/bench.img
   vmio help stack
   vmio bench serve /var/tmp/bench.img --size 2g --runtime 20
   vmio bench serve /var/tmp/bench.img --rounds 4 --runtime 5 --share-runtime 0
+  vmio bench serve /var/tmp/bench.img --servers vmio,vmio-uring,ceiling --share-runtime 0
 """
 
 
@@ -243,8 +245,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="vmio+ra's --read-ahead, 4k..64m (default: the read_ahead_kb of IMAGE's device, "
         "what Linux reads ahead for nbdkit's buffered reads)",
     )
+    bsv.add_argument(
+        "--servers",
+        type=_servers,
+        default=serve.SERVERS,
+        metavar="LIST",
+        help=f"the servers to run, comma-separated, in this order (default: all: "
+        f"{','.join(serve.SERVERS)})",
+    )
     bsv.set_defaults(func=cmd_bench_serve)
     b.set_defaults(func=lambda args: _missing_subcommand(b))
+
+
+def _servers(text: str) -> tuple[str, ...]:
+    """`--servers`: known names, each once."""
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [n for n in names if n not in serve.SERVERS]
+    if not names or bad or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a comma-separated list of distinct servers among "
+            f"{', '.join(serve.SERVERS)}"
+        )
+    return names
 
 
 def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
@@ -260,13 +282,14 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         args.size,
         args.runtime,
         lambda m: print(f"vmio: bench serve: {m}", file=sys.stderr, flush=True),
+        servers=args.servers,
         share_s=args.share_runtime,
         rounds=args.rounds,
         read_ahead=args.read_ahead,
     )
     header = ["workload", "server", "I/O path", "IOPS", "MB/s", "p99 us", "CPU us/IO"]
-    header += ["cached MiB", "/qemu-nbd", "/nbdkit", "/ceiling"]
-    print(report.text_table(header, rows, align="lllrrrrrrrr"))
+    header += ["cached MiB", "/vmio", "/qemu-nbd", "/nbdkit", "/ceiling"]
+    print(report.text_table(header, rows, align="lllrrrrrrrrr"))
     if share:
         print()
         header = ["scheduler", "export", "weight", "MB/s", "weight ratio", "bandwidth ratio"]
@@ -279,8 +302,8 @@ def cmd_bench_serve(args: argparse.Namespace) -> int:
         "its I/Os (fio's rate times the run with its ramp second; the 1M row: fio's I/Os). The "
         "1M sequential read is one pass over IMAGE from cold, not time-based: no byte is read "
         "twice. cached MiB: IMAGE's pages in the page cache after the run (mincore, as "
-        "fincore). /qemu-nbd, /nbdkit, "
-        "/ceiling: a vmio row's IOPS over theirs within a round. With --rounds, median "
+        "fincore). /vmio, /qemu-nbd, /nbdkit, /ceiling: a vmio row's IOPS over theirs within a "
+        "round (/vmio: over vmio's default engine, --aio native). With --rounds, median "
         "(min..max) over the rounds. Sharing ratios are to the lightest export (weight 100)."
     )
     return 0

@@ -43,6 +43,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "count": lambda o: int_in(o["lo"], o["hi"]),
         "size": lambda o: size_in(o["lo"], o["hi"], o["range"]),
         "seconds": lambda o: seconds_in(o["lo"], o["hi"]),
+        "choice": lambda o: str,
     }
     exclusive: dict[frozenset[str], argparse._MutuallyExclusiveGroup] = {}
     options = serve_options()
@@ -58,7 +59,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
             where.add_argument(o["flag"], action="store_true", **common)
         else:
             kind = types[o["kind"]](o)
-            extra = {"required": True} if o["required"] else {}
+            extra: dict[str, object] = {"required": True} if o["required"] else {}
+            if o.get("choices"):
+                extra["choices"] = o["choices"]
             where.add_argument(o["flag"], type=kind, metavar=o["metavar"], **extra, **common)
     if not options:  # no native module: cmd_serve says how to build it
         parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)

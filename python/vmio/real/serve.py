@@ -26,7 +26,10 @@ read once), and each run reports how much of the image the page cache holds afte
 (`cached_bytes`, mincore(2) as `fincore`): the random rows stay time-based because random
 4 KiB reads start no read-ahead (Linux mm/readahead.c `page_cache_sync_ra`: a read that is
 not sequential reads only what it asks for, which nbdkit's DONTNEED then drops), which the
-column shows (0 MiB after them). `vmio+ra` is vmio with its own read-ahead of O_DIRECT
+column shows (0 MiB after them). `vmio-uring` is vmio with `--aio io_uring` (each
+connection's thread receives, submits and reaps through one io_uring of its own,
+crates/vmio-serve/src/uring.rs), `vmio` its default `--aio native` (Linux AIO, a completion
+thread). `vmio+ra` is vmio with its own read-ahead of O_DIRECT
 windows (crates/vmio-serve/src/readahead.rs), of the size Linux uses for the image's device
 (`device_read_ahead`): the mechanism nbdkit gets from the kernel, without the page cache.
 Rounds rotate the servers' order; the server's CPU time per I/O (/proc/PID/stat, read before
@@ -400,12 +403,19 @@ def _cpu_s(pid: int) -> float:
 # The I/O path of each server of the comparison (printed in its table).
 PATHS = {
     "vmio": "O_DIRECT, Linux AIO",
+    "vmio-uring": "O_DIRECT, io_uring a connection",
     "vmio+ra": "O_DIRECT, AIO, read-ahead {ra}",
     "qemu-nbd": "O_DIRECT, threads",
     "nbdkit": "buffered pread + DONTNEED",
     "ceiling": "O_DIRECT, fio libaio",
 }
-SERVERS = ("vmio", "vmio+ra", "qemu-nbd", "nbdkit", "ceiling")
+SERVERS = ("vmio", "vmio-uring", "vmio+ra", "qemu-nbd", "nbdkit", "ceiling")
+# vmio's rows: the options each adds to `vmio serve` (vmio+ra's size is filled in).
+VMIO_EXTRA = {
+    "vmio": (),
+    "vmio-uring": ("--aio", "io_uring"),
+    "vmio+ra": ("--read-ahead", "{ra}"),
+}
 
 
 def _start_server(
@@ -413,8 +423,8 @@ def _start_server(
 ) -> tuple[subprocess.Popen, str]:
     """Start one server of the comparison on IMAGE; returns it and its NBD URI."""
     sock = tmp / f"{server}.sock"
-    if server in ("vmio", "vmio+ra"):
-        extra = ("--read-ahead", str(ra_bytes)) if server == "vmio+ra" else ()
+    if server in VMIO_EXTRA:
+        extra = tuple(x.format(ra=ra_bytes) for x in VMIO_EXTRA[server])
         proc, sock = _vmio_server(tmp, _stack(image, 1, "none", WEIGHTS), server, *extra)
         return proc, f"nbd+unix:///vm1/disk0?socket={sock}"
     if server == "qemu-nbd":
@@ -449,9 +459,9 @@ def bench_serve(
     each run) and the weighted-sharing measurement (skipped when `share_s` is 0); returns two
     tables' rows (the first: workload, server, I/O path, IOPS, MB/s, p99 us, CPU us/IO,
     MiB of IMAGE in the page cache after the run (`cached_bytes`), then the IOPS ratios
-    within a round of each vmio row to qemu-nbd, nbdkit and the ceiling, median (min..max)
-    over the rounds). `read_ahead`: vmio+ra's --read-ahead
-    (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
+    within a round of each vmio row to vmio (its default engine, for the other vmio rows),
+    qemu-nbd, nbdkit and the ceiling, median (min..max) over the rounds). `read_ahead`:
+    vmio+ra's --read-ahead (default: IMAGE's device read-ahead, [`device_read_ahead`])."""
     for tool in ("fio", *[s for s in servers if s in ("qemu-nbd", "nbdkit")]):
         if shutil.which(tool) is None:
             raise VmioError(f"'{tool}' is not installed (apt-get install fio qemu-utils nbdkit)")
@@ -505,8 +515,8 @@ def bench_serve(
             for server in servers:
                 rs = results[(server, case.name)]
                 ratios = []
-                for o in ("qemu-nbd", "nbdkit", "ceiling"):
-                    if not server.startswith("vmio") or o not in servers:
+                for o in ("vmio", "qemu-nbd", "nbdkit", "ceiling"):
+                    if not server.startswith("vmio") or o not in servers or o == server:
                         ratios.append("-")
                         continue
                     os_ = results[(o, case.name)]

@@ -83,11 +83,17 @@ impl Server {
         let stack = dir.join("stack.toml");
         std::fs::write(&stack, stack_text).unwrap();
         let socket = dir.join("nbd.sock");
+        // VMIO_SERVE_TEST_AIO=io_uring runs every test's server with that engine.
+        let engine: Vec<String> = match std::env::var("VMIO_SERVE_TEST_AIO") {
+            Ok(e) if !extra.contains(&"--aio") => vec!["--aio".into(), e],
+            _ => vec![],
+        };
         let child = Command::new(BIN)
             .arg("--stack")
             .arg(&stack)
             .arg("--socket")
             .arg(&socket)
+            .args(engine)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
