@@ -601,7 +601,8 @@ impl Journal {
 
     /// Whether the running transaction holds `block`: logged again, or revoked.
     fn journaled_by_running(&self, block: u64) -> bool {
-        self.running.members.contains(&block) || self.running.revoke_set.contains(&block)
+        self.running.members.contains(&block)
+            || (!self.running.revoke_set.is_empty() && self.running.revoke_set.contains(&block))
     }
 
     /// Whether `block` is held by the running or the committing transaction (`b_transaction`).
@@ -615,7 +616,8 @@ impl Journal {
 
     fn join(&mut self, now: Ns, block: u64, kind: Kind) -> bool {
         self.begin(now);
-        if self.running.revoke_set.remove(&block) {
+        // (Most transactions revoke nothing: the set's look-up is skipped then.)
+        if !self.running.revoke_set.is_empty() && self.running.revoke_set.remove(&block) {
             // jbd2_journal_cancel_revoke: the block is journaled again in this transaction.
             self.running.revokes.retain(|&b| b != block);
         }
