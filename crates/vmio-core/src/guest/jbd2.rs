@@ -1682,10 +1682,7 @@ mod tests {
                 check_log(&j);
             }
         }
-    }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn emptied_checkpoint_transactions_left_behind_the_front_change_no_answer_of_the_journal(
             ops in proptest::collection::vec(op(), 2000..4000)
