@@ -376,6 +376,12 @@ impl<E: Eviction> PageCache<E> {
 
     /// Insert an absent page in `state`; returns its slot.
     fn alloc(&mut self, file: u32, page: u64, state: u32) -> u32 {
+        self.alloc_entry(file, page, entry(state, 0))
+    }
+
+    /// Insert an absent page with index entry `e` (its state and referenced bit; the slot
+    /// bits are the new slot's); returns its slot.
+    fn alloc_entry(&mut self, file: u32, page: u64, e: u32) -> u32 {
         let node = Node {
             file,
             page,
@@ -400,7 +406,7 @@ impl<E: Eviction> PageCache<E> {
                 (self.nodes.len() - 1) as u32
             }
         };
-        self.set(file, page, entry(state, i));
+        self.set(file, page, (e & !SLOT_MASK) | i);
         self.len += 1;
         self.eviction.inserted(i);
         i
@@ -532,13 +538,17 @@ impl<E: Eviction> PageCache<E> {
         for p in first..first + n {
             let e = self.get(file, p);
             let i = if state_of(e) == 0 {
-                self.alloc(file, p, CLEAN)
+                // Inserted dirty and referenced at once: the entry, bitmaps and counts the
+                // insertion as clean then the change to dirty left, with one index update.
+                self.alloc_entry(file, p, entry(DIRTY, 0) | REF_BIT)
             } else {
                 self.eviction.touched(e & SLOT_MASK);
+                if state_of(e) != DIRTY {
+                    self.set(file, p, entry(DIRTY, e & SLOT_MASK) | REF_BIT);
+                }
                 e & SLOT_MASK
             };
             if state_of(e) != DIRTY {
-                self.set(file, p, entry(DIRTY, i) | REF_BIT);
                 self.nodes[i as usize].dirtied_ns = now;
                 self.dirty_push_back(i);
                 self.dirty += 1;

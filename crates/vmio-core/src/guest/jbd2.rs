@@ -529,9 +529,15 @@ pub struct Journal {
     running: Running,
     committing: Option<Committing>,
     checkpoint: VecDeque<CheckpointTxn>,
-    /// A checkpoint transaction may have no block left to write home (so
-    /// release_checkpointed need not walk the list when none has).
-    emptied: bool,
+    /// Checkpoint transactions with no block left to write home still on the list. Only the
+    /// list's front is read (the tail, the checkpoint's next transaction) and the rest is
+    /// searched by tid, so an emptied transaction behind a pending one may stay until it
+    /// reaches the front, or until such entries are half the list (release_checkpointed).
+    emptied: usize,
+    /// Tests: drop every emptied entry at each release, as the list did before it kept them
+    /// behind the front (the reference the lazy release is checked against).
+    #[cfg(test)]
+    eager_release: bool,
     /// Block → the checkpoint transaction that holds it (`b_cp_transaction`).
     owner: FxHashMap<u64, Tid>,
     inodes: FxHashMap<u32, InodeTids>,
@@ -568,7 +574,9 @@ impl Journal {
             running: Running::new(1),
             committing: None,
             checkpoint: VecDeque::new(),
-            emptied: false,
+            emptied: 0,
+            #[cfg(test)]
+            eager_release: false,
             owner: FxHashMap::default(),
             inodes: FxHashMap::default(),
             spare_sets: Vec::new(),
@@ -593,7 +601,8 @@ impl Journal {
 
     /// Whether the running transaction holds `block`: logged again, or revoked.
     fn journaled_by_running(&self, block: u64) -> bool {
-        self.running.members.contains(&block) || self.running.revoke_set.contains(&block)
+        self.running.members.contains(&block)
+            || (!self.running.revoke_set.is_empty() && self.running.revoke_set.contains(&block))
     }
 
     /// Whether `block` is held by the running or the committing transaction (`b_transaction`).
@@ -607,7 +616,8 @@ impl Journal {
 
     fn join(&mut self, now: Ns, block: u64, kind: Kind) -> bool {
         self.begin(now);
-        if self.running.revoke_set.remove(&block) {
+        // (Most transactions revoke nothing: the set's look-up is skipped then.)
+        if !self.running.revoke_set.is_empty() && self.running.revoke_set.remove(&block) {
             // jbd2_journal_cancel_revoke: the block is journaled again in this transaction.
             self.running.revokes.retain(|&b| b != block);
         }
@@ -823,9 +833,36 @@ impl Journal {
         (self.running.tid, self.head)
     }
 
-    /// Drop checkpoint transactions with every block home (`__jbd2_journal_remove_checkpoint`).
+    /// Drop checkpoint transactions with every block home (`__jbd2_journal_remove_checkpoint`)
+    /// from the front of the list, where they are seen; the whole list is compacted only
+    /// once its emptied entries are half of it, so each emptied transaction costs O(1)
+    /// amortized instead of a walk over the list (which holds every committed transaction
+    /// with a block writeback has not yet written home).
+    ///
+    /// ```text
+    /// while front is empty: pop it
+    /// if 2 * emptied > len: drop every empty entry (order kept)
+    /// ```
     fn release_checkpointed(&mut self) {
-        if std::mem::take(&mut self.emptied) {
+        if self.emptied == 0 {
+            return;
+        }
+        while self
+            .checkpoint
+            .front()
+            .is_some_and(|t| t.pending.is_empty())
+        {
+            let t = self.checkpoint.pop_front().expect("a front entry");
+            self.emptied -= 1;
+            if self.spare_sets.len() < SPARE_SETS {
+                self.spare_sets.push(t.pending);
+            }
+        }
+        #[cfg(test)]
+        let compact = self.eager_release || 2 * self.emptied > self.checkpoint.len();
+        #[cfg(not(test))]
+        let compact = 2 * self.emptied > self.checkpoint.len();
+        if compact {
             let spare = &mut self.spare_sets;
             self.checkpoint.retain_mut(|t| {
                 if !t.pending.is_empty() {
@@ -836,6 +873,7 @@ impl Journal {
                 }
                 false
             });
+            self.emptied = 0;
         }
     }
 
@@ -985,7 +1023,7 @@ impl Journal {
         for &b in &c.revokes {
             self.drop_checkpoint_entry(b);
         }
-        self.emptied |= pending.is_empty();
+        self.emptied += usize::from(pending.is_empty());
         self.checkpoint.push_back(CheckpointTxn {
             tid,
             log_start: c.log_start,
@@ -1024,7 +1062,7 @@ impl Journal {
         {
             let pending = &mut self.checkpoint[i].pending;
             if pending.remove(&block) && pending.is_empty() {
-                self.emptied = true;
+                self.emptied += 1;
             }
         }
     }
@@ -1642,6 +1680,69 @@ mod tests {
                     Op::Checkpoint => make_room(&mut j),
                 }
                 check_log(&j);
+            }
+        }
+
+        #[test]
+        fn emptied_checkpoint_transactions_left_behind_the_front_change_no_answer_of_the_journal(
+            ops in proptest::collection::vec(op(), 2000..4000)
+        ) {
+            // The same operations on a journal that drops every emptied transaction at each
+            // release (the list before) and on one that leaves them behind the front: every
+            // answer is the same, and so are the live transactions in order.
+            let mut lazy = journal(1024, DataMode::Ordered);
+            let mut eager = journal(1024, DataMode::Ordered);
+            eager.eager_release = true;
+            let (mut out_l, mut out_e) = (Vec::new(), Vec::new());
+            for op in ops {
+                let mut answers = Vec::new();
+                for (j, out) in [(&mut lazy, &mut out_l), (&mut eager, &mut out_e)] {
+                    let a = match op {
+                        Op::Dirty(b) => {
+                            if j.running_credits() + 1 >= j.geometry().max_txn_bufs
+                                || j.needs_checkpoint()
+                            {
+                                format!("full {:?}", j.committing())
+                            } else {
+                                format!("{}", j.dirty_metadata(0, b))
+                            }
+                        }
+                        Op::Revoke(b) => {
+                            if j.running_credits() + 1 >= j.geometry().max_txn_bufs
+                                || j.needs_checkpoint()
+                            {
+                                format!("full {:?}", j.committing())
+                            } else {
+                                j.revoke(0, b);
+                                String::new()
+                            }
+                        }
+                        Op::Commit => match j.committing() {
+                            None => format!("{:?}", j.start_commit(0)),
+                            Some(t) => format!("committing {t}"),
+                        },
+                        Op::CommitDone => {
+                            format!("{:?}", j.committing().map(|t| j.commit_written(t)))
+                        }
+                        Op::Home(b) => {
+                            j.home_written(b);
+                            String::new()
+                        }
+                        Op::Checkpoint => {
+                            let step = j.checkpoint_plan(out);
+                            out.iter().for_each(|&b| j.home_written(b));
+                            format!("{step:?} {out:?} {:?}", j.tail_update())
+                        }
+                    };
+                    let live: Vec<(Tid, u64, usize)> = j
+                        .checkpoint
+                        .iter()
+                        .filter(|t| !t.pending.is_empty())
+                        .map(|t| (t.tid, t.log_start, t.pending.len()))
+                        .collect();
+                    answers.push((a, live, j.space_left(), j.stats().clone()));
+                }
+                prop_assert_eq!(&answers[0], &answers[1]);
             }
         }
     }
