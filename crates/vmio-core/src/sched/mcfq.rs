@@ -88,12 +88,19 @@ impl Mcfq {
         &self.cfq
     }
 
+    /// Every call passes its time here; a sample is due once a second (the rest out of line:
+    /// the scheduler is called several times per request).
+    #[inline]
     fn tick(&mut self, now: Ns) {
         self.last_now = self.last_now.max(now);
         let next = *self.next_sample.get_or_insert(now + SAMPLE_NS);
-        if now < next {
-            return;
+        if now >= next {
+            self.sample(now, next);
         }
+    }
+
+    #[inline(never)]
+    fn sample(&mut self, now: Ns, next: Ns) {
         for (owner, s) in self.mots.on_sample(now, &self.bytes) {
             self.cfq.set_slice_scale(owner, s);
         }
