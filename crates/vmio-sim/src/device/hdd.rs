@@ -507,15 +507,13 @@ fn angle_bound_passes(d: f64, trot: f64, best: f64) -> bool {
     phi < 1.0 - PHASE_EPS - ANGLE_MARGIN && (phi - ANGLE_MARGIN) * trot >= best
 }
 
-/// `x.ceil() as Ns` for x ≥ 0 without the libm call.
+/// `x.ceil() as Ns` for 0 ≤ x < 2^63 without the libm call (through `i64`, whose
+/// conversion is one instruction where `u64`'s needs a range test: the same value there).
 #[inline]
 fn ceil_ns(x: f64) -> Ns {
-    let i = x as Ns;
-    if (i as f64) < x {
-        i + 1
-    } else {
-        i
-    }
+    debug_assert!((0.0..9.2e18).contains(&x), "{x}");
+    let i = x as i64;
+    (if (i as f64) < x { i + 1 } else { i }) as Ns
 }
 
 /// Fractional part in [0, 1) (`f64::floor` is a libm call on baseline x86-64; this is not).
@@ -667,6 +665,9 @@ pub struct Hdd {
 
     stats: DeviceStats,
     busy: Busy,
+    /// The earliest of the three queues' next events (`Hdd::earliest`), kept by `submit`
+    /// and `advance`, the only calls that change them, for `next_event_ns`.
+    next_ev: Ns,
 }
 
 impl Hdd {
@@ -714,6 +715,7 @@ impl Hdd {
             epoch_counts: BTreeMap::new(),
             stats: DeviceStats::default(),
             busy: Busy::default(),
+            next_ev: Ns::MAX,
             geo,
             seek_floor: std::array::from_fn(|j| {
                 if seek.is_increasing() {
@@ -1169,6 +1171,18 @@ impl Hdd {
         frac(now as f64 * self.geo.inv_trot)
     }
 
+    /// The next event of the controller, the link or the head (`Ns::MAX`: none).
+    fn earliest(&self) -> Ns {
+        let mut t = self.head_next;
+        if let Some(&(c, _)) = self.ctrl_q.front() {
+            t = t.min(c);
+        }
+        if let Some(&(l, _, _)) = self.link_q.front() {
+            t = t.min(l);
+        }
+        t
+    }
+
     /// Positioning time (seek + rotational wait) from the head's track to track position `trk`.
     #[inline]
     fn positioning(&self, now_phase: f64, head_i: i64, trk: f64) -> f64 {
@@ -1404,17 +1418,12 @@ impl Device for Hdd {
         let accept = now.max(self.ctrl_free) + self.overhead;
         self.ctrl_free = accept;
         self.ctrl_q.push_back((accept, idx));
+        self.next_ev = self.next_ev.min(accept);
     }
 
     fn next_event_ns(&self) -> Option<Ns> {
-        let mut t = self.head_next;
-        if let Some(&(c, _)) = self.ctrl_q.front() {
-            t = t.min(c);
-        }
-        if let Some(&(l, _, _)) = self.link_q.front() {
-            t = t.min(l);
-        }
-        (t != Ns::MAX).then_some(t)
+        debug_assert_eq!(self.next_ev, self.earliest());
+        (self.next_ev != Ns::MAX).then_some(self.next_ev)
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
@@ -1424,6 +1433,7 @@ impl Device for Hdd {
             let head = self.head_next;
             let t = link.min(ctrl).min(head);
             if t > now {
+                self.next_ev = t;
                 break;
             }
             if link == t {
