@@ -138,6 +138,11 @@ impl IoScheduler for Mcfq {
     }
 
     fn next_wakeup_ns(&self) -> Option<Ns> {
+        // With requests in flight neither CFQ (its first test) nor the sample (below)
+        // wants a timer: a completion will come.
+        if self.cfq.inflight() > 0 {
+            return None;
+        }
         let sample = self
             .next_sample
             .filter(|&t| self.cfq.queued() > 0 && self.cfq.inflight() == 0 && t > self.last_now);
