@@ -492,8 +492,9 @@ impl IoScheduler for Cfq {
         // has `quantum` requests in flight and another queue is busy returns None there.
         if let Some(a) = self.active.as_ref() {
             let q = &self.qs[a.owner];
+            let in_slice = a.slice_start.is_none_or(|_| now < a.slice_end);
             if !a.wait_busy
-                && !(a.slice_start.is_some() && now >= a.slice_end)
+                && in_slice
                 && !q.sorted.is_empty()
                 && q.dispatched >= self.p.quantum.max(1)
                 && self.busy_others(a.owner)
