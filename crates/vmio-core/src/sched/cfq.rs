@@ -74,8 +74,9 @@
 use super::{IoScheduler, SchedulerEntry};
 use crate::params::{Entry, Kind, ParamSpec, Value, Values};
 use crate::request::DevIo;
+use crate::slab::Slab;
 use crate::{Ns, MS, SEC};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// CFQ's tunables as a stack file's `[scheduler]` sets them (shared with [`super::mcfq`]).
 pub const SLICE_SYNC: ParamSpec = ParamSpec {
@@ -179,7 +180,10 @@ impl Default for CfqParams {
 struct Queue {
     weight: u32,
     scale: f64,
-    sorted: BTreeMap<(u64, u64), DevIo>,
+    /// Queued requests in (offset, seq) order: (offset, seq, slot in `Cfq::ios`). A sorted
+    /// vector, not a B-tree: a VM queues tens of requests, and a B-tree's nodes moved the
+    /// requests themselves on every insert and removal.
+    sorted: Vec<(u64, u64, u32)>,
     /// (queued_ns, offset, seq, sync); entries whose key left `sorted` are skipped lazily.
     fifo: VecDeque<(Ns, u64, u64, bool)>,
     /// C-LOOK head: the end of the last request taken.
@@ -195,7 +199,7 @@ impl Queue {
         Self {
             weight: weight.clamp(1, 1000),
             scale: 1.0,
-            sorted: BTreeMap::new(),
+            sorted: Vec::new(),
             fifo: VecDeque::new(),
             next_pos: 0,
             dispatched: 0,
@@ -205,10 +209,36 @@ impl Queue {
         }
     }
 
-    fn fifo_head(&mut self) -> Option<(Ns, u64, u64, bool)> {
+    /// Index in `sorted` of the request with key (off, seq), if it is queued.
+    fn find(&self, off: u64, seq: u64) -> Option<usize> {
+        self.sorted
+            .binary_search_by(|e| (e.0, e.1).cmp(&(off, seq)))
+            .ok()
+    }
+
+    /// Index in `sorted` of the next request in C-LOOK order: the first at or after the
+    /// head, else the lowest (a B-tree's `range((next_pos, 0)..).next()`, then its first key).
+    fn clook(&self) -> usize {
+        assert!(!self.sorted.is_empty(), "take needs a non-empty queue");
+        let i = self.sorted.partition_point(|e| e.0 < self.next_pos);
+        if i < self.sorted.len() {
+            i
+        } else {
+            0
+        }
+    }
+
+    /// Queue key (off, seq) of the request in `slot`.
+    fn insert_sorted(&mut self, off: u64, seq: u64, slot: u32) {
+        let at = self.sorted.partition_point(|e| (e.0, e.1) < (off, seq));
+        self.sorted.insert(at, (off, seq, slot));
+    }
+
+    /// The oldest queued request: (queued_ns, its index in `sorted`, sync).
+    fn fifo_head(&mut self) -> Option<(Ns, usize, bool)> {
         while let Some(&(t, off, seq, sync)) = self.fifo.front() {
-            if self.sorted.contains_key(&(off, seq)) {
-                return Some((t, off, seq, sync));
+            if let Some(i) = self.find(off, seq) {
+                return Some((t, i, sync));
             }
             self.fifo.pop_front();
         }
@@ -232,6 +262,8 @@ struct Active {
 pub struct Cfq {
     p: CfqParams,
     qs: Vec<Queue>,
+    /// The queued requests, by slot (`Queue::sorted` holds their slots).
+    ios: Slab<DevIo>,
     active: Option<Active>,
     min_vdisktime: u64,
     seq: u64,
@@ -247,6 +279,7 @@ impl Cfq {
         Self {
             p: params,
             qs,
+            ios: Slab::new(),
             active: None,
             min_vdisktime: 0,
             seq: 0,
@@ -352,24 +385,18 @@ impl Cfq {
     fn take(&mut self, now: Ns) -> DevIo {
         let a = self.active.as_mut().expect("take needs an active queue");
         let q = &mut self.qs[a.owner];
-        let mut key = None;
+        let mut at = None;
         if !a.fifo_checked {
             a.fifo_checked = true;
-            if let Some((t, off, seq, sync)) = q.fifo_head() {
+            if let Some((t, i, sync)) = q.fifo_head() {
                 if now.saturating_sub(t) > FIFO_EXPIRE_NS[usize::from(sync)] {
-                    key = Some((off, seq));
+                    at = Some(i);
                 }
             }
         }
-        let key = key.unwrap_or_else(|| {
-            q.sorted
-                .range((q.next_pos, 0)..)
-                .next()
-                .or_else(|| q.sorted.iter().next())
-                .map(|(&k, _)| k)
-                .expect("take needs a non-empty queue")
-        });
-        let io = q.sorted.remove(&key).expect("key is queued");
+        let at = at.unwrap_or_else(|| q.clook());
+        let (_, _, slot) = q.sorted.remove(at);
+        let io = self.ios.remove(slot as usize);
         q.next_pos = io.end_bytes();
         q.dispatched += 1;
         q.last_sync = io.sync;
@@ -377,43 +404,10 @@ impl Cfq {
         self.inflight += 1;
         io
     }
-}
 
-impl IoScheduler for Cfq {
-    fn name(&self) -> &'static str {
-        ENTRY.name
-    }
-
-    fn insert(&mut self, now: Ns, io: DevIo) {
-        self.last_now = self.last_now.max(now);
-        let owner = io.owner as usize;
-        self.queue(owner);
-        if !self.qs[owner].on_tree {
-            let last = self
-                .qs
-                .iter()
-                .filter(|q| q.on_tree)
-                .map(|q| q.vdisktime)
-                .max();
-            let q = &mut self.qs[owner];
-            q.vdisktime = last.map_or(self.min_vdisktime, |v| v.saturating_add(IDLE_DELAY_NS));
-            q.on_tree = true;
-        }
-        self.seq += 1;
-        let q = &mut self.qs[owner];
-        q.fifo
-            .push_back((io.queued_ns.min(now), io.offset_bytes, self.seq, io.sync));
-        q.sorted.insert((io.offset_bytes, self.seq), io);
-        self.count += 1;
-        if let Some(a) = self.active.as_mut() {
-            if a.owner == owner {
-                a.idle_end = None;
-            }
-        }
-    }
-
-    fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
-        self.last_now = self.last_now.max(now);
+    /// [`IoScheduler::dispatch`] after its inline test (module doc, `dispatch(now)`).
+    #[inline(never)]
+    fn dispatch_loop(&mut self, now: Ns) -> Option<DevIo> {
         loop {
             let Some(a) = self.active.as_ref() else {
                 if !self.select(now) {
@@ -452,6 +446,63 @@ impl IoScheduler for Cfq {
                 None => self.expire(now),
             }
         }
+    }
+}
+
+impl IoScheduler for Cfq {
+    fn name(&self) -> &'static str {
+        ENTRY.name
+    }
+
+    fn insert(&mut self, now: Ns, io: DevIo) {
+        self.last_now = self.last_now.max(now);
+        let owner = io.owner as usize;
+        self.queue(owner);
+        if !self.qs[owner].on_tree {
+            let last = self
+                .qs
+                .iter()
+                .filter(|q| q.on_tree)
+                .map(|q| q.vdisktime)
+                .max();
+            let q = &mut self.qs[owner];
+            q.vdisktime = last.map_or(self.min_vdisktime, |v| v.saturating_add(IDLE_DELAY_NS));
+            q.on_tree = true;
+        }
+        self.seq += 1;
+        let q = &mut self.qs[owner];
+        q.fifo
+            .push_back((io.queued_ns.min(now), io.offset_bytes, self.seq, io.sync));
+        let off = io.offset_bytes;
+        let slot = self.ios.insert(io) as u32;
+        q.insert_sorted(off, self.seq, slot);
+        self.count += 1;
+        if let Some(a) = self.active.as_mut() {
+            if a.owner == owner {
+                a.idle_end = None;
+            }
+        }
+    }
+
+    #[inline]
+    fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
+        self.last_now = self.last_now.max(now);
+        // The usual answer while others wait, inline: the first turn of `dispatch_loop`'s
+        // loop with an active queue that is not waiting busy, within its slice, not empty,
+        // has `quantum` requests in flight and another queue is busy returns None there.
+        if let Some(a) = self.active.as_ref() {
+            let q = &self.qs[a.owner];
+            let in_slice = a.slice_start.is_none_or(|_| now < a.slice_end);
+            if !a.wait_busy
+                && in_slice
+                && !q.sorted.is_empty()
+                && q.dispatched >= self.p.quantum.max(1)
+                && self.busy_others(a.owner)
+            {
+                return None;
+            }
+        }
+        self.dispatch_loop(now)
     }
 
     fn completed(&mut self, now: Ns, io: &DevIo) {
@@ -522,7 +573,7 @@ pub(crate) mod bench {
     use super::*;
     use crate::blockq::DeviceQueue;
     use crate::request::Op;
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
     /// The bench drives a scheduler it borrows (the tests inspect it afterwards).
     impl<S: IoScheduler + ?Sized> IoScheduler for &mut S {
@@ -800,5 +851,49 @@ mod tests {
         let a = run();
         assert!(a.len() > 10_000);
         assert_eq!(a, run());
+    }
+
+    #[test]
+    fn the_sorted_queue_takes_what_a_btree_keyed_by_offset_and_sequence_takes() {
+        // The B-tree the queue was: C-LOOK's choice is the first key at or after
+        // (next_pos, 0), else the first; the FIFO's request is found by its key.
+        let mut rng = crate::rng::Rng::new(29);
+        for round in 0..200 {
+            let mut q = Queue::new(500);
+            let mut tree: std::collections::BTreeMap<(u64, u64), u32> = Default::default();
+            let span = 1 + rng.below(if round % 2 == 0 { 8 } else { 1 << 20 });
+            let mut seq = 0;
+            for step in 0..400u32 {
+                if tree.is_empty() || rng.below(5) < 3 {
+                    seq += 1;
+                    let off = rng.below(span) * 4096;
+                    q.insert_sorted(off, seq, step);
+                    tree.insert((off, seq), step);
+                    continue;
+                }
+                let (i, want) = if rng.below(4) == 0 {
+                    let k = *tree
+                        .keys()
+                        .nth(rng.below(tree.len() as u64) as usize)
+                        .unwrap();
+                    (q.find(k.0, k.1).expect("a queued key"), k)
+                } else {
+                    q.next_pos = rng.below(span + 1) * 4096;
+                    let k = *tree
+                        .range((q.next_pos, 0)..)
+                        .next()
+                        .or_else(|| tree.iter().next())
+                        .unwrap()
+                        .0;
+                    (q.clook(), k)
+                };
+                let (off, sq, slot) = q.sorted.remove(i);
+                assert_eq!((off, sq), want);
+                assert_eq!(tree.remove(&want), Some(slot));
+                assert!(q.find(off, sq).is_none());
+            }
+            let keys: Vec<_> = q.sorted.iter().map(|e| ((e.0, e.1), e.2)).collect();
+            assert_eq!(keys, tree.into_iter().collect::<Vec<_>>());
+        }
     }
 }

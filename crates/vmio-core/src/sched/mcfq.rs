@@ -88,12 +88,19 @@ impl Mcfq {
         &self.cfq
     }
 
+    /// Every call passes its time here; a sample is due once a second (the rest out of line:
+    /// the scheduler is called several times per request).
+    #[inline]
     fn tick(&mut self, now: Ns) {
         self.last_now = self.last_now.max(now);
         let next = *self.next_sample.get_or_insert(now + SAMPLE_NS);
-        if now < next {
-            return;
+        if now >= next {
+            self.sample(now, next);
         }
+    }
+
+    #[inline(never)]
+    fn sample(&mut self, now: Ns, next: Ns) {
         for (owner, s) in self.mots.on_sample(now, &self.bytes) {
             self.cfq.set_slice_scale(owner, s);
         }
@@ -131,6 +138,11 @@ impl IoScheduler for Mcfq {
     }
 
     fn next_wakeup_ns(&self) -> Option<Ns> {
+        // With requests in flight neither CFQ (its first test) nor the sample (below)
+        // wants a timer: a completion will come.
+        if self.cfq.inflight() > 0 {
+            return None;
+        }
         let sample = self
             .next_sample
             .filter(|&t| self.cfq.queued() > 0 && self.cfq.inflight() == 0 && t > self.last_now);

@@ -283,7 +283,11 @@ impl GcWork {
 }
 
 /// Fixed-width unsigned integers packed into `u64` words (one spare word at the end, so that
-/// every value can be read and written as one 128-bit window of two words, without a branch).
+/// every value can be read and written in two words, without a branch). A value at bit
+/// offset `o` of word `w` is the 128-bit window `w + 1 : w` shifted right by `o`; its part
+/// in word `w + 1` is the value shifted right by `64 − o` (nothing when `o = 0`), done as
+/// `(x >> 1) >> (63 − o)` so that no shift reaches 64 (a `u128` shift by a variable
+/// amount is several instructions with a test of the amount).
 #[derive(Clone, Debug)]
 struct Packed {
     bits: u32,
@@ -311,8 +315,8 @@ impl Packed {
         let bit = i * self.bits as u64;
         let (w, o) = ((bit / 64) as usize, (bit % 64) as u32);
         let pair = &self.words[w..w + 2];
-        let window = pair[0] as u128 | (pair[1] as u128) << 64;
-        (window >> o) as u64 & self.mask
+        // (pair[1] << 1) << (63 − o) is pair[1] << (64 − o), and 0 when o = 0.
+        ((pair[0] >> o) | ((pair[1] << 1) << (63 - o))) & self.mask
     }
 
     #[inline]
@@ -320,11 +324,11 @@ impl Packed {
         let bit = i * self.bits as u64;
         let (w, o) = ((bit / 64) as usize, (bit % 64) as u32);
         let pair = &mut self.words[w..w + 2];
-        let window = pair[0] as u128 | (pair[1] as u128) << 64;
-        let m = (self.mask as u128) << o;
-        let window = (window & !m) | ((v & self.mask) as u128) << o;
-        pair[0] = window as u64;
-        pair[1] = (window >> 64) as u64;
+        let v = v & self.mask;
+        pair[0] = (pair[0] & !(self.mask << o)) | v << o;
+        // The bits past word w: x >> (64 − o), and nothing when o = 0.
+        let spill = |x: u64| (x >> 1) >> (63 - o);
+        pair[1] = (pair[1] & !spill(self.mask)) | spill(v);
     }
 
     fn heap_bytes(&self) -> usize {
@@ -1896,6 +1900,40 @@ mod tests {
         let b = f.touched_bytes() as f64 / g.logical_units as f64;
         eprintln!("aged 840 Pro: {b:.3} bytes per logical 4 KiB unit written at set-up");
         assert!(b < 0.2, "{b}");
+    }
+
+    #[test]
+    fn packed_integers_read_and_write_the_words_a_128_bit_window_does() {
+        // The reference: the two words as one u128, shifted by the bit offset.
+        fn get128(p: &Packed, i: u64) -> u64 {
+            let bit = i * p.bits as u64;
+            let (w, o) = ((bit / 64) as usize, (bit % 64) as u32);
+            let window = p.words[w] as u128 | (p.words[w + 1] as u128) << 64;
+            (window >> o) as u64 & p.mask
+        }
+        fn set128(p: &mut Packed, i: u64, v: u64) {
+            let bit = i * p.bits as u64;
+            let (w, o) = ((bit / 64) as usize, (bit % 64) as u32);
+            let window = p.words[w] as u128 | (p.words[w + 1] as u128) << 64;
+            let m = (p.mask as u128) << o;
+            let window = (window & !m) | ((v & p.mask) as u128) << o;
+            p.words[w] = window as u64;
+            p.words[w + 1] = (window >> 64) as u64;
+        }
+        let mut rng = Rng::new(7);
+        for bits in [1, 7, 26, 31, 32, 33, 63, 64] {
+            let mut a = Packed::zeroed(300, bits);
+            let mut b = a.clone();
+            for _ in 0..20_000 {
+                let i = rng.below(300);
+                let v = rng.next_u64();
+                a.set(i, v);
+                set128(&mut b, i, v);
+                assert_eq!(a.words, b.words, "bits {bits} set {i}");
+                let j = rng.below(300);
+                assert_eq!(a.get(j), get128(&b, j), "bits {bits} get {j}");
+            }
+        }
     }
 
     #[test]

@@ -507,15 +507,13 @@ fn angle_bound_passes(d: f64, trot: f64, best: f64) -> bool {
     phi < 1.0 - PHASE_EPS - ANGLE_MARGIN && (phi - ANGLE_MARGIN) * trot >= best
 }
 
-/// `x.ceil() as Ns` for x ≥ 0 without the libm call.
+/// `x.ceil() as Ns` for 0 ≤ x < 2^63 without the libm call (through `i64`, whose
+/// conversion is one instruction where `u64`'s needs a range test: the same value there).
 #[inline]
 fn ceil_ns(x: f64) -> Ns {
-    let i = x as Ns;
-    if (i as f64) < x {
-        i + 1
-    } else {
-        i
-    }
+    debug_assert!((0.0..9.2e18).contains(&x), "{x}");
+    let i = x as i64;
+    (if (i as f64) < x { i + 1 } else { i }) as Ns
 }
 
 /// Fractional part in [0, 1) (`f64::floor` is a libm call on baseline x86-64; this is not).
@@ -658,6 +656,9 @@ pub struct Hdd {
 
     segs: Vec<Seg>,
     lru_clock: u64,
+    /// The segments from least to most recently used (by `used`, then index: the order
+    /// `alloc_segment`'s choice of the least recently used, the first of equals, follows).
+    lru: VecDeque<usize>,
     dirty: BTreeMap<u64, Dirty>,
     /// Bytes of the write half in use: admitted writes, dirty data and the extent being destaged.
     buf_used: u64,
@@ -667,6 +668,9 @@ pub struct Hdd {
 
     stats: DeviceStats,
     busy: Busy,
+    /// The earliest of the three queues' next events (`Hdd::earliest`), kept by `submit`
+    /// and `advance`, the only calls that change them, for `next_event_ns`.
+    next_ev: Ns,
 }
 
 impl Hdd {
@@ -707,6 +711,7 @@ impl Hdd {
             },
             segs: vec![Seg::default(); p.cache_segments as usize],
             lru_clock: 0,
+            lru: (0..p.cache_segments as usize).collect(),
             dirty: BTreeMap::new(),
             buf_used: 0,
             destaging: None,
@@ -714,6 +719,7 @@ impl Hdd {
             epoch_counts: BTreeMap::new(),
             stats: DeviceStats::default(),
             busy: Busy::default(),
+            next_ev: Ns::MAX,
             geo,
             seek_floor: std::array::from_fn(|j| {
                 if seek.is_increasing() {
@@ -854,18 +860,27 @@ impl Hdd {
         } else {
             None
         };
+        // No live segment: an index past the last.
+        let (li, ls, le) = live.unwrap_or((usize::MAX, 0, 0));
         let mut cur = off;
         loop {
             let before = cur;
             for (i, seg) in self.segs.iter_mut().enumerate() {
-                let (s, e) = match live {
-                    Some((li, ls, le)) if li == i => (ls, le),
-                    _ => (seg.start, seg.end),
+                let (s, e) = if i == li {
+                    (ls, le)
+                } else {
+                    (seg.start, seg.end)
                 };
                 if s <= cur && cur < e {
                     cur = e;
                     self.lru_clock += 1;
                     seg.used = self.lru_clock;
+                    // The most recently used now: last in `lru`.
+                    if self.lru.back() != Some(&i) {
+                        let at = self.lru.iter().position(|&x| x == i).expect("in lru");
+                        self.lru.remove(at);
+                        self.lru.push_back(i);
+                    }
                 }
             }
             if !self.dirty.is_empty() {
@@ -888,12 +903,17 @@ impl Hdd {
     }
 
     fn alloc_segment(&mut self, start: u64) -> usize {
-        let mut best = 0;
-        for (i, s) in self.segs.iter().enumerate() {
-            if s.used < self.segs[best].used {
-                best = i;
-            }
-        }
+        // The least recently used, the first of equals: the front of `lru` (every touch
+        // sets `used` to a new clock value and moves the segment to the back).
+        let best = self.lru.pop_front().expect("at least one segment");
+        self.lru.push_back(best);
+        debug_assert_eq!(
+            Some(best),
+            (self.segs.iter().enumerate())
+                .min_by_key(|(i, s)| (s.used, *i))
+                .map(|(i, _)| i),
+            "the scan's choice"
+        );
         self.lru_clock += 1;
         self.segs[best] = Seg {
             start,
@@ -1169,6 +1189,18 @@ impl Hdd {
         frac(now as f64 * self.geo.inv_trot)
     }
 
+    /// The next event of the controller, the link or the head (`Ns::MAX`: none).
+    fn earliest(&self) -> Ns {
+        let mut t = self.head_next;
+        if let Some(&(c, _)) = self.ctrl_q.front() {
+            t = t.min(c);
+        }
+        if let Some(&(l, _, _)) = self.link_q.front() {
+            t = t.min(l);
+        }
+        t
+    }
+
     /// Positioning time (seek + rotational wait) from the head's track to track position `trk`.
     #[inline]
     fn positioning(&self, now_phase: f64, head_i: i64, trk: f64) -> f64 {
@@ -1215,28 +1247,27 @@ impl Hdd {
         let mut best_pos = f64::INFINITY;
         let mut best_q = usize::MAX;
         let start = q.partition_point(|e| e.ang < now_phase);
+        // From `start` to the end, then from the first to `start` (wrapping round).
         let mut visited = 0;
-        while visited < n {
-            let qi = if start + visited < n {
-                start + visited
-            } else {
-                start + visited - n
-            };
-            let d = q[qi].ang - now_phase;
-            if angle_bound_passes(d, trot, best_pos) {
-                break;
+        'walk: for (lo, hi) in [(start, n), (0, start)] {
+            for (k, e) in q[lo..hi].iter().enumerate() {
+                let d = e.ang - now_phase;
+                if angle_bound_passes(d, trot, best_pos) {
+                    break 'walk;
+                }
+                visited += 1;
+                // The turn bound: a seek past the sector's angle waits for it a turn later.
+                let phi = if d < 0.0 { d + 1.0 } else { d };
+                let dist = (e.trk_i - head_i).unsigned_abs();
+                if dist > 0
+                    && self.seek_floor[63 - dist.leading_zeros() as usize]
+                        > (phi + ANGLE_MARGIN) * trot
+                    && (phi + 1.0 - PHASE_EPS - ANGLE_MARGIN) * trot >= best_pos
+                {
+                    continue;
+                }
+                self.consider(now_phase, head_i, lo + k, &mut best_pos, &mut best_q);
             }
-            visited += 1;
-            // The turn bound: a seek past the sector's angle waits for it a turn later.
-            let phi = if d < 0.0 { d + 1.0 } else { d };
-            let dist = (q[qi].trk_i - head_i).unsigned_abs();
-            if dist > 0
-                && self.seek_floor[63 - dist.leading_zeros() as usize] > (phi + ANGLE_MARGIN) * trot
-                && (phi + 1.0 - PHASE_EPS - ANGLE_MARGIN) * trot >= best_pos
-            {
-                continue;
-            }
-            self.consider(now_phase, head_i, qi, &mut best_pos, &mut best_q);
         }
         // The snap window: the last candidates in angle order, not visited yet.
         let mut back = n;
@@ -1281,14 +1312,14 @@ impl Hdd {
         let trot = self.geo.trot;
         let (best_pos, best_q) = self.sptf_scan(now_phase, head_i);
         let mut best_pos = best_pos;
-        let mut d_lim = if best_q < self.media_q.len() {
-            self.seek.tracks_at_least(best_pos)
-        } else {
-            u64::MAX
-        };
         let starving = self.media_oldest.saturating_add(STARVATION_NS) <= now;
         let mut best_d: Option<(f64, u64)> = None;
         if destage && !starving {
+            let mut d_lim = if best_q < self.media_q.len() {
+                self.seek.tracks_at_least(best_pos)
+            } else {
+                u64::MAX
+            };
             let after = self.dirty.range(self.head_off..).take(DESTAGE_CANDIDATES);
             let before = self
                 .dirty
@@ -1404,17 +1435,12 @@ impl Device for Hdd {
         let accept = now.max(self.ctrl_free) + self.overhead;
         self.ctrl_free = accept;
         self.ctrl_q.push_back((accept, idx));
+        self.next_ev = self.next_ev.min(accept);
     }
 
     fn next_event_ns(&self) -> Option<Ns> {
-        let mut t = self.head_next;
-        if let Some(&(c, _)) = self.ctrl_q.front() {
-            t = t.min(c);
-        }
-        if let Some(&(l, _, _)) = self.link_q.front() {
-            t = t.min(l);
-        }
-        (t != Ns::MAX).then_some(t)
+        debug_assert_eq!(self.next_ev, self.earliest());
+        (self.next_ev != Ns::MAX).then_some(self.next_ev)
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<u64>) {
@@ -1424,6 +1450,7 @@ impl Device for Hdd {
             let head = self.head_next;
             let t = link.min(ctrl).min(head);
             if t > now {
+                self.next_ev = t;
                 break;
             }
             if link == t {
@@ -1900,6 +1927,35 @@ mod tests {
         let f = one(&mut d, run.elapsed_ns, n as u64, Op::Flush, 0, 0, false);
         assert!(f >= run.elapsed_ns);
         assert_eq!(d.dirty_bytes(), 0);
+    }
+
+    #[test]
+    fn the_segment_order_kept_gives_the_least_recently_used_segment_the_scan_gives() {
+        // Three segments, four interleaved sequential readers and random reads: segments
+        // are hit (moved to most recent) and reused; every allocation is checked against
+        // the scan by (used, index) in debug builds (`alloc_segment`), and the order kept
+        // is checked against the segments' clocks at the end.
+        let mut d = hdd_with("cache_segments = 3");
+        let mut rng = Rng::new(5);
+        let mut next = [0, GIB, 2 * GIB, 3 * GIB];
+        let n = 3000;
+        let cmds: Vec<u64> = (0..n)
+            .map(|_| {
+                if rng.below(5) == 0 {
+                    rng.below(4 * GIB / 4096) * 4096
+                } else {
+                    let s = &mut next[rng.below(4) as usize];
+                    *s += 64 * KIB;
+                    *s
+                }
+            })
+            .collect();
+        let run = closed_loop(&mut d, 0, 4, n, |i| (Op::Read, cmds[i], 64 * KIB));
+        assert_eq!(d.stats(run.elapsed_ns).read_ops, n as u64);
+        assert!(d.stats(run.elapsed_ns).cache_hits > 0);
+        let mut by_clock: Vec<usize> = (0..3).collect();
+        by_clock.sort_by_key(|&i| (d.segs[i].used, i));
+        assert_eq!(d.lru.iter().copied().collect::<Vec<_>>(), by_clock);
     }
 
     #[test]
