@@ -777,7 +777,7 @@ impl Cfs {
 
     /// The event of core `c` at `t`: completions, then the end of its slice.
     fn handle(&mut self, c: usize, t: Ns, done: &mut Vec<Token>) {
-        self.mark(c);
+        // update_curr marks c.
         self.update_curr(c, t);
         let Some(ti) = self.cores[c].curr else { return };
         let th = &mut self.threads[ti];
@@ -893,7 +893,12 @@ impl Cfs {
     fn advance_due(&mut self, now: Ns, done: &mut Vec<Token>) {
         loop {
             let core = self.next_core_event();
-            let wake = self.wakes.first().copied();
+            // Pending wake-ups exist only with wake_latency > 0.
+            let wake = if self.wakes.is_empty() {
+                None
+            } else {
+                self.wakes.first().copied()
+            };
             // A core's event before a wake-up due at the same time (a core freed first).
             match (core, wake) {
                 (Some((t, c)), w) if t <= now && w.is_none_or(|w| t <= w.0) => {
@@ -1109,6 +1114,9 @@ impl CpuScheduler for Cfs {
     #[inline]
     fn next_event_ns(&self) -> Option<Ns> {
         let core = self.next_core_event().map(|e| e.0);
+        if self.wakes.is_empty() {
+            return core;
+        }
         match (core, self.wakes.first()) {
             (Some(t), Some(w)) => Some(t.min(w.0)),
             (t, w) => t.or(w.map(|w| w.0)),
@@ -1121,7 +1129,7 @@ impl CpuScheduler for Cfs {
         // cached earliest event without entering the loop below.
         let quiet = self.stale.get() == 0
             && self.best.get().0 > now
-            && self.wakes.first().is_none_or(|w| w.0 > now);
+            && (self.wakes.is_empty() || self.wakes.first().is_none_or(|w| w.0 > now));
         if !quiet {
             self.advance_due(now, done);
         }

@@ -693,7 +693,9 @@ impl Sim {
     pub(super) fn cpu_wake(&mut self, now: Ns) {
         let mut done = std::mem::take(&mut self.cpu.done);
         done.clear();
-        done.append(&mut self.cpu.deferred);
+        if !self.cpu.deferred.is_empty() {
+            done.append(&mut self.cpu.deferred);
+        }
         if self.cpu.wake_at == Some(now) {
             self.cpu.wake_at = None;
         }
