@@ -451,25 +451,43 @@ impl Cfs {
 
     /// The earliest event of the cores and its core (ties: the lowest core), from the
     /// cached events, refreshing the stale ones (the earliest itself is cached too).
+    ///
+    /// The earliest is the least (event, core) pair. While the core of the cached earliest
+    /// is not stale, every core that is not stale kept its pair, which was not below it:
+    /// the new earliest is then the least of it and the stale cores' new pairs (a
+    /// submission waking a thread on an idle core). Otherwise every core is compared.
     #[inline]
     fn next_core_event(&self) -> Option<(Ns, usize)> {
         let mut s = self.stale.get();
         if s != 0 {
             s &= u64::MAX >> (64 - self.cores.len());
-            while s != 0 {
-                let c = s.trailing_zeros() as usize;
-                s &= s - 1;
-                self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
-            }
-            self.stale.set(0);
-            // A strict comparison keeps the lowest core on a tie.
-            let mut best = (NO_EVENT, 0);
-            for (c, e) in self.ev.iter().enumerate() {
-                let t = e.get();
-                if t < best.0 {
-                    best = (t, c);
+            let mut best = self.best.get();
+            if s >> best.1 & 1 == 0 {
+                while s != 0 {
+                    let c = s.trailing_zeros() as usize;
+                    s &= s - 1;
+                    let t = self.event_of(c).unwrap_or(NO_EVENT);
+                    self.ev[c].set(t);
+                    if t < best.0 || (t == best.0 && c < best.1) {
+                        best = (t, c);
+                    }
+                }
+            } else {
+                while s != 0 {
+                    let c = s.trailing_zeros() as usize;
+                    s &= s - 1;
+                    self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
+                }
+                // A strict comparison keeps the lowest core on a tie.
+                best = (NO_EVENT, 0);
+                for (c, e) in self.ev.iter().enumerate() {
+                    let t = e.get();
+                    if t < best.0 {
+                        best = (t, c);
+                    }
                 }
             }
+            self.stale.set(0);
             self.best.set(best);
         }
         let best = self.best.get();
@@ -1578,6 +1596,59 @@ mod tests {
         let (a, b) = (go(), go());
         assert_eq!(a.0.len(), 40);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn the_cached_earliest_core_event_is_the_walked_one_after_any_submissions_and_advances() {
+        // Random hosts, threads (nice 0 and -20, floating and pinned), work items and
+        // times: after every submission and every advance the cached earliest event, kept
+        // up to date by refreshing only the stale cores, is the least (event, core) pair
+        // of a walk over every core.
+        let mut x: u64 = 12345;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut checks = 0;
+        for _ in 0..40 {
+            let cores = 1 + rnd(6) as usize;
+            let mut s = host(cores);
+            let n = 1 + rnd(8) as usize;
+            let ids: Vec<_> = (0..n)
+                .map(|_| {
+                    let weight = if rnd(4) == 0 { 88761 } else { NICE_0_WEIGHT };
+                    let affinity = if rnd(3) == 0 {
+                        CoreSet::of(&[rnd(cores as u64) as usize])
+                    } else {
+                        CoreSet::all(cores)
+                    };
+                    thread(&mut s, weight, affinity)
+                })
+                .collect();
+            let (mut now, mut done) = (0, Vec::new());
+            for k in 0..300u64 {
+                // Often at the same time (a continuation's hand-off), else a little later;
+                // times and work on a 5 µs grid, so that cores' events often tie.
+                if rnd(3) != 0 {
+                    now += 5 * US * rnd(4);
+                }
+                if rnd(2) == 0 {
+                    if let Some(t) = s.next_event_ns().filter(|&t| t <= now + 20 * US) {
+                        now = now.max(t);
+                    }
+                    s.advance(now, &mut done);
+                } else {
+                    s.advance(now, &mut done);
+                    let t = ids[rnd(n as u64) as usize];
+                    s.submit(now, t, 5 * US * (1 + rnd(3)), k).unwrap();
+                }
+                assert_eq!(s.next_core_event(), s.walked_event(), "step {k}");
+                checks += 1;
+            }
+        }
+        assert_eq!(checks, 40 * 300);
     }
 
     #[test]
