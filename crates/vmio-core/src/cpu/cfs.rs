@@ -97,7 +97,9 @@
 //!                  pull, a submission to a running thread); every core on a change of
 //!                  slowdowns (recontend), a fast-forward, set_contention
 //! next event       for c in marked: ev[c] = event_of(c); clear marks;
-//!                  min over cores of ev[c] (ties: the lowest core), then the wake-ups
+//!                  the least (ev[c], c) over cores, then the wake-ups; while the cached
+//!                  least's own core is not marked, the least of it and the marked cores'
+//!                  new pairs (the others kept theirs, which were not below it)
 //! advance(now)     nothing marked, the cached earliest event and wake-up after now: no-op
 //! wake on an idle  core with an empty queue: runs the thread at once (what enqueue, then
 //!                  schedule picking it as the leftmost, leave), the enqueue sequence counted
