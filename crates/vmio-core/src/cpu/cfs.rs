@@ -739,10 +739,16 @@ impl Cfs {
     /// 2 runnable threads (counting `t` as one of them when it is not yet runnable: `wake`)
     /// and where `t` may run (the idle core's periodic balance, which pulls `t` there);
     /// None without a cache topology.
+    #[inline]
     fn idle_group_core(&self, c: usize, t: usize, waking: bool) -> Option<usize> {
         if self.llc.is_empty() {
             return None;
         }
+        self.idle_group_core_of(c, t, waking)
+    }
+
+    /// [`Cfs::idle_group_core`] with a cache topology.
+    fn idle_group_core_of(&self, c: usize, t: usize, waking: bool) -> Option<usize> {
         let here = self.group_nr(self.llc[c]) + usize::from(waking);
         (0..self.cores.len()).find(|&i| {
             self.llc[i] != self.llc[c]
@@ -810,7 +816,11 @@ impl Cfs {
                 th.slept_at = Some(t);
                 self.cores[c].curr = None;
                 self.cores[c].load -= th.spec.weight as u64;
-                self.schedule(c, t);
+                // With no thread queued on any core, `schedule` would find none to pick
+                // or pull (its only effect: the mark update_curr made): the core idles.
+                if self.queued != 0 {
+                    self.schedule(c, t);
+                }
             }
             return;
         }
@@ -875,7 +885,14 @@ impl Cfs {
 
     fn wake(&mut self, t: usize, now: Ns) {
         let c = self.select_core(t, now);
-        self.update_curr(c, now);
+        if self.cores[c].curr.is_some() {
+            self.update_curr(c, now);
+        } else {
+            // update_curr of an idle core: its mark and accounting time, nothing to charge.
+            self.mark(c);
+            let core = &mut self.cores[c];
+            core.since = core.since.max(now);
+        }
         let min = self.cores[c].min_vruntime;
         let vr = self.vr(t).max(min.saturating_sub(self.p.latency_ns / 2));
         self.threads[t].vruntime = Some(vr);
