@@ -571,6 +571,7 @@ impl Cfs {
     }
 
     /// When the current thread of `c` finishes its head item (refill first).
+    #[inline]
     fn run_end(&self, c: usize) -> Option<Ns> {
         let t = &self.threads[self.cores[c].curr?];
         let head = t.work.front().map_or(0, |w| w.0);
@@ -586,6 +587,7 @@ impl Cfs {
     /// The next event of core `c`: its head item's end or its slice's end, whichever comes
     /// first. A slice that a wake-up shortened to before the core's last accounting time
     /// (`reslice` with more runnable threads) ends at that time, not in the past.
+    #[inline]
     fn event_of(&self, c: usize) -> Option<Ns> {
         let core = &self.cores[c];
         self.run_end(c)
@@ -634,6 +636,7 @@ impl Cfs {
     }
 
     /// `sched_slice` of the running thread of `c`.
+    #[inline]
     fn slice(&self, c: usize, t: usize) -> Ns {
         let core = &self.cores[c];
         let nr = core.nr() as u64;
@@ -646,6 +649,7 @@ impl Cfs {
     }
 
     /// Recompute the slice end of `c` after its number of runnable threads changed.
+    #[inline]
     fn reslice(&mut self, c: usize) {
         self.mark(c);
         if let Some(t) = self.cores[c].curr {
