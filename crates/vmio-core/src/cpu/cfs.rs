@@ -97,7 +97,9 @@
 //!                  pull, a submission to a running thread); every core on a change of
 //!                  slowdowns (recontend), a fast-forward, set_contention
 //! next event       for c in marked: ev[c] = event_of(c); clear marks;
-//!                  min over cores of ev[c] (ties: the lowest core), then the wake-ups
+//!                  the least (ev[c], c) over cores, then the wake-ups; while the cached
+//!                  least's own core is not marked, the least of it and the marked cores'
+//!                  new pairs (the others kept theirs, which were not below it)
 //! advance(now)     nothing marked, the cached earliest event and wake-up after now: no-op
 //! wake on an idle  core with an empty queue: runs the thread at once (what enqueue, then
 //!                  schedule picking it as the leftmost, leave), the enqueue sequence counted
@@ -451,25 +453,43 @@ impl Cfs {
 
     /// The earliest event of the cores and its core (ties: the lowest core), from the
     /// cached events, refreshing the stale ones (the earliest itself is cached too).
+    ///
+    /// The earliest is the least (event, core) pair. While the core of the cached earliest
+    /// is not stale, every core that is not stale kept its pair, which was not below it:
+    /// the new earliest is then the least of it and the stale cores' new pairs (a
+    /// submission waking a thread on an idle core). Otherwise every core is compared.
     #[inline]
     fn next_core_event(&self) -> Option<(Ns, usize)> {
         let mut s = self.stale.get();
         if s != 0 {
             s &= u64::MAX >> (64 - self.cores.len());
-            while s != 0 {
-                let c = s.trailing_zeros() as usize;
-                s &= s - 1;
-                self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
-            }
-            self.stale.set(0);
-            // A strict comparison keeps the lowest core on a tie.
-            let mut best = (NO_EVENT, 0);
-            for (c, e) in self.ev.iter().enumerate() {
-                let t = e.get();
-                if t < best.0 {
-                    best = (t, c);
+            let mut best = self.best.get();
+            if s >> best.1 & 1 == 0 {
+                while s != 0 {
+                    let c = s.trailing_zeros() as usize;
+                    s &= s - 1;
+                    let t = self.event_of(c).unwrap_or(NO_EVENT);
+                    self.ev[c].set(t);
+                    if t < best.0 || (t == best.0 && c < best.1) {
+                        best = (t, c);
+                    }
+                }
+            } else {
+                while s != 0 {
+                    let c = s.trailing_zeros() as usize;
+                    s &= s - 1;
+                    self.ev[c].set(self.event_of(c).unwrap_or(NO_EVENT));
+                }
+                // A strict comparison keeps the lowest core on a tie.
+                best = (NO_EVENT, 0);
+                for (c, e) in self.ev.iter().enumerate() {
+                    let t = e.get();
+                    if t < best.0 {
+                        best = (t, c);
+                    }
                 }
             }
+            self.stale.set(0);
             self.best.set(best);
         }
         let best = self.best.get();
@@ -551,6 +571,7 @@ impl Cfs {
     }
 
     /// When the current thread of `c` finishes its head item (refill first).
+    #[inline]
     fn run_end(&self, c: usize) -> Option<Ns> {
         let t = &self.threads[self.cores[c].curr?];
         let head = t.work.front().map_or(0, |w| w.0);
@@ -566,6 +587,7 @@ impl Cfs {
     /// The next event of core `c`: its head item's end or its slice's end, whichever comes
     /// first. A slice that a wake-up shortened to before the core's last accounting time
     /// (`reslice` with more runnable threads) ends at that time, not in the past.
+    #[inline]
     fn event_of(&self, c: usize) -> Option<Ns> {
         let core = &self.cores[c];
         self.run_end(c)
@@ -614,6 +636,7 @@ impl Cfs {
     }
 
     /// `sched_slice` of the running thread of `c`.
+    #[inline]
     fn slice(&self, c: usize, t: usize) -> Ns {
         let core = &self.cores[c];
         let nr = core.nr() as u64;
@@ -626,6 +649,7 @@ impl Cfs {
     }
 
     /// Recompute the slice end of `c` after its number of runnable threads changed.
+    #[inline]
     fn reslice(&mut self, c: usize) {
         self.mark(c);
         if let Some(t) = self.cores[c].curr {
@@ -719,10 +743,16 @@ impl Cfs {
     /// 2 runnable threads (counting `t` as one of them when it is not yet runnable: `wake`)
     /// and where `t` may run (the idle core's periodic balance, which pulls `t` there);
     /// None without a cache topology.
+    #[inline]
     fn idle_group_core(&self, c: usize, t: usize, waking: bool) -> Option<usize> {
         if self.llc.is_empty() {
             return None;
         }
+        self.idle_group_core_of(c, t, waking)
+    }
+
+    /// [`Cfs::idle_group_core`] with a cache topology.
+    fn idle_group_core_of(&self, c: usize, t: usize, waking: bool) -> Option<usize> {
         let here = self.group_nr(self.llc[c]) + usize::from(waking);
         (0..self.cores.len()).find(|&i| {
             self.llc[i] != self.llc[c]
@@ -777,7 +807,7 @@ impl Cfs {
 
     /// The event of core `c` at `t`: completions, then the end of its slice.
     fn handle(&mut self, c: usize, t: Ns, done: &mut Vec<Token>) {
-        self.mark(c);
+        // update_curr marks c.
         self.update_curr(c, t);
         let Some(ti) = self.cores[c].curr else { return };
         let th = &mut self.threads[ti];
@@ -790,7 +820,11 @@ impl Cfs {
                 th.slept_at = Some(t);
                 self.cores[c].curr = None;
                 self.cores[c].load -= th.spec.weight as u64;
-                self.schedule(c, t);
+                // With no thread queued on any core, `schedule` would find none to pick
+                // or pull (its only effect: the mark update_curr made): the core idles.
+                if self.queued != 0 {
+                    self.schedule(c, t);
+                }
             }
             return;
         }
@@ -855,7 +889,14 @@ impl Cfs {
 
     fn wake(&mut self, t: usize, now: Ns) {
         let c = self.select_core(t, now);
-        self.update_curr(c, now);
+        if self.cores[c].curr.is_some() {
+            self.update_curr(c, now);
+        } else {
+            // update_curr of an idle core: its mark and accounting time, nothing to charge.
+            self.mark(c);
+            let core = &mut self.cores[c];
+            core.since = core.since.max(now);
+        }
         let min = self.cores[c].min_vruntime;
         let vr = self.vr(t).max(min.saturating_sub(self.p.latency_ns / 2));
         self.threads[t].vruntime = Some(vr);
@@ -893,7 +934,12 @@ impl Cfs {
     fn advance_due(&mut self, now: Ns, done: &mut Vec<Token>) {
         loop {
             let core = self.next_core_event();
-            let wake = self.wakes.first().copied();
+            // Pending wake-ups exist only with wake_latency > 0.
+            let wake = if self.wakes.is_empty() {
+                None
+            } else {
+                self.wakes.first().copied()
+            };
             // A core's event before a wake-up due at the same time (a core freed first).
             match (core, wake) {
                 (Some((t, c)), w) if t <= now && w.is_none_or(|w| t <= w.0) => {
@@ -1109,6 +1155,9 @@ impl CpuScheduler for Cfs {
     #[inline]
     fn next_event_ns(&self) -> Option<Ns> {
         let core = self.next_core_event().map(|e| e.0);
+        if self.wakes.is_empty() {
+            return core;
+        }
         match (core, self.wakes.first()) {
             (Some(t), Some(w)) => Some(t.min(w.0)),
             (t, w) => t.or(w.map(|w| w.0)),
@@ -1121,7 +1170,7 @@ impl CpuScheduler for Cfs {
         // cached earliest event without entering the loop below.
         let quiet = self.stale.get() == 0
             && self.best.get().0 > now
-            && self.wakes.first().is_none_or(|w| w.0 > now);
+            && (self.wakes.is_empty() || self.wakes.first().is_none_or(|w| w.0 > now));
         if !quiet {
             self.advance_due(now, done);
         }
@@ -1570,6 +1619,59 @@ mod tests {
         let (a, b) = (go(), go());
         assert_eq!(a.0.len(), 40);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn the_cached_earliest_core_event_is_the_walked_one_after_any_submissions_and_advances() {
+        // Random hosts, threads (nice 0 and -20, floating and pinned), work items and
+        // times: after every submission and every advance the cached earliest event, kept
+        // up to date by refreshing only the stale cores, is the least (event, core) pair
+        // of a walk over every core.
+        let mut x: u64 = 12345;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut checks = 0;
+        for _ in 0..40 {
+            let cores = 1 + rnd(6) as usize;
+            let mut s = host(cores);
+            let n = 1 + rnd(8) as usize;
+            let ids: Vec<_> = (0..n)
+                .map(|_| {
+                    let weight = if rnd(4) == 0 { 88761 } else { NICE_0_WEIGHT };
+                    let affinity = if rnd(3) == 0 {
+                        CoreSet::of(&[rnd(cores as u64) as usize])
+                    } else {
+                        CoreSet::all(cores)
+                    };
+                    thread(&mut s, weight, affinity)
+                })
+                .collect();
+            let (mut now, mut done) = (0, Vec::new());
+            for k in 0..300u64 {
+                // Often at the same time (a continuation's hand-off), else a little later;
+                // times and work on a 5 µs grid, so that cores' events often tie.
+                if rnd(3) != 0 {
+                    now += 5 * US * rnd(4);
+                }
+                if rnd(2) == 0 {
+                    if let Some(t) = s.next_event_ns().filter(|&t| t <= now + 20 * US) {
+                        now = now.max(t);
+                    }
+                    s.advance(now, &mut done);
+                } else {
+                    s.advance(now, &mut done);
+                    let t = ids[rnd(n as u64) as usize];
+                    s.submit(now, t, 5 * US * (1 + rnd(3)), k).unwrap();
+                }
+                assert_eq!(s.next_core_event(), s.walked_event(), "step {k}");
+                checks += 1;
+            }
+        }
+        assert_eq!(checks, 40 * 300);
     }
 
     #[test]

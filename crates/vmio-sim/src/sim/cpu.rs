@@ -691,18 +691,24 @@ impl Sim {
     }
 
     pub(super) fn cpu_wake(&mut self, now: Ns) {
-        let mut done = std::mem::take(&mut self.cpu.done);
-        done.clear();
-        done.append(&mut self.cpu.deferred);
-        if self.cpu.wake_at == Some(now) {
-            self.cpu.wake_at = None;
+        // `done` is read in place: the continuations below never reach a CpuWake's handler
+        // (only the event loop calls it), and a submission's own completions go to
+        // `deferred`.
+        let c = &mut self.cpu;
+        c.done.clear();
+        if !c.deferred.is_empty() {
+            c.done.append(&mut c.deferred);
         }
-        self.cpu.sched.advance(now, &mut done);
-        self.cpu.sched.settled = Some(now);
-        for &tok in &done {
+        if c.wake_at == Some(now) {
+            c.wake_at = None;
+        }
+        c.sched.advance(now, &mut c.done);
+        c.sched.settled = Some(now);
+        let mut i = 0;
+        while let Some(&tok) = self.cpu.done.get(i) {
+            i += 1;
             self.cpu_done(now, Work::unpack(tok));
         }
-        self.cpu.done = done;
         if !self.cpu.sched.armed {
             self.cpu_arm(now);
         }
