@@ -194,7 +194,11 @@ mod tests {
 
     /// `fio --parse-only` of a one-job file with `line`: what fio prints.
     fn parse_only(fio: &str, line: &str) -> String {
-        let path = std::env::temp_dir().join(format!("vmio-names-{}.fio", std::process::id()));
+        // One file a call: the tests run on threads of one process, so the pid alone is
+        // shared (one test removed the file another's fio was about to open).
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("vmio-names-{}-{n}.fio", std::process::id()));
         std::fs::write(&path, format!("[j]\n{line}\n")).unwrap();
         let out = run(fio, &["--parse-only", path.to_str().unwrap()]);
         std::fs::remove_file(&path).ok();
