@@ -50,6 +50,11 @@ impl<T: Ord + Copy> SortedChunks<T> {
     /// B-tree's `range(k..).next()` with `below = |e| e < k`).
     #[inline(always)]
     pub fn first_not(&self, below: impl Fn(&T) -> bool) -> Option<Pos> {
+        if let [ch] = self.chunks.as_slice() {
+            // One chunk (a short queue, or an emptied one): one search.
+            let i = ch.partition_point(below);
+            return (i < ch.len()).then_some(Pos { c: 0, i });
+        }
         let c = self.lasts.partition_point(&below);
         let ch = self.chunks.get(c).filter(|ch| !ch.is_empty())?;
         Some(Pos {
@@ -91,17 +96,17 @@ impl<T: Ord + Copy> SortedChunks<T> {
     }
 
     /// Insert `k` in order.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, k: T) {
         if self.chunks.is_empty() {
             self.chunks.push(vec![k]);
             self.lasts.push(k);
             return;
         }
-        let c = self
-            .lasts
-            .partition_point(|l| *l < k)
-            .min(self.chunks.len() - 1);
+        let c = match self.chunks.len() {
+            1 => 0,
+            n => self.lasts.partition_point(|l| *l < k).min(n - 1),
+        };
         let ch = &mut self.chunks[c];
         let i = ch.partition_point(|e| *e < k);
         ch.insert(i, k);
@@ -118,7 +123,7 @@ impl<T: Ord + Copy> SortedChunks<T> {
 
     /// Remove the key at `p`: the key and the place of the one after it (a B-tree's
     /// `range(k..).next()` once `k` is removed).
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, p: Pos) -> (T, Option<Pos>) {
         let Pos { c, i } = p;
         let ch = &mut self.chunks[c];
