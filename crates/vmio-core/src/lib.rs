@@ -26,6 +26,7 @@ pub mod request;
 pub mod rng;
 pub mod sched;
 pub mod slab;
+pub mod sorted_chunks;
 pub mod stack;
 pub mod table;
 pub mod throttle;

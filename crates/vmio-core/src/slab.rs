@@ -10,6 +10,7 @@
 //! numbers are the tags devices see, so it stays fixed.
 
 /// Values in reusable slots (see the module documentation).
+#[derive(Debug)]
 pub struct Slab<T> {
     items: Vec<Option<T>>,
     free: Vec<usize>,

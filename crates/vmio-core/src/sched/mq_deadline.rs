@@ -34,8 +34,10 @@
 use super::{IoScheduler, SchedulerEntry};
 use crate::params::{Entry, Kind, ParamSpec, Value, Values};
 use crate::request::{DevIo, Op};
+use crate::slab::Slab;
+use crate::sorted_chunks::{Pos, SortedChunks};
 use crate::{Ns, MS, SEC};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 pub const ENTRY: SchedulerEntry = Entry {
     name: "mq-deadline",
@@ -85,16 +87,42 @@ const WRITES_STARVED: u32 = 2;
 
 #[derive(Debug, Default)]
 struct Dir {
-    sorted: BTreeMap<(u64, u64), DevIo>,
+    /// The sort list: queued requests in (offset, seq) order, as (offset, seq, slot in
+    /// `MqDeadline::ios`). Chunked sorted keys, not a B-tree of requests: a queue usually
+    /// holds a few requests (one chunk, one binary search), where a B-tree searched its
+    /// nodes and moved 80-byte requests between them; a deep one moves at most a chunk of
+    /// 24-byte keys. The keys are unique (seq only grows), so the order is the tree's.
+    sorted: SortedChunks<(u64, u64, u32)>,
     /// (deadline, offset, seq); entries whose key left `sorted` are skipped lazily.
     fifo: VecDeque<(Ns, u64, u64)>,
 }
 
 impl Dir {
-    fn front_live(&mut self) -> Option<(Ns, u64, u64)> {
+    /// The place in `sorted` of the key (off, seq), if it is queued.
+    #[inline(always)]
+    fn find(&self, off: u64, seq: u64) -> Option<Pos> {
+        let p = self.sorted.first_not(|e| (e.0, e.1) < (off, seq))?;
+        let e = self.sorted.get(p);
+        ((e.0, e.1) == (off, seq)).then_some(p)
+    }
+
+    /// The first queued request starting at or above `off`: a B-tree's
+    /// `range((off, 0)..).next()`, as seq starts at 1.
+    #[inline]
+    fn first_from(&self, off: u64) -> Option<Pos> {
+        self.sorted.first_not(|e| e.0 < off)
+    }
+
+    #[inline]
+    fn insert_sorted(&mut self, off: u64, seq: u64, slot: usize) {
+        self.sorted.insert((off, seq, slot as u32));
+    }
+
+    /// The oldest live FIFO entry: (deadline, its place in `sorted`).
+    fn front_live(&mut self) -> Option<(Ns, Pos)> {
         while let Some(&(d, off, seq)) = self.fifo.front() {
-            if self.sorted.contains_key(&(off, seq)) {
-                return Some((d, off, seq));
+            if let Some(i) = self.find(off, seq) {
+                return Some((d, i));
             }
             self.fifo.pop_front();
         }
@@ -109,6 +137,8 @@ pub struct MqDeadline {
     /// that comes first puts it in them. Only a shortcut: the same dispatch order.
     solo: Option<(DevIo, Ns)>,
     dirs: [Dir; 2],
+    /// The queued requests, the sort lists' slots.
+    ios: Slab<DevIo>,
     expire: [Ns; 2],
     max_merge: u64,
     seq: u64,
@@ -132,6 +162,7 @@ impl MqDeadline {
         Self {
             solo: None,
             dirs: [Dir::default(), Dir::default()],
+            ios: Slab::new(),
             expire: [read_expire_ns, write_expire_ns],
             max_merge: max_merge_bytes,
             seq: 0,
@@ -163,11 +194,11 @@ impl MqDeadline {
     fn enqueue(&mut self, now: Ns, io: DevIo) {
         let dir = dir_of(io.op);
         self.seq += 1;
-        let key = (io.offset_bytes, self.seq);
-        self.dirs[dir]
-            .fifo
-            .push_back((now + self.expire[dir], key.0, key.1));
-        self.dirs[dir].sorted.insert(key, io);
+        let (off, seq) = (io.offset_bytes, self.seq);
+        let slot = self.ios.insert(io);
+        let d = &mut self.dirs[dir];
+        d.fifo.push_back((now + self.expire[dir], off, seq));
+        d.insert_sorted(off, seq, slot);
         self.count += 1;
     }
 
@@ -175,15 +206,19 @@ impl MqDeadline {
         self.settle();
         let new = io.as_ref().unwrap();
         let d = &mut self.dirs[dir_of(new.op)];
-        // Back merge: a queued request ends where the new one starts.
-        if let Some((&k, q)) = d.sorted.range(..(new.offset_bytes, 0)).next_back() {
+        // Back merge: a queued request ends where the new one starts (the last key below
+        // (start, 0)).
+        let at = d.first_from(new.offset_bytes);
+        if let Some(below) = d.sorted.before(at) {
+            let slot = d.sorted.get(below).2 as usize;
+            let q = self.ios.get_ref(slot);
             if q.end_bytes() == new.offset_bytes
                 && q.op == new.op
                 && q.fua == new.fua
                 && q.len_bytes + new.len_bytes <= self.max_merge
             {
                 let new = io.take().unwrap();
-                let q = d.sorted.get_mut(&k).unwrap();
+                let q = self.ios.get(slot);
                 q.len_bytes += new.len_bytes;
                 q.sync |= new.sync;
                 q.merged.push(new.tag);
@@ -193,54 +228,65 @@ impl MqDeadline {
         }
         // Front merge: a queued request starts where the new one ends.
         let end = new.end_bytes();
-        if let Some((&k, q)) = d.sorted.range((end, 0)..).next() {
-            if k.0 == end
+        if let Some(at) = d.first_from(end) {
+            let (off, seq, slot) = d.sorted.get(at);
+            let q = self.ios.get_ref(slot as usize);
+            if off == end
                 && q.op == new.op
                 && q.fua == new.fua
                 && q.len_bytes + new.len_bytes <= self.max_merge
             {
                 let mut new = io.take().unwrap();
-                let old = d.sorted.remove(&k).unwrap();
+                d.sorted.remove(at);
+                let old = self.ios.remove(slot as usize);
                 new.len_bytes += old.len_bytes;
                 new.sync |= old.sync;
                 new.merged.push(old.tag);
                 new.merged.extend(old.merged);
                 // Keep the older deadline: re-key the FIFO entry of the old request.
-                let seq = k.1;
                 for e in d.fifo.iter_mut() {
-                    if e.1 == k.0 && e.2 == seq {
+                    if e.1 == off && e.2 == seq {
                         e.1 = new.offset_bytes;
                     }
                 }
                 new.queued_ns = new.queued_ns.min(old.queued_ns);
-                d.sorted.insert((new.offset_bytes, seq), new);
+                let off = new.offset_bytes;
+                let slot = self.ios.insert(new);
+                d.insert_sorted(off, seq, slot);
                 return true;
             }
         }
         false
     }
 
-    fn take(&mut self, dir: usize, key: (u64, u64)) -> DevIo {
-        let io = self.dirs[dir].sorted.remove(&key).unwrap();
+    /// Take the request at place `p` of `dir`'s sort list.
+    fn take(&mut self, dir: usize, p: Pos) -> DevIo {
+        let d = &mut self.dirs[dir];
+        let ((off, _, slot), next) = d.sorted.remove(p);
+        let io = self.ios.remove(slot as usize);
         self.count -= 1;
         self.batch += 1;
         self.cur_dir = dir;
         if self.by_position {
-            self.latest_pos[dir] = key.0;
+            self.latest_pos[dir] = off;
         } else {
-            self.next_rq[dir] = self.dirs[dir].sorted.range(key..).next().map(|(&k, _)| k);
+            // The key after the one taken.
+            self.next_rq[dir] = next.map(|p| {
+                let e = d.sorted.get(p);
+                (e.0, e.1)
+            });
         }
         io
     }
 
-    /// `next_rq[dir]` if it is still queued (it may have been merged away); tracking the
-    /// position, the first queued request at or above `latest_pos[dir]`.
-    fn live_next(&self, dir: usize) -> Option<(u64, u64)> {
+    /// The place of `next_rq[dir]` if it is still queued (it may have been merged away);
+    /// tracking the position, of the first queued request at or above `latest_pos[dir]`.
+    fn live_next(&self, dir: usize) -> Option<Pos> {
+        let d = &self.dirs[dir];
         if self.by_position {
-            let from = (self.latest_pos[dir], 0);
-            return self.dirs[dir].sorted.range(from..).next().map(|(&k, _)| k);
+            return d.first_from(self.latest_pos[dir]);
         }
-        self.next_rq[dir].filter(|k| self.dirs[dir].sorted.contains_key(k))
+        self.next_rq[dir].and_then(|(off, seq)| d.find(off, seq))
     }
 }
 
@@ -301,9 +347,23 @@ impl IoScheduler for MqDeadline {
 
     #[inline]
     fn dispatch(&mut self, now: Ns) -> Option<DevIo> {
+        // The usual answer of an idle scheduler, before the queued path's frame is set up.
         if self.count == 0 {
             return None;
         }
+        self.dispatch_queued(now)
+    }
+
+    #[inline]
+    fn queued(&self) -> usize {
+        self.count
+    }
+}
+
+impl MqDeadline {
+    /// `dispatch` with requests queued.
+    #[inline(never)]
+    fn dispatch_queued(&mut self, now: Ns) -> Option<DevIo> {
         if let Some((io, _)) = self.solo.take() {
             // Alone in the lists it would be taken as a new batch (no next request in
             // either direction): the direction is its own, writes reset the starvation
@@ -319,8 +379,8 @@ impl IoScheduler for MqDeadline {
             return Some(io);
         }
         if self.batch < FIFO_BATCH {
-            if let Some(k) = self.live_next(self.cur_dir) {
-                return Some(self.take(self.cur_dir, k));
+            if let Some(i) = self.live_next(self.cur_dir) {
+                return Some(self.take(self.cur_dir, i));
             }
         }
         let has_reads = !self.dirs[0].sorted.is_empty();
@@ -335,21 +395,13 @@ impl IoScheduler for MqDeadline {
             1
         };
         let fifo_head = self.dirs[dir].front_live();
-        let expired = fifo_head.is_some_and(|(d, _, _)| d <= now);
-        let key = match (expired, self.live_next(dir)) {
-            (false, Some(k)) => k,
-            _ => {
-                let (_, off, seq) = fifo_head.expect("a non-empty direction has a FIFO head");
-                (off, seq)
-            }
+        let expired = fifo_head.is_some_and(|(d, _)| d <= now);
+        let i = match (expired, self.live_next(dir)) {
+            (false, Some(i)) => i,
+            _ => fifo_head.expect("a non-empty direction has a FIFO head").1,
         };
         self.batch = 0;
-        Some(self.take(dir, key))
-    }
-
-    #[inline]
-    fn queued(&self) -> usize {
-        self.count
+        Some(self.take(dir, i))
     }
 }
 
@@ -357,9 +409,59 @@ impl IoScheduler for MqDeadline {
 mod tests {
     use super::*;
     use crate::sched::io;
+    use std::collections::BTreeMap;
 
     fn sched() -> MqDeadline {
         MqDeadline::new(500_000_000, 5_000_000_000, 1280 << 10)
+    }
+
+    #[test]
+    fn the_sort_list_answers_every_look_up_as_a_btree_keyed_by_offset_and_sequence_does() {
+        // Random insertions (dense offsets with many equal ones, and sparse ones), removals
+        // by index (the tree's `remove`, then `range(key..)` for next_rq), the look-ups
+        // `find` (contains_key), `first_from` (range((off, 0)..).next()) and the back
+        // merge's last key below (off, 0) (range(..(off, 0)).next_back()).
+        let mut rng = crate::rng::Rng::new(29);
+        for round in 0..200u64 {
+            let span = 1 + rng.below(if round % 2 == 0 { 8 } else { 1 << 20 });
+            let mut d = Dir::default();
+            let mut tree: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+            let mut seq = 0;
+            for _ in 0..400 {
+                if tree.is_empty() || rng.below(5) < 3 {
+                    seq += 1;
+                    let off = rng.below(span) * 4096;
+                    let slot = rng.below(1000) as usize;
+                    d.insert_sorted(off, seq, slot);
+                    tree.insert((off, seq), slot as u32);
+                } else {
+                    let n = rng.below(tree.len() as u64) as usize;
+                    let (&key, &slot) = tree.iter().nth(n).unwrap();
+                    let p = d.find(key.0, key.1).expect("a queued key is found");
+                    let (got, next) = d.sorted.remove(p);
+                    assert_eq!(got, (key.0, key.1, slot));
+                    tree.remove(&key);
+                    let want = tree.range(key..).next().map(|(&k, &v)| (k.0, k.1, v));
+                    assert_eq!(next.map(|p| d.sorted.get(p)), want);
+                }
+                let off = rng.below(span + 1) * 4096;
+                let at = d.first_from(off);
+                let want = tree.range((off, 0)..).next().map(|(&k, &v)| (k.0, k.1, v));
+                assert_eq!(at.map(|p| d.sorted.get(p)), want);
+                let below = tree
+                    .range(..(off, 0))
+                    .next_back()
+                    .map(|(&k, &v)| (k.0, k.1, v));
+                assert_eq!(d.sorted.before(at).map(|p| d.sorted.get(p)), below);
+                let probe = (off, rng.below(seq + 2));
+                assert_eq!(
+                    d.find(probe.0, probe.1).is_some(),
+                    tree.contains_key(&probe)
+                );
+                let all = tree.iter().map(|(&k, &v)| (k.0, k.1, v));
+                assert!(d.sorted.iter().eq(all));
+            }
+        }
     }
 
     #[test]

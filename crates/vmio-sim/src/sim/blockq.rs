@@ -458,16 +458,21 @@ impl Sim {
     /// Hardware `hw` has completions due: each goes back to its device's queue, then every
     /// queue of the hardware may dispatch.
     pub(super) fn dev_wake(&mut self, now: Ns, hw: usize) {
-        let mut done = std::mem::take(&mut self.blockq.done);
-        done.clear();
+        // `done` is read in place: it is private to this module and only this handler, which
+        // only the event loop calls, touches it; the continuations below (submissions,
+        // flushes, synchronous devices) queue events or use other buffers.
         {
-            let h = &mut self.blockq.hws[hw];
+            let b = &mut self.blockq;
+            b.done.clear();
+            let h = &mut b.hws[hw];
             if h.wake_at == Some(now) {
                 h.wake_at = None;
             }
-            h.model.advance(now, &mut done);
+            h.model.advance(now, &mut b.done);
         }
-        for &tag in &done {
+        let mut i = 0;
+        while let Some(&tag) = self.blockq.done.get(i) {
+            i += 1;
             let dev = self.blockq.hws[hw].members[(tag >> MEMBER_SHIFT) as usize];
             let d = &mut self.blockq.devs[dev];
             let slot = (tag & SLOT_MASK) as usize;
@@ -490,7 +495,6 @@ impl Sim {
                 }
             }
         }
-        self.blockq.done = done;
         for m in 0..self.blockq.hws[hw].members.len() {
             let dev = self.blockq.hws[hw].members[m];
             self.pump(now, dev);
