@@ -662,13 +662,6 @@ impl RingSend {
             return Err(batch);
         }
         let fd = out.conn.stream.raw_fd();
-        let payload: usize = batch
-            .iter()
-            .map(|o| match o {
-                Out::Done(r) => r.payload().len(),
-                Out::Error { .. } => 0,
-            })
-            .sum();
         // The headers' and payloads' bytes are on the heap: moving their owners into the box
         // keeps the iovecs' addresses.
         let mut s = Box::new(RingSend {
@@ -683,11 +676,9 @@ impl RingSend {
         s.msg.msg_iovlen = s.iov.len() as _;
         let p = Box::into_raw(s);
         let flags = (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as u32;
-        // A large copy goes to an io-wq worker (crate::uring's module doc).
-        let offload = payload > crate::uring::OFFLOAD_BYTES;
         // SAFETY: the box lives until ring_sent takes it back; its msghdr points into it.
         let msg = unsafe { std::ptr::addr_of!((*p).msg) };
-        if crate::uring::push_sendmsg(fd, msg, flags, offload, p as u64 | SEND_TAG) {
+        if crate::uring::push_sendmsg(fd, msg, flags, p as u64 | SEND_TAG) {
             return Ok(());
         }
         // SAFETY: not queued: the box is ours again.

@@ -33,18 +33,6 @@
 //! end:           turns until every piece in the ring has completed; the ring is closed
 //! ```
 //!
-//! A reply carrying more than [`OFFLOAD_BYTES`] is queued with `IOSQE_ASYNC`
-//! (io_uring_enter(2), Linux 5.6): an io-wq worker of the process issues it, so its copy into
-//! the socket does not hold back the thread's next submissions (the pieces queued after it in
-//! the same `io_uring_enter`) nor its next receive, as native's completion thread sent while
-//! the reader received. The worker runs the same non-blocking `sendmsg`: io_uring/net.c
-//! `io_sendmsg` keeps the caller's `MSG_DONTWAIT`, and without `MSG_WAITALL` a short send
-//! completes with its byte count (`io_net_retry`), so the full-socket path below is the same:
-//!
-//! ```text
-//! reply batch:   payload > OFFLOAD_BYTES ? SENDMSG | IOSQE_ASYNC (io-wq copies) : SENDMSG
-//! ```
-//!
 //! So a request costs one `io_uring_enter` and no other system call when the socket has
 //! data and room (`strace -f -c`: 1.09 a request, against `io_submit`, `sendmsg`,
 //! `recvfrom` and 2.4 `futex` with `--aio native`). The pieces a thread dispatches may be
@@ -71,13 +59,6 @@ const CANCEL: u64 = 2;
 pub const ENTRIES: u32 = 256;
 /// The longest turn while waiting for something other than the ring (budget, replies).
 pub const PARK: Duration = Duration::from_millis(1);
-
-/// Replies carrying more payload than this are sent by an io-wq worker: where its copy costs
-/// more than the worker's wake-up. A `sendmsg` of 1 MiB into a Unix socket costs 45 µs of CPU
-/// here (23 GB/s; Python `socket.sendall` with a reader thread, 400 sends) and a wake-up
-/// 3.3 µs (`perf bench sched pipe`: 6.6 µs a round trip of two), so the break-even is about
-/// 3.3 µs × 23 GB/s = 76 kB; 64 KiB, the power of two below.
-pub const OFFLOAD_BYTES: usize = 64 << 10;
 
 /// What completes a piece: its `user_data` and result (bytes, or -errno).
 pub type Done = Arc<dyn Fn(u64, i32) + Send + Sync>;
@@ -186,21 +167,10 @@ pub fn push_rw(write: bool, fd: i32, buf: *mut u8, len: u32, off: u64, data: u64
 
 /// Queue a `sendmsg(fd, msg, flags)`, completed by the ring's `done(data, result)` like a
 /// piece; false when the thread has no ring. `msg` and what it points to must live until then.
-/// `offload`: issued by an io-wq worker (`IOSQE_ASYNC`) rather than inline in this thread's
-/// next `io_uring_enter` (see [`OFFLOAD_BYTES`]).
-pub fn push_sendmsg(
-    fd: i32,
-    msg: *const libc::msghdr,
-    flags: u32,
-    offload: bool,
-    data: u64,
-) -> bool {
-    let mut e = opcode::SendMsg::new(types::Fd(fd), msg)
+pub fn push_sendmsg(fd: i32, msg: *const libc::msghdr, flags: u32, data: u64) -> bool {
+    let e = opcode::SendMsg::new(types::Fd(fd), msg)
         .flags(flags)
         .build();
-    if offload {
-        e = e.flags(squeue::Flags::ASYNC);
-    }
     push(e.user_data(data), true)
 }
 
@@ -370,7 +340,6 @@ mod tests {
             a.as_raw_fd(),
             &msg,
             libc::MSG_DONTWAIT as u32,
-            false,
             16
         ));
         while busy() {
@@ -384,14 +353,23 @@ mod tests {
         uninstall();
     }
 
-    /// Queue a non-blocking SENDMSG of `data` on `fd` (offloaded to io-wq or not) and run
-    /// the ring until it completes: its result.
-    fn send_through_ring(
-        fd: i32,
-        data: &[u8],
-        offload: bool,
-        seen: &(AtomicU64, AtomicI64),
-    ) -> i64 {
+    #[test]
+    fn a_sendmsg_larger_than_the_socket_takes_completes_at_once_with_the_prefix_that_fit() {
+        let Some(seen) = ring() else { return };
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let small: libc::c_int = 64 << 10;
+        // SAFETY: setsockopt reads one c_int from the pointer.
+        let r = unsafe {
+            libc::setsockopt(
+                a.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                &small as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0);
+        let data: Vec<u8> = (0..4usize << 20).map(|i| (i % 251) as u8).collect();
         let mut iov = [libc::iovec {
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
@@ -401,62 +379,22 @@ mod tests {
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = 1;
         let flags = (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as u32;
-        assert!(push_sendmsg(fd, &msg, flags, offload, 24));
+        assert!(push_sendmsg(a.as_raw_fd(), &msg, flags, 24));
+        // Nobody reads: a blocking send would never complete.
         while busy() {
             assert!(park());
         }
         assert_eq!(seen.0.load(Ordering::Relaxed), 24);
-        seen.1.load(Ordering::Relaxed)
-    }
-
-    #[test]
-    fn a_sendmsg_larger_than_the_socket_takes_completes_with_what_fit_offloaded_or_not() {
-        let Some(seen) = ring() else { return };
-        for offload in [false, true] {
-            let (a, mut b) = UnixStream::pair().unwrap();
-            let small: libc::c_int = 64 << 10;
-            // SAFETY: setsockopt reads one c_int from the pointer.
-            let r = unsafe {
-                libc::setsockopt(
-                    a.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_SNDBUF,
-                    &small as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(r, 0);
-            let data: Vec<u8> = (0..4usize << 20).map(|i| (i % 251) as u8).collect();
-            // Nobody reads: a blocking send would never complete.
-            let n = send_through_ring(a.as_raw_fd(), &data, offload, &seen);
-            assert!(n > 0 && (n as usize) < data.len(), "offload {offload}: {n}");
-            // The rest, from where the first stopped, once the peer has read the first part.
-            let mut got = vec![0u8; n as usize];
-            std::io::Read::read_exact(&mut b, &mut got).unwrap();
-            assert!(
-                got == data[..n as usize],
-                "offload {offload}: not the prefix"
-            );
-            drop(a);
-            let mut tail = Vec::new();
-            std::io::Read::read_to_end(&mut b, &mut tail).unwrap();
-            assert!(tail.is_empty());
-        }
-        uninstall();
-    }
-
-    #[test]
-    fn an_offloaded_sendmsg_reaches_the_peer_whole_when_it_fits() {
-        let Some(seen) = ring() else { return };
-        let (a, mut b) = UnixStream::pair().unwrap();
-        let data: Vec<u8> = (0..100_000usize).map(|i| (i % 253) as u8).collect();
-        assert_eq!(
-            send_through_ring(a.as_raw_fd(), &data, true, &seen),
-            data.len() as i64
-        );
-        let mut got = vec![0u8; data.len()];
+        let n = seen.1.load(Ordering::Relaxed);
+        assert!(n > 0 && (n as usize) < data.len(), "{n}");
+        // The peer gets exactly the first n bytes, nothing after them.
+        let mut got = vec![0u8; n as usize];
         std::io::Read::read_exact(&mut b, &mut got).unwrap();
-        assert!(got == data);
+        assert!(got == data[..n as usize], "not the prefix");
+        drop(a);
+        let mut tail = Vec::new();
+        std::io::Read::read_to_end(&mut b, &mut tail).unwrap();
+        assert!(tail.is_empty());
         uninstall();
     }
 

@@ -207,8 +207,7 @@ fn a_client_that_never_reads_its_replies_does_not_stall_the_others() {
 fn large_read_replies_that_fill_the_socket_arrive_whole_each_with_its_own_region_s_bytes() {
     let (_srv, sock) = server("splitreply");
     let (mut c, size) = Raw::go(&sock, "vm1/disk0");
-    // 16 regions of 256 KiB (above uring::OFFLOAD_BYTES: sent by an io-wq worker under
-    // --aio io_uring), each its own byte.
+    // 16 regions of 256 KiB, each its own byte.
     let (region, regions) = (256u64 << 10, 16u64);
     assert!(region * regions <= size);
     for k in 0..regions {
