@@ -354,6 +354,51 @@ mod tests {
     }
 
     #[test]
+    fn a_sendmsg_larger_than_the_socket_takes_completes_at_once_with_the_prefix_that_fit() {
+        let Some(seen) = ring() else { return };
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let small: libc::c_int = 64 << 10;
+        // SAFETY: setsockopt reads one c_int from the pointer.
+        let r = unsafe {
+            libc::setsockopt(
+                a.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                &small as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0);
+        let data: Vec<u8> = (0..4usize << 20).map(|i| (i % 251) as u8).collect();
+        let mut iov = [libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        }];
+        // SAFETY: an all-zero msghdr is an empty message; it and iov outlive the completion.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = 1;
+        let flags = (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as u32;
+        assert!(push_sendmsg(a.as_raw_fd(), &msg, flags, 24));
+        // Nobody reads: a blocking send would never complete.
+        while busy() {
+            assert!(park());
+        }
+        assert_eq!(seen.0.load(Ordering::Relaxed), 24);
+        let n = seen.1.load(Ordering::Relaxed);
+        assert!(n > 0 && (n as usize) < data.len(), "{n}");
+        // The peer gets exactly the first n bytes, nothing after them.
+        let mut got = vec![0u8; n as usize];
+        std::io::Read::read_exact(&mut b, &mut got).unwrap();
+        assert!(got == data[..n as usize], "not the prefix");
+        drop(a);
+        let mut tail = Vec::new();
+        std::io::Read::read_to_end(&mut b, &mut tail).unwrap();
+        assert!(tail.is_empty());
+        uninstall();
+    }
+
+    #[test]
     fn a_piece_completes_through_done_with_its_data_and_the_file_bytes() {
         let Some(seen) = ring() else { return };
         let dir = std::env::temp_dir().join(format!("vmio-uring-{}", std::process::id()));

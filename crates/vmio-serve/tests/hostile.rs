@@ -202,3 +202,38 @@ fn a_client_that_never_reads_its_replies_does_not_stall_the_others() {
     drop(greedy);
     still_serves(&sock);
 }
+
+#[test]
+fn large_read_replies_that_fill_the_socket_arrive_whole_each_with_its_own_region_s_bytes() {
+    let (_srv, sock) = server("splitreply");
+    let (mut c, size) = Raw::go(&sock, "vm1/disk0");
+    // 16 regions of 256 KiB, each its own byte.
+    let (region, regions) = (256u64 << 10, 16u64);
+    assert!(region * regions <= size);
+    for k in 0..regions {
+        c.request(CMD_WRITE, 0, k, k * region, region as u32);
+        c.send(&vec![(k * 13 + 1) as u8; region as usize]);
+        assert_eq!(c.reply(0).0, 0);
+    }
+    // 64 reads (16 MiB of replies, beyond any socket buffer) sent before any reply is read:
+    // the server's sends meet a full socket and go on where they stopped.
+    let n = 64u64;
+    for k in 0..n {
+        c.request(CMD_READ, 0, 1000 + k, (k % regions) * region, region as u32);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut seen = vec![false; n as usize];
+    for _ in 0..n {
+        let (e, cookie, d) = c.reply(region as usize);
+        assert_eq!(e, 0);
+        let k = cookie - 1000;
+        assert!(!std::mem::replace(&mut seen[k as usize], true));
+        let want = ((k % regions) * 13 + 1) as u8;
+        assert!(
+            d.iter().all(|&b| b == want),
+            "reply {cookie}: not region {}'s bytes",
+            k % regions
+        );
+    }
+    still_serves(&sock);
+}
