@@ -157,7 +157,7 @@ from vmio import fioreport as report
 from vmio import stackfile
 from vmio.real import cpu as realcpu
 from vmio.real import cpuwork, hostcache
-from vmio.sim import simulate_text
+from vmio.sim import parse_size, simulate_text
 
 PROGRAMS = ("bzip2", "triad")
 CORE = {"bzip2": 0, "triad": 1}
@@ -340,13 +340,7 @@ def window_mib(cache: dict) -> list[int]:
     doc, "Which L3 the rounds ran on"): larger than core 0's private level below the last
     (the chase does not fit it) and at most half the last level as `[host.cache]` has it
     (the chase fits it alone, with room for the other tenants' lines)."""
-    banks = cache["bank"]
-    top = max(b["level"] for b in banks)
-    llc = max(_bytes(b["size"]) for b in banks if b["level"] == top)
-    below = max(
-        (_bytes(b["size"]) for b in banks if b["level"] < top and 0 in cpu_list(str(b["cpus"]))),
-        default=0,
-    )
+    llc, below = levels(cache)
     mib, out = 1, []
     while mib << 20 <= llc // 2:
         if mib << 20 > below:
@@ -355,14 +349,21 @@ def window_mib(cache: dict) -> list[int]:
     return out
 
 
-def _bytes(size) -> int:
-    """Bytes of a `[host.cache]` size ("16MiB", "48KiB", or an integer)."""
-    if isinstance(size, int):
-        return size
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size.endswith(unit):
-            return int(size[: -len(unit)]) << shift
-    return int(size)
+def levels(cache: dict) -> tuple[int, int]:
+    """Bytes of `[host.cache]`'s last level (its largest bank) and of core 0's largest
+    private level below it (0 without one)."""
+    banks = cache["bank"]
+    top = max(b["level"] for b in banks)
+    llc = max(parse_size(b["size"]) for b in banks if b["level"] == top)
+    below = max(
+        (
+            parse_size(b["size"])
+            for b in banks
+            if b["level"] < top and 0 in cpu_list(str(b["cpus"]))
+        ),
+        default=0,
+    )
+    return llc, below
 
 
 def cpu_list(text: str) -> list[int]:
@@ -720,19 +721,8 @@ def rrip_long_of(
     from a check's sizes (`placement`'s: mib, alone, beside the triad), with the run's
     `[host.cache]` and the triad's bytes per second alone: per size its lost and kept
     shares and epsilon (None where it is only bounded), and their median."""
-    banks = cache["bank"]
-    top = max(b["level"] for b in banks)
-    size = max(_bytes(b["size"]) for b in banks if b["level"] == top)
-    below = 0
-    if cache.get("inclusion") == "victim":
-        below = max(
-            (
-                _bytes(b["size"])
-                for b in banks
-                if b["level"] < top and 0 in cpu_list(str(b["cpus"]))
-            ),
-            default=0,
-        )
+    size, l2 = levels(cache)
+    below = l2 if cache.get("inclusion") == "victim" else 0
     memory = latency_ns(cache["memory_latency"])
     rows = []
     for z in sizes:
